@@ -1,0 +1,141 @@
+// Package gpsemconv names every resource attribute, data-point attribute and
+// metric that travels through gpotel's pipeline. docs/pipeline.md explains
+// each; this file is the only place the strings are spelled.
+package gpsemconv
+
+// Resource kinds (value of AttrResourceKind).
+const (
+	KindSnapshot = "snapshot"
+	KindSession  = "session"
+	KindProcess  = "process"
+)
+
+// Resource attributes.
+const (
+	AttrResourceKind        = "gpotel.resource.kind"
+	AttrTmID                = "gpotel.tm_id"
+	AttrDialect             = "gpotel.dialect"
+	AttrHostName            = "host.name"
+	AttrSegmentID           = "gpotel.segment.id"
+	AttrSessionID           = "gpotel.session.id"
+	AttrProcessPID          = "process.pid"
+	AttrProcessCreationTime = "process.creation.time"
+	AttrBackendType         = "gpotel.backend.type"
+	AttrProcessSystem       = "gpotel.process.system"
+	AttrSessionPID          = "gpotel.session.pid"
+	AttrSessionSystem       = "gpotel.session.system"
+	AttrDBNamespace         = "db.namespace"
+	AttrSessionUser         = "gpotel.session.user"
+)
+
+// Data-point attributes and their values.
+const (
+	AttrCPUMode = "cpu.mode"
+	CPUModeUser = "user"
+	CPUModeSys  = "system"
+
+	AttrDirection  = "disk.io.direction"
+	DirectionRead  = "read"
+	DirectionWrite = "write"
+
+	AttrFaultType  = "system.paging.fault.type"
+	FaultTypeMajor = "major"
+	FaultTypeMinor = "minor"
+
+	AttrContextSwitchType = "process.context_switch.type"
+	ContextSwitchVol      = "voluntary"
+	ContextSwitchInvol    = "involuntary"
+
+	AttrRSSType  = "gpotel.memory.rss.type"
+	RSSTypeAnon  = "anon"
+	RSSTypeFile  = "file"
+	RSSTypeShmem = "shmem"
+
+	AttrWindow     = "gpotel.window"
+	WindowLifetime = "lifetime"
+
+	AttrMemoryType        = "gpotel.memory.type"
+	MemoryTypeRSS         = "rss"
+	MemoryTypeRSSAnon     = "rss_anon"
+	MemoryTypeRSSShared   = "rss_shared"
+	MemoryTypeVirtual     = "virtual"
+	MemoryTypePeak        = "peak"
+	MemoryTypeVirtualPeak = "virtual_peak"
+
+	AttrMemoryAggregation    = "gpotel.memory.aggregation"
+	MemoryAggregationCluster = "cluster"
+	MemoryAggregationMaxHost = "max_host"
+)
+
+// Snapshot metrics (receiver).
+const (
+	MetricHostUp        = "gpotel.host.up"
+	MetricHostProcesses = "gpotel.host.processes"
+)
+
+// Session state metric (receiver) and the keys of its Metadata map.
+const (
+	MetricSessionInfo = "gpotel.session.info"
+
+	MetaApplicationName  = "application_name"
+	MetaClientAddr       = "client_addr"
+	MetaClientHostname   = "client_hostname"
+	MetaClientPort       = "client_port"
+	MetaBackendStart     = "backend_start"
+	MetaXactStart        = "xact_start"
+	MetaQueryStart       = "query_start"
+	MetaStateChange      = "state_change"
+	MetaState            = "state"
+	MetaWaiting          = "waiting"
+	MetaWaitingReason    = "waiting_reason"
+	MetaWaitEventType    = "wait_event_type"
+	MetaWaitEvent        = "wait_event"
+	MetaBackendType      = "backend_type"
+	MetaBackendXID       = "backend_xid"
+	MetaBackendXmin      = "backend_xmin"
+	MetaRsgID            = "rsgid"
+	MetaRsgName          = "rsgname"
+	MetaRsgQueueDuration = "rsgqueueduration"
+	MetaQuery            = "query"
+	MetaQueryTruncated   = "query_truncated"
+)
+
+// Process metrics (receiver).
+const (
+	MetricProcessCPUTime         = "process.cpu.time"
+	MetricProcessDiskIO          = "process.disk.io"
+	MetricProcessCancelledWrite  = "gpotel.process.disk.cancelled_write"
+	MetricProcessDiskDelay       = "gpotel.process.disk.delay"
+	MetricProcessIOChars         = "gpotel.process.io.chars"
+	MetricProcessIOSyscalls      = "gpotel.process.io.syscalls"
+	MetricProcessPagingFaults    = "process.paging.faults"
+	MetricProcessContextSwitches = "process.context_switches"
+	MetricProcessRunDelay        = "gpotel.process.cpu.run_delay"
+	MetricProcessMemoryUsage     = "process.memory.usage"
+	MetricProcessMemoryVirtual   = "process.memory.virtual"
+	MetricProcessMemoryRSS       = "gpotel.process.memory.rss"
+	MetricProcessMemoryPeak      = "gpotel.process.memory.peak"
+	MetricProcessMemoryVirtPeak  = "gpotel.process.memory.virtual_peak"
+	MetricProcessMemorySwap      = "gpotel.process.memory.swap"
+	MetricProcessThreadCount     = "process.thread.count"
+)
+
+// Session figures (processor). Windowed ones also have a RateSuffix sibling.
+const (
+	MetricSessionCPUTime         = "gpotel.session.cpu.time"
+	MetricSessionDiskIO          = "gpotel.session.disk.io"
+	MetricSessionCancelledWrite  = "gpotel.session.disk.cancelled_write"
+	MetricSessionDiskDelay       = "gpotel.session.disk.delay"
+	MetricSessionIOChars         = "gpotel.session.io.chars"
+	MetricSessionIOSyscalls      = "gpotel.session.io.syscalls"
+	MetricSessionPagingFaults    = "gpotel.session.paging.faults"
+	MetricSessionContextSwitches = "gpotel.session.context_switches"
+	MetricSessionRunDelay        = "gpotel.session.cpu.run_delay"
+	MetricSessionWindowSpan      = "gpotel.session.window.span"
+	MetricSessionPartial         = "gpotel.session.partial"
+	MetricSessionProcesses       = "gpotel.session.processes"
+	MetricSessionHosts           = "gpotel.session.hosts"
+	MetricSessionMemoryUsage     = "gpotel.session.memory.usage"
+
+	RateSuffix = ".rate"
+)
