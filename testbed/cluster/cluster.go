@@ -1,0 +1,334 @@
+// Package cluster starts a testbed: several PostgreSQL instances on loopback
+// that together look like a Greenplum cluster (one coordinator, content -1, and
+// segment instances grouped into emulated hosts), with a Greenplum-compatible
+// catalog on top. See testbed/README.md for every object it installs.
+package cluster
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Dialect is the database flavour the testbed emulates.
+type Dialect string
+
+// The dialects a testbed can emulate.
+const (
+	DialectGP6        Dialect = "gp6"
+	DialectGP7        Dialect = "gp7"
+	DialectPostgreSQL Dialect = "postgresql"
+)
+
+// Greenplum names, used in the description and in gp_segment_configuration.
+const (
+	CoordinatorHost    = "mdw"
+	CoordinatorContent = -1
+	// AdminRole is the superuser every DSN connects as; its search_path puts the compat schema first.
+	AdminRole = "gpadmin"
+	// Database holds the compat catalog.
+	Database = "postgres"
+	// CompatSchema holds the Greenplum-compatible objects.
+	CompatSchema = "gp_compat"
+	// SessionTagPrefix in a segment backend's application_name names the coordinator session it serves.
+	SessionTagPrefix = "gpotel_sess="
+	// descriptionFile is written into Dir by Up and read by Load.
+	descriptionFile = "cluster.json"
+)
+
+// Options say what to start.
+type Options struct {
+	Dir             string  // where data dirs live; empty = a new temp dir
+	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
+	SegmentsPerHost int     // primaries per segment host
+	Dialect         Dialect // gp6, gp7 or postgresql
+}
+
+// Instance is one running PostgreSQL server.
+type Instance struct {
+	DBID          int    `json:"dbid"`
+	Content       int    `json:"content"`
+	Role          string `json:"role"`
+	Host          string `json:"host"`
+	Port          int    `json:"port"`
+	DataDir       string `json:"data_dir"`
+	DSN           string `json:"dsn"`
+	PostmasterPID int    `json:"postmaster_pid"`
+}
+
+// Host is an emulated machine: its agent listens on AgentAddress.
+type Host struct {
+	Name         string `json:"name"`
+	AgentAddress string `json:"agent_address"`
+	Contents     []int  `json:"contents"`
+}
+
+// CatalogRow is a gp_segment_configuration row with no running instance behind it
+// (the mirror and the down primary): code that routes to it is wrong.
+type CatalogRow struct {
+	DBID          int    `json:"dbid"`
+	Content       int    `json:"content"`
+	Role          string `json:"role"`
+	PreferredRole string `json:"preferred_role"`
+	Mode          string `json:"mode"`
+	Status        string `json:"status"`
+	Port          int    `json:"port"`
+	Hostname      string `json:"hostname"`
+	DataDir       string `json:"data_dir"`
+}
+
+// Description is what Up writes to Dir/cluster.json.
+type Description struct {
+	ID             string       `json:"id"`
+	Dialect        Dialect      `json:"dialect"`
+	Dir            string       `json:"dir"`
+	Coordinator    Instance     `json:"coordinator"`
+	Segments       []Instance   `json:"segments"`
+	Hosts          []Host       `json:"hosts"`
+	CoordinatorDSN string       `json:"coordinator_dsn"`
+	CatalogOnly    []CatalogRow `json:"catalog_only,omitempty"`
+	SocketDir      string       `json:"socket_dir"`
+	PGBinDir       string       `json:"pg_bin_dir"`
+	StartedAt      time.Time    `json:"started_at"`
+}
+
+// Cluster is a running (or loaded) testbed.
+type Cluster struct {
+	Description
+	account serverAccount
+}
+
+// Instances returns the coordinator followed by the segments.
+func (d *Description) Instances() []Instance {
+	return append([]Instance{d.Coordinator}, d.Segments...)
+}
+
+// Instance returns the instance with the given content id.
+func (d *Description) Instance(content int) (Instance, bool) {
+	for _, in := range d.Instances() {
+		if in.Content == content {
+			return in, true
+		}
+	}
+	return Instance{}, false
+}
+
+// HostOf names the emulated host a content id lives on.
+func (d *Description) HostOf(content int) string {
+	for _, h := range d.Hosts {
+		for _, c := range h.Contents {
+			if c == content {
+				return h.Name
+			}
+		}
+	}
+	return ""
+}
+
+// JSON renders the description as indented JSON.
+func (d *Description) JSON() []byte {
+	b, _ := json.MarshalIndent(d, "", "  ")
+	return append(b, '\n')
+}
+
+func (o Options) validate() error {
+	var errs []error
+	switch o.Dialect {
+	case DialectGP6, DialectGP7:
+		if o.Hosts < 1 {
+			errs = append(errs, fmt.Errorf("dialect %s needs at least one segment host, got %d", o.Dialect, o.Hosts))
+		}
+	case DialectPostgreSQL:
+		if o.Hosts < 0 {
+			errs = append(errs, fmt.Errorf("hosts must not be negative, got %d", o.Hosts))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("unknown dialect %q (want gp6, gp7 or postgresql)", o.Dialect))
+	}
+	if o.Hosts > 0 && o.SegmentsPerHost < 1 {
+		errs = append(errs, fmt.Errorf("segments per host must be at least 1 when hosts > 0, got %d", o.SegmentsPerHost))
+	}
+	if o.Hosts > 200 {
+		errs = append(errs, fmt.Errorf("at most 200 hosts fit the 127.0.0.x agent addresses, got %d", o.Hosts))
+	}
+	return errors.Join(errs...)
+}
+
+// Up initialises and starts a cluster; on failure nothing is left running.
+func Up(ctx context.Context, opts Options) (*Cluster, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	bin, err := postgresBin()
+	if err != nil {
+		return nil, err
+	}
+	account, err := lookupServerAccount()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := prepareDir(opts.Dir, account)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{account: account}
+	c.ID = newID()
+	c.Dialect = opts.Dialect
+	c.Dir = dir
+	c.PGBinDir = bin
+	c.SocketDir = filepath.Join(dir, "sock")
+	c.plan(opts)
+	if err := c.create(ctx); err != nil {
+		downErr := c.Down(context.WithoutCancel(ctx))
+		return nil, errors.Join(fmt.Errorf("testbed up in %s: %w", dir, err), downErr)
+	}
+	return c, nil
+}
+
+func prepareDir(dir string, account serverAccount) (string, error) {
+	if dir == "" {
+		d, err := os.MkdirTemp("", "gpotel-testbed-")
+		if err != nil {
+			return "", err
+		}
+		dir = d
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if _, err := os.Stat(filepath.Join(abs, descriptionFile)); err == nil {
+		return "", fmt.Errorf("%s already holds a testbed (run `gpotel-testbed down --dir %s` first)", abs, abs)
+	}
+	if err := os.MkdirAll(abs, 0o755); err != nil {
+		return "", err
+	}
+	if err := os.Chmod(abs, 0o755); err != nil {
+		return "", err
+	}
+	if err := account.checkReachable(abs); err != nil {
+		return "", err
+	}
+	return abs, nil
+}
+
+func newID() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// plan lays out instances, hosts and decoy catalog rows before anything starts.
+func (c *Cluster) plan(opts Options) {
+	c.Coordinator = Instance{DBID: 1, Content: CoordinatorContent, Role: "p", Host: CoordinatorHost,
+		DataDir: filepath.Join(c.Dir, CoordinatorHost, "gpseg-1")}
+	c.Hosts = []Host{{Name: CoordinatorHost, AgentAddress: "127.0.0.10", Contents: []int{CoordinatorContent}}}
+	content := 0
+	for h := 1; h <= opts.Hosts; h++ {
+		host := Host{Name: fmt.Sprintf("sdw%d", h), AgentAddress: fmt.Sprintf("127.0.0.%d", 10+h)}
+		for s := 0; s < opts.SegmentsPerHost; s++ {
+			c.Segments = append(c.Segments, Instance{DBID: content + 2, Content: content, Role: "p", Host: host.Name,
+				DataDir: filepath.Join(c.Dir, host.Name, fmt.Sprintf("gpseg%d", content))})
+			host.Contents = append(host.Contents, content)
+			content++
+		}
+		c.Hosts = append(c.Hosts, host)
+	}
+	if c.Dialect == DialectPostgreSQL || len(c.Segments) == 0 {
+		return
+	}
+	n := len(c.Segments)
+	c.CatalogOnly = []CatalogRow{
+		// A mirror of content 0: never a backend host for content 0.
+		{DBID: n + 2, Content: 0, Role: "m", PreferredRole: "m", Mode: "s", Status: "u", Port: 1,
+			Hostname: "sdw-mirror", DataDir: "/nonexistent/mirror/gpseg0"},
+		// A primary that is down, with a content id no running instance has.
+		{DBID: n + 3, Content: n, Role: "p", PreferredRole: "p", Mode: "n", Status: "d", Port: 2,
+			Hostname: "sdw-down", DataDir: fmt.Sprintf("/nonexistent/primary/gpseg%d", n)},
+	}
+}
+
+func (c *Cluster) create(ctx context.Context) error {
+	for _, d := range []string{c.SocketDir, filepath.Join(c.Dir, "logs")} {
+		if err := c.account.mkdirOwned(d, 0o755); err != nil {
+			return err
+		}
+	}
+	for _, h := range c.Hosts {
+		if err := c.account.mkdirOwned(filepath.Join(c.Dir, h.Name), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := c.initDataDirs(ctx); err != nil {
+		return err
+	}
+	if err := c.startAll(ctx); err != nil {
+		return err
+	}
+	if err := c.installCatalog(ctx); err != nil {
+		return err
+	}
+	c.StartedAt = time.Now().UTC()
+	return c.save()
+}
+
+// save writes the description; Load and `gpotel-testbed down` read it.
+func (c *Cluster) save() error {
+	c.CoordinatorDSN = c.Coordinator.DSN
+	tmp := filepath.Join(c.Dir, descriptionFile+".tmp")
+	if err := os.WriteFile(tmp, c.JSON(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(c.Dir, descriptionFile))
+}
+
+// Load reads the description Up wrote to dir.
+func Load(dir string) (*Cluster, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(filepath.Join(abs, descriptionFile))
+	if err != nil {
+		return nil, fmt.Errorf("no testbed in %s: %w", abs, err)
+	}
+	c := &Cluster{}
+	if err := json.Unmarshal(b, &c.Description); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(abs, descriptionFile), err)
+	}
+	if c.account, err = lookupServerAccount(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Start is Up for tests: the cluster goes down in t.Cleanup, also when the test fails.
+func Start(t testing.TB, opts Options) *Cluster {
+	t.Helper()
+	if _, err := postgresBin(); err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	begin := time.Now()
+	c, err := Up(ctx, opts)
+	if err != nil {
+		t.Fatalf("testbed: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := c.Down(ctx); err != nil {
+			t.Errorf("testbed down: %v", err)
+		}
+	})
+	t.Logf("testbed %s (%s, 1+%d instances) up in %v at %s", c.ID, c.Dialect, len(c.Segments), time.Since(begin).Round(time.Millisecond), c.Dir)
+	return c
+}

@@ -1,0 +1,297 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// settingsFile is included from postgresql.conf and rewritten on every start attempt.
+const settingsFile = "gpotel.conf"
+
+// initDataDirs runs initdb once and copies the result for every other instance:
+// one initdb costs about a second of CPU, a copy a few milliseconds.
+func (c *Cluster) initDataDirs(ctx context.Context) error {
+	template := c.Coordinator.DataDir
+	err := c.account.run(ctx, filepath.Join(c.PGBinDir, "initdb"),
+		"--pgdata", template, "--username", AdminRole, "--auth", "trust",
+		"--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
+	if err != nil {
+		return err
+	}
+	conf := filepath.Join(template, "postgresql.conf")
+	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(f, "\n# gpotel testbed\ninclude_if_exists = '%s'\n", settingsFile)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(4)
+	for _, seg := range c.Segments {
+		g.Go(func() error {
+			return c.account.run(gctx, "/bin/cp", "-a", template, seg.DataDir)
+		})
+	}
+	return g.Wait()
+}
+
+// settings are the same for every instance except port, name and content id.
+func (c *Cluster) settings(in Instance) string {
+	return fmt.Sprintf(`port = %d
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '%s'
+cluster_name = '%s'
+gpotel.content_id = %d
+shared_buffers = 16MB
+temp_buffers = 8MB
+wal_buffers = 1MB
+max_connections = 40
+max_worker_processes = 8
+max_parallel_workers = 4
+max_wal_senders = 0
+wal_level = minimal
+fsync = on
+max_wal_size = 256MB
+min_wal_size = 32MB
+autovacuum = off
+jit = off
+huge_pages = off
+dynamic_shared_memory_type = posix
+logging_collector = off
+log_min_messages = warning
+log_line_prefix = '%%m [%%p] '
+`, in.Port, c.SocketDir, c.processTag(in), in.Content)
+}
+
+// processTag is the cluster_name: it shows in every process title of the
+// instance, which is how Down finds stragglers.
+func (c *Cluster) processTag(in Instance) string {
+	return fmt.Sprintf("gpotel-%s-seg%d", c.ID, in.Content)
+}
+
+func (c *Cluster) logFile(in Instance) string {
+	return filepath.Join(c.Dir, "logs", fmt.Sprintf("gpseg%d.log", in.Content))
+}
+
+func (c *Cluster) startAll(ctx context.Context) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return c.start(gctx, &c.Coordinator, true) })
+	for i := range c.Segments {
+		g.Go(func() error { return c.start(gctx, &c.Segments[i], true) })
+	}
+	return g.Wait()
+}
+
+// start launches one instance; with newPort it picks a free port and retries
+// when another process grabbed it first.
+func (c *Cluster) start(ctx context.Context, in *Instance, newPort bool) error {
+	const attempts = 4
+	var lastErr error
+	for attempt := 0; attempt < attempts; attempt++ {
+		if newPort || in.Port == 0 {
+			port, err := freePort()
+			if err != nil {
+				return err
+			}
+			in.Port = port
+		}
+		if err := os.WriteFile(filepath.Join(in.DataDir, settingsFile), []byte(c.settings(*in)), 0o644); err != nil {
+			return err
+		}
+		if err := os.Chown(filepath.Join(in.DataDir, settingsFile), c.account.uid, c.account.gid); err != nil {
+			return err
+		}
+		logFile := c.logFile(*in)
+		before := fileSize(logFile)
+		lastErr = c.account.run(ctx, filepath.Join(c.PGBinDir, "pg_ctl"), "start", "--wait", "--timeout", "60",
+			"--silent", "--pgdata", in.DataDir, "--log", logFile)
+		if lastErr == nil {
+			pid, err := postmasterPID(in.DataDir)
+			if err != nil {
+				return err
+			}
+			in.PostmasterPID = pid
+			in.DSN = fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", AdminRole, in.Port, Database)
+			return nil
+		}
+		tail := readFrom(logFile, before)
+		lastErr = fmt.Errorf("start gpseg%d on port %d: %w; log: %s", in.Content, in.Port, lastErr, tail)
+		if !newPort || !strings.Contains(tail, "could not bind") && !strings.Contains(tail, "in use") {
+			return lastErr
+		}
+	}
+	return lastErr
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func fileSize(path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Size()
+}
+
+func readFrom(path string, offset int64) string {
+	b, err := os.ReadFile(path)
+	if err != nil || int64(len(b)) < offset {
+		return ""
+	}
+	b = b[offset:]
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// postmasterPID reads the first line of postmaster.pid.
+func postmasterPID(dataDir string) (int, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, "postmaster.pid"))
+	if err != nil {
+		return 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	pid, err := strconv.Atoi(strings.TrimSpace(string(line)))
+	if err != nil {
+		return 0, fmt.Errorf("%s/postmaster.pid: %w", dataDir, err)
+	}
+	return pid, nil
+}
+
+// stop shuts one instance down: fast first, immediate if that stalls.
+func (c *Cluster) stop(ctx context.Context, in Instance, mode string) error {
+	if _, err := os.Stat(filepath.Join(in.DataDir, "postmaster.pid")); err != nil {
+		return nil // not running
+	}
+	pgctl := filepath.Join(c.PGBinDir, "pg_ctl")
+	err := c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", mode)
+	if err != nil && mode != "immediate" {
+		err = c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", "immediate")
+	}
+	return err
+}
+
+// RestartCoordinator stops and starts the coordinator on the same port: its
+// postmaster start time (and so the tm_id) changes, the catalog stays.
+func (c *Cluster) RestartCoordinator(ctx context.Context) error {
+	if err := c.stop(ctx, c.Coordinator, "fast"); err != nil {
+		return err
+	}
+	if err := c.start(ctx, &c.Coordinator, false); err != nil {
+		return err
+	}
+	return c.save()
+}
+
+// Down stops every instance, kills any process still tagged with this
+// cluster's name, and removes Dir. Calling it again is harmless.
+func (c *Cluster) Down(ctx context.Context) error {
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	if c.PGBinDir != "" {
+		for _, in := range c.Instances() {
+			if in.DataDir == "" {
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := c.stop(ctx, in, "fast"); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Errorf("stop gpseg%d: %w", in.Content, err))
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+	}
+	if left := c.killStragglers(); len(left) > 0 {
+		errs = append(errs, fmt.Errorf("processes of testbed %s still alive after SIGKILL: %v", c.ID, left))
+	}
+	if c.Dir != "" {
+		if err := os.RemoveAll(c.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Processes lists the pids of this cluster: postmasters (by their -D data
+// dir) and every child (by the cluster_name in its process title).
+func (c *Cluster) Processes() []int {
+	dataDirs := map[string]bool{}
+	for _, in := range c.Instances() {
+		if in.DataDir != "" {
+			dataDirs[in.DataDir] = true
+		}
+	}
+	tag := []byte("gpotel-" + c.ID + "-seg")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	self := os.Getpid()
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		match := c.ID != "" && bytes.Contains(cmdline, tag)
+		for _, arg := range bytes.Split(cmdline, []byte{0}) {
+			if dataDirs[string(arg)] {
+				match = true
+			}
+		}
+		if match {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// killStragglers SIGKILLs what a clean stop left behind and reports survivors.
+func (c *Cluster) killStragglers() []int {
+	pids := c.Processes()
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(pids) > 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+		pids = c.Processes()
+	}
+	return pids
+}
