@@ -1,0 +1,80 @@
+// Command gpotel-top shows, like top, which database sessions cost the OS the
+// most over the last window, read from gpotel's GetGPSessions API.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"syscall"
+	"time"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "gpotel-top:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, out io.Writer) error {
+	fs := flag.NewFlagSet("gpotel-top", flag.ContinueOnError)
+	var o clientOptions
+	fs.StringVar(&o.Addr, "addr", "127.0.0.1:1432", "GetGPInfo API address (host:port)")
+	fs.BoolVar(&o.TLS, "tls", false, "use TLS (implied by --tls-ca or --tls-cert)")
+	fs.StringVar(&o.CAFile, "tls-ca", "", "CA file that signed the server certificate")
+	fs.StringVar(&o.CertFile, "tls-cert", "", "client certificate for mutual TLS")
+	fs.StringVar(&o.KeyFile, "tls-key", "", "client key for mutual TLS")
+	fs.StringVar(&o.ServerName, "tls-server-name", "", "server name to verify instead of the address host")
+	fs.BoolVar(&o.SkipVerify, "tls-insecure-skip-verify", false, "do not verify the server certificate")
+	fs.StringVar(&o.Token, "token", "", "bearer token for the API")
+	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token")
+	fs.BoolVar(&o.ShowSystem, "system", false, "include system processes (no client session)")
+	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one GetGPSessions call")
+	interval := fs.Duration("interval", 2*time.Second, "refresh interval")
+	once := fs.Bool("once", false, "print one plain-text table and exit")
+	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay")
+	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %v", fs.Args())
+	}
+	k, err := parseSortKey(*sortName)
+	if err != nil {
+		return err
+	}
+	if *interval <= 0 {
+		return fmt.Errorf("--interval must be positive")
+	}
+	c, err := dial(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	if *once {
+		w := *width
+		if w == 0 {
+			w, _ = strconv.Atoi(os.Getenv("COLUMNS"))
+		}
+		return printOnce(ctx, c, k, w, out)
+	}
+	return runTUI(ctx, c, *interval, k)
+}
+
+// printOnce writes the status line and one table, for scripts and tests.
+func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out io.Writer) error {
+	rows, err := c.sessions(ctx, k)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width))
+	return err
+}

@@ -1,0 +1,280 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// fixedSessions is an in-process GetGPInfo server answering with a fixed list.
+type fixedSessions struct {
+	yagpcc.UnimplementedGetGPInfoServer
+	states []*yagpcc.SessionState
+	token  string
+
+	mu   sync.Mutex
+	reqs []*yagpcc.GetGPSessionsReq
+}
+
+func (f *fixedSessions) GetGPSessions(ctx context.Context, req *yagpcc.GetGPSessionsReq) (*yagpcc.GetGPSessionsResponse, error) {
+	if f.token != "" {
+		md, _ := metadata.FromIncomingContext(ctx)
+		if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+f.token {
+			return nil, status.Error(codes.Unauthenticated, "bad token")
+		}
+	}
+	f.mu.Lock()
+	f.reqs = append(f.reqs, req)
+	f.mu.Unlock()
+	return &yagpcc.GetGPSessionsResponse{SessionsState: f.states}, nil
+}
+
+func serve(t *testing.T, f *fixedSessions) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	yagpcc.RegisterGetGPInfoServer(srv, f)
+	go func() { _ = srv.Serve(lis) }()
+	t.Cleanup(srv.Stop)
+	return lis.Addr().String()
+}
+
+type sessionFigures struct {
+	sessID          int64
+	user, db, state string
+	query           string
+	userCPU, sysCPU float64
+	window          float64
+	rssAnon, rss    uint64
+	readB, writeB   uint64
+	runDelay        float64
+	partial         bool
+}
+
+func state(f sessionFigures) *yagpcc.SessionState {
+	return &yagpcc.SessionState{
+		SessionKey:       &yagpcc.SessionKey{SessId: f.sessID, TmId: 1700000000},
+		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state},
+		RunningQueryInfo: &yagpcc.QueryInfo{QueryText: f.query},
+		LastMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{
+			UserTimeSeconds:   f.userCPU,
+			KernelTimeSeconds: f.sysCPU,
+			WindowSeconds:     f.window,
+			RssAnon:           f.rssAnon,
+			Rss:               f.rss,
+			ReadBytes:         f.readB,
+			WriteBytes:        f.writeB,
+			RunDelaySeconds:   f.runDelay,
+			Partial:           f.partial,
+		}},
+	}
+}
+
+// Three sessions, each the largest in a different column.
+func threeSessions() *fixedSessions {
+	return &fixedSessions{states: []*yagpcc.SessionState{
+		state(sessionFigures{sessID: 11, user: "alice", db: "sales", state: "active",
+			query: "select burn_cpu(30)\nfrom gp_dist_random('gp_id')", userCPU: 15, sysCPU: 5, window: 10,
+			rssAnon: 8 << 20, rss: 64 << 20, readB: 0, writeB: 10 << 20, runDelay: 0.5}),
+		state(sessionFigures{sessID: 12, user: "bob", db: "sales", state: "active",
+			query: "insert into t select * from generate_series(1, 1e7)", userCPU: 2, sysCPU: 3, window: 10,
+			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1}),
+		state(sessionFigures{sessID: 13, user: "carol", db: "hr", state: "idle",
+			userCPU: 0.1, window: 10, rssAnon: 1 << 20, rss: 20 << 20, runDelay: 3, partial: true}),
+	}}
+}
+
+func runOnce(t *testing.T, args ...string) string {
+	t.Helper()
+	var out bytes.Buffer
+	if err := run(context.Background(), append([]string{"--once"}, args...), &out); err != nil {
+		t.Fatalf("run %v: %v", args, err)
+	}
+	return out.String()
+}
+
+// tableRows returns the data lines of a --once output (after status and header).
+func tableRows(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "SESS") {
+		t.Fatalf("no table header in:\n%s", out)
+	}
+	return lines[2:]
+}
+
+func sessOf(line string) string { return strings.Fields(line)[0] }
+
+func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
+	addr := serve(t, threeSessions())
+	out := runOnce(t, "--addr", addr)
+	rows := tableRows(t, out)
+	if len(rows) != 3 {
+		t.Fatalf("want 3 rows, got %d:\n%s", len(rows), out)
+	}
+	// Session 11: (15+5) s over 10 s = 200 %, 10 MiB written in 10 s = 1.0M/s.
+	want := []string{"11", "alice", "sales", "active", "200.0", "8.0M", "64.0M", "0", "1.0M", "0.50s", "select", "burn_cpu(30)"}
+	if got := strings.Fields(rows[0]); strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("first row\n got %q\nwant %q", got, want)
+	}
+	if strings.Contains(out, "gp_dist_random") {
+		t.Errorf("only the query's first line belongs in the table:\n%s", out)
+	}
+	if !strings.Contains(rows[2], " 1.0* ") || !strings.Contains(out, "partial 1") {
+		t.Errorf("partial session not marked:\n%s", out)
+	}
+	if !strings.Contains(out, "sessions 3") || !strings.Contains(out, "window 10s") {
+		t.Errorf("status line lacks counts:\n%s", out)
+	}
+}
+
+func TestEachSortKeyPutsItsLargestSessionFirst(t *testing.T) {
+	addr := serve(t, threeSessions())
+	for sortName, wantFirst := range map[string]string{
+		"cpu": "11", "memory": "12", "read": "12", "write": "12", "delay": "13",
+	} {
+		rows := tableRows(t, runOnce(t, "--addr", addr, "--sort", sortName))
+		if got := sessOf(rows[0]); got != wantFirst {
+			t.Errorf("--sort %s: first session %s, want %s", sortName, got, wantFirst)
+		}
+	}
+}
+
+func TestSortKeyAsksServerForMatchingField(t *testing.T) {
+	f := threeSessions()
+	addr := serve(t, f)
+	runOnce(t, "--addr", addr, "--sort", "w")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	got := f.reqs[len(f.reqs)-1].GetField()
+	if len(got) != 1 || got[0].GetFieldName() != yagpcc.SessionField_LAST_WRITE_BYTES || got[0].GetOrder() != yagpcc.SortOrder_SORT_DESC {
+		t.Errorf("server sort fields = %v", got)
+	}
+}
+
+func TestKeysMapToSortOrders(t *testing.T) {
+	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay} {
+		if got, ok := sortKeyForKey(key); !ok || got != want {
+			t.Errorf("key %q → %v, %v; want %v", key, got, ok, want)
+		}
+	}
+	if _, ok := sortKeyForKey("x"); ok {
+		t.Error("key x must not change the sort")
+	}
+	if _, err := parseSortKey("size"); err == nil {
+		t.Error("unknown --sort accepted")
+	}
+}
+
+func TestZeroWindowShowsDashNotInfinity(t *testing.T) {
+	addr := serve(t, &fixedSessions{states: []*yagpcc.SessionState{
+		state(sessionFigures{sessID: 5, user: "u", db: "d", state: "active", userCPU: 1, readB: 10}),
+	}})
+	row := strings.Fields(tableRows(t, runOnce(t, "--addr", addr))[0])
+	if row[4] != "-" || row[7] != "-" || row[8] != "-" {
+		t.Errorf("figures without a window span must print '-': %q", row)
+	}
+}
+
+func TestWidthCutsLines(t *testing.T) {
+	addr := serve(t, threeSessions())
+	out := runOnce(t, "--addr", addr, "--width", "40")
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n")[1:] {
+		if len(l) > 40 {
+			t.Errorf("line longer than 40: %q", l)
+		}
+	}
+}
+
+func TestBearerTokenIsSent(t *testing.T) {
+	f := threeSessions()
+	f.token = "s3cret"
+	addr := serve(t, f)
+	if err := run(context.Background(), []string{"--once", "--addr", addr}, &bytes.Buffer{}); status.Code(unwrapStatus(err)) != codes.Unauthenticated {
+		t.Fatalf("without a token: err = %v, want Unauthenticated", err)
+	}
+	runOnce(t, "--addr", addr, "--token", "s3cret")
+}
+
+func unwrapStatus(err error) error {
+	for e := err; e != nil; {
+		if _, ok := status.FromError(e); ok {
+			return e
+		}
+		u, ok := e.(interface{ Unwrap() error })
+		if !ok {
+			break
+		}
+		e = u.Unwrap()
+	}
+	return err
+}
+
+func TestUnreachableServerFailsWithinTimeout(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := lis.Addr().String()
+	lis.Close()
+	err = run(context.Background(), []string{"--once", "--addr", addr, "--timeout", "2s"}, &bytes.Buffer{})
+	if err == nil {
+		t.Fatal("want an error for a closed port")
+	}
+}
+
+func TestBadFlagsAreRejected(t *testing.T) {
+	for _, args := range [][]string{
+		{"--once", "--sort", "size"},
+		{"--once", "--tls-cert", "c.pem"},
+		{"--once", "--token", "a", "--token-file", "f"},
+		{"--once", "--interval", "0s"},
+	} {
+		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
+
+func TestKeyPressResortsTheScreen(t *testing.T) {
+	f := threeSessions()
+	addr := serve(t, f)
+	c, err := dial(context.Background(), clientOptions{Addr: addr, CallTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 20}
+	m, _ = m.Update(m.(topModel).fetch()())
+	m, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")})
+	if cmd == nil {
+		t.Fatal("a sort key must trigger a refetch")
+	}
+	m, _ = m.Update(cmd())
+	view := m.View()
+	lines := strings.Split(view, "\n")
+	if !strings.Contains(lines[0], "sort delay") {
+		t.Errorf("status line does not name the sort: %q", lines[0])
+	}
+	if got := sessOf(lines[3]); got != "13" {
+		t.Errorf("after 'd' the first session is %s, want 13\n%s", got, view)
+	}
+	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil || cmd() != tea.Quit() {
+		t.Error("q must quit")
+	}
+}

@@ -1,0 +1,271 @@
+package main
+
+import (
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/charmbracelet/x/ansi"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// SortKey is the column the session list is ordered by, largest first.
+type SortKey int
+
+const (
+	SortCPU SortKey = iota
+	SortMemory
+	SortRead
+	SortWrite
+	SortRunDelay
+)
+
+var sortKeyNames = map[SortKey]string{
+	SortCPU:      "cpu",
+	SortMemory:   "memory",
+	SortRead:     "read",
+	SortWrite:    "write",
+	SortRunDelay: "delay",
+}
+
+func (k SortKey) String() string { return sortKeyNames[k] }
+
+// sortKeyForKey maps a key press to a sort order; ok is false for other keys.
+func sortKeyForKey(key string) (SortKey, bool) {
+	switch key {
+	case "c":
+		return SortCPU, true
+	case "m":
+		return SortMemory, true
+	case "r":
+		return SortRead, true
+	case "w":
+		return SortWrite, true
+	case "d":
+		return SortRunDelay, true
+	}
+	return 0, false
+}
+
+// parseSortKey accepts the names printed by String and their one-letter keys.
+func parseSortKey(s string) (SortKey, error) {
+	if k, ok := sortKeyForKey(s); ok {
+		return k, nil
+	}
+	for k, name := range sortKeyNames {
+		if name == s {
+			return k, nil
+		}
+	}
+	return 0, fmt.Errorf("unknown sort %q: want cpu, memory, read, write or delay", s)
+}
+
+// serverField is the GetGPSessions sort field matching the key, so a server that
+// pages returns the same top sessions the client shows.
+func (k SortKey) serverField() yagpcc.SessionField {
+	switch k {
+	case SortMemory:
+		return yagpcc.SessionField_LAST_RSS_ANON
+	case SortRead:
+		return yagpcc.SessionField_LAST_READ_BYTES
+	case SortWrite:
+		return yagpcc.SessionField_LAST_WRITE_BYTES
+	case SortRunDelay:
+		return yagpcc.SessionField_LAST_RUN_DELAY_SECONDS
+	}
+	return yagpcc.SessionField_LAST_RUNNINGTIMESECONDS
+}
+
+// SessionRow is one session as the table shows it, rates already divided by the window.
+type SessionRow struct {
+	SessID       int64
+	TmID         int64
+	User         string
+	Database     string
+	State        string
+	CPUPercent   float64 // window CPU seconds ÷ window span × 100
+	RSSAnon      uint64  // private resident bytes, all hosts
+	RSS          uint64  // resident bytes, all hosts
+	ReadPerSec   float64 // storage read bytes per second over the window
+	WritePerSec  float64
+	RunDelay     float64 // seconds spent waiting for a CPU inside the window
+	WindowSecond float64
+	Partial      bool
+	Query        string // the first line of the running query
+}
+
+// rowFromState reads the last-window figures of one session.
+func rowFromState(s *yagpcc.SessionState) SessionRow {
+	row := SessionRow{
+		SessID: s.GetSessionKey().GetSessId(),
+		TmID:   s.GetSessionKey().GetTmId(),
+	}
+	info := s.GetSessionInfo()
+	row.User = info.GetUser()
+	row.Database = info.GetDatabase()
+	row.State = info.GetState()
+	if row.User == "" {
+		row.User = s.GetRunningQueryInfo().GetUserName()
+	}
+	if row.Database == "" {
+		row.Database = s.GetRunningQueryInfo().GetDatabaseName()
+	}
+	row.Query = firstLine(s.GetRunningQueryInfo().GetQueryText())
+
+	st := s.GetLastMetrics().GetSystemStat()
+	row.WindowSecond = st.GetWindowSeconds()
+	row.RSSAnon = st.GetRssAnon()
+	row.RSS = st.GetRss()
+	row.RunDelay = st.GetRunDelaySeconds()
+	row.Partial = st.GetPartial()
+	if w := row.WindowSecond; w > 0 {
+		row.CPUPercent = (st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()) / w * 100
+		row.ReadPerSec = float64(st.GetReadBytes()) / w
+		row.WritePerSec = float64(st.GetWriteBytes()) / w
+	}
+	return row
+}
+
+func firstLine(q string) string {
+	q = strings.TrimSpace(q)
+	if i := strings.IndexAny(q, "\r\n"); i >= 0 {
+		q = strings.TrimSpace(q[:i])
+	}
+	return q
+}
+
+// sortValue is the figure the key orders by.
+func (r SessionRow) sortValue(k SortKey) float64 {
+	switch k {
+	case SortMemory:
+		return float64(r.RSSAnon)
+	case SortRead:
+		return r.ReadPerSec
+	case SortWrite:
+		return r.WritePerSec
+	case SortRunDelay:
+		return r.RunDelay
+	}
+	return r.CPUPercent
+}
+
+// sortRows orders largest first; ties fall back to the session key so the
+// table does not shuffle between refreshes.
+func sortRows(rows []SessionRow, k SortKey) {
+	sort.SliceStable(rows, func(i, j int) bool {
+		a, b := rows[i].sortValue(k), rows[j].sortValue(k)
+		if a != b {
+			return a > b
+		}
+		if rows[i].TmID != rows[j].TmID {
+			return rows[i].TmID > rows[j].TmID
+		}
+		return rows[i].SessID < rows[j].SessID
+	})
+}
+
+type column struct {
+	title string
+	width int
+	right bool
+	value func(SessionRow) string
+}
+
+var columns = []column{
+	{"SESS", 7, true, func(r SessionRow) string { return strconv.FormatInt(r.SessID, 10) }},
+	{"USER", 10, false, func(r SessionRow) string { return r.User }},
+	{"DATABASE", 10, false, func(r SessionRow) string { return r.Database }},
+	{"STATE", 8, false, func(r SessionRow) string { return r.State }},
+	{"CPU%", 7, true, func(r SessionRow) string {
+		if r.WindowSecond <= 0 {
+			return "-"
+		}
+		s := strconv.FormatFloat(r.CPUPercent, 'f', 1, 64)
+		if r.Partial {
+			s += "*"
+		}
+		return s
+	}},
+	{"PRIV", 8, true, func(r SessionRow) string { return formatBytes(float64(r.RSSAnon)) }},
+	{"RSS", 8, true, func(r SessionRow) string { return formatBytes(float64(r.RSS)) }},
+	{"READ/s", 8, true, func(r SessionRow) string { return rateOrDash(r, r.ReadPerSec) }},
+	{"WRITE/s", 8, true, func(r SessionRow) string { return rateOrDash(r, r.WritePerSec) }},
+	{"RUNQ", 7, true, func(r SessionRow) string { return strconv.FormatFloat(r.RunDelay, 'f', 2, 64) + "s" }},
+}
+
+func rateOrDash(r SessionRow, v float64) string {
+	if r.WindowSecond <= 0 {
+		return "-"
+	}
+	return formatBytes(v)
+}
+
+// formatBytes prints binary units the way top does: 4096 → 4.0K.
+func formatBytes(v float64) string {
+	const units = "KMGTPE"
+	if v < 1024 {
+		return strconv.FormatFloat(v, 'f', 0, 64)
+	}
+	i := -1
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + string(units[i])
+}
+
+// formatTable renders the header and rows as plain text at most width cells
+// wide; the query column takes what the fixed columns leave.
+func formatTable(rows []SessionRow, width int) string {
+	var b strings.Builder
+	line := func(cells []string) {
+		s := strings.Join(cells, " ")
+		if width > 0 {
+			s = ansi.Truncate(s, width, "")
+		}
+		b.WriteString(strings.TrimRight(s, " "))
+		b.WriteByte('\n')
+	}
+	cells := make([]string, 0, len(columns)+1)
+	for _, c := range columns {
+		cells = append(cells, pad(c.title, c.width, c.right))
+	}
+	line(append(cells, "QUERY"))
+	for _, r := range rows {
+		cells = cells[:0]
+		for _, c := range columns {
+			cells = append(cells, pad(c.value(r), c.width, c.right))
+		}
+		line(append(cells, r.Query))
+	}
+	return b.String()
+}
+
+// pad cuts or fills s to exactly w cells.
+func pad(s string, w int, right bool) string {
+	s = ansi.Truncate(s, w, "")
+	gap := strings.Repeat(" ", w-ansi.StringWidth(s))
+	if right {
+		return gap + s
+	}
+	return s + gap
+}
+
+// summary is the status line above the table.
+func summary(addr string, rows []SessionRow, k SortKey) string {
+	window := 0.0
+	partial := 0
+	for _, r := range rows {
+		window = max(window, r.WindowSecond)
+		if r.Partial {
+			partial++
+		}
+	}
+	s := fmt.Sprintf("gpotel-top %s  sessions %d  window %.0fs  sort %s", addr, len(rows), window, k)
+	if partial > 0 {
+		s += fmt.Sprintf("  partial %d (* = a host did not answer)", partial)
+	}
+	return s
+}
