@@ -1,0 +1,94 @@
+package sessionstateexporter
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/config/configgrpc"
+)
+
+// Defaults. Port 1432 is where yagpcc's coordinator service listens.
+const (
+	defaultEndpoint           = "0.0.0.0:1432"
+	defaultLastMetricsWindow  = 5 * time.Minute
+	defaultSessionGracePeriod = 30 * time.Second
+	defaultMaxSessions        = 100000
+	defaultPageSize           = 100
+	defaultMaxPageSize        = 10000
+	// A stock gRPC client refuses messages larger than 4 MiB.
+	defaultMaxResponseBytes = 4 << 20
+	// Below this no session with a cut query text fits reliably.
+	minMaxResponseBytes = 1024
+)
+
+// Config is the sessionstate exporter's configuration.
+type Config struct {
+	// The gRPC server: endpoint, tls, auth, keepalive, max_recv_msg_size_mib, ...
+	configgrpc.ServerConfig `mapstructure:",squash"`
+
+	// ClusterID is reported as SessionState.cluster_id.
+	ClusterID string `mapstructure:"cluster_id"`
+	// Hostname overrides the coordinator host name reported as
+	// SessionState.hostname; empty means the snapshot's host.name, else os.Hostname.
+	Hostname string `mapstructure:"hostname"`
+	// LastMetricsWindow selects the snapshotdiff window that fills
+	// last_metrics; it must be one of the processor's windows.
+	LastMetricsWindow time.Duration `mapstructure:"last_metrics_window"`
+	// SessionGracePeriod keeps a session that left the newest snapshot
+	// visible this long (measured in snapshot time).
+	SessionGracePeriod time.Duration `mapstructure:"session_grace_period"`
+	// MaxSessions bounds the store.
+	MaxSessions int `mapstructure:"max_sessions"`
+	// DefaultPageSize applies when a request's page_size is 0.
+	DefaultPageSize int `mapstructure:"default_page_size"`
+	// MaxPageSize caps a request's page_size.
+	MaxPageSize int `mapstructure:"max_page_size"`
+	// MaxResponseBytes keeps every list response below this encoded size,
+	// so that a client with the default 4 MiB receive limit can read it.
+	MaxResponseBytes int `mapstructure:"max_response_bytes"`
+}
+
+func createDefaultConfig() *Config {
+	server := configgrpc.NewDefaultServerConfig()
+	server.NetAddr.Endpoint = defaultEndpoint
+	return &Config{
+		ServerConfig:       server,
+		LastMetricsWindow:  defaultLastMetricsWindow,
+		SessionGracePeriod: defaultSessionGracePeriod,
+		MaxSessions:        defaultMaxSessions,
+		DefaultPageSize:    defaultPageSize,
+		MaxPageSize:        defaultMaxPageSize,
+		MaxResponseBytes:   defaultMaxResponseBytes,
+	}
+}
+
+// Validate checks the exporter's own settings; the collector validates the
+// embedded gRPC server settings itself.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if cfg.NetAddr.Endpoint == "" {
+		errs = append(errs, errors.New("endpoint must not be empty"))
+	}
+	if cfg.LastMetricsWindow <= 0 {
+		errs = append(errs, fmt.Errorf("last_metrics_window must be positive, got %s", cfg.LastMetricsWindow))
+	}
+	if cfg.SessionGracePeriod < 0 {
+		errs = append(errs, fmt.Errorf("session_grace_period must not be negative, got %s", cfg.SessionGracePeriod))
+	}
+	if cfg.MaxSessions <= 0 {
+		errs = append(errs, fmt.Errorf("max_sessions must be positive, got %d", cfg.MaxSessions))
+	}
+	if cfg.DefaultPageSize <= 0 {
+		errs = append(errs, fmt.Errorf("default_page_size must be positive, got %d", cfg.DefaultPageSize))
+	}
+	if cfg.MaxPageSize <= 0 {
+		errs = append(errs, fmt.Errorf("max_page_size must be positive, got %d", cfg.MaxPageSize))
+	} else if cfg.DefaultPageSize > cfg.MaxPageSize {
+		errs = append(errs, fmt.Errorf("default_page_size (%d) must not exceed max_page_size (%d)", cfg.DefaultPageSize, cfg.MaxPageSize))
+	}
+	if cfg.MaxResponseBytes < minMaxResponseBytes {
+		errs = append(errs, fmt.Errorf("max_response_bytes must be at least %d, got %d", minMaxResponseBytes, cfg.MaxResponseBytes))
+	}
+	return errors.Join(errs...)
+}

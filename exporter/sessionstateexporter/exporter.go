@@ -1,0 +1,101 @@
+package sessionstateexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// sessionStateExporter owns the store and the gRPC server in front of it.
+type sessionStateExporter struct {
+	cfg      *Config
+	settings exporter.Settings
+	store    *sessionStore
+
+	server *grpc.Server
+	health *health.Server
+	done   chan struct{}
+}
+
+func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateExporter {
+	fallback, err := os.Hostname()
+	if err != nil {
+		set.Logger.Warn("os.Hostname failed; sessions without host.name report an empty hostname", zap.Error(err))
+	}
+	return &sessionStateExporter{
+		cfg:      cfg,
+		settings: set,
+		store:    newSessionStore(cfg, set.Logger, fallback),
+	}
+}
+
+func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	e.store.consume(md)
+	return nil
+}
+
+func (e *sessionStateExporter) start(ctx context.Context, host component.Host) error {
+	server, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.settings.TelemetrySettings)
+	if err != nil {
+		return fmt.Errorf("sessionstate: building the gRPC server: %w", err)
+	}
+	listener, err := e.cfg.NetAddr.Listen(ctx)
+	if err != nil {
+		return fmt.Errorf("sessionstate: listening on %s: %w", e.cfg.NetAddr.Endpoint, err)
+	}
+	e.server = server
+	e.health = health.NewServer()
+	yagpcc.RegisterGetGPInfoServer(server, &getGPInfoService{
+		store:            e.store,
+		defaultPageSize:  e.cfg.DefaultPageSize,
+		maxPageSize:      e.cfg.MaxPageSize,
+		maxResponseBytes: e.cfg.MaxResponseBytes,
+	})
+	healthpb.RegisterHealthServer(server, e.health)
+	reflection.Register(server)
+	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+
+	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
+	e.done = make(chan struct{})
+	go func() {
+		defer close(e.done)
+		if err := server.Serve(listener); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			componentstatus.ReportStatus(host, componentstatus.NewFatalErrorEvent(err))
+		}
+	}()
+	return nil
+}
+
+// shutdown lets running calls finish; when ctx ends first it cuts them off.
+func (e *sessionStateExporter) shutdown(ctx context.Context) error {
+	if e.server == nil {
+		return nil
+	}
+	e.health.Shutdown()
+	stopped := make(chan struct{})
+	go func() {
+		e.server.GracefulStop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+	case <-ctx.Done():
+		e.server.Stop()
+		<-stopped
+	}
+	<-e.done
+	return nil
+}

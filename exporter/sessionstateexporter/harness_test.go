@@ -1,0 +1,102 @@
+package sessionstateexporter
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/exporter/exportertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// testServer is an exporter started through its factory on a loopback port.
+type testServer struct {
+	exp    exporter.Metrics
+	addr   string
+	logs   *observer.ObservedLogs
+	client yagpcc.GetGPInfoClient
+	conn   *grpc.ClientConn
+}
+
+// testConfig listens on a free loopback port and keeps the defaults otherwise.
+func testConfig() *Config {
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	cfg.NetAddr.Endpoint = "127.0.0.1:0"
+	cfg.ClusterID = "test-cluster"
+	return cfg
+}
+
+// startServer starts the exporter on host and dials it without TLS.
+func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
+	t.Helper()
+	core, logs := observer.New(zapcore.DebugLevel)
+	set := exportertest.NewNopSettings(componentType)
+	set.Logger = zap.New(core)
+	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
+	if err != nil {
+		t.Fatalf("CreateMetrics: %v", err)
+	}
+	if err := exp.Start(context.Background(), host); err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := exp.Shutdown(ctx); err != nil {
+			t.Errorf("Shutdown: %v", err)
+		}
+	})
+	ts := &testServer{exp: exp, logs: logs, addr: listenAddress(t, logs)}
+	ts.conn = dial(t, ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	ts.client = yagpcc.NewGetGPInfoClient(ts.conn)
+	return ts
+}
+
+func startDefault(t testing.TB) *testServer {
+	return startServer(t, testConfig(), componenttest.NewNopHost())
+}
+
+// listenAddress reads the bound address from the exporter's start-up log line.
+func listenAddress(t testing.TB, logs *observer.ObservedLogs) string {
+	t.Helper()
+	entries := logs.FilterMessage("GetGPInfo gRPC service listening").All()
+	if len(entries) != 1 {
+		t.Fatalf("want one listening log line, got %d", len(entries))
+	}
+	return entries[0].ContextMap()["address"].(string)
+}
+
+func dial(t testing.TB, addr string, opts ...grpc.DialOption) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, opts...)
+	if err != nil {
+		t.Fatalf("grpc.NewClient: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
+}
+
+func (ts *testServer) consume(t testing.TB, md pmetric.Metrics) {
+	t.Helper()
+	if err := ts.exp.ConsumeMetrics(context.Background(), md); err != nil {
+		t.Fatalf("ConsumeMetrics: %v", err)
+	}
+}
+
+func ctxTimeout(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func nopHost() component.Host { return componenttest.NewNopHost() }

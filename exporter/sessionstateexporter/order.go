@@ -1,0 +1,398 @@
+package sessionstateexporter
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// valueKind says how a sort field's values compare.
+type valueKind uint8
+
+const (
+	kindString valueKind = iota
+	kindInt
+	kindUint
+	kindFloat
+	kindPair // (seconds or tm_id, nanos or sess_id)
+)
+
+// sortValue is one session's value of one sort field. An absent value (no
+// last_metrics, a NULL timestamp) sorts before every present one.
+type sortValue struct {
+	present bool
+	s       string
+	i, i2   int64
+	u       uint64
+	f       float64
+}
+
+type sortField struct {
+	kind valueKind
+	get  func(*session) sortValue
+}
+
+func str(v string) sortValue      { return sortValue{present: true, s: v} }
+func num(v int64) sortValue       { return sortValue{present: true, i: v} }
+func unsigned(v uint64) sortValue { return sortValue{present: true, u: v} }
+func float(v float64) sortValue   { return sortValue{present: true, f: v} }
+func boolean(v bool) sortValue    { return num(map[bool]int64{false: 0, true: 1}[v]) }
+func stamp(t *timestamppb.Timestamp) sortValue {
+	if t == nil {
+		return sortValue{}
+	}
+	return sortValue{present: true, i: t.GetSeconds(), i2: int64(t.GetNanos())}
+}
+
+func info(s *session) *yagpcc.SessionInfo { return s.state.GetSessionInfo() }
+
+// Kinds by how SessionInfo values read.
+func infoString(f func(*yagpcc.SessionInfo) string) sortField {
+	return sortField{kindString, func(s *session) sortValue { return str(f(info(s))) }}
+}
+
+func infoInt(f func(*yagpcc.SessionInfo) int64) sortField {
+	return sortField{kindInt, func(s *session) sortValue { return num(f(info(s))) }}
+}
+
+func infoTime(f func(*yagpcc.SessionInfo) *timestamppb.Timestamp) sortField {
+	return sortField{kindPair, func(s *session) sortValue { return stamp(f(info(s))) }}
+}
+
+func queryString(f func(*yagpcc.QueryInfo) string) sortField {
+	return sortField{kindString, func(s *session) sortValue {
+		if q := s.state.GetRunningQueryInfo(); q != nil {
+			return str(f(q))
+		}
+		return sortValue{}
+	}}
+}
+
+// statOf picks last_metrics or total_metrics.
+type statOf func(*yagpcc.SessionState) *yagpcc.SystemStat
+
+func lastStat(st *yagpcc.SessionState) *yagpcc.SystemStat {
+	return st.GetLastMetrics().GetSystemStat()
+}
+
+func totalStat(st *yagpcc.SessionState) *yagpcc.SystemStat {
+	return st.GetTotalMetrics().GetSystemStat()
+}
+
+func statFloat(of statOf, f func(*yagpcc.SystemStat) float64) sortField {
+	return sortField{kindFloat, func(s *session) sortValue {
+		if st := of(s.state); st != nil {
+			return float(f(st))
+		}
+		return sortValue{}
+	}}
+}
+
+func statUint(of statOf, f func(*yagpcc.SystemStat) uint64) sortField {
+	return sortField{kindUint, func(s *session) sortValue {
+		if st := of(s.state); st != nil {
+			return unsigned(f(st))
+		}
+		return sortValue{}
+	}}
+}
+
+// sortFields lists every SessionField the exporter can fill. Any other value
+// is answered with InvalidArgument.
+var sortFields = func() map[yagpcc.SessionField]sortField {
+	m := map[yagpcc.SessionField]sortField{
+		yagpcc.SessionField_SESSION_FIELD_KEY: {kindPair, func(s *session) sortValue {
+			return sortValue{present: true, i: s.key.tmID, i2: s.key.sessID}
+		}},
+		yagpcc.SessionField_SESSION_FIELD_HOST: {kindString, func(s *session) sortValue { return str(s.state.GetHostname()) }},
+		yagpcc.SessionField_SESSION_FIELD_PID:  infoInt((*yagpcc.SessionInfo).GetPid),
+
+		yagpcc.SessionField_SESSION_FIELD_DATABASE:         infoString((*yagpcc.SessionInfo).GetDatabase),
+		yagpcc.SessionField_SESSION_FIELD_USER:             infoString((*yagpcc.SessionInfo).GetUser),
+		yagpcc.SessionField_SESSION_FIELD_APPLICATION_NAME: infoString((*yagpcc.SessionInfo).GetApplicationName),
+		yagpcc.SessionField_SESSION_FIELD_CLIENT_ADDR:      infoString((*yagpcc.SessionInfo).GetClientAddr),
+		yagpcc.SessionField_SESSION_FIELD_CLIENT_HOSTNAME:  infoString((*yagpcc.SessionInfo).GetClientHostname),
+		yagpcc.SessionField_SESSION_FIELD_CLIENT_PORT:      infoInt((*yagpcc.SessionInfo).GetClientPort),
+		yagpcc.SessionField_SESSION_FIELD_BACKEND_START:    infoTime((*yagpcc.SessionInfo).GetBackendStart),
+		yagpcc.SessionField_SESSION_FIELD_XACT_START:       infoTime((*yagpcc.SessionInfo).GetXactStart),
+		yagpcc.SessionField_SESSION_FIELD_QUERY_START:      infoTime((*yagpcc.SessionInfo).GetQueryStart),
+		yagpcc.SessionField_SESSION_FIELD_STATE_CHANGE:     infoTime((*yagpcc.SessionInfo).GetStateChange),
+		yagpcc.SessionField_SESSION_FIELD_WAITING_REASON:   infoString((*yagpcc.SessionInfo).GetWaitingReason),
+		yagpcc.SessionField_SESSION_FIELD_WAITING: {kindInt, func(s *session) sortValue {
+			return boolean(info(s).GetWaiting())
+		}},
+		yagpcc.SessionField_SESSION_FIELD_STATE:            infoString((*yagpcc.SessionInfo).GetState),
+		yagpcc.SessionField_SESSION_FIELD_BACKEND_XID:      infoString((*yagpcc.SessionInfo).GetBackendXid),
+		yagpcc.SessionField_SESSION_FIELD_BACKEND_XMIN:     infoString((*yagpcc.SessionInfo).GetBackendXmin),
+		yagpcc.SessionField_SESSION_FIELD_RSGID:            infoInt((*yagpcc.SessionInfo).GetRsgid),
+		yagpcc.SessionField_SESSION_FIELD_RSGNAME:          infoString((*yagpcc.SessionInfo).GetRsgname),
+		yagpcc.SessionField_SESSION_FIELD_RSGQUEUEDURATION: infoString((*yagpcc.SessionInfo).GetRsgqueueduration),
+
+		yagpcc.SessionField_QUERY_QUERY_TEXT:   queryString((*yagpcc.QueryInfo).GetQueryText),
+		yagpcc.SessionField_QUERY_USERNAME:     queryString((*yagpcc.QueryInfo).GetUserName),
+		yagpcc.SessionField_QUERY_DATABASENAME: queryString((*yagpcc.QueryInfo).GetDatabaseName),
+		yagpcc.SessionField_QUERY_RSGNAME:      queryString((*yagpcc.QueryInfo).GetRsgname),
+	}
+	type statFields struct {
+		of                                                 statOf
+		running, user, kernel, vsize, rss, vmpeak          yagpcc.SessionField
+		rchar, wchar, syscr, syscw, read, write, cancelled yagpcc.SessionField
+		rssAnon, runDelay, blkioDelay                      yagpcc.SessionField
+	}
+	for _, sf := range []statFields{
+		{totalStat, yagpcc.SessionField_TOTAL_RUNNINGTIMESECONDS, yagpcc.SessionField_TOTAL_USERTIMESECONDS,
+			yagpcc.SessionField_TOTAL_KERNELTIMESECONDS, yagpcc.SessionField_TOTAL_VSIZE, yagpcc.SessionField_TOTAL_RSS,
+			yagpcc.SessionField_TOTAL_VMPEAKKB, yagpcc.SessionField_TOTAL_RCHAR, yagpcc.SessionField_TOTAL_WCHAR,
+			yagpcc.SessionField_TOTAL_SYSCR, yagpcc.SessionField_TOTAL_SYSCW, yagpcc.SessionField_TOTAL_READ_BYTES,
+			yagpcc.SessionField_TOTAL_WRITE_BYTES, yagpcc.SessionField_TOTAL_CANCELLED_WRITE_BYTES,
+			yagpcc.SessionField_TOTAL_RSS_ANON, yagpcc.SessionField_TOTAL_RUN_DELAY_SECONDS, yagpcc.SessionField_TOTAL_BLKIO_DELAY_SECONDS},
+		{lastStat, yagpcc.SessionField_LAST_RUNNINGTIMESECONDS, yagpcc.SessionField_LAST_USERTIMESECONDS,
+			yagpcc.SessionField_LAST_KERNELTIMESECONDS, yagpcc.SessionField_LAST_VSIZE, yagpcc.SessionField_LAST_RSS,
+			yagpcc.SessionField_LAST_VMPEAKKB, yagpcc.SessionField_LAST_RCHAR, yagpcc.SessionField_LAST_WCHAR,
+			yagpcc.SessionField_LAST_SYSCR, yagpcc.SessionField_LAST_SYSCW, yagpcc.SessionField_LAST_READ_BYTES,
+			yagpcc.SessionField_LAST_WRITE_BYTES, yagpcc.SessionField_LAST_CANCELLED_WRITE_BYTES,
+			yagpcc.SessionField_LAST_RSS_ANON, yagpcc.SessionField_LAST_RUN_DELAY_SECONDS, yagpcc.SessionField_LAST_BLKIO_DELAY_SECONDS},
+	} {
+		m[sf.running] = statFloat(sf.of, (*yagpcc.SystemStat).GetRunningTimeSeconds)
+		m[sf.user] = statFloat(sf.of, (*yagpcc.SystemStat).GetUserTimeSeconds)
+		m[sf.kernel] = statFloat(sf.of, (*yagpcc.SystemStat).GetKernelTimeSeconds)
+		m[sf.vsize] = statUint(sf.of, (*yagpcc.SystemStat).GetVsize)
+		m[sf.rss] = statUint(sf.of, (*yagpcc.SystemStat).GetRss)
+		m[sf.vmpeak] = statUint(sf.of, (*yagpcc.SystemStat).GetVmPeakKb)
+		m[sf.rchar] = statUint(sf.of, (*yagpcc.SystemStat).GetRchar)
+		m[sf.wchar] = statUint(sf.of, (*yagpcc.SystemStat).GetWchar)
+		m[sf.syscr] = statUint(sf.of, (*yagpcc.SystemStat).GetSyscr)
+		m[sf.syscw] = statUint(sf.of, (*yagpcc.SystemStat).GetSyscw)
+		m[sf.read] = statUint(sf.of, (*yagpcc.SystemStat).GetReadBytes)
+		m[sf.write] = statUint(sf.of, (*yagpcc.SystemStat).GetWriteBytes)
+		m[sf.cancelled] = statUint(sf.of, (*yagpcc.SystemStat).GetCancelledWriteBytes)
+		m[sf.rssAnon] = statUint(sf.of, (*yagpcc.SystemStat).GetRssAnon)
+		m[sf.runDelay] = statFloat(sf.of, (*yagpcc.SystemStat).GetRunDelaySeconds)
+		m[sf.blkioDelay] = statFloat(sf.of, (*yagpcc.SystemStat).GetBlkioDelaySeconds)
+	}
+	m[yagpcc.SessionField_LAST_RSS_MAX_HOST] = statUint(lastStat, (*yagpcc.SystemStat).GetRssMaxHost)
+	return m
+}()
+
+func compareValues(kind valueKind, a, b sortValue) int {
+	if a.present != b.present {
+		if a.present {
+			return 1
+		}
+		return -1
+	}
+	switch kind {
+	case kindString:
+		return strings.Compare(a.s, b.s)
+	case kindInt:
+		return cmp.Compare(a.i, b.i)
+	case kindUint:
+		return cmp.Compare(a.u, b.u)
+	case kindFloat:
+		// cmp.Compare orders NaN first: a total order, as paging needs.
+		return cmp.Compare(a.f, b.f)
+	default:
+		if c := cmp.Compare(a.i, b.i); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i2, b.i2)
+	}
+}
+
+// sortKey is one requested sort field with its direction.
+type sortKey struct {
+	field yagpcc.SessionField
+	def   sortField
+	desc  bool
+}
+
+// sortSpec is the requested order; the session key always breaks ties, ascending.
+type sortSpec []sortKey
+
+func parseSortSpec(fields []*yagpcc.SessionFieldWrapper) (sortSpec, error) {
+	spec := make(sortSpec, 0, len(fields))
+	for i, w := range fields {
+		def, ok := sortFields[w.GetFieldName()]
+		if !ok {
+			return nil, fmt.Errorf("field[%d]: cannot sort by %s: gpotel does not fill it", i, fieldName(w.GetFieldName()))
+		}
+		var desc bool
+		switch w.GetOrder() {
+		case yagpcc.SortOrder_SORT_ORDER_UNSPECIFIED, yagpcc.SortOrder_SORT_ASC:
+		case yagpcc.SortOrder_SORT_DESC:
+			desc = true
+		default:
+			return nil, fmt.Errorf("field[%d]: unknown sort order %d", i, w.GetOrder())
+		}
+		spec = append(spec, sortKey{field: w.GetFieldName(), def: def, desc: desc})
+	}
+	return spec, nil
+}
+
+func fieldName(f yagpcc.SessionField) string {
+	if n, ok := yagpcc.SessionField_name[int32(f)]; ok {
+		return n
+	}
+	return "SessionField(" + strconv.Itoa(int(f)) + ")"
+}
+
+func (spec sortSpec) String() string {
+	var b strings.Builder
+	for _, k := range spec {
+		b.WriteString(strconv.Itoa(int(k.field)))
+		if k.desc {
+			b.WriteString("d")
+		}
+		b.WriteString(",")
+	}
+	return b.String()
+}
+
+// orderEntry is a session at its place in one sort order.
+type orderEntry struct {
+	s    *session
+	vals []sortValue
+}
+
+// compareTo orders an entry against a position (values + key) in the spec's order.
+func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortValue, bkey sessionKey) int {
+	for i, k := range spec {
+		c := compareValues(k.def.kind, avals[i], bvals[i])
+		if k.desc {
+			c = -c
+		}
+		if c != 0 {
+			return c
+		}
+	}
+	return compareKeys(akey, bkey)
+}
+
+// sortedOrder is a view's sessions in one sort order, built once per view.
+type sortedOrder struct {
+	once    sync.Once
+	entries []orderEntry
+}
+
+// orderCache keeps the few sort orders clients ask for; a view lives one
+// snapshot, so the cache empties itself at every snapshot.
+type orderCache struct {
+	mu     sync.Mutex
+	orders map[string]*sortedOrder
+}
+
+const maxCachedOrders = 64
+
+func (v *view) order(spec sortSpec) []orderEntry {
+	name := spec.String()
+	v.orders.mu.Lock()
+	o, ok := v.orders.orders[name]
+	if !ok {
+		o = &sortedOrder{}
+		if v.orders.orders == nil {
+			v.orders.orders = map[string]*sortedOrder{}
+		}
+		if len(v.orders.orders) < maxCachedOrders {
+			v.orders.orders[name] = o
+		}
+	}
+	v.orders.mu.Unlock()
+	o.once.Do(func() { o.entries = buildOrder(v.sessions, spec) })
+	return o.entries
+}
+
+func buildOrder(sessions []*session, spec sortSpec) []orderEntry {
+	entries := make([]orderEntry, len(sessions))
+	vals := make([]sortValue, len(sessions)*len(spec))
+	for i, s := range sessions {
+		ev := vals[i*len(spec) : (i+1)*len(spec) : (i+1)*len(spec)]
+		for j, k := range spec {
+			ev[j] = k.def.get(s)
+		}
+		entries[i] = orderEntry{s: s, vals: ev}
+	}
+	if len(spec) > 0 {
+		slices.SortFunc(entries, func(a, b orderEntry) int {
+			return spec.compare(a.vals, a.s.key, b.vals, b.s.key)
+		})
+	}
+	return entries
+}
+
+// pageToken marks the last session a page returned, by its place in the
+// order: the next page starts right after it, whatever else changed.
+type pageToken struct {
+	Request string       `json:"r"`
+	Values  []tokenValue `json:"v,omitempty"`
+	TmID    int64        `json:"t"`
+	SessID  int64        `json:"s"`
+}
+
+// tokenValue is a sortValue in JSON; floats travel as bits (NaN, ±Inf).
+type tokenValue struct {
+	Present bool   `json:"p,omitempty"`
+	S       string `json:"s,omitempty"`
+	I       int64  `json:"i,omitempty"`
+	I2      int64  `json:"j,omitempty"`
+	U       uint64 `json:"u,omitempty"`
+	F       uint64 `json:"f,omitempty"`
+}
+
+var errBadToken = errors.New("page_token is not one this server issued")
+
+func encodeToken(request string, e orderEntry) string {
+	t := pageToken{Request: request, TmID: e.s.key.tmID, SessID: e.s.key.sessID}
+	for _, v := range e.vals {
+		t.Values = append(t.Values, tokenValue{Present: v.present, S: v.s, I: v.i, I2: v.i2, U: v.u, F: math.Float64bits(v.f)})
+	}
+	b, _ := json.Marshal(t)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// tokenBound is an upper bound of encodeToken's length, cheap to compute.
+func tokenBound(request string, e orderEntry) int {
+	n := 64 + len(request)
+	for _, v := range e.vals {
+		n += 100 + 6*len(v.s) // JSON escapes a byte to at most \u00XX
+	}
+	return (n*4+2)/3 + 4
+}
+
+func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, error) {
+	b, err := base64.RawURLEncoding.DecodeString(tok)
+	if err != nil {
+		return nil, sessionKey{}, errBadToken
+	}
+	var t pageToken
+	if err := json.Unmarshal(b, &t); err != nil {
+		return nil, sessionKey{}, errBadToken
+	}
+	if t.Request != request || len(t.Values) != len(spec) {
+		return nil, sessionKey{}, errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed)")
+	}
+	vals := make([]sortValue, len(t.Values))
+	for i, v := range t.Values {
+		vals[i] = sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)}
+	}
+	return vals, sessionKey{tmID: t.TmID, sessID: t.SessID}, nil
+}
+
+// requestFingerprint names what a page token is valid for.
+func requestFingerprint(method string, spec sortSpec, filter *sessionFilter) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s|%s|%s", method, spec, filter.canonical())
+	return hex.EncodeToString(h.Sum(nil)[:12])
+}

@@ -1,0 +1,161 @@
+package sessionstateexporter
+
+import (
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+)
+
+// view is one immutable generation of the store: every reader works on the
+// view it loaded, so a request never sees half of a snapshot.
+type view struct {
+	// time is the newest snapshot's time.
+	time time.Time
+	// sessions are ordered by key.
+	sessions []*session
+	byKey    map[sessionKey]*session
+	orders   orderCache
+}
+
+// live reports whether the newest snapshot holds the session, as opposed to
+// one kept for the grace period.
+func (v *view) live(s *session) bool {
+	return s.seen.Equal(v.time)
+}
+
+// sessionStore keeps the latest state of every session.
+type sessionStore struct {
+	logger      *zap.Logger
+	grace       time.Duration
+	maxSessions int
+	lastWindow  time.Duration
+
+	// ingest serializes writers; readers only load current.
+	ingest   sync.Mutex
+	parser   snapshotParser
+	boundHit bool
+	current  atomic.Pointer[view]
+
+	windowMissingLogged atomic.Bool
+}
+
+func newSessionStore(cfg *Config, logger *zap.Logger, fallbackHost string) *sessionStore {
+	st := &sessionStore{
+		logger:      logger,
+		grace:       cfg.SessionGracePeriod,
+		maxSessions: cfg.MaxSessions,
+		lastWindow:  cfg.LastMetricsWindow,
+		parser: snapshotParser{
+			clusterID:    cfg.ClusterID,
+			hostOverride: cfg.Hostname,
+			fallbackHost: fallbackHost,
+			lastWindow:   cfg.LastMetricsWindow,
+			windowMatch:  map[string]bool{},
+		},
+	}
+	st.current.Store(&view{byKey: map[sessionKey]*session{}})
+	return st
+}
+
+func (st *sessionStore) load() *view {
+	return st.current.Load()
+}
+
+// consume replaces the store's content with one snapshot.
+func (st *sessionStore) consume(md pmetric.Metrics) {
+	st.ingest.Lock()
+	defer st.ingest.Unlock()
+
+	snap := st.parser.parse(md)
+	if snap.invalid > 0 {
+		st.logger.Warn("session resources without gpotel.session.id or gpotel.tm_id were skipped",
+			zap.Int("skipped", snap.invalid))
+	}
+	if len(snap.sessions) == 0 && snap.host == "" {
+		// Not a snapshot (nothing of ours in it): keep what we have.
+		return
+	}
+	old := st.load()
+	if snap.time.Before(old.time) {
+		st.logger.Warn("snapshot older than the one already served was ignored",
+			zap.Time("snapshot_time", snap.time), zap.Time("served_time", old.time))
+		return
+	}
+	if snap.lastWindowMissing > 0 && st.windowMissingLogged.CompareAndSwap(false, true) {
+		st.logger.Warn("sessions lack the last_metrics_window figures: last_metrics is left empty for them; "+
+			"configure the same window in the snapshotdiff processor",
+			zap.Duration("last_metrics_window", st.lastWindow), zap.Int("sessions", snap.lastWindowMissing))
+	}
+	st.current.Store(st.nextView(old, snap))
+}
+
+// nextView builds the generation after old: the snapshot's sessions, then the
+// ones still inside the grace period, newest first, up to maxSessions.
+func (st *sessionStore) nextView(old *view, snap parsedSnapshot) *view {
+	byKey := make(map[sessionKey]*session, len(snap.sessions))
+	kept := make([]*session, 0, min(len(snap.sessions), st.maxSessions))
+	offered := 0
+	for _, s := range snap.sessions {
+		if prev, dup := byKey[s.key]; dup {
+			// Two rows for one key: the later one wins.
+			kept[slices.Index(kept, prev)] = s
+			byKey[s.key] = s
+			continue
+		}
+		offered++
+		if len(kept) >= st.maxSessions {
+			continue
+		}
+		byKey[s.key] = s
+		kept = append(kept, s)
+	}
+	var graced []*session
+	for _, s := range old.sessions {
+		if _, present := byKey[s.key]; present {
+			continue
+		}
+		if snap.time.Sub(s.seen) <= st.grace {
+			graced = append(graced, s)
+		}
+	}
+	offered += len(graced)
+	slices.SortStableFunc(graced, func(a, b *session) int { return b.seen.Compare(a.seen) })
+	for _, s := range graced {
+		if len(kept) >= st.maxSessions {
+			break
+		}
+		byKey[s.key] = s
+		kept = append(kept, s)
+	}
+	st.logBound(offered, len(kept))
+	slices.SortFunc(kept, func(a, b *session) int { return compareKeys(a.key, b.key) })
+	return &view{time: snap.time, sessions: kept, byKey: byKey}
+}
+
+// logBound says once when max_sessions starts dropping sessions and once when
+// it stops.
+func (st *sessionStore) logBound(offered, kept int) {
+	hit := offered > kept
+	switch {
+	case hit && !st.boundHit:
+		st.logger.Warn("max_sessions reached: sessions beyond the bound are not served until it is raised or sessions end",
+			zap.Int("max_sessions", st.maxSessions), zap.Int("sessions", offered), zap.Int("dropped", offered-kept))
+	case !hit && st.boundHit:
+		st.logger.Info("session count back under max_sessions", zap.Int("max_sessions", st.maxSessions), zap.Int("sessions", kept))
+	}
+	st.boundHit = hit
+}
+
+func compareKeys(a, b sessionKey) int {
+	switch {
+	case a.less(b):
+		return -1
+	case b.less(a):
+		return 1
+	}
+	return 0
+}
