@@ -1,0 +1,53 @@
+package procfixture_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/segmentagent/procfixture"
+	"github.com/gpotel/gpotel/segmentagent/procfs"
+)
+
+func TestWrittenTreeReadsThroughTheAgentReader(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, procfixture.Write(root, []int{10, 11}, 1234))
+	host, err := procfs.ReadHost(procfs.HostConfig{Root: root, Hostname: "h"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, int64(procfixture.BootTimeUnix), host.BootTimeUnix)
+	assert.Equal(t, procfixture.KernelRelease, host.KernelRelease)
+
+	r := procfs.NewReader(root)
+	for _, pid := range []int64{10, 11} {
+		info, outcome, err := r.Read(pid, func(uid int64) bool { return uid == 1234 })
+		require.NoError(t, err)
+		require.Equal(t, procfs.Answered, outcome)
+		assert.Empty(t, info.Unread)
+		assert.Equal(t, pid, info.ProcStat.Pid)
+		assert.Contains(t, info.Cmdline, "postgres:")
+		assert.NotNil(t, info.ProcStatus.RssAnonKb)
+		assert.NotNil(t, info.ProcSchedstat)
+	}
+}
+
+func TestProcessFieldsArriveAsWritten(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, procfixture.WriteProcesses(root, []procfixture.Process{
+		{PID: 7, UID: 5, Comm: "postgres", Cmdline: "postgres: checkpointer", UTime: 111, STime: 22, StartTime: 333, WriteBytes: 4096, OldKernel: true},
+	}))
+	info, outcome, err := procfs.NewReader(root).Read(7, func(int64) bool { return true })
+	require.NoError(t, err)
+	require.Equal(t, procfs.Answered, outcome)
+	assert.Equal(t, int64(111), info.ProcStat.Utime)
+	assert.Equal(t, int64(22), info.ProcStat.Stime)
+	assert.Equal(t, int64(333), info.ProcStat.Starttime)
+	assert.Equal(t, int64(4096), info.ProcIo.WriteBytes)
+	assert.Equal(t, "postgres: checkpointer", info.Cmdline)
+	assert.Nil(t, info.ProcStatus.RssAnonKb)
+	assert.Nil(t, info.ProcSchedstat)
+}
+
+func TestRejectsNonPositivePid(t *testing.T) {
+	assert.Error(t, procfixture.Write(t.TempDir(), []int{0}, 1))
+}

@@ -1,0 +1,67 @@
+package procfs
+
+import "bytes"
+
+// IO is /proc/<pid>/io: bytes and counts.
+type IO struct {
+	RChar               int64
+	WChar               int64
+	SyscR               int64
+	SyscW               int64
+	ReadBytes           int64
+	WriteBytes          int64
+	CancelledWriteBytes int64
+}
+
+var ioKeys = [...]string{"rchar", "wchar", "syscr", "syscw", "read_bytes", "write_bytes", "cancelled_write_bytes"}
+
+// ParseIO parses the content of /proc/<pid>/io without allocating. All seven
+// lines are required; unknown lines are ignored.
+func ParseIO(b []byte) (IO, error) {
+	var io IO
+	if !endsWithNewline(b) {
+		return io, ErrTruncated
+	}
+	seen := 0
+	for len(b) > 0 {
+		nl := bytes.IndexByte(b, '\n')
+		line := b[:nl]
+		b = b[nl+1:]
+		colon := bytes.IndexByte(line, ':')
+		if colon < 0 {
+			return io, shapeError("io: line %q has no colon", line)
+		}
+		var dst *int64
+		var bit int
+		switch string(line[:colon]) {
+		case "rchar":
+			dst, bit = &io.RChar, 0
+		case "wchar":
+			dst, bit = &io.WChar, 1
+		case "syscr":
+			dst, bit = &io.SyscR, 2
+		case "syscw":
+			dst, bit = &io.SyscW, 3
+		case "read_bytes":
+			dst, bit = &io.ReadBytes, 4
+		case "write_bytes":
+			dst, bit = &io.WriteBytes, 5
+		case "cancelled_write_bytes":
+			dst, bit = &io.CancelledWriteBytes, 6
+		default:
+			continue
+		}
+		v, ok := parseInt(trimSpace(line[colon+1:]))
+		if !ok {
+			return io, shapeError("io: %s value %q is not a number", line[:colon], line[colon+1:])
+		}
+		*dst = v
+		seen |= 1 << bit
+	}
+	for i, key := range ioKeys {
+		if seen&(1<<i) == 0 {
+			return io, shapeError("io: no %s line", key)
+		}
+	}
+	return io, nil
+}

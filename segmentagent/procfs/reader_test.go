@@ -1,0 +1,177 @@
+package procfs
+
+import (
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+func allowUIDs(uids ...int64) AllowUID {
+	return func(uid int64) bool {
+		for _, u := range uids {
+			if u == uid {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+var postgresUID = allowUIDs(101)
+
+func TestReaderReadsEveryFileOfAModernKernel(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1001, postgresUID)
+	require.NoError(t, err)
+	require.Equal(t, Answered, outcome)
+	assert.Equal(t, int64(1001), info.Pid)
+	assert.Equal(t, "postgres: gpadmin tpch 10.0.0.1(50000) con12 seg0 idle", info.Cmdline)
+	assert.Empty(t, info.Unread)
+
+	st := info.ProcStat
+	assert.Equal(t, "postgres", st.Comm)
+	assert.Equal(t, "S", st.State)
+	assert.Equal(t, int64(1234), st.Utime)
+	assert.Equal(t, int64(567), st.Stime)
+	assert.Equal(t, int64(54400), st.Starttime)
+	assert.Equal(t, int64(6910), st.Rss)
+	assert.Equal(t, int64(42), st.DelayacctBlkioTicks)
+
+	ss := info.ProcStatus
+	assert.Equal(t, int64(101), ss.UidReal)
+	assert.Equal(t, int64(27640), ss.GetVmRssKb())
+	require.NotNil(t, ss.RssAnonKb)
+	assert.Equal(t, int64(6120), *ss.RssAnonKb)
+	assert.Equal(t, int64(12040), ss.GetRssShmemKb())
+	assert.Equal(t, int64(4512), ss.VoluntaryCtxtSwitches)
+
+	assert.Equal(t, &yagpcc.ProcIO{Rchar: 7340032, Wchar: 2097152, Syscr: 812, Syscw: 256,
+		ReadBytes: 4096000, WriteBytes: 1048576, CancelledWriteBytes: 8192}, info.ProcIo)
+	assert.Equal(t, &yagpcc.ProcSchedstat{RunTimeNs: 9123456789, RunDelayNs: 12345678, Timeslices: 4321}, info.ProcSchedstat)
+}
+
+func TestReaderOnOldKernelLeavesRssSplitAbsentAndListsSchedstat(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1002, postgresUID)
+	require.NoError(t, err)
+	require.Equal(t, Answered, outcome)
+	assert.Nil(t, info.ProcStatus.RssAnonKb)
+	assert.Nil(t, info.ProcStatus.RssFileKb)
+	assert.Nil(t, info.ProcStatus.VmSwapKb)
+	assert.Equal(t, int64(27640), info.ProcStatus.GetVmRssKb())
+	assert.Nil(t, info.ProcSchedstat)
+	assert.Equal(t, []string{"schedstat: not provided by this kernel"}, info.Unread)
+}
+
+func TestReaderKeepsCommWithParentheses(t *testing.T) {
+	info, _, err := NewReader(fixtureRoot).Read(1003, postgresUID)
+	require.NoError(t, err)
+	assert.Equal(t, "postgres: (x) y", info.ProcStat.Comm)
+	assert.Equal(t, "postgres: (x) y", info.ProcStatus.Name)
+}
+
+func TestReaderFailsOnTruncatedStatus(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1004, postgresUID)
+	assert.Nil(t, info)
+	assert.Equal(t, Failed, outcome)
+	assert.ErrorIs(t, err, ErrTruncated)
+	assert.ErrorContains(t, err, "status")
+}
+
+func TestReaderListsOptionalFilesOfUnknownShapeAsUnread(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1005, postgresUID)
+	require.NoError(t, err)
+	require.Equal(t, Answered, outcome)
+	assert.Nil(t, info.ProcIo)
+	assert.Nil(t, info.ProcSchedstat)
+	require.Len(t, info.Unread, 2)
+	assert.Contains(t, info.Unread[0], "io: unexpected shape: io: no write_bytes line")
+	assert.Contains(t, info.Unread[1], "schedstat: unexpected shape")
+	assert.NotNil(t, info.ProcStat)
+}
+
+func TestReaderDeniesAnotherUserWithoutReadingItsCmdline(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1006, postgresUID)
+	require.NoError(t, err)
+	assert.Equal(t, Denied, outcome)
+	assert.Nil(t, info)
+}
+
+func TestReaderDeniesEverythingWithoutAnAllowFunction(t *testing.T) {
+	_, outcome, err := NewReader(fixtureRoot).Read(1001, nil)
+	require.NoError(t, err)
+	assert.Equal(t, Denied, outcome)
+}
+
+func TestReaderFailsOnStatusOfUnknownShapeBeforeTheUidCheck(t *testing.T) {
+	_, outcome, err := NewReader(fixtureRoot).Read(1007, postgresUID)
+	assert.Equal(t, Failed, outcome)
+	assert.ErrorContains(t, err, "status: unexpected shape: status: Uid line")
+}
+
+func TestReaderListsUnreadableIO(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(1008, postgresUID)
+	require.NoError(t, err)
+	require.Equal(t, Answered, outcome)
+	assert.Nil(t, info.ProcIo)
+	assert.Equal(t, []string{"io: is a directory"}, info.Unread)
+}
+
+func TestReaderReportsMissingPidAsVanished(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).Read(4242, postgresUID)
+	require.NoError(t, err)
+	assert.Equal(t, Vanished, outcome)
+	assert.Nil(t, info)
+}
+
+func TestReaderReportsPidWithoutStatusAsVanished(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.Mkdir(root+"/77", 0o755))
+	_, outcome, err := NewReader(root).Read(77, postgresUID)
+	require.NoError(t, err)
+	assert.Equal(t, Vanished, outcome)
+}
+
+func TestReaderRejectsNonPositivePid(t *testing.T) {
+	_, outcome, err := NewReader(fixtureRoot).Read(0, postgresUID)
+	assert.Equal(t, Failed, outcome)
+	assert.Error(t, err)
+}
+
+func TestReaderGrowsItsBufferForLongFiles(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.CopyFS(root, os.DirFS(fixtureRoot)))
+	long := make([]byte, 3*initialBufferSize)
+	for i := range long {
+		long[i] = 'a'
+	}
+	require.NoError(t, os.WriteFile(root+"/1001/cmdline", long, 0o644))
+	info, _, err := NewReader(root).Read(1001, postgresUID)
+	require.NoError(t, err)
+	assert.Len(t, info.Cmdline, len(long))
+}
+
+func TestReaderReplacesInvalidUTF8(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.CopyFS(root, os.DirFS(fixtureRoot)))
+	require.NoError(t, os.WriteFile(root+"/1001/cmdline", []byte("postgres: \xff\xfe\x00"), 0o644))
+	info, _, err := NewReader(root).Read(1001, postgresUID)
+	require.NoError(t, err)
+	assert.Equal(t, "postgres: \uFFFD", info.Cmdline)
+}
+
+func TestReaderReadsItsOwnProcess(t *testing.T) {
+	if _, err := os.Stat("/proc/self/stat"); err != nil {
+		t.Skip("no /proc")
+	}
+	pid := int64(os.Getpid())
+	info, outcome, err := NewReader("/proc").Read(pid, allowUIDs(int64(os.Getuid())))
+	require.NoError(t, err)
+	require.Equal(t, Answered, outcome)
+	assert.Equal(t, pid, info.ProcStat.Pid)
+	assert.Equal(t, int64(os.Getuid()), info.ProcStatus.UidReal)
+	assert.NotNil(t, info.ProcIo)
+	assert.NotEmpty(t, info.Cmdline)
+}
