@@ -3,6 +3,11 @@
 // each; this file is the only place the strings are spelled.
 package gpsemconv
 
+import (
+	"strings"
+	"time"
+)
+
 // Resource kinds (value of AttrResourceKind).
 const (
 	KindSnapshot = "snapshot"
@@ -139,3 +144,16 @@ const (
 
 	RateSuffix = ".rate"
 )
+
+// WindowName is the gpotel.window value of a configured window: Go's
+// duration text without trailing zero units ("30s", "5m", "1h30m", "1h").
+func WindowName(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

@@ -1,0 +1,54 @@
+package snapshotdiffprocessor
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+)
+
+// Config configures the snapshotdiff processor.
+type Config struct {
+	// Windows are the look-back spans the session figures are computed over.
+	Windows []time.Duration `mapstructure:"windows"`
+	// MaxStoredPoints caps the ring buffer of snapshots. 0 means automatic:
+	// enough snapshots to reach back the longest window, at least 30.
+	MaxStoredPoints int `mapstructure:"max_stored_points"`
+	// EmitProcessMetrics forwards the receiver's per-process resources too.
+	EmitProcessMetrics bool `mapstructure:"emit_process_metrics"`
+}
+
+var _ component.Config = (*Config)(nil)
+
+// minStoredPoints is the floor of the automatic buffer size.
+const minStoredPoints = 30
+
+func createDefaultConfig() component.Config {
+	return &Config{Windows: []time.Duration{5 * time.Minute}}
+}
+
+// Validate reports every problem of the configuration at once.
+func (cfg *Config) Validate() error {
+	var errs []error
+	if len(cfg.Windows) == 0 {
+		errs = append(errs, errors.New("windows: at least one window is required"))
+	}
+	seen := make(map[time.Duration]bool, len(cfg.Windows))
+	for i, w := range cfg.Windows {
+		if w <= 0 {
+			errs = append(errs, fmt.Errorf("windows[%d]: %s is not positive", i, w))
+			continue
+		}
+		if seen[w] {
+			errs = append(errs, fmt.Errorf("windows[%d]: %s is listed twice", i, w))
+		}
+		seen[w] = true
+	}
+	if cfg.MaxStoredPoints < 0 {
+		errs = append(errs, fmt.Errorf("max_stored_points: %d is negative (0 means automatic)", cfg.MaxStoredPoints))
+	} else if cfg.MaxStoredPoints == 1 {
+		errs = append(errs, errors.New("max_stored_points: 1 leaves nothing to diff against; use 0 (automatic) or at least 2"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,122 @@
+package snapshotdiffprocessor
+
+// windowFigures are one window's per-session results, indexed by session row.
+type windowFigures struct {
+	span    int64 // ns: newest time − old snapshot time
+	deltas  []counters
+	partial []bool
+}
+
+// figures are the session results of the newest snapshot, indexed by
+// session row; the store computes them once per snapshot.
+type figures struct {
+	time            int64
+	windows         []windowFigures
+	lifetime        []counters
+	lifetimePartial []bool
+	processes       []int32
+	hosts           []int32
+	memoryCluster   []memoryGauges
+	memoryMaxHost   []memoryGauges
+	sessionIndex    map[sessionKey]uint32
+}
+
+// sessionFigures is one session's view of figures.
+type sessionFigures struct {
+	known bool
+	row   uint32
+	f     *figures
+}
+
+func (f *figures) session(key sessionKey) sessionFigures {
+	row, ok := f.sessionIndex[key]
+	return sessionFigures{known: ok, row: row, f: f}
+}
+
+func (s *store) computeFigures() *figures {
+	newest := s.ring[len(s.ring)-1]
+	nSessions := len(s.sessionKeys)
+	f := &figures{
+		time:            newest.time,
+		windows:         make([]windowFigures, len(s.windows)),
+		lifetime:        make([]counters, nSessions),
+		lifetimePartial: make([]bool, nSessions),
+		processes:       make([]int32, nSessions),
+		hosts:           make([]int32, nSessions),
+		memoryCluster:   make([]memoryGauges, nSessions),
+		memoryMaxHost:   make([]memoryGauges, nSessions),
+		sessionIndex:    make(map[sessionKey]uint32, len(s.sessionIndex)),
+	}
+	for k, v := range s.sessionIndex {
+		f.sessionIndex[k] = v
+	}
+
+	for w := range s.windows {
+		oldSeq := s.oldSeq[w]
+		wf := windowFigures{
+			span:    newest.time - s.snapshotBySeq(oldSeq).time,
+			deltas:  make([]counters, nSessions),
+			partial: make([]bool, nSessions),
+		}
+		acc := s.acc[w]
+		for row, seen := range s.procSeen {
+			if seen == 0 || seen < oldSeq {
+				continue
+			}
+			key := &s.procKeys[row]
+			// Seen at old or later on a host that is silent now: we cannot
+			// tell whether it still runs or what it used since.
+			if s.hostDown[key.host] {
+				wf.partial[key.session] = true
+			}
+			if seen == oldSeq {
+				continue
+			}
+			d := &wf.deltas[key.session]
+			for c, v := range acc[row*numCounters : (row+1)*numCounters] {
+				if v > 0 { // a counter that went down over the window gives 0
+					d[c] += v
+				}
+			}
+		}
+		f.windows[w] = wf
+	}
+
+	// Lifetime: live processes' cumulative counters; a silent host's
+	// processes count as last seen while it was answering.
+	for row, seen := range s.procSeen {
+		if seen == 0 {
+			continue
+		}
+		key := &s.procKeys[row]
+		live := seen == newest.seq
+		if s.hostDown[key.host] {
+			if seen < s.hostAnswered[key.host] {
+				continue
+			}
+			f.lifetimePartial[key.session] = true
+		} else if !live {
+			continue
+		}
+		t := &f.lifetime[key.session]
+		for c, v := range s.procLast[row] {
+			t[c] += v
+		}
+	}
+
+	for _, span := range newest.bySession {
+		f.processes[span.session] = int32(len(newest.sessionRows(span.session)))
+	}
+	// Memory is summed per host first, then reduced over hosts; both the sum
+	// and the maximum are independent of the order of the hosts.
+	for i := range s.memBySH {
+		m := &s.memBySH[i]
+		f.hosts[m.session]++
+		cl, mx := &f.memoryCluster[m.session], &f.memoryMaxHost[m.session]
+		for k, v := range m.memory {
+			cl[k] += v
+			mx[k] = max(mx[k], v)
+		}
+	}
+	return f
+}

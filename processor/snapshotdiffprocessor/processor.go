@@ -1,0 +1,461 @@
+package snapshotdiffprocessor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+// scopeName is the instrumentation scope of the session figures.
+const scopeName = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
+
+// snapshotDiff turns each snapshot into per-session window figures.
+type snapshotDiff struct {
+	emitProcesses bool
+	windowNames   []string
+	logger        *zap.Logger
+
+	mu     sync.Mutex // serialises snapshots: the store is one timeline
+	store  *store
+	sample processSample
+}
+
+func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
+	p := &snapshotDiff{
+		emitProcesses: cfg.EmitProcessMetrics,
+		logger:        logger,
+		store:         newStore(cfg.Windows, cfg.MaxStoredPoints),
+	}
+	for _, w := range cfg.Windows {
+		p.windowNames = append(p.windowNames, sc.WindowName(w))
+	}
+	return p
+}
+
+type resourceKind uint8
+
+const (
+	kindForeign resourceKind = iota
+	kindSnapshot
+	kindSession
+	kindProcess
+	kindUnknown // has the attribute, with a value we do not know
+)
+
+func kindOf(rm pmetric.ResourceMetrics) resourceKind {
+	v, ok := rm.Resource().Attributes().Get(sc.AttrResourceKind)
+	if !ok {
+		return kindForeign
+	}
+	switch v.Str() {
+	case sc.KindSnapshot:
+		return kindSnapshot
+	case sc.KindSession:
+		return kindSession
+	case sc.KindProcess:
+		return kindProcess
+	}
+	return kindUnknown
+}
+
+// processMetrics is the processorhelper function: one call, one snapshot.
+func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+	rms := md.ResourceMetrics()
+	kinds := make([]resourceKind, rms.Len())
+	snapshotAt, snapshots, processes := -1, 0, 0
+	for i := range rms.Len() {
+		kinds[i] = kindOf(rms.At(i))
+		switch kinds[i] {
+		case kindSnapshot:
+			snapshotAt = i
+			snapshots++
+		case kindProcess:
+			processes++
+		}
+	}
+	switch {
+	case snapshots == 0:
+		if processes > 0 {
+			p.logger.Debug("batch has process resources but no snapshot resource; passing it through unchanged",
+				zap.Int("processes", processes))
+		}
+		return md, nil
+	case snapshots > 1:
+		p.logger.Warn("batch holds more than one snapshot (is a batch processor in front of snapshotdiff?); forwarding it without session figures",
+			zap.Int("snapshots", snapshots))
+	default:
+		figs, err := p.ingest(md, kinds, snapshotAt)
+		if err != nil {
+			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
+		} else {
+			p.appendFigures(md, kinds, figs)
+		}
+	}
+	if !p.emitProcesses && processes > 0 {
+		i := 0
+		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
+			drop := kinds[i] == kindProcess
+			i++
+			return drop
+		})
+	}
+	return md, nil
+}
+
+// ingest walks the batch once and stores the snapshot.
+func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshotAt int) (*figures, error) {
+	rms := md.ResourceMetrics()
+	t, hosts := readSnapshotResource(rms.At(snapshotAt))
+	if t == 0 {
+		t = firstTimestamp(md)
+	}
+	if t == 0 {
+		return nil, errors.New("snapshot has no data point to take its time from")
+	}
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.store.begin(int64(t), hosts); err != nil {
+		return nil, fmt.Errorf("snapshot at %s: %w", t.AsTime().Format(time.RFC3339Nano), err)
+	}
+	var skipped int
+	var firstErr error
+	for i, kind := range kinds {
+		if kind != kindProcess {
+			continue
+		}
+		err := decodeProcess(rms.At(i), &p.sample)
+		if err == nil {
+			err = p.store.add(&p.sample)
+		}
+		if err != nil {
+			skipped++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if skipped > 0 {
+		p.logger.Warn("process resources skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
+	}
+	return p.store.commit()
+}
+
+// readSnapshotResource returns the snapshot time and the hosts' answers.
+func readSnapshotResource(rm pmetric.ResourceMetrics) (pcommon.Timestamp, []hostAnswer) {
+	var t pcommon.Timestamp
+	var hosts []hostAnswer
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			forEachPoint(m, func(dp pmetric.NumberDataPoint) {
+				if t == 0 {
+					t = dp.Timestamp()
+				}
+				if m.Name() != sc.MetricHostUp {
+					return
+				}
+				h, ok := dp.Attributes().Get(sc.AttrHostName)
+				if !ok {
+					return
+				}
+				hosts = append(hosts, hostAnswer{Host: h.AsString(), Up: intValue(dp) != 0})
+			})
+		}
+	}
+	return t, hosts
+}
+
+func firstTimestamp(md pmetric.Metrics) pcommon.Timestamp {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				var t pcommon.Timestamp
+				forEachPoint(ms.At(k), func(dp pmetric.NumberDataPoint) {
+					if t == 0 {
+						t = dp.Timestamp()
+					}
+				})
+				if t != 0 {
+					return t
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func forEachPoint(m pmetric.Metric, fn func(pmetric.NumberDataPoint)) {
+	var dps pmetric.NumberDataPointSlice
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		dps = m.Sum().DataPoints()
+	case pmetric.MetricTypeGauge:
+		dps = m.Gauge().DataPoints()
+	default:
+		return
+	}
+	for i := range dps.Len() {
+		fn(dps.At(i))
+	}
+}
+
+func intValue(dp pmetric.NumberDataPoint) int64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
+		return int64(math.Round(dp.DoubleValue()))
+	}
+	return dp.IntValue()
+}
+
+// nanosValue reads a seconds value as integer nanoseconds.
+func nanosValue(dp pmetric.NumberDataPoint) int64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
+		return int64(math.Round(dp.DoubleValue() * 1e9))
+	}
+	return dp.IntValue() * 1e9
+}
+
+func intAttr(attrs pcommon.Map, key string) (int64, error) {
+	v, ok := attrs.Get(key)
+	if !ok {
+		return 0, fmt.Errorf("process resource lacks %s", key)
+	}
+	if v.Type() != pcommon.ValueTypeInt {
+		return 0, fmt.Errorf("process resource %s is %s, not an int", key, v.Type())
+	}
+	return v.Int(), nil
+}
+
+// decodeProcess fills s from one process resource.
+func decodeProcess(rm pmetric.ResourceMetrics, s *processSample) error {
+	*s = processSample{}
+	attrs := rm.Resource().Attributes()
+	host, ok := attrs.Get(sc.AttrHostName)
+	if !ok {
+		return fmt.Errorf("process resource lacks %s", sc.AttrHostName)
+	}
+	s.Host = host.Str()
+	var err error
+	var seg, pid int64
+	if seg, err = intAttr(attrs, sc.AttrSegmentID); err != nil {
+		return err
+	}
+	if s.Session, err = intAttr(attrs, sc.AttrSessionID); err != nil {
+		return err
+	}
+	if pid, err = intAttr(attrs, sc.AttrProcessPID); err != nil {
+		return err
+	}
+	if s.TmID, err = intAttr(attrs, sc.AttrTmID); err != nil {
+		return err
+	}
+	s.Segment, s.PID = int32(seg), int32(pid)
+	ct, ok := attrs.Get(sc.AttrProcessCreationTime)
+	if !ok {
+		return fmt.Errorf("process resource lacks %s", sc.AttrProcessCreationTime)
+	}
+	created, err := time.Parse(time.RFC3339Nano, ct.Str())
+	if err != nil {
+		return fmt.Errorf("process resource %s: %w", sc.AttrProcessCreationTime, err)
+	}
+	s.Creation = created.UnixNano()
+
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			decodeProcessMetric(ms.At(j), s)
+		}
+	}
+	return nil
+}
+
+func decodeProcessMetric(m pmetric.Metric, s *processSample) {
+	if cm, ok := counterByProcessMetric[m.Name()]; ok {
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) {
+			slot := -1
+			if cm.attr == "" {
+				slot = cm.slots[0].slot
+			} else if v, ok := dp.Attributes().Get(cm.attr); ok {
+				for _, as := range cm.slots {
+					if as.value == v.Str() {
+						slot = as.slot
+					}
+				}
+			}
+			if slot < 0 {
+				return
+			}
+			if cm.seconds {
+				s.Counters[slot] = nanosValue(dp)
+			} else {
+				s.Counters[slot] = intValue(dp)
+			}
+			s.Present |= 1 << slot
+		})
+		return
+	}
+	switch m.Name() {
+	case sc.MetricProcessMemoryUsage:
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memRSS] += intValue(dp) })
+	case sc.MetricProcessMemoryVirtual:
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memVirtual] += intValue(dp) })
+	case sc.MetricProcessMemoryPeak:
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memPeak] += intValue(dp) })
+	case sc.MetricProcessMemoryVirtPeak:
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memVirtualPeak] += intValue(dp) })
+	case sc.MetricProcessMemoryRSS:
+		forEachPoint(m, func(dp pmetric.NumberDataPoint) {
+			v, ok := dp.Attributes().Get(sc.AttrRSSType)
+			if !ok {
+				return
+			}
+			switch v.Str() {
+			case sc.RSSTypeAnon:
+				s.Memory[memRSSAnon] += intValue(dp)
+			case sc.RSSTypeFile, sc.RSSTypeShmem:
+				s.Memory[memRSSShared] += intValue(dp)
+			}
+		})
+	}
+}
+
+// appendFigures adds the session figures to every session resource.
+func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, figs *figures) {
+	rms := md.ResourceMetrics()
+	for i, kind := range kinds {
+		if kind != kindSession {
+			continue
+		}
+		rm := rms.At(i)
+		attrs := rm.Resource().Attributes()
+		tm, _ := attrs.Get(sc.AttrTmID)
+		id, ok := attrs.Get(sc.AttrSessionID)
+		if !ok {
+			p.logger.Warn("session resource lacks " + sc.AttrSessionID + "; no figures for it")
+			continue
+		}
+		p.writeSession(rm.ScopeMetrics().AppendEmpty(), figs.session(sessionKey{tmID: tm.Int(), id: id.Int()}))
+	}
+}
+
+func (p *snapshotDiff) writeSession(sm pmetric.ScopeMetrics, sf sessionFigures) {
+	sm.Scope().SetName(scopeName)
+	ms := sm.Metrics()
+	f := sf.f
+	ts := pcommon.Timestamp(f.time)
+	point := func(g pmetric.Gauge, window string) pmetric.NumberDataPoint {
+		dp := g.DataPoints().AppendEmpty()
+		dp.SetTimestamp(ts)
+		if window != "" {
+			dp.Attributes().PutStr(sc.AttrWindow, window)
+		}
+		return dp
+	}
+	gauge := func(name, unit string) pmetric.Gauge {
+		m := ms.AppendEmpty()
+		m.SetName(name)
+		m.SetUnit(unit)
+		return m.SetEmptyGauge()
+	}
+	var zero counters
+	for _, cm := range counterMetrics {
+		totals := gauge(cm.session, cm.unit)
+		rates := gauge(cm.session+sc.RateSuffix, cm.unit+"/s")
+		for w, name := range p.windowNames {
+			d := &zero
+			if sf.known {
+				d = &f.windows[w].deltas[sf.row]
+			}
+			span := float64(f.windows[w].span) / 1e9
+			for _, as := range cm.slots {
+				v := d[as.slot]
+				dp := point(totals, name)
+				setCounter(dp, cm, as, v)
+				r := point(rates, name)
+				setAttr(r, cm, as)
+				r.SetDoubleValue(0)
+				if span > 0 {
+					amount := float64(v)
+					if cm.seconds {
+						amount /= 1e9
+					}
+					r.SetDoubleValue(amount / span)
+				}
+			}
+		}
+		l := &zero
+		if sf.known {
+			l = &f.lifetime[sf.row]
+		}
+		for _, as := range cm.slots {
+			setCounter(point(totals, sc.WindowLifetime), cm, as, l[as.slot])
+		}
+	}
+
+	spans := gauge(sc.MetricSessionWindowSpan, "s")
+	partial := gauge(sc.MetricSessionPartial, "1")
+	for w, name := range p.windowNames {
+		point(spans, name).SetDoubleValue(float64(f.windows[w].span) / 1e9)
+		point(partial, name).SetIntValue(boolInt(sf.known && f.windows[w].partial[sf.row]))
+	}
+	point(partial, sc.WindowLifetime).SetIntValue(boolInt(sf.known && f.lifetimePartial[sf.row]))
+
+	var procs, hosts int64
+	var cluster, maxHost memoryGauges
+	if sf.known {
+		procs, hosts = int64(f.processes[sf.row]), int64(f.hosts[sf.row])
+		cluster, maxHost = f.memoryCluster[sf.row], f.memoryMaxHost[sf.row]
+	}
+	point(gauge(sc.MetricSessionProcesses, "{process}"), "").SetIntValue(procs)
+	point(gauge(sc.MetricSessionHosts, "{host}"), "").SetIntValue(hosts)
+	mem := gauge(sc.MetricSessionMemoryUsage, "By")
+	for k, name := range memoryTypeNames {
+		for _, agg := range []struct {
+			name  string
+			value int64
+		}{{sc.MemoryAggregationCluster, cluster[k]}, {sc.MemoryAggregationMaxHost, maxHost[k]}} {
+			dp := point(mem, "")
+			dp.Attributes().PutStr(sc.AttrMemoryType, name)
+			dp.Attributes().PutStr(sc.AttrMemoryAggregation, agg.name)
+			dp.SetIntValue(agg.value)
+		}
+	}
+}
+
+func setAttr(dp pmetric.NumberDataPoint, cm counterMetric, as attrSlot) {
+	if cm.attr != "" {
+		dp.Attributes().PutStr(cm.attr, as.value)
+	}
+}
+
+// setCounter writes a session counter: seconds as double, the rest as int.
+func setCounter(dp pmetric.NumberDataPoint, cm counterMetric, as attrSlot, v int64) {
+	setAttr(dp, cm, as)
+	if cm.seconds {
+		dp.SetDoubleValue(float64(v) / 1e9)
+	} else {
+		dp.SetIntValue(v)
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}

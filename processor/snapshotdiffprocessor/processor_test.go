@@ -1,0 +1,338 @@
+package snapshotdiffprocessor
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+)
+
+type want struct {
+	session int64
+	metric  string
+	attrs   []string
+	value   float64
+}
+
+func cpuUser(session int64, window string, v float64) want {
+	return want{session, sc.MetricSessionCPUTime, []string{sc.AttrWindow, window, sc.AttrCPUMode, sc.CPUModeUser}, v}
+}
+
+func readBytes(session int64, window string, v float64) want {
+	return want{session, sc.MetricSessionDiskIO, []string{sc.AttrWindow, window, sc.AttrDirection, sc.DirectionRead}, v}
+}
+
+func span(session int64, window string, v float64) want {
+	return want{session, sc.MetricSessionWindowSpan, []string{sc.AttrWindow, window}, v}
+}
+
+func partial(session int64, window string, v float64) want {
+	return want{session, sc.MetricSessionPartial, []string{sc.AttrWindow, window}, v}
+}
+
+func memory(session int64, kind, agg string, v float64) want {
+	return want{session, sc.MetricSessionMemoryUsage, []string{sc.AttrMemoryType, kind, sc.AttrMemoryAggregation, agg}, v}
+}
+
+func plain(session int64, metric string, v float64) want {
+	return want{session, metric, nil, v}
+}
+
+func withMemory(p snapshottest.Process, rss, anon, file, shmem int64) snapshottest.Process {
+	p.RSS, p.RSSAnon, p.RSSFile, p.RSSShmem = rss, anon, file, shmem
+	return p
+}
+
+func TestWindowRules(t *testing.T) {
+	one := []int64{1}
+	tests := []struct {
+		name    string
+		windows []time.Duration
+		snaps   []snapshottest.Snapshot
+		want    []want
+	}{
+		{
+			name:    "counter that went down gives 0 for that process",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 10, 1000), proc("sdw1", 1, 1, 101, -10, 1, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 500), proc("sdw1", 1, 1, 101, -10, 3, 0)),
+			},
+			want: []want{cpuUser(1, "1m", 2), readBytes(1, "1m", 0)},
+		},
+		{
+			name:    "pid reused with a new creation time is a new process",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 50, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, 30, 3, 0)),
+			},
+			want: []want{cpuUser(1, "1m", 3), plain(1, sc.MetricSessionProcesses, 1)},
+		},
+		{
+			name:    "process born inside the window counts from zero",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw2", 1, 1, 200, 20, 7, 0)),
+			},
+			want: []want{cpuUser(1, "1m", 8), plain(1, sc.MetricSessionProcesses, 2), plain(1, sc.MetricSessionHosts, 2)},
+		},
+		{
+			name:    "process that exited inside the window counts up to its last sighting",
+			windows: []time.Duration{2 * time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw1", 0, 1, 101, -10, 1, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw1", 0, 1, 101, -10, 4, 0)),
+				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 3, 0)),
+			},
+			want: []want{cpuUser(1, "2m", 2+3), partial(1, "2m", 0), plain(1, sc.MetricSessionProcesses, 1),
+				cpuUser(1, sc.WindowLifetime, 3)},
+		},
+		{
+			name:    "silent host keeps its processes' last sighting and marks the session partial",
+			windows: []time.Duration{2 * time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, []int64{1, 2}, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw2", 1, 1, 200, -10, 1, 0),
+					proc("sdw1", 0, 2, 300, -10, 1, 0)),
+				snap(60, nil, []int64{1, 2}, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw2", 1, 1, 200, -10, 5, 0),
+					proc("sdw1", 0, 2, 300, -10, 2, 0)),
+				snap(120, []string{"sdw2"}, []int64{1, 2}, proc("sdw1", 0, 1, 100, -10, 3, 0),
+					proc("sdw1", 0, 2, 300, -10, 3, 0)),
+			},
+			want: []want{
+				cpuUser(1, "2m", 2+4), partial(1, "2m", 1),
+				cpuUser(1, sc.WindowLifetime, 3+5), partial(1, sc.WindowLifetime, 1),
+				cpuUser(2, "2m", 2), partial(2, "2m", 0), partial(2, sc.WindowLifetime, 0),
+			},
+		},
+		{
+			name:    "memory is summed per host before the cluster total and the largest host",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one,
+					withMemory(proc("sdw1", 0, 1, 100, -10, 0, 0), 100, 60, 30, 10),
+					withMemory(proc("sdw1", 1, 1, 101, -10, 0, 0), 100, 50, 40, 10),
+					withMemory(proc("sdw2", 2, 1, 200, -10, 0, 0), 150, 120, 20, 10)),
+			},
+			want: []want{
+				memory(1, sc.MemoryTypeRSS, sc.MemoryAggregationCluster, 350),
+				memory(1, sc.MemoryTypeRSS, sc.MemoryAggregationMaxHost, 200),
+				memory(1, sc.MemoryTypeRSSAnon, sc.MemoryAggregationMaxHost, 120),
+				memory(1, sc.MemoryTypeRSSShared, sc.MemoryAggregationCluster, 120),
+				memory(1, sc.MemoryTypeRSSShared, sc.MemoryAggregationMaxHost, 90),
+				plain(1, sc.MetricSessionHosts, 2), plain(1, sc.MetricSessionProcesses, 3),
+			},
+		},
+		{
+			name:    "window longer than the buffer uses the oldest snapshot",
+			windows: []time.Duration{10 * time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 4, 0)),
+				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 9, 0)),
+			},
+			want: []want{cpuUser(1, "10m", 8), span(1, "10m", 120),
+				{1, sc.MetricSessionCPUTime + sc.RateSuffix, []string{sc.AttrWindow, "10m", sc.AttrCPUMode, sc.CPUModeUser}, 8.0 / 120}},
+		},
+		{
+			name:    "irregular intervals pick the snapshot whose age is nearest to the window",
+			windows: []time.Duration{5 * time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 0, 0)),
+				snap(170, nil, one, proc("sdw1", 0, 1, 100, -10, 17, 0)),
+				snap(290, nil, one, proc("sdw1", 0, 1, 100, -10, 29, 0)),
+				snap(320, nil, one, proc("sdw1", 0, 1, 100, -10, 32, 0)),
+				snap(600, nil, one, proc("sdw1", 0, 1, 100, -10, 60, 0)),
+			},
+			want: []want{cpuUser(1, "5m", 31), span(1, "5m", 310)},
+		},
+		{
+			name:    "one snapshot has a zero span, zero deltas and lifetime totals",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 700)),
+			},
+			want: []want{cpuUser(1, "1m", 0), span(1, "1m", 0), readBytes(1, "1m", 0),
+				{1, sc.MetricSessionCPUTime + sc.RateSuffix, []string{sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser}, 0},
+				cpuUser(1, sc.WindowLifetime, 5), readBytes(1, sc.WindowLifetime, 700)},
+		},
+		{
+			name:    "two snapshots diff newest against the first",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 700)),
+				snap(30, nil, one, proc("sdw1", 0, 1, 100, -10, 6.5, 1000)),
+			},
+			want: []want{cpuUser(1, "1m", 1.5), span(1, "1m", 30), readBytes(1, "1m", 300),
+				{1, sc.MetricSessionDiskIO + sc.RateSuffix, []string{sc.AttrWindow, "1m", sc.AttrDirection, sc.DirectionRead}, 10}},
+		},
+		{
+			name:    "several windows each find their own old snapshot",
+			windows: []time.Duration{time.Minute, 2 * time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 0, 0)),
+				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
+				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 3, 0)),
+			},
+			want: []want{cpuUser(1, "1m", 2), cpuUser(1, "2m", 3), span(1, "1m", 60), span(1, "2m", 120)},
+		},
+		{
+			name:    "a session without processes gets zero figures",
+			windows: []time.Duration{time.Minute},
+			snaps: []snapshottest.Snapshot{
+				snap(0, nil, []int64{9}),
+				snap(60, nil, []int64{9}),
+			},
+			want: []want{cpuUser(9, "1m", 0), span(9, "1m", 60), plain(9, sc.MetricSessionProcesses, 0)},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, sink := newTestProcessor(t, &Config{Windows: tt.windows})
+			out := feed(t, p, sink, tt.snaps...)
+			for _, w := range tt.want {
+				if got := figure(t, out, w.session, w.metric, w.attrs...); math.Abs(got-w.value) > 1e-9 {
+					t.Errorf("session %d %s %v = %v, want %v", w.session, w.metric, w.attrs, got, w.value)
+				}
+			}
+		})
+	}
+}
+
+func TestCounterFirstReportedLateStartsAsBaseline(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
+	noIO := proc("sdw1", 0, 1, 100, -10, 1, 0)
+	noIO.NoIO = true
+	withIO := func(read int64) snapshottest.Process { return proc("sdw1", 0, 1, 100, -10, 1, read) }
+	out := feed(t, p, sink,
+		snap(0, nil, []int64{1}, noIO),
+		snap(60, nil, []int64{1}, withIO(5000)),
+		snap(120, nil, []int64{1}, withIO(5600)))
+	if got := figure(t, out, 1, sc.MetricSessionDiskIO, sc.AttrWindow, "2m", sc.AttrDirection, sc.DirectionRead); got != 600 {
+		t.Errorf("read bytes over 2m = %v, want 600 (what was read before the counter appeared is not in the window)", got)
+	}
+}
+
+func TestBatchWithoutSnapshotPassesThroughUnchanged(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	in := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)).Metrics()
+	in.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool { return kindOf(rm) == kindSnapshot })
+	before := marshal(t, in)
+	if err := p.ConsumeMetrics(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	if got := marshal(t, sink.AllMetrics()[0]); got != before {
+		t.Errorf("batch without a snapshot resource was changed:\n%s\nwant\n%s", got, before)
+	}
+}
+
+func TestForeignResourcesPassThroughUntouched(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	in := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)).Metrics()
+	foreign := in.ResourceMetrics().AppendEmpty()
+	foreign.Resource().Attributes().PutStr("service.name", "something-else")
+	m := foreign.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName("process.cpu.time")
+	m.SetEmptySum().DataPoints().AppendEmpty().SetDoubleValue(42)
+	only := pmetric.NewMetrics()
+	foreign.CopyTo(only.ResourceMetrics().AppendEmpty())
+	want := marshal(t, only)
+
+	if err := p.ConsumeMetrics(context.Background(), in); err != nil {
+		t.Fatal(err)
+	}
+	out := sink.AllMetrics()[0]
+	found := 0
+	rms := out.ResourceMetrics()
+	for i := range rms.Len() {
+		if _, ok := rms.At(i).Resource().Attributes().Get(sc.AttrResourceKind); ok {
+			continue
+		}
+		found++
+		got := pmetric.NewMetrics()
+		rms.At(i).CopyTo(got.ResourceMetrics().AppendEmpty())
+		if g := marshal(t, got); g != want {
+			t.Errorf("foreign resource changed:\n%s\nwant\n%s", g, want)
+		}
+	}
+	if found != 1 {
+		t.Errorf("found %d foreign resources, want 1", found)
+	}
+	if countKind(out, sc.KindSnapshot) != 1 {
+		t.Error("snapshot resource did not pass through")
+	}
+}
+
+func TestProcessResourcesOnlyWhenOptedIn(t *testing.T) {
+	for _, emit := range []bool{false, true} {
+		p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}, EmitProcessMetrics: emit})
+		out := feed(t, p, sink, snap(0, nil, []int64{1},
+			proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw2", 1, 1, 200, -10, 1, 0)))
+		want := 0
+		if emit {
+			want = 2
+		}
+		if got := countKind(out, sc.KindProcess); got != want {
+			t.Errorf("emit_process_metrics=%v: %d process resources forwarded, want %d", emit, got, want)
+		}
+		if got := countKind(out, sc.KindSession); got != 1 {
+			t.Errorf("emit_process_metrics=%v: %d session resources forwarded, want 1", emit, got)
+		}
+	}
+}
+
+func TestSessionStateIsForwarded(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	out := feed(t, p, sink, snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)))
+	rms := out.ResourceMetrics()
+	for i := range rms.Len() {
+		if kindOf(rms.At(i)) != kindSession {
+			continue
+		}
+		m := rms.At(i).ScopeMetrics().At(0).Metrics().At(0)
+		state, ok := m.Metadata().Get(sc.MetaState)
+		if m.Name() != sc.MetricSessionInfo || !ok || state.Str() != "active" {
+			t.Errorf("session info not forwarded as the receiver wrote it: %s %v", m.Name(), state.AsString())
+		}
+		return
+	}
+	t.Fatal("no session resource in the output")
+}
+
+func TestSnapshotNotNewerIsForwardedWithoutFigures(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	s := snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0))
+	feed(t, p, sink, s)
+	out := feed(t, p, sink, s)
+	if _, err := lookupFigure(out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); err == nil {
+		t.Error("a repeated snapshot got session figures")
+	}
+	if countKind(out, sc.KindProcess) != 0 {
+		t.Error("process resources of a rejected snapshot were forwarded without emit_process_metrics")
+	}
+}
+
+func TestSecondsKeepNanosecondPrecision(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	out := feed(t, p, sink,
+		snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 123456.01, 0)),
+		snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 123456.02, 0)))
+	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); math.Abs(got-0.01) > 1e-9 {
+		t.Errorf("cpu delta = %v, want 0.01", got)
+	}
+}
+
+func marshal(t testing.TB, md pmetric.Metrics) string {
+	t.Helper()
+	b, err := (&pmetric.JSONMarshaler{}).MarshalMetrics(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

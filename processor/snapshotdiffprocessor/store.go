@@ -1,0 +1,533 @@
+package snapshotdiffprocessor
+
+import (
+	"encoding/binary"
+	"errors"
+	"math/bits"
+	"time"
+)
+
+// Counter slots of one process. Time counters are held as integer
+// nanoseconds so that sums and differences are exact.
+const (
+	ctrCPUUser = iota
+	ctrCPUSystem
+	ctrDiskRead
+	ctrDiskWrite
+	ctrCancelledWrite
+	ctrDiskDelay
+	ctrCharsRead
+	ctrCharsWrite
+	ctrSyscallsRead
+	ctrSyscallsWrite
+	ctrFaultsMajor
+	ctrFaultsMinor
+	ctrSwitchesVoluntary
+	ctrSwitchesInvoluntary
+	ctrRunDelay
+	numCounters
+)
+
+// counters are one process's cumulative counters (or a difference of them).
+type counters [numCounters]int64
+
+// Memory gauge slots, as the session figures report them.
+const (
+	memRSS = iota
+	memRSSAnon
+	memRSSShared
+	memVirtual
+	memPeak
+	memVirtualPeak
+	numMemory
+)
+
+// memoryGauges are bytes per memory type.
+type memoryGauges [numMemory]int64
+
+// processSample is one process as one snapshot saw it.
+type processSample struct {
+	Host     string
+	Segment  int32
+	TmID     int64
+	Session  int64
+	PID      int32
+	Creation int64 // unix ns
+	Counters counters
+	Present  uint16 // bit c set: Counters[c] was reported (absent is not zero)
+	Memory   memoryGauges
+}
+
+// hostAnswer is one gpotel.host.up point of a snapshot.
+type hostAnswer struct {
+	Host string
+	Up   bool
+}
+
+type sessionKey struct{ tmID, id int64 }
+
+// processKey is a process's identity; the creation time tells pid reuse apart.
+type processKey struct {
+	creation int64
+	session  uint32
+	pid      int32
+	segment  int32
+	host     uint32
+}
+
+// snapshot is one retained scrape: per process only its counter steps since
+// its previous sighting, grouped by session.
+type snapshot struct {
+	seq  uint64
+	time int64
+	// rows are process-table rows, grouped by session in bySession order.
+	rows []uint32
+	// bySession indexes rows: session s owns rows[first:next first].
+	bySession []sessionSpan
+	// steps holds one record per row: a 2-byte mask of non-zero steps, then
+	// each of those steps as a zigzag varint.
+	steps     []byte
+	hostsDown []uint32
+}
+
+type sessionSpan struct {
+	session uint32
+	first   uint32
+}
+
+// sessionRows returns the rows of one session in this snapshot without
+// scanning the snapshot.
+func (sn *snapshot) sessionRows(session uint32) []uint32 {
+	lo, hi := 0, len(sn.bySession)
+	for lo < hi {
+		mid := int(uint(lo+hi) >> 1)
+		if sn.bySession[mid].session < session {
+			lo = mid + 1
+		} else {
+			hi = mid
+		}
+	}
+	if lo == len(sn.bySession) || sn.bySession[lo].session != session {
+		return nil
+	}
+	end := uint32(len(sn.rows))
+	if lo+1 < len(sn.bySession) {
+		end = sn.bySession[lo+1].first
+	}
+	return sn.rows[sn.bySession[lo].first:end]
+}
+
+// pendingRecord is a process of the snapshot being ingested.
+type pendingRecord struct {
+	session uint32
+	row     uint32
+	off     uint32
+	size    uint32
+}
+
+var (
+	errDuplicateProcess = errors.New("process listed twice in one snapshot")
+	errNotNewer         = errors.New("snapshot is not newer than the newest stored one")
+	errNoSnapshot       = errors.New("no snapshot is being ingested")
+)
+
+// store is the ring buffer of compact snapshots and everything the window
+// diffs need. It is not safe for concurrent use; the processor serialises.
+type store struct {
+	windows   []int64 // ns
+	maxWindow int64
+	maxPoints int // 0: automatic
+
+	hostNames    []string
+	hostIndex    map[string]uint32
+	hostAnswered []uint64 // seq of the last snapshot the host answered fully in
+	hostDown     []bool   // the host did not answer in the newest snapshot
+
+	sessionKeys  []sessionKey
+	sessionIndex map[sessionKey]uint32
+	sessionRefs  []int32
+	sessionFree  []uint32
+
+	// Process table, one row per process identity still referenced.
+	procKeys  []processKey
+	procLast  []counters // values at the last sighting
+	procKnown []uint16   // counters ever reported for the process
+	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
+	procFree  []uint32
+	procIndex map[processKey]uint32
+
+	// acc[w] holds, per row, the sum of its steps in (old snapshot, newest].
+	acc    [][]int64
+	oldSeq []uint64
+
+	ring    []*snapshot
+	nextSeq uint64
+
+	// The snapshot being ingested.
+	ingesting  bool
+	pendTime   int64
+	pendDown   []uint32
+	pendUp     []uint32
+	records    []pendingRecord
+	scratch    []byte
+	memIndex   map[uint64]int32
+	memBySH    []sessionHostMemory
+	sortCounts []uint32
+}
+
+type sessionHostMemory struct {
+	session uint32
+	host    uint32
+	memory  memoryGauges
+}
+
+func newStore(windows []time.Duration, maxPoints int) *store {
+	s := &store{
+		maxPoints:    maxPoints,
+		hostIndex:    map[string]uint32{},
+		sessionIndex: map[sessionKey]uint32{},
+		procIndex:    map[processKey]uint32{},
+		memIndex:     map[uint64]int32{},
+		nextSeq:      1,
+	}
+	for _, w := range windows {
+		s.windows = append(s.windows, int64(w))
+		s.maxWindow = max(s.maxWindow, int64(w))
+	}
+	s.acc = make([][]int64, len(windows))
+	s.oldSeq = make([]uint64, len(windows))
+	return s
+}
+
+// newestTime is the time of the newest stored snapshot, 0 when empty.
+func (s *store) newestTime() int64 {
+	if len(s.ring) == 0 {
+		return 0
+	}
+	return s.ring[len(s.ring)-1].time
+}
+
+// begin starts ingesting a snapshot taken at t (unix ns).
+func (s *store) begin(t int64, hosts []hostAnswer) error {
+	if len(s.ring) > 0 && t <= s.newestTime() {
+		return errNotNewer
+	}
+	s.ingesting = true
+	s.pendTime = t
+	s.pendDown = s.pendDown[:0]
+	s.pendUp = s.pendUp[:0]
+	for _, h := range hosts {
+		row := s.hostRow(h.Host)
+		if h.Up {
+			s.pendUp = append(s.pendUp, row)
+		} else {
+			s.pendDown = append(s.pendDown, row)
+		}
+	}
+	s.records = s.records[:0]
+	s.scratch = s.scratch[:0]
+	clear(s.memIndex)
+	s.memBySH = s.memBySH[:0]
+	return nil
+}
+
+func (s *store) hostRow(name string) uint32 {
+	if row, ok := s.hostIndex[name]; ok {
+		return row
+	}
+	row := uint32(len(s.hostNames))
+	s.hostNames = append(s.hostNames, name)
+	s.hostIndex[name] = row
+	s.hostAnswered = append(s.hostAnswered, 0)
+	s.hostDown = append(s.hostDown, false)
+	return row
+}
+
+func (s *store) sessionRow(key sessionKey) uint32 {
+	if row, ok := s.sessionIndex[key]; ok {
+		return row
+	}
+	var row uint32
+	if n := len(s.sessionFree); n > 0 {
+		row = s.sessionFree[n-1]
+		s.sessionFree = s.sessionFree[:n-1]
+		s.sessionKeys[row] = key
+	} else {
+		row = uint32(len(s.sessionKeys))
+		s.sessionKeys = append(s.sessionKeys, key)
+		s.sessionRefs = append(s.sessionRefs, 0)
+	}
+	s.sessionIndex[key] = row
+	return row
+}
+
+func (s *store) releaseSession(row uint32) {
+	s.sessionRefs[row]--
+	if s.sessionRefs[row] > 0 {
+		return
+	}
+	delete(s.sessionIndex, s.sessionKeys[row])
+	s.sessionKeys[row] = sessionKey{}
+	s.sessionFree = append(s.sessionFree, row)
+}
+
+func (s *store) allocRow(key processKey) uint32 {
+	var row uint32
+	if n := len(s.procFree); n > 0 {
+		row = s.procFree[n-1]
+		s.procFree = s.procFree[:n-1]
+		s.procKeys[row] = key
+	} else {
+		row = uint32(len(s.procKeys))
+		s.procKeys = append(s.procKeys, key)
+		s.procLast = append(s.procLast, counters{})
+		s.procKnown = append(s.procKnown, 0)
+		s.procSeen = append(s.procSeen, 0)
+		for w := range s.acc {
+			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
+		}
+	}
+	s.procIndex[key] = row
+	s.sessionRefs[key.session]++
+	return row
+}
+
+func (s *store) freeRow(row uint32) {
+	key := s.procKeys[row]
+	delete(s.procIndex, key)
+	s.releaseSession(key.session)
+	s.procKeys[row] = processKey{}
+	s.procLast[row] = counters{}
+	s.procKnown[row] = 0
+	s.procSeen[row] = 0
+	for w := range s.acc {
+		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
+	}
+	s.procFree = append(s.procFree, row)
+}
+
+// add records one process of the snapshot being ingested.
+func (s *store) add(p *processSample) error {
+	if !s.ingesting {
+		return errNoSnapshot
+	}
+	seq := s.nextSeq
+	host := s.hostRow(p.Host)
+	sess := s.sessionRow(sessionKey{tmID: p.TmID, id: p.Session})
+	key := processKey{creation: p.Creation, session: sess, pid: p.PID, segment: p.Segment, host: host}
+	row, known := s.procIndex[key]
+	if !known {
+		row = s.allocRow(key)
+	} else if s.procSeen[row] == seq {
+		return errDuplicateProcess
+	}
+
+	// A counter first reported after the process's first sighting starts
+	// as a baseline: what it counted before is outside what we saw.
+	var steps counters
+	var mask uint16
+	last := &s.procLast[row]
+	for m := p.Present & (1<<numCounters - 1); m != 0; m &= m - 1 {
+		c := bits.TrailingZeros16(m)
+		bit := uint16(1) << c
+		v := p.Counters[c]
+		if !known || s.procKnown[row]&bit != 0 {
+			steps[c] = v - last[c]
+		}
+		last[c] = v
+		s.procKnown[row] |= bit
+		if steps[c] != 0 {
+			mask |= bit
+		}
+	}
+	s.procSeen[row] = seq
+
+	off := len(s.scratch)
+	s.scratch = append(s.scratch, byte(mask), byte(mask>>8))
+	for m := mask; m != 0; m &= m - 1 {
+		s.scratch = binary.AppendVarint(s.scratch, steps[bits.TrailingZeros16(m)])
+	}
+	s.records = append(s.records, pendingRecord{session: sess, row: row, off: uint32(off), size: uint32(len(s.scratch) - off)})
+
+	if mask != 0 {
+		base := int(row) * numCounters
+		for w := range s.acc {
+			a := s.acc[w][base : base+numCounters]
+			for m := mask; m != 0; m &= m - 1 {
+				c := bits.TrailingZeros16(m)
+				a[c] += steps[c]
+			}
+		}
+	}
+
+	shKey := uint64(sess)<<32 | uint64(host)
+	i, ok := s.memIndex[shKey]
+	if !ok {
+		i = int32(len(s.memBySH))
+		s.memIndex[shKey] = i
+		s.memBySH = append(s.memBySH, sessionHostMemory{session: sess, host: host})
+	}
+	for k := range p.Memory {
+		s.memBySH[i].memory[k] += p.Memory[k]
+	}
+	return nil
+}
+
+// commit closes the snapshot being ingested, moves every window and returns
+// the session figures of the new newest snapshot.
+func (s *store) commit() (*figures, error) {
+	if !s.ingesting {
+		return nil, errNoSnapshot
+	}
+	s.ingesting = false
+	sn := s.packSnapshot()
+	s.nextSeq++
+	s.ring = append(s.ring, sn)
+
+	clear(s.hostDown)
+	for _, h := range sn.hostsDown {
+		s.hostDown[h] = true
+	}
+	for _, h := range s.pendUp {
+		s.hostAnswered[h] = sn.seq
+	}
+
+	drop := s.trimCount()
+	times := make([]int64, len(s.ring)-drop)
+	for i, r := range s.ring[drop:] {
+		times[i] = r.time
+	}
+	for w, window := range s.windows {
+		s.moveOld(w, s.ring[drop+nearestOld(times, window)].seq)
+	}
+	if drop > 0 {
+		clear(s.ring[:drop])
+		s.ring = append(s.ring[:0], s.ring[drop:]...)
+	}
+	oldest := s.ring[0].seq
+	for row, seen := range s.procSeen {
+		if seen != 0 && seen < oldest {
+			s.freeRow(uint32(row))
+		}
+	}
+	return s.computeFigures(), nil
+}
+
+// packSnapshot lays the pending records out grouped by session (a counting
+// sort: the session count is bounded by the process count).
+func (s *store) packSnapshot() *snapshot {
+	nSessions := len(s.sessionKeys)
+	if cap(s.sortCounts) < nSessions+1 {
+		s.sortCounts = make([]uint32, nSessions+1)
+	}
+	pos := s.sortCounts[:nSessions+1]
+	clear(pos)
+	for _, r := range s.records {
+		pos[r.session+1]++
+	}
+	sn := &snapshot{seq: s.nextSeq, time: s.pendTime}
+	for sess := 0; sess < nSessions; sess++ {
+		if pos[sess+1] > 0 {
+			sn.bySession = append(sn.bySession, sessionSpan{session: uint32(sess), first: pos[sess]})
+		}
+		pos[sess+1] += pos[sess]
+	}
+	sn.bySession = append([]sessionSpan(nil), sn.bySession...)
+	sn.rows = make([]uint32, len(s.records))
+	order := make([]int32, len(s.records))
+	for i, r := range s.records {
+		at := pos[r.session]
+		pos[r.session]++
+		sn.rows[at] = r.row
+		order[at] = int32(i)
+	}
+	sn.steps = make([]byte, 0, len(s.scratch))
+	for _, i := range order {
+		r := s.records[i]
+		sn.steps = append(sn.steps, s.scratch[r.off:r.off+r.size]...)
+	}
+	sn.hostsDown = append([]uint32(nil), s.pendDown...)
+	return sn
+}
+
+// trimCount is how many of the oldest snapshots the ring no longer needs.
+func (s *store) trimCount() int {
+	n := len(s.ring)
+	if s.maxPoints > 0 {
+		return max(0, n-s.maxPoints)
+	}
+	if n <= minStoredPoints {
+		return 0
+	}
+	// Future old snapshots are never older than the newest one that is at
+	// least the longest window old.
+	limit := s.ring[n-1].time - s.maxWindow
+	for i := n - 2; i >= 0; i-- {
+		if s.ring[i].time <= limit {
+			return max(0, n-max(n-i, minStoredPoints))
+		}
+	}
+	return 0
+}
+
+// nearestOld picks, among times (oldest first, newest last), the snapshot
+// whose age relative to the newest is nearest to window: it walks back from
+// the newest and stops as soon as the distance grows (a tie goes to the
+// older). The newest itself is chosen only when it is alone.
+func nearestOld(times []int64, window int64) int {
+	newest := len(times) - 1
+	if newest <= 0 {
+		return 0
+	}
+	best := newest - 1
+	bestDist := absDiff(times[newest]-times[best], window)
+	for i := best - 1; i >= 0; i-- {
+		d := absDiff(times[newest]-times[i], window)
+		if d > bestDist {
+			break
+		}
+		best, bestDist = i, d
+	}
+	return best
+}
+
+func absDiff(a, b int64) int64 {
+	if a > b {
+		return a - b
+	}
+	return b - a
+}
+
+// moveOld keeps acc[w] equal to the steps in (old, newest] as old moves.
+func (s *store) moveOld(w int, newOld uint64) {
+	prev := s.oldSeq[w]
+	base := s.ring[0].seq
+	for seq := prev + 1; seq <= newOld; seq++ {
+		s.applySteps(s.ring[seq-base], s.acc[w], -1)
+	}
+	for seq := newOld + 1; seq <= prev; seq++ {
+		s.applySteps(s.ring[seq-base], s.acc[w], +1)
+	}
+	s.oldSeq[w] = newOld
+}
+
+func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
+	buf := sn.steps
+	for _, row := range sn.rows {
+		mask := uint16(buf[0]) | uint16(buf[1])<<8
+		buf = buf[2:]
+		if mask == 0 {
+			continue
+		}
+		a := acc[int(row)*numCounters : int(row+1)*numCounters]
+		for m := mask; m != 0; m &= m - 1 {
+			v, n := binary.Varint(buf)
+			buf = buf[n:]
+			a[bits.TrailingZeros16(m)] += sign * v
+		}
+	}
+}
+
+func (s *store) snapshotBySeq(seq uint64) *snapshot {
+	return s.ring[seq-s.ring[0].seq]
+}
