@@ -1,0 +1,410 @@
+// Package workload drives named testbed sessions: a coordinator backend plus
+// one backend per segment it touches, all sharing one sess_id, doing bounded
+// amounts of real CPU, I/O and memory work (see testbed/README.md).
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
+)
+
+// Kind is what a session does.
+type Kind string
+
+// The session kinds.
+const (
+	// CPU runs arithmetic over generate_series on every backend of the session.
+	CPU Kind = "cpu"
+	// IO writes a temp table larger than temp_buffers (the backend itself
+	// writes the evicted pages), flushes it to disk, drops it from the page
+	// cache and reads it back, on every backend.
+	IO Kind = "io"
+	// Memory holds MemoryBytes in local buffers and keeps sorting in work_mem.
+	Memory Kind = "memory"
+	// IdleInTransaction opens a transaction on every backend and sits idle in it.
+	IdleInTransaction Kind = "idle_in_transaction"
+	// Churn connects, runs one statement everywhere and disconnects, over and
+	// over: every round is a new session with new pids.
+	Churn Kind = "churn"
+	// SegmentReplace keeps its coordinator backend but closes and reopens its
+	// segment backends every Interval (new pids, same sess_id), doing CPU work.
+	SegmentReplace Kind = "segment_replace"
+)
+
+// Spec says what a session does and for how long.
+type Spec struct {
+	Name     string
+	Kind     Kind
+	Duration time.Duration // how long the work runs; 0 means 10s
+	// Contents are the segments the session touches; nil means all of them.
+	Contents []int
+	// Interval is the churn round period or the segment replacement period
+	// (defaults: 50ms for churn, Duration/3 for segment_replace).
+	Interval time.Duration
+	// IOBytes is how much each backend writes per I/O round (default 32 MiB).
+	IOBytes int64
+	// MemoryBytes is what each backend of a memory session holds (default 64 MiB).
+	MemoryBytes int64
+	// User to connect as; empty means the cluster's admin role.
+	User string
+}
+
+func (s Spec) withDefaults() Spec {
+	if s.Duration <= 0 {
+		s.Duration = 10 * time.Second
+	}
+	if s.Interval <= 0 {
+		switch s.Kind {
+		case Churn:
+			s.Interval = 50 * time.Millisecond
+		default:
+			s.Interval = s.Duration / 3
+		}
+	}
+	if s.IOBytes <= 0 {
+		s.IOBytes = 32 << 20
+	}
+	if s.MemoryBytes <= 0 {
+		s.MemoryBytes = 64 << 20
+	}
+	if s.Name == "" {
+		s.Name = string(s.Kind)
+	}
+	return s
+}
+
+func (s Spec) validate(c *cluster.Cluster) error {
+	var errs []error
+	switch s.Kind {
+	case CPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace:
+	default:
+		errs = append(errs, fmt.Errorf("unknown workload kind %q", s.Kind))
+	}
+	for _, content := range s.Contents {
+		if content < 0 {
+			errs = append(errs, fmt.Errorf("content %d: list segments only, the coordinator is always part of a session", content))
+		} else if _, ok := c.Instance(content); !ok {
+			errs = append(errs, fmt.Errorf("content %d: no such segment in testbed %s", content, c.ID))
+		}
+	}
+	if s.Kind == SegmentReplace && len(c.Segments) == 0 {
+		errs = append(errs, errors.New("segment_replace needs a cluster with segments"))
+	}
+	return errors.Join(errs...)
+}
+
+// Session is a running workload session.
+type Session struct {
+	Name string
+	Kind Kind
+
+	cluster  *cluster.Cluster
+	spec     Spec
+	contents []int
+
+	mu      sync.Mutex
+	sessID  int
+	pids    map[int][]int // live backends by content
+	history map[int][]int // every backend pid the session ever had, by content
+	sessIDs []int
+
+	until  time.Time
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error
+}
+
+// Start connects the session's backends and starts its work in the
+// background; it returns once the first backends are connected. The work ends
+// after spec.Duration, on Stop, or when ctx is done.
+func Start(ctx context.Context, c *cluster.Cluster, spec Spec) (*Session, error) {
+	spec = spec.withDefaults()
+	if err := spec.validate(c); err != nil {
+		return nil, err
+	}
+	s := &Session{Name: spec.Name, Kind: spec.Kind, cluster: c, spec: spec,
+		pids: map[int][]int{}, history: map[int][]int{}, done: make(chan struct{})}
+	if spec.Contents != nil {
+		s.contents = slices.Clone(spec.Contents)
+	} else {
+		for _, seg := range c.Segments {
+			s.contents = append(s.contents, seg.Content)
+		}
+	}
+	// Work checks the deadline between statements; the context (Stop, the
+	// caller's ctx, a safety margin) cancels statements in flight.
+	s.until = time.Now().Add(spec.Duration)
+	runCtx, cancel := context.WithDeadline(context.WithoutCancel(ctx), s.until.Add(10*time.Second))
+	s.cancel = cancel
+	stopOnParent := context.AfterFunc(ctx, cancel)
+
+	g, err := s.open(ctx)
+	if err != nil {
+		cancel()
+		stopOnParent()
+		return nil, fmt.Errorf("workload %s: %w", s.Name, err)
+	}
+	go func() {
+		defer close(s.done)
+		defer stopOnParent()
+		defer cancel()
+		err := s.run(runCtx, g)
+		s.closeGang(g)
+		if isCancellation(err) && (runCtx.Err() != nil || !time.Now().Before(s.until)) {
+			err = nil // the deadline or Stop ended the work, as intended
+		}
+		if err != nil {
+			err = fmt.Errorf("workload %s (%s): %w", s.Name, s.Kind, err)
+		}
+		s.err = err
+	}()
+	return s, nil
+}
+
+// SessID is the session's sess_id (for churn, the current round's).
+func (s *Session) SessID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sessID
+}
+
+// SessIDs lists every sess_id the session has had (one per round for churn).
+func (s *Session) SessIDs() []int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.sessIDs)
+}
+
+// CoordinatorPID is the pid of the session's live coordinator backend (0 between churn rounds).
+func (s *Session) CoordinatorPID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if p := s.pids[cluster.CoordinatorContent]; len(p) > 0 {
+		return p[0]
+	}
+	return 0
+}
+
+// Pids are the live backend pids by content id (-1 is the coordinator).
+func (s *Session) Pids() map[int][]int { return s.copyOf(func() map[int][]int { return s.pids }) }
+
+// History is every backend pid the session has had, by content id, live or not.
+func (s *Session) History() map[int][]int { return s.copyOf(func() map[int][]int { return s.history }) }
+
+// AllPids is the flat, sorted list of live backend pids.
+func (s *Session) AllPids() []int {
+	var out []int
+	for _, p := range s.Pids() {
+		out = append(out, p...)
+	}
+	sort.Ints(out)
+	return out
+}
+
+func (s *Session) copyOf(which func() map[int][]int) map[int][]int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int][]int{}
+	for k, v := range which() {
+		out[k] = slices.Clone(v)
+	}
+	return out
+}
+
+// Wait blocks until the work is over and its backends are closed.
+func (s *Session) Wait() error {
+	<-s.done
+	return s.err
+}
+
+// Stop ends the work early and waits for the backends to close.
+func (s *Session) Stop() error {
+	s.cancel()
+	return s.Wait()
+}
+
+// Done is closed when the session has ended.
+func (s *Session) Done() <-chan struct{} { return s.done }
+
+// backend is one connection of the session.
+type backend struct {
+	content int
+	pid     int
+	dataDir string
+	conn    *pgx.Conn
+}
+
+// gang is the session's backends: the coordinator first.
+type gang []*backend
+
+func (s *Session) connect(ctx context.Context, in cluster.Instance, sessID int) (*backend, error) {
+	cfg, err := pgx.ParseConfig(in.DSN)
+	if err != nil {
+		return nil, err
+	}
+	if s.spec.User != "" {
+		cfg.User = s.spec.User
+	}
+	if in.Content == cluster.CoordinatorContent {
+		cfg.RuntimeParams["application_name"] = "gpotel-workload " + s.Name
+	} else {
+		// The tag is how a segment backend names the coordinator session it serves.
+		cfg.RuntimeParams["application_name"] = fmt.Sprintf("%s%d gpotel-workload %s", cluster.SessionTagPrefix, sessID, s.Name)
+	}
+	// Cancel statements on the server when ctx ends, instead of dropping the socket.
+	cfg.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 3 * time.Second}
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect gpseg%d: %w", in.Content, err)
+	}
+	b := &backend{content: in.Content, conn: conn, pid: int(conn.PgConn().PID()), dataDir: in.DataDir}
+	return b, nil
+}
+
+// open connects a coordinator backend and the segment backends that carry its sess_id.
+func (s *Session) open(ctx context.Context) (gang, error) {
+	coord, err := s.connect(ctx, s.cluster.Coordinator, 0)
+	if err != nil {
+		return nil, err
+	}
+	// The coordinator's sess_id is its backend pid (testbed/README.md).
+	sessID := coord.pid
+	g := gang{coord}
+	segs, err := s.connectSegments(ctx, sessID)
+	if err != nil {
+		s.closeGang(g)
+		return nil, err
+	}
+	g = append(g, segs...)
+	s.mu.Lock()
+	s.sessID = sessID
+	s.sessIDs = append(s.sessIDs, sessID)
+	s.mu.Unlock()
+	for _, b := range g {
+		s.track(b)
+	}
+	return g, nil
+}
+
+func (s *Session) connectSegments(ctx context.Context, sessID int) ([]*backend, error) {
+	out := make([]*backend, len(s.contents))
+	eg, ectx := errgroup.WithContext(ctx)
+	for i, content := range s.contents {
+		in, _ := s.cluster.Instance(content)
+		eg.Go(func() error {
+			b, err := s.connect(ectx, in, sessID)
+			out[i] = b
+			return err
+		})
+	}
+	if err := eg.Wait(); err != nil {
+		for _, b := range out {
+			if b != nil {
+				b.conn.Close(context.Background())
+			}
+		}
+		return nil, err
+	}
+	return out, nil
+}
+
+func (s *Session) track(b *backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pids[b.content] = append(s.pids[b.content], b.pid)
+	s.history[b.content] = append(s.history[b.content], b.pid)
+}
+
+func (s *Session) untrack(b *backend) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.pids[b.content] = slices.DeleteFunc(s.pids[b.content], func(p int) bool { return p == b.pid })
+	if len(s.pids[b.content]) == 0 {
+		delete(s.pids, b.content)
+	}
+}
+
+// closeGang closes backends and waits until their processes have exited, so
+// that "the session ended" means its pids are gone.
+func (s *Session) closeGang(g gang) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	for _, b := range g {
+		if b != nil {
+			_ = b.conn.Close(ctx)
+		}
+	}
+	for _, b := range g {
+		if b != nil {
+			waitExit(ctx, b.pid)
+			s.untrack(b)
+		}
+	}
+}
+
+func waitExit(ctx context.Context, pid int) {
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// run dispatches on the kind; each returns when ctx is done or on error.
+func (s *Session) run(ctx context.Context, g gang) error {
+	switch s.Kind {
+	case CPU:
+		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return burnCPU(ctx, b, s.until) })
+	case IO:
+		return eachBackend(ctx, g, s.ioLoop)
+	case Memory:
+		return eachBackend(ctx, g, s.memoryLoop)
+	case IdleInTransaction:
+		return eachBackend(ctx, g, s.idleInTransaction)
+	case Churn:
+		return s.churn(ctx, g)
+	case SegmentReplace:
+		return s.segmentReplace(ctx, g)
+	}
+	return fmt.Errorf("unknown kind %q", s.Kind)
+}
+
+func eachBackend(ctx context.Context, g gang, work func(context.Context, *backend) error) error {
+	eg, ectx := errgroup.WithContext(ctx)
+	for _, b := range g {
+		eg.Go(func() error {
+			if err := work(ectx, b); err != nil {
+				return fmt.Errorf("gpseg%d pid %d: %w", b.content, b.pid, err)
+			}
+			return nil
+		})
+	}
+	return eg.Wait()
+}
+
+// isCancellation tells errors caused by ending the work from real failures.
+func isCancellation(err error) bool {
+	var pgErr *pgconn.PgError
+	return err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		pgconn.Timeout(err) || errors.As(err, &pgErr) && pgErr.Code == "57014" // query_canceled
+}
