@@ -105,7 +105,12 @@ func (svc *getGPInfoService) list(req listRequest, filter *sessionFilter) (*yagp
 		if !filter.match(v, e.s) {
 			continue
 		}
+		// Room for the token naming e, should e end the page: a cheap bound
+		// first, the exact length only when the bound does not fit.
 		tokenRoom := tokenFieldOverhead + tokenBound(fingerprint, e)
+		if size+e.s.encodedSize+tokenRoom > svc.maxResponseBytes {
+			tokenRoom = tokenFieldOverhead + len(encodeToken(fingerprint, e))
+		}
 		full := len(resp.SessionsState) == pageSize ||
 			size+e.s.encodedSize+tokenRoom > svc.maxResponseBytes
 		if full && len(resp.SessionsState) == 0 {

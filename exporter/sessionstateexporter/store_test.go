@@ -1,0 +1,138 @@
+package sessionstateexporter
+
+import (
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+func listAll(t *testing.T, srv *testServer) *yagpcc.GetGPSessionsResponse {
+	t.Helper()
+	resp, err := srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{ShowSystem: true, PageSize: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp
+}
+
+func TestGoneSessionsStayForTheGracePeriod(t *testing.T) {
+	cfg := testConfig()
+	cfg.SessionGracePeriod = 30 * time.Second
+	srv := startServer(t, cfg, nopHost())
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{1, 2}, 10)))
+	srv.consume(t, buildSnapshot(t0.Add(10*time.Second), sessionsWithUserTime([]int64{2}, 10)))
+
+	resp := listAll(t, srv)
+	if got := sessIDs(resp); !equalInts(got, []int64{1, 2}) {
+		t.Fatalf("inside the grace period: %v, want [1 2]", got)
+	}
+	// The gone session keeps the time of the last snapshot that held it.
+	if got := resp.SessionsState[0].Time.AsTime(); !got.Equal(t0) {
+		t.Fatalf("gone session time %v, want %v", got, t0)
+	}
+	if got := resp.SessionsState[1].Time.AsTime(); !got.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("live session time %v, want the newest snapshot's", got)
+	}
+	srv.consume(t, buildSnapshot(t0.Add(31*time.Second), sessionsWithUserTime([]int64{2}, 10)))
+	if got := sessIDs(listAll(t, srv)); !equalInts(got, []int64{2}) {
+		t.Fatalf("after the grace period: %v, want [2]", got)
+	}
+}
+
+func TestSessionReturnsWithNewState(t *testing.T) {
+	srv := startDefault(t)
+	s := fullSession()
+	srv.consume(t, buildSnapshot(t0, []testSession{s}))
+	s.meta[gpsemconv.MetaState] = "idle"
+	srv.consume(t, buildSnapshot(t0.Add(time.Second), []testSession{s}))
+	got := listAll(t, srv).SessionsState[0]
+	if got.SessionInfo.State != "idle" || got.RunningQueryInfo != nil {
+		t.Fatalf("state not replaced by the newer snapshot: %q, running %v", got.SessionInfo.State, got.RunningQueryInfo)
+	}
+	if !got.Time.AsTime().Equal(t0.Add(time.Second)) {
+		t.Fatalf("time %v not the newer snapshot's", got.Time.AsTime())
+	}
+}
+
+func TestMaxSessionsBoundsTheStoreAndLogsOnce(t *testing.T) {
+	cfg := testConfig()
+	cfg.MaxSessions = 3
+	cfg.SessionGracePeriod = 0
+	srv := startServer(t, cfg, nopHost())
+	five := sessionsWithUserTime(idRange(1, 6), 10)
+	srv.consume(t, buildSnapshot(t0, five))
+	if got := sessIDs(listAll(t, srv)); !equalInts(got, []int64{1, 2, 3}) {
+		t.Fatalf("bounded store: %v, want the first 3 of the snapshot", got)
+	}
+	srv.consume(t, buildSnapshot(t0.Add(time.Second), five))
+	if n := srv.logs.FilterMessageSnippet("max_sessions reached").Len(); n != 1 {
+		t.Fatalf("want one bound log line while the bound holds, got %d", n)
+	}
+	srv.consume(t, buildSnapshot(t0.Add(2*time.Second), five[:2]))
+	if n := srv.logs.FilterMessageSnippet("back under max_sessions").Len(); n != 1 {
+		t.Fatalf("want one recovery line, got %d", n)
+	}
+	srv.consume(t, buildSnapshot(t0.Add(3*time.Second), five))
+	if n := srv.logs.FilterMessageSnippet("max_sessions reached").Len(); n != 2 {
+		t.Fatalf("want a second bound line after recovery, got %d", n)
+	}
+}
+
+func TestBadInputIsSkippedNotServed(t *testing.T) {
+	srv := startDefault(t)
+	md := buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10))
+	// A session resource without its id, and a resource that is not ours.
+	bad := md.ResourceMetrics().AppendEmpty()
+	bad.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSession)
+	bad.Resource().Attributes().PutInt(gpsemconv.AttrTmID, testTmID)
+	foreign := md.ResourceMetrics().AppendEmpty()
+	foreign.Resource().Attributes().PutStr("service.name", "other")
+	srv.consume(t, md)
+	if got := sessIDs(listAll(t, srv)); !equalInts(got, []int64{1}) {
+		t.Fatalf("got %v, want [1]", got)
+	}
+	if n := srv.logs.FilterMessageSnippet("were skipped").Len(); n != 1 {
+		t.Fatalf("want the skipped resource logged, got %d lines", n)
+	}
+	// Metrics that hold nothing of ours leave the store as it was.
+	srv.consume(t, pmetric.NewMetrics())
+	if got := sessIDs(listAll(t, srv)); !equalInts(got, []int64{1}) {
+		t.Fatalf("after foreign metrics: %v, want [1]", got)
+	}
+}
+
+func TestOlderSnapshotIsIgnored(t *testing.T) {
+	srv := startDefault(t)
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10)))
+	srv.consume(t, buildSnapshot(t0.Add(-time.Minute), sessionsWithUserTime([]int64{7}, 10)))
+	resp := listAll(t, srv)
+	if got := sessIDs(resp); !equalInts(got, []int64{1}) {
+		t.Fatalf("got %v, want [1]", got)
+	}
+	if !timeEqual(resp.SessionsState[0].Time, t0) {
+		t.Fatalf("time %v, want %v", resp.SessionsState[0].Time.AsTime(), t0)
+	}
+}
+
+func timeEqual(ts *timestamppb.Timestamp, t time.Time) bool {
+	return ts.AsTime().Equal(t)
+}
+
+func TestSessionsWithoutSnapshotResourceUseTheirOwnTime(t *testing.T) {
+	srv := startDefault(t)
+	md := buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10))
+	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
+		k, _ := rm.Resource().Attributes().Get(gpsemconv.AttrResourceKind)
+		return k.Str() == gpsemconv.KindSnapshot
+	})
+	srv.consume(t, md)
+	got := listAll(t, srv).SessionsState[0]
+	if !got.Time.AsTime().Equal(t0) || got.Hostname != testCoordinator {
+		t.Fatalf("time %v host %q, want %v and the session's host.name", got.Time.AsTime(), got.Hostname, t0)
+	}
+}
