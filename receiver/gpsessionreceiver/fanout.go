@@ -1,0 +1,230 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configgrpc"
+	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc"
+
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// procReader answers GetPidProcStat for one host: a gRPC client of its agent,
+// or the agent's service in-process for a local host.
+type procReader interface {
+	GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error)
+}
+
+type grpcProcReader struct{ client yagpcc.GetQueryInfoClient }
+
+func (r grpcProcReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
+	return r.client.GetPidProcStat(ctx, req)
+}
+
+// agentDirectory keeps one long-lived reader per host: a gRPC connection
+// built from the agent template, or the shared local reader.
+type agentDirectory struct {
+	cfg        *Config
+	extensions map[component.ID]component.Component
+	telemetry  component.TelemetrySettings
+	local      procReader // nil when no local host is configured
+	localHosts map[string]bool
+
+	mu      sync.Mutex
+	readers map[string]procReader
+	conns   map[string]*grpc.ClientConn
+}
+
+func newAgentDirectory(cfg *Config, host component.Host, telemetry component.TelemetrySettings, local procReader) *agentDirectory {
+	d := &agentDirectory{
+		cfg:        cfg,
+		telemetry:  telemetry,
+		local:      local,
+		localHosts: map[string]bool{},
+		readers:    map[string]procReader{},
+		conns:      map[string]*grpc.ClientConn{},
+	}
+	if host != nil {
+		d.extensions = host.GetExtensions()
+	}
+	for _, h := range cfg.LocalHosts {
+		d.localHosts[h] = true
+	}
+	return d
+}
+
+// endpoint is where a host's agent listens.
+func (d *agentDirectory) endpoint(host string) string {
+	if ep, ok := d.cfg.Agents[host]; ok {
+		return ep
+	}
+	return net.JoinHostPort(host, strconv.Itoa(d.cfg.AgentPort))
+}
+
+// reader returns the host's reader, connecting on first use. The connection
+// is lazy: a dead agent fails its call, not this.
+func (d *agentDirectory) reader(ctx context.Context, host string) (procReader, error) {
+	if d.localHosts[host] && d.local != nil {
+		return d.local, nil
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.readers[host]; ok {
+		return r, nil
+	}
+	cc := d.cfg.Agent
+	cc.Endpoint = d.endpoint(host)
+	conn, err := cc.ToClientConn(ctx, d.extensions, d.telemetry,
+		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(d.cfg.AgentMaxResponseSizeMiB<<20))))
+	if err != nil {
+		return nil, fmt.Errorf("agent of %s at %s: %w", host, cc.Endpoint, err)
+	}
+	r := grpcProcReader{client: yagpcc.NewGetQueryInfoClient(conn)}
+	d.readers[host], d.conns[host] = r, conn
+	return r, nil
+}
+
+// forget drops connections to hosts that left the topology.
+func (d *agentDirectory) forget(keep map[string]bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for h, c := range d.conns {
+		if !keep[h] {
+			_ = c.Close()
+			delete(d.conns, h)
+			delete(d.readers, h)
+		}
+	}
+}
+
+func (d *agentDirectory) Close() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var errs []error
+	for h, c := range d.conns {
+		errs = append(errs, c.Close())
+		delete(d.conns, h)
+		delete(d.readers, h)
+	}
+	return errors.Join(errs...)
+}
+
+// hostQuery is what one host gets asked: its processes in discovery order.
+type hostQuery struct {
+	host  string
+	procs []Backend
+}
+
+// hostResult is one host's answer for this scrape.
+type hostResult struct {
+	host    string
+	asked   int
+	up      bool  // every call answered sanely within the host timeout
+	err     error // why not, when !up
+	calls   int
+	consts  kernelunits.Host
+	infos   []*yagpcc.GpPidProcInfo
+	summary readCounts
+}
+
+// readCounts adds up the agents' ProcReadSummary over a host's calls.
+type readCounts struct {
+	requested, answered, vanished, denied, failed int64
+}
+
+// fanOut asks every host in parallel (at most MaxParallelHosts at once),
+// each in batches of at most MaxPidsPerCall, each host bounded by
+// HostTimeout. A failing host never fails or delays the others.
+func fanOut(ctx context.Context, cfg *Config, dir *agentDirectory, queries []hostQuery) []hostResult {
+	results := make([]hostResult, len(queries))
+	var g errgroup.Group
+	g.SetLimit(cfg.MaxParallelHosts)
+	for i := range queries {
+		g.Go(func() error {
+			results[i] = askHost(ctx, cfg, dir, queries[i])
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return results
+}
+
+func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery) hostResult {
+	res := hostResult{host: q.host, asked: len(q.procs), up: true}
+	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
+	defer cancel()
+	fail := func(err error) {
+		res.up = false
+		if res.err == nil {
+			res.err = err
+		}
+	}
+	r, err := dir.reader(ctx, q.host)
+	if err != nil {
+		fail(err)
+		return res
+	}
+	for start := 0; start < len(q.procs); start += cfg.MaxPidsPerCall {
+		batch := q.procs[start:min(start+cfg.MaxPidsPerCall, len(q.procs))]
+		req := &yagpcc.GetPidProcInfoReq{SegmentProcess: make([]*yagpcc.SegmentProcess, len(batch))}
+		asked := make(map[int64]bool, len(batch))
+		for i, b := range batch {
+			req.SegmentProcess[i] = &yagpcc.SegmentProcess{GpSegmentId: b.SegmentID, SessId: b.SessionID, Pid: b.PID}
+			asked[b.PID] = true
+		}
+		res.calls++
+		began := time.Now()
+		resp, err := r.GetPidProcStat(ctx, req)
+		if err != nil {
+			fail(fmt.Errorf("host %s: GetPidProcStat of %d pids failed after %v: %w", q.host, len(batch), time.Since(began).Round(time.Millisecond), err))
+			break
+		}
+		consts, err := checkAnswer(resp, asked)
+		if err != nil {
+			fail(fmt.Errorf("host %s: unusable GetPidProcStat answer: %w", q.host, err))
+			break
+		}
+		res.consts = consts
+		res.infos = append(res.infos, resp.GetPidProcData()...)
+		s := resp.GetSummary()
+		res.summary.requested += s.GetRequested()
+		res.summary.answered += s.GetAnswered()
+		res.summary.vanished += s.GetVanished()
+		res.summary.denied += s.GetDenied()
+		res.summary.failed += s.GetFailed()
+	}
+	return res
+}
+
+// checkAnswer rejects an answer that cannot be trusted: no usable host
+// constants, or entries for pids that were not asked about.
+func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]bool) (kernelunits.Host, error) {
+	if resp == nil {
+		return kernelunits.Host{}, errors.New("empty answer")
+	}
+	consts, err := kernelunits.HostFromProto(resp.GetHost())
+	if err != nil {
+		return kernelunits.Host{}, err
+	}
+	seen := make(map[int64]bool, len(resp.GetPidProcData()))
+	for _, info := range resp.GetPidProcData() {
+		pid := info.GetPid()
+		if !asked[pid] {
+			return kernelunits.Host{}, fmt.Errorf("answered for pid %d, which was not asked about", pid)
+		}
+		if seen[pid] {
+			return kernelunits.Host{}, fmt.Errorf("answered twice for pid %d", pid)
+		}
+		seen[pid] = true
+	}
+	return consts, nil
+}

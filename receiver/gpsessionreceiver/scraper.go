@@ -1,0 +1,278 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
+	"go.opentelemetry.io/collector/scraper/scrapererror"
+	"go.uber.org/zap"
+
+	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
+)
+
+// sessionScraper makes one snapshot per scrape: discovery on the
+// coordinator, fan-out to the agents, emission per docs/pipeline.md.
+type sessionScraper struct {
+	cfg       *Config
+	settings  receiver.Settings
+	logger    *zap.Logger
+	source    clusterSource
+	newLocal  func() (procReader, error) // nil when no host is read in-process
+	mb        *metadata.MetricsBuilder
+	telemetry *metadata.TelemetryBuilder
+
+	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
+	dir       *agentDirectory
+	local     procReader
+	topology  *HostTopology
+	topoTmID  int64
+	retryAt   time.Time // no discovery before this, after a failure
+	backoff   time.Duration
+	lastError string
+}
+
+func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource) (*sessionScraper, error) {
+	tb, err := metadata.NewTelemetryBuilder(settings.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	return &sessionScraper{
+		cfg:       cfg,
+		settings:  settings,
+		logger:    settings.Logger,
+		source:    source,
+		mb:        metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, settings),
+		telemetry: tb,
+	}, nil
+}
+
+// start prepares the agent connections. It never touches the database, so an
+// unreachable coordinator does not keep the collector from starting.
+func (s *sessionScraper) start(_ context.Context, host component.Host) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.cfg.LocalHosts) > 0 && s.newLocal != nil {
+		local, err := s.newLocal()
+		if err != nil {
+			return fmt.Errorf("in-process reader for local_hosts %v: %w", s.cfg.LocalHosts, err)
+		}
+		s.local = local
+	}
+	s.dir = newAgentDirectory(s.cfg, host, s.settings.TelemetrySettings, s.local)
+	return nil
+}
+
+func (s *sessionScraper) shutdown(context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	if s.dir != nil {
+		errs = append(errs, s.dir.Close())
+	}
+	if s.source != nil {
+		s.source.Close()
+	}
+	s.telemetry.Shutdown()
+	return errors.Join(errs...)
+}
+
+// scrape produces one snapshot. Hosts that did not answer make it a partial
+// scrape; a database failure makes it an error and backs off.
+func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	began := time.Now()
+	defer func() { s.telemetry.GpsessionScrapeDuration.Record(ctx, time.Since(began).Seconds()) }()
+
+	if s.dir == nil {
+		return pmetric.NewMetrics(), errors.New("gpsession: scrape before start")
+	}
+	if now := time.Now(); now.Before(s.retryAt) {
+		return pmetric.NewMetrics(), fmt.Errorf("coordinator unavailable, next attempt in %v (last error: %s)", s.retryAt.Sub(now).Round(time.Millisecond), s.lastError)
+	}
+	state, err := s.source.Discover(ctx)
+	if err != nil {
+		s.noteDatabaseFailure(err)
+		return pmetric.NewMetrics(), err
+	}
+	if s.backoff > 0 {
+		s.logger.Info("coordinator reachable again", zap.Int64("tm_id", state.TmID))
+	}
+	s.backoff, s.retryAt, s.lastError = 0, time.Time{}, ""
+
+	topo, err := s.currentTopology(ctx, state, false)
+	if err != nil {
+		return pmetric.NewMetrics(), err
+	}
+	queries, unknown := groupByHost(state.Backends, topo, s.cfg.IncludeSystemProcesses)
+	if len(unknown) > 0 {
+		// A segment we cannot place: the topology may have changed (failover, expansion).
+		if fresh, err := s.currentTopology(ctx, state, true); err == nil {
+			topo = fresh
+			queries, unknown = groupByHost(state.Backends, topo, s.cfg.IncludeSystemProcesses)
+		}
+		if len(unknown) > 0 {
+			s.logger.Debug("backends on segments without an up primary are not read", zap.Int64s("segments", unknown))
+		}
+	}
+
+	results := fanOut(ctx, s.cfg, s.dir, queries)
+	snap := &snapshot{
+		time:            time.Now(),
+		dialect:         state.Dialect,
+		tmID:            state.TmID,
+		coordinatorHost: topo.CoordinatorHost(),
+		sessions:        s.selectSessions(state),
+		queries:         queries,
+		results:         results,
+		queryMaxLength:  s.cfg.QueryMaxLength,
+	}
+	md, st := emitSnapshot(s.mb, snap)
+	return md, s.account(ctx, results, st)
+}
+
+// account feeds the self-metrics and turns failed hosts into a partial-scrape error.
+func (s *sessionScraper) account(ctx context.Context, results []hostResult, st emitStats) error {
+	var hostErrs []error
+	var lost int
+	for _, r := range results {
+		s.telemetry.GpsessionPidsAsked.Add(ctx, int64(r.asked))
+		s.telemetry.GpsessionPidsAnswered.Add(ctx, r.summary.answered)
+		s.telemetry.GpsessionPidsVanished.Add(ctx, r.summary.vanished)
+		s.telemetry.GpsessionPidsDenied.Add(ctx, r.summary.denied)
+		s.telemetry.GpsessionPidsFailed.Add(ctx, r.summary.failed)
+		if !r.up {
+			hostErrs = append(hostErrs, r.err)
+			lost += r.asked - len(r.infos)
+		}
+	}
+	s.telemetry.GpsessionHostsOk.Add(ctx, int64(st.answeredHosts))
+	s.telemetry.GpsessionHostsFailed.Add(ctx, int64(st.failedHosts))
+	if st.withoutStat > 0 {
+		s.logger.Debug("processes answered without /proc/<pid>/stat have no creation time and are left out", zap.Int("count", st.withoutStat))
+	}
+	if len(hostErrs) == 0 {
+		return nil
+	}
+	return scrapererror.NewPartialScrapeError(fmt.Errorf("%d of %d hosts did not answer: %w", len(hostErrs), len(results), errors.Join(hostErrs...)), lost)
+}
+
+func (s *sessionScraper) noteDatabaseFailure(err error) {
+	if s.backoff == 0 {
+		s.backoff = s.cfg.ReconnectBackoff
+		s.logger.Warn("coordinator discovery failed; the collector keeps running and retries", zap.Error(err))
+	} else {
+		s.backoff = min(2*s.backoff, s.cfg.ReconnectBackoffMax)
+	}
+	s.retryAt = time.Now().Add(s.backoff)
+	s.lastError = err.Error()
+}
+
+// currentTopology returns the segment → host map, reading it again when
+// forced, stale, or the coordinator restarted. A failed refresh keeps the old map.
+func (s *sessionScraper) currentTopology(ctx context.Context, state *ClusterState, force bool) (*HostTopology, error) {
+	now := time.Now()
+	if !isGreenplumFamily(state.Dialect) {
+		if s.topology == nil || s.topology.Stale(now, s.cfg.TopologyTTL) {
+			name := s.cfg.CoordinatorHostName
+			if name == "" {
+				var err error
+				if name, err = os.Hostname(); err != nil {
+					return nil, fmt.Errorf("coordinator host name: set coordinator_host_name (os.Hostname: %w)", err)
+				}
+			}
+			s.topology, s.topoTmID = singleHostTopology(name, now), state.TmID
+		}
+		return s.topology, nil
+	}
+	if !force && s.topology != nil && s.topoTmID == state.TmID && !s.topology.Stale(now, s.cfg.TopologyTTL) {
+		return s.topology, nil
+	}
+	rows, err := s.source.SegmentConfiguration(ctx)
+	if err == nil {
+		var topo *HostTopology
+		if topo, err = buildTopology(rows, now); err == nil {
+			s.topology, s.topoTmID = topo, state.TmID
+			s.dir.forget(toSet(topo.Hosts(), s.cfg.LocalHosts))
+			return topo, nil
+		}
+	}
+	if s.topology != nil {
+		s.logger.Warn("segment topology refresh failed; using the previous one", zap.Error(err))
+		return s.topology, nil
+	}
+	return nil, err
+}
+
+// selectSessions keeps the session heads, without system rows if so configured.
+func (s *sessionScraper) selectSessions(state *ClusterState) []SessionRow {
+	heads := sessionHeads(state.Dialect, state.Sessions)
+	if s.cfg.IncludeSystemProcesses {
+		return heads
+	}
+	out := heads[:0]
+	for _, h := range heads {
+		if !isSystemSession(h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// groupByHost routes each backend to its segment's host, one query per host
+// in name order, each pid once. It returns the segment ids it could not place.
+func groupByHost(backends []Backend, topo *HostTopology, includeSystem bool) ([]hostQuery, []int64) {
+	byHost := map[string]*hostQuery{}
+	seen := map[string]map[int64]bool{}
+	unknown := map[int64]bool{}
+	for _, b := range backends {
+		if !includeSystem && isSystemProcess(b.SessionID, b.BackendType) {
+			continue
+		}
+		host, ok := topo.HostOf(b.SegmentID)
+		if !ok {
+			unknown[b.SegmentID] = true
+			continue
+		}
+		q := byHost[host]
+		if q == nil {
+			q = &hostQuery{host: host}
+			byHost[host] = q
+			seen[host] = map[int64]bool{}
+		}
+		if seen[host][b.PID] {
+			continue
+		}
+		seen[host][b.PID] = true
+		q.procs = append(q.procs, b)
+	}
+	queries := make([]hostQuery, 0, len(byHost))
+	for _, q := range byHost {
+		queries = append(queries, *q)
+	}
+	sort.Slice(queries, func(i, j int) bool { return queries[i].host < queries[j].host })
+	segs := make([]int64, 0, len(unknown))
+	for seg := range unknown {
+		segs = append(segs, seg)
+	}
+	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	return queries, segs
+}
+
+func toSet(lists ...[]string) map[string]bool {
+	m := map[string]bool{}
+	for _, l := range lists {
+		for _, v := range l {
+			m[v] = true
+		}
+	}
+	return m
+}
