@@ -263,4 +263,3 @@ func validateEndpoint(endpoint string) error {
 	}
 	return nil
 }
-
