@@ -36,7 +36,7 @@ func testConfig() *Config {
 	return cfg
 }
 
-// startServer starts the exporter on host and dials it without TLS.
+// startServer starts the exporter on host and, without TLS, dials it.
 func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
@@ -57,8 +57,10 @@ func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
 		}
 	})
 	ts := &testServer{exp: exp, logs: logs, addr: listenAddress(t, logs)}
-	ts.conn = dial(t, ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	ts.client = yagpcc.NewGetGPInfoClient(ts.conn)
+	if !cfg.TLS.HasValue() {
+		ts.conn = dial(t, ts.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		ts.client = yagpcc.NewGetGPInfoClient(ts.conn)
+	}
 	return ts
 }
 
@@ -100,3 +102,5 @@ func ctxTimeout(t testing.TB) context.Context {
 }
 
 func nopHost() component.Host { return componenttest.NewNopHost() }
+
+func exportertestSettings() exporter.Settings { return exportertest.NewNopSettings(componentType) }

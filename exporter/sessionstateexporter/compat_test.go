@@ -1,0 +1,145 @@
+package sessionstateexporter
+
+import (
+	"testing"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protodesc"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/dynamicpb"
+)
+
+// descriptorsOverReflection asks the server's reflection service for the file
+// that defines symbol, with its dependencies, as a client without generated
+// code would.
+func descriptorsOverReflection(t *testing.T, conn *grpc.ClientConn, symbol string) *protoregistry.Files {
+	t.Helper()
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctxTimeout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = stream.CloseSend() }()
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_FileContainingSymbol{FileContainingSymbol: symbol},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fdr := resp.GetFileDescriptorResponse()
+	if fdr == nil {
+		t.Fatalf("reflection answered %v", resp.GetErrorResponse())
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	for _, raw := range fdr.FileDescriptorProto {
+		fd := &descriptorpb.FileDescriptorProto{}
+		if err := proto.Unmarshal(raw, fd); err != nil {
+			t.Fatal(err)
+		}
+		set.File = append(set.File, fd)
+	}
+	files, err := protodesc.NewFiles(set)
+	if err != nil {
+		t.Fatalf("descriptors from reflection do not resolve: %v", err)
+	}
+	return files
+}
+
+// field reads a field by its .proto name.
+func field(m protoreflect.Message, name string) protoreflect.Value {
+	fd := m.Descriptor().Fields().ByName(protoreflect.Name(name))
+	if fd == nil {
+		panic("no field " + name + " in " + string(m.Descriptor().FullName()))
+	}
+	return m.Get(fd)
+}
+
+func TestForeignClientDecodesAnswersFromReflectedDescriptors(t *testing.T) {
+	srv := startDefault(t)
+	second := fullSession()
+	second.sessID = 43
+	second.last.user = 9.5
+	srv.consume(t, buildSnapshot(t0, []testSession{fullSession(), second}))
+	conn := dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+
+	files := descriptorsOverReflection(t, conn, "yagpcc.GetGPInfo")
+	sd, err := files.FindDescriptorByName("yagpcc.GetGPInfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	method := sd.(protoreflect.ServiceDescriptor).Methods().ByName("GetGPSessions")
+	req := dynamicpb.NewMessage(method.Input())
+	req.Set(req.Descriptor().Fields().ByName("page_size"), protoreflect.ValueOfInt64(1))
+	sortList := req.Mutable(req.Descriptor().Fields().ByName("field")).List()
+	wrapper := sortList.NewElement().Message()
+	fieldEnum := wrapper.Descriptor().Fields().ByName("field_name").Enum()
+	orderEnum := wrapper.Descriptor().Fields().ByName("order").Enum()
+	wrapper.Set(wrapper.Descriptor().Fields().ByName("field_name"),
+		protoreflect.ValueOfEnum(fieldEnum.Values().ByName("LAST_USERTIMESECONDS").Number()))
+	wrapper.Set(wrapper.Descriptor().Fields().ByName("order"),
+		protoreflect.ValueOfEnum(orderEnum.Values().ByName("SORT_DESC").Number()))
+	sortList.Append(protoreflect.ValueOfMessage(wrapper))
+
+	resp := dynamicpb.NewMessage(method.Output())
+	if err := conn.Invoke(ctxTimeout(t), "/yagpcc.GetGPInfo/GetGPSessions", req, resp); err != nil {
+		t.Fatal(err)
+	}
+	states := field(resp, "sessions_state").List()
+	if states.Len() != 1 || field(resp, "next_page_token").String() == "" {
+		t.Fatalf("want one session and a next page, got %d", states.Len())
+	}
+	state := states.Get(0).Message()
+	key := field(state, "session_key").Message()
+	if got := field(key, "sess_id").Int(); got != 43 {
+		t.Fatalf("sorted by last user time descending, first sess_id %d, want 43", got)
+	}
+	info := field(state, "session_info").Message()
+	if got := field(info, "application_name").String(); got != "psql" {
+		t.Fatalf("application_name %q", got)
+	}
+	if got := field(info, "wait_event").String(); got != "relation" {
+		t.Fatalf("gpotel's wait_event %q", got)
+	}
+	stat := field(field(state, "last_metrics").Message(), "systemStat").Message()
+	for name, want := range map[string]float64{
+		"userTimeSeconds": 9.5, "kernelTimeSeconds": 0.25, "runningTimeSeconds": 9.75,
+		"window_seconds": 299.5, "run_delay_seconds": 0.0625,
+	} {
+		if got := field(stat, name).Float(); got != want {
+			t.Errorf("last_metrics.systemStat.%s = %v, want %v", name, got, want)
+		}
+	}
+	for name, want := range map[string]uint64{"read_bytes": 4096, "rss": 300 << 20, "rss_max_host": 150 << 20, "minor_faults": 300} {
+		if got := field(stat, name).Uint(); got != want {
+			t.Errorf("last_metrics.systemStat.%s = %v, want %v", name, got, want)
+		}
+	}
+	if !field(stat, "partial").Bool() || field(stat, "processes").Uint() != 9 {
+		t.Errorf("partial/processes not decoded: %v %v", field(stat, "partial"), field(stat, "processes"))
+	}
+	if got := field(field(state, "running_query_info").Message(), "query_text").String(); got != "select count(*) from t" {
+		t.Errorf("running_query_info.query_text %q", got)
+	}
+}
+
+func TestHealthReportsServing(t *testing.T) {
+	srv := startDefault(t)
+	h := healthpb.NewHealthClient(srv.conn)
+	for _, service := range []string{"", "yagpcc.GetGPInfo"} {
+		resp, err := h.Check(ctxTimeout(t), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil {
+			t.Fatalf("health %q: %v", service, err)
+		}
+		if resp.Status != healthpb.HealthCheckResponse_SERVING {
+			t.Fatalf("health %q: %s", service, resp.Status)
+		}
+	}
+}

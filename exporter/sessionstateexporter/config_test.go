@@ -1,0 +1,71 @@
+package sessionstateexporter
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/confmap/xconfmap"
+)
+
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cm.Sub(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	if err := sub.Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := loadConfig(t, "sessionstate")
+	if err := xconfmap.Validate(cfg); err != nil {
+		t.Fatalf("default config invalid: %v", err)
+	}
+	if cfg.NetAddr.Endpoint != "0.0.0.0:1432" || cfg.LastMetricsWindow != 5*time.Minute ||
+		cfg.SessionGracePeriod != 30*time.Second || cfg.MaxSessions != 100000 ||
+		cfg.DefaultPageSize != 100 || cfg.MaxPageSize != 10000 || cfg.MaxResponseBytes != 4<<20 {
+		t.Fatalf("unexpected defaults: %+v", cfg)
+	}
+}
+
+func TestCustomConfig(t *testing.T) {
+	cfg := loadConfig(t, "sessionstate/custom")
+	if err := xconfmap.Validate(cfg); err != nil {
+		t.Fatalf("custom config invalid: %v", err)
+	}
+	if cfg.NetAddr.Endpoint != "127.0.0.1:11432" || cfg.MaxRecvMsgSizeMiB != 8 || !cfg.TLS.HasValue() ||
+		cfg.TLS.Get().CertFile != "/etc/gpotel/server.crt" || !cfg.Auth.HasValue() ||
+		cfg.Auth.Get().AuthenticatorID != component.MustNewID("bearertokenauth") {
+		t.Fatalf("gRPC server settings not read: %+v", cfg.ServerConfig)
+	}
+	if cfg.ClusterID != "prod-gp" || cfg.Hostname != "mdw.example" || cfg.LastMetricsWindow != 15*time.Minute ||
+		cfg.SessionGracePeriod != time.Minute || cfg.MaxSessions != 5000 || cfg.DefaultPageSize != 50 ||
+		cfg.MaxPageSize != 500 || cfg.MaxResponseBytes != 1<<20 {
+		t.Fatalf("exporter settings not read: %+v", cfg)
+	}
+}
+
+func TestInvalidConfigNamesEveryProblem(t *testing.T) {
+	err := xconfmap.Validate(loadConfig(t, "sessionstate/invalid"))
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"endpoint", "last_metrics_window", "session_grace_period", "max_sessions",
+		"default_page_size (600) must not exceed max_page_size (500)", "max_response_bytes"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not name %q: %v", want, err)
+		}
+	}
+}

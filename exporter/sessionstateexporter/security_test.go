@@ -1,0 +1,183 @@
+package sessionstateexporter
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configauth"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
+	"go.opentelemetry.io/collector/extension/extensionauth"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// testCA writes a CA and a server certificate for 127.0.0.1 and returns
+// the cert/key paths and a pool that trusts the CA.
+func testCA(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpotel test CA"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caCert, _ := x509.ParseCertificate(caDER)
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	roots = x509.NewCertPool()
+	roots.AddCert(caCert)
+	return certFile, keyFile, roots
+}
+
+func TestTLS(t *testing.T) {
+	certFile, keyFile, roots := testCA(t)
+	cfg := testConfig()
+	tlsCfg := configtls.NewDefaultServerConfig()
+	tlsCfg.CertFile, tlsCfg.KeyFile = certFile, keyFile
+	cfg.TLS = configoptional.Some(tlsCfg)
+	srv := startServer(t, cfg, nopHost())
+	srv.consume(t, buildSnapshot(t0, []testSession{fullSession()}))
+
+	secure := yagpcc.NewGetGPInfoClient(dial(t, srv.addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))))
+	resp, err := secure.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{})
+	if err != nil {
+		t.Fatalf("TLS client: %v", err)
+	}
+	assertProtoEqual(t, resp.SessionsState[0], wantFullState())
+
+	plain := yagpcc.NewGetGPInfoClient(dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials())))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err = plain.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+	assertCode(t, err, codes.Unavailable, "")
+
+	// TLS off: a TLS client cannot talk to the plain server.
+	plainSrv := startDefault(t)
+	tlsToPlain := yagpcc.NewGetGPInfoClient(dial(t, plainSrv.addr,
+		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))))
+	_, err = tlsToPlain.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+	assertCode(t, err, codes.Unavailable, "")
+}
+
+// bearerAuth stands in for contrib's bearertokenauth: an extensionauth.Server
+// that accepts one token.
+type bearerAuth struct{ token string }
+
+var _ extensionauth.Server = bearerAuth{}
+
+func (bearerAuth) Start(context.Context, component.Host) error { return nil }
+func (bearerAuth) Shutdown(context.Context) error              { return nil }
+func (a bearerAuth) Authenticate(ctx context.Context, sources map[string][]string) (context.Context, error) {
+	for _, v := range sources["authorization"] {
+		if v == "Bearer "+a.token {
+			return ctx, nil
+		}
+	}
+	return ctx, errors.New("missing or wrong bearer token")
+}
+
+// extensionHost is a host that offers the given extensions.
+type extensionHost map[component.ID]component.Component
+
+func (h extensionHost) GetExtensions() map[component.ID]component.Component { return h }
+
+func TestBearerTokenAuth(t *testing.T) {
+	authID := component.MustNewID("bearertokenauth")
+	cfg := testConfig()
+	cfg.Auth = configoptional.Some(configauth.Config{AuthenticatorID: authID})
+	srv := startServer(t, cfg, extensionHost{authID: bearerAuth{token: "s3cret"}})
+	srv.consume(t, buildSnapshot(t0, []testSession{fullSession()}))
+
+	for _, tc := range []struct {
+		name, header string
+		want         codes.Code
+	}{
+		{"no token", "", codes.Unauthenticated},
+		{"wrong token", "Bearer nope", codes.Unauthenticated},
+		{"right token", "Bearer s3cret", codes.OK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := ctxTimeout(t)
+			if tc.header != "" {
+				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.header)
+			}
+			_, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+			assertCode(t, err, tc.want, "")
+		})
+	}
+
+	// Auth off: no token needed.
+	open := startDefault(t)
+	if _, err := open.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{}); err != nil {
+		t.Fatalf("auth off: %v", err)
+	}
+}
+
+func TestStartFailsWhenTheAuthenticatorIsMissing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Auth = configoptional.Some(configauth.Config{AuthenticatorID: component.MustNewID("absent")})
+	exp, err := NewFactory().CreateMetrics(context.Background(), exportertestSettings(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := exp.Start(context.Background(), nopHost()); err == nil {
+		_ = exp.Shutdown(context.Background())
+		t.Fatal("Start succeeded without the configured authenticator")
+	}
+	if err := exp.Shutdown(context.Background()); err != nil {
+		t.Fatalf("Shutdown after a failed Start: %v", err)
+	}
+}
