@@ -1,0 +1,413 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+func TestDetectDialectFromVersionStrings(t *testing.T) {
+	for _, tc := range []struct{ version, want string }{
+		{"PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:abc) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit", DialectGP6},
+		{"PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:abc) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0, 64-bit", DialectGP7},
+		{"PostgreSQL 14.4 (Apache Cloudberry 1.6.0 build 1) on x86_64-pc-linux-gnu, compiled by gcc, 64-bit", DialectCloudberry},
+		{"PostgreSQL 14.4 (Cloudberry Database 1.5.4 build commit:abc) on x86_64-pc-linux-gnu", DialectCloudberry},
+		{"PostgreSQL 15.8 (Debian 15.8-0+deb12u1) on x86_64-pc-linux-gnu, compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit", DialectPostgreSQL},
+		{"PostgreSQL 17.0 on aarch64-apple-darwin", DialectPostgreSQL},
+	} {
+		got, err := detectDialect(tc.version)
+		if err != nil || got != tc.want {
+			t.Errorf("detectDialect(%q) = %q, %v; want %q", tc.version, got, err, tc.want)
+		}
+	}
+}
+
+func TestDetectDialectRejectsWhatItDoesNotKnow(t *testing.T) {
+	for _, v := range []string{
+		"PostgreSQL 8.3.23 (Greenplum Database 5.29.0 build commit:abc)",
+		"PostgreSQL 9.4 (Greenplum Database build dev)",
+		"CockroachDB CCL v23.1.0",
+		"",
+	} {
+		if d, err := detectDialect(v); err == nil {
+			t.Errorf("detectDialect(%q) = %q, want an error", v, d)
+		}
+	}
+}
+
+func TestBackendQueryPerDialect(t *testing.T) {
+	gp7 := backendQuery(DialectGP7, map[string]bool{"backend_type": true, "sess_id": true})
+	if !strings.Contains(gp7, "FROM gp_dist_random('pg_stat_activity') UNION ALL") || !strings.Contains(gp7, "backend_type::text") {
+		t.Errorf("gp7: %s", gp7)
+	}
+	gp6 := backendQuery(DialectGP6, map[string]bool{"sess_id": true})
+	if !strings.Contains(gp6, "NULL::text") || !strings.Contains(gp6, "gp_dist_random") {
+		t.Errorf("gp6 without backend_type: %s", gp6)
+	}
+	pg := backendQuery(DialectPostgreSQL, map[string]bool{"leader_pid": true, "backend_type": true})
+	if strings.Contains(pg, "gp_dist_random") || !strings.Contains(pg, "coalesce(leader_pid, pid)") || !strings.Contains(pg, "SELECT -1::bigint") {
+		t.Errorf("postgresql: %s", pg)
+	}
+}
+
+func TestSessionQuerySelectsMissingColumnsAsNull(t *testing.T) {
+	q := sessionQuery(map[string]bool{"pid": true, "query": true, "waiting": true}, 100)
+	for _, want := range []string{"pid::bigint", "NULL::bigint", "waiting::boolean", "NULL::timestamptz", "left(query, 101)"} {
+		if !strings.Contains(q, want) {
+			t.Errorf("session query lacks %q: %s", want, q)
+		}
+	}
+	if q := sessionQuery(map[string]bool{"query": true}, 0); strings.Contains(q, "left(") {
+		t.Errorf("query_max_length 0 still reads the text: %s", q)
+	}
+}
+
+func gpRows() []SegmentConfigRow {
+	return []SegmentConfigRow{
+		{Content: -1, Role: "p", Status: "u", Hostname: "mdw"},
+		{Content: -1, Role: "m", Status: "u", Hostname: "smdw"},
+		{Content: 0, Role: "p", Status: "u", Hostname: "sdw1"},
+		{Content: 0, Role: "m", Status: "u", Hostname: "sdw-mirror"},
+		{Content: 1, Role: "p", Status: "u", Hostname: "sdw2"},
+		{Content: 2, Role: "p", Status: "d", Hostname: "sdw-down"},
+		{Content: 2, Role: "m", Status: "d", Hostname: "sdw-down-mirror"},
+	}
+}
+
+func TestTopologyRoutesOnlyUpPrimaries(t *testing.T) {
+	topo, err := buildTopology(gpRows(), time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seg, want := range map[int64]string{-1: "mdw", 0: "sdw1", 1: "sdw2"} {
+		if got, ok := topo.HostOf(seg); !ok || got != want {
+			t.Errorf("segment %d → %q, want %q", seg, got, want)
+		}
+	}
+	if h, ok := topo.HostOf(2); ok {
+		t.Errorf("a down segment routes to %q", h)
+	}
+	for _, h := range topo.Hosts() {
+		if strings.Contains(h, "mirror") || strings.Contains(h, "down") || h == "smdw" {
+			t.Errorf("host list holds a non-routing host %q: %v", h, topo.Hosts())
+		}
+	}
+	if topo.CoordinatorHost() != "mdw" {
+		t.Errorf("coordinator host %q", topo.CoordinatorHost())
+	}
+}
+
+func TestTopologyAfterFailoverRoutesToThePromotedMirror(t *testing.T) {
+	rows := []SegmentConfigRow{
+		{Content: -1, Role: "p", Status: "u", Hostname: "mdw"},
+		{Content: 0, Role: "m", Status: "d", Hostname: "sdw1"},
+		{Content: 0, Role: "p", Status: "u", Hostname: "sdw2"},
+	}
+	topo, err := buildTopology(rows, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h, _ := topo.HostOf(0); h != "sdw2" {
+		t.Fatalf("content 0 → %q, want the acting primary sdw2", h)
+	}
+}
+
+func TestTopologyWithoutACoordinatorIsAnError(t *testing.T) {
+	if _, err := buildTopology([]SegmentConfigRow{{Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}, time.Now()); err == nil {
+		t.Fatal("no error for a catalog without the coordinator")
+	}
+}
+
+func TestTopologyStaleAfterTTL(t *testing.T) {
+	t0 := time.Now()
+	topo := singleHostTopology("pg1", t0)
+	if topo.Stale(t0.Add(59*time.Second), time.Minute) || !topo.Stale(t0.Add(time.Minute), time.Minute) {
+		t.Fatal("TTL not honoured")
+	}
+	if h, _ := topo.HostOf(-1); h != "pg1" {
+		t.Fatalf("postgresql host %q", h)
+	}
+}
+
+func TestGroupByHostRoutesDedupsAndReportsUnknownSegments(t *testing.T) {
+	topo, _ := buildTopology(gpRows(), time.Now())
+	backends := []Backend{
+		{SegmentID: -1, PID: 10, SessionID: 5, BackendType: "client backend"},
+		{SegmentID: 0, PID: 20, SessionID: 5},
+		{SegmentID: 1, PID: 30, SessionID: 5},
+		{SegmentID: 0, PID: 20, SessionID: 5}, // listed twice
+		{SegmentID: 2, PID: 40, SessionID: 5}, // down segment
+		{SegmentID: 7, PID: 50, SessionID: 5}, // unknown segment
+		{SegmentID: 1, PID: 31, SessionID: 0, BackendType: "checkpointer"},
+	}
+	queries, unknown := groupByHost(backends, topo, true)
+	got := map[string][]int64{}
+	for _, q := range queries {
+		for _, p := range q.procs {
+			got[q.host] = append(got[q.host], p.PID)
+		}
+	}
+	if len(queries) != 3 || queries[0].host != "mdw" || queries[1].host != "sdw1" || queries[2].host != "sdw2" {
+		t.Fatalf("hosts %v", queries)
+	}
+	if len(got["sdw1"]) != 1 || len(got["sdw2"]) != 2 || len(got["mdw"]) != 1 {
+		t.Fatalf("routing %v", got)
+	}
+	if len(unknown) != 2 || unknown[0] != 2 || unknown[1] != 7 {
+		t.Fatalf("unknown segments %v", unknown)
+	}
+	queries, _ = groupByHost(backends, topo, false)
+	for _, q := range queries {
+		for _, p := range q.procs {
+			if p.PID == 31 {
+				t.Fatal("system process kept with include_system_processes false")
+			}
+		}
+	}
+}
+
+func TestSystemProcessMarking(t *testing.T) {
+	for _, tc := range []struct {
+		sess int64
+		bt   string
+		want bool
+	}{
+		{0, "", true},
+		{0, "client backend", true},
+		{12, "", false},
+		{12, "client backend", false},
+		{12, "parallel worker", false},
+		{12, "checkpointer", true},
+		{12, "autovacuum worker", true},
+	} {
+		if got := isSystemProcess(tc.sess, tc.bt); got != tc.want {
+			t.Errorf("isSystemProcess(%d, %q) = %v", tc.sess, tc.bt, got)
+		}
+	}
+}
+
+func strp(s string) *string { return &s }
+func i64p(v int64) *int64   { return &v }
+
+func TestSessionHeadsGreenplumOnePerSessID(t *testing.T) {
+	t0 := time.Now()
+	t1 := t0.Add(time.Second)
+	rows := []SessionRow{
+		{PID: 100, SessionID: 7, BackendType: strp("parallel worker"), BackendStart: &t0},
+		{PID: 101, SessionID: 7, BackendType: strp("client backend"), BackendStart: &t1},
+		{PID: 200, SessionID: 8, BackendStart: &t1},
+		{PID: 199, SessionID: 8, BackendStart: &t0},
+		{PID: 300, SessionID: 0, BackendType: strp("checkpointer")},
+	}
+	heads := sessionHeads(DialectGP7, rows)
+	if len(heads) != 2 || heads[0].PID != 101 || heads[1].PID != 199 {
+		t.Fatalf("heads %+v", heads)
+	}
+}
+
+func TestSessionHeadsPostgreSQLSkipsParallelWorkers(t *testing.T) {
+	rows := []SessionRow{
+		{PID: 100, SessionID: 100, BackendType: strp("client backend")},
+		{PID: 101, SessionID: 100, LeaderPID: i64p(100), BackendType: strp("parallel worker")},
+		{PID: 102, SessionID: 102, BackendType: strp("checkpointer")},
+	}
+	heads := sessionHeads(DialectPostgreSQL, rows)
+	if len(heads) != 2 || heads[0].PID != 100 || heads[1].PID != 102 || !isSystemSession(heads[1]) || isSystemSession(heads[0]) {
+		t.Fatalf("heads %+v", heads)
+	}
+}
+
+func TestTruncateUTF8NeverSplitsACharacter(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		limit int
+		want  string
+		cut   bool
+	}{
+		{"select 1", 100, "select 1", false},
+		{"select 1", 8, "select 1", false},
+		{"select 1", 6, "select", true},
+		{"héllo", 2, "h", true}, // é is two bytes
+		{"héllo", 3, "hé", true},
+		{"日本", 4, "日", true},
+	} {
+		got, cut := truncateUTF8(tc.in, tc.limit)
+		if got != tc.want || cut != tc.cut {
+			t.Errorf("truncateUTF8(%q, %d) = %q, %v; want %q, %v", tc.in, tc.limit, got, cut, tc.want, tc.cut)
+		}
+	}
+}
+
+var goodHost = &yagpcc.ProcHost{Hostname: "sdw1", ClkTck: 100, PageSize: 4096, BootTimeUnix: 1_700_000_000}
+
+func TestCheckAnswerRejectsGarbage(t *testing.T) {
+	asked := map[int64]bool{1: true, 2: true}
+	for _, tc := range []struct {
+		name string
+		resp *yagpcc.GetPidProcInfoResponse
+	}{
+		{"nil", nil},
+		{"no host constants", &yagpcc.GetPidProcInfoResponse{}},
+		{"zero clk_tck", &yagpcc.GetPidProcInfoResponse{Host: &yagpcc.ProcHost{PageSize: 4096, BootTimeUnix: 1}}},
+		{"pid not asked", &yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 3}}}},
+		{"pid twice", &yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 1}, {Pid: 1}}}},
+	} {
+		if _, err := checkAnswer(tc.resp, asked); err == nil {
+			t.Errorf("%s: accepted", tc.name)
+		}
+	}
+	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 2}}}, asked); err != nil {
+		t.Errorf("a partial answer is fine: %v", err)
+	}
+}
+
+// scriptedReader answers from the request itself, or misbehaves as told.
+type scriptedReader struct {
+	calls    atomic.Int32
+	maxBatch atomic.Int32
+	inFlight atomic.Int32
+	peak     atomic.Int32
+	hang     bool
+	fail     error
+	garbage  bool
+}
+
+func (r *scriptedReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
+	r.calls.Add(1)
+	n := r.inFlight.Add(1)
+	defer r.inFlight.Add(-1)
+	for {
+		p := r.peak.Load()
+		if n <= p || r.peak.CompareAndSwap(p, n) {
+			break
+		}
+	}
+	if b := int32(len(req.GetSegmentProcess())); b > r.maxBatch.Load() {
+		r.maxBatch.Store(b)
+	}
+	if r.hang {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	if r.fail != nil {
+		return nil, r.fail
+	}
+	resp := &yagpcc.GetPidProcInfoResponse{Host: goodHost}
+	if r.garbage {
+		resp.Host = &yagpcc.ProcHost{}
+	}
+	for _, sp := range req.GetSegmentProcess() {
+		resp.PidProcData = append(resp.PidProcData, &yagpcc.GpPidProcInfo{
+			GpSegmentId: sp.GetGpSegmentId(), SessId: sp.GetSessId(), Pid: sp.GetPid(),
+			ProcStat: &yagpcc.ProcStat{Utime: 100, Stime: 50, Starttime: 200},
+		})
+	}
+	resp.Summary = &yagpcc.ProcReadSummary{Requested: int64(len(req.GetSegmentProcess())), Answered: int64(len(resp.PidProcData))}
+	return resp, nil
+}
+
+func directoryOf(cfg *Config, readers map[string]procReader) *agentDirectory {
+	d := newAgentDirectory(cfg, nil, componentTelemetry(), nil)
+	for h, r := range readers {
+		d.readers[h] = r
+	}
+	return d
+}
+
+func procsOn(seg int64, n int) []Backend {
+	out := make([]Backend, n)
+	for i := range out {
+		out[i] = Backend{SegmentID: seg, PID: int64(1000*int(seg+2) + i), SessionID: 9}
+	}
+	return out
+}
+
+func TestFanOutBatchesEveryHostWithinTheLimit(t *testing.T) {
+	cfg := validConfig()
+	cfg.MaxPidsPerCall = 2
+	a, b := &scriptedReader{}, &scriptedReader{}
+	dir := directoryOf(cfg, map[string]procReader{"sdw1": a, "sdw2": b})
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 5)}, {"sdw2", procsOn(1, 4)}})
+	if a.calls.Load() != 3 || b.calls.Load() != 2 {
+		t.Fatalf("calls sdw1=%d sdw2=%d, want 3 and 2", a.calls.Load(), b.calls.Load())
+	}
+	if a.maxBatch.Load() > 2 || b.maxBatch.Load() > 2 {
+		t.Fatal("a batch exceeded max_pids_per_call")
+	}
+	if !res[0].up || !res[1].up || len(res[0].infos) != 5 || len(res[1].infos) != 4 {
+		t.Fatalf("results %+v", res)
+	}
+}
+
+func TestFanOutBoundsParallelHosts(t *testing.T) {
+	cfg := validConfig()
+	cfg.MaxParallelHosts = 2
+	shared := &slowReader{delay: 20 * time.Millisecond}
+	readers := map[string]procReader{}
+	var queries []hostQuery
+	for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
+		readers[h] = shared
+		queries = append(queries, hostQuery{h, procsOn(0, 1)})
+	}
+	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries)
+	if p := shared.peak.Load(); p > 2 || p < 1 {
+		t.Fatalf("peak concurrent hosts %d, want at most max_parallel_hosts=2", p)
+	}
+}
+
+type slowReader struct {
+	delay    time.Duration
+	mu       sync.Mutex
+	inFlight int32
+	peak     atomic.Int32
+}
+
+func (r *slowReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
+	r.mu.Lock()
+	r.inFlight++
+	if r.inFlight > r.peak.Load() {
+		r.peak.Store(r.inFlight)
+	}
+	r.mu.Unlock()
+	time.Sleep(r.delay)
+	r.mu.Lock()
+	r.inFlight--
+	r.mu.Unlock()
+	return (&scriptedReader{}).GetPidProcStat(ctx, req)
+}
+
+func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
+	cfg := validConfig()
+	cfg.HostTimeout = 50 * time.Millisecond
+	dir := directoryOf(cfg, map[string]procReader{
+		"ok":      &scriptedReader{},
+		"hung":    &scriptedReader{hang: true},
+		"refused": &scriptedReader{fail: errors.New("connection refused")},
+		"garbage": &scriptedReader{garbage: true},
+	})
+	began := time.Now()
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{
+		{"garbage", procsOn(0, 2)}, {"hung", procsOn(1, 2)}, {"ok", procsOn(2, 2)}, {"refused", procsOn(3, 2)},
+	})
+	if elapsed := time.Since(began); elapsed > 5*time.Second {
+		t.Fatalf("a hung host held the fan-out for %v", elapsed)
+	}
+	for _, r := range res {
+		wantUp := r.host == "ok"
+		if r.up != wantUp {
+			t.Errorf("host %s up=%v (err %v)", r.host, r.up, r.err)
+		}
+		if !wantUp && (r.err == nil || len(r.infos) != 0) {
+			t.Errorf("host %s: err %v, %d infos", r.host, r.err, len(r.infos))
+		}
+	}
+	if !strings.Contains(res[1].err.Error(), "deadline") {
+		t.Errorf("hung host error %v does not say it timed out", res[1].err)
+	}
+}
