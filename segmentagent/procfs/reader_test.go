@@ -3,6 +3,9 @@ package procfs
 import (
 	"os"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -174,4 +177,29 @@ func TestReaderReadsItsOwnProcess(t *testing.T) {
 	assert.Equal(t, int64(os.Getuid()), info.ProcStatus.UidReal)
 	assert.NotNil(t, info.ProcIo)
 	assert.NotEmpty(t, info.Cmdline)
+}
+
+func TestReaderNeverOpensTheCmdlineOfADeniedProcess(t *testing.T) {
+	root := t.TempDir()
+	require.NoError(t, os.CopyFS(root, os.DirFS(fixtureRoot)))
+	fifo := root + "/1006/cmdline"
+	require.NoError(t, os.Remove(fifo))
+	// Opening a FIFO without a writer blocks, so a reader that touched it would hang here.
+	require.NoError(t, unix.Mkfifo(fifo, 0o644))
+	t.Cleanup(func() {
+		if f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
+			f.Close()
+		}
+	})
+	done := make(chan Outcome, 1)
+	go func() {
+		_, outcome, _ := NewReader(root).Read(1006, postgresUID)
+		done <- outcome
+	}()
+	select {
+	case outcome := <-done:
+		assert.Equal(t, Denied, outcome)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the reader opened the cmdline of a process it denied")
+	}
 }

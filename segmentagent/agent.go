@@ -1,0 +1,187 @@
+package segmentagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// ServiceName is the agent's service.name in its own telemetry.
+const ServiceName = "gpotel-agent"
+
+// Agent serves one Service over gRPC, with the gRPC health and reflection
+// services and, when configured, a Prometheus endpoint for its own metrics.
+// Tests of other packages start real agents with ListenAddress "127.0.0.1:0".
+type Agent struct {
+	cfg     Config
+	logger  *zap.Logger
+	service *Service
+
+	meterProvider *sdkmetric.MeterProvider
+	registry      *prometheus.Registry
+
+	grpcServer  *grpc.Server
+	health      *health.Server
+	listener    net.Listener
+	metricsHTTP *http.Server
+	metricsLis  net.Listener
+	serveDone   chan struct{}
+	stopOnce    sync.Once
+}
+
+// New builds an agent from a validated configuration; nothing listens until Start.
+func New(cfg Config, logger *zap.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("invalid configuration: %w", err)
+	}
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	a := &Agent{cfg: cfg, logger: logger}
+	var mp metric.MeterProvider
+	if cfg.Telemetry.PrometheusAddress != "" {
+		a.registry = prometheus.NewRegistry()
+		exporter, err := promexporter.New(promexporter.WithRegisterer(a.registry))
+		if err != nil {
+			return nil, fmt.Errorf("prometheus exporter: %w", err)
+		}
+		res, err := resource.New(context.Background(), resource.WithHost(),
+			resource.WithAttributes(semconv.ServiceName(ServiceName)))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry resource: %w", err)
+		}
+		a.meterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithResource(res))
+		mp = a.meterProvider
+	}
+	svc, err := NewService(cfg.ServiceConfig, logger, mp)
+	if err != nil {
+		return nil, err
+	}
+	a.service = svc
+	return a, nil
+}
+
+// Service returns the agent's service, for in-process calls.
+func (a *Agent) Service() *Service { return a.service }
+
+// Start listens and serves in the background; it returns once the listeners are open.
+func (a *Agent) Start(ctx context.Context) error {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSizeMiB << 20),
+		grpc.MaxSendMsgSize(a.cfg.MaxSendMsgSizeMiB << 20),
+	}
+	if a.cfg.TLS != nil {
+		tlsCfg, err := a.cfg.TLS.LoadTLSConfig(ctx)
+		if err != nil {
+			return fmt.Errorf("tls: %w", err)
+		}
+		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.ListenAddress)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", a.cfg.ListenAddress, err)
+	}
+	if a.cfg.Telemetry.PrometheusAddress != "" {
+		if a.metricsLis, err = (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.Telemetry.PrometheusAddress); err != nil {
+			_ = lis.Close()
+			return fmt.Errorf("telemetry listen on %s: %w", a.cfg.Telemetry.PrometheusAddress, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{}))
+		a.metricsHTTP = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := a.metricsHTTP.Serve(a.metricsLis); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.logger.Error("telemetry endpoint stopped", zap.Error(err))
+			}
+		}()
+	}
+	a.listener = lis
+	a.grpcServer = grpc.NewServer(opts...)
+	yagpcc.RegisterGetQueryInfoServer(a.grpcServer, a.service)
+	a.health = health.NewServer()
+	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(yagpcc.GetQueryInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(a.grpcServer, a.health)
+	reflection.Register(a.grpcServer)
+
+	a.serveDone = make(chan struct{})
+	go func() {
+		defer close(a.serveDone)
+		if err := a.grpcServer.Serve(lis); err != nil {
+			a.logger.Error("gRPC server stopped", zap.Error(err))
+		}
+	}()
+	a.logger.Info("gpotel agent listening", zap.Stringer("address", lis.Addr()), zap.Bool("tls", a.cfg.TLS != nil),
+		zap.Bool("mtls", a.cfg.TLS != nil && a.cfg.TLS.ClientCAFile != ""))
+	return nil
+}
+
+// Addr is the gRPC listen address, once started.
+func (a *Agent) Addr() net.Addr {
+	if a.listener == nil {
+		return nil
+	}
+	return a.listener.Addr()
+}
+
+// MetricsAddr is the Prometheus endpoint's address, when there is one.
+func (a *Agent) MetricsAddr() net.Addr {
+	if a.metricsLis == nil {
+		return nil
+	}
+	return a.metricsLis.Addr()
+}
+
+// Shutdown reports NOT_SERVING, lets calls in flight finish until ctx ends,
+// then stops everything.
+func (a *Agent) Shutdown(ctx context.Context) error {
+	var errs []error
+	a.stopOnce.Do(func() {
+		if a.grpcServer != nil {
+			a.health.Shutdown()
+			stopped := make(chan struct{})
+			go func() {
+				a.grpcServer.GracefulStop()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+			case <-ctx.Done():
+				a.grpcServer.Stop()
+				<-stopped
+			}
+			<-a.serveDone
+		}
+		if a.metricsHTTP != nil {
+			if err := a.metricsHTTP.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("telemetry endpoint: %w", err))
+			}
+		}
+		if a.meterProvider != nil {
+			if err := a.meterProvider.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("meter provider: %w", err))
+			}
+		}
+	})
+	return errors.Join(errs...)
+}

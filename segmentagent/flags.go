@@ -1,0 +1,99 @@
+package segmentagent
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+
+	"go.opentelemetry.io/collector/config/configtls"
+)
+
+// ConfigFromArgs builds the agent's configuration from command-line
+// arguments: the defaults, then the YAML file named by --config, then every
+// flag that was given. It returns flag.ErrHelp for -h.
+func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
+	fs := flag.NewFlagSet("gpotel-agent", flag.ContinueOnError)
+	fs.SetOutput(output)
+	def := NewDefaultConfig()
+	var (
+		configPath   = fs.String("config", "", "YAML configuration file; flags override it")
+		listen       = fs.String("listen", def.ListenAddress, "gRPC listen address host:port")
+		procRoot     = fs.String("proc-root", def.ProcRoot, "procfs root")
+		allowedUsers = fs.String("allowed-users", "", "comma-separated user names or uids whose processes may be read (default: "+strings.Join(DefaultAllowedUsers, ",")+", those that exist)")
+		pidFiles     = fs.String("postmaster-pid-files", "", "comma-separated postmaster.pid files whose owners may be read")
+		maxPids      = fs.Int("max-pids-per-request", def.MaxPidsPerRequest, "most pids one request may name")
+		parallelism  = fs.Int("read-parallelism", 0, "goroutines reading one request (0: GOMAXPROCS)")
+		hostname     = fs.String("hostname", "", "host name to report (default: the kernel's)")
+		promAddr     = fs.String("prometheus-listen", "", "serve the agent's own metrics as Prometheus text on this host:port")
+		certFile     = fs.String("tls-cert-file", "", "server certificate (PEM); enables TLS")
+		keyFile      = fs.String("tls-key-file", "", "server private key (PEM)")
+		clientCA     = fs.String("tls-client-ca-file", "", "CA that client certificates must chain to; enables mTLS")
+		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
+		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
+		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return def, err
+	}
+	if fs.NArg() > 0 {
+		return def, fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	cfg := def
+	if *configPath != "" {
+		var err error
+		if cfg, err = LoadConfig(*configPath); err != nil {
+			return cfg, err
+		}
+	}
+	tls := func() *configtls.ServerConfig {
+		if cfg.TLS == nil {
+			t := configtls.NewDefaultServerConfig()
+			cfg.TLS = &t
+		}
+		return cfg.TLS
+	}
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "listen":
+			cfg.ListenAddress = *listen
+		case "proc-root":
+			cfg.ProcRoot = *procRoot
+		case "allowed-users":
+			cfg.AllowedUsers = splitList(*allowedUsers)
+		case "postmaster-pid-files":
+			cfg.PostmasterPidFiles = splitList(*pidFiles)
+		case "max-pids-per-request":
+			cfg.MaxPidsPerRequest = *maxPids
+		case "read-parallelism":
+			cfg.ReadParallelism = *parallelism
+		case "hostname":
+			cfg.Hostname = *hostname
+		case "prometheus-listen":
+			cfg.Telemetry.PrometheusAddress = *promAddr
+		case "tls-cert-file":
+			tls().CertFile = *certFile
+		case "tls-key-file":
+			tls().KeyFile = *keyFile
+		case "tls-client-ca-file":
+			tls().ClientCAFile = *clientCA
+		case "max-recv-msg-size-mib":
+			cfg.MaxRecvMsgSizeMiB = *maxRecv
+		case "max-send-msg-size-mib":
+			cfg.MaxSendMsgSizeMiB = *maxSend
+		case "log-level":
+			cfg.LogLevel = *logLevel
+		}
+	})
+	return cfg, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}

@@ -1,0 +1,160 @@
+package segmentagent
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// childModeEnv makes the test binary act as a workload child instead of running tests.
+const childModeEnv = "GPOTEL_AGENT_TEST_CHILD"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(childModeEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "burn":
+		burnAndWrite(os.Getenv("GPOTEL_AGENT_TEST_FILE"))
+	default:
+		fmt.Fprintln(os.Stderr, "unknown child mode", os.Getenv(childModeEnv))
+		os.Exit(2)
+	}
+}
+
+// burnAndWrite spins the CPU and writes and fsyncs a file, forever, so that
+// both utime and write_bytes keep growing.
+func burnAndWrite(path string) {
+	f, err := os.Create(path)
+	if err != nil {
+		os.Exit(3)
+	}
+	block := make([]byte, 64<<10)
+	x := uint64(1)
+	for {
+		deadline := time.Now().Add(20 * time.Millisecond)
+		for time.Now().Before(deadline) {
+			for i := 0; i < 10000; i++ {
+				x = x*6364136223846793005 + 1442695040888963407
+			}
+		}
+		block[0] = byte(x)
+		if _, err := f.Write(block); err != nil {
+			os.Exit(4)
+		}
+		if err := f.Sync(); err != nil {
+			os.Exit(5)
+		}
+	}
+}
+
+// startChild starts a workload child of this test binary, or any command,
+// and ends it with the test.
+func startChild(t *testing.T, cmd *exec.Cmd) int64 {
+	t.Helper()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return int64(cmd.Process.Pid)
+}
+
+func realService(t *testing.T, users ...string) *Service {
+	t.Helper()
+	s, err := NewService(ServiceConfig{ProcRoot: "/proc", AllowedUsers: users}, nil, nil)
+	require.NoError(t, err)
+	return s
+}
+
+func readOne(t *testing.T, s *Service, pid int64) (*yagpcc.GpPidProcInfo, *yagpcc.ProcReadSummary) {
+	t.Helper()
+	resp, err := s.GetPidProcStat(context.Background(), request(pid))
+	require.NoError(t, err)
+	if len(resp.PidProcData) == 0 {
+		return nil, resp.Summary
+	}
+	return resp.PidProcData[0], resp.Summary
+}
+
+func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
+	self, err := os.Executable()
+	require.NoError(t, err)
+	cmd := exec.Command(self)
+	cmd.Env = append(os.Environ(), childModeEnv+"=burn", "GPOTEL_AGENT_TEST_FILE="+filepath.Join(t.TempDir(), "data"))
+	pid := startChild(t, cmd)
+	s := realService(t, strconv.Itoa(os.Getuid()))
+
+	first, _ := readOne(t, s, pid)
+	require.NotNil(t, first)
+	require.NotNil(t, first.ProcIo, "unread: %v", first.Unread)
+	assert.Equal(t, pid, first.ProcStat.Pid)
+	assert.Positive(t, first.ProcStat.Starttime)
+	assert.Contains(t, first.Cmdline, filepath.Base(self))
+
+	// Poll rather than sleep a fixed time: a loaded machine schedules the child late.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		now, _ := readOne(t, s, pid)
+		require.NotNil(t, now, "the child vanished")
+		assert.Equal(t, first.ProcStat.Starttime, now.ProcStat.Starttime, "same process")
+		if now.ProcStat.Utime > first.ProcStat.Utime && now.ProcIo.WriteBytes > first.ProcIo.WriteBytes &&
+			now.ProcSchedstat.GetRunTimeNs() > first.ProcSchedstat.GetRunTimeNs() {
+			assert.GreaterOrEqual(t, now.ProcIo.Wchar, now.ProcIo.WriteBytes-first.ProcIo.WriteBytes)
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("counters did not grow: utime %d→%d, write_bytes %d→%d",
+				first.ProcStat.Utime, now.ProcStat.Utime, first.ProcIo.WriteBytes, now.ProcIo.WriteBytes)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestRealChildThatExitedIsSkipped(t *testing.T) {
+	cmd := exec.Command("sleep", "3600")
+	pid := startChild(t, cmd)
+	s := realService(t, strconv.Itoa(os.Getuid()))
+	info, summary := readOne(t, s, pid)
+	require.NotNil(t, info)
+	assert.Equal(t, int64(1), summary.Answered)
+
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait() // reaped: its /proc directory is gone
+
+	info, summary = readOne(t, s, pid)
+	assert.Nil(t, info)
+	assert.Equal(t, &yagpcc.ProcReadSummary{Requested: 1, Vanished: 1}, summary)
+}
+
+func TestRealProcessOfAnotherUserIsDeniedAndAllowedWhenConfigured(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting a process as nobody needs root")
+	}
+	cmd := exec.Command("sleep", "3600", "secret-argument")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	pid := startChild(t, cmd)
+
+	info, summary := readOne(t, realService(t, "root"), pid)
+	assert.Nil(t, info)
+	assert.Equal(t, &yagpcc.ProcReadSummary{Requested: 1, Denied: 1}, summary)
+
+	info, _ = readOne(t, realService(t, "nobody"), pid)
+	require.NotNil(t, info)
+	assert.Equal(t, int64(65534), info.ProcStatus.UidReal)
+	assert.Equal(t, "sleep 3600 secret-argument", info.Cmdline)
+}

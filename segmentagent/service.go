@@ -1,0 +1,249 @@
+// Package segmentagent is gpotel's segment-host agent: a stateless gRPC
+// service (yagpcc.GetQueryInfo) that reads /proc for the database processes
+// the coordinator names. The Service is usable in-process; the Agent serves
+// it over gRPC with TLS, health, reflection and its own telemetry.
+package segmentagent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+	"golang.org/x/sync/errgroup"
+	"golang.org/x/sys/unix"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/procfs"
+)
+
+// pidMaxLimit is PID_MAX_LIMIT on 64-bit Linux: no pid is larger.
+const pidMaxLimit = 1 << 22
+
+// pidsPerWorker keeps small requests on one goroutine and hands out big ones
+// in blocks, so workers share the load without contending on every pid.
+const pidsPerWorker = 64
+
+// Service answers GetPidProcStat from a procfs root. It keeps no state
+// between calls and is safe for concurrent use.
+type Service struct {
+	yagpcc.UnimplementedGetQueryInfoServer
+
+	cfg     ServiceConfig
+	host    *yagpcc.ProcHost
+	allowed map[int64]struct{}
+	readers sync.Pool
+	logger  *zap.Logger
+	tel     *telemetry
+}
+
+var _ yagpcc.GetQueryInfoServer = (*Service)(nil)
+
+// NewService checks the procfs root, reads the host constants and resolves
+// the allowed users. A nil logger logs nothing; a nil meterProvider records nothing.
+func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.MeterProvider) (*Service, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	if logger == nil {
+		logger = zap.NewNop()
+	}
+	host, err := procfs.ReadHost(procfs.HostConfig{Root: cfg.ProcRoot, Hostname: cfg.Hostname}, logger)
+	if err != nil {
+		return nil, fmt.Errorf("procfs root %s: %w", cfg.ProcRoot, err)
+	}
+	allowed, err := resolveAllowedUIDs(cfg, logger)
+	if err != nil {
+		return nil, err
+	}
+	tel, err := newTelemetry(meterProvider)
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: %w", err)
+	}
+	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
+	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	uids := make([]int64, 0, len(allowed))
+	for uid := range allowed {
+		uids = append(uids, uid)
+	}
+	logger.Info("segment agent service ready", zap.String("proc_root", cfg.ProcRoot), zap.Int64s("allowed_uids", uids),
+		zap.String("hostname", host.Hostname), zap.Int64("clk_tck", host.ClkTck), zap.Int64("page_size", host.PageSize))
+	return s, nil
+}
+
+// Host returns the constants every answer carries.
+func (s *Service) Host() *yagpcc.ProcHost { return s.copyHost() }
+
+func (s *Service) copyHost() *yagpcc.ProcHost {
+	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
+		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease}
+}
+
+func (s *Service) allow(uid int64) bool {
+	_, ok := s.allowed[uid]
+	return ok
+}
+
+// readResult is what became of one requested process.
+type readResult struct {
+	info    *yagpcc.GpPidProcInfo
+	outcome procfs.Outcome
+	err     error
+}
+
+type counts struct {
+	answered, vanished, denied, failed int64
+	unreadByFile                       map[string]int64
+}
+
+// GetPidProcStat reads every distinct requested process. Processes that have
+// exited or are not allowed are left out of the answer and counted in its
+// summary; a process whose optional files failed is answered with them listed
+// in unread. The call fails only when processes were asked for, none was
+// answered, and at least one failed (vanished and denied ones are not
+// failures: a session that ended is a normal answer).
+func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
+	start := time.Now()
+	work, err := s.distinctProcesses(req.GetSegmentProcess())
+	if err != nil {
+		s.tel.record(ctx, requestInvalid, time.Since(start).Seconds(), nil)
+		return nil, err
+	}
+	results := make([]readResult, len(work))
+	if err := s.readAll(ctx, work, results); err != nil {
+		s.tel.record(ctx, requestCancelled, time.Since(start).Seconds(), nil)
+		return nil, status.FromContextError(err).Err()
+	}
+
+	resp := &yagpcc.GetPidProcInfoResponse{Host: s.copyHost(), PidProcData: make([]*yagpcc.GpPidProcInfo, 0, len(work))}
+	var c counts
+	var firstFailure error
+	for i := range results {
+		r := &results[i]
+		switch r.outcome {
+		case procfs.Answered:
+			c.answered++
+			r.info.GpSegmentId, r.info.SessId = work[i].GetGpSegmentId(), work[i].GetSessId()
+			resp.PidProcData = append(resp.PidProcData, r.info)
+			for _, u := range r.info.Unread {
+				if c.unreadByFile == nil {
+					c.unreadByFile = make(map[string]int64)
+				}
+				c.unreadByFile[unreadFile(u)]++
+			}
+		case procfs.Vanished:
+			c.vanished++
+		case procfs.Denied:
+			c.denied++
+			s.logger.Debug("process not allowed", zap.Int64("pid", work[i].GetPid()))
+		case procfs.Failed:
+			c.failed++
+			if firstFailure == nil {
+				firstFailure = fmt.Errorf("pid %d: %w", work[i].GetPid(), r.err)
+			}
+			if c.unreadByFile == nil {
+				c.unreadByFile = make(map[string]int64)
+			}
+			c.unreadByFile[unreadFile(r.err.Error())]++
+		}
+	}
+	resp.Summary = &yagpcc.ProcReadSummary{Requested: int64(len(work)), Answered: c.answered,
+		Vanished: c.vanished, Denied: c.denied, Failed: c.failed}
+
+	outcome := requestOK
+	if c.failed > 0 {
+		outcome = requestPartial
+		s.logger.Warn("some processes could not be read", zap.Int64("failed", c.failed),
+			zap.Int64("answered", c.answered), zap.NamedError("first", firstFailure))
+	}
+	if c.failed > 0 && c.answered == 0 {
+		s.tel.record(ctx, requestFailed, time.Since(start).Seconds(), &c)
+		return nil, status.Errorf(failureCode(firstFailure),
+			"none of the %d requested processes could be read (%d failed, %d vanished, %d denied); first failure: %v",
+			len(work), c.failed, c.vanished, c.denied, firstFailure)
+	}
+	s.tel.record(ctx, outcome, time.Since(start).Seconds(), &c)
+	return resp, nil
+}
+
+// distinctProcesses checks the request and drops repeated pids, keeping the
+// first entry of each (a pid names one process on this host).
+func (s *Service) distinctProcesses(procs []*yagpcc.SegmentProcess) ([]*yagpcc.SegmentProcess, error) {
+	if len(procs) > s.cfg.MaxPidsPerRequest {
+		return nil, status.Errorf(codes.InvalidArgument, "%d processes requested, more than max_pids_per_request %d",
+			len(procs), s.cfg.MaxPidsPerRequest)
+	}
+	seen := make(map[int64]struct{}, len(procs))
+	work := make([]*yagpcc.SegmentProcess, 0, len(procs))
+	for i, p := range procs {
+		pid := p.GetPid()
+		if pid <= 0 || pid > pidMaxLimit {
+			return nil, status.Errorf(codes.InvalidArgument, "segment_process[%d]: pid %d is not a process id", i, pid)
+		}
+		if _, dup := seen[pid]; dup {
+			continue
+		}
+		seen[pid] = struct{}{}
+		work = append(work, p)
+	}
+	return work, nil
+}
+
+// readAll reads work into results with up to ReadParallelism goroutines, each
+// with its own Reader. It stops at once when ctx ends and returns ctx's error.
+func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, results []readResult) error {
+	workers := min(s.cfg.ReadParallelism, (len(work)+pidsPerWorker-1)/pidsPerWorker)
+	var next atomic.Int64
+	readBlocks := func() error {
+		r := s.readers.Get().(*procfs.Reader)
+		defer s.readers.Put(r)
+		done := ctx.Done()
+		for {
+			from := int(next.Add(pidsPerWorker)) - pidsPerWorker
+			if from >= len(work) {
+				return nil
+			}
+			for i := from; i < min(from+pidsPerWorker, len(work)); i++ {
+				select {
+				case <-done:
+					return ctx.Err()
+				default:
+				}
+				res := &results[i]
+				res.info, res.outcome, res.err = r.Read(work[i].GetPid(), s.allow)
+			}
+		}
+	}
+	if workers <= 1 {
+		if err := readBlocks(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	var g errgroup.Group
+	for range workers {
+		g.Go(readBlocks)
+	}
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// failureCode tells a caller whether retrying may help: running out of file
+// descriptors or memory passes, a file of unknown shape does not.
+func failureCode(err error) codes.Code {
+	for _, transient := range []error{unix.EMFILE, unix.ENFILE, unix.ENOMEM, unix.EAGAIN} {
+		if errors.Is(err, transient) {
+			return codes.Unavailable
+		}
+	}
+	return codes.Internal
+}

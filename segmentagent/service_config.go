@@ -1,0 +1,80 @@
+package segmentagent
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+)
+
+// Defaults of ServiceConfig.
+const (
+	DefaultProcRoot          = "/proc"
+	DefaultMaxPidsPerRequest = 10000
+)
+
+// DefaultAllowedUsers are the conventional owners of PostgreSQL (Debian, RHEL
+// packages) and of Greenplum and Cloudberry clusters. They are used only when
+// neither allowed_users nor postmaster_pid_files is set, and the ones that do
+// not exist on the host are skipped.
+var DefaultAllowedUsers = []string{"postgres", "gpadmin"}
+
+// ServiceConfig configures the GetPidProcStat service. Its zero value reads
+// /proc for the default users; NewService fills every zero field with its default.
+type ServiceConfig struct {
+	// ProcRoot is where procfs is mounted (a fixture tree in tests).
+	ProcRoot string `mapstructure:"proc_root"`
+	// AllowedUsers are the user names or numeric uids whose processes may be
+	// read, matched against a process's real uid. Every entry must resolve.
+	AllowedUsers []string `mapstructure:"allowed_users"`
+	// PostmasterPidFiles allows the owner of each file, e.g.
+	// /data/primary/gpseg0/postmaster.pid: the user that runs that instance.
+	PostmasterPidFiles []string `mapstructure:"postmaster_pid_files"`
+	// MaxPidsPerRequest bounds one request; more is InvalidArgument.
+	MaxPidsPerRequest int `mapstructure:"max_pids_per_request"`
+	// ReadParallelism is how many goroutines read one request (0: GOMAXPROCS).
+	ReadParallelism int `mapstructure:"read_parallelism"`
+	// Hostname overrides os.Hostname in answers.
+	Hostname string `mapstructure:"hostname"`
+}
+
+// NewDefaultServiceConfig returns the configuration used when nothing is set.
+func NewDefaultServiceConfig() ServiceConfig {
+	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest}
+}
+
+// Validate reports every problem of the configuration at once.
+func (c ServiceConfig) Validate() error {
+	var errs []error
+	if c.MaxPidsPerRequest < 0 {
+		errs = append(errs, fmt.Errorf("max_pids_per_request %d is negative", c.MaxPidsPerRequest))
+	}
+	if c.ReadParallelism < 0 {
+		errs = append(errs, fmt.Errorf("read_parallelism %d is negative", c.ReadParallelism))
+	}
+	for i, u := range c.AllowedUsers {
+		if strings.TrimSpace(u) == "" {
+			errs = append(errs, fmt.Errorf("allowed_users[%d] is empty", i))
+		}
+	}
+	for i, f := range c.PostmasterPidFiles {
+		if f == "" {
+			errs = append(errs, fmt.Errorf("postmaster_pid_files[%d] is empty", i))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// withDefaults fills the zero fields.
+func (c ServiceConfig) withDefaults() ServiceConfig {
+	if c.ProcRoot == "" {
+		c.ProcRoot = DefaultProcRoot
+	}
+	if c.MaxPidsPerRequest == 0 {
+		c.MaxPidsPerRequest = DefaultMaxPidsPerRequest
+	}
+	if c.ReadParallelism == 0 {
+		c.ReadParallelism = runtime.GOMAXPROCS(0)
+	}
+	return c
+}
