@@ -1,0 +1,96 @@
+package snapshotdiffprocessor
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/confmap"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+func TestDefaultConfig(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if len(cfg.Windows) != 1 || cfg.Windows[0] != 5*time.Minute {
+		t.Errorf("default windows = %v, want [5m]", cfg.Windows)
+	}
+	if cfg.MaxStoredPoints != 0 || cfg.EmitProcessMetrics {
+		t.Errorf("default max_stored_points=%d emit_process_metrics=%v, want 0 and false", cfg.MaxStoredPoints, cfg.EmitProcessMetrics)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Errorf("default config does not validate: %v", err)
+	}
+}
+
+func TestConfigUnmarshal(t *testing.T) {
+	cm := confmap.NewFromStringMap(map[string]any{
+		"windows":              []any{"1m", "5m", "1h30m"},
+		"max_stored_points":    120,
+		"emit_process_metrics": true,
+	})
+	cfg := createDefaultConfig().(*Config)
+	if err := cm.Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Duration{time.Minute, 5 * time.Minute, 90 * time.Minute}
+	if len(cfg.Windows) != len(want) {
+		t.Fatalf("windows = %v, want %v", cfg.Windows, want)
+	}
+	for i := range want {
+		if cfg.Windows[i] != want[i] {
+			t.Errorf("windows[%d] = %v, want %v", i, cfg.Windows[i], want[i])
+		}
+	}
+	if cfg.MaxStoredPoints != 120 || !cfg.EmitProcessMetrics {
+		t.Errorf("got %+v", cfg)
+	}
+}
+
+func TestConfigValidate(t *testing.T) {
+	tests := []struct {
+		name  string
+		cfg   Config
+		wants []string // every one must appear in the joined error
+	}{
+		{"empty windows", Config{}, []string{"at least one window"}},
+		{"non-positive window", Config{Windows: []time.Duration{0, -time.Second}}, []string{"windows[0]", "windows[1]", "not positive"}},
+		{"duplicate window", Config{Windows: []time.Duration{time.Minute, 60 * time.Second}}, []string{"windows[1]", "twice"}},
+		{"negative max_stored_points", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: -1}, []string{"negative"}},
+		{"one stored point", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: 1}, []string{"nothing to diff"}},
+		{"all problems at once", Config{Windows: []time.Duration{-1, time.Minute, time.Minute}, MaxStoredPoints: -5},
+			[]string{"not positive", "twice", "negative"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.cfg.Validate()
+			if err == nil {
+				t.Fatal("Validate accepted it")
+			}
+			for _, w := range tt.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+	ok := Config{Windows: []time.Duration{time.Minute, 5 * time.Minute}, MaxStoredPoints: 2}
+	if err := ok.Validate(); err != nil {
+		t.Errorf("valid config rejected: %v", err)
+	}
+}
+
+func TestWindowName(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		30 * time.Second:        "30s",
+		5 * time.Minute:         "5m",
+		90 * time.Second:        "1m30s",
+		time.Hour:               "1h",
+		90 * time.Minute:        "1h30m",
+		1500 * time.Millisecond: "1.5s",
+	} {
+		if got := sc.WindowName(d); got != want {
+			t.Errorf("WindowName(%v) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,261 @@
+package snapshotdiffprocessor
+
+import (
+	"fmt"
+	"math"
+	"math/rand"
+	"testing"
+	"time"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+)
+
+// truthProcess is one process of the ground-truth timeline: its counters at
+// every snapshot time, whether or not a snapshot saw it.
+type truthProcess struct {
+	host    string
+	seg     int64
+	session int64
+	pid     int64
+	created float64 // s
+	born    int     // first snapshot it is alive in
+	died    int     // first snapshot it is no longer alive in
+	cpuMS   []int64 // per snapshot
+	read    []int64
+	syscR   []int64
+}
+
+type truthTimeline struct {
+	times   []float64 // s
+	hostsUp []map[string]bool
+	procs   []truthProcess
+}
+
+var propHosts = []string{"sdw1", "sdw2", "sdw3"}
+
+func randomTimeline(rng *rand.Rand, snapshots, processes int) truthTimeline {
+	tl := truthTimeline{}
+	t := 0.0
+	for k := 0; k < snapshots; k++ {
+		tl.times = append(tl.times, t)
+		t += float64(5 + rng.Intn(21)) // irregular intervals, 5–25 s
+		up := map[string]bool{}
+		for _, h := range propHosts {
+			up[h] = rng.Float64() > 0.12
+		}
+		tl.hostsUp = append(tl.hostsUp, up)
+	}
+	for i := 0; i < processes; i++ {
+		p := truthProcess{
+			host:    propHosts[rng.Intn(len(propHosts))],
+			seg:     int64(rng.Intn(4)),
+			session: int64(1 + rng.Intn(4)),
+			pid:     int64(100 + rng.Intn(6)), // a small pool: pids get reused
+			born:    rng.Intn(snapshots) - snapshots/3,
+		}
+		p.born = max(p.born, 0)
+		p.died = p.born + 1 + rng.Intn(snapshots)
+		// Creation a little before the first snapshot it is alive in; unique.
+		p.created = tl.times[p.born] - 1 - rng.Float64()*4 + float64(i)*1e-6
+		var cpu, read, calls int64
+		cpu, read, calls = rng.Int63n(100000), rng.Int63n(1<<40), rng.Int63n(1<<20)
+		for k := 0; k < snapshots; k++ {
+			if k >= p.born {
+				cpu += rng.Int63n(20000)
+				read += rng.Int63n(1 << 30)
+				calls += rng.Int63n(5000)
+				if rng.Float64() < 0.03 { // a counter that goes backwards
+					read -= rng.Int63n(1 << 31)
+					read = max(read, 0)
+				}
+			}
+			p.cpuMS = append(p.cpuMS, cpu)
+			p.read = append(p.read, read)
+			p.syscR = append(p.syscR, calls)
+		}
+		tl.procs = append(tl.procs, p)
+	}
+	return tl
+}
+
+func (tl *truthTimeline) seen(p *truthProcess, k int) bool {
+	return k >= p.born && k < p.died && tl.hostsUp[k][p.host]
+}
+
+func (tl *truthTimeline) snapshot(k int) snapshottest.Snapshot {
+	s := snapshottest.Snapshot{Time: at(tl.times[k]), TmID: testTmID, Coordinator: "mdw"}
+	for _, h := range propHosts {
+		s.Hosts = append(s.Hosts, snapshottest.Host{Name: h, Up: tl.hostsUp[k][h]})
+	}
+	for id := int64(1); id <= 4; id++ {
+		s.Sessions = append(s.Sessions, snapshottest.Session{ID: id, PID: id, State: "active"})
+	}
+	for i := range tl.procs {
+		p := &tl.procs[i]
+		if !tl.seen(p, k) {
+			continue
+		}
+		s.Processes = append(s.Processes, snapshottest.Process{
+			Host: p.host, Segment: p.seg, Session: p.session, PID: p.pid, Created: at(p.created),
+			CPUUser: float64(p.cpuMS[k]) / 1000, ReadBytes: p.read[k], SyscR: p.syscR[k],
+		})
+	}
+	return s
+}
+
+// sessionTruth is what a session's figures must be, by brute force.
+type sessionTruth struct {
+	cpuMS, read, syscR       int64
+	partial                  bool
+	lifeCPUMS, lifeRead      int64
+	lifePartial              bool
+	processes                int
+	hosts                    map[string]bool
+	span                     float64
+	oldIndex, retainedOldest int
+}
+
+// bruteForce computes window figures at snapshot n straight from the
+// timeline: old is the retained snapshot (other than n) whose age is
+// nearest to the window, ties to the older; a process counts from its last
+// sighting at or before old (or from zero) up to its last sighting at or
+// before n, never negative. A process unseen for longer than the buffer is
+// forgotten and counts as new when seen again.
+func (tl *truthTimeline) bruteForce(n int, window time.Duration, maxPoints int) map[int64]*sessionTruth {
+	lo := 0
+	if maxPoints > 0 {
+		lo = max(0, n-maxPoints+1)
+	}
+	old := n
+	if n > lo {
+		best := math.Inf(1)
+		for i := lo; i < n; i++ {
+			d := math.Abs(tl.times[n] - tl.times[i] - window.Seconds())
+			if d < best || d == best && i < old {
+				best, old = d, i
+			}
+		}
+	}
+	answered := map[string]int{}
+	for _, h := range propHosts {
+		answered[h] = -1
+		for k := 0; k <= n; k++ {
+			if tl.hostsUp[k][h] {
+				answered[h] = k
+			}
+		}
+	}
+	out := map[int64]*sessionTruth{}
+	for id := int64(1); id <= 4; id++ {
+		out[id] = &sessionTruth{hosts: map[string]bool{}, span: tl.times[n] - tl.times[old], oldIndex: old, retainedOldest: lo}
+	}
+	for i := range tl.procs {
+		p := &tl.procs[i]
+		st := out[p.session]
+		// Split the sightings up to n into incarnations: a gap longer than
+		// the buffer makes the processor forget the process.
+		var incarnation []int
+		flush := func() {
+			if len(incarnation) == 0 {
+				return
+			}
+			last := incarnation[len(incarnation)-1]
+			defer func() { incarnation = incarnation[:0] }()
+			if last < lo { // freed from the process table
+				return
+			}
+			down := !tl.hostsUp[n][p.host]
+			if last >= old && down {
+				st.partial = true
+			}
+			if last == n || down && last >= answered[p.host] {
+				st.lifeCPUMS += p.cpuMS[last]
+				st.lifeRead += p.read[last]
+				if down {
+					st.lifePartial = true
+				}
+			}
+			if last <= old {
+				return
+			}
+			from := -1
+			for _, k := range incarnation {
+				if k <= old {
+					from = k
+				}
+			}
+			var cpu0, read0, sys0 int64
+			if from >= 0 {
+				cpu0, read0, sys0 = p.cpuMS[from], p.read[from], p.syscR[from]
+			}
+			st.cpuMS += max(0, p.cpuMS[last]-cpu0)
+			st.read += max(0, p.read[last]-read0)
+			st.syscR += max(0, p.syscR[last]-sys0)
+		}
+		prev := -1
+		for k := 0; k <= n; k++ {
+			if !tl.seen(p, k) {
+				continue
+			}
+			if prev >= 0 && maxPoints > 0 && prev < k-maxPoints {
+				flush()
+			}
+			incarnation = append(incarnation, k)
+			prev = k
+		}
+		flush()
+		if tl.seen(p, n) {
+			st.processes++
+			st.hosts[p.host] = true
+		}
+	}
+	return out
+}
+
+func TestSessionDeltaEqualsBruteForceOverTimeline(t *testing.T) {
+	windows := []time.Duration{30 * time.Second, 90 * time.Second, 4 * time.Minute}
+	for seed := int64(1); seed <= 60; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		tl := randomTimeline(rng, 28, 40)
+		maxPoints := 0 // automatic: 28 snapshots never exceed its floor of 30
+		if seed%2 == 0 {
+			maxPoints = 2 + rng.Intn(10)
+		}
+		p, sink := newTestProcessor(t, &Config{Windows: windows, MaxStoredPoints: maxPoints})
+		for n := range tl.times {
+			out := feed(t, p, sink, tl.snapshot(n))
+			lifeDone := false
+			for _, w := range windows {
+				name := sc.WindowName(w)
+				truth := tl.bruteForce(n, w, maxPoints)
+				for id := int64(1); id <= 4; id++ {
+					st := truth[id]
+					where := fmt.Sprintf("seed %d snapshot %d window %s session %d (old %d, oldest %d)", seed, n, name, id, st.oldIndex, st.retainedOldest)
+					check := func(what string, got, want float64) {
+						t.Helper()
+						if math.Abs(got-want) > 1e-9*math.Max(1, math.Abs(want)) {
+							t.Fatalf("%s: %s = %v, want %v", where, what, got, want)
+						}
+					}
+					check("cpu user", figure(t, out, id, sc.MetricSessionCPUTime, sc.AttrWindow, name, sc.AttrCPUMode, sc.CPUModeUser), float64(st.cpuMS)/1000)
+					check("read bytes", figure(t, out, id, sc.MetricSessionDiskIO, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.read))
+					check("read syscalls", figure(t, out, id, sc.MetricSessionIOSyscalls, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.syscR))
+					check("span", figure(t, out, id, sc.MetricSessionWindowSpan, sc.AttrWindow, name), st.span)
+					check("partial", figure(t, out, id, sc.MetricSessionPartial, sc.AttrWindow, name), float64(boolInt(st.partial)))
+					if st.span > 0 {
+						check("read rate", figure(t, out, id, sc.MetricSessionDiskIO+sc.RateSuffix, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.read)/st.span)
+					}
+					if !lifeDone {
+						check("lifetime cpu", figure(t, out, id, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser), float64(st.lifeCPUMS)/1000)
+						check("lifetime read", figure(t, out, id, sc.MetricSessionDiskIO, sc.AttrWindow, sc.WindowLifetime, sc.AttrDirection, sc.DirectionRead), float64(st.lifeRead))
+						check("lifetime partial", figure(t, out, id, sc.MetricSessionPartial, sc.AttrWindow, sc.WindowLifetime), float64(boolInt(st.lifePartial)))
+						check("processes", figure(t, out, id, sc.MetricSessionProcesses), float64(st.processes))
+						check("hosts", figure(t, out, id, sc.MetricSessionHosts), float64(len(st.hosts)))
+					}
+				}
+				lifeDone = true
+			}
+		}
+	}
+}
