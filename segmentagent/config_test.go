@@ -1,0 +1,99 @@
+package segmentagent
+
+import (
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestLoadConfigReadsEveryKey(t *testing.T) {
+	cfg, err := LoadConfig("testdata/config.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, "0.0.0.0:1433", cfg.ListenAddress)
+	assert.Equal(t, "/proc", cfg.ProcRoot)
+	assert.Equal(t, []string{"gpadmin", "1001"}, cfg.AllowedUsers)
+	assert.Equal(t, []string{"/data/primary/gpseg0/postmaster.pid"}, cfg.PostmasterPidFiles)
+	assert.Equal(t, 10000, cfg.MaxPidsPerRequest)
+	assert.Equal(t, 2, cfg.ReadParallelism)
+	assert.Equal(t, "sdw1", cfg.Hostname)
+	require.NotNil(t, cfg.TLS)
+	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile)
+	assert.Equal(t, "/etc/gpotel/ca.crt", cfg.TLS.ClientCAFile)
+	assert.Equal(t, "1.3", cfg.TLS.MinVersion)
+	assert.Equal(t, "127.0.0.1:9464", cfg.Telemetry.PrometheusAddress)
+	assert.NoError(t, cfg.Validate())
+}
+
+func TestLoadConfigKeepsDefaultsForAbsentKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("hostname: sdw2\n"), 0o600))
+	cfg, err := LoadConfig(path)
+	require.NoError(t, err)
+	want := NewDefaultConfig()
+	want.Hostname = "sdw2"
+	assert.Equal(t, want, cfg)
+}
+
+func TestLoadConfigRejectsUnknownKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("listen: 1.2.3.4:5\n"), 0o600))
+	_, err := LoadConfig(path)
+	assert.ErrorContains(t, err, "listen")
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	cfg := NewDefaultConfig()
+	cfg.ListenAddress = "no-port"
+	cfg.MaxPidsPerRequest = -1
+	cfg.ReadParallelism = -2
+	cfg.AllowedUsers = []string{" "}
+	cfg.MaxRecvMsgSizeMiB = 0
+	cfg.Telemetry.PrometheusAddress = "bad"
+	cfg.LogLevel = "loud"
+	err := cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"listen_address", "max_pids_per_request -1", "read_parallelism -2", "allowed_users[0] is empty",
+		"max_recv_msg_size_mib 0", "telemetry.prometheus_address", "log_level"} {
+		assert.Contains(t, err.Error(), want)
+	}
+}
+
+func TestValidateRejectsTLSWithoutKey(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--tls-cert-file", "/c.pem"}, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, cfg.Validate(), "tls")
+}
+
+func TestFlagsOverrideTheFile(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--config", "testdata/config.yaml", "--listen", "127.0.0.1:0",
+		"--allowed-users", "postgres, 0", "--tls-client-ca-file", "/other-ca.pem", "--max-pids-per-request", "50"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, "127.0.0.1:0", cfg.ListenAddress)
+	assert.Equal(t, []string{"postgres", "0"}, cfg.AllowedUsers)
+	assert.Equal(t, "/other-ca.pem", cfg.TLS.ClientCAFile)
+	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile, "file values not named by a flag stay")
+	assert.Equal(t, 50, cfg.MaxPidsPerRequest)
+	assert.Equal(t, "sdw1", cfg.Hostname)
+}
+
+func TestFlagsWithoutAFileStartFromDefaults(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--proc-root", "/host/proc"}, io.Discard)
+	require.NoError(t, err)
+	want := NewDefaultConfig()
+	want.ProcRoot = "/host/proc"
+	assert.Equal(t, want, cfg)
+}
+
+func TestConfigFromArgsErrors(t *testing.T) {
+	_, err := ConfigFromArgs([]string{"-h"}, io.Discard)
+	assert.ErrorIs(t, err, flag.ErrHelp)
+	_, err = ConfigFromArgs([]string{"stray"}, io.Discard)
+	assert.ErrorContains(t, err, "unexpected arguments")
+	_, err = ConfigFromArgs([]string{"--config", "testdata/missing.yaml"}, io.Discard)
+	assert.Error(t, err)
+}
