@@ -3,10 +3,10 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"golang.org/x/sync/errgroup"
 )
 
 // internalSchema holds what the compat objects are built from; nothing the
@@ -63,22 +63,32 @@ func (c *Cluster) activityColumns() []activityColumn {
 	return gp7Activity
 }
 
-// installCatalog puts the compat objects on every instance, in parallel.
-func (c *Cluster) installCatalog(ctx context.Context) error {
+// DiskTablespace is on a disk-backed file system on every instance; the I/O
+// workload puts its temp tables there.
+const DiskTablespace = "gpotel_disk"
+
+// installInstanceCatalog puts what every instance carries on one instance.
+func (c *Cluster) installInstanceCatalog(ctx context.Context, in Instance) error {
+	// CREATE TABLESPACE cannot run in the implicit transaction of a script.
+	if err := execScript(ctx, in, fmt.Sprintf("CREATE TABLESPACE %s LOCATION %s", DiskTablespace, quoteLiteral(c.diskLocation(in)))); err != nil {
+		return err
+	}
 	if c.Dialect == DialectPostgreSQL {
 		return nil
 	}
-	g, gctx := errgroup.WithContext(ctx)
-	for _, in := range c.Instances() {
-		g.Go(func() error {
-			sql := c.instanceSQL(in)
-			if in.Content == CoordinatorContent {
-				sql += c.coordinatorSQL()
-			}
-			return execScript(gctx, in, sql)
-		})
+	return execScript(ctx, in, c.instanceSQL(in))
+}
+
+func (c *Cluster) diskLocation(in Instance) string {
+	return filepath.Join(c.DiskDir, fmt.Sprintf("gpseg%d", in.Content))
+}
+
+// installCoordinatorCatalog adds the cluster-wide objects once every port is known.
+func (c *Cluster) installCoordinatorCatalog(ctx context.Context) error {
+	if c.Dialect == DialectPostgreSQL {
+		return nil
 	}
-	return g.Wait()
+	return execScript(ctx, c.Coordinator, c.coordinatorSQL())
 }
 
 func execScript(ctx context.Context, in Instance, sql string) error {

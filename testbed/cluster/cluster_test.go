@@ -306,8 +306,10 @@ func assertGone(t *testing.T, c *cluster.Cluster) {
 	if left := c.Processes(); len(left) != 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
-	if _, err := os.Stat(c.Dir); !os.IsNotExist(err) {
-		t.Errorf("directory %s left behind (stat: %v)", c.Dir, err)
+	for _, dir := range []string{c.Dir, c.DiskDir} {
+		if _, err := os.Stat(dir); !os.IsNotExist(err) {
+			t.Errorf("directory %s left behind (stat: %v)", dir, err)
+		}
 	}
 }
 

@@ -3,10 +3,13 @@ package cluster
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -20,36 +23,127 @@ import (
 // settingsFile is included from postgresql.conf and rewritten on every start attempt.
 const settingsFile = "gpotel.conf"
 
-// initDataDirs runs initdb once and copies the result for every other instance:
-// one initdb costs about a second of CPU, a copy a few milliseconds.
-func (c *Cluster) initDataDirs(ctx context.Context) error {
-	template := c.Coordinator.DataDir
-	err := c.account.run(ctx, filepath.Join(c.PGBinDir, "initdb"),
-		"--pgdata", template, "--username", AdminRole, "--auth", "trust",
-		"--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
-	if err != nil {
-		return err
-	}
-	conf := filepath.Join(template, "postgresql.conf")
-	f, err := os.OpenFile(conf, os.O_APPEND|os.O_WRONLY, 0)
-	if err != nil {
-		return err
-	}
-	_, err = fmt.Fprintf(f, "\n# gpotel testbed\ninclude_if_exists = '%s'\n", settingsFile)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
+// templateVersion changes whenever what initDataDirs puts into the template changes.
+const templateVersion = "2"
+
+// bringUpInstances makes every instance's data dir from the template, starts
+// it and installs its part of the compat catalog; instances go in parallel.
+// A copy is used instead of initdb per instance: initdb costs seconds of CPU
+// (far more on a loaded machine), a copy a fraction of one.
+func (c *Cluster) bringUpInstances(ctx context.Context) error {
+	template, err := c.template(ctx)
 	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(4)
-	for _, seg := range c.Segments {
-		g.Go(func() error {
-			return c.account.run(gctx, "/bin/cp", "-a", template, seg.DataDir)
-		})
+	bringUp := func(in *Instance) error {
+		t0 := time.Now()
+		if err := c.account.run(gctx, "/bin/cp", "-a", template, in.DataDir); err != nil {
+			return err
+		}
+		if err := c.account.mkdirOwned(c.diskLocation(*in), 0o700); err != nil {
+			return err
+		}
+		t1 := time.Now()
+		if err := c.start(gctx, in, true); err != nil {
+			return err
+		}
+		t2 := time.Now()
+		err := c.installInstanceCatalog(gctx, *in)
+		if os.Getenv("GPOTEL_TESTBED_TRACE") != "" {
+			fmt.Fprintf(os.Stderr, "gpseg%d: copy %v start %v catalog %v\n", in.Content, t1.Sub(t0), t2.Sub(t1), time.Since(t2))
+		}
+		return err
+	}
+	g.Go(func() error { return bringUp(&c.Coordinator) })
+	for i := range c.Segments {
+		g.Go(func() error { return bringUp(&c.Segments[i]) })
 	}
 	return g.Wait()
+}
+
+// template returns the cached initdb result, building it when missing.
+func (c *Cluster) template(ctx context.Context) (string, error) {
+	version, err := exec.CommandContext(ctx, filepath.Join(c.PGBinDir, "postgres"), "--version").Output()
+	if err != nil {
+		return "", fmt.Errorf("postgres --version: %w", err)
+	}
+	sum := sha256.Sum256([]byte(templateVersion + "\x00" + c.PGBinDir + "\x00" + string(version)))
+	cacheRoot := filepath.Join(os.TempDir(), fmt.Sprintf("gpotel-testbed-cache-%d", c.account.uid))
+	dir := filepath.Join(cacheRoot, hex.EncodeToString(sum[:8]))
+	if _, err := os.Stat(filepath.Join(dir, templateReadyFile)); err == nil {
+		return dir, nil
+	}
+	if err := os.MkdirAll(cacheRoot, 0o755); err != nil {
+		return "", err
+	}
+	if err := c.account.checkReachable(cacheRoot); err != nil {
+		return "", err
+	}
+	// Build beside the final place and rename: a concurrent Up either finds
+	// a complete template or builds its own and loses the rename.
+	build, err := os.MkdirTemp(cacheRoot, "build-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(build)
+	if err := c.account.mkdirOwned(build, 0o755); err != nil {
+		return "", err
+	}
+	data := filepath.Join(build, "data")
+	err = c.account.run(ctx, filepath.Join(c.PGBinDir, "initdb"),
+		"--pgdata", data, "--username", AdminRole, "--auth", "trust",
+		"--encoding", "UTF8", "--locale", "C", "--no-sync", "--no-instructions")
+	if err != nil {
+		return "", err
+	}
+	if err := dropRebuildableForks(data); err != nil {
+		return "", err
+	}
+	include := fmt.Sprintf("\n# gpotel testbed: per-instance settings\ninclude_if_exists = '%s'\n", settingsFile)
+	if err := appendFile(filepath.Join(data, "postgresql.conf"), include); err != nil {
+		return "", err
+	}
+	if err := os.WriteFile(filepath.Join(data, templateReadyFile), version, 0o644); err != nil {
+		return "", err
+	}
+	if err := os.Rename(data, dir); err != nil {
+		if _, statErr := os.Stat(filepath.Join(dir, templateReadyFile)); statErr == nil {
+			return dir, nil // another Up finished first
+		}
+		return "", err
+	}
+	return dir, nil
+}
+
+// dropRebuildableForks deletes the free space and visibility map forks that
+// initdb's VACUUM left: PostgreSQL rebuilds them on demand, and they are a
+// quarter of the files every copy has to create.
+func dropRebuildableForks(dataDir string) error {
+	return filepath.WalkDir(filepath.Join(dataDir, "base"), func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if name := d.Name(); !d.IsDir() && (strings.HasSuffix(name, "_fsm") || strings.HasSuffix(name, "_vm")) {
+			return os.Remove(path)
+		}
+		return nil
+	})
+}
+
+// templateReadyFile marks a complete template; PostgreSQL ignores unknown files in a data dir.
+const templateReadyFile = "gpotel-template-ready"
+
+func appendFile(path, text string) error {
+	f, err := os.OpenFile(path, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(text)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // settings are the same for every instance except port, name and content id.
@@ -68,7 +162,7 @@ max_parallel_workers = 4
 max_wal_senders = 0
 wal_level = minimal
 fsync = on
-max_wal_size = 256MB
+max_wal_size = 64MB
 min_wal_size = 32MB
 autovacuum = off
 jit = off
@@ -88,15 +182,6 @@ func (c *Cluster) processTag(in Instance) string {
 
 func (c *Cluster) logFile(in Instance) string {
 	return filepath.Join(c.Dir, "logs", fmt.Sprintf("gpseg%d.log", in.Content))
-}
-
-func (c *Cluster) startAll(ctx context.Context) error {
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return c.start(gctx, &c.Coordinator, true) })
-	for i := range c.Segments {
-		g.Go(func() error { return c.start(gctx, &c.Segments[i], true) })
-	}
-	return g.Wait()
 }
 
 // start launches one instance; with newPort it picks a free port and retries
@@ -236,8 +321,11 @@ func (c *Cluster) Down(ctx context.Context) error {
 	if left := c.killStragglers(); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes of testbed %s still alive after SIGKILL: %v", c.ID, left))
 	}
-	if c.Dir != "" {
-		if err := os.RemoveAll(c.Dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+	for _, dir := range []string{c.DiskDir, c.Dir} {
+		if dir == "" {
+			continue
+		}
+		if err := os.RemoveAll(dir); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}
 	}

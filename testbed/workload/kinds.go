@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
 // cpuStatement takes about 50-100 ms of one core, so the deadline is checked often.
@@ -28,13 +30,16 @@ const rowBytes = 560
 
 // ioLoop makes the backend itself write: with temp_buffers at its minimum, a
 // temp table larger than that is written out by the backend as it evicts
-// local buffers (temp tables bypass shared buffers, the checkpointer and WAL).
+// local buffers (temp tables bypass shared buffers, the checkpointer and WAL),
+// into the cluster's disk tablespace.
 // Then the workload fsyncs the file and drops it from the page cache, so the
 // backend's read-back reaches the disk.
 func (s *Session) ioLoop(ctx context.Context, b *backend) error {
 	for _, q := range []string{
 		// temp_buffers can change only before the session's first temp table access.
 		"SET temp_buffers = '800kB'",
+		// The data dir may be on tmpfs, which accounts no write_bytes; this tablespace is on disk.
+		"SET temp_tablespaces = " + cluster.DiskTablespace,
 		"CREATE TEMP TABLE gpotel_io (id integer, pad text)",
 	} {
 		if _, err := b.conn.Exec(ctx, q); err != nil {
