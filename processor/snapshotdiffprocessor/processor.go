@@ -147,7 +147,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	if skipped > 0 {
 		p.logger.Warn("process resources skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
 	}
-	return p.store.commit()
+	if err := p.store.commit(); err != nil {
+		return nil, err
+	}
+	return p.store.computeFigures(), nil
 }
 
 // readSnapshotResource returns the snapshot time and the hosts' answers.

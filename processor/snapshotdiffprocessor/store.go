@@ -169,6 +169,7 @@ type store struct {
 	pendDown   []uint32
 	pendUp     []uint32
 	records    []pendingRecord
+	prevOrder  []uint32 // rows in the arrival order of the previous snapshot
 	scratch    []byte
 	memIndex   map[uint64]int32
 	memBySH    []sessionHostMemory
@@ -315,7 +316,18 @@ func (s *store) add(p *processSample) error {
 	host := s.hostRow(p.Host)
 	sess := s.sessionRow(sessionKey{tmID: p.TmID, id: p.Session})
 	key := processKey{creation: p.Creation, session: sess, pid: p.PID, segment: p.Segment, host: host}
-	row, known := s.procIndex[key]
+	// Scrapes list processes in much the same order each time: try the
+	// row at this position last time before the map.
+	var row uint32
+	known := false
+	if i := len(s.records); i < len(s.prevOrder) {
+		if r := s.prevOrder[i]; s.procSeen[r] != 0 && s.procKeys[r] == key {
+			row, known = r, true
+		}
+	}
+	if !known {
+		row, known = s.procIndex[key]
+	}
 	if !known {
 		row = s.allocRow(key)
 	} else if s.procSeen[row] == seq {
@@ -373,14 +385,18 @@ func (s *store) add(p *processSample) error {
 	return nil
 }
 
-// commit closes the snapshot being ingested, moves every window and returns
-// the session figures of the new newest snapshot.
-func (s *store) commit() (*figures, error) {
+// commit closes the snapshot being ingested, moves every window's old
+// snapshot and trims the ring; computeFigures then reads the result.
+func (s *store) commit() error {
 	if !s.ingesting {
-		return nil, errNoSnapshot
+		return errNoSnapshot
 	}
 	s.ingesting = false
 	sn := s.packSnapshot()
+	s.prevOrder = s.prevOrder[:0]
+	for _, r := range s.records {
+		s.prevOrder = append(s.prevOrder, r.row)
+	}
 	s.nextSeq++
 	s.ring = append(s.ring, sn)
 
@@ -410,7 +426,7 @@ func (s *store) commit() (*figures, error) {
 			s.freeRow(uint32(row))
 		}
 	}
-	return s.computeFigures(), nil
+	return nil
 }
 
 // packSnapshot lays the pending records out grouped by session (a counting

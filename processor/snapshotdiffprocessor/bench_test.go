@@ -1,0 +1,246 @@
+package snapshotdiffprocessor
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"runtime"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+)
+
+// clusterLoad is a synthetic Greenplum cluster: sessions with one backend
+// per segment plus the coordinator's, a busy fifth and an idle rest, and a
+// little process churn every scrape.
+type clusterLoad struct {
+	rng      *rand.Rand
+	procs    []processSample
+	busy     []bool
+	nextPID  int32
+	segments int
+	hosts    []string
+	now      int64
+}
+
+const benchInterval = 10 * time.Second
+
+func newClusterLoad(processes int) *clusterLoad {
+	l := &clusterLoad{rng: rand.New(rand.NewSource(1)), segments: 64, nextPID: 1000, now: epoch.UnixNano()}
+	for h := 1; h <= 16; h++ {
+		l.hosts = append(l.hosts, fmt.Sprintf("sdw%d", h))
+	}
+	l.hosts = append(l.hosts, "mdw")
+	l.procs = make([]processSample, processes)
+	l.busy = make([]bool, processes)
+	for i := range l.procs {
+		l.spawn(i)
+		p := &l.procs[i]
+		for c := range p.Counters { // a history before the first scrape
+			p.Counters[c] = l.rng.Int63n(1 << 32)
+		}
+	}
+	return l
+}
+
+// spawn puts a fresh process in slot i; slot i belongs to session
+// i/(segments+1) and its segment i%(segments+1)-1.
+func (l *clusterLoad) spawn(i int) {
+	seg := i%(l.segments+1) - 1
+	host := l.hosts[len(l.hosts)-1]
+	if seg >= 0 {
+		host = l.hosts[seg%(len(l.hosts)-1)]
+	}
+	l.nextPID++
+	l.procs[i] = processSample{
+		Host: host, Segment: int32(seg), TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
+		PID: l.nextPID, Creation: l.now - int64(l.rng.Intn(1000))*int64(time.Millisecond),
+		Present: 1<<numCounters - 1,
+		Memory:  memoryGauges{64 << 20, 16 << 20, 48 << 20, 2 << 30, 80 << 20, 2 << 30},
+	}
+	l.busy[i] = l.rng.Intn(5) == 0
+}
+
+// advance moves the cluster one scrape interval on.
+func (l *clusterLoad) advance() {
+	l.now += int64(benchInterval)
+	for i := range l.procs {
+		if l.rng.Intn(200) == 0 { // 0.5% exit and are replaced per scrape
+			l.spawn(i)
+		}
+		p := &l.procs[i]
+		if !l.busy[i] {
+			p.Counters[ctrSwitchesVoluntary] += int64(l.rng.Intn(4))
+			continue
+		}
+		p.Counters[ctrCPUUser] += l.rng.Int63n(int64(8 * time.Second))
+		p.Counters[ctrCPUSystem] += l.rng.Int63n(int64(time.Second))
+		p.Counters[ctrDiskRead] += l.rng.Int63n(64 << 20)
+		p.Counters[ctrDiskWrite] += l.rng.Int63n(8 << 20)
+		p.Counters[ctrDiskDelay] += l.rng.Int63n(int64(500 * time.Millisecond))
+		p.Counters[ctrCharsRead] += l.rng.Int63n(128 << 20)
+		p.Counters[ctrCharsWrite] += l.rng.Int63n(16 << 20)
+		p.Counters[ctrSyscallsRead] += l.rng.Int63n(20000)
+		p.Counters[ctrSyscallsWrite] += l.rng.Int63n(2000)
+		p.Counters[ctrFaultsMinor] += l.rng.Int63n(5000)
+		p.Counters[ctrSwitchesVoluntary] += l.rng.Int63n(2000)
+		p.Counters[ctrSwitchesInvoluntary] += l.rng.Int63n(500)
+		p.Counters[ctrRunDelay] += l.rng.Int63n(int64(2 * time.Second))
+	}
+}
+
+// threadCPU is the CPU time of the calling OS thread (Linux RUSAGE_THREAD):
+// unlike wall time it does not grow when other work on the machine takes
+// the CPU away. 0 where unsupported.
+func threadCPU() time.Duration {
+	const rusageThread = 1
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(rusageThread, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func heapAlloc() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+// BenchmarkStore200kProcesses30Snapshots measures the ring buffer itself:
+// each op ingests 30 snapshots of 200k processes (windows 1m and 5m, one
+// scrape every 10 s) and computes the figures after each.
+func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
+	const processes, snapshots = 200_000, 30
+	windows := []time.Duration{time.Minute, 5 * time.Minute}
+	var ingestNS, figuresNS, ingestCPUNS, figuresCPUNS, bytesPer, recordBytesPer, heapInUse, storeHeap float64
+	for range b.N {
+		b.StopTimer()
+		load := newClusterLoad(processes)
+		hosts := make([]hostAnswer, len(load.hosts))
+		for i, h := range load.hosts {
+			hosts[i] = hostAnswer{Host: h, Up: true}
+		}
+		base := heapAlloc()
+		s := newStore(windows, 0)
+		var ingest, figs, ingestCPU, figsCPU time.Duration
+		runtime.LockOSThread()
+		for range snapshots {
+			load.advance()
+			b.StartTimer()
+			start, startCPU := time.Now(), threadCPU()
+			if err := s.begin(load.now, hosts); err != nil {
+				b.Fatal(err)
+			}
+			for i := range load.procs {
+				if err := s.add(&load.procs[i]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := s.commit(); err != nil {
+				b.Fatal(err)
+			}
+			mid, midCPU := time.Now(), threadCPU()
+			f := s.computeFigures()
+			end, endCPU := time.Now(), threadCPU()
+			b.StopTimer()
+			runtime.KeepAlive(f)
+			ingest += mid.Sub(start)
+			figs += end.Sub(mid)
+			ingestCPU += midCPU - startCPU
+			figsCPU += endCPU - midCPU
+		}
+		runtime.UnlockOSThread()
+		var retained, recordBytes int
+		for _, sn := range s.ring {
+			retained += len(sn.rows)
+			recordBytes += cap(sn.rows)*4 + cap(sn.steps) + cap(sn.bySession)*8
+		}
+		// Drop the reusable ingest scratch so only retained state is counted.
+		s.records, s.scratch, s.memBySH, s.sortCounts = nil, nil, nil, nil
+		clear(s.memIndex)
+		after := heapAlloc()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		runtime.KeepAlive(s)
+		runtime.KeepAlive(load)
+		bytesPer = float64(after-base) / float64(retained)
+		storeHeap = float64(after-base) / (1 << 20)
+		recordBytesPer = float64(recordBytes) / float64(retained)
+		heapInUse = float64(ms.HeapInuse) / (1 << 20)
+		ingestNS = float64(ingest.Nanoseconds()) / snapshots
+		figuresNS = float64(figs.Nanoseconds()) / snapshots
+		ingestCPUNS = float64(ingestCPU.Nanoseconds()) / snapshots
+		figuresCPUNS = float64(figsCPU.Nanoseconds()) / snapshots
+	}
+	b.ReportMetric(bytesPer, "B/process-snapshot")
+	b.ReportMetric(recordBytesPer, "record-B/process-snapshot")
+	b.ReportMetric(heapInUse, "heap-inuse-MiB")
+	b.ReportMetric(storeHeap, "store-heap-MiB")
+	b.ReportMetric(ingestNS, "ns/snapshot-ingest")
+	b.ReportMetric(ingestNS/processes, "ns/process-ingest")
+	b.ReportMetric(figuresNS, "ns/figures")
+	b.ReportMetric(figuresNS/float64(len(windows)), "ns/window")
+	b.ReportMetric(ingestCPUNS, "cpu-ns/snapshot-ingest")
+	b.ReportMetric(figuresCPUNS, "cpu-ns/figures")
+}
+
+// BenchmarkConsumeSnapshot measures the whole ConsumeMetrics path (pdata
+// decode, ingest, figures, output) for a 20k-process snapshot.
+func BenchmarkConsumeSnapshot(b *testing.B) {
+	const processes = 20_000
+	load := newClusterLoad(processes)
+	build := func() pmetric.Metrics {
+		load.advance()
+		s := snapshottest.Snapshot{Time: time.Unix(0, load.now), TmID: testTmID, Coordinator: "mdw"}
+		for _, h := range load.hosts {
+			s.Hosts = append(s.Hosts, snapshottest.Host{Name: h, Up: true})
+		}
+		sessions := map[int64]bool{}
+		for i := range load.procs {
+			p := &load.procs[i]
+			if !sessions[p.Session] {
+				sessions[p.Session] = true
+				s.Sessions = append(s.Sessions, snapshottest.Session{ID: p.Session, PID: p.Session, State: "active"})
+			}
+			c := &p.Counters
+			s.Processes = append(s.Processes, snapshottest.Process{
+				Host: p.Host, Segment: int64(p.Segment), Session: p.Session, PID: int64(p.PID), Created: time.Unix(0, p.Creation),
+				CPUUser: float64(c[ctrCPUUser]) / 1e9, CPUSystem: float64(c[ctrCPUSystem]) / 1e9,
+				ReadBytes: c[ctrDiskRead], WriteBytes: c[ctrDiskWrite], CancelledWrite: c[ctrCancelledWrite],
+				DiskDelay: float64(c[ctrDiskDelay]) / 1e9, RChar: c[ctrCharsRead], WChar: c[ctrCharsWrite],
+				SyscR: c[ctrSyscallsRead], SyscW: c[ctrSyscallsWrite], MajorFaults: c[ctrFaultsMajor], MinorFault: c[ctrFaultsMinor],
+				Voluntary: c[ctrSwitchesVoluntary], Involuntary: c[ctrSwitchesInvoluntary], RunDelay: float64(c[ctrRunDelay]) / 1e9,
+				RSS: p.Memory[memRSS], Virtual: p.Memory[memVirtual],
+			})
+		}
+		return s.Metrics()
+	}
+	p, _ := newTestProcessor(b, &Config{Windows: []time.Duration{time.Minute, 5 * time.Minute}})
+	if err := p.ConsumeMetrics(context.Background(), build()); err != nil {
+		b.Fatal(err)
+	}
+	var total, cpu time.Duration
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	for range b.N {
+		b.StopTimer()
+		md := build()
+		runtime.GC() // the build's garbage is not the processor's cost
+		b.StartTimer()
+		start, startCPU := time.Now(), threadCPU()
+		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+			b.Fatal(err)
+		}
+		total += time.Since(start)
+		cpu += threadCPU() - startCPU
+	}
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N), "ns/snapshot")
+	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/processes, "ns/process")
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/processes, "cpu-ns/process")
+}
