@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -71,7 +72,20 @@ func startChild(t *testing.T, cmd *exec.Cmd) int64 {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	return int64(cmd.Process.Pid)
+	// Start returns once exec has begun; the new argv appears a moment later.
+	want := strings.Join(cmd.Args, "\x00") + "\x00"
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
+		require.NoError(t, err)
+		if string(b) == want {
+			return int64(cmd.Process.Pid)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("child %d never showed argv %q, has %q", cmd.Process.Pid, want, b)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func realService(t *testing.T, users ...string) *Service {
@@ -114,7 +128,8 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 		assert.Equal(t, first.ProcStat.Starttime, now.ProcStat.Starttime, "same process")
 		if now.ProcStat.Utime > first.ProcStat.Utime && now.ProcIo.WriteBytes > first.ProcIo.WriteBytes &&
 			now.ProcSchedstat.GetRunTimeNs() > first.ProcSchedstat.GetRunTimeNs() {
-			assert.GreaterOrEqual(t, now.ProcIo.Wchar, now.ProcIo.WriteBytes-first.ProcIo.WriteBytes)
+			assert.Greater(t, now.ProcIo.Wchar, first.ProcIo.Wchar)
+			assert.Greater(t, now.ProcIo.Syscw, first.ProcIo.Syscw)
 			return
 		}
 		if time.Now().After(deadline) {
@@ -145,7 +160,7 @@ func TestRealProcessOfAnotherUserIsDeniedAndAllowedWhenConfigured(t *testing.T) 
 	if os.Getuid() != 0 {
 		t.Skip("starting a process as nobody needs root")
 	}
-	cmd := exec.Command("sleep", "3600", "secret-argument")
+	cmd := exec.Command("sh", "-c", "sleep 3600; : secret-argument")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	pid := startChild(t, cmd)
 
@@ -156,5 +171,5 @@ func TestRealProcessOfAnotherUserIsDeniedAndAllowedWhenConfigured(t *testing.T) 
 	info, _ = readOne(t, realService(t, "nobody"), pid)
 	require.NotNil(t, info)
 	assert.Equal(t, int64(65534), info.ProcStatus.UidReal)
-	assert.Equal(t, "sleep 3600 secret-argument", info.Cmdline)
+	assert.Equal(t, "sh -c sleep 3600; : secret-argument", info.Cmdline)
 }
