@@ -209,6 +209,9 @@ DECLARE
   contents integer[] := '{}';
   conn text;
   sess integer := %[2]s.my_sess_id();
+  -- Segment backends carry the caller's sess_id and application_name, as
+  -- Greenplum's QEs do (quotes and backslashes dropped for the conninfo).
+  appname text := rtrim(left('%[5]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
 BEGIN
   IF lower(relation) NOT IN ('pg_stat_activity', 'pg_catalog.pg_stat_activity', '%[1]s.pg_stat_activity') THEN
     RAISE EXCEPTION 'gp_dist_random: the gpotel testbed only distributes pg_stat_activity, not %%', relation;
@@ -217,8 +220,8 @@ BEGIN
     FOR seg IN SELECT content, port FROM %[1]s.gp_segment_configuration
                WHERE content >= 0 AND role = 'p' AND status = 'u' ORDER BY content LOOP
       conn := 'gpotel_gang_seg' || seg.content;
-      PERFORM %[2]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%[5]s%%s''',
-        seg.port, current_database(), current_user, sess));
+      PERFORM %[2]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s''',
+        seg.port, current_database(), current_user, appname));
       conns := conns || conn;
       contents := contents || seg.content;
       PERFORM %[2]s.dblink_send_query(conn, 'SELECT %[4]s FROM %[1]s.pg_stat_activity');

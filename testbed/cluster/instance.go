@@ -37,23 +37,16 @@ func (c *Cluster) bringUpInstances(ctx context.Context) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	bringUp := func(in *Instance) error {
-		t0 := time.Now()
 		if err := c.account.run(gctx, "/bin/cp", "-a", template, in.DataDir); err != nil {
 			return err
 		}
 		if err := c.account.mkdirOwned(c.diskLocation(*in), 0o700); err != nil {
 			return err
 		}
-		t1 := time.Now()
 		if err := c.start(gctx, in, true); err != nil {
 			return err
 		}
-		t2 := time.Now()
-		err := c.installInstanceCatalog(gctx, *in)
-		if os.Getenv("GPOTEL_TESTBED_TRACE") != "" {
-			fmt.Fprintf(os.Stderr, "gpseg%d: copy %v start %v catalog %v\n", in.Content, t1.Sub(t0), t2.Sub(t1), time.Since(t2))
-		}
-		return err
+		return c.installInstanceCatalog(gctx, *in)
 	}
 	g.Go(func() error { return bringUp(&c.Coordinator) })
 	for i := range c.Segments {

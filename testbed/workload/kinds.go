@@ -25,6 +25,35 @@ func burnCPU(ctx context.Context, b *backend, until time.Time) error {
 	return nil
 }
 
+// parallelCPU builds a table for the backend and scans it with two parallel
+// workers per statement until the deadline; the table goes at the end.
+func (s *Session) parallelCPU(ctx context.Context, b *backend) error {
+	table := fmt.Sprintf("gpotel_parallel_%d", b.pid)
+	for _, q := range []string{
+		"SET max_parallel_workers_per_gather = 2",
+		"SET parallel_setup_cost = 0",
+		"SET parallel_tuple_cost = 0",
+		"SET min_parallel_table_scan_size = 0",
+		// Unlogged: parallel workers cannot read temp tables.
+		fmt.Sprintf("CREATE UNLOGGED TABLE %s AS SELECT g::float8 AS x FROM generate_series(1, 300000) g", table),
+	} {
+		if _, err := b.conn.Exec(ctx, q); err != nil {
+			return fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, _ = b.conn.Exec(dctx, "DROP TABLE IF EXISTS "+table)
+	}()
+	for time.Now().Before(s.until) {
+		if _, err := b.conn.Exec(ctx, fmt.Sprintf("SELECT sum(sqrt(x) * ln(x + 1)) FROM %s", table)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // rowBytes is roughly what one row of the I/O and memory tables occupies on a page.
 const rowBytes = 560
 

@@ -32,6 +32,11 @@ const (
 	// writes the evicted pages), flushes it to disk, drops it from the page
 	// cache and reads it back, on every backend.
 	IO Kind = "io"
+	// ParallelCPU runs parallel sequential scans on every backend: each
+	// statement starts parallel workers (backend_type 'parallel worker', with
+	// leader_pid set) that belong to the session while it runs. On plain
+	// PostgreSQL this is how one session spans several processes.
+	ParallelCPU Kind = "parallel_cpu"
 	// Memory holds MemoryBytes in local buffers and keeps sorting in work_mem.
 	Memory Kind = "memory"
 	// IdleInTransaction opens a transaction on every backend and sits idle in it.
@@ -89,7 +94,7 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) validate(c *cluster.Cluster) error {
 	var errs []error
 	switch s.Kind {
-	case CPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace:
+	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace:
 	default:
 		errs = append(errs, fmt.Errorf("unknown workload kind %q", s.Kind))
 	}
@@ -375,6 +380,8 @@ func (s *Session) run(ctx context.Context, g gang) error {
 	switch s.Kind {
 	case CPU:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return burnCPU(ctx, b, s.until) })
+	case ParallelCPU:
+		return eachBackend(ctx, g, s.parallelCPU)
 	case IO:
 		return eachBackend(ctx, g, s.ioLoop)
 	case Memory:

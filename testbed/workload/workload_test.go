@@ -95,7 +95,7 @@ func assertExited(t *testing.T, history map[int][]int) {
 func itoa(i int) string { return strconv.Itoa(i) }
 
 func TestWorkloads(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
 
 	t.Run("CPUSessionBurnsUserTimeOnEveryBackend", func(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "cpu", Kind: workload.CPU, Duration: 2 * time.Second})
@@ -128,6 +128,38 @@ func TestWorkloads(t *testing.T) {
 			t.Fatal(err)
 		}
 		assertExited(t, s.History())
+	})
+
+	t.Run("ParallelWorkersShareTheSessID", func(t *testing.T) {
+		s := start(t, c, workload.Spec{Name: "parallel", Kind: workload.ParallelCPU, Duration: 3 * time.Second})
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		seen := map[int]bool{}
+		for deadline := time.Now().Add(2500 * time.Millisecond); len(seen) < 1+len(c.Segments) && time.Now().Before(deadline); {
+			rows, err := conn.Query(ctx, `SELECT gp_segment_id FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1 AND backend_type = 'parallel worker'
+				UNION ALL SELECT -1 FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'parallel worker'`, s.SessID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var seg int
+				_ = rows.Scan(&seg)
+				seen[seg] = true
+			}
+			if err := rows.Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(seen) != 1+len(c.Segments) {
+			t.Errorf("parallel workers with sess_id %d seen on %v, want the coordinator and every segment", s.SessID(), seen)
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
 	})
 
 	t.Run("IOSessionBackendsWriteAndReadTheDisk", func(t *testing.T) {
@@ -279,6 +311,57 @@ func TestWorkloads(t *testing.T) {
 	t.Run("UnknownContentIsRejected", func(t *testing.T) {
 		if _, err := workload.Start(context.Background(), c, workload.Spec{Kind: workload.CPU, Contents: []int{99}}); err == nil {
 			t.Error("no error for content 99")
+		}
+	})
+}
+
+func TestPostgreSQLDialect(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+
+	t.Run("ParallelSessionShowsWorkersWithLeaderPID", func(t *testing.T) {
+		s := start(t, c, workload.Spec{Name: "parallel", Kind: workload.ParallelCPU, Duration: 3 * time.Second})
+		if p := s.Pids(); len(p) != 1 || len(p[-1]) != 1 {
+			t.Fatalf("pids %v: want one coordinator backend", p)
+		}
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close(ctx)
+		workers := 0
+		for deadline := time.Now().Add(2 * time.Second); workers == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE leader_pid = $1 AND backend_type = 'parallel worker'",
+				s.CoordinatorPID()).Scan(&workers)
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if workers == 0 {
+			t.Error("no parallel worker with the session's leader_pid seen in 2s")
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	t.Run("IOSessionWritesOnPlainPostgreSQL", func(t *testing.T) {
+		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: time.Second, IOBytes: 8 << 20})
+		pid := s.CoordinatorPID()
+		before, err := groundtruth.Read(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(800 * time.Millisecond)
+		after, err := groundtruth.Read(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.WriteBytes-before.WriteBytes < 4<<20 {
+			t.Errorf("backend %d wrote %d bytes", pid, after.WriteBytes-before.WriteBytes)
+		}
+		if err := s.Wait(); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
