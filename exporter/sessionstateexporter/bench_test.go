@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -93,6 +94,23 @@ func BenchmarkGetGPSessions(b *testing.B) {
 	slices.Sort(colds)
 	b.ReportMetric(float64(colds[len(colds)-1].Microseconds())/1000, "cold_ms")
 	b.ReportMetric(float64(mallocs)/float64(len(latencies)), "allocs/req")
+
+	// The server's own share, without gRPC and the client's decoding.
+	b.StopTimer()
+	cfg := testConfig()
+	svc := &getGPInfoService{store: newSessionStore(cfg, zap.NewNop(), ""), defaultPageSize: 100, maxPageSize: 10000, maxResponseBytes: cfg.MaxResponseBytes}
+	svc.store.consume(buildSnapshot(t0, benchSessions(sessions, 0)))
+	req := &yagpcc.GetGPSessionsReq{Field: byUserTimeDesc, PageSize: 100}
+	first, err := svc.GetGPSessions(ctx, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.PageToken = first.NextPageToken
+	b.ReportMetric(testing.AllocsPerRun(50, func() {
+		if _, err := svc.GetGPSessions(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}), "server_allocs/req")
 }
 
 // BenchmarkConsumeSnapshot: turning one processor snapshot of 10k sessions

@@ -187,7 +187,7 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 	return m
 }()
 
-func compareValues(kind valueKind, a, b sortValue) int {
+func compareValues(kind valueKind, a, b *sortValue) int {
 	if a.present != b.present {
 		if a.present {
 			return 1
@@ -270,7 +270,7 @@ type orderEntry struct {
 // compareTo orders an entry against a position (values + key) in the spec's order.
 func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortValue, bkey sessionKey) int {
 	for i, k := range spec {
-		c := compareValues(k.def.kind, avals[i], bvals[i])
+		c := compareValues(k.def.kind, &avals[i], &bvals[i])
 		if k.desc {
 			c = -c
 		}
