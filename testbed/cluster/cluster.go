@@ -5,6 +5,7 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -13,6 +14,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,6 +57,10 @@ type Options struct {
 	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
 	SegmentsPerHost int     // primaries per segment host
 	Dialect         Dialect // gp6, gp7 or postgresql
+	// Ephemeral ties the cluster to this process: a later Up removes it once
+	// this process is gone (say, a test binary killed by its timeout before
+	// its cleanup ran). Start sets it.
+	Ephemeral bool
 }
 
 // Instance is one running PostgreSQL server.
@@ -105,8 +112,16 @@ type Description struct {
 	DiskDir   string    `json:"disk_dir"`
 	PGBinDir  string    `json:"pg_bin_dir"`
 	StartedAt time.Time `json:"started_at"`
+	// Owner is the process an ephemeral cluster belongs to.
+	Owner *Owner `json:"owner,omitempty"`
 	// UpPhases says where Up spent its time.
 	UpPhases []Phase `json:"up_phases,omitempty"`
+}
+
+// Owner identifies a process across pid reuse.
+type Owner struct {
+	PID        int    `json:"pid"`
+	StartTicks uint64 `json:"start_ticks"`
 }
 
 // Phase is one timed step of Up.
@@ -205,6 +220,10 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.plan(opts)
+	if opts.Ephemeral {
+		c.Owner = &Owner{PID: os.Getpid(), StartTicks: processStartTicks(os.Getpid())}
+	}
+	reapOrphans()
 	if err := c.create(ctx); err != nil {
 		downErr := c.Down(context.WithoutCancel(ctx))
 		return nil, errors.Join(fmt.Errorf("testbed up in %s: %w", dir, err), downErr)
@@ -294,6 +313,10 @@ func (c *Cluster) plan(opts Options) {
 }
 
 func (c *Cluster) create(ctx context.Context) error {
+	// An early description lets Down (or the orphan reaper) clean up a half-made cluster.
+	if err := c.save(); err != nil {
+		return err
+	}
 	for _, d := range []string{c.SocketDir, filepath.Join(c.Dir, "logs"), c.DiskDir} {
 		if err := c.account.mkdirOwned(d, 0o755); err != nil {
 			return err
@@ -357,6 +380,7 @@ func Start(t testing.TB, opts Options) *Cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	begin := time.Now()
+	opts.Ephemeral = true
 	c, err := Up(ctx, opts)
 	if err != nil {
 		t.Fatalf("testbed: %v", err)
@@ -370,4 +394,45 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 	t.Logf("testbed %s (%s, 1+%d instances) up in %v at %s", c.ID, c.Dialect, len(c.Segments), time.Since(begin).Round(time.Millisecond), c.Dir)
 	return c
+}
+
+// reapOrphans takes down ephemeral clusters in the default locations whose
+// owner process has exited without calling Down.
+func reapOrphans() {
+	var found []string
+	for _, base := range []string{"/dev/shm", os.TempDir()} {
+		m, _ := filepath.Glob(filepath.Join(base, "gpotel-testbed-*", descriptionFile))
+		found = append(found, m...)
+	}
+	for _, file := range found {
+		c, err := Load(filepath.Dir(file))
+		if err != nil || c.Owner == nil || ownerAlive(*c.Owner) {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		_ = c.Down(ctx)
+		cancel()
+	}
+}
+
+func ownerAlive(o Owner) bool {
+	return o.PID > 0 && processStartTicks(o.PID) == o.StartTicks
+}
+
+// processStartTicks is field 22 of /proc/<pid>/stat, 0 when the process is gone.
+func processStartTicks(pid int) uint64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	end := bytes.LastIndexByte(b, ')')
+	if end < 0 {
+		return 0
+	}
+	f := strings.Fields(string(b[end+1:]))
+	if len(f) < 20 {
+		return 0
+	}
+	v, _ := strconv.ParseUint(f[19], 10, 64)
+	return v
 }

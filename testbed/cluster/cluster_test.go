@@ -355,3 +355,44 @@ func taggedProcesses(dir string) []string {
 	}
 	return out
 }
+
+// TestOrphanOfKilledTestIsReaped kills a test process that holds a cluster
+// (as a test timeout would) and checks that the next Up takes that cluster down.
+func TestOrphanOfKilledTestIsReaped(t *testing.T) {
+	if os.Getenv("GPOTEL_TESTBED_KILLED_CHILD") != "" {
+		c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+		fmt.Printf("DIR=%s\n", c.Dir)
+		os.Stdout.Sync()
+		select {} // wait to be killed
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanOfKilledTestIsReaped$")
+	cmd.Env = append(os.Environ(), "GPOTEL_TESTBED_KILLED_CHILD=1")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4096)
+	var out string
+	for !strings.Contains(out, "\n") {
+		n, err := stdout.Read(buf)
+		if err != nil {
+			t.Fatalf("child: %v (output %q)", err, out)
+		}
+		out += string(buf[:n])
+	}
+	dir := strings.TrimSpace(strings.TrimPrefix(strings.SplitN(out, "\n", 2)[0], "DIR="))
+	orphan, err := cluster.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = cmd.Process.Kill()
+	_ = cmd.Wait()
+	if len(orphan.Processes()) == 0 {
+		t.Fatal("the orphan's postgres should outlive the killed test")
+	}
+	cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	assertGone(t, orphan)
+}

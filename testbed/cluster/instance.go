@@ -153,6 +153,7 @@ max_connections = 40
 max_worker_processes = 8
 max_parallel_workers = 4
 max_wal_senders = 0
+max_logical_replication_workers = 0
 wal_level = minimal
 fsync = on
 max_wal_size = 64MB
