@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -13,6 +14,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 // descriptorsOverReflection asks the server's reflection service for the file
@@ -142,4 +145,16 @@ func TestHealthReportsServing(t *testing.T) {
 			t.Fatalf("health %q: %s", service, resp.Status)
 		}
 	}
+}
+
+func TestShutdownStopsServing(t *testing.T) {
+	srv := startDefault(t)
+	if _, err := srv.client.GetTotalSessionsStat(ctxTimeout(t), &yagpcc.GetTotalSessionsReq{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.exp.Shutdown(ctxTimeout(t)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := srv.client.GetTotalSessionsStat(ctxTimeout(t), &yagpcc.GetTotalSessionsReq{})
+	assertCode(t, err, codes.Unavailable, "")
 }
