@@ -46,6 +46,8 @@ type parsedSnapshot struct {
 	time     time.Time
 	host     string
 	sessions []*session
+	// hasSnapshot: a snapshot resource was present (it may hold no session).
+	hasSnapshot bool
 	// invalid counts session resources without a usable identity.
 	invalid int
 	// lastWindowMissing counts sessions that lack the last_metrics window.
@@ -100,6 +102,7 @@ func (p *snapshotParser) parse(md pmetric.Metrics) parsedSnapshot {
 		kind, _ := rm.Resource().Attributes().Get(gpsemconv.AttrResourceKind)
 		switch kind.Str() {
 		case gpsemconv.KindSnapshot:
+			snap.hasSnapshot = true
 			if h, ok := rm.Resource().Attributes().Get(gpsemconv.AttrHostName); ok {
 				snap.host = h.AsString()
 			}
@@ -123,6 +126,10 @@ func (p *snapshotParser) parse(md pmetric.Metrics) parsedSnapshot {
 	}
 	if snap.time.IsZero() {
 		snap.time = sessionTime
+	}
+	if snap.time.IsZero() {
+		// Points without timestamps: the arrival time is the best we know.
+		snap.time = time.Now().UTC()
 	}
 	host := p.hostOverride
 	if host == "" {

@@ -75,7 +75,7 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 		st.logger.Warn("session resources without gpotel.session.id or gpotel.tm_id were skipped",
 			zap.Int("skipped", snap.invalid))
 	}
-	if len(snap.sessions) == 0 && snap.host == "" {
+	if len(snap.sessions) == 0 && !snap.hasSnapshot {
 		// Not a snapshot (nothing of ours in it): keep what we have.
 		return
 	}

@@ -136,3 +136,14 @@ func TestSessionsWithoutSnapshotResourceUseTheirOwnTime(t *testing.T) {
 		t.Fatalf("time %v host %q, want %v and the session's host.name", got.Time.AsTime(), got.Hostname, t0)
 	}
 }
+
+func TestEmptySnapshotEndsEverySession(t *testing.T) {
+	cfg := testConfig()
+	cfg.SessionGracePeriod = 0
+	srv := startServer(t, cfg, nopHost())
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{1, 2}, 10)))
+	srv.consume(t, buildSnapshot(t0.Add(time.Second), nil))
+	if got := sessIDs(listAll(t, srv)); len(got) != 0 {
+		t.Fatalf("after an empty snapshot: %v, want none", got)
+	}
+}
