@@ -80,8 +80,10 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 		return
 	}
 	old := st.load()
-	if snap.time.Before(old.time) {
-		st.logger.Warn("snapshot older than the one already served was ignored",
+	// A replayed or late snapshot (the processor forwards those without
+	// figures) must not replace the newer one.
+	if !old.time.IsZero() && !snap.time.After(old.time) {
+		st.logger.Warn("snapshot not newer than the one already served was ignored",
 			zap.Time("snapshot_time", snap.time), zap.Time("served_time", old.time))
 		return
 	}

@@ -106,10 +106,11 @@ func TestBadInputIsSkippedNotServed(t *testing.T) {
 	}
 }
 
-func TestOlderSnapshotIsIgnored(t *testing.T) {
+func TestSnapshotNotNewerIsIgnored(t *testing.T) {
 	srv := startDefault(t)
 	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10)))
 	srv.consume(t, buildSnapshot(t0.Add(-time.Minute), sessionsWithUserTime([]int64{7}, 10)))
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{8}, 10)))
 	resp := listAll(t, srv)
 	if got := sessIDs(resp); !equalInts(got, []int64{1}) {
 		t.Fatalf("got %v, want [1]", got)
