@@ -1,0 +1,130 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/receiver/receivertest"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
+	"github.com/gpotel/gpotel/segmentagent"
+	"github.com/gpotel/gpotel/segmentagent/procfixture"
+)
+
+// memorySource is a cluster without a database: hosts sdw1..sdwN with one
+// segment each, every segment holding the same fixture pids.
+type memorySource struct {
+	state *ClusterState
+	rows  []SegmentConfigRow
+}
+
+func (m *memorySource) Discover(context.Context) (*ClusterState, error) { return m.state, nil }
+func (m *memorySource) SegmentConfiguration(context.Context) ([]SegmentConfigRow, error) {
+	return m.rows, nil
+}
+func (m *memorySource) Close() {}
+
+func newMemorySource(hosts int, pids []int) *memorySource {
+	m := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000}}
+	m.rows = append(m.rows, SegmentConfigRow{Content: -1, Role: "p", Status: "u", Hostname: "mdw"})
+	for h := 0; h < hosts; h++ {
+		m.rows = append(m.rows, SegmentConfigRow{Content: int64(h), Role: "p", Status: "u", Hostname: fmt.Sprintf("sdw%d", h+1)})
+		for i, pid := range pids {
+			sess := int64(1000 + i%50) // 50 sessions spread over every host
+			m.state.Backends = append(m.state.Backends, Backend{SegmentID: int64(h), PID: int64(pid), SessionID: sess, BackendType: "client backend"})
+		}
+	}
+	for s := 0; s < 50; s++ {
+		m.state.Sessions = append(m.state.Sessions, SessionRow{PID: int64(900_000 + s), SessionID: int64(1000 + s), Datname: strp("tpch"), Usename: strp("gpadmin"), State: strp("active"), Query: strp("SELECT count(*) FROM lineitem")})
+	}
+	return m
+}
+
+// benchAgents serves one fixture procfs through n real agent services, each
+// on its own loopback listener, as n emulated hosts.
+func benchAgents(b *testing.B, n int, procRoot string) map[string]string {
+	b.Helper()
+	cfg := segmentagent.NewDefaultServiceConfig()
+	cfg.ProcRoot = procRoot
+	cfg.AllowedUsers = []string{strconv.Itoa(os.Getuid())}
+	endpoints := map[string]string{}
+	for h := 1; h <= n; h++ {
+		svc, err := segmentagent.NewService(cfg, zap.NewNop(), nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			b.Fatal(err)
+		}
+		srv := grpc.NewServer(grpc.MaxSendMsgSize(64 << 20))
+		yagpcc.RegisterGetQueryInfoServer(srv, svc)
+		go func() { _ = srv.Serve(lis) }()
+		b.Cleanup(srv.Stop)
+		endpoints[fmt.Sprintf("sdw%d", h)] = lis.Addr().String()
+	}
+	return endpoints
+}
+
+// BenchmarkScrape is one full scrape (routing, fan-out over gRPC to every
+// host, conversion, pdata emission) over N hosts with P processes each.
+func BenchmarkScrape(b *testing.B) {
+	for _, size := range []struct{ hosts, pids int }{{10, 1000}, {100, 2000}} {
+		b.Run(fmt.Sprintf("hosts=%d/pids=%d", size.hosts, size.pids), func(b *testing.B) {
+			root := b.TempDir()
+			pids := make([]int, size.pids)
+			for i := range pids {
+				pids[i] = 10_000 + i
+			}
+			if err := procfixture.Write(root, pids, os.Getuid()); err != nil {
+				b.Fatal(err)
+			}
+			cfg := createDefaultConfig()
+			cfg.DSN = "host=unused"
+			cfg.Agents = benchAgents(b, size.hosts, root)
+			cfg.Timeout = 5 * time.Minute
+			cfg.HostTimeout = 4 * time.Minute
+			s, err := newSessionScraper(cfg, receivertest.NewNopSettings(metadata.Type), newMemorySource(size.hosts, pids))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := s.start(context.Background(), componenttest.NewNopHost()); err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { _ = s.shutdown(context.Background()) })
+			// A first scrape opens the connections; the timed ones are steady state.
+			if _, err := s.scrape(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var points, resources int
+			for i := 0; i < b.N; i++ {
+				md, err := s.scrape(context.Background())
+				if err != nil {
+					b.Fatal(err)
+				}
+				points, resources = md.DataPointCount(), md.ResourceMetrics().Len()
+			}
+			b.StopTimer()
+			want := size.hosts*size.pids + 50 + 1
+			if resources != want {
+				b.Fatalf("%d resources, want %d (every process, every session, the snapshot)", resources, want)
+			}
+			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/scrape")
+			b.ReportMetric(float64(size.hosts*size.pids), "processes/scrape")
+			b.ReportMetric(float64(points), "datapoints/scrape")
+		})
+	}
+}
