@@ -49,7 +49,12 @@ func str(v string) sortValue      { return sortValue{present: true, s: v} }
 func num(v int64) sortValue       { return sortValue{present: true, i: v} }
 func unsigned(v uint64) sortValue { return sortValue{present: true, u: v} }
 func float(v float64) sortValue   { return sortValue{present: true, f: v} }
-func boolean(v bool) sortValue    { return num(map[bool]int64{false: 0, true: 1}[v]) }
+func boolean(v bool) sortValue {
+	if v {
+		return num(1)
+	}
+	return num(0)
+}
 func stamp(t *timestamppb.Timestamp) sortValue {
 	if t == nil {
 		return sortValue{}
@@ -57,19 +62,19 @@ func stamp(t *timestamppb.Timestamp) sortValue {
 	return sortValue{present: true, i: t.GetSeconds(), i2: int64(t.GetNanos())}
 }
 
-func info(s *session) *yagpcc.SessionInfo { return s.state.GetSessionInfo() }
+func infoOf(s *session) *yagpcc.SessionInfo { return s.state.GetSessionInfo() }
 
 // Kinds by how SessionInfo values read.
 func infoString(f func(*yagpcc.SessionInfo) string) sortField {
-	return sortField{kindString, func(s *session) sortValue { return str(f(info(s))) }}
+	return sortField{kindString, func(s *session) sortValue { return str(f(infoOf(s))) }}
 }
 
 func infoInt(f func(*yagpcc.SessionInfo) int64) sortField {
-	return sortField{kindInt, func(s *session) sortValue { return num(f(info(s))) }}
+	return sortField{kindInt, func(s *session) sortValue { return num(f(infoOf(s))) }}
 }
 
 func infoTime(f func(*yagpcc.SessionInfo) *timestamppb.Timestamp) sortField {
-	return sortField{kindPair, func(s *session) sortValue { return stamp(f(info(s))) }}
+	return sortField{kindPair, func(s *session) sortValue { return stamp(f(infoOf(s))) }}
 }
 
 func queryString(f func(*yagpcc.QueryInfo) string) sortField {
@@ -132,7 +137,7 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 		yagpcc.SessionField_SESSION_FIELD_STATE_CHANGE:     infoTime((*yagpcc.SessionInfo).GetStateChange),
 		yagpcc.SessionField_SESSION_FIELD_WAITING_REASON:   infoString((*yagpcc.SessionInfo).GetWaitingReason),
 		yagpcc.SessionField_SESSION_FIELD_WAITING: {kindInt, func(s *session) sortValue {
-			return boolean(info(s).GetWaiting())
+			return boolean(infoOf(s).GetWaiting())
 		}},
 		yagpcc.SessionField_SESSION_FIELD_STATE:            infoString((*yagpcc.SessionInfo).GetState),
 		yagpcc.SessionField_SESSION_FIELD_BACKEND_XID:      infoString((*yagpcc.SessionInfo).GetBackendXid),
@@ -267,7 +272,7 @@ type orderEntry struct {
 	vals []sortValue
 }
 
-// compareTo orders an entry against a position (values + key) in the spec's order.
+// compare orders two positions (sort values + key) in the spec's order.
 func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortValue, bkey sessionKey) int {
 	for i, k := range spec {
 		c := compareValues(k.def.kind, &avals[i], &bvals[i])
