@@ -13,6 +13,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/config/configopaque"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
@@ -313,6 +315,64 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 	}
 	if up := hostUp(md); len(up) != 1 || up[cluster.CoordinatorHost] != 1 {
 		t.Errorf("host.up %v", up)
+	}
+
+	t.Run("the collector delivers one snapshot per ConsumeMetrics", func(t *testing.T) {
+		rcfg := *cfg
+		// Timeouts beyond the interval: scrapes queue behind each other, never overlap.
+		rcfg.CollectionInterval = 100 * time.Millisecond
+		rcfg.Timeout = 10 * time.Second
+		rcfg.HostTimeout = 5 * time.Second
+		rcfg.InitialDelay = 0
+		sink := new(consumertest.MetricsSink)
+		rcv, err := NewFactory().CreateMetrics(context.Background(), receivertest.NewNopSettings(metadata.Type), &rcfg, sink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rcv.Start(context.Background(), componenttest.NewNopHost()); err != nil {
+			t.Fatal(err)
+		}
+		deadline := time.Now().Add(20 * time.Second)
+		for len(sink.AllMetrics()) < 3 && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if err := rcv.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		all := sink.AllMetrics()
+		if len(all) < 3 {
+			t.Fatalf("%d batches in 20s", len(all))
+		}
+		for i, md := range all {
+			if n := len(resourcesOfKind(md, gpsemconv.KindSnapshot)); n != 1 {
+				t.Errorf("batch %d holds %d snapshot resources", i, n)
+			}
+			stamps := map[pcommon.Timestamp]bool{}
+			forEachPoint(md, func(dp pmetric.NumberDataPoint) { stamps[dp.Timestamp()] = true })
+			if len(stamps) != 1 {
+				t.Errorf("batch %d has %d distinct timestamps", i, len(stamps))
+			}
+		}
+	})
+}
+
+func forEachPoint(md pmetric.Metrics, f func(pmetric.NumberDataPoint)) {
+	for i := 0; i < md.ResourceMetrics().Len(); i++ {
+		sms := md.ResourceMetrics().At(i).ScopeMetrics()
+		for j := 0; j < sms.Len(); j++ {
+			ms := sms.At(j).Metrics()
+			for k := 0; k < ms.Len(); k++ {
+				var dps pmetric.NumberDataPointSlice
+				if ms.At(k).Type() == pmetric.MetricTypeSum {
+					dps = ms.At(k).Sum().DataPoints()
+				} else {
+					dps = ms.At(k).Gauge().DataPoints()
+				}
+				for l := 0; l < dps.Len(); l++ {
+					f(dps.At(l))
+				}
+			}
+		}
 	}
 }
 
