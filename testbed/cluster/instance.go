@@ -100,6 +100,7 @@ func (c *Cluster) template(ctx context.Context) (string, error) {
 	if err := os.WriteFile(filepath.Join(data, templateReadyFile), version, 0o644); err != nil {
 		return "", err
 	}
+	removeStaleTemplates(cacheRoot, dir)
 	if err := os.Rename(data, dir); err != nil {
 		if _, statErr := os.Stat(filepath.Join(dir, templateReadyFile)); statErr == nil {
 			return dir, nil // another Up finished first
@@ -122,6 +123,20 @@ func dropRebuildableForks(dataDir string) error {
 		}
 		return nil
 	})
+}
+
+// removeStaleTemplates deletes templates of other PostgreSQL builds or
+// template versions made more than an hour ago.
+func removeStaleTemplates(cacheRoot, keep string) {
+	entries, _ := os.ReadDir(cacheRoot)
+	for _, e := range entries {
+		path := filepath.Join(cacheRoot, e.Name())
+		info, err := e.Info()
+		if err != nil || path == keep || strings.HasPrefix(e.Name(), "build-") || time.Since(info.ModTime()) < time.Hour {
+			continue
+		}
+		_ = os.RemoveAll(path)
+	}
 }
 
 // templateReadyFile marks a complete template; PostgreSQL ignores unknown files in a data dir.
