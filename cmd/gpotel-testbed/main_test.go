@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
+)
+
+func TestUpStatusDownRoundTrip(t *testing.T) {
+	parent, err := os.MkdirTemp("", "gpotel-testbed-cli-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(parent)
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(parent, "tb")
+	ctx := context.Background()
+	if err := runUp(ctx, []string{"--dir", dir, "--dialect", "gp6", "--hosts", "1", "--segments-per-host", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := cluster.Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Down(context.Background()) })
+	if len(c.Segments) != 1 || c.Dialect != cluster.DialectGP6 || c.Owner != nil {
+		t.Errorf("description: %d segments, dialect %s, owner %v", len(c.Segments), c.Dialect, c.Owner)
+	}
+	if err := runStatus(ctx, []string{"--dir", dir}); err != nil {
+		t.Errorf("status of a running cluster: %v", err)
+	}
+	if err := runUp(ctx, []string{"--dir", dir}); err == nil {
+		t.Error("up over a running cluster: no error")
+	}
+	if err := runDown(ctx, []string{"--dir", dir}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("%s still exists after down", dir)
+	}
+	if err := runDown(ctx, []string{"--dir", dir}); err != nil {
+		t.Errorf("second down: %v", err)
+	}
+	if err := runStatus(ctx, []string{"--dir", dir}); err == nil {
+		t.Error("status without a cluster: no error")
+	}
+}
+
+func TestUnknownDialectIsRejected(t *testing.T) {
+	if err := runUp(context.Background(), []string{"--dialect", "oracle"}); err == nil {
+		t.Error("no error for dialect oracle")
+	}
+}
