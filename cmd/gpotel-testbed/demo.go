@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/e2e"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+func init() {
+	register(subcommand{name: "demo", summary: "run gpotel whole on a new testbed with a workload; print where its output goes", run: runDemo})
+}
+
+// demoWorkloads keep the testbed busy in every way gpotel measures, sized for
+// a small machine; each is restarted when its run ends.
+var demoWorkloads = []workload.Spec{
+	{Name: "cpu", Kind: workload.CPU, Duration: 45 * time.Second},
+	{Name: "io", Kind: workload.IO, Duration: 40 * time.Second, IOBytes: 16 << 20},
+	{Name: "memory", Kind: workload.Memory, Duration: 50 * time.Second, MemoryBytes: 32 << 20},
+	{Name: "idle-in-transaction", Kind: workload.IdleInTransaction, Duration: 60 * time.Second},
+	{Name: "churn", Kind: workload.Churn, Duration: 30 * time.Second, Interval: time.Second},
+}
+
+func runDemo(ctx context.Context, args []string) error {
+	var (
+		dir, out, dialect, api, config, collectorBin, agentBin string
+		duration                                               time.Duration
+		opts                                                   cluster.Options
+	)
+	fs := newFlags("demo", &dir, false)
+	fs.DurationVar(&duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
+	fs.StringVar(&out, "out", "", "directory for the collector and agent logs and the OTLP output (kept); empty means a new temporary directory")
+	fs.IntVar(&opts.Hosts, "hosts", 2, "emulated segment hosts (sdw1..sdwN)")
+	fs.IntVar(&opts.SegmentsPerHost, "segments-per-host", 2, "primary segments per host")
+	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6 or gp7")
+	fs.StringVar(&api, "api", "127.0.0.1:1432", "where the collector serves GetGPInfo")
+	fs.StringVar(&config, "config", "config/testbed.yaml", "collector configuration")
+	fs.StringVar(&collectorBin, "collector", "build/otelcol-gpotel", "the ocb-built collector (make collector)")
+	fs.StringVar(&agentBin, "agent", "build/gpotel-agent", "the agent binary (make agent)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if duration < 0 {
+		return errors.New("--duration must not be negative")
+	}
+	opts.Dir = dir
+	opts.Dialect = cluster.Dialect(dialect)
+	if opts.Dialect != cluster.DialectGP6 && opts.Dialect != cluster.DialectGP7 {
+		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6 or gp7", dialect)
+	}
+	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin}
+	for flagName, path := range files {
+		resolved, err := repoFile(*path)
+		if err != nil {
+			return fmt.Errorf("%s: %w (run `make build` first)", flagName, err)
+		}
+		*path = resolved
+	}
+	if out == "" {
+		var err error
+		if out, err = os.MkdirTemp("", "gpotel-demo-"); err != nil {
+			return err
+		}
+	}
+	if duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, duration)
+		defer cancel()
+	}
+
+	c, err := cluster.Up(ctx, opts)
+	if err != nil {
+		return err
+	}
+	// Teardown runs on its own clock: ctx is already done after SIGINT or --duration.
+	teardown := func() error {
+		tctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		return c.Down(tctx)
+	}
+	emit(map[string]any{"event": "testbed", "id": c.ID, "dir": c.Dir, "coordinator_dsn": c.CoordinatorDSN,
+		"hosts": len(c.Hosts) - 1, "segments": len(c.Segments), "dialect": c.Dialect})
+
+	stack, err := e2e.Launch(ctx, c, e2e.StackOptions{
+		Binaries:    e2e.Binaries{Collector: collectorBin, Agent: agentBin},
+		Config:      config,
+		Dir:         out,
+		APIEndpoint: api,
+		WriteOTLP:   true,
+	})
+	if err != nil {
+		return errors.Join(err, teardown())
+	}
+	for host, endpoint := range stack.AgentEndpoints {
+		emit(map[string]any{"event": "agent", "host": host, "endpoint": endpoint, "pid": stack.Agents[host].PID()})
+	}
+	emit(map[string]any{"event": "collector", "pid": stack.Collector.PID(), "config": config, "log": stack.Collector.Log,
+		"health": "http://" + stack.Health + "/", "telemetry": "http://" + stack.Telemetry + "/metrics"})
+	emit(map[string]any{"event": "api", "endpoint": stack.API, "service": "yagpcc.GetGPInfo",
+		"try": "gpotel-top --addr " + stack.API})
+	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line"})
+
+	var wg sync.WaitGroup
+	for _, spec := range demoWorkloads {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			keepRunning(ctx, c, spec)
+		}()
+	}
+	emit(map[string]any{"event": "running", "duration": duration.String(), "workloads": len(demoWorkloads)})
+	<-ctx.Done()
+	wg.Wait()
+	stackErr := stack.Close()
+	downErr := teardown()
+	emit(map[string]any{"event": "stopped", "out": out})
+	return errors.Join(stackErr, downErr)
+}
+
+// keepRunning restarts one workload session until ctx ends.
+func keepRunning(ctx context.Context, c *cluster.Cluster, spec workload.Spec) {
+	for ctx.Err() == nil {
+		s, err := workload.Start(ctx, c, spec)
+		if err == nil {
+			err = s.Wait()
+		}
+		if err != nil && ctx.Err() == nil {
+			emit(map[string]any{"event": "workload_error", "workload": spec.Name, "error": err.Error()})
+			select {
+			case <-ctx.Done():
+			case <-time.After(5 * time.Second):
+			}
+		}
+	}
+}
+
+// repoFile finds path as given, else relative to the repository root, so
+// the demo runs from any directory of a checkout.
+func repoFile(path string) (string, error) {
+	if _, err := os.Stat(path); err == nil {
+		return filepath.Abs(path)
+	}
+	if !filepath.IsAbs(path) {
+		if root, err := e2e.RepoRoot(); err == nil {
+			p := filepath.Join(root, path)
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	return "", fmt.Errorf("%s not found", path)
+}
+
+// emit prints one JSON line on stdout.
+func emit(v map[string]any) {
+	v["time"] = time.Now().UTC().Format(time.RFC3339Nano)
+	b, _ := json.Marshal(v)
+	fmt.Println(string(b))
+}

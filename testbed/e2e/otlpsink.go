@@ -1,0 +1,112 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	"google.golang.org/grpc"
+	// The collector's otlp exporter compresses with gzip by default.
+	_ "google.golang.org/grpc/encoding/gzip"
+)
+
+// OTLPSink is a real OTLP/gRPC metrics endpoint: it keeps the newest requests
+// in memory for tests and, given a file, appends each one as an OTLP/JSON line.
+type OTLPSink struct {
+	pmetricotlp.UnimplementedGRPCServer
+
+	lis  net.Listener
+	srv  *grpc.Server
+	keep int
+
+	mu       sync.Mutex
+	received []pmetric.Metrics
+	requests int
+	out      *os.File
+	w        *bufio.Writer
+	json     pmetric.JSONMarshaler
+	writeErr error
+}
+
+// StartOTLPSink listens on addr (host:port, port 0 picks one), keeping at most
+// keep requests in memory; jsonlPath may be empty.
+func StartOTLPSink(addr, jsonlPath string, keep int) (*OTLPSink, error) {
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("otlp sink: %w", err)
+	}
+	s := &OTLPSink{lis: lis, srv: grpc.NewServer(grpc.MaxRecvMsgSize(64 << 20)), keep: keep}
+	if jsonlPath != "" {
+		f, err := os.OpenFile(jsonlPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			lis.Close()
+			return nil, fmt.Errorf("otlp sink: %w", err)
+		}
+		s.out, s.w = f, bufio.NewWriter(f)
+	}
+	pmetricotlp.RegisterGRPCServer(s.srv, s)
+	go func() { _ = s.srv.Serve(lis) }()
+	return s, nil
+}
+
+// Addr is the sink's host:port.
+func (s *OTLPSink) Addr() string { return s.lis.Addr().String() }
+
+// Export keeps one request.
+func (s *OTLPSink) Export(_ context.Context, req pmetricotlp.ExportRequest) (pmetricotlp.ExportResponse, error) {
+	md := pmetric.NewMetrics()
+	req.Metrics().CopyTo(md)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests++
+	if s.keep > 0 {
+		if len(s.received) == s.keep {
+			s.received = append(s.received[:0], s.received[1:]...)
+		}
+		s.received = append(s.received, md)
+	}
+	if s.w != nil && s.writeErr == nil {
+		b, err := s.json.MarshalMetrics(md)
+		if err == nil {
+			_, err = s.w.Write(append(b, '\n'))
+		}
+		if err == nil {
+			err = s.w.Flush()
+		}
+		s.writeErr = err
+	}
+	return pmetricotlp.NewExportResponse(), nil
+}
+
+// Received returns the kept requests, oldest first.
+func (s *OTLPSink) Received() []pmetric.Metrics {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]pmetric.Metrics(nil), s.received...)
+}
+
+// Requests counts every request ever received.
+func (s *OTLPSink) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// Stop ends the server and closes the file; it reports a failed write.
+func (s *OTLPSink) Stop() error {
+	s.srv.Stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.out != nil {
+		if err := s.out.Close(); err != nil && s.writeErr == nil {
+			s.writeErr = err
+		}
+		s.out, s.w = nil, nil
+	}
+	return s.writeErr
+}

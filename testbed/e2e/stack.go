@@ -1,0 +1,295 @@
+// Package e2e runs gpotel whole on a testbed: the ocb-built collector with
+// config/testbed.yaml, one gpotel-agent per emulated segment host on its
+// loopback address, and an OTLP/gRPC sink for the collector's OTLP output.
+// `gpotel-testbed demo`, `make run` and the end-to-end tests all start it here.
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/cluster"
+)
+
+// StackOptions say how to run gpotel on a testbed.
+type StackOptions struct {
+	Binaries
+	// Config is the collector configuration (config/testbed.yaml).
+	Config string
+	// Dir receives the logs and the OTLP output (otlp-metrics.jsonl).
+	Dir string
+	// APIEndpoint is where GetGPInfo listens; empty picks a free loopback port.
+	APIEndpoint string
+	// CollectorArgs are added to the collector's command line (--set overrides).
+	CollectorArgs []string
+	// OTLPKeep is how many OTLP requests the sink keeps in memory.
+	OTLPKeep int
+	// WriteOTLP appends every OTLP request to Dir/otlp-metrics.jsonl.
+	WriteOTLP bool
+}
+
+// Stack is gpotel running on a testbed.
+type Stack struct {
+	Cluster   *cluster.Cluster
+	Collector *Process
+	// Agents are the gpotel-agent processes by emulated host name.
+	Agents map[string]*Process
+	// AgentEndpoints are the agents' host:port by emulated host name.
+	AgentEndpoints map[string]string
+	Sink           *OTLPSink
+	API            string // GetGPInfo host:port
+	Health         string // health_check host:port
+	Telemetry      string // the collector's own Prometheus metrics host:port
+	OTLPFile       string // empty unless WriteOTLP
+
+	opts     StackOptions
+	pgOSUser string
+}
+
+// Launch starts the OTLP sink, the agents and the collector, and waits until
+// the collector's health check and its GetGPInfo API answer. On error nothing
+// it started is left running.
+func Launch(ctx context.Context, c *cluster.Cluster, o StackOptions) (*Stack, error) {
+	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	s := &Stack{Cluster: c, Agents: map[string]*Process{}, AgentEndpoints: map[string]string{}, opts: o}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = s.Close()
+		}
+	}()
+	var err error
+	if s.pgOSUser, err = instanceOwner(c.Coordinator.DataDir); err != nil {
+		return nil, err
+	}
+	if o.WriteOTLP {
+		s.OTLPFile = filepath.Join(o.Dir, "otlp-metrics.jsonl")
+	}
+	if s.Sink, err = StartOTLPSink("127.0.0.1:0", s.OTLPFile, o.OTLPKeep); err != nil {
+		return nil, err
+	}
+	for _, h := range segmentHosts(c) {
+		if err := s.StartAgent(h.Name); err != nil {
+			return nil, err
+		}
+	}
+	if err := s.startCollector(ctx); err != nil {
+		return nil, err
+	}
+	ok = true
+	return s, nil
+}
+
+// segmentHosts are the emulated hosts that get an agent: every host but the
+// coordinator's, whose /proc the collector reads itself (local_hosts).
+func segmentHosts(c *cluster.Cluster) []cluster.Host {
+	var out []cluster.Host
+	for _, h := range c.Hosts {
+		if h.Name != cluster.CoordinatorHost {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// StartAgent starts (or restarts, on the same endpoint) the agent of one host.
+func (s *Stack) StartAgent(host string) error {
+	var h cluster.Host
+	for _, x := range s.Cluster.Hosts {
+		if x.Name == host {
+			h = x
+		}
+	}
+	if h.Name == "" {
+		return fmt.Errorf("no emulated host %q", host)
+	}
+	endpoint := s.AgentEndpoints[host]
+	if endpoint == "" {
+		port, err := freePort(h.AgentAddress)
+		if err != nil {
+			return err
+		}
+		endpoint = net.JoinHostPort(h.AgentAddress, strconv.Itoa(port))
+	}
+	p, err := StartProcess("agent "+host, filepath.Join(s.opts.Dir, "agent-"+host+".log"), nil, s.opts.Agent,
+		"--listen", endpoint, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn")
+	if err != nil {
+		return err
+	}
+	if err := waitListening(p, endpoint, 20*time.Second); err != nil {
+		_ = p.Kill()
+		return err
+	}
+	s.Agents[host], s.AgentEndpoints[host] = p, endpoint
+	return nil
+}
+
+// KillAgent ends one host's agent with SIGKILL, as a crash would.
+func (s *Stack) KillAgent(host string) error {
+	p := s.Agents[host]
+	if p == nil {
+		return fmt.Errorf("no agent for %q", host)
+	}
+	return p.Kill()
+}
+
+func (s *Stack) startCollector(ctx context.Context) error {
+	api := s.opts.APIEndpoint
+	if api == "" {
+		port, err := freePort("127.0.0.1")
+		if err != nil {
+			return err
+		}
+		api = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	}
+	healthPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	telemetryPort, err := freePort("127.0.0.1")
+	if err != nil {
+		return err
+	}
+	s.API = api
+	s.Health = net.JoinHostPort("127.0.0.1", strconv.Itoa(healthPort))
+	s.Telemetry = net.JoinHostPort("127.0.0.1", strconv.Itoa(telemetryPort))
+	env := []string{
+		"GPOTEL_COORDINATOR_DSN=" + s.Cluster.CoordinatorDSN,
+		"GPOTEL_AGENTS=" + agentsYAML(s.AgentEndpoints),
+		"GPOTEL_PG_OS_USER=" + s.pgOSUser,
+		"GPOTEL_API_ENDPOINT=" + s.API,
+		"GPOTEL_OTLP_ENDPOINT=" + s.Sink.Addr(),
+		"GPOTEL_HEALTH_ENDPOINT=" + s.Health,
+		"GPOTEL_TELEMETRY_PORT=" + strconv.Itoa(telemetryPort),
+	}
+	args := append([]string{"--config", s.opts.Config}, s.opts.CollectorArgs...)
+	p, err := StartProcess("collector", filepath.Join(s.opts.Dir, "collector.log"), env, s.opts.Collector, args...)
+	if err != nil {
+		return err
+	}
+	s.Collector = p
+	return s.waitCollectorReady(ctx, 60*time.Second)
+}
+
+// agentsYAML renders the receiver's agents map as a YAML flow mapping.
+func agentsYAML(endpoints map[string]string) string {
+	hosts := make([]string, 0, len(endpoints))
+	for h := range endpoints {
+		hosts = append(hosts, h)
+	}
+	sort.Strings(hosts)
+	parts := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		parts = append(parts, fmt.Sprintf("%s: %q", h, endpoints[h]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+// waitCollectorReady polls the health check and then GetGPSessions.
+func (s *Stack) waitCollectorReady(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	conn, err := grpc.NewClient(s.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	api := yagpcc.NewGetGPInfoClient(conn)
+	client := http.Client{Timeout: time.Second}
+	for {
+		if exited, err := s.Collector.Exited(); exited {
+			return fmt.Errorf("collector exited (%v): %s", err, s.Collector.LogTail(3000))
+		}
+		resp, err := client.Get("http://" + s.Health + "/")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
+				_, err = api.GetGPSessions(cctx, &yagpcc.GetGPSessionsReq{})
+				ccancel()
+				if err == nil {
+					return nil
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("collector not ready within %s (last: %v): %s", limit, err, s.Collector.LogTail(3000))
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// Close stops the collector, the agents and the sink.
+func (s *Stack) Close() error {
+	var errs []error
+	if s.Collector != nil {
+		errs = append(errs, s.Collector.Stop(15*time.Second))
+	}
+	for _, p := range s.Agents {
+		errs = append(errs, p.Stop(15*time.Second))
+	}
+	if s.Sink != nil {
+		errs = append(errs, s.Sink.Stop())
+	}
+	return errors.Join(errs...)
+}
+
+// instanceOwner names the OS user that runs the instances (the data dir's owner).
+func instanceOwner(dataDir string) (string, error) {
+	st, err := os.Stat(dataDir)
+	if err != nil {
+		return "", err
+	}
+	uid := st.Sys().(*syscall.Stat_t).Uid
+	u, err := user.LookupId(strconv.Itoa(int(uid)))
+	if err != nil {
+		return strconv.Itoa(int(uid)), nil
+	}
+	return u.Username, nil
+}
+
+func freePort(ip string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// waitListening waits until endpoint accepts connections or p exits.
+func waitListening(p *Process, endpoint string, limit time.Duration) error {
+	deadline := time.Now().Add(limit)
+	for {
+		if exited, err := p.Exited(); exited {
+			return fmt.Errorf("%s exited (%v): %s", p.Name, err, p.LogTail(2000))
+		}
+		conn, err := net.DialTimeout("tcp", endpoint, time.Second)
+		if err == nil {
+			conn.Close()
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s not listening on %s within %s: %v", p.Name, endpoint, limit, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
