@@ -73,6 +73,13 @@ func (c *Cluster) installInstanceCatalog(ctx context.Context, in Instance) error
 	if err := execScript(ctx, in, fmt.Sprintf("CREATE TABLESPACE %s LOCATION %s", DiskTablespace, quoteLiteral(c.diskLocation(in)))); err != nil {
 		return err
 	}
+	// An ordinary user for workloads: what it may do is what the workloads need.
+	users := fmt.Sprintf(`CREATE ROLE %[1]s LOGIN;
+GRANT CREATE ON TABLESPACE %[2]s TO %[1]s;
+GRANT CREATE ON SCHEMA public TO %[1]s;`, UserRole, DiskTablespace)
+	if err := execScript(ctx, in, users); err != nil {
+		return err
+	}
 	if c.Dialect == DialectPostgreSQL {
 		return nil
 	}
@@ -112,6 +119,7 @@ CREATE SCHEMA %[1]s;
 CREATE SCHEMA %[2]s;
 GRANT USAGE ON SCHEMA %[1]s, %[2]s TO PUBLIC;
 ALTER ROLE %[3]s SET search_path = %[1]s, pg_catalog, public;
+ALTER ROLE %[8]s SET search_path = %[1]s, pg_catalog, public;
 
 -- The content id of this instance (set in gpotel.conf).
 CREATE FUNCTION %[2]s.content_id() RETURNS integer LANGUAGE sql STABLE
@@ -143,7 +151,7 @@ CREATE FUNCTION %[1]s.gp_execution_segment() RETURNS integer LANGUAGE sql STABLE
 
 CREATE FUNCTION %[1]s.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[7]s::text $$;
-`, CompatSchema, internalSchema, AdminRole, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, quoteLiteral(versionStrings[c.Dialect]))
+`, CompatSchema, internalSchema, AdminRole, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, quoteLiteral(versionStrings[c.Dialect]), UserRole)
 
 	cols := c.activityColumns()
 	exprs := make([]string, len(cols))

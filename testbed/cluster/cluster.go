@@ -38,6 +38,8 @@ const (
 	CoordinatorContent = -1
 	// AdminRole is the superuser every DSN connects as; its search_path puts the compat schema first.
 	AdminRole = "gpadmin"
+	// UserRole is an ordinary login role on every instance, for workloads that should not run as a superuser.
+	UserRole = "gpuser"
 	// Database holds the compat catalog.
 	Database = "postgres"
 	// CompatSchema holds the Greenplum-compatible objects.

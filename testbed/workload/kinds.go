@@ -28,7 +28,7 @@ func burnCPU(ctx context.Context, b *backend, until time.Time) error {
 // parallelCPU builds a table for the backend and scans it with two parallel
 // workers per statement until the deadline; the table goes at the end.
 func (s *Session) parallelCPU(ctx context.Context, b *backend) error {
-	table := fmt.Sprintf("gpotel_parallel_%d", b.pid)
+	table := fmt.Sprintf("public.gpotel_parallel_%d", b.pid)
 	for _, q := range []string{
 		"SET max_parallel_workers_per_gather = 2",
 		"SET parallel_setup_cost = 0",

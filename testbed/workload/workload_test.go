@@ -301,6 +301,35 @@ func TestWorkloads(t *testing.T) {
 		assertExited(t, s.History())
 	})
 
+	t.Run("OrdinaryUserSessionIsAttributedToIt", func(t *testing.T) {
+		for _, kind := range []workload.Kind{workload.IO, workload.ParallelCPU} {
+			s := start(t, c, workload.Spec{Name: "user-" + string(kind), Kind: kind, Duration: time.Second, User: cluster.UserRole, IOBytes: 4 << 20})
+			ctx := context.Background()
+			conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var users []string
+			rows, err := conn.Query(ctx, `SELECT usename || '/' || rsgname FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1
+				UNION ALL SELECT usename || '/' || rsgname FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'client backend'`, s.SessID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var u string
+				_ = rows.Scan(&u)
+				users = append(users, u)
+			}
+			conn.Close(ctx)
+			if len(users) < 1+len(c.Segments) || slices.ContainsFunc(users, func(u string) bool { return u != cluster.UserRole+"/default_group" }) {
+				t.Errorf("%s session backends run as %v, want %d of %s/default_group", kind, users, 1+len(c.Segments), cluster.UserRole)
+			}
+			if err := s.Wait(); err != nil {
+				t.Fatalf("%s as %s: %v", kind, cluster.UserRole, err)
+			}
+		}
+	})
+
 	t.Run("UnknownContentIsRejected", func(t *testing.T) {
 		if _, err := workload.Start(context.Background(), c, workload.Spec{Kind: workload.CPU, Contents: []int{99}}); err == nil {
 			t.Error("no error for content 99")
