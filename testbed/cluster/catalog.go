@@ -47,7 +47,6 @@ var gp7Activity = []activityColumn{
 	col("state_change", "timestamptz"), col("wait_event_type", "text"), col("wait_event", "text"),
 	col("state", "text"), col("backend_xid", "xid"), col("backend_xmin", "xid"), col("query", "text"),
 	col("backend_type", "text"), col("rsgid", "oid"), col("rsgname", "text"),
-	{"rsgqueueduration", "interval", "NULL::interval"},
 }
 
 // versionStrings are what the compat version() returns, shaped like the real ones.
