@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -395,4 +396,18 @@ func TestOrphanOfKilledTestIsReaped(t *testing.T) {
 	}
 	cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
 	assertGone(t, orphan)
+}
+
+func TestDownAfterASegmentWasKilled(t *testing.T) {
+	c, err := cluster.Up(context.Background(), cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(c.Segments[0].PostmasterPID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Down(context.Background()); err != nil {
+		t.Errorf("down with a killed segment: %v", err)
+	}
+	assertGone(t, c)
 }

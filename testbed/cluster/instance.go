@@ -23,7 +23,7 @@ import (
 // settingsFile is included from postgresql.conf and rewritten on every start attempt.
 const settingsFile = "gpotel.conf"
 
-// templateVersion changes whenever what initDataDirs puts into the template changes.
+// templateVersion changes whenever what template puts into the template changes.
 const templateVersion = "2"
 
 // bringUpInstances makes every instance's data dir from the template, starts
@@ -279,11 +279,12 @@ func postmasterPID(dataDir string) (int, error) {
 
 // stop shuts one instance down: fast first, immediate if that stalls.
 func (c *Cluster) stop(ctx context.Context, in Instance, mode string) error {
-	if _, err := os.Stat(filepath.Join(in.DataDir, "postmaster.pid")); err != nil {
-		return nil // not running
+	pid, err := postmasterPID(in.DataDir)
+	if err != nil || syscall.Kill(pid, 0) == syscall.ESRCH {
+		return nil // not running, or killed and its pid file left behind
 	}
 	pgctl := filepath.Join(c.PGBinDir, "pg_ctl")
-	err := c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", mode)
+	err = c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", mode)
 	if err != nil && mode != "immediate" {
 		err = c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", "immediate")
 	}
@@ -329,6 +330,8 @@ func (c *Cluster) Down(ctx context.Context) error {
 	}
 	if left := c.killStragglers(); len(left) > 0 {
 		errs = append(errs, fmt.Errorf("processes of testbed %s still alive after SIGKILL: %v", c.ID, left))
+	} else {
+		errs = nil // a failed clean stop does not matter once nothing is left
 	}
 	for _, dir := range []string{c.DiskDir, c.Dir} {
 		if dir == "" {
