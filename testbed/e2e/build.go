@@ -35,42 +35,20 @@ type Binaries struct {
 	Agent     string // build/gpotel-agent
 }
 
-// Build brings build/ up to date: ocb runs when its manifest changed or its
-// output is missing (minutes); otherwise the generated collector is only
-// relinked against the current component sources (seconds).
+// Build runs `make collector` (ocb when its manifest changed, else a relink
+// against the current component sources) and builds the agent.
 func Build(ctx context.Context, root string) (Binaries, error) {
 	b := Binaries{
 		Collector: filepath.Join(root, "build", "otelcol-gpotel"),
 		Agent:     filepath.Join(root, "build", "gpotel-agent"),
 	}
-	relinked := !collectorSourcesStale(root) &&
-		run(ctx, filepath.Join(root, "build"), "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", b.Collector, ".") == nil
-	// A component that gained a dependency needs ocb's module resolution again.
-	if !relinked {
-		if err := run(ctx, root, "make", "collector"); err != nil {
-			return b, err
-		}
+	if err := run(ctx, root, "make", "collector"); err != nil {
+		return b, err
 	}
 	if err := run(ctx, root, "go", "build", "-o", b.Agent, "./cmd/gpotel-agent"); err != nil {
 		return b, err
 	}
 	return b, nil
-}
-
-// collectorSourcesStale says whether ocb must generate build/ again.
-func collectorSourcesStale(root string) bool {
-	manifest, err := os.Stat(filepath.Join(root, "builder-config.yaml"))
-	if err != nil {
-		return true
-	}
-	generated, err := os.Stat(filepath.Join(root, "build", "components.go"))
-	if err != nil {
-		return true
-	}
-	if _, err := os.Stat(filepath.Join(root, "build", "go.mod")); err != nil {
-		return true
-	}
-	return manifest.ModTime().After(generated.ModTime())
 }
 
 func run(ctx context.Context, dir, name string, args ...string) error {

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# make run: the testbed demo in the background, gpotel-top in the foreground.
+# Leaving gpotel-top (q or Ctrl-C) or Ctrl-C while starting tears everything down.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+BUILD=${BUILD:-build}
+API=${GPOTEL_API:-127.0.0.1:1432}
+OUT=$(mktemp -d /tmp/gpotel-run-XXXXXX)
+demo_pid=""
+
+stop_demo() {
+	trap - EXIT INT TERM
+	if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
+		echo "stopping the demo (testbed, agents, collector)..." >&2
+		kill -TERM "$demo_pid" 2>/dev/null || true
+		wait "$demo_pid" || true
+	fi
+	echo "logs and OTLP output kept in $OUT" >&2
+}
+trap stop_demo EXIT
+trap 'exit 130' INT TERM
+
+"$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
+demo_pid=$!
+echo "starting the testbed and gpotel (events: $OUT/demo.jsonl)..." >&2
+
+# The demo prints the running event once the collector answers.
+for _ in $(seq 1 600); do
+	if grep -q '"event":"running"' "$OUT/demo.jsonl" 2>/dev/null; then
+		break
+	fi
+	if ! kill -0 "$demo_pid" 2>/dev/null; then
+		echo "the demo stopped while starting:" >&2
+		cat "$OUT/demo.err" >&2
+		exit 1
+	fi
+	sleep 0.5
+done
+grep -q '"event":"running"' "$OUT/demo.jsonl" || { echo "the demo did not start within 5 minutes" >&2; exit 1; }
+cat "$OUT/demo.jsonl" >&2
+
+"$BUILD/gpotel-top" --addr "$API" --interval 2s
