@@ -289,6 +289,7 @@ func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortVal
 // sortedOrder is a view's sessions in one sort order, built once per view.
 type sortedOrder struct {
 	once    sync.Once
+	spec    sortSpec
 	entries []orderEntry
 }
 
@@ -297,16 +298,23 @@ type sortedOrder struct {
 type orderCache struct {
 	mu     sync.Mutex
 	orders map[string]*sortedOrder
+	// recent lists the cached orders, most recently asked first.
+	recent []*sortedOrder
 }
 
-const maxCachedOrders = 64
+const (
+	maxCachedOrders = 64
+	// The next view sorts this many of the last view's orders up front, so
+	// clients that poll with the same order never wait for a sort.
+	maxPrebuiltOrders = 8
+)
 
 func (v *view) order(spec sortSpec) []orderEntry {
 	name := spec.String()
 	v.orders.mu.Lock()
 	o, ok := v.orders.orders[name]
 	if !ok {
-		o = &sortedOrder{}
+		o = &sortedOrder{spec: spec}
 		if v.orders.orders == nil {
 			v.orders.orders = map[string]*sortedOrder{}
 		}
@@ -314,9 +322,26 @@ func (v *view) order(spec sortSpec) []orderEntry {
 			v.orders.orders[name] = o
 		}
 	}
+	if len(v.orders.recent) == 0 || v.orders.recent[0] != o {
+		v.orders.recent = append([]*sortedOrder{o}, slices.DeleteFunc(v.orders.recent, func(r *sortedOrder) bool { return r == o })...)
+		v.orders.recent = v.orders.recent[:min(len(v.orders.recent), maxPrebuiltOrders)]
+	}
 	v.orders.mu.Unlock()
-	o.once.Do(func() { o.entries = buildOrder(v.sessions, spec) })
+	o.once.Do(func() { o.entries = buildOrder(v.sessions, o.spec) })
 	return o.entries
+}
+
+// prebuildOrders sorts v in the orders most recently asked of prev.
+func (v *view) prebuildOrders(prev *view) {
+	prev.orders.mu.Lock()
+	specs := make([]sortSpec, 0, len(prev.orders.recent))
+	for _, o := range prev.orders.recent {
+		specs = append(specs, o.spec)
+	}
+	prev.orders.mu.Unlock()
+	for i := len(specs) - 1; i >= 0; i-- {
+		v.order(specs[i])
+	}
 }
 
 func buildOrder(sessions []*session, spec sortSpec) []orderEntry {

@@ -92,7 +92,9 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 			"configure the same window in the snapshotdiff processor",
 			zap.Duration("last_metrics_window", st.lastWindow), zap.Int("sessions", snap.lastWindowMissing))
 	}
-	st.current.Store(st.nextView(old, snap))
+	next := st.nextView(old, snap)
+	next.prebuildOrders(old)
+	st.current.Store(next)
 }
 
 // nextView builds the generation after old: the snapshot's sessions, then the
