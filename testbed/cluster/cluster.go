@@ -75,6 +75,8 @@ type Instance struct {
 	DataDir       string `json:"data_dir"`
 	DSN           string `json:"dsn"`
 	PostmasterPID int    `json:"postmaster_pid"`
+	// Stopped is set by StopSegment until StartSegment.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 // Host is an emulated machine: its agent listens on AgentAddress.

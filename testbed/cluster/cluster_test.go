@@ -144,6 +144,31 @@ func TestGP6(t *testing.T) {
 	t.Run("SegmentConfigurationHasMirrorAndDownRows", func(t *testing.T) {
 		checkSegmentConfiguration(t, c)
 	})
+	t.Run("StoppedSegmentIsMarkedDownAndSkipped", func(t *testing.T) {
+		ctx := context.Background()
+		if err := c.StopSegment(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		conn := connect(t, c.CoordinatorDSN, nil)
+		segments := map[int]bool{}
+		for _, r := range allSessions(t, conn, gp6AllSessions) {
+			segments[r.segment] = true
+		}
+		if segments[1] || !segments[0] || !segments[-1] {
+			t.Errorf("with content 1 stopped the query shows segments %v", segments)
+		}
+		var status string
+		if err := conn.QueryRow(ctx, "SELECT status FROM gp_segment_configuration WHERE content = 1 AND role = 'p'").Scan(&status); err != nil {
+			t.Fatal(err)
+		}
+		if status != "d" {
+			t.Errorf("status of stopped content 1 is %q", status)
+		}
+		if err := c.StartSegment(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		checkAllSessions(t, c, gp6AllSessions)
+	})
 	t.Run("ActivityHasGP6Columns", func(t *testing.T) {
 		conn := connect(t, c.CoordinatorDSN, nil)
 		var waiting bool

@@ -303,6 +303,57 @@ func (c *Cluster) RestartCoordinator(ctx context.Context) error {
 	return c.save()
 }
 
+// StopSegment stops a segment instance and marks its primary down in
+// gp_segment_configuration, as Greenplum's fault prober would, so that
+// gp_dist_random leaves it out. StartSegment undoes both.
+func (c *Cluster) StopSegment(ctx context.Context, content int) error {
+	in, err := c.segment(content)
+	if err != nil {
+		return err
+	}
+	if err := c.stop(ctx, *in, "fast"); err != nil {
+		return err
+	}
+	in.Stopped = true
+	if err := c.setSegmentStatus(ctx, content, "d"); err != nil {
+		return err
+	}
+	return c.save()
+}
+
+// StartSegment starts a segment that StopSegment stopped, on the same port.
+func (c *Cluster) StartSegment(ctx context.Context, content int) error {
+	in, err := c.segment(content)
+	if err != nil {
+		return err
+	}
+	if err := c.start(ctx, in, false); err != nil {
+		return err
+	}
+	in.Stopped = false
+	if err := c.setSegmentStatus(ctx, content, "u"); err != nil {
+		return err
+	}
+	return c.save()
+}
+
+func (c *Cluster) segment(content int) (*Instance, error) {
+	for i := range c.Segments {
+		if c.Segments[i].Content == content {
+			return &c.Segments[i], nil
+		}
+	}
+	return nil, fmt.Errorf("testbed %s has no segment with content %d", c.ID, content)
+}
+
+func (c *Cluster) setSegmentStatus(ctx context.Context, content int, status string) error {
+	if c.Dialect == DialectPostgreSQL {
+		return nil
+	}
+	return execScript(ctx, c.Coordinator, fmt.Sprintf(
+		"UPDATE %s.gp_segment_configuration SET status = '%s' WHERE content = %d AND role = 'p'", CompatSchema, status, content))
+}
+
 // Down stops every instance, kills any process still tagged with this
 // cluster's name, and removes Dir. Calling it again is harmless.
 func (c *Cluster) Down(ctx context.Context) error {
