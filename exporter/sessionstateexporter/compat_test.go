@@ -1,6 +1,9 @@
 package sessionstateexporter
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -65,15 +68,68 @@ func field(m protoreflect.Message, name string) protoreflect.Value {
 	return m.Get(fd)
 }
 
+// descriptorsFromProtoFiles compiles proto/yagpcc/*.proto with protoc, as a
+// client in another language would start from the .proto files.
+func descriptorsFromProtoFiles(t *testing.T) *protoregistry.Files {
+	t.Helper()
+	protoc, err := exec.LookPath("protoc")
+	if err != nil {
+		t.Skip("protoc not installed (Debian's protobuf-compiler; make test installs it)")
+	}
+	out := filepath.Join(t.TempDir(), "yagpcc.pb")
+	protoDir := filepath.Join("..", "..", "proto")
+	sources, err := filepath.Glob(filepath.Join(protoDir, "yagpcc", "*.proto"))
+	if err != nil || len(sources) == 0 {
+		t.Fatalf("no .proto files under %s: %v", protoDir, err)
+	}
+	args := []string{"-I", protoDir, "--include_imports", "--descriptor_set_out=" + out}
+	for _, src := range sources {
+		rel, _ := filepath.Rel(protoDir, src)
+		args = append(args, rel)
+	}
+	if msg, err := exec.Command(protoc, args...).CombinedOutput(); err != nil {
+		t.Fatalf("protoc: %v\n%s", err, msg)
+	}
+	raw, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := &descriptorpb.FileDescriptorSet{}
+	if err := proto.Unmarshal(raw, set); err != nil {
+		t.Fatal(err)
+	}
+	files, err := protodesc.NewFiles(set)
+	if err != nil {
+		t.Fatalf("descriptors from the .proto files do not resolve: %v", err)
+	}
+	return files
+}
+
 func TestForeignClientDecodesAnswersFromReflectedDescriptors(t *testing.T) {
+	srv := startForeignClientFixture(t)
+	conn := dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	checkForeignClient(t, conn, descriptorsOverReflection(t, conn, "yagpcc.GetGPInfo"))
+}
+
+func TestForeignClientDecodesAnswersFromProtoFiles(t *testing.T) {
+	srv := startForeignClientFixture(t)
+	conn := dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	checkForeignClient(t, conn, descriptorsFromProtoFiles(t))
+}
+
+func startForeignClientFixture(t *testing.T) *testServer {
 	srv := startDefault(t)
 	second := fullSession()
 	second.sessID = 43
 	second.last.user = 9.5
 	srv.consume(t, buildSnapshot(t0, []testSession{fullSession(), second}))
-	conn := dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return srv
+}
 
-	files := descriptorsOverReflection(t, conn, "yagpcc.GetGPInfo")
+// checkForeignClient calls GetGPSessions with messages built from files
+// alone and reads the answer by field name.
+func checkForeignClient(t *testing.T, conn *grpc.ClientConn, files *protoregistry.Files) {
+	t.Helper()
 	sd, err := files.FindDescriptorByName("yagpcc.GetGPInfo")
 	if err != nil {
 		t.Fatal(err)
