@@ -23,7 +23,7 @@ func BenchmarkGetPidProcStat(b *testing.B) {
 		benchGetPidProcStat(b, "/proc", strconv.Itoa(os.Getuid()), pids)
 	})
 	b.Run("fixture-1000", func(b *testing.B) {
-		root := b.TempDir()
+		root := procfixture.TempRoot(b)
 		pids := make([]int, 1000)
 		p64 := make([]int64, len(pids))
 		for i := range pids {

@@ -151,8 +151,8 @@ func fixtureFile(t testing.TB, path string) []byte {
 }
 
 func TestParallelReadKeepsRequestOrder(t *testing.T) {
-	root := t.TempDir()
-	pids := make([]int, 300)
+	root := procfixture.TempRoot(t)
+	pids := make([]int, 1000)
 	req := &yagpcc.GetPidProcInfoReq{}
 	for i := range pids {
 		pids[i] = 30000 - i
@@ -234,4 +234,10 @@ func TestDefaultUsersAreThoseThatExist(t *testing.T) {
 	for uid := range s.allowed {
 		assert.NotEqual(t, int64(0), uid, "root is never allowed by default")
 	}
+}
+
+func TestFailureCodeSaysWhetherRetryingMayHelp(t *testing.T) {
+	assert.Equal(t, codes.Unavailable, failureCode(fmt.Errorf("pid 5: status: %w", unix.EMFILE)))
+	assert.Equal(t, codes.Unavailable, failureCode(fmt.Errorf("pid 5: open: %w", unix.ENFILE)))
+	assert.Equal(t, codes.Internal, failureCode(fmt.Errorf("pid 5: stat: %w", unix.EACCES)))
 }

@@ -9,7 +9,11 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
+	"testing"
+
+	"golang.org/x/sync/errgroup"
 )
 
 // Defaults of the host files.
@@ -52,18 +56,39 @@ func Write(root string, pids []int, uid int) error {
 	return WriteProcesses(root, procs)
 }
 
-// WriteProcesses writes the host files and one directory per process.
+// WriteProcesses writes the host files and one directory per process, with
+// one writer goroutine per CPU.
 func WriteProcesses(root string, procs []Process) error {
 	if err := WriteHost(root, BootTimeUnix, KernelRelease); err != nil {
 		return err
 	}
-	buf := make([]byte, 0, 4096)
-	for i := range procs {
-		if err := writeProcess(root, &procs[i], buf); err != nil {
-			return err
-		}
+	workers := min(runtime.GOMAXPROCS(0), max(1, len(procs)/64))
+	var g errgroup.Group
+	for w := range workers {
+		g.Go(func() error {
+			buf := make([]byte, 0, 4096)
+			for i := w; i < len(procs); i += workers {
+				if err := writeProcess(root, &procs[i], buf); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 	}
-	return nil
+	return g.Wait()
+}
+
+// TempRoot returns a fresh directory for a fixture tree, removed when the
+// test ends. It prefers /dev/shm: on tmpfs a tree is written about ten times
+// faster than on a disk file system.
+func TempRoot(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/dev/shm", "gpotel-procfixture-")
+	if err != nil {
+		return tb.TempDir()
+	}
+	tb.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
 }
 
 // WriteHost writes <root>/stat with a btime line and <root>/sys/kernel/osrelease.
@@ -91,7 +116,7 @@ func writeProcess(root string, p *Process, buf []byte) error {
 		return fmt.Errorf("procfixture: pid %d is not a process id", p.PID)
 	}
 	dir := filepath.Join(root, strconv.Itoa(p.PID))
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.Mkdir(dir, 0o755); err != nil && !os.IsExist(err) {
 		return err
 	}
 	seed := int64(p.PID)

@@ -11,7 +11,7 @@ import (
 )
 
 func TestWrittenTreeReadsThroughTheAgentReader(t *testing.T) {
-	root := t.TempDir()
+	root := procfixture.TempRoot(t)
 	require.NoError(t, procfixture.Write(root, []int{10, 11}, 1234))
 	host, err := procfs.ReadHost(procfs.HostConfig{Root: root, Hostname: "h"}, nil)
 	require.NoError(t, err)
@@ -50,4 +50,20 @@ func TestProcessFieldsArriveAsWritten(t *testing.T) {
 
 func TestRejectsNonPositivePid(t *testing.T) {
 	assert.Error(t, procfixture.Write(t.TempDir(), []int{0}, 1))
+}
+
+func TestManyProcessesAreAllWritten(t *testing.T) {
+	root := procfixture.TempRoot(t)
+	pids := make([]int, 2000)
+	for i := range pids {
+		pids[i] = 5000 + i
+	}
+	require.NoError(t, procfixture.Write(root, pids, 42))
+	r := procfs.NewReader(root)
+	for _, pid := range pids {
+		info, outcome, err := r.Read(int64(pid), func(uid int64) bool { return uid == 42 })
+		require.NoError(t, err)
+		require.Equal(t, procfs.Answered, outcome, "pid %d", pid)
+		require.Equal(t, int64(pid), info.ProcStatus.Tgid)
+	}
 }

@@ -78,7 +78,7 @@ func BenchmarkReadProcesses(b *testing.B) {
 		benchReadProcesses(b, "/proc", pids, int64(os.Getuid()))
 	})
 	b.Run("fixture-1000", func(b *testing.B) {
-		root := b.TempDir()
+		root := procfixture.TempRoot(b)
 		pids := make([]int, benchProcesses)
 		for i := range pids {
 			pids[i] = 100000 + i

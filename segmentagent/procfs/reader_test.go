@@ -203,3 +203,14 @@ func TestReaderNeverOpensTheCmdlineOfADeniedProcess(t *testing.T) {
 		t.Fatal("the reader opened the cmdline of a process it denied")
 	}
 }
+
+// One allocation holds the messages; the name and the command line are the only others.
+func TestReaderAllocatesOnlyTheAnswer(t *testing.T) {
+	r := NewReader(fixtureRoot)
+	allocs := testing.AllocsPerRun(50, func() {
+		if _, outcome, err := r.Read(1001, postgresUID); outcome != Answered {
+			t.Fatal(outcome, err)
+		}
+	})
+	assert.LessOrEqual(t, allocs, 3.0)
+}
