@@ -1,0 +1,236 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
+)
+
+// truthSample is one ground-truth reading of every watched pid at one moment.
+type truthSample struct {
+	at    time.Time
+	procs map[int]groundtruth.Process
+}
+
+// truthSeries reads /proc for a fixed set of pids every period, independently
+// of gpotel, so a figure for a snapshot at time T can be checked against the
+// kernel's counters interpolated at T.
+type truthSeries struct {
+	pids []int
+
+	mu      sync.Mutex
+	samples []truthSample
+	err     error
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+func sampleTruth(pids []int, period time.Duration) *truthSeries {
+	ts := &truthSeries{pids: pids, stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(ts.done)
+		tick := time.NewTicker(period)
+		defer tick.Stop()
+		for {
+			ts.readOnce()
+			select {
+			case <-ts.stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return ts
+}
+
+func (ts *truthSeries) readOnce() {
+	s := truthSample{procs: make(map[int]groundtruth.Process, len(ts.pids))}
+	var errs []error
+	for _, pid := range ts.pids {
+		p, err := groundtruth.Read(pid)
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ESRCH) {
+			continue // exited: its last reading stands
+		}
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		s.procs[pid] = p
+	}
+	// The reading moment is the middle of the pass.
+	s.at = time.Now()
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.samples = append(ts.samples, s)
+	if len(errs) > 0 && ts.err == nil {
+		ts.err = errors.Join(errs...)
+	}
+}
+
+func (ts *truthSeries) Stop() error {
+	close(ts.stop)
+	<-ts.done
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return ts.err
+}
+
+func (ts *truthSeries) span() (first, last time.Time) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	if len(ts.samples) == 0 {
+		return time.Time{}, time.Time{}
+	}
+	return ts.samples[0].at, ts.samples[len(ts.samples)-1].at
+}
+
+// cumulativeAt interpolates a cumulative counter, summed over pids, at t.
+// A pid not yet born counts zero; one that has exited keeps its last value.
+func (ts *truthSeries) cumulativeAt(t time.Time, pids []int, f func(groundtruth.Process) float64) (float64, error) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	i := sort.Search(len(ts.samples), func(i int) bool { return !ts.samples[i].at.Before(t) })
+	if i == 0 || i == len(ts.samples) {
+		return 0, fmt.Errorf("no ground truth around %s", t.Format(time.RFC3339Nano))
+	}
+	a, b := ts.samples[i-1], ts.samples[i]
+	frac := float64(t.Sub(a.at)) / float64(b.at.Sub(a.at))
+	total := 0.0
+	for _, pid := range pids {
+		va, vb := ts.lastValue(i-1, pid, f), ts.lastValue(i, pid, f)
+		total += va + (vb-va)*frac
+	}
+	return total, nil
+}
+
+// lastValue is the pid's value in sample i, or in the newest earlier sample that has it.
+func (ts *truthSeries) lastValue(i, pid int, f func(groundtruth.Process) float64) float64 {
+	for ; i >= 0; i-- {
+		if p, ok := ts.samples[i].procs[pid]; ok {
+			return f(p)
+		}
+	}
+	return 0
+}
+
+// gaugeRange is the smallest and largest value of a gauge summed over pids
+// (and of its largest per-group sum) among the samples taken in [from, to].
+func (ts *truthSeries) gaugeRange(from, to time.Time, groups map[string][]int, f func(groundtruth.Process) float64) (sumMin, sumMax, groupMin, groupMax float64, n int) {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	for _, s := range ts.samples {
+		if s.at.Before(from) || s.at.After(to) {
+			continue
+		}
+		sum, top := 0.0, 0.0
+		for _, pids := range groups {
+			g := 0.0
+			for _, pid := range pids {
+				if p, ok := s.procs[pid]; ok {
+					g += f(p)
+				}
+			}
+			sum += g
+			top = max(top, g)
+		}
+		if n == 0 {
+			sumMin, sumMax, groupMin, groupMax = sum, sum, top, top
+		}
+		sumMin, sumMax = min(sumMin, sum), max(sumMax, sum)
+		groupMin, groupMax = min(groupMin, top), max(groupMax, top)
+		n++
+	}
+	return
+}
+
+// apiPoller records every distinct SessionState the API serves, per sess_id.
+type apiPoller struct {
+	api yagpcc.GetGPInfoClient
+
+	mu     sync.Mutex
+	states map[int64][]*yagpcc.SessionState
+	errs   int
+	lastEr error
+}
+
+func dialAPI(t *testing.T, addr string) yagpcc.GetGPInfoClient {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return yagpcc.NewGetGPInfoClient(conn)
+}
+
+// allSessions pages through GetGPSessions.
+func allSessions(ctx context.Context, api yagpcc.GetGPInfoClient) ([]*yagpcc.SessionState, error) {
+	req := &yagpcc.GetGPSessionsReq{ShowSystem: true, PageSize: 1000}
+	var out []*yagpcc.SessionState
+	for range 100 {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		resp, err := api.GetGPSessions(cctx, req)
+		cancel()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, resp.GetSessionsState()...)
+		if resp.GetNextPageToken() == "" {
+			return out, nil
+		}
+		req.PageToken = resp.GetNextPageToken()
+	}
+	return nil, errors.New("GetGPSessions: more than 100 pages")
+}
+
+// poll records states every period until ctx ends.
+func (p *apiPoller) poll(ctx context.Context, period time.Duration) {
+	for ctx.Err() == nil {
+		states, err := allSessions(ctx, p.api)
+		p.mu.Lock()
+		if err != nil {
+			p.errs++
+			p.lastEr = err
+		}
+		for _, s := range states {
+			id := s.GetSessionKey().GetSessId()
+			list := p.states[id]
+			if n := len(list); n == 0 || s.GetTime().AsTime().After(list[n-1].GetTime().AsTime()) {
+				p.states[id] = append(list, s)
+			}
+		}
+		p.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(period):
+		}
+	}
+}
+
+func (p *apiPoller) of(sessID int) []*yagpcc.SessionState {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]*yagpcc.SessionState(nil), p.states[int64(sessID)]...)
+}
+
+// within says whether got is within frac of want.
+func within(got, want, frac float64) bool {
+	d := got - want
+	if d < 0 {
+		d = -d
+	}
+	return d <= frac*want
+}
