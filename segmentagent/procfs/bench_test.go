@@ -2,6 +2,7 @@ package procfs
 
 import (
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -96,8 +97,9 @@ func BenchmarkReadProcesses(b *testing.B) {
 
 // benchChunk is how many pids one timed stretch covers; the floor and the
 // Reader alternate stretch by stretch, first one then the other, so that
-// both meet the same machine load, which on a shared host moves a lot.
-const benchChunk = 25
+// both meet the same machine load, which on a shared host moves a lot. The
+// median of the stretch-pair ratios is robust to a stretch that lost the CPU.
+const benchChunk = 5
 
 func benchReadProcesses(b *testing.B, root string, pids []int64, uid int64) {
 	const rounds = 5
@@ -127,18 +129,23 @@ func benchReadProcesses(b *testing.B, root string, pids []int64, uid int64) {
 		return time.Since(start)
 	}
 	var readerTime, floorTime, promTime time.Duration
+	var ratios []float64
 	b.ResetTimer()
 	for range b.N {
 		for round := range rounds {
 			for i := 0; i < len(pids); i += benchChunk {
 				chunk := pids[i:min(i+benchChunk, len(pids))]
+				var f, r time.Duration
 				if (round+i/benchChunk)%2 == 0 {
-					floorTime += readFloor(chunk)
-					readerTime += readReader(chunk)
+					f = readFloor(chunk)
+					r = readReader(chunk)
 				} else {
-					readerTime += readReader(chunk)
-					floorTime += readFloor(chunk)
+					r = readReader(chunk)
+					f = readFloor(chunk)
 				}
+				floorTime += f
+				readerTime += r
+				ratios = append(ratios, float64(r)/float64(f))
 			}
 		}
 		// prometheus/procfs is measured apart: its garbage would tax the others' turns.
@@ -157,8 +164,12 @@ func benchReadProcesses(b *testing.B, root string, pids []int64, uid int64) {
 	b.ReportMetric(perPid(readerTime), "ns/pid")
 	b.ReportMetric(perPid(floorTime), "floor-ns/pid")
 	b.ReportMetric(promPerPid, "promfs-ns/pid")
+	slices.Sort(ratios)
+	median := ratios[len(ratios)/2]
 	b.ReportMetric(perPid(readerTime)/perPid(floorTime), "x-floor")
+	b.ReportMetric(median, "x-floor-median")
 	b.ReportMetric(promPerPid/perPid(floorTime), "promfs-x-floor")
-	b.Logf("%s: %d pids × %d rounds: reader %.0f ns/pid, floor %.0f ns/pid (%.3fx); prometheus/procfs %.0f ns/pid",
-		root, len(pids), rounds, perPid(readerTime), perPid(floorTime), perPid(readerTime)/perPid(floorTime), promPerPid)
+	b.Logf("%s: %d pids × %d rounds: reader %.0f ns/pid, floor %.0f ns/pid (%.3fx, median of %d stretch pairs %.3fx); prometheus/procfs %.0f ns/pid",
+		root, len(pids), rounds, perPid(readerTime), perPid(floorTime), perPid(readerTime)/perPid(floorTime),
+		len(ratios), median, promPerPid)
 }

@@ -97,7 +97,7 @@ func (r *Reader) Read(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outco
 	}
 	r.path = strconv.AppendInt(r.path[:r.rootLen], pid, 10)
 	r.path = append(r.path, 0)
-	dirfd, err := openat(unix.AT_FDCWD, r.path, unix.O_RDONLY|unix.O_DIRECTORY)
+	dirfd, err := openat(unix.AT_FDCWD, r.path, unix.O_PATH|unix.O_DIRECTORY)
 	if err != nil {
 		if vanishedErrno(err) {
 			return nil, Vanished, nil
