@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -125,6 +126,68 @@ func BenchmarkScrape(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/scrape")
 			b.ReportMetric(float64(size.hosts*size.pids), "processes/scrape")
 			b.ReportMetric(float64(points), "datapoints/scrape")
+		})
+	}
+}
+
+// BenchmarkEmitSnapshot is the receiver's own share of a scrape: turning the
+// agents' answers into one pdata snapshot (conversion and emission), without
+// procfs reads or gRPC.
+func BenchmarkEmitSnapshot(b *testing.B) {
+	for _, size := range []struct{ hosts, pids int }{{10, 1000}, {100, 2000}} {
+		b.Run(fmt.Sprintf("hosts=%d/pids=%d", size.hosts, size.pids), func(b *testing.B) {
+			root := b.TempDir()
+			pids := make([]int, size.pids)
+			for i := range pids {
+				pids[i] = 10_000 + i
+			}
+			if err := procfixture.Write(root, pids, os.Getuid()); err != nil {
+				b.Fatal(err)
+			}
+			cfg := segmentagent.NewDefaultServiceConfig()
+			cfg.ProcRoot = root
+			cfg.AllowedUsers = []string{strconv.Itoa(os.Getuid())}
+			svc, err := segmentagent.NewService(cfg, zap.NewNop(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			src := newMemorySource(size.hosts, pids)
+			topo, err := buildTopology(src.rows, time.Now())
+			if err != nil {
+				b.Fatal(err)
+			}
+			queries, _ := groupByHost(src.state.Backends, topo, true)
+			results := make([]hostResult, len(queries))
+			for i, q := range queries {
+				req := &yagpcc.GetPidProcInfoReq{}
+				for _, p := range q.procs {
+					req.SegmentProcess = append(req.SegmentProcess, &yagpcc.SegmentProcess{GpSegmentId: p.SegmentID, SessId: p.SessionID, Pid: p.PID})
+				}
+				resp, err := svc.GetPidProcStat(context.Background(), req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				consts, err := kernelunits.HostFromProto(resp.GetHost())
+				if err != nil {
+					b.Fatal(err)
+				}
+				results[i] = hostResult{host: q.host, asked: len(q.procs), up: true, consts: consts, infos: resp.GetPidProcData()}
+			}
+			mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
+			snap := &snapshot{time: time.Now(), dialect: DialectGP7, tmID: 1, coordinatorHost: "mdw",
+				sessions: sessionHeads(DialectGP7, src.state.Sessions), queries: queries, results: results, queryMaxLength: 4096}
+			runtime.GC()
+			b.ReportAllocs()
+			b.ResetTimer()
+			var st emitStats
+			for i := 0; i < b.N; i++ {
+				_, st = emitSnapshot(mb, snap)
+			}
+			b.StopTimer()
+			if st.processes != size.hosts*size.pids {
+				b.Fatalf("%d processes emitted, want %d", st.processes, size.hosts*size.pids)
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*st.processes), "ns/process")
 		})
 	}
 }
