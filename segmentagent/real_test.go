@@ -14,6 +14,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"golang.org/x/sys/unix"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -88,6 +89,20 @@ func startChild(t *testing.T, cmd *exec.Cmd) int64 {
 	}
 }
 
+// blockBackedDir is a temporary directory whose writes reach a block device:
+// tmpfs has no writeback, so write_bytes would never grow there.
+func blockBackedDir(t *testing.T) string {
+	dir := t.TempDir()
+	var fs unix.Statfs_t
+	if err := unix.Statfs(dir, &fs); err == nil && fs.Type != unix.TMPFS_MAGIC {
+		return dir
+	}
+	dir, err := os.MkdirTemp(".", "burn-")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	return dir
+}
+
 func realService(t *testing.T, users ...string) *Service {
 	t.Helper()
 	s, err := NewService(ServiceConfig{ProcRoot: "/proc", AllowedUsers: users}, nil, nil)
@@ -109,7 +124,7 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self)
-	cmd.Env = append(os.Environ(), childModeEnv+"=burn", "GPOTEL_AGENT_TEST_FILE="+filepath.Join(t.TempDir(), "data"))
+	cmd.Env = append(os.Environ(), childModeEnv+"=burn", "GPOTEL_AGENT_TEST_FILE="+filepath.Join(blockBackedDir(t), "data"))
 	pid := startChild(t, cmd)
 	s := realService(t, strconv.Itoa(os.Getuid()))
 
