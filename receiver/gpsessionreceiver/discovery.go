@@ -210,6 +210,13 @@ func (s *pgSource) Close() {
 	}
 }
 
+// connectError is a failure to reach the coordinator at all: retrying at
+// once would only wait for the same timeout again.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return "connect to the coordinator: " + e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
 // Discover reads tm_id, the dialect, every backend and the coordinator's
 // session rows. A failure not reported by the server (a dropped connection,
 // as after a coordinator restart) is retried once on fresh connections.
@@ -220,7 +227,8 @@ func (s *pgSource) Discover(ctx context.Context) (*ClusterState, error) {
 	}
 	st, err := s.discover(ctx, pool)
 	var pgErr *pgconn.PgError
-	if err != nil && !errors.As(err, &pgErr) && ctx.Err() == nil {
+	var connErr *connectError
+	if err != nil && !errors.As(err, &pgErr) && !errors.As(err, &connErr) && ctx.Err() == nil {
 		pool.Reset()
 		st, err = s.discover(ctx, pool)
 	}
@@ -230,7 +238,7 @@ func (s *pgSource) Discover(ctx context.Context) (*ClusterState, error) {
 func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterState, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to the coordinator: %w", err)
+		return nil, &connectError{err}
 	}
 	defer conn.Release()
 
