@@ -37,8 +37,11 @@ collector: $(BIN)/builder
 $(BIN)/builder:
 	GOBIN=$(BIN) $(GO) install go.opentelemetry.io/collector/cmd/builder@$(OCB_VERSION)
 
+# Built from a throwaway module: `go install mdatagen@version` fails where the
+# module proxy has no version list for it ("loading deprecation ... 404").
 $(BIN)/mdatagen:
-	GOBIN=$(BIN) $(GO) install go.opentelemetry.io/collector/cmd/mdatagen@$(MDATAGEN_VERSION)
+	@tmp=$$(mktemp -d) && printf 'module mdatagen-build\n\ngo 1.26.0\n\nrequire go.opentelemetry.io/collector/cmd/mdatagen $(MDATAGEN_VERSION)\n' > $$tmp/go.mod && \
+	(cd $$tmp && GOFLAGS=-mod=mod $(GO) build -o $(BIN)/mdatagen go.opentelemetry.io/collector/cmd/mdatagen); rc=$$?; rm -rf $$tmp; exit $$rc
 
 $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
