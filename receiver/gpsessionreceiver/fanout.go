@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configgrpc"
+	"go.opentelemetry.io/collector/config/configtls"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc"
 
@@ -83,6 +84,7 @@ func (d *agentDirectory) reader(ctx context.Context, host string) (procReader, e
 	}
 	cc := d.cfg.Agent
 	cc.Endpoint = d.endpoint(host)
+	cc.TLS = agentTLS(cc.TLS)
 	conn, err := cc.ToClientConn(ctx, d.extensions, d.telemetry,
 		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(d.cfg.AgentMaxResponseSizeMiB<<20))))
 	if err != nil {
@@ -91,6 +93,16 @@ func (d *agentDirectory) reader(ctx context.Context, host string) (procReader, e
 	r := grpcProcReader{client: yagpcc.NewGetQueryInfoClient(conn)}
 	d.readers[host], d.conns[host] = r, conn
 	return r, nil
+}
+
+// agentTLS turns TLS on when a client certificate is configured: the
+// plaintext default must not silently win over a certificate (a CA already
+// turns TLS on in configtls).
+func agentTLS(t configtls.ClientConfig) configtls.ClientConfig {
+	if t.Insecure && (t.CertFile != "" || t.CertPem != "" || t.KeyFile != "" || t.KeyPem != "" || t.IncludeSystemCACertsPool) {
+		t.Insecure = false
+	}
+	return t
 }
 
 // forget drops connections to hosts that left the topology.

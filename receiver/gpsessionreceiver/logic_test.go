@@ -411,3 +411,15 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 		t.Errorf("hung host error %v does not say it timed out", res[1].err)
 	}
 }
+
+func TestAgentTLSIsOnWhenACertificateIsConfigured(t *testing.T) {
+	plain := createDefaultConfig().Agent.TLS
+	if !agentTLS(plain).Insecure {
+		t.Error("the default agent connection is not plaintext")
+	}
+	withCert := plain
+	withCert.CertFile, withCert.KeyFile = "/etc/gpotel/client.pem", "/etc/gpotel/client-key.pem"
+	if agentTLS(withCert).Insecure {
+		t.Error("a client certificate was configured and the connection stays plaintext")
+	}
+}
