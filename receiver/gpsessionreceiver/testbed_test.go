@@ -297,6 +297,16 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	if d, _ := resourcesOfKind(md, gpsemconv.KindSnapshot)[0].Resource().Attributes().Get(gpsemconv.AttrDialect); d.Str() != DialectGP6 {
 		t.Errorf("dialect %q", d.Str())
 	}
+	// The pool keeps its connection: the server sees it as gpotel's.
+	conn, err := pgx.Connect(context.Background(), c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	var n int
+	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'gpotel'").Scan(&n); err != nil || n == 0 {
+		t.Errorf("no coordinator connection with application_name gpotel (%d, %v)", n, err)
+	}
 }
 
 func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
