@@ -12,21 +12,10 @@ import (
 
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/e2e"
-	"github.com/gpotel/gpotel/testbed/workload"
 )
 
 func init() {
 	register(subcommand{name: "demo", summary: "run gpotel whole on a new testbed with a workload; print where its output goes", run: runDemo})
-}
-
-// demoWorkloads keep the testbed busy in every way gpotel measures, sized for
-// a small machine; each is restarted when its run ends.
-var demoWorkloads = []workload.Spec{
-	{Name: "cpu", Kind: workload.CPU, Duration: 45 * time.Second},
-	{Name: "io", Kind: workload.IO, Duration: 40 * time.Second, IOBytes: 16 << 20},
-	{Name: "memory", Kind: workload.Memory, Duration: 50 * time.Second, MemoryBytes: 32 << 20},
-	{Name: "idle-in-transaction", Kind: workload.IdleInTransaction, Duration: 60 * time.Second},
-	{Name: "churn", Kind: workload.Churn, Duration: 30 * time.Second, Interval: time.Second},
 }
 
 func runDemo(ctx context.Context, args []string) error {
@@ -109,37 +98,23 @@ func runDemo(ctx context.Context, args []string) error {
 	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line"})
 
 	var wg sync.WaitGroup
-	for _, spec := range demoWorkloads {
+	specs := e2e.DemoWorkloads()
+	for _, spec := range specs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			keepRunning(ctx, c, spec)
+			e2e.KeepRunning(ctx, c, spec, func(err error) {
+				emit(map[string]any{"event": "workload_error", "workload": spec.Name, "error": err.Error()})
+			})
 		}()
 	}
-	emit(map[string]any{"event": "running", "duration": duration.String(), "workloads": len(demoWorkloads)})
+	emit(map[string]any{"event": "running", "duration": duration.String(), "workloads": len(specs)})
 	<-ctx.Done()
 	wg.Wait()
 	stackErr := stack.Close()
 	downErr := teardown()
 	emit(map[string]any{"event": "stopped", "out": out})
 	return errors.Join(stackErr, downErr)
-}
-
-// keepRunning restarts one workload session until ctx ends.
-func keepRunning(ctx context.Context, c *cluster.Cluster, spec workload.Spec) {
-	for ctx.Err() == nil {
-		s, err := workload.Start(ctx, c, spec)
-		if err == nil {
-			err = s.Wait()
-		}
-		if err != nil && ctx.Err() == nil {
-			emit(map[string]any{"event": "workload_error", "workload": spec.Name, "error": err.Error()})
-			select {
-			case <-ctx.Done():
-			case <-time.After(5 * time.Second):
-			}
-		}
-	}
 }
 
 // repoFile finds path as given, else relative to the repository root, so

@@ -11,9 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -168,12 +165,12 @@ type apiPoller struct {
 
 func dialAPI(t *testing.T, addr string) yagpcc.GetGPInfoClient {
 	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	client, closeFn, err := DialAPI(addr)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
-	return yagpcc.NewGetGPInfoClient(conn)
+	t.Cleanup(closeFn)
+	return client
 }
 
 // allSessions pages through GetGPSessions.
