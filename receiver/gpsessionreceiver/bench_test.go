@@ -173,7 +173,7 @@ func BenchmarkEmitSnapshot(b *testing.B) {
 				}
 				results[i] = hostResult{host: q.host, asked: len(q.procs), up: true, consts: consts, infos: resp.GetPidProcData()}
 			}
-			mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
+			mbs := newBuilders(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), emitWorkers())
 			snap := &snapshot{time: time.Now(), dialect: DialectGP7, tmID: 1, coordinatorHost: "mdw",
 				sessions: sessionHeads(DialectGP7, src.state.Sessions), queries: queries, results: results, queryMaxLength: 4096}
 			runtime.GC()
@@ -181,7 +181,7 @@ func BenchmarkEmitSnapshot(b *testing.B) {
 			b.ResetTimer()
 			var st emitStats
 			for i := 0; i < b.N; i++ {
-				_, st = emitSnapshot(mb, snap)
+				_, st = emitSnapshot(mbs, snap)
 			}
 			b.StopTimer()
 			if st.processes != size.hosts*size.pids {

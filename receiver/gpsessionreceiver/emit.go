@@ -1,6 +1,7 @@
 package gpsessionreceiver
 
 import (
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -37,10 +38,13 @@ type emitStats struct {
 }
 
 // emitSnapshot writes one snapshot: the snapshot resource, one resource per
-// session, one per answered process, every data point at s.time.
-func emitSnapshot(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
+// session, one per answered process, every data point at s.time. Process
+// resources are written by all the builders at once, each taking a
+// contiguous stretch, and joined in order; mbs[0] also writes the rest.
+func emitSnapshot(mbs []*metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
 	var st emitStats
 	ts := pcommon.NewTimestampFromTime(s.time)
+	mb := mbs[0]
 	rb := mb.NewResourceBuilder()
 
 	for i, r := range s.results {
@@ -76,44 +80,100 @@ func emitSnapshot(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, em
 		mb.RecordGpotelSessionInfoDataPoint(ts, 1)
 		mb.EmitForResource(metadata.WithResource(rb.Emit()))
 	}
-
-	for i, r := range s.results {
-		if len(r.infos) == 0 {
-			continue
-		}
-		byPID := make(map[int64]*Backend, len(s.queries[i].procs))
-		for j := range s.queries[i].procs {
-			b := &s.queries[i].procs[j]
-			byPID[b.PID] = b
-		}
-		for _, info := range r.infos {
-			b := byPID[info.GetPid()] // checkAnswer let only asked pids through
-			p := kernelunits.Convert(info, r.consts)
-			if !p.HasStat {
-				st.withoutStat++
-				continue
-			}
-			recordProcess(mb, ts, &p)
-			rb.SetGpotelResourceKindProcess()
-			rb.SetGpotelTmID(s.tmID)
-			rb.SetHostName(r.host)
-			rb.SetGpotelSegmentID(b.SegmentID)
-			rb.SetGpotelSessionID(b.SessionID)
-			rb.SetProcessPid(b.PID)
-			rb.SetProcessCreationTime(p.CreationTime.UTC().Format(CreationTimeLayout))
-			if b.BackendType != "" {
-				rb.SetGpotelBackendType(b.BackendType)
-			}
-			rb.SetGpotelProcessSystem(isSystemProcess(b.SessionID, b.BackendType))
-			mb.EmitForResource(metadata.WithResource(rb.Emit()),
-				metadata.WithStartTimeOverride(pcommon.NewTimestampFromTime(p.CreationTime)))
-			st.processes++
-		}
-	}
-
 	md := mb.Emit()
 	attachSessionState(md, s.sessions, s.queryMaxLength)
+
+	stretches := splitProcesses(s.results, len(mbs))
+	parts := make([]pmetric.Metrics, len(stretches))
+	counts := make([]emitStats, len(stretches))
+	byPID := make([]map[int64]*Backend, len(s.results))
+	for i := range s.results {
+		byPID[i] = make(map[int64]*Backend, len(s.queries[i].procs))
+		for j := range s.queries[i].procs {
+			byPID[i][s.queries[i].procs[j].PID] = &s.queries[i].procs[j]
+		}
+	}
+	var wg sync.WaitGroup
+	for w, stretch := range stretches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, span := range stretch {
+				emitProcesses(mbs[w], ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
+			}
+			parts[w] = mbs[w].Emit()
+		}()
+	}
+	wg.Wait()
+	for w := range parts {
+		parts[w].ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+		st.processes += counts[w].processes
+		st.withoutStat += counts[w].withoutStat
+	}
 	return md, st
+}
+
+// infoSpan is infos[from:to] of one host's result.
+type infoSpan struct{ result, from, to int }
+
+// splitProcesses cuts every answered process, in order, into at most n
+// stretches of nearly equal length.
+func splitProcesses(results []hostResult, n int) [][]infoSpan {
+	total := 0
+	for i := range results {
+		total += len(results[i].infos)
+	}
+	if total == 0 {
+		return nil
+	}
+	per := (total + n - 1) / n
+	var out [][]infoSpan
+	var cur []infoSpan
+	room := per
+	for i := range results {
+		for from := 0; from < len(results[i].infos); {
+			to := min(len(results[i].infos), from+room)
+			cur = append(cur, infoSpan{i, from, to})
+			room -= to - from
+			from = to
+			if room == 0 {
+				out = append(out, cur)
+				cur, room = nil, per
+			}
+		}
+	}
+	if len(cur) > 0 {
+		out = append(out, cur)
+	}
+	return out
+}
+
+// emitProcesses writes one process resource per answered process of r.infos[from:to].
+func emitProcesses(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, tmID int64, r *hostResult, byPID map[int64]*Backend, from, to int, st *emitStats) {
+	rb := mb.NewResourceBuilder()
+	for _, info := range r.infos[from:to] {
+		b := byPID[info.GetPid()] // checkAnswer let only asked pids through
+		p := kernelunits.Convert(info, r.consts)
+		if !p.HasStat {
+			st.withoutStat++
+			continue
+		}
+		recordProcess(mb, ts, &p)
+		rb.SetGpotelResourceKindProcess()
+		rb.SetGpotelTmID(tmID)
+		rb.SetHostName(r.host)
+		rb.SetGpotelSegmentID(b.SegmentID)
+		rb.SetGpotelSessionID(b.SessionID)
+		rb.SetProcessPid(b.PID)
+		rb.SetProcessCreationTime(p.CreationTime.UTC().Format(CreationTimeLayout))
+		if b.BackendType != "" {
+			rb.SetGpotelBackendType(b.BackendType)
+		}
+		rb.SetGpotelProcessSystem(isSystemProcess(b.SessionID, b.BackendType))
+		mb.EmitForResource(metadata.WithResource(rb.Emit()),
+			metadata.WithStartTimeOverride(pcommon.NewTimestampFromTime(p.CreationTime)))
+		st.processes++
+	}
 }
 
 func recordProcess(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, p *kernelunits.Process) {

@@ -55,7 +55,7 @@ func testSnapshot(t *testing.T) *snapshot {
 
 func emitTest(t *testing.T) (pmetric.Metrics, emitStats) {
 	mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
-	return emitSnapshot(mb, testSnapshot(t))
+	return emitSnapshot([]*metadata.MetricsBuilder{mb}, testSnapshot(t))
 }
 
 func resourcesOfKind(md pmetric.Metrics, kind string) []pmetric.ResourceMetrics {
@@ -205,5 +205,52 @@ func TestSessionResourceCarriesStateInMetadataOnly(t *testing.T) {
 	}
 	if _, ok := meta[gpsemconv.MetaXactStart]; ok {
 		t.Error("a NULL xact_start is present")
+	}
+}
+
+func TestSplitProcessesKeepsOrderAndBalances(t *testing.T) {
+	results := []hostResult{
+		{infos: make([]*yagpcc.GpPidProcInfo, 5)},
+		{infos: nil},
+		{infos: make([]*yagpcc.GpPidProcInfo, 2)},
+	}
+	got := splitProcesses(results, 3)
+	want := [][]infoSpan{{{0, 0, 3}}, {{0, 3, 5}, {2, 0, 1}}, {{2, 1, 2}}}
+	if len(got) != len(want) {
+		t.Fatalf("stretches %v, want %v", got, want)
+	}
+	for i := range want {
+		if len(got[i]) != len(want[i]) {
+			t.Fatalf("stretch %d: %v, want %v", i, got[i], want[i])
+		}
+		for j := range want[i] {
+			if got[i][j] != want[i][j] {
+				t.Fatalf("stretch %d: %v, want %v", i, got[i], want[i])
+			}
+		}
+	}
+	if s := splitProcesses(results, 100); len(s) != 7 {
+		t.Errorf("7 processes over 100 workers: %d stretches, want one each", len(s))
+	}
+	if s := splitProcesses(nil, 4); s != nil {
+		t.Errorf("no processes: %v", s)
+	}
+}
+
+func TestParallelEmissionWritesTheSameSnapshot(t *testing.T) {
+	set := receivertest.NewNopSettings(metadata.Type)
+	one, _ := emitSnapshot(newBuilders(createDefaultConfig(), set, 1), testSnapshot(t))
+	many, st := emitSnapshot(newBuilders(createDefaultConfig(), set, 4), testSnapshot(t))
+	if st.processes != 2 || one.ResourceMetrics().Len() != many.ResourceMetrics().Len() {
+		t.Fatalf("%d vs %d resources", one.ResourceMetrics().Len(), many.ResourceMetrics().Len())
+	}
+	for i := 0; i < one.ResourceMetrics().Len(); i++ {
+		a, b := one.ResourceMetrics().At(i), many.ResourceMetrics().At(i)
+		if !a.Resource().Attributes().Equal(b.Resource().Attributes()) {
+			t.Errorf("resource %d differs: %v vs %v", i, a.Resource().Attributes().AsRaw(), b.Resource().Attributes().AsRaw())
+		}
+		if a.ScopeMetrics().At(0).Metrics().Len() != b.ScopeMetrics().At(0).Metrics().Len() {
+			t.Errorf("resource %d: metric counts differ", i)
+		}
 	}
 }

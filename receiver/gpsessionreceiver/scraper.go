@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -26,7 +27,7 @@ type sessionScraper struct {
 	logger    *zap.Logger
 	source    clusterSource
 	newLocal  func() (procReader, error) // nil when no host is read in-process
-	mb        *metadata.MetricsBuilder
+	mbs       []*metadata.MetricsBuilder // one per emission worker
 	telemetry *metadata.TelemetryBuilder
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
@@ -49,9 +50,20 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		settings:  settings,
 		logger:    settings.Logger,
 		source:    source,
-		mb:        metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, settings),
+		mbs:       newBuilders(cfg, settings, emitWorkers()),
 		telemetry: tb,
 	}, nil
+}
+
+// emitWorkers is how many builders write process resources at once.
+func emitWorkers() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
+
+func newBuilders(cfg *Config, settings receiver.Settings, n int) []*metadata.MetricsBuilder {
+	mbs := make([]*metadata.MetricsBuilder, n)
+	for i := range mbs {
+		mbs[i] = metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, settings)
+	}
+	return mbs
 }
 
 // start prepares the agent connections. It never touches the database, so an
@@ -135,7 +147,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 	}
-	md, st := emitSnapshot(s.mb, snap)
+	md, st := emitSnapshot(s.mbs, snap)
 	return md, s.account(ctx, results, st)
 }
 
