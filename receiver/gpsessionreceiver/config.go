@@ -72,8 +72,8 @@ type Config struct {
 	StatementTimeout time.Duration `mapstructure:"statement_timeout"`
 	// TopologyTTL is how long the segment → host map is trusted.
 	TopologyTTL time.Duration `mapstructure:"topology_ttl"`
-	// CoordinatorHostName names the coordinator's host on PostgreSQL (and when
-	// gp_segment_configuration lacks it); empty means os.Hostname().
+	// CoordinatorHostName names the one host of a PostgreSQL server; empty
+	// means os.Hostname(). Greenplum takes it from gp_segment_configuration.
 	CoordinatorHostName string `mapstructure:"coordinator_host_name"`
 	// ReconnectBackoff is the first wait after a failed discovery before the
 	// database is tried again; it doubles up to ReconnectBackoffMax.
