@@ -88,8 +88,10 @@ func runDemo(ctx context.Context, args []string) error {
 	if err != nil {
 		return errors.Join(err, teardown())
 	}
-	for host, endpoint := range stack.AgentEndpoints {
-		emit(map[string]any{"event": "agent", "host": host, "endpoint": endpoint, "pid": stack.Agents[host].PID()})
+	for _, h := range c.Hosts {
+		if endpoint, ok := stack.AgentEndpoints[h.Name]; ok {
+			emit(map[string]any{"event": "agent", "host": h.Name, "endpoint": endpoint, "pid": stack.Agents[h.Name].PID()})
+		}
 	}
 	emit(map[string]any{"event": "collector", "pid": stack.Collector.PID(), "config": config, "log": stack.Collector.Log,
 		"health": "http://" + stack.Health + "/", "telemetry": "http://" + stack.Telemetry + "/metrics"})

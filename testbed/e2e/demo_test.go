@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDemoCommand runs `gpotel-testbed demo --duration` as a user would: it
+// must announce the API and the OTLP file, serve sessions while it runs, and
+// stop by itself leaving no process of its testbed behind.
+func TestDemoCommand(t *testing.T) {
+	needBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	launcher := filepath.Join(t.TempDir(), "gpotel-testbed")
+	if err := run(ctx, root, "go", "build", "-o", launcher, "./cmd/gpotel-testbed"); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	cmd := exec.CommandContext(ctx, launcher, "demo", "--duration", "25s", "--out", out,
+		"--api", "127.0.0.1:"+itoa(port), "--collector", bins.Collector, "--agent", bins.Agent,
+		"--config", configPath("testbed.yaml"))
+	cmd.Dir = root
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	events := map[string]map[string]any{}
+	var sessionsSeen int
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		var ev map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+			t.Errorf("not a JSON line: %q", sc.Text())
+			continue
+		}
+		name, _ := ev["event"].(string)
+		events[name] = ev
+		if name == "running" {
+			// While it runs, the announced API serves the workload's sessions.
+			api, _ := events["api"]["endpoint"].(string)
+			waitFor(t, 30*time.Second, "the demo's API serves sessions", func() (bool, string) {
+				client, closeFn, err := DialAPI(api)
+				if err != nil {
+					return false, err.Error()
+				}
+				defer closeFn()
+				states, err := allSessions(ctx, client)
+				sessionsSeen = len(states)
+				return err == nil && len(states) >= 3, itoa(len(states)) + " sessions"
+			})
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("demo: %v\n%s", err, stderr.String())
+	}
+	for _, name := range []string{"testbed", "agent", "collector", "api", "otlp", "running", "stopped"} {
+		if events[name] == nil {
+			t.Errorf("no %q event", name)
+		}
+	}
+	t.Logf("%d sessions served while running", sessionsSeen)
+	file, _ := events["otlp"]["file"].(string)
+	if st, err := os.Stat(file); err != nil || st.Size() == 0 {
+		t.Errorf("OTLP output %s is missing or empty: %v", file, err)
+	}
+	dir, _ := events["testbed"]["dir"].(string)
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("testbed dir %s still exists after the demo: %v", dir, err)
+	}
+	id, _ := events["testbed"]["id"].(string)
+	if left := processesTagged("gpotel-" + id + "-seg"); len(left) > 0 {
+		t.Errorf("processes of the demo's testbed left running: %v", left)
+	}
+	for _, key := range []string{"collector"} {
+		if pid, ok := events[key]["pid"].(float64); ok && processAlive(int(pid)) {
+			t.Errorf("%s (pid %d) still running after the demo", key, int(pid))
+		}
+	}
+}
+
+func itoa(n int) string { return strconv.Itoa(n) }
+
+// processesTagged lists pids whose command line contains tag (the testbed's
+// cluster_name shows in every PostgreSQL process title).
+func processesTagged(tag string) []int {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(b), tag) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func processAlive(pid int) bool { return syscall.Kill(pid, 0) == nil }
