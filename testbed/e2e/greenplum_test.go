@@ -1,0 +1,262 @@
+package e2e
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"fmt"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+// TestGreenplumConfigWithMutualTLS runs config/greenplum.yaml itself on a
+// testbed: agents that demand client certificates, an API behind TLS with
+// client certificates and a bearer token, read by gpotel-top. Only what a
+// testbed cannot provide is overridden (addresses, ports, the OS user).
+func TestGreenplumConfigWithMutualTLS(t *testing.T) {
+	needBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	pgUser, err := instanceOwner(c.Coordinator.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tlsDir := filepath.Join(dir, "tls")
+	writePKI(t, tlsDir)
+	token := filepath.Join(dir, "api-token")
+	password := filepath.Join(dir, "db-password")
+	for path, content := range map[string]string{token: "s3cret-token\n", password: "unused-under-trust\n"} {
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var sets []string
+	for _, h := range segmentHosts(c) {
+		port, err := freePort(h.AgentAddress)
+		if err != nil {
+			t.Fatal(err)
+		}
+		endpoint := net.JoinHostPort(h.AgentAddress, strconv.Itoa(port))
+		p, err := StartProcess("agent "+h.Name, filepath.Join(dir, "agent-"+h.Name+".log"), nil, bins.Agent,
+			"--listen", endpoint, "--hostname", h.Name, "--allowed-users", pgUser, "--log-level", "warn",
+			"--tls-cert-file", filepath.Join(tlsDir, "agent.pem"), "--tls-key-file", filepath.Join(tlsDir, "agent-key.pem"),
+			"--tls-client-ca-file", filepath.Join(tlsDir, "ca.pem"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
+		if err := waitListening(p, endpoint, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		sets = append(sets, "--set=receivers::gpsession::agents::"+h.Name+"="+endpoint)
+	}
+	sink, err := StartOTLPSink("127.0.0.1:0", "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sink.Stop() })
+	ports := map[string]int{}
+	for _, name := range []string{"api", "health", "prometheus"} {
+		if ports[name], err = freePort("127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports["api"]))
+	coordinator := c.Coordinator
+	args := append([]string{"--config", configPath("greenplum.yaml"),
+		"--set=receivers::gpsession::port=" + strconv.Itoa(coordinator.Port),
+		"--set=receivers::gpsession::host=127.0.0.1",
+		"--set=receivers::gpsession::user=" + cluster.AdminRole,
+		"--set=receivers::gpsession::collection_interval=2s",
+		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::local::allowed_users=[" + pgUser + "]",
+		"--set=exporters::sessionstate::endpoint=" + api,
+		"--set=exporters::sessionstate::last_metrics_window=5m",
+		"--set=exporters::prometheus::endpoint=127.0.0.1:" + strconv.Itoa(ports["prometheus"]),
+		"--set=exporters::otlp_grpc::tls::insecure=true",
+		"--set=extensions::health_check::endpoint=127.0.0.1:" + strconv.Itoa(ports["health"]),
+		"--set=service::telemetry::metrics::level=none",
+	}, sets...)
+	env := []string{
+		"GPOTEL_DB_PASSWORD_FILE=" + password,
+		"GPOTEL_COORDINATOR_HOST=" + cluster.CoordinatorHost,
+		"GPOTEL_TLS_DIR=" + tlsDir,
+		"GPOTEL_API_TOKEN_FILE=" + token,
+		"GPOTEL_OTLP_ENDPOINT=" + sink.Addr(),
+	}
+	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log:\n%s", collector.LogTail(5000))
+		}
+		_ = collector.Stop(15 * time.Second)
+	})
+	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
+		if exited, err := collector.Exited(); exited {
+			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
+		}
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: 60 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+
+	client := tlsAPI(t, api, tlsDir, "s3cret-token")
+	waitFor(t, 30*time.Second, "the session, read over mTLS from both agents", func() (bool, string) {
+		st, err := stateOf(ctx, client, w.SessID())
+		if err != nil || st == nil {
+			return false, fmt.Sprint(err)
+		}
+		sys := st.GetLastMetrics().GetSystemStat()
+		return sys.GetHosts() == 3 && !sys.GetPartial(), fmt.Sprintf("hosts %d partial %v", sys.GetHosts(), sys.GetPartial())
+	})
+
+	top := filepath.Join(dir, "gpotel-top")
+	if err := run(ctx, root, "go", "build", "-o", top, "./cmd/gpotel-top"); err != nil {
+		t.Fatal(err)
+	}
+	topArgs := []string{"--once", "--addr", api, "--tls-ca", filepath.Join(tlsDir, "ca.pem"),
+		"--tls-cert", filepath.Join(tlsDir, "client.pem"), "--tls-key", filepath.Join(tlsDir, "client-key.pem")}
+	out, err := exec.CommandContext(ctx, top, append(topArgs, "--token-file", token)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("gpotel-top with certificate and token: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), " "+strconv.Itoa(w.SessID())+" ") {
+		t.Errorf("gpotel-top does not list session %d:\n%s", w.SessID(), out)
+	}
+	if out, err := exec.CommandContext(ctx, top, topArgs...).CombinedOutput(); err == nil || !strings.Contains(string(out), "Unauthenticated") {
+		t.Errorf("gpotel-top without the token: err %v, want Unauthenticated\n%s", err, out)
+	}
+	noCert := []string{"--once", "--addr", api, "--tls-ca", filepath.Join(tlsDir, "ca.pem"), "--token-file", token}
+	if out, err := exec.CommandContext(ctx, top, noCert...).CombinedOutput(); err == nil {
+		t.Errorf("gpotel-top without a client certificate was served:\n%s", out)
+	}
+}
+
+// tlsAPI dials the API with the client certificate and the bearer token.
+func tlsAPI(t *testing.T, addr, tlsDir, token string) yagpcc.GetGPInfoClient {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "client.pem"), filepath.Join(tlsDir, "client-key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(tlsDir, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(caPEM)
+	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(bearer(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return yagpcc.NewGetGPInfoClient(conn)
+}
+
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+func (bearer) RequireTransportSecurity() bool { return true }
+
+// writePKI writes a CA and the certificates greenplum.yaml names (collector.pem
+// to reach agents, api.pem to serve), plus agent.pem for the agents and
+// client.pem for API clients; every server certificate names the loopback addresses.
+func writePKI(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpotel test CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", caDER)
+	var ips []net.IP
+	for i := 1; i <= 20; i++ {
+		ips = append(ips, net.IPv4(127, 0, 0, byte(i)))
+	}
+	for i, leaf := range []struct {
+		name   string
+		server bool
+	}{{"agent", true}, {"api", true}, {"collector", false}, {"client", false}} {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tmpl := &x509.Certificate{
+			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "gpotel " + leaf.name},
+			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
+		}
+		if leaf.server {
+			tmpl.ExtKeyUsage = []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}
+			tmpl.IPAddresses, tmpl.DNSNames = ips, []string{"localhost", "mdw", "sdw1", "sdw2"}
+		}
+		der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+		if err != nil {
+			t.Fatal(err)
+		}
+		keyDER, err := x509.MarshalECPrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		writePEM(t, filepath.Join(dir, leaf.name+".pem"), "CERTIFICATE", der)
+		writePEM(t, filepath.Join(dir, leaf.name+"-key.pem"), "EC PRIVATE KEY", keyDER)
+	}
+}
+
+func writePEM(t *testing.T, path, kind string, der []byte) {
+	t.Helper()
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: kind, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
