@@ -1,0 +1,85 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+// TestPostgreSQLConfig runs config/postgresql.yaml against a plain PostgreSQL
+// testbed: no agents, the collector reads /proc itself, and a session is a
+// backend plus the parallel workers it starts.
+func TestPostgreSQLConfig(t *testing.T) {
+	needBinaries(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	pgUser, err := instanceOwner(c.Coordinator.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := map[string]int{}
+	for _, name := range []string{"api", "health", "prometheus"} {
+		if ports[name], err = freePort("127.0.0.1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	api := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports["api"]))
+	const hostName = "pg1"
+	collector, err := StartProcess("collector", filepath.Join(t.TempDir(), "collector.log"),
+		[]string{"GPOTEL_DSN=" + c.CoordinatorDSN, "GPOTEL_HOST_NAME=" + hostName}, bins.Collector,
+		"--config", configPath("postgresql.yaml"),
+		"--set=receivers::gpsession::collection_interval=1s",
+		"--set=receivers::gpsession::timeout=1s",
+		"--set=receivers::gpsession::host_timeout=800ms",
+		"--set=receivers::gpsession::local::allowed_users=["+pgUser+"]",
+		"--set=exporters::sessionstate::endpoint="+api,
+		"--set=exporters::prometheus::endpoint=127.0.0.1:"+strconv.Itoa(ports["prometheus"]),
+		"--set=extensions::health_check::endpoint=127.0.0.1:"+strconv.Itoa(ports["health"]),
+		"--set=service::telemetry::metrics::level=none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log:\n%s", collector.LogTail(5000))
+		}
+		_ = collector.Stop(15 * time.Second)
+	})
+	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
+		if exited, err := collector.Exited(); exited {
+			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
+		}
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: 40 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	client := dialAPI(t, api)
+	waitFor(t, 35*time.Second, "the session counts its parallel workers and their CPU", func() (bool, string) {
+		st, err := stateOf(ctx, client, w.SessID())
+		if err != nil || st == nil {
+			return false, fmt.Sprint(err)
+		}
+		sys := st.GetLastMetrics().GetSystemStat()
+		ok := sys.GetProcesses() >= 2 && sys.GetHosts() == 1 && st.GetHostname() == hostName &&
+			sys.GetUserTimeSeconds()+sys.GetKernelTimeSeconds() > 0
+		return ok, fmt.Sprintf("processes %d, hosts %d, hostname %q, cpu %.3f s",
+			sys.GetProcesses(), sys.GetHosts(), st.GetHostname(), sys.GetUserTimeSeconds()+sys.GetKernelTimeSeconds())
+	})
+}
