@@ -59,12 +59,6 @@ func runDemo(ctx context.Context, args []string) error {
 			return err
 		}
 	}
-	if duration > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, duration)
-		defer cancel()
-	}
-
 	c, err := cluster.Up(ctx, opts)
 	if err != nil {
 		return err
@@ -99,6 +93,12 @@ func runDemo(ctx context.Context, args []string) error {
 		"try": "gpotel-top --addr " + stack.API})
 	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line"})
 
+	// --duration counts from here: start-up time is not part of it.
+	if duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, duration)
+		defer cancel()
+	}
 	var wg sync.WaitGroup
 	specs := e2e.DemoWorkloads()
 	for _, spec := range specs {
