@@ -55,22 +55,14 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 
 	var sets []string
 	for _, h := range segmentHosts(c) {
-		port, err := freePort(h.AgentAddress)
-		if err != nil {
-			t.Fatal(err)
-		}
-		endpoint := net.JoinHostPort(h.AgentAddress, strconv.Itoa(port))
-		p, err := StartProcess("agent "+h.Name, filepath.Join(dir, "agent-"+h.Name+".log"), nil, bins.Agent,
-			"--listen", endpoint, "--hostname", h.Name, "--allowed-users", pgUser, "--log-level", "warn",
+		p, endpoint, err := startAgent(h.Name, "", h.AgentAddress, filepath.Join(dir, "agent-"+h.Name+".log"), bins.Agent,
+			"--hostname", h.Name, "--allowed-users", pgUser, "--log-level", "warn",
 			"--tls-cert-file", filepath.Join(tlsDir, "agent.pem"), "--tls-key-file", filepath.Join(tlsDir, "agent-key.pem"),
 			"--tls-client-ca-file", filepath.Join(tlsDir, "ca.pem"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
-		if err := waitListening(p, endpoint, 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
 		sets = append(sets, "--set=receivers::gpsession::agents::"+h.Name+"="+endpoint)
 	}
 	sink, err := StartOTLPSink("127.0.0.1:0", "", 10)

@@ -137,22 +137,12 @@ func benchTick(b *testing.B, hosts, perHost int, collectorArgs []string) {
 	})
 	for h := 1; h <= hosts; h++ {
 		host := fmt.Sprintf("sdw%d", h)
-		port, err := freePort("127.0.0.1")
-		if err != nil {
-			b.Fatal(err)
-		}
-		endpoint := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-		p, err := StartProcess("agent "+host, filepath.Join(dir, "agent-"+host+".log"), nil, bins.Agent,
-			"--listen", endpoint, "--hostname", host, "--proc-root", root, "--allowed-users", uid, "--log-level", "warn")
+		p, endpoint, err := startAgent(host, "", "127.0.0.1", filepath.Join(dir, "agent-"+host+".log"), bins.Agent,
+			"--hostname", host, "--proc-root", root, "--allowed-users", uid, "--log-level", "warn")
 		if err != nil {
 			b.Fatal(err)
 		}
 		agents[host], endpoints[host] = p, endpoint
-	}
-	for host, p := range agents {
-		if err := waitListening(p, endpoints[host], time.Minute); err != nil {
-			b.Fatal(err)
-		}
 	}
 
 	sink, err := StartOTLPSink("127.0.0.1:0", "", 0)

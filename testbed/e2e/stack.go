@@ -120,25 +120,40 @@ func (s *Stack) StartAgent(host string) error {
 	if h.Name == "" {
 		return fmt.Errorf("no emulated host %q", host)
 	}
-	endpoint := s.AgentEndpoints[host]
-	if endpoint == "" {
-		port, err := freePort(h.AgentAddress)
-		if err != nil {
-			return err
-		}
-		endpoint = net.JoinHostPort(h.AgentAddress, strconv.Itoa(port))
-	}
-	p, err := StartProcess("agent "+host, filepath.Join(s.opts.Dir, "agent-"+host+".log"), nil, s.opts.Agent,
-		"--listen", endpoint, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn")
+	p, endpoint, err := startAgent(host, s.AgentEndpoints[host], h.AgentAddress, filepath.Join(s.opts.Dir, "agent-"+host+".log"),
+		s.opts.Agent, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn")
 	if err != nil {
-		return err
-	}
-	if err := waitListening(p, endpoint, 20*time.Second); err != nil {
-		_ = p.Kill()
 		return err
 	}
 	s.Agents[host], s.AgentEndpoints[host] = p, endpoint
 	return nil
+}
+
+// startAgent runs an agent on endpoint, or on a free port of ip when endpoint
+// is empty; a port taken between choosing and binding it is chosen again.
+func startAgent(name, endpoint, ip, logPath, bin string, args ...string) (*Process, string, error) {
+	fixed := endpoint != ""
+	for attempt := 1; ; attempt++ {
+		if !fixed {
+			port, err := freePort(ip)
+			if err != nil {
+				return nil, "", err
+			}
+			endpoint = net.JoinHostPort(ip, strconv.Itoa(port))
+		}
+		p, err := StartProcess("agent "+name, logPath, nil, bin, append([]string{"--listen", endpoint}, args...)...)
+		if err != nil {
+			return nil, "", err
+		}
+		err = waitListening(p, endpoint, 20*time.Second)
+		if err == nil {
+			return p, endpoint, nil
+		}
+		_ = p.Kill()
+		if fixed || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+			return nil, "", err
+		}
+	}
 }
 
 // KillAgent ends one host's agent with SIGKILL, as a crash would.
@@ -285,6 +300,11 @@ func waitListening(p *Process, endpoint string, limit time.Duration) error {
 		conn, err := net.DialTimeout("tcp", endpoint, time.Second)
 		if err == nil {
 			conn.Close()
+			// Someone answered; make sure it is not another process while ours failed to bind.
+			time.Sleep(50 * time.Millisecond)
+			if exited, err := p.Exited(); exited {
+				return fmt.Errorf("%s exited (%v): %s", p.Name, err, p.LogTail(2000))
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {
