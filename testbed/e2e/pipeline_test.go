@@ -310,7 +310,7 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 	sessID := st.GetSessionKey().GetSessId()
 	var found pmetric.ResourceMetrics
 	ok := false
-	// The OTLP branch batches for up to 2 s after the snapshot.
+	// The export pipeline (forward → batch → otlp_grpc) holds it for up to 2 s.
 	deadline := time.Now().Add(15 * time.Second)
 	for !ok && time.Now().Before(deadline) {
 		for _, md := range s.Sink.Received() {

@@ -81,7 +81,8 @@ INSERT INTO %[1]s.dist_activity SELECT h, p, 1000 + (i %% %[5]d)
 // BenchmarkTick is the end-to-end tick of the ocb-built collector over a
 // synthetic cluster of N hosts x P backends: coordinator discovery over pgx,
 // fan-out to N real gpotel-agent processes reading a fixture procfs, the
-// snapshotdiff processor and the sessionstate exporter, back to back
+// one snapshotdiff processor feeding the sessionstate exporter and (through
+// the forward connector) the batch/OTLP export pipeline, back to back
 // (collection_interval shorter than a tick). Reported: the mean and worst gap
 // between consecutive snapshots the API serves, and the collector's and the
 // agents' CPU and memory while it runs.
@@ -91,21 +92,12 @@ func BenchmarkTick(b *testing.B) {
 	}
 	for _, size := range []struct{ hosts, pids int }{{10, 2000}, {100, 2000}} {
 		b.Run(fmt.Sprintf("hosts=%d/pids=%d", size.hosts, size.pids), func(b *testing.B) {
-			benchTick(b, size.hosts, size.pids, nil)
+			benchTick(b, size.hosts, size.pids)
 		})
 	}
-	// config/testbed.yaml diffs every snapshot twice (an API branch and an OTLP
-	// branch); here one snapshotdiff feeds both exporters, as in greenplum.yaml.
-	b.Run("hosts=100/pids=2000/one-snapshotdiff", func(b *testing.B) {
-		benchTick(b, 100, 2000, []string{
-			"--set=receivers::otlp::protocols::grpc::endpoint=127.0.0.1:0",
-			"--set=service::pipelines::metrics/otlp::receivers=[otlp]",
-			"--set=service::pipelines::metrics/api::exporters=[sessionstate,otlp_grpc]",
-		})
-	})
 }
 
-func benchTick(b *testing.B, hosts, perHost int, collectorArgs []string) {
+func benchTick(b *testing.B, hosts, perHost int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := cluster.Start(b, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
@@ -164,16 +156,15 @@ func benchTick(b *testing.B, hosts, perHost int, collectorArgs []string) {
 		"GPOTEL_HEALTH_ENDPOINT=127.0.0.1:" + strconv.Itoa(healthPort),
 		"GPOTEL_TELEMETRY_PORT=" + strconv.Itoa(telemetryPort),
 	}
-	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, append([]string{
+	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector,
 		"--config", filepath.Join(root0(b), "config", "testbed.yaml"),
-		"--set=receivers::gpsession::local::proc_root=" + root,
+		"--set=receivers::gpsession::local::proc_root="+root,
 		// Shorter than a tick: scrapes run back to back, so the snapshot gap is the tick.
 		"--set=receivers::gpsession::collection_interval=500ms",
 		"--set=receivers::gpsession::timeout=60s",
 		"--set=receivers::gpsession::host_timeout=50s",
 		"--set=receivers::gpsession::topology_ttl=10m",
-		"--set=exporters::debug::verbosity=basic",
-	}, collectorArgs...)...)
+		"--set=exporters::debug::verbosity=basic")
 	if err != nil {
 		b.Fatal(err)
 	}
