@@ -278,3 +278,16 @@ func TestKeyPressResortsTheScreen(t *testing.T) {
 		t.Error("q must quit")
 	}
 }
+
+func TestQueryColumnHasNoControlCharacters(t *testing.T) {
+	got := firstLine("\tSELECT a,\tb\x1b[2J FROM t\n  WHERE x")
+	if got != "SELECT a, b [2J FROM t" {
+		t.Fatalf("firstLine = %q: a tab or escape would reach the terminal", got)
+	}
+	table := formatTable([]SessionRow{{Query: firstLine("SELECT\t1\t2\t3\t4\t5\t6\t7\t8\t9")}}, 60)
+	for _, line := range strings.Split(strings.TrimRight(table, "\n"), "\n") {
+		if strings.ContainsRune(line, '\t') || len(line) > 60 {
+			t.Fatalf("line %q is not cut to 60 plain columns", line)
+		}
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/charmbracelet/x/ansi"
 
@@ -128,12 +129,20 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	return row
 }
 
+// firstLine is the query's first non-empty line with tabs and other control
+// characters made spaces: a terminal widens a tab, so it would break the cut
+// to the screen width.
 func firstLine(q string) string {
 	q = strings.TrimSpace(q)
 	if i := strings.IndexAny(q, "\r\n"); i >= 0 {
 		q = strings.TrimSpace(q[:i])
 	}
-	return q
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, q)
 }
 
 // sortValue is the figure the key orders by.
