@@ -109,6 +109,7 @@ func BenchmarkScrape(b *testing.B) {
 			}
 			runtime.GC()
 			b.ReportAllocs()
+			before := memStats()
 			b.ResetTimer()
 			var points, resources int
 			for i := 0; i < b.N; i++ {
@@ -119,6 +120,7 @@ func BenchmarkScrape(b *testing.B) {
 				points, resources = md.DataPointCount(), md.ResourceMetrics().Len()
 			}
 			b.StopTimer()
+			reportPerProcess(b, before, size.hosts*size.pids)
 			want := size.hosts*size.pids + 50 + 1
 			if resources != want {
 				b.Fatalf("%d resources, want %d (every process, every session, the snapshot)", resources, want)
@@ -173,21 +175,41 @@ func BenchmarkEmitSnapshot(b *testing.B) {
 				}
 				results[i] = hostResult{host: q.host, asked: len(q.procs), up: true, consts: consts, infos: resp.GetPidProcData()}
 			}
-			mbs := newBuilders(createDefaultConfig(), receivertest.NewNopSettings(metadata.Type), emitWorkers())
+			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type), emitWorkers())
+			if err != nil {
+				b.Fatal(err)
+			}
 			snap := &snapshot{time: time.Now(), dialect: DialectGP7, tmID: 1, coordinatorHost: "mdw",
 				sessions: sessionHeads(DialectGP7, src.state.Sessions), queries: queries, results: results, queryMaxLength: 4096}
 			runtime.GC()
 			b.ReportAllocs()
+			before := memStats()
 			b.ResetTimer()
 			var st emitStats
 			for i := 0; i < b.N; i++ {
-				_, st = emitSnapshot(mbs, snap)
+				_, st = emitter.emitSnapshot(snap)
 			}
 			b.StopTimer()
 			if st.processes != size.hosts*size.pids {
 				b.Fatalf("%d processes emitted, want %d", st.processes, size.hosts*size.pids)
 			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*st.processes), "ns/process")
+			reportPerProcess(b, before, st.processes)
 		})
 	}
+}
+
+func memStats() runtime.MemStats {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
+// reportPerProcess reports time, allocations and bytes of the timed loop per
+// process of one scrape (every goroutine's allocations, as allocs/op counts).
+func reportPerProcess(b *testing.B, before runtime.MemStats, processes int) {
+	after := memStats()
+	n := float64(b.N * processes)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/n, "ns/process")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/process")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/process")
 }

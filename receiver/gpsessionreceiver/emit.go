@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
@@ -37,14 +38,33 @@ type emitStats struct {
 	failedHosts   int
 }
 
+// snapshotEmitter writes snapshots as pdata. The snapshot and session
+// resources, a few per scrape, go through mdatagen's MetricsBuilder; process
+// resources, one per backend on every host, are written straight into pdata
+// by a processWriter, which honours the same metrics/resource_attributes
+// switches.
+type snapshotEmitter struct {
+	mb      *metadata.MetricsBuilder
+	procs   *processWriter
+	workers int // goroutines writing process resources at once
+}
+
+func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings, workers int, opts ...metadata.MetricBuilderOption) (*snapshotEmitter, error) {
+	procs, err := newProcessWriter(mbc, settings)
+	if err != nil {
+		return nil, err
+	}
+	return &snapshotEmitter{mb: metadata.NewMetricsBuilder(mbc, settings, opts...), procs: procs, workers: max(1, workers)}, nil
+}
+
 // emitSnapshot writes one snapshot: the snapshot resource, one resource per
 // session, one per answered process, every data point at s.time. Process
-// resources are written by all the builders at once, each taking a
-// contiguous stretch, and joined in order; mbs[0] also writes the rest.
-func emitSnapshot(mbs []*metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
+// resources are written by all the workers at once, each taking a
+// contiguous stretch, and joined in order.
+func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats) {
 	var st emitStats
 	ts := pcommon.NewTimestampFromTime(s.time)
-	mb := mbs[0]
+	mb := e.mb
 	rb := mb.NewResourceBuilder()
 
 	for i, r := range s.results {
@@ -83,8 +103,8 @@ func emitSnapshot(mbs []*metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics,
 	md := mb.Emit()
 	attachSessionState(md, s.sessions, s.queryMaxLength)
 
-	stretches := splitProcesses(s.results, len(mbs))
-	parts := make([]pmetric.Metrics, len(stretches))
+	stretches := splitProcesses(s.results, e.workers)
+	parts := make([]pmetric.ResourceMetricsSlice, len(stretches))
 	counts := make([]emitStats, len(stretches))
 	byPID := make([]map[int64]*Backend, len(s.results))
 	for i := range s.results {
@@ -98,15 +118,26 @@ func emitSnapshot(mbs []*metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics,
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			n := 0
 			for _, span := range stretch {
-				emitProcesses(mbs[w], ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
+				n += span.to - span.from
 			}
-			parts[w] = mbs[w].Emit()
+			parts[w] = pmetric.NewResourceMetricsSlice()
+			parts[w].EnsureCapacity(n)
+			var pp processPoints
+			for _, span := range stretch {
+				e.emitProcesses(parts[w], &pp, ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
+			}
 		}()
 	}
 	wg.Wait()
+	total := md.ResourceMetrics().Len()
 	for w := range parts {
-		parts[w].ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
+		total += parts[w].Len()
+	}
+	md.ResourceMetrics().EnsureCapacity(total)
+	for w := range parts {
+		parts[w].MoveAndAppendTo(md.ResourceMetrics())
 		st.processes += counts[w].processes
 		st.withoutStat += counts[w].withoutStat
 	}
@@ -149,86 +180,21 @@ func splitProcesses(results []hostResult, n int) [][]infoSpan {
 }
 
 // emitProcesses writes one process resource per answered process of r.infos[from:to].
-func emitProcesses(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, tmID int64, r *hostResult, byPID map[int64]*Backend, from, to int, st *emitStats) {
-	rb := mb.NewResourceBuilder()
+func (e *snapshotEmitter) emitProcesses(rms pmetric.ResourceMetricsSlice, pp *processPoints, ts pcommon.Timestamp, tmID int64, r *hostResult, byPID map[int64]*Backend, from, to int, st *emitStats) {
+	id := processIdentity{tmID: tmID, host: r.host}
 	for _, info := range r.infos[from:to] {
-		b := byPID[info.GetPid()] // checkAnswer let only asked pids through
 		p := kernelunits.Convert(info, r.consts)
 		if !p.HasStat {
 			st.withoutStat++
 			continue
 		}
-		recordProcess(mb, ts, &p)
-		rb.SetGpotelResourceKindProcess()
-		rb.SetGpotelTmID(tmID)
-		rb.SetHostName(r.host)
-		rb.SetGpotelSegmentID(b.SegmentID)
-		rb.SetGpotelSessionID(b.SessionID)
-		rb.SetProcessPid(b.PID)
-		rb.SetProcessCreationTime(p.CreationTime.UTC().Format(CreationTimeLayout))
-		if b.BackendType != "" {
-			rb.SetGpotelBackendType(b.BackendType)
+		id.backend = byPID[info.GetPid()] // checkAnswer let only asked pids through
+		if e.procs.attrs.ProcessCreationTime.Enabled {
+			id.creationTime = p.CreationTime.UTC().Format(CreationTimeLayout)
 		}
-		rb.SetGpotelProcessSystem(isSystemProcess(b.SessionID, b.BackendType))
-		mb.EmitForResource(metadata.WithResource(rb.Emit()),
-			metadata.WithStartTimeOverride(pcommon.NewTimestampFromTime(p.CreationTime)))
+		pp.collect(&p)
+		e.procs.write(rms, pp, &id, pcommon.NewTimestampFromTime(p.CreationTime), ts)
 		st.processes++
-	}
-}
-
-func recordProcess(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, p *kernelunits.Process) {
-	if p.UserCPU.OK {
-		mb.RecordProcessCPUTimeDataPoint(ts, p.UserCPU.V, metadata.AttributeCPUModeUser)
-		mb.RecordProcessCPUTimeDataPoint(ts, p.SystemCPU.V, metadata.AttributeCPUModeSystem)
-	}
-	if p.BlkioDelay.OK {
-		mb.RecordGpotelProcessDiskDelayDataPoint(ts, p.BlkioDelay.V)
-	}
-	if p.MajorFaults.OK {
-		mb.RecordProcessPagingFaultsDataPoint(ts, p.MajorFaults.V, metadata.AttributeFaultTypeMajor)
-		mb.RecordProcessPagingFaultsDataPoint(ts, p.MinorFaults.V, metadata.AttributeFaultTypeMinor)
-	}
-	if p.VirtualMemory.OK {
-		mb.RecordProcessMemoryVirtualDataPoint(ts, p.VirtualMemory.V)
-	}
-	if v := p.MemoryUsage(); v.OK {
-		mb.RecordProcessMemoryUsageDataPoint(ts, v.V)
-	}
-	if v := p.ThreadCount(); v.OK {
-		mb.RecordProcessThreadCountDataPoint(ts, v.V)
-	}
-	if p.VoluntarySwitches.OK {
-		mb.RecordProcessContextSwitchesDataPoint(ts, p.VoluntarySwitches.V, metadata.AttributeContextSwitchTypeVoluntary)
-		mb.RecordProcessContextSwitchesDataPoint(ts, p.InvoluntarySwitches.V, metadata.AttributeContextSwitchTypeInvoluntary)
-	}
-	for _, m := range []struct {
-		v   kernelunits.Value[int64]
-		typ metadata.AttributeRssType
-	}{{p.RSSAnon, metadata.AttributeRssTypeAnon}, {p.RSSFile, metadata.AttributeRssTypeFile}, {p.RSSShmem, metadata.AttributeRssTypeShmem}} {
-		if m.v.OK {
-			mb.RecordGpotelProcessMemoryRssDataPoint(ts, m.v.V, m.typ)
-		}
-	}
-	if p.PeakRSS.OK {
-		mb.RecordGpotelProcessMemoryPeakDataPoint(ts, p.PeakRSS.V)
-	}
-	if p.PeakVirtual.OK {
-		mb.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, p.PeakVirtual.V)
-	}
-	if p.Swap.OK {
-		mb.RecordGpotelProcessMemorySwapDataPoint(ts, p.Swap.V)
-	}
-	if p.HasIO {
-		mb.RecordProcessDiskIoDataPoint(ts, p.ReadBytes.V, metadata.AttributeDirectionRead)
-		mb.RecordProcessDiskIoDataPoint(ts, p.WriteBytes.V, metadata.AttributeDirectionWrite)
-		mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, p.CancelledWriteBytes.V)
-		mb.RecordGpotelProcessIoCharsDataPoint(ts, p.ReadChars.V, metadata.AttributeDirectionRead)
-		mb.RecordGpotelProcessIoCharsDataPoint(ts, p.WriteChars.V, metadata.AttributeDirectionWrite)
-		mb.RecordGpotelProcessIoSyscallsDataPoint(ts, p.ReadSyscalls.V, metadata.AttributeDirectionRead)
-		mb.RecordGpotelProcessIoSyscallsDataPoint(ts, p.WriteSyscalls.V, metadata.AttributeDirectionWrite)
-	}
-	if p.RunDelay.OK {
-		mb.RecordGpotelProcessCPURunDelayDataPoint(ts, p.RunDelay.V)
 	}
 }
 

@@ -53,9 +53,17 @@ func testSnapshot(t *testing.T) *snapshot {
 	}
 }
 
+func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig, workers int, opts ...metadata.MetricBuilderOption) *snapshotEmitter {
+	t.Helper()
+	e, err := newSnapshotEmitter(mbc, receivertest.NewNopSettings(metadata.Type), workers, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
 func emitTest(t *testing.T) (pmetric.Metrics, emitStats) {
-	mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
-	return emitSnapshot([]*metadata.MetricsBuilder{mb}, testSnapshot(t))
+	return newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig(), 1).emitSnapshot(testSnapshot(t))
 }
 
 func resourcesOfKind(md pmetric.Metrics, kind string) []pmetric.ResourceMetrics {
@@ -238,9 +246,8 @@ func TestSplitProcessesKeepsOrderAndBalances(t *testing.T) {
 }
 
 func TestParallelEmissionWritesTheSameSnapshot(t *testing.T) {
-	set := receivertest.NewNopSettings(metadata.Type)
-	one, _ := emitSnapshot(newBuilders(createDefaultConfig(), set, 1), testSnapshot(t))
-	many, st := emitSnapshot(newBuilders(createDefaultConfig(), set, 4), testSnapshot(t))
+	one, _ := newTestEmitter(t, createDefaultConfig().MetricsBuilderConfig, 1).emitSnapshot(testSnapshot(t))
+	many, st := newTestEmitter(t, createDefaultConfig().MetricsBuilderConfig, 4).emitSnapshot(testSnapshot(t))
 	if st.processes != 2 || one.ResourceMetrics().Len() != many.ResourceMetrics().Len() {
 		t.Fatalf("%d vs %d resources", one.ResourceMetrics().Len(), many.ResourceMetrics().Len())
 	}

@@ -27,7 +27,7 @@ type sessionScraper struct {
 	logger    *zap.Logger
 	source    clusterSource
 	newLocal  func() (procReader, error) // nil when no host is read in-process
-	mbs       []*metadata.MetricsBuilder // one per emission worker
+	emitter   *snapshotEmitter
 	telemetry *metadata.TelemetryBuilder
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
@@ -45,26 +45,22 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 	if err != nil {
 		return nil, err
 	}
+	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings, emitWorkers())
+	if err != nil {
+		return nil, err
+	}
 	return &sessionScraper{
 		cfg:       cfg,
 		settings:  settings,
 		logger:    settings.Logger,
 		source:    source,
-		mbs:       newBuilders(cfg, settings, emitWorkers()),
+		emitter:   emitter,
 		telemetry: tb,
 	}, nil
 }
 
-// emitWorkers is how many builders write process resources at once.
+// emitWorkers is how many goroutines write process resources at once.
 func emitWorkers() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
-
-func newBuilders(cfg *Config, settings receiver.Settings, n int) []*metadata.MetricsBuilder {
-	mbs := make([]*metadata.MetricsBuilder, n)
-	for i := range mbs {
-		mbs[i] = metadata.NewMetricsBuilder(cfg.MetricsBuilderConfig, settings)
-	}
-	return mbs
-}
 
 // start prepares the agent connections. It never touches the database, so an
 // unreachable coordinator does not keep the collector from starting.
@@ -147,7 +143,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 	}
-	md, st := emitSnapshot(s.mbs, snap)
+	md, st := s.emitter.emitSnapshot(snap)
 	return md, s.account(ctx, results, st)
 }
 
