@@ -176,7 +176,8 @@ min_wal_size = 32MB
 autovacuum = off
 jit = off
 huge_pages = off
-dynamic_shared_memory_type = posix
+# mmap keeps DSM segments in the data dir: a killed postmaster leaves none in /dev/shm
+dynamic_shared_memory_type = mmap
 logging_collector = off
 log_min_messages = warning
 log_line_prefix = '%%m [%%p] '
