@@ -80,8 +80,10 @@ unit:
 test: testbed-deps proto-check lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 
+# Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps
-	$(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./... | tee $(BUILD)/bench.txt
+	@mkdir -p $(BUILD)
+	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./... | tee $(BUILD)/bench.txt
 
 # The testbed (gp6, 2 hosts x 2 segments) with agents, the collector and a
 # workload, watched through gpotel-top; Ctrl-C or q tears it all down.
