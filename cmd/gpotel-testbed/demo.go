@@ -29,7 +29,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.StringVar(&out, "out", "", "directory for the collector and agent logs and the OTLP output (kept); empty means a new temporary directory")
 	fs.IntVar(&opts.Hosts, "hosts", 2, "emulated segment hosts (sdw1..sdwN)")
 	fs.IntVar(&opts.SegmentsPerHost, "segments-per-host", 2, "primary segments per host")
-	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6 or gp7")
+	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6, gp7 or cloudberry")
 	fs.StringVar(&api, "api", "127.0.0.1:1432", "where the collector serves GetGPInfo")
 	fs.StringVar(&config, "config", "config/testbed.yaml", "collector configuration")
 	fs.StringVar(&collectorBin, "collector", "build/otelcol-gpotel", "the ocb-built collector (make collector)")
@@ -42,8 +42,8 @@ func runDemo(ctx context.Context, args []string) error {
 	}
 	opts.Dir = dir
 	opts.Dialect = cluster.Dialect(dialect)
-	if opts.Dialect != cluster.DialectGP6 && opts.Dialect != cluster.DialectGP7 {
-		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6 or gp7", dialect)
+	if opts.Dialect != cluster.DialectGP6 && opts.Dialect != cluster.DialectGP7 && opts.Dialect != cluster.DialectCloudberry {
+		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6, gp7 or cloudberry", dialect)
 	}
 	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin}
 	for flagName, path := range files {

@@ -23,7 +23,7 @@ func runUp(ctx context.Context, args []string) error {
 	fs := newFlags("up", &dir, false)
 	fs.IntVar(&opts.Hosts, "hosts", 2, "emulated segment hosts (sdw1..sdwN)")
 	fs.IntVar(&opts.SegmentsPerHost, "segments-per-host", 2, "primary segments per host")
-	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6, gp7 or postgresql")
+	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6, gp7, cloudberry or postgresql")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

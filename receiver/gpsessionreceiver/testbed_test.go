@@ -309,6 +309,23 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	}
 }
 
+// TestCloudberryEveryBackendFound: Cloudberry is told apart by version() alone
+// and read with the GP7 column set.
+func TestCloudberryEveryBackendFound(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry})
+	agents := startAgents(t, c)
+	w := startSession(t, c)
+	cfg := testbedConfig(c)
+	cfg.Agents = agentEndpoints(agents)
+	md := checkEveryBackendFound(t, c, startScraper(t, cfg), w)
+	if d, _ := resourcesOfKind(md, gpsemconv.KindSnapshot)[0].Resource().Attributes().Get(gpsemconv.AttrDialect); d.Str() != DialectCloudberry {
+		t.Errorf("dialect %q, want %q", d.Str(), DialectCloudberry)
+	}
+}
+
 func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")

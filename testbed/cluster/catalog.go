@@ -51,8 +51,9 @@ var gp7Activity = []activityColumn{
 
 // versionStrings are what the compat version() returns, shaped like the real ones.
 var versionStrings = map[Dialect]string{
-	DialectGP6: "PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
-	DialectGP7: "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
+	DialectGP6:        "PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
+	DialectGP7:        "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
+	DialectCloudberry: "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
 }
 
 func (c *Cluster) activityColumns() []activityColumn {

@@ -29,6 +29,7 @@ type Dialect string
 const (
 	DialectGP6        Dialect = "gp6"
 	DialectGP7        Dialect = "gp7"
+	DialectCloudberry Dialect = "cloudberry" // Apache Cloudberry: GP7's catalog shape, its own version()
 	DialectPostgreSQL Dialect = "postgresql"
 )
 
@@ -58,7 +59,7 @@ type Options struct {
 	Dir             string
 	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
 	SegmentsPerHost int     // primaries per segment host
-	Dialect         Dialect // gp6, gp7 or postgresql
+	Dialect         Dialect // gp6, gp7, cloudberry or postgresql
 	// Ephemeral ties the cluster to this process: a later Up removes it once
 	// this process is gone (say, a test binary killed by its timeout before
 	// its cleanup ran). Start sets it.
@@ -176,7 +177,7 @@ func (d *Description) JSON() []byte {
 func (o Options) validate() error {
 	var errs []error
 	switch o.Dialect {
-	case DialectGP6, DialectGP7:
+	case DialectGP6, DialectGP7, DialectCloudberry:
 		if o.Hosts < 1 {
 			errs = append(errs, fmt.Errorf("dialect %s needs at least one segment host, got %d", o.Dialect, o.Hosts))
 		}
@@ -185,7 +186,7 @@ func (o Options) validate() error {
 			errs = append(errs, fmt.Errorf("hosts must not be negative, got %d", o.Hosts))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("unknown dialect %q (want gp6, gp7 or postgresql)", o.Dialect))
+		errs = append(errs, fmt.Errorf("unknown dialect %q (want gp6, gp7, cloudberry or postgresql)", o.Dialect))
 	}
 	if o.Hosts > 0 && o.SegmentsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("segments per host must be at least 1 when hosts > 0, got %d", o.SegmentsPerHost))
