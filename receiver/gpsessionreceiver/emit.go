@@ -62,9 +62,50 @@ func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Set
 // resources are written by all the workers at once, each taking a
 // contiguous stretch, and joined in order.
 func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats) {
+	md, st := emitSnapshotAndSessions(e.mb, s)
+	ts := pcommon.NewTimestampFromTime(s.time)
+
+	stretches := splitProcesses(s.results, e.workers)
+	parts := make([]pmetric.ResourceMetricsSlice, len(stretches))
+	counts := make([]emitStats, len(stretches))
+	byPID := backendsByPID(s)
+	var wg sync.WaitGroup
+	for w, stretch := range stretches {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n := 0
+			for _, span := range stretch {
+				n += span.to - span.from
+			}
+			parts[w] = pmetric.NewResourceMetricsSlice()
+			parts[w].EnsureCapacity(n)
+			var pp processPoints
+			for _, span := range stretch {
+				e.emitProcesses(parts[w], &pp, ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
+			}
+		}()
+	}
+	wg.Wait()
+	total := md.ResourceMetrics().Len()
+	for w := range parts {
+		total += parts[w].Len()
+	}
+	md.ResourceMetrics().EnsureCapacity(total)
+	for w := range parts {
+		parts[w].MoveAndAppendTo(md.ResourceMetrics())
+		st.processes += counts[w].processes
+		st.withoutStat += counts[w].withoutStat
+	}
+	return md, st
+}
+
+// emitSnapshotAndSessions writes, through the MetricsBuilder, the snapshot
+// resource with each host's up and processes points, and one resource per
+// session with its state attached.
+func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
 	var st emitStats
 	ts := pcommon.NewTimestampFromTime(s.time)
-	mb := e.mb
 	rb := mb.NewResourceBuilder()
 
 	for i, r := range s.results {
@@ -102,10 +143,11 @@ func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats)
 	}
 	md := mb.Emit()
 	attachSessionState(md, s.sessions, s.queryMaxLength)
+	return md, st
+}
 
-	stretches := splitProcesses(s.results, e.workers)
-	parts := make([]pmetric.ResourceMetricsSlice, len(stretches))
-	counts := make([]emitStats, len(stretches))
+// backendsByPID indexes, per host query, the asked backends by pid.
+func backendsByPID(s *snapshot) []map[int64]*Backend {
 	byPID := make([]map[int64]*Backend, len(s.results))
 	for i := range s.results {
 		byPID[i] = make(map[int64]*Backend, len(s.queries[i].procs))
@@ -113,35 +155,7 @@ func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats)
 			byPID[i][s.queries[i].procs[j].PID] = &s.queries[i].procs[j]
 		}
 	}
-	var wg sync.WaitGroup
-	for w, stretch := range stretches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := 0
-			for _, span := range stretch {
-				n += span.to - span.from
-			}
-			parts[w] = pmetric.NewResourceMetricsSlice()
-			parts[w].EnsureCapacity(n)
-			var pp processPoints
-			for _, span := range stretch {
-				e.emitProcesses(parts[w], &pp, ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
-			}
-		}()
-	}
-	wg.Wait()
-	total := md.ResourceMetrics().Len()
-	for w := range parts {
-		total += parts[w].Len()
-	}
-	md.ResourceMetrics().EnsureCapacity(total)
-	for w := range parts {
-		parts[w].MoveAndAppendTo(md.ResourceMetrics())
-		st.processes += counts[w].processes
-		st.withoutStat += counts[w].withoutStat
-	}
-	return md, st
+	return byPID
 }
 
 // infoSpan is infos[from:to] of one host's result.

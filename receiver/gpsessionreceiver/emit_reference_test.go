@@ -12,61 +12,18 @@ import (
 
 // builderEmitSnapshot is the emission as it was before process resources
 // were written straight into pdata, kept as the reference the direct writer
-// must match byte for byte: everything through mdatagen's MetricsBuilder,
-// process resources by all the builders at once, each taking a contiguous
-// stretch; mbs[0] also writes the snapshot and session resources.
+// must match byte for byte: process resources through mdatagen's
+// MetricsBuilder, by all the builders at once, each taking a contiguous
+// stretch; mbs[0] also writes the snapshot and session resources, as the
+// emitter does.
 func builderEmitSnapshot(mbs []*metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
-	var st emitStats
+	md, st := emitSnapshotAndSessions(mbs[0], s)
 	ts := pcommon.NewTimestampFromTime(s.time)
-	mb := mbs[0]
-	rb := mb.NewResourceBuilder()
-
-	for i, r := range s.results {
-		up := int64(0)
-		if r.up {
-			up = 1
-			st.answeredHosts++
-		} else {
-			st.failedHosts++
-		}
-		mb.RecordGpotelHostUpDataPoint(ts, up, r.host)
-		mb.RecordGpotelHostProcessesDataPoint(ts, int64(len(s.queries[i].procs)), r.host)
-	}
-	rb.SetGpotelResourceKindSnapshot()
-	rb.SetGpotelTmID(s.tmID)
-	rb.SetGpotelDialect(s.dialect)
-	rb.SetHostName(s.coordinatorHost)
-	mb.EmitForResource(metadata.WithResource(rb.Emit()))
-
-	for _, row := range s.sessions {
-		rb.SetGpotelResourceKindSession()
-		rb.SetGpotelTmID(s.tmID)
-		rb.SetGpotelSessionID(row.SessionID)
-		rb.SetGpotelSessionPid(row.PID)
-		rb.SetGpotelSessionSystem(isSystemSession(row))
-		if row.Datname != nil {
-			rb.SetDbNamespace(*row.Datname)
-		}
-		if row.Usename != nil {
-			rb.SetGpotelSessionUser(*row.Usename)
-		}
-		rb.SetHostName(s.coordinatorHost)
-		mb.RecordGpotelSessionInfoDataPoint(ts, 1)
-		mb.EmitForResource(metadata.WithResource(rb.Emit()))
-	}
-	md := mb.Emit()
-	attachSessionState(md, s.sessions, s.queryMaxLength)
 
 	stretches := splitProcesses(s.results, len(mbs))
 	parts := make([]pmetric.Metrics, len(stretches))
 	counts := make([]emitStats, len(stretches))
-	byPID := make([]map[int64]*Backend, len(s.results))
-	for i := range s.results {
-		byPID[i] = make(map[int64]*Backend, len(s.queries[i].procs))
-		for j := range s.queries[i].procs {
-			byPID[i][s.queries[i].procs[j].PID] = &s.queries[i].procs[j]
-		}
-	}
+	byPID := backendsByPID(s)
 	var wg sync.WaitGroup
 	for w, stretch := range stretches {
 		wg.Add(1)
