@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,27 +99,7 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		"GPOTEL_API_TOKEN_FILE=" + token,
 		"GPOTEL_OTLP_ENDPOINT=" + sink.Addr(),
 	}
-	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log:\n%s", collector.LogTail(5000))
-		}
-		_ = collector.Stop(15 * time.Second)
-	})
-	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
-		if exited, err := collector.Exited(); exited {
-			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
-		}
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
+	startHealthyCollector(t, filepath.Join(dir, "collector.log"), env, ports["health"], args...)
 
 	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: 60 * time.Second})
 	if err != nil {

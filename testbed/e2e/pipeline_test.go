@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -434,6 +436,35 @@ func pointWith(pts pmetric.NumberDataPointSlice, attrs map[string]string) (float
 }
 
 // waitFor polls cond until it holds or the limit passes.
+// startHealthyCollector runs the ocb-built collector with env and args, stops
+// it when the test ends (showing its log if the test failed), and returns once
+// its health_check on healthPort answers OK.
+func startHealthyCollector(t *testing.T, logPath string, env []string, healthPort int, args ...string) *Process {
+	t.Helper()
+	collector, err := StartProcess("collector", logPath, env, bins.Collector, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log:\n%s", collector.LogTail(5000))
+		}
+		_ = collector.Stop(15 * time.Second)
+	})
+	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
+		if exited, err := collector.Exited(); exited {
+			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
+		}
+		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(healthPort) + "/")
+		if err != nil {
+			return false, err.Error()
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return collector
+}
+
 func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(limit)

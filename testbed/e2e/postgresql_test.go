@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"testing"
@@ -34,8 +33,8 @@ func TestPostgreSQLConfig(t *testing.T) {
 	}
 	api := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports["api"]))
 	const hostName = "pg1"
-	collector, err := StartProcess("collector", filepath.Join(t.TempDir(), "collector.log"),
-		[]string{"GPOTEL_DSN=" + c.CoordinatorDSN, "GPOTEL_HOST_NAME=" + hostName}, bins.Collector,
+	startHealthyCollector(t, filepath.Join(t.TempDir(), "collector.log"),
+		[]string{"GPOTEL_DSN=" + c.CoordinatorDSN, "GPOTEL_HOST_NAME=" + hostName}, ports["health"],
 		"--config", configPath("postgresql.yaml"),
 		"--set=receivers::gpsession::collection_interval=1s",
 		"--set=receivers::gpsession::timeout=1s",
@@ -45,26 +44,6 @@ func TestPostgreSQLConfig(t *testing.T) {
 		"--set=exporters::prometheus::endpoint=127.0.0.1:"+strconv.Itoa(ports["prometheus"]),
 		"--set=extensions::health_check::endpoint=127.0.0.1:"+strconv.Itoa(ports["health"]),
 		"--set=service::telemetry::metrics::level=none")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log:\n%s", collector.LogTail(5000))
-		}
-		_ = collector.Stop(15 * time.Second)
-	})
-	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
-		if exited, err := collector.Exited(); exited {
-			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
-		}
-		resp, err := http.Get("http://127.0.0.1:" + strconv.Itoa(ports["health"]) + "/")
-		if err != nil {
-			return false, err.Error()
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, resp.Status
-	})
 	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: 40 * time.Second})
 	if err != nil {
 		t.Fatal(err)
