@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
-	"path/filepath"
-
-	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
 func init() {
@@ -16,16 +14,13 @@ func init() {
 
 func runDown(ctx context.Context, args []string) error {
 	var dir string
-	fs := newFlags("down", &dir, true)
-	if err := parse(fs, args); err != nil {
+	flags := newFlags("down", &dir, true)
+	if err := parse(flags, args); err != nil {
 		return err
 	}
-	if dir == "" {
-		return errors.New("--dir is required")
-	}
-	c, err := cluster.Load(dir)
+	c, err := loadTestbed(dir)
 	if err != nil {
-		if _, statErr := os.Stat(filepath.Join(dir, "cluster.json")); os.IsNotExist(statErr) {
+		if errors.Is(err, fs.ErrNotExist) {
 			fmt.Fprintf(os.Stderr, "no testbed in %s; nothing to do\n", dir)
 			return nil
 		}

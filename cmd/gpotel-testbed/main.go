@@ -11,6 +11,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
 // subcommand is one verb of the launcher; each lives in its own file and
@@ -74,6 +76,14 @@ func newFlags(name string, dir *string, dirRequired bool) *flag.FlagSet {
 	}
 	fs.StringVar(dir, "dir", "", help)
 	return fs
+}
+
+// loadTestbed loads the testbed described in --dir, which these subcommands require.
+func loadTestbed(dir string) (*cluster.Cluster, error) {
+	if dir == "" {
+		return nil, errors.New("--dir is required")
+	}
+	return cluster.Load(dir)
 }
 
 // parse wraps flag parsing errors so main exits 2 without repeating them.

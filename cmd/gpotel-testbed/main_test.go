@@ -56,3 +56,22 @@ func TestUnknownDialectIsRejected(t *testing.T) {
 		t.Error("no error for dialect oracle")
 	}
 }
+
+func TestSubcommandsNeedDir(t *testing.T) {
+	ctx := context.Background()
+	for name, run := range map[string]func(context.Context, []string) error{"down": runDown, "status": runStatus, "psql": runPsql} {
+		if err := run(ctx, nil); err == nil || err.Error() != "--dir is required" {
+			t.Errorf("%s without --dir: %v, want --dir is required", name, err)
+		}
+	}
+}
+
+func TestDownRefusesAnUnreadableDescription(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := runDown(context.Background(), []string{"--dir", dir}); err == nil {
+		t.Error("down over a corrupt cluster.json: no error, as if there were no testbed")
+	}
+}

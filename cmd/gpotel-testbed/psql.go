@@ -24,10 +24,7 @@ func runPsql(_ context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if dir == "" {
-		return fmt.Errorf("--dir is required")
-	}
-	c, err := cluster.Load(dir)
+	c, err := loadTestbed(dir)
 	if err != nil {
 		return err
 	}

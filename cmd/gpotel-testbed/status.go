@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"syscall"
@@ -24,10 +23,7 @@ func runStatus(ctx context.Context, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if dir == "" {
-		return errors.New("--dir is required")
-	}
-	c, err := cluster.Load(dir)
+	c, err := loadTestbed(dir)
 	if err != nil {
 		return err
 	}
