@@ -52,9 +52,12 @@ $(BIN)/protoc-gen-go-grpc:
 tools: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/mdatagen
 
 # protoc comes from Debian's protobuf-compiler (installed by .ci/run).
+# yagpcc/ is the wire-compatible protocol; gpotel/v1/ is gpotel's extension API
+# (one .proto per capability, each its own service on the same gRPC servers).
+PROTO_FILES := $(wildcard proto/yagpcc/*.proto proto/gpotel/v1/*.proto)
 proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
 	protoc -I proto --go_out=proto --go_opt=paths=source_relative \
-		--go-grpc_out=proto --go-grpc_opt=paths=source_relative proto/yagpcc/*.proto
+		--go-grpc_out=proto --go-grpc_opt=paths=source_relative $(PROTO_FILES)
 
 # Fails when the committed generated code differs from what `make proto` makes.
 proto-check: proto
