@@ -1,0 +1,98 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resource is a resource the kernel tracks pressure for.
+type Resource string
+
+// The pressure files' names: /proc/pressure/<r>, <group>/<r>.pressure.
+const (
+	CPU    Resource = "cpu"
+	Memory Resource = "memory"
+	IO     Resource = "io"
+	IRQ    Resource = "irq"
+)
+
+// Resources lists them in the order answers carry them.
+var Resources = []Resource{CPU, Memory, IO, IRQ}
+
+// optionalResource is absent on kernels without CONFIG_IRQ_TIME_ACCOUNTING;
+// its absence is normal and not reported.
+const optionalResource = IRQ
+
+// PressureSet is the pressure of a host or a group; a resource whose file
+// could not be read is missing from ByResource and explained in Unread.
+type PressureSet struct {
+	ByResource map[Resource]Pressure
+	Unread     []string
+}
+
+// maxFileSize bounds a runaway file; pressure files are two short lines.
+const maxFileSize = 64 << 10
+
+// ReadHostPressure reads /proc/pressure/* under procRoot.
+func ReadHostPressure(procRoot string) PressureSet {
+	return readPressureSet(func(r Resource) string { return filepath.Join(procRoot, "pressure", string(r)) })
+}
+
+// ReadGroupPressure reads the <resource>.pressure files of a cgroup v2 group's directory.
+func ReadGroupPressure(dir string) PressureSet {
+	return readPressureSet(func(r Resource) string { return filepath.Join(dir, string(r)+".pressure") })
+}
+
+func readPressureSet(file func(Resource) string) PressureSet {
+	set := PressureSet{ByResource: make(map[Resource]Pressure, len(Resources))}
+	for _, r := range Resources {
+		name := file(r)
+		b, err := readFile(name)
+		if err == nil {
+			var p Pressure
+			if p, err = ParsePressure(b); err == nil {
+				set.ByResource[r] = p
+				continue
+			}
+		}
+		if r == optionalResource && errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		set.Unread = append(set.Unread, fmt.Sprintf("%s: %s", filepath.Base(name), pressureReason(err)))
+	}
+	return set
+}
+
+// pressureReason says why a pressure file could not be read in a DBA's terms.
+func pressureReason(err error) string {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return "not provided (kernel without CONFIG_PSI, or the group is gone)"
+	case errors.Is(err, unix.EOPNOTSUPP):
+		return "pressure accounting is off (boot with psi=1)"
+	}
+	return err.Error()
+}
+
+// readFile reads a small kernel file whole; a file that does not end within
+// maxFileSize is an error.
+func readFile(name string) ([]byte, error) {
+	f, err := os.Open(name) //nolint:gosec // a kernel file under a root the agent's operator configured
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() //nolint:errcheck // read-only
+	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxFileSize {
+		return nil, fmt.Errorf("larger than %d bytes", maxFileSize)
+	}
+	return b, nil
+}
