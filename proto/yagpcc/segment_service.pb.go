@@ -447,6 +447,10 @@ type ProcHost struct {
 	PageSize      int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`               // bytes per page in stat rss
 	BootTimeUnix  int64                  `protobuf:"varint,4,opt,name=boot_time_unix,json=bootTimeUnix,proto3" json:"boot_time_unix,omitempty"` // /proc/stat btime, seconds since the epoch
 	KernelRelease string                 `protobuf:"bytes,5,opt,name=kernel_release,json=kernelRelease,proto3" json:"kernel_release,omitempty"`
+	// Pressure and control groups (gpotel, 1020-1039).
+	// Each pressure or cgroup capability that is off on this host, as
+	// "capability: reason" (e.g. no cgroup v2 mount, so no group pressure).
+	Unavailable   []string `protobuf:"bytes,1020,rep,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -514,6 +518,13 @@ func (x *ProcHost) GetKernelRelease() string {
 		return x.KernelRelease
 	}
 	return ""
+}
+
+func (x *ProcHost) GetUnavailable() []string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return nil
 }
 
 // Counts for one GetPidProcStat call.
@@ -1367,13 +1378,14 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\v2\x10.yagpcc.ProcHostR\x04host\x121\n" +
 	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\x129\n" +
 	"\rhost_pressure\x18\xfc\a \x01(\v2\x13.gpotel.v1.PressureR\fhostPressure\x12?\n" +
-	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xa9\x01\n" +
+	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xcc\x01\n" +
 	"\bProcHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x17\n" +
 	"\aclk_tck\x18\x02 \x01(\x03R\x06clkTck\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x03R\bpageSize\x12$\n" +
 	"\x0eboot_time_unix\x18\x04 \x01(\x03R\fbootTimeUnix\x12%\n" +
-	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\"\x97\x01\n" +
+	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\x12!\n" +
+	"\vunavailable\x18\xfc\a \x03(\tR\vunavailable\"\x97\x01\n" +
 	"\x0fProcReadSummary\x12\x1c\n" +
 	"\trequested\x18\x01 \x01(\x03R\trequested\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\x03R\banswered\x12\x1a\n" +

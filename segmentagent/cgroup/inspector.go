@@ -25,7 +25,9 @@ type Inspector struct {
 	procRoot string
 	parents  []string
 	layout   Layout
-	stats    *StatsClient
+	// stats is whether cgroupstats answered at start; each read dials anew,
+	// so the inspector holds no socket and needs no closing.
+	stats bool
 	// mountErr and statsErr say why groups, and v1 task states, are off.
 	mountErr, statsErr error
 }
@@ -60,18 +62,13 @@ func NewInspector(cfg InspectorConfig) *Inspector {
 		in.statsErr = errors.New("turned off in the configuration")
 	} else if len(in.layout.V1) == 0 {
 		in.statsErr = errors.New("no cgroup v1 hierarchy is mounted")
-	} else if in.stats, err = DialStats(); err != nil {
+	} else if c, err := DialStats(); err != nil {
 		in.statsErr = err
+	} else {
+		in.stats = true
+		_ = c.Close()
 	}
 	return in
-}
-
-// Close releases the netlink socket.
-func (in *Inspector) Close() error {
-	if in.stats == nil {
-		return nil
-	}
-	return in.stats.Close()
 }
 
 // Layout is the mounts found at start.
@@ -97,6 +94,9 @@ func (in *Inspector) Capabilities() []Capability {
 		{Name: "cgroup v1 task states (cgroupstats)", Off: in.statsErr},
 	}
 }
+
+// ResolvesGroups says whether GroupOf can work here (cgroup mounts were found).
+func (in *Inspector) ResolvesGroups() bool { return in.mountErr == nil }
 
 // GroupOf reads /proc/<pid>/cgroup and picks the process's group (see Layout.GroupOf).
 func (in *Inspector) GroupOf(pid int64) (Group, error) {
@@ -145,15 +145,24 @@ func (in *Inspector) ReadGroup(g Group) GroupReading {
 		r.Pressure = &p
 		return r
 	}
-	if in.stats == nil {
+	if !in.stats {
 		r.Unread = append(r.Unread, "cgroupstats: "+in.statsErr.Error())
 		return r
 	}
-	s, err := in.stats.TaskStates(dir)
+	s, err := readTaskStates(dir)
 	if err != nil {
 		r.Unread = append(r.Unread, "cgroupstats: "+err.Error())
 		return r
 	}
 	r.TaskStates = &s
 	return r
+}
+
+func readTaskStates(dir string) (TaskStates, error) {
+	c, err := DialStats()
+	if err != nil {
+		return TaskStates{}, err
+	}
+	defer c.Close() //nolint:errcheck // nothing was written
+	return c.TaskStates(dir)
 }

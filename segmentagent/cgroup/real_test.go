@@ -72,7 +72,6 @@ func TestHostPressureIsReadFromProc(t *testing.T) {
 		t.Skipf("this kernel has no /proc/pressure: %v", err)
 	}
 	in := NewInspector(InspectorConfig{})
-	defer in.Close()
 	set := in.HostPressure()
 	assert.Empty(t, set.Unread)
 	for _, r := range []Resource{CPU, Memory, IO} {
@@ -83,7 +82,6 @@ func TestHostPressureIsReadFromProc(t *testing.T) {
 func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 	requireRoot(t)
 	in := NewInspector(InspectorConfig{})
-	defer in.Close()
 	v2 := in.Layout().V2
 	if v2 == nil {
 		t.Skip("cgroup v2 is not mounted on this host")
@@ -129,7 +127,6 @@ func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
 	requireRoot(t)
 	in := NewInspector(InspectorConfig{CgroupStats: true})
-	defer in.Close()
 	var cpu *Mount
 	for _, m := range in.Layout().V1 {
 		if sameSet(m.Controllers, []string{"cpu"}) || sameSet(m.Controllers, []string{"cpu", "cpuacct"}) {
