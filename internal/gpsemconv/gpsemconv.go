@@ -107,6 +107,7 @@ const (
 
 // Process metrics (receiver).
 const (
+	MetricProcessInfo            = "gpotel.process.info"
 	MetricProcessCPUTime         = "process.cpu.time"
 	MetricProcessDiskIO          = "process.disk.io"
 	MetricProcessCancelledWrite  = "gpotel.process.disk.cancelled_write"

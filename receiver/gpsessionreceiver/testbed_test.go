@@ -114,7 +114,7 @@ func startScraper(t *testing.T, cfg *Config) *sessionScraper {
 		t.Fatalf("config: %v", err)
 	}
 	set := receivertest.NewNopSettings(metadata.Type)
-	s, err := newSessionScraper(cfg, set, newPGSource(cfg))
+	s, err := newSessionScraper(cfg, set, newPGSource(cfg), new(consumertest.MetricsSink))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func scrapeOnce(t *testing.T, s *sessionScraper) (pmetric.Metrics, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	return s.scrape(ctx)
+	return scrapeJoined(ctx, s)
 }
 
 // scrapeBeforeDeadline runs one scrape under a context that outlives every
@@ -140,7 +140,7 @@ func scrapeOnce(t *testing.T, s *sessionScraper) (pmetric.Metrics, error) {
 func scrapeBeforeDeadline(t *testing.T, s *sessionScraper) (md pmetric.Metrics, hung bool, err error) {
 	t.Helper()
 	ctx := await.Context(t)
-	md, err = s.scrape(ctx)
+	md, err = scrapeJoined(ctx, s)
 	return md, ctx.Err() != nil, err
 }
 
@@ -152,14 +152,24 @@ type processKey struct {
 	pid     int64
 }
 
+// processesIn lists the processes of the process resources by their
+// gpotel.process.info points.
 func processesIn(md pmetric.Metrics) map[int64]processKey {
 	out := map[int64]processKey{}
 	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
 		a := rm.Resource().Attributes()
-		get := func(k string) int64 { v, _ := a.Get(k); return v.Int() }
 		host, _ := a.Get(gpsemconv.AttrHostName)
-		k := processKey{host.Str(), get(gpsemconv.AttrSegmentID), get(gpsemconv.AttrSessionID), get(gpsemconv.AttrProcessPID)}
-		out[k.pid] = k
+		session, _ := a.Get(gpsemconv.AttrSessionID)
+		info, ok := metricNamed(rm, gpsemconv.MetricProcessInfo)
+		if !ok {
+			continue
+		}
+		for i := 0; i < info.Gauge().DataPoints().Len(); i++ {
+			pa := info.Gauge().DataPoints().At(i).Attributes()
+			pid, _ := pa.Get(gpsemconv.AttrProcessPID)
+			seg, _ := pa.Get(gpsemconv.AttrSegmentID)
+			out[pid.Int()] = processKey{host.Str(), seg.Int(), session.Int(), pid.Int()}
+		}
 	}
 	return out
 }

@@ -37,37 +37,54 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
 					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskCancelledWriteMetricAttributeKey{GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskDelay: GpotelProcessDiskDelayMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskDelayMetricAttributeKey{GpotelProcessDiskDelayMetricAttributeKeyProcessPid},
+					},
+					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection},
 					},
 					GpotelProcessIoSyscalls: GpotelProcessIoSyscallsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPeakMetricAttributeKey{GpotelProcessMemoryPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryRss: GpotelProcessMemoryRssMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyRssType},
+						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType},
 					},
 					GpotelProcessMemorySwap: GpotelProcessMemorySwapMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemorySwapMetricAttributeKey{GpotelProcessMemorySwapMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryVirtualPeak: GpotelProcessMemoryVirtualPeakMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: true,
@@ -75,48 +92,49 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
+						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
 					},
 					ProcessCPUTime: ProcessCPUTimeMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyCPUMode},
+						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode},
 					},
 					ProcessDiskIo: ProcessDiskIoMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyDirection},
+						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection},
 					},
 					ProcessMemoryUsage: ProcessMemoryUsageMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryUsageMetricAttributeKey{ProcessMemoryUsageMetricAttributeKeyProcessPid},
 					},
 					ProcessMemoryVirtual: ProcessMemoryVirtualMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryVirtualMetricAttributeKey{ProcessMemoryVirtualMetricAttributeKeyProcessPid},
 					},
 					ProcessPagingFaults: ProcessPagingFaultsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyFaultType},
+						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType},
 					},
 					ProcessThreadCount: ProcessThreadCountMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessThreadCountMetricAttributeKey{ProcessThreadCountMetricAttributeKeyProcessPid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					DbNamespace:         ResourceAttributeConfig{Enabled: true},
-					GpotelBackendType:   ResourceAttributeConfig{Enabled: true},
 					GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-					GpotelProcessSystem: ResourceAttributeConfig{Enabled: true},
 					GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-					GpotelSegmentID:     ResourceAttributeConfig{Enabled: true},
 					GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
 					GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
 					GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
 					GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
 					GpotelTmID:          ResourceAttributeConfig{Enabled: true},
 					HostName:            ResourceAttributeConfig{Enabled: true},
-					ProcessCreationTime: ResourceAttributeConfig{Enabled: true},
-					ProcessPid:          ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -135,37 +153,54 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
 					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskCancelledWriteMetricAttributeKey{GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskDelay: GpotelProcessDiskDelayMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskDelayMetricAttributeKey{GpotelProcessDiskDelayMetricAttributeKeyProcessPid},
+					},
+					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection},
 					},
 					GpotelProcessIoSyscalls: GpotelProcessIoSyscallsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPeakMetricAttributeKey{GpotelProcessMemoryPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryRss: GpotelProcessMemoryRssMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyRssType},
+						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType},
 					},
 					GpotelProcessMemorySwap: GpotelProcessMemorySwapMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemorySwapMetricAttributeKey{GpotelProcessMemorySwapMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryVirtualPeak: GpotelProcessMemoryVirtualPeakMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: false,
@@ -173,48 +208,49 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
+						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
 					},
 					ProcessCPUTime: ProcessCPUTimeMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyCPUMode},
+						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode},
 					},
 					ProcessDiskIo: ProcessDiskIoMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyDirection},
+						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection},
 					},
 					ProcessMemoryUsage: ProcessMemoryUsageMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryUsageMetricAttributeKey{ProcessMemoryUsageMetricAttributeKeyProcessPid},
 					},
 					ProcessMemoryVirtual: ProcessMemoryVirtualMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryVirtualMetricAttributeKey{ProcessMemoryVirtualMetricAttributeKeyProcessPid},
 					},
 					ProcessPagingFaults: ProcessPagingFaultsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyFaultType},
+						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType},
 					},
 					ProcessThreadCount: ProcessThreadCountMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessThreadCountMetricAttributeKey{ProcessThreadCountMetricAttributeKeyProcessPid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
 					DbNamespace:         ResourceAttributeConfig{Enabled: false},
-					GpotelBackendType:   ResourceAttributeConfig{Enabled: false},
 					GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-					GpotelProcessSystem: ResourceAttributeConfig{Enabled: false},
 					GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-					GpotelSegmentID:     ResourceAttributeConfig{Enabled: false},
 					GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
 					GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
 					GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
 					GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
 					GpotelTmID:          ResourceAttributeConfig{Enabled: false},
 					HostName:            ResourceAttributeConfig{Enabled: false},
-					ProcessCreationTime: ResourceAttributeConfig{Enabled: false},
-					ProcessPid:          ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -222,7 +258,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -251,12 +287,60 @@ func TestGpotelHostUpMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestGpotelProcessCPURunDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessCPURunDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessCPURunDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.cpu.run_delay doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessCPURunDelay
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDiskCancelledWriteMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDiskCancelledWrite
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDiskCancelledWriteMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.disk.cancelled_write doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDiskCancelledWrite
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDiskDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDiskDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDiskDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.disk.delay doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDiskDelay
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessInfoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessInfo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessInfoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.info doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessInfo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpotelProcessIoCharsMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpotelProcessIoChars
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessIoCharsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.chars doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.chars doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessIoChars
 	cfg.AggregationStrategy = "invalid"
@@ -268,9 +352,21 @@ func TestGpotelProcessIoSyscallsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessIoSyscallsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.syscalls doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.syscalls doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessIoSyscalls
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemoryPeakMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemoryPeak
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemoryPeakMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.peak doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemoryPeak
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -280,9 +376,33 @@ func TestGpotelProcessMemoryRssMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessMemoryRssMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.rss doesn't have an attribute invalid, valid attributes: [gpotel.memory.rss.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.rss doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.memory.rss.type]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessMemoryRss
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemorySwapMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemorySwap
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemorySwapMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.swap doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemorySwap
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemoryVirtualPeakMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemoryVirtualPeak
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemoryVirtualPeakMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.virtual_peak doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemoryVirtualPeak
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -292,7 +412,7 @@ func TestProcessContextSwitchesMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessContextSwitchesMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.context_switches doesn't have an attribute invalid, valid attributes: [process.context_switch.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.context_switches doesn't have an attribute invalid, valid attributes: [process.pid, process.context_switch.type]")
 
 	cfg = DefaultMetricsConfig().ProcessContextSwitches
 	cfg.AggregationStrategy = "invalid"
@@ -304,7 +424,7 @@ func TestProcessCPUTimeMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessCPUTimeMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.cpu.time doesn't have an attribute invalid, valid attributes: [cpu.mode]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.cpu.time doesn't have an attribute invalid, valid attributes: [process.pid, cpu.mode]")
 
 	cfg = DefaultMetricsConfig().ProcessCPUTime
 	cfg.AggregationStrategy = "invalid"
@@ -316,9 +436,33 @@ func TestProcessDiskIoMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessDiskIoMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.disk.io doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.disk.io doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().ProcessDiskIo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessMemoryUsage
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessMemoryUsageMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.memory.usage doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessMemoryUsage
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessMemoryVirtualMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessMemoryVirtual
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessMemoryVirtualMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.memory.virtual doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessMemoryVirtual
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -328,9 +472,21 @@ func TestProcessPagingFaultsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessPagingFaultsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.paging.faults doesn't have an attribute invalid, valid attributes: [system.paging.fault.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.paging.faults doesn't have an attribute invalid, valid attributes: [process.pid, system.paging.fault.type]")
 
 	cfg = DefaultMetricsConfig().ProcessPagingFaults
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessThreadCountMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessThreadCount
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessThreadCountMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.thread.count doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessThreadCount
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -358,38 +514,28 @@ func TestResourceAttributesConfig(t *testing.T) {
 			name: "all_set",
 			want: ResourceAttributesConfig{
 				DbNamespace:         ResourceAttributeConfig{Enabled: true},
-				GpotelBackendType:   ResourceAttributeConfig{Enabled: true},
 				GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-				GpotelProcessSystem: ResourceAttributeConfig{Enabled: true},
 				GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-				GpotelSegmentID:     ResourceAttributeConfig{Enabled: true},
 				GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
 				GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
 				GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
 				GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
 				GpotelTmID:          ResourceAttributeConfig{Enabled: true},
 				HostName:            ResourceAttributeConfig{Enabled: true},
-				ProcessCreationTime: ResourceAttributeConfig{Enabled: true},
-				ProcessPid:          ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
 				DbNamespace:         ResourceAttributeConfig{Enabled: false},
-				GpotelBackendType:   ResourceAttributeConfig{Enabled: false},
 				GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-				GpotelProcessSystem: ResourceAttributeConfig{Enabled: false},
 				GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-				GpotelSegmentID:     ResourceAttributeConfig{Enabled: false},
 				GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
 				GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
 				GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
 				GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
 				GpotelTmID:          ResourceAttributeConfig{Enabled: false},
 				HostName:            ResourceAttributeConfig{Enabled: false},
-				ProcessCreationTime: ResourceAttributeConfig{Enabled: false},
-				ProcessPid:          ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

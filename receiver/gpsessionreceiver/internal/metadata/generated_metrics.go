@@ -163,62 +163,75 @@ var MetricsInfo = metricsInfo{
 		Attributes: []string{"host_name"},
 	},
 	GpotelProcessCPURunDelay: metricInfo{
-		Name: "gpotel.process.cpu.run_delay",
+		Name:       "gpotel.process.cpu.run_delay",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessDiskCancelledWrite: metricInfo{
-		Name: "gpotel.process.disk.cancelled_write",
+		Name:       "gpotel.process.disk.cancelled_write",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessDiskDelay: metricInfo{
-		Name: "gpotel.process.disk.delay",
+		Name:       "gpotel.process.disk.delay",
+		Attributes: []string{"process_pid"},
+	},
+	GpotelProcessInfo: metricInfo{
+		Name:       "gpotel.process.info",
+		Attributes: []string{"process_pid", "segment_id", "backend_type", "process_system"},
 	},
 	GpotelProcessIoChars: metricInfo{
 		Name:       "gpotel.process.io.chars",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	GpotelProcessIoSyscalls: metricInfo{
 		Name:       "gpotel.process.io.syscalls",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	GpotelProcessMemoryPeak: metricInfo{
-		Name: "gpotel.process.memory.peak",
+		Name:       "gpotel.process.memory.peak",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessMemoryRss: metricInfo{
 		Name:       "gpotel.process.memory.rss",
-		Attributes: []string{"rss_type"},
+		Attributes: []string{"process_pid", "rss_type"},
 	},
 	GpotelProcessMemorySwap: metricInfo{
-		Name: "gpotel.process.memory.swap",
+		Name:       "gpotel.process.memory.swap",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessMemoryVirtualPeak: metricInfo{
-		Name: "gpotel.process.memory.virtual_peak",
+		Name:       "gpotel.process.memory.virtual_peak",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelSessionInfo: metricInfo{
 		Name: "gpotel.session.info",
 	},
 	ProcessContextSwitches: metricInfo{
 		Name:       "process.context_switches",
-		Attributes: []string{"context_switch_type"},
+		Attributes: []string{"process_pid", "context_switch_type"},
 	},
 	ProcessCPUTime: metricInfo{
 		Name:       "process.cpu.time",
-		Attributes: []string{"cpu_mode"},
+		Attributes: []string{"process_pid", "cpu_mode"},
 	},
 	ProcessDiskIo: metricInfo{
 		Name:       "process.disk.io",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	ProcessMemoryUsage: metricInfo{
-		Name: "process.memory.usage",
+		Name:       "process.memory.usage",
+		Attributes: []string{"process_pid"},
 	},
 	ProcessMemoryVirtual: metricInfo{
-		Name: "process.memory.virtual",
+		Name:       "process.memory.virtual",
+		Attributes: []string{"process_pid"},
 	},
 	ProcessPagingFaults: metricInfo{
 		Name:       "process.paging.faults",
-		Attributes: []string{"fault_type"},
+		Attributes: []string{"process_pid", "fault_type"},
 	},
 	ProcessThreadCount: metricInfo{
-		Name: "process.thread.count",
+		Name:       "process.thread.count",
+		Attributes: []string{"process_pid"},
 	},
 }
 
@@ -228,6 +241,7 @@ type metricsInfo struct {
 	GpotelProcessCPURunDelay        metricInfo
 	GpotelProcessDiskCancelledWrite metricInfo
 	GpotelProcessDiskDelay          metricInfo
+	GpotelProcessInfo               metricInfo
 	GpotelProcessIoChars            metricInfo
 	GpotelProcessIoSyscalls         metricInfo
 	GpotelProcessMemoryPeak         metricInfo
@@ -348,7 +362,7 @@ type metricGpotelHostUp struct {
 // init fills gpotel.host.up metric with initial data.
 func (m *metricGpotelHostUp) init() {
 	m.data.SetName("gpotel.host.up")
-	m.data.SetDescription("1 when the host's agent answered every call of this scrape, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.")
+	m.data.SetDescription("1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -428,9 +442,10 @@ func newMetricGpotelHostUp(cfg GpotelHostUpMetricConfig) metricGpotelHostUp {
 }
 
 type metricGpotelProcessCPURunDelay struct {
-	data     pmetric.Metric                       // data buffer for generated metric.
-	config   GpotelProcessCPURunDelayMetricConfig // metric config provided by user.
-	capacity int                                  // max observed number of data points added to the metric.
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        GpotelProcessCPURunDelayMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                            // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.cpu.run_delay metric with initial data.
@@ -441,16 +456,49 @@ func (m *metricGpotelProcessCPURunDelay) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessCPURunDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+func (m *metricGpotelProcessCPURunDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessCPURunDelayMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -463,6 +511,11 @@ func (m *metricGpotelProcessCPURunDelay) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessCPURunDelay) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -480,9 +533,10 @@ func newMetricGpotelProcessCPURunDelay(cfg GpotelProcessCPURunDelayMetricConfig)
 }
 
 type metricGpotelProcessDiskCancelledWrite struct {
-	data     pmetric.Metric                              // data buffer for generated metric.
-	config   GpotelProcessDiskCancelledWriteMetricConfig // metric config provided by user.
-	capacity int                                         // max observed number of data points added to the metric.
+	data          pmetric.Metric                              // data buffer for generated metric.
+	config        GpotelProcessDiskCancelledWriteMetricConfig // metric config provided by user.
+	capacity      int                                         // max observed number of data points added to the metric.
+	aggDataPoints []int64                                     // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.disk.cancelled_write metric with initial data.
@@ -493,16 +547,49 @@ func (m *metricGpotelProcessDiskCancelledWrite) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessDiskCancelledWrite) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessDiskCancelledWrite) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -515,6 +602,11 @@ func (m *metricGpotelProcessDiskCancelledWrite) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessDiskCancelledWrite) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -532,9 +624,10 @@ func newMetricGpotelProcessDiskCancelledWrite(cfg GpotelProcessDiskCancelledWrit
 }
 
 type metricGpotelProcessDiskDelay struct {
-	data     pmetric.Metric                     // data buffer for generated metric.
-	config   GpotelProcessDiskDelayMetricConfig // metric config provided by user.
-	capacity int                                // max observed number of data points added to the metric.
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpotelProcessDiskDelayMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []float64                          // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.disk.delay metric with initial data.
@@ -545,16 +638,49 @@ func (m *metricGpotelProcessDiskDelay) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessDiskDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+func (m *metricGpotelProcessDiskDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDiskDelayMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -567,6 +693,11 @@ func (m *metricGpotelProcessDiskDelay) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessDiskDelay) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -575,6 +706,104 @@ func (m *metricGpotelProcessDiskDelay) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelProcessDiskDelay(cfg GpotelProcessDiskDelayMetricConfig) metricGpotelProcessDiskDelay {
 	m := metricGpotelProcessDiskDelay{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelProcessInfo struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        GpotelProcessInfoMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.process.info metric with initial data.
+func (m *metricGpotelProcessInfo) init() {
+	m.data.SetName("gpotel.process.info")
+	m.data.SetDescription("Always 1: one point per process a process resource holds, with what describes the process.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelProcessInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyBackendType) {
+		dp.Attributes().PutStr("gpotel.backend.type", backendTypeAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessSystem) {
+		dp.Attributes().PutBool("gpotel.process.system", processSystemAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelProcessInfo) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelProcessInfo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelProcessInfo(cfg GpotelProcessInfoMetricConfig) metricGpotelProcessInfo {
+	m := metricGpotelProcessInfo{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -602,7 +831,7 @@ func (m *metricGpotelProcessIoChars) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -610,6 +839,9 @@ func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoCharsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoCharsMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -693,7 +925,7 @@ func (m *metricGpotelProcessIoSyscalls) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -701,6 +933,9 @@ func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp,
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoSyscallsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoSyscallsMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -766,9 +1001,10 @@ func newMetricGpotelProcessIoSyscalls(cfg GpotelProcessIoSyscallsMetricConfig) m
 }
 
 type metricGpotelProcessMemoryPeak struct {
-	data     pmetric.Metric                      // data buffer for generated metric.
-	config   GpotelProcessMemoryPeakMetricConfig // metric config provided by user.
-	capacity int                                 // max observed number of data points added to the metric.
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelProcessMemoryPeakMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.peak metric with initial data.
@@ -777,16 +1013,49 @@ func (m *metricGpotelProcessMemoryPeak) init() {
 	m.data.SetDescription("Peak resident memory (status VmHWM times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemoryPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryPeakMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -799,6 +1068,11 @@ func (m *metricGpotelProcessMemoryPeak) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemoryPeak) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -832,7 +1106,7 @@ func (m *metricGpotelProcessMemoryRss) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, rssTypeAttributeValue string) {
+func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, rssTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -840,6 +1114,9 @@ func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryRssMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryRssMetricAttributeKeyRssType) {
 		dp.Attributes().PutStr("gpotel.memory.rss.type", rssTypeAttributeValue)
 	}
@@ -905,9 +1182,10 @@ func newMetricGpotelProcessMemoryRss(cfg GpotelProcessMemoryRssMetricConfig) met
 }
 
 type metricGpotelProcessMemorySwap struct {
-	data     pmetric.Metric                      // data buffer for generated metric.
-	config   GpotelProcessMemorySwapMetricConfig // metric config provided by user.
-	capacity int                                 // max observed number of data points added to the metric.
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelProcessMemorySwapMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.swap metric with initial data.
@@ -916,16 +1194,49 @@ func (m *metricGpotelProcessMemorySwap) init() {
 	m.data.SetDescription("Swapped-out memory (status VmSwap times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemorySwap) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemorySwap) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemorySwapMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -938,6 +1249,11 @@ func (m *metricGpotelProcessMemorySwap) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemorySwap) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -955,9 +1271,10 @@ func newMetricGpotelProcessMemorySwap(cfg GpotelProcessMemorySwapMetricConfig) m
 }
 
 type metricGpotelProcessMemoryVirtualPeak struct {
-	data     pmetric.Metric                             // data buffer for generated metric.
-	config   GpotelProcessMemoryVirtualPeakMetricConfig // metric config provided by user.
-	capacity int                                        // max observed number of data points added to the metric.
+	data          pmetric.Metric                             // data buffer for generated metric.
+	config        GpotelProcessMemoryVirtualPeakMetricConfig // metric config provided by user.
+	capacity      int                                        // max observed number of data points added to the metric.
+	aggDataPoints []int64                                    // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.virtual_peak metric with initial data.
@@ -966,16 +1283,49 @@ func (m *metricGpotelProcessMemoryVirtualPeak) init() {
 	m.data.SetDescription("Peak virtual memory (status VmPeak times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryVirtualPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemoryVirtualPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -988,6 +1338,11 @@ func (m *metricGpotelProcessMemoryVirtualPeak) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemoryVirtualPeak) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1073,7 +1428,7 @@ func (m *metricProcessContextSwitches) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, contextSwitchTypeAttributeValue string) {
+func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, contextSwitchTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1081,6 +1436,9 @@ func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessContextSwitchesMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessContextSwitchesMetricAttributeKeyContextSwitchType) {
 		dp.Attributes().PutStr("process.context_switch.type", contextSwitchTypeAttributeValue)
 	}
@@ -1164,7 +1522,7 @@ func (m *metricProcessCPUTime) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, cpuModeAttributeValue string) {
+func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64, cpuModeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1172,6 +1530,9 @@ func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcomm
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessCPUTimeMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessCPUTimeMetricAttributeKeyCPUMode) {
 		dp.Attributes().PutStr("cpu.mode", cpuModeAttributeValue)
 	}
@@ -1255,7 +1616,7 @@ func (m *metricProcessDiskIo) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1263,6 +1624,9 @@ func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommo
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessDiskIoMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessDiskIoMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -1328,9 +1692,10 @@ func newMetricProcessDiskIo(cfg ProcessDiskIoMetricConfig) metricProcessDiskIo {
 }
 
 type metricProcessMemoryUsage struct {
-	data     pmetric.Metric                 // data buffer for generated metric.
-	config   ProcessMemoryUsageMetricConfig // metric config provided by user.
-	capacity int                            // max observed number of data points added to the metric.
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        ProcessMemoryUsageMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.memory.usage metric with initial data.
@@ -1339,16 +1704,49 @@ func (m *metricProcessMemoryUsage) init() {
 	m.data.SetDescription("Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent.")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessMemoryUsageMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1361,6 +1759,11 @@ func (m *metricProcessMemoryUsage) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessMemoryUsage) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1378,9 +1781,10 @@ func newMetricProcessMemoryUsage(cfg ProcessMemoryUsageMetricConfig) metricProce
 }
 
 type metricProcessMemoryVirtual struct {
-	data     pmetric.Metric                   // data buffer for generated metric.
-	config   ProcessMemoryVirtualMetricConfig // metric config provided by user.
-	capacity int                              // max observed number of data points added to the metric.
+	data          pmetric.Metric                   // data buffer for generated metric.
+	config        ProcessMemoryVirtualMetricConfig // metric config provided by user.
+	capacity      int                              // max observed number of data points added to the metric.
+	aggDataPoints []int64                          // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.memory.virtual metric with initial data.
@@ -1389,16 +1793,49 @@ func (m *metricProcessMemoryVirtual) init() {
 	m.data.SetDescription("Virtual memory size (stat vsize).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessMemoryVirtual) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessMemoryVirtual) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessMemoryVirtualMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1411,6 +1848,11 @@ func (m *metricProcessMemoryVirtual) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessMemoryVirtual) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1446,7 +1888,7 @@ func (m *metricProcessPagingFaults) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, faultTypeAttributeValue string) {
+func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, faultTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1454,6 +1896,9 @@ func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessPagingFaultsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessPagingFaultsMetricAttributeKeyFaultType) {
 		dp.Attributes().PutStr("system.paging.fault.type", faultTypeAttributeValue)
 	}
@@ -1519,9 +1964,10 @@ func newMetricProcessPagingFaults(cfg ProcessPagingFaultsMetricConfig) metricPro
 }
 
 type metricProcessThreadCount struct {
-	data     pmetric.Metric                 // data buffer for generated metric.
-	config   ProcessThreadCountMetricConfig // metric config provided by user.
-	capacity int                            // max observed number of data points added to the metric.
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        ProcessThreadCountMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.thread.count metric with initial data.
@@ -1530,16 +1976,49 @@ func (m *metricProcessThreadCount) init() {
 	m.data.SetDescription("Threads in the process (status Threads).")
 	m.data.SetUnit("{thread}")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessThreadCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessThreadCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessThreadCountMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1552,6 +2031,11 @@ func (m *metricProcessThreadCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessThreadCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1583,6 +2067,7 @@ type MetricsBuilder struct {
 	metricGpotelProcessCPURunDelay        metricGpotelProcessCPURunDelay
 	metricGpotelProcessDiskCancelledWrite metricGpotelProcessDiskCancelledWrite
 	metricGpotelProcessDiskDelay          metricGpotelProcessDiskDelay
+	metricGpotelProcessInfo               metricGpotelProcessInfo
 	metricGpotelProcessIoChars            metricGpotelProcessIoChars
 	metricGpotelProcessIoSyscalls         metricGpotelProcessIoSyscalls
 	metricGpotelProcessMemoryPeak         metricGpotelProcessMemoryPeak
@@ -1627,6 +2112,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelProcessCPURunDelay:        newMetricGpotelProcessCPURunDelay(mbc.Metrics.GpotelProcessCPURunDelay),
 		metricGpotelProcessDiskCancelledWrite: newMetricGpotelProcessDiskCancelledWrite(mbc.Metrics.GpotelProcessDiskCancelledWrite),
 		metricGpotelProcessDiskDelay:          newMetricGpotelProcessDiskDelay(mbc.Metrics.GpotelProcessDiskDelay),
+		metricGpotelProcessInfo:               newMetricGpotelProcessInfo(mbc.Metrics.GpotelProcessInfo),
 		metricGpotelProcessIoChars:            newMetricGpotelProcessIoChars(mbc.Metrics.GpotelProcessIoChars),
 		metricGpotelProcessIoSyscalls:         newMetricGpotelProcessIoSyscalls(mbc.Metrics.GpotelProcessIoSyscalls),
 		metricGpotelProcessMemoryPeak:         newMetricGpotelProcessMemoryPeak(mbc.Metrics.GpotelProcessMemoryPeak),
@@ -1650,35 +2136,17 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.DbNamespace.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["db.namespace"] = filter.CreateFilter(mbc.ResourceAttributes.DbNamespace.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpotelBackendType.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.backend.type"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelBackendType.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpotelBackendType.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.backend.type"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelBackendType.MetricsExclude)
-	}
 	if mbc.ResourceAttributes.GpotelDialect.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.dialect"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelDialect.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.GpotelDialect.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.dialect"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelDialect.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpotelProcessSystem.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.process.system"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelProcessSystem.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpotelProcessSystem.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.process.system"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelProcessSystem.MetricsExclude)
-	}
 	if mbc.ResourceAttributes.GpotelResourceKind.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.resource.kind"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceKind.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.resource.kind"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude)
-	}
-	if mbc.ResourceAttributes.GpotelSegmentID.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.segment.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSegmentID.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpotelSegmentID.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.segment.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSegmentID.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.GpotelSessionID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.session.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionID.MetricsInclude)
@@ -1715,18 +2183,6 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.HostName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsExclude)
-	}
-	if mbc.ResourceAttributes.ProcessCreationTime.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["process.creation.time"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessCreationTime.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.ProcessCreationTime.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["process.creation.time"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessCreationTime.MetricsExclude)
-	}
-	if mbc.ResourceAttributes.ProcessPid.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.ProcessPid.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsExclude)
 	}
 
 	for _, op := range options {
@@ -1802,6 +2258,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelProcessCPURunDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskCancelledWrite.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskDelay.emit(ils.Metrics())
+	mb.metricGpotelProcessInfo.emit(ils.Metrics())
 	mb.metricGpotelProcessIoChars.emit(ils.Metrics())
 	mb.metricGpotelProcessIoSyscalls.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryPeak.emit(ils.Metrics())
@@ -1858,48 +2315,53 @@ func (mb *MetricsBuilder) RecordGpotelHostUpDataPoint(ts pcommon.Timestamp, val 
 }
 
 // RecordGpotelProcessCPURunDelayDataPoint adds a data point to gpotel.process.cpu.run_delay metric.
-func (mb *MetricsBuilder) RecordGpotelProcessCPURunDelayDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpotelProcessCPURunDelay.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessCPURunDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessCPURunDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessDiskCancelledWriteDataPoint adds a data point to gpotel.process.disk.cancelled_write metric.
-func (mb *MetricsBuilder) RecordGpotelProcessDiskCancelledWriteDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessDiskCancelledWrite.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessDiskCancelledWriteDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessDiskCancelledWrite.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessDiskDelayDataPoint adds a data point to gpotel.process.disk.delay metric.
-func (mb *MetricsBuilder) RecordGpotelProcessDiskDelayDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpotelProcessDiskDelay.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessDiskDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessDiskDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
+}
+
+// RecordGpotelProcessInfoDataPoint adds a data point to gpotel.process.info metric.
+func (mb *MetricsBuilder) RecordGpotelProcessInfoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
+	mb.metricGpotelProcessInfo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, segmentIDAttributeValue, backendTypeAttributeValue, processSystemAttributeValue)
 }
 
 // RecordGpotelProcessIoCharsDataPoint adds a data point to gpotel.process.io.chars metric.
-func (mb *MetricsBuilder) RecordGpotelProcessIoCharsDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricGpotelProcessIoChars.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessIoCharsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricGpotelProcessIoChars.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordGpotelProcessIoSyscallsDataPoint adds a data point to gpotel.process.io.syscalls metric.
-func (mb *MetricsBuilder) RecordGpotelProcessIoSyscallsDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricGpotelProcessIoSyscalls.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessIoSyscallsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricGpotelProcessIoSyscalls.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordGpotelProcessMemoryPeakDataPoint adds a data point to gpotel.process.memory.peak metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryPeakDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemoryPeak.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryPeakDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemoryPeak.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessMemoryRssDataPoint adds a data point to gpotel.process.memory.rss metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryRssDataPoint(ts pcommon.Timestamp, val int64, rssTypeAttributeValue AttributeRssType) {
-	mb.metricGpotelProcessMemoryRss.recordDataPoint(mb.startTime, ts, val, rssTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryRssDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, rssTypeAttributeValue AttributeRssType) {
+	mb.metricGpotelProcessMemoryRss.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, rssTypeAttributeValue.String())
 }
 
 // RecordGpotelProcessMemorySwapDataPoint adds a data point to gpotel.process.memory.swap metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemorySwapDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemorySwap.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemorySwapDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemorySwap.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessMemoryVirtualPeakDataPoint adds a data point to gpotel.process.memory.virtual_peak metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryVirtualPeakDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemoryVirtualPeak.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryVirtualPeakDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemoryVirtualPeak.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelSessionInfoDataPoint adds a data point to gpotel.session.info metric.
@@ -1908,38 +2370,38 @@ func (mb *MetricsBuilder) RecordGpotelSessionInfoDataPoint(ts pcommon.Timestamp,
 }
 
 // RecordProcessContextSwitchesDataPoint adds a data point to process.context_switches metric.
-func (mb *MetricsBuilder) RecordProcessContextSwitchesDataPoint(ts pcommon.Timestamp, val int64, contextSwitchTypeAttributeValue AttributeContextSwitchType) {
-	mb.metricProcessContextSwitches.recordDataPoint(mb.startTime, ts, val, contextSwitchTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessContextSwitchesDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, contextSwitchTypeAttributeValue AttributeContextSwitchType) {
+	mb.metricProcessContextSwitches.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, contextSwitchTypeAttributeValue.String())
 }
 
 // RecordProcessCPUTimeDataPoint adds a data point to process.cpu.time metric.
-func (mb *MetricsBuilder) RecordProcessCPUTimeDataPoint(ts pcommon.Timestamp, val float64, cpuModeAttributeValue AttributeCPUMode) {
-	mb.metricProcessCPUTime.recordDataPoint(mb.startTime, ts, val, cpuModeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessCPUTimeDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64, cpuModeAttributeValue AttributeCPUMode) {
+	mb.metricProcessCPUTime.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, cpuModeAttributeValue.String())
 }
 
 // RecordProcessDiskIoDataPoint adds a data point to process.disk.io metric.
-func (mb *MetricsBuilder) RecordProcessDiskIoDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricProcessDiskIo.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessDiskIoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricProcessDiskIo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordProcessMemoryUsageDataPoint adds a data point to process.memory.usage metric.
-func (mb *MetricsBuilder) RecordProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordProcessMemoryVirtualDataPoint adds a data point to process.memory.virtual metric.
-func (mb *MetricsBuilder) RecordProcessMemoryVirtualDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessMemoryVirtual.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessMemoryVirtualDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessMemoryVirtual.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordProcessPagingFaultsDataPoint adds a data point to process.paging.faults metric.
-func (mb *MetricsBuilder) RecordProcessPagingFaultsDataPoint(ts pcommon.Timestamp, val int64, faultTypeAttributeValue AttributeFaultType) {
-	mb.metricProcessPagingFaults.recordDataPoint(mb.startTime, ts, val, faultTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessPagingFaultsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, faultTypeAttributeValue AttributeFaultType) {
+	mb.metricProcessPagingFaults.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, faultTypeAttributeValue.String())
 }
 
 // RecordProcessThreadCountDataPoint adds a data point to process.thread.count metric.
-func (mb *MetricsBuilder) RecordProcessThreadCountDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessThreadCount.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessThreadCountDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessThreadCount.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

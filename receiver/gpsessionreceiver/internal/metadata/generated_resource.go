@@ -28,24 +28,10 @@ func (rb *ResourceBuilder) SetDbNamespace(val string) {
 	}
 }
 
-// SetGpotelBackendType sets provided value as "gpotel.backend.type" attribute.
-func (rb *ResourceBuilder) SetGpotelBackendType(val string) {
-	if rb.config.GpotelBackendType.Enabled {
-		rb.res.Attributes().PutStr("gpotel.backend.type", val)
-	}
-}
-
 // SetGpotelDialect sets provided value as "gpotel.dialect" attribute.
 func (rb *ResourceBuilder) SetGpotelDialect(val string) {
 	if rb.config.GpotelDialect.Enabled {
 		rb.res.Attributes().PutStr("gpotel.dialect", val)
-	}
-}
-
-// SetGpotelProcessSystem sets provided value as "gpotel.process.system" attribute.
-func (rb *ResourceBuilder) SetGpotelProcessSystem(val bool) {
-	if rb.config.GpotelProcessSystem.Enabled {
-		rb.res.Attributes().PutBool("gpotel.process.system", val)
 	}
 }
 
@@ -67,13 +53,6 @@ func (rb *ResourceBuilder) SetGpotelResourceKindSession() {
 func (rb *ResourceBuilder) SetGpotelResourceKindProcess() {
 	if rb.config.GpotelResourceKind.Enabled {
 		rb.res.Attributes().PutStr("gpotel.resource.kind", "process")
-	}
-}
-
-// SetGpotelSegmentID sets provided value as "gpotel.segment.id" attribute.
-func (rb *ResourceBuilder) SetGpotelSegmentID(val int64) {
-	if rb.config.GpotelSegmentID.Enabled {
-		rb.res.Attributes().PutInt("gpotel.segment.id", val)
 	}
 }
 
@@ -116,20 +95,6 @@ func (rb *ResourceBuilder) SetGpotelTmID(val int64) {
 func (rb *ResourceBuilder) SetHostName(val string) {
 	if rb.config.HostName.Enabled {
 		rb.res.Attributes().PutStr("host.name", val)
-	}
-}
-
-// SetProcessCreationTime sets provided value as "process.creation.time" attribute.
-func (rb *ResourceBuilder) SetProcessCreationTime(val string) {
-	if rb.config.ProcessCreationTime.Enabled {
-		rb.res.Attributes().PutStr("process.creation.time", val)
-	}
-}
-
-// SetProcessPid sets provided value as "process.pid" attribute.
-func (rb *ResourceBuilder) SetProcessPid(val int64) {
-	if rb.config.ProcessPid.Enabled {
-		rb.res.Attributes().PutInt("process.pid", val)
 	}
 }
 
