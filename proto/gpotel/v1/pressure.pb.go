@@ -468,6 +468,323 @@ func (x *ControlGroup) GetUnread() []string {
 	return nil
 }
 
+type GetHostPressureRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetHostPressureRequest) Reset() {
+	*x = GetHostPressureRequest{}
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHostPressureRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHostPressureRequest) ProtoMessage() {}
+
+func (x *GetHostPressureRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHostPressureRequest.ProtoReflect.Descriptor instead.
+func (*GetHostPressureRequest) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_pressure_proto_rawDescGZIP(), []int{5}
+}
+
+type GetHostPressureResponse struct {
+	state                protoimpl.MessageState `protogen:"open.v1"`
+	SnapshotTimeUnixNano int64                  `protobuf:"varint,1,opt,name=snapshot_time_unix_nano,json=snapshotTimeUnixNano,proto3" json:"snapshot_time_unix_nano,omitempty"` // 0 before the first snapshot
+	Hosts                []*HostPressure        `protobuf:"bytes,2,rep,name=hosts,proto3" json:"hosts,omitempty"`                                                                // by host name
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
+}
+
+func (x *GetHostPressureResponse) Reset() {
+	*x = GetHostPressureResponse{}
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetHostPressureResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetHostPressureResponse) ProtoMessage() {}
+
+func (x *GetHostPressureResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetHostPressureResponse.ProtoReflect.Descriptor instead.
+func (*GetHostPressureResponse) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_pressure_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *GetHostPressureResponse) GetSnapshotTimeUnixNano() int64 {
+	if x != nil {
+		return x.SnapshotTimeUnixNano
+	}
+	return 0
+}
+
+func (x *GetHostPressureResponse) GetHosts() []*HostPressure {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
+// One pressure line as the pipeline carries it.
+type PressureFigures struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Resource      string                 `protobuf:"bytes,1,opt,name=resource,proto3" json:"resource,omitempty"` // cpu, memory, io, irq
+	Kind          string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`         // some, full
+	Avg10         float64                `protobuf:"fixed64,3,opt,name=avg10,proto3" json:"avg10,omitempty"`     // share of wall time stalled, 0..1
+	Avg60         float64                `protobuf:"fixed64,4,opt,name=avg60,proto3" json:"avg60,omitempty"`
+	Avg300        float64                `protobuf:"fixed64,5,opt,name=avg300,proto3" json:"avg300,omitempty"`
+	StallSeconds  float64                `protobuf:"fixed64,6,opt,name=stall_seconds,json=stallSeconds,proto3" json:"stall_seconds,omitempty"` // cumulative
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PressureFigures) Reset() {
+	*x = PressureFigures{}
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PressureFigures) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PressureFigures) ProtoMessage() {}
+
+func (x *PressureFigures) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PressureFigures.ProtoReflect.Descriptor instead.
+func (*PressureFigures) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_pressure_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *PressureFigures) GetResource() string {
+	if x != nil {
+		return x.Resource
+	}
+	return ""
+}
+
+func (x *PressureFigures) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *PressureFigures) GetAvg10() float64 {
+	if x != nil {
+		return x.Avg10
+	}
+	return 0
+}
+
+func (x *PressureFigures) GetAvg60() float64 {
+	if x != nil {
+		return x.Avg60
+	}
+	return 0
+}
+
+func (x *PressureFigures) GetAvg300() float64 {
+	if x != nil {
+		return x.Avg300
+	}
+	return 0
+}
+
+func (x *PressureFigures) GetStallSeconds() float64 {
+	if x != nil {
+		return x.StallSeconds
+	}
+	return 0
+}
+
+type GroupPressure struct {
+	state            protoimpl.MessageState `protogen:"open.v1"`
+	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"` // resource group name, oid:<oid>, or the cgroup path
+	Path             string                 `protobuf:"bytes,2,opt,name=path,proto3" json:"path,omitempty"`
+	ResourceGroupOid uint32                 `protobuf:"varint,3,opt,name=resource_group_oid,json=resourceGroupOid,proto3" json:"resource_group_oid,omitempty"`
+	CgroupVersion    int32                  `protobuf:"varint,4,opt,name=cgroup_version,json=cgroupVersion,proto3" json:"cgroup_version,omitempty"`
+	Pressure         []*PressureFigures     `protobuf:"bytes,5,rep,name=pressure,proto3" json:"pressure,omitempty"`                                                                      // cgroup v2 only
+	Tasks            map[string]int64       `protobuf:"bytes,6,rep,name=tasks,proto3" json:"tasks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // by state: running, sleeping, ...
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *GroupPressure) Reset() {
+	*x = GroupPressure{}
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupPressure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupPressure) ProtoMessage() {}
+
+func (x *GroupPressure) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupPressure.ProtoReflect.Descriptor instead.
+func (*GroupPressure) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_pressure_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupPressure) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GroupPressure) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+func (x *GroupPressure) GetResourceGroupOid() uint32 {
+	if x != nil {
+		return x.ResourceGroupOid
+	}
+	return 0
+}
+
+func (x *GroupPressure) GetCgroupVersion() int32 {
+	if x != nil {
+		return x.CgroupVersion
+	}
+	return 0
+}
+
+func (x *GroupPressure) GetPressure() []*PressureFigures {
+	if x != nil {
+		return x.Pressure
+	}
+	return nil
+}
+
+func (x *GroupPressure) GetTasks() map[string]int64 {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type HostPressure struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hostname      string                 `protobuf:"bytes,1,opt,name=hostname,proto3" json:"hostname,omitempty"`
+	Pressure      []*PressureFigures     `protobuf:"bytes,2,rep,name=pressure,proto3" json:"pressure,omitempty"`
+	Groups        []*GroupPressure       `protobuf:"bytes,3,rep,name=groups,proto3" json:"groups,omitempty"` // by name
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HostPressure) Reset() {
+	*x = HostPressure{}
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HostPressure) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HostPressure) ProtoMessage() {}
+
+func (x *HostPressure) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_pressure_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HostPressure.ProtoReflect.Descriptor instead.
+func (*HostPressure) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_pressure_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *HostPressure) GetHostname() string {
+	if x != nil {
+		return x.Hostname
+	}
+	return ""
+}
+
+func (x *HostPressure) GetPressure() []*PressureFigures {
+	if x != nil {
+		return x.Pressure
+	}
+	return nil
+}
+
+func (x *HostPressure) GetGroups() []*GroupPressure {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 var File_gpotel_v1_pressure_proto protoreflect.FileDescriptor
 
 const file_gpotel_v1_pressure_proto_rawDesc = "" +
@@ -510,7 +827,35 @@ const file_gpotel_v1_pressure_proto_rawDesc = "" +
 	"\bpressure\x18\x05 \x01(\v2\x13.gpotel.v1.PressureR\bpressure\x126\n" +
 	"\vtask_states\x18\x06 \x01(\v2\x15.gpotel.v1.TaskStatesR\n" +
 	"taskStates\x12\x16\n" +
-	"\x06unread\x18\a \x03(\tR\x06unreadB3Z1github.com/gpotel/gpotel/proto/gpotel/v1;gpotelv1b\x06proto3"
+	"\x06unread\x18\a \x03(\tR\x06unread\"\x18\n" +
+	"\x16GetHostPressureRequest\"\x7f\n" +
+	"\x17GetHostPressureResponse\x125\n" +
+	"\x17snapshot_time_unix_nano\x18\x01 \x01(\x03R\x14snapshotTimeUnixNano\x12-\n" +
+	"\x05hosts\x18\x02 \x03(\v2\x17.gpotel.v1.HostPressureR\x05hosts\"\xaa\x01\n" +
+	"\x0fPressureFigures\x12\x1a\n" +
+	"\bresource\x18\x01 \x01(\tR\bresource\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05avg10\x18\x03 \x01(\x01R\x05avg10\x12\x14\n" +
+	"\x05avg60\x18\x04 \x01(\x01R\x05avg60\x12\x16\n" +
+	"\x06avg300\x18\x05 \x01(\x01R\x06avg300\x12#\n" +
+	"\rstall_seconds\x18\x06 \x01(\x01R\fstallSeconds\"\xb9\x02\n" +
+	"\rGroupPressure\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04path\x18\x02 \x01(\tR\x04path\x12,\n" +
+	"\x12resource_group_oid\x18\x03 \x01(\rR\x10resourceGroupOid\x12%\n" +
+	"\x0ecgroup_version\x18\x04 \x01(\x05R\rcgroupVersion\x126\n" +
+	"\bpressure\x18\x05 \x03(\v2\x1a.gpotel.v1.PressureFiguresR\bpressure\x129\n" +
+	"\x05tasks\x18\x06 \x03(\v2#.gpotel.v1.GroupPressure.TasksEntryR\x05tasks\x1a8\n" +
+	"\n" +
+	"TasksEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\"\x94\x01\n" +
+	"\fHostPressure\x12\x1a\n" +
+	"\bhostname\x18\x01 \x01(\tR\bhostname\x126\n" +
+	"\bpressure\x18\x02 \x03(\v2\x1a.gpotel.v1.PressureFiguresR\bpressure\x120\n" +
+	"\x06groups\x18\x03 \x03(\v2\x18.gpotel.v1.GroupPressureR\x06groups2m\n" +
+	"\x0fPressureService\x12Z\n" +
+	"\x0fGetHostPressure\x12!.gpotel.v1.GetHostPressureRequest\x1a\".gpotel.v1.GetHostPressureResponse\"\x00B3Z1github.com/gpotel/gpotel/proto/gpotel/v1;gpotelv1b\x06proto3"
 
 var (
 	file_gpotel_v1_pressure_proto_rawDescOnce sync.Once
@@ -525,30 +870,43 @@ func file_gpotel_v1_pressure_proto_rawDescGZIP() []byte {
 }
 
 var file_gpotel_v1_pressure_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpotel_v1_pressure_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_gpotel_v1_pressure_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_gpotel_v1_pressure_proto_goTypes = []any{
-	(TaskStates_Source)(0),   // 0: gpotel.v1.TaskStates.Source
-	(*PressureStall)(nil),    // 1: gpotel.v1.PressureStall
-	(*ResourcePressure)(nil), // 2: gpotel.v1.ResourcePressure
-	(*Pressure)(nil),         // 3: gpotel.v1.Pressure
-	(*TaskStates)(nil),       // 4: gpotel.v1.TaskStates
-	(*ControlGroup)(nil),     // 5: gpotel.v1.ControlGroup
+	(TaskStates_Source)(0),          // 0: gpotel.v1.TaskStates.Source
+	(*PressureStall)(nil),           // 1: gpotel.v1.PressureStall
+	(*ResourcePressure)(nil),        // 2: gpotel.v1.ResourcePressure
+	(*Pressure)(nil),                // 3: gpotel.v1.Pressure
+	(*TaskStates)(nil),              // 4: gpotel.v1.TaskStates
+	(*ControlGroup)(nil),            // 5: gpotel.v1.ControlGroup
+	(*GetHostPressureRequest)(nil),  // 6: gpotel.v1.GetHostPressureRequest
+	(*GetHostPressureResponse)(nil), // 7: gpotel.v1.GetHostPressureResponse
+	(*PressureFigures)(nil),         // 8: gpotel.v1.PressureFigures
+	(*GroupPressure)(nil),           // 9: gpotel.v1.GroupPressure
+	(*HostPressure)(nil),            // 10: gpotel.v1.HostPressure
+	nil,                             // 11: gpotel.v1.GroupPressure.TasksEntry
 }
 var file_gpotel_v1_pressure_proto_depIdxs = []int32{
-	1, // 0: gpotel.v1.ResourcePressure.some:type_name -> gpotel.v1.PressureStall
-	1, // 1: gpotel.v1.ResourcePressure.full:type_name -> gpotel.v1.PressureStall
-	2, // 2: gpotel.v1.Pressure.cpu:type_name -> gpotel.v1.ResourcePressure
-	2, // 3: gpotel.v1.Pressure.memory:type_name -> gpotel.v1.ResourcePressure
-	2, // 4: gpotel.v1.Pressure.io:type_name -> gpotel.v1.ResourcePressure
-	2, // 5: gpotel.v1.Pressure.irq:type_name -> gpotel.v1.ResourcePressure
-	0, // 6: gpotel.v1.TaskStates.source:type_name -> gpotel.v1.TaskStates.Source
-	3, // 7: gpotel.v1.ControlGroup.pressure:type_name -> gpotel.v1.Pressure
-	4, // 8: gpotel.v1.ControlGroup.task_states:type_name -> gpotel.v1.TaskStates
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	1,  // 0: gpotel.v1.ResourcePressure.some:type_name -> gpotel.v1.PressureStall
+	1,  // 1: gpotel.v1.ResourcePressure.full:type_name -> gpotel.v1.PressureStall
+	2,  // 2: gpotel.v1.Pressure.cpu:type_name -> gpotel.v1.ResourcePressure
+	2,  // 3: gpotel.v1.Pressure.memory:type_name -> gpotel.v1.ResourcePressure
+	2,  // 4: gpotel.v1.Pressure.io:type_name -> gpotel.v1.ResourcePressure
+	2,  // 5: gpotel.v1.Pressure.irq:type_name -> gpotel.v1.ResourcePressure
+	0,  // 6: gpotel.v1.TaskStates.source:type_name -> gpotel.v1.TaskStates.Source
+	3,  // 7: gpotel.v1.ControlGroup.pressure:type_name -> gpotel.v1.Pressure
+	4,  // 8: gpotel.v1.ControlGroup.task_states:type_name -> gpotel.v1.TaskStates
+	10, // 9: gpotel.v1.GetHostPressureResponse.hosts:type_name -> gpotel.v1.HostPressure
+	8,  // 10: gpotel.v1.GroupPressure.pressure:type_name -> gpotel.v1.PressureFigures
+	11, // 11: gpotel.v1.GroupPressure.tasks:type_name -> gpotel.v1.GroupPressure.TasksEntry
+	8,  // 12: gpotel.v1.HostPressure.pressure:type_name -> gpotel.v1.PressureFigures
+	9,  // 13: gpotel.v1.HostPressure.groups:type_name -> gpotel.v1.GroupPressure
+	6,  // 14: gpotel.v1.PressureService.GetHostPressure:input_type -> gpotel.v1.GetHostPressureRequest
+	7,  // 15: gpotel.v1.PressureService.GetHostPressure:output_type -> gpotel.v1.GetHostPressureResponse
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_gpotel_v1_pressure_proto_init() }
@@ -563,9 +921,9 @@ func file_gpotel_v1_pressure_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpotel_v1_pressure_proto_rawDesc), len(file_gpotel_v1_pressure_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   11,
 			NumExtensions: 0,
-			NumServices:   0,
+			NumServices:   1,
 		},
 		GoTypes:           file_gpotel_v1_pressure_proto_goTypes,
 		DependencyIndexes: file_gpotel_v1_pressure_proto_depIdxs,
