@@ -128,7 +128,7 @@ func TestRealBackendsInV2ResourceGroups(t *testing.T) {
 		t.Cleanup(func() { _ = os.Remove(dir) })
 		fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 		require.NoError(t, err)
-		defer syscall.Close(fd)
+		defer func() { _ = syscall.Close(fd) }()
 		var pids []int64
 		for range n {
 			cmd := exec.Command("sleep", "3600")

@@ -88,7 +88,7 @@ func TestClosingBatchHasHostsCgroupsAndEachSessionsGroupPressureByName(t *testin
 		results:        []hostResult{{host: "sdw1", up: true, cgroups: sdw1}, {host: "sdw2", up: true, cgroups: sdw2}},
 		resourceGroups: map[uint32]string{6437: "default_group"},
 	}
-	mb := metadata.NewMetricsBuilder(metadata.DefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
+	mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
 	md, _ := emitSnapshotAndSessions(mb, s)
 
 	hosts := resourcesOfKind(md, gpsemconv.KindHost)

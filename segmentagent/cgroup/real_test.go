@@ -89,7 +89,7 @@ func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 	dir := makeGroup(t, v2.MountPoint, filepath.Join(testGroupName(), "gpdb", "6437"))
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
 	require.NoError(t, err)
-	defer syscall.Close(fd)
+	defer func() { _ = syscall.Close(fd) }()
 
 	// More burners than CPUs: some of the group's runnable tasks always wait.
 	var pids []int64
@@ -149,7 +149,7 @@ func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
 	reader := exec.Command("cat")
 	stdin, err := reader.StdinPipe()
 	require.NoError(t, err)
-	defer stdin.Close()
+	defer func() { _ = stdin.Close() }()
 	sleeping := start(t, reader)
 	stopped := start(t, exec.Command("sleep", "3600"))
 	for _, pid := range []int64{sleeping, stopped} {
