@@ -103,7 +103,9 @@ func (in *Inspector) GroupOf(pid int64) (Group, error) {
 	if in.mountErr != nil {
 		return Group{}, in.mountErr
 	}
-	b, err := readFile(filepath.Join(in.procRoot, strconv.FormatInt(pid, 10), "cgroup"))
+	buf := cgroupBuffers.Get().(*[]byte)
+	defer cgroupBuffers.Put(buf)
+	b, err := readSmall(filepath.Join(in.procRoot, strconv.FormatInt(pid, 10), "cgroup"), buf)
 	if err != nil {
 		return Group{}, err
 	}

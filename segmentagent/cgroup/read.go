@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -95,4 +96,33 @@ func readFile(name string) ([]byte, error) {
 		return nil, fmt.Errorf("larger than %d bytes", maxFileSize)
 	}
 	return b, nil
+}
+
+// cgroupBuffers hold /proc/<pid>/cgroup reads: one a process, on every call.
+var cgroupBuffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
+
+// readSmall reads a procfs file with raw system calls into *buf, growing it
+// up to maxFileSize; os.Open and io.ReadAll cost half again as much per file.
+func readSmall(name string, buf *[]byte) ([]byte, error) {
+	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: name, Err: err}
+	}
+	defer unix.Close(fd) //nolint:errcheck // read-only
+	n := 0
+	for {
+		m, err := unix.Read(fd, (*buf)[n:])
+		if err != nil {
+			return nil, &os.PathError{Op: "read", Path: name, Err: err}
+		}
+		n += m
+		// A short read is the end: procfs and cgroupfs hand a seq_file's whole text to the first read with room.
+		if n < len(*buf) {
+			return (*buf)[:n], nil
+		}
+		if n >= maxFileSize {
+			return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
+		}
+		*buf = append(*buf, make([]byte, n)...)
+	}
 }
