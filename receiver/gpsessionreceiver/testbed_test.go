@@ -366,7 +366,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 		t.Errorf("host.up %v", up)
 	}
 
-	t.Run("the collector delivers one snapshot per ConsumeMetrics", func(t *testing.T) {
+	t.Run("the receiver delivers each snapshot as process batches and one closing batch", func(t *testing.T) {
 		rcfg := *cfg
 		// Timeouts beyond the interval: scrapes queue behind each other, never overlap.
 		rcfg.CollectionInterval = 100 * time.Millisecond
@@ -381,20 +381,44 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 		if err := rcv.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 			t.Fatal(err)
 		}
-		await.Until(t, "three snapshots from the running receiver", func() bool { return len(sink.AllMetrics()) >= 3 })
+		await.Until(t, "three snapshots (process and closing batches) from the running receiver", func() bool { return len(sink.AllMetrics()) >= 6 })
 		if err := rcv.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		all := sink.AllMetrics()
+		// Rule 1: each snapshot is process batches, then one closing batch
+		// with the snapshot resource; one timestamp per snapshot; snapshots
+		// never interleave.
+		var open pcommon.Timestamp
+		closed := 0
 		for i, md := range all {
-			if n := len(resourcesOfKind(md, gpsemconv.KindSnapshot)); n != 1 {
-				t.Errorf("batch %d holds %d snapshot resources", i, n)
+			var ts pcommon.Timestamp
+			mixed := false
+			forEachPoint(md, func(dp pmetric.NumberDataPoint) {
+				if ts == 0 {
+					ts = dp.Timestamp()
+				}
+				mixed = mixed || dp.Timestamp() != ts
+			})
+			if ts == 0 || mixed {
+				t.Fatalf("batch %d has no single timestamp", i)
 			}
-			stamps := map[pcommon.Timestamp]bool{}
-			forEachPoint(md, func(dp pmetric.NumberDataPoint) { stamps[dp.Timestamp()] = true })
-			if len(stamps) != 1 {
-				t.Errorf("batch %d has %d distinct timestamps", i, len(stamps))
+			if open != 0 && ts != open {
+				t.Errorf("batch %d at %v while the snapshot at %v is open", i, ts, open)
 			}
+			snaps, procs := len(resourcesOfKind(md, gpsemconv.KindSnapshot)), len(resourcesOfKind(md, gpsemconv.KindProcess))
+			switch {
+			case snaps == 1:
+				open = 0
+				closed++
+			case snaps == 0 && procs == md.ResourceMetrics().Len():
+				open = ts
+			default:
+				t.Errorf("batch %d: %d snapshot and %d process resources of %d", i, snaps, procs, md.ResourceMetrics().Len())
+			}
+		}
+		if closed < 2 {
+			t.Errorf("%d snapshots closed in %d batches", closed, len(all))
 		}
 	})
 }
