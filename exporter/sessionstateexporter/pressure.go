@@ -13,6 +13,7 @@ import (
 
 	sc "github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 // pressureStore keeps the host and cgroup pressure of the latest snapshot
@@ -172,4 +173,23 @@ type pressureService struct {
 
 func (s *pressureService) GetHostPressure(context.Context, *gpotelv1.GetHostPressureRequest) (*gpotelv1.GetHostPressureResponse, error) {
 	return s.store.get(), nil
+}
+
+// setPressure keeps the largest "some" stall share per resource over a session's groups.
+func setPressure(st *yagpcc.SystemStat, a pcommon.Map, v float64) {
+	if strAttr(a, sc.AttrPressureKind) != "some" {
+		return
+	}
+	var dst *float64
+	switch strAttr(a, sc.AttrPressureResource) {
+	case "cpu":
+		dst = &st.CpuPressure
+	case "memory":
+		dst = &st.MemoryPressure
+	case "io":
+		dst = &st.IoPressure
+	default:
+		return
+	}
+	*dst = max(*dst, v)
 }

@@ -11,6 +11,7 @@ import (
 
 	sc "github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 const pressureAt = pcommon.Timestamp(1_700_000_000_000_000_000)
@@ -93,4 +94,51 @@ func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
 	resp, err = svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, 0.75, resp.GetHosts()[0].GetPressure()[0].GetAvg10(), "the newest snapshot replaces the older")
+}
+
+// addSessionGroupPressure puts the receiver's gpotel.session.cgroup.pressure
+// points on the session resource of sessID.
+func addSessionGroupPressure(md pmetric.Metrics, sessID int64, points []struct {
+	group, resource, kind string
+	v                     float64
+}) {
+	for i := range md.ResourceMetrics().Len() {
+		rm := md.ResourceMetrics().At(i)
+		if id, ok := rm.Resource().Attributes().Get(sc.AttrSessionID); !ok || id.Int() != sessID {
+			continue
+		}
+		m := rm.ScopeMetrics().At(0).Metrics().AppendEmpty()
+		m.SetName(sc.MetricSessionCgroupPress)
+		g := m.SetEmptyGauge()
+		for _, p := range points {
+			dp := g.DataPoints().AppendEmpty()
+			dp.SetDoubleValue(p.v)
+			dp.Attributes().PutStr(sc.AttrCgroupName, p.group)
+			dp.Attributes().PutStr(sc.AttrPressureResource, p.resource)
+			dp.Attributes().PutStr(sc.AttrPressureKind, p.kind)
+		}
+	}
+}
+
+func TestSystemStatCarriesTheWorstSomePressureOfTheSessionsGroups(t *testing.T) {
+	srv := startDefault(t)
+	s := fullSession()
+	md := buildSnapshot(t0, []testSession{s})
+	addSessionGroupPressure(md, s.sessID, []struct {
+		group, resource, kind string
+		v                     float64
+	}{
+		{"default_group", "cpu", "some", 0.30},
+		{"admin_group", "cpu", "some", 0.05},
+		{"default_group", "cpu", "full", 0.90}, // full is not some: not taken
+		{"default_group", "memory", "some", 0.02},
+		{"admin_group", "io", "some", 0.07},
+	})
+	srv.consume(t, md)
+	got := listAll(t, srv).SessionsState[0]
+	for name, st := range map[string]*yagpcc.SystemStat{"last": got.GetLastMetrics().GetSystemStat(), "total": got.GetTotalMetrics().GetSystemStat()} {
+		assert.Equal(t, 0.30, st.GetCpuPressure(), name)
+		assert.Equal(t, 0.02, st.GetMemoryPressure(), name)
+		assert.Equal(t, 0.07, st.GetIoPressure(), name)
+	}
 }
