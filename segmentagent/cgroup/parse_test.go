@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"encoding/binary"
 	"os"
 	"path/filepath"
@@ -190,4 +191,22 @@ func TestTaskStatesAddState(t *testing.T) {
 		s.AddState(c)
 	}
 	assert.Equal(t, TaskStates{Running: 2, Sleeping: 1, Uninterruptible: 1, Stopped: 2, Other: 2}, s)
+}
+
+// TestReadFileReadsASeqFileLargerThanAPage: such a file comes in short reads
+// that stop at record boundaries; stopping at the first would lose records.
+func TestReadFileReadsASeqFileLargerThanAPage(t *testing.T) {
+	const name = "/proc/self/smaps"
+	count := func(b []byte) int { return bytes.Count(b, []byte("\nVmFlags:")) }
+	for attempt := 0; ; attempt++ {
+		got, err := readFile(name)
+		require.NoError(t, err)
+		want, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.Greater(t, len(want), 2*4096, "%s is too small here to prove anything", name)
+		if count(got) == count(want) || attempt == 5 {
+			assert.Equal(t, count(want), count(got), "mappings read")
+			return
+		}
+	}
 }

@@ -3,7 +3,6 @@ package cgroup
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -36,8 +35,8 @@ type PressureSet struct {
 	Unread     []string
 }
 
-// maxFileSize bounds a runaway file; pressure files are two short lines.
-const maxFileSize = 64 << 10
+// maxFileSize bounds a runaway file; mountinfo of a busy container host is the largest read here.
+const maxFileSize = 1 << 20
 
 // ReadHostPressure reads /proc/pressure/* under procRoot.
 func ReadHostPressure(procRoot string) PressureSet {
@@ -80,29 +79,17 @@ func pressureReason(err error) string {
 	return err.Error()
 }
 
-// readFile reads a small kernel file whole; a file that does not end within
-// maxFileSize is an error.
+// readFile reads a kernel file whole into a new buffer.
 func readFile(name string) ([]byte, error) {
-	f, err := os.Open(name) //nolint:gosec // a kernel file under a root the agent's operator configured
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close() //nolint:errcheck // read-only
-	b, err := io.ReadAll(io.LimitReader(f, maxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(b) > maxFileSize {
-		return nil, fmt.Errorf("larger than %d bytes", maxFileSize)
-	}
-	return b, nil
+	buf := make([]byte, 4096)
+	return readSmall(name, &buf)
 }
 
 // cgroupBuffers hold /proc/<pid>/cgroup reads: one a process, on every call.
 var cgroupBuffers = sync.Pool{New: func() any { b := make([]byte, 4096); return &b }}
 
-// readSmall reads a procfs file with raw system calls into *buf, growing it
-// up to maxFileSize; os.Open and io.ReadAll cost half again as much per file.
+// readSmall reads a procfs or cgroupfs file with raw system calls into *buf,
+// growing it up to maxFileSize; os.Open and io.ReadAll cost half again as much.
 func readSmall(name string, buf *[]byte) ([]byte, error) {
 	fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -115,10 +102,14 @@ func readSmall(name string, buf *[]byte) ([]byte, error) {
 		if err != nil {
 			return nil, &os.PathError{Op: "read", Path: name, Err: err}
 		}
-		n += m
-		// A short read is the end: procfs and cgroupfs hand a seq_file's whole text to the first read with room.
-		if n < len(*buf) {
+		// Only end of file ends it: a seq_file larger than a page (mountinfo)
+		// comes in short reads that stop at a record boundary.
+		if m == 0 {
 			return (*buf)[:n], nil
+		}
+		n += m
+		if n < len(*buf) {
+			continue
 		}
 		if n >= maxFileSize {
 			return nil, fmt.Errorf("%s: larger than %d bytes", name, maxFileSize)
