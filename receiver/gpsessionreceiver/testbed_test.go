@@ -381,7 +381,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 		if err := rcv.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 			t.Fatal(err)
 		}
-		await.Until(t, "three snapshots (process and closing batches) from the running receiver", func() bool { return len(sink.AllMetrics()) >= 6 })
+		await.Until(t, "six batches from the running receiver", func() bool { return len(sink.AllMetrics()) >= 6 })
 		if err := rcv.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
