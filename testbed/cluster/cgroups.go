@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -118,9 +119,29 @@ func (c *Cluster) removeCgroups() error {
 	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	var errs []error
 	for _, d := range dirs {
-		if err := unix.Rmdir(d); err != nil && !errors.Is(err, unix.ENOENT) {
-			errs = append(errs, fmt.Errorf("remove cgroup %s: %w", d, err))
+		if err := rmdirWhenEmpty(d); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(append(errs, err)...)
 }
+
+// rmdirWhenEmpty removes a cgroup, waiting while it is busy: a process that
+// has just exited leaves its group only once its parent has reaped it.
+func rmdirWhenEmpty(dir string) error {
+	deadline := time.Now().Add(cgroupDrainTimeout)
+	for {
+		err := unix.Rmdir(dir)
+		if err == nil || errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			return fmt.Errorf("remove cgroup %s: %w (tasks: %q)", dir, err, strings.TrimSpace(string(procs)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// cgroupDrainTimeout bounds how long Down waits for exited tasks to leave a group.
+const cgroupDrainTimeout = time.Minute
