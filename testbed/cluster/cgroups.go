@@ -119,31 +119,29 @@ func (c *Cluster) removeCgroups() error {
 	slices.SortFunc(dirs, func(a, b string) int { return strings.Count(b, "/") - strings.Count(a, "/") })
 	var errs []error
 	for _, d := range dirs {
-		if err := removeCgroup(d); err != nil {
+		if err := rmdirWhenEmpty(d); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(append(errs, err)...)
 }
 
-// cgroupExitWait bounds the wait for killed processes to leave their group:
-// a task counts in it until its exit completes, after /proc stops naming it.
-const cgroupExitWait = 30 * time.Second
-
-// removeCgroup removes an empty group, retrying while it is still busy with
-// exiting tasks; when it stays busy the error lists the tasks left in it.
-func removeCgroup(dir string) error {
-	deadline := time.Now().Add(cgroupExitWait)
+// rmdirWhenEmpty removes a cgroup, waiting while it is busy: a process that
+// has just exited leaves its group only once its parent has reaped it.
+func rmdirWhenEmpty(dir string) error {
+	deadline := time.Now().Add(cgroupDrainTimeout)
 	for {
 		err := unix.Rmdir(dir)
-		switch {
-		case err == nil || errors.Is(err, unix.ENOENT):
+		if err == nil || errors.Is(err, unix.ENOENT) {
 			return nil
-		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
-			time.Sleep(20 * time.Millisecond)
-		default:
-			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs")) //nolint:gosec // the testbed's own group
-			return fmt.Errorf("remove cgroup %s: %w (processes in it: %s)", dir, err, strings.Fields(string(procs)))
 		}
+		if !errors.Is(err, unix.EBUSY) || time.Now().After(deadline) {
+			procs, _ := os.ReadFile(filepath.Join(dir, "cgroup.procs"))
+			return fmt.Errorf("remove cgroup %s: %w (tasks: %q)", dir, err, strings.TrimSpace(string(procs)))
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// cgroupDrainTimeout bounds how long Down waits for exited tasks to leave a group.
+const cgroupDrainTimeout = time.Minute
