@@ -41,6 +41,8 @@ type Service struct {
 	readers sync.Pool
 	logger  *zap.Logger
 	tel     *telemetry
+	kernel  *TaskStatsService
+	clients sync.Pool // *taskstats.Client per worker, when taskstats is available
 }
 
 var _ yagpcc.GetQueryInfoServer = (*Service)(nil)
@@ -69,6 +71,9 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	}
 	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	if s.kernel, err = NewTaskStatsService(cfg, s.allow, logger, meterProvider); err != nil {
+		return nil, err
+	}
 	uids := make([]int64, 0, len(allowed))
 	for uid := range allowed {
 		uids = append(uids, uid)
@@ -81,9 +86,12 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 // Host returns the constants every answer carries.
 func (s *Service) Host() *yagpcc.ProcHost { return s.copyHost() }
 
+// TaskStats is the exit-record service on the same host; Start it to listen.
+func (s *Service) TaskStats() *TaskStatsService { return s.kernel }
+
 func (s *Service) copyHost() *yagpcc.ProcHost {
 	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
-		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease}
+		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Accounting: s.kernel.Accounting()}
 }
 
 func (s *Service) allow(uid int64) bool {
@@ -204,6 +212,10 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 	readBlocks := func() error {
 		r := s.readers.Get().(*procfs.Reader)
 		defer s.readers.Put(r)
+		tc := s.taskstatsClient()
+		if tc != nil {
+			defer s.clients.Put(tc)
+		}
 		done := ctx.Done()
 		for {
 			from := int(next.Add(pidsPerWorker)) - pidsPerWorker
@@ -218,6 +230,9 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 				}
 				res := &results[i]
 				res.info, res.outcome, res.err = r.Read(work[i].GetPid(), s.allow)
+				if res.outcome == procfs.Answered {
+					s.addTaskstats(tc, res.info)
+				}
 			}
 		}
 	}

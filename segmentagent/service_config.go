@@ -36,11 +36,15 @@ type ServiceConfig struct {
 	ReadParallelism int `mapstructure:"read_parallelism"`
 	// Hostname overrides os.Hostname in answers.
 	Hostname string `mapstructure:"hostname"`
+	// Taskstats adds the kernel's taskstats records to answers and keeps the
+	// final records of exited database processes (needs CAP_NET_ADMIN).
+	Taskstats TaskstatsConfig `mapstructure:"taskstats"`
 }
 
 // NewDefaultServiceConfig returns the configuration used when nothing is set.
 func NewDefaultServiceConfig() ServiceConfig {
-	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest}
+	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest,
+		Taskstats: newDefaultTaskstatsConfig()}
 }
 
 // Validate reports every problem of the configuration at once.
@@ -62,6 +66,15 @@ func (c ServiceConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("postmaster_pid_files[%d] is empty", i))
 		}
 	}
+	if c.Taskstats.ExitBufferSize < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.exit_buffer_size %d is negative", c.Taskstats.ExitBufferSize))
+	}
+	if c.Taskstats.ExitMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.exit_max_age %s is negative", c.Taskstats.ExitMaxAge))
+	}
+	if c.Taskstats.ListenerReadBufferKiB < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.listener_read_buffer_kib %d is negative", c.Taskstats.ListenerReadBufferKiB))
+	}
 	return errors.Join(errs...)
 }
 
@@ -75,6 +88,15 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 	}
 	if c.ReadParallelism == 0 {
 		c.ReadParallelism = runtime.GOMAXPROCS(0)
+	}
+	if c.Taskstats.ExitBufferSize == 0 {
+		c.Taskstats.ExitBufferSize = DefaultExitBufferSize
+	}
+	if c.Taskstats.ExitMaxAge == 0 {
+		c.Taskstats.ExitMaxAge = DefaultExitMaxAge
+	}
+	if c.Taskstats.ListenerReadBufferKiB == 0 {
+		c.Taskstats.ListenerReadBufferKiB = DefaultListenerReadBufferKiB
 	}
 	return c
 }
