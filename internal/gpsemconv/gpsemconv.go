@@ -13,6 +13,10 @@ const (
 	KindSnapshot = "snapshot"
 	KindSession  = "session"
 	KindProcess  = "process"
+	// KindExited holds one exited process's final totals (taskstats exit
+	// record), in the shape of a process resource; without gpotel.session.id
+	// when no scrape saw the process (unattributed).
+	KindExited = "exited"
 )
 
 // Resource attributes.
@@ -144,6 +148,28 @@ const (
 
 	RateSuffix = ".rate"
 )
+
+// Cluster figures (processor), on the snapshot resource, per window: the
+// session figures' counters summed over every process whatever its session
+// (ClusterMetric), and over the exited processes no scrape saw, per segment
+// (UnattributedMetric, with host.name and gpotel.segment.id).
+const (
+	clusterPrefix      = "gpotel.cluster."
+	unattributedPrefix = "gpotel.unattributed."
+	sessionPrefix      = "gpotel.session."
+)
+
+// ClusterMetric names the cluster-wide sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.cluster.cpu.time.
+func ClusterMetric(session string) string {
+	return clusterPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
+
+// UnattributedMetric names the unattributed sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.unattributed.cpu.time.
+func UnattributedMetric(session string) string {
+	return unattributedPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
 
 // WindowName is the gpotel.window value of a configured window: Go's
 // duration text without trailing zero units ("30s", "5m", "1h30m", "1h").

@@ -7,8 +7,10 @@ package kernelunits
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -199,4 +201,58 @@ func Convert(info *yagpcc.GpPidProcInfo, host Host) Process {
 		p.RunDelay = some(NanosToSeconds(ss.GetRunDelayNs()))
 	}
 	return p
+}
+
+// ConvertExit turns one taskstats exit record (µs, ns, KiB) into a Process
+// holding the exited process's final totals. Its CPU time is the time it
+// actually ran (cpu_run_virtual_total, ns) split in the ratio of the sampled
+// utime and stime, as the kernel's cputime_adjust does for /proc and for the
+// parent's cutime and cstime. Delays other than the run-queue wait are read
+// only when delay accounting was on (delayacct): otherwise they are 0, not measured.
+func ConvertExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
+	s := r.GetStats()
+	p := Process{
+		PID:          s.GetPid(),
+		CreationTime: time.Unix(0, r.GetStartTimeUnixNano()).UTC(),
+		HasStat:      true, HasStatus: true, HasIO: true, HasSchedstat: true,
+	}
+	user, system := adjustCPU(s.GetCpuRunVirtualNs(), s.GetUserUs(), s.GetSystemUs())
+	p.UserCPU, p.SystemCPU = some(user), some(system)
+	p.MinorFaults = some(clampInt(s.GetMinorFaults()))
+	p.MajorFaults = some(clampInt(s.GetMajorFaults()))
+	p.VoluntarySwitches = some(clampInt(s.GetVoluntaryCtxtSwitches()))
+	p.InvoluntarySwitches = some(clampInt(s.GetNonvoluntaryCtxtSwitches()))
+	p.PeakRSS = some(KBToBytes(clampInt(s.GetHiwaterRssKb())))
+	p.PeakVirtual = some(KBToBytes(clampInt(s.GetHiwaterVmKb())))
+	p.ReadChars, p.WriteChars = some(clampInt(s.GetReadChars())), some(clampInt(s.GetWriteChars()))
+	p.ReadSyscalls, p.WriteSyscalls = some(clampInt(s.GetReadSyscalls())), some(clampInt(s.GetWriteSyscalls()))
+	p.ReadBytes, p.WriteBytes = some(clampInt(s.GetReadBytes())), some(clampInt(s.GetWriteBytes()))
+	p.CancelledWriteBytes = some(clampInt(s.GetCancelledWriteBytes()))
+	p.RunDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetCpu().GetTotalNs())))
+	if delayacct {
+		p.BlkioDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetBlkio().GetTotalNs())))
+	}
+	return p
+}
+
+// adjustCPU splits rtime (ns) between user and system in the ratio of the
+// tick-sampled utime and stime (µs), in seconds.
+func adjustCPU(rtimeNs, userUs, systemUs uint64) (user, system float64) {
+	rtime := float64(rtimeNs) / 1e9
+	switch {
+	case systemUs == 0:
+		return rtime, 0
+	case userUs == 0:
+		return 0, rtime
+	}
+	system = rtime * float64(systemUs) / float64(userUs+systemUs)
+	return rtime - system, system
+}
+
+// clampInt keeps a kernel u64 inside int64: no real counter reaches 2^63.
+func clampInt(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
 }

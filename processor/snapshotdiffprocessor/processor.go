@@ -48,6 +48,7 @@ const (
 	kindSnapshot
 	kindSession
 	kindProcess
+	kindExited  // an exited process's final totals
 	kindUnknown // has the attribute, with a value we do not know
 )
 
@@ -63,6 +64,8 @@ func kindOf(rm pmetric.ResourceMetrics) resourceKind {
 		return kindSession
 	case sc.KindProcess:
 		return kindProcess
+	case sc.KindExited:
+		return kindExited
 	}
 	return kindUnknown
 }
@@ -78,7 +81,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 		case kindSnapshot:
 			snapshotAt = i
 			snapshots++
-		case kindProcess:
+		case kindProcess, kindExited:
 			processes++
 		}
 	}
@@ -103,7 +106,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	if !p.emitProcesses && processes > 0 {
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
-			drop := kinds[i] == kindProcess
+			drop := kinds[i] == kindProcess || kinds[i] == kindExited
 			i++
 			return drop
 		})
@@ -130,10 +133,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	var skipped int
 	var firstErr error
 	for i, kind := range kinds {
-		if kind != kindProcess {
+		if kind != kindProcess && kind != kindExited {
 			continue
 		}
-		err := decodeProcess(rms.At(i), &p.sample)
+		err := decodeProcess(rms.At(i), &p.sample, kind == kindExited)
 		if err == nil {
 			err = p.store.add(&p.sample)
 		}
@@ -243,9 +246,10 @@ func intAttr(attrs pcommon.Map, key string) (int64, error) {
 	return v.Int(), nil
 }
 
-// decodeProcess fills s from one process resource.
-func decodeProcess(rm pmetric.ResourceMetrics, s *processSample) error {
-	*s = processSample{}
+// decodeProcess fills s from one process resource, or from an exited one:
+// its final totals, with no session when no scrape saw it (unattributed).
+func decodeProcess(rm pmetric.ResourceMetrics, s *processSample, exited bool) error {
+	*s = processSample{Exited: exited}
 	attrs := rm.Resource().Attributes()
 	host, ok := attrs.Get(sc.AttrHostName)
 	if !ok {
@@ -258,7 +262,10 @@ func decodeProcess(rm pmetric.ResourceMetrics, s *processSample) error {
 		return err
 	}
 	if s.Session, err = intAttr(attrs, sc.AttrSessionID); err != nil {
-		return err
+		if _, ok := attrs.Get(sc.AttrSessionID); ok || !exited {
+			return err
+		}
+		s.Session = unattributedSession
 	}
 	if pid, err = intAttr(attrs, sc.AttrProcessPID); err != nil {
 		return err
@@ -337,10 +344,14 @@ func decodeProcessMetric(m pmetric.Metric, s *processSample) {
 	}
 }
 
-// appendFigures adds the session figures to every session resource.
+// appendFigures adds the session figures to every session resource and the
+// cluster figures to the snapshot resource.
 func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, figs *figures) {
 	rms := md.ResourceMetrics()
 	for i, kind := range kinds {
+		if kind == kindSnapshot {
+			p.writeCluster(rms.At(i).ScopeMetrics().AppendEmpty(), figs)
+		}
 		if kind != kindSession {
 			continue
 		}
@@ -436,6 +447,44 @@ func (p *snapshotDiff) writeSession(sm pmetric.ScopeMetrics, sf sessionFigures) 
 			dp.Attributes().PutStr(sc.AttrMemoryType, name)
 			dp.Attributes().PutStr(sc.AttrMemoryAggregation, agg.name)
 			dp.SetIntValue(agg.value)
+		}
+	}
+}
+
+// writeCluster writes, per window, every counter summed over all processes
+// (exited included) and over the unattributed exited ones per segment.
+func (p *snapshotDiff) writeCluster(sm pmetric.ScopeMetrics, f *figures) {
+	sm.Scope().SetName(scopeName)
+	ms := sm.Metrics()
+	ts := pcommon.Timestamp(f.time)
+	p.mu.Lock()
+	hostNames := append([]string(nil), p.store.hostNames...)
+	p.mu.Unlock()
+	for _, cm := range counterMetrics {
+		cluster := ms.AppendEmpty()
+		cluster.SetName(sc.ClusterMetric(cm.session))
+		cluster.SetUnit(cm.unit)
+		cdps := cluster.SetEmptyGauge().DataPoints()
+		unattr := ms.AppendEmpty()
+		unattr.SetName(sc.UnattributedMetric(cm.session))
+		unattr.SetUnit(cm.unit)
+		udps := unattr.SetEmptyGauge().DataPoints()
+		for w, name := range p.windowNames {
+			wf := &f.windows[w]
+			for _, as := range cm.slots {
+				dp := cdps.AppendEmpty()
+				dp.SetTimestamp(ts)
+				dp.Attributes().PutStr(sc.AttrWindow, name)
+				setCounter(dp, cm, as, wf.cluster[as.slot])
+				for hs, c := range wf.unattributed {
+					dp := udps.AppendEmpty()
+					dp.SetTimestamp(ts)
+					dp.Attributes().PutStr(sc.AttrWindow, name)
+					dp.Attributes().PutStr(sc.AttrHostName, hostNames[hs.host])
+					dp.Attributes().PutInt(sc.AttrSegmentID, int64(hs.segment))
+					setCounter(dp, cm, as, c[as.slot])
+				}
+			}
 		}
 	}
 }

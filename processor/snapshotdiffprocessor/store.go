@@ -56,7 +56,12 @@ type processSample struct {
 	Counters counters
 	Present  uint16 // bit c set: Counters[c] was reported (absent is not zero)
 	Memory   memoryGauges
+	Exited   bool // final totals from an exit record: no memory, not live
 }
+
+// unattributedSession is the session id of exited processes no scrape saw;
+// sess_id is never negative.
+const unattributedSession = -1
 
 // hostAnswer is one gpotel.host.up point of a snapshot.
 type hostAnswer struct {
@@ -153,6 +158,7 @@ type store struct {
 	procLast  []counters // values at the last sighting
 	procKnown []uint16   // counters ever reported for the process
 	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
+	procGone  []bool     // the last sighting was its exit record
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -284,6 +290,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procLast = append(s.procLast, counters{})
 		s.procKnown = append(s.procKnown, 0)
 		s.procSeen = append(s.procSeen, 0)
+		s.procGone = append(s.procGone, false)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -301,6 +308,7 @@ func (s *store) freeRow(row uint32) {
 	s.procLast[row] = counters{}
 	s.procKnown[row] = 0
 	s.procSeen[row] = 0
+	s.procGone[row] = false
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -353,6 +361,7 @@ func (s *store) add(p *processSample) error {
 		}
 	}
 	s.procSeen[row] = seq
+	s.procGone[row] = p.Exited
 
 	off := len(s.scratch)
 	s.scratch = append(s.scratch, byte(mask), byte(mask>>8))
@@ -372,6 +381,9 @@ func (s *store) add(p *processSample) error {
 		}
 	}
 
+	if p.Exited {
+		return nil
+	}
 	shKey := uint64(sess)<<32 | uint64(host)
 	i, ok := s.memIndex[shKey]
 	if !ok {

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
+	"github.com/gpotel/gpotel/segmentagent"
 )
 
 // sessionScraper makes one snapshot per scrape: discovery on the
@@ -29,6 +31,7 @@ type sessionScraper struct {
 	newLocal  func() (procReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
 	telemetry *metadata.TelemetryBuilder
+	exits     *exitTracker
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
 	dir       *agentDirectory
@@ -56,6 +59,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		source:    source,
 		emitter:   emitter,
 		telemetry: tb,
+		exits:     newExitTracker(settings.Logger),
 	}, nil
 }
 
@@ -73,6 +77,11 @@ func (s *sessionScraper) start(_ context.Context, host component.Host) error {
 			return fmt.Errorf("in-process reader for local_hosts %v: %w", s.cfg.LocalHosts, err)
 		}
 		s.local = local
+		if svc, ok := local.(*segmentagent.Service); ok && s.cfg.ExitRecords {
+			if err := svc.TaskStats().Start(); err != nil {
+				return fmt.Errorf("exit records for local_hosts: %w", err)
+			}
+		}
 	}
 	s.dir = newAgentDirectory(s.cfg, host, s.settings.TelemetrySettings, s.local)
 	return nil
@@ -84,6 +93,9 @@ func (s *sessionScraper) shutdown(context.Context) error {
 	var errs []error
 	if s.dir != nil {
 		errs = append(errs, s.dir.Close())
+	}
+	if svc, ok := s.local.(*segmentagent.Service); ok {
+		svc.TaskStats().Stop()
 	}
 	if s.source != nil {
 		s.source.Close()
@@ -132,6 +144,11 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 	}
 
+	var exits []hostExits
+	if s.cfg.ExitRecords {
+		// Before the reads: a process whose record is fetched here is gone (or a zombie) when /proc is read.
+		exits = s.exits.fetch(ctx, s.cfg, s.dir, topo.Hosts())
+	}
 	results := fanOut(ctx, s.cfg, s.dir, queries)
 	snap := &snapshot{
 		time:            time.Now(),
@@ -144,6 +161,13 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		queryMaxLength:  s.cfg.QueryMaxLength,
 	}
 	md, st := s.emitter.emitSnapshot(snap)
+	if s.cfg.ExitRecords {
+		s.exits.remember(results, backendsByPID(snap))
+		xs := s.exits.emitExits(s.emitter, md.ResourceMetrics(), pcommon.NewTimestampFromTime(snap.time), state.TmID, exits)
+		s.exits.commit(exits)
+		s.logger.Debug("exit records", zap.Int("attributed", xs.attributed), zap.Int("unattributed", xs.unattributed),
+			zap.Int("read_live", xs.live), zap.Int("not_database", xs.foreign))
+	}
 	return md, s.account(ctx, results, st)
 }
 

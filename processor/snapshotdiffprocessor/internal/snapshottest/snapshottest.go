@@ -60,6 +60,10 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+
+	// Exited makes it an exited resource: final totals from an exit record;
+	// Unattributed leaves its session out (no scrape saw it).
+	Exited, Unattributed bool
 }
 
 // Metrics renders the snapshot as one pmetric.Metrics.
@@ -120,11 +124,17 @@ func (s Snapshot) Metrics() pmetric.Metrics {
 func (s Snapshot) appendProcess(md pmetric.Metrics, p *Process, ts pcommon.Timestamp) {
 	rm := md.ResourceMetrics().AppendEmpty()
 	ra := rm.Resource().Attributes()
-	ra.PutStr(sc.AttrResourceKind, sc.KindProcess)
+	kind := sc.KindProcess
+	if p.Exited {
+		kind = sc.KindExited
+	}
+	ra.PutStr(sc.AttrResourceKind, kind)
 	ra.PutInt(sc.AttrTmID, s.TmID)
 	ra.PutStr(sc.AttrHostName, p.Host)
 	ra.PutInt(sc.AttrSegmentID, p.Segment)
-	ra.PutInt(sc.AttrSessionID, p.Session)
+	if !p.Unattributed {
+		ra.PutInt(sc.AttrSessionID, p.Session)
+	}
 	ra.PutInt(sc.AttrProcessPID, p.PID)
 	ra.PutStr(sc.AttrProcessCreationTime, p.Created.UTC().Format(time.RFC3339Nano))
 	ra.PutBool(sc.AttrProcessSystem, p.Session == 0)
