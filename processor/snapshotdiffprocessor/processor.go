@@ -460,6 +460,16 @@ func (p *snapshotDiff) writeCluster(sm pmetric.ScopeMetrics, f *figures) {
 	p.mu.Lock()
 	hostNames := append([]string(nil), p.store.hostNames...)
 	p.mu.Unlock()
+	spans := ms.AppendEmpty()
+	spans.SetName(sc.ClusterMetric(sc.MetricSessionWindowSpan))
+	spans.SetUnit("s")
+	sdps := spans.SetEmptyGauge().DataPoints()
+	for w, name := range p.windowNames {
+		dp := sdps.AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.Attributes().PutStr(sc.AttrWindow, name)
+		dp.SetDoubleValue(float64(f.windows[w].span) / 1e9)
+	}
 	for _, cm := range counterMetrics {
 		cluster := ms.AppendEmpty()
 		cluster.SetName(sc.ClusterMetric(cm.session))
