@@ -60,6 +60,17 @@ const (
 	RSSTypeFile  = "file"
 	RSSTypeShmem = "shmem"
 
+	// AttrDelayType names a delay-accounting delay (taskstats) that /proc
+	// has no file for; the run-queue and block-I/O waits have their own
+	// metrics (gpotel.*.cpu.run_delay, gpotel.*.disk.delay).
+	AttrDelayType  = "gpotel.delay.type"
+	DelaySwapin    = "swapin"    // waiting for a page to be swapped in
+	DelayFreepages = "freepages" // waiting for memory reclaim
+	DelayThrashing = "thrashing" // refaulting pages of the working set
+	DelayCompact   = "compact"   // waiting for memory compaction
+	DelayWpcopy    = "wpcopy"    // copying on a write-protect fault
+	DelayIRQ       = "irq"       // interrupts handled while the task ran
+
 	AttrWindow     = "gpotel.window"
 	WindowLifetime = "lifetime"
 
@@ -120,6 +131,7 @@ const (
 	MetricProcessPagingFaults    = "process.paging.faults"
 	MetricProcessContextSwitches = "process.context_switches"
 	MetricProcessRunDelay        = "gpotel.process.cpu.run_delay"
+	MetricProcessDelay           = "gpotel.process.delay"
 	MetricProcessMemoryUsage     = "process.memory.usage"
 	MetricProcessMemoryVirtual   = "process.memory.virtual"
 	MetricProcessMemoryRSS       = "gpotel.process.memory.rss"
@@ -140,6 +152,7 @@ const (
 	MetricSessionPagingFaults    = "gpotel.session.paging.faults"
 	MetricSessionContextSwitches = "gpotel.session.context_switches"
 	MetricSessionRunDelay        = "gpotel.session.cpu.run_delay"
+	MetricSessionDelay           = "gpotel.session.delay"
 	MetricSessionWindowSpan      = "gpotel.session.window.span"
 	MetricSessionPartial         = "gpotel.session.partial"
 	MetricSessionProcesses       = "gpotel.session.processes"

@@ -22,6 +22,9 @@ type Host struct {
 	ClkTck   int64     // USER_HZ, ticks per second
 	PageSize int64     // bytes per page
 	BootTime time.Time // /proc/stat btime
+	// Delayacct: kernel.task_delayacct was on when the host answered, so
+	// its delays (but the run-queue wait, always kept) were measured.
+	Delayacct bool
 }
 
 // HostFromProto checks and copies the constants an agent reported. A host
@@ -44,9 +47,10 @@ func HostFromProto(h *yagpcc.ProcHost) (Host, error) {
 		return Host{}, fmt.Errorf("kernelunits: bad host constants for %q: %w", h.GetHostname(), errors.Join(errs...))
 	}
 	return Host{
-		ClkTck:   h.GetClkTck(),
-		PageSize: h.GetPageSize(),
-		BootTime: time.Unix(h.GetBootTimeUnix(), 0).UTC(),
+		ClkTck:    h.GetClkTck(),
+		PageSize:  h.GetPageSize(),
+		BootTime:  time.Unix(h.GetBootTimeUnix(), 0).UTC(),
+		Delayacct: h.GetAccounting().GetDelayacctEnabled(),
 	}, nil
 }
 
@@ -132,6 +136,33 @@ type Process struct {
 
 	// /proc/<pid>/schedstat
 	RunDelay Value[float64] // s
+
+	// taskstats delays /proc has no file for, by Delay* index; absent
+	// without a taskstats record or while delay accounting is off.
+	Delays [NumDelays]Value[float64] // s
+}
+
+// Indexes of Process.Delays.
+const (
+	DelaySwapin = iota
+	DelayFreepages
+	DelayThrashing
+	DelayCompact
+	DelayWpcopy
+	DelayIRQ
+	NumDelays
+)
+
+// taskDelays reads a taskstats record's delays; one the kernel's struct has
+// not (an older version) stays absent.
+func taskDelays(d *gpotelv1.TaskDelays) [NumDelays]Value[float64] {
+	var out [NumDelays]Value[float64]
+	for i, x := range [NumDelays]*gpotelv1.Delay{d.GetSwapin(), d.GetFreepages(), d.GetThrashing(), d.GetCompact(), d.GetWpcopy(), d.GetIrq()} {
+		if x != nil {
+			out[i] = some(NanosToSeconds(clampInt(x.GetTotalNs())))
+		}
+	}
+	return out
 }
 
 // MemoryUsage is the resident size: status VmRSS, or stat rss × page size
@@ -200,6 +231,9 @@ func Convert(info *yagpcc.GpPidProcInfo, host Host) Process {
 		p.HasSchedstat = true
 		p.RunDelay = some(NanosToSeconds(ss.GetRunDelayNs()))
 	}
+	if ts := info.GetTaskstats(); ts != nil && host.Delayacct {
+		p.Delays = taskDelays(ts.GetDelays())
+	}
 	return p
 }
 
@@ -231,6 +265,7 @@ func ConvertExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
 	p.RunDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetCpu().GetTotalNs())))
 	if delayacct {
 		p.BlkioDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetBlkio().GetTotalNs())))
+		p.Delays = taskDelays(s.GetDelays())
 	}
 	return p
 }

@@ -126,4 +126,9 @@ func builderRecordProcess(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, p *
 	if p.RunDelay.OK {
 		mb.RecordGpotelProcessCPURunDelayDataPoint(ts, p.RunDelay.V)
 	}
+	for i, d := range p.Delays {
+		if d.OK {
+			mb.RecordGpotelProcessDelayDataPoint(ts, d.V, delayTypes[i])
+		}
+	}
 }

@@ -35,6 +35,7 @@ const (
 	pmCancelledWrite
 	pmIOChars
 	pmIOSyscalls
+	pmDelay
 	processMetricCount
 )
 
@@ -56,6 +57,7 @@ var processMetricNames = map[string]processMetric{
 	metadata.MetricsInfo.GpotelProcessDiskCancelledWrite.Name: pmCancelledWrite,
 	metadata.MetricsInfo.GpotelProcessIoChars.Name:            pmIOChars,
 	metadata.MetricsInfo.GpotelProcessIoSyscalls.Name:         pmIOSyscalls,
+	metadata.MetricsInfo.GpotelProcessDelay.Name:              pmDelay,
 }
 
 // metricShape is how one enabled process metric is written: the generated
@@ -114,6 +116,7 @@ func newProcessWriter(mbc metadata.MetricsBuilderConfig, settings receiver.Setti
 	tmpl.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 0)
 	tmpl.RecordGpotelProcessIoCharsDataPoint(ts, 0, metadata.AttributeDirectionRead)
 	tmpl.RecordGpotelProcessIoSyscallsDataPoint(ts, 0, metadata.AttributeDirectionRead)
+	tmpl.RecordGpotelProcessDelayDataPoint(ts, 0, metadata.AttributeDelayTypeSwapin)
 	md := tmpl.Emit()
 	if md.ResourceMetrics().Len() == 0 {
 		return w, nil // every process metric is disabled: process resources are never written
@@ -160,6 +163,7 @@ func (w *processWriter) setDataPointSwitches(mc *metadata.MetricsConfig) {
 	setAttribute(&w.shapes[pmDiskIO], metadata.ProcessDiskIoMetricAttributeKeyDirection, mc.ProcessDiskIo.EnabledAttributes, mc.ProcessDiskIo.AggregationStrategy)
 	setAttribute(&w.shapes[pmIOChars], metadata.GpotelProcessIoCharsMetricAttributeKeyDirection, mc.GpotelProcessIoChars.EnabledAttributes, mc.GpotelProcessIoChars.AggregationStrategy)
 	setAttribute(&w.shapes[pmIOSyscalls], metadata.GpotelProcessIoSyscallsMetricAttributeKeyDirection, mc.GpotelProcessIoSyscalls.EnabledAttributes, mc.GpotelProcessIoSyscalls.AggregationStrategy)
+	setAttribute(&w.shapes[pmDelay], metadata.GpotelProcessDelayMetricAttributeKeyDelayType, mc.GpotelProcessDelay.EnabledAttributes, mc.GpotelProcessDelay.AggregationStrategy)
 }
 
 func setAttribute[K ~string](s *metricShape, key K, enabled []K, aggregation string) {
@@ -314,6 +318,18 @@ func (pp *processPoints) collect(p *kernelunits.Process) {
 	if p.RunDelay.OK {
 		pp[pmRunDelay].addDouble("", p.RunDelay.V)
 	}
+	for i, d := range p.Delays {
+		if d.OK {
+			pp[pmDelay].addDouble(delayTypes[i].String(), d.V)
+		}
+	}
+}
+
+// delayTypes are the gpotel.delay.type values of kernelunits' Delay* indexes.
+var delayTypes = [kernelunits.NumDelays]metadata.AttributeDelayType{
+	kernelunits.DelaySwapin: metadata.AttributeDelayTypeSwapin, kernelunits.DelayFreepages: metadata.AttributeDelayTypeFreepages,
+	kernelunits.DelayThrashing: metadata.AttributeDelayTypeThrashing, kernelunits.DelayCompact: metadata.AttributeDelayTypeCompact,
+	kernelunits.DelayWpcopy: metadata.AttributeDelayTypeWpcopy, kernelunits.DelayIRQ: metadata.AttributeDelayTypeIrq,
 }
 
 // processIdentity is what a process resource's attributes say.

@@ -125,6 +125,54 @@ func (ms *GpotelProcessCPURunDelayMetricConfig) Unmarshal(parser *confmap.Conf) 
 	return nil
 }
 
+// GpotelProcessDelayMetricAttributeKey specifies the key of an attribute for the gpotel.process.delay metric.
+type GpotelProcessDelayMetricAttributeKey string
+
+const (
+	GpotelProcessDelayMetricAttributeKeyDelayType GpotelProcessDelayMetricAttributeKey = "gpotel.delay.type"
+)
+
+// GpotelProcessDelayMetricConfig provides config for the gpotel.process.delay metric.
+type GpotelProcessDelayMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessDelayMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelProcessDelayMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessDelayMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessDelayMetricAttributeKeyDelayType:
+		default:
+			return fmt.Errorf("metric gpotel.process.delay doesn't have an attribute %v, valid attributes: [gpotel.delay.type]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessDiskCancelledWriteMetricConfig provides config for the gpotel.process.disk.cancelled_write metric.
 type GpotelProcessDiskCancelledWriteMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -646,6 +694,7 @@ type MetricsConfig struct {
 	GpotelHostProcesses             GpotelHostProcessesMetricConfig             `mapstructure:"gpotel.host.processes"`
 	GpotelHostUp                    GpotelHostUpMetricConfig                    `mapstructure:"gpotel.host.up"`
 	GpotelProcessCPURunDelay        GpotelProcessCPURunDelayMetricConfig        `mapstructure:"gpotel.process.cpu.run_delay"`
+	GpotelProcessDelay              GpotelProcessDelayMetricConfig              `mapstructure:"gpotel.process.delay"`
 	GpotelProcessDiskCancelledWrite GpotelProcessDiskCancelledWriteMetricConfig `mapstructure:"gpotel.process.disk.cancelled_write"`
 	GpotelProcessDiskDelay          GpotelProcessDiskDelayMetricConfig          `mapstructure:"gpotel.process.disk.delay"`
 	GpotelProcessIoChars            GpotelProcessIoCharsMetricConfig            `mapstructure:"gpotel.process.io.chars"`
@@ -678,6 +727,11 @@ func DefaultMetricsConfig() MetricsConfig {
 		},
 		GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 			Enabled: true,
+		},
+		GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyDelayType},
 		},
 		GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 			Enabled: true,

@@ -39,6 +39,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 						Enabled: true,
 					},
+					GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyDelayType},
+					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 						Enabled: true,
 					},
@@ -137,6 +142,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 						Enabled: false,
 					},
+					GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyDelayType},
+					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 						Enabled: false,
 					},
@@ -222,7 +232,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -247,6 +257,18 @@ func TestGpotelHostUpMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.host.up doesn't have an attribute invalid, valid attributes: [host.name]")
 
 	cfg = DefaultMetricsConfig().GpotelHostUp
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.delay doesn't have an attribute invalid, valid attributes: [gpotel.delay.type]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDelay
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

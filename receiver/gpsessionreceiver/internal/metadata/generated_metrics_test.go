@@ -69,6 +69,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["gpotel.host.processes"] = mb.metricGpotelHostProcesses.config.AggregationStrategy
 			aggMap["gpotel.host.up"] = mb.metricGpotelHostUp.config.AggregationStrategy
+			aggMap["gpotel.process.delay"] = mb.metricGpotelProcessDelay.config.AggregationStrategy
 			aggMap["gpotel.process.io.chars"] = mb.metricGpotelProcessIoChars.config.AggregationStrategy
 			aggMap["gpotel.process.io.syscalls"] = mb.metricGpotelProcessIoSyscalls.config.AggregationStrategy
 			aggMap["gpotel.process.memory.rss"] = mb.metricGpotelProcessMemoryRss.config.AggregationStrategy
@@ -99,6 +100,12 @@ func TestMetricsBuilder(t *testing.T) {
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 1)
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessDelayDataPoint(ts, 1, AttributeDelayTypeSwapin)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessDelayDataPoint(ts, 3, AttributeDelayTypeFreepages)
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 1)
@@ -189,6 +196,7 @@ func TestMetricsBuilder(t *testing.T) {
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricGpotelHostProcesses.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostUp.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoChars.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoSyscalls.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryRss.aggDataPoints)
@@ -317,6 +325,50 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+				case "gpotel.process.delay":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.delay"], "Found a duplicate in the metrics slice: gpotel.process.delay")
+						validatedMetrics["gpotel.process.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						delayTypeAttrVal, ok := dp.Attributes().Get("gpotel.delay.type")
+						assert.True(t, ok)
+						assert.Equal(t, "swapin", delayTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.delay"], "Found a duplicate in the metrics slice: gpotel.process.delay")
+						validatedMetrics["gpotel.process.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.process.delay"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.delay.type")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.disk.cancelled_write":
 					assert.False(t, validatedMetrics["gpotel.process.disk.cancelled_write"], "Found a duplicate in the metrics slice: gpotel.process.disk.cancelled_write")
 					validatedMetrics["gpotel.process.disk.cancelled_write"] = true
