@@ -92,6 +92,7 @@ type SessionRow struct {
 	ReadPerSec   float64 // storage read bytes per second over the window
 	WritePerSec  float64
 	RunDelay     float64 // seconds spent waiting for a CPU inside the window
+	SessionDelays
 	WindowSecond float64
 	Partial      bool
 	Query        string // the first line of the running query
@@ -120,6 +121,7 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	row.RSSAnon = st.GetRssAnon()
 	row.RSS = st.GetRss()
 	row.RunDelay = st.GetRunDelaySeconds()
+	row.SessionDelays = delaysFromStat(st)
 	row.Partial = st.GetPartial()
 	if w := row.WindowSecond; w > 0 {
 		row.CPUPercent = (st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()) / w * 100
