@@ -142,24 +142,24 @@ func (s *Service) taskstatsClient() *taskstats.Client {
 // for both to describe one process: btime64 is truncated to the second.
 const beginTimeSlack = 2
 
-// addTaskstats attaches the process's taskstats record and says which source
-// its counters came from. The record is kept only when it describes the
-// process procfs read: same real uid, same start second (a reused pid is not).
-func (s *Service) addTaskstats(c *taskstats.Client, info *yagpcc.GpPidProcInfo) {
-	info.Source = gpotelv1.ProcSource_PROC_SOURCE_PROCFS
+// addTaskstats attaches the process's taskstats record and reports whether
+// it did. The record is kept only when it describes the process procfs read:
+// same real uid, same start second (a reused pid is not).
+func (s *Service) addTaskstats(c *taskstats.Client, info *yagpcc.GpPidProcInfo) bool {
 	if c == nil || s.host.GetClkTck() <= 0 {
-		return
+		return false
 	}
 	st, err := c.Task(int(info.GetPid()))
 	if err != nil {
-		return
+		return false
 	}
 	start := s.host.GetBootTimeUnix() + info.GetProcStat().GetStarttime()/s.host.GetClkTck()
 	if int64(st.UID) != info.GetProcStatus().GetUidReal() || abs(int64(st.BeginTime)-start) > beginTimeSlack { // #nosec G115 -- unix seconds
-		return
+		return false
 	}
 	info.Taskstats = recordFromStats(st)
 	info.Source = gpotelv1.ProcSource_PROC_SOURCE_TASKSTATS
+	return true
 }
 
 func abs(x int64) int64 {

@@ -19,8 +19,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
+	"github.com/gpotel/gpotel/segmentagent/taskstats"
 )
 
 // pidMaxLimit is PID_MAX_LIMIT on 64-bit Linux: no pid is larger.
@@ -229,10 +231,7 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 				default:
 				}
 				res := &results[i]
-				res.info, res.outcome, res.err = r.Read(work[i].GetPid(), s.allow)
-				if res.outcome == procfs.Answered {
-					s.addTaskstats(tc, res.info)
-				}
+				s.readProcess(r, tc, work[i].GetPid(), res)
 			}
 		}
 	}
@@ -250,6 +249,22 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 		return err
 	}
 	return ctx.Err()
+}
+
+// readProcess reads one process: with taskstats, its record plus the /proc
+// files the record lacks (status, stat, cmdline); without it, or when the
+// kernel has no record that matches, every /proc file.
+func (s *Service) readProcess(r *procfs.Reader, tc *taskstats.Client, pid int64, res *readResult) {
+	if tc != nil {
+		res.info, res.outcome, res.err = r.ReadCore(pid, s.allow)
+		if res.outcome != procfs.Answered || s.addTaskstats(tc, res.info) {
+			return
+		}
+	}
+	res.info, res.outcome, res.err = r.Read(pid, s.allow)
+	if res.outcome == procfs.Answered {
+		res.info.Source = gpotelv1.ProcSource_PROC_SOURCE_PROCFS
+	}
 }
 
 // failureCode tells a caller whether retrying may help: running out of file

@@ -48,6 +48,11 @@ func TestRealAnswerSaysItsSource(t *testing.T) {
 	assert.Equal(t, int64(os.Getpid()), info.GetTaskstats().GetPpid())
 	assert.Equal(t, "sleep", info.GetTaskstats().GetComm())
 	assert.NotNil(t, info.GetTaskstats().GetDelays().GetCpu())
+	assert.Nil(t, info.GetProcIo(), "io comes from the record")
+	assert.Nil(t, info.GetProcSchedstat(), "the run-queue wait comes from the record")
+	assert.NotNil(t, info.GetProcStat(), "stat still gives the start time")
+	assert.Contains(t, info.GetCmdline(), "sleep 3600")
+	assert.Empty(t, info.GetUnread())
 
 	fixture, _ := readOne(t, fixtureService(t), 1001)
 	require.NotNil(t, fixture)

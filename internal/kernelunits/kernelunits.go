@@ -231,8 +231,22 @@ func Convert(info *yagpcc.GpPidProcInfo, host Host) Process {
 		p.HasSchedstat = true
 		p.RunDelay = some(NanosToSeconds(ss.GetRunDelayNs()))
 	}
-	if ts := info.GetTaskstats(); ts != nil && host.Delayacct {
-		p.Delays = taskDelays(ts.GetDelays())
+	if ts := info.GetTaskstats(); ts != nil {
+		// The agent reads io and schedstat from the record when it has one.
+		if !p.HasIO {
+			p.HasIO = true
+			p.ReadChars, p.WriteChars = some(clampInt(ts.GetReadChars())), some(clampInt(ts.GetWriteChars()))
+			p.ReadSyscalls, p.WriteSyscalls = some(clampInt(ts.GetReadSyscalls())), some(clampInt(ts.GetWriteSyscalls()))
+			p.ReadBytes, p.WriteBytes = some(clampInt(ts.GetReadBytes())), some(clampInt(ts.GetWriteBytes()))
+			p.CancelledWriteBytes = some(clampInt(ts.GetCancelledWriteBytes()))
+		}
+		if !p.HasSchedstat {
+			p.HasSchedstat = true
+			p.RunDelay = some(NanosToSeconds(clampInt(ts.GetDelays().GetCpu().GetTotalNs())))
+		}
+		if host.Delayacct {
+			p.Delays = taskDelays(ts.GetDelays())
+		}
 	}
 	return p
 }

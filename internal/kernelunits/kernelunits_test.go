@@ -221,3 +221,25 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 		t.Errorf("no samples: %v/%v, want all user as the kernel does", u, s)
 	}
 }
+
+func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
+	host := Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_700_000_000, 0)}
+	info := &yagpcc.GpPidProcInfo{Pid: 7, ProcStat: &yagpcc.ProcStat{Starttime: 100}, Taskstats: &gpotelv1.TaskStatsRecord{
+		ReadBytes: 8192, WriteChars: 3, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 2e9}, Swapin: &gpotelv1.Delay{TotalNs: 1e9}},
+	}}
+	p := Convert(info, host)
+	if !p.HasIO || p.ReadBytes.V != 8192 || p.WriteChars.V != 3 || p.RunDelay.V != 2 {
+		t.Errorf("io/run delay from the record: %+v", p)
+	}
+	if p.Delays[DelaySwapin].OK {
+		t.Error("swap-in delay without delay accounting must be absent, not 0")
+	}
+	host.Delayacct = true
+	if p = Convert(info, host); p.Delays[DelaySwapin].V != 1 || p.Delays[DelayIRQ].OK {
+		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Delays)
+	}
+	info.ProcIo = &yagpcc.ProcIO{ReadBytes: 1}
+	if p = Convert(info, host); p.ReadBytes.V != 1 {
+		t.Errorf("/proc io, when read, wins: %v", p.ReadBytes.V)
+	}
+}
