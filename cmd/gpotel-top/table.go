@@ -81,17 +81,17 @@ func (k SortKey) serverField() yagpcc.SessionField {
 
 // SessionRow is one session as the table shows it, rates already divided by the window.
 type SessionRow struct {
-	SessID       int64
-	TmID         int64
-	User         string
-	Database     string
-	State        string
-	CPUPercent   float64 // window CPU seconds ÷ window span × 100
-	RSSAnon      uint64  // private resident bytes, all hosts
-	RSS          uint64  // resident bytes, all hosts
-	ReadPerSec   float64 // storage read bytes per second over the window
-	WritePerSec  float64
-	RunDelay     float64 // seconds spent waiting for a CPU inside the window
+	SessID      int64
+	TmID        int64
+	User        string
+	Database    string
+	State       string
+	CPUPercent  float64 // window CPU seconds ÷ window span × 100
+	RSSAnon     uint64  // private resident bytes, all hosts
+	RSS         uint64  // resident bytes, all hosts
+	ReadPerSec  float64 // storage read bytes per second over the window
+	WritePerSec float64
+	RunDelay    float64 // seconds spent waiting for a CPU inside the window
 	SessionDelays
 	WindowSecond float64
 	Partial      bool
