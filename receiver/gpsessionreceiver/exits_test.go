@@ -1,0 +1,127 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/segmentagent"
+)
+
+// startNobody starts cmd as user nobody, a child of this test binary (which
+// plays the postmaster), and ends it with the test.
+func startNobody(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// resourcesOf returns the resources of one kind in md, by process.pid.
+func resourcesOf(md pmetric.Metrics, kind string) map[int64]pcommon.Map {
+	out := map[int64]pcommon.Map{}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		a := rms.At(i).Resource().Attributes()
+		if k, _ := a.Get(gpsemconv.AttrResourceKind); k.Str() == kind {
+			pid, _ := a.Get(gpsemconv.AttrProcessPID)
+			out[pid.Int()] = a
+		}
+	}
+	return out
+}
+
+// TestExitRecordsAreAttributedToWhatEarlierScrapesSaw runs a real agent with
+// taskstats: a process a scrape saw and that then exited comes back as an
+// exited resource with that scrape's identity and session; one no scrape saw
+// comes back unattributed, on the segment of its parent (the "postmaster",
+// here this test binary, whose children the scrapes saw).
+func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting processes as nobody needs root")
+	}
+	acfg := segmentagent.NewDefaultConfig()
+	acfg.ListenAddress = "127.0.0.1:0"
+	acfg.AllowedUsers = []string{"nobody"}
+	acfg.Hostname = "sdw1"
+	agent, err := segmentagent.New(acfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
+		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
+	}
+	if err := agent.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+
+	stays := startNobody(t, "sleep", "600")
+	goes := startNobody(t, "sleep", "600")
+	src := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000, Backends: []Backend{
+		{SegmentID: 0, PID: int64(stays.Process.Pid), SessionID: 7, BackendType: "client backend"},
+		{SegmentID: 0, PID: int64(goes.Process.Pid), SessionID: 8, BackendType: "client backend"},
+	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "mdw"}, {Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}}
+	cfg := validConfig()
+	cfg.Agents = map[string]string{"sdw1": agent.Addr().String()}
+	cfg.HostTimeout = 10 * time.Second
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	s := unitScraper(t, cfg, src, nil, tt)
+
+	first, _ := s.scrape(context.Background())
+	seen, ok := resourcesOf(first, gpsemconv.KindProcess)[int64(goes.Process.Pid)]
+	if !ok {
+		t.Fatalf("the first scrape did not see pid %d", goes.Process.Pid)
+	}
+	wantCreation, _ := seen.Get(gpsemconv.AttrProcessCreationTime)
+
+	_ = goes.Process.Kill()
+	_ = goes.Wait()
+	src.state.Backends = src.state.Backends[:1]
+	ghost := startNobody(t, "sh", "-c", "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done")
+	_ = ghost.Wait()
+
+	attributed, unattributed := pcommon.NewMap(), pcommon.NewMap()
+	deadline := time.Now().Add(60 * time.Second)
+	for attributed.Len() == 0 || unattributed.Len() == 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("within 60s: attributed exit %v, unattributed exit %v", attributed.AsRaw(), unattributed.AsRaw())
+		}
+		md, _ := s.scrape(context.Background())
+		for pid, a := range resourcesOf(md, gpsemconv.KindExited) {
+			switch pid {
+			case int64(goes.Process.Pid):
+				attributed = a
+			case int64(ghost.Process.Pid):
+				unattributed = a
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if sess, _ := attributed.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
+		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.AsRaw())
+	}
+	if c, _ := attributed.Get(gpsemconv.AttrProcessCreationTime); c.Str() != wantCreation.Str() {
+		t.Errorf("creation time %q, want the scrape's %q: the processor must continue the same process", c.Str(), wantCreation.Str())
+	}
+	if _, ok := unattributed.Get(gpsemconv.AttrSessionID); ok {
+		t.Errorf("a process no scrape saw has no session: %v", unattributed.AsRaw())
+	}
+	if seg, _ := unattributed.Get(gpsemconv.AttrSegmentID); seg.Int() != 0 {
+		t.Errorf("unattributed exit on segment %v, want 0 (its parent's)", seg.AsRaw())
+	}
+}
