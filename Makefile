@@ -13,7 +13,7 @@ MDATAGEN_VERSION := v0.155.0
 
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build agent collector test unit bench proto proto-check lint fmt vet tools testbed-deps run clean
+.PHONY: all build agent collector test unit bench fuzz-short proto proto-check lint fmt vet tools testbed-deps run clean
 
 all: build
 
@@ -82,6 +82,11 @@ unit:
 
 test: testbed-deps proto-check lint
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+# A short run of the netlink decoder's fuzz target (CI); FUZZTIME=1000000x for the full local run.
+FUZZTIME ?= 20s
+fuzz-short:
+	$(GO) test ./segmentagent/taskstats -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME)
 
 # Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps
