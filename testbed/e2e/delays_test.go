@@ -53,7 +53,7 @@ func TestDelayAccounting(t *testing.T) {
 			Contents: []int{1}}))
 	}
 
-	waitFor(t, 90*time.Second, "block-I/O delay on the I/O session and CPU delay on a CPU session", func() (bool, string) {
+	waitFor(t, "block-I/O delay on the I/O session and CPU delay on a CPU session", func() (bool, string) {
 		st, err := stateOf(ctx, api, io.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprintf("I/O session %d: %v", io.SessID(), err)

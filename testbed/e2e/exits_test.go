@@ -98,7 +98,7 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 	churnEnd := time.Now()
 
 	var res churnResult
-	waitFor(t, 90*time.Second, "a snapshot whose "+churnWindow+" window covers the churn", func() (bool, string) {
+	waitFor(t, "a snapshot whose "+churnWindow+" window covers the churn", func() (bool, string) {
 		at, span, cpu, ok := newestClusterCPU(s.Sink.Received(), churnWindow)
 		if !ok {
 			return false, "no snapshot resource with cluster figures yet"
