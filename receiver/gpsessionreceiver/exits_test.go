@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -96,11 +97,7 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	_ = ghost.Wait()
 
 	attributed, unattributed := pcommon.NewMap(), pcommon.NewMap()
-	deadline := time.Now().Add(60 * time.Second)
-	for attributed.Len() == 0 || unattributed.Len() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("within 60s: attributed exit %v, unattributed exit %v", attributed.AsRaw(), unattributed.AsRaw())
-		}
+	await.Until(t, "exit records of the seen and the unseen process", func() bool {
 		md, _ := s.scrape(context.Background())
 		for pid, a := range resourcesOf(md, gpsemconv.KindExited) {
 			switch pid {
@@ -110,8 +107,8 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 				unattributed = a
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return attributed.Len() > 0 && unattributed.Len() > 0
+	})
 	if sess, _ := attributed.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
 		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.AsRaw())
 	}

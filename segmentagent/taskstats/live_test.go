@@ -3,12 +3,14 @@ package taskstats
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/gpotel/gpotel/internal/await"
 )
 
 // dialOrSkip opens a Client, or skips when this machine cannot answer
@@ -103,25 +105,19 @@ func TestListenerSeesAnExitWithItsFinalTotals(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := uint32(cmd.Process.Pid)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	var s *Stats
+	await.Until(t, fmt.Sprintf("the exit record of pid %d", pid), func() bool {
 		mu.Lock()
-		s := seen[pid]
-		mu.Unlock()
-		if s != nil {
-			if !s.LastOfGroup() || s.UserUs+s.SystemUs == 0 || s.Comm != "sh" {
-				t.Fatalf("exit record of %d: %+v", pid, s)
-			}
-			t.Logf("exit of %d: utime %dus stime %dus run %dns etime %dus ppid %d", pid, s.UserUs, s.SystemUs, s.CPURunVirtualNs, s.ElapsedUs, s.PPID)
-			if s.PPID != uint32(os.Getpid()) {
-				t.Fatalf("ppid %d, want the test binary %d", s.PPID, os.Getpid())
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no exit record for pid %d within 60s", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
+		defer mu.Unlock()
+		s = seen[pid]
+		return s != nil
+	})
+	if !s.LastOfGroup() || s.UserUs+s.SystemUs == 0 || s.Comm != "sh" {
+		t.Fatalf("exit record of %d: %+v", pid, s)
+	}
+	t.Logf("exit of %d: utime %dus stime %dus run %dns etime %dus ppid %d", pid, s.UserUs, s.SystemUs, s.CPURunVirtualNs, s.ElapsedUs, s.PPID)
+	if s.PPID != uint32(os.Getpid()) {
+		t.Fatalf("ppid %d, want the test binary %d", s.PPID, os.Getpid())
 	}
 	cancel()
 	<-done
