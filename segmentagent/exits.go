@@ -70,10 +70,10 @@ type exitPage struct {
 	expired    int // records this call found too old and dropped
 }
 
-// since returns up to max records from cursor on. A cursor of another epoch
+// since returns up to limit records from cursor on. A cursor of another epoch
 // starts at the oldest record held; one older than that reports the gap as
 // missed; one beyond the newest returns nothing.
-func (b *exitBuffer) since(epoch, cursor uint64, max int, now time.Time) exitPage {
+func (b *exitBuffer) since(epoch, cursor uint64, limit int, now time.Time) exitPage {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var p exitPage
@@ -89,8 +89,8 @@ func (b *exitBuffer) since(epoch, cursor uint64, max int, now time.Time) exitPag
 		cursor = b.next
 	}
 	count := b.next - cursor
-	if count > uint64(max) { // #nosec G115 -- max is positive
-		count, p.more = uint64(max), true // #nosec G115
+	if count > uint64(limit) { // #nosec G115 -- limit is positive
+		count, p.more = uint64(limit), true // #nosec G115
 	}
 	p.records = make([]*gpotelv1.ExitRecord, 0, count)
 	start := b.head + int(cursor-oldest) // #nosec G115 -- bounded by n

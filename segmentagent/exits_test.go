@@ -1,6 +1,7 @@
 package segmentagent
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -19,17 +20,7 @@ func pids(rs []*gpotelv1.ExitRecord) []int64 {
 	return out
 }
 
-func equalPids(a []int64, b ...int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+func equalPids(a []int64, b ...int64) bool { return slices.Equal(a, b) }
 
 func TestRetriedExitReadReturnsTheSameRecords(t *testing.T) {
 	now := time.Now()

@@ -64,7 +64,7 @@ func probeTaskstats(cfg ServiceConfig) taskstatsProbe {
 	if err != nil {
 		return taskstatsProbe{gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_UNSUPPORTED, err.Error()}
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	if _, err := c.Task(os.Getpid()); err != nil {
 		if errors.Is(err, taskstats.ErrPermission) {
 			return taskstatsProbe{gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_NO_PERMISSION, err.Error()}

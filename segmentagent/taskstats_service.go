@@ -127,7 +127,7 @@ func (s *TaskStatsService) Start() error {
 	s.mu.Unlock()
 	go func() {
 		defer close(s.done)
-		defer l.Close()
+		defer func() { _ = l.Close() }()
 		if err := l.Run(ctx, s.record, s.skip); err != nil {
 			s.logger.Error("taskstats exit listener stopped: exited processes are no longer counted", zap.Error(err))
 		}

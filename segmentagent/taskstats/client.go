@@ -88,7 +88,7 @@ func (c *Client) Cgroup(path string) (CgroupStats, error) {
 	if err != nil {
 		return CgroupStats{}, err
 	}
-	defer dir.Close()
+	defer func() { _ = dir.Close() }()
 	ae := netlink.NewAttributeEncoder()
 	ae.Uint32(unix.CGROUPSTATS_CMD_ATTR_FD, uint32(dir.Fd())) // #nosec G115 -- a descriptor is small
 	m, err := c.execute(unix.CGROUPSTATS_CMD_GET, ae)

@@ -188,8 +188,8 @@ func DecodeMessage(b []byte) (Message, error) {
 				case unix.TASKSTATS_TYPE_STATS:
 					s, err := DecodeStats(nad.Bytes())
 					if err != nil {
-						statsErr = err
-						return nil
+						statsErr = err // kept apart: its reason, not "malformed", is what the caller counts
+						return err
 					}
 					st = &s
 				}
