@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -31,7 +32,7 @@ import (
 // without a backend type, sessions with NULL database and user.
 func mixedSnapshot() *snapshot {
 	boot := time.Unix(1_700_000_000, 0).UTC()
-	consts := kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot}
+	consts := kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot, Delayacct: true}
 	slow := kernelunits.Host{ClkTck: 250, PageSize: 16384, BootTime: boot.Add(time.Hour)}
 	full := func(pid int64) *yagpcc.GpPidProcInfo {
 		return &yagpcc.GpPidProcInfo{Pid: pid,
@@ -41,6 +42,10 @@ func mixedSnapshot() *snapshot {
 				VmHwmKb: kb(15000), VmPeakKb: kb(1 << 20), VmSwapKb: kb(0), Threads: 1, VoluntaryCtxtSwitches: 400 + pid, NonvoluntaryCtxtSwitches: 33},
 			ProcIo:        &yagpcc.ProcIO{Rchar: 1 << 20, Wchar: 4096, Syscr: 300, Syscw: 20, ReadBytes: 8192, WriteBytes: 4096, CancelledWriteBytes: 512},
 			ProcSchedstat: &yagpcc.ProcSchedstat{RunDelayNs: 123_456_789 + pid},
+			// Every delay type, so the writer's point buffer meets its largest enum.
+			Taskstats: &gpotelv1.TaskStatsRecord{Delays: &gpotelv1.TaskDelays{
+				Swapin: &gpotelv1.Delay{TotalNs: 1e6}, Freepages: &gpotelv1.Delay{TotalNs: 2e6}, Thrashing: &gpotelv1.Delay{TotalNs: 3e6},
+				Compact: &gpotelv1.Delay{TotalNs: 4e6}, Wpcopy: &gpotelv1.Delay{TotalNs: 5e6}, Irq: &gpotelv1.Delay{TotalNs: 6e6 + uint64(pid)}}},
 		}
 	}
 	oldKernel := func(pid int64) *yagpcc.GpPidProcInfo {
@@ -202,7 +207,7 @@ func equivalenceConfigs() map[string]metadata.MetricsBuilderConfig {
 		&m.ProcessPagingFaults.Enabled, &m.ProcessContextSwitches.Enabled, &m.ProcessMemoryUsage.Enabled, &m.ProcessMemoryVirtual.Enabled,
 		&m.GpotelProcessMemoryRss.Enabled, &m.GpotelProcessMemoryPeak.Enabled, &m.GpotelProcessMemoryVirtualPeak.Enabled,
 		&m.GpotelProcessMemorySwap.Enabled, &m.ProcessThreadCount.Enabled, &m.ProcessDiskIo.Enabled,
-		&m.GpotelProcessDiskCancelledWrite.Enabled, &m.GpotelProcessIoChars.Enabled, &m.GpotelProcessIoSyscalls.Enabled} {
+		&m.GpotelProcessDiskCancelledWrite.Enabled, &m.GpotelProcessIoChars.Enabled, &m.GpotelProcessIoSyscalls.Enabled, &m.GpotelProcessDelay.Enabled} {
 		*on = false
 	}
 	configs["every process metric disabled"] = c

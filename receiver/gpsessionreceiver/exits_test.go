@@ -14,6 +14,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent"
 )
@@ -120,5 +121,24 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	}
 	if seg, _ := unattributed.Get(gpsemconv.AttrSegmentID); seg.Int() != 0 {
 		t.Errorf("unattributed exit on segment %v, want 0 (its parent's)", seg.AsRaw())
+	}
+}
+
+// Every delay type of a process gets its point: the point buffer holds the
+// largest attribute enum.
+func TestEveryDelayTypeIsCollected(t *testing.T) {
+	var p kernelunits.Process
+	for i := range p.Delays {
+		p.Delays[i] = kernelunits.Value[float64]{V: float64(i + 1), OK: true}
+	}
+	var pp processPoints
+	pp.collect(&p)
+	if got := pp[pmDelay].n; got != kernelunits.NumDelays {
+		t.Fatalf("%d delay points, want %d", got, kernelunits.NumDelays)
+	}
+	for i, pt := range pp[pmDelay].pts[:pp[pmDelay].n] {
+		if pt.attr != delayTypes[i].String() || pt.f != float64(i+1) {
+			t.Errorf("point %d: %+v", i, pt)
+		}
 	}
 }

@@ -204,8 +204,12 @@ type metricPoint struct {
 // metricPoints is what one process contributes to one metric.
 type metricPoints struct {
 	n   int
-	pts [3]metricPoint
+	pts [maxAttributeValues]metricPoint
 }
+
+// maxAttributeValues is the most data-point attribute values one process
+// metric has: gpotel.delay.type's six.
+const maxAttributeValues = 6
 
 func (mp *metricPoints) addInt(attr string, v int64) {
 	mp.pts[mp.n] = metricPoint{attr: attr, i: v}
