@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/config/configtls"
+
+	"github.com/gpotel/gpotel/segmentagent/cgroup"
 )
 
 // ConfigFromArgs builds the agent's configuration from command-line
@@ -35,6 +37,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		useTaskstats = fs.Bool("taskstats", def.Taskstats.Enabled, "taskstats records and exit records (needs CAP_NET_ADMIN)")
 		exitBuffer   = fs.Int("exit-buffer-size", def.Taskstats.ExitBufferSize, "exit records kept")
 		exitMaxAge   = fs.Duration("exit-max-age", def.Taskstats.ExitMaxAge, "exit records older than this are dropped (the collector's longest window)")
+		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
+		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
 	)
 	if err := fs.Parse(args); err != nil {
 		return def, err
@@ -92,6 +96,10 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.Taskstats.ExitBufferSize = *exitBuffer
 		case "exit-max-age":
 			cfg.Taskstats.ExitMaxAge = *exitMaxAge
+		case "cgroups-disabled":
+			cfg.Cgroups.Disabled = *noCgroups
+		case "resource-group-parents":
+			cfg.Cgroups.ResourceGroupParents = splitList(*rgParents)
 		}
 	})
 	return cfg, nil

@@ -21,6 +21,7 @@ import (
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/cgroup"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
 	"github.com/gpotel/gpotel/segmentagent/taskstats"
 )
@@ -45,6 +46,9 @@ type Service struct {
 	tel     *telemetry
 	kernel  *TaskStatsService
 	clients sync.Pool // *taskstats.Client per worker, when taskstats is available
+	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
+	cgroups     *cgroup.Inspector
+	unavailable []string
 }
 
 var _ yagpcc.GetQueryInfoServer = (*Service)(nil)
@@ -72,6 +76,7 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
+	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
 	if s.kernel, err = NewTaskStatsService(cfg, s.allow, logger, meterProvider); err != nil {
 		return nil, err
@@ -93,7 +98,8 @@ func (s *Service) TaskStats() *TaskStatsService { return s.kernel }
 
 func (s *Service) copyHost() *yagpcc.ProcHost {
 	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
-		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Accounting: s.kernel.Accounting()}
+		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Accounting: s.kernel.Accounting(),
+		Unavailable: s.unavailable}
 }
 
 func (s *Service) allow(uid int64) bool {
@@ -106,6 +112,9 @@ type readResult struct {
 	info    *yagpcc.GpPidProcInfo
 	outcome procfs.Outcome
 	err     error
+	// group of an answered process; groupErr says why it has none.
+	group    cgroup.Group
+	groupErr error
 }
 
 type counts struct {
@@ -133,6 +142,7 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 	}
 
 	resp := &yagpcc.GetPidProcInfoResponse{Host: s.copyHost(), PidProcData: make([]*yagpcc.GpPidProcInfo, 0, len(work))}
+	s.addCgroups(resp, results)
 	var c counts
 	var firstFailure error
 	for i := range results {
@@ -232,6 +242,9 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 				}
 				res := &results[i]
 				s.readProcess(r, tc, work[i].GetPid(), res)
+				if res.outcome == procfs.Answered && s.cgroups != nil && s.cgroups.ResolvesGroups() {
+					res.group, res.groupErr = s.cgroups.GroupOf(work[i].GetPid())
+				}
 			}
 		}
 	}

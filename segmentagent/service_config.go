@@ -39,6 +39,18 @@ type ServiceConfig struct {
 	// Taskstats adds the kernel's taskstats records to answers and keeps the
 	// final records of exited database processes (needs CAP_NET_ADMIN).
 	Taskstats TaskstatsConfig `mapstructure:"taskstats"`
+	// Cgroups configures host pressure, the processes' control groups and
+	// their pressure and task states in answers.
+	Cgroups CgroupsConfig `mapstructure:"cgroups"`
+}
+
+// CgroupsConfig configures what the agent reads about control groups.
+type CgroupsConfig struct {
+	// Disabled leaves host pressure, groups and task states out of answers.
+	Disabled bool `mapstructure:"disabled"`
+	// ResourceGroupParents name the directories Greenplum resource groups
+	// live under (<parent>/<oid>); empty means gpdb and gpdb.service.
+	ResourceGroupParents []string `mapstructure:"resource_group_parents"`
 }
 
 // NewDefaultServiceConfig returns the configuration used when nothing is set.
@@ -74,6 +86,11 @@ func (c ServiceConfig) Validate() error {
 	}
 	if c.Taskstats.ListenerReadBufferKiB < 0 {
 		errs = append(errs, fmt.Errorf("taskstats.listener_read_buffer_kib %d is negative", c.Taskstats.ListenerReadBufferKiB))
+	}
+	for i, p := range c.Cgroups.ResourceGroupParents {
+		if p == "" || strings.ContainsRune(p, '/') {
+			errs = append(errs, fmt.Errorf("cgroups.resource_group_parents[%d] %q is not a directory name", i, p))
+		}
 	}
 	return errors.Join(errs...)
 }

@@ -85,7 +85,7 @@ func (s *store) computeFigures() *figures {
 			d := &wf.deltas[key.session]
 			var u *counters
 			if s.sessionKeys[key.session].id == unattributedSession {
-				hs := hostSegment{key.host, key.segment}
+				hs := hostSegment{key.host, s.procSeg[row]}
 				if u = wf.unattributed[hs]; u == nil {
 					if wf.unattributed == nil {
 						wf.unattributed = map[hostSegment]*counters{}

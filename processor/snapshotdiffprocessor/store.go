@@ -54,7 +54,6 @@ type memoryGauges [numMemory]int64
 // processSample is one process as one snapshot saw it.
 type processSample struct {
 	Host     string
-	Segment  int32
 	TmID     int64
 	Session  int64
 	PID      int32
@@ -62,7 +61,8 @@ type processSample struct {
 	Counters counters
 	Present  uint32 // bit c set: Counters[c] was reported (absent is not zero)
 	Memory   memoryGauges
-	Exited   bool // final totals from an exit record: no memory, not live
+	Exited   bool  // final totals from an exit record: no memory, not live
+	Segment  int32 // content id (gpotel.process.info); kept for unattributed exits
 }
 
 // unattributedSession is the session id of exited processes no scrape saw;
@@ -82,7 +82,6 @@ type processKey struct {
 	creation int64
 	session  uint32
 	pid      int32
-	segment  int32
 	host     uint32
 }
 
@@ -165,6 +164,7 @@ type store struct {
 	procKnown []uint32   // counters ever reported for the process
 	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
 	procGone  []bool     // the last sighting was its exit record
+	procSeg   []int32    // content id, for the unattributed exits' figures
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -221,22 +221,12 @@ func (s *store) newestTime() int64 {
 }
 
 // begin starts ingesting a snapshot taken at t (unix ns).
-func (s *store) begin(t int64, hosts []hostAnswer) error {
+func (s *store) begin(t int64) error {
 	if len(s.ring) > 0 && t <= s.newestTime() {
 		return errNotNewer
 	}
 	s.ingesting = true
 	s.pendTime = t
-	s.pendDown = s.pendDown[:0]
-	s.pendUp = s.pendUp[:0]
-	for _, h := range hosts {
-		row := s.hostRow(h.Host)
-		if h.Up {
-			s.pendUp = append(s.pendUp, row)
-		} else {
-			s.pendDown = append(s.pendDown, row)
-		}
-	}
 	s.records = s.records[:0]
 	s.scratch = s.scratch[:0]
 	clear(s.memIndex)
@@ -297,6 +287,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procKnown = append(s.procKnown, 0)
 		s.procSeen = append(s.procSeen, 0)
 		s.procGone = append(s.procGone, false)
+		s.procSeg = append(s.procSeg, 0)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -315,6 +306,7 @@ func (s *store) freeRow(row uint32) {
 	s.procKnown[row] = 0
 	s.procSeen[row] = 0
 	s.procGone[row] = false
+	s.procSeg[row] = 0
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -329,7 +321,7 @@ func (s *store) add(p *processSample) error {
 	seq := s.nextSeq
 	host := s.hostRow(p.Host)
 	sess := s.sessionRow(sessionKey{tmID: p.TmID, id: p.Session})
-	key := processKey{creation: p.Creation, session: sess, pid: p.PID, segment: p.Segment, host: host}
+	key := processKey{creation: p.Creation, session: sess, pid: p.PID, host: host}
 	// Scrapes list processes in much the same order each time: try the
 	// row at this position last time before the map.
 	var row uint32
@@ -368,6 +360,7 @@ func (s *store) add(p *processSample) error {
 	}
 	s.procSeen[row] = seq
 	s.procGone[row] = p.Exited
+	s.procSeg[row] = p.Segment
 
 	off := len(s.scratch)
 	s.scratch = binary.AppendUvarint(s.scratch, uint64(mask))
@@ -403,13 +396,24 @@ func (s *store) add(p *processSample) error {
 	return nil
 }
 
-// commit closes the snapshot being ingested, moves every window's old
-// snapshot and trims the ring; computeFigures then reads the result.
-func (s *store) commit() error {
+// commit closes the snapshot being ingested with its hosts' answers, moves
+// every window's old snapshot and trims the ring; computeFigures then reads
+// the result.
+func (s *store) commit(hosts []hostAnswer) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
 	s.ingesting = false
+	s.pendDown = s.pendDown[:0]
+	s.pendUp = s.pendUp[:0]
+	for _, h := range hosts {
+		row := s.hostRow(h.Host)
+		if h.Up {
+			s.pendUp = append(s.pendUp, row)
+		} else {
+			s.pendDown = append(s.pendDown, row)
+		}
+	}
 	sn := s.packSnapshot()
 	s.prevOrder = s.prevOrder[:0]
 	for _, r := range s.records {

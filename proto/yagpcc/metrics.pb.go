@@ -621,8 +621,15 @@ type SystemStat struct {
 	CompactDelaySeconds   float64 `protobuf:"fixed64,1023,opt,name=compact_delay_seconds,json=compactDelaySeconds,proto3" json:"compact_delay_seconds,omitempty"`       // waiting for memory compaction
 	WpcopyDelaySeconds    float64 `protobuf:"fixed64,1024,opt,name=wpcopy_delay_seconds,json=wpcopyDelaySeconds,proto3" json:"wpcopy_delay_seconds,omitempty"`          // copying on write-protect faults
 	IrqDelaySeconds       float64 `protobuf:"fixed64,1025,opt,name=irq_delay_seconds,json=irqDelaySeconds,proto3" json:"irq_delay_seconds,omitempty"`                   // handling interrupts
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Pressure of the session's control groups (gpotel, 1060-1079): the largest
+	// share of the last 10 s (0..1) in which some task of a cgroup v2 group the
+	// session's processes run in stalled, over those groups and hosts. 0 when
+	// they run in no v2 group. The same in last_metrics and total_metrics.
+	CpuPressure    float64 `protobuf:"fixed64,1060,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
+	MemoryPressure float64 `protobuf:"fixed64,1061,opt,name=memory_pressure,json=memoryPressure,proto3" json:"memory_pressure,omitempty"`
+	IoPressure     float64 `protobuf:"fixed64,1062,opt,name=io_pressure,json=ioPressure,proto3" json:"io_pressure,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SystemStat) Reset() {
@@ -890,6 +897,27 @@ func (x *SystemStat) GetWpcopyDelaySeconds() float64 {
 func (x *SystemStat) GetIrqDelaySeconds() float64 {
 	if x != nil {
 		return x.IrqDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuPressure() float64 {
+	if x != nil {
+		return x.CpuPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetMemoryPressure() float64 {
+	if x != nil {
+		return x.MemoryPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoPressure() float64 {
+	if x != nil {
+		return x.IoPressure
 	}
 	return 0
 }
@@ -1477,8 +1505,7 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xa0\n" +
-	"\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\x90\v\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1519,7 +1546,11 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\x17thrashing_delay_seconds\x18\xfe\a \x01(\x01R\x15thrashingDelaySeconds\x123\n" +
 	"\x15compact_delay_seconds\x18\xff\a \x01(\x01R\x13compactDelaySeconds\x121\n" +
 	"\x14wpcopy_delay_seconds\x18\x80\b \x01(\x01R\x12wpcopyDelaySeconds\x12+\n" +
-	"\x11irq_delay_seconds\x18\x81\b \x01(\x01R\x0firqDelaySeconds\"\xdc\x01\n" +
+	"\x11irq_delay_seconds\x18\x81\b \x01(\x01R\x0firqDelaySeconds\x12\"\n" +
+	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
+	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
+	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +
+	"ioPressure\"\xdc\x01\n" +
 	"\vNetworkStat\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\rR\n" +
 	"totalBytes\x12\x1f\n" +

@@ -3,6 +3,7 @@ package gpsessionreceiver
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -10,9 +11,9 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent"
 )
 
@@ -90,6 +91,7 @@ type hostExits struct {
 // one no scrape saw goes to its parent postmaster's segment, unattributed.
 // It is used by the serial scrape only.
 type exitTracker struct {
+	mu          sync.Mutex // answers of several hosts are remembered at once
 	logger      *zap.Logger
 	tick        uint64
 	cursors     map[string]exitCursor
@@ -144,23 +146,35 @@ func fetchHostExits(ctx context.Context, cfg *Config, dir *agentDirectory, host 
 	return res
 }
 
-// remember records this scrape's answered processes and, from their parent
-// pids, each segment's postmaster; sightings too old to matter are dropped.
-func (t *exitTracker) remember(results []hostResult, byPID []map[int64]*Backend) {
+// beginTick starts a scrape's sightings; rememberAnswer adds one agent
+// answer's processes (answers of several hosts arrive at once); endTick
+// forgets sightings too old to matter.
+func (t *exitTracker) beginTick() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.tick++
-	for i := range results {
-		r := &results[i]
-		for _, info := range r.infos {
-			st := info.GetProcStat()
-			b := byPID[i][info.GetPid()]
-			if st == nil || b == nil {
-				continue
-			}
-			t.sightings[hostPID{r.host, info.GetPid()}] = sighting{creation: r.consts.SinceBoot(st.GetStarttime()),
-				session: b.SessionID, segment: b.SegmentID, backendType: b.BackendType, tick: t.tick}
-			t.postmasters[hostPID{r.host, st.GetPpid()}] = b.SegmentID
+}
+
+// rememberAnswer records the answered processes and, from their parent
+// pids, each segment's postmaster.
+func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, info := range infos {
+		st := info.GetProcStat()
+		b := asked[info.GetPid()]
+		if st == nil || b == nil {
+			continue
 		}
+		t.sightings[hostPID{host, info.GetPid()}] = sighting{creation: consts.SinceBoot(st.GetStarttime()),
+			session: b.SessionID, segment: b.SegmentID, backendType: b.BackendType, tick: t.tick}
+		t.postmasters[hostPID{host, st.GetPpid()}] = b.SegmentID
 	}
+}
+
+func (t *exitTracker) endTick() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for k, s := range t.sightings {
 		if t.tick-s.tick > sightingTicks {
 			delete(t.sightings, k)
@@ -188,25 +202,29 @@ type exitStats struct {
 	attributed, unattributed, live, foreign, missed int
 }
 
-// emitExits appends one exited resource per record (docs/pipeline.md): the
-// process's final totals, with the identity an earlier scrape saw when it saw
-// it. Call it after remember: a process this very scrape answered for (read
-// as a zombie after its record was fetched) is already in the snapshot.
-func (t *exitTracker) emitExits(e *snapshotEmitter, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
+// emitExits appends the exited resources of every host (docs/pipeline.md):
+// the processes' final totals in the shape of process resources, per host
+// and session, with the identity an earlier scrape saw; the unattributed
+// ones of a host in one resource without a session. Call it after the
+// scrape's answers were remembered: a process this very scrape answered for
+// (read as a zombie after its record was fetched) is already in the snapshot.
+func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
 	exits []hostExits) exitStats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	var st exitStats
-	var pp processPoints
+	var sc answerScratch
 	for _, h := range exits {
 		st.missed += int(h.missed) // #nosec G115 -- a count of records
 		if h.err != nil && len(h.records) == 0 {
 			t.logger.Debug("exit records not read", zap.String("host", h.host), zap.Error(h.err))
 		}
+		sc.procs = sc.procs[:0]
 		for _, rec := range h.records {
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
 			p := kernelunits.ConvertExit(rec, h.delayacct)
-			b := Backend{PID: pid}
-			attributed := false
+			b := &Backend{PID: pid, SessionID: unattributedSession}
 			if s, ok := t.sightings[key]; ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
 				if s.tick == t.tick {
 					st.live++
@@ -214,31 +232,25 @@ func (t *exitTracker) emitExits(e *snapshotEmitter, rms pmetric.ResourceMetricsS
 				}
 				p.CreationTime = s.creation // the identity the processor already holds
 				b.SegmentID, b.SessionID, b.BackendType = s.segment, s.session, s.backendType
-				attributed = true
 				delete(t.sightings, key)
+				st.attributed++
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
 				b.SegmentID = seg
+				st.unattributed++
 			} else {
 				st.foreign++ // not a postmaster's child: a shell or tool of the database user
 				continue
 			}
-			n := rms.Len()
-			pp.collect(&p)
-			e.procs.write(rms, &pp, &processIdentity{tmID: tmID, host: h.host, backend: &b,
-				creationTime: p.CreationTime.UTC().Format(CreationTimeLayout)}, pcommon.NewTimestampFromTime(p.CreationTime), ts)
-			if rms.Len() == n {
-				continue // filtered out by resource_attributes include/exclude
-			}
-			attrs := rms.At(n).Resource().Attributes()
-			attrs.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindExited)
-			if attributed {
-				st.attributed++
-			} else {
-				attrs.Remove(gpsemconv.AttrSessionID)
-				attrs.Remove(gpsemconv.AttrProcessSystem)
-				st.unattributed++
+			sc.procs = append(sc.procs, answeredProcess{backend: b, start: pcommon.NewTimestampFromTime(p.CreationTime)})
+			ap := &sc.procs[len(sc.procs)-1]
+			ap.points.collect(&p)
+			for _, m := range w.order {
+				if !w.shapes[m].attrOn {
+					ap.points[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
+				}
 			}
 		}
+		w.writeExited(rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host})
 	}
 	if st.missed > 0 {
 		t.logger.Warn("exit records were lost on the agents before this scrape read them (agent buffer full or older than exit_max_age)",
@@ -246,6 +258,10 @@ func (t *exitTracker) emitExits(e *snapshotEmitter, rms pmetric.ResourceMetricsS
 	}
 	return st
 }
+
+// unattributedSession marks, inside the receiver, an exited process no
+// scrape saw; its resource carries no gpotel.session.id (sess_id is never negative).
+const unattributedSession = -1
 
 func absDuration(d time.Duration) time.Duration {
 	if d < 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -32,15 +33,39 @@ func startNobody(t *testing.T, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// resourcesOf returns the resources of one kind in md, by process.pid.
-func resourcesOf(md pmetric.Metrics, kind string) map[int64]pcommon.Map {
-	out := map[int64]pcommon.Map{}
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		a := rms.At(i).Resource().Attributes()
-		if k, _ := a.Get(gpsemconv.AttrResourceKind); k.Str() == kind {
-			pid, _ := a.Get(gpsemconv.AttrProcessPID)
-			out[pid.Int()] = a
+// processView is one process of a process or exited resource.
+type processView struct {
+	resource pcommon.Map // the resource's attributes
+	start    pcommon.Timestamp
+	segment  int64
+}
+
+// processesOf returns the processes of the resources of one kind, by pid,
+// from their gpotel.process.info points.
+func processesOf(mds []pmetric.Metrics, kind string) map[int64]processView {
+	out := map[int64]processView{}
+	for _, md := range mds {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			a := rms.At(i).Resource().Attributes()
+			if k, _ := a.Get(gpsemconv.AttrResourceKind); k.Str() != kind {
+				continue
+			}
+			sms := rms.At(i).ScopeMetrics()
+			for j := range sms.Len() {
+				ms := sms.At(j).Metrics()
+				for k := range ms.Len() {
+					if ms.At(k).Name() != gpsemconv.MetricProcessInfo {
+						continue
+					}
+					dps := ms.At(k).Gauge().DataPoints()
+					for d := range dps.Len() {
+						pid, _ := dps.At(d).Attributes().Get(gpsemconv.AttrProcessPID)
+						seg, _ := dps.At(d).Attributes().Get(gpsemconv.AttrSegmentID)
+						out[pid.Int()] = processView{resource: a, start: dps.At(d).StartTimestamp(), segment: seg.Int()}
+					}
+				}
+			}
 		}
 	}
 	return out
@@ -84,12 +109,12 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
 	s := unitScraper(t, cfg, src, nil, tt)
 
-	first, _ := s.scrape(context.Background())
-	seen, ok := resourcesOf(first, gpsemconv.KindProcess)[int64(goes.Process.Pid)]
+	sink := s.next.(*consumertest.MetricsSink) // the process batches
+	_, _ = s.scrape(context.Background())
+	seen, ok := processesOf(sink.AllMetrics(), gpsemconv.KindProcess)[int64(goes.Process.Pid)]
 	if !ok {
 		t.Fatalf("the first scrape did not see pid %d", goes.Process.Pid)
 	}
-	wantCreation, _ := seen.Get(gpsemconv.AttrProcessCreationTime)
 
 	_ = goes.Process.Kill()
 	_ = goes.Wait()
@@ -97,30 +122,30 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	ghost := startNobody(t, "sh", "-c", "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done")
 	_ = ghost.Wait()
 
-	attributed, unattributed := pcommon.NewMap(), pcommon.NewMap()
+	var attributed, unattributed *processView
 	await.Until(t, "exit records of the seen and the unseen process", func() bool {
 		md, _ := s.scrape(context.Background())
-		for pid, a := range resourcesOf(md, gpsemconv.KindExited) {
+		for pid, v := range processesOf([]pmetric.Metrics{md}, gpsemconv.KindExited) {
 			switch pid {
 			case int64(goes.Process.Pid):
-				attributed = a
+				attributed = &v
 			case int64(ghost.Process.Pid):
-				unattributed = a
+				unattributed = &v
 			}
 		}
-		return attributed.Len() > 0 && unattributed.Len() > 0
+		return attributed != nil && unattributed != nil
 	})
-	if sess, _ := attributed.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
-		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.AsRaw())
+	if sess, _ := attributed.resource.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
+		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.resource.AsRaw())
 	}
-	if c, _ := attributed.Get(gpsemconv.AttrProcessCreationTime); c.Str() != wantCreation.Str() {
-		t.Errorf("creation time %q, want the scrape's %q: the processor must continue the same process", c.Str(), wantCreation.Str())
+	if attributed.start != seen.start {
+		t.Errorf("creation time %v, want the scrape's %v: the processor must continue the same process", attributed.start, seen.start)
 	}
-	if _, ok := unattributed.Get(gpsemconv.AttrSessionID); ok {
-		t.Errorf("a process no scrape saw has no session: %v", unattributed.AsRaw())
+	if _, ok := unattributed.resource.Get(gpsemconv.AttrSessionID); ok {
+		t.Errorf("a process no scrape saw has no session: %v", unattributed.resource.AsRaw())
 	}
-	if seg, _ := unattributed.Get(gpsemconv.AttrSegmentID); seg.Int() != 0 {
-		t.Errorf("unattributed exit on segment %v, want 0 (its parent's)", seg.AsRaw())
+	if unattributed.segment != 0 {
+		t.Errorf("unattributed exit on segment %d, want 0 (its parent's)", unattributed.segment)
 	}
 }
 

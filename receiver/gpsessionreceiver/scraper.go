@@ -5,18 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 )
@@ -30,6 +32,7 @@ type sessionScraper struct {
 	source    clusterSource
 	newLocal  func() (procReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
+	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
 	telemetry *metadata.TelemetryBuilder
 	exits     *exitTracker
 
@@ -41,14 +44,16 @@ type sessionScraper struct {
 	retryAt   time.Time // no discovery before this, after a failure
 	backoff   time.Duration
 	lastError string
+	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
+	cgroupNotes map[string]string
 }
 
-func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource) (*sessionScraper, error) {
+func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource, next consumer.Metrics) (*sessionScraper, error) {
 	tb, err := metadata.NewTelemetryBuilder(settings.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings, emitWorkers())
+	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -58,13 +63,11 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		logger:    settings.Logger,
 		source:    source,
 		emitter:   emitter,
+		next:      next,
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
 	}, nil
 }
-
-// emitWorkers is how many goroutines write process resources at once.
-func emitWorkers() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
 
 // start prepares the agent connections. It never touches the database, so an
 // unreachable coordinator does not keep the collector from starting.
@@ -148,10 +151,23 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	if s.cfg.ExitRecords {
 		// Before the reads: a process whose record is fetched here is gone (or a zombie) when /proc is read.
 		exits = s.exits.fetch(ctx, s.cfg, s.dir, topo.Hosts())
+		s.exits.beginTick()
 	}
-	results := fanOut(ctx, s.cfg, s.dir, queries)
+	// The snapshot time comes first: process batches carry it as they go out.
+	at := time.Now()
+	ts := pcommon.NewTimestampFromTime(at)
+	results := fanOut(ctx, s.cfg, s.dir, queries, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+		if s.cfg.ExitRecords {
+			s.exits.rememberAnswer(host, consts, infos, asked)
+		}
+		md, written, withoutStat := s.emitter.emitAnswer(&answerWrite{time: ts, tmID: state.TmID, host: host, consts: consts, infos: infos, byPID: asked})
+		if md.ResourceMetrics().Len() == 0 {
+			return written, withoutStat, nil
+		}
+		return written, withoutStat, s.next.ConsumeMetrics(ctx, md)
+	})
 	snap := &snapshot{
-		time:            time.Now(),
+		time:            at,
 		dialect:         state.Dialect,
 		tmID:            state.TmID,
 		coordinatorHost: topo.CoordinatorHost(),
@@ -159,12 +175,14 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		queries:         queries,
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
+		resourceGroups:  state.ResourceGroups,
 	}
+	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap)
 	if s.cfg.ExitRecords {
-		s.exits.remember(results, backendsByPID(snap))
-		xs := s.exits.emitExits(s.emitter, md.ResourceMetrics(), pcommon.NewTimestampFromTime(snap.time), state.TmID, exits)
+		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
 		s.exits.commit(exits)
+		s.exits.endTick()
 		s.logger.Debug("exit records", zap.Int("attributed", xs.attributed), zap.Int("unattributed", xs.unattributed),
 			zap.Int("read_live", xs.live), zap.Int("not_database", xs.foreign))
 	}
@@ -183,7 +201,7 @@ func (s *sessionScraper) account(ctx context.Context, results []hostResult, st e
 		s.telemetry.GpsessionPidsFailed.Add(ctx, r.summary.failed)
 		if !r.up {
 			hostErrs = append(hostErrs, r.err)
-			lost += r.asked - len(r.infos)
+			lost += r.asked - r.written
 		}
 	}
 	s.telemetry.GpsessionHostsOk.Add(ctx, int64(st.answeredHosts))
