@@ -16,7 +16,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m proto proto-check lint fmt vet tools testbed-deps run clean
+.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m fuzz-short proto proto-check lint fmt vet tools testbed-deps run clean
 
 all: build
 
@@ -109,6 +109,11 @@ STRESS_COUNT ?= 3
 test-stress: testbed-deps agent collector
 	@./scripts/burn-cpu.sh 2 & burner=$$!; trap 'kill $$burner 2>/dev/null' EXIT; \
 	$(GO) test -count=$(STRESS_COUNT) -timeout 60m -p 1 ./testbed/...
+
+# A short run of the netlink decoder's fuzz target (CI); FUZZTIME=1000000x for the full local run.
+FUZZTIME ?= 20s
+fuzz-short:
+	$(GO) test ./segmentagent/taskstats -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME)
 
 # Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps

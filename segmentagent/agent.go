@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -115,12 +116,18 @@ func (a *Agent) Start(ctx context.Context) error {
 			}
 		}()
 	}
+	if err := a.service.TaskStats().Start(); err != nil {
+		_ = lis.Close()
+		return err
+	}
 	a.listener = lis
 	a.grpcServer = grpc.NewServer(opts...)
 	yagpcc.RegisterGetQueryInfoServer(a.grpcServer, a.service)
+	gpotelv1.RegisterTaskStatsServer(a.grpcServer, a.service.TaskStats())
 	a.health = health.NewServer()
 	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	a.health.SetServingStatus(yagpcc.GetQueryInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(gpotelv1.TaskStats_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(a.grpcServer, a.health)
 	reflection.Register(a.grpcServer)
 
@@ -172,6 +179,7 @@ func (a *Agent) Shutdown(ctx context.Context) error {
 			}
 			<-a.serveDone
 		}
+		a.service.TaskStats().Stop()
 		if a.metricsHTTP != nil {
 			if err := a.metricsHTTP.Shutdown(ctx); err != nil {
 				errs = append(errs, fmt.Errorf("telemetry endpoint: %w", err))

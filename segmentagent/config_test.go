@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -21,6 +22,7 @@ func TestLoadConfigReadsEveryKey(t *testing.T) {
 	assert.Equal(t, 10000, cfg.MaxPidsPerRequest)
 	assert.Equal(t, 2, cfg.ReadParallelism)
 	assert.Equal(t, "sdw1", cfg.Hostname)
+	assert.Equal(t, TaskstatsConfig{Enabled: true, ExitBufferSize: 65536, ExitMaxAge: 30 * time.Minute, ListenerReadBufferKiB: 4096}, cfg.Taskstats)
 	assert.Equal(t, CgroupsConfig{ResourceGroupParents: []string{"gpdb", "gpdb.service"}}, cfg.Cgroups)
 	require.NotNil(t, cfg.TLS)
 	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile)
@@ -56,9 +58,11 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	cfg.MaxRecvMsgSizeMiB = 0
 	cfg.Telemetry.PrometheusAddress = "bad"
 	cfg.LogLevel = "loud"
+	cfg.Taskstats.ExitBufferSize = -1
+	cfg.Taskstats.ExitMaxAge = -time.Second
 	err := cfg.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"listen_address", "max_pids_per_request -1", "read_parallelism -2", "allowed_users[0] is empty",
+	for _, want := range []string{"listen_address", "max_pids_per_request -1", "read_parallelism -2", "allowed_users[0] is empty", "taskstats.exit_buffer_size -1", "taskstats.exit_max_age -1s",
 		"max_recv_msg_size_mib 0", "telemetry.prometheus_address", "log_level"} {
 		assert.Contains(t, err.Error(), want)
 	}
@@ -82,6 +86,7 @@ func TestFlagsOverrideTheFile(t *testing.T) {
 	assert.Equal(t, 50, cfg.MaxPidsPerRequest)
 	assert.Equal(t, CgroupsConfig{Disabled: true, ResourceGroupParents: []string{"rg"}}, cfg.Cgroups)
 	assert.Equal(t, "sdw1", cfg.Hostname)
+	assert.Equal(t, TaskstatsConfig{Enabled: true, ExitBufferSize: 65536, ExitMaxAge: 30 * time.Minute, ListenerReadBufferKiB: 4096}, cfg.Taskstats)
 }
 
 func TestFlagsWithoutAFileStartFromDefaults(t *testing.T) {

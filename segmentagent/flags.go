@@ -34,6 +34,9 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
 		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+		useTaskstats = fs.Bool("taskstats", def.Taskstats.Enabled, "taskstats records and exit records (needs CAP_NET_ADMIN)")
+		exitBuffer   = fs.Int("exit-buffer-size", def.Taskstats.ExitBufferSize, "exit records kept")
+		exitMaxAge   = fs.Duration("exit-max-age", def.Taskstats.ExitMaxAge, "exit records older than this are dropped (the collector's longest window)")
 		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
 		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
 	)
@@ -87,6 +90,12 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.MaxSendMsgSizeMiB = *maxSend
 		case "log-level":
 			cfg.LogLevel = *logLevel
+		case "taskstats":
+			cfg.Taskstats.Enabled = *useTaskstats
+		case "exit-buffer-size":
+			cfg.Taskstats.ExitBufferSize = *exitBuffer
+		case "exit-max-age":
+			cfg.Taskstats.ExitMaxAge = *exitMaxAge
 		case "cgroups-disabled":
 			cfg.Cgroups.Disabled = *noCgroups
 		case "resource-group-parents":

@@ -29,6 +29,8 @@ func TestMain(m *testing.M) {
 		os.Exit(m.Run())
 	case "burn":
 		burnAndWrite(os.Getenv("GPOTEL_AGENT_TEST_FILE"))
+	case "no-net-admin":
+		noNetAdminChild()
 	default:
 		fmt.Fprintln(os.Stderr, "unknown child mode", os.Getenv(childModeEnv))
 		os.Exit(2)

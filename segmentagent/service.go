@@ -19,9 +19,11 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/cgroup"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
+	"github.com/gpotel/gpotel/segmentagent/taskstats"
 )
 
 // pidMaxLimit is PID_MAX_LIMIT on 64-bit Linux: no pid is larger.
@@ -42,6 +44,8 @@ type Service struct {
 	readers sync.Pool
 	logger  *zap.Logger
 	tel     *telemetry
+	kernel  *TaskStatsService
+	clients sync.Pool // *taskstats.Client per worker, when taskstats is available
 	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
 	cgroups     *cgroup.Inspector
 	unavailable []string
@@ -74,6 +78,9 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
 	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	if s.kernel, err = NewTaskStatsService(cfg, s.allow, logger, meterProvider); err != nil {
+		return nil, err
+	}
 	uids := make([]int64, 0, len(allowed))
 	for uid := range allowed {
 		uids = append(uids, uid)
@@ -86,9 +93,13 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 // Host returns the constants every answer carries.
 func (s *Service) Host() *yagpcc.ProcHost { return s.copyHost() }
 
+// TaskStats is the exit-record service on the same host; Start it to listen.
+func (s *Service) TaskStats() *TaskStatsService { return s.kernel }
+
 func (s *Service) copyHost() *yagpcc.ProcHost {
 	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
-		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Unavailable: s.unavailable}
+		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Accounting: s.kernel.Accounting(),
+		Unavailable: s.unavailable}
 }
 
 func (s *Service) allow(uid int64) bool {
@@ -213,6 +224,10 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 	readBlocks := func() error {
 		r := s.readers.Get().(*procfs.Reader)
 		defer s.readers.Put(r)
+		tc := s.taskstatsClient()
+		if tc != nil {
+			defer s.clients.Put(tc)
+		}
 		done := ctx.Done()
 		for {
 			from := int(next.Add(pidsPerWorker)) - pidsPerWorker
@@ -226,7 +241,7 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 				default:
 				}
 				res := &results[i]
-				res.info, res.outcome, res.err = r.Read(work[i].GetPid(), s.allow)
+				s.readProcess(r, tc, work[i].GetPid(), res)
 				if res.outcome == procfs.Answered && s.cgroups != nil && s.cgroups.ResolvesGroups() {
 					res.group, res.groupErr = s.cgroups.GroupOf(work[i].GetPid())
 				}
@@ -247,6 +262,22 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 		return err
 	}
 	return ctx.Err()
+}
+
+// readProcess reads one process: with taskstats, its record plus the /proc
+// files the record lacks (status, stat, cmdline); without it, or when the
+// kernel has no record that matches, every /proc file.
+func (s *Service) readProcess(r *procfs.Reader, tc *taskstats.Client, pid int64, res *readResult) {
+	if tc != nil {
+		res.info, res.outcome, res.err = r.ReadCore(pid, s.allow)
+		if res.outcome != procfs.Answered || s.addTaskstats(tc, res.info) {
+			return
+		}
+	}
+	res.info, res.outcome, res.err = r.Read(pid, s.allow)
+	if res.outcome == procfs.Answered {
+		res.info.Source = gpotelv1.ProcSource_PROC_SOURCE_PROCFS
+	}
 }
 
 // failureCode tells a caller whether retrying may help: running out of file

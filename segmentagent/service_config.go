@@ -36,6 +36,9 @@ type ServiceConfig struct {
 	ReadParallelism int `mapstructure:"read_parallelism"`
 	// Hostname overrides os.Hostname in answers.
 	Hostname string `mapstructure:"hostname"`
+	// Taskstats adds the kernel's taskstats records to answers and keeps the
+	// final records of exited database processes (needs CAP_NET_ADMIN).
+	Taskstats TaskstatsConfig `mapstructure:"taskstats"`
 	// Cgroups configures host pressure, the processes' control groups and
 	// their pressure and task states in answers.
 	Cgroups CgroupsConfig `mapstructure:"cgroups"`
@@ -52,7 +55,8 @@ type CgroupsConfig struct {
 
 // NewDefaultServiceConfig returns the configuration used when nothing is set.
 func NewDefaultServiceConfig() ServiceConfig {
-	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest}
+	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest,
+		Taskstats: newDefaultTaskstatsConfig()}
 }
 
 // Validate reports every problem of the configuration at once.
@@ -74,6 +78,15 @@ func (c ServiceConfig) Validate() error {
 			errs = append(errs, fmt.Errorf("postmaster_pid_files[%d] is empty", i))
 		}
 	}
+	if c.Taskstats.ExitBufferSize < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.exit_buffer_size %d is negative", c.Taskstats.ExitBufferSize))
+	}
+	if c.Taskstats.ExitMaxAge < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.exit_max_age %s is negative", c.Taskstats.ExitMaxAge))
+	}
+	if c.Taskstats.ListenerReadBufferKiB < 0 {
+		errs = append(errs, fmt.Errorf("taskstats.listener_read_buffer_kib %d is negative", c.Taskstats.ListenerReadBufferKiB))
+	}
 	for i, p := range c.Cgroups.ResourceGroupParents {
 		if p == "" || strings.ContainsRune(p, '/') {
 			errs = append(errs, fmt.Errorf("cgroups.resource_group_parents[%d] %q is not a directory name", i, p))
@@ -92,6 +105,15 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 	}
 	if c.ReadParallelism == 0 {
 		c.ReadParallelism = runtime.GOMAXPROCS(0)
+	}
+	if c.Taskstats.ExitBufferSize == 0 {
+		c.Taskstats.ExitBufferSize = DefaultExitBufferSize
+	}
+	if c.Taskstats.ExitMaxAge == 0 {
+		c.Taskstats.ExitMaxAge = DefaultExitMaxAge
+	}
+	if c.Taskstats.ListenerReadBufferKiB == 0 {
+		c.Taskstats.ListenerReadBufferKiB = DefaultListenerReadBufferKiB
 	}
 	return c
 }

@@ -63,6 +63,8 @@ type sessionFigures struct {
 	rssAnon, rss    uint64
 	readB, writeB   uint64
 	runDelay        float64
+	blkio, swapin   float64
+	reclaim         float64
 	partial         bool
 }
 
@@ -80,7 +82,8 @@ func state(f sessionFigures) *yagpcc.SessionState {
 			ReadBytes:         f.readB,
 			WriteBytes:        f.writeB,
 			RunDelaySeconds:   f.runDelay,
-			Partial:           f.partial,
+			BlkioDelaySeconds: f.blkio, SwapinDelaySeconds: f.swapin, FreepagesDelaySeconds: f.reclaim,
+			Partial: f.partial,
 		}},
 	}
 }
@@ -93,7 +96,7 @@ func threeSessions() *fixedSessions {
 			rssAnon: 8 << 20, rss: 64 << 20, readB: 0, writeB: 10 << 20, runDelay: 0.5}),
 		state(sessionFigures{sessID: 12, user: "bob", db: "sales", state: "active",
 			query: "insert into t select * from generate_series(1, 1e7)", userCPU: 2, sysCPU: 3, window: 10,
-			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1}),
+			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1, blkio: 1.25, swapin: 0.5, reclaim: 0.25}),
 		state(sessionFigures{sessID: 13, user: "carol", db: "hr", state: "idle",
 			userCPU: 0.1, window: 10, rssAnon: 1 << 20, rss: 20 << 20, runDelay: 3, partial: true}),
 	}}
@@ -128,9 +131,14 @@ func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
 		t.Fatalf("want 3 rows, got %d:\n%s", len(rows), out)
 	}
 	// Session 11: (15+5) s over 10 s = 200 %, 10 MiB written in 10 s = 1.0M/s.
-	want := []string{"11", "alice", "sales", "active", "200.0", "8.0M", "64.0M", "0", "1.0M", "0.50s", "select", "burn_cpu(30)"}
+	want := []string{"11", "alice", "sales", "active", "200.0", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0.00s", "0.00s", "select", "burn_cpu(30)"}
 	if got := strings.Fields(rows[0]); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("first row\n got %q\nwant %q", got, want)
+	}
+	// Session 12 waited 1.25 s for block I/O and 0.5 + 0.25 s for memory.
+	want = []string{"12", "bob", "sales", "active", "50.0", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "1.25s", "0.75s", "insert"}
+	if got := strings.Fields(rows[1]); strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {
+		t.Errorf("second row\n got %q\nwant %q", got, want)
 	}
 	if strings.Contains(out, "gp_dist_random") {
 		t.Errorf("only the query's first line belongs in the table:\n%s", out)

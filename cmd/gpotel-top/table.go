@@ -81,17 +81,18 @@ func (k SortKey) serverField() yagpcc.SessionField {
 
 // SessionRow is one session as the table shows it, rates already divided by the window.
 type SessionRow struct {
-	SessID       int64
-	TmID         int64
-	User         string
-	Database     string
-	State        string
-	CPUPercent   float64 // window CPU seconds ÷ window span × 100
-	RSSAnon      uint64  // private resident bytes, all hosts
-	RSS          uint64  // resident bytes, all hosts
-	ReadPerSec   float64 // storage read bytes per second over the window
-	WritePerSec  float64
-	RunDelay     float64 // seconds spent waiting for a CPU inside the window
+	SessID      int64
+	TmID        int64
+	User        string
+	Database    string
+	State       string
+	CPUPercent  float64 // window CPU seconds ÷ window span × 100
+	RSSAnon     uint64  // private resident bytes, all hosts
+	RSS         uint64  // resident bytes, all hosts
+	ReadPerSec  float64 // storage read bytes per second over the window
+	WritePerSec float64
+	RunDelay    float64 // seconds spent waiting for a CPU inside the window
+	SessionDelays
 	WindowSecond float64
 	Partial      bool
 	Query        string // the first line of the running query
@@ -120,6 +121,7 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	row.RSSAnon = st.GetRssAnon()
 	row.RSS = st.GetRss()
 	row.RunDelay = st.GetRunDelaySeconds()
+	row.SessionDelays = delaysFromStat(st)
 	row.Partial = st.GetPartial()
 	if w := row.WindowSecond; w > 0 {
 		row.CPUPercent = (st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()) / w * 100

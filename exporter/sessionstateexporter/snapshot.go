@@ -346,6 +346,21 @@ func (p *snapshotParser) addFigure(stats *sessionStats, m pmetric.Metric) {
 			st.BlkioDelaySeconds = pointFloat(dp)
 		case gpsemconv.MetricSessionRunDelay:
 			st.RunDelaySeconds = pointFloat(dp)
+		case gpsemconv.MetricSessionDelay:
+			switch strAttr(a, gpsemconv.AttrDelayType) {
+			case gpsemconv.DelaySwapin:
+				st.SwapinDelaySeconds = pointFloat(dp)
+			case gpsemconv.DelayFreepages:
+				st.FreepagesDelaySeconds = pointFloat(dp)
+			case gpsemconv.DelayThrashing:
+				st.ThrashingDelaySeconds = pointFloat(dp)
+			case gpsemconv.DelayCompact:
+				st.CompactDelaySeconds = pointFloat(dp)
+			case gpsemconv.DelayWpcopy:
+				st.WpcopyDelaySeconds = pointFloat(dp)
+			case gpsemconv.DelayIRQ:
+				st.IrqDelaySeconds = pointFloat(dp)
+			}
 		case gpsemconv.MetricSessionPagingFaults:
 			switch strAttr(a, gpsemconv.AttrFaultType) {
 			case gpsemconv.FaultTypeMajor:

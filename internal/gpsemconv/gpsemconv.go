@@ -13,6 +13,10 @@ const (
 	KindSnapshot = "snapshot"
 	KindSession  = "session"
 	KindProcess  = "process"
+	// KindExited holds one exited process's final totals (taskstats exit
+	// record), in the shape of a process resource; without gpotel.session.id
+	// when no scrape saw the process (unattributed).
+	KindExited = "exited"
 )
 
 // Resource attributes.
@@ -55,6 +59,17 @@ const (
 	RSSTypeAnon  = "anon"
 	RSSTypeFile  = "file"
 	RSSTypeShmem = "shmem"
+
+	// AttrDelayType names a delay-accounting delay (taskstats) that /proc
+	// has no file for; the run-queue and block-I/O waits have their own
+	// metrics (gpotel.*.cpu.run_delay, gpotel.*.disk.delay).
+	AttrDelayType  = "gpotel.delay.type"
+	DelaySwapin    = "swapin"    // waiting for a page to be swapped in
+	DelayFreepages = "freepages" // waiting for memory reclaim
+	DelayThrashing = "thrashing" // refaulting pages of the working set
+	DelayCompact   = "compact"   // waiting for memory compaction
+	DelayWpcopy    = "wpcopy"    // copying on a write-protect fault
+	DelayIRQ       = "irq"       // interrupts handled while the task ran
 
 	AttrWindow     = "gpotel.window"
 	WindowLifetime = "lifetime"
@@ -117,6 +132,7 @@ const (
 	MetricProcessPagingFaults    = "process.paging.faults"
 	MetricProcessContextSwitches = "process.context_switches"
 	MetricProcessRunDelay        = "gpotel.process.cpu.run_delay"
+	MetricProcessDelay           = "gpotel.process.delay"
 	MetricProcessMemoryUsage     = "process.memory.usage"
 	MetricProcessMemoryVirtual   = "process.memory.virtual"
 	MetricProcessMemoryRSS       = "gpotel.process.memory.rss"
@@ -137,6 +153,7 @@ const (
 	MetricSessionPagingFaults    = "gpotel.session.paging.faults"
 	MetricSessionContextSwitches = "gpotel.session.context_switches"
 	MetricSessionRunDelay        = "gpotel.session.cpu.run_delay"
+	MetricSessionDelay           = "gpotel.session.delay"
 	MetricSessionWindowSpan      = "gpotel.session.window.span"
 	MetricSessionPartial         = "gpotel.session.partial"
 	MetricSessionProcesses       = "gpotel.session.processes"
@@ -145,6 +162,28 @@ const (
 
 	RateSuffix = ".rate"
 )
+
+// Cluster figures (processor), on the snapshot resource, per window: the
+// session figures' counters summed over every process whatever its session
+// (ClusterMetric), and over the exited processes no scrape saw, per segment
+// (UnattributedMetric, with host.name and gpotel.segment.id).
+const (
+	clusterPrefix      = "gpotel.cluster."
+	unattributedPrefix = "gpotel.unattributed."
+	sessionPrefix      = "gpotel.session."
+)
+
+// ClusterMetric names the cluster-wide sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.cluster.cpu.time.
+func ClusterMetric(session string) string {
+	return clusterPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
+
+// UnattributedMetric names the unattributed sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.unattributed.cpu.time.
+func UnattributedMetric(session string) string {
+	return unattributedPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
 
 // WindowName is the gpotel.window value of a configured window: Go's
 // duration text without trailing zero units ("30s", "5m", "1h30m", "1h").

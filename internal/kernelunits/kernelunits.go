@@ -7,8 +7,10 @@ package kernelunits
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -20,6 +22,9 @@ type Host struct {
 	ClkTck   int64     // USER_HZ, ticks per second
 	PageSize int64     // bytes per page
 	BootTime time.Time // /proc/stat btime
+	// Delayacct: kernel.task_delayacct was on when the host answered, so
+	// its delays (but the run-queue wait, always kept) were measured.
+	Delayacct bool
 }
 
 // HostFromProto checks and copies the constants an agent reported. A host
@@ -42,9 +47,10 @@ func HostFromProto(h *yagpcc.ProcHost) (Host, error) {
 		return Host{}, fmt.Errorf("kernelunits: bad host constants for %q: %w", h.GetHostname(), errors.Join(errs...))
 	}
 	return Host{
-		ClkTck:   h.GetClkTck(),
-		PageSize: h.GetPageSize(),
-		BootTime: time.Unix(h.GetBootTimeUnix(), 0).UTC(),
+		ClkTck:    h.GetClkTck(),
+		PageSize:  h.GetPageSize(),
+		BootTime:  time.Unix(h.GetBootTimeUnix(), 0).UTC(),
+		Delayacct: h.GetAccounting().GetDelayacctEnabled(),
 	}, nil
 }
 
@@ -130,6 +136,33 @@ type Process struct {
 
 	// /proc/<pid>/schedstat
 	RunDelay Value[float64] // s
+
+	// taskstats delays /proc has no file for, by Delay* index; absent
+	// without a taskstats record or while delay accounting is off.
+	Delays [NumDelays]Value[float64] // s
+}
+
+// Indexes of Process.Delays.
+const (
+	DelaySwapin = iota
+	DelayFreepages
+	DelayThrashing
+	DelayCompact
+	DelayWpcopy
+	DelayIRQ
+	NumDelays
+)
+
+// taskDelays reads a taskstats record's delays; one the kernel's struct has
+// not (an older version) stays absent.
+func taskDelays(d *gpotelv1.TaskDelays) [NumDelays]Value[float64] {
+	var out [NumDelays]Value[float64]
+	for i, x := range [NumDelays]*gpotelv1.Delay{d.GetSwapin(), d.GetFreepages(), d.GetThrashing(), d.GetCompact(), d.GetWpcopy(), d.GetIrq()} {
+		if x != nil {
+			out[i] = some(NanosToSeconds(clampInt(x.GetTotalNs())))
+		}
+	}
+	return out
 }
 
 // MemoryUsage is the resident size: status VmRSS, or stat rss × page size
@@ -198,5 +231,77 @@ func Convert(info *yagpcc.GpPidProcInfo, host Host) Process {
 		p.HasSchedstat = true
 		p.RunDelay = some(NanosToSeconds(ss.GetRunDelayNs()))
 	}
+	if ts := info.GetTaskstats(); ts != nil {
+		// The agent reads io and schedstat from the record when it has one.
+		if !p.HasIO {
+			p.HasIO = true
+			p.ReadChars, p.WriteChars = some(clampInt(ts.GetReadChars())), some(clampInt(ts.GetWriteChars()))
+			p.ReadSyscalls, p.WriteSyscalls = some(clampInt(ts.GetReadSyscalls())), some(clampInt(ts.GetWriteSyscalls()))
+			p.ReadBytes, p.WriteBytes = some(clampInt(ts.GetReadBytes())), some(clampInt(ts.GetWriteBytes()))
+			p.CancelledWriteBytes = some(clampInt(ts.GetCancelledWriteBytes()))
+		}
+		if !p.HasSchedstat {
+			p.HasSchedstat = true
+			p.RunDelay = some(NanosToSeconds(clampInt(ts.GetDelays().GetCpu().GetTotalNs())))
+		}
+		if host.Delayacct {
+			p.Delays = taskDelays(ts.GetDelays())
+		}
+	}
 	return p
+}
+
+// ConvertExit turns one taskstats exit record (µs, ns, KiB) into a Process
+// holding the exited process's final totals. Its CPU time is the time it
+// actually ran (cpu_run_virtual_total, ns) split in the ratio of the sampled
+// utime and stime, as the kernel's cputime_adjust does for /proc and for the
+// parent's cutime and cstime. Delays other than the run-queue wait are read
+// only when delay accounting was on (delayacct): otherwise they are 0, not measured.
+func ConvertExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
+	s := r.GetStats()
+	p := Process{
+		PID:          s.GetPid(),
+		CreationTime: time.Unix(0, r.GetStartTimeUnixNano()).UTC(),
+		HasStat:      true, HasStatus: true, HasIO: true, HasSchedstat: true,
+	}
+	user, system := adjustCPU(s.GetCpuRunVirtualNs(), s.GetUserUs(), s.GetSystemUs())
+	p.UserCPU, p.SystemCPU = some(user), some(system)
+	p.MinorFaults = some(clampInt(s.GetMinorFaults()))
+	p.MajorFaults = some(clampInt(s.GetMajorFaults()))
+	p.VoluntarySwitches = some(clampInt(s.GetVoluntaryCtxtSwitches()))
+	p.InvoluntarySwitches = some(clampInt(s.GetNonvoluntaryCtxtSwitches()))
+	p.PeakRSS = some(KBToBytes(clampInt(s.GetHiwaterRssKb())))
+	p.PeakVirtual = some(KBToBytes(clampInt(s.GetHiwaterVmKb())))
+	p.ReadChars, p.WriteChars = some(clampInt(s.GetReadChars())), some(clampInt(s.GetWriteChars()))
+	p.ReadSyscalls, p.WriteSyscalls = some(clampInt(s.GetReadSyscalls())), some(clampInt(s.GetWriteSyscalls()))
+	p.ReadBytes, p.WriteBytes = some(clampInt(s.GetReadBytes())), some(clampInt(s.GetWriteBytes()))
+	p.CancelledWriteBytes = some(clampInt(s.GetCancelledWriteBytes()))
+	p.RunDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetCpu().GetTotalNs())))
+	if delayacct {
+		p.BlkioDelay = some(NanosToSeconds(clampInt(s.GetDelays().GetBlkio().GetTotalNs())))
+		p.Delays = taskDelays(s.GetDelays())
+	}
+	return p
+}
+
+// adjustCPU splits rtime (ns) between user and system in the ratio of the
+// tick-sampled utime and stime (µs), in seconds.
+func adjustCPU(rtimeNs, userUs, systemUs uint64) (user, system float64) {
+	rtime := float64(rtimeNs) / 1e9
+	switch {
+	case systemUs == 0:
+		return rtime, 0
+	case userUs == 0:
+		return 0, rtime
+	}
+	system = rtime * float64(systemUs) / float64(userUs+systemUs)
+	return rtime - system, system
+}
+
+// clampInt keeps a kernel u64 inside int64: no real counter reaches 2^63.
+func clampInt(v uint64) int64 {
+	if v > math.MaxInt64 {
+		return math.MaxInt64
+	}
+	return int64(v)
 }

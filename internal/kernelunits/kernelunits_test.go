@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -195,5 +196,50 @@ func TestConvertWithoutStatHasNoCreationTime(t *testing.T) {
 	}
 	if got := p.ThreadCount(); got != some[int64](1) {
 		t.Fatalf("threads from status lost: %v", got)
+	}
+}
+
+func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
+	rec := &gpotelv1.ExitRecord{StartTimeUnixNano: 1_700_000_000_123_456_789, Stats: &gpotelv1.TaskStatsRecord{
+		Pid: 42, UserUs: 30_000, SystemUs: 10_000, CpuRunVirtualNs: 50_000_000,
+		ReadBytes: 4096, HiwaterRssKb: 2, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 7_000_000}, Blkio: &gpotelv1.Delay{TotalNs: 3_000_000}},
+	}}
+	p := ConvertExit(rec, false)
+	if math.Abs(p.UserCPU.V-0.0375) > 1e-12 || math.Abs(p.SystemCPU.V-0.0125) > 1e-12 {
+		t.Errorf("cpu %v/%v, want 0.0375/0.0125 (50 ms split 3:1)", p.UserCPU.V, p.SystemCPU.V)
+	}
+	if p.CreationTime.UnixNano() != 1_700_000_000_123_456_789 || p.PID != 42 || p.ReadBytes.V != 4096 || p.PeakRSS.V != 2048 {
+		t.Errorf("identity or counters: %+v", p)
+	}
+	if math.Abs(p.RunDelay.V-0.007) > 1e-12 || p.BlkioDelay.OK {
+		t.Errorf("run delay %v, blkio %+v: blkio must be absent without delay accounting", p.RunDelay.V, p.BlkioDelay)
+	}
+	if p = ConvertExit(rec, true); math.Abs(p.BlkioDelay.V-0.003) > 1e-12 {
+		t.Errorf("blkio with delay accounting: %+v", p.BlkioDelay)
+	}
+	if u, s := adjustCPU(1e9, 0, 0); u != 1 || s != 0 {
+		t.Errorf("no samples: %v/%v, want all user as the kernel does", u, s)
+	}
+}
+
+func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
+	host := Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_700_000_000, 0)}
+	info := &yagpcc.GpPidProcInfo{Pid: 7, ProcStat: &yagpcc.ProcStat{Starttime: 100}, Taskstats: &gpotelv1.TaskStatsRecord{
+		ReadBytes: 8192, WriteChars: 3, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 2e9}, Swapin: &gpotelv1.Delay{TotalNs: 1e9}},
+	}}
+	p := Convert(info, host)
+	if !p.HasIO || p.ReadBytes.V != 8192 || p.WriteChars.V != 3 || p.RunDelay.V != 2 {
+		t.Errorf("io/run delay from the record: %+v", p)
+	}
+	if p.Delays[DelaySwapin].OK {
+		t.Error("swap-in delay without delay accounting must be absent, not 0")
+	}
+	host.Delayacct = true
+	if p = Convert(info, host); p.Delays[DelaySwapin].V != 1 || p.Delays[DelayIRQ].OK {
+		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Delays)
+	}
+	info.ProcIo = &yagpcc.ProcIO{ReadBytes: 1}
+	if p = Convert(info, host); p.ReadBytes.V != 1 {
+		t.Errorf("/proc io, when read, wins: %v", p.ReadBytes.V)
 	}
 }

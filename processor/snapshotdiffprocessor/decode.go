@@ -31,8 +31,8 @@ func (d *processDecoder) fail(err error) {
 func (d *processDecoder) decode(rms pmetric.ResourceMetricsSlice, kinds []resourceKind) {
 	d.samples, d.skipped, d.firstErr = d.samples[:0], 0, nil
 	for i, kind := range kinds {
-		if kind == kindProcess {
-			d.decodeResource(rms.At(i))
+		if kind == kindProcess || kind == kindExited {
+			d.decodeResource(rms.At(i), kind == kindExited)
 		}
 	}
 }
@@ -43,7 +43,9 @@ type processHeader struct {
 	tmID, session int64
 }
 
-func readProcessHeader(attrs pcommon.Map) (processHeader, error) {
+// An exited resource without gpotel.session.id holds the exited processes
+// no scrape saw (unattributedSession).
+func readProcessHeader(attrs pcommon.Map, exited bool) (processHeader, error) {
 	var h processHeader
 	host, ok := attrs.Get(sc.AttrHostName)
 	if !ok {
@@ -55,6 +57,10 @@ func readProcessHeader(attrs pcommon.Map) (processHeader, error) {
 		dst *int64
 	}{{sc.AttrTmID, &h.tmID}, {sc.AttrSessionID, &h.session}} {
 		v, ok := attrs.Get(a.key)
+		if !ok && exited && a.key == sc.AttrSessionID {
+			h.session = unattributedSession
+			continue
+		}
 		if !ok || v.Type() != pcommon.ValueTypeInt {
 			return h, fmt.Errorf("process resource lacks an int %s", a.key)
 		}
@@ -66,8 +72,8 @@ func readProcessHeader(attrs pcommon.Map) (processHeader, error) {
 // decodeResource appends one sample per process of rm. Every metric lists
 // the processes in the same order, so a cursor finds a point's process
 // without a lookup; a point out of order costs a scan.
-func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics) {
-	h, err := readProcessHeader(rm.Resource().Attributes())
+func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics, exited bool) {
+	h, err := readProcessHeader(rm.Resource().Attributes(), exited)
 	if err != nil {
 		d.fail(err)
 		return
@@ -106,7 +112,7 @@ func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics) {
 				}
 				cur = d.find(first, cur, int32(pid.Int()), start)
 				if cur == len(d.samples) {
-					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start})
+					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start, Exited: exited})
 				}
 				apply(&d.samples[cur], dp)
 			}
@@ -162,7 +168,11 @@ func pointApplier(m pmetric.Metric) func(*processSample, pmetric.NumberDataPoint
 	}
 	switch m.Name() {
 	case sc.MetricProcessInfo:
-		return func(*processSample, pmetric.NumberDataPoint) {} // lists the process; nothing to count
+		return func(s *processSample, dp pmetric.NumberDataPoint) {
+			if seg, ok := dp.Attributes().Get(sc.AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
+				s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
+			}
+		}
 	case sc.MetricProcessMemoryUsage:
 		return memory(memRSS)
 	case sc.MetricProcessMemoryVirtual:

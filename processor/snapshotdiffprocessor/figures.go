@@ -5,6 +5,16 @@ type windowFigures struct {
 	span    int64 // ns: newest time − old snapshot time
 	deltas  []counters
 	partial []bool
+	// cluster sums every process of the window, whatever its session;
+	// unattributed sums the exited processes no scrape saw, per segment.
+	cluster      counters
+	unattributed map[hostSegment]*counters
+}
+
+// hostSegment is one segment instance: its host row and content id.
+type hostSegment struct {
+	host    uint32
+	segment int32
 }
 
 // figures are the session results of the newest snapshot, indexed by
@@ -73,9 +83,24 @@ func (s *store) computeFigures() *figures {
 				continue
 			}
 			d := &wf.deltas[key.session]
+			var u *counters
+			if s.sessionKeys[key.session].id == unattributedSession {
+				hs := hostSegment{key.host, s.procSeg[row]}
+				if u = wf.unattributed[hs]; u == nil {
+					if wf.unattributed == nil {
+						wf.unattributed = map[hostSegment]*counters{}
+					}
+					u = new(counters)
+					wf.unattributed[hs] = u
+				}
+			}
 			for c, v := range acc[row*numCounters : (row+1)*numCounters] {
 				if v > 0 { // a counter that went down over the window gives 0
 					d[c] += v
+					wf.cluster[c] += v
+					if u != nil {
+						u[c] += v
+					}
 				}
 			}
 		}
@@ -85,7 +110,7 @@ func (s *store) computeFigures() *figures {
 	// Lifetime: live processes' cumulative counters; a silent host's
 	// processes count as last seen while it was answering.
 	for row, seen := range s.procSeen {
-		if seen == 0 {
+		if seen == 0 || s.procGone[row] {
 			continue
 		}
 		key := &s.procKeys[row]
@@ -105,7 +130,11 @@ func (s *store) computeFigures() *figures {
 	}
 
 	for _, span := range newest.bySession {
-		f.processes[span.session] = int32(len(newest.sessionRows(span.session)))
+		for _, row := range newest.sessionRows(span.session) {
+			if !s.procGone[row] {
+				f.processes[span.session]++
+			}
+		}
 	}
 	// Memory is summed per host first, then reduced over hosts; both the sum
 	// and the maximum are independent of the order of the hosts.

@@ -40,6 +40,9 @@ var counterMetrics = []counterMetric{
 		[]attrSlot{{sc.ContextSwitchVol, ctrSwitchesVoluntary}, {sc.ContextSwitchInvol, ctrSwitchesInvoluntary}}, false},
 	{sc.MetricProcessRunDelay, sc.MetricSessionRunDelay, "s", "",
 		[]attrSlot{{"", ctrRunDelay}}, true},
+	{sc.MetricProcessDelay, sc.MetricSessionDelay, "s", sc.AttrDelayType,
+		[]attrSlot{{sc.DelaySwapin, ctrDelaySwapin}, {sc.DelayFreepages, ctrDelayFreepages}, {sc.DelayThrashing, ctrDelayThrashing},
+			{sc.DelayCompact, ctrDelayCompact}, {sc.DelayWpcopy, ctrDelayWpcopy}, {sc.DelayIRQ, ctrDelayIRQ}}, true},
 }
 
 var counterByProcessMetric = func() map[string]*counterMetric {

@@ -51,6 +51,7 @@ const (
 	kindSnapshot
 	kindSession
 	kindProcess
+	kindExited  // an exited process's final totals
 	kindUnknown // has the attribute, with a value we do not know
 )
 
@@ -66,6 +67,8 @@ func kindOf(rm pmetric.ResourceMetrics) resourceKind {
 		return kindSession
 	case sc.KindProcess:
 		return kindProcess
+	case sc.KindExited:
+		return kindExited
 	}
 	return kindUnknown
 }
@@ -83,7 +86,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 		case kindSnapshot:
 			snapshotAt = i
 			snapshots++
-		case kindProcess:
+		case kindProcess, kindExited:
 			processes++
 		}
 	}
@@ -110,7 +113,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	if !p.emitProcesses && processes > 0 {
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
-			drop := kinds[i] == kindProcess
+			drop := kinds[i] == kindProcess || kinds[i] == kindExited
 			i++
 			return drop
 		})
@@ -284,6 +287,9 @@ func nanosValue(dp pmetric.NumberDataPoint) int64 {
 func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, figs *figures) {
 	rms := md.ResourceMetrics()
 	for i, kind := range kinds {
+		if kind == kindSnapshot {
+			p.writeCluster(rms.At(i).ScopeMetrics().AppendEmpty(), figs)
+		}
 		if kind != kindSession {
 			continue
 		}
@@ -379,6 +385,54 @@ func (p *snapshotDiff) writeSession(sm pmetric.ScopeMetrics, sf sessionFigures) 
 			dp.Attributes().PutStr(sc.AttrMemoryType, name)
 			dp.Attributes().PutStr(sc.AttrMemoryAggregation, agg.name)
 			dp.SetIntValue(agg.value)
+		}
+	}
+}
+
+// writeCluster writes, per window, every counter summed over all processes
+// (exited included) and over the unattributed exited ones per segment.
+func (p *snapshotDiff) writeCluster(sm pmetric.ScopeMetrics, f *figures) {
+	sm.Scope().SetName(scopeName)
+	ms := sm.Metrics()
+	ts := pcommon.Timestamp(f.time)
+	p.mu.Lock()
+	hostNames := append([]string(nil), p.store.hostNames...)
+	p.mu.Unlock()
+	spans := ms.AppendEmpty()
+	spans.SetName(sc.ClusterMetric(sc.MetricSessionWindowSpan))
+	spans.SetUnit("s")
+	sdps := spans.SetEmptyGauge().DataPoints()
+	for w, name := range p.windowNames {
+		dp := sdps.AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.Attributes().PutStr(sc.AttrWindow, name)
+		dp.SetDoubleValue(float64(f.windows[w].span) / 1e9)
+	}
+	for _, cm := range counterMetrics {
+		cluster := ms.AppendEmpty()
+		cluster.SetName(sc.ClusterMetric(cm.session))
+		cluster.SetUnit(cm.unit)
+		cdps := cluster.SetEmptyGauge().DataPoints()
+		unattr := ms.AppendEmpty()
+		unattr.SetName(sc.UnattributedMetric(cm.session))
+		unattr.SetUnit(cm.unit)
+		udps := unattr.SetEmptyGauge().DataPoints()
+		for w, name := range p.windowNames {
+			wf := &f.windows[w]
+			for _, as := range cm.slots {
+				dp := cdps.AppendEmpty()
+				dp.SetTimestamp(ts)
+				dp.Attributes().PutStr(sc.AttrWindow, name)
+				setCounter(dp, cm, as, wf.cluster[as.slot])
+				for hs, c := range wf.unattributed {
+					dp := udps.AppendEmpty()
+					dp.SetTimestamp(ts)
+					dp.Attributes().PutStr(sc.AttrWindow, name)
+					dp.Attributes().PutStr(sc.AttrHostName, hostNames[hs.host])
+					dp.Attributes().PutInt(sc.AttrSegmentID, int64(hs.segment))
+					setCounter(dp, cm, as, c[as.slot])
+				}
+			}
 		}
 	}
 }

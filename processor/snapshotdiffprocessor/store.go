@@ -25,6 +25,12 @@ const (
 	ctrSwitchesVoluntary
 	ctrSwitchesInvoluntary
 	ctrRunDelay
+	ctrDelaySwapin
+	ctrDelayFreepages
+	ctrDelayThrashing
+	ctrDelayCompact
+	ctrDelayWpcopy
+	ctrDelayIRQ
 	numCounters
 )
 
@@ -53,9 +59,15 @@ type processSample struct {
 	PID      int32
 	Creation int64 // unix ns
 	Counters counters
-	Present  uint16 // bit c set: Counters[c] was reported (absent is not zero)
+	Present  uint32 // bit c set: Counters[c] was reported (absent is not zero)
 	Memory   memoryGauges
+	Exited   bool  // final totals from an exit record: no memory, not live
+	Segment  int32 // content id (gpotel.process.info); kept for unattributed exits
 }
+
+// unattributedSession is the session id of exited processes no scrape saw;
+// sess_id is never negative.
+const unattributedSession = -1
 
 // hostAnswer is one gpotel.host.up point of a snapshot.
 type hostAnswer struct {
@@ -82,7 +94,7 @@ type snapshot struct {
 	rows []uint32
 	// bySession indexes rows: session s owns rows[first:next first].
 	bySession []sessionSpan
-	// steps holds one record per row: a 2-byte mask of non-zero steps, then
+	// steps holds one record per row: a uvarint mask of non-zero steps, then
 	// each of those steps as a zigzag varint.
 	steps     []byte
 	hostsDown []uint32
@@ -149,8 +161,10 @@ type store struct {
 	// Process table, one row per process identity still referenced.
 	procKeys  []processKey
 	procLast  []counters // values at the last sighting
-	procKnown []uint16   // counters ever reported for the process
+	procKnown []uint32   // counters ever reported for the process
 	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
+	procGone  []bool     // the last sighting was its exit record
+	procSeg   []int32    // content id, for the unattributed exits' figures
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -272,6 +286,8 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procLast = append(s.procLast, counters{})
 		s.procKnown = append(s.procKnown, 0)
 		s.procSeen = append(s.procSeen, 0)
+		s.procGone = append(s.procGone, false)
+		s.procSeg = append(s.procSeg, 0)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -289,6 +305,8 @@ func (s *store) freeRow(row uint32) {
 	s.procLast[row] = counters{}
 	s.procKnown[row] = 0
 	s.procSeen[row] = 0
+	s.procGone[row] = false
+	s.procSeg[row] = 0
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -325,11 +343,11 @@ func (s *store) add(p *processSample) error {
 	// A counter first reported after the process's first sighting starts
 	// as a baseline: what it counted before is outside what we saw.
 	var steps counters
-	var mask uint16
+	var mask uint32
 	last := &s.procLast[row]
 	for m := p.Present & (1<<numCounters - 1); m != 0; m &= m - 1 {
-		c := bits.TrailingZeros16(m)
-		bit := uint16(1) << c
+		c := bits.TrailingZeros32(m)
+		bit := uint32(1) << c
 		v := p.Counters[c]
 		if !known || s.procKnown[row]&bit != 0 {
 			steps[c] = v - last[c]
@@ -341,11 +359,13 @@ func (s *store) add(p *processSample) error {
 		}
 	}
 	s.procSeen[row] = seq
+	s.procGone[row] = p.Exited
+	s.procSeg[row] = p.Segment
 
 	off := len(s.scratch)
-	s.scratch = append(s.scratch, byte(mask), byte(mask>>8))
+	s.scratch = binary.AppendUvarint(s.scratch, uint64(mask))
 	for m := mask; m != 0; m &= m - 1 {
-		s.scratch = binary.AppendVarint(s.scratch, steps[bits.TrailingZeros16(m)])
+		s.scratch = binary.AppendVarint(s.scratch, steps[bits.TrailingZeros32(m)])
 	}
 	s.records = append(s.records, pendingRecord{session: sess, row: row, off: uint32(off), size: uint32(len(s.scratch) - off)})
 
@@ -354,12 +374,15 @@ func (s *store) add(p *processSample) error {
 		for w := range s.acc {
 			a := s.acc[w][base : base+numCounters]
 			for m := mask; m != 0; m &= m - 1 {
-				c := bits.TrailingZeros16(m)
+				c := bits.TrailingZeros32(m)
 				a[c] += steps[c]
 			}
 		}
 	}
 
+	if p.Exited {
+		return nil
+	}
 	shKey := uint64(sess)<<32 | uint64(host)
 	i, ok := s.memIndex[shKey]
 	if !ok {
@@ -529,8 +552,9 @@ func (s *store) moveOld(w int, newOld uint64) {
 func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
 	buf := sn.steps
 	for _, row := range sn.rows {
-		mask := uint16(buf[0]) | uint16(buf[1])<<8
-		buf = buf[2:]
+		m64, n := binary.Uvarint(buf)
+		buf = buf[n:]
+		mask := uint32(m64) // #nosec G115 -- written from a uint32
 		if mask == 0 {
 			continue
 		}
@@ -538,7 +562,7 @@ func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
 		for m := mask; m != 0; m &= m - 1 {
 			v, n := binary.Varint(buf)
 			buf = buf[n:]
-			a[bits.TrailingZeros16(m)] += sign * v
+			a[bits.TrailingZeros32(m)] += sign * v
 		}
 	}
 }

@@ -613,6 +613,14 @@ type SystemStat struct {
 	Processes                uint32  `protobuf:"varint,1012,opt,name=processes,proto3" json:"processes,omitempty"`                                     // processes counted
 	Hosts                    uint32  `protobuf:"varint,1013,opt,name=hosts,proto3" json:"hosts,omitempty"`                                             // hosts those processes run on
 	RssAnonMaxHost           uint64  `protobuf:"varint,1014,opt,name=rss_anon_max_host,json=rssAnonMaxHost,proto3" json:"rss_anon_max_host,omitempty"` // largest per-host private resident total, bytes
+	// gpotel additions (issue 14: 1020-1059): delay-accounting waits from
+	// taskstats, seconds; 0 while kernel.task_delayacct is 0 or without taskstats.
+	SwapinDelaySeconds    float64 `protobuf:"fixed64,1020,opt,name=swapin_delay_seconds,json=swapinDelaySeconds,proto3" json:"swapin_delay_seconds,omitempty"`          // waiting for pages to be swapped in
+	FreepagesDelaySeconds float64 `protobuf:"fixed64,1021,opt,name=freepages_delay_seconds,json=freepagesDelaySeconds,proto3" json:"freepages_delay_seconds,omitempty"` // waiting for memory reclaim
+	ThrashingDelaySeconds float64 `protobuf:"fixed64,1022,opt,name=thrashing_delay_seconds,json=thrashingDelaySeconds,proto3" json:"thrashing_delay_seconds,omitempty"` // refaulting pages of the working set
+	CompactDelaySeconds   float64 `protobuf:"fixed64,1023,opt,name=compact_delay_seconds,json=compactDelaySeconds,proto3" json:"compact_delay_seconds,omitempty"`       // waiting for memory compaction
+	WpcopyDelaySeconds    float64 `protobuf:"fixed64,1024,opt,name=wpcopy_delay_seconds,json=wpcopyDelaySeconds,proto3" json:"wpcopy_delay_seconds,omitempty"`          // copying on write-protect faults
+	IrqDelaySeconds       float64 `protobuf:"fixed64,1025,opt,name=irq_delay_seconds,json=irqDelaySeconds,proto3" json:"irq_delay_seconds,omitempty"`                   // handling interrupts
 	// Pressure of the session's control groups (gpotel, 1060-1079): the largest
 	// share of the last 10 s (0..1) in which some task of a cgroup v2 group the
 	// session's processes run in stalled, over those groups and hosts. 0 when
@@ -847,6 +855,48 @@ func (x *SystemStat) GetHosts() uint32 {
 func (x *SystemStat) GetRssAnonMaxHost() uint64 {
 	if x != nil {
 		return x.RssAnonMaxHost
+	}
+	return 0
+}
+
+func (x *SystemStat) GetSwapinDelaySeconds() float64 {
+	if x != nil {
+		return x.SwapinDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetFreepagesDelaySeconds() float64 {
+	if x != nil {
+		return x.FreepagesDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetThrashingDelaySeconds() float64 {
+	if x != nil {
+		return x.ThrashingDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCompactDelaySeconds() float64 {
+	if x != nil {
+		return x.CompactDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetWpcopyDelaySeconds() float64 {
+	if x != nil {
+		return x.WpcopyDelaySeconds
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIrqDelaySeconds() float64 {
+	if x != nil {
+		return x.IrqDelaySeconds
 	}
 	return 0
 }
@@ -1455,7 +1505,7 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xd6\b\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\x90\v\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1490,7 +1540,13 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\apartial\x18\xf3\a \x01(\bR\apartial\x12\x1d\n" +
 	"\tprocesses\x18\xf4\a \x01(\rR\tprocesses\x12\x15\n" +
 	"\x05hosts\x18\xf5\a \x01(\rR\x05hosts\x12*\n" +
-	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\x12\"\n" +
+	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\x121\n" +
+	"\x14swapin_delay_seconds\x18\xfc\a \x01(\x01R\x12swapinDelaySeconds\x127\n" +
+	"\x17freepages_delay_seconds\x18\xfd\a \x01(\x01R\x15freepagesDelaySeconds\x127\n" +
+	"\x17thrashing_delay_seconds\x18\xfe\a \x01(\x01R\x15thrashingDelaySeconds\x123\n" +
+	"\x15compact_delay_seconds\x18\xff\a \x01(\x01R\x13compactDelaySeconds\x121\n" +
+	"\x14wpcopy_delay_seconds\x18\x80\b \x01(\x01R\x12wpcopyDelaySeconds\x12+\n" +
+	"\x11irq_delay_seconds\x18\x81\b \x01(\x01R\x0firqDelaySeconds\x12\"\n" +
 	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
 	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
 	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +

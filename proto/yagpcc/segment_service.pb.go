@@ -447,6 +447,8 @@ type ProcHost struct {
 	PageSize      int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`               // bytes per page in stat rss
 	BootTimeUnix  int64                  `protobuf:"varint,4,opt,name=boot_time_unix,json=bootTimeUnix,proto3" json:"boot_time_unix,omitempty"` // /proc/stat btime, seconds since the epoch
 	KernelRelease string                 `protobuf:"bytes,5,opt,name=kernel_release,json=kernelRelease,proto3" json:"kernel_release,omitempty"`
+	// gpotel additions (issue 14: 1001-1019).
+	Accounting *v1.KernelAccounting `protobuf:"bytes,1001,opt,name=accounting,proto3" json:"accounting,omitempty"`
 	// Pressure and control groups (gpotel, 1020-1039).
 	// Each pressure or cgroup capability that is off on this host, as
 	// "capability: reason" (e.g. no cgroup v2 mount, so no group pressure).
@@ -518,6 +520,13 @@ func (x *ProcHost) GetKernelRelease() string {
 		return x.KernelRelease
 	}
 	return ""
+}
+
+func (x *ProcHost) GetAccounting() *v1.KernelAccounting {
+	if x != nil {
+		return x.Accounting
+	}
+	return nil
 }
 
 func (x *ProcHost) GetUnavailable() []string {
@@ -618,6 +627,9 @@ type GpPidProcInfo struct {
 	// Files of this process that could not be read, as "file: reason"; the
 	// matching message above is then absent.
 	Unread []string `protobuf:"bytes,9,rep,name=unread,proto3" json:"unread,omitempty"`
+	// gpotel additions (issue 14: 1001-1019).
+	Source    v1.ProcSource       `protobuf:"varint,1001,opt,name=source,proto3,enum=gpotel.v1.ProcSource" json:"source,omitempty"` // where the counters came from
+	Taskstats *v1.TaskStatsRecord `protobuf:"bytes,1002,opt,name=taskstats,proto3" json:"taskstats,omitempty"`                      // present when source is TASKSTATS
 	// Control groups (gpotel, 1020-1039).
 	// Index into GetPidProcInfoResponse.control_groups of the group this
 	// process is accounted to; absent when it could not be resolved.
@@ -715,6 +727,20 @@ func (x *GpPidProcInfo) GetProcSchedstat() *ProcSchedstat {
 func (x *GpPidProcInfo) GetUnread() []string {
 	if x != nil {
 		return x.Unread
+	}
+	return nil
+}
+
+func (x *GpPidProcInfo) GetSource() v1.ProcSource {
+	if x != nil {
+		return x.Source
+	}
+	return v1.ProcSource(0)
+}
+
+func (x *GpPidProcInfo) GetTaskstats() *v1.TaskStatsRecord {
+	if x != nil {
+		return x.Taskstats
 	}
 	return nil
 }
@@ -1344,7 +1370,7 @@ var File_yagpcc_segment_service_proto protoreflect.FileDescriptor
 
 const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cyagpcc/segment_service.proto\x12\x06yagpcc\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14yagpcc/metrics.proto\x1a\x18gpotel/v1/pressure.proto\"\xe8\x03\n" +
+	"\x1cyagpcc/segment_service.proto\x12\x06yagpcc\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14yagpcc/metrics.proto\x1a\x19gpotel/v1/taskstats.proto\x1a\x18gpotel/v1/pressure.proto\"\xe8\x03\n" +
 	"\tQueryData\x126\n" +
 	"\fquery_status\x18\x01 \x01(\x0e2\x13.yagpcc.QueryStatusR\vqueryStatus\x12;\n" +
 	"\vquery_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1378,20 +1404,23 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\v2\x10.yagpcc.ProcHostR\x04host\x121\n" +
 	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\x129\n" +
 	"\rhost_pressure\x18\xfc\a \x01(\v2\x13.gpotel.v1.PressureR\fhostPressure\x12?\n" +
-	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xcc\x01\n" +
+	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\x8a\x02\n" +
 	"\bProcHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x17\n" +
 	"\aclk_tck\x18\x02 \x01(\x03R\x06clkTck\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x03R\bpageSize\x12$\n" +
 	"\x0eboot_time_unix\x18\x04 \x01(\x03R\fbootTimeUnix\x12%\n" +
-	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\x12!\n" +
+	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\x12<\n" +
+	"\n" +
+	"accounting\x18\xe9\a \x01(\v2\x1b.gpotel.v1.KernelAccountingR\n" +
+	"accounting\x12!\n" +
 	"\vunavailable\x18\xfc\a \x03(\tR\vunavailable\"\x97\x01\n" +
 	"\x0fProcReadSummary\x12\x1c\n" +
 	"\trequested\x18\x01 \x01(\x03R\trequested\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\x03R\banswered\x12\x1a\n" +
 	"\bvanished\x18\x03 \x01(\x03R\bvanished\x12\x16\n" +
 	"\x06denied\x18\x04 \x01(\x03R\x06denied\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\x98\x03\n" +
+	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\x83\x04\n" +
 	"\rGpPidProcInfo\x12\"\n" +
 	"\rgp_segment_id\x18\x01 \x01(\x03R\vgpSegmentId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x10\n" +
@@ -1402,7 +1431,9 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"procStatus\x12'\n" +
 	"\aproc_io\x18\a \x01(\v2\x0e.yagpcc.ProcIOR\x06procIo\x12<\n" +
 	"\x0eproc_schedstat\x18\b \x01(\v2\x15.yagpcc.ProcSchedstatR\rprocSchedstat\x12\x16\n" +
-	"\x06unread\x18\t \x03(\tR\x06unread\x12)\n" +
+	"\x06unread\x18\t \x03(\tR\x06unread\x12.\n" +
+	"\x06source\x18\xe9\a \x01(\x0e2\x15.gpotel.v1.ProcSourceR\x06source\x129\n" +
+	"\ttaskstats\x18\xea\a \x01(\v2\x1a.gpotel.v1.TaskStatsRecordR\ttaskstats\x12)\n" +
 	"\rcontrol_group\x18\xfc\a \x01(\rH\x00R\fcontrolGroup\x88\x01\x01B\x10\n" +
 	"\x0e_control_group\"\xa7\x06\n" +
 	"\bProcStat\x12\x10\n" +
@@ -1535,6 +1566,9 @@ var file_yagpcc_segment_service_proto_goTypes = []any{
 	(*AdditionalQueryStat)(nil),    // 19: yagpcc.AdditionalQueryStat
 	(*v1.Pressure)(nil),            // 20: gpotel.v1.Pressure
 	(*v1.ControlGroup)(nil),        // 21: gpotel.v1.ControlGroup
+	(*v1.KernelAccounting)(nil),    // 22: gpotel.v1.KernelAccounting
+	(v1.ProcSource)(0),             // 23: gpotel.v1.ProcSource
+	(*v1.TaskStatsRecord)(nil),     // 24: gpotel.v1.TaskStatsRecord
 }
 var file_yagpcc_segment_service_proto_depIdxs = []int32{
 	13, // 0: yagpcc.QueryData.query_status:type_name -> yagpcc.QueryStatus
@@ -1555,19 +1589,22 @@ var file_yagpcc_segment_service_proto_depIdxs = []int32{
 	7,  // 15: yagpcc.GetPidProcInfoResponse.summary:type_name -> yagpcc.ProcReadSummary
 	20, // 16: yagpcc.GetPidProcInfoResponse.host_pressure:type_name -> gpotel.v1.Pressure
 	21, // 17: yagpcc.GetPidProcInfoResponse.control_groups:type_name -> gpotel.v1.ControlGroup
-	9,  // 18: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
-	10, // 19: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
-	11, // 20: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
-	12, // 21: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
-	2,  // 22: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
-	4,  // 23: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
-	1,  // 24: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
-	5,  // 25: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
-	24, // [24:26] is the sub-list for method output_type
-	22, // [22:24] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	22, // 18: yagpcc.ProcHost.accounting:type_name -> gpotel.v1.KernelAccounting
+	9,  // 19: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
+	10, // 20: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
+	11, // 21: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
+	12, // 22: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
+	23, // 23: yagpcc.GpPidProcInfo.source:type_name -> gpotel.v1.ProcSource
+	24, // 24: yagpcc.GpPidProcInfo.taskstats:type_name -> gpotel.v1.TaskStatsRecord
+	2,  // 25: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
+	4,  // 26: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
+	1,  // 27: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
+	5,  // 28: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
+	27, // [27:29] is the sub-list for method output_type
+	25, // [25:27] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_segment_service_proto_init() }

@@ -98,6 +98,10 @@ type Config struct {
 	HostTimeout      time.Duration `mapstructure:"host_timeout"`
 	// IncludeSystemProcesses keeps processes that are not client backends.
 	IncludeSystemProcesses bool `mapstructure:"include_system_processes"`
+	// ExitRecords asks every host's agent each scrape for the final totals of
+	// the database processes that exited (taskstats; needs CAP_NET_ADMIN on
+	// the agent), so short-lived backends are counted.
+	ExitRecords bool `mapstructure:"exit_records"`
 
 	_ struct{}
 }
@@ -126,6 +130,7 @@ func createDefaultConfig() *Config {
 		MaxParallelHosts:        defaultMaxParallel,
 		HostTimeout:             5 * time.Second,
 		IncludeSystemProcesses:  true,
+		ExitRecords:             true,
 	}
 }
 

@@ -38,6 +38,7 @@ const (
 	pmCancelledWrite
 	pmIOChars
 	pmIOSyscalls
+	pmDelay
 	processMetricCount
 )
 
@@ -60,6 +61,7 @@ var processMetricNames = map[string]processMetric{
 	metadata.MetricsInfo.GpotelProcessDiskCancelledWrite.Name: pmCancelledWrite,
 	metadata.MetricsInfo.GpotelProcessIoChars.Name:            pmIOChars,
 	metadata.MetricsInfo.GpotelProcessIoSyscalls.Name:         pmIOSyscalls,
+	metadata.MetricsInfo.GpotelProcessDelay.Name:              pmDelay,
 }
 
 // metricShape is how one enabled process metric is written: the generated
@@ -119,6 +121,7 @@ func newProcessWriter(mbc metadata.MetricsBuilderConfig, settings receiver.Setti
 	tmpl.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 0, 0)
 	tmpl.RecordGpotelProcessIoCharsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
 	tmpl.RecordGpotelProcessIoSyscallsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
+	tmpl.RecordGpotelProcessDelayDataPoint(ts, 0, 0, metadata.AttributeDelayTypeSwapin)
 	md := tmpl.Emit()
 	if md.ResourceMetrics().Len() == 0 {
 		return w, nil // every process metric is disabled: process resources are never written
@@ -165,6 +168,7 @@ func (w *processWriter) setDataPointSwitches(mc *metadata.MetricsConfig) {
 	setAttribute(&w.shapes[pmDiskIO], metadata.ProcessDiskIoMetricAttributeKeyDirection, mc.ProcessDiskIo.EnabledAttributes, mc.ProcessDiskIo.AggregationStrategy)
 	setAttribute(&w.shapes[pmIOChars], metadata.GpotelProcessIoCharsMetricAttributeKeyDirection, mc.GpotelProcessIoChars.EnabledAttributes, mc.GpotelProcessIoChars.AggregationStrategy)
 	setAttribute(&w.shapes[pmIOSyscalls], metadata.GpotelProcessIoSyscallsMetricAttributeKeyDirection, mc.GpotelProcessIoSyscalls.EnabledAttributes, mc.GpotelProcessIoSyscalls.AggregationStrategy)
+	setAttribute(&w.shapes[pmDelay], metadata.GpotelProcessDelayMetricAttributeKeyDelayType, mc.GpotelProcessDelay.EnabledAttributes, mc.GpotelProcessDelay.AggregationStrategy)
 }
 
 func setAttribute[K ~string](s *metricShape, key K, enabled []K, aggregation string) {
@@ -200,8 +204,12 @@ type metricPoint struct {
 // metricPoints is what one process contributes to one metric.
 type metricPoints struct {
 	n   int
-	pts [3]metricPoint
+	pts [maxAttributeValues]metricPoint
 }
+
+// maxAttributeValues is the most data-point attribute values one process
+// metric has: gpotel.delay.type's six.
+const maxAttributeValues = 6
 
 func (mp *metricPoints) addInt(attr string, v int64) {
 	mp.pts[mp.n] = metricPoint{attr: attr, i: v}
@@ -315,6 +323,18 @@ func (pp *processPoints) collect(p *kernelunits.Process) {
 	if p.RunDelay.OK {
 		pp[pmRunDelay].addDouble("", p.RunDelay.V)
 	}
+	for i, d := range p.Delays {
+		if d.OK {
+			pp[pmDelay].addDouble(delayTypes[i].String(), d.V)
+		}
+	}
+}
+
+// delayTypes are the gpotel.delay.type values of kernelunits' Delay* indexes.
+var delayTypes = [kernelunits.NumDelays]metadata.AttributeDelayType{
+	kernelunits.DelaySwapin: metadata.AttributeDelayTypeSwapin, kernelunits.DelayFreepages: metadata.AttributeDelayTypeFreepages,
+	kernelunits.DelayThrashing: metadata.AttributeDelayTypeThrashing, kernelunits.DelayCompact: metadata.AttributeDelayTypeCompact,
+	kernelunits.DelayWpcopy: metadata.AttributeDelayTypeWpcopy, kernelunits.DelayIRQ: metadata.AttributeDelayTypeIrq,
 }
 
 // answeredProcess is one process of an agent answer, converted and ready
@@ -455,6 +475,38 @@ func (w *processWriter) writeSession(rms pmetric.ResourceMetricsSlice, sc *answe
 		}
 	}
 	return true
+}
+
+// writeExited writes the exited processes in sc.procs of one host as
+// process resources per session, marked gpotel.resource.kind=exited; the
+// unattributed ones (unattributedSession) in one resource without a session.
+func (w *processWriter) writeExited(rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite) {
+	if len(w.order) == 0 || len(sc.procs) == 0 {
+		return
+	}
+	sc.order = sc.order[:0]
+	for i := range sc.procs {
+		sc.order = append(sc.order, int32(i))
+	}
+	slices.SortStableFunc(sc.order, func(x, y int32) int {
+		return cmp.Compare(sc.procs[x].backend.SessionID, sc.procs[y].backend.SessionID)
+	})
+	for from := 0; from < len(sc.order); {
+		session := sc.procs[sc.order[from]].backend.SessionID
+		to := from + 1
+		for to < len(sc.order) && sc.procs[sc.order[to]].backend.SessionID == session {
+			to++
+		}
+		n := rms.Len()
+		if w.writeSession(rms, sc, a, session, sc.order[from:to]) && rms.Len() > n {
+			attrs := rms.At(n).Resource().Attributes()
+			attrs.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindExited)
+			if session == unattributedSession {
+				attrs.Remove(gpsemconv.AttrSessionID)
+			}
+		}
+		from = to
+	}
 }
 
 // putInfoAttributes writes what describes a process on its gpotel.process.info point.

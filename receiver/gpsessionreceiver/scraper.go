@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
+	"github.com/gpotel/gpotel/segmentagent"
 )
 
 // sessionScraper makes one snapshot per scrape: discovery on the
@@ -33,6 +34,7 @@ type sessionScraper struct {
 	emitter   *snapshotEmitter
 	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
 	telemetry *metadata.TelemetryBuilder
+	exits     *exitTracker
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
 	dir       *agentDirectory
@@ -63,6 +65,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		emitter:   emitter,
 		next:      next,
 		telemetry: tb,
+		exits:     newExitTracker(settings.Logger),
 	}, nil
 }
 
@@ -77,6 +80,11 @@ func (s *sessionScraper) start(_ context.Context, host component.Host) error {
 			return fmt.Errorf("in-process reader for local_hosts %v: %w", s.cfg.LocalHosts, err)
 		}
 		s.local = local
+		if svc, ok := local.(*segmentagent.Service); ok && s.cfg.ExitRecords {
+			if err := svc.TaskStats().Start(); err != nil {
+				return fmt.Errorf("exit records for local_hosts: %w", err)
+			}
+		}
 	}
 	s.dir = newAgentDirectory(s.cfg, host, s.settings.TelemetrySettings, s.local)
 	return nil
@@ -88,6 +96,9 @@ func (s *sessionScraper) shutdown(context.Context) error {
 	var errs []error
 	if s.dir != nil {
 		errs = append(errs, s.dir.Close())
+	}
+	if svc, ok := s.local.(*segmentagent.Service); ok {
+		svc.TaskStats().Stop()
 	}
 	if s.source != nil {
 		s.source.Close()
@@ -136,10 +147,19 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 	}
 
+	var exits []hostExits
+	if s.cfg.ExitRecords {
+		// Before the reads: a process whose record is fetched here is gone (or a zombie) when /proc is read.
+		exits = s.exits.fetch(ctx, s.cfg, s.dir, topo.Hosts())
+		s.exits.beginTick()
+	}
 	// The snapshot time comes first: process batches carry it as they go out.
 	at := time.Now()
 	ts := pcommon.NewTimestampFromTime(at)
 	results := fanOut(ctx, s.cfg, s.dir, queries, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+		if s.cfg.ExitRecords {
+			s.exits.rememberAnswer(host, consts, infos, asked)
+		}
 		md, written, withoutStat := s.emitter.emitAnswer(&answerWrite{time: ts, tmID: state.TmID, host: host, consts: consts, infos: infos, byPID: asked})
 		if md.ResourceMetrics().Len() == 0 {
 			return written, withoutStat, nil
@@ -159,6 +179,13 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap)
+	if s.cfg.ExitRecords {
+		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
+		s.exits.commit(exits)
+		s.exits.endTick()
+		s.logger.Debug("exit records", zap.Int("attributed", xs.attributed), zap.Int("unattributed", xs.unattributed),
+			zap.Int("read_live", xs.live), zap.Int("not_database", xs.foreign))
+	}
 	return md, s.account(ctx, results, st)
 }
 

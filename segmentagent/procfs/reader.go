@@ -92,6 +92,17 @@ type process struct {
 // Unread. The error explains a Failed outcome and is nil otherwise.
 // The returned message has only Pid and the file messages set.
 func (r *Reader) Read(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outcome, error) {
+	return r.read(pid, allowed, true)
+}
+
+// ReadCore reads status, stat and cmdline only: what a taskstats record
+// lacks (uid, start time, the resident memory split, the command line). Its
+// io and schedstat figures come from the record instead.
+func (r *Reader) ReadCore(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outcome, error) {
+	return r.read(pid, allowed, false)
+}
+
+func (r *Reader) read(pid int64, allowed AllowUID, ioAndSchedstat bool) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	if pid <= 0 {
 		return nil, Failed, fmt.Errorf("pid %d is not a process id", pid)
 	}
@@ -135,6 +146,9 @@ func (r *Reader) Read(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outco
 	}
 	p.fillStat(&stat)
 
+	if !ioAndSchedstat {
+		return r.readCmdline(dirfd, p)
+	}
 	if data, err = r.readFile(dirfd, nameIO); err == nil {
 		var io IO
 		if io, err = ParseIO(data); err == nil {
@@ -160,7 +174,11 @@ func (r *Reader) Read(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outco
 		return nil, Vanished, nil
 	}
 
-	if data, err = r.readFile(dirfd, nameCmdline); err == nil {
+	return r.readCmdline(dirfd, p)
+}
+
+func (r *Reader) readCmdline(dirfd int, p *process) (*yagpcc.GpPidProcInfo, Outcome, error) {
+	if data, err := r.readFile(dirfd, nameCmdline); err == nil {
 		p.info.Cmdline = protoString(ParseCmdline(data))
 	} else if r.optionalFailure(dirfd, "cmdline", err, &p.info) {
 		return nil, Vanished, nil

@@ -214,3 +214,16 @@ func TestReaderAllocatesOnlyTheAnswer(t *testing.T) {
 	})
 	assert.LessOrEqual(t, allocs, 3.0)
 }
+
+func TestReadCoreLeavesIOAndSchedstatToTaskstats(t *testing.T) {
+	info, outcome, err := NewReader(fixtureRoot).ReadCore(1001, allowUIDs(101))
+	if outcome != Answered || err != nil {
+		t.Fatalf("outcome %v err %v", outcome, err)
+	}
+	if info.ProcIo != nil || info.ProcSchedstat != nil || len(info.Unread) != 0 {
+		t.Errorf("io %v schedstat %v unread %v: none read, none missing", info.ProcIo, info.ProcSchedstat, info.Unread)
+	}
+	if info.ProcStat == nil || info.ProcStatus == nil || info.Cmdline == "" {
+		t.Errorf("status, stat and cmdline must be read: %+v", info)
+	}
+}

@@ -60,6 +60,10 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+
+	// Exited makes it part of an exited resource: final totals from an exit
+	// record; Unattributed leaves its session out (no scrape saw it).
+	Exited, Unattributed bool
 }
 
 // Metrics renders the snapshot as one pmetric.Metrics.
@@ -205,13 +209,14 @@ var processMetrics = []processMetric{
 // order the pairs first appear, with one point per process in every metric.
 func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommon.Timestamp) {
 	type group struct {
-		host    string
-		session int64
+		host                 string
+		session              int64
+		exited, unattributed bool
 	}
 	var groups []group
 	members := map[group][]*Process{}
 	for i := range procs {
-		g := group{procs[i].Host, procs[i].Session}
+		g := group{procs[i].Host, procs[i].Session, procs[i].Exited, procs[i].Unattributed}
 		if _, ok := members[g]; !ok {
 			groups = append(groups, g)
 		}
@@ -220,10 +225,16 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommo
 	for _, g := range groups {
 		rm := md.ResourceMetrics().AppendEmpty()
 		ra := rm.Resource().Attributes()
-		ra.PutStr(sc.AttrResourceKind, sc.KindProcess)
+		kind := sc.KindProcess
+		if g.exited {
+			kind = sc.KindExited
+		}
+		ra.PutStr(sc.AttrResourceKind, kind)
 		ra.PutInt(sc.AttrTmID, s.TmID)
 		ra.PutStr(sc.AttrHostName, g.host)
-		ra.PutInt(sc.AttrSessionID, g.session)
+		if !g.unattributed {
+			ra.PutInt(sc.AttrSessionID, g.session)
+		}
 		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 		for _, pm := range processMetrics {
 			m := ms.AppendEmpty()

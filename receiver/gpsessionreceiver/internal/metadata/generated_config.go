@@ -300,6 +300,55 @@ func (ms *GpotelProcessCPURunDelayMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelProcessDelayMetricAttributeKey specifies the key of an attribute for the gpotel.process.delay metric.
+type GpotelProcessDelayMetricAttributeKey string
+
+const (
+	GpotelProcessDelayMetricAttributeKeyProcessPid GpotelProcessDelayMetricAttributeKey = "process.pid"
+	GpotelProcessDelayMetricAttributeKeyDelayType  GpotelProcessDelayMetricAttributeKey = "gpotel.delay.type"
+)
+
+// GpotelProcessDelayMetricConfig provides config for the gpotel.process.delay metric.
+type GpotelProcessDelayMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessDelayMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelProcessDelayMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessDelayMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessDelayMetricAttributeKeyProcessPid, GpotelProcessDelayMetricAttributeKeyDelayType:
+		default:
+			return fmt.Errorf("metric gpotel.process.delay doesn't have an attribute %v, valid attributes: [process.pid, gpotel.delay.type]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessDiskCancelledWriteMetricAttributeKey specifies the key of an attribute for the gpotel.process.disk.cancelled_write metric.
 type GpotelProcessDiskCancelledWriteMetricAttributeKey string
 
@@ -1156,6 +1205,7 @@ type MetricsConfig struct {
 	GpotelPressureStallRatio        GpotelPressureStallRatioMetricConfig        `mapstructure:"gpotel.pressure.stall.ratio"`
 	GpotelPressureStallTime         GpotelPressureStallTimeMetricConfig         `mapstructure:"gpotel.pressure.stall.time"`
 	GpotelProcessCPURunDelay        GpotelProcessCPURunDelayMetricConfig        `mapstructure:"gpotel.process.cpu.run_delay"`
+	GpotelProcessDelay              GpotelProcessDelayMetricConfig              `mapstructure:"gpotel.process.delay"`
 	GpotelProcessDiskCancelledWrite GpotelProcessDiskCancelledWriteMetricConfig `mapstructure:"gpotel.process.disk.cancelled_write"`
 	GpotelProcessDiskDelay          GpotelProcessDiskDelayMetricConfig          `mapstructure:"gpotel.process.disk.delay"`
 	GpotelProcessInfo               GpotelProcessInfoMetricConfig               `mapstructure:"gpotel.process.info"`
@@ -1207,6 +1257,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
+		},
+		GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyProcessPid, GpotelProcessDelayMetricAttributeKeyDelayType},
 		},
 		GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 			Enabled:             true,

@@ -56,6 +56,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
+					GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyProcessPid, GpotelProcessDelayMetricAttributeKeyDelayType},
+					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -198,6 +203,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
+					GpotelProcessDelay: GpotelProcessDelayMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDelayMetricAttributeKey{GpotelProcessDelayMetricAttributeKeyProcessPid, GpotelProcessDelayMetricAttributeKeyDelayType},
+					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -310,7 +320,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -383,6 +393,18 @@ func TestGpotelProcessCPURunDelayMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.cpu.run_delay doesn't have an attribute invalid, valid attributes: [process.pid]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessCPURunDelay
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.delay doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.delay.type]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDelay
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

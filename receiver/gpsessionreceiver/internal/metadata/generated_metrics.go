@@ -71,6 +71,48 @@ var MapAttributeCPUMode = map[string]AttributeCPUMode{
 	"system": AttributeCPUModeSystem,
 }
 
+// AttributeDelayType specifies the value delay_type attribute.
+type AttributeDelayType int
+
+const (
+	_ AttributeDelayType = iota
+	AttributeDelayTypeSwapin
+	AttributeDelayTypeFreepages
+	AttributeDelayTypeThrashing
+	AttributeDelayTypeCompact
+	AttributeDelayTypeWpcopy
+	AttributeDelayTypeIrq
+)
+
+// String returns the string representation of the AttributeDelayType.
+func (av AttributeDelayType) String() string {
+	switch av {
+	case AttributeDelayTypeSwapin:
+		return "swapin"
+	case AttributeDelayTypeFreepages:
+		return "freepages"
+	case AttributeDelayTypeThrashing:
+		return "thrashing"
+	case AttributeDelayTypeCompact:
+		return "compact"
+	case AttributeDelayTypeWpcopy:
+		return "wpcopy"
+	case AttributeDelayTypeIrq:
+		return "irq"
+	}
+	return ""
+}
+
+// MapAttributeDelayType is a helper map of string to AttributeDelayType attribute value.
+var MapAttributeDelayType = map[string]AttributeDelayType{
+	"swapin":    AttributeDelayTypeSwapin,
+	"freepages": AttributeDelayTypeFreepages,
+	"thrashing": AttributeDelayTypeThrashing,
+	"compact":   AttributeDelayTypeCompact,
+	"wpcopy":    AttributeDelayTypeWpcopy,
+	"irq":       AttributeDelayTypeIrq,
+}
+
 // AttributeDirection specifies the value direction attribute.
 type AttributeDirection int
 
@@ -310,6 +352,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.process.cpu.run_delay",
 		Attributes: []string{"process_pid"},
 	},
+	GpotelProcessDelay: metricInfo{
+		Name:       "gpotel.process.delay",
+		Attributes: []string{"process_pid", "delay_type"},
+	},
 	GpotelProcessDiskCancelledWrite: metricInfo{
 		Name:       "gpotel.process.disk.cancelled_write",
 		Attributes: []string{"process_pid"},
@@ -390,6 +436,7 @@ type metricsInfo struct {
 	GpotelPressureStallRatio        metricInfo
 	GpotelPressureStallTime         metricInfo
 	GpotelProcessCPURunDelay        metricInfo
+	GpotelProcessDelay              metricInfo
 	GpotelProcessDiskCancelledWrite metricInfo
 	GpotelProcessDiskDelay          metricInfo
 	GpotelProcessInfo               metricInfo
@@ -954,6 +1001,100 @@ func (m *metricGpotelProcessCPURunDelay) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelProcessCPURunDelay(cfg GpotelProcessCPURunDelayMetricConfig) metricGpotelProcessCPURunDelay {
 	m := metricGpotelProcessCPURunDelay{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelProcessDelay struct {
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        GpotelProcessDelayMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []float64                      // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.process.delay metric with initial data.
+func (m *metricGpotelProcessDelay) init() {
+	m.data.SetName("gpotel.process.delay")
+	m.data.SetDescription("Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelProcessDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64, delayTypeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDelayMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDelayMetricAttributeKeyDelayType) {
+		dp.Attributes().PutStr("gpotel.delay.type", delayTypeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelProcessDelay) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelProcessDelay) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelProcessDelay(cfg GpotelProcessDelayMetricConfig) metricGpotelProcessDelay {
+	m := metricGpotelProcessDelay{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2593,6 +2734,7 @@ type MetricsBuilder struct {
 	metricGpotelPressureStallRatio        metricGpotelPressureStallRatio
 	metricGpotelPressureStallTime         metricGpotelPressureStallTime
 	metricGpotelProcessCPURunDelay        metricGpotelProcessCPURunDelay
+	metricGpotelProcessDelay              metricGpotelProcessDelay
 	metricGpotelProcessDiskCancelledWrite metricGpotelProcessDiskCancelledWrite
 	metricGpotelProcessDiskDelay          metricGpotelProcessDiskDelay
 	metricGpotelProcessInfo               metricGpotelProcessInfo
@@ -2642,6 +2784,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelPressureStallRatio:        newMetricGpotelPressureStallRatio(mbc.Metrics.GpotelPressureStallRatio),
 		metricGpotelPressureStallTime:         newMetricGpotelPressureStallTime(mbc.Metrics.GpotelPressureStallTime),
 		metricGpotelProcessCPURunDelay:        newMetricGpotelProcessCPURunDelay(mbc.Metrics.GpotelProcessCPURunDelay),
+		metricGpotelProcessDelay:              newMetricGpotelProcessDelay(mbc.Metrics.GpotelProcessDelay),
 		metricGpotelProcessDiskCancelledWrite: newMetricGpotelProcessDiskCancelledWrite(mbc.Metrics.GpotelProcessDiskCancelledWrite),
 		metricGpotelProcessDiskDelay:          newMetricGpotelProcessDiskDelay(mbc.Metrics.GpotelProcessDiskDelay),
 		metricGpotelProcessInfo:               newMetricGpotelProcessInfo(mbc.Metrics.GpotelProcessInfo),
@@ -2828,6 +2971,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelPressureStallRatio.emit(ils.Metrics())
 	mb.metricGpotelPressureStallTime.emit(ils.Metrics())
 	mb.metricGpotelProcessCPURunDelay.emit(ils.Metrics())
+	mb.metricGpotelProcessDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskCancelledWrite.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessInfo.emit(ils.Metrics())
@@ -2905,6 +3049,11 @@ func (mb *MetricsBuilder) RecordGpotelPressureStallTimeDataPoint(ts pcommon.Time
 // RecordGpotelProcessCPURunDelayDataPoint adds a data point to gpotel.process.cpu.run_delay metric.
 func (mb *MetricsBuilder) RecordGpotelProcessCPURunDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
 	mb.metricGpotelProcessCPURunDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
+}
+
+// RecordGpotelProcessDelayDataPoint adds a data point to gpotel.process.delay metric.
+func (mb *MetricsBuilder) RecordGpotelProcessDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64, delayTypeAttributeValue AttributeDelayType) {
+	mb.metricGpotelProcessDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, delayTypeAttributeValue.String())
 }
 
 // RecordGpotelProcessDiskCancelledWriteDataPoint adds a data point to gpotel.process.disk.cancelled_write metric.

@@ -73,6 +73,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpotel.pressure.stall.ratio"] = mb.metricGpotelPressureStallRatio.config.AggregationStrategy
 			aggMap["gpotel.pressure.stall.time"] = mb.metricGpotelPressureStallTime.config.AggregationStrategy
 			aggMap["gpotel.process.cpu.run_delay"] = mb.metricGpotelProcessCPURunDelay.config.AggregationStrategy
+			aggMap["gpotel.process.delay"] = mb.metricGpotelProcessDelay.config.AggregationStrategy
 			aggMap["gpotel.process.disk.cancelled_write"] = mb.metricGpotelProcessDiskCancelledWrite.config.AggregationStrategy
 			aggMap["gpotel.process.disk.delay"] = mb.metricGpotelProcessDiskDelay.config.AggregationStrategy
 			aggMap["gpotel.process.info"] = mb.metricGpotelProcessInfo.config.AggregationStrategy
@@ -133,6 +134,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 1, 11)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessDelayDataPoint(ts, 1, 11, AttributeDelayTypeSwapin)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessDelayDataPoint(ts, 3, 12, AttributeDelayTypeFreepages)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -265,6 +272,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpotelPressureStallRatio.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelPressureStallTime.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessCPURunDelay.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDiskCancelledWrite.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDiskDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessInfo.aggDataPoints)
@@ -570,6 +578,55 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
 						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
+				case "gpotel.process.delay":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.delay"], "Found a duplicate in the metrics slice: gpotel.process.delay")
+						validatedMetrics["gpotel.process.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+						delayTypeAttrVal, ok := dp.Attributes().Get("gpotel.delay.type")
+						assert.True(t, ok)
+						assert.Equal(t, "swapin", delayTypeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.delay"], "Found a duplicate in the metrics slice: gpotel.process.delay")
+						validatedMetrics["gpotel.process.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.process.delay"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.delay.type")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.disk.cancelled_write":

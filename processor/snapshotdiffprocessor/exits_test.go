@@ -1,0 +1,80 @@
+package snapshotdiffprocessor
+
+import (
+	"testing"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+// clusterFigure reads one point of a cluster figure on the snapshot resource.
+func clusterFigure(t *testing.T, md pmetric.Metrics, metric string, attrs ...string) float64 {
+	t.Helper()
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if k, _ := rms.At(i).Resource().Attributes().Get(sc.AttrResourceKind); k.Str() != sc.KindSnapshot {
+			continue
+		}
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Name() != metric {
+					continue
+				}
+				dps := ms.At(k).Gauge().DataPoints()
+				for d := range dps.Len() {
+					if attrsEqual(dps.At(d).Attributes(), attrs) {
+						return dps.At(d).DoubleValue()
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("no %s point with %v", metric, attrs)
+	return 0
+}
+
+func TestExitedProcessCountsItsFinalTotalsInTheWindowItExitedIn(t *testing.T) {
+	p, sink := newTestProcessor(t, createDefaultConfig().(*Config))
+	live := proc("sdw1", 0, 7, 100, 0, 1, 0)
+	exited := proc("sdw1", 0, 7, 100, 0, 3, 0) // same identity, final totals
+	exited.Exited = true
+	out := feed(t, p, sink,
+		snap(10, nil, []int64{7}, live),
+		snap(20, nil, []int64{7}, exited))
+	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 2 {
+		t.Errorf("session cpu over the window: %v, want 3 (final) - 1 (at the old snapshot) = 2", got)
+	}
+	if got := figure(t, out, 7, sc.MetricSessionProcesses); got != 0 {
+		t.Errorf("an exited process is not live: processes %v", got)
+	}
+	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 0 {
+		t.Errorf("lifetime counts live processes only: %v", got)
+	}
+}
+
+func TestProcessNoScrapeSawIsCountedToItsSegmentAndTheCluster(t *testing.T) {
+	p, sink := newTestProcessor(t, createDefaultConfig().(*Config))
+	live := proc("sdw1", 0, 7, 100, 0, 1, 0)
+	live2 := proc("sdw1", 0, 7, 100, 0, 1.5, 0)
+	ghost := proc("sdw1", 1, 0, 200, 12, 2, 0) // born and gone between two scrapes
+	ghost.Exited, ghost.Unattributed = true, true
+	out := feed(t, p, sink,
+		snap(10, nil, []int64{7}, live),
+		snap(20, nil, []int64{7}, live2, ghost))
+	if got := clusterFigure(t, out, sc.ClusterMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 2.5 {
+		t.Errorf("cluster cpu %v, want 0.5 (live) + 2 (unattributed exit)", got)
+	}
+	if got := clusterFigure(t, out, sc.UnattributedMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrHostName, "sdw1",
+		sc.AttrSegmentID, "1", sc.AttrCPUMode, sc.CPUModeUser); got != 2 {
+		t.Errorf("unattributed cpu of sdw1 segment 1: %v, want 2", got)
+	}
+	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+		t.Errorf("the session keeps only its own: %v", got)
+	}
+	if countKind(out, sc.KindExited) != 0 {
+		t.Error("exited resources are forwarded only with emit_process_metrics")
+	}
+}

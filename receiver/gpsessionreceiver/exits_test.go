@@ -1,0 +1,169 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/segmentagent"
+)
+
+// startNobody starts cmd as user nobody, a child of this test binary (which
+// plays the postmaster), and ends it with the test.
+func startNobody(t *testing.T, name string, args ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// processView is one process of a process or exited resource.
+type processView struct {
+	resource pcommon.Map // the resource's attributes
+	start    pcommon.Timestamp
+	segment  int64
+}
+
+// processesOf returns the processes of the resources of one kind, by pid,
+// from their gpotel.process.info points.
+func processesOf(mds []pmetric.Metrics, kind string) map[int64]processView {
+	out := map[int64]processView{}
+	for _, md := range mds {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			a := rms.At(i).Resource().Attributes()
+			if k, _ := a.Get(gpsemconv.AttrResourceKind); k.Str() != kind {
+				continue
+			}
+			sms := rms.At(i).ScopeMetrics()
+			for j := range sms.Len() {
+				ms := sms.At(j).Metrics()
+				for k := range ms.Len() {
+					if ms.At(k).Name() != gpsemconv.MetricProcessInfo {
+						continue
+					}
+					dps := ms.At(k).Gauge().DataPoints()
+					for d := range dps.Len() {
+						pid, _ := dps.At(d).Attributes().Get(gpsemconv.AttrProcessPID)
+						seg, _ := dps.At(d).Attributes().Get(gpsemconv.AttrSegmentID)
+						out[pid.Int()] = processView{resource: a, start: dps.At(d).StartTimestamp(), segment: seg.Int()}
+					}
+				}
+			}
+		}
+	}
+	return out
+}
+
+// TestExitRecordsAreAttributedToWhatEarlierScrapesSaw runs a real agent with
+// taskstats: a process a scrape saw and that then exited comes back as an
+// exited resource with that scrape's identity and session; one no scrape saw
+// comes back unattributed, on the segment of its parent (the "postmaster",
+// here this test binary, whose children the scrapes saw).
+func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting processes as nobody needs root")
+	}
+	acfg := segmentagent.NewDefaultConfig()
+	acfg.ListenAddress = "127.0.0.1:0"
+	acfg.AllowedUsers = []string{"nobody"}
+	acfg.Hostname = "sdw1"
+	agent, err := segmentagent.New(acfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
+		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
+	}
+	if err := agent.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+
+	stays := startNobody(t, "sleep", "600")
+	goes := startNobody(t, "sleep", "600")
+	src := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000, Backends: []Backend{
+		{SegmentID: 0, PID: int64(stays.Process.Pid), SessionID: 7, BackendType: "client backend"},
+		{SegmentID: 0, PID: int64(goes.Process.Pid), SessionID: 8, BackendType: "client backend"},
+	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "mdw"}, {Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}}
+	cfg := validConfig()
+	cfg.Agents = map[string]string{"sdw1": agent.Addr().String()}
+	cfg.HostTimeout = 10 * time.Second
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	s := unitScraper(t, cfg, src, nil, tt)
+
+	sink := s.next.(*consumertest.MetricsSink) // the process batches
+	_, _ = s.scrape(context.Background())
+	seen, ok := processesOf(sink.AllMetrics(), gpsemconv.KindProcess)[int64(goes.Process.Pid)]
+	if !ok {
+		t.Fatalf("the first scrape did not see pid %d", goes.Process.Pid)
+	}
+
+	_ = goes.Process.Kill()
+	_ = goes.Wait()
+	src.state.Backends = src.state.Backends[:1]
+	ghost := startNobody(t, "sh", "-c", "i=0; while [ $i -lt 50000 ]; do i=$((i+1)); done")
+	_ = ghost.Wait()
+
+	var attributed, unattributed *processView
+	await.Until(t, "exit records of the seen and the unseen process", func() bool {
+		md, _ := s.scrape(context.Background())
+		for pid, v := range processesOf([]pmetric.Metrics{md}, gpsemconv.KindExited) {
+			switch pid {
+			case int64(goes.Process.Pid):
+				attributed = &v
+			case int64(ghost.Process.Pid):
+				unattributed = &v
+			}
+		}
+		return attributed != nil && unattributed != nil
+	})
+	if sess, _ := attributed.resource.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
+		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.resource.AsRaw())
+	}
+	if attributed.start != seen.start {
+		t.Errorf("creation time %v, want the scrape's %v: the processor must continue the same process", attributed.start, seen.start)
+	}
+	if _, ok := unattributed.resource.Get(gpsemconv.AttrSessionID); ok {
+		t.Errorf("a process no scrape saw has no session: %v", unattributed.resource.AsRaw())
+	}
+	if unattributed.segment != 0 {
+		t.Errorf("unattributed exit on segment %d, want 0 (its parent's)", unattributed.segment)
+	}
+}
+
+// Every delay type of a process gets its point: the point buffer holds the
+// largest attribute enum.
+func TestEveryDelayTypeIsCollected(t *testing.T) {
+	var p kernelunits.Process
+	for i := range p.Delays {
+		p.Delays[i] = kernelunits.Value[float64]{V: float64(i + 1), OK: true}
+	}
+	var pp processPoints
+	pp.collect(&p)
+	if got := pp[pmDelay].n; got != kernelunits.NumDelays {
+		t.Fatalf("%d delay points, want %d", got, kernelunits.NumDelays)
+	}
+	for i, pt := range pp[pmDelay].pts[:pp[pmDelay].n] {
+		if pt.attr != delayTypes[i].String() || pt.f != float64(i+1) {
+			t.Errorf("point %d: %+v", i, pt)
+		}
+	}
+}

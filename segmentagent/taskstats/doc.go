@@ -1,0 +1,22 @@
+// Package taskstats reads the Linux taskstats interface over generic netlink:
+// per-task records of live processes (Client.Task, Client.Group), the final
+// record of every task that exits (Listener), and cgroup v1 task-state counts
+// (Client.Cgroup). Every TASKSTATS_CMD_GET needs CAP_NET_ADMIN.
+//
+// Why github.com/mdlayher/genetlink and our own decoder, not
+// github.com/mdlayher/taskstats: that package has no exit listener (it never
+// sends TASKSTATS_CMD_ATTR_REGISTER_CPUMASK), it casts the kernel's bytes to
+// unix.Taskstats through unsafe.Pointer without checking the length, so a
+// kernel whose struct is shorter than x/sys's (any kernel older than the
+// x/sys headers) is read past the end of the attribute, and it keeps only a
+// few fields (no I/O, no delays beyond three). genetlink and netlink are the
+// same author's well-kept socket and attribute layers (used by
+// mdlayher/taskstats itself, by Tailscale and by the Prometheus node exporter's
+// wifi collector). DecodeMessage is the one decoder of struct taskstats: it
+// reads each field only when the struct's version has it and the bytes hold
+// it, and skips a truncated, oversized or unknown-version message with a
+// reason, never a panic (FuzzDecodeMessage).
+//
+// Values stay in the kernel's units (µs for utime/stime/etime, ns for run
+// totals and delays, KiB for high-water marks); internal/kernelunits converts.
+package taskstats

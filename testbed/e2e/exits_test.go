@@ -1,0 +1,350 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+// churnWindow is the config/testbed.yaml window the churn is measured over.
+const churnWindow = "30s"
+
+// TestExitedBackendsAreCounted runs connection churn (every backend lives
+// far less than a collection interval) across the coordinator and the
+// segments, and compares gpotel's session-independent CPU total for a window
+// (gpotel.cluster.cpu.time: exited plus live) with the postmasters' own
+// account: each postmaster's cutime+cstime grows by exactly the CPU of the
+// children it reaped, plus what its live children used. Without exit records
+// the same churn is undercounted.
+func TestExitedBackendsAreCounted(t *testing.T) {
+	needBinaries(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+
+	with := measureChurn(t, c, nil)
+	t.Logf("with exit records:    gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
+		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped)",
+		with.gpotel, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped)
+	without := measureChurn(t, c, []string{"--set=receivers::gpsession::exit_records=false"})
+	t.Logf("without exit records: gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f",
+		without.gpotel, without.truth(), without.reaped, without.live, without.span, without.gpotel/without.truth())
+
+	// The pipeline loses and duplicates no record: gpotel's total is the
+	// live children's CPU plus what the kernel's exit records say.
+	if want := with.live + with.records; math.Abs(with.gpotel-want) > tolerance*want {
+		t.Errorf("with exit records gpotel's window total %.3f s is not within %.0f %% of live %.3f s + exit records %.3f s", with.gpotel, tolerance*100, with.live, with.records)
+	}
+	// Against the postmasters: see exitRecordGap.
+	if math.Abs(with.gpotel-with.truth()) > exitRecordGap*with.truth() {
+		t.Errorf("with exit records gpotel's window total %.3f s is not within %.0f %% of the postmasters' %.3f s", with.gpotel, exitRecordGap*100, with.truth())
+	}
+	if without.gpotel > 0.7*without.truth() {
+		t.Errorf("without exit records gpotel counted %.3f s of %.3f s: the churn should be undercounted, so the test would not show what exit records add",
+			without.gpotel, without.truth())
+	}
+}
+
+// exitRecordGap bounds gpotel against the postmasters' own account. A
+// taskstats exit record is taken inside do_exit before the kernel tears the
+// process down (exit_mm, closing its files) and from a sum_exec_runtime last
+// brought up to date at the previous tick or context switch; the parent's
+// cutime+cstime gets all of it at reap time. For backends that live a few
+// milliseconds that is 10-17 % of their CPU (measured here: 0.90 with the
+// testbed's churn; 0.83 for children that map and touch 128 MiB of shared
+// memory), so the records are checked at 5 % against their own sum and the
+// whole at this bound against the postmasters.
+const exitRecordGap = 0.20
+
+// churnResult is one window's CPU seconds by gpotel, by the postmasters, and
+// by the kernel's exit records of the postmasters' children.
+type churnResult struct {
+	gpotel, reaped, live, span, records float64
+}
+
+func (r churnResult) truth() float64 { return r.reaped + r.live }
+
+// measureChurn starts a stack (collector args added), runs the churn inside
+// quiet margins, and reads the first snapshot whose window covers it all.
+func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) churnResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 400,
+		CollectorArgs: collectorArgs})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	defer func() {
+		if t.Failed() {
+			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
+		}
+		if err := s.Close(); err != nil {
+			t.Errorf("stack close: %v", err)
+		}
+	}()
+
+	sampler := startPostmasterSampler(t, c)
+	defer sampler.stop()
+	time.Sleep(16 * time.Second) // quiet margin: the 30s window ending after the churn starts after the sampler
+	churnStart := time.Now()
+	var churns []*workload.Session
+	for i := range 3 {
+		w, err := workload.Start(context.Background(), c, workload.Spec{Name: fmt.Sprintf("e2e-churn-%d", i), Kind: workload.Churn,
+			Duration: 12 * time.Second, Interval: 20 * time.Millisecond})
+		if err != nil {
+			t.Fatalf("churn workload: %v", err)
+		}
+		churns = append(churns, w)
+	}
+	for _, w := range churns {
+		if err := w.Wait(); err != nil {
+			t.Fatalf("churn workload: %v", err)
+		}
+	}
+	churnEnd := time.Now()
+
+	var res churnResult
+	waitFor(t, "a snapshot whose "+churnWindow+" window covers the churn", func() (bool, string) {
+		at, span, cpu, ok := newestClusterCPU(s.Sink.Received(), churnWindow)
+		if !ok {
+			return false, "no snapshot resource with cluster figures yet"
+		}
+		// Two scrapes after the churn: the last exits' records have been fetched.
+		if at.Before(churnEnd.Add(5 * time.Second)) {
+			return false, fmt.Sprintf("newest snapshot %s is before the churn ended + 5s", at.Format(time.TimeOnly))
+		}
+		from := at.Add(-time.Duration(span * float64(time.Second)))
+		if !from.Before(churnStart) {
+			return false, fmt.Sprintf("window from %s does not cover the churn start %s", from.Format(time.TimeOnly), churnStart.Format(time.TimeOnly))
+		}
+		reaped, live, err := sampler.between(from, at)
+		if err != nil {
+			return false, err.Error()
+		}
+		res = churnResult{gpotel: cpu, reaped: reaped, live: live, span: span}
+		if res.records, err = exitRecordsCPU(s, sampler.postmasters, from, at); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+	return res
+}
+
+// exitRecordsCPU sums, straight from one agent (every agent of the testbed
+// shares the kernel, so each keeps every database exit), the CPU of the exit
+// records of the postmasters' children received in (from, to].
+func exitRecordsCPU(s *Stack, postmasters []int, from, to time.Time) (float64, error) {
+	var addr string
+	for _, a := range s.AgentEndpoints {
+		addr = a
+		break
+	}
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = conn.Close() }()
+	client := gpotelv1.NewTaskStatsClient(conn)
+	parents := map[int64]bool{}
+	for _, pm := range postmasters {
+		parents[int64(pm)] = true
+	}
+	var total float64
+	req := &gpotelv1.GetExitRecordsRequest{}
+	for {
+		resp, err := client.GetExitRecords(context.Background(), req)
+		if err != nil {
+			return 0, err
+		}
+		for _, r := range resp.GetRecords() {
+			at := time.Unix(0, r.GetExitTimeUnixNano())
+			if parents[r.GetStats().GetPpid()] && at.After(from) && !at.After(to) {
+				total += float64(r.GetStats().GetCpuRunVirtualNs()) / 1e9
+			}
+		}
+		if !resp.GetMore() {
+			return total, nil
+		}
+		req = &gpotelv1.GetExitRecordsRequest{Epoch: resp.GetEpoch(), Cursor: resp.GetNextCursor()}
+	}
+}
+
+// newestClusterCPU finds the newest snapshot resource in the OTLP output and
+// returns its time, the window's span and gpotel.cluster.cpu.time (user+system).
+func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, float64, float64, bool) {
+	var best time.Time
+	var span, cpu float64
+	found := false
+	for _, md := range batches {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != gpsemconv.KindSnapshot {
+				continue
+			}
+			var at time.Time
+			var sp, total float64
+			var hasSpan, hasCPU bool
+			sms := rms.At(i).ScopeMetrics()
+			for j := range sms.Len() {
+				ms := sms.At(j).Metrics()
+				for k := range ms.Len() {
+					m := ms.At(k)
+					if m.Type() != pmetric.MetricTypeGauge {
+						continue
+					}
+					dps := m.Gauge().DataPoints()
+					for d := range dps.Len() {
+						dp := dps.At(d)
+						if w, _ := dp.Attributes().Get(gpsemconv.AttrWindow); w.Str() != window {
+							continue
+						}
+						switch m.Name() {
+						case gpsemconv.ClusterMetric(gpsemconv.MetricSessionWindowSpan):
+							sp, hasSpan, at = dp.DoubleValue(), true, dp.Timestamp().AsTime()
+						case gpsemconv.ClusterMetric(gpsemconv.MetricSessionCPUTime):
+							total += dp.DoubleValue()
+							hasCPU = true
+						}
+					}
+				}
+			}
+			if hasSpan && hasCPU && at.After(best) {
+				best, span, cpu, found = at, sp, total, true
+			}
+		}
+	}
+	return best, span, cpu, found
+}
+
+// postmasterSampler reads, every 50 ms, every postmaster's cutime+cstime
+// (what its reaped children used) and its live children's utime+stime.
+type postmasterSampler struct {
+	postmasters []int
+	clk         float64
+	mu          sync.Mutex
+	samples     []postmasterSample
+	done        chan struct{}
+	stopped     chan struct{}
+}
+
+type postmasterSample struct {
+	at           time.Time
+	reaped, live float64
+}
+
+func startPostmasterSampler(t *testing.T, c *cluster.Cluster) *postmasterSampler {
+	t.Helper()
+	s := &postmasterSampler{clk: float64(groundtruth.ClockTicks()), done: make(chan struct{}), stopped: make(chan struct{})}
+	for _, in := range c.Instances() {
+		s.postmasters = append(s.postmasters, in.PostmasterPID)
+	}
+	if _, err := s.read(); err != nil {
+		t.Fatalf("postmaster sampler: %v", err)
+	}
+	go func() {
+		defer close(s.stopped)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if smp, err := s.read(); err == nil {
+				s.mu.Lock()
+				s.samples = append(s.samples, smp)
+				s.mu.Unlock()
+			}
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+func (s *postmasterSampler) stop() { close(s.done); <-s.stopped }
+
+func (s *postmasterSampler) read() (postmasterSample, error) {
+	smp := postmasterSample{at: time.Now()}
+	for _, pm := range s.postmasters {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pm))
+		if err != nil {
+			return smp, err
+		}
+		cutime, cstime, err := childTimes(b)
+		if err != nil {
+			return smp, fmt.Errorf("postmaster %d: %w", pm, err)
+		}
+		smp.reaped += float64(cutime+cstime) / s.clk
+		kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm, pm))
+		if err != nil {
+			return smp, err
+		}
+		for _, f := range strings.Fields(string(kids)) {
+			pid, _ := strconv.Atoi(f)
+			if p, err := groundtruth.Read(pid); err == nil {
+				smp.live += p.CPUSeconds()
+			}
+		}
+	}
+	return smp, nil
+}
+
+// childTimes returns stat fields 16 and 17 (cutime, cstime), in clock ticks.
+func childTimes(stat []byte) (int64, int64, error) {
+	i := bytes.LastIndexByte(stat, ')')
+	if i < 0 {
+		return 0, 0, fmt.Errorf("stat without comm: %q", stat)
+	}
+	f := strings.Fields(string(stat[i+1:])) // f[0] is field 3 (state)
+	if len(f) < 15 {
+		return 0, 0, fmt.Errorf("stat with %d fields after comm", len(f))
+	}
+	cu, err1 := strconv.ParseInt(f[13], 10, 64)
+	cs, err2 := strconv.ParseInt(f[14], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, 0, fmt.Errorf("cutime/cstime %q %q", f[13], f[14])
+	}
+	return cu, cs, nil
+}
+
+// between is the growth of the reaped and the live children's CPU from the
+// last sample at or before from to the last at or before to.
+func (s *postmasterSampler) between(from, to time.Time) (reaped, live float64, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	at := func(t time.Time) (postmasterSample, bool) {
+		var best postmasterSample
+		ok := false
+		for _, smp := range s.samples {
+			if smp.at.After(t) {
+				break
+			}
+			best, ok = smp, true
+		}
+		return best, ok
+	}
+	a, ok1 := at(from)
+	b, ok2 := at(to)
+	if !ok1 || !ok2 {
+		return 0, 0, fmt.Errorf("no postmaster sample at %s or %s", from.Format(time.TimeOnly), to.Format(time.TimeOnly))
+	}
+	// A child reaped in between moves its CPU from live to reaped: the sum is
+	// what all children used, and each part alone is reported for the log.
+	return b.reaped - a.reaped, b.live - a.live, nil
+}
