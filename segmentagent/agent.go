@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/listenaddr"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -114,6 +115,10 @@ func (a *Agent) Start(ctx context.Context) error {
 				a.logger.Error("telemetry endpoint stopped", zap.Error(err))
 			}
 		}()
+	}
+	if listenaddr.PlaintextBeyondLoopback(a.cfg.ListenAddress, a.cfg.TLS != nil) {
+		a.logger.Warn("serving plaintext gRPC beyond loopback (insecure: true): any host that reaches this port may ask for process figures",
+			zap.String("listen_address", a.cfg.ListenAddress))
 	}
 	a.listener = lis
 	a.grpcServer = grpc.NewServer(opts...)
