@@ -78,7 +78,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.Stop() })
 	api := dialAPI(t, s.API)
-	waitFor(t, time.Minute, "the API serves the workload session", func() (bool, string) {
+	waitFor(t, "the API serves the workload session", func() (bool, string) {
 		st, err := stateOf(context.Background(), api, w.SessID())
 		return err == nil && st != nil, fmt.Sprint(err)
 	})
@@ -214,7 +214,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			// The Go runtime hands freed memory back in the background: wait for it.
 			limit := baseline + max(baseline/5, 16<<20)
 			var now int64
-			waitFor(t, 3*time.Minute, target.name+" RSS back to its baseline", func() (bool, string) {
+			waitFor(t, target.name+" RSS back to its baseline", func() (bool, string) {
 				now, err = rssBytes(target.pid)
 				return err == nil && now <= limit, fmt.Sprintf("%.1f MiB, limit %.1f MiB (%v)", mib(float64(now)), mib(float64(limit)), err)
 			})

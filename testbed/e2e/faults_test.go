@@ -99,7 +99,7 @@ func TestAgentFrozenForThreeIntervals(t *testing.T) {
 	t.Cleanup(func() { _ = w.Stop() })
 	truth := sampleTruth(w.AllPids(), 50*time.Millisecond)
 	t.Cleanup(func() { _ = truth.Stop() })
-	waitFor(t, time.Minute, "the session shows complete", func() (bool, string) {
+	waitFor(t, "the session shows complete", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		sys := st.GetLastMetrics().GetSystemStat()
 		return err == nil && st != nil && sys.GetHosts() == 3 && !sys.GetPartial(), fmt.Sprintf("%v %v", err, sys)
@@ -126,7 +126,7 @@ func TestAgentFrozenForThreeIntervals(t *testing.T) {
 	t.Logf("injected: SIGSTOP to %s's agent (pid %d) for %s, then SIGCONT", victim, pid, resumedAt.Sub(frozeAt).Round(time.Millisecond))
 
 	var exact *yagpcc.SessionState
-	waitFor(t, time.Minute, "a complete snapshot after the resume", func() (bool, string) {
+	waitFor(t, "a complete snapshot after the resume", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)
@@ -139,7 +139,7 @@ func TestAgentFrozenForThreeIntervals(t *testing.T) {
 		return false, fmt.Sprint(sys)
 	})
 	afterResume := exact.GetTime().AsTime()
-	waitFor(t, time.Minute, "the OTLP sink holds the snapshots up to the resume", func() (bool, string) {
+	waitFor(t, "the OTLP sink holds the snapshots up to the resume", func() (bool, string) {
 		snaps := sinkSnapshots(snapshotsOf(s.Sink))
 		return len(snaps) > 0 && !snaps[len(snaps)-1].at.Before(afterResume), fmt.Sprintf("%d snapshots", len(snaps))
 	})
@@ -194,7 +194,7 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = w.Stop() })
 	var before *yagpcc.SessionState
-	waitFor(t, time.Minute, "the session's window is full", func() (bool, string) {
+	waitFor(t, "the session's window is full", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		sys := st.GetLastMetrics().GetSystemStat()
 		before = st
@@ -215,14 +215,14 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	t.Logf("injected: SIGKILL to the collector at %s, restarted on %s", killedAt.Format("15:04:05.000"), s.API)
 
 	var first *yagpcc.SessionState
-	waitFor(t, time.Minute, "the restarted API serves the session", func() (bool, string) {
+	waitFor(t, "the restarted API serves the session", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		first = st
 		return err == nil && st != nil, fmt.Sprint(err)
 	})
 	servedAfter := time.Since(startedAt)
 	var firstSnapshot time.Time
-	waitFor(t, time.Minute, "the sink has the restarted collector's snapshots", func() (bool, string) {
+	waitFor(t, "the sink has the restarted collector's snapshots", func() (bool, string) {
 		for _, sn := range sinkSnapshots(snapshotsOf(s.Sink)) {
 			if sn.at.After(killedAt) {
 				firstSnapshot = sn.at
@@ -239,7 +239,7 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	}
 
 	var spans []string
-	waitFor(t, time.Minute, "the window fills again", func() (bool, string) {
+	waitFor(t, "the window fills again", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)

@@ -156,7 +156,7 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 	go func() { produced.poll(pollCtx, api, w.SessID(), 250*time.Millisecond); close(polled) }()
 	t.Cleanup(func() { stopPolling(); <-polled })
 
-	waitFor(t, time.Minute, "OTLP data arrives before the outage", func() (bool, string) {
+	waitFor(t, "OTLP data arrives before the outage", func() (bool, string) {
 		return len(sinkSnapshots(snapshotsOf(s.Sink))) >= 3, fmt.Sprintf("%d requests", s.Sink.Requests())
 	})
 	first := s.Sink
@@ -174,7 +174,7 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 
 	// Produced: every snapshot the API showed from before the outage to a tick after it.
 	var want []time.Time
-	waitFor(t, time.Minute, "the API shows a snapshot after the backend is back", func() (bool, string) {
+	waitFor(t, "the API shows a snapshot after the backend is back", func() (bool, string) {
 		want = produced.between(downAt.Add(-10*time.Second), upAt.Add(testbedInterval))
 		last := produced.between(upAt.Add(testbedInterval), time.Now().Add(time.Hour))
 		return len(last) > 0, fmt.Sprintf("%d produced so far", len(want))
@@ -188,7 +188,7 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 		return got
 	}
 	var lost []time.Time
-	waitFor(t, 5*time.Minute, "every produced snapshot reaches the backend", func() (bool, string) {
+	waitFor(t, "every produced snapshot reaches the backend", func() (bool, string) {
 		got := received()
 		lost = lost[:0]
 		for _, at := range want {

@@ -69,7 +69,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer 
 		}
 		_ = proc.Stop(15 * time.Second)
 	})
-	waitFor(t, time.Minute, "prometheus ready", func() (bool, string) {
+	waitFor(t, "prometheus ready", func() (bool, string) {
 		if exited, err := proc.Exited(); exited {
 			t.Fatalf("prometheus exited (%v): %s", err, proc.LogTail(3000))
 		}
@@ -237,7 +237,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	// Each expression must answer with series for the workload's sessions
 	// (when it keeps session labels) and for every host (when it keeps host labels).
 	answered := map[string]string{}
-	waitFor(t, 90*time.Second, "every dashboard and rule expression answers for the workload", func() (bool, string) {
+	waitFor(t, "every dashboard and rule expression answers for the workload", func() (bool, string) {
 		var missing []string
 		for _, e := range exprs {
 			if _, ok := answered[e.Source]; ok {
@@ -265,7 +265,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 		apiCores := apiSeconds / sys.GetWindowSeconds()
 		sel := fmt.Sprintf(`{gpotel_window="5m", gpotel_session_id="%d"}`, cpu.SessID())
 		var promSeconds, promCores float64
-		waitFor(t, time.Minute, "Prometheus holds the API's snapshot", func() (bool, string) {
+		waitFor(t, "Prometheus holds the API's snapshot", func() (bool, string) {
 			got, err := prom.query(ctx, "sum(gpotel_session_cpu_time_seconds"+sel+") and on() (timestamp(gpotel_session_cpu_time_seconds"+sel+") >= "+fmt.Sprintf("%.3f", float64(at.UnixMilli())/1e3)+")", at)
 			if err != nil || len(got) != 1 {
 				return false, fmt.Sprintf("%v %v", got, err)
