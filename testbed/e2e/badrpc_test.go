@@ -140,7 +140,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			resp, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{
 				SegmentProcess: []*yagpcc.SegmentProcess{{Pid: int64(segPids[0])}}})
 			if err == nil && resp.GetSummary().GetAnswered() != 1 {
@@ -175,7 +175,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer conn.Close()
+			defer func() { _ = conn.Close() }()
 			for round := 0; round < 5; round++ {
 				for _, c := range target.calls {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -209,7 +209,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			}
 			peak, _ := rssBytes(target.pid)
 			for _, c := range stuck {
-				c.Close()
+				_ = c.Close()
 			}
 			// The Go runtime hands freed memory back in the background: wait for it.
 			limit := baseline + max(baseline/5, 16<<20)
@@ -247,7 +247,7 @@ func garbageConnections(endpoint string, n int) (int, error) {
 		if err == nil || !errors.As(err, &ne) || !ne.Timeout() {
 			closed++ // EOF or reset: the server hung up
 		}
-		c.Close()
+		_ = c.Close()
 	}
 	return closed, nil
 }

@@ -99,7 +99,7 @@ func TestPackagesInstallAndStart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
 		defer ccancel()
 		health, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
@@ -154,7 +154,7 @@ func readEnvFile(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var env []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {

@@ -77,7 +77,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer 
 		if err != nil {
 			return false, err.Error()
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return p
@@ -103,7 +103,7 @@ func (p *prometheusServer) query(ctx context.Context, expr string, at time.Time)
 	if err != nil {
 		return nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	var body struct {
 		Status string `json:"status"`
 		Error  string `json:"error"`
