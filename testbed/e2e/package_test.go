@@ -70,15 +70,8 @@ func TestPackagesInstallAndStart(t *testing.T) {
 		if err != nil {
 			t.Fatalf("the packaged config allows postgres and gpadmin; no postgres user here: %v", err)
 		}
-		uid, _ := strconv.Atoi(dbUser.Uid)
-		gid, _ := strconv.Atoi(dbUser.Gid)
 		// A process of the database user, as a backend would be.
-		backend := exec.Command("sleep", "600")
-		backend.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
-		if err := backend.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = backend.Process.Kill(); _ = backend.Wait() })
+		backend := processOf(t, dbUser)
 
 		port, err := freePort("127.0.0.1")
 		if err != nil {
@@ -107,14 +100,14 @@ func TestPackagesInstallAndStart(t *testing.T) {
 			t.Fatalf("health: %v %v", health, err)
 		}
 		resp, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(cctx, &yagpcc.GetPidProcInfoReq{
-			SegmentProcess: []*yagpcc.SegmentProcess{{Pid: int64(backend.Process.Pid)}, {Pid: 1}},
+			SegmentProcess: []*yagpcc.SegmentProcess{{Pid: int64(backend)}, {Pid: 1}},
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		sum := resp.GetSummary()
 		t.Logf("packaged agent: %d answered, %d denied of %d; host %s", sum.GetAnswered(), sum.GetDenied(), sum.GetRequested(), resp.GetHost().GetHostname())
-		if sum.GetAnswered() != 1 || sum.GetDenied() != 1 || len(resp.GetPidProcData()) != 1 || resp.GetPidProcData()[0].GetPid() != int64(backend.Process.Pid) {
+		if sum.GetAnswered() != 1 || sum.GetDenied() != 1 || len(resp.GetPidProcData()) != 1 || resp.GetPidProcData()[0].GetPid() != int64(backend) {
 			t.Errorf("want the postgres process answered and pid 1 (root) denied: %v", resp.GetSummary())
 		}
 	})
@@ -127,6 +120,20 @@ func TestPackagesInstallAndStart(t *testing.T) {
 			t.Errorf("validate the packaged config with the packaged environment %v: %v\n%s", env, err, out)
 		}
 	})
+}
+
+// processOf starts a process owned by u that lives until the test ends, and returns its pid.
+func processOf(t *testing.T, u *user.User) int {
+	t.Helper()
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	p := exec.Command("sleep", "3600")
+	p.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Process.Kill(); _ = p.Wait() })
+	return p.Process.Pid
 }
 
 func unpackDeb(t *testing.T, deb string) string {
