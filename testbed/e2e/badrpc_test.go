@@ -22,27 +22,11 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
-
-// rawCodec sends bytes as they are, so a test can put garbage where a
-// protobuf message belongs; it names itself "proto" to pass as one.
-type rawCodec struct{}
-
-func (rawCodec) Marshal(v any) (mem.BufferSlice, error) {
-	return mem.BufferSlice{mem.SliceBuffer(*(v.(*[]byte)))}, nil
-}
-
-func (rawCodec) Unmarshal(data mem.BufferSlice, v any) error {
-	*(v.(*[]byte)) = data.Materialize()
-	return nil
-}
-
-func (rawCodec) Name() string { return "proto" }
 
 // rssBytes is the resident memory of pid from /proc/<pid>/status.
 func rssBytes(pid int) (int64, error) {
@@ -128,8 +112,8 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			return err
 		}},
 		{"garbage bytes as the request message", codes.Internal, func(ctx context.Context, conn *grpc.ClientConn) error {
-			var reply []byte
-			return conn.Invoke(ctx, "/yagpcc.GetQueryInfo/GetPidProcStat", &garbage, &reply, grpc.ForceCodecV2(rawCodec{}))
+			// rawCodec (replay_test.go) puts the bytes on the wire as they are.
+			return conn.Invoke(ctx, "/yagpcc.GetQueryInfo/GetPidProcStat", &rawMessage{b: garbage}, &rawMessage{}, grpc.ForceCodec(rawCodec{}))
 		}},
 	}
 	apiCalls := []badCall{
@@ -146,8 +130,7 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			return err
 		}},
 		{"garbage bytes as the request message", codes.Internal, func(ctx context.Context, conn *grpc.ClientConn) error {
-			var reply []byte
-			return conn.Invoke(ctx, "/yagpcc.GetGPInfo/GetGPSessions", &garbage, &reply, grpc.ForceCodecV2(rawCodec{}))
+			return conn.Invoke(ctx, "/yagpcc.GetGPInfo/GetGPSessions", &rawMessage{b: garbage}, &rawMessage{}, grpc.ForceCodec(rawCodec{}))
 		}},
 	}
 	healthy := map[string]func(context.Context) error{
