@@ -90,6 +90,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSizeMiB << 20),
 		grpc.MaxSendMsgSize(a.cfg.MaxSendMsgSizeMiB << 20),
+		// The collector asks one host one batch at a time; a client that opens
+		// streams and never reads their answers holds at most this many per connection.
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 	}
 	if a.cfg.TLS != nil {
 		tlsCfg, err := a.cfg.TLS.LoadTLSConfig(ctx)

@@ -21,6 +21,8 @@ const (
 	DefaultListenAddress     = "127.0.0.1:1433"
 	DefaultMaxRecvMsgSizeMiB = 4
 	DefaultMaxSendMsgSizeMiB = 64
+	// maxConcurrentStreams bounds the calls in flight on one connection.
+	maxConcurrentStreams = 16
 )
 
 // Config is the agent process's configuration: the service's settings plus

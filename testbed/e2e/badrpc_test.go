@@ -184,7 +184,8 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 						t.Fatalf("%s: status %v (%v), want %v", c.name, got, err, c.want)
 					}
 					if round == 0 {
-						t.Logf("%s: %v", c.name, err)
+						rss, _ := rssBytes(target.pid)
+						t.Logf("%s: %v (RSS %.1f MiB)", c.name, err, mib(float64(rss)))
 					}
 				}
 				closed, err := garbageConnections(target.endpoint, 20)
@@ -206,6 +207,9 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 				}
 				rss, _ := rssBytes(target.pid)
 				peak = max(peak, rss)
+				if round == 0 {
+					t.Logf("with 20 clients that never read (100 streams each): RSS %.1f MiB", mib(float64(rss)))
+				}
 				for _, c := range stuck {
 					_ = c.Close()
 				}
@@ -222,14 +226,17 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			// needed (measured: it is not handed back within minutes), so the
 			// rule is: bounded, and nothing more kept by later rounds.
 			limit := baseline + 32<<20
-			t.Logf("%s RSS: baseline %.1f MiB; peak with 2000 unread streams %.1f MiB; after rounds 1..3: %.1f, %.1f, %.1f MiB (limit %.1f)",
+			t.Logf("%s RSS: baseline %.1f MiB; peak with 20 clients that never read %.1f MiB; after rounds 1..3: %.1f, %.1f, %.1f MiB (limit %.1f)",
 				target.name, mib(float64(baseline)), mib(float64(peak)),
 				mib(float64(afterRound[0])), mib(float64(afterRound[1])), mib(float64(afterRound[2])), mib(float64(limit)))
 			if afterRound[2] > limit {
 				t.Errorf("%s RSS %.1f MiB after the bad calls, baseline %.1f MiB", target.name, mib(float64(afterRound[2])), mib(float64(baseline)))
 			}
-			if afterRound[2] > afterRound[1]+4<<20 {
-				t.Errorf("%s RSS grew again from round 2 to round 3: %.1f -> %.1f MiB", target.name, mib(float64(afterRound[1])), mib(float64(afterRound[2])))
+			// Streams kept by a leak would add round 1's growth again; the
+			// collector's own churn and a late GC add a little.
+			if grew := afterRound[2] - afterRound[1]; grew > max(afterRound[0]-baseline, 4<<20)/2 {
+				t.Errorf("%s RSS grew again from round 2 to round 3 by %.1f MiB (round 1: %.1f MiB)", target.name,
+					mib(float64(grew)), mib(float64(afterRound[0]-baseline)))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
