@@ -10,13 +10,15 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 OCB_VERSION := v0.155.0
 MDATAGEN_VERSION := v0.155.0
+# v2.46 and later need go.digitalxero.dev/rpm, which the Go module proxy does not serve.
+NFPM_VERSION := v2.45.0
 GOLANGCI_LINT_VERSION := v2.15.0
 # The version is in the file name, so changing the pin installs the new one.
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m fuzz-short proto proto-check lint fmt vet tools testbed-deps run clean
+.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check lint fmt vet tools testbed-deps run clean package
 
 all: build
 
@@ -46,6 +48,9 @@ $(BIN)/mdatagen:
 	@tmp=$$(mktemp -d) && printf 'module mdatagen-build\n\ngo 1.26.0\n\nrequire go.opentelemetry.io/collector/cmd/mdatagen $(MDATAGEN_VERSION)\n' > $$tmp/go.mod && \
 	(cd $$tmp && GOFLAGS=-mod=mod $(GO) build -o $(BIN)/mdatagen go.opentelemetry.io/collector/cmd/mdatagen); rc=$$?; rm -rf $$tmp; exit $$rc
 
+$(BIN)/nfpm:
+	GOBIN=$(BIN) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/golangci-lint $@
@@ -56,7 +61,7 @@ $(BIN)/protoc-gen-go:
 $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-tools: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/mdatagen
+tools: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/mdatagen $(BIN)/nfpm
 
 # protoc comes from Debian's protobuf-compiler (installed by .ci/run).
 # yagpcc/ is the wire-compatible protocol; gpotel/v1/ is gpotel's extension API
@@ -80,10 +85,18 @@ vet:
 lint: fmt vet $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
-# PostgreSQL for the testbed, from Debian's packages, when missing.
+# What the tests start, from Debian's packages, when missing: PostgreSQL for the
+# testbed, Prometheus (and promtool) for deploy/ and the Prometheus end-to-end
+# test, systemd-analyze for the unit files, iproute2 for the network drill.
 testbed-deps:
-	@if [ ! -x /usr/lib/postgresql/15/bin/postgres ] || [ ! -f /usr/share/postgresql/15/extension/dblink.control ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql-15 postgresql-contrib; \
+	@need=(); \
+	[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15); \
+	[ -f /usr/share/postgresql/15/extension/dblink.control ] || need+=(postgresql-contrib); \
+	command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus); \
+	command -v systemd-analyze >/dev/null || need+=(systemd); \
+	command -v tc >/dev/null || need+=(iproute2); \
+	if [ $${#need[@]} -gt 0 ]; then \
+		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$${need[@]}"; \
 	fi
 
 unit:
@@ -110,11 +123,6 @@ test-stress: testbed-deps agent collector
 	@./scripts/burn-cpu.sh 2 & burner=$$!; trap 'kill $$burner 2>/dev/null' EXIT; \
 	$(GO) test -count=$(STRESS_COUNT) -timeout 60m -p 1 ./testbed/...
 
-# A short run of the netlink decoder's fuzz target (CI); FUZZTIME=1000000x for the full local run.
-FUZZTIME ?= 20s
-fuzz-short:
-	$(GO) test ./segmentagent/taskstats -run '^$$' -fuzz '^FuzzDecodeMessage$$' -fuzztime $(FUZZTIME)
-
 # Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps
 	@mkdir -p $(BUILD)
@@ -137,6 +145,37 @@ bench-scale-1m: testbed-deps
 # workload, watched through gpotel-top; Ctrl-C or q tears it all down.
 run: testbed-deps build
 	./scripts/run.sh
+
+# .deb and .rpm of gpotel-agent and otelcol-gpotel in build/packages, from
+# deploy/packaging (systemd units, default configurations).
+PKG_VERSION ?= $(shell sed -n 's/^  version: //p' builder-config.yaml)
+PKG_ARCH ?= $(shell $(GO) env GOARCH)
+package: agent collector $(BIN)/nfpm
+	@mkdir -p $(BUILD)/packages
+	set -e; for p in gpotel-agent otelcol-gpotel; do for f in deb rpm; do \
+		GPOTEL_VERSION=$(PKG_VERSION) GPOTEL_ARCH=$(PKG_ARCH) \
+			$(BIN)/nfpm package --config deploy/packaging/$$p.nfpm.yaml --packager $$f --target $(BUILD)/packages/; \
+	done; done
+
+# Every fuzz target for FUZZTIME (executions as Nx, or a duration); CI passes a
+# short one. Figures go to the terminal and build/fuzz.txt.
+FUZZTIME ?= 1000000x
+FUZZTIME_SHORT ?= 20000x
+fuzz-short:
+	$(MAKE) fuzz FUZZTIME=$(FUZZTIME_SHORT)
+
+fuzz:
+	@set -e; mkdir -p $(BUILD); : > $(BUILD)/fuzz.txt; \
+	for pkg in $$(grep -rl --include='*_test.go' '^func Fuzz' . | grep -v '^./build/' | xargs -n1 dirname | sort -u); do \
+		for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			start=$$(date +%s); \
+			if ! $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg > $(BUILD)/fuzz-last.log 2>&1; then \
+				cat $(BUILD)/fuzz-last.log; echo "fuzz: $$pkg $$target failed"; exit 1; \
+			fi; \
+			line="$$pkg $$target: $$(grep -o 'execs: [0-9]*' $(BUILD)/fuzz-last.log | tail -1), $$(( $$(date +%s) - start )) s"; \
+			echo "$$line" | tee -a $(BUILD)/fuzz.txt; \
+		done; \
+	done
 
 clean:
 	rm -rf $(BUILD)

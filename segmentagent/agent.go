@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -90,6 +91,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(a.cfg.MaxRecvMsgSizeMiB << 20),
 		grpc.MaxSendMsgSize(a.cfg.MaxSendMsgSizeMiB << 20),
+		// The collector asks one host one batch at a time; a client that opens
+		// streams and never reads their answers holds at most this many per connection.
+		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 	}
 	if a.cfg.TLS != nil {
 		tlsCfg, err := a.cfg.TLS.LoadTLSConfig(ctx)
@@ -119,6 +123,10 @@ func (a *Agent) Start(ctx context.Context) error {
 	if err := a.service.TaskStats().Start(); err != nil {
 		_ = lis.Close()
 		return err
+	}
+	if listenaddr.PlaintextBeyondLoopback(a.cfg.ListenAddress, a.cfg.TLS != nil) {
+		a.logger.Warn("serving plaintext gRPC beyond loopback (insecure: true): any host that reaches this port may ask for process figures",
+			zap.String("listen_address", a.cfg.ListenAddress))
 	}
 	a.listener = lis
 	a.grpcServer = grpc.NewServer(opts...)

@@ -21,6 +21,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/config/configtls"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -277,4 +279,19 @@ func TestStartFailsOnBadTLSFiles(t *testing.T) {
 	a, err := New(cfg, nil)
 	require.NoError(t, err)
 	assert.ErrorContains(t, a.Start(context.Background()), "tls")
+}
+
+func TestPlaintextBeyondLoopbackWarnsAtStart(t *testing.T) {
+	for listen, warnings := range map[string]int{"0.0.0.0:0": 1, "127.0.0.1:0": 0} {
+		core, logs := observer.New(zap.WarnLevel)
+		cfg := loopbackConfig(fixtureRoot)
+		cfg.ListenAddress, cfg.Insecure = listen, true
+		a, err := New(cfg, zap.New(core))
+		require.NoError(t, err)
+		require.NoError(t, a.Start(context.Background()))
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		assert.NoError(t, a.Shutdown(ctx))
+		cancel()
+		assert.Equal(t, warnings, logs.FilterMessageSnippet("plaintext gRPC beyond loopback").Len(), "%s: %v", listen, logs.All())
+	}
 }

@@ -10,13 +10,19 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpotel/gpotel/internal/listenaddr"
 )
 
 // Defaults of Config.
 const (
-	DefaultListenAddress     = "0.0.0.0:1433"
+	// Loopback until configured: the coordinator reaches an agent only once
+	// the operator opens it, with TLS or with insecure set.
+	DefaultListenAddress     = "127.0.0.1:1433"
 	DefaultMaxRecvMsgSizeMiB = 4
 	DefaultMaxSendMsgSizeMiB = 64
+	// maxConcurrentStreams bounds the calls in flight on one connection.
+	maxConcurrentStreams = 16
 )
 
 // Config is the agent process's configuration: the service's settings plus
@@ -29,6 +35,8 @@ type Config struct {
 	// TLS serves gRPC over TLS; with client_ca_file set, clients must present
 	// a certificate signed by that CA (mTLS). Absent: plaintext.
 	TLS *configtls.ServerConfig `mapstructure:"tls"`
+	// Insecure allows plaintext on a non-loopback listen address.
+	Insecure bool `mapstructure:"insecure"`
 	// MaxRecvMsgSizeMiB bounds a request (10000 pids take about 0.2 MiB).
 	MaxRecvMsgSizeMiB int `mapstructure:"max_recv_msg_size_mib"`
 	// MaxSendMsgSizeMiB bounds an answer (about 0.5 KiB a process).
@@ -65,6 +73,8 @@ func (c Config) Validate() error {
 	}
 	if _, _, err := net.SplitHostPort(c.ListenAddress); err != nil {
 		errs = append(errs, fmt.Errorf("listen_address: %w", err))
+	} else if err := listenaddr.CheckPlaintext("listen_address", c.ListenAddress, c.TLS != nil, c.Insecure); err != nil {
+		errs = append(errs, err)
 	}
 	if c.TLS != nil {
 		if err := c.TLS.Validate(); err != nil {

@@ -105,3 +105,18 @@ func TestConfigFromArgsErrors(t *testing.T) {
 	_, err = ConfigFromArgs([]string{"--config", "testdata/missing.yaml"}, io.Discard)
 	assert.Error(t, err)
 }
+
+func TestDefaultListenAddressIsLoopback(t *testing.T) {
+	assert.Equal(t, "127.0.0.1:1433", NewDefaultConfig().ListenAddress)
+}
+
+func TestPlaintextBeyondLoopbackNeedsInsecure(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--listen", "0.0.0.0:1433"}, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, cfg.Validate(), "insecure: true")
+
+	cfg, err = ConfigFromArgs([]string{"--listen", "0.0.0.0:1433", "--insecure"}, io.Discard)
+	require.NoError(t, err)
+	assert.True(t, cfg.Insecure)
+	assert.NoError(t, cfg.Validate())
+}

@@ -31,6 +31,7 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		certFile     = fs.String("tls-cert-file", "", "server certificate (PEM); enables TLS")
 		keyFile      = fs.String("tls-key-file", "", "server private key (PEM)")
 		clientCA     = fs.String("tls-client-ca-file", "", "CA that client certificates must chain to; enables mTLS")
+		insecure     = fs.Bool("insecure", false, "allow plaintext gRPC on a non-loopback listen address")
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
 		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
@@ -84,6 +85,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			tls().KeyFile = *keyFile
 		case "tls-client-ca-file":
 			tls().ClientCAFile = *clientCA
+		case "insecure":
+			cfg.Insecure = *insecure
 		case "max-recv-msg-size-mib":
 			cfg.MaxRecvMsgSizeMiB = *maxRecv
 		case "max-send-msg-size-mib":

@@ -6,11 +6,14 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
+
+	"github.com/gpotel/gpotel/internal/listenaddr"
 )
 
-// Defaults. Port 1432 is where yagpcc's coordinator service listens.
+// Defaults. Port 1432 is where yagpcc's coordinator service listens; on
+// loopback until an endpoint is configured.
 const (
-	defaultEndpoint           = "0.0.0.0:1432"
+	defaultEndpoint           = "127.0.0.1:1432"
 	defaultLastMetricsWindow  = 5 * time.Minute
 	defaultSessionGracePeriod = 30 * time.Second
 	defaultMaxSessions        = 100000
@@ -27,6 +30,8 @@ type Config struct {
 	// The gRPC server: endpoint, tls, auth, keepalive, max_recv_msg_size_mib, ...
 	configgrpc.ServerConfig `mapstructure:",squash"`
 
+	// Insecure allows plaintext on a non-loopback endpoint.
+	Insecure bool `mapstructure:"insecure"`
 	// ClusterID is reported as SessionState.cluster_id.
 	ClusterID string `mapstructure:"cluster_id"`
 	// Hostname overrides the coordinator host name reported as
@@ -69,6 +74,8 @@ func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.NetAddr.Endpoint == "" {
 		errs = append(errs, errors.New("endpoint must not be empty"))
+	} else if err := listenaddr.CheckPlaintext("endpoint", cfg.NetAddr.Endpoint, cfg.TLS.HasValue(), cfg.Insecure); err != nil {
+		errs = append(errs, err)
 	}
 	if cfg.LastMetricsWindow <= 0 {
 		errs = append(errs, fmt.Errorf("last_metrics_window must be positive, got %s", cfg.LastMetricsWindow))

@@ -33,7 +33,7 @@ func TestDefaultConfig(t *testing.T) {
 	if err := xconfmap.Validate(cfg); err != nil {
 		t.Fatalf("default config invalid: %v", err)
 	}
-	if cfg.NetAddr.Endpoint != "0.0.0.0:1432" || cfg.LastMetricsWindow != 5*time.Minute ||
+	if cfg.NetAddr.Endpoint != "127.0.0.1:1432" || cfg.LastMetricsWindow != 5*time.Minute ||
 		cfg.SessionGracePeriod != 30*time.Second || cfg.MaxSessions != 100000 ||
 		cfg.DefaultPageSize != 100 || cfg.MaxPageSize != 10000 || cfg.MaxResponseBytes != 4<<20 {
 		t.Fatalf("unexpected defaults: %+v", cfg)
@@ -67,5 +67,16 @@ func TestInvalidConfigNamesEveryProblem(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q: %v", want, err)
 		}
+	}
+}
+
+func TestPlaintextBeyondLoopbackNeedsInsecure(t *testing.T) {
+	err := xconfmap.Validate(loadConfig(t, "sessionstate/plaintext_beyond_loopback"))
+	if err == nil || !strings.Contains(err.Error(), "insecure: true") {
+		t.Fatalf("plaintext on 0.0.0.0 without insecure: %v", err)
+	}
+	cfg := loadConfig(t, "sessionstate/insecure")
+	if err := xconfmap.Validate(cfg); err != nil || !cfg.Insecure {
+		t.Fatalf("insecure: true on 0.0.0.0: %v (insecure %v)", err, cfg.Insecure)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -73,6 +74,10 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
+	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {
+		e.settings.Logger.Warn("serving GetGPInfo in plaintext beyond loopback (insecure: true): any host that reaches this port sees sessions and query text",
+			zap.String("endpoint", e.cfg.NetAddr.Endpoint))
+	}
 	e.done = make(chan struct{})
 	go func() {
 		defer close(e.done)

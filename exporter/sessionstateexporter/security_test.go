@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/config/configoptional"
 	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/extension/extensionauth"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -178,5 +180,28 @@ func TestStartFailsWhenTheAuthenticatorIsMissing(t *testing.T) {
 	}
 	if err := exp.Shutdown(context.Background()); err != nil {
 		t.Fatalf("Shutdown after a failed Start: %v", err)
+	}
+}
+
+func TestPlaintextBeyondLoopbackWarnsAtStart(t *testing.T) {
+	for endpoint, warnings := range map[string]int{"0.0.0.0:0": 1, "127.0.0.1:0": 0} {
+		core, logs := observer.New(zap.WarnLevel)
+		set := exportertestSettings()
+		set.Logger = zap.New(core)
+		cfg := testConfig()
+		cfg.NetAddr.Endpoint, cfg.Insecure = endpoint, true
+		exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Start(context.Background(), nopHost()); err != nil {
+			t.Fatal(err)
+		}
+		if err := exp.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if got := logs.FilterMessageSnippet("plaintext beyond loopback").Len(); got != warnings {
+			t.Errorf("%s: %d warnings, want %d: %v", endpoint, got, warnings, logs.All())
+		}
 	}
 }

@@ -94,7 +94,7 @@ func TestExampleConfigsPipelineShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"testbed.yaml", "greenplum.yaml", "postgresql.yaml"} {
+	for _, name := range []string{"testbed.yaml", "greenplum.yaml", "postgresql.yaml", "prometheus.yaml"} {
 		t.Run(name, func(t *testing.T) {
 			conf, err := confmaptest.LoadConf(filepath.Join(repo, "config", name))
 			if err != nil {

@@ -86,10 +86,17 @@ func TestExampleConfigsValidate(t *testing.T) {
 			"GPOTEL_TLS_DIR=" + tls,
 			"GPOTEL_API_TOKEN_FILE=" + filepath.Join(tls, "token"),
 			"GPOTEL_OTLP_ENDPOINT=otlp.example:4317",
+			"GPOTEL_STATE_DIR=" + filepath.Join(tls, "state"),
 		},
 		"postgresql.yaml": {
 			"GPOTEL_DSN=postgres://gpotel@localhost:5432/postgres?sslmode=disable",
 			"GPOTEL_HOST_NAME=pg1",
+		},
+		"prometheus.yaml": {
+			"GPOTEL_COORDINATOR_DSN=postgres://gpmon@localhost:5432/postgres",
+			"GPOTEL_DB_PASSWORD_FILE=" + filepath.Join(tls, "password"),
+			"GPOTEL_COORDINATOR_HOST=mdw",
+			"GPOTEL_TLS_DIR=" + tls,
 		},
 	}
 	for name, env := range cases {

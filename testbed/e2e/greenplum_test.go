@@ -98,6 +98,7 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		"GPOTEL_TLS_DIR=" + tlsDir,
 		"GPOTEL_API_TOKEN_FILE=" + token,
 		"GPOTEL_OTLP_ENDPOINT=" + sink.Addr(),
+		"GPOTEL_STATE_DIR=" + filepath.Join(dir, "state"),
 	}
 	startHealthyCollector(t, filepath.Join(dir, "collector.log"), env, ports["health"], args...)
 

@@ -1,0 +1,332 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gpotel/gpotel/deploy"
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+// prometheusServer is Debian's Prometheus, scraping on loopback.
+type prometheusServer struct {
+	addr string
+	http http.Client
+}
+
+// startPrometheus runs a Prometheus server that scrapes targets every second
+// and evaluates the shipped rules every second; it stops with the test.
+func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer {
+	t.Helper()
+	bin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Fatalf("prometheus not found (apt-get install prometheus; .ci/run installs it): %v", err)
+	}
+	dir := t.TempDir()
+	var cfg strings.Builder
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
+		filepath.Join(root, "deploy", deploy.RulesFile))
+	jobs := make([]string, 0, len(targets))
+	for job := range targets {
+		jobs = append(jobs, job)
+	}
+	slices.Sort(jobs)
+	for _, job := range jobs {
+		fmt.Fprintf(&cfg, "  - job_name: %s\n    static_configs:\n      - targets: [%q]\n", job, targets[job])
+	}
+	cfgPath := filepath.Join(dir, "prometheus.yml")
+	if err := os.WriteFile(cfgPath, []byte(cfg.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &prometheusServer{addr: net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), http: http.Client{Timeout: 10 * time.Second}}
+	proc, err := StartProcess("prometheus", filepath.Join(dir, "prometheus.log"), nil, bin,
+		"--config.file="+cfgPath, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address="+p.addr, "--log.level=warn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("prometheus log:\n%s", proc.LogTail(3000))
+		}
+		_ = proc.Stop(15 * time.Second)
+	})
+	waitFor(t, "prometheus ready", func() (bool, string) {
+		if exited, err := proc.Exited(); exited {
+			t.Fatalf("prometheus exited (%v): %s", err, proc.LogTail(3000))
+		}
+		resp, err := p.http.Get("http://" + p.addr + "/-/ready")
+		if err != nil {
+			return false, err.Error()
+		}
+		_ = resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, resp.Status
+	})
+	return p
+}
+
+// promSeries is one element of an instant vector.
+type promSeries struct {
+	Metric map[string]string
+	Value  float64
+}
+
+// query evaluates expr at time at (now when zero) through /api/v1/query.
+func (p *prometheusServer) query(ctx context.Context, expr string, at time.Time) ([]promSeries, error) {
+	q := url.Values{"query": {expr}}
+	if !at.IsZero() {
+		q.Set("time", strconv.FormatFloat(float64(at.UnixNano())/1e9, 'f', 3, 64))
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.addr+"/api/v1/query?"+q.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := p.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	var body struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string `json:"resultType"`
+			Result     []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		return nil, fmt.Errorf("%s: %w", resp.Status, err)
+	}
+	if body.Status != "success" {
+		return nil, fmt.Errorf("%s: %s", resp.Status, body.Error)
+	}
+	if body.Data.ResultType != "vector" {
+		return nil, fmt.Errorf("result type %s, want vector", body.Data.ResultType)
+	}
+	out := make([]promSeries, 0, len(body.Data.Result))
+	for _, r := range body.Data.Result {
+		s, _ := r.Value[1].(string)
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return nil, fmt.Errorf("value %v: %w", r.Value[1], err)
+		}
+		out = append(out, promSeries{Metric: r.Metric, Value: v})
+	}
+	return out, nil
+}
+
+// prometheusStackArgs run config/prometheus.yaml on the testbed: the
+// testbed's agents, no TLS, the testbed's short interval, and Launch's ports.
+func prometheusStackArgs(pgOSUser string) []string {
+	return []string{
+		"--set=receivers::gpsession::password_file=",
+		"--set=receivers::gpsession::agents=${env:GPOTEL_AGENTS}",
+		"--set=receivers::gpsession::agent::tls::insecure=true",
+		"--set=receivers::gpsession::agent::tls::ca_file=",
+		"--set=receivers::gpsession::agent::tls::cert_file=",
+		"--set=receivers::gpsession::agent::tls::key_file=",
+		"--set=receivers::gpsession::collection_interval=2s",
+		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::local::allowed_users=[" + pgOSUser + "]",
+		"--set=receivers::gpsession::local::hostname=" + cluster.CoordinatorHost,
+		"--set=exporters::sessionstate::endpoint=${env:GPOTEL_API_ENDPOINT}",
+		"--set=exporters::sessionstate::tls=null",
+		"--set=extensions::health_check::endpoint=${env:GPOTEL_HEALTH_ENDPOINT}",
+	}
+}
+
+// TestPrometheusAnswersEveryDashboardQuery scrapes config/prometheus.yaml's
+// exporter with a real Prometheus while workloads run, and evaluates every
+// expression of the shipped dashboard and rules through Prometheus's HTTP API.
+func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
+	needBinaries(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	pgOSUser, err := instanceOwner(c.Coordinator.DataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporterPort, err := freePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	exporter := net.JoinHostPort("127.0.0.1", strconv.Itoa(exporterPort))
+	t.Setenv("GPOTEL_PROMETHEUS_ENDPOINT", exporter)
+	t.Setenv("GPOTEL_COORDINATOR_HOST", cluster.CoordinatorHost)
+	t.Setenv("GPOTEL_TLS_DIR", t.TempDir())
+	t.Setenv("GPOTEL_DB_PASSWORD_FILE", "")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, c, StackOptions{
+		Binaries:      bins,
+		Config:        configPath("prometheus.yaml"),
+		Dir:           t.TempDir(),
+		CollectorArgs: prometheusStackArgs(pgOSUser),
+	})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
+		}
+		_ = s.Close()
+	})
+	prom := startPrometheus(t, map[string]string{"gpotel": exporter, "otelcol": s.Telemetry})
+
+	start := func(spec workload.Spec) *workload.Session {
+		w, err := workload.Start(context.Background(), c, spec)
+		if err != nil {
+			t.Fatalf("workload %s: %v", spec.Name, err)
+		}
+		t.Cleanup(func() { _ = w.Stop() })
+		return w
+	}
+	const duration = 90 * time.Second
+	cpu := start(workload.Spec{Name: "prom-cpu", Kind: workload.CPU, Duration: duration})
+	io := start(workload.Spec{Name: "prom-io", Kind: workload.IO, Duration: duration, Contents: []int{0, 2}, IOBytes: 16 << 20})
+	mem := start(workload.Spec{Name: "prom-memory", Kind: workload.Memory, Duration: duration, Contents: []int{0, 1, 2}, MemoryBytes: 24 << 20})
+	sessions := []string{strconv.Itoa(cpu.SessID()), strconv.Itoa(io.SessID()), strconv.Itoa(mem.SessID())}
+	hosts := []string{cluster.CoordinatorHost}
+	for _, h := range segmentHosts(c) {
+		hosts = append(hosts, h.Name)
+	}
+
+	var exprs []deploy.Expression
+	dash, err := deploy.DashboardQueries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rules, err := deploy.RuleExpressions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs = append(exprs, dash...)
+	for _, r := range rules {
+		if strings.HasPrefix(r.Source, "alert: ") {
+			// An alert that does not fire returns nothing; with bool it returns every series it watches.
+			var ok bool
+			if r.PromQL, ok = deploy.WithoutThreshold(r.PromQL); !ok {
+				t.Fatalf("%s: no threshold to lift in %q", r.Source, r.PromQL)
+			}
+		}
+		exprs = append(exprs, r)
+	}
+
+	// Each expression must answer with series for the workload's sessions
+	// (when it keeps session labels) and for every host (when it keeps host labels).
+	answered := map[string]string{}
+	waitFor(t, "every dashboard and rule expression answers for the workload", func() (bool, string) {
+		var missing []string
+		for _, e := range exprs {
+			if _, ok := answered[e.Source]; ok {
+				continue
+			}
+			if why := answers(ctx, prom, e.PromQL, sessions, hosts); why != "" {
+				missing = append(missing, fmt.Sprintf("%s: %s", e.Source, why))
+				continue
+			}
+			answered[e.Source] = e.PromQL
+		}
+		return len(missing) == 0, strings.Join(missing, "\n")
+	})
+	t.Logf("%d expressions (%d dashboard, %d rules) answered for sessions %v and hosts %v", len(exprs), len(dash), len(rules), sessions, hosts)
+
+	t.Run("CPU of the CPU session agrees with the API", func(t *testing.T) {
+		api := dialAPI(t, s.API)
+		st, err := stateOf(ctx, api, cpu.SessID())
+		if err != nil || st == nil {
+			t.Fatalf("GetGPSessions: session %d: %v", cpu.SessID(), err)
+		}
+		at := st.GetTime().AsTime()
+		sys := st.GetLastMetrics().GetSystemStat()
+		apiSeconds := sys.GetUserTimeSeconds() + sys.GetKernelTimeSeconds()
+		apiCores := apiSeconds / sys.GetWindowSeconds()
+		sel := fmt.Sprintf(`{gpotel_window="5m", gpotel_session_id="%d"}`, cpu.SessID())
+		var promSeconds, promCores float64
+		waitFor(t, "Prometheus holds the API's snapshot", func() (bool, string) {
+			got, err := prom.query(ctx, "sum(gpotel_session_cpu_time_seconds"+sel+") and on() (timestamp(gpotel_session_cpu_time_seconds"+sel+") >= "+fmt.Sprintf("%.3f", float64(at.UnixMilli())/1e3)+")", at)
+			if err != nil || len(got) != 1 {
+				return false, fmt.Sprintf("%v %v", got, err)
+			}
+			promSeconds = got[0].Value
+			rate, err := prom.query(ctx, "sum(gpotel_session_cpu_time_rate_seconds_per_second"+sel+")", at)
+			if err != nil || len(rate) != 1 {
+				return false, fmt.Sprintf("%v %v", rate, err)
+			}
+			promCores = rate[0].Value
+			return true, ""
+		})
+		t.Logf("session %d at %s over %.1fs: API %.3f CPU s (%.3f cores), Prometheus %.3f CPU s (%.3f cores)",
+			cpu.SessID(), at.Format(time.RFC3339Nano), sys.GetWindowSeconds(), apiSeconds, apiCores, promSeconds, promCores)
+		if apiSeconds < 1 {
+			t.Fatalf("the CPU session burned %.3f s in the window: nothing to compare", apiSeconds)
+		}
+		if !within(promSeconds, apiSeconds, tolerance) || !within(promCores, apiCores, tolerance) {
+			t.Errorf("Prometheus %.3f s / %.3f cores, API %.3f s / %.3f cores: off by more than %.0f%%",
+				promSeconds, promCores, apiSeconds, apiCores, tolerance*100)
+		}
+		if math.IsNaN(promCores) {
+			t.Error("Prometheus CPU rate is NaN")
+		}
+	})
+}
+
+// answers says why expr does not (yet) answer for the workload, or "" when it
+// does: series for every workload session when it keeps session labels, else
+// for every host when it keeps host labels, else any series.
+func answers(ctx context.Context, prom *prometheusServer, expr string, sessions, hosts []string) string {
+	got, err := prom.query(ctx, expr, time.Time{})
+	if err != nil {
+		return err.Error()
+	}
+	if len(got) == 0 {
+		return "no series"
+	}
+	seen := map[string]map[string]bool{"gpotel_session_id": {}, "host_name": {}}
+	for _, s := range got {
+		if math.IsNaN(s.Value) {
+			return fmt.Sprintf("NaN in %v", s.Metric)
+		}
+		for label, values := range seen {
+			if v, ok := s.Metric[label]; ok {
+				values[v] = true
+			}
+		}
+	}
+	// A session's own series carry the coordinator's host.name: hosts count only without sessions.
+	label, want := "gpotel_session_id", sessions
+	if len(seen[label]) == 0 {
+		label, want = "host_name", hosts
+	}
+	if len(seen[label]) == 0 {
+		return ""
+	}
+	for _, w := range want {
+		if !seen[label][w] {
+			return fmt.Sprintf("no series with %s=%q among %d", label, w, len(got))
+		}
+	}
+	return ""
+}
