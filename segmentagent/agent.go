@@ -23,7 +23,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/memctx"
 )
 
 // ServiceName is the agent's service.name in its own telemetry.
@@ -36,6 +38,7 @@ type Agent struct {
 	cfg     Config
 	logger  *zap.Logger
 	service *Service
+	memctx  *memctx.Service
 
 	meterProvider *sdkmetric.MeterProvider
 	registry      *prometheus.Registry
@@ -78,6 +81,9 @@ func New(cfg Config, logger *zap.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.service = svc
+	if a.memctx, err = memctx.NewService(cfg.MemoryContexts, svc.cfg.ProcRoot, svc.host.Hostname, svc.allow, logger); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -118,9 +124,11 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.listener = lis
 	a.grpcServer = grpc.NewServer(opts...)
 	yagpcc.RegisterGetQueryInfoServer(a.grpcServer, a.service)
+	gpotelv1.RegisterMemoryContextsServer(a.grpcServer, a.memctx)
 	a.health = health.NewServer()
 	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	a.health.SetServingStatus(yagpcc.GetQueryInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	a.health.SetServingStatus(gpotelv1.MemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(a.grpcServer, a.health)
 	reflection.Register(a.grpcServer)
 

@@ -10,6 +10,8 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.uber.org/zap/zapcore"
 	"gopkg.in/yaml.v3"
+
+	"github.com/gpotel/gpotel/segmentagent/memctx"
 )
 
 // Defaults of Config.
@@ -37,6 +39,8 @@ type Config struct {
 	Telemetry TelemetryConfig `mapstructure:"telemetry"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `mapstructure:"log_level"`
+	// MemoryContexts configures GetMemoryContexts (off without data directories).
+	MemoryContexts memctx.Config `mapstructure:"memory_contexts"`
 }
 
 // TelemetryConfig says where the agent's own metrics go.
@@ -54,6 +58,7 @@ func NewDefaultConfig() Config {
 		MaxRecvMsgSizeMiB: DefaultMaxRecvMsgSizeMiB,
 		MaxSendMsgSizeMiB: DefaultMaxSendMsgSizeMiB,
 		LogLevel:          "info",
+		MemoryContexts:    memctx.NewDefaultConfig(),
 	}
 }
 
@@ -84,6 +89,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Telemetry.PrometheusAddress); err != nil {
 			errs = append(errs, fmt.Errorf("telemetry.prometheus_address: %w", err))
 		}
+	}
+	if err := c.MemoryContexts.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))

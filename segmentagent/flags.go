@@ -32,6 +32,9 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
 		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+		memDataDirs  = fs.String("memory-contexts-data-dirs", "", "comma-separated data directories whose backends GetMemoryContexts may inspect")
+		memUser      = fs.String("memory-contexts-database-user", "", "database role of the local connection (default: the agent's OS user)")
+		memInterval  = fs.Duration("memory-contexts-min-interval", def.MemoryContexts.MinInterval, "at most one GetMemoryContexts per pid in this interval")
 	)
 	if err := fs.Parse(args); err != nil {
 		return def, err
@@ -83,6 +86,12 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.MaxSendMsgSizeMiB = *maxSend
 		case "log-level":
 			cfg.LogLevel = *logLevel
+		case "memory-contexts-data-dirs":
+			cfg.MemoryContexts.DataDirectories = splitList(*memDataDirs)
+		case "memory-contexts-database-user":
+			cfg.MemoryContexts.DatabaseUser = *memUser
+		case "memory-contexts-min-interval":
+			cfg.MemoryContexts.MinInterval = *memInterval
 		}
 	})
 	return cfg, nil
