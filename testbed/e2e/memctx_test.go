@@ -138,7 +138,6 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-
 // TestMemoryContextsMatchTheBackendsOwnView: for every backend of a session
 // that holds a large sort open, on each log format, gpotel's contexts at
 // levels 1-2 have the names the backend itself sees, and the totals of
