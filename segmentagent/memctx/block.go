@@ -111,3 +111,39 @@ func Summarize(contexts []Context) []Context {
 	}
 	return out
 }
+
+// blockCollector picks one backend's block out of the log's records.
+type blockCollector struct {
+	pid   int64
+	block *blockBuilder
+	err   error
+}
+
+// add takes the next log record. A block begins at its start line (which
+// is translated, so it may not be recognised) or at TopMemoryContext; a new
+// beginning drops a block begun before (the end of an older request's).
+func (bc *blockCollector) add(r Record) {
+	if r.PID != bc.pid || bc.err != nil || bc.complete() {
+		return
+	}
+	line, ok, err := ParseMessage(r.Message)
+	if !ok {
+		return
+	}
+	if err != nil {
+		if bc.block != nil {
+			bc.err = err
+		}
+		return
+	}
+	begins := line.Kind == LineStart || (line.Kind == LineContext && line.Name == "TopMemoryContext")
+	if begins && (bc.block == nil || len(bc.block.contexts) > 0) {
+		bc.block = &blockBuilder{}
+	}
+	if bc.block == nil {
+		return
+	}
+	bc.err = bc.block.add(line)
+}
+
+func (bc *blockCollector) complete() bool { return bc.block != nil && bc.block.done }

@@ -237,34 +237,8 @@ func (s *Service) signalError(ctx context.Context, pid int64, st serverSettings,
 
 // await reads the log until the pid's block is complete, the pid exits, or ctx ends.
 func (s *Service) await(ctx context.Context, t *tail, pid int64, ps processState, timeout time.Duration) (*blockBuilder, error) {
-	var b *blockBuilder
-	var parseErr error
-	collect := func(r Record) {
-		if r.PID != pid || parseErr != nil || (b != nil && b.done) {
-			return
-		}
-		line, ok, err := ParseMessage(r.Message)
-		if !ok {
-			return
-		}
-		if err != nil {
-			if b != nil {
-				parseErr = err
-			}
-			return
-		}
-		// A block begins at its start line (English only) or at TopMemoryContext.
-		begins := line.Kind == LineStart || (line.Kind == LineContext && line.Name == "TopMemoryContext")
-		if begins && (b == nil || len(b.contexts) > 0) {
-			b = &blockBuilder{}
-		}
-		if b == nil {
-			return
-		}
-		if err := b.add(line); err != nil {
-			parseErr = err
-		}
-	}
+	bc := &blockCollector{pid: pid}
+	collect := bc.add
 	ticker := time.NewTicker(pollInterval)
 	defer ticker.Stop()
 	for {
@@ -274,18 +248,18 @@ func (s *Service) await(ctx context.Context, t *tail, pid int64, ps processState
 			}
 			return nil, status.Errorf(codes.Internal, "pid %d: reading %s: %v", pid, t.name, err)
 		}
-		if parseErr != nil {
-			return nil, status.Errorf(codes.Internal, "pid %d: its memory-context block in %s does not parse: %v", pid, t.name, parseErr)
+		if bc.err != nil {
+			return nil, status.Errorf(codes.Internal, "pid %d: its memory-context block in %s does not parse: %v", pid, t.name, bc.err)
 		}
-		if b != nil && b.done {
-			return b, nil
+		if bc.complete() {
+			return bc.block, nil
 		}
 		now, err := readProcess(s.procRoot, pid)
 		if err == nil && (!now.exists || now.startTime != ps.startTime) {
 			// One last look: it may have logged everything just before exiting.
 			_ = t.poll(s.cfg.MaxLogBytes, collect)
-			if b != nil && b.done && parseErr == nil {
-				return b, nil
+			if bc.complete() && bc.err == nil {
+				return bc.block, nil
 			}
 			return nil, status.Errorf(codes.NotFound, "pid %d exited before it logged its memory contexts", pid)
 		}
