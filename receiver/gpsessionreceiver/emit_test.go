@@ -1,6 +1,7 @@
 package gpsessionreceiver
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -259,5 +260,34 @@ func TestParallelEmissionWritesTheSameSnapshot(t *testing.T) {
 		if a.ScopeMetrics().At(0).Metrics().Len() != b.ScopeMetrics().At(0).Metrics().Len() {
 			t.Errorf("resource %d: metric counts differ", i)
 		}
+	}
+}
+
+func TestSessionInfoListsEveryBackendTheHostsWereAskedAbout(t *testing.T) {
+	md, _ := emitTest(t)
+	sessions := resourcesOfKind(md, gpsemconv.KindSession)
+	if len(sessions) != 1 {
+		t.Fatalf("%d session resources", len(sessions))
+	}
+	info, ok := metricNamed(sessions[0], gpsemconv.MetricSessionInfo)
+	if !ok {
+		t.Fatal("no gpotel.session.info")
+	}
+	v, ok := info.Metadata().Get(gpsemconv.MetaBackends)
+	if !ok {
+		t.Fatal("no backends in gpotel.session.info's metadata")
+	}
+	var got []string
+	for i := 0; i < v.Slice().Len(); i++ {
+		ref, err := gpsemconv.ParseBackendRef(v.Slice().At(i).Str())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ref.String())
+	}
+	// Every asked process, answered or not (sdw2 did not answer; 5001 had no stat): the exporter asks them itself.
+	want := "[mdw/-1/4000 sdw1/0/5000 sdw1/0/5001 sdw2/1/6000]"
+	if fmt.Sprint(got) != want {
+		t.Fatalf("backends %v, want %s", got, want)
 	}
 }
