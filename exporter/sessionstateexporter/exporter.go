@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -25,9 +26,10 @@ type sessionStateExporter struct {
 	settings exporter.Settings
 	store    *sessionStore
 
-	server *grpc.Server
-	health *health.Server
-	done   chan struct{}
+	server  *grpc.Server
+	health  *health.Server
+	done    chan struct{}
+	clients *memoryContextsClients
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateExporter {
@@ -64,9 +66,12 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		maxPageSize:      e.cfg.MaxPageSize,
 		maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
+	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
+	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	e.done = make(chan struct{})
@@ -97,5 +102,6 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	<-e.done
+	e.clients.close()
 	return nil
 }
