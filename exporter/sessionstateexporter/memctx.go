@@ -206,4 +206,3 @@ func rollUp(backends []*gpotelv1.BackendMemoryContexts, top int) ([]*gpotelv1.Co
 	})
 	return out, grand, partial
 }
-

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -493,4 +494,128 @@ func exitedPID(t *testing.T) int {
 		t.Fatal(err)
 	}
 	return p.Pid
+}
+
+// TestSessionMemoryContextsThroughTheCollector asks the running collector
+// for a session's memory contexts: every backend on every host answers
+// through its agent, the roll-up names the held sort's context with about
+// one sort per backend, and a host whose agent is gone makes it partial.
+func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
+	needBinaries(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log tail:\n%s", s.Collector.LogTail(4000))
+		}
+		_ = s.Close()
+	})
+	const sortBytes = 16 << 20
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: sortBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = w.Stop() }()
+	waitHeld(t, w)
+
+	conn, err := grpc.NewClient(s.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	api := gpotelv1.NewSessionMemoryContextsClient(conn)
+	gpinfo := dialAPI(t, s.API)
+	var key *yagpccKey
+	waitFor(t, time.Minute, "the held session in the API with all its backends", func() (bool, string) {
+		st, err := stateOf(ctx, gpinfo, w.SessID())
+		if err != nil || st == nil {
+			return false, fmt.Sprint(err)
+		}
+		key = &yagpccKey{st.GetSessionKey().GetTmId(), st.GetSessionKey().GetSessId()}
+		return st.GetLastMetrics().GetSystemStat().GetProcesses() == uint32(len(w.AllPids())), fmt.Sprintf("%d processes", st.GetLastMetrics().GetSystemStat().GetProcesses())
+	})
+	resp, err := api.GetSessionMemoryContexts(ctx, key.request())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetPartial() || len(resp.GetBackends()) != len(w.AllPids()) {
+		t.Fatalf("partial %v, %d backends (want %d): %v", resp.GetPartial(), len(resp.GetBackends()), len(w.AllPids()), resp.GetBackends())
+	}
+	for _, b := range resp.GetBackends() {
+		if b.GetError() != "" || len(b.GetContexts()) == 0 {
+			t.Errorf("%s gpseg%d pid %d: error %q, %d contexts", b.GetHostname(), b.GetSegmentId(), b.GetPid(), b.GetError(), len(b.GetContexts()))
+		}
+	}
+	top := resp.GetRollup()[0]
+	t.Logf("roll-up: %s %d B in %d backends (top %v); grand total %d B", top.GetName(), top.GetTotalBytes(), top.GetBackends(), top.GetTopBackends(), resp.GetGrandTotalBytes())
+	if int(top.GetBackends()) != len(w.AllPids()) || top.GetTotalBytes() < int64(len(w.AllPids()))*sortBytes*8/10 {
+		t.Errorf("the largest context %s: %d B over %d backends; want the held sorts, about %d B over %d", top.GetName(), top.GetTotalBytes(),
+			top.GetBackends(), len(w.AllPids())*sortBytes, len(w.AllPids()))
+	}
+
+	// Summary: levels 1-2 only, the sort counted inside its level-2 ancestor.
+	// The agents answer a pid at most once per min_interval (2 s in the testbed stack).
+	var sum *gpotelv1.GetSessionMemoryContextsResponse
+	waitFor(t, time.Minute, "a complete summary", func() (bool, string) {
+		sum, err = api.GetSessionMemoryContexts(ctx, key.summaryRequest())
+		return err == nil && !sum.GetPartial(), fmt.Sprint(err, sum.GetBackends())
+	})
+	for _, b := range sum.GetBackends() {
+		for _, ctx := range b.GetContexts() {
+			if ctx.GetLevel() > 2 {
+				t.Fatalf("summary has a level %d context %s", ctx.GetLevel(), ctx.GetName())
+			}
+		}
+	}
+	if sum.GetPartial() || sum.GetGrandTotalBytes() < int64(len(w.AllPids()))*sortBytes*8/10 {
+		t.Errorf("summary: partial %v, grand total %d B", sum.GetPartial(), sum.GetGrandTotalBytes())
+	}
+
+	if err := s.KillAgent("sdw2"); err != nil {
+		t.Fatal(err)
+	}
+	var partial *gpotelv1.GetSessionMemoryContextsResponse
+	waitFor(t, time.Minute, "every backend outside sdw2 answering", func() (bool, string) {
+		partial, err = api.GetSessionMemoryContexts(ctx, key.request())
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, b := range partial.GetBackends() {
+			if b.GetHostname() != "sdw2" && b.GetError() != "" {
+				return false, b.GetError()
+			}
+		}
+		return true, ""
+	})
+	failed := 0
+	for _, b := range partial.GetBackends() {
+		if b.GetHostname() == "sdw2" {
+			if !strings.HasPrefix(b.GetError(), "Unavailable") {
+				t.Errorf("sdw2 pid %d: error %q, want Unavailable", b.GetPid(), b.GetError())
+			}
+			failed++
+		} else if b.GetError() != "" {
+			t.Errorf("%s pid %d answered %q although its agent runs", b.GetHostname(), b.GetPid(), b.GetError())
+		}
+	}
+	if !partial.GetPartial() || failed == 0 {
+		t.Fatalf("with sdw2's agent gone: partial %v, %d sdw2 backends failed", partial.GetPartial(), failed)
+	}
+}
+
+type yagpccKey struct{ tmID, sessID int64 }
+
+func (k *yagpccKey) request() *gpotelv1.GetSessionMemoryContextsRequest {
+	return &gpotelv1.GetSessionMemoryContextsRequest{SessionKey: &yagpcc.SessionKey{TmId: k.tmID, SessId: k.sessID}}
+}
+
+func (k *yagpccKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest {
+	r := k.request()
+	r.Summary = true
+	return r
 }
