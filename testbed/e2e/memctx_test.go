@@ -26,6 +26,15 @@ import (
 	"github.com/gpotel/gpotel/testbed/workload"
 )
 
+// needTestbed skips in -short mode: these tests start PostgreSQL clusters
+// (in-process agents, no collector binary needed).
+func needTestbed(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs PostgreSQL testbeds")
+	}
+}
+
 // memctxAgent is an in-process gpotel-agent serving GetMemoryContexts for
 // one emulated host's instances, and a client of it.
 type memctxAgent struct {
@@ -144,6 +153,7 @@ func sortedKeys(m map[string]bool) []string {
 // levels 1-2 have the names the backend itself sees, and the totals of
 // TopMemoryContext and of the largest context agree within 5 %.
 func TestMemoryContextsMatchTheBackendsOwnView(t *testing.T) {
+	needTestbed(t)
 	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry} {
 		t.Run(string(d)+"-"+cluster.LogDestination(d), func(t *testing.T) {
 			c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: d})
@@ -256,6 +266,7 @@ func codeOf(err error) (codes.Code, string) {
 
 // TestMemoryContextsRefusals: the cases where gpotel must say no, clearly.
 func TestMemoryContextsRefusals(t *testing.T) {
+	needTestbed(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -362,6 +373,7 @@ func TestMemoryContextsRefusals(t *testing.T) {
 // the agent's signal and the backend's answer; the agent follows it into
 // the new file.
 func TestMemoryContextsFollowLogRotation(t *testing.T) {
+	needTestbed(t)
 	for _, d := range []cluster.Dialect{cluster.DialectCloudberry, cluster.DialectGP7} {
 		t.Run(cluster.LogDestination(d), func(t *testing.T) {
 			c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: d})
