@@ -57,7 +57,7 @@ func TestDemoCommand(t *testing.T) {
 		if name == "running" {
 			// While it runs, the announced API serves the workload's sessions.
 			api, _ := events["api"]["endpoint"].(string)
-			waitFor(t, 30*time.Second, "the demo's API serves sessions", func() (bool, string) {
+			waitFor(t, "the demo's API serves sessions", func() (bool, string) {
 				client, closeFn, err := DialAPI(api)
 				if err != nil {
 					return false, err.Error()

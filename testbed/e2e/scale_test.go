@@ -37,7 +37,7 @@ func installScaleCatalog(ctx context.Context, c *cluster.Cluster, hosts int, pid
 	if err != nil {
 		return err
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 CREATE SCHEMA %[1]s;
@@ -277,7 +277,7 @@ func scrapeSeconds(url string) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return 0, err
