@@ -97,7 +97,7 @@ func TestKeyXOpensTheSelectedSessionsMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 30}
 	m, _ = m.Update(m.(topModel).fetch()())
 	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyDown})

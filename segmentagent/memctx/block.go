@@ -105,7 +105,7 @@ func Summarize(contexts []Context) []Context {
 			if agg.Aggregated == 0 {
 				agg.Aggregated = 1
 			}
-			agg.Counters.add(c.Counters)
+			agg.add(c.Counters)
 			agg.Aggregated += max(c.Aggregated, 1)
 		}
 	}

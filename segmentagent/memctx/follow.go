@@ -135,9 +135,9 @@ func (t *tail) poll(limit int64, fn func(Record)) error {
 		t.off, t.buf = 0, t.buf[:0]
 		return nil
 	}
-	f, name, err := t.src.Current()
-	if err != nil {
-		return nil // between rotations current_logfiles may be missing; look again next poll
+	f, name, curErr := t.src.Current()
+	if curErr != nil {
+		return nil //nolint:nilerr // between rotations current_logfiles may be missing: look again at the next poll
 	}
 	if sameFile(f, t.f) {
 		_ = f.Close()

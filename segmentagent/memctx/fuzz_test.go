@@ -87,7 +87,7 @@ func FuzzParseMessage(f *testing.F) {
 	} {
 		f.Add(m)
 	}
-	f.Fuzz(func(t *testing.T, msg string) {
+	f.Fuzz(func(_ *testing.T, msg string) {
 		l, ok, err := ParseMessage(msg)
 		if !ok || err != nil {
 			return

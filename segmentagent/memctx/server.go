@@ -56,14 +56,13 @@ func readInstance(dataDir string) (instance, error) {
 
 // serverSettings are what a request needs to know about the instance.
 type serverSettings struct {
-	version          string
-	logCollector     bool
-	logDestinations  []string
-	logLinePrefix    string
-	hasLogFunction   bool
-	hasRowsFunction  bool
-	currentUser      string
-	rowsFunctionName string
+	version         string
+	logCollector    bool
+	logDestinations []string
+	logLinePrefix   string
+	hasLogFunction  bool
+	hasRowsFunction bool
+	currentUser     string
 }
 
 // RowsFunction is the function of the PostgreSQL 18 proposal (committed,

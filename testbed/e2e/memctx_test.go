@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/gpotel/gpotel/internal/await"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -120,13 +122,16 @@ func ownView(ctx context.Context, s *workload.Session, content int) ([]ownContex
 // waitHeld waits until every backend of s holds its sort.
 func waitHeld(t *testing.T, s *workload.Session) {
 	t.Helper()
-	select {
-	case <-s.Held():
-	case <-s.Done():
-		t.Fatalf("workload ended before holding its sort: %v", s.Wait())
-	case <-time.After(2 * time.Minute):
-		t.Fatal("the held sort was not in place within 2 minutes")
-	}
+	await.NoError(t, "the held sort on every backend", func() error {
+		select {
+		case <-s.Held():
+			return nil
+		case <-s.Done():
+			t.Fatalf("workload ended before holding its sort: %v", s.Wait())
+		default:
+		}
+		return errors.New("not yet")
+	})
 }
 
 func namesAtLevels12(rows []*gpotelv1.MemoryContext) map[string]bool {
@@ -346,7 +351,7 @@ func TestMemoryContextsRefusals(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer victim.Close(context.Background())
+		defer func() { _ = victim.Close(context.Background()) }()
 		vpid := int(victim.PgConn().PID())
 		resumed := stopProcess(t, vpid)
 		defer resumed()
@@ -384,7 +389,7 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer backend.Close(context.Background())
+			defer func() { _ = backend.Close(context.Background()) }()
 			pid := int(backend.PgConn().PID())
 			a := startMemctxAgent(t, c, c.HostOf(0), nil)
 			before := currentLog(t, seg.DataDir, cluster.LogDestination(d))
@@ -402,15 +407,15 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 			}()
 			waitSignalPending(t, pid, syscall.SIGUSR1)
 			// log_filename has one-second resolution: rotate into a new name.
-			for currentLog(t, seg.DataDir, cluster.LogDestination(d)) == before {
+			await.NoError(t, "the server rotating its log into a new file", func() error {
 				if err := execAs(ctx, seg.DSN, "SELECT pg_rotate_logfile()"); err != nil {
-					t.Fatal(err)
+					return err
 				}
-				if ctx.Err() != nil {
-					t.Fatal("the server did not rotate its log")
+				if currentLog(t, seg.DataDir, cluster.LogDestination(d)) == before {
+					return errors.New("still " + before)
 				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				return nil
+			})
 			resumed()
 			got := <-done
 			if got.err != nil {
@@ -449,7 +454,7 @@ func execAs(ctx context.Context, dsn, sql string) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.Background())
+	defer func() { _ = conn.Close(context.Background()) }()
 	_, err = conn.Exec(ctx, sql)
 	return err
 }
@@ -476,23 +481,22 @@ func stopProcess(t *testing.T, pid int) func() {
 // (ShdPnd in /proc/<pid>/status): the agent has signalled it.
 func waitSignalPending(t *testing.T, pid int, sig syscall.Signal) {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	await.NoError(t, fmt.Sprintf("signal %v pending for pid %d", sig, pid), func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if v, ok := strings.CutPrefix(line, "ShdPnd:"); ok {
 				mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
 				if err == nil && mask&(1<<(uint(sig)-1)) != 0 {
-					return
+					return nil
 				}
+				return fmt.Errorf("ShdPnd %s", strings.TrimSpace(v))
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("signal %v never became pending for pid %d", sig, pid)
+		return errors.New("no ShdPnd line")
+	})
 }
 
 // exitedPID is the pid of a child that has exited and been reaped.
@@ -539,11 +543,11 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	api := gpotelv1.NewSessionMemoryContextsClient(conn)
 	gpinfo := dialAPI(t, s.API)
 	var key *yagpccKey
-	waitFor(t, time.Minute, "the held session in the API with all its backends", func() (bool, string) {
+	waitFor(t, "the held session in the API with all its backends", func() (bool, string) {
 		st, err := stateOf(ctx, gpinfo, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)
@@ -573,7 +577,7 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	// Summary: levels 1-2 only, the sort counted inside its level-2 ancestor.
 	// The agents answer a pid at most once per min_interval (2 s in the testbed stack).
 	var sum *gpotelv1.GetSessionMemoryContextsResponse
-	waitFor(t, time.Minute, "a complete summary", func() (bool, string) {
+	waitFor(t, "a complete summary", func() (bool, string) {
 		sum, err = api.GetSessionMemoryContexts(ctx, key.summaryRequest())
 		return err == nil && !sum.GetPartial(), fmt.Sprint(err, sum.GetBackends())
 	})
@@ -592,7 +596,7 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	var partial *gpotelv1.GetSessionMemoryContextsResponse
-	waitFor(t, time.Minute, "every backend outside sdw2 answering", func() (bool, string) {
+	waitFor(t, "every backend outside sdw2 answering", func() (bool, string) {
 		partial, err = api.GetSessionMemoryContexts(ctx, key.request())
 		if err != nil {
 			return false, err.Error()
