@@ -79,7 +79,7 @@ var utilityOptions = []string{"", "-c gp_role=utility", "-c gp_session_role=util
 // connect opens a local connection to the instance as the configured role:
 // over its Unix socket when it has one, so peer authentication works
 // without a password. A segment that refuses a normal connection is
-// retried in Greenplum's utility mode.
+// retried in Greenplum's utility mode (GP7/Cloudberry spelling first).
 func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn, error) {
 	host := in.socketDir
 	if host == "" {
@@ -104,7 +104,10 @@ func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn
 			return conn, nil
 		}
 		lastErr = err
-		if !strings.Contains(err.Error(), "utility") {
+		// Only a refusal by the server (a Greenplum primary says "connections
+		// to primary segments are not allowed") is worth another mode.
+		var pgErr *pgconn.PgError
+		if !errors.As(err, &pgErr) {
 			break
 		}
 	}
