@@ -88,7 +88,7 @@ func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn
 			host = in.listenAddr
 		}
 	}
-	var lastErr error
+	var errs []error
 	for _, opt := range utilityOptions {
 		cfg, err := pgx.ParseConfig("")
 		if err != nil {
@@ -96,14 +96,16 @@ func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn
 		}
 		cfg.Host, cfg.Port, cfg.User, cfg.Database = host, uint16(in.port), user, database
 		cfg.RuntimeParams["application_name"] = "gpotel-agent memory contexts"
+		mode := "normal"
 		if opt != "" {
 			cfg.RuntimeParams["options"] = opt
+			mode = opt
 		}
 		conn, err := pgx.ConnectConfig(ctx, cfg)
 		if err == nil {
 			return conn, nil
 		}
-		lastErr = err
+		errs = append(errs, fmt.Errorf("%s: %w", mode, err))
 		// Only a refusal by the server (a Greenplum primary says "connections
 		// to primary segments are not allowed") is worth another mode.
 		var pgErr *pgconn.PgError
@@ -111,7 +113,7 @@ func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn
 			break
 		}
 	}
-	return nil, fmt.Errorf("connecting to the instance in %s (port %d) as %q: %w", in.dataDir, in.port, user, lastErr)
+	return nil, fmt.Errorf("connecting to the instance in %s (port %d) as %q: %w", in.dataDir, in.port, user, errors.Join(errs...))
 }
 
 // readSettings asks the server what it logs where and which functions it has.
