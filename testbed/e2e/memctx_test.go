@@ -345,6 +345,25 @@ func TestMemoryContextsRefusals(t *testing.T) {
 			t.Fatalf("got %v %q, want ResourceExhausted (min_interval)", code, msg)
 		}
 	})
+	t.Run("a server with the rows-returning function is read from it, not from the log", func(t *testing.T) {
+		seg, _ := c.Instance(0)
+		if err := execAs(ctx, seg.DSN, rowsFunctionStandIn); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			_ = execAs(context.Background(), seg.DSN, "DROP FUNCTION pg_catalog.pg_get_process_memory_contexts(integer, boolean, double precision)")
+		}()
+		resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows := resp.GetContexts()
+		if resp.GetSource() != "pg_get_process_memory_contexts" || len(rows) != 3 || rows[2].GetName() != "index info" ||
+			strings.Join(rows[2].GetPath(), "/") != "TopMemoryContext/CacheMemoryContext" || rows[2].GetType() != "AllocSet" ||
+			rows[2].GetIdent() != "pg_class_oid_index" || rows[2].GetLevel() != 3 || rows[2].GetTotalBytes() != 2048 {
+			t.Fatalf("source %q rows %v", resp.GetSource(), rows)
+		}
+	})
 	t.Run("a backend that exits while the agent waits is NotFound", func(t *testing.T) {
 		seg, _ := c.Instance(0)
 		victim, err := pgx.Connect(ctx, seg.DSN)
@@ -373,6 +392,19 @@ func TestMemoryContextsRefusals(t *testing.T) {
 		}
 	})
 }
+
+// rowsFunctionStandIn has the signature and columns of the PostgreSQL 18
+// proposal's pg_get_process_memory_contexts (committed, then reverted: no
+// released server has it) with fixed rows. It checks gpotel's detection and
+// mapping (context-id paths to names, type), not any server's behaviour.
+const rowsFunctionStandIn = `CREATE FUNCTION pg_catalog.pg_get_process_memory_contexts(pid integer, summary boolean, timeout double precision,
+	OUT name text, OUT ident text, OUT type text, OUT level integer, OUT path integer[], OUT total_bytes bigint, OUT total_nblocks bigint,
+	OUT free_bytes bigint, OUT free_chunks bigint, OUT used_bytes bigint, OUT num_agg_contexts integer, OUT stats_timestamp timestamptz)
+	RETURNS SETOF record LANGUAGE sql AS $$
+	VALUES ('TopMemoryContext', NULL, 'AllocSet', 1, '{1}'::int[], 100::bigint, 1::bigint, 10::bigint, 1::bigint, 90::bigint, 1, now()),
+	       ('CacheMemoryContext', NULL, 'AllocSet', 2, '{1,2}', 1000, 2, 100, 2, 900, 1, now()),
+	       ('index info', 'pg_class_oid_index', 'AllocSet', 3, '{1,2,3}', 2048, 2, 500, 1, 1548, 1, now())
+	$$`
 
 // TestMemoryContextsFollowLogRotation: the server rotates its log between
 // the agent's signal and the backend's answer; the agent follows it into
