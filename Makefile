@@ -16,7 +16,7 @@ GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build agent collector test test-stress unit bench proto proto-check lint fmt vet tools testbed-deps run clean
+.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m proto proto-check lint fmt vet tools testbed-deps run clean
 
 all: build
 
@@ -114,6 +114,19 @@ test-stress: testbed-deps agent collector
 bench: testbed-deps
 	@mkdir -p $(BUILD)
 	set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -benchtime 1x -timeout 30m ./... | tee $(BUILD)/bench.txt
+
+# The collector alone at cluster scale (docs/performance.md): 10k, 50k and
+# 200k processes, emit_process_metrics off and on; figures to
+# build/bench-scale.txt, then the table and docs/collector-scale.svg.
+bench-scale: testbed-deps
+	@mkdir -p $(BUILD)
+	set -o pipefail; $(GO) test -run '^$$' -bench 'CollectorScale' -benchtime 3x -timeout 60m ./testbed/e2e/ | tee $(BUILD)/bench-scale.txt
+	$(GO) run ./scripts/scaleplot -o docs/collector-scale.svg < $(BUILD)/bench-scale.txt
+
+# 1M processes (500 hosts x 2000): several minutes and about 5 GiB.
+bench-scale-1m: testbed-deps
+	@mkdir -p $(BUILD)
+	set -o pipefail; GPOTEL_SCALE_1M=1 $(GO) test -run '^$$' -bench 'CollectorScale/1M' -benchtime 3x -timeout 60m ./testbed/e2e/ | tee $(BUILD)/bench-scale-1m.txt
 
 # The testbed (gp6, 2 hosts x 2 segments) with agents, the collector and a
 # workload, watched through gpotel-top; Ctrl-C or q tears it all down.

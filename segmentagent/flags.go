@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/config/configtls"
+
+	"github.com/gpotel/gpotel/segmentagent/cgroup"
 )
 
 // ConfigFromArgs builds the agent's configuration from command-line
@@ -35,6 +37,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		memDataDirs  = fs.String("memory-contexts-data-dirs", "", "comma-separated data directories whose backends GetMemoryContexts may inspect")
 		memUser      = fs.String("memory-contexts-database-user", "", "database role of the local connection (default: the agent's OS user)")
 		memInterval  = fs.Duration("memory-contexts-min-interval", def.MemoryContexts.MinInterval, "at most one GetMemoryContexts per pid in this interval")
+		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
+		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
 	)
 	if err := fs.Parse(args); err != nil {
 		return def, err
@@ -92,6 +96,10 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.MemoryContexts.DatabaseUser = *memUser
 		case "memory-contexts-min-interval":
 			cfg.MemoryContexts.MinInterval = *memInterval
+		case "cgroups-disabled":
+			cfg.Cgroups.Disabled = *noCgroups
+		case "resource-group-parents":
+			cfg.Cgroups.ResourceGroupParents = splitList(*rgParents)
 		}
 	})
 	return cfg, nil

@@ -10,7 +10,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
-	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 // memoryWait is added to the call timeout: the agents may wait 5 s for a backend.
@@ -21,7 +20,7 @@ func (c *sessionClient) memoryContexts(ctx context.Context, tmID, sessID int64, 
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+memoryWait)
 	defer cancel()
 	resp, err := gpotelv1.NewSessionMemoryContextsClient(c.conn).GetSessionMemoryContexts(ctx, &gpotelv1.GetSessionMemoryContextsRequest{
-		SessionKey: &yagpcc.SessionKey{TmId: tmID, SessId: sessID}, Summary: summary})
+		SessionKey: &gpotelv1.SessionKey{TmId: tmID, SessId: sessID}, Summary: summary})
 	if err != nil {
 		return nil, fmt.Errorf("GetSessionMemoryContexts %s sess %d: %w", c.opts.Addr, sessID, err)
 	}

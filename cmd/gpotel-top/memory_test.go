@@ -17,7 +17,7 @@ import (
 // fixedMemory answers GetSessionMemoryContexts with one fixed roll-up.
 type fixedMemory struct {
 	gpotelv1.UnimplementedSessionMemoryContextsServer
-	asked []*yagpcc.SessionKey
+	asked []*gpotelv1.SessionKey
 }
 
 func (f *fixedMemory) GetSessionMemoryContexts(_ context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {

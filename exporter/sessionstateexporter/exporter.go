@@ -25,6 +25,7 @@ type sessionStateExporter struct {
 	cfg      *Config
 	settings exporter.Settings
 	store    *sessionStore
+	pressure pressureStore
 
 	server  *grpc.Server
 	health  *health.Server
@@ -46,6 +47,7 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateEx
 
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.store.consume(md)
+	e.pressure.consume(md)
 	return nil
 }
 
@@ -68,6 +70,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	})
 	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
+	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

@@ -25,7 +25,8 @@ type receiverProcess struct {
 }
 
 // receiverSnapshot builds the receiver's shape (docs/pipeline.md): snapshot,
-// one session resource for sess_id 7, its processes.
+// one session resource for sess_id 7, its processes (one process resource
+// each, as one agent answer per process would give).
 func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	ts := pcommon.NewTimestampFromTime(at)
@@ -66,11 +67,7 @@ func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
 		ra.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindProcess)
 		ra.PutInt(gpsemconv.AttrTmID, testTmID)
 		ra.PutStr(gpsemconv.AttrHostName, p.host)
-		ra.PutInt(gpsemconv.AttrSegmentID, p.segment)
 		ra.PutInt(gpsemconv.AttrSessionID, 7)
-		ra.PutInt(gpsemconv.AttrProcessPID, p.pid)
-		ra.PutStr(gpsemconv.AttrProcessCreationTime, p.created.Format(time.RFC3339Nano))
-		ra.PutBool(gpsemconv.AttrProcessSystem, false)
 		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
 		sum := func(name string) pmetric.NumberDataPointSlice {
 			m := ms.AppendEmpty()
@@ -84,6 +81,7 @@ func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
 			dp := pts.AppendEmpty()
 			dp.SetTimestamp(ts)
 			dp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
+			dp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
 			if attr != "" {
 				dp.Attributes().PutStr(attr, val)
 			}
@@ -102,6 +100,8 @@ func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
 		rss.SetName(gpsemconv.MetricProcessMemoryUsage)
 		rdp := rss.SetEmptyGauge().DataPoints().AppendEmpty()
 		rdp.SetTimestamp(ts)
+		rdp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
+		rdp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
 		rdp.SetIntValue(p.rss)
 	}
 	return md

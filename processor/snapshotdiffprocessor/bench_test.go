@@ -57,7 +57,7 @@ func (l *clusterLoad) spawn(i int) {
 	}
 	l.nextPID++
 	l.procs[i] = processSample{
-		Host: host, Segment: int32(seg), TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
+		Host: host, TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
 		PID: l.nextPID, Creation: l.now - int64(l.rng.Intn(1000))*int64(time.Millisecond),
 		Present: 1<<numCounters - 1,
 		Memory:  memoryGauges{64 << 20, 16 << 20, 48 << 20, 2 << 30, 80 << 20, 2 << 30},
@@ -134,7 +134,7 @@ func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
 			load.advance()
 			b.StartTimer()
 			start, startCPU := time.Now(), threadCPU()
-			if err := s.begin(load.now, hosts); err != nil {
+			if err := s.begin(load.now); err != nil {
 				b.Fatal(err)
 			}
 			for i := range load.procs {
@@ -142,7 +142,7 @@ func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			if err := s.commit(); err != nil {
+			if err := s.commit(hosts); err != nil {
 				b.Fatal(err)
 			}
 			mid, midCPU := time.Now(), threadCPU()
@@ -210,7 +210,7 @@ func BenchmarkConsumeSnapshot(b *testing.B) {
 			}
 			c := &p.Counters
 			s.Processes = append(s.Processes, snapshottest.Process{
-				Host: p.Host, Segment: int64(p.Segment), Session: p.Session, PID: int64(p.PID), Created: time.Unix(0, p.Creation),
+				Host: p.Host, Session: p.Session, PID: int64(p.PID), Created: time.Unix(0, p.Creation),
 				CPUUser: float64(c[ctrCPUUser]) / 1e9, CPUSystem: float64(c[ctrCPUSystem]) / 1e9,
 				ReadBytes: c[ctrDiskRead], WriteBytes: c[ctrDiskWrite], CancelledWrite: c[ctrCancelledWrite],
 				DiskDelay: float64(c[ctrDiskDelay]) / 1e9, RChar: c[ctrCharsRead], WChar: c[ctrCharsWrite],

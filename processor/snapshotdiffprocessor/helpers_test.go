@@ -71,12 +71,16 @@ func newTestProcessor(t testing.TB, cfg *Config) (processor.Metrics, *consumerte
 	return p, sink
 }
 
-// feed consumes the snapshots in order and returns the last output.
+// feed consumes the snapshots in order, each as the receiver hands it on
+// (process batches per host, then the closing batch), and returns the last
+// output.
 func feed(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...snapshottest.Snapshot) pmetric.Metrics {
 	t.Helper()
 	for _, s := range snaps {
-		if err := p.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-			t.Fatal(err)
+		for _, md := range s.Batches() {
+			if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	all := sink.AllMetrics()

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
 	sc "github.com/gpotel/gpotel/internal/gpsemconv"
@@ -24,9 +25,10 @@ type snapshotDiff struct {
 	windowNames   []string
 	logger        *zap.Logger
 
-	mu     sync.Mutex // serialises snapshots: the store is one timeline
-	store  *store
-	sample processSample
+	mu    sync.Mutex // serialises snapshots: the store is one timeline
+	store *store
+
+	decoders sync.Pool // *processDecoder, one per batch being decoded
 }
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
@@ -35,6 +37,7 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 		logger:        logger,
 		store:         newStore(cfg.Windows, cfg.MaxStoredPoints),
 	}
+	p.decoders.New = func() any { return &processDecoder{} }
 	for _, w := range cfg.Windows {
 		p.windowNames = append(p.windowNames, sc.WindowName(w))
 	}
@@ -67,7 +70,9 @@ func kindOf(rm pmetric.ResourceMetrics) resourceKind {
 	return kindUnknown
 }
 
-// processMetrics is the processorhelper function: one call, one snapshot.
+// processMetrics is the processorhelper function. A snapshot arrives as
+// process batches closed by the batch with its snapshot resource
+// (docs/pipeline.md rule 1).
 func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	rms := md.ResourceMetrics()
 	kinds := make([]resourceKind, rms.Len())
@@ -83,10 +88,12 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 		}
 	}
 	switch {
+	case snapshots == 0 && processes == 0:
+		return md, nil
 	case snapshots == 0:
-		if processes > 0 {
-			p.logger.Debug("batch has process resources but no snapshot resource; passing it through unchanged",
-				zap.Int("processes", processes))
+		p.collect(md, kinds)
+		if !p.emitProcesses {
+			return md, processorhelper.ErrSkipProcessingData
 		}
 		return md, nil
 	case snapshots > 1:
@@ -111,7 +118,64 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	return md, nil
 }
 
-// ingest walks the batch once and stores the snapshot.
+// collect adds a process batch to the snapshot of its time. It decodes
+// before it takes the lock, so batches of many hosts decode at once.
+func (p *snapshotDiff) collect(md pmetric.Metrics, kinds []resourceKind) {
+	t := firstTimestamp(md)
+	if t == 0 {
+		p.logger.Warn("process batch without a timestamp; skipped")
+		return
+	}
+	d := p.decoders.Get().(*processDecoder)
+	defer p.decoders.Put(d)
+	d.decode(md.ResourceMetrics(), kinds)
+
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.openSnapshot(int64(t)); err != nil {
+		p.logger.Warn("process batch not ingested", zap.Error(err))
+		return
+	}
+	p.addDecoded(d)
+}
+
+// openSnapshot makes the store collect the snapshot of time t. A snapshot
+// still open at another time never got its closing batch: it is closed
+// without host answers, so the counters seen in it stay consistent.
+func (p *snapshotDiff) openSnapshot(t int64) error {
+	if p.store.ingesting {
+		if p.store.pendTime == t {
+			return nil
+		}
+		p.logger.Warn("snapshot closed without its snapshot resource (was its closing batch refused?)",
+			zap.Time("snapshot", time.Unix(0, p.store.pendTime)), zap.Time("next", time.Unix(0, t)))
+		if err := p.store.commit(nil); err != nil {
+			return err
+		}
+	}
+	if err := p.store.begin(t); err != nil {
+		return fmt.Errorf("snapshot at %s: %w", time.Unix(0, t).UTC().Format(time.RFC3339Nano), err)
+	}
+	return nil
+}
+
+// addDecoded stores what d decoded; the caller holds p.mu.
+func (p *snapshotDiff) addDecoded(d *processDecoder) {
+	skipped, firstErr := d.skipped, d.firstErr
+	for i := range d.samples {
+		if err := p.store.add(&d.samples[i]); err != nil {
+			skipped++
+			if firstErr == nil {
+				firstErr = err
+			}
+		}
+	}
+	if skipped > 0 {
+		p.logger.Warn("process data skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
+	}
+}
+
+// ingest closes the snapshot with the batch that holds its snapshot resource.
 func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshotAt int) (*figures, error) {
 	rms := md.ResourceMetrics()
 	t, hosts := readSnapshotResource(rms.At(snapshotAt))
@@ -121,33 +185,17 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	if t == 0 {
 		return nil, errors.New("snapshot has no data point to take its time from")
 	}
+	d := p.decoders.Get().(*processDecoder)
+	defer p.decoders.Put(d)
+	d.decode(rms, kinds)
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.store.begin(int64(t), hosts); err != nil {
-		return nil, fmt.Errorf("snapshot at %s: %w", t.AsTime().Format(time.RFC3339Nano), err)
+	if err := p.openSnapshot(int64(t)); err != nil {
+		return nil, err
 	}
-	var skipped int
-	var firstErr error
-	for i, kind := range kinds {
-		if kind != kindProcess {
-			continue
-		}
-		err := decodeProcess(rms.At(i), &p.sample)
-		if err == nil {
-			err = p.store.add(&p.sample)
-		}
-		if err != nil {
-			skipped++
-			if firstErr == nil {
-				firstErr = err
-			}
-		}
-	}
-	if skipped > 0 {
-		p.logger.Warn("process resources skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
-	}
-	if err := p.store.commit(); err != nil {
+	p.addDecoded(d)
+	if err := p.store.commit(hosts); err != nil {
 		return nil, err
 	}
 	return p.store.computeFigures(), nil
@@ -230,111 +278,6 @@ func nanosValue(dp pmetric.NumberDataPoint) int64 {
 		return int64(math.Round(dp.DoubleValue() * 1e9))
 	}
 	return dp.IntValue() * 1e9
-}
-
-func intAttr(attrs pcommon.Map, key string) (int64, error) {
-	v, ok := attrs.Get(key)
-	if !ok {
-		return 0, fmt.Errorf("process resource lacks %s", key)
-	}
-	if v.Type() != pcommon.ValueTypeInt {
-		return 0, fmt.Errorf("process resource %s is %s, not an int", key, v.Type())
-	}
-	return v.Int(), nil
-}
-
-// decodeProcess fills s from one process resource.
-func decodeProcess(rm pmetric.ResourceMetrics, s *processSample) error {
-	*s = processSample{}
-	attrs := rm.Resource().Attributes()
-	host, ok := attrs.Get(sc.AttrHostName)
-	if !ok {
-		return fmt.Errorf("process resource lacks %s", sc.AttrHostName)
-	}
-	s.Host = host.Str()
-	var err error
-	var seg, pid int64
-	if seg, err = intAttr(attrs, sc.AttrSegmentID); err != nil {
-		return err
-	}
-	if s.Session, err = intAttr(attrs, sc.AttrSessionID); err != nil {
-		return err
-	}
-	if pid, err = intAttr(attrs, sc.AttrProcessPID); err != nil {
-		return err
-	}
-	if s.TmID, err = intAttr(attrs, sc.AttrTmID); err != nil {
-		return err
-	}
-	s.Segment, s.PID = int32(seg), int32(pid)
-	ct, ok := attrs.Get(sc.AttrProcessCreationTime)
-	if !ok {
-		return fmt.Errorf("process resource lacks %s", sc.AttrProcessCreationTime)
-	}
-	created, err := time.Parse(time.RFC3339Nano, ct.Str())
-	if err != nil {
-		return fmt.Errorf("process resource %s: %w", sc.AttrProcessCreationTime, err)
-	}
-	s.Creation = created.UnixNano()
-
-	sms := rm.ScopeMetrics()
-	for i := range sms.Len() {
-		ms := sms.At(i).Metrics()
-		for j := range ms.Len() {
-			decodeProcessMetric(ms.At(j), s)
-		}
-	}
-	return nil
-}
-
-func decodeProcessMetric(m pmetric.Metric, s *processSample) {
-	if cm, ok := counterByProcessMetric[m.Name()]; ok {
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) {
-			slot := -1
-			if cm.attr == "" {
-				slot = cm.slots[0].slot
-			} else if v, ok := dp.Attributes().Get(cm.attr); ok {
-				for _, as := range cm.slots {
-					if as.value == v.Str() {
-						slot = as.slot
-					}
-				}
-			}
-			if slot < 0 {
-				return
-			}
-			if cm.seconds {
-				s.Counters[slot] = nanosValue(dp)
-			} else {
-				s.Counters[slot] = intValue(dp)
-			}
-			s.Present |= 1 << slot
-		})
-		return
-	}
-	switch m.Name() {
-	case sc.MetricProcessMemoryUsage:
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memRSS] += intValue(dp) })
-	case sc.MetricProcessMemoryVirtual:
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memVirtual] += intValue(dp) })
-	case sc.MetricProcessMemoryPeak:
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memPeak] += intValue(dp) })
-	case sc.MetricProcessMemoryVirtPeak:
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) { s.Memory[memVirtualPeak] += intValue(dp) })
-	case sc.MetricProcessMemoryRSS:
-		forEachPoint(m, func(dp pmetric.NumberDataPoint) {
-			v, ok := dp.Attributes().Get(sc.AttrRSSType)
-			if !ok {
-				return
-			}
-			switch v.Str() {
-			case sc.RSSTypeAnon:
-				s.Memory[memRSSAnon] += intValue(dp)
-			case sc.RSSTypeFile, sc.RSSTypeShmem:
-				s.Memory[memRSSShared] += intValue(dp)
-			}
-		})
-	}
 }
 
 // appendFigures adds the session figures to every session resource.

@@ -219,16 +219,109 @@ func TestCounterFirstReportedLateStartsAsBaseline(t *testing.T) {
 	}
 }
 
-func TestBatchWithoutSnapshotPassesThroughUnchanged(t *testing.T) {
+func TestProcessBatchesAreHeldForTheirClosingBatch(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
-	in := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)).Metrics()
-	in.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool { return kindOf(rm) == kindSnapshot })
-	before := marshal(t, in)
-	if err := p.ConsumeMetrics(context.Background(), in); err != nil {
+	s := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw2", 1, 1, 200, -10, 2, 0))
+	batches := s.Batches()
+	for _, md := range batches[:len(batches)-1] {
+		if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(sink.AllMetrics()); n != 0 {
+		t.Fatalf("%d process batches forwarded before the closing batch, want none (emit_process_metrics off)", n)
+	}
+	if err := p.ConsumeMetrics(context.Background(), batches[len(batches)-1]); err != nil {
 		t.Fatal(err)
 	}
-	if got := marshal(t, sink.AllMetrics()[0]); got != before {
-		t.Errorf("batch without a snapshot resource was changed:\n%s\nwant\n%s", got, before)
+	if got := figure(t, sink.AllMetrics()[0], 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 3 {
+		t.Errorf("lifetime user CPU = %v, want 3 (both hosts' processes, from their batches)", got)
+	}
+}
+
+func TestOneBatchAndProcessBatchesGiveTheSameFigures(t *testing.T) {
+	snaps := []snapshottest.Snapshot{
+		snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 10), proc("sdw2", 1, 1, 200, -10, 2, 20)),
+		snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 4, 50), proc("sdw2", 1, 1, 200, -10, 3, 90)),
+	}
+	batched, sinkB := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	whole, sinkW := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	outB := feed(t, batched, sinkB, snaps...)
+	for _, s := range snaps {
+		if err := whole.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	outW := sinkW.AllMetrics()[len(sinkW.AllMetrics())-1]
+	if b, w := marshal(t, outB), marshal(t, outW); b != w {
+		t.Errorf("figures from process batches differ from one whole batch:\n%s\nwant\n%s", b, w)
+	}
+}
+
+func TestSnapshotWithoutClosingBatchIsClosedByTheNext(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
+	first := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0))
+	lost := snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 5, 0))
+	last := snap(120, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 7, 0))
+	feed(t, p, sink, first)
+	// The closing batch at 60 s never arrives (refused by memory_limiter, say).
+	if err := p.ConsumeMetrics(context.Background(), lost.Batches()[0]); err != nil {
+		t.Fatal(err)
+	}
+	out := feed(t, p, sink, last)
+	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "2m", sc.AttrCPUMode, sc.CPUModeUser); got != 6 {
+		t.Errorf("user CPU over 2m = %v, want 6 (the unclosed snapshot keeps the counters consistent)", got)
+	}
+}
+
+func TestPointsOutOfOrderDecodeToTheirProcess(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	s := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw1", 0, 1, 101, -10, 2, 0))
+	md := s.Metrics()
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if kindOf(rms.At(i)) != kindProcess {
+			continue
+		}
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Name() == sc.MetricProcessCPUTime {
+				dps := ms.At(j).Sum().DataPoints()
+				dps.Sort(func(a, b pmetric.NumberDataPoint) bool { return a.DoubleValue() > b.DoubleValue() })
+			}
+		}
+	}
+	if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	out := sink.AllMetrics()[0]
+	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 3 {
+		t.Errorf("lifetime user CPU = %v, want 3", got)
+	}
+	if got := figure(t, out, 1, sc.MetricSessionProcesses); got != 2 {
+		t.Errorf("processes = %v, want 2", got)
+	}
+}
+
+func TestProcessPointWithoutPIDIsSkipped(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	md := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)).Metrics()
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if kindOf(rms.At(i)) == kindProcess {
+			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+			for j := range ms.Len() {
+				if ms.At(j).Name() == sc.MetricProcessCPUTime {
+					ms.At(j).Sum().DataPoints().At(0).Attributes().Remove(sc.AttrProcessPID)
+				}
+			}
+		}
+	}
+	if err := p.ConsumeMetrics(context.Background(), md); err != nil {
+		t.Fatal(err)
+	}
+	if got := figure(t, sink.AllMetrics()[0], 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 0 {
+		t.Errorf("lifetime user CPU = %v, want 0 (the point without a pid is not anybody's)", got)
 	}
 }
 
@@ -278,7 +371,11 @@ func TestProcessResourcesOnlyWhenOptedIn(t *testing.T) {
 		if emit {
 			want = 2
 		}
-		if got := countKind(out, sc.KindProcess); got != want {
+		got := 0
+		for _, md := range sink.AllMetrics() {
+			got += countKind(md, sc.KindProcess)
+		}
+		if got != want {
 			t.Errorf("emit_process_metrics=%v: %d process resources forwarded, want %d", emit, got, want)
 		}
 		if got := countKind(out, sc.KindSession); got != 1 {

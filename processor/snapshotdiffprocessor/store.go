@@ -48,7 +48,6 @@ type memoryGauges [numMemory]int64
 // processSample is one process as one snapshot saw it.
 type processSample struct {
 	Host     string
-	Segment  int32
 	TmID     int64
 	Session  int64
 	PID      int32
@@ -71,7 +70,6 @@ type processKey struct {
 	creation int64
 	session  uint32
 	pid      int32
-	segment  int32
 	host     uint32
 }
 
@@ -209,22 +207,12 @@ func (s *store) newestTime() int64 {
 }
 
 // begin starts ingesting a snapshot taken at t (unix ns).
-func (s *store) begin(t int64, hosts []hostAnswer) error {
+func (s *store) begin(t int64) error {
 	if len(s.ring) > 0 && t <= s.newestTime() {
 		return errNotNewer
 	}
 	s.ingesting = true
 	s.pendTime = t
-	s.pendDown = s.pendDown[:0]
-	s.pendUp = s.pendUp[:0]
-	for _, h := range hosts {
-		row := s.hostRow(h.Host)
-		if h.Up {
-			s.pendUp = append(s.pendUp, row)
-		} else {
-			s.pendDown = append(s.pendDown, row)
-		}
-	}
 	s.records = s.records[:0]
 	s.scratch = s.scratch[:0]
 	clear(s.memIndex)
@@ -315,7 +303,7 @@ func (s *store) add(p *processSample) error {
 	seq := s.nextSeq
 	host := s.hostRow(p.Host)
 	sess := s.sessionRow(sessionKey{tmID: p.TmID, id: p.Session})
-	key := processKey{creation: p.Creation, session: sess, pid: p.PID, segment: p.Segment, host: host}
+	key := processKey{creation: p.Creation, session: sess, pid: p.PID, host: host}
 	// Scrapes list processes in much the same order each time: try the
 	// row at this position last time before the map.
 	var row uint32
@@ -385,13 +373,24 @@ func (s *store) add(p *processSample) error {
 	return nil
 }
 
-// commit closes the snapshot being ingested, moves every window's old
-// snapshot and trims the ring; computeFigures then reads the result.
-func (s *store) commit() error {
+// commit closes the snapshot being ingested with its hosts' answers, moves
+// every window's old snapshot and trims the ring; computeFigures then reads
+// the result.
+func (s *store) commit(hosts []hostAnswer) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
 	s.ingesting = false
+	s.pendDown = s.pendDown[:0]
+	s.pendUp = s.pendUp[:0]
+	for _, h := range hosts {
+		row := s.hostRow(h.Host)
+		if h.Up {
+			s.pendUp = append(s.pendUp, row)
+		} else {
+			s.pendDown = append(s.pendDown, row)
+		}
+	}
 	sn := s.packSnapshot()
 	s.prevOrder = s.prevOrder[:0]
 	for _, r := range s.records {

@@ -42,7 +42,7 @@ func sample(host string, session int64, pid int32, cpu int64) processSample {
 
 func ingest(t *testing.T, s *store, at time.Duration, procs ...processSample) {
 	t.Helper()
-	if err := s.begin(int64(at), nil); err != nil {
+	if err := s.begin(int64(at)); err != nil {
 		t.Fatal(err)
 	}
 	for i := range procs {
@@ -50,7 +50,7 @@ func ingest(t *testing.T, s *store, at time.Duration, procs ...processSample) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.commit(); err != nil {
+	if err := s.commit(nil); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -137,7 +137,7 @@ func TestSessionIndexFindsOneSessionsRows(t *testing.T) {
 
 func TestDuplicateProcessInOneSnapshotIsRejected(t *testing.T) {
 	s := newStore([]time.Duration{time.Minute}, 0)
-	if err := s.begin(1, nil); err != nil {
+	if err := s.begin(1); err != nil {
 		t.Fatal(err)
 	}
 	p := sample("sdw1", 1, 10, 5)
@@ -205,10 +205,17 @@ func TestBadProcessResourcesAreSkippedNotFatal(t *testing.T) {
 	rms := md.ResourceMetrics()
 	broken := 0
 	for i := range rms.Len() {
-		a := rms.At(i).Resource().Attributes()
-		if pid, ok := a.Get(sc.AttrProcessPID); ok && pid.Int() == 101 {
-			a.PutStr(sc.AttrProcessCreationTime, "yesterday")
-			broken++
+		if kindOf(rms.At(i)) != kindProcess {
+			continue
+		}
+		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
+		for j := range ms.Len() {
+			forEachPoint(ms.At(j), func(dp pmetric.NumberDataPoint) {
+				if pid, _ := dp.Attributes().Get(sc.AttrProcessPID); pid.Int() == 101 {
+					dp.SetStartTimestamp(0) // no creation time: no identity
+					broken = 1
+				}
+			})
 		}
 	}
 	bad := rms.AppendEmpty()

@@ -7,10 +7,14 @@ import (
 	"os"
 	"runtime"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -95,7 +99,8 @@ func BenchmarkScrape(b *testing.B) {
 			cfg.Agents = benchAgents(b, size.hosts, root)
 			cfg.Timeout = 5 * time.Minute
 			cfg.HostTimeout = 4 * time.Minute
-			s, err := newSessionScraper(cfg, receivertest.NewNopSettings(metadata.Type), newMemorySource(size.hosts, pids))
+			counted := &countingConsumer{}
+			s, err := newSessionScraper(cfg, receivertest.NewNopSettings(metadata.Type), newMemorySource(size.hosts, pids), counted)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -113,17 +118,21 @@ func BenchmarkScrape(b *testing.B) {
 			b.ResetTimer()
 			var points, resources int
 			for i := 0; i < b.N; i++ {
+				counted.points.Store(0)
+				counted.resources.Store(0)
 				md, err := s.scrape(context.Background())
 				if err != nil {
 					b.Fatal(err)
 				}
-				points, resources = md.DataPointCount(), md.ResourceMetrics().Len()
+				points = md.DataPointCount() + int(counted.points.Load())
+				resources = md.ResourceMetrics().Len() + int(counted.resources.Load())
 			}
 			b.StopTimer()
 			reportPerProcess(b, before, size.hosts*size.pids)
-			want := size.hosts*size.pids + 50 + 1
+			// One process resource per session per agent answer, every session, the snapshot.
+			want := size.hosts*(size.pids/cfg.MaxPidsPerCall)*50 + 50 + 1
 			if resources != want {
-				b.Fatalf("%d resources, want %d (every process, every session, the snapshot)", resources, want)
+				b.Fatalf("%d resources, want %d", resources, want)
 			}
 			b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/scrape")
 			b.ReportMetric(float64(size.hosts*size.pids), "processes/scrape")
@@ -132,10 +141,22 @@ func BenchmarkScrape(b *testing.B) {
 	}
 }
 
-// BenchmarkEmitSnapshot is the receiver's own share of a scrape: turning the
-// agents' answers into one pdata snapshot (conversion and emission), without
+// countingConsumer counts the process batches a scrape hands on.
+type countingConsumer struct {
+	points, resources atomic.Int64
+}
+
+func (c *countingConsumer) Capabilities() consumer.Capabilities { return consumer.Capabilities{} }
+func (c *countingConsumer) ConsumeMetrics(_ context.Context, md pmetric.Metrics) error {
+	c.points.Add(int64(md.DataPointCount()))
+	c.resources.Add(int64(md.ResourceMetrics().Len()))
+	return nil
+}
+
+// BenchmarkEmitAnswers is the receiver's own share of a scrape: turning the
+// agents' answers into process batches (conversion and emission), without
 // procfs reads or gRPC.
-func BenchmarkEmitSnapshot(b *testing.B) {
+func BenchmarkEmitAnswers(b *testing.B) {
 	for _, size := range []struct{ hosts, pids int }{{10, 1000}, {100, 2000}} {
 		b.Run(fmt.Sprintf("hosts=%d/pids=%d", size.hosts, size.pids), func(b *testing.B) {
 			root := b.TempDir()
@@ -159,11 +180,14 @@ func BenchmarkEmitSnapshot(b *testing.B) {
 				b.Fatal(err)
 			}
 			queries, _ := groupByHost(src.state.Backends, topo, true)
-			results := make([]hostResult, len(queries))
+			answers := make([]answerWrite, len(queries))
+			ts := pcommon.NewTimestampFromTime(time.Now())
 			for i, q := range queries {
 				req := &yagpcc.GetPidProcInfoReq{}
-				for _, p := range q.procs {
+				byPID := map[int64]*Backend{}
+				for j, p := range q.procs {
 					req.SegmentProcess = append(req.SegmentProcess, &yagpcc.SegmentProcess{GpSegmentId: p.SegmentID, SessId: p.SessionID, Pid: p.PID})
+					byPID[p.PID] = &queries[i].procs[j]
 				}
 				resp, err := svc.GetPidProcStat(context.Background(), req)
 				if err != nil {
@@ -173,27 +197,29 @@ func BenchmarkEmitSnapshot(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				results[i] = hostResult{host: q.host, asked: len(q.procs), up: true, consts: consts, infos: resp.GetPidProcData()}
+				answers[i] = answerWrite{time: ts, tmID: 1, host: q.host, consts: consts, infos: resp.GetPidProcData(), byPID: byPID}
 			}
-			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type), emitWorkers())
+			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type))
 			if err != nil {
 				b.Fatal(err)
 			}
-			snap := &snapshot{time: time.Now(), dialect: DialectGP7, tmID: 1, coordinatorHost: "mdw",
-				sessions: sessionHeads(DialectGP7, src.state.Sessions), queries: queries, results: results, queryMaxLength: 4096}
 			runtime.GC()
 			b.ReportAllocs()
 			before := memStats()
 			b.ResetTimer()
-			var st emitStats
+			written := 0
 			for i := 0; i < b.N; i++ {
-				_, st = emitter.emitSnapshot(snap)
+				written = 0
+				for j := range answers {
+					_, n, _ := emitter.emitAnswer(&answers[j])
+					written += n
+				}
 			}
 			b.StopTimer()
-			if st.processes != size.hosts*size.pids {
-				b.Fatalf("%d processes emitted, want %d", st.processes, size.hosts*size.pids)
+			if written != size.hosts*size.pids {
+				b.Fatalf("%d processes emitted, want %d", written, size.hosts*size.pids)
 			}
-			reportPerProcess(b, before, st.processes)
+			reportPerProcess(b, before, written)
 		})
 	}
 }

@@ -10,15 +10,11 @@ import (
 	"go.opentelemetry.io/collector/receiver"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
-// CreationTimeLayout is how process.creation.time is spelled: UTC, always
-// nine fractional digits, so one process always gets the same string.
-const CreationTimeLayout = "2006-01-02T15:04:05.000000000Z"
-
-// snapshot is everything one scrape learnt, ready to be written as pdata.
+// snapshot is what the batch that closes a scrape's snapshot says: the
+// snapshot resource with each host's answer, and the sessions.
 type snapshot struct {
 	time            time.Time
 	dialect         string
@@ -28,11 +24,12 @@ type snapshot struct {
 	queries         []hostQuery  // what each host was asked
 	results         []hostResult // in the order of queries
 	queryMaxLength  int
+	resourceGroups  map[uint32]string // resource group oid -> name
 }
 
 // emitStats counts what the emission kept and dropped.
 type emitStats struct {
-	processes     int // process resources written
+	processes     int // processes written into process resources
 	withoutStat   int // answered without /proc/<pid>/stat: no creation time, so no identity
 	answeredHosts int
 	failedHosts   int
@@ -40,62 +37,46 @@ type emitStats struct {
 
 // snapshotEmitter writes snapshots as pdata. The snapshot and session
 // resources, a few per scrape, go through mdatagen's MetricsBuilder; process
-// resources, one per backend on every host, are written straight into pdata
-// by a processWriter, which honours the same metrics/resource_attributes
-// switches.
+// resources, written per agent answer as it arrives, are written straight
+// into pdata by a processWriter, which honours the same metrics and
+// resource_attributes switches.
 type snapshotEmitter struct {
+	mu      sync.Mutex // the MetricsBuilder is not safe for concurrent use
 	mb      *metadata.MetricsBuilder
 	procs   *processWriter
-	workers int // goroutines writing process resources at once
+	scratch sync.Pool // *answerScratch, reused across answers and scrapes
 }
 
-func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings, workers int, opts ...metadata.MetricBuilderOption) (*snapshotEmitter, error) {
+func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings, opts ...metadata.MetricBuilderOption) (*snapshotEmitter, error) {
 	procs, err := newProcessWriter(mbc, settings)
 	if err != nil {
 		return nil, err
 	}
-	return &snapshotEmitter{mb: metadata.NewMetricsBuilder(mbc, settings, opts...), procs: procs, workers: max(1, workers)}, nil
+	e := &snapshotEmitter{mb: metadata.NewMetricsBuilder(mbc, settings, opts...), procs: procs}
+	e.scratch.New = func() any { return &answerScratch{} }
+	return e, nil
 }
 
-// emitSnapshot writes one snapshot: the snapshot resource, one resource per
-// session, one per answered process, every data point at s.time. Process
-// resources are written by all the workers at once, each taking a
-// contiguous stretch, and joined in order.
-func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats) {
-	md, st := emitSnapshotAndSessions(e.mb, s)
-	ts := pcommon.NewTimestampFromTime(s.time)
+// emitAnswer writes one agent answer as a batch of process resources; it
+// may run on many goroutines at once.
+func (e *snapshotEmitter) emitAnswer(a *answerWrite) (md pmetric.Metrics, written, withoutStat int) {
+	md = pmetric.NewMetrics()
+	sc := e.scratch.Get().(*answerScratch)
+	written, withoutStat = e.procs.writeAnswer(md.ResourceMetrics(), sc, a)
+	clear(sc.procs[:cap(sc.procs)]) // drop the backend pointers until the next answer
+	e.scratch.Put(sc)
+	return md, written, withoutStat
+}
 
-	stretches := splitProcesses(s.results, e.workers)
-	parts := make([]pmetric.ResourceMetricsSlice, len(stretches))
-	counts := make([]emitStats, len(stretches))
-	byPID := backendsByPID(s)
-	var wg sync.WaitGroup
-	for w, stretch := range stretches {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			n := 0
-			for _, span := range stretch {
-				n += span.to - span.from
-			}
-			parts[w] = pmetric.NewResourceMetricsSlice()
-			parts[w].EnsureCapacity(n)
-			var pp processPoints
-			for _, span := range stretch {
-				e.emitProcesses(parts[w], &pp, ts, s.tmID, &s.results[span.result], byPID[span.result], span.from, span.to, &counts[w])
-			}
-		}()
-	}
-	wg.Wait()
-	total := md.ResourceMetrics().Len()
-	for w := range parts {
-		total += parts[w].Len()
-	}
-	md.ResourceMetrics().EnsureCapacity(total)
-	for w := range parts {
-		parts[w].MoveAndAppendTo(md.ResourceMetrics())
-		st.processes += counts[w].processes
-		st.withoutStat += counts[w].withoutStat
+// emitSnapshot writes the batch that closes a snapshot: the snapshot
+// resource and one resource per session, every data point at s.time.
+func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	md, st := emitSnapshotAndSessions(e.mb, s)
+	for i := range s.results {
+		st.processes += s.results[i].written
+		st.withoutStat += s.results[i].withoutStat
 	}
 	return md, st
 }
@@ -124,6 +105,8 @@ func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.
 	rb.SetGpotelDialect(s.dialect)
 	rb.SetHostName(s.coordinatorHost)
 	mb.EmitForResource(metadata.WithResource(rb.Emit()))
+	emitHostsAndCgroups(mb, ts, s)
+	pressure := sessionPressureOf(s)
 
 	for _, row := range s.sessions {
 		rb.SetGpotelResourceKindSession()
@@ -139,6 +122,7 @@ func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.
 		}
 		rb.SetHostName(s.coordinatorHost)
 		mb.RecordGpotelSessionInfoDataPoint(ts, 1)
+		recordSessionCgroupPressure(mb, ts, pressure, row.SessionID)
 		mb.EmitForResource(metadata.WithResource(rb.Emit()))
 	}
 	md := mb.Emit()
@@ -156,72 +140,6 @@ func sessionBackends(s *snapshot) map[int64][]string {
 		}
 	}
 	return out
-}
-
-// backendsByPID indexes, per host query, the asked backends by pid.
-func backendsByPID(s *snapshot) []map[int64]*Backend {
-	byPID := make([]map[int64]*Backend, len(s.results))
-	for i := range s.results {
-		byPID[i] = make(map[int64]*Backend, len(s.queries[i].procs))
-		for j := range s.queries[i].procs {
-			byPID[i][s.queries[i].procs[j].PID] = &s.queries[i].procs[j]
-		}
-	}
-	return byPID
-}
-
-// infoSpan is infos[from:to] of one host's result.
-type infoSpan struct{ result, from, to int }
-
-// splitProcesses cuts every answered process, in order, into at most n
-// stretches of nearly equal length.
-func splitProcesses(results []hostResult, n int) [][]infoSpan {
-	total := 0
-	for i := range results {
-		total += len(results[i].infos)
-	}
-	if total == 0 {
-		return nil
-	}
-	per := (total + n - 1) / n
-	var out [][]infoSpan
-	var cur []infoSpan
-	room := per
-	for i := range results {
-		for from := 0; from < len(results[i].infos); {
-			to := min(len(results[i].infos), from+room)
-			cur = append(cur, infoSpan{i, from, to})
-			room -= to - from
-			from = to
-			if room == 0 {
-				out = append(out, cur)
-				cur, room = nil, per
-			}
-		}
-	}
-	if len(cur) > 0 {
-		out = append(out, cur)
-	}
-	return out
-}
-
-// emitProcesses writes one process resource per answered process of r.infos[from:to].
-func (e *snapshotEmitter) emitProcesses(rms pmetric.ResourceMetricsSlice, pp *processPoints, ts pcommon.Timestamp, tmID int64, r *hostResult, byPID map[int64]*Backend, from, to int, st *emitStats) {
-	id := processIdentity{tmID: tmID, host: r.host}
-	for _, info := range r.infos[from:to] {
-		p := kernelunits.Convert(info, r.consts)
-		if !p.HasStat {
-			st.withoutStat++
-			continue
-		}
-		id.backend = byPID[info.GetPid()] // checkAnswer let only asked pids through
-		if e.procs.attrs.ProcessCreationTime.Enabled {
-			id.creationTime = p.CreationTime.UTC().Format(CreationTimeLayout)
-		}
-		pp.collect(&p)
-		e.procs.write(rms, pp, &id, pcommon.NewTimestampFromTime(p.CreationTime), ts)
-		st.processes++
-	}
 }
 
 // attachSessionState fills gpotel.session.info's Metadata() on each session

@@ -26,7 +26,7 @@ func createMetrics(_ context.Context, set receiver.Settings, cfg component.Confi
 	if !ok {
 		return nil, errors.New("gpsession: configuration is not a *gpsessionreceiver.Config")
 	}
-	s, err := newSessionScraper(c, set, newPGSource(c))
+	s, err := newSessionScraper(c, set, newPGSource(c), next)
 	if err != nil {
 		return nil, err
 	}

@@ -138,15 +138,21 @@ type hostQuery struct {
 
 // hostResult is one host's answer for this scrape.
 type hostResult struct {
-	host    string
-	asked   int
-	up      bool  // every call answered sanely within the host timeout
-	err     error // why not, when !up
-	calls   int
-	consts  kernelunits.Host
-	infos   []*yagpcc.GpPidProcInfo
-	summary readCounts
+	host        string
+	asked       int
+	up          bool  // every call answered sanely within the host timeout, every batch accepted
+	err         error // why not, when !up
+	calls       int
+	answered    int // processes the agent answered for in calls it answered sanely
+	written     int // of them, processes written into process resources
+	withoutStat int // of them, processes without a stat, so without identity
+	summary     readCounts
+	cgroups     hostCgroups // host pressure and the processes' control groups
 }
+
+// answerSink takes one sane agent answer of a host, as it arrives. An
+// error means its processes did not reach the pipeline.
+type answerSink func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (written, withoutStat int, err error)
 
 // readCounts adds up the agents' ProcReadSummary over a host's calls.
 type readCounts struct {
@@ -156,13 +162,14 @@ type readCounts struct {
 // fanOut asks every host in parallel (at most MaxParallelHosts at once),
 // each in batches of at most MaxPidsPerCall, each host bounded by
 // HostTimeout. A failing host never fails or delays the others.
-func fanOut(ctx context.Context, cfg *Config, dir *agentDirectory, queries []hostQuery) []hostResult {
+// Each sane answer goes to sink at once, so no answer outlives its batch.
+func fanOut(ctx context.Context, cfg *Config, dir *agentDirectory, queries []hostQuery, sink answerSink) []hostResult {
 	results := make([]hostResult, len(queries))
 	var g errgroup.Group
 	g.SetLimit(cfg.MaxParallelHosts)
 	for i := range queries {
 		g.Go(func() error {
-			results[i] = askHost(ctx, cfg, dir, queries[i])
+			results[i] = askHost(ctx, cfg, dir, queries[i], sink)
 			return nil
 		})
 	}
@@ -170,7 +177,7 @@ func fanOut(ctx context.Context, cfg *Config, dir *agentDirectory, queries []hos
 	return results
 }
 
-func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery) hostResult {
+func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery, sink answerSink) hostResult {
 	res := hostResult{host: q.host, asked: len(q.procs), up: true}
 	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
 	defer cancel()
@@ -188,10 +195,11 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery)
 	for start := 0; start < len(q.procs); start += cfg.MaxPidsPerCall {
 		batch := q.procs[start:min(start+cfg.MaxPidsPerCall, len(q.procs))]
 		req := &yagpcc.GetPidProcInfoReq{SegmentProcess: make([]*yagpcc.SegmentProcess, len(batch))}
-		asked := make(map[int64]bool, len(batch))
-		for i, b := range batch {
+		asked := make(map[int64]*Backend, len(batch))
+		for i := range batch {
+			b := &batch[i]
 			req.SegmentProcess[i] = &yagpcc.SegmentProcess{GpSegmentId: b.SegmentID, SessId: b.SessionID, Pid: b.PID}
-			asked[b.PID] = true
+			asked[b.PID] = b
 		}
 		res.calls++
 		began := time.Now()
@@ -205,8 +213,14 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery)
 			fail(fmt.Errorf("host %s: unusable GetPidProcStat answer: %w", q.host, err))
 			break
 		}
-		res.consts = consts
-		res.infos = append(res.infos, resp.GetPidProcData()...)
+		res.answered += len(resp.GetPidProcData())
+		res.cgroups.add(resp, asked)
+		written, withoutStat, err := sink(ctx, q.host, consts, resp.GetPidProcData(), asked)
+		res.written += written
+		res.withoutStat += withoutStat
+		if err != nil {
+			fail(fmt.Errorf("host %s: %d processes did not reach the pipeline: %w", q.host, written, err))
+		}
 		s := resp.GetSummary()
 		res.summary.requested += s.GetRequested()
 		res.summary.answered += s.GetAnswered()
@@ -219,7 +233,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery)
 
 // checkAnswer rejects an answer that cannot be trusted: no usable host
 // constants, or entries for pids that were not asked about.
-func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]bool) (kernelunits.Host, error) {
+func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]*Backend) (kernelunits.Host, error) {
 	if resp == nil {
 		return kernelunits.Host{}, errors.New("empty answer")
 	}
@@ -230,7 +244,7 @@ func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]bool) (ker
 	seen := make(map[int64]bool, len(resp.GetPidProcData()))
 	for _, info := range resp.GetPidProcData() {
 		pid := info.GetPid()
-		if !asked[pid] {
+		if asked[pid] == nil {
 			return kernelunits.Host{}, fmt.Errorf("answered for pid %d, which was not asked about", pid)
 		}
 		if seen[pid] {

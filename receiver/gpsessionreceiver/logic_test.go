@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -248,7 +249,7 @@ func TestTruncateUTF8NeverSplitsACharacter(t *testing.T) {
 var goodHost = &yagpcc.ProcHost{Hostname: "sdw1", ClkTck: 100, PageSize: 4096, BootTimeUnix: 1_700_000_000}
 
 func TestCheckAnswerRejectsGarbage(t *testing.T) {
-	asked := map[int64]bool{1: true, 2: true}
+	asked := map[int64]*Backend{1: {PID: 1}, 2: {PID: 2}}
 	for _, tc := range []struct {
 		name string
 		resp *yagpcc.GetPidProcInfoResponse
@@ -329,19 +330,48 @@ func procsOn(seg int64, n int) []Backend {
 	return out
 }
 
+// acceptAll is a pipeline that takes every answer.
+func acceptAll(_ context.Context, _ string, _ kernelunits.Host, infos []*yagpcc.GpPidProcInfo, _ map[int64]*Backend) (int, int, error) {
+	return len(infos), 0, nil
+}
+
+func TestRefusedAnswerMarksItsHostDownAndTheRestStillGoes(t *testing.T) {
+	cfg := validConfig()
+	cfg.MaxPidsPerCall = 2
+	dir := directoryOf(cfg, map[string]procReader{"sdw1": &scriptedReader{}, "sdw2": &scriptedReader{}})
+	calls := map[string]int{}
+	var mu sync.Mutex
+	refuseFirstOfSdw1 := func(_ context.Context, host string, _ kernelunits.Host, infos []*yagpcc.GpPidProcInfo, _ map[int64]*Backend) (int, int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls[host]++
+		if host == "sdw1" && calls[host] == 1 {
+			return len(infos), 0, errors.New("memory limit reached")
+		}
+		return len(infos), 0, nil
+	}
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 4)}, {"sdw2", procsOn(1, 2)}}, refuseFirstOfSdw1)
+	if res[0].up || !strings.Contains(res[0].err.Error(), "memory limit") {
+		t.Errorf("sdw1 up=%v err=%v, want down for its refused batch", res[0].up, res[0].err)
+	}
+	if calls["sdw1"] != 2 || !res[1].up {
+		t.Errorf("sdw1 batches handed on %d (want 2: the refusal stops nothing), sdw2 up=%v", calls["sdw1"], res[1].up)
+	}
+}
+
 func TestFanOutBatchesEveryHostWithinTheLimit(t *testing.T) {
 	cfg := validConfig()
 	cfg.MaxPidsPerCall = 2
 	a, b := &scriptedReader{}, &scriptedReader{}
 	dir := directoryOf(cfg, map[string]procReader{"sdw1": a, "sdw2": b})
-	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 5)}, {"sdw2", procsOn(1, 4)}})
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 5)}, {"sdw2", procsOn(1, 4)}}, acceptAll)
 	if a.calls.Load() != 3 || b.calls.Load() != 2 {
 		t.Fatalf("calls sdw1=%d sdw2=%d, want 3 and 2", a.calls.Load(), b.calls.Load())
 	}
 	if a.maxBatch.Load() > 2 || b.maxBatch.Load() > 2 {
 		t.Fatal("a batch exceeded max_pids_per_call")
 	}
-	if !res[0].up || !res[1].up || len(res[0].infos) != 5 || len(res[1].infos) != 4 {
+	if !res[0].up || !res[1].up || res[0].answered != 5 || res[1].answered != 4 || res[0].written != 5 {
 		t.Fatalf("results %+v", res)
 	}
 }
@@ -356,7 +386,7 @@ func TestFanOutBoundsParallelHosts(t *testing.T) {
 		readers[h] = shared
 		queries = append(queries, hostQuery{h, procsOn(0, 1)})
 	}
-	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries)
+	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, acceptAll)
 	if p := shared.peak.Load(); p > 2 || p < 1 {
 		t.Fatalf("peak concurrent hosts %d, want at most max_parallel_hosts=2", p)
 	}
@@ -376,7 +406,8 @@ func (r *slowReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcI
 		r.peak.Store(r.inFlight)
 	}
 	r.mu.Unlock()
-	time.Sleep(r.delay)
+	time.Sleep(r.delay) // the slow agent this double plays: latency to overlap calls, not a wait
+
 	r.mu.Lock()
 	r.inFlight--
 	r.mu.Unlock()
@@ -397,7 +428,7 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 	ctx := await.Context(t)
 	res := fanOut(ctx, cfg, dir, []hostQuery{
 		{"garbage", procsOn(0, 2)}, {"hung", procsOn(1, 2)}, {"ok", procsOn(2, 2)}, {"refused", procsOn(3, 2)},
-	})
+	}, acceptAll)
 	if ctx.Err() != nil {
 		t.Fatal("a hung host held the fan-out until the test's deadline")
 	}
@@ -406,8 +437,8 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 		if r.up != wantUp {
 			t.Errorf("host %s up=%v (err %v)", r.host, r.up, r.err)
 		}
-		if !wantUp && (r.err == nil || len(r.infos) != 0) {
-			t.Errorf("host %s: err %v, %d infos", r.host, r.err, len(r.infos))
+		if !wantUp && (r.err == nil || r.written != 0) {
+			t.Errorf("host %s: err %v, %d processes written", r.host, r.err, r.written)
 		}
 	}
 	if !errors.Is(res[1].err, context.DeadlineExceeded) && !strings.Contains(res[1].err.Error(), "deadline") {

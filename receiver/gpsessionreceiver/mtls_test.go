@@ -109,7 +109,7 @@ func TestMutualTLSToARealAgent(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := unitScraper(t, cfg, &countingSource{memorySource: newMemorySource(1, pids)}, nil, componenttest.NewTelemetry())
-		md, err := s.scrape(context.Background())
+		md, err := scrapeJoined(context.Background(), s)
 		if up := hostUp(md)["sdw1"]; (err == nil) != (up == 1) {
 			t.Fatalf("err %v but host.up %d", err, up)
 		}

@@ -1,6 +1,7 @@
 package gpsessionreceiver
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
@@ -19,7 +21,8 @@ import (
 type processMetric int
 
 const (
-	pmCPUTime processMetric = iota
+	pmInfo processMetric = iota
+	pmCPUTime
 	pmRunDelay
 	pmDiskDelay
 	pmPagingFaults
@@ -40,6 +43,7 @@ const (
 
 // processMetricNames maps the generated metric names to processMetric.
 var processMetricNames = map[string]processMetric{
+	metadata.MetricsInfo.GpotelProcessInfo.Name:               pmInfo,
 	metadata.MetricsInfo.ProcessCPUTime.Name:                  pmCPUTime,
 	metadata.MetricsInfo.GpotelProcessCPURunDelay.Name:        pmRunDelay,
 	metadata.MetricsInfo.GpotelProcessDiskDelay.Name:          pmDiskDelay,
@@ -98,22 +102,23 @@ func newProcessWriter(mbc metadata.MetricsBuilderConfig, settings receiver.Setti
 
 	tmpl := metadata.NewMetricsBuilder(mbc, settings)
 	var ts pcommon.Timestamp
-	tmpl.RecordProcessCPUTimeDataPoint(ts, 0, metadata.AttributeCPUModeUser)
-	tmpl.RecordGpotelProcessCPURunDelayDataPoint(ts, 0)
-	tmpl.RecordGpotelProcessDiskDelayDataPoint(ts, 0)
-	tmpl.RecordProcessPagingFaultsDataPoint(ts, 0, metadata.AttributeFaultTypeMajor)
-	tmpl.RecordProcessContextSwitchesDataPoint(ts, 0, metadata.AttributeContextSwitchTypeVoluntary)
-	tmpl.RecordProcessMemoryUsageDataPoint(ts, 0)
-	tmpl.RecordProcessMemoryVirtualDataPoint(ts, 0)
-	tmpl.RecordGpotelProcessMemoryRssDataPoint(ts, 0, metadata.AttributeRssTypeAnon)
-	tmpl.RecordGpotelProcessMemoryPeakDataPoint(ts, 0)
-	tmpl.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, 0)
-	tmpl.RecordGpotelProcessMemorySwapDataPoint(ts, 0)
-	tmpl.RecordProcessThreadCountDataPoint(ts, 0)
-	tmpl.RecordProcessDiskIoDataPoint(ts, 0, metadata.AttributeDirectionRead)
-	tmpl.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 0)
-	tmpl.RecordGpotelProcessIoCharsDataPoint(ts, 0, metadata.AttributeDirectionRead)
-	tmpl.RecordGpotelProcessIoSyscallsDataPoint(ts, 0, metadata.AttributeDirectionRead)
+	tmpl.RecordGpotelProcessInfoDataPoint(ts, 1, 0, 0, "", false)
+	tmpl.RecordProcessCPUTimeDataPoint(ts, 0, 0, metadata.AttributeCPUModeUser)
+	tmpl.RecordGpotelProcessCPURunDelayDataPoint(ts, 0, 0)
+	tmpl.RecordGpotelProcessDiskDelayDataPoint(ts, 0, 0)
+	tmpl.RecordProcessPagingFaultsDataPoint(ts, 0, 0, metadata.AttributeFaultTypeMajor)
+	tmpl.RecordProcessContextSwitchesDataPoint(ts, 0, 0, metadata.AttributeContextSwitchTypeVoluntary)
+	tmpl.RecordProcessMemoryUsageDataPoint(ts, 0, 0)
+	tmpl.RecordProcessMemoryVirtualDataPoint(ts, 0, 0)
+	tmpl.RecordGpotelProcessMemoryRssDataPoint(ts, 0, 0, metadata.AttributeRssTypeAnon)
+	tmpl.RecordGpotelProcessMemoryPeakDataPoint(ts, 0, 0)
+	tmpl.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, 0, 0)
+	tmpl.RecordGpotelProcessMemorySwapDataPoint(ts, 0, 0)
+	tmpl.RecordProcessThreadCountDataPoint(ts, 0, 0)
+	tmpl.RecordProcessDiskIoDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
+	tmpl.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 0, 0)
+	tmpl.RecordGpotelProcessIoCharsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
+	tmpl.RecordGpotelProcessIoSyscallsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
 	md := tmpl.Emit()
 	if md.ResourceMetrics().Len() == 0 {
 		return w, nil // every process metric is disabled: process resources are never written
@@ -170,15 +175,10 @@ func setAttribute[K ~string](s *metricShape, key K, enabled []K, aggregation str
 // every resource attribute a process resource carries.
 func (w *processWriter) setResourceFilters(ra *metadata.ResourceAttributesConfig) {
 	for key, c := range map[string]*metadata.ResourceAttributeConfig{
-		gpsemconv.AttrResourceKind:        &ra.GpotelResourceKind,
-		gpsemconv.AttrTmID:                &ra.GpotelTmID,
-		gpsemconv.AttrHostName:            &ra.HostName,
-		gpsemconv.AttrSegmentID:           &ra.GpotelSegmentID,
-		gpsemconv.AttrSessionID:           &ra.GpotelSessionID,
-		gpsemconv.AttrProcessPID:          &ra.ProcessPid,
-		gpsemconv.AttrProcessCreationTime: &ra.ProcessCreationTime,
-		gpsemconv.AttrBackendType:         &ra.GpotelBackendType,
-		gpsemconv.AttrProcessSystem:       &ra.GpotelProcessSystem,
+		gpsemconv.AttrResourceKind: &ra.GpotelResourceKind,
+		gpsemconv.AttrTmID:         &ra.GpotelTmID,
+		gpsemconv.AttrHostName:     &ra.HostName,
+		gpsemconv.AttrSessionID:    &ra.GpotelSessionID,
 	} {
 		if c.MetricsInclude != nil {
 			w.include[key] = filter.CreateFilter(c.MetricsInclude)
@@ -260,6 +260,7 @@ func (pp *processPoints) collect(p *kernelunits.Process) {
 	for m := range pp {
 		pp[m].n = 0
 	}
+	pp[pmInfo].addInt("", 1)
 	if p.UserCPU.OK {
 		pp[pmCPUTime].addDouble(metadata.AttributeCPUModeUser.String(), p.UserCPU.V)
 		pp[pmCPUTime].addDouble(metadata.AttributeCPUModeSystem.String(), p.SystemCPU.V)
@@ -316,55 +317,99 @@ func (pp *processPoints) collect(p *kernelunits.Process) {
 	}
 }
 
-// processIdentity is what a process resource's attributes say.
-type processIdentity struct {
-	tmID         int64
-	host         string
-	backend      *Backend
-	creationTime string
+// answeredProcess is one process of an agent answer, converted and ready
+// to be written.
+type answeredProcess struct {
+	backend *Backend
+	start   pcommon.Timestamp // creation time
+	points  processPoints
 }
 
-// write appends one process resource to rms, every data point at ts and
-// starting at start. It appends nothing when no enabled metric has a point
-// or when a resource attribute filter drops the process.
-func (w *processWriter) write(rms pmetric.ResourceMetricsSlice, pp *processPoints, id *processIdentity, start, ts pcommon.Timestamp) {
-	metrics := 0
-	for _, m := range w.order {
-		if pp[m].n > 0 {
+// answerScratch is what one goroutine reuses from answer to answer.
+type answerScratch struct {
+	procs []answeredProcess
+	order []int32 // procs grouped by session, in answer order within a session
+}
+
+// answerWrite is one agent answer and what the emission needs around it.
+type answerWrite struct {
+	time   pcommon.Timestamp
+	tmID   int64
+	host   string
+	consts kernelunits.Host
+	infos  []*yagpcc.GpPidProcInfo
+	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
+}
+
+// writeAnswer appends to rms one process resource per session of one agent
+// answer (docs/pipeline.md, process resources). It returns how many
+// processes it wrote and how many it left out for want of a stat.
+func (w *processWriter) writeAnswer(rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite) (written, withoutStat int) {
+	sc.procs = slices.Grow(sc.procs[:0], len(a.infos))
+	for _, info := range a.infos {
+		p := kernelunits.Convert(info, a.consts)
+		if !p.HasStat {
+			withoutStat++
+			continue
+		}
+		sc.procs = sc.procs[:len(sc.procs)+1]
+		ap := &sc.procs[len(sc.procs)-1]
+		ap.backend = a.byPID[info.GetPid()]
+		ap.start = pcommon.NewTimestampFromTime(p.CreationTime)
+		ap.points.collect(&p)
+		for _, m := range w.order {
 			if !w.shapes[m].attrOn {
-				pp[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
+				ap.points[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
 			}
-			metrics++
 		}
 	}
-	if metrics == 0 {
-		return
+	if len(w.order) == 0 || len(sc.procs) == 0 {
+		return 0, withoutStat
 	}
-
-	var rm pmetric.ResourceMetrics
-	if len(w.include) > 0 || len(w.exclude) > 0 {
-		attrs := pcommon.NewMap()
-		w.putResourceAttributes(attrs, id)
-		if !w.passesFilters(attrs) {
-			return
+	sc.order = sc.order[:0]
+	for i := range sc.procs {
+		sc.order = append(sc.order, int32(i))
+	}
+	slices.SortStableFunc(sc.order, func(x, y int32) int {
+		return cmp.Compare(sc.procs[x].backend.SessionID, sc.procs[y].backend.SessionID)
+	})
+	for from := 0; from < len(sc.order); {
+		session := sc.procs[sc.order[from]].backend.SessionID
+		to := from + 1
+		for to < len(sc.order) && sc.procs[sc.order[to]].backend.SessionID == session {
+			to++
 		}
-		rm = rms.AppendEmpty()
-		attrs.MoveTo(rm.Resource().Attributes())
-	} else {
-		rm = rms.AppendEmpty()
-		w.putResourceAttributes(rm.Resource().Attributes(), id)
+		if w.writeSession(rms, sc, a, session, sc.order[from:to]) {
+			written += to - from
+		}
+		from = to
 	}
+	return written, withoutStat
+}
 
+// writeSession writes the process resource of one session's processes,
+// unless a resource attribute filter drops it.
+func (w *processWriter) writeSession(rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite, session int64, group []int32) bool {
+	attrs := pcommon.NewMap()
+	w.putResourceAttributes(attrs, a.tmID, a.host, session)
+	if !w.passesFilters(attrs) {
+		return false
+	}
+	rm := rms.AppendEmpty()
+	attrs.MoveTo(rm.Resource().Attributes())
 	sms := rm.ScopeMetrics()
 	sms.EnsureCapacity(1)
 	sm := sms.AppendEmpty()
 	sm.Scope().SetName(w.scopeName)
 	sm.Scope().SetVersion(w.scopeVersion)
 	ms := sm.Metrics()
-	ms.EnsureCapacity(metrics)
+	ms.EnsureCapacity(len(w.order))
 	for _, m := range w.order {
-		mp := &pp[m]
-		if mp.n == 0 {
+		n := 0
+		for _, i := range group {
+			n += sc.procs[i].points[m].n
+		}
+		if n == 0 {
 			continue
 		}
 		shape := &w.shapes[m]
@@ -381,64 +426,63 @@ func (w *processWriter) write(rms pmetric.ResourceMetricsSlice, pp *processPoint
 		} else {
 			dps = metric.SetEmptyGauge().DataPoints()
 		}
-		dps.EnsureCapacity(mp.n)
-		for _, p := range mp.pts[:mp.n] {
-			dp := dps.AppendEmpty()
-			dp.SetStartTimestamp(start)
-			dp.SetTimestamp(ts)
-			if shape.double {
-				dp.SetDoubleValue(p.f)
-			} else {
-				dp.SetIntValue(p.i)
-			}
-			if shape.attrOn {
-				dp.Attributes().PutStr(shape.attrKey, p.attr)
+		dps.EnsureCapacity(n)
+		for _, i := range group {
+			ap := &sc.procs[i]
+			mp := &ap.points[m]
+			for _, p := range mp.pts[:mp.n] {
+				dp := dps.AppendEmpty()
+				dp.SetStartTimestamp(ap.start)
+				dp.SetTimestamp(a.time)
+				if shape.double {
+					dp.SetDoubleValue(p.f)
+				} else {
+					dp.SetIntValue(p.i)
+				}
+				if m == pmInfo {
+					putInfoAttributes(dp.Attributes(), ap.backend)
+					continue
+				}
+				da := dp.Attributes()
+				if shape.attrOn {
+					da.EnsureCapacity(2)
+					da.PutInt(gpsemconv.AttrProcessPID, ap.backend.PID)
+					da.PutStr(shape.attrKey, p.attr)
+				} else {
+					da.PutInt(gpsemconv.AttrProcessPID, ap.backend.PID)
+				}
 			}
 		}
 	}
+	return true
 }
 
-// putResourceAttributes writes the enabled resource attributes of a process
-// in the order the builder path set them.
-func (w *processWriter) putResourceAttributes(attrs pcommon.Map, id *processIdentity) {
-	ra := &w.attrs
-	b := id.backend
-	hasType := b.BackendType != ""
-	n := 0
-	for _, on := range [...]bool{ra.GpotelResourceKind.Enabled, ra.GpotelTmID.Enabled, ra.HostName.Enabled,
-		ra.GpotelSegmentID.Enabled, ra.GpotelSessionID.Enabled, ra.ProcessPid.Enabled, ra.ProcessCreationTime.Enabled,
-		ra.GpotelBackendType.Enabled && hasType, ra.GpotelProcessSystem.Enabled} {
-		if on {
-			n++
-		}
+// putInfoAttributes writes what describes a process on its gpotel.process.info point.
+func putInfoAttributes(da pcommon.Map, b *Backend) {
+	da.EnsureCapacity(4)
+	da.PutInt(gpsemconv.AttrProcessPID, b.PID)
+	da.PutInt(gpsemconv.AttrSegmentID, b.SegmentID)
+	if b.BackendType != "" {
+		da.PutStr(gpsemconv.AttrBackendType, b.BackendType)
 	}
-	attrs.EnsureCapacity(n)
+	da.PutBool(gpsemconv.AttrProcessSystem, isSystemProcess(b.SessionID, b.BackendType))
+}
+
+// putResourceAttributes writes the enabled resource attributes of a process resource.
+func (w *processWriter) putResourceAttributes(attrs pcommon.Map, tmID int64, host string, session int64) {
+	ra := &w.attrs
+	attrs.EnsureCapacity(4)
 	if ra.GpotelResourceKind.Enabled {
 		attrs.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindProcess)
 	}
 	if ra.GpotelTmID.Enabled {
-		attrs.PutInt(gpsemconv.AttrTmID, id.tmID)
+		attrs.PutInt(gpsemconv.AttrTmID, tmID)
 	}
 	if ra.HostName.Enabled {
-		attrs.PutStr(gpsemconv.AttrHostName, id.host)
-	}
-	if ra.GpotelSegmentID.Enabled {
-		attrs.PutInt(gpsemconv.AttrSegmentID, b.SegmentID)
+		attrs.PutStr(gpsemconv.AttrHostName, host)
 	}
 	if ra.GpotelSessionID.Enabled {
-		attrs.PutInt(gpsemconv.AttrSessionID, b.SessionID)
-	}
-	if ra.ProcessPid.Enabled {
-		attrs.PutInt(gpsemconv.AttrProcessPID, b.PID)
-	}
-	if ra.ProcessCreationTime.Enabled {
-		attrs.PutStr(gpsemconv.AttrProcessCreationTime, id.creationTime)
-	}
-	if ra.GpotelBackendType.Enabled && hasType {
-		attrs.PutStr(gpsemconv.AttrBackendType, b.BackendType)
-	}
-	if ra.GpotelProcessSystem.Enabled {
-		attrs.PutBool(gpsemconv.AttrProcessSystem, isSystemProcess(b.SessionID, b.BackendType))
+		attrs.PutInt(gpsemconv.AttrSessionID, session)
 	}
 }
 

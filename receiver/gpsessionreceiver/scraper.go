@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
@@ -28,6 +31,7 @@ type sessionScraper struct {
 	source    clusterSource
 	newLocal  func() (procReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
+	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
 	telemetry *metadata.TelemetryBuilder
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
@@ -38,14 +42,16 @@ type sessionScraper struct {
 	retryAt   time.Time // no discovery before this, after a failure
 	backoff   time.Duration
 	lastError string
+	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
+	cgroupNotes map[string]string
 }
 
-func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource) (*sessionScraper, error) {
+func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource, next consumer.Metrics) (*sessionScraper, error) {
 	tb, err := metadata.NewTelemetryBuilder(settings.TelemetrySettings)
 	if err != nil {
 		return nil, err
 	}
-	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings, emitWorkers())
+	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings)
 	if err != nil {
 		return nil, err
 	}
@@ -55,12 +61,10 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		logger:    settings.Logger,
 		source:    source,
 		emitter:   emitter,
+		next:      next,
 		telemetry: tb,
 	}, nil
 }
-
-// emitWorkers is how many goroutines write process resources at once.
-func emitWorkers() int { return max(1, min(runtime.GOMAXPROCS(0), 8)) }
 
 // start prepares the agent connections. It never touches the database, so an
 // unreachable coordinator does not keep the collector from starting.
@@ -132,9 +136,18 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 	}
 
-	results := fanOut(ctx, s.cfg, s.dir, queries)
+	// The snapshot time comes first: process batches carry it as they go out.
+	at := time.Now()
+	ts := pcommon.NewTimestampFromTime(at)
+	results := fanOut(ctx, s.cfg, s.dir, queries, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+		md, written, withoutStat := s.emitter.emitAnswer(&answerWrite{time: ts, tmID: state.TmID, host: host, consts: consts, infos: infos, byPID: asked})
+		if md.ResourceMetrics().Len() == 0 {
+			return written, withoutStat, nil
+		}
+		return written, withoutStat, s.next.ConsumeMetrics(ctx, md)
+	})
 	snap := &snapshot{
-		time:            time.Now(),
+		time:            at,
 		dialect:         state.Dialect,
 		tmID:            state.TmID,
 		coordinatorHost: topo.CoordinatorHost(),
@@ -142,7 +155,9 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		queries:         queries,
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
+		resourceGroups:  state.ResourceGroups,
 	}
+	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap)
 	return md, s.account(ctx, results, st)
 }
@@ -159,7 +174,7 @@ func (s *sessionScraper) account(ctx context.Context, results []hostResult, st e
 		s.telemetry.GpsessionPidsFailed.Add(ctx, r.summary.failed)
 		if !r.up {
 			hostErrs = append(hostErrs, r.err)
-			lost += r.asked - len(r.infos)
+			lost += r.asked - r.written
 		}
 	}
 	s.telemetry.GpsessionHostsOk.Add(ctx, int64(st.answeredHosts))

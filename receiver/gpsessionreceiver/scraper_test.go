@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
@@ -40,7 +41,7 @@ func (c *countingSource) SegmentConfiguration(ctx context.Context) ([]SegmentCon
 func unitScraper(t *testing.T, cfg *Config, src clusterSource, readers map[string]procReader, tt *componenttest.Telemetry) *sessionScraper {
 	t.Helper()
 	set := metadatatest.NewSettings(tt)
-	s, err := newSessionScraper(cfg, set, src)
+	s, err := newSessionScraper(cfg, set, src, new(consumertest.MetricsSink))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +64,7 @@ func TestSelfMetricsCountHostsAndPids(t *testing.T) {
 		"sdw1": &scriptedReader{},
 		"sdw2": &scriptedReader{fail: errors.New("connection refused")},
 	}, tt)
-	md, err := s.scrape(context.Background())
+	md, err := scrapeJoined(context.Background(), s)
 	var partial scrapererror.PartialScrapeError
 	if !errors.As(err, &partial) || partial.Failed != 3 || !strings.Contains(err.Error(), "sdw2") {
 		t.Fatalf("err %v, want a partial scrape naming sdw2 with 3 processes lost", err)
@@ -86,10 +87,10 @@ func TestDatabaseFailureBacksOffBeforeTheNextAttempt(t *testing.T) {
 	cfg.ReconnectBackoffMax = time.Hour
 	src := &countingSource{memorySource: newMemorySource(1, []int{11}), fail: errors.New("connection refused")}
 	s := unitScraper(t, cfg, src, map[string]procReader{"sdw1": &scriptedReader{}}, componenttest.NewTelemetry())
-	if _, err := s.scrape(context.Background()); err == nil {
+	if _, err := scrapeJoined(context.Background(), s); err == nil {
 		t.Fatal("no error with the database down")
 	}
-	_, err := s.scrape(context.Background())
+	_, err := scrapeJoined(context.Background(), s)
 	if err == nil || !strings.Contains(err.Error(), "next attempt in") || !strings.Contains(err.Error(), "connection refused") {
 		t.Fatalf("second scrape: %v", err)
 	}
@@ -98,7 +99,7 @@ func TestDatabaseFailureBacksOffBeforeTheNextAttempt(t *testing.T) {
 	}
 	s.retryAt = time.Time{} // the backoff has passed
 	src.fail = nil
-	if _, err := s.scrape(context.Background()); err != nil {
+	if _, err := scrapeJoined(context.Background(), s); err != nil {
 		t.Fatalf("after the backoff: %v", err)
 	}
 	if s.backoff != 0 {
@@ -111,19 +112,19 @@ func TestUnknownSegmentRefreshesTheTopologyOnce(t *testing.T) {
 	src := &countingSource{memorySource: newMemorySource(1, []int{11})}
 	readers := map[string]procReader{"sdw1": &scriptedReader{}, "sdw9": &scriptedReader{}}
 	s := unitScraper(t, cfg, src, readers, componenttest.NewTelemetry())
-	if _, err := s.scrape(context.Background()); err != nil {
+	if _, err := scrapeJoined(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	if n := src.configs.Load(); n != 1 {
 		t.Fatalf("%d topology reads for the first scrape", n)
 	}
-	if _, err := s.scrape(context.Background()); err != nil || src.configs.Load() != 1 {
+	if _, err := scrapeJoined(context.Background(), s); err != nil || src.configs.Load() != 1 {
 		t.Fatalf("a fresh topology was read again (%d reads, err %v)", src.configs.Load(), err)
 	}
 	// Segment 1 appears (expansion): its backends make the receiver look again.
 	src.state.Backends = append(src.state.Backends, Backend{SegmentID: 1, PID: 77, SessionID: 1000})
 	src.rows = append(src.rows, SegmentConfigRow{Content: 1, Role: "p", Status: "u", Hostname: "sdw9"})
-	md, err := s.scrape(context.Background())
+	md, err := scrapeJoined(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestSystemProcessesCanBeDropped(t *testing.T) {
 	src.state.Backends = append(src.state.Backends, Backend{SegmentID: 0, PID: 12, SessionID: 0, BackendType: "checkpointer"})
 	src.state.Sessions = append(src.state.Sessions, SessionRow{PID: 5, SessionID: 5, BackendType: strp("checkpointer")})
 	s := unitScraper(t, cfg, src, map[string]procReader{"sdw1": &scriptedReader{}}, componenttest.NewTelemetry())
-	md, err := s.scrape(context.Background())
+	md, err := scrapeJoined(context.Background(), s)
 	if err != nil {
 		t.Fatal(err)
 	}

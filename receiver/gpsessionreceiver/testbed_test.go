@@ -63,7 +63,7 @@ func (s countingService) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidP
 		}
 	}
 	if a.delay > 0 {
-		time.Sleep(a.delay)
+		time.Sleep(a.delay) // the agent's simulated latency, so that calls overlap; not a wait
 	}
 	return a.service.GetPidProcStat(ctx, req)
 }
@@ -114,7 +114,7 @@ func startScraper(t *testing.T, cfg *Config) *sessionScraper {
 		t.Fatalf("config: %v", err)
 	}
 	set := receivertest.NewNopSettings(metadata.Type)
-	s, err := newSessionScraper(cfg, set, newPGSource(cfg))
+	s, err := newSessionScraper(cfg, set, newPGSource(cfg), new(consumertest.MetricsSink))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +131,7 @@ func scrapeOnce(t *testing.T, s *sessionScraper) (pmetric.Metrics, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.Timeout)
 	defer cancel()
-	return s.scrape(ctx)
+	return scrapeJoined(ctx, s)
 }
 
 // scrapeBeforeDeadline runs one scrape under a context that outlives every
@@ -140,7 +140,7 @@ func scrapeOnce(t *testing.T, s *sessionScraper) (pmetric.Metrics, error) {
 func scrapeBeforeDeadline(t *testing.T, s *sessionScraper) (md pmetric.Metrics, hung bool, err error) {
 	t.Helper()
 	ctx := await.Context(t)
-	md, err = s.scrape(ctx)
+	md, err = scrapeJoined(ctx, s)
 	return md, ctx.Err() != nil, err
 }
 
@@ -152,14 +152,24 @@ type processKey struct {
 	pid     int64
 }
 
+// processesIn lists the processes of the process resources by their
+// gpotel.process.info points.
 func processesIn(md pmetric.Metrics) map[int64]processKey {
 	out := map[int64]processKey{}
 	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
 		a := rm.Resource().Attributes()
-		get := func(k string) int64 { v, _ := a.Get(k); return v.Int() }
 		host, _ := a.Get(gpsemconv.AttrHostName)
-		k := processKey{host.Str(), get(gpsemconv.AttrSegmentID), get(gpsemconv.AttrSessionID), get(gpsemconv.AttrProcessPID)}
-		out[k.pid] = k
+		session, _ := a.Get(gpsemconv.AttrSessionID)
+		info, ok := metricNamed(rm, gpsemconv.MetricProcessInfo)
+		if !ok {
+			continue
+		}
+		for i := 0; i < info.Gauge().DataPoints().Len(); i++ {
+			pa := info.Gauge().DataPoints().At(i).Attributes()
+			pid, _ := pa.Get(gpsemconv.AttrProcessPID)
+			seg, _ := pa.Get(gpsemconv.AttrSegmentID)
+			out[pid.Int()] = processKey{host.Str(), seg.Int(), session.Int(), pid.Int()}
+		}
 	}
 	return out
 }
@@ -356,7 +366,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 		t.Errorf("host.up %v", up)
 	}
 
-	t.Run("the collector delivers one snapshot per ConsumeMetrics", func(t *testing.T) {
+	t.Run("the receiver delivers each snapshot as process batches and one closing batch", func(t *testing.T) {
 		rcfg := *cfg
 		// Timeouts beyond the interval: scrapes queue behind each other, never overlap.
 		rcfg.CollectionInterval = 100 * time.Millisecond
@@ -371,20 +381,44 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 		if err := rcv.Start(context.Background(), componenttest.NewNopHost()); err != nil {
 			t.Fatal(err)
 		}
-		await.Until(t, "three snapshots from the running receiver", func() bool { return len(sink.AllMetrics()) >= 3 })
+		await.Until(t, "six batches from the running receiver", func() bool { return len(sink.AllMetrics()) >= 6 })
 		if err := rcv.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		all := sink.AllMetrics()
+		// Rule 1: each snapshot is process batches, then one closing batch
+		// with the snapshot resource; one timestamp per snapshot; snapshots
+		// never interleave.
+		var open pcommon.Timestamp
+		closed := 0
 		for i, md := range all {
-			if n := len(resourcesOfKind(md, gpsemconv.KindSnapshot)); n != 1 {
-				t.Errorf("batch %d holds %d snapshot resources", i, n)
+			var ts pcommon.Timestamp
+			mixed := false
+			forEachPoint(md, func(dp pmetric.NumberDataPoint) {
+				if ts == 0 {
+					ts = dp.Timestamp()
+				}
+				mixed = mixed || dp.Timestamp() != ts
+			})
+			if ts == 0 || mixed {
+				t.Fatalf("batch %d has no single timestamp", i)
 			}
-			stamps := map[pcommon.Timestamp]bool{}
-			forEachPoint(md, func(dp pmetric.NumberDataPoint) { stamps[dp.Timestamp()] = true })
-			if len(stamps) != 1 {
-				t.Errorf("batch %d has %d distinct timestamps", i, len(stamps))
+			if open != 0 && ts != open {
+				t.Errorf("batch %d at %v while the snapshot at %v is open", i, ts, open)
 			}
+			snaps, procs := len(resourcesOfKind(md, gpsemconv.KindSnapshot)), len(resourcesOfKind(md, gpsemconv.KindProcess))
+			switch {
+			case snaps == 1:
+				open = 0
+				closed++
+			case snaps == 0 && procs == md.ResourceMetrics().Len():
+				open = ts
+			default:
+				t.Errorf("batch %d: %d snapshot and %d process resources of %d", i, snaps, procs, md.ResourceMetrics().Len())
+			}
+		}
+		if closed < 2 {
+			t.Errorf("%d snapshots closed in %d batches", closed, len(all))
 		}
 	})
 }

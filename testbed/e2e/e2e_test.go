@@ -42,7 +42,9 @@ func TestMain(m *testing.M) {
 		}
 		fmt.Fprintf(os.Stderr, "e2e: collector and agent built in %v\n", time.Since(begin).Round(time.Second))
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	stopScaleStacks()
+	os.Exit(code)
 }
 
 func needBinaries(t *testing.T) {

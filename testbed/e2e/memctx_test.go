@@ -22,7 +22,6 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
-	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -578,13 +577,13 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	defer func() { _ = conn.Close() }()
 	api := gpotelv1.NewSessionMemoryContextsClient(conn)
 	gpinfo := dialAPI(t, s.API)
-	var key *yagpccKey
+	var key *sessionKey
 	waitFor(t, "the held session in the API with all its backends", func() (bool, string) {
 		st, err := stateOf(ctx, gpinfo, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)
 		}
-		key = &yagpccKey{st.GetSessionKey().GetTmId(), st.GetSessionKey().GetSessId()}
+		key = &sessionKey{st.GetSessionKey().GetTmId(), st.GetSessionKey().GetSessId()}
 		return st.GetLastMetrics().GetSystemStat().GetProcesses() == uint32(len(w.AllPids())), fmt.Sprintf("%d processes", st.GetLastMetrics().GetSystemStat().GetProcesses())
 	})
 	resp, err := api.GetSessionMemoryContexts(ctx, key.request())
@@ -656,13 +655,13 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	}
 }
 
-type yagpccKey struct{ tmID, sessID int64 }
+type sessionKey struct{ tmID, sessID int64 }
 
-func (k *yagpccKey) request() *gpotelv1.GetSessionMemoryContextsRequest {
-	return &gpotelv1.GetSessionMemoryContextsRequest{SessionKey: &yagpcc.SessionKey{TmId: k.tmID, SessId: k.sessID}}
+func (k *sessionKey) request() *gpotelv1.GetSessionMemoryContextsRequest {
+	return &gpotelv1.GetSessionMemoryContextsRequest{SessionKey: &gpotelv1.SessionKey{TmId: k.tmID, SessId: k.sessID}}
 }
 
-func (k *yagpccKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest {
+func (k *sessionKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest {
 	r := k.request()
 	r.Summary = true
 	return r

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -78,30 +79,104 @@ INSERT INTO %[1]s.dist_activity SELECT h, p, 1000 + (i %% %[5]d)
 	return conn.SendBatch(ctx, batch).Close()
 }
 
-// BenchmarkTick is the end-to-end tick of the ocb-built collector over a
-// synthetic cluster of N hosts x P backends: coordinator discovery over pgx,
-// fan-out to N real gpotel-agent processes reading a fixture procfs, the
-// one snapshotdiff processor feeding the sessionstate exporter and (through
-// the forward connector) the batch/OTLP export pipeline, back to back
-// (collection_interval shorter than a tick). Reported: the mean and worst gap
-// between consecutive snapshots the API serves, and the collector's and the
-// agents' CPU and memory while it runs.
-func BenchmarkTick(b *testing.B) {
+// scaleSizes are BenchmarkCollectorScale's clusters: 2000 backends per host.
+var scaleSizes = []struct {
+	name     string
+	hosts    int
+	interval time.Duration // collection interval: a tick must fit in it
+}{
+	{"10k", 5, 2 * time.Second},
+	{"50k", 25, 3 * time.Second},
+	{"200k", 100, 6 * time.Second},
+	{"1M", 500, 30 * time.Second},
+}
+
+const scalePerHost = 2000
+
+// BenchmarkCollectorScale is the ocb-built collector alone at cluster
+// scale: the real discovery SQL against a real coordinator whose catalog
+// lists hosts x 2000 backends, and agents that answer from pre-recorded
+// replies (one process, this one, serves every host's endpoint at almost
+// no CPU). 30 snapshots retained, emit_process_metrics off. Reported per
+// tick: the collector's own CPU (from /proc/<pid>/stat), its peak RSS
+// (VmHWM) per process, and GetGPSessions p99 measured while ticks run.
+// The 1M size runs only with GPOTEL_SCALE_1M=1 (make bench-scale-1m).
+func BenchmarkCollectorScale(b *testing.B) {
+	benchCollectorScale(b, false)
+}
+
+// BenchmarkCollectorScaleEmitProcesses is the same with emit_process_metrics
+// on: every process batch goes on through forward -> batch -> OTLP.
+func BenchmarkCollectorScaleEmitProcesses(b *testing.B) {
+	benchCollectorScale(b, true)
+}
+
+func benchCollectorScale(b *testing.B, emit bool) {
 	if testing.Short() {
 		b.Skip("end-to-end")
 	}
-	for _, size := range []struct{ hosts, pids int }{{10, 2000}, {100, 2000}} {
-		b.Run(fmt.Sprintf("hosts=%d/pids=%d", size.hosts, size.pids), func(b *testing.B) {
-			benchTick(b, size.hosts, size.pids)
+	for _, size := range scaleSizes {
+		b.Run(size.name, func(b *testing.B) {
+			if size.hosts*scalePerHost >= 1_000_000 && os.Getenv("GPOTEL_SCALE_1M") == "" {
+				b.Skip("1M processes: set GPOTEL_SCALE_1M=1 (make bench-scale-1m)")
+			}
+			st := scaleStackFor(b, size.hosts, size.interval, emit)
+			st.measure(b, b.N+1)
 		})
 	}
 }
 
-func benchTick(b *testing.B, hosts, perHost int) {
+// scaleStack is one running cluster, replay agents and collector; the
+// testing package calls a benchmark function twice (N=1, then N), so it is
+// kept per size and stopped when the package's tests end.
+type scaleStack struct {
+	hosts     int
+	processes int
+	collector *Process
+	api       yagpcc.GetGPInfoClient
+	replay    *replayAgents
+}
+
+var (
+	scaleStacks   = map[string]*scaleStack{}
+	scaleCleanups []func()
+)
+
+func stopScaleStacks() {
+	for i := len(scaleCleanups) - 1; i >= 0; i-- {
+		scaleCleanups[i]()
+	}
+}
+
+func scaleStackFor(b *testing.B, hosts int, interval time.Duration, emit bool) *scaleStack {
+	key := fmt.Sprintf("%d/%v", hosts, emit)
+	if st := scaleStacks[key]; st != nil {
+		return st
+	}
+	stopScaleStacks() // one stack at a time: each wants the whole machine
+	scaleCleanups, scaleStacks = nil, map[string]*scaleStack{}
+	st, err := startScaleStack(hosts, interval, emit)
+	if err != nil {
+		stopScaleStacks()
+		b.Fatal(err)
+	}
+	scaleStacks[key] = st
+	return st
+}
+
+func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c := cluster.Start(b, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
-	pids := make([]int, perHost)
+	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6, Ephemeral: true})
+	if err != nil {
+		return nil, err
+	}
+	scaleCleanups = append(scaleCleanups, func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		_ = c.Down(ctx)
+	})
+	pids := make([]int, scalePerHost)
 	for i := range pids {
 		pids[i] = 10_000 + i
 	}
@@ -110,38 +185,33 @@ func benchTick(b *testing.B, hosts, perHost int) {
 	for s := 0; s < scaleSessions; s++ {
 		fixturePids = append(fixturePids, coordPID(s))
 	}
-	root := procfixture.TempRoot(b)
+	root, err := os.MkdirTemp("", "gpotel-scale-proc-")
+	if err != nil {
+		return nil, err
+	}
+	scaleCleanups = append(scaleCleanups, func() { _ = os.RemoveAll(root) })
 	if err := procfixture.Write(root, fixturePids, os.Getuid()); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
 	if err := installScaleCatalog(ctx, c, hosts, pids, coordPID); err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-
-	dir := b.TempDir()
-	uid := strconv.Itoa(os.Getuid())
-	agents := map[string]*Process{}
-	endpoints := map[string]string{}
-	b.Cleanup(func() {
-		for _, p := range agents {
-			_ = p.Stop(10 * time.Second)
-		}
-	})
-	for h := 1; h <= hosts; h++ {
-		host := fmt.Sprintf("sdw%d", h)
-		p, endpoint, err := startAgent(host, "", "127.0.0.1", filepath.Join(dir, "agent-"+host+".log"), bins.Agent,
-			"--hostname", host, "--proc-root", root, "--allowed-users", uid, "--log-level", "warn")
-		if err != nil {
-			b.Fatal(err)
-		}
-		agents[host], endpoints[host] = p, endpoint
+	replay, err := startReplayAgents(root, pids, hosts)
+	if err != nil {
+		return nil, err
 	}
+	scaleCleanups = append(scaleCleanups, replay.Stop)
 
+	dir, err := os.MkdirTemp("", "gpotel-scale-")
+	if err != nil {
+		return nil, err
+	}
+	scaleCleanups = append(scaleCleanups, func() { _ = os.RemoveAll(dir) })
 	sink, err := StartOTLPSink("127.0.0.1:0", "", 0)
 	if err != nil {
-		b.Fatal(err)
+		return nil, err
 	}
-	b.Cleanup(func() { _ = sink.Stop() })
+	scaleCleanups = append(scaleCleanups, func() { _ = sink.Stop() })
 	apiPort, _ := freePort("127.0.0.1")
 	healthPort, _ := freePort("127.0.0.1")
 	telemetryPort, _ := freePort("127.0.0.1")
@@ -149,95 +219,139 @@ func benchTick(b *testing.B, hosts, perHost int) {
 	dsn := strings.Replace(c.CoordinatorDSN, cluster.AdminRole+"@", scaleRole+"@", 1)
 	env := []string{
 		"GPOTEL_COORDINATOR_DSN=" + dsn,
-		"GPOTEL_AGENTS=" + agentsYAML(endpoints),
-		"GPOTEL_PG_OS_USER=" + uid,
+		"GPOTEL_AGENTS=" + agentsYAML(replay.endpoints),
+		"GPOTEL_PG_OS_USER=" + strconv.Itoa(os.Getuid()),
 		"GPOTEL_API_ENDPOINT=" + api,
 		"GPOTEL_OTLP_ENDPOINT=" + sink.Addr(),
 		"GPOTEL_HEALTH_ENDPOINT=127.0.0.1:" + strconv.Itoa(healthPort),
 		"GPOTEL_TELEMETRY_PORT=" + strconv.Itoa(telemetryPort),
 	}
-	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector,
-		"--config", filepath.Join(root0(b), "config", "testbed.yaml"),
-		"--set=receivers::gpsession::local::proc_root="+root,
-		// Shorter than a tick: scrapes run back to back, so the snapshot gap is the tick.
-		"--set=receivers::gpsession::collection_interval=500ms",
-		"--set=receivers::gpsession::timeout=60s",
-		"--set=receivers::gpsession::host_timeout=50s",
-		"--set=receivers::gpsession::topology_ttl=10m",
-		"--set=exporters::debug::verbosity=basic")
+	args := []string{
+		"--config", configPath("testbed.yaml"),
+		"--set=receivers::gpsession::local::proc_root=" + root,
+		"--set=receivers::gpsession::collection_interval=" + interval.String(),
+		"--set=receivers::gpsession::timeout=" + interval.String(),
+		"--set=receivers::gpsession::host_timeout=" + interval.String(),
+		"--set=receivers::gpsession::topology_ttl=1h",
+		"--set=processors::snapshotdiff::max_stored_points=30",
+		"--set=processors::snapshotdiff::windows=[" + (10 * interval).String() + "," + (29 * interval).String() + "]",
+		"--set=processors::snapshotdiff::emit_process_metrics=" + strconv.FormatBool(emit),
+		"--set=exporters::sessionstate::last_metrics_window=" + (10 * interval).String(),
+		"--set=exporters::debug::verbosity=basic",
+		"--set=service::telemetry::logs::level=warn",
+	}
+	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, args...)
+	if err != nil {
+		return nil, err
+	}
+	scaleCleanups = append(scaleCleanups, func() { _ = collector.Stop(30 * time.Second) })
+	client, closeAPI, err := DialAPI(api)
+	if err != nil {
+		return nil, err
+	}
+	scaleCleanups = append(scaleCleanups, closeAPI)
+	return &scaleStack{hosts: hosts, processes: hosts * scalePerHost, collector: collector, api: client, replay: replay}, nil
+}
+
+// newestSnapshot is the time of the newest complete snapshot the API serves.
+func (st *scaleStack) newestSnapshot(ctx context.Context) (time.Time, error) {
+	states, err := allSessions(ctx, st.api)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var newest time.Time
+	for _, s := range states {
+		if t := s.GetTime().AsTime(); t.After(newest) && !s.GetLastMetrics().GetSystemStat().GetPartial() {
+			newest = t
+		}
+	}
+	if newest.IsZero() {
+		return newest, errors.New("no session served yet")
+	}
+	return newest, nil
+}
+
+// measure waits for a first snapshot, then for ticks more, and reports what
+// the collector cost per tick and GetGPSessions p99 while they ran.
+func (st *scaleStack) measure(b *testing.B, ticks int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+	defer cancel()
+	waitTick := func(after time.Time) time.Time {
+		for {
+			if exited, err := st.collector.Exited(); exited {
+				b.Fatalf("collector exited (%v): %s", err, st.collector.LogTail(3000))
+			}
+			if ctx.Err() != nil {
+				b.Fatalf("no snapshot after %v in time; collector log:\n%s", after, st.collector.LogTail(3000))
+			}
+			if t, err := st.newestSnapshot(ctx); err == nil && t.After(after) {
+				return t
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	first := waitTick(time.Time{})
+	var latencies []time.Duration
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() { // GetGPSessions while ticks run, as a client polling once a second would
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			began := time.Now()
+			if _, err := st.api.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{}); err == nil {
+				latencies = append(latencies, time.Since(began))
+			}
+		}
+	}()
+	before := UsageOf(st.collector.PID())
+	b.ResetTimer()
+	last := first
+	for range ticks {
+		last = waitTick(last)
+	}
+	b.StopTimer()
+	after := UsageOf(st.collector.PID())
+	close(stop)
+	<-done
+	span := last.Sub(first)
+	if span <= 0 {
+		b.Fatal("no tick measured")
+	}
+	peak, err := peakRSS(st.collector.PID())
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() { _ = collector.Stop(30 * time.Second) })
+	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/float64(ticks), "collector-cpu-s/tick")
+	b.ReportMetric(float64(peak)/float64(st.processes), "rss-bytes/process")
+	b.ReportMetric(float64(ticks), "ticks")
+	b.ReportMetric(span.Seconds()/float64(ticks), "s/tick")
+	b.ReportMetric(float64(st.processes), "processes")
+	b.ReportMetric(float64(peak)/(1<<20), "peak-rss-MiB")
+	if len(latencies) > 0 {
+		slices.Sort(latencies)
+		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "GetGPSessions-p99-ms")
+	}
+	b.ReportMetric(st.replay.cpuShare(), "replay-agent-cpu-s")
+}
 
-	client := dialAPIB(b, api)
-	// Wait for the first complete snapshot, then time the next ones.
-	var times []time.Time
-	var delays []time.Duration // snapshot time to first served by the API
-	var last *yagpcc.SessionState
-	const ticks = 6
-	deadline := time.Now().Add(5 * time.Minute)
-	procBefore := map[string]Usage{}
-	for len(times) < ticks+1 {
-		if time.Now().After(deadline) {
-			b.Fatalf("only %d snapshots in 5 minutes; collector log:\n%s", len(times), collector.LogTail(3000))
-		}
-		if exited, err := collector.Exited(); exited {
-			b.Fatalf("collector exited (%v): %s", err, collector.LogTail(3000))
-		}
-		states, err := allSessions(ctx, client)
-		if err == nil && len(states) > 0 {
-			st := states[0]
-			for _, s := range states {
-				if s.GetTime().AsTime().After(st.GetTime().AsTime()) {
-					st = s
-				}
-			}
-			at := st.GetTime().AsTime()
-			if n := len(times); (n == 0 || at.After(times[n-1])) && !st.GetLastMetrics().GetSystemStat().GetPartial() {
-				if n == 0 {
-					procBefore = Usages(collector, agents)
-				}
-				times, last = append(times, at), st
-				delays = append(delays, time.Since(at))
-			}
-		}
-		time.Sleep(20 * time.Millisecond)
+// peakRSS is a process's high-water resident memory (VmHWM).
+func peakRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
-	procAfter := Usages(collector, agents)
-
-	wantProcs := uint32(hosts*perHost/scaleSessions + 1)
-	if sys := last.GetTotalMetrics().GetSystemStat(); sys.GetProcesses() != wantProcs || sys.GetHosts() != uint32(hosts+1) {
-		b.Fatalf("a session spans %d processes on %d hosts, want %d on %d", sys.GetProcesses(), sys.GetHosts(), wantProcs, hosts+1)
-	}
-	var gaps []time.Duration
-	for i := 1; i < len(times); i++ {
-		gaps = append(gaps, times[i].Sub(times[i-1]))
-	}
-	mean := meanDuration(gaps)
-	span := times[len(times)-1].Sub(times[0]).Seconds()
-	b.ReportMetric(mean.Seconds(), "s/tick")
-	b.ReportMetric(slices.Max(gaps).Seconds(), "s/tick-max")
-	b.ReportMetric(float64(hosts*perHost), "processes/tick")
-	b.ReportMetric(meanDuration(delays[1:]).Seconds(), "s/snapshot-to-api")
-	if scrape, err := scrapeSeconds("http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(telemetryPort)) + "/metrics"); err == nil {
-		b.ReportMetric(scrape, "s/scrape")
-	} else {
-		b.Logf("receiver scrape duration: %v", err)
-	}
-	col := procAfter["collector"].Minus(procBefore["collector"])
-	b.ReportMetric(col.CPUSeconds/span*100, "collector-cpu-%")
-	b.ReportMetric(float64(col.RSSBytes)/(1<<20), "collector-rss-MiB")
-	var agentCPU float64
-	var agentRSS uint64
-	for name, u := range procAfter {
-		if strings.HasPrefix(name, "agent") {
-			agentCPU += u.Minus(procBefore[name]).CPUSeconds
-			agentRSS = max(agentRSS, u.RSSBytes)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10, err
 		}
 	}
-	b.ReportMetric(agentCPU/float64(hosts)/float64(len(gaps)), "agent-cpu-s/tick")
-	b.ReportMetric(float64(agentRSS)/(1<<20), "agent-rss-max-MiB")
+	return 0, errors.New("no VmHWM in /proc/<pid>/status")
 }
 
 func dialAPIB(b *testing.B, addr string) yagpcc.GetGPInfoClient {

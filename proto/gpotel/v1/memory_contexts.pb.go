@@ -14,7 +14,6 @@
 package gpotelv1
 
 import (
-	yagpcc "github.com/gpotel/gpotel/proto/yagpcc"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
@@ -333,9 +332,64 @@ func (x *GetMemoryContextsResponse) GetGrandTotal() *MemoryContext {
 	return nil
 }
 
+// SessionKey has the shape of yagpcc.SessionKey (GetGPSessions'
+// session_key), not the type: proto/yagpcc imports gpotel.v1, so gpotel.v1
+// cannot import yagpcc.
+type SessionKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessId        int64                  `protobuf:"varint,1,opt,name=sess_id,json=sessId,proto3" json:"sess_id,omitempty"`
+	TmId          int64                  `protobuf:"varint,2,opt,name=tm_id,json=tmId,proto3" json:"tm_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionKey) Reset() {
+	*x = SessionKey{}
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionKey) ProtoMessage() {}
+
+func (x *SessionKey) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionKey.ProtoReflect.Descriptor instead.
+func (*SessionKey) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *SessionKey) GetSessId() int64 {
+	if x != nil {
+		return x.SessId
+	}
+	return 0
+}
+
+func (x *SessionKey) GetTmId() int64 {
+	if x != nil {
+		return x.TmId
+	}
+	return 0
+}
+
 type GetSessionMemoryContextsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	SessionKey *yagpcc.SessionKey     `protobuf:"bytes,1,opt,name=session_key,json=sessionKey,proto3" json:"session_key,omitempty"`
+	SessionKey *SessionKey            `protobuf:"bytes,1,opt,name=session_key,json=sessionKey,proto3" json:"session_key,omitempty"`
 	Summary    bool                   `protobuf:"varint,2,opt,name=summary,proto3" json:"summary,omitempty"`
 	// timeout per backend; 0 = the exporter's default.
 	Timeout       *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
@@ -345,7 +399,7 @@ type GetSessionMemoryContextsRequest struct {
 
 func (x *GetSessionMemoryContextsRequest) Reset() {
 	*x = GetSessionMemoryContextsRequest{}
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[3]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +411,7 @@ func (x *GetSessionMemoryContextsRequest) String() string {
 func (*GetSessionMemoryContextsRequest) ProtoMessage() {}
 
 func (x *GetSessionMemoryContextsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[3]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,10 +424,10 @@ func (x *GetSessionMemoryContextsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMemoryContextsRequest.ProtoReflect.Descriptor instead.
 func (*GetSessionMemoryContextsRequest) Descriptor() ([]byte, []int) {
-	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{3}
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *GetSessionMemoryContextsRequest) GetSessionKey() *yagpcc.SessionKey {
+func (x *GetSessionMemoryContextsRequest) GetSessionKey() *SessionKey {
 	if x != nil {
 		return x.SessionKey
 	}
@@ -412,7 +466,7 @@ type BackendMemoryContexts struct {
 
 func (x *BackendMemoryContexts) Reset() {
 	*x = BackendMemoryContexts{}
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[4]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -424,7 +478,7 @@ func (x *BackendMemoryContexts) String() string {
 func (*BackendMemoryContexts) ProtoMessage() {}
 
 func (x *BackendMemoryContexts) ProtoReflect() protoreflect.Message {
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[4]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -437,7 +491,7 @@ func (x *BackendMemoryContexts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendMemoryContexts.ProtoReflect.Descriptor instead.
 func (*BackendMemoryContexts) Descriptor() ([]byte, []int) {
-	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{4}
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *BackendMemoryContexts) GetHostname() string {
@@ -509,7 +563,7 @@ type BackendShare struct {
 
 func (x *BackendShare) Reset() {
 	*x = BackendShare{}
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[5]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +575,7 @@ func (x *BackendShare) String() string {
 func (*BackendShare) ProtoMessage() {}
 
 func (x *BackendShare) ProtoReflect() protoreflect.Message {
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[5]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +588,7 @@ func (x *BackendShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackendShare.ProtoReflect.Descriptor instead.
 func (*BackendShare) Descriptor() ([]byte, []int) {
-	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{5}
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *BackendShare) GetHostname() string {
@@ -583,7 +637,7 @@ type ContextRollup struct {
 
 func (x *ContextRollup) Reset() {
 	*x = ContextRollup{}
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[6]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +649,7 @@ func (x *ContextRollup) String() string {
 func (*ContextRollup) ProtoMessage() {}
 
 func (x *ContextRollup) ProtoReflect() protoreflect.Message {
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[6]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +662,7 @@ func (x *ContextRollup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContextRollup.ProtoReflect.Descriptor instead.
 func (*ContextRollup) Descriptor() ([]byte, []int) {
-	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{6}
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ContextRollup) GetName() string {
@@ -655,7 +709,7 @@ func (x *ContextRollup) GetTopBackends() []*BackendShare {
 
 type GetSessionMemoryContextsResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
-	SessionKey *yagpcc.SessionKey     `protobuf:"bytes,1,opt,name=session_key,json=sessionKey,proto3" json:"session_key,omitempty"`
+	SessionKey *SessionKey            `protobuf:"bytes,1,opt,name=session_key,json=sessionKey,proto3" json:"session_key,omitempty"`
 	// snapshot_time: the snapshot the backends were taken from.
 	SnapshotTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=snapshot_time,json=snapshotTime,proto3" json:"snapshot_time,omitempty"`
 	// backends: every backend of the session in that snapshot.
@@ -672,7 +726,7 @@ type GetSessionMemoryContextsResponse struct {
 
 func (x *GetSessionMemoryContextsResponse) Reset() {
 	*x = GetSessionMemoryContextsResponse{}
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[7]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -684,7 +738,7 @@ func (x *GetSessionMemoryContextsResponse) String() string {
 func (*GetSessionMemoryContextsResponse) ProtoMessage() {}
 
 func (x *GetSessionMemoryContextsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[7]
+	mi := &file_gpotel_v1_memory_contexts_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -697,10 +751,10 @@ func (x *GetSessionMemoryContextsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetSessionMemoryContextsResponse.ProtoReflect.Descriptor instead.
 func (*GetSessionMemoryContextsResponse) Descriptor() ([]byte, []int) {
-	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{7}
+	return file_gpotel_v1_memory_contexts_proto_rawDescGZIP(), []int{8}
 }
 
-func (x *GetSessionMemoryContextsResponse) GetSessionKey() *yagpcc.SessionKey {
+func (x *GetSessionMemoryContextsResponse) GetSessionKey() *SessionKey {
 	if x != nil {
 		return x.SessionKey
 	}
@@ -746,7 +800,7 @@ var File_gpotel_v1_memory_contexts_proto protoreflect.FileDescriptor
 
 const file_gpotel_v1_memory_contexts_proto_rawDesc = "" +
 	"\n" +
-	"\x1fgpotel/v1/memory_contexts.proto\x12\tgpotel.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14yagpcc/session.proto\"{\n" +
+	"\x1fgpotel/v1/memory_contexts.proto\x12\tgpotel.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"{\n" +
 	"\x18GetMemoryContextsRequest\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\bR\asummary\x123\n" +
@@ -777,9 +831,13 @@ const file_gpotel_v1_memory_contexts_proto_rawDesc = "" +
 	"\tlogged_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\bloggedAt\x124\n" +
 	"\bcontexts\x18\a \x03(\v2\x18.gpotel.v1.MemoryContextR\bcontexts\x129\n" +
 	"\vgrand_total\x18\b \x01(\v2\x18.gpotel.v1.MemoryContextR\n" +
-	"grandTotal\"\xa5\x01\n" +
-	"\x1fGetSessionMemoryContextsRequest\x123\n" +
-	"\vsession_key\x18\x01 \x01(\v2\x12.yagpcc.SessionKeyR\n" +
+	"grandTotal\":\n" +
+	"\n" +
+	"SessionKey\x12\x17\n" +
+	"\asess_id\x18\x01 \x01(\x03R\x06sessId\x12\x13\n" +
+	"\x05tm_id\x18\x02 \x01(\x03R\x04tmId\"\xa8\x01\n" +
+	"\x1fGetSessionMemoryContextsRequest\x126\n" +
+	"\vsession_key\x18\x01 \x01(\v2\x15.gpotel.v1.SessionKeyR\n" +
 	"sessionKey\x12\x18\n" +
 	"\asummary\x18\x02 \x01(\bR\asummary\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\"\xbc\x02\n" +
@@ -809,9 +867,9 @@ const file_gpotel_v1_memory_contexts_proto_rawDesc = "" +
 	"used_bytes\x18\x03 \x01(\x03R\tusedBytes\x12\x1a\n" +
 	"\bcontexts\x18\x04 \x01(\x03R\bcontexts\x12\x1a\n" +
 	"\bbackends\x18\x05 \x01(\x05R\bbackends\x12:\n" +
-	"\ftop_backends\x18\x06 \x03(\v2\x17.gpotel.v1.BackendShareR\vtopBackends\"\xce\x02\n" +
-	" GetSessionMemoryContextsResponse\x123\n" +
-	"\vsession_key\x18\x01 \x01(\v2\x12.yagpcc.SessionKeyR\n" +
+	"\ftop_backends\x18\x06 \x03(\v2\x17.gpotel.v1.BackendShareR\vtopBackends\"\xd1\x02\n" +
+	" GetSessionMemoryContextsResponse\x126\n" +
+	"\vsession_key\x18\x01 \x01(\v2\x15.gpotel.v1.SessionKeyR\n" +
 	"sessionKey\x12?\n" +
 	"\rsnapshot_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fsnapshotTime\x12<\n" +
 	"\bbackends\x18\x03 \x03(\v2 .gpotel.v1.BackendMemoryContextsR\bbackends\x120\n" +
@@ -835,39 +893,39 @@ func file_gpotel_v1_memory_contexts_proto_rawDescGZIP() []byte {
 	return file_gpotel_v1_memory_contexts_proto_rawDescData
 }
 
-var file_gpotel_v1_memory_contexts_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_gpotel_v1_memory_contexts_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_gpotel_v1_memory_contexts_proto_goTypes = []any{
 	(*GetMemoryContextsRequest)(nil),         // 0: gpotel.v1.GetMemoryContextsRequest
 	(*MemoryContext)(nil),                    // 1: gpotel.v1.MemoryContext
 	(*GetMemoryContextsResponse)(nil),        // 2: gpotel.v1.GetMemoryContextsResponse
-	(*GetSessionMemoryContextsRequest)(nil),  // 3: gpotel.v1.GetSessionMemoryContextsRequest
-	(*BackendMemoryContexts)(nil),            // 4: gpotel.v1.BackendMemoryContexts
-	(*BackendShare)(nil),                     // 5: gpotel.v1.BackendShare
-	(*ContextRollup)(nil),                    // 6: gpotel.v1.ContextRollup
-	(*GetSessionMemoryContextsResponse)(nil), // 7: gpotel.v1.GetSessionMemoryContextsResponse
-	(*durationpb.Duration)(nil),              // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),            // 9: google.protobuf.Timestamp
-	(*yagpcc.SessionKey)(nil),                // 10: yagpcc.SessionKey
+	(*SessionKey)(nil),                       // 3: gpotel.v1.SessionKey
+	(*GetSessionMemoryContextsRequest)(nil),  // 4: gpotel.v1.GetSessionMemoryContextsRequest
+	(*BackendMemoryContexts)(nil),            // 5: gpotel.v1.BackendMemoryContexts
+	(*BackendShare)(nil),                     // 6: gpotel.v1.BackendShare
+	(*ContextRollup)(nil),                    // 7: gpotel.v1.ContextRollup
+	(*GetSessionMemoryContextsResponse)(nil), // 8: gpotel.v1.GetSessionMemoryContextsResponse
+	(*durationpb.Duration)(nil),              // 9: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),            // 10: google.protobuf.Timestamp
 }
 var file_gpotel_v1_memory_contexts_proto_depIdxs = []int32{
-	8,  // 0: gpotel.v1.GetMemoryContextsRequest.timeout:type_name -> google.protobuf.Duration
-	9,  // 1: gpotel.v1.GetMemoryContextsResponse.logged_at:type_name -> google.protobuf.Timestamp
+	9,  // 0: gpotel.v1.GetMemoryContextsRequest.timeout:type_name -> google.protobuf.Duration
+	10, // 1: gpotel.v1.GetMemoryContextsResponse.logged_at:type_name -> google.protobuf.Timestamp
 	1,  // 2: gpotel.v1.GetMemoryContextsResponse.contexts:type_name -> gpotel.v1.MemoryContext
 	1,  // 3: gpotel.v1.GetMemoryContextsResponse.grand_total:type_name -> gpotel.v1.MemoryContext
-	10, // 4: gpotel.v1.GetSessionMemoryContextsRequest.session_key:type_name -> yagpcc.SessionKey
-	8,  // 5: gpotel.v1.GetSessionMemoryContextsRequest.timeout:type_name -> google.protobuf.Duration
-	9,  // 6: gpotel.v1.BackendMemoryContexts.logged_at:type_name -> google.protobuf.Timestamp
+	3,  // 4: gpotel.v1.GetSessionMemoryContextsRequest.session_key:type_name -> gpotel.v1.SessionKey
+	9,  // 5: gpotel.v1.GetSessionMemoryContextsRequest.timeout:type_name -> google.protobuf.Duration
+	10, // 6: gpotel.v1.BackendMemoryContexts.logged_at:type_name -> google.protobuf.Timestamp
 	1,  // 7: gpotel.v1.BackendMemoryContexts.contexts:type_name -> gpotel.v1.MemoryContext
 	1,  // 8: gpotel.v1.BackendMemoryContexts.grand_total:type_name -> gpotel.v1.MemoryContext
-	5,  // 9: gpotel.v1.ContextRollup.top_backends:type_name -> gpotel.v1.BackendShare
-	10, // 10: gpotel.v1.GetSessionMemoryContextsResponse.session_key:type_name -> yagpcc.SessionKey
-	9,  // 11: gpotel.v1.GetSessionMemoryContextsResponse.snapshot_time:type_name -> google.protobuf.Timestamp
-	4,  // 12: gpotel.v1.GetSessionMemoryContextsResponse.backends:type_name -> gpotel.v1.BackendMemoryContexts
-	6,  // 13: gpotel.v1.GetSessionMemoryContextsResponse.rollup:type_name -> gpotel.v1.ContextRollup
+	6,  // 9: gpotel.v1.ContextRollup.top_backends:type_name -> gpotel.v1.BackendShare
+	3,  // 10: gpotel.v1.GetSessionMemoryContextsResponse.session_key:type_name -> gpotel.v1.SessionKey
+	10, // 11: gpotel.v1.GetSessionMemoryContextsResponse.snapshot_time:type_name -> google.protobuf.Timestamp
+	5,  // 12: gpotel.v1.GetSessionMemoryContextsResponse.backends:type_name -> gpotel.v1.BackendMemoryContexts
+	7,  // 13: gpotel.v1.GetSessionMemoryContextsResponse.rollup:type_name -> gpotel.v1.ContextRollup
 	0,  // 14: gpotel.v1.MemoryContexts.GetMemoryContexts:input_type -> gpotel.v1.GetMemoryContextsRequest
-	3,  // 15: gpotel.v1.SessionMemoryContexts.GetSessionMemoryContexts:input_type -> gpotel.v1.GetSessionMemoryContextsRequest
+	4,  // 15: gpotel.v1.SessionMemoryContexts.GetSessionMemoryContexts:input_type -> gpotel.v1.GetSessionMemoryContextsRequest
 	2,  // 16: gpotel.v1.MemoryContexts.GetMemoryContexts:output_type -> gpotel.v1.GetMemoryContextsResponse
-	7,  // 17: gpotel.v1.SessionMemoryContexts.GetSessionMemoryContexts:output_type -> gpotel.v1.GetSessionMemoryContextsResponse
+	8,  // 17: gpotel.v1.SessionMemoryContexts.GetSessionMemoryContexts:output_type -> gpotel.v1.GetSessionMemoryContextsResponse
 	16, // [16:18] is the sub-list for method output_type
 	14, // [14:16] is the sub-list for method input_type
 	14, // [14:14] is the sub-list for extension type_name
@@ -886,7 +944,7 @@ func file_gpotel_v1_memory_contexts_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpotel_v1_memory_contexts_proto_rawDesc), len(file_gpotel_v1_memory_contexts_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -111,91 +111,158 @@ func (s Snapshot) Metrics() pmetric.Metrics {
 		dp.SetIntValue(1)
 	}
 
-	for i := range s.Processes {
-		s.appendProcess(md, &s.Processes[i], ts)
-	}
+	s.appendProcesses(md, s.Processes, ts)
 	return md
 }
 
-func (s Snapshot) appendProcess(md pmetric.Metrics, p *Process, ts pcommon.Timestamp) {
-	rm := md.ResourceMetrics().AppendEmpty()
-	ra := rm.Resource().Attributes()
-	ra.PutStr(sc.AttrResourceKind, sc.KindProcess)
-	ra.PutInt(sc.AttrTmID, s.TmID)
-	ra.PutStr(sc.AttrHostName, p.Host)
-	ra.PutInt(sc.AttrSegmentID, p.Segment)
-	ra.PutInt(sc.AttrSessionID, p.Session)
-	ra.PutInt(sc.AttrProcessPID, p.PID)
-	ra.PutStr(sc.AttrProcessCreationTime, p.Created.UTC().Format(time.RFC3339Nano))
-	ra.PutBool(sc.AttrProcessSystem, p.Session == 0)
-	ms := rm.ScopeMetrics().AppendEmpty().Metrics()
-	start := pcommon.NewTimestampFromTime(p.Created)
-
-	sum := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		sm := m.SetEmptySum()
-		sm.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-		sm.SetIsMonotonic(true)
-		return sm.DataPoints()
-	}
-	point := func(dps pmetric.NumberDataPointSlice, attr, value string) pmetric.NumberDataPoint {
-		dp := dps.AppendEmpty()
-		dp.SetStartTimestamp(start)
-		dp.SetTimestamp(ts)
-		if attr != "" {
-			dp.Attributes().PutStr(attr, value)
+// Batches renders the snapshot as the receiver hands it on: one batch of
+// process resources per host, then the closing batch (Metrics without the
+// processes).
+func (s Snapshot) Batches() []pmetric.Metrics {
+	ts := pcommon.NewTimestampFromTime(s.Time)
+	var out []pmetric.Metrics
+	var hosts []string
+	byHost := map[string][]Process{}
+	for _, p := range s.Processes {
+		if _, ok := byHost[p.Host]; !ok {
+			hosts = append(hosts, p.Host)
 		}
-		return dp
+		byHost[p.Host] = append(byHost[p.Host], p)
 	}
+	for _, h := range hosts {
+		md := pmetric.NewMetrics()
+		s.appendProcesses(md, byHost[h], ts)
+		out = append(out, md)
+	}
+	closing := s
+	closing.Processes = nil
+	return append(out, closing.Metrics())
+}
 
-	cpu := sum(sc.MetricProcessCPUTime, "s")
-	point(cpu, sc.AttrCPUMode, sc.CPUModeUser).SetDoubleValue(p.CPUUser)
-	point(cpu, sc.AttrCPUMode, sc.CPUModeSys).SetDoubleValue(p.CPUSystem)
-	if !p.NoIO {
-		disk := sum(sc.MetricProcessDiskIO, "By")
-		point(disk, sc.AttrDirection, sc.DirectionRead).SetIntValue(p.ReadBytes)
-		point(disk, sc.AttrDirection, sc.DirectionWrite).SetIntValue(p.WriteBytes)
-		point(sum(sc.MetricProcessCancelledWrite, "By"), "", "").SetIntValue(p.CancelledWrite)
-		chars := sum(sc.MetricProcessIOChars, "By")
-		point(chars, sc.AttrDirection, sc.DirectionRead).SetIntValue(p.RChar)
-		point(chars, sc.AttrDirection, sc.DirectionWrite).SetIntValue(p.WChar)
-		calls := sum(sc.MetricProcessIOSyscalls, "{syscall}")
-		point(calls, sc.AttrDirection, sc.DirectionRead).SetIntValue(p.SyscR)
-		point(calls, sc.AttrDirection, sc.DirectionWrite).SetIntValue(p.SyscW)
-	}
-	point(sum(sc.MetricProcessDiskDelay, "s"), "", "").SetDoubleValue(p.DiskDelay)
-	faults := sum(sc.MetricProcessPagingFaults, "{fault}")
-	point(faults, sc.AttrFaultType, sc.FaultTypeMajor).SetIntValue(p.MajorFaults)
-	point(faults, sc.AttrFaultType, sc.FaultTypeMinor).SetIntValue(p.MinorFault)
-	switches := sum(sc.MetricProcessContextSwitches, "{context_switch}")
-	point(switches, sc.AttrContextSwitchType, sc.ContextSwitchVol).SetIntValue(p.Voluntary)
-	point(switches, sc.AttrContextSwitchType, sc.ContextSwitchInvol).SetIntValue(p.Involuntary)
-	point(sum(sc.MetricProcessRunDelay, "s"), "", "").SetDoubleValue(p.RunDelay)
+// processPoint is one data point of a process metric.
+type processPoint struct {
+	attr, value string
+	i           int64
+	f           float64
+}
 
-	g := func(name string, v int64) {
-		gp := gauge(ms, name, "By").DataPoints().AppendEmpty()
-		gp.SetTimestamp(ts)
-		gp.SetIntValue(v)
+// processMetric renders one metric of the process resources.
+type processMetric struct {
+	name, unit string
+	sum        bool
+	double     bool
+	points     func(p *Process) []processPoint
+}
+
+var processMetrics = []processMetric{
+	{sc.MetricProcessInfo, "1", false, false, func(*Process) []processPoint { return []processPoint{{i: 1}} }},
+	{sc.MetricProcessCPUTime, "s", true, true, func(p *Process) []processPoint {
+		return []processPoint{{attr: sc.AttrCPUMode, value: sc.CPUModeUser, f: p.CPUUser}, {attr: sc.AttrCPUMode, value: sc.CPUModeSys, f: p.CPUSystem}}
+	}},
+	{sc.MetricProcessDiskIO, "By", true, false, func(p *Process) []processPoint {
+		if p.NoIO {
+			return nil
+		}
+		return []processPoint{{attr: sc.AttrDirection, value: sc.DirectionRead, i: p.ReadBytes}, {attr: sc.AttrDirection, value: sc.DirectionWrite, i: p.WriteBytes}}
+	}},
+	{sc.MetricProcessCancelledWrite, "By", true, false, func(p *Process) []processPoint {
+		if p.NoIO {
+			return nil
+		}
+		return []processPoint{{i: p.CancelledWrite}}
+	}},
+	{sc.MetricProcessIOChars, "By", true, false, func(p *Process) []processPoint {
+		if p.NoIO {
+			return nil
+		}
+		return []processPoint{{attr: sc.AttrDirection, value: sc.DirectionRead, i: p.RChar}, {attr: sc.AttrDirection, value: sc.DirectionWrite, i: p.WChar}}
+	}},
+	{sc.MetricProcessIOSyscalls, "{syscall}", true, false, func(p *Process) []processPoint {
+		if p.NoIO {
+			return nil
+		}
+		return []processPoint{{attr: sc.AttrDirection, value: sc.DirectionRead, i: p.SyscR}, {attr: sc.AttrDirection, value: sc.DirectionWrite, i: p.SyscW}}
+	}},
+	{sc.MetricProcessDiskDelay, "s", true, true, func(p *Process) []processPoint { return []processPoint{{f: p.DiskDelay}} }},
+	{sc.MetricProcessPagingFaults, "{fault}", true, false, func(p *Process) []processPoint {
+		return []processPoint{{attr: sc.AttrFaultType, value: sc.FaultTypeMajor, i: p.MajorFaults}, {attr: sc.AttrFaultType, value: sc.FaultTypeMinor, i: p.MinorFault}}
+	}},
+	{sc.MetricProcessContextSwitches, "{context_switch}", true, false, func(p *Process) []processPoint {
+		return []processPoint{{attr: sc.AttrContextSwitchType, value: sc.ContextSwitchVol, i: p.Voluntary}, {attr: sc.AttrContextSwitchType, value: sc.ContextSwitchInvol, i: p.Involuntary}}
+	}},
+	{sc.MetricProcessRunDelay, "s", true, true, func(p *Process) []processPoint { return []processPoint{{f: p.RunDelay}} }},
+	{sc.MetricProcessMemoryUsage, "By", false, false, func(p *Process) []processPoint { return []processPoint{{i: p.RSS}} }},
+	{sc.MetricProcessMemoryVirtual, "By", false, false, func(p *Process) []processPoint { return []processPoint{{i: p.Virtual}} }},
+	{sc.MetricProcessMemoryPeak, "By", false, false, func(p *Process) []processPoint { return []processPoint{{i: p.Peak}} }},
+	{sc.MetricProcessMemoryVirtPeak, "By", false, false, func(p *Process) []processPoint { return []processPoint{{i: p.VirtualPeak}} }},
+	{sc.MetricProcessMemoryRSS, "By", false, false, func(p *Process) []processPoint {
+		return []processPoint{{attr: sc.AttrRSSType, value: sc.RSSTypeAnon, i: p.RSSAnon}, {attr: sc.AttrRSSType, value: sc.RSSTypeFile, i: p.RSSFile}, {attr: sc.AttrRSSType, value: sc.RSSTypeShmem, i: p.RSSShmem}}
+	}},
+	{sc.MetricProcessThreadCount, "{thread}", false, false, func(*Process) []processPoint { return []processPoint{{i: 1}} }},
+}
+
+// appendProcesses writes one process resource per (host, session), in the
+// order the pairs first appear, with one point per process in every metric.
+func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommon.Timestamp) {
+	type group struct {
+		host    string
+		session int64
 	}
-	g(sc.MetricProcessMemoryUsage, p.RSS)
-	g(sc.MetricProcessMemoryVirtual, p.Virtual)
-	g(sc.MetricProcessMemoryPeak, p.Peak)
-	g(sc.MetricProcessMemoryVirtPeak, p.VirtualPeak)
-	rss := gauge(ms, sc.MetricProcessMemoryRSS, "By")
-	for _, kv := range []struct {
-		kind string
-		v    int64
-	}{{sc.RSSTypeAnon, p.RSSAnon}, {sc.RSSTypeFile, p.RSSFile}, {sc.RSSTypeShmem, p.RSSShmem}} {
-		dp := rss.DataPoints().AppendEmpty()
-		dp.SetTimestamp(ts)
-		dp.Attributes().PutStr(sc.AttrRSSType, kv.kind)
-		dp.SetIntValue(kv.v)
+	var groups []group
+	members := map[group][]*Process{}
+	for i := range procs {
+		g := group{procs[i].Host, procs[i].Session}
+		if _, ok := members[g]; !ok {
+			groups = append(groups, g)
+		}
+		members[g] = append(members[g], &procs[i])
 	}
-	th := gauge(ms, sc.MetricProcessThreadCount, "{thread}").DataPoints().AppendEmpty()
-	th.SetTimestamp(ts)
-	th.SetIntValue(1)
+	for _, g := range groups {
+		rm := md.ResourceMetrics().AppendEmpty()
+		ra := rm.Resource().Attributes()
+		ra.PutStr(sc.AttrResourceKind, sc.KindProcess)
+		ra.PutInt(sc.AttrTmID, s.TmID)
+		ra.PutStr(sc.AttrHostName, g.host)
+		ra.PutInt(sc.AttrSessionID, g.session)
+		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
+		for _, pm := range processMetrics {
+			m := ms.AppendEmpty()
+			m.SetName(pm.name)
+			m.SetUnit(pm.unit)
+			var dps pmetric.NumberDataPointSlice
+			if pm.sum {
+				sm := m.SetEmptySum()
+				sm.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+				sm.SetIsMonotonic(true)
+				dps = sm.DataPoints()
+			} else {
+				dps = m.SetEmptyGauge().DataPoints()
+			}
+			for _, p := range members[g] {
+				for _, pt := range pm.points(p) {
+					dp := dps.AppendEmpty()
+					dp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.Created))
+					dp.SetTimestamp(ts)
+					dp.Attributes().PutInt(sc.AttrProcessPID, p.PID)
+					if pm.name == sc.MetricProcessInfo {
+						dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						dp.Attributes().PutBool(sc.AttrProcessSystem, p.Session == 0)
+					}
+					if pt.attr != "" {
+						dp.Attributes().PutStr(pt.attr, pt.value)
+					}
+					if pm.double {
+						dp.SetDoubleValue(pt.f)
+					} else {
+						dp.SetIntValue(pt.i)
+					}
+				}
+			}
+			if dps.Len() == 0 {
+				ms.RemoveIf(func(x pmetric.Metric) bool { return x.Name() == pm.name })
+			}
+		}
+	}
 }
 
 func gauge(ms pmetric.MetricSlice, name, unit string) pmetric.Gauge {

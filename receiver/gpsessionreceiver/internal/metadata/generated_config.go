@@ -9,6 +9,54 @@ import (
 	"go.opentelemetry.io/collector/filter"
 )
 
+// GpotelCgroupTasksMetricAttributeKey specifies the key of an attribute for the gpotel.cgroup.tasks metric.
+type GpotelCgroupTasksMetricAttributeKey string
+
+const (
+	GpotelCgroupTasksMetricAttributeKeyTaskState GpotelCgroupTasksMetricAttributeKey = "gpotel.task.state"
+)
+
+// GpotelCgroupTasksMetricConfig provides config for the gpotel.cgroup.tasks metric.
+type GpotelCgroupTasksMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelCgroupTasksMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelCgroupTasksMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelCgroupTasksMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelCgroupTasksMetricAttributeKeyTaskState:
+		default:
+			return fmt.Errorf("metric gpotel.cgroup.tasks doesn't have an attribute %v, valid attributes: [gpotel.task.state]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelHostProcessesMetricAttributeKey specifies the key of an attribute for the gpotel.host.processes metric.
 type GpotelHostProcessesMetricAttributeKey string
 
@@ -105,10 +153,119 @@ func (ms *GpotelHostUpMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelPressureStallRatioMetricAttributeKey specifies the key of an attribute for the gpotel.pressure.stall.ratio metric.
+type GpotelPressureStallRatioMetricAttributeKey string
+
+const (
+	GpotelPressureStallRatioMetricAttributeKeyPressureResource GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelPressureStallRatioMetricAttributeKeyPressureKind     GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.kind"
+	GpotelPressureStallRatioMetricAttributeKeyPressureWindow   GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.window"
+)
+
+// GpotelPressureStallRatioMetricConfig provides config for the gpotel.pressure.stall.ratio metric.
+type GpotelPressureStallRatioMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelPressureStallRatioMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelPressureStallRatioMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelPressureStallRatioMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow:
+		default:
+			return fmt.Errorf("metric gpotel.pressure.stall.ratio doesn't have an attribute %v, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind, gpotel.pressure.window]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelPressureStallTimeMetricAttributeKey specifies the key of an attribute for the gpotel.pressure.stall.time metric.
+type GpotelPressureStallTimeMetricAttributeKey string
+
+const (
+	GpotelPressureStallTimeMetricAttributeKeyPressureResource GpotelPressureStallTimeMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelPressureStallTimeMetricAttributeKeyPressureKind     GpotelPressureStallTimeMetricAttributeKey = "gpotel.pressure.kind"
+)
+
+// GpotelPressureStallTimeMetricConfig provides config for the gpotel.pressure.stall.time metric.
+type GpotelPressureStallTimeMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelPressureStallTimeMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelPressureStallTimeMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelPressureStallTimeMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind:
+		default:
+			return fmt.Errorf("metric gpotel.pressure.stall.time doesn't have an attribute %v, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelProcessCPURunDelayMetricAttributeKey specifies the key of an attribute for the gpotel.process.cpu.run_delay metric.
+type GpotelProcessCPURunDelayMetricAttributeKey string
+
+const (
+	GpotelProcessCPURunDelayMetricAttributeKeyProcessPid GpotelProcessCPURunDelayMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessCPURunDelayMetricConfig provides config for the gpotel.process.cpu.run_delay metric.
 type GpotelProcessCPURunDelayMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessCPURunDelayMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessCPURunDelayMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -125,10 +282,38 @@ func (ms *GpotelProcessCPURunDelayMetricConfig) Unmarshal(parser *confmap.Conf) 
 	return nil
 }
 
+func (ms *GpotelProcessCPURunDelayMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessCPURunDelayMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.cpu.run_delay doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelProcessDiskCancelledWriteMetricAttributeKey specifies the key of an attribute for the gpotel.process.disk.cancelled_write metric.
+type GpotelProcessDiskCancelledWriteMetricAttributeKey string
+
+const (
+	GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid GpotelProcessDiskCancelledWriteMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessDiskCancelledWriteMetricConfig provides config for the gpotel.process.disk.cancelled_write metric.
 type GpotelProcessDiskCancelledWriteMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                              `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessDiskCancelledWriteMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessDiskCancelledWriteMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -145,10 +330,38 @@ func (ms *GpotelProcessDiskCancelledWriteMetricConfig) Unmarshal(parser *confmap
 	return nil
 }
 
+func (ms *GpotelProcessDiskCancelledWriteMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.disk.cancelled_write doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelProcessDiskDelayMetricAttributeKey specifies the key of an attribute for the gpotel.process.disk.delay metric.
+type GpotelProcessDiskDelayMetricAttributeKey string
+
+const (
+	GpotelProcessDiskDelayMetricAttributeKeyProcessPid GpotelProcessDiskDelayMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessDiskDelayMetricConfig provides config for the gpotel.process.disk.delay metric.
 type GpotelProcessDiskDelayMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessDiskDelayMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessDiskDelayMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -165,11 +378,81 @@ func (ms *GpotelProcessDiskDelayMetricConfig) Unmarshal(parser *confmap.Conf) er
 	return nil
 }
 
+func (ms *GpotelProcessDiskDelayMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessDiskDelayMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.disk.delay doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelProcessInfoMetricAttributeKey specifies the key of an attribute for the gpotel.process.info metric.
+type GpotelProcessInfoMetricAttributeKey string
+
+const (
+	GpotelProcessInfoMetricAttributeKeyProcessPid    GpotelProcessInfoMetricAttributeKey = "process.pid"
+	GpotelProcessInfoMetricAttributeKeySegmentID     GpotelProcessInfoMetricAttributeKey = "gpotel.segment.id"
+	GpotelProcessInfoMetricAttributeKeyBackendType   GpotelProcessInfoMetricAttributeKey = "gpotel.backend.type"
+	GpotelProcessInfoMetricAttributeKeyProcessSystem GpotelProcessInfoMetricAttributeKey = "gpotel.process.system"
+)
+
+// GpotelProcessInfoMetricConfig provides config for the gpotel.process.info metric.
+type GpotelProcessInfoMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessInfoMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelProcessInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessInfoMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem:
+		default:
+			return fmt.Errorf("metric gpotel.process.info doesn't have an attribute %v, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessIoCharsMetricAttributeKey specifies the key of an attribute for the gpotel.process.io.chars metric.
 type GpotelProcessIoCharsMetricAttributeKey string
 
 const (
-	GpotelProcessIoCharsMetricAttributeKeyDirection GpotelProcessIoCharsMetricAttributeKey = "disk.io.direction"
+	GpotelProcessIoCharsMetricAttributeKeyProcessPid GpotelProcessIoCharsMetricAttributeKey = "process.pid"
+	GpotelProcessIoCharsMetricAttributeKeyDirection  GpotelProcessIoCharsMetricAttributeKey = "disk.io.direction"
 )
 
 // GpotelProcessIoCharsMetricConfig provides config for the gpotel.process.io.chars metric.
@@ -198,9 +481,9 @@ func (ms *GpotelProcessIoCharsMetricConfig) Unmarshal(parser *confmap.Conf) erro
 func (ms *GpotelProcessIoCharsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpotelProcessIoCharsMetricAttributeKeyDirection:
+		case GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection:
 		default:
-			return fmt.Errorf("metric gpotel.process.io.chars doesn't have an attribute %v, valid attributes: [disk.io.direction]", val)
+			return fmt.Errorf("metric gpotel.process.io.chars doesn't have an attribute %v, valid attributes: [process.pid, disk.io.direction]", val)
 		}
 	}
 
@@ -217,7 +500,8 @@ func (ms *GpotelProcessIoCharsMetricConfig) Validate() error {
 type GpotelProcessIoSyscallsMetricAttributeKey string
 
 const (
-	GpotelProcessIoSyscallsMetricAttributeKeyDirection GpotelProcessIoSyscallsMetricAttributeKey = "disk.io.direction"
+	GpotelProcessIoSyscallsMetricAttributeKeyProcessPid GpotelProcessIoSyscallsMetricAttributeKey = "process.pid"
+	GpotelProcessIoSyscallsMetricAttributeKeyDirection  GpotelProcessIoSyscallsMetricAttributeKey = "disk.io.direction"
 )
 
 // GpotelProcessIoSyscallsMetricConfig provides config for the gpotel.process.io.syscalls metric.
@@ -246,9 +530,9 @@ func (ms *GpotelProcessIoSyscallsMetricConfig) Unmarshal(parser *confmap.Conf) e
 func (ms *GpotelProcessIoSyscallsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpotelProcessIoSyscallsMetricAttributeKeyDirection:
+		case GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection:
 		default:
-			return fmt.Errorf("metric gpotel.process.io.syscalls doesn't have an attribute %v, valid attributes: [disk.io.direction]", val)
+			return fmt.Errorf("metric gpotel.process.io.syscalls doesn't have an attribute %v, valid attributes: [process.pid, disk.io.direction]", val)
 		}
 	}
 
@@ -261,10 +545,20 @@ func (ms *GpotelProcessIoSyscallsMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelProcessMemoryPeakMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.peak metric.
+type GpotelProcessMemoryPeakMetricAttributeKey string
+
+const (
+	GpotelProcessMemoryPeakMetricAttributeKeyProcessPid GpotelProcessMemoryPeakMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessMemoryPeakMetricConfig provides config for the gpotel.process.memory.peak metric.
 type GpotelProcessMemoryPeakMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessMemoryPeakMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessMemoryPeakMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -281,11 +575,30 @@ func (ms *GpotelProcessMemoryPeakMetricConfig) Unmarshal(parser *confmap.Conf) e
 	return nil
 }
 
+func (ms *GpotelProcessMemoryPeakMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessMemoryPeakMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.memory.peak doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessMemoryRssMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.rss metric.
 type GpotelProcessMemoryRssMetricAttributeKey string
 
 const (
-	GpotelProcessMemoryRssMetricAttributeKeyRssType GpotelProcessMemoryRssMetricAttributeKey = "gpotel.memory.rss.type"
+	GpotelProcessMemoryRssMetricAttributeKeyProcessPid GpotelProcessMemoryRssMetricAttributeKey = "process.pid"
+	GpotelProcessMemoryRssMetricAttributeKeyRssType    GpotelProcessMemoryRssMetricAttributeKey = "gpotel.memory.rss.type"
 )
 
 // GpotelProcessMemoryRssMetricConfig provides config for the gpotel.process.memory.rss metric.
@@ -314,9 +627,9 @@ func (ms *GpotelProcessMemoryRssMetricConfig) Unmarshal(parser *confmap.Conf) er
 func (ms *GpotelProcessMemoryRssMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpotelProcessMemoryRssMetricAttributeKeyRssType:
+		case GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType:
 		default:
-			return fmt.Errorf("metric gpotel.process.memory.rss doesn't have an attribute %v, valid attributes: [gpotel.memory.rss.type]", val)
+			return fmt.Errorf("metric gpotel.process.memory.rss doesn't have an attribute %v, valid attributes: [process.pid, gpotel.memory.rss.type]", val)
 		}
 	}
 
@@ -329,10 +642,20 @@ func (ms *GpotelProcessMemoryRssMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelProcessMemorySwapMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.swap metric.
+type GpotelProcessMemorySwapMetricAttributeKey string
+
+const (
+	GpotelProcessMemorySwapMetricAttributeKeyProcessPid GpotelProcessMemorySwapMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessMemorySwapMetricConfig provides config for the gpotel.process.memory.swap metric.
 type GpotelProcessMemorySwapMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessMemorySwapMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessMemorySwapMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -349,10 +672,38 @@ func (ms *GpotelProcessMemorySwapMetricConfig) Unmarshal(parser *confmap.Conf) e
 	return nil
 }
 
+func (ms *GpotelProcessMemorySwapMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessMemorySwapMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.memory.swap doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelProcessMemoryVirtualPeakMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.virtual_peak metric.
+type GpotelProcessMemoryVirtualPeakMetricAttributeKey string
+
+const (
+	GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid GpotelProcessMemoryVirtualPeakMetricAttributeKey = "process.pid"
+)
+
 // GpotelProcessMemoryVirtualPeakMetricConfig provides config for the gpotel.process.memory.virtual_peak metric.
 type GpotelProcessMemoryVirtualPeakMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessMemoryVirtualPeakMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *GpotelProcessMemoryVirtualPeakMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -366,6 +717,74 @@ func (ms *GpotelProcessMemoryVirtualPeakMetricConfig) Unmarshal(parser *confmap.
 	}
 
 	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessMemoryVirtualPeakMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.memory.virtual_peak doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelSessionCgroupPressureMetricAttributeKey specifies the key of an attribute for the gpotel.session.cgroup.pressure metric.
+type GpotelSessionCgroupPressureMetricAttributeKey string
+
+const (
+	GpotelSessionCgroupPressureMetricAttributeKeyCgroupName       GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.cgroup.name"
+	GpotelSessionCgroupPressureMetricAttributeKeyPressureResource GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelSessionCgroupPressureMetricAttributeKeyPressureKind     GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.pressure.kind"
+)
+
+// GpotelSessionCgroupPressureMetricConfig provides config for the gpotel.session.cgroup.pressure metric.
+type GpotelSessionCgroupPressureMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionCgroupPressureMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionCgroupPressureMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionCgroupPressureMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind:
+		default:
+			return fmt.Errorf("metric gpotel.session.cgroup.pressure doesn't have an attribute %v, valid attributes: [gpotel.cgroup.name, gpotel.pressure.resource, gpotel.pressure.kind]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
 	return nil
 }
 
@@ -393,6 +812,7 @@ func (ms *GpotelSessionInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 type ProcessContextSwitchesMetricAttributeKey string
 
 const (
+	ProcessContextSwitchesMetricAttributeKeyProcessPid        ProcessContextSwitchesMetricAttributeKey = "process.pid"
 	ProcessContextSwitchesMetricAttributeKeyContextSwitchType ProcessContextSwitchesMetricAttributeKey = "process.context_switch.type"
 )
 
@@ -422,9 +842,9 @@ func (ms *ProcessContextSwitchesMetricConfig) Unmarshal(parser *confmap.Conf) er
 func (ms *ProcessContextSwitchesMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case ProcessContextSwitchesMetricAttributeKeyContextSwitchType:
+		case ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType:
 		default:
-			return fmt.Errorf("metric process.context_switches doesn't have an attribute %v, valid attributes: [process.context_switch.type]", val)
+			return fmt.Errorf("metric process.context_switches doesn't have an attribute %v, valid attributes: [process.pid, process.context_switch.type]", val)
 		}
 	}
 
@@ -441,7 +861,8 @@ func (ms *ProcessContextSwitchesMetricConfig) Validate() error {
 type ProcessCPUTimeMetricAttributeKey string
 
 const (
-	ProcessCPUTimeMetricAttributeKeyCPUMode ProcessCPUTimeMetricAttributeKey = "cpu.mode"
+	ProcessCPUTimeMetricAttributeKeyProcessPid ProcessCPUTimeMetricAttributeKey = "process.pid"
+	ProcessCPUTimeMetricAttributeKeyCPUMode    ProcessCPUTimeMetricAttributeKey = "cpu.mode"
 )
 
 // ProcessCPUTimeMetricConfig provides config for the process.cpu.time metric.
@@ -470,9 +891,9 @@ func (ms *ProcessCPUTimeMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *ProcessCPUTimeMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case ProcessCPUTimeMetricAttributeKeyCPUMode:
+		case ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode:
 		default:
-			return fmt.Errorf("metric process.cpu.time doesn't have an attribute %v, valid attributes: [cpu.mode]", val)
+			return fmt.Errorf("metric process.cpu.time doesn't have an attribute %v, valid attributes: [process.pid, cpu.mode]", val)
 		}
 	}
 
@@ -489,7 +910,8 @@ func (ms *ProcessCPUTimeMetricConfig) Validate() error {
 type ProcessDiskIoMetricAttributeKey string
 
 const (
-	ProcessDiskIoMetricAttributeKeyDirection ProcessDiskIoMetricAttributeKey = "disk.io.direction"
+	ProcessDiskIoMetricAttributeKeyProcessPid ProcessDiskIoMetricAttributeKey = "process.pid"
+	ProcessDiskIoMetricAttributeKeyDirection  ProcessDiskIoMetricAttributeKey = "disk.io.direction"
 )
 
 // ProcessDiskIoMetricConfig provides config for the process.disk.io metric.
@@ -518,9 +940,9 @@ func (ms *ProcessDiskIoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *ProcessDiskIoMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case ProcessDiskIoMetricAttributeKeyDirection:
+		case ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection:
 		default:
-			return fmt.Errorf("metric process.disk.io doesn't have an attribute %v, valid attributes: [disk.io.direction]", val)
+			return fmt.Errorf("metric process.disk.io doesn't have an attribute %v, valid attributes: [process.pid, disk.io.direction]", val)
 		}
 	}
 
@@ -533,10 +955,20 @@ func (ms *ProcessDiskIoMetricConfig) Validate() error {
 	return nil
 }
 
+// ProcessMemoryUsageMetricAttributeKey specifies the key of an attribute for the process.memory.usage metric.
+type ProcessMemoryUsageMetricAttributeKey string
+
+const (
+	ProcessMemoryUsageMetricAttributeKeyProcessPid ProcessMemoryUsageMetricAttributeKey = "process.pid"
+)
+
 // ProcessMemoryUsageMetricConfig provides config for the process.memory.usage metric.
 type ProcessMemoryUsageMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []ProcessMemoryUsageMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *ProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -553,10 +985,38 @@ func (ms *ProcessMemoryUsageMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
+func (ms *ProcessMemoryUsageMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case ProcessMemoryUsageMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric process.memory.usage doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// ProcessMemoryVirtualMetricAttributeKey specifies the key of an attribute for the process.memory.virtual metric.
+type ProcessMemoryVirtualMetricAttributeKey string
+
+const (
+	ProcessMemoryVirtualMetricAttributeKeyProcessPid ProcessMemoryVirtualMetricAttributeKey = "process.pid"
+)
+
 // ProcessMemoryVirtualMetricConfig provides config for the process.memory.virtual metric.
 type ProcessMemoryVirtualMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                   `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []ProcessMemoryVirtualMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *ProcessMemoryVirtualMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -573,11 +1033,30 @@ func (ms *ProcessMemoryVirtualMetricConfig) Unmarshal(parser *confmap.Conf) erro
 	return nil
 }
 
+func (ms *ProcessMemoryVirtualMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case ProcessMemoryVirtualMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric process.memory.virtual doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // ProcessPagingFaultsMetricAttributeKey specifies the key of an attribute for the process.paging.faults metric.
 type ProcessPagingFaultsMetricAttributeKey string
 
 const (
-	ProcessPagingFaultsMetricAttributeKeyFaultType ProcessPagingFaultsMetricAttributeKey = "system.paging.fault.type"
+	ProcessPagingFaultsMetricAttributeKeyProcessPid ProcessPagingFaultsMetricAttributeKey = "process.pid"
+	ProcessPagingFaultsMetricAttributeKeyFaultType  ProcessPagingFaultsMetricAttributeKey = "system.paging.fault.type"
 )
 
 // ProcessPagingFaultsMetricConfig provides config for the process.paging.faults metric.
@@ -606,9 +1085,9 @@ func (ms *ProcessPagingFaultsMetricConfig) Unmarshal(parser *confmap.Conf) error
 func (ms *ProcessPagingFaultsMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case ProcessPagingFaultsMetricAttributeKeyFaultType:
+		case ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType:
 		default:
-			return fmt.Errorf("metric process.paging.faults doesn't have an attribute %v, valid attributes: [system.paging.fault.type]", val)
+			return fmt.Errorf("metric process.paging.faults doesn't have an attribute %v, valid attributes: [process.pid, system.paging.fault.type]", val)
 		}
 	}
 
@@ -621,10 +1100,20 @@ func (ms *ProcessPagingFaultsMetricConfig) Validate() error {
 	return nil
 }
 
+// ProcessThreadCountMetricAttributeKey specifies the key of an attribute for the process.thread.count metric.
+type ProcessThreadCountMetricAttributeKey string
+
+const (
+	ProcessThreadCountMetricAttributeKeyProcessPid ProcessThreadCountMetricAttributeKey = "process.pid"
+)
+
 // ProcessThreadCountMetricConfig provides config for the process.thread.count metric.
 type ProcessThreadCountMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
 	enabledSetByUser bool
+
+	AggregationStrategy string                                 `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []ProcessThreadCountMetricAttributeKey `mapstructure:"attributes"`
 }
 
 func (ms *ProcessThreadCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
@@ -641,19 +1130,42 @@ func (ms *ProcessThreadCountMetricConfig) Unmarshal(parser *confmap.Conf) error 
 	return nil
 }
 
+func (ms *ProcessThreadCountMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case ProcessThreadCountMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric process.thread.count doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // MetricsConfig provides config for gpsession metrics.
 type MetricsConfig struct {
+	GpotelCgroupTasks               GpotelCgroupTasksMetricConfig               `mapstructure:"gpotel.cgroup.tasks"`
 	GpotelHostProcesses             GpotelHostProcessesMetricConfig             `mapstructure:"gpotel.host.processes"`
 	GpotelHostUp                    GpotelHostUpMetricConfig                    `mapstructure:"gpotel.host.up"`
+	GpotelPressureStallRatio        GpotelPressureStallRatioMetricConfig        `mapstructure:"gpotel.pressure.stall.ratio"`
+	GpotelPressureStallTime         GpotelPressureStallTimeMetricConfig         `mapstructure:"gpotel.pressure.stall.time"`
 	GpotelProcessCPURunDelay        GpotelProcessCPURunDelayMetricConfig        `mapstructure:"gpotel.process.cpu.run_delay"`
 	GpotelProcessDiskCancelledWrite GpotelProcessDiskCancelledWriteMetricConfig `mapstructure:"gpotel.process.disk.cancelled_write"`
 	GpotelProcessDiskDelay          GpotelProcessDiskDelayMetricConfig          `mapstructure:"gpotel.process.disk.delay"`
+	GpotelProcessInfo               GpotelProcessInfoMetricConfig               `mapstructure:"gpotel.process.info"`
 	GpotelProcessIoChars            GpotelProcessIoCharsMetricConfig            `mapstructure:"gpotel.process.io.chars"`
 	GpotelProcessIoSyscalls         GpotelProcessIoSyscallsMetricConfig         `mapstructure:"gpotel.process.io.syscalls"`
 	GpotelProcessMemoryPeak         GpotelProcessMemoryPeakMetricConfig         `mapstructure:"gpotel.process.memory.peak"`
 	GpotelProcessMemoryRss          GpotelProcessMemoryRssMetricConfig          `mapstructure:"gpotel.process.memory.rss"`
 	GpotelProcessMemorySwap         GpotelProcessMemorySwapMetricConfig         `mapstructure:"gpotel.process.memory.swap"`
 	GpotelProcessMemoryVirtualPeak  GpotelProcessMemoryVirtualPeakMetricConfig  `mapstructure:"gpotel.process.memory.virtual_peak"`
+	GpotelSessionCgroupPressure     GpotelSessionCgroupPressureMetricConfig     `mapstructure:"gpotel.session.cgroup.pressure"`
 	GpotelSessionInfo               GpotelSessionInfoMetricConfig               `mapstructure:"gpotel.session.info"`
 	ProcessContextSwitches          ProcessContextSwitchesMetricConfig          `mapstructure:"process.context_switches"`
 	ProcessCPUTime                  ProcessCPUTimeMetricConfig                  `mapstructure:"process.cpu.time"`
@@ -666,6 +1178,11 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+		},
 		GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -676,38 +1193,70 @@ func DefaultMetricsConfig() MetricsConfig {
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
 		},
+		GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+		},
+		GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
+		},
 		GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelProcessDiskCancelledWriteMetricAttributeKey{GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessDiskDelay: GpotelProcessDiskDelayMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelProcessDiskDelayMetricAttributeKey{GpotelProcessDiskDelayMetricAttributeKeyProcessPid},
+		},
+		GpotelProcessInfo: GpotelProcessInfoMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
 		},
 		GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyDirection},
+			EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection},
 		},
 		GpotelProcessIoSyscalls: GpotelProcessIoSyscallsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+			EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 		},
 		GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessMemoryPeakMetricAttributeKey{GpotelProcessMemoryPeakMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessMemoryRss: GpotelProcessMemoryRssMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyRssType},
+			EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType},
 		},
 		GpotelProcessMemorySwap: GpotelProcessMemorySwapMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessMemorySwapMetricAttributeKey{GpotelProcessMemorySwapMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessMemoryVirtualPeak: GpotelProcessMemoryVirtualPeakMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
+		},
+		GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
 		},
 		GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 			Enabled: true,
@@ -715,31 +1264,37 @@ func DefaultMetricsConfig() MetricsConfig {
 		ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
+			EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
 		},
 		ProcessCPUTime: ProcessCPUTimeMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyCPUMode},
+			EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode},
 		},
 		ProcessDiskIo: ProcessDiskIoMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyDirection},
+			EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection},
 		},
 		ProcessMemoryUsage: ProcessMemoryUsageMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []ProcessMemoryUsageMetricAttributeKey{ProcessMemoryUsageMetricAttributeKeyProcessPid},
 		},
 		ProcessMemoryVirtual: ProcessMemoryVirtualMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []ProcessMemoryVirtualMetricAttributeKey{ProcessMemoryVirtualMetricAttributeKeyProcessPid},
 		},
 		ProcessPagingFaults: ProcessPagingFaultsMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
-			EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyFaultType},
+			EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType},
 		},
 		ProcessThreadCount: ProcessThreadCountMetricConfig{
-			Enabled: true,
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []ProcessThreadCountMetricAttributeKey{ProcessThreadCountMetricAttributeKeyProcessPid},
 		},
 	}
 }
@@ -772,20 +1327,21 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for gpsession resource attributes.
 type ResourceAttributesConfig struct {
-	DbNamespace         ResourceAttributeConfig `mapstructure:"db.namespace"`
-	GpotelBackendType   ResourceAttributeConfig `mapstructure:"gpotel.backend.type"`
-	GpotelDialect       ResourceAttributeConfig `mapstructure:"gpotel.dialect"`
-	GpotelProcessSystem ResourceAttributeConfig `mapstructure:"gpotel.process.system"`
-	GpotelResourceKind  ResourceAttributeConfig `mapstructure:"gpotel.resource.kind"`
-	GpotelSegmentID     ResourceAttributeConfig `mapstructure:"gpotel.segment.id"`
-	GpotelSessionID     ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
-	GpotelSessionPid    ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
-	GpotelSessionSystem ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
-	GpotelSessionUser   ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
-	GpotelTmID          ResourceAttributeConfig `mapstructure:"gpotel.tm_id"`
-	HostName            ResourceAttributeConfig `mapstructure:"host.name"`
-	ProcessCreationTime ResourceAttributeConfig `mapstructure:"process.creation.time"`
-	ProcessPid          ResourceAttributeConfig `mapstructure:"process.pid"`
+	DbNamespace             ResourceAttributeConfig `mapstructure:"db.namespace"`
+	GpotelCgroupControllers ResourceAttributeConfig `mapstructure:"gpotel.cgroup.controllers"`
+	GpotelCgroupPath        ResourceAttributeConfig `mapstructure:"gpotel.cgroup.path"`
+	GpotelCgroupTasksSource ResourceAttributeConfig `mapstructure:"gpotel.cgroup.tasks.source"`
+	GpotelCgroupVersion     ResourceAttributeConfig `mapstructure:"gpotel.cgroup.version"`
+	GpotelDialect           ResourceAttributeConfig `mapstructure:"gpotel.dialect"`
+	GpotelResourceKind      ResourceAttributeConfig `mapstructure:"gpotel.resource.kind"`
+	GpotelResourceGroupName ResourceAttributeConfig `mapstructure:"gpotel.resource_group.name"`
+	GpotelResourceGroupOid  ResourceAttributeConfig `mapstructure:"gpotel.resource_group.oid"`
+	GpotelSessionID         ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
+	GpotelSessionPid        ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
+	GpotelSessionSystem     ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
+	GpotelSessionUser       ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
+	GpotelTmID              ResourceAttributeConfig `mapstructure:"gpotel.tm_id"`
+	HostName                ResourceAttributeConfig `mapstructure:"host.name"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
@@ -793,19 +1349,28 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		DbNamespace: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		GpotelBackendType: ResourceAttributeConfig{
+		GpotelCgroupControllers: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupPath: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupTasksSource: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupVersion: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelDialect: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		GpotelProcessSystem: ResourceAttributeConfig{
-			Enabled: true,
-		},
 		GpotelResourceKind: ResourceAttributeConfig{
 			Enabled: true,
 		},
-		GpotelSegmentID: ResourceAttributeConfig{
+		GpotelResourceGroupName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelResourceGroupOid: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelSessionID: ResourceAttributeConfig{
@@ -824,12 +1389,6 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		HostName: ResourceAttributeConfig{
-			Enabled: true,
-		},
-		ProcessCreationTime: ResourceAttributeConfig{
-			Enabled: true,
-		},
-		ProcessPid: ResourceAttributeConfig{
 			Enabled: true,
 		},
 	}

@@ -26,6 +26,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -36,38 +41,70 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
 					},
+					GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+					},
+					GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
+					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskCancelledWriteMetricAttributeKey{GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskDelay: GpotelProcessDiskDelayMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskDelayMetricAttributeKey{GpotelProcessDiskDelayMetricAttributeKeyProcessPid},
+					},
+					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection},
 					},
 					GpotelProcessIoSyscalls: GpotelProcessIoSyscallsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPeakMetricAttributeKey{GpotelProcessMemoryPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryRss: GpotelProcessMemoryRssMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyRssType},
+						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType},
 					},
 					GpotelProcessMemorySwap: GpotelProcessMemorySwapMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemorySwapMetricAttributeKey{GpotelProcessMemorySwapMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryVirtualPeak: GpotelProcessMemoryVirtualPeakMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
+					},
+					GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
 					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: true,
@@ -75,48 +112,55 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
+						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
 					},
 					ProcessCPUTime: ProcessCPUTimeMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyCPUMode},
+						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode},
 					},
 					ProcessDiskIo: ProcessDiskIoMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyDirection},
+						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection},
 					},
 					ProcessMemoryUsage: ProcessMemoryUsageMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryUsageMetricAttributeKey{ProcessMemoryUsageMetricAttributeKeyProcessPid},
 					},
 					ProcessMemoryVirtual: ProcessMemoryVirtualMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryVirtualMetricAttributeKey{ProcessMemoryVirtualMetricAttributeKeyProcessPid},
 					},
 					ProcessPagingFaults: ProcessPagingFaultsMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyFaultType},
+						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType},
 					},
 					ProcessThreadCount: ProcessThreadCountMetricConfig{
-						Enabled: true,
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessThreadCountMetricAttributeKey{ProcessThreadCountMetricAttributeKeyProcessPid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					DbNamespace:         ResourceAttributeConfig{Enabled: true},
-					GpotelBackendType:   ResourceAttributeConfig{Enabled: true},
-					GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-					GpotelProcessSystem: ResourceAttributeConfig{Enabled: true},
-					GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-					GpotelSegmentID:     ResourceAttributeConfig{Enabled: true},
-					GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
-					GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
-					GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
-					GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
-					GpotelTmID:          ResourceAttributeConfig{Enabled: true},
-					HostName:            ResourceAttributeConfig{Enabled: true},
-					ProcessCreationTime: ResourceAttributeConfig{Enabled: true},
-					ProcessPid:          ResourceAttributeConfig{Enabled: true},
+					DbNamespace:             ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupControllers: ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupPath:        ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: true},
+					GpotelDialect:           ResourceAttributeConfig{Enabled: true},
+					GpotelResourceKind:      ResourceAttributeConfig{Enabled: true},
+					GpotelResourceGroupName: ResourceAttributeConfig{Enabled: true},
+					GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: true},
+					GpotelSessionID:         ResourceAttributeConfig{Enabled: true},
+					GpotelSessionPid:        ResourceAttributeConfig{Enabled: true},
+					GpotelSessionSystem:     ResourceAttributeConfig{Enabled: true},
+					GpotelSessionUser:       ResourceAttributeConfig{Enabled: true},
+					GpotelTmID:              ResourceAttributeConfig{Enabled: true},
+					HostName:                ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -124,6 +168,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -134,38 +183,70 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
 					},
+					GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+					},
+					GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
+					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessCPURunDelayMetricAttributeKey{GpotelProcessCPURunDelayMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskCancelledWrite: GpotelProcessDiskCancelledWriteMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskCancelledWriteMetricAttributeKey{GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessDiskDelay: GpotelProcessDiskDelayMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelProcessDiskDelayMetricAttributeKey{GpotelProcessDiskDelayMetricAttributeKeyProcessPid},
+					},
+					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoCharsMetricAttributeKey{GpotelProcessIoCharsMetricAttributeKeyProcessPid, GpotelProcessIoCharsMetricAttributeKeyDirection},
 					},
 					GpotelProcessIoSyscalls: GpotelProcessIoSyscallsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPeakMetricAttributeKey{GpotelProcessMemoryPeakMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryRss: GpotelProcessMemoryRssMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyRssType},
+						EnabledAttributes:   []GpotelProcessMemoryRssMetricAttributeKey{GpotelProcessMemoryRssMetricAttributeKeyProcessPid, GpotelProcessMemoryRssMetricAttributeKeyRssType},
 					},
 					GpotelProcessMemorySwap: GpotelProcessMemorySwapMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemorySwapMetricAttributeKey{GpotelProcessMemorySwapMetricAttributeKeyProcessPid},
 					},
 					GpotelProcessMemoryVirtualPeak: GpotelProcessMemoryVirtualPeakMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
+					},
+					GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
 					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: false,
@@ -173,48 +254,55 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
+						EnabledAttributes:   []ProcessContextSwitchesMetricAttributeKey{ProcessContextSwitchesMetricAttributeKeyProcessPid, ProcessContextSwitchesMetricAttributeKeyContextSwitchType},
 					},
 					ProcessCPUTime: ProcessCPUTimeMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyCPUMode},
+						EnabledAttributes:   []ProcessCPUTimeMetricAttributeKey{ProcessCPUTimeMetricAttributeKeyProcessPid, ProcessCPUTimeMetricAttributeKeyCPUMode},
 					},
 					ProcessDiskIo: ProcessDiskIoMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyDirection},
+						EnabledAttributes:   []ProcessDiskIoMetricAttributeKey{ProcessDiskIoMetricAttributeKeyProcessPid, ProcessDiskIoMetricAttributeKeyDirection},
 					},
 					ProcessMemoryUsage: ProcessMemoryUsageMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryUsageMetricAttributeKey{ProcessMemoryUsageMetricAttributeKeyProcessPid},
 					},
 					ProcessMemoryVirtual: ProcessMemoryVirtualMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessMemoryVirtualMetricAttributeKey{ProcessMemoryVirtualMetricAttributeKeyProcessPid},
 					},
 					ProcessPagingFaults: ProcessPagingFaultsMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
-						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyFaultType},
+						EnabledAttributes:   []ProcessPagingFaultsMetricAttributeKey{ProcessPagingFaultsMetricAttributeKeyProcessPid, ProcessPagingFaultsMetricAttributeKeyFaultType},
 					},
 					ProcessThreadCount: ProcessThreadCountMetricConfig{
-						Enabled: false,
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []ProcessThreadCountMetricAttributeKey{ProcessThreadCountMetricAttributeKeyProcessPid},
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					DbNamespace:         ResourceAttributeConfig{Enabled: false},
-					GpotelBackendType:   ResourceAttributeConfig{Enabled: false},
-					GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-					GpotelProcessSystem: ResourceAttributeConfig{Enabled: false},
-					GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-					GpotelSegmentID:     ResourceAttributeConfig{Enabled: false},
-					GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
-					GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
-					GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
-					GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
-					GpotelTmID:          ResourceAttributeConfig{Enabled: false},
-					HostName:            ResourceAttributeConfig{Enabled: false},
-					ProcessCreationTime: ResourceAttributeConfig{Enabled: false},
-					ProcessPid:          ResourceAttributeConfig{Enabled: false},
+					DbNamespace:             ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupControllers: ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupPath:        ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: false},
+					GpotelDialect:           ResourceAttributeConfig{Enabled: false},
+					GpotelResourceKind:      ResourceAttributeConfig{Enabled: false},
+					GpotelResourceGroupName: ResourceAttributeConfig{Enabled: false},
+					GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: false},
+					GpotelSessionID:         ResourceAttributeConfig{Enabled: false},
+					GpotelSessionPid:        ResourceAttributeConfig{Enabled: false},
+					GpotelSessionSystem:     ResourceAttributeConfig{Enabled: false},
+					GpotelSessionUser:       ResourceAttributeConfig{Enabled: false},
+					GpotelTmID:              ResourceAttributeConfig{Enabled: false},
+					HostName:                ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -222,11 +310,23 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
 }
+func TestGpotelCgroupTasksMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelCgroupTasks
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelCgroupTasksMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.cgroup.tasks doesn't have an attribute invalid, valid attributes: [gpotel.task.state]")
+
+	cfg = DefaultMetricsConfig().GpotelCgroupTasks
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpotelHostProcessesMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpotelHostProcesses
 	require.NoError(t, cfg.Validate())
@@ -251,12 +351,84 @@ func TestGpotelHostUpMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestGpotelPressureStallRatioMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelPressureStallRatio
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelPressureStallRatioMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.pressure.stall.ratio doesn't have an attribute invalid, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind, gpotel.pressure.window]")
+
+	cfg = DefaultMetricsConfig().GpotelPressureStallRatio
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelPressureStallTimeMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelPressureStallTime
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelPressureStallTimeMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.pressure.stall.time doesn't have an attribute invalid, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind]")
+
+	cfg = DefaultMetricsConfig().GpotelPressureStallTime
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessCPURunDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessCPURunDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessCPURunDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.cpu.run_delay doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessCPURunDelay
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDiskCancelledWriteMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDiskCancelledWrite
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDiskCancelledWriteMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.disk.cancelled_write doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDiskCancelledWrite
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessDiskDelayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessDiskDelay
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessDiskDelayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.disk.delay doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessDiskDelay
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessInfoMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessInfo
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessInfoMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.info doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessInfo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpotelProcessIoCharsMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpotelProcessIoChars
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessIoCharsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.chars doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.chars doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessIoChars
 	cfg.AggregationStrategy = "invalid"
@@ -268,9 +440,21 @@ func TestGpotelProcessIoSyscallsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessIoSyscallsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.syscalls doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.syscalls doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessIoSyscalls
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemoryPeakMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemoryPeak
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemoryPeakMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.peak doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemoryPeak
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -280,9 +464,45 @@ func TestGpotelProcessMemoryRssMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessMemoryRssMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.rss doesn't have an attribute invalid, valid attributes: [gpotel.memory.rss.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.rss doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.memory.rss.type]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessMemoryRss
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemorySwapMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemorySwap
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemorySwapMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.swap doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemorySwap
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemoryVirtualPeakMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemoryVirtualPeak
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemoryVirtualPeakMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.virtual_peak doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemoryVirtualPeak
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionCgroupPressureMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionCgroupPressure
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionCgroupPressureMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.cgroup.pressure doesn't have an attribute invalid, valid attributes: [gpotel.cgroup.name, gpotel.pressure.resource, gpotel.pressure.kind]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionCgroupPressure
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -292,7 +512,7 @@ func TestProcessContextSwitchesMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessContextSwitchesMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.context_switches doesn't have an attribute invalid, valid attributes: [process.context_switch.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.context_switches doesn't have an attribute invalid, valid attributes: [process.pid, process.context_switch.type]")
 
 	cfg = DefaultMetricsConfig().ProcessContextSwitches
 	cfg.AggregationStrategy = "invalid"
@@ -304,7 +524,7 @@ func TestProcessCPUTimeMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessCPUTimeMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.cpu.time doesn't have an attribute invalid, valid attributes: [cpu.mode]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.cpu.time doesn't have an attribute invalid, valid attributes: [process.pid, cpu.mode]")
 
 	cfg = DefaultMetricsConfig().ProcessCPUTime
 	cfg.AggregationStrategy = "invalid"
@@ -316,9 +536,33 @@ func TestProcessDiskIoMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessDiskIoMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.disk.io doesn't have an attribute invalid, valid attributes: [disk.io.direction]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.disk.io doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().ProcessDiskIo
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessMemoryUsageMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessMemoryUsage
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessMemoryUsageMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.memory.usage doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessMemoryUsage
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessMemoryVirtualMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessMemoryVirtual
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessMemoryVirtualMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.memory.virtual doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessMemoryVirtual
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -328,9 +572,21 @@ func TestProcessPagingFaultsMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []ProcessPagingFaultsMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric process.paging.faults doesn't have an attribute invalid, valid attributes: [system.paging.fault.type]")
+	require.ErrorContains(t, cfg.Validate(), "metric process.paging.faults doesn't have an attribute invalid, valid attributes: [process.pid, system.paging.fault.type]")
 
 	cfg = DefaultMetricsConfig().ProcessPagingFaults
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestProcessThreadCountMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().ProcessThreadCount
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []ProcessThreadCountMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric process.thread.count doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().ProcessThreadCount
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -357,39 +613,41 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
-				DbNamespace:         ResourceAttributeConfig{Enabled: true},
-				GpotelBackendType:   ResourceAttributeConfig{Enabled: true},
-				GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-				GpotelProcessSystem: ResourceAttributeConfig{Enabled: true},
-				GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-				GpotelSegmentID:     ResourceAttributeConfig{Enabled: true},
-				GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
-				GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
-				GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
-				GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
-				GpotelTmID:          ResourceAttributeConfig{Enabled: true},
-				HostName:            ResourceAttributeConfig{Enabled: true},
-				ProcessCreationTime: ResourceAttributeConfig{Enabled: true},
-				ProcessPid:          ResourceAttributeConfig{Enabled: true},
+				DbNamespace:             ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupControllers: ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupPath:        ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: true},
+				GpotelDialect:           ResourceAttributeConfig{Enabled: true},
+				GpotelResourceKind:      ResourceAttributeConfig{Enabled: true},
+				GpotelResourceGroupName: ResourceAttributeConfig{Enabled: true},
+				GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: true},
+				GpotelSessionID:         ResourceAttributeConfig{Enabled: true},
+				GpotelSessionPid:        ResourceAttributeConfig{Enabled: true},
+				GpotelSessionSystem:     ResourceAttributeConfig{Enabled: true},
+				GpotelSessionUser:       ResourceAttributeConfig{Enabled: true},
+				GpotelTmID:              ResourceAttributeConfig{Enabled: true},
+				HostName:                ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
-				DbNamespace:         ResourceAttributeConfig{Enabled: false},
-				GpotelBackendType:   ResourceAttributeConfig{Enabled: false},
-				GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-				GpotelProcessSystem: ResourceAttributeConfig{Enabled: false},
-				GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-				GpotelSegmentID:     ResourceAttributeConfig{Enabled: false},
-				GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
-				GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
-				GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
-				GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
-				GpotelTmID:          ResourceAttributeConfig{Enabled: false},
-				HostName:            ResourceAttributeConfig{Enabled: false},
-				ProcessCreationTime: ResourceAttributeConfig{Enabled: false},
-				ProcessPid:          ResourceAttributeConfig{Enabled: false},
+				DbNamespace:             ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupControllers: ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupPath:        ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: false},
+				GpotelDialect:           ResourceAttributeConfig{Enabled: false},
+				GpotelResourceKind:      ResourceAttributeConfig{Enabled: false},
+				GpotelResourceGroupName: ResourceAttributeConfig{Enabled: false},
+				GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: false},
+				GpotelSessionID:         ResourceAttributeConfig{Enabled: false},
+				GpotelSessionPid:        ResourceAttributeConfig{Enabled: false},
+				GpotelSessionSystem:     ResourceAttributeConfig{Enabled: false},
+				GpotelSessionUser:       ResourceAttributeConfig{Enabled: false},
+				GpotelTmID:              ResourceAttributeConfig{Enabled: false},
+				HostName:                ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

@@ -123,6 +123,96 @@ var MapAttributeFaultType = map[string]AttributeFaultType{
 	"minor": AttributeFaultTypeMinor,
 }
 
+// AttributePressureKind specifies the value pressure_kind attribute.
+type AttributePressureKind int
+
+const (
+	_ AttributePressureKind = iota
+	AttributePressureKindSome
+	AttributePressureKindFull
+)
+
+// String returns the string representation of the AttributePressureKind.
+func (av AttributePressureKind) String() string {
+	switch av {
+	case AttributePressureKindSome:
+		return "some"
+	case AttributePressureKindFull:
+		return "full"
+	}
+	return ""
+}
+
+// MapAttributePressureKind is a helper map of string to AttributePressureKind attribute value.
+var MapAttributePressureKind = map[string]AttributePressureKind{
+	"some": AttributePressureKindSome,
+	"full": AttributePressureKindFull,
+}
+
+// AttributePressureResource specifies the value pressure_resource attribute.
+type AttributePressureResource int
+
+const (
+	_ AttributePressureResource = iota
+	AttributePressureResourceCPU
+	AttributePressureResourceMemory
+	AttributePressureResourceIo
+	AttributePressureResourceIrq
+)
+
+// String returns the string representation of the AttributePressureResource.
+func (av AttributePressureResource) String() string {
+	switch av {
+	case AttributePressureResourceCPU:
+		return "cpu"
+	case AttributePressureResourceMemory:
+		return "memory"
+	case AttributePressureResourceIo:
+		return "io"
+	case AttributePressureResourceIrq:
+		return "irq"
+	}
+	return ""
+}
+
+// MapAttributePressureResource is a helper map of string to AttributePressureResource attribute value.
+var MapAttributePressureResource = map[string]AttributePressureResource{
+	"cpu":    AttributePressureResourceCPU,
+	"memory": AttributePressureResourceMemory,
+	"io":     AttributePressureResourceIo,
+	"irq":    AttributePressureResourceIrq,
+}
+
+// AttributePressureWindow specifies the value pressure_window attribute.
+type AttributePressureWindow int
+
+const (
+	_ AttributePressureWindow = iota
+	AttributePressureWindow10s
+	AttributePressureWindow60s
+	AttributePressureWindow300s
+)
+
+// String returns the string representation of the AttributePressureWindow.
+func (av AttributePressureWindow) String() string {
+	switch av {
+	case AttributePressureWindow10s:
+		return "10s"
+	case AttributePressureWindow60s:
+		return "60s"
+	case AttributePressureWindow300s:
+		return "300s"
+	}
+	return ""
+}
+
+// MapAttributePressureWindow is a helper map of string to AttributePressureWindow attribute value.
+var MapAttributePressureWindow = map[string]AttributePressureWindow{
+	"10s":  AttributePressureWindow10s,
+	"60s":  AttributePressureWindow60s,
+	"300s": AttributePressureWindow300s,
+}
+
 // AttributeRssType specifies the value rss_type attribute.
 type AttributeRssType int
 
@@ -153,7 +243,53 @@ var MapAttributeRssType = map[string]AttributeRssType{
 	"shmem": AttributeRssTypeShmem,
 }
 
+// AttributeTaskState specifies the value task_state attribute.
+type AttributeTaskState int
+
+const (
+	_ AttributeTaskState = iota
+	AttributeTaskStateRunning
+	AttributeTaskStateSleeping
+	AttributeTaskStateUninterruptible
+	AttributeTaskStateStopped
+	AttributeTaskStateIoWait
+	AttributeTaskStateOther
+)
+
+// String returns the string representation of the AttributeTaskState.
+func (av AttributeTaskState) String() string {
+	switch av {
+	case AttributeTaskStateRunning:
+		return "running"
+	case AttributeTaskStateSleeping:
+		return "sleeping"
+	case AttributeTaskStateUninterruptible:
+		return "uninterruptible"
+	case AttributeTaskStateStopped:
+		return "stopped"
+	case AttributeTaskStateIoWait:
+		return "io_wait"
+	case AttributeTaskStateOther:
+		return "other"
+	}
+	return ""
+}
+
+// MapAttributeTaskState is a helper map of string to AttributeTaskState attribute value.
+var MapAttributeTaskState = map[string]AttributeTaskState{
+	"running":         AttributeTaskStateRunning,
+	"sleeping":        AttributeTaskStateSleeping,
+	"uninterruptible": AttributeTaskStateUninterruptible,
+	"stopped":         AttributeTaskStateStopped,
+	"io_wait":         AttributeTaskStateIoWait,
+	"other":           AttributeTaskStateOther,
+}
+
 var MetricsInfo = metricsInfo{
+	GpotelCgroupTasks: metricInfo{
+		Name:       "gpotel.cgroup.tasks",
+		Attributes: []string{"task_state"},
+	},
 	GpotelHostProcesses: metricInfo{
 		Name:       "gpotel.host.processes",
 		Attributes: []string{"host_name"},
@@ -162,78 +298,108 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.host.up",
 		Attributes: []string{"host_name"},
 	},
+	GpotelPressureStallRatio: metricInfo{
+		Name:       "gpotel.pressure.stall.ratio",
+		Attributes: []string{"pressure_resource", "pressure_kind", "pressure_window"},
+	},
+	GpotelPressureStallTime: metricInfo{
+		Name:       "gpotel.pressure.stall.time",
+		Attributes: []string{"pressure_resource", "pressure_kind"},
+	},
 	GpotelProcessCPURunDelay: metricInfo{
-		Name: "gpotel.process.cpu.run_delay",
+		Name:       "gpotel.process.cpu.run_delay",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessDiskCancelledWrite: metricInfo{
-		Name: "gpotel.process.disk.cancelled_write",
+		Name:       "gpotel.process.disk.cancelled_write",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessDiskDelay: metricInfo{
-		Name: "gpotel.process.disk.delay",
+		Name:       "gpotel.process.disk.delay",
+		Attributes: []string{"process_pid"},
+	},
+	GpotelProcessInfo: metricInfo{
+		Name:       "gpotel.process.info",
+		Attributes: []string{"process_pid", "segment_id", "backend_type", "process_system"},
 	},
 	GpotelProcessIoChars: metricInfo{
 		Name:       "gpotel.process.io.chars",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	GpotelProcessIoSyscalls: metricInfo{
 		Name:       "gpotel.process.io.syscalls",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	GpotelProcessMemoryPeak: metricInfo{
-		Name: "gpotel.process.memory.peak",
+		Name:       "gpotel.process.memory.peak",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessMemoryRss: metricInfo{
 		Name:       "gpotel.process.memory.rss",
-		Attributes: []string{"rss_type"},
+		Attributes: []string{"process_pid", "rss_type"},
 	},
 	GpotelProcessMemorySwap: metricInfo{
-		Name: "gpotel.process.memory.swap",
+		Name:       "gpotel.process.memory.swap",
+		Attributes: []string{"process_pid"},
 	},
 	GpotelProcessMemoryVirtualPeak: metricInfo{
-		Name: "gpotel.process.memory.virtual_peak",
+		Name:       "gpotel.process.memory.virtual_peak",
+		Attributes: []string{"process_pid"},
+	},
+	GpotelSessionCgroupPressure: metricInfo{
+		Name:       "gpotel.session.cgroup.pressure",
+		Attributes: []string{"cgroup_name", "pressure_resource", "pressure_kind"},
 	},
 	GpotelSessionInfo: metricInfo{
 		Name: "gpotel.session.info",
 	},
 	ProcessContextSwitches: metricInfo{
 		Name:       "process.context_switches",
-		Attributes: []string{"context_switch_type"},
+		Attributes: []string{"process_pid", "context_switch_type"},
 	},
 	ProcessCPUTime: metricInfo{
 		Name:       "process.cpu.time",
-		Attributes: []string{"cpu_mode"},
+		Attributes: []string{"process_pid", "cpu_mode"},
 	},
 	ProcessDiskIo: metricInfo{
 		Name:       "process.disk.io",
-		Attributes: []string{"direction"},
+		Attributes: []string{"process_pid", "direction"},
 	},
 	ProcessMemoryUsage: metricInfo{
-		Name: "process.memory.usage",
+		Name:       "process.memory.usage",
+		Attributes: []string{"process_pid"},
 	},
 	ProcessMemoryVirtual: metricInfo{
-		Name: "process.memory.virtual",
+		Name:       "process.memory.virtual",
+		Attributes: []string{"process_pid"},
 	},
 	ProcessPagingFaults: metricInfo{
 		Name:       "process.paging.faults",
-		Attributes: []string{"fault_type"},
+		Attributes: []string{"process_pid", "fault_type"},
 	},
 	ProcessThreadCount: metricInfo{
-		Name: "process.thread.count",
+		Name:       "process.thread.count",
+		Attributes: []string{"process_pid"},
 	},
 }
 
 type metricsInfo struct {
+	GpotelCgroupTasks               metricInfo
 	GpotelHostProcesses             metricInfo
 	GpotelHostUp                    metricInfo
+	GpotelPressureStallRatio        metricInfo
+	GpotelPressureStallTime         metricInfo
 	GpotelProcessCPURunDelay        metricInfo
 	GpotelProcessDiskCancelledWrite metricInfo
 	GpotelProcessDiskDelay          metricInfo
+	GpotelProcessInfo               metricInfo
 	GpotelProcessIoChars            metricInfo
 	GpotelProcessIoSyscalls         metricInfo
 	GpotelProcessMemoryPeak         metricInfo
 	GpotelProcessMemoryRss          metricInfo
 	GpotelProcessMemorySwap         metricInfo
 	GpotelProcessMemoryVirtualPeak  metricInfo
+	GpotelSessionCgroupPressure     metricInfo
 	GpotelSessionInfo               metricInfo
 	ProcessContextSwitches          metricInfo
 	ProcessCPUTime                  metricInfo
@@ -247,6 +413,95 @@ type metricsInfo struct {
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type metricGpotelCgroupTasks struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        GpotelCgroupTasksMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.cgroup.tasks metric with initial data.
+func (m *metricGpotelCgroupTasks) init() {
+	m.data.SetName("gpotel.cgroup.tasks")
+	m.data.SetDescription("Tasks of the group by state. On cgroup resources.")
+	m.data.SetUnit("{task}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelCgroupTasks) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, taskStateAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelCgroupTasksMetricAttributeKeyTaskState) {
+		dp.Attributes().PutStr("gpotel.task.state", taskStateAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelCgroupTasks) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelCgroupTasks) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelCgroupTasks(cfg GpotelCgroupTasksMetricConfig) metricGpotelCgroupTasks {
+	m := metricGpotelCgroupTasks{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGpotelHostProcesses struct {
@@ -348,7 +603,7 @@ type metricGpotelHostUp struct {
 // init fills gpotel.host.up metric with initial data.
 func (m *metricGpotelHostUp) init() {
 	m.data.SetName("gpotel.host.up")
-	m.data.SetDescription("1 when the host's agent answered every call of this scrape, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.")
+	m.data.SetDescription("1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
@@ -427,10 +682,200 @@ func newMetricGpotelHostUp(cfg GpotelHostUpMetricConfig) metricGpotelHostUp {
 	return m
 }
 
+type metricGpotelPressureStallRatio struct {
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        GpotelPressureStallRatioMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.pressure.stall.ratio metric with initial data.
+func (m *metricGpotelPressureStallRatio) init() {
+	m.data.SetName("gpotel.pressure.stall.ratio")
+	m.data.SetDescription("Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelPressureStallRatio) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, pressureResourceAttributeValue string, pressureKindAttributeValue string, pressureWindowAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureWindow) {
+		dp.Attributes().PutStr("gpotel.pressure.window", pressureWindowAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelPressureStallRatio) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelPressureStallRatio) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelPressureStallRatio(cfg GpotelPressureStallRatioMetricConfig) metricGpotelPressureStallRatio {
+	m := metricGpotelPressureStallRatio{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelPressureStallTime struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelPressureStallTimeMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.pressure.stall.time metric with initial data.
+func (m *metricGpotelPressureStallTime) init() {
+	m.data.SetName("gpotel.pressure.stall.time")
+	m.data.SetDescription("Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelPressureStallTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, pressureResourceAttributeValue string, pressureKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallTimeMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallTimeMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelPressureStallTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelPressureStallTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelPressureStallTime(cfg GpotelPressureStallTimeMetricConfig) metricGpotelPressureStallTime {
+	m := metricGpotelPressureStallTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpotelProcessCPURunDelay struct {
-	data     pmetric.Metric                       // data buffer for generated metric.
-	config   GpotelProcessCPURunDelayMetricConfig // metric config provided by user.
-	capacity int                                  // max observed number of data points added to the metric.
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        GpotelProcessCPURunDelayMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                            // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.cpu.run_delay metric with initial data.
@@ -441,16 +886,49 @@ func (m *metricGpotelProcessCPURunDelay) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessCPURunDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+func (m *metricGpotelProcessCPURunDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessCPURunDelayMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -463,6 +941,11 @@ func (m *metricGpotelProcessCPURunDelay) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessCPURunDelay) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -480,9 +963,10 @@ func newMetricGpotelProcessCPURunDelay(cfg GpotelProcessCPURunDelayMetricConfig)
 }
 
 type metricGpotelProcessDiskCancelledWrite struct {
-	data     pmetric.Metric                              // data buffer for generated metric.
-	config   GpotelProcessDiskCancelledWriteMetricConfig // metric config provided by user.
-	capacity int                                         // max observed number of data points added to the metric.
+	data          pmetric.Metric                              // data buffer for generated metric.
+	config        GpotelProcessDiskCancelledWriteMetricConfig // metric config provided by user.
+	capacity      int                                         // max observed number of data points added to the metric.
+	aggDataPoints []int64                                     // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.disk.cancelled_write metric with initial data.
@@ -493,16 +977,49 @@ func (m *metricGpotelProcessDiskCancelledWrite) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessDiskCancelledWrite) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessDiskCancelledWrite) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDiskCancelledWriteMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -515,6 +1032,11 @@ func (m *metricGpotelProcessDiskCancelledWrite) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessDiskCancelledWrite) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetIntValue(m.data.Sum().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -532,9 +1054,10 @@ func newMetricGpotelProcessDiskCancelledWrite(cfg GpotelProcessDiskCancelledWrit
 }
 
 type metricGpotelProcessDiskDelay struct {
-	data     pmetric.Metric                     // data buffer for generated metric.
-	config   GpotelProcessDiskDelayMetricConfig // metric config provided by user.
-	capacity int                                // max observed number of data points added to the metric.
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpotelProcessDiskDelayMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []float64                          // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.disk.delay metric with initial data.
@@ -545,16 +1068,49 @@ func (m *metricGpotelProcessDiskDelay) init() {
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
 	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessDiskDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64) {
+func (m *metricGpotelProcessDiskDelay) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Sum().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessDiskDelayMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -567,6 +1123,11 @@ func (m *metricGpotelProcessDiskDelay) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessDiskDelay) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -575,6 +1136,104 @@ func (m *metricGpotelProcessDiskDelay) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelProcessDiskDelay(cfg GpotelProcessDiskDelayMetricConfig) metricGpotelProcessDiskDelay {
 	m := metricGpotelProcessDiskDelay{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelProcessInfo struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        GpotelProcessInfoMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.process.info metric with initial data.
+func (m *metricGpotelProcessInfo) init() {
+	m.data.SetName("gpotel.process.info")
+	m.data.SetDescription("Always 1: one point per process a process resource holds, with what describes the process.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelProcessInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyBackendType) {
+		dp.Attributes().PutStr("gpotel.backend.type", backendTypeAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessSystem) {
+		dp.Attributes().PutBool("gpotel.process.system", processSystemAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelProcessInfo) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelProcessInfo) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelProcessInfo(cfg GpotelProcessInfoMetricConfig) metricGpotelProcessInfo {
+	m := metricGpotelProcessInfo{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -602,7 +1261,7 @@ func (m *metricGpotelProcessIoChars) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -610,6 +1269,9 @@ func (m *metricGpotelProcessIoChars) recordDataPoint(start pcommon.Timestamp, ts
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoCharsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoCharsMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -693,7 +1355,7 @@ func (m *metricGpotelProcessIoSyscalls) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -701,6 +1363,9 @@ func (m *metricGpotelProcessIoSyscalls) recordDataPoint(start pcommon.Timestamp,
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoSyscallsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessIoSyscallsMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -766,9 +1431,10 @@ func newMetricGpotelProcessIoSyscalls(cfg GpotelProcessIoSyscallsMetricConfig) m
 }
 
 type metricGpotelProcessMemoryPeak struct {
-	data     pmetric.Metric                      // data buffer for generated metric.
-	config   GpotelProcessMemoryPeakMetricConfig // metric config provided by user.
-	capacity int                                 // max observed number of data points added to the metric.
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelProcessMemoryPeakMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.peak metric with initial data.
@@ -777,16 +1443,49 @@ func (m *metricGpotelProcessMemoryPeak) init() {
 	m.data.SetDescription("Peak resident memory (status VmHWM times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemoryPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryPeakMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -799,6 +1498,11 @@ func (m *metricGpotelProcessMemoryPeak) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemoryPeak) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -832,7 +1536,7 @@ func (m *metricGpotelProcessMemoryRss) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, rssTypeAttributeValue string) {
+func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, rssTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -840,6 +1544,9 @@ func (m *metricGpotelProcessMemoryRss) recordDataPoint(start pcommon.Timestamp, 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryRssMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryRssMetricAttributeKeyRssType) {
 		dp.Attributes().PutStr("gpotel.memory.rss.type", rssTypeAttributeValue)
 	}
@@ -905,9 +1612,10 @@ func newMetricGpotelProcessMemoryRss(cfg GpotelProcessMemoryRssMetricConfig) met
 }
 
 type metricGpotelProcessMemorySwap struct {
-	data     pmetric.Metric                      // data buffer for generated metric.
-	config   GpotelProcessMemorySwapMetricConfig // metric config provided by user.
-	capacity int                                 // max observed number of data points added to the metric.
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelProcessMemorySwapMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.swap metric with initial data.
@@ -916,16 +1624,49 @@ func (m *metricGpotelProcessMemorySwap) init() {
 	m.data.SetDescription("Swapped-out memory (status VmSwap times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemorySwap) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemorySwap) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemorySwapMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -938,6 +1679,11 @@ func (m *metricGpotelProcessMemorySwap) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemorySwap) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -955,9 +1701,10 @@ func newMetricGpotelProcessMemorySwap(cfg GpotelProcessMemorySwapMetricConfig) m
 }
 
 type metricGpotelProcessMemoryVirtualPeak struct {
-	data     pmetric.Metric                             // data buffer for generated metric.
-	config   GpotelProcessMemoryVirtualPeakMetricConfig // metric config provided by user.
-	capacity int                                        // max observed number of data points added to the metric.
+	data          pmetric.Metric                             // data buffer for generated metric.
+	config        GpotelProcessMemoryVirtualPeakMetricConfig // metric config provided by user.
+	capacity      int                                        // max observed number of data points added to the metric.
+	aggDataPoints []int64                                    // slice containing number of aggregated datapoints at each index
 }
 
 // init fills gpotel.process.memory.virtual_peak metric with initial data.
@@ -966,16 +1713,49 @@ func (m *metricGpotelProcessMemoryVirtualPeak) init() {
 	m.data.SetDescription("Peak virtual memory (status VmPeak times 1024).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessMemoryVirtualPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricGpotelProcessMemoryVirtualPeak) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -988,6 +1768,11 @@ func (m *metricGpotelProcessMemoryVirtualPeak) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricGpotelProcessMemoryVirtualPeak) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -996,6 +1781,101 @@ func (m *metricGpotelProcessMemoryVirtualPeak) emit(metrics pmetric.MetricSlice)
 
 func newMetricGpotelProcessMemoryVirtualPeak(cfg GpotelProcessMemoryVirtualPeakMetricConfig) metricGpotelProcessMemoryVirtualPeak {
 	m := metricGpotelProcessMemoryVirtualPeak{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelSessionCgroupPressure struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        GpotelSessionCgroupPressureMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.cgroup.pressure metric with initial data.
+func (m *metricGpotelSessionCgroupPressure) init() {
+	m.data.SetName("gpotel.session.cgroup.pressure")
+	m.data.SetDescription("On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionCgroupPressure) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, cgroupNameAttributeValue string, pressureResourceAttributeValue string, pressureKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyCgroupName) {
+		dp.Attributes().PutStr("gpotel.cgroup.name", cgroupNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionCgroupPressure) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionCgroupPressure) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionCgroupPressure(cfg GpotelSessionCgroupPressureMetricConfig) metricGpotelSessionCgroupPressure {
+	m := metricGpotelSessionCgroupPressure{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1073,7 +1953,7 @@ func (m *metricProcessContextSwitches) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, contextSwitchTypeAttributeValue string) {
+func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, contextSwitchTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1081,6 +1961,9 @@ func (m *metricProcessContextSwitches) recordDataPoint(start pcommon.Timestamp, 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessContextSwitchesMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessContextSwitchesMetricAttributeKeyContextSwitchType) {
 		dp.Attributes().PutStr("process.context_switch.type", contextSwitchTypeAttributeValue)
 	}
@@ -1164,7 +2047,7 @@ func (m *metricProcessCPUTime) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, cpuModeAttributeValue string) {
+func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, processPidAttributeValue int64, cpuModeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1172,6 +2055,9 @@ func (m *metricProcessCPUTime) recordDataPoint(start pcommon.Timestamp, ts pcomm
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessCPUTimeMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessCPUTimeMetricAttributeKeyCPUMode) {
 		dp.Attributes().PutStr("cpu.mode", cpuModeAttributeValue)
 	}
@@ -1255,7 +2141,7 @@ func (m *metricProcessDiskIo) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, directionAttributeValue string) {
+func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1263,6 +2149,9 @@ func (m *metricProcessDiskIo) recordDataPoint(start pcommon.Timestamp, ts pcommo
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessDiskIoMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessDiskIoMetricAttributeKeyDirection) {
 		dp.Attributes().PutStr("disk.io.direction", directionAttributeValue)
 	}
@@ -1328,9 +2217,10 @@ func newMetricProcessDiskIo(cfg ProcessDiskIoMetricConfig) metricProcessDiskIo {
 }
 
 type metricProcessMemoryUsage struct {
-	data     pmetric.Metric                 // data buffer for generated metric.
-	config   ProcessMemoryUsageMetricConfig // metric config provided by user.
-	capacity int                            // max observed number of data points added to the metric.
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        ProcessMemoryUsageMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.memory.usage metric with initial data.
@@ -1339,16 +2229,49 @@ func (m *metricProcessMemoryUsage) init() {
 	m.data.SetDescription("Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent.")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessMemoryUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessMemoryUsageMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1361,6 +2284,11 @@ func (m *metricProcessMemoryUsage) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessMemoryUsage) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1378,9 +2306,10 @@ func newMetricProcessMemoryUsage(cfg ProcessMemoryUsageMetricConfig) metricProce
 }
 
 type metricProcessMemoryVirtual struct {
-	data     pmetric.Metric                   // data buffer for generated metric.
-	config   ProcessMemoryVirtualMetricConfig // metric config provided by user.
-	capacity int                              // max observed number of data points added to the metric.
+	data          pmetric.Metric                   // data buffer for generated metric.
+	config        ProcessMemoryVirtualMetricConfig // metric config provided by user.
+	capacity      int                              // max observed number of data points added to the metric.
+	aggDataPoints []int64                          // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.memory.virtual metric with initial data.
@@ -1389,16 +2318,49 @@ func (m *metricProcessMemoryVirtual) init() {
 	m.data.SetDescription("Virtual memory size (stat vsize).")
 	m.data.SetUnit("By")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessMemoryVirtual) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessMemoryVirtual) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessMemoryVirtualMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1411,6 +2373,11 @@ func (m *metricProcessMemoryVirtual) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessMemoryVirtual) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1446,7 +2413,7 @@ func (m *metricProcessPagingFaults) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, faultTypeAttributeValue string) {
+func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, faultTypeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1454,6 +2421,9 @@ func (m *metricProcessPagingFaults) recordDataPoint(start pcommon.Timestamp, ts 
 	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessPagingFaultsMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
 	if slices.Contains(m.config.EnabledAttributes, ProcessPagingFaultsMetricAttributeKeyFaultType) {
 		dp.Attributes().PutStr("system.paging.fault.type", faultTypeAttributeValue)
 	}
@@ -1519,9 +2489,10 @@ func newMetricProcessPagingFaults(cfg ProcessPagingFaultsMetricConfig) metricPro
 }
 
 type metricProcessThreadCount struct {
-	data     pmetric.Metric                 // data buffer for generated metric.
-	config   ProcessThreadCountMetricConfig // metric config provided by user.
-	capacity int                            // max observed number of data points added to the metric.
+	data          pmetric.Metric                 // data buffer for generated metric.
+	config        ProcessThreadCountMetricConfig // metric config provided by user.
+	capacity      int                            // max observed number of data points added to the metric.
+	aggDataPoints []int64                        // slice containing number of aggregated datapoints at each index
 }
 
 // init fills process.thread.count metric with initial data.
@@ -1530,16 +2501,49 @@ func (m *metricProcessThreadCount) init() {
 	m.data.SetDescription("Threads in the process (status Threads).")
 	m.data.SetUnit("{thread}")
 	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricProcessThreadCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64) {
+func (m *metricProcessThreadCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	if !m.config.Enabled {
 		return
 	}
-	dp := m.data.Gauge().DataPoints().AppendEmpty()
+
+	dp := pmetric.NewNumberDataPoint()
 	dp.SetStartTimestamp(start)
 	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, ProcessThreadCountMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
 	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
 }
 
 // updateCapacity saves max length of data point slices that will be used for the slice capacity.
@@ -1552,6 +2556,11 @@ func (m *metricProcessThreadCount) updateCapacity() {
 // emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
 func (m *metricProcessThreadCount) emit(metrics pmetric.MetricSlice) {
 	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
 		m.updateCapacity()
 		m.data.MoveTo(metrics.AppendEmpty())
 		m.init()
@@ -1578,17 +2587,22 @@ type MetricsBuilder struct {
 	buildInfo                             component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter        map[string]filter.Filter
 	resourceAttributeExcludeFilter        map[string]filter.Filter
+	metricGpotelCgroupTasks               metricGpotelCgroupTasks
 	metricGpotelHostProcesses             metricGpotelHostProcesses
 	metricGpotelHostUp                    metricGpotelHostUp
+	metricGpotelPressureStallRatio        metricGpotelPressureStallRatio
+	metricGpotelPressureStallTime         metricGpotelPressureStallTime
 	metricGpotelProcessCPURunDelay        metricGpotelProcessCPURunDelay
 	metricGpotelProcessDiskCancelledWrite metricGpotelProcessDiskCancelledWrite
 	metricGpotelProcessDiskDelay          metricGpotelProcessDiskDelay
+	metricGpotelProcessInfo               metricGpotelProcessInfo
 	metricGpotelProcessIoChars            metricGpotelProcessIoChars
 	metricGpotelProcessIoSyscalls         metricGpotelProcessIoSyscalls
 	metricGpotelProcessMemoryPeak         metricGpotelProcessMemoryPeak
 	metricGpotelProcessMemoryRss          metricGpotelProcessMemoryRss
 	metricGpotelProcessMemorySwap         metricGpotelProcessMemorySwap
 	metricGpotelProcessMemoryVirtualPeak  metricGpotelProcessMemoryVirtualPeak
+	metricGpotelSessionCgroupPressure     metricGpotelSessionCgroupPressure
 	metricGpotelSessionInfo               metricGpotelSessionInfo
 	metricProcessContextSwitches          metricProcessContextSwitches
 	metricProcessCPUTime                  metricProcessCPUTime
@@ -1622,17 +2636,22 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		startTime:                             pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                         pmetric.NewMetrics(),
 		buildInfo:                             settings.BuildInfo,
+		metricGpotelCgroupTasks:               newMetricGpotelCgroupTasks(mbc.Metrics.GpotelCgroupTasks),
 		metricGpotelHostProcesses:             newMetricGpotelHostProcesses(mbc.Metrics.GpotelHostProcesses),
 		metricGpotelHostUp:                    newMetricGpotelHostUp(mbc.Metrics.GpotelHostUp),
+		metricGpotelPressureStallRatio:        newMetricGpotelPressureStallRatio(mbc.Metrics.GpotelPressureStallRatio),
+		metricGpotelPressureStallTime:         newMetricGpotelPressureStallTime(mbc.Metrics.GpotelPressureStallTime),
 		metricGpotelProcessCPURunDelay:        newMetricGpotelProcessCPURunDelay(mbc.Metrics.GpotelProcessCPURunDelay),
 		metricGpotelProcessDiskCancelledWrite: newMetricGpotelProcessDiskCancelledWrite(mbc.Metrics.GpotelProcessDiskCancelledWrite),
 		metricGpotelProcessDiskDelay:          newMetricGpotelProcessDiskDelay(mbc.Metrics.GpotelProcessDiskDelay),
+		metricGpotelProcessInfo:               newMetricGpotelProcessInfo(mbc.Metrics.GpotelProcessInfo),
 		metricGpotelProcessIoChars:            newMetricGpotelProcessIoChars(mbc.Metrics.GpotelProcessIoChars),
 		metricGpotelProcessIoSyscalls:         newMetricGpotelProcessIoSyscalls(mbc.Metrics.GpotelProcessIoSyscalls),
 		metricGpotelProcessMemoryPeak:         newMetricGpotelProcessMemoryPeak(mbc.Metrics.GpotelProcessMemoryPeak),
 		metricGpotelProcessMemoryRss:          newMetricGpotelProcessMemoryRss(mbc.Metrics.GpotelProcessMemoryRss),
 		metricGpotelProcessMemorySwap:         newMetricGpotelProcessMemorySwap(mbc.Metrics.GpotelProcessMemorySwap),
 		metricGpotelProcessMemoryVirtualPeak:  newMetricGpotelProcessMemoryVirtualPeak(mbc.Metrics.GpotelProcessMemoryVirtualPeak),
+		metricGpotelSessionCgroupPressure:     newMetricGpotelSessionCgroupPressure(mbc.Metrics.GpotelSessionCgroupPressure),
 		metricGpotelSessionInfo:               newMetricGpotelSessionInfo(mbc.Metrics.GpotelSessionInfo),
 		metricProcessContextSwitches:          newMetricProcessContextSwitches(mbc.Metrics.ProcessContextSwitches),
 		metricProcessCPUTime:                  newMetricProcessCPUTime(mbc.Metrics.ProcessCPUTime),
@@ -1650,11 +2669,29 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.DbNamespace.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["db.namespace"] = filter.CreateFilter(mbc.ResourceAttributes.DbNamespace.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpotelBackendType.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.backend.type"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelBackendType.MetricsInclude)
+	if mbc.ResourceAttributes.GpotelCgroupControllers.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.controllers"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupControllers.MetricsInclude)
 	}
-	if mbc.ResourceAttributes.GpotelBackendType.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.backend.type"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelBackendType.MetricsExclude)
+	if mbc.ResourceAttributes.GpotelCgroupControllers.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.controllers"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupControllers.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupPath.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.path"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupPath.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupPath.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.path"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupPath.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.tasks.source"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.tasks.source"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupVersion.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupVersion.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupVersion.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupVersion.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.GpotelDialect.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.dialect"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelDialect.MetricsInclude)
@@ -1662,23 +2699,23 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GpotelDialect.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.dialect"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelDialect.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpotelProcessSystem.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.process.system"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelProcessSystem.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.GpotelProcessSystem.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.process.system"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelProcessSystem.MetricsExclude)
-	}
 	if mbc.ResourceAttributes.GpotelResourceKind.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.resource.kind"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceKind.MetricsInclude)
 	}
 	if mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.resource.kind"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude)
 	}
-	if mbc.ResourceAttributes.GpotelSegmentID.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["gpotel.segment.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSegmentID.MetricsInclude)
+	if mbc.ResourceAttributes.GpotelResourceGroupName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.resource_group.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupName.MetricsInclude)
 	}
-	if mbc.ResourceAttributes.GpotelSegmentID.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["gpotel.segment.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSegmentID.MetricsExclude)
+	if mbc.ResourceAttributes.GpotelResourceGroupName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.resource_group.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.resource_group.oid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.resource_group.oid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.GpotelSessionID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.session.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionID.MetricsInclude)
@@ -1715,18 +2752,6 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.HostName.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["host.name"] = filter.CreateFilter(mbc.ResourceAttributes.HostName.MetricsExclude)
-	}
-	if mbc.ResourceAttributes.ProcessCreationTime.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["process.creation.time"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessCreationTime.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.ProcessCreationTime.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["process.creation.time"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessCreationTime.MetricsExclude)
-	}
-	if mbc.ResourceAttributes.ProcessPid.MetricsInclude != nil {
-		mb.resourceAttributeIncludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsInclude)
-	}
-	if mbc.ResourceAttributes.ProcessPid.MetricsExclude != nil {
-		mb.resourceAttributeExcludeFilter["process.pid"] = filter.CreateFilter(mbc.ResourceAttributes.ProcessPid.MetricsExclude)
 	}
 
 	for _, op := range options {
@@ -1797,17 +2822,22 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGpotelCgroupTasks.emit(ils.Metrics())
 	mb.metricGpotelHostProcesses.emit(ils.Metrics())
 	mb.metricGpotelHostUp.emit(ils.Metrics())
+	mb.metricGpotelPressureStallRatio.emit(ils.Metrics())
+	mb.metricGpotelPressureStallTime.emit(ils.Metrics())
 	mb.metricGpotelProcessCPURunDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskCancelledWrite.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskDelay.emit(ils.Metrics())
+	mb.metricGpotelProcessInfo.emit(ils.Metrics())
 	mb.metricGpotelProcessIoChars.emit(ils.Metrics())
 	mb.metricGpotelProcessIoSyscalls.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryPeak.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryRss.emit(ils.Metrics())
 	mb.metricGpotelProcessMemorySwap.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryVirtualPeak.emit(ils.Metrics())
+	mb.metricGpotelSessionCgroupPressure.emit(ils.Metrics())
 	mb.metricGpotelSessionInfo.emit(ils.Metrics())
 	mb.metricProcessContextSwitches.emit(ils.Metrics())
 	mb.metricProcessCPUTime.emit(ils.Metrics())
@@ -1847,6 +2877,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	return metrics
 }
 
+// RecordGpotelCgroupTasksDataPoint adds a data point to gpotel.cgroup.tasks metric.
+func (mb *MetricsBuilder) RecordGpotelCgroupTasksDataPoint(ts pcommon.Timestamp, val int64, taskStateAttributeValue AttributeTaskState) {
+	mb.metricGpotelCgroupTasks.recordDataPoint(mb.startTime, ts, val, taskStateAttributeValue.String())
+}
+
 // RecordGpotelHostProcessesDataPoint adds a data point to gpotel.host.processes metric.
 func (mb *MetricsBuilder) RecordGpotelHostProcessesDataPoint(ts pcommon.Timestamp, val int64, hostNameAttributeValue string) {
 	mb.metricGpotelHostProcesses.recordDataPoint(mb.startTime, ts, val, hostNameAttributeValue)
@@ -1857,49 +2892,69 @@ func (mb *MetricsBuilder) RecordGpotelHostUpDataPoint(ts pcommon.Timestamp, val 
 	mb.metricGpotelHostUp.recordDataPoint(mb.startTime, ts, val, hostNameAttributeValue)
 }
 
+// RecordGpotelPressureStallRatioDataPoint adds a data point to gpotel.pressure.stall.ratio metric.
+func (mb *MetricsBuilder) RecordGpotelPressureStallRatioDataPoint(ts pcommon.Timestamp, val float64, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind, pressureWindowAttributeValue AttributePressureWindow) {
+	mb.metricGpotelPressureStallRatio.recordDataPoint(mb.startTime, ts, val, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String(), pressureWindowAttributeValue.String())
+}
+
+// RecordGpotelPressureStallTimeDataPoint adds a data point to gpotel.pressure.stall.time metric.
+func (mb *MetricsBuilder) RecordGpotelPressureStallTimeDataPoint(ts pcommon.Timestamp, val float64, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind) {
+	mb.metricGpotelPressureStallTime.recordDataPoint(mb.startTime, ts, val, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String())
+}
+
 // RecordGpotelProcessCPURunDelayDataPoint adds a data point to gpotel.process.cpu.run_delay metric.
-func (mb *MetricsBuilder) RecordGpotelProcessCPURunDelayDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpotelProcessCPURunDelay.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessCPURunDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessCPURunDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessDiskCancelledWriteDataPoint adds a data point to gpotel.process.disk.cancelled_write metric.
-func (mb *MetricsBuilder) RecordGpotelProcessDiskCancelledWriteDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessDiskCancelledWrite.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessDiskCancelledWriteDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessDiskCancelledWrite.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessDiskDelayDataPoint adds a data point to gpotel.process.disk.delay metric.
-func (mb *MetricsBuilder) RecordGpotelProcessDiskDelayDataPoint(ts pcommon.Timestamp, val float64) {
-	mb.metricGpotelProcessDiskDelay.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessDiskDelayDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessDiskDelay.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
+}
+
+// RecordGpotelProcessInfoDataPoint adds a data point to gpotel.process.info metric.
+func (mb *MetricsBuilder) RecordGpotelProcessInfoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
+	mb.metricGpotelProcessInfo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, segmentIDAttributeValue, backendTypeAttributeValue, processSystemAttributeValue)
 }
 
 // RecordGpotelProcessIoCharsDataPoint adds a data point to gpotel.process.io.chars metric.
-func (mb *MetricsBuilder) RecordGpotelProcessIoCharsDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricGpotelProcessIoChars.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessIoCharsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricGpotelProcessIoChars.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordGpotelProcessIoSyscallsDataPoint adds a data point to gpotel.process.io.syscalls metric.
-func (mb *MetricsBuilder) RecordGpotelProcessIoSyscallsDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricGpotelProcessIoSyscalls.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessIoSyscallsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricGpotelProcessIoSyscalls.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordGpotelProcessMemoryPeakDataPoint adds a data point to gpotel.process.memory.peak metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryPeakDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemoryPeak.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryPeakDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemoryPeak.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessMemoryRssDataPoint adds a data point to gpotel.process.memory.rss metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryRssDataPoint(ts pcommon.Timestamp, val int64, rssTypeAttributeValue AttributeRssType) {
-	mb.metricGpotelProcessMemoryRss.recordDataPoint(mb.startTime, ts, val, rssTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryRssDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, rssTypeAttributeValue AttributeRssType) {
+	mb.metricGpotelProcessMemoryRss.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, rssTypeAttributeValue.String())
 }
 
 // RecordGpotelProcessMemorySwapDataPoint adds a data point to gpotel.process.memory.swap metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemorySwapDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemorySwap.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemorySwapDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemorySwap.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessMemoryVirtualPeakDataPoint adds a data point to gpotel.process.memory.virtual_peak metric.
-func (mb *MetricsBuilder) RecordGpotelProcessMemoryVirtualPeakDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricGpotelProcessMemoryVirtualPeak.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryVirtualPeakDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemoryVirtualPeak.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
+}
+
+// RecordGpotelSessionCgroupPressureDataPoint adds a data point to gpotel.session.cgroup.pressure metric.
+func (mb *MetricsBuilder) RecordGpotelSessionCgroupPressureDataPoint(ts pcommon.Timestamp, val float64, cgroupNameAttributeValue string, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind) {
+	mb.metricGpotelSessionCgroupPressure.recordDataPoint(mb.startTime, ts, val, cgroupNameAttributeValue, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String())
 }
 
 // RecordGpotelSessionInfoDataPoint adds a data point to gpotel.session.info metric.
@@ -1908,38 +2963,38 @@ func (mb *MetricsBuilder) RecordGpotelSessionInfoDataPoint(ts pcommon.Timestamp,
 }
 
 // RecordProcessContextSwitchesDataPoint adds a data point to process.context_switches metric.
-func (mb *MetricsBuilder) RecordProcessContextSwitchesDataPoint(ts pcommon.Timestamp, val int64, contextSwitchTypeAttributeValue AttributeContextSwitchType) {
-	mb.metricProcessContextSwitches.recordDataPoint(mb.startTime, ts, val, contextSwitchTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessContextSwitchesDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, contextSwitchTypeAttributeValue AttributeContextSwitchType) {
+	mb.metricProcessContextSwitches.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, contextSwitchTypeAttributeValue.String())
 }
 
 // RecordProcessCPUTimeDataPoint adds a data point to process.cpu.time metric.
-func (mb *MetricsBuilder) RecordProcessCPUTimeDataPoint(ts pcommon.Timestamp, val float64, cpuModeAttributeValue AttributeCPUMode) {
-	mb.metricProcessCPUTime.recordDataPoint(mb.startTime, ts, val, cpuModeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessCPUTimeDataPoint(ts pcommon.Timestamp, val float64, processPidAttributeValue int64, cpuModeAttributeValue AttributeCPUMode) {
+	mb.metricProcessCPUTime.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, cpuModeAttributeValue.String())
 }
 
 // RecordProcessDiskIoDataPoint adds a data point to process.disk.io metric.
-func (mb *MetricsBuilder) RecordProcessDiskIoDataPoint(ts pcommon.Timestamp, val int64, directionAttributeValue AttributeDirection) {
-	mb.metricProcessDiskIo.recordDataPoint(mb.startTime, ts, val, directionAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessDiskIoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
+	mb.metricProcessDiskIo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
 }
 
 // RecordProcessMemoryUsageDataPoint adds a data point to process.memory.usage metric.
-func (mb *MetricsBuilder) RecordProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessMemoryUsageDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessMemoryUsage.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordProcessMemoryVirtualDataPoint adds a data point to process.memory.virtual metric.
-func (mb *MetricsBuilder) RecordProcessMemoryVirtualDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessMemoryVirtual.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessMemoryVirtualDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessMemoryVirtual.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordProcessPagingFaultsDataPoint adds a data point to process.paging.faults metric.
-func (mb *MetricsBuilder) RecordProcessPagingFaultsDataPoint(ts pcommon.Timestamp, val int64, faultTypeAttributeValue AttributeFaultType) {
-	mb.metricProcessPagingFaults.recordDataPoint(mb.startTime, ts, val, faultTypeAttributeValue.String())
+func (mb *MetricsBuilder) RecordProcessPagingFaultsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, faultTypeAttributeValue AttributeFaultType) {
+	mb.metricProcessPagingFaults.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, faultTypeAttributeValue.String())
 }
 
 // RecordProcessThreadCountDataPoint adds a data point to process.thread.count metric.
-func (mb *MetricsBuilder) RecordProcessThreadCountDataPoint(ts pcommon.Timestamp, val int64) {
-	mb.metricProcessThreadCount.recordDataPoint(mb.startTime, ts, val)
+func (mb *MetricsBuilder) RecordProcessThreadCountDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricProcessThreadCount.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // Reset resets metrics builder to its initial state. It should be used when external metrics source is restarted,

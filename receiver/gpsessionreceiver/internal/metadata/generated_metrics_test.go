@@ -67,15 +67,29 @@ func TestMetricsBuilder(t *testing.T) {
 			settings.Logger = zap.New(observedZapCore)
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
+			aggMap["gpotel.cgroup.tasks"] = mb.metricGpotelCgroupTasks.config.AggregationStrategy
 			aggMap["gpotel.host.processes"] = mb.metricGpotelHostProcesses.config.AggregationStrategy
 			aggMap["gpotel.host.up"] = mb.metricGpotelHostUp.config.AggregationStrategy
+			aggMap["gpotel.pressure.stall.ratio"] = mb.metricGpotelPressureStallRatio.config.AggregationStrategy
+			aggMap["gpotel.pressure.stall.time"] = mb.metricGpotelPressureStallTime.config.AggregationStrategy
+			aggMap["gpotel.process.cpu.run_delay"] = mb.metricGpotelProcessCPURunDelay.config.AggregationStrategy
+			aggMap["gpotel.process.disk.cancelled_write"] = mb.metricGpotelProcessDiskCancelledWrite.config.AggregationStrategy
+			aggMap["gpotel.process.disk.delay"] = mb.metricGpotelProcessDiskDelay.config.AggregationStrategy
+			aggMap["gpotel.process.info"] = mb.metricGpotelProcessInfo.config.AggregationStrategy
 			aggMap["gpotel.process.io.chars"] = mb.metricGpotelProcessIoChars.config.AggregationStrategy
 			aggMap["gpotel.process.io.syscalls"] = mb.metricGpotelProcessIoSyscalls.config.AggregationStrategy
+			aggMap["gpotel.process.memory.peak"] = mb.metricGpotelProcessMemoryPeak.config.AggregationStrategy
 			aggMap["gpotel.process.memory.rss"] = mb.metricGpotelProcessMemoryRss.config.AggregationStrategy
+			aggMap["gpotel.process.memory.swap"] = mb.metricGpotelProcessMemorySwap.config.AggregationStrategy
+			aggMap["gpotel.process.memory.virtual_peak"] = mb.metricGpotelProcessMemoryVirtualPeak.config.AggregationStrategy
+			aggMap["gpotel.session.cgroup.pressure"] = mb.metricGpotelSessionCgroupPressure.config.AggregationStrategy
 			aggMap["process.context_switches"] = mb.metricProcessContextSwitches.config.AggregationStrategy
 			aggMap["process.cpu.time"] = mb.metricProcessCPUTime.config.AggregationStrategy
 			aggMap["process.disk.io"] = mb.metricProcessDiskIo.config.AggregationStrategy
+			aggMap["process.memory.usage"] = mb.metricProcessMemoryUsage.config.AggregationStrategy
+			aggMap["process.memory.virtual"] = mb.metricProcessMemoryVirtual.config.AggregationStrategy
 			aggMap["process.paging.faults"] = mb.metricProcessPagingFaults.config.AggregationStrategy
+			aggMap["process.thread.count"] = mb.metricProcessThreadCount.config.AggregationStrategy
 
 			expectedWarnings := 0
 			if tt.metricsSet != testDataSetReag {
@@ -84,6 +98,12 @@ func TestMetricsBuilder(t *testing.T) {
 
 			defaultMetricsCount := 0
 			allMetricsCount := 0
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelCgroupTasksDataPoint(ts, 1, AttributeTaskStateRunning)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelCgroupTasksDataPoint(ts, 3, AttributeTaskStateSleeping)
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpotelHostProcessesDataPoint(ts, 1, "host_name-val")
@@ -98,104 +118,170 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpotelProcessDiskDelayDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpotelProcessIoCharsDataPoint(ts, 1, AttributeDirectionRead)
+			mb.RecordGpotelPressureStallRatioDataPoint(ts, 1, AttributePressureResourceCPU, AttributePressureKindSome, AttributePressureWindow10s)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpotelProcessIoCharsDataPoint(ts, 3, AttributeDirectionWrite)
+				mb.RecordGpotelPressureStallRatioDataPoint(ts, 3, AttributePressureResourceMemory, AttributePressureKindFull, AttributePressureWindow60s)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 1, AttributeDirectionRead)
+			mb.RecordGpotelPressureStallTimeDataPoint(ts, 1, AttributePressureResourceCPU, AttributePressureKindSome)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 3, AttributeDirectionWrite)
+				mb.RecordGpotelPressureStallTimeDataPoint(ts, 3, AttributePressureResourceMemory, AttributePressureKindFull)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessMemoryPeakDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordGpotelProcessMemoryRssDataPoint(ts, 1, AttributeRssTypeAnon)
+			mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 1, 11)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpotelProcessMemoryRssDataPoint(ts, 3, AttributeRssTypeFile)
+				mb.RecordGpotelProcessCPURunDelayDataPoint(ts, 3, 12)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessMemorySwapDataPoint(ts, 1)
+			mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, 3, 12)
+			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, 1)
+			mb.RecordGpotelProcessDiskDelayDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessDiskDelayDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessInfoDataPoint(ts, 1, 11, 10, "backend_type-val", true)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessInfoDataPoint(ts, 3, 12, 11, "backend_type-val-2", false)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessIoCharsDataPoint(ts, 1, 11, AttributeDirectionRead)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessIoCharsDataPoint(ts, 3, 12, AttributeDirectionWrite)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 1, 11, AttributeDirectionRead)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 3, 12, AttributeDirectionWrite)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessMemoryPeakDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessMemoryPeakDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessMemoryRssDataPoint(ts, 1, 11, AttributeRssTypeAnon)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessMemoryRssDataPoint(ts, 3, 12, AttributeRssTypeFile)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessMemorySwapDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessMemorySwapDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelSessionCgroupPressureDataPoint(ts, 1, "cgroup_name-val", AttributePressureResourceCPU, AttributePressureKindSome)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionCgroupPressureDataPoint(ts, 3, "cgroup_name-val-2", AttributePressureResourceMemory, AttributePressureKindFull)
+			}
 			defaultMetricsCount++
 			allMetricsCount++
 			mb.RecordGpotelSessionInfoDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProcessContextSwitchesDataPoint(ts, 1, AttributeContextSwitchTypeVoluntary)
+			mb.RecordProcessContextSwitchesDataPoint(ts, 1, 11, AttributeContextSwitchTypeVoluntary)
 			if tt.name == "reaggregate_set" {
-				mb.RecordProcessContextSwitchesDataPoint(ts, 3, AttributeContextSwitchTypeInvoluntary)
+				mb.RecordProcessContextSwitchesDataPoint(ts, 3, 12, AttributeContextSwitchTypeInvoluntary)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProcessCPUTimeDataPoint(ts, 1, AttributeCPUModeUser)
+			mb.RecordProcessCPUTimeDataPoint(ts, 1, 11, AttributeCPUModeUser)
 			if tt.name == "reaggregate_set" {
-				mb.RecordProcessCPUTimeDataPoint(ts, 3, AttributeCPUModeSystem)
+				mb.RecordProcessCPUTimeDataPoint(ts, 3, 12, AttributeCPUModeSystem)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProcessDiskIoDataPoint(ts, 1, AttributeDirectionRead)
+			mb.RecordProcessDiskIoDataPoint(ts, 1, 11, AttributeDirectionRead)
 			if tt.name == "reaggregate_set" {
-				mb.RecordProcessDiskIoDataPoint(ts, 3, AttributeDirectionWrite)
+				mb.RecordProcessDiskIoDataPoint(ts, 3, 12, AttributeDirectionWrite)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProcessMemoryUsageDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordProcessMemoryVirtualDataPoint(ts, 1)
-			defaultMetricsCount++
-			allMetricsCount++
-			mb.RecordProcessPagingFaultsDataPoint(ts, 1, AttributeFaultTypeMajor)
+			mb.RecordProcessMemoryUsageDataPoint(ts, 1, 11)
 			if tt.name == "reaggregate_set" {
-				mb.RecordProcessPagingFaultsDataPoint(ts, 3, AttributeFaultTypeMinor)
+				mb.RecordProcessMemoryUsageDataPoint(ts, 3, 12)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordProcessThreadCountDataPoint(ts, 1)
+			mb.RecordProcessMemoryVirtualDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordProcessMemoryVirtualDataPoint(ts, 3, 12)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProcessPagingFaultsDataPoint(ts, 1, 11, AttributeFaultTypeMajor)
+			if tt.name == "reaggregate_set" {
+				mb.RecordProcessPagingFaultsDataPoint(ts, 3, 12, AttributeFaultTypeMinor)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordProcessThreadCountDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordProcessThreadCountDataPoint(ts, 3, 12)
+			}
 
 			rb := mb.NewResourceBuilder()
 			rb.SetDbNamespace("db.namespace-val")
-			rb.SetGpotelBackendType("gpotel.backend.type-val")
+			rb.SetGpotelCgroupControllers("gpotel.cgroup.controllers-val")
+			rb.SetGpotelCgroupPath("gpotel.cgroup.path-val")
+			rb.SetGpotelCgroupTasksSourceCgroupstats()
+			rb.SetGpotelCgroupVersion(21)
 			rb.SetGpotelDialect("gpotel.dialect-val")
-			rb.SetGpotelProcessSystem(false)
 			rb.SetGpotelResourceKindSnapshot()
-			rb.SetGpotelSegmentID(17)
+			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
+			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
 			rb.SetGpotelSessionUser("gpotel.session.user-val")
 			rb.SetGpotelTmID(12)
 			rb.SetHostName("host.name-val")
-			rb.SetProcessCreationTime("process.creation.time-val")
-			rb.SetProcessPid(11)
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
+				assert.Empty(t, mb.metricGpotelCgroupTasks.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostProcesses.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostUp.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelPressureStallRatio.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelPressureStallTime.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessCPURunDelay.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessDiskCancelledWrite.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessDiskDelay.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessInfo.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoChars.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoSyscalls.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessMemoryPeak.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryRss.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessMemorySwap.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessMemoryVirtualPeak.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionCgroupPressure.aggDataPoints)
 				assert.Empty(t, mb.metricProcessContextSwitches.aggDataPoints)
 				assert.Empty(t, mb.metricProcessCPUTime.aggDataPoints)
 				assert.Empty(t, mb.metricProcessDiskIo.aggDataPoints)
+				assert.Empty(t, mb.metricProcessMemoryUsage.aggDataPoints)
+				assert.Empty(t, mb.metricProcessMemoryVirtual.aggDataPoints)
 				assert.Empty(t, mb.metricProcessPagingFaults.aggDataPoints)
+				assert.Empty(t, mb.metricProcessThreadCount.aggDataPoints)
 			}
 
 			if tt.expectEmpty {
@@ -223,6 +309,46 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "gpotel.cgroup.tasks":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.cgroup.tasks"], "Found a duplicate in the metrics slice: gpotel.cgroup.tasks")
+						validatedMetrics["gpotel.cgroup.tasks"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Tasks of the group by state. On cgroup resources.", mi.Description())
+						assert.Equal(t, "{task}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						taskStateAttrVal, ok := dp.Attributes().Get("gpotel.task.state")
+						assert.True(t, ok)
+						assert.Equal(t, "running", taskStateAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.cgroup.tasks"], "Found a duplicate in the metrics slice: gpotel.cgroup.tasks")
+						validatedMetrics["gpotel.cgroup.tasks"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Tasks of the group by state. On cgroup resources.", mi.Description())
+						assert.Equal(t, "{task}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.cgroup.tasks"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.task.state")
+						assert.False(t, ok)
+					}
 				case "gpotel.host.processes":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpotel.host.processes"], "Found a duplicate in the metrics slice: gpotel.host.processes")
@@ -269,7 +395,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.host.up"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 when the host's agent answered every call of this scrape, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.", mi.Description())
+						assert.Equal(t, "1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -284,7 +410,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.host.up"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "1 when the host's agent answered every call of this scrape, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.", mi.Description())
+						assert.Equal(t, "1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -303,48 +429,292 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("host.name")
 						assert.False(t, ok)
 					}
+				case "gpotel.pressure.stall.ratio":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.ratio"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.ratio")
+						validatedMetrics["gpotel.pressure.stall.ratio"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+						pressureWindowAttrVal, ok := dp.Attributes().Get("gpotel.pressure.window")
+						assert.True(t, ok)
+						assert.Equal(t, "10s", pressureWindowAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.ratio"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.ratio")
+						validatedMetrics["gpotel.pressure.stall.ratio"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.pressure.stall.ratio"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.window")
+						assert.False(t, ok)
+					}
+				case "gpotel.pressure.stall.time":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.time"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.time")
+						validatedMetrics["gpotel.pressure.stall.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.time"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.time")
+						validatedMetrics["gpotel.pressure.stall.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.pressure.stall.time"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.cpu.run_delay":
-					assert.False(t, validatedMetrics["gpotel.process.cpu.run_delay"], "Found a duplicate in the metrics slice: gpotel.process.cpu.run_delay")
-					validatedMetrics["gpotel.process.cpu.run_delay"] = true
-					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Time the process was runnable but waited in a run queue (schedstat, ns divided by 1e9). Absent without schedstat.", mi.Description())
-					assert.Equal(t, "s", mi.Unit())
-					assert.True(t, mi.Sum().IsMonotonic())
-					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-					dp := mi.Sum().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.cpu.run_delay"], "Found a duplicate in the metrics slice: gpotel.process.cpu.run_delay")
+						validatedMetrics["gpotel.process.cpu.run_delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process was runnable but waited in a run queue (schedstat, ns divided by 1e9). Absent without schedstat.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.cpu.run_delay"], "Found a duplicate in the metrics slice: gpotel.process.cpu.run_delay")
+						validatedMetrics["gpotel.process.cpu.run_delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process was runnable but waited in a run queue (schedstat, ns divided by 1e9). Absent without schedstat.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.process.cpu.run_delay"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.disk.cancelled_write":
-					assert.False(t, validatedMetrics["gpotel.process.disk.cancelled_write"], "Found a duplicate in the metrics slice: gpotel.process.disk.cancelled_write")
-					validatedMetrics["gpotel.process.disk.cancelled_write"] = true
-					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Bytes the process caused not to be written after all (io cancelled_write_bytes).", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					assert.True(t, mi.Sum().IsMonotonic())
-					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-					dp := mi.Sum().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.disk.cancelled_write"], "Found a duplicate in the metrics slice: gpotel.process.disk.cancelled_write")
+						validatedMetrics["gpotel.process.disk.cancelled_write"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Bytes the process caused not to be written after all (io cancelled_write_bytes).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.disk.cancelled_write"], "Found a duplicate in the metrics slice: gpotel.process.disk.cancelled_write")
+						validatedMetrics["gpotel.process.disk.cancelled_write"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Bytes the process caused not to be written after all (io cancelled_write_bytes).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.disk.cancelled_write"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.disk.delay":
-					assert.False(t, validatedMetrics["gpotel.process.disk.delay"], "Found a duplicate in the metrics slice: gpotel.process.disk.delay")
-					validatedMetrics["gpotel.process.disk.delay"] = true
-					assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
-					assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-					assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
-					assert.Equal(t, "s", mi.Unit())
-					assert.True(t, mi.Sum().IsMonotonic())
-					assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
-					dp := mi.Sum().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
-					assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.disk.delay"], "Found a duplicate in the metrics slice: gpotel.process.disk.delay")
+						validatedMetrics["gpotel.process.disk.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.disk.delay"], "Found a duplicate in the metrics slice: gpotel.process.disk.delay")
+						validatedMetrics["gpotel.process.disk.delay"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.process.disk.delay"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
+				case "gpotel.process.info":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.info"], "Found a duplicate in the metrics slice: gpotel.process.info")
+						validatedMetrics["gpotel.process.info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1: one point per process a process resource holds, with what describes the process.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+						backendTypeAttrVal, ok := dp.Attributes().Get("gpotel.backend.type")
+						assert.True(t, ok)
+						assert.Equal(t, "backend_type-val", backendTypeAttrVal.Str())
+						processSystemAttrVal, ok := dp.Attributes().Get("gpotel.process.system")
+						assert.True(t, ok)
+						assert.True(t, processSystemAttrVal.Bool())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.info"], "Found a duplicate in the metrics slice: gpotel.process.info")
+						validatedMetrics["gpotel.process.info"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Always 1: one point per process a process resource holds, with what describes the process.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.info"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.backend.type")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.process.system")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.io.chars":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpotel.process.io.chars"], "Found a duplicate in the metrics slice: gpotel.process.io.chars")
@@ -360,6 +730,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						directionAttrVal, ok := dp.Attributes().Get("disk.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "read", directionAttrVal.Str())
@@ -386,7 +759,9 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("disk.io.direction")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("disk.io.direction")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.io.syscalls":
@@ -404,6 +779,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						directionAttrVal, ok := dp.Attributes().Get("disk.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "read", directionAttrVal.Str())
@@ -430,21 +808,51 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("disk.io.direction")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("disk.io.direction")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.memory.peak":
-					assert.False(t, validatedMetrics["gpotel.process.memory.peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.peak")
-					validatedMetrics["gpotel.process.memory.peak"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Peak resident memory (status VmHWM times 1024).", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.memory.peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.peak")
+						validatedMetrics["gpotel.process.memory.peak"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Peak resident memory (status VmHWM times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.memory.peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.peak")
+						validatedMetrics["gpotel.process.memory.peak"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Peak resident memory (status VmHWM times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.memory.peak"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.memory.rss":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpotel.process.memory.rss"], "Found a duplicate in the metrics slice: gpotel.process.memory.rss")
@@ -458,6 +866,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						rssTypeAttrVal, ok := dp.Attributes().Get("gpotel.memory.rss.type")
 						assert.True(t, ok)
 						assert.Equal(t, "anon", rssTypeAttrVal.Str())
@@ -482,33 +893,141 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("gpotel.memory.rss.type")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.memory.rss.type")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.memory.swap":
-					assert.False(t, validatedMetrics["gpotel.process.memory.swap"], "Found a duplicate in the metrics slice: gpotel.process.memory.swap")
-					validatedMetrics["gpotel.process.memory.swap"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Swapped-out memory (status VmSwap times 1024).", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.memory.swap"], "Found a duplicate in the metrics slice: gpotel.process.memory.swap")
+						validatedMetrics["gpotel.process.memory.swap"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Swapped-out memory (status VmSwap times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.memory.swap"], "Found a duplicate in the metrics slice: gpotel.process.memory.swap")
+						validatedMetrics["gpotel.process.memory.swap"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Swapped-out memory (status VmSwap times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.memory.swap"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "gpotel.process.memory.virtual_peak":
-					assert.False(t, validatedMetrics["gpotel.process.memory.virtual_peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.virtual_peak")
-					validatedMetrics["gpotel.process.memory.virtual_peak"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Peak virtual memory (status VmPeak times 1024).", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.memory.virtual_peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.virtual_peak")
+						validatedMetrics["gpotel.process.memory.virtual_peak"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Peak virtual memory (status VmPeak times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.memory.virtual_peak"], "Found a duplicate in the metrics slice: gpotel.process.memory.virtual_peak")
+						validatedMetrics["gpotel.process.memory.virtual_peak"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Peak virtual memory (status VmPeak times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.memory.virtual_peak"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.cgroup.pressure":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.cgroup.pressure"], "Found a duplicate in the metrics slice: gpotel.session.cgroup.pressure")
+						validatedMetrics["gpotel.session.cgroup.pressure"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						cgroupNameAttrVal, ok := dp.Attributes().Get("gpotel.cgroup.name")
+						assert.True(t, ok)
+						assert.Equal(t, "cgroup_name-val", cgroupNameAttrVal.Str())
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.cgroup.pressure"], "Found a duplicate in the metrics slice: gpotel.session.cgroup.pressure")
+						validatedMetrics["gpotel.session.cgroup.pressure"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.session.cgroup.pressure"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.cgroup.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
+						assert.False(t, ok)
+					}
 				case "gpotel.session.info":
 					assert.False(t, validatedMetrics["gpotel.session.info"], "Found a duplicate in the metrics slice: gpotel.session.info")
 					validatedMetrics["gpotel.session.info"] = true
@@ -536,6 +1055,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						contextSwitchTypeAttrVal, ok := dp.Attributes().Get("process.context_switch.type")
 						assert.True(t, ok)
 						assert.Equal(t, "voluntary", contextSwitchTypeAttrVal.Str())
@@ -562,7 +1084,9 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("process.context_switch.type")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("process.context_switch.type")
 						assert.False(t, ok)
 					}
 				case "process.cpu.time":
@@ -580,6 +1104,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
 						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						cpuModeAttrVal, ok := dp.Attributes().Get("cpu.mode")
 						assert.True(t, ok)
 						assert.Equal(t, "user", cpuModeAttrVal.Str())
@@ -606,7 +1133,9 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
 						}
-						_, ok := dp.Attributes().Get("cpu.mode")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("cpu.mode")
 						assert.False(t, ok)
 					}
 				case "process.disk.io":
@@ -624,6 +1153,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						directionAttrVal, ok := dp.Attributes().Get("disk.io.direction")
 						assert.True(t, ok)
 						assert.Equal(t, "read", directionAttrVal.Str())
@@ -650,33 +1182,91 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("disk.io.direction")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("disk.io.direction")
 						assert.False(t, ok)
 					}
 				case "process.memory.usage":
-					assert.False(t, validatedMetrics["process.memory.usage"], "Found a duplicate in the metrics slice: process.memory.usage")
-					validatedMetrics["process.memory.usage"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent.", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["process.memory.usage"], "Found a duplicate in the metrics slice: process.memory.usage")
+						validatedMetrics["process.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["process.memory.usage"], "Found a duplicate in the metrics slice: process.memory.usage")
+						validatedMetrics["process.memory.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["process.memory.usage"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "process.memory.virtual":
-					assert.False(t, validatedMetrics["process.memory.virtual"], "Found a duplicate in the metrics slice: process.memory.virtual")
-					validatedMetrics["process.memory.virtual"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Virtual memory size (stat vsize).", mi.Description())
-					assert.Equal(t, "By", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["process.memory.virtual"], "Found a duplicate in the metrics slice: process.memory.virtual")
+						validatedMetrics["process.memory.virtual"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Virtual memory size (stat vsize).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["process.memory.virtual"], "Found a duplicate in the metrics slice: process.memory.virtual")
+						validatedMetrics["process.memory.virtual"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Virtual memory size (stat vsize).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["process.memory.virtual"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				case "process.paging.faults":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["process.paging.faults"], "Found a duplicate in the metrics slice: process.paging.faults")
@@ -692,6 +1282,9 @@ func TestMetricsBuilder(t *testing.T) {
 						assert.Equal(t, ts, dp.Timestamp())
 						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
 						faultTypeAttrVal, ok := dp.Attributes().Get("system.paging.fault.type")
 						assert.True(t, ok)
 						assert.Equal(t, "major", faultTypeAttrVal.Str())
@@ -718,21 +1311,51 @@ func TestMetricsBuilder(t *testing.T) {
 						case "max":
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
-						_, ok := dp.Attributes().Get("system.paging.fault.type")
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("system.paging.fault.type")
 						assert.False(t, ok)
 					}
 				case "process.thread.count":
-					assert.False(t, validatedMetrics["process.thread.count"], "Found a duplicate in the metrics slice: process.thread.count")
-					validatedMetrics["process.thread.count"] = true
-					assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
-					assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-					assert.Equal(t, "Threads in the process (status Threads).", mi.Description())
-					assert.Equal(t, "{thread}", mi.Unit())
-					dp := mi.Gauge().DataPoints().At(0)
-					assert.Equal(t, start, dp.StartTimestamp())
-					assert.Equal(t, ts, dp.Timestamp())
-					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
-					assert.Equal(t, int64(1), dp.IntValue())
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["process.thread.count"], "Found a duplicate in the metrics slice: process.thread.count")
+						validatedMetrics["process.thread.count"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Threads in the process (status Threads).", mi.Description())
+						assert.Equal(t, "{thread}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["process.thread.count"], "Found a duplicate in the metrics slice: process.thread.count")
+						validatedMetrics["process.thread.count"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Threads in the process (status Threads).", mi.Description())
+						assert.Equal(t, "{thread}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["process.thread.count"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
 				}
 			}
 		})

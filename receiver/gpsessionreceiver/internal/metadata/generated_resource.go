@@ -28,10 +28,38 @@ func (rb *ResourceBuilder) SetDbNamespace(val string) {
 	}
 }
 
-// SetGpotelBackendType sets provided value as "gpotel.backend.type" attribute.
-func (rb *ResourceBuilder) SetGpotelBackendType(val string) {
-	if rb.config.GpotelBackendType.Enabled {
-		rb.res.Attributes().PutStr("gpotel.backend.type", val)
+// SetGpotelCgroupControllers sets provided value as "gpotel.cgroup.controllers" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupControllers(val string) {
+	if rb.config.GpotelCgroupControllers.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.controllers", val)
+	}
+}
+
+// SetGpotelCgroupPath sets provided value as "gpotel.cgroup.path" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupPath(val string) {
+	if rb.config.GpotelCgroupPath.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.path", val)
+	}
+}
+
+// SetGpotelCgroupTasksSourceCgroupstats sets "gpotel.cgroup.tasks.source=cgroupstats" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupTasksSourceCgroupstats() {
+	if rb.config.GpotelCgroupTasksSource.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.tasks.source", "cgroupstats")
+	}
+}
+
+// SetGpotelCgroupTasksSourceProcStat sets "gpotel.cgroup.tasks.source=proc_stat" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupTasksSourceProcStat() {
+	if rb.config.GpotelCgroupTasksSource.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.tasks.source", "proc_stat")
+	}
+}
+
+// SetGpotelCgroupVersion sets provided value as "gpotel.cgroup.version" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupVersion(val int64) {
+	if rb.config.GpotelCgroupVersion.Enabled {
+		rb.res.Attributes().PutInt("gpotel.cgroup.version", val)
 	}
 }
 
@@ -39,13 +67,6 @@ func (rb *ResourceBuilder) SetGpotelBackendType(val string) {
 func (rb *ResourceBuilder) SetGpotelDialect(val string) {
 	if rb.config.GpotelDialect.Enabled {
 		rb.res.Attributes().PutStr("gpotel.dialect", val)
-	}
-}
-
-// SetGpotelProcessSystem sets provided value as "gpotel.process.system" attribute.
-func (rb *ResourceBuilder) SetGpotelProcessSystem(val bool) {
-	if rb.config.GpotelProcessSystem.Enabled {
-		rb.res.Attributes().PutBool("gpotel.process.system", val)
 	}
 }
 
@@ -70,10 +91,31 @@ func (rb *ResourceBuilder) SetGpotelResourceKindProcess() {
 	}
 }
 
-// SetGpotelSegmentID sets provided value as "gpotel.segment.id" attribute.
-func (rb *ResourceBuilder) SetGpotelSegmentID(val int64) {
-	if rb.config.GpotelSegmentID.Enabled {
-		rb.res.Attributes().PutInt("gpotel.segment.id", val)
+// SetGpotelResourceKindHost sets "gpotel.resource.kind=host" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindHost() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "host")
+	}
+}
+
+// SetGpotelResourceKindCgroup sets "gpotel.resource.kind=cgroup" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindCgroup() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "cgroup")
+	}
+}
+
+// SetGpotelResourceGroupName sets provided value as "gpotel.resource_group.name" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceGroupName(val string) {
+	if rb.config.GpotelResourceGroupName.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource_group.name", val)
+	}
+}
+
+// SetGpotelResourceGroupOid sets provided value as "gpotel.resource_group.oid" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceGroupOid(val int64) {
+	if rb.config.GpotelResourceGroupOid.Enabled {
+		rb.res.Attributes().PutInt("gpotel.resource_group.oid", val)
 	}
 }
 
@@ -116,20 +158,6 @@ func (rb *ResourceBuilder) SetGpotelTmID(val int64) {
 func (rb *ResourceBuilder) SetHostName(val string) {
 	if rb.config.HostName.Enabled {
 		rb.res.Attributes().PutStr("host.name", val)
-	}
-}
-
-// SetProcessCreationTime sets provided value as "process.creation.time" attribute.
-func (rb *ResourceBuilder) SetProcessCreationTime(val string) {
-	if rb.config.ProcessCreationTime.Enabled {
-		rb.res.Attributes().PutStr("process.creation.time", val)
-	}
-}
-
-// SetProcessPid sets provided value as "process.pid" attribute.
-func (rb *ResourceBuilder) SetProcessPid(val int64) {
-	if rb.config.ProcessPid.Enabled {
-		rb.res.Attributes().PutInt("process.pid", val)
 	}
 }
 

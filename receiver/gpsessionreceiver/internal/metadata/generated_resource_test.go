@@ -14,28 +14,29 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetDbNamespace("db.namespace-val")
-			rb.SetGpotelBackendType("gpotel.backend.type-val")
+			rb.SetGpotelCgroupControllers("gpotel.cgroup.controllers-val")
+			rb.SetGpotelCgroupPath("gpotel.cgroup.path-val")
+			rb.SetGpotelCgroupTasksSourceCgroupstats()
+			rb.SetGpotelCgroupVersion(21)
 			rb.SetGpotelDialect("gpotel.dialect-val")
-			rb.SetGpotelProcessSystem(false)
 			rb.SetGpotelResourceKindSnapshot()
-			rb.SetGpotelSegmentID(17)
+			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
+			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
 			rb.SetGpotelSessionUser("gpotel.session.user-val")
 			rb.SetGpotelTmID(12)
 			rb.SetHostName("host.name-val")
-			rb.SetProcessCreationTime("process.creation.time-val")
-			rb.SetProcessPid(11)
 
 			res := rb.Emit()
 			assert.Equal(t, 0, rb.Emit().Attributes().Len()) // Second call should return empty Resource
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 14, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -47,30 +48,45 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, "db.namespace-val", dbNamespaceAttrVal.Str())
 			}
-			gpotelBackendTypeAttrVal, ok := res.Attributes().Get("gpotel.backend.type")
+			gpotelCgroupControllersAttrVal, ok := res.Attributes().Get("gpotel.cgroup.controllers")
 			assert.True(t, ok)
 			if ok {
-				assert.Equal(t, "gpotel.backend.type-val", gpotelBackendTypeAttrVal.Str())
+				assert.Equal(t, "gpotel.cgroup.controllers-val", gpotelCgroupControllersAttrVal.Str())
+			}
+			gpotelCgroupPathAttrVal, ok := res.Attributes().Get("gpotel.cgroup.path")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpotel.cgroup.path-val", gpotelCgroupPathAttrVal.Str())
+			}
+			gpotelCgroupTasksSourceAttrVal, ok := res.Attributes().Get("gpotel.cgroup.tasks.source")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "cgroupstats", gpotelCgroupTasksSourceAttrVal.Str())
+			}
+			gpotelCgroupVersionAttrVal, ok := res.Attributes().Get("gpotel.cgroup.version")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 21, gpotelCgroupVersionAttrVal.Int())
 			}
 			gpotelDialectAttrVal, ok := res.Attributes().Get("gpotel.dialect")
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "gpotel.dialect-val", gpotelDialectAttrVal.Str())
 			}
-			gpotelProcessSystemAttrVal, ok := res.Attributes().Get("gpotel.process.system")
-			assert.True(t, ok)
-			if ok {
-				assert.False(t, gpotelProcessSystemAttrVal.Bool())
-			}
 			gpotelResourceKindAttrVal, ok := res.Attributes().Get("gpotel.resource.kind")
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "snapshot", gpotelResourceKindAttrVal.Str())
 			}
-			gpotelSegmentIDAttrVal, ok := res.Attributes().Get("gpotel.segment.id")
+			gpotelResourceGroupNameAttrVal, ok := res.Attributes().Get("gpotel.resource_group.name")
 			assert.True(t, ok)
 			if ok {
-				assert.EqualValues(t, 17, gpotelSegmentIDAttrVal.Int())
+				assert.Equal(t, "gpotel.resource_group.name-val", gpotelResourceGroupNameAttrVal.Str())
+			}
+			gpotelResourceGroupOidAttrVal, ok := res.Attributes().Get("gpotel.resource_group.oid")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, gpotelResourceGroupOidAttrVal.Int())
 			}
 			gpotelSessionIDAttrVal, ok := res.Attributes().Get("gpotel.session.id")
 			assert.True(t, ok)
@@ -101,16 +117,6 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "host.name-val", hostNameAttrVal.Str())
-			}
-			processCreationTimeAttrVal, ok := res.Attributes().Get("process.creation.time")
-			assert.True(t, ok)
-			if ok {
-				assert.Equal(t, "process.creation.time-val", processCreationTimeAttrVal.Str())
-			}
-			processPidAttrVal, ok := res.Attributes().Get("process.pid")
-			assert.True(t, ok)
-			if ok {
-				assert.EqualValues(t, 11, processPidAttrVal.Int())
 			}
 		})
 	}

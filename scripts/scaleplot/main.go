@@ -1,0 +1,199 @@
+// Command scaleplot turns BenchmarkCollectorScale output (go test -bench)
+// into the table and the SVG plot of docs/performance.md: the collector's
+// CPU and peak memory per process against the number of processes.
+//
+//	go run ./scripts/scaleplot -o docs/collector-scale.svg < build/bench-scale.txt
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// point is one sub-benchmark's figures.
+type point struct {
+	series    string // "off" or "on": emit_process_metrics
+	processes float64
+	cpuPerTick,
+	rssPerProcess,
+	tick,
+	p99,
+	peakMiB float64
+}
+
+var benchLine = regexp.MustCompile(`^BenchmarkCollectorScale(EmitProcesses)?/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
+
+// parse reads the benchmark lines; other lines are ignored.
+func parse(r io.Reader) ([]point, error) {
+	var out []point
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		m := benchLine.FindStringSubmatch(strings.TrimSpace(sc.Text()))
+		if m == nil {
+			continue
+		}
+		p := point{series: "off"}
+		if m[1] != "" {
+			p.series = "on"
+		}
+		fields := strings.Fields(m[4])
+		for i := 0; i+1 < len(fields); i += 2 {
+			v, err := strconv.ParseFloat(fields[i], 64)
+			if err != nil {
+				return nil, fmt.Errorf("%q: %w", sc.Text(), err)
+			}
+			switch fields[i+1] {
+			case "processes":
+				p.processes = v
+			case "collector-cpu-s/tick":
+				p.cpuPerTick = v
+			case "rss-bytes/process":
+				p.rssPerProcess = v
+			case "s/tick":
+				p.tick = v
+			case "GetGPSessions-p99-ms":
+				p.p99 = v
+			case "peak-rss-MiB":
+				p.peakMiB = v
+			}
+		}
+		if p.processes == 0 {
+			return nil, fmt.Errorf("%q: no processes figure", sc.Text())
+		}
+		out = append(out, p)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, errors.New("no BenchmarkCollectorScale lines in the input")
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].series != out[j].series {
+			return out[i].series < out[j].series
+		}
+		return out[i].processes < out[j].processes
+	})
+	return out, nil
+}
+
+func cpuMicrosPerProcess(p point) float64 { return p.cpuPerTick / p.processes * 1e6 }
+
+// table writes the Markdown table of docs/performance.md.
+func table(w io.Writer, pts []point) {
+	fmt.Fprintln(w, "| emit_process_metrics | processes | collector CPU per tick | CPU per process | peak RSS | RSS per process | tick | GetGPSessions p99 |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, p := range pts {
+		fmt.Fprintf(w, "| %s | %s | %.2f s | %.1f µs | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
+			p.series, count(p.processes), p.cpuPerTick, cpuMicrosPerProcess(p), p.peakMiB, p.rssPerProcess, p.tick, p.p99)
+	}
+}
+
+func count(n float64) string {
+	switch {
+	case n >= 1e6 && math.Mod(n, 1e6) == 0:
+		return fmt.Sprintf("%.0fM", n/1e6)
+	case n >= 1e3 && math.Mod(n, 1e3) == 0:
+		return fmt.Sprintf("%.0fk", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
+}
+
+// svg draws two panels, CPU µs per process and RSS bytes per process, over
+// processes on a log axis; one line per series.
+func svg(w io.Writer, pts []point) {
+	const width, height, panelH, left, top = 720, 560, 200, 80, 40
+	minX, maxX := math.Inf(1), math.Inf(-1)
+	for _, p := range pts {
+		minX, maxX = math.Min(minX, p.processes), math.Max(maxX, p.processes)
+	}
+	if minX == maxX {
+		minX, maxX = minX/2, maxX*2
+	}
+	xOf := func(n float64) float64 {
+		return left + (math.Log10(n)-math.Log10(minX))/(math.Log10(maxX)-math.Log10(minX))*(width-left-40)
+	}
+	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	panels := []struct {
+		title string
+		value func(point) float64
+	}{
+		{"collector CPU per process and tick (µs)", cpuMicrosPerProcess},
+		{"collector peak RSS per process (bytes)", func(p point) float64 { return p.rssPerProcess }},
+	}
+	colors := map[string]string{"off": "#1f77b4", "on": "#d62728"}
+	for i, panel := range panels {
+		y0 := float64(top + i*(panelH+70))
+		maxY := 0.0
+		for _, p := range pts {
+			maxY = math.Max(maxY, panel.value(p))
+		}
+		maxY *= 1.15
+		if maxY == 0 {
+			maxY = 1
+		}
+		yOf := func(v float64) float64 { return y0 + panelH - v/maxY*panelH }
+		fmt.Fprintf(w, `<text x="%d" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-10, panel.title)
+		fmt.Fprintf(w, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0+panelH, width-40, y0+panelH)
+		fmt.Fprintf(w, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0, left, y0+panelH)
+		for k := 0; k <= 4; k++ {
+			v := maxY * float64(k) / 4
+			fmt.Fprintf(w, `<text x="%d" y="%.0f" text-anchor="end">%.4g</text>`+"\n", left-6, yOf(v)+4, v)
+		}
+		for _, p := range pts {
+			if p.series == "off" || len(pts) == 1 {
+				fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xOf(p.processes), y0+panelH+16, count(p.processes))
+			}
+		}
+		for _, series := range []string{"off", "on"} {
+			var path []string
+			for _, p := range pts {
+				if p.series != series {
+					continue
+				}
+				x, y := xOf(p.processes), yOf(panel.value(p))
+				path = append(path, fmt.Sprintf("%.1f,%.1f", x, y))
+				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, colors[series])
+			}
+			if len(path) > 1 {
+				fmt.Fprintf(w, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), colors[series])
+			}
+		}
+	}
+	fmt.Fprintf(w, `<text x="%d" y="%d">processes (log scale); blue: emit_process_metrics off, red: on</text>`+"\n", left, height-12)
+	fmt.Fprintln(w, `</svg>`)
+}
+
+func main() {
+	out := flag.String("o", "", "write the SVG plot here (the table goes to stdout)")
+	flag.Parse()
+	pts, err := parse(os.Stdin)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scaleplot:", err)
+		os.Exit(1)
+	}
+	table(os.Stdout, pts)
+	if *out == "" {
+		return
+	}
+	f, err := os.Create(*out)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "scaleplot:", err)
+		os.Exit(1)
+	}
+	svg(f, pts)
+	if err := f.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "scaleplot:", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,192 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent"
+)
+
+// replayGenerations is how many successive answers per process are
+// recorded; a process's counters grow from one to the next, and stay at the
+// last one after that.
+const replayGenerations = 64
+
+// replayAgents answers GetPidProcStat for many hosts from pre-recorded
+// replies: the real agent read the fixture procfs once, and each answer is
+// cut together from pre-encoded entries, so the agents cost almost no CPU
+// next to the collector they feed.
+type replayAgents struct {
+	endpoints map[string]string
+	servers   []*grpc.Server
+	// entries[g][pid] is GpPidProcInfo of generation g, encoded as field 1
+	// of GetPidProcInfoResponse.
+	entries []map[int64][]byte
+	host    []byte // field 2, the host constants
+
+	mu    sync.Mutex
+	calls map[string]int // per host and first pid of the batch: generations served
+	cpuNS atomic.Int64
+}
+
+// rawMessage is a gRPC message that is already encoded.
+type rawMessage struct{ b []byte }
+
+type rawCodec struct{}
+
+func (rawCodec) Name() string { return "proto" }
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	if m, ok := v.(*rawMessage); ok {
+		return m.b, nil
+	}
+	return nil, fmt.Errorf("replay agent: cannot encode %T", v)
+}
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	m, ok := v.(*rawMessage)
+	if !ok {
+		return fmt.Errorf("replay agent: cannot decode into %T", v)
+	}
+	m.b = append(m.b[:0], data...)
+	return nil
+}
+
+var _ encoding.Codec = rawCodec{}
+
+func startReplayAgents(procRoot string, pids []int, hosts int) (*replayAgents, error) {
+	cfg := segmentagent.NewDefaultServiceConfig()
+	cfg.ProcRoot = procRoot
+	cfg.AllowedUsers = []string{strconv.Itoa(os.Getuid())}
+	svc, err := segmentagent.NewService(cfg, zap.NewNop(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req := &yagpcc.GetPidProcInfoReq{}
+	for _, pid := range pids {
+		req.SegmentProcess = append(req.SegmentProcess, &yagpcc.SegmentProcess{Pid: int64(pid)})
+	}
+	resp, err := svc.GetPidProcStat(context.Background(), req)
+	if err != nil {
+		return nil, err
+	}
+	if len(resp.GetPidProcData()) != len(pids) {
+		return nil, fmt.Errorf("replay agent: the fixture answered %d of %d pids", len(resp.GetPidProcData()), len(pids))
+	}
+	r := &replayAgents{endpoints: map[string]string{}, calls: map[string]int{}}
+	hostBytes, err := proto.Marshal(resp.GetHost())
+	if err != nil {
+		return nil, err
+	}
+	r.host = protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), hostBytes)
+	for g := range replayGenerations {
+		gen := map[int64][]byte{}
+		for i, info := range resp.GetPidProcData() {
+			p := proto.Clone(info).(*yagpcc.GpPidProcInfo)
+			advance(p, g, i%5 == 0) // a busy fifth, the rest idle but switching
+			b, err := proto.Marshal(p)
+			if err != nil {
+				return nil, err
+			}
+			gen[p.GetPid()] = protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), b)
+		}
+		r.entries = append(r.entries, gen)
+	}
+	for h := 1; h <= hosts; h++ {
+		host := fmt.Sprintf("sdw%d", h)
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			r.Stop()
+			return nil, err
+		}
+		srv := grpc.NewServer(grpc.ForceServerCodec(rawCodec{}), grpc.MaxSendMsgSize(64<<20),
+			grpc.UnknownServiceHandler(func(_ any, stream grpc.ServerStream) error { return r.serve(host, stream) }))
+		go func() { _ = srv.Serve(lis) }()
+		r.servers = append(r.servers, srv)
+		r.endpoints[host] = lis.Addr().String()
+	}
+	return r, nil
+}
+
+// advance moves a recorded process g scrapes on.
+func advance(p *yagpcc.GpPidProcInfo, g int, busy bool) {
+	if st := p.GetProcStatus(); st != nil {
+		st.VoluntaryCtxtSwitches += int64(3 * g)
+	}
+	if !busy {
+		return
+	}
+	if st := p.GetProcStat(); st != nil {
+		st.Utime += int64(150 * g)
+		st.Stime += int64(20 * g)
+		st.Minflt += int64(1000 * g)
+	}
+	if io := p.GetProcIo(); io != nil {
+		io.ReadBytes += int64(8<<20) * int64(g)
+		io.Rchar += int64(9<<20) * int64(g)
+		io.Syscr += int64(1000 * g)
+	}
+}
+
+// serve answers one GetPidProcStat from the recorded entries: each batch a
+// host is asked gets the next generation.
+func (r *replayAgents) serve(host string, stream grpc.ServerStream) error {
+	began := time.Now()
+	var in rawMessage
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	var req yagpcc.GetPidProcInfoReq
+	if err := proto.Unmarshal(in.b, &req); err != nil {
+		return err
+	}
+	if len(req.GetSegmentProcess()) == 0 {
+		return stream.SendMsg(&rawMessage{b: r.host})
+	}
+	key := host + "/" + strconv.FormatInt(req.GetSegmentProcess()[0].GetPid(), 10)
+	r.mu.Lock()
+	g := min(r.calls[key], replayGenerations-1)
+	r.calls[key]++
+	r.mu.Unlock()
+	gen := r.entries[g]
+	size := len(r.host)
+	for _, sp := range req.GetSegmentProcess() {
+		size += len(gen[sp.GetPid()])
+	}
+	out := make([]byte, 0, size+16)
+	answered := 0
+	for _, sp := range req.GetSegmentProcess() {
+		if e, ok := gen[sp.GetPid()]; ok {
+			out = append(out, e...)
+			answered++
+		}
+	}
+	out = append(out, r.host...)
+	summary := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(len(req.GetSegmentProcess())))
+	summary = protowire.AppendVarint(protowire.AppendTag(summary, 2, protowire.VarintType), uint64(answered))
+	out = protowire.AppendBytes(protowire.AppendTag(out, 3, protowire.BytesType), summary)
+	err := stream.SendMsg(&rawMessage{b: out})
+	r.cpuNS.Add(int64(time.Since(began)))
+	return err
+}
+
+// cpuShare is the wall time the replay handlers took in all, in seconds: an
+// upper bound of their CPU.
+func (r *replayAgents) cpuShare() float64 { return float64(r.cpuNS.Load()) / 1e9 }
+
+func (r *replayAgents) Stop() {
+	for _, s := range r.servers {
+		s.Stop()
+	}
+}
