@@ -26,6 +26,7 @@ import (
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/memctx"
 )
 
 // ServiceName is the agent's service.name in its own telemetry.
@@ -38,6 +39,7 @@ type Agent struct {
 	cfg     Config
 	logger  *zap.Logger
 	service *Service
+	memctx  *memctx.Service
 
 	meterProvider *sdkmetric.MeterProvider
 	registry      *prometheus.Registry
@@ -80,6 +82,9 @@ func New(cfg Config, logger *zap.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.service = svc
+	if a.memctx, err = memctx.NewService(cfg.MemoryContexts, svc.cfg.ProcRoot, svc.host.Hostname, svc.allow, logger); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -136,6 +141,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	a.health.SetServingStatus(yagpcc.GetQueryInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	a.health.SetServingStatus(gpotelv1.TaskStats_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	gpotelv1.RegisterMemoryContextsServer(a.grpcServer, a.memctx)
+	a.health.SetServingStatus(gpotelv1.MemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(a.grpcServer, a.health)
 	reflection.Register(a.grpcServer)
 

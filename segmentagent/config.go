@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/segmentagent/memctx"
 )
 
 // Defaults of Config.
@@ -45,6 +46,8 @@ type Config struct {
 	Telemetry TelemetryConfig `mapstructure:"telemetry"`
 	// LogLevel is debug, info, warn or error.
 	LogLevel string `mapstructure:"log_level"`
+	// MemoryContexts configures GetMemoryContexts (off without data directories).
+	MemoryContexts memctx.Config `mapstructure:"memory_contexts"`
 }
 
 // TelemetryConfig says where the agent's own metrics go.
@@ -62,6 +65,7 @@ func NewDefaultConfig() Config {
 		MaxRecvMsgSizeMiB: DefaultMaxRecvMsgSizeMiB,
 		MaxSendMsgSizeMiB: DefaultMaxSendMsgSizeMiB,
 		LogLevel:          "info",
+		MemoryContexts:    memctx.NewDefaultConfig(),
 	}
 }
 
@@ -94,6 +98,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.Telemetry.PrometheusAddress); err != nil {
 			errs = append(errs, fmt.Errorf("telemetry.prometheus_address: %w", err))
 		}
+	}
+	if err := c.MemoryContexts.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := zapcore.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))

@@ -29,7 +29,28 @@ func TestLoadConfigReadsEveryKey(t *testing.T) {
 	assert.Equal(t, "/etc/gpotel/ca.crt", cfg.TLS.ClientCAFile)
 	assert.Equal(t, "1.3", cfg.TLS.MinVersion)
 	assert.Equal(t, "127.0.0.1:9464", cfg.Telemetry.PrometheusAddress)
+	assert.Equal(t, []string{"/data/primary/gpseg0", "/data/primary/gpseg1"}, cfg.MemoryContexts.DataDirectories)
+	assert.Equal(t, "gpadmin", cfg.MemoryContexts.DatabaseUser)
+	assert.Equal(t, 10*time.Second, cfg.MemoryContexts.MinInterval)
+	assert.Equal(t, 4, cfg.MemoryContexts.MaxInFlight)
 	assert.NoError(t, cfg.Validate())
+}
+
+func TestMemoryContextsFlagsAndLimitsAreChecked(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--memory-contexts-data-dirs", "/d/gpseg0, /d/gpseg1", "--memory-contexts-database-user", "gpmon",
+		"--memory-contexts-min-interval", "3s"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"/d/gpseg0", "/d/gpseg1"}, cfg.MemoryContexts.DataDirectories)
+	assert.Equal(t, "gpmon", cfg.MemoryContexts.DatabaseUser)
+	assert.Equal(t, 3*time.Second, cfg.MemoryContexts.MinInterval)
+	cfg.MemoryContexts.Timeout = 2 * time.Minute
+	cfg.MemoryContexts.MaxInFlight = -1
+	cfg.MemoryContexts.DataDirectories = []string{""}
+	err = cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"memory_contexts.timeout", "memory_contexts.max_in_flight", "memory_contexts.data_directories[0]"} {
+		assert.Contains(t, err.Error(), want)
+	}
 }
 
 func TestLoadConfigKeepsDefaultsForAbsentKeys(t *testing.T) {

@@ -38,6 +38,9 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		useTaskstats = fs.Bool("taskstats", def.Taskstats.Enabled, "taskstats records and exit records (needs CAP_NET_ADMIN)")
 		exitBuffer   = fs.Int("exit-buffer-size", def.Taskstats.ExitBufferSize, "exit records kept")
 		exitMaxAge   = fs.Duration("exit-max-age", def.Taskstats.ExitMaxAge, "exit records older than this are dropped (the collector's longest window)")
+		memDataDirs  = fs.String("memory-contexts-data-dirs", "", "comma-separated data directories whose backends GetMemoryContexts may inspect")
+		memUser      = fs.String("memory-contexts-database-user", "", "database role of the local connection (default: the agent's OS user)")
+		memInterval  = fs.Duration("memory-contexts-min-interval", def.MemoryContexts.MinInterval, "at most one GetMemoryContexts per pid in this interval")
 		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
 		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
 	)
@@ -99,6 +102,12 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.Taskstats.ExitBufferSize = *exitBuffer
 		case "exit-max-age":
 			cfg.Taskstats.ExitMaxAge = *exitMaxAge
+		case "memory-contexts-data-dirs":
+			cfg.MemoryContexts.DataDirectories = splitList(*memDataDirs)
+		case "memory-contexts-database-user":
+			cfg.MemoryContexts.DatabaseUser = *memUser
+		case "memory-contexts-min-interval":
+			cfg.MemoryContexts.MinInterval = *memInterval
 		case "cgroups-disabled":
 			cfg.Cgroups.Disabled = *noCgroups
 		case "resource-group-parents":

@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	once := fs.Bool("once", false, "print one plain-text table and exit")
 	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay")
 	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
+	memSess := fs.Int64("memory", 0, "with --once: print this session's memory contexts by name (GetSessionMemoryContexts)")
+	memBackend := fs.Int("backend", 0, "with --memory: print backend N's context tree instead (N as listed)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -54,6 +56,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	if *interval <= 0 {
 		return fmt.Errorf("--interval must be positive")
 	}
+	if (*memSess != 0 || *memBackend != 0) && !*once {
+		return fmt.Errorf("--memory and --backend print once: add --once (in the screen, select a session and press x)")
+	}
 	c, err := dial(ctx, o)
 	if err != nil {
 		return err
@@ -63,6 +68,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		w := *width
 		if w == 0 {
 			w, _ = strconv.Atoi(os.Getenv("COLUMNS"))
+		}
+		if *memSess != 0 {
+			return printMemoryOnce(ctx, c, *memSess, *memBackend, w, out)
 		}
 		return printOnce(ctx, c, k, w, out)
 	}

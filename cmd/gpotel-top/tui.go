@@ -43,6 +43,10 @@ type topModel struct {
 	at       time.Time
 	width    int
 	height   int
+	// selected is the session row the memory key opens.
+	selected int
+	// mem is the memory-context view; nil shows the session list.
+	mem *memoryView
 }
 
 func (m topModel) fetch() tea.Cmd {
@@ -64,8 +68,21 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyMsg:
 		key := msg.String()
+		if m.mem != nil {
+			return m.updateMemory(key)
+		}
 		if key == "q" || key == "ctrl+c" || key == "esc" {
 			return m, tea.Quit
+		}
+		switch key {
+		case "up", "k":
+			m.selected = max(m.selected-1, 0)
+			return m, nil
+		case "down", "j":
+			m.selected = min(m.selected+1, max(len(m.rows)-1, 0))
+			return m, nil
+		case "x":
+			return m.openMemory()
 		}
 		if k, ok := sortKeyForKey(key); ok {
 			m.sort = k
@@ -76,6 +93,10 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 	case tickMsg:
 		return m, tea.Batch(m.fetch(), m.tick())
+	case memoryMsg:
+		if m.mem != nil && m.mem.sessID == msg.sessID {
+			m.mem.resp, m.mem.err, m.mem.loading = msg.resp, msg.err, false
+		}
 	case fetchedMsg:
 		m.err = msg.err
 		if msg.err == nil {
@@ -89,6 +110,9 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m topModel) View() string {
+	if m.mem != nil {
+		return m.memoryScreen()
+	}
 	var b strings.Builder
 	status := summary(m.client.opts.Addr, m.rows, m.sort)
 	if !m.at.IsZero() {
@@ -113,9 +137,14 @@ func (m topModel) View() string {
 	header, body, _ := strings.Cut(table, "\n")
 	b.WriteString(headerStyle.Render(header))
 	b.WriteByte('\n')
-	b.WriteString(body)
+	for i, line := range strings.SplitAfter(body, "\n") {
+		if i == m.selected && line != "" {
+			line = titleStyle.Render(strings.TrimSuffix(line, "\n")) + "\n"
+		}
+		b.WriteString(line)
+	}
 	b.WriteString(pane)
-	b.WriteString(helpStyle.Render("sort: c cpu  m memory  r read  w write  d run-queue delay   q quit"))
+	b.WriteString(helpStyle.Render("sort: c cpu  m memory  r read  w write  d run-queue delay   ↑↓ select  x memory contexts   q quit"))
 	return b.String()
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"go.opentelemetry.io/collector/config/configtls"
 )
 
 // Defaults. Port 1432 is where yagpcc's coordinator service listens; on
@@ -52,6 +53,55 @@ type Config struct {
 	// MaxResponseBytes keeps every list response below this encoded size,
 	// so that a client with the default 4 MiB receive limit can read it.
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
+	// MemoryContexts configures GetSessionMemoryContexts (gpotel.v1).
+	MemoryContexts MemoryContextsConfig `mapstructure:"memory_contexts"`
+}
+
+// MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
+type MemoryContextsConfig struct {
+	// AgentPort is the agents' port when Agents does not name an endpoint.
+	AgentPort int `mapstructure:"agent_port"`
+	// Agents overrides the endpoint per host name, as in the gpsession receiver.
+	Agents map[string]string `mapstructure:"agents"`
+	// Agent is the gRPC client template (TLS, keepalive); leave its endpoint empty.
+	Agent configgrpc.ClientConfig `mapstructure:"agent"`
+	// Timeout is how long each agent waits for its backend.
+	Timeout time.Duration `mapstructure:"timeout"`
+	// MaxParallel bounds the agent calls of one request.
+	MaxParallel int `mapstructure:"max_parallel"`
+	// TopBackends is how many backends each roll-up row names.
+	TopBackends int `mapstructure:"top_backends"`
+}
+
+func defaultMemoryContextsConfig() MemoryContextsConfig {
+	agent := configgrpc.NewDefaultClientConfig()
+	agent.TLS = configtls.ClientConfig{Insecure: true} // the agents serve plaintext unless configured for TLS
+	return MemoryContextsConfig{AgentPort: 1433, Agent: agent, Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3}
+}
+
+func (c MemoryContextsConfig) validate() []error {
+	var errs []error
+	if c.AgentPort < 1 || c.AgentPort > 65535 {
+		errs = append(errs, fmt.Errorf("memory_contexts.agent_port %d is not a port", c.AgentPort))
+	}
+	for host, ep := range c.Agents {
+		if ep == "" {
+			errs = append(errs, fmt.Errorf("memory_contexts.agents[%s] is empty", host))
+		}
+	}
+	if c.Agent.Endpoint != "" {
+		errs = append(errs, errors.New("memory_contexts.agent.endpoint must be empty: endpoints come from agents and agent_port"))
+	}
+	if c.Timeout <= 0 || c.Timeout > time.Minute {
+		errs = append(errs, fmt.Errorf("memory_contexts.timeout must be in (0, 1m], got %s", c.Timeout))
+	}
+	if c.MaxParallel <= 0 {
+		errs = append(errs, fmt.Errorf("memory_contexts.max_parallel must be positive, got %d", c.MaxParallel))
+	}
+	if c.TopBackends < 0 {
+		errs = append(errs, fmt.Errorf("memory_contexts.top_backends must not be negative, got %d", c.TopBackends))
+	}
+	return errs
 }
 
 func createDefaultConfig() *Config {
@@ -65,6 +115,7 @@ func createDefaultConfig() *Config {
 		DefaultPageSize:    defaultPageSize,
 		MaxPageSize:        defaultMaxPageSize,
 		MaxResponseBytes:   defaultMaxResponseBytes,
+		MemoryContexts:     defaultMemoryContextsConfig(),
 	}
 }
 
@@ -97,5 +148,6 @@ func (cfg *Config) Validate() error {
 	if cfg.MaxResponseBytes < minMaxResponseBytes {
 		errs = append(errs, fmt.Errorf("max_response_bytes must be at least %d, got %d", minMaxResponseBytes, cfg.MaxResponseBytes))
 	}
+	errs = append(errs, cfg.MemoryContexts.validate()...)
 	return errors.Join(errs...)
 }

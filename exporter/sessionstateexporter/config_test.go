@@ -35,7 +35,8 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if cfg.NetAddr.Endpoint != "127.0.0.1:1432" || cfg.LastMetricsWindow != 5*time.Minute ||
 		cfg.SessionGracePeriod != 30*time.Second || cfg.MaxSessions != 100000 ||
-		cfg.DefaultPageSize != 100 || cfg.MaxPageSize != 10000 || cfg.MaxResponseBytes != 4<<20 {
+		cfg.DefaultPageSize != 100 || cfg.MaxPageSize != 10000 || cfg.MaxResponseBytes != 4<<20 ||
+		cfg.MemoryContexts.AgentPort != 1433 || cfg.MemoryContexts.Timeout != 5*time.Second || !cfg.MemoryContexts.Agent.TLS.Insecure {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 }
@@ -55,6 +56,11 @@ func TestCustomConfig(t *testing.T) {
 		cfg.MaxPageSize != 500 || cfg.MaxResponseBytes != 1<<20 {
 		t.Fatalf("exporter settings not read: %+v", cfg)
 	}
+	mc := cfg.MemoryContexts
+	if mc.AgentPort != 11433 || mc.Agents["sdw1"] != "10.0.0.11:1433" || mc.Agent.TLS.CAFile != "/etc/gpotel/ca.crt" ||
+		mc.Timeout != 10*time.Second || mc.MaxParallel != 4 || mc.TopBackends != 5 {
+		t.Fatalf("memory_contexts not read: %+v", mc)
+	}
 }
 
 func TestInvalidConfigNamesEveryProblem(t *testing.T) {
@@ -63,7 +69,8 @@ func TestInvalidConfigNamesEveryProblem(t *testing.T) {
 		t.Fatal("invalid config accepted")
 	}
 	for _, want := range []string{"endpoint", "last_metrics_window", "session_grace_period", "max_sessions",
-		"default_page_size (600) must not exceed max_page_size (500)", "max_response_bytes"} {
+		"default_page_size (600) must not exceed max_page_size (500)", "max_response_bytes",
+		"memory_contexts.agent_port", "memory_contexts.timeout", "memory_contexts.max_parallel", "memory_contexts.top_backends"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q: %v", want, err)
 		}

@@ -28,9 +28,10 @@ type sessionStateExporter struct {
 	store    *sessionStore
 	pressure pressureStore
 
-	server *grpc.Server
-	health *health.Server
-	done   chan struct{}
+	server  *grpc.Server
+	health  *health.Server
+	done    chan struct{}
+	clients *memoryContextsClients
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateExporter {
@@ -68,10 +69,13 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		maxPageSize:      e.cfg.MaxPageSize,
 		maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
+	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
+	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {
@@ -106,5 +110,6 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	<-e.done
+	e.clients.close()
 	return nil
 }

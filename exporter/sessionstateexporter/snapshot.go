@@ -39,6 +39,8 @@ type session struct {
 	seen time.Time
 	// encodedSize is the session's share of a list response on the wire.
 	encodedSize int
+	// backends are the session's processes on every host (gpotel.session.info "backends").
+	backends []gpsemconv.BackendRef
 }
 
 // parsedSnapshot is what one ConsumeMetrics call delivered.
@@ -244,6 +246,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 	}
 	var stats sessionStats
 	var query string
+	var backends []gpsemconv.BackendRef
 	sms := rm.ScopeMetrics()
 	for i := 0; i < sms.Len(); i++ {
 		ms := sms.At(i).Metrics()
@@ -251,6 +254,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 			m := ms.At(j)
 			if m.Name() == gpsemconv.MetricSessionInfo {
 				query = fillSessionInfo(info, m.Metadata())
+				backends = parseBackends(m.Metadata())
 				if pts := numberPoints(m); pts.Len() > 0 {
 					t = pts.At(0).Timestamp().AsTime().UTC()
 				}
@@ -280,10 +284,11 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 		}
 	}
 	return &session{
-		key:     sessionKey{tmID: tmID, sessID: sessID},
-		state:   state,
-		system:  system,
-		running: running,
+		key:      sessionKey{tmID: tmID, sessID: sessID},
+		state:    state,
+		system:   system,
+		running:  running,
+		backends: backends,
 	}, t, stats.lastFound, true
 }
 
@@ -420,6 +425,23 @@ func setMemory(st *yagpcc.SystemStat, a pcommon.Map, v uint64) {
 			st.VmPeakKb = v / 1024
 		}
 	}
+}
+
+// parseBackends reads the session's process list; an element that does
+// not parse is left out (the receiver writes them, so none should).
+func parseBackends(meta pcommon.Map) []gpsemconv.BackendRef {
+	v, ok := meta.Get(gpsemconv.MetaBackends)
+	if !ok || v.Type() != pcommon.ValueTypeSlice {
+		return nil
+	}
+	sl := v.Slice()
+	out := make([]gpsemconv.BackendRef, 0, sl.Len())
+	for i := 0; i < sl.Len(); i++ {
+		if ref, err := gpsemconv.ParseBackendRef(sl.At(i).AsString()); err == nil {
+			out = append(out, ref)
+		}
+	}
+	return out
 }
 
 // fillSessionInfo copies the volatile pg_stat_activity columns and returns

@@ -4,6 +4,8 @@
 package gpsemconv
 
 import (
+	"fmt"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -118,6 +120,10 @@ const (
 	MetaRsgQueueDuration = "rsgqueueduration"
 	MetaQuery            = "query"
 	MetaQueryTruncated   = "query_truncated"
+	// MetaBackends lists the session's processes on every host as
+	// BackendRef strings: what the exporter needs to ask the agents for a
+	// session's memory contexts without the per-process resources.
+	MetaBackends = "backends"
 )
 
 // Process metrics (receiver).
@@ -196,6 +202,42 @@ func WindowName(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
+}
+
+// BackendRef names one process of a session: where it runs and its pid.
+type BackendRef struct {
+	Host      string
+	SegmentID int64
+	PID       int64
+}
+
+// String is the MetaBackends element: "<host.name>/<segment id>/<pid>".
+func (b BackendRef) String() string {
+	return b.Host + "/" + strconv.FormatInt(b.SegmentID, 10) + "/" + strconv.FormatInt(b.PID, 10)
+}
+
+// ParseBackendRef reads a MetaBackends element; the host is everything
+// before the last two slashes.
+func ParseBackendRef(s string) (BackendRef, error) {
+	rest, pid, ok1 := cutLast(s)
+	host, seg, ok2 := cutLast(rest)
+	if !ok1 || !ok2 || host == "" {
+		return BackendRef{}, fmt.Errorf("backend %q is not host/segment/pid", s)
+	}
+	segID, err1 := strconv.ParseInt(seg, 10, 64)
+	p, err2 := strconv.ParseInt(pid, 10, 64)
+	if err1 != nil || err2 != nil || p <= 0 {
+		return BackendRef{}, fmt.Errorf("backend %q is not host/segment/pid", s)
+	}
+	return BackendRef{Host: host, SegmentID: segID, PID: p}, nil
+}
+
+func cutLast(s string) (before, after string, ok bool) {
+	i := strings.LastIndexByte(s, '/')
+	if i < 0 {
+		return s, "", false
+	}
+	return s[:i], s[i+1:], true
 }
 
 // Pressure and control groups (receiver): host and cgroup resources, and the

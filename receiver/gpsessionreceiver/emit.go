@@ -126,13 +126,25 @@ func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.
 		mb.EmitForResource(metadata.WithResource(rb.Emit()))
 	}
 	md := mb.Emit()
-	attachSessionState(md, s.sessions, s.queryMaxLength)
+	attachSessionState(md, s.sessions, sessionBackends(s), s.queryMaxLength)
 	return md, st
+}
+
+// sessionBackends lists, per session id, every process the receiver asked
+// a host about in this scrape (docs/pipeline.md, gpotel.session.info "backends").
+func sessionBackends(s *snapshot) map[int64][]string {
+	out := map[int64][]string{}
+	for _, q := range s.queries {
+		for _, p := range q.procs {
+			out[p.SessionID] = append(out[p.SessionID], gpsemconv.BackendRef{Host: q.host, SegmentID: p.SegmentID, PID: p.PID}.String())
+		}
+	}
+	return out
 }
 
 // attachSessionState fills gpotel.session.info's Metadata() on each session
 // resource with that session's volatile pg_stat_activity state.
-func attachSessionState(md pmetric.Metrics, sessions []SessionRow, queryMax int) {
+func attachSessionState(md pmetric.Metrics, sessions []SessionRow, backends map[int64][]string, queryMax int) {
 	bySession := make(map[int64]*SessionRow, len(sessions))
 	for i := range sessions {
 		bySession[sessions[i].SessionID] = &sessions[i]
@@ -158,6 +170,13 @@ func attachSessionState(md pmetric.Metrics, sessions []SessionRow, queryMax int)
 			for k := 0; k < ms.Len(); k++ {
 				if m := ms.At(k); m.Name() == gpsemconv.MetricSessionInfo {
 					fillSessionState(m.Metadata(), row, queryMax)
+					if refs := backends[row.SessionID]; len(refs) > 0 {
+						sl := m.Metadata().PutEmptySlice(gpsemconv.MetaBackends)
+						sl.EnsureCapacity(len(refs))
+						for _, r := range refs {
+							sl.AppendEmpty().SetStr(r)
+						}
+					}
 				}
 			}
 		}

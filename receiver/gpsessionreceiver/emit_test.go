@@ -1,6 +1,7 @@
 package gpsessionreceiver
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -373,5 +374,34 @@ func TestSessionResourceCarriesStateInMetadataOnly(t *testing.T) {
 	}
 	if _, ok := meta[gpsemconv.MetaXactStart]; ok {
 		t.Error("a NULL xact_start is present")
+	}
+}
+
+func TestSessionInfoListsEveryBackendTheHostsWereAskedAbout(t *testing.T) {
+	md, _ := emitTest(t)
+	sessions := resourcesOfKind(md, gpsemconv.KindSession)
+	if len(sessions) != 1 {
+		t.Fatalf("%d session resources", len(sessions))
+	}
+	info, ok := metricNamed(sessions[0], gpsemconv.MetricSessionInfo)
+	if !ok {
+		t.Fatal("no gpotel.session.info")
+	}
+	v, ok := info.Metadata().Get(gpsemconv.MetaBackends)
+	if !ok {
+		t.Fatal("no backends in gpotel.session.info's metadata")
+	}
+	var got []string
+	for i := 0; i < v.Slice().Len(); i++ {
+		ref, err := gpsemconv.ParseBackendRef(v.Slice().At(i).Str())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ref.String())
+	}
+	// Every asked process, answered or not (sdw2 did not answer): the exporter asks them itself.
+	want := []string{"mdw/-1/4000", "sdw1/0/5000", "sdw1/0/5001", "sdw2/1/6000"}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Fatalf("backends %v, want %v", got, want)
 	}
 }

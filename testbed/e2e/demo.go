@@ -18,6 +18,8 @@ func DemoWorkloads() []workload.Spec {
 		{Name: "memory", Kind: workload.Memory, Duration: 50 * time.Second, MemoryBytes: 32 << 20},
 		{Name: "idle-in-transaction", Kind: workload.IdleInTransaction, Duration: 60 * time.Second},
 		{Name: "churn", Kind: workload.Churn, Duration: 30 * time.Second, Interval: time.Second},
+		// A sort held open in a cursor: a large memory context to look at with GetSessionMemoryContexts.
+		{Name: "held-sort", Kind: workload.HeldSort, Duration: 90 * time.Second, MemoryBytes: 16 << 20},
 	}
 }
 

@@ -85,7 +85,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, o StackOptions) (*Stack, er
 	if s.Sink, err = StartOTLPSink("127.0.0.1:0", s.OTLPFile, o.OTLPKeep); err != nil {
 		return nil, err
 	}
-	for _, h := range segmentHosts(c) {
+	// Every host gets an agent; the coordinator's serves only the exporter's
+	// memory-context requests (the receiver reads its /proc itself, local_hosts).
+	for _, h := range c.Hosts {
 		if err := s.StartAgent(h.Name); err != nil {
 			return nil, err
 		}
@@ -97,8 +99,9 @@ func Launch(ctx context.Context, c *cluster.Cluster, o StackOptions) (*Stack, er
 	return s, nil
 }
 
-// segmentHosts are the emulated hosts that get an agent: every host but the
-// coordinator's, whose /proc the collector reads itself (local_hosts).
+// segmentHosts are the emulated hosts whose /proc an agent reads for the
+// receiver: every host but the coordinator's, which the collector reads
+// itself (local_hosts).
 func segmentHosts(c *cluster.Cluster) []cluster.Host {
 	var out []cluster.Host
 	for _, h := range c.Hosts {
@@ -120,8 +123,16 @@ func (s *Stack) StartAgent(host string) error {
 	if h.Name == "" {
 		return fmt.Errorf("no emulated host %q", host)
 	}
+	var dataDirs []string
+	for _, in := range s.Cluster.Instances() {
+		if in.Host == host {
+			dataDirs = append(dataDirs, in.DataDir)
+		}
+	}
 	p, endpoint, err := startAgent(host, s.AgentEndpoints[host], h.AgentAddress, filepath.Join(s.opts.Dir, "agent-"+host+".log"),
-		s.opts.Agent, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn")
+		s.opts.Agent, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn",
+		"--memory-contexts-data-dirs", strings.Join(dataDirs, ","), "--memory-contexts-database-user", cluster.AdminRole,
+		"--memory-contexts-min-interval", "2s")
 	if err != nil {
 		return err
 	}

@@ -47,6 +47,10 @@ const (
 	// SegmentReplace keeps its coordinator backend but closes and reopens its
 	// segment backends every Interval (new pids, same sess_id), doing CPU work.
 	SegmentReplace Kind = "segment_replace"
+	// HeldSort opens a transaction on every backend, sorts about MemoryBytes
+	// in work_mem inside a cursor, fetches one row and keeps the cursor open,
+	// idle, until the end: a large, long-lived memory context (Held).
+	HeldSort Kind = "held_sort"
 )
 
 // Spec says what a session does and for how long.
@@ -94,7 +98,7 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) validate(c *cluster.Cluster) error {
 	var errs []error
 	switch s.Kind {
-	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace:
+	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace, HeldSort:
 	default:
 		errs = append(errs, fmt.Errorf("unknown workload kind %q", s.Kind))
 	}
@@ -125,6 +129,9 @@ type Session struct {
 	pids    map[int][]int // live backends by content
 	history map[int][]int // every backend pid the session ever had, by content
 	sessIDs []int
+	live    map[int]*backend // the newest backend of each content
+	held    chan struct{}    // HeldSort: closed once every backend holds its sort
+	heldN   int
 
 	until  time.Time
 	cancel context.CancelFunc
@@ -141,7 +148,8 @@ func Start(ctx context.Context, c *cluster.Cluster, spec Spec) (*Session, error)
 		return nil, err
 	}
 	s := &Session{Name: spec.Name, Kind: spec.Kind, cluster: c, spec: spec,
-		pids: map[int][]int{}, history: map[int][]int{}, done: make(chan struct{})}
+		pids: map[int][]int{}, history: map[int][]int{}, live: map[int]*backend{}, held: make(chan struct{}),
+		done: make(chan struct{})}
 	if spec.Contents != nil {
 		s.contents = slices.Clone(spec.Contents)
 	} else {
@@ -250,6 +258,26 @@ type backend struct {
 	pid     int
 	dataDir string
 	conn    *pgx.Conn
+	// use serializes the work and OnBackend on conn.
+	use sync.Mutex
+}
+
+// Held is closed once every backend of a HeldSort session holds its sort.
+func (s *Session) Held() <-chan struct{} { return s.held }
+
+// OnBackend runs fn on the connection of the session's live backend of
+// content (-1: the coordinator), while no work statement runs on it: for a
+// HeldSort session, inside its open transaction, beside the held cursor.
+func (s *Session) OnBackend(ctx context.Context, content int, fn func(ctx context.Context, conn *pgx.Conn) error) error {
+	s.mu.Lock()
+	b := s.live[content]
+	s.mu.Unlock()
+	if b == nil {
+		return fmt.Errorf("workload %s has no live backend on content %d", s.Name, content)
+	}
+	b.use.Lock()
+	defer b.use.Unlock()
+	return fn(ctx, b.conn)
 }
 
 // gang is the session's backends: the coordinator first.
@@ -333,6 +361,7 @@ func (s *Session) track(b *backend) {
 	defer s.mu.Unlock()
 	s.pids[b.content] = append(s.pids[b.content], b.pid)
 	s.history[b.content] = append(s.history[b.content], b.pid)
+	s.live[b.content] = b
 }
 
 func (s *Session) untrack(b *backend) {
@@ -341,6 +370,9 @@ func (s *Session) untrack(b *backend) {
 	s.pids[b.content] = slices.DeleteFunc(s.pids[b.content], func(p int) bool { return p == b.pid })
 	if len(s.pids[b.content]) == 0 {
 		delete(s.pids, b.content)
+	}
+	if s.live[b.content] == b {
+		delete(s.live, b.content)
 	}
 }
 
@@ -392,6 +424,8 @@ func (s *Session) run(ctx context.Context, g gang) error {
 		return s.churn(ctx, g)
 	case SegmentReplace:
 		return s.segmentReplace(ctx, g)
+	case HeldSort:
+		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.heldSort(ctx, b, len(g)) })
 	}
 	return fmt.Errorf("unknown kind %q", s.Kind)
 }
