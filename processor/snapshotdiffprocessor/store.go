@@ -151,6 +151,7 @@ type store struct {
 	procLast  []counters // values at the last sighting
 	procKnown []uint16   // counters ever reported for the process
 	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
+	procFirst []uint64   // seq of the first sighting
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -272,6 +273,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procLast = append(s.procLast, counters{})
 		s.procKnown = append(s.procKnown, 0)
 		s.procSeen = append(s.procSeen, 0)
+		s.procFirst = append(s.procFirst, 0)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -289,6 +291,7 @@ func (s *store) freeRow(row uint32) {
 	s.procLast[row] = counters{}
 	s.procKnown[row] = 0
 	s.procSeen[row] = 0
+	s.procFirst[row] = 0
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -318,6 +321,7 @@ func (s *store) add(p *processSample) error {
 	}
 	if !known {
 		row = s.allocRow(key)
+		s.procFirst[row] = seq
 	} else if s.procSeen[row] == seq {
 		return errDuplicateProcess
 	}
