@@ -243,6 +243,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 		SessionInfo: info,
 	}
 	var stats sessionStats
+	var avgs procAvgs
 	var query string
 	sms := rm.ScopeMetrics()
 	for i := 0; i < sms.Len(); i++ {
@@ -256,9 +257,13 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 				}
 				continue
 			}
+			if avgs.add(m) {
+				continue
+			}
 			p.addFigure(&stats, m)
 		}
 	}
+	state.ProcAvg = avgs.messages()
 	if stats.lastFound {
 		finishStat(&stats.last)
 		state.LastMetrics = &yagpcc.GPMetrics{SystemStat: &stats.last}
