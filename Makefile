@@ -10,10 +10,13 @@ PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
 OCB_VERSION := v0.155.0
 MDATAGEN_VERSION := v0.155.0
+GOLANGCI_LINT_VERSION := v2.15.0
+# The version is in the file name, so changing the pin installs the new one.
+GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 TEST_TIMEOUT ?= 15m
 
-.PHONY: all build agent collector test unit bench bench-scale bench-scale-1m proto proto-check lint fmt vet tools testbed-deps run clean
+.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m proto proto-check lint fmt vet tools testbed-deps run clean
 
 all: build
 
@@ -43,6 +46,10 @@ $(BIN)/mdatagen:
 	@tmp=$$(mktemp -d) && printf 'module mdatagen-build\n\ngo 1.26.0\n\nrequire go.opentelemetry.io/collector/cmd/mdatagen $(MDATAGEN_VERSION)\n' > $$tmp/go.mod && \
 	(cd $$tmp && GOFLAGS=-mod=mod $(GO) build -o $(BIN)/mdatagen go.opentelemetry.io/collector/cmd/mdatagen); rc=$$?; rm -rf $$tmp; exit $$rc
 
+$(GOLANGCI_LINT):
+	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
+	mv $(BIN)/golangci-lint $@
+
 $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 
@@ -69,7 +76,9 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-lint: fmt vet
+# gofmt, go vet, and golangci-lint with .golangci.yml (every exclusion there says why).
+lint: fmt vet $(GOLANGCI_LINT)
+	$(GOLANGCI_LINT) run ./...
 
 # PostgreSQL for the testbed, from Debian's packages, when missing.
 testbed-deps:
@@ -80,8 +89,26 @@ testbed-deps:
 unit:
 	$(GO) test -count=1 -short ./...
 
-test: testbed-deps proto-check lint
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+# Packages whose tests start PostgreSQL clusters (they import testbed/cluster).
+# Each such package runs several postgres instances, agents and CPU-burning
+# workloads, so on two cores two of them at once starve each other: they run
+# one at a time (-p 1), after the quick packages, which run in parallel.
+DB_PACKAGES = $(shell $(GO) list -f '{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}' ./... | \
+	awk '/ github.com\/gpotel\/gpotel\/testbed\/cluster( |$$)/ {print $$1}')
+OTHER_PACKAGES = $(filter-out $(DB_PACKAGES),$(shell $(GO) list ./...))
+
+# The e2e tests start build/otelcol-gpotel and build/gpotel-agent: building
+# them first keeps the build out of the tests' timeout.
+test: testbed-deps proto-check lint agent collector
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(OTHER_PACKAGES)
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 1 $(DB_PACKAGES)
+
+# The PostgreSQL-backed packages three times over while two processes burn
+# both cores: what `make test` must survive on a loaded machine.
+STRESS_COUNT ?= 3
+test-stress: testbed-deps agent collector
+	@./scripts/burn-cpu.sh 2 & burner=$$!; trap 'kill $$burner 2>/dev/null' EXIT; \
+	$(GO) test -count=$(STRESS_COUNT) -timeout 60m -p 1 ./testbed/...
 
 # Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps

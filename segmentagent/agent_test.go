@@ -29,6 +29,7 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -47,7 +48,7 @@ func startAgent(t testing.TB, cfg Config) *Agent {
 	require.NoError(t, err)
 	require.NoError(t, a.Start(context.Background()))
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), await.Deadline(t))
 		defer cancel()
 		assert.NoError(t, a.Shutdown(ctx))
 	})
@@ -147,7 +148,7 @@ func TestPrometheusEndpointServesAgentMetrics(t *testing.T) {
 
 	resp, err := http.Get("http://" + a.MetricsAddr().String() + "/metrics")
 	require.NoError(t, err)
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	text := string(body)

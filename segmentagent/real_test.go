@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -75,7 +76,7 @@ func startChild(t *testing.T, cmd *exec.Cmd) int64 {
 	})
 	// Start returns once exec has begun; the new argv appears a moment later.
 	want := strings.Join(cmd.Args, "\x00") + "\x00"
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := await.Deadline(t)
 	for {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", cmd.Process.Pid))
 		require.NoError(t, err)
@@ -136,7 +137,7 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 	assert.Contains(t, first.Cmdline, filepath.Base(self))
 
 	// Poll rather than sleep a fixed time: a loaded machine schedules the child late.
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := await.Deadline(t)
 	for {
 		now, _ := readOne(t, s, pid)
 		require.NotNil(t, now, "the child vanished")

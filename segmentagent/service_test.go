@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 )
@@ -120,7 +121,7 @@ func TestCancellationStopsReadingAtOnce(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if f, err := os.OpenFile(root+"/2001/status", os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			f.Close()
+			_ = f.Close()
 		}
 	})
 	s := fixtureService(t, func(c *ServiceConfig) { c.ProcRoot, c.ReadParallelism = root, 1 })
@@ -139,7 +140,7 @@ func TestCancellationStopsReadingAtOnce(t *testing.T) {
 	select {
 	case err := <-done:
 		assert.Equal(t, codes.Canceled, status.Code(err))
-	case <-time.After(10 * time.Second):
+	case <-await.Context(t).Done():
 		t.Fatal("the service kept reading after its context was cancelled")
 	}
 }

@@ -2,20 +2,19 @@ package main
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -56,9 +55,8 @@ func TestAgentServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	require.NoError(t, err)
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	defer func() { _ = conn.Close() }()
+	ctx := await.Context(t)
 	resp, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{
 		SegmentProcess: []*yagpcc.SegmentProcess{{Pid: 1001}},
 	})

@@ -14,7 +14,7 @@ func TestUpStatusDownRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(parent)
+	t.Cleanup(func() { _ = os.RemoveAll(parent) })
 	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -29,16 +29,18 @@ func runStatus(ctx context.Context, args []string) error {
 	}
 	fmt.Printf("testbed %s, dialect %s, %s\n", c.ID, c.Dialect, c.Dir)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "CONTENT\tHOST\tAGENT ADDRESS\tPORT\tPOSTMASTER\tSTATE")
+	_, _ = fmt.Fprintln(w, "CONTENT\tHOST\tAGENT ADDRESS\tPORT\tPOSTMASTER\tSTATE")
 	down := 0
 	for _, in := range c.Instances() {
 		state := probe(ctx, in)
 		if state != "up" {
 			down++
 		}
-		fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\n", in.Content, in.Host, agentAddress(c, in.Host), in.Port, in.PostmasterPID, state)
+		_, _ = fmt.Fprintf(w, "%d\t%s\t%s\t%d\t%d\t%s\n", in.Content, in.Host, agentAddress(c, in.Host), in.Port, in.PostmasterPID, state)
 	}
-	w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
 	if down > 0 {
 		return fmt.Errorf("%d of %d instances are not up", down, len(c.Instances()))
 	}
@@ -65,7 +67,7 @@ func probe(ctx context.Context, in cluster.Instance) string {
 	if err != nil {
 		return "not answering: " + err.Error()
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	if err := conn.Ping(ctx); err != nil {
 		return "not answering: " + err.Error()
 	}

@@ -37,7 +37,9 @@ func runUp(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	os.Stdout.Write(c.JSON())
+	if _, err := os.Stdout.Write(c.JSON()); err != nil {
+		return err
+	}
 	fmt.Fprintf(os.Stderr, "testbed %s up in %v: 1 coordinator + %d segments in %s (stop with: gpotel-testbed down --dir %s)\n",
 		c.ID, time.Since(begin).Round(time.Millisecond), len(c.Segments), c.Dir, c.Dir)
 	return nil

@@ -231,7 +231,9 @@ func TestUnreachableServerFailsWithinTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := lis.Addr().String()
-	lis.Close()
+	if err := lis.Close(); err != nil {
+		t.Fatal(err)
+	}
 	err = run(context.Background(), []string{"--once", "--addr", addr, "--timeout", "2s"}, &bytes.Buffer{})
 	if err == nil {
 		t.Fatal("want an error for a closed port")
@@ -258,7 +260,7 @@ func TestKeyPressResortsTheScreen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	defer func() { _ = c.Close() }()
 	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 20}
 	m, _ = m.Update(m.(topModel).fetch()())
 	m, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")})

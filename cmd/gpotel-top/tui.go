@@ -109,7 +109,7 @@ func runTUI(ctx context.Context, c *sessionClient, interval time.Duration, k Sor
 	m := topModel{ctx: ctx, client: c, interval: interval, sort: k}
 	_, err := tea.NewProgram(m, tea.WithAltScreen(), tea.WithContext(ctx)).Run()
 	if ctx.Err() != nil {
-		return nil
+		return nil //nolint:nilerr // a cancelled context is the normal way out (Ctrl-C), not a failure
 	}
 	return err
 }

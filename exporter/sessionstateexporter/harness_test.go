@@ -3,7 +3,6 @@ package sessionstateexporter
 import (
 	"context"
 	"testing"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componenttest"
@@ -16,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -50,7 +50,7 @@ func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), await.Deadline(t))
 		defer cancel()
 		if err := exp.Shutdown(ctx); err != nil {
 			t.Errorf("Shutdown: %v", err)
@@ -95,11 +95,7 @@ func (ts *testServer) consume(t testing.TB, md pmetric.Metrics) {
 	}
 }
 
-func ctxTimeout(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxTimeout(t testing.TB) context.Context { return await.Context(t) }
 
 func nopHost() component.Host { return componenttest.NewNopHost() }
 

@@ -423,6 +423,6 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, e
 // requestFingerprint names what a page token is valid for.
 func requestFingerprint(method string, spec sortSpec, filter *sessionFilter) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s|%s|%s", method, spec, filter.canonical())
+	_, _ = fmt.Fprintf(h, "%s|%s|%s", method, spec, filter.canonical())
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }

@@ -162,7 +162,7 @@ func TestPagingUnderConcurrentUpdates(t *testing.T) {
 	stable := idRange(1, 301)     // always present, fixed values
 	churn := idRange(1000, 1200)  // come and go, fixed values
 	movers := idRange(2000, 2050) // always present, values change
-	snapshot := func(gen int, rng *rand.Rand) []testSession {
+	snapshot := func(_ int, rng *rand.Rand) []testSession {
 		ids := append([]int64{}, stable...)
 		for _, id := range churn {
 			if rng.IntN(2) == 0 {

@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -99,16 +100,14 @@ func TestTLS(t *testing.T) {
 	assertProtoEqual(t, resp.SessionsState[0], wantFullState())
 
 	plain := yagpcc.NewGetGPInfoClient(dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials())))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err = plain.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+	_, err = plain.GetGPSessions(await.Context(t), &yagpcc.GetGPSessionsReq{})
 	assertCode(t, err, codes.Unavailable, "")
 
 	// TLS off: a TLS client cannot talk to the plain server.
 	plainSrv := startDefault(t)
 	tlsToPlain := yagpcc.NewGetGPInfoClient(dial(t, plainSrv.addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))))
-	_, err = tlsToPlain.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+	_, err = tlsToPlain.GetGPSessions(await.Context(t), &yagpcc.GetGPSessionsReq{})
 	assertCode(t, err, codes.Unavailable, "")
 }
 

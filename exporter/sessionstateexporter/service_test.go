@@ -1,6 +1,7 @@
 package sessionstateexporter
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -369,13 +370,5 @@ func sessIDs(resp *yagpcc.GetGPSessionsResponse) []int64 {
 }
 
 func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	return slices.Equal(a, b)
 }

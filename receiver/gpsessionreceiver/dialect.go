@@ -122,8 +122,8 @@ const (
 	versionQuery         = `SELECT version()`
 	tmIDQuery            = `SELECT extract(epoch FROM pg_postmaster_start_time())::bigint`
 	segmentConfigQuery   = `SELECT content::bigint, role::text, status::text, hostname::text FROM gp_segment_configuration`
-	hasBypassGUCQuery    = `SELECT count(*) > 0 FROM pg_settings WHERE name = 'gp_resource_group_bypass'`
-	setBypassGUC         = `SET gp_resource_group_bypass = on`
+	hasBypassGUCQuery    = `SELECT count(*) > 0 FROM pg_settings WHERE name = 'gp_resource_group_bypass'` //nolint:gosec // G101: "bypass", not a credential
+	setBypassGUC         = `SET gp_resource_group_bypass = on`                                            //nolint:gosec // G101: "bypass", not a credential
 )
 
 // clientBackendTypes are the backend_type values of processes that work for a client session.

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -421,12 +422,14 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 		"refused": &scriptedReader{fail: errors.New("connection refused")},
 		"garbage": &scriptedReader{garbage: true},
 	})
-	began := time.Now()
-	res := fanOut(context.Background(), cfg, dir, []hostQuery{
+	// The fan-out's own context outlives host_timeout by far, so a hung host
+	// that times out was stopped by host_timeout.
+	ctx := await.Context(t)
+	res := fanOut(ctx, cfg, dir, []hostQuery{
 		{"garbage", procsOn(0, 2)}, {"hung", procsOn(1, 2)}, {"ok", procsOn(2, 2)}, {"refused", procsOn(3, 2)},
 	}, acceptAll)
-	if elapsed := time.Since(began); elapsed > 5*time.Second {
-		t.Fatalf("a hung host held the fan-out for %v", elapsed)
+	if ctx.Err() != nil {
+		t.Fatal("a hung host held the fan-out until the test's deadline")
 	}
 	for _, r := range res {
 		wantUp := r.host == "ok"
@@ -437,7 +440,7 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 			t.Errorf("host %s: err %v, %d processes written", r.host, r.err, r.written)
 		}
 	}
-	if !strings.Contains(res[1].err.Error(), "deadline") {
+	if !errors.Is(res[1].err, context.DeadlineExceeded) && !strings.Contains(res[1].err.Error(), "deadline") {
 		t.Errorf("hung host error %v does not say it timed out", res[1].err)
 	}
 }

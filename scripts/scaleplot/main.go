@@ -89,14 +89,30 @@ func parse(r io.Reader) ([]point, error) {
 func cpuMicrosPerProcess(p point) float64 { return p.cpuPerTick / p.processes * 1e6 }
 
 // table writes the Markdown table of docs/performance.md.
-func table(w io.Writer, pts []point) {
-	fmt.Fprintln(w, "| emit_process_metrics | processes | collector CPU per tick | CPU per process | peak RSS | RSS per process | tick | GetGPSessions p99 |")
-	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- | --- |")
+func table(out io.Writer, pts []point) error {
+	w := &printer{w: out}
+	w.println("| emit_process_metrics | processes | collector CPU per tick | CPU per process | peak RSS | RSS per process | tick | GetGPSessions p99 |")
+	w.println("| --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, p := range pts {
-		fmt.Fprintf(w, "| %s | %s | %.2f s | %.1f µs | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
+		w.printf("| %s | %s | %.2f s | %.1f µs | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
 			p.series, count(p.processes), p.cpuPerTick, cpuMicrosPerProcess(p), p.peakMiB, p.rssPerProcess, p.tick, p.p99)
 	}
+	return w.err
 }
+
+// printer keeps the first write error, so drawing code stays readable.
+type printer struct {
+	w   io.Writer
+	err error
+}
+
+func (p *printer) printf(format string, args ...any) {
+	if p.err == nil {
+		_, p.err = fmt.Fprintf(p.w, format, args...)
+	}
+}
+
+func (p *printer) println(s string) { p.printf("%s\n", s) }
 
 func count(n float64) string {
 	switch {
@@ -110,7 +126,8 @@ func count(n float64) string {
 
 // svg draws two panels, CPU µs per process and RSS bytes per process, over
 // processes on a log axis; one line per series.
-func svg(w io.Writer, pts []point) {
+func svg(out io.Writer, pts []point) error {
+	w := &printer{w: out}
 	const width, height, panelH, left, top = 720, 560, 200, 80, 40
 	minX, maxX := math.Inf(1), math.Inf(-1)
 	for _, p := range pts {
@@ -122,8 +139,8 @@ func svg(w io.Writer, pts []point) {
 	xOf := func(n float64) float64 {
 		return left + (math.Log10(n)-math.Log10(minX))/(math.Log10(maxX)-math.Log10(minX))*(width-left-40)
 	}
-	fmt.Fprintf(w, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(w, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	w.printf(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
+	w.printf(`<rect width="100%%" height="100%%" fill="white"/>` + "\n")
 	panels := []struct {
 		title string
 		value func(point) float64
@@ -143,16 +160,16 @@ func svg(w io.Writer, pts []point) {
 			maxY = 1
 		}
 		yOf := func(v float64) float64 { return y0 + panelH - v/maxY*panelH }
-		fmt.Fprintf(w, `<text x="%d" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-10, panel.title)
-		fmt.Fprintf(w, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0+panelH, width-40, y0+panelH)
-		fmt.Fprintf(w, `<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0, left, y0+panelH)
+		w.printf(`<text x="%d" y="%.0f" font-weight="bold">%s</text>`+"\n", left, y0-10, panel.title)
+		w.printf(`<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0+panelH, width-40, y0+panelH)
+		w.printf(`<line x1="%d" y1="%.0f" x2="%d" y2="%.0f" stroke="black"/>`+"\n", left, y0, left, y0+panelH)
 		for k := 0; k <= 4; k++ {
 			v := maxY * float64(k) / 4
-			fmt.Fprintf(w, `<text x="%d" y="%.0f" text-anchor="end">%.4g</text>`+"\n", left-6, yOf(v)+4, v)
+			w.printf(`<text x="%d" y="%.0f" text-anchor="end">%.4g</text>`+"\n", left-6, yOf(v)+4, v)
 		}
 		for _, p := range pts {
 			if p.series == "off" || len(pts) == 1 {
-				fmt.Fprintf(w, `<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xOf(p.processes), y0+panelH+16, count(p.processes))
+				w.printf(`<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xOf(p.processes), y0+panelH+16, count(p.processes))
 			}
 		}
 		for _, series := range []string{"off", "on"} {
@@ -163,15 +180,16 @@ func svg(w io.Writer, pts []point) {
 				}
 				x, y := xOf(p.processes), yOf(panel.value(p))
 				path = append(path, fmt.Sprintf("%.1f,%.1f", x, y))
-				fmt.Fprintf(w, `<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, colors[series])
+				w.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, colors[series])
 			}
 			if len(path) > 1 {
-				fmt.Fprintf(w, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), colors[series])
+				w.printf(`<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), colors[series])
 			}
 		}
 	}
-	fmt.Fprintf(w, `<text x="%d" y="%d">processes (log scale); blue: emit_process_metrics off, red: on</text>`+"\n", left, height-12)
-	fmt.Fprintln(w, `</svg>`)
+	w.printf(`<text x="%d" y="%d">processes (log scale); blue: emit_process_metrics off, red: on</text>`+"\n", left, height-12)
+	w.println(`</svg>`)
+	return w.err
 }
 
 func main() {
@@ -182,7 +200,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scaleplot:", err)
 		os.Exit(1)
 	}
-	table(os.Stdout, pts)
+	if err := table(os.Stdout, pts); err != nil {
+		fmt.Fprintln(os.Stderr, "scaleplot:", err)
+		os.Exit(1)
+	}
 	if *out == "" {
 		return
 	}
@@ -191,8 +212,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "scaleplot:", err)
 		os.Exit(1)
 	}
-	svg(f, pts)
-	if err := f.Close(); err != nil {
+	err = svg(f, pts)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "scaleplot:", err)
 		os.Exit(1)
 	}

@@ -38,8 +38,12 @@ func TestTableAndPlotNameEverySize(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tb, plot bytes.Buffer
-	table(&tb, pts)
-	svg(&plot, pts)
+	if err := table(&tb, pts); err != nil {
+		t.Fatal(err)
+	}
+	if err := svg(&plot, pts); err != nil {
+		t.Fatal(err)
+	}
 	for _, want := range []string{"| off | 10k | 0.05 s | 5.0 µs |", "| off | 200k | 1.00 s | 5.0 µs | 954 MiB | 5000 B |"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())

@@ -16,13 +16,13 @@ import (
 type Outcome int
 
 const (
-	// Answered: the process was read; some optional files may be listed as unread.
+	// Answered means the process was read; some optional files may be listed as unread.
 	Answered Outcome = iota
-	// Vanished: the process no longer exists (ENOENT or ESRCH at any file).
+	// Vanished means the process no longer exists (ENOENT or ESRCH at any file).
 	Vanished
-	// Denied: the process's real uid is not allowed; nothing but its status was read.
+	// Denied means the process's real uid is not allowed; nothing but its status was read.
 	Denied
-	// Failed: the process exists but its status or stat could not be read or parsed.
+	// Failed means the process exists but its status or stat could not be read or parsed.
 	Failed
 )
 

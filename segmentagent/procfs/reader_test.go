@@ -3,13 +3,13 @@ package procfs
 import (
 	"os"
 	"testing"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -188,7 +188,7 @@ func TestReaderNeverOpensTheCmdlineOfADeniedProcess(t *testing.T) {
 	require.NoError(t, unix.Mkfifo(fifo, 0o644))
 	t.Cleanup(func() {
 		if f, err := os.OpenFile(fifo, os.O_WRONLY|unix.O_NONBLOCK, 0); err == nil {
-			f.Close()
+			_ = f.Close()
 		}
 	})
 	done := make(chan Outcome, 1)
@@ -199,7 +199,7 @@ func TestReaderNeverOpensTheCmdlineOfADeniedProcess(t *testing.T) {
 	select {
 	case outcome := <-done:
 		assert.Equal(t, Denied, outcome)
-	case <-time.After(10 * time.Second):
+	case <-await.Context(t).Done():
 		t.Fatal("the reader opened the cmdline of a process it denied")
 	}
 }

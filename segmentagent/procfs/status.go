@@ -51,7 +51,7 @@ const (
 	seenName = 1 << iota
 	seenTgid
 	seenPPid
-	seenUid
+	seenUID
 	seenThreads
 	seenVoluntary
 	seenNonvoluntary
@@ -88,12 +88,12 @@ func ParseStatus(b []byte) (Status, error) {
 			seen |= seenName
 			continue
 		case "Uid":
-			real, eff, ok := parseUIDs(val)
+			realUID, eff, ok := parseUIDs(val)
 			if !ok {
 				return s, shapeError("status: Uid line %q", val)
 			}
-			s.UIDReal, s.UIDEffective = real, eff
-			seen |= seenUid
+			s.UIDReal, s.UIDEffective = realUID, eff
+			seen |= seenUID
 			continue
 		case "Tgid":
 			dst, seen = &s.Tgid, seen|seenTgid
@@ -151,14 +151,14 @@ func ParseStatus(b []byte) (Status, error) {
 }
 
 // parseUIDs reads the real and effective uid from "\treal\teffective\tsaved\tfs".
-func parseUIDs(val []byte) (real, eff int64, ok bool) {
+func parseUIDs(val []byte) (realUID, eff int64, ok bool) {
 	val = trimSpace(val)
 	tab := bytes.IndexByte(val, '\t')
 	if tab < 0 {
 		return 0, 0, false
 	}
-	real, ok = parseInt(val[:tab])
-	if !ok || real < 0 {
+	realUID, ok = parseInt(val[:tab])
+	if !ok || realUID < 0 {
 		return 0, 0, false
 	}
 	val = val[tab+1:]
@@ -169,5 +169,5 @@ func parseUIDs(val []byte) (real, eff int64, ok bool) {
 	if !ok || eff < 0 {
 		return 0, 0, false
 	}
-	return real, eff, true
+	return realUID, eff, true
 }

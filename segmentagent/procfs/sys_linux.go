@@ -11,7 +11,7 @@ import (
 
 func openat(dirfd int, name []byte, flags int) (int, error) {
 	for {
-		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])),
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103: a NUL-terminated name for the raw syscall (see above)
 			uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
 		if errno == unix.EINTR {
 			continue
@@ -24,7 +24,7 @@ func openat(dirfd int, name []byte, flags int) (int, error) {
 }
 
 func faccessat(dirfd int, name []byte) error {
-	_, _, errno := unix.Syscall6(unix.SYS_FACCESSAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])),
+	_, _, errno := unix.Syscall6(unix.SYS_FACCESSAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103: a NUL-terminated name for the raw syscall (see above)
 		unix.F_OK, 0, 0, 0)
 	if errno != 0 {
 		return errno

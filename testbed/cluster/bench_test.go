@@ -62,7 +62,7 @@ func BenchmarkAllSessionsQuery(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		rows, err := conn.Query(ctx, gp7AllSessions)

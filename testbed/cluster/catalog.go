@@ -83,7 +83,7 @@ GRANT CREATE ON SCHEMA public TO %[1]s;`, UserRole, DiskTablespace)
 	if c.Dialect == DialectPostgreSQL {
 		return nil
 	}
-	return execScript(ctx, in, c.instanceSQL(in))
+	return execScript(ctx, in, c.instanceSQL())
 }
 
 func (c *Cluster) diskLocation(in Instance) string {
@@ -103,7 +103,7 @@ func execScript(ctx context.Context, in Instance, sql string) error {
 	if err != nil {
 		return fmt.Errorf("connect gpseg%d: %w", in.Content, err)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() { _ = conn.Close(context.WithoutCancel(ctx)) }()
 	if _, err := conn.Exec(ctx, sql); err != nil {
 		return fmt.Errorf("install compat catalog on gpseg%d: %w", in.Content, err)
 	}
@@ -112,7 +112,7 @@ func execScript(ctx context.Context, in Instance, sql string) error {
 
 // instanceSQL is what every instance carries: the sess_id rule and the
 // dialect's pg_stat_activity, version() and gp_execution_segment().
-func (c *Cluster) instanceSQL(in Instance) string {
+func (c *Cluster) instanceSQL() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `
 CREATE SCHEMA %[1]s;

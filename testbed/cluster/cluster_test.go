@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -24,13 +25,11 @@ func connect(t *testing.T, dsn string, params map[string]string) *pgx.Conn {
 	for k, v := range params {
 		cfg.RuntimeParams[k] = v
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
+	conn, err := pgx.ConnectConfig(await.Context(t), cfg)
 	if err != nil {
 		t.Fatalf("connect %s: %v", dsn, err)
 	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	return conn
 }
 
@@ -350,7 +349,7 @@ func TestCleanupAfterFailedTest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(parent)
+	defer func() { _ = os.RemoveAll(parent) }()
 	if err := os.Chmod(parent, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +387,7 @@ func TestOrphanOfKilledTestIsReaped(t *testing.T) {
 	if os.Getenv("GPOTEL_TESTBED_KILLED_CHILD") != "" {
 		c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
 		fmt.Printf("DIR=%s\n", c.Dir)
-		os.Stdout.Sync()
+		_ = os.Stdout.Sync()
 		select {} // wait to be killed
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^TestOrphanOfKilledTestIsReaped$")

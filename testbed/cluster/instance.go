@@ -79,7 +79,7 @@ func (c *Cluster) template(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	defer os.RemoveAll(build)
+	defer func() { _ = os.RemoveAll(build) }()
 	if err := c.account.mkdirOwned(build, 0o755); err != nil {
 		return "", err
 	}
@@ -240,7 +240,7 @@ func freePort() (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
@@ -282,7 +282,7 @@ func postmasterPID(dataDir string) (int, error) {
 func (c *Cluster) stop(ctx context.Context, in Instance, mode string) error {
 	pid, err := postmasterPID(in.DataDir)
 	if err != nil || syscall.Kill(pid, 0) == syscall.ESRCH {
-		return nil // not running, or killed and its pid file left behind
+		return nil //nolint:nilerr // not running, or killed and its pid file left behind
 	}
 	pgctl := filepath.Join(c.PGBinDir, "pg_ctl")
 	err = c.account.run(ctx, pgctl, "stop", "--wait", "--timeout", "20", "--silent", "--pgdata", in.DataDir, "--mode", mode)

@@ -30,7 +30,7 @@ func TestDemoCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	cmd := exec.CommandContext(ctx, launcher, "demo", "--duration", "25s", "--out", out,
+	cmd := exec.CommandContext(ctx, launcher, "demo", "--duration", "45s", "--out", out,
 		"--api", "127.0.0.1:"+itoa(port), "--collector", bins.Collector, "--agent", bins.Agent,
 		"--config", configPath("testbed.yaml"))
 	cmd.Dir = root
@@ -43,31 +43,57 @@ func TestDemoCommand(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// The demo's JSON events, read as they come; the channel closes when the
+	// demo closes its stdout, that is, when it has ended.
+	lines := make(chan []byte)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			lines <- append([]byte(nil), sc.Bytes()...)
+		}
+	}()
 	events := map[string]map[string]any{}
 	var sessionsSeen int
-	sc := bufio.NewScanner(stdout)
-	for sc.Scan() {
+	ended := false
+	record := func(line []byte) string {
 		var ev map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			t.Errorf("not a JSON line: %q", sc.Text())
-			continue
+		if err := json.Unmarshal(line, &ev); err != nil {
+			t.Errorf("not a JSON line: %q", line)
+			return ""
 		}
 		name, _ := ev["event"].(string)
 		events[name] = ev
-		if name == "running" {
-			// While it runs, the announced API serves the workload's sessions.
-			api, _ := events["api"]["endpoint"].(string)
-			waitFor(t, 30*time.Second, "the demo's API serves sessions", func() (bool, string) {
-				client, closeFn, err := DialAPI(api)
-				if err != nil {
-					return false, err.Error()
-				}
-				defer closeFn()
-				states, err := allSessions(ctx, client)
-				sessionsSeen = len(states)
-				return err == nil && len(states) >= 3, itoa(len(states)) + " sessions"
-			})
+		return name
+	}
+	for line := range lines {
+		if record(line) != "running" {
+			continue
 		}
+		// While it runs, the announced API serves the workload's sessions.
+		api, _ := events["api"]["endpoint"].(string)
+		waitFor(t, "the demo's API serves sessions", func() (bool, string) {
+			if ended {
+				t.Fatalf("the demo ended before its API served 3 sessions (last saw %d)", sessionsSeen)
+			}
+			select {
+			case line, ok := <-lines:
+				if !ok {
+					ended = true
+				} else {
+					record(line)
+				}
+			default:
+			}
+			client, closeFn, err := DialAPI(api)
+			if err != nil {
+				return false, err.Error()
+			}
+			defer closeFn()
+			states, err := allSessions(ctx, client)
+			sessionsSeen = len(states)
+			return err == nil && len(states) >= 3, itoa(len(states)) + " sessions"
+		})
 	}
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("demo: %v\n%s", err, stderr.String())

@@ -20,6 +20,10 @@ var (
 	root string
 )
 
+// untilStopped is the Duration of a workload that the test stops itself once
+// it has seen what it checks: tests wait on conditions, never on the clock.
+const untilStopped = 10 * time.Minute
+
 func TestMain(m *testing.M) {
 	flag.Parse()
 	if !testing.Short() {

@@ -101,14 +101,14 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	}
 	startHealthyCollector(t, filepath.Join(dir, "collector.log"), env, ports["health"], args...)
 
-	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: 60 * time.Second})
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: untilStopped})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Stop() }()
 
 	client := tlsAPI(t, api, tlsDir, "s3cret-token")
-	waitFor(t, 30*time.Second, "the session, read over mTLS from both agents", func() (bool, string) {
+	waitFor(t, "the session, read over mTLS from both agents", func() (bool, string) {
 		st, err := stateOf(ctx, client, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)
@@ -157,7 +157,7 @@ func tlsAPI(t *testing.T, addr, tlsDir, token string) yagpcc.GetGPInfoClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { conn.Close() })
+	t.Cleanup(func() { _ = conn.Close() })
 	return yagpcc.NewGetGPInfoClient(conn)
 }
 

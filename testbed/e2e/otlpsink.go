@@ -44,7 +44,7 @@ func StartOTLPSink(addr, jsonlPath string, keep int) (*OTLPSink, error) {
 	if jsonlPath != "" {
 		f, err := os.OpenFile(jsonlPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 		if err != nil {
-			lis.Close()
+			_ = lis.Close()
 			return nil, fmt.Errorf("otlp sink: %w", err)
 		}
 		s.out, s.w = f, bufio.NewWriter(f)

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"net/http"
@@ -15,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -268,13 +270,12 @@ type activityRow struct {
 
 func readActivity(t *testing.T, c *cluster.Cluster, pid int) activityRow {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := await.Context(t)
 	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var r activityRow
 	err = conn.QueryRow(ctx, `SELECT pid, usename, datname, application_name, coalesce(host(client_addr), ''),
 		coalesce(client_port, 0), state, coalesce(backend_xid::text, ''), backend_start, xact_start
@@ -290,13 +291,12 @@ func readActivity(t *testing.T, c *cluster.Cluster, pid int) activityRow {
 // tmID is the coordinator's postmaster start time in unix seconds.
 func tmID(t *testing.T, c *cluster.Cluster) int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	ctx := await.Context(t)
 	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close(ctx)
+	defer func() { _ = conn.Close(ctx) }()
 	var v int64
 	if err := conn.QueryRow(ctx, `SELECT extract(epoch FROM pg_postmaster_start_time())::bigint`).Scan(&v); err != nil {
 		t.Fatal(err)
@@ -313,7 +313,7 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 	var found pmetric.ResourceMetrics
 	ok := false
 	// The export pipeline (forward → batch → otlp_grpc) holds it for up to 2 s.
-	deadline := time.Now().Add(15 * time.Second)
+	deadline := await.Deadline(t)
 	for !ok && time.Now().Before(deadline) {
 		for _, md := range s.Sink.Received() {
 			rms := md.ResourceMetrics()
@@ -451,7 +451,7 @@ func startHealthyCollector(t *testing.T, logPath string, env []string, healthPor
 		}
 		_ = collector.Stop(15 * time.Second)
 	})
-	waitFor(t, time.Minute, "the collector's health check", func() (bool, string) {
+	waitFor(t, "the collector's health check", func() (bool, string) {
 		if exited, err := collector.Exited(); exited {
 			t.Fatalf("collector exited (%v): %s", err, collector.LogTail(4000))
 		}
@@ -459,25 +459,22 @@ func startHealthyCollector(t *testing.T, logPath string, env []string, healthPor
 		if err != nil {
 			return false, err.Error()
 		}
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		return resp.StatusCode == http.StatusOK, resp.Status
 	})
 	return collector
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() (bool, string)) {
+// waitFor looks at cond until it holds, up to the test's deadline; detail
+// says what it saw, for the failure message.
+func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	last := ""
-	for time.Now().Before(deadline) {
-		ok, detail := cond()
-		if ok {
-			return
+	await.NoError(t, what, func() error {
+		if ok, detail := cond(); !ok {
+			return errors.New(detail)
 		}
-		last = detail
-		time.Sleep(300 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s (last: %s)", what, limit, last)
+		return nil
+	})
 }
 
 func stateOf(ctx context.Context, api yagpcc.GetGPInfoClient, sessID int) (*yagpcc.SessionState, error) {
@@ -495,12 +492,12 @@ func stateOf(ctx context.Context, api yagpcc.GetGPInfoClient, sessID int) (*yagp
 
 func checkAgentKilled(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	ctx := context.Background()
-	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-fault-cpu", Kind: workload.CPU, Duration: 40 * time.Second})
+	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-fault-cpu", Kind: workload.CPU, Duration: untilStopped})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Stop() }()
-	waitFor(t, 20*time.Second, "the session shows complete", func() (bool, string) {
+	waitFor(t, "the session shows complete", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		sys := st.GetLastMetrics().GetSystemStat()
 		return err == nil && st != nil && sys.GetHosts() == 3 && !sys.GetPartial(), fmt.Sprintf("%v %v", err, sys)
@@ -511,7 +508,7 @@ func checkAgentKilled(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	}
 	killed := time.Now()
 	var partial []*yagpcc.SessionState
-	waitFor(t, 20*time.Second, "two snapshots after the kill mark the session partial", func() (bool, string) {
+	waitFor(t, "two snapshots after the kill mark the session partial", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)
@@ -540,7 +537,7 @@ func checkAgentKilled(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 		t.Fatal(err)
 	}
 	back := time.Now()
-	waitFor(t, 20*time.Second, "the session is complete again once the agent is back", func() (bool, string) {
+	waitFor(t, "the session is complete again once the agent is back", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		sys := st.GetLastMetrics().GetSystemStat()
 		return err == nil && st != nil && st.GetTime().AsTime().After(back) && !sys.GetPartial() && sys.GetHosts() == 3, fmt.Sprint(sys)
@@ -550,7 +547,7 @@ func checkAgentKilled(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 // checkHostDown looks for gpotel.host.up = 0 for the host in OTLP output after since.
 func checkHostDown(t *testing.T, s *Stack, host string, since time.Time) {
 	t.Helper()
-	waitFor(t, 15*time.Second, "OTLP reports "+host+" down", func() (bool, string) {
+	waitFor(t, "OTLP reports "+host+" down", func() (bool, string) {
 		for _, md := range s.Sink.Received() {
 			rms := md.ResourceMetrics()
 			for i := 0; i < rms.Len(); i++ {
@@ -584,12 +581,12 @@ func checkCoordinatorRestart(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient)
 	if after == before {
 		t.Fatalf("the restart left tm_id at %d", after)
 	}
-	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-after-restart", Kind: workload.IdleInTransaction, Duration: 30 * time.Second})
+	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-after-restart", Kind: workload.IdleInTransaction, Duration: untilStopped})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Stop() }()
-	waitFor(t, 30*time.Second, "the new session appears under the new tm_id", func() (bool, string) {
+	waitFor(t, "the new session appears under the new tm_id", func() (bool, string) {
 		st, err := stateOf(ctx, api, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)

@@ -44,13 +44,13 @@ func TestPostgreSQLConfig(t *testing.T) {
 		"--set=exporters::prometheus::endpoint=127.0.0.1:"+strconv.Itoa(ports["prometheus"]),
 		"--set=extensions::health_check::endpoint=127.0.0.1:"+strconv.Itoa(ports["health"]),
 		"--set=service::telemetry::metrics::level=none")
-	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: 40 * time.Second})
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: untilStopped})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = w.Stop() }()
 	client := dialAPI(t, api)
-	waitFor(t, 35*time.Second, "the session counts its parallel workers and their CPU", func() (bool, string) {
+	waitFor(t, "the session counts its parallel workers and their CPU", func() (bool, string) {
 		st, err := stateOf(ctx, client, w.SessID())
 		if err != nil || st == nil {
 			return false, fmt.Sprint(err)

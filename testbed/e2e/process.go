@@ -36,13 +36,13 @@ func StartProcess(name, logPath string, env []string, bin string, args ...string
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
-		log.Close()
+		_ = log.Close()
 		return nil, fmt.Errorf("start %s: %w", name, err)
 	}
 	p := &Process{Name: name, Log: logPath, cmd: cmd, done: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()
-		log.Close()
+		_ = log.Close()
 		close(p.done)
 	}()
 	return p, nil

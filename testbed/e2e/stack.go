@@ -145,12 +145,12 @@ func startAgent(name, endpoint, ip, logPath, bin string, args ...string) (*Proce
 		if err != nil {
 			return nil, "", err
 		}
-		err = waitListening(p, endpoint, 20*time.Second)
+		err = waitListening(p, endpoint, time.Minute)
 		if err == nil {
 			return p, endpoint, nil
 		}
 		_ = p.Kill()
-		if fixed || attempt == 3 || !strings.Contains(err.Error(), "address already in use") {
+		if fixed || attempt == 3 || !strings.Contains(err.Error(), "address already in use") && !strings.Contains(err.Error(), "another process listens there") {
 			return nil, "", err
 		}
 	}
@@ -225,7 +225,7 @@ func (s *Stack) waitCollectorReady(ctx context.Context, limit time.Duration) err
 	if err != nil {
 		return err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	api := yagpcc.NewGetGPInfoClient(conn)
 	client := http.Client{Timeout: time.Second}
 	for {
@@ -234,7 +234,7 @@ func (s *Stack) waitCollectorReady(ctx context.Context, limit time.Duration) err
 		}
 		resp, err := client.Get("http://" + s.Health + "/")
 		if err == nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
 				cctx, ccancel := context.WithTimeout(ctx, 2*time.Second)
 				_, err = api.GetGPSessions(cctx, &yagpcc.GetGPSessionsReq{})
@@ -276,7 +276,7 @@ func instanceOwner(dataDir string) (string, error) {
 	uid := st.Sys().(*syscall.Stat_t).Uid
 	u, err := user.LookupId(strconv.Itoa(int(uid)))
 	if err != nil {
-		return strconv.Itoa(int(uid)), nil
+		return strconv.Itoa(int(uid)), nil //nolint:nilerr // no passwd entry: the numeric uid names the owner just as well
 	}
 	return u.Username, nil
 }
@@ -286,30 +286,66 @@ func freePort(ip string) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	defer l.Close()
+	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// waitListening waits until endpoint accepts connections or p exits.
+// waitListening waits until p itself listens on endpoint (a listener of
+// another process on that port does not count), p exits, or limit passes.
 func waitListening(p *Process, endpoint string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
 	for {
 		if exited, err := p.Exited(); exited {
 			return fmt.Errorf("%s exited (%v): %s", p.Name, err, p.LogTail(2000))
 		}
-		conn, err := net.DialTimeout("tcp", endpoint, time.Second)
-		if err == nil {
-			conn.Close()
-			// Someone answered; make sure it is not another process while ours failed to bind.
-			time.Sleep(50 * time.Millisecond)
-			if exited, err := p.Exited(); exited {
-				return fmt.Errorf("%s exited (%v): %s", p.Name, err, p.LogTail(2000))
-			}
+		owns, err := listensOn(p.PID(), endpoint)
+		if owns {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%s not listening on %s within %s: %v", p.Name, endpoint, limit, err)
+			return fmt.Errorf("%s not listening on %s within %s (%v): %s", p.Name, endpoint, limit, err, p.LogTail(2000))
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// listensOn says whether process pid holds a TCP socket listening on the
+// IPv4 endpoint: /proc/net/tcp names the listener's inode, and one of the
+// process's descriptors must be that socket.
+func listensOn(pid int, endpoint string) (bool, error) {
+	host, portText, err := net.SplitHostPort(endpoint)
+	if err != nil {
+		return false, err
+	}
+	ip := net.ParseIP(host).To4()
+	port, err := strconv.Atoi(portText)
+	if ip == nil || err != nil {
+		return false, fmt.Errorf("not an IPv4 endpoint: %s", endpoint)
+	}
+	// The kernel prints the address as a host-order (little-endian) word.
+	local := fmt.Sprintf("%02X%02X%02X%02X:%04X", ip[3], ip[2], ip[1], ip[0], port)
+	table, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		return false, err
+	}
+	inode := ""
+	for _, line := range strings.Split(string(table), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == local && f[3] == "0A" { // 0A: TCP_LISTEN
+			inode = f[9]
+		}
+	}
+	if inode == "" {
+		return false, errors.New("nothing listens there yet")
+	}
+	fds, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	if err != nil {
+		return false, err
+	}
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); target == "socket:["+inode+"]" {
+			return true, nil
+		}
+	}
+	return false, errors.New("another process listens there")
 }

@@ -178,7 +178,8 @@ func allSessions(ctx context.Context, api yagpcc.GetGPInfoClient) ([]*yagpcc.Ses
 	req := &yagpcc.GetGPSessionsReq{ShowSystem: true, PageSize: 1000}
 	var out []*yagpcc.SessionState
 	for range 100 {
-		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		// One page is quick; the bound only keeps a wedged server from hanging the test.
+		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		resp, err := api.GetGPSessions(cctx, req)
 		cancel()
 		if err != nil {

@@ -43,5 +43,5 @@ func DialAPI(addr string) (yagpcc.GetGPInfoClient, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return yagpcc.NewGetGPInfoClient(conn), func() { conn.Close() }, nil
+	return yagpcc.NewGetGPInfoClient(conn), func() { _ = conn.Close() }, nil
 }

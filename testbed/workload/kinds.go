@@ -118,7 +118,7 @@ func dropFromPageCache(path string) error {
 		if err == nil {
 			err = unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED)
 		}
-		f.Close()
+		_ = f.Close()
 		if err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
@@ -191,7 +191,7 @@ func (s *Session) churn(ctx context.Context, g gang) error {
 // segmentReplace burns CPU everywhere and replaces the segment backends every
 // Interval, keeping the coordinator backend and so the sess_id.
 func (s *Session) segmentReplace(ctx context.Context, g gang) error {
-	coord, segs := g[0], gang(g[1:])
+	coord, segs := g[0], g[1:]
 	defer func() { s.closeGang(segs) }()
 	for {
 		roundEnd := time.Now().Add(s.spec.Interval)

@@ -320,7 +320,7 @@ func (s *Session) connectSegments(ctx context.Context, sessID int) ([]*backend, 
 	if err := eg.Wait(); err != nil {
 		for _, b := range out {
 			if b != nil {
-				b.conn.Close(context.Background())
+				_ = b.conn.Close(context.Background())
 			}
 		}
 		return nil, err
