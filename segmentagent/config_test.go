@@ -21,6 +21,7 @@ func TestLoadConfigReadsEveryKey(t *testing.T) {
 	assert.Equal(t, 10000, cfg.MaxPidsPerRequest)
 	assert.Equal(t, 2, cfg.ReadParallelism)
 	assert.Equal(t, "sdw1", cfg.Hostname)
+	assert.Equal(t, CgroupsConfig{ResourceGroupParents: []string{"gpdb", "gpdb.service"}}, cfg.Cgroups)
 	require.NotNil(t, cfg.TLS)
 	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile)
 	assert.Equal(t, "/etc/gpotel/ca.crt", cfg.TLS.ClientCAFile)
@@ -71,13 +72,15 @@ func TestValidateRejectsTLSWithoutKey(t *testing.T) {
 
 func TestFlagsOverrideTheFile(t *testing.T) {
 	cfg, err := ConfigFromArgs([]string{"--config", "testdata/config.yaml", "--listen", "127.0.0.1:0",
-		"--allowed-users", "postgres, 0", "--tls-client-ca-file", "/other-ca.pem", "--max-pids-per-request", "50"}, io.Discard)
+		"--allowed-users", "postgres, 0", "--tls-client-ca-file", "/other-ca.pem", "--max-pids-per-request", "50",
+		"--cgroups-disabled", "--resource-group-parents", "rg"}, io.Discard)
 	require.NoError(t, err)
 	assert.Equal(t, "127.0.0.1:0", cfg.ListenAddress)
 	assert.Equal(t, []string{"postgres", "0"}, cfg.AllowedUsers)
 	assert.Equal(t, "/other-ca.pem", cfg.TLS.ClientCAFile)
 	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile, "file values not named by a flag stay")
 	assert.Equal(t, 50, cfg.MaxPidsPerRequest)
+	assert.Equal(t, CgroupsConfig{Disabled: true, ResourceGroupParents: []string{"rg"}}, cfg.Cgroups)
 	assert.Equal(t, "sdw1", cfg.Hostname)
 }
 

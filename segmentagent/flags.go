@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.opentelemetry.io/collector/config/configtls"
+
+	"github.com/gpotel/gpotel/segmentagent/cgroup"
 )
 
 // ConfigFromArgs builds the agent's configuration from command-line
@@ -32,6 +34,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
 		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
+		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
+		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
 	)
 	if err := fs.Parse(args); err != nil {
 		return def, err
@@ -83,6 +87,10 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.MaxSendMsgSizeMiB = *maxSend
 		case "log-level":
 			cfg.LogLevel = *logLevel
+		case "cgroups-disabled":
+			cfg.Cgroups.Disabled = *noCgroups
+		case "resource-group-parents":
+			cfg.Cgroups.ResourceGroupParents = splitList(*rgParents)
 		}
 	})
 	return cfg, nil

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/cgroup"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
 )
 
@@ -41,6 +42,9 @@ type Service struct {
 	readers sync.Pool
 	logger  *zap.Logger
 	tel     *telemetry
+	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
+	cgroups     *cgroup.Inspector
+	unavailable []string
 }
 
 var _ yagpcc.GetQueryInfoServer = (*Service)(nil)
@@ -68,6 +72,7 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
 	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
+	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
 	uids := make([]int64, 0, len(allowed))
 	for uid := range allowed {
@@ -83,7 +88,7 @@ func (s *Service) Host() *yagpcc.ProcHost { return s.copyHost() }
 
 func (s *Service) copyHost() *yagpcc.ProcHost {
 	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
-		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease}
+		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Unavailable: s.unavailable}
 }
 
 func (s *Service) allow(uid int64) bool {
@@ -96,6 +101,9 @@ type readResult struct {
 	info    *yagpcc.GpPidProcInfo
 	outcome procfs.Outcome
 	err     error
+	// group of an answered process; groupErr says why it has none.
+	group    cgroup.Group
+	groupErr error
 }
 
 type counts struct {
@@ -123,6 +131,7 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 	}
 
 	resp := &yagpcc.GetPidProcInfoResponse{Host: s.copyHost(), PidProcData: make([]*yagpcc.GpPidProcInfo, 0, len(work))}
+	s.addCgroups(resp, results)
 	var c counts
 	var firstFailure error
 	for i := range results {
@@ -218,6 +227,9 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 				}
 				res := &results[i]
 				res.info, res.outcome, res.err = r.Read(work[i].GetPid(), s.allow)
+				if res.outcome == procfs.Answered && s.cgroups != nil && s.cgroups.ResolvesGroups() {
+					res.group, res.groupErr = s.cgroups.GroupOf(work[i].GetPid())
+				}
 			}
 		}
 	}

@@ -36,6 +36,18 @@ type ServiceConfig struct {
 	ReadParallelism int `mapstructure:"read_parallelism"`
 	// Hostname overrides os.Hostname in answers.
 	Hostname string `mapstructure:"hostname"`
+	// Cgroups configures host pressure, the processes' control groups and
+	// their pressure and task states in answers.
+	Cgroups CgroupsConfig `mapstructure:"cgroups"`
+}
+
+// CgroupsConfig configures what the agent reads about control groups.
+type CgroupsConfig struct {
+	// Disabled leaves host pressure, groups and task states out of answers.
+	Disabled bool `mapstructure:"disabled"`
+	// ResourceGroupParents name the directories Greenplum resource groups
+	// live under (<parent>/<oid>); empty means gpdb and gpdb.service.
+	ResourceGroupParents []string `mapstructure:"resource_group_parents"`
 }
 
 // NewDefaultServiceConfig returns the configuration used when nothing is set.
@@ -60,6 +72,11 @@ func (c ServiceConfig) Validate() error {
 	for i, f := range c.PostmasterPidFiles {
 		if f == "" {
 			errs = append(errs, fmt.Errorf("postmaster_pid_files[%d] is empty", i))
+		}
+	}
+	for i, p := range c.Cgroups.ResourceGroupParents {
+		if p == "" || strings.ContainsRune(p, '/') {
+			errs = append(errs, fmt.Errorf("cgroups.resource_group_parents[%d] %q is not a directory name", i, p))
 		}
 	}
 	return errors.Join(errs...)

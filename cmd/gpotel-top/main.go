@@ -75,6 +75,13 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width))
-	return err
+	if _, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width)); err != nil {
+		return err
+	}
+	// The pane follows the table after a blank line, when the server has pressure.
+	if hosts, err := c.hostPressure(ctx); err == nil && len(hosts) > 0 {
+		_, err = fmt.Fprintf(out, "\n%s", pressurePane(hosts, width))
+		return err
+	}
+	return nil
 }

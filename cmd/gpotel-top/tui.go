@@ -7,6 +7,8 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
 var (
@@ -21,6 +23,9 @@ type fetchedMsg struct {
 	rows []SessionRow
 	err  error
 	at   time.Time
+	// hosts is the per-host pressure pane's data; pressureErr why it is missing.
+	hosts       []*gpotelv1.HostPressure
+	pressureErr error
 }
 
 type tickMsg struct{}
@@ -32,6 +37,8 @@ type topModel struct {
 	interval time.Duration
 	sort     SortKey
 	rows     []SessionRow
+	hosts    []*gpotelv1.HostPressure
+	pressErr error
 	err      error
 	at       time.Time
 	width    int
@@ -42,7 +49,8 @@ func (m topModel) fetch() tea.Cmd {
 	k := m.sort
 	return func() tea.Msg {
 		rows, err := m.client.sessions(m.ctx, k)
-		return fetchedMsg{rows: rows, err: err, at: time.Now()}
+		hosts, perr := m.client.hostPressure(m.ctx)
+		return fetchedMsg{rows: rows, err: err, at: time.Now(), hosts: hosts, pressureErr: perr}
 	}
 }
 
@@ -75,6 +83,7 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			sortRows(m.rows, m.sort)
 			m.at = msg.at
 		}
+		m.hosts, m.pressErr = msg.hosts, msg.pressureErr
 	}
 	return m, nil
 }
@@ -92,15 +101,20 @@ func (m topModel) View() string {
 	}
 	b.WriteByte('\n')
 	rows := m.rows
-	// Title, error line, table header and help line take four lines.
-	if m.height > 4 && len(rows) > m.height-4 {
-		rows = rows[:m.height-4]
+	pane := pressurePane(m.hosts, m.width)
+	if m.pressErr != nil {
+		pane = m.pressErr.Error() + "\n"
+	}
+	// Title, error line, table header and help line take four lines; the pane below the table the rest.
+	if room := m.height - 4 - strings.Count(pane, "\n"); m.height > 4 && len(rows) > max(room, 0) {
+		rows = rows[:max(room, 0)]
 	}
 	table := formatTable(rows, m.width)
 	header, body, _ := strings.Cut(table, "\n")
 	b.WriteString(headerStyle.Render(header))
 	b.WriteByte('\n')
 	b.WriteString(body)
+	b.WriteString(pane)
 	b.WriteString(helpStyle.Render("sort: c cpu  m memory  r read  w write  d run-queue delay   q quit"))
 	return b.String()
 }

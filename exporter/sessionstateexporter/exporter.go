@@ -16,6 +16,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -24,6 +25,7 @@ type sessionStateExporter struct {
 	cfg      *Config
 	settings exporter.Settings
 	store    *sessionStore
+	pressure pressureStore
 
 	server *grpc.Server
 	health *health.Server
@@ -44,6 +46,7 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateEx
 
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.store.consume(md)
+	e.pressure.consume(md)
 	return nil
 }
 
@@ -64,6 +67,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		maxPageSize:      e.cfg.MaxPageSize,
 		maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
+	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

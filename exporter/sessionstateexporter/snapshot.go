@@ -317,6 +317,10 @@ func (p *snapshotParser) addFigure(stats *sessionStats, m pmetric.Metric) {
 			n := uint32(min(pointUint(dp), math.MaxUint32))
 			stats.last.Hosts, stats.total.Hosts = n, n
 			continue
+		case gpsemconv.MetricSessionCgroupPress:
+			setPressure(&stats.last, a, pointFloat(dp))
+			setPressure(&stats.total, a, pointFloat(dp))
+			continue
 		case gpsemconv.MetricSessionMemoryUsage:
 			// Memory is a gauge of the newest snapshot: the same in both stats.
 			setMemory(&stats.last, a, pointUint(dp))

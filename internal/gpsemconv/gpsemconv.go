@@ -175,3 +175,26 @@ func WindowName(d time.Duration) string {
 	}
 	return s
 }
+
+// Pressure and control groups (receiver): host and cgroup resources, and the
+// pressure of a session's groups on its session resource.
+const (
+	KindHost   = "host"
+	KindCgroup = "cgroup"
+
+	AttrCgroupPath           = "gpotel.cgroup.path"
+	AttrCgroupVersion        = "gpotel.cgroup.version"
+	AttrCgroupControllers    = "gpotel.cgroup.controllers"
+	AttrCgroupTasksSource    = "gpotel.cgroup.tasks.source"
+	AttrResourceGroupOID     = "gpotel.resource_group.oid"
+	AttrResourceGroupName    = "gpotel.resource_group.name"
+	AttrCgroupName           = "gpotel.cgroup.name"
+	AttrPressureResource     = "gpotel.pressure.resource"
+	AttrPressureKind         = "gpotel.pressure.kind"
+	AttrPressureWindow       = "gpotel.pressure.window"
+	AttrTaskState            = "gpotel.task.state"
+	MetricPressureStallTime  = "gpotel.pressure.stall.time"
+	MetricPressureStallRatio = "gpotel.pressure.stall.ratio"
+	MetricCgroupTasks        = "gpotel.cgroup.tasks"
+	MetricSessionCgroupPress = "gpotel.session.cgroup.pressure"
+)

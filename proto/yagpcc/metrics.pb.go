@@ -613,8 +613,15 @@ type SystemStat struct {
 	Processes                uint32  `protobuf:"varint,1012,opt,name=processes,proto3" json:"processes,omitempty"`                                     // processes counted
 	Hosts                    uint32  `protobuf:"varint,1013,opt,name=hosts,proto3" json:"hosts,omitempty"`                                             // hosts those processes run on
 	RssAnonMaxHost           uint64  `protobuf:"varint,1014,opt,name=rss_anon_max_host,json=rssAnonMaxHost,proto3" json:"rss_anon_max_host,omitempty"` // largest per-host private resident total, bytes
-	unknownFields            protoimpl.UnknownFields
-	sizeCache                protoimpl.SizeCache
+	// Pressure of the session's control groups (gpotel, 1060-1079): the largest
+	// share of the last 10 s (0..1) in which some task of a cgroup v2 group the
+	// session's processes run in stalled, over those groups and hosts. 0 when
+	// they run in no v2 group. The same in last_metrics and total_metrics.
+	CpuPressure    float64 `protobuf:"fixed64,1060,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
+	MemoryPressure float64 `protobuf:"fixed64,1061,opt,name=memory_pressure,json=memoryPressure,proto3" json:"memory_pressure,omitempty"`
+	IoPressure     float64 `protobuf:"fixed64,1062,opt,name=io_pressure,json=ioPressure,proto3" json:"io_pressure,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *SystemStat) Reset() {
@@ -840,6 +847,27 @@ func (x *SystemStat) GetHosts() uint32 {
 func (x *SystemStat) GetRssAnonMaxHost() uint64 {
 	if x != nil {
 		return x.RssAnonMaxHost
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuPressure() float64 {
+	if x != nil {
+		return x.CpuPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetMemoryPressure() float64 {
+	if x != nil {
+		return x.MemoryPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoPressure() float64 {
+	if x != nil {
+		return x.IoPressure
 	}
 	return 0
 }
@@ -1427,7 +1455,7 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xe6\a\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xd6\b\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1462,7 +1490,11 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\apartial\x18\xf3\a \x01(\bR\apartial\x12\x1d\n" +
 	"\tprocesses\x18\xf4\a \x01(\rR\tprocesses\x12\x15\n" +
 	"\x05hosts\x18\xf5\a \x01(\rR\x05hosts\x12*\n" +
-	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\"\xdc\x01\n" +
+	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\x12\"\n" +
+	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
+	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
+	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +
+	"ioPressure\"\xdc\x01\n" +
 	"\vNetworkStat\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\rR\n" +
 	"totalBytes\x12\x1f\n" +

@@ -16,6 +16,7 @@
 package yagpcc
 
 import (
+	v1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
@@ -362,8 +363,13 @@ type GetPidProcInfoResponse struct {
 	// missing here had exited, was denied, or failed; summary counts which.
 	PidProcData []*GpPidProcInfo `protobuf:"bytes,1,rep,name=pid_proc_data,json=pidProcData,proto3" json:"pid_proc_data,omitempty"`
 	// The answering host's constants needed to convert kernel units.
-	Host          *ProcHost        `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
-	Summary       *ProcReadSummary `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	Host    *ProcHost        `protobuf:"bytes,2,opt,name=host,proto3" json:"host,omitempty"`
+	Summary *ProcReadSummary `protobuf:"bytes,3,opt,name=summary,proto3" json:"summary,omitempty"`
+	// Pressure and control groups (gpotel, 1020-1039).
+	// The host's pressure (/proc/pressure/*) at the time of this answer.
+	HostPressure *v1.Pressure `protobuf:"bytes,1020,opt,name=host_pressure,json=hostPressure,proto3" json:"host_pressure,omitempty"`
+	// Each group that holds an answered process, once; GpPidProcInfo.control_group indexes it.
+	ControlGroups []*v1.ControlGroup `protobuf:"bytes,1021,rep,name=control_groups,json=controlGroups,proto3" json:"control_groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -419,6 +425,20 @@ func (x *GetPidProcInfoResponse) GetSummary() *ProcReadSummary {
 	return nil
 }
 
+func (x *GetPidProcInfoResponse) GetHostPressure() *v1.Pressure {
+	if x != nil {
+		return x.HostPressure
+	}
+	return nil
+}
+
+func (x *GetPidProcInfoResponse) GetControlGroups() []*v1.ControlGroup {
+	if x != nil {
+		return x.ControlGroups
+	}
+	return nil
+}
+
 // What one host needs known to turn its kernel units into seconds and bytes.
 type ProcHost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -427,6 +447,10 @@ type ProcHost struct {
 	PageSize      int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`               // bytes per page in stat rss
 	BootTimeUnix  int64                  `protobuf:"varint,4,opt,name=boot_time_unix,json=bootTimeUnix,proto3" json:"boot_time_unix,omitempty"` // /proc/stat btime, seconds since the epoch
 	KernelRelease string                 `protobuf:"bytes,5,opt,name=kernel_release,json=kernelRelease,proto3" json:"kernel_release,omitempty"`
+	// Pressure and control groups (gpotel, 1020-1039).
+	// Each pressure or cgroup capability that is off on this host, as
+	// "capability: reason" (e.g. no cgroup v2 mount, so no group pressure).
+	Unavailable   []string `protobuf:"bytes,1020,rep,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -494,6 +518,13 @@ func (x *ProcHost) GetKernelRelease() string {
 		return x.KernelRelease
 	}
 	return ""
+}
+
+func (x *ProcHost) GetUnavailable() []string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return nil
 }
 
 // Counts for one GetPidProcStat call.
@@ -586,7 +617,11 @@ type GpPidProcInfo struct {
 	ProcSchedstat *ProcSchedstat         `protobuf:"bytes,8,opt,name=proc_schedstat,json=procSchedstat,proto3" json:"proc_schedstat,omitempty"`
 	// Files of this process that could not be read, as "file: reason"; the
 	// matching message above is then absent.
-	Unread        []string `protobuf:"bytes,9,rep,name=unread,proto3" json:"unread,omitempty"`
+	Unread []string `protobuf:"bytes,9,rep,name=unread,proto3" json:"unread,omitempty"`
+	// Control groups (gpotel, 1020-1039).
+	// Index into GetPidProcInfoResponse.control_groups of the group this
+	// process is accounted to; absent when it could not be resolved.
+	ControlGroup  *uint32 `protobuf:"varint,1020,opt,name=control_group,json=controlGroup,proto3,oneof" json:"control_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -682,6 +717,13 @@ func (x *GpPidProcInfo) GetUnread() []string {
 		return x.Unread
 	}
 	return nil
+}
+
+func (x *GpPidProcInfo) GetControlGroup() uint32 {
+	if x != nil && x.ControlGroup != nil {
+		return *x.ControlGroup
+	}
+	return 0
 }
 
 // /proc/<pid>/stat. Field numbers are the field's position in that file;
@@ -1302,7 +1344,7 @@ var File_yagpcc_segment_service_proto protoreflect.FileDescriptor
 
 const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\n" +
-	"\x1cyagpcc/segment_service.proto\x12\x06yagpcc\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14yagpcc/metrics.proto\"\xe8\x03\n" +
+	"\x1cyagpcc/segment_service.proto\x12\x06yagpcc\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x14yagpcc/metrics.proto\x1a\x18gpotel/v1/pressure.proto\"\xe8\x03\n" +
 	"\tQueryData\x126\n" +
 	"\fquery_status\x18\x01 \x01(\x0e2\x13.yagpcc.QueryStatusR\vqueryStatus\x12;\n" +
 	"\vquery_start\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1330,23 +1372,26 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x10\n" +
 	"\x03pid\x18\x03 \x01(\x03R\x03pid\"T\n" +
 	"\x11GetPidProcInfoReq\x12?\n" +
-	"\x0fsegment_process\x18\x01 \x03(\v2\x16.yagpcc.SegmentProcessR\x0esegmentProcess\"\xac\x01\n" +
+	"\x0fsegment_process\x18\x01 \x03(\v2\x16.yagpcc.SegmentProcessR\x0esegmentProcess\"\xa8\x02\n" +
 	"\x16GetPidProcInfoResponse\x129\n" +
 	"\rpid_proc_data\x18\x01 \x03(\v2\x15.yagpcc.GpPidProcInfoR\vpidProcData\x12$\n" +
 	"\x04host\x18\x02 \x01(\v2\x10.yagpcc.ProcHostR\x04host\x121\n" +
-	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\"\xa9\x01\n" +
+	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\x129\n" +
+	"\rhost_pressure\x18\xfc\a \x01(\v2\x13.gpotel.v1.PressureR\fhostPressure\x12?\n" +
+	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xcc\x01\n" +
 	"\bProcHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x17\n" +
 	"\aclk_tck\x18\x02 \x01(\x03R\x06clkTck\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x03R\bpageSize\x12$\n" +
 	"\x0eboot_time_unix\x18\x04 \x01(\x03R\fbootTimeUnix\x12%\n" +
-	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\"\x97\x01\n" +
+	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\x12!\n" +
+	"\vunavailable\x18\xfc\a \x03(\tR\vunavailable\"\x97\x01\n" +
 	"\x0fProcReadSummary\x12\x1c\n" +
 	"\trequested\x18\x01 \x01(\x03R\trequested\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\x03R\banswered\x12\x1a\n" +
 	"\bvanished\x18\x03 \x01(\x03R\bvanished\x12\x16\n" +
 	"\x06denied\x18\x04 \x01(\x03R\x06denied\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\xdb\x02\n" +
+	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\x98\x03\n" +
 	"\rGpPidProcInfo\x12\"\n" +
 	"\rgp_segment_id\x18\x01 \x01(\x03R\vgpSegmentId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x10\n" +
@@ -1357,7 +1402,9 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"procStatus\x12'\n" +
 	"\aproc_io\x18\a \x01(\v2\x0e.yagpcc.ProcIOR\x06procIo\x12<\n" +
 	"\x0eproc_schedstat\x18\b \x01(\v2\x15.yagpcc.ProcSchedstatR\rprocSchedstat\x12\x16\n" +
-	"\x06unread\x18\t \x03(\tR\x06unread\"\xa7\x06\n" +
+	"\x06unread\x18\t \x03(\tR\x06unread\x12)\n" +
+	"\rcontrol_group\x18\xfc\a \x01(\rH\x00R\fcontrolGroup\x88\x01\x01B\x10\n" +
+	"\x0e_control_group\"\xa7\x06\n" +
 	"\bProcStat\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x12\n" +
 	"\x04comm\x18\x02 \x01(\tR\x04comm\x12\x14\n" +
@@ -1486,6 +1533,8 @@ var file_yagpcc_segment_service_proto_goTypes = []any{
 	(*QueryInfo)(nil),              // 17: yagpcc.QueryInfo
 	(*GPMetrics)(nil),              // 18: yagpcc.GPMetrics
 	(*AdditionalQueryStat)(nil),    // 19: yagpcc.AdditionalQueryStat
+	(*v1.Pressure)(nil),            // 20: gpotel.v1.Pressure
+	(*v1.ControlGroup)(nil),        // 21: gpotel.v1.ControlGroup
 }
 var file_yagpcc_segment_service_proto_depIdxs = []int32{
 	13, // 0: yagpcc.QueryData.query_status:type_name -> yagpcc.QueryStatus
@@ -1504,19 +1553,21 @@ var file_yagpcc_segment_service_proto_depIdxs = []int32{
 	8,  // 13: yagpcc.GetPidProcInfoResponse.pid_proc_data:type_name -> yagpcc.GpPidProcInfo
 	6,  // 14: yagpcc.GetPidProcInfoResponse.host:type_name -> yagpcc.ProcHost
 	7,  // 15: yagpcc.GetPidProcInfoResponse.summary:type_name -> yagpcc.ProcReadSummary
-	9,  // 16: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
-	10, // 17: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
-	11, // 18: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
-	12, // 19: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
-	2,  // 20: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
-	4,  // 21: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
-	1,  // 22: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
-	5,  // 23: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
-	22, // [22:24] is the sub-list for method output_type
-	20, // [20:22] is the sub-list for method input_type
-	20, // [20:20] is the sub-list for extension type_name
-	20, // [20:20] is the sub-list for extension extendee
-	0,  // [0:20] is the sub-list for field type_name
+	20, // 16: yagpcc.GetPidProcInfoResponse.host_pressure:type_name -> gpotel.v1.Pressure
+	21, // 17: yagpcc.GetPidProcInfoResponse.control_groups:type_name -> gpotel.v1.ControlGroup
+	9,  // 18: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
+	10, // 19: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
+	11, // 20: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
+	12, // 21: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
+	2,  // 22: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
+	4,  // 23: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
+	1,  // 24: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
+	5,  // 25: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
+	24, // [24:26] is the sub-list for method output_type
+	22, // [22:24] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_segment_service_proto_init() }
@@ -1525,6 +1576,7 @@ func file_yagpcc_segment_service_proto_init() {
 		return
 	}
 	file_yagpcc_metrics_proto_init()
+	file_yagpcc_segment_service_proto_msgTypes[8].OneofWrappers = []any{}
 	file_yagpcc_segment_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

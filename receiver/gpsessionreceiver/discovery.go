@@ -60,6 +60,10 @@ type ClusterState struct {
 	TmID     int64
 	Backends []Backend
 	Sessions []SessionRow // every coordinator row; sessionHeads picks the sessions
+	// ResourceGroups names resource group oids (pg_resgroup); nil when the
+	// server has none or the query failed (ResourceGroupsErr says why).
+	ResourceGroups    map[uint32]string
+	ResourceGroupsErr error
 }
 
 // clusterSource is what a scrape needs from the database.
@@ -256,6 +260,10 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	}
 	if st.Sessions, err = querySessions(ctx, conn.Conn(), sessionQuery(columns, s.cfg.QueryMaxLength), dialect); err != nil {
 		return nil, err
+	}
+	if isGreenplumFamily(dialect) {
+		// Names only label cgroup figures: a failure costs the names, not the scrape.
+		st.ResourceGroups, st.ResourceGroupsErr = queryResourceGroups(ctx, conn.Conn())
 	}
 	return st, nil
 }

@@ -24,6 +24,7 @@ type snapshot struct {
 	queries         []hostQuery  // what each host was asked
 	results         []hostResult // in the order of queries
 	queryMaxLength  int
+	resourceGroups  map[uint32]string // resource group oid -> name
 }
 
 // emitStats counts what the emission kept and dropped.
@@ -104,6 +105,8 @@ func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.
 	rb.SetGpotelDialect(s.dialect)
 	rb.SetHostName(s.coordinatorHost)
 	mb.EmitForResource(metadata.WithResource(rb.Emit()))
+	emitHostsAndCgroups(mb, ts, s)
+	pressure := sessionPressureOf(s)
 
 	for _, row := range s.sessions {
 		rb.SetGpotelResourceKindSession()
@@ -119,6 +122,7 @@ func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.
 		}
 		rb.SetHostName(s.coordinatorHost)
 		mb.RecordGpotelSessionInfoDataPoint(ts, 1)
+		recordSessionCgroupPressure(mb, ts, pressure, row.SessionID)
 		mb.EmitForResource(metadata.WithResource(rb.Emit()))
 	}
 	md := mb.Emit()

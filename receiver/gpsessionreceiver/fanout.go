@@ -147,6 +147,7 @@ type hostResult struct {
 	written     int // of them, processes written into process resources
 	withoutStat int // of them, processes without a stat, so without identity
 	summary     readCounts
+	cgroups     hostCgroups // host pressure and the processes' control groups
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
@@ -213,6 +214,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			break
 		}
 		res.answered += len(resp.GetPidProcData())
+		res.cgroups.add(resp, asked)
 		written, withoutStat, err := sink(ctx, q.host, consts, resp.GetPidProcData(), asked)
 		res.written += written
 		res.withoutStat += withoutStat

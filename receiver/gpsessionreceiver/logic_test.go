@@ -406,7 +406,8 @@ func (r *slowReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcI
 		r.peak.Store(r.inFlight)
 	}
 	r.mu.Unlock()
-	time.Sleep(r.delay)
+	time.Sleep(r.delay) // the slow agent this double plays: latency to overlap calls, not a wait
+
 	r.mu.Lock()
 	r.inFlight--
 	r.mu.Unlock()

@@ -42,6 +42,8 @@ type sessionScraper struct {
 	retryAt   time.Time // no discovery before this, after a failure
 	backoff   time.Duration
 	lastError string
+	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
+	cgroupNotes map[string]string
 }
 
 func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource, next consumer.Metrics) (*sessionScraper, error) {
@@ -153,7 +155,9 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		queries:         queries,
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
+		resourceGroups:  state.ResourceGroups,
 	}
+	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap)
 	return md, s.account(ctx, results, st)
 }

@@ -63,7 +63,7 @@ func (s countingService) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidP
 		}
 	}
 	if a.delay > 0 {
-		time.Sleep(a.delay)
+		time.Sleep(a.delay) // the agent's simulated latency, so that calls overlap; not a wait
 	}
 	return a.service.GetPidProcStat(ctx, req)
 }

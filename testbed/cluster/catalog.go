@@ -197,6 +197,23 @@ GRANT SELECT ON %[1]s.gp_segment_configuration TO PUBLIC;
 	}
 	fmt.Fprintf(&b, "INSERT INTO %s.gp_segment_configuration VALUES\n  %s;\n", CompatSchema, strings.Join(rows, ",\n  "))
 
+	// The resource groups: pg_resgroup names each oid, as Greenplum's catalog
+	// does, and gp_toolkit.gp_resgroup_config shows them with their settings.
+	groups := make([]string, len(ResourceGroups))
+	for i, g := range ResourceGroups {
+		groups[i] = fmt.Sprintf("(%d, %s, 0)", g.OID, quoteLiteral(g.Name))
+	}
+	fmt.Fprintf(&b, `
+CREATE TABLE %[1]s.pg_resgroup (oid oid NOT NULL, rsgname name NOT NULL, parent oid NOT NULL);
+INSERT INTO %[1]s.pg_resgroup VALUES %[2]s;
+GRANT SELECT ON %[1]s.pg_resgroup TO PUBLIC;
+CREATE SCHEMA gp_toolkit;
+GRANT USAGE ON SCHEMA gp_toolkit TO PUBLIC;
+CREATE VIEW gp_toolkit.gp_resgroup_config AS
+  SELECT oid AS groupid, rsgname AS groupname, 20 AS concurrency FROM %[1]s.pg_resgroup;
+GRANT SELECT ON gp_toolkit.gp_resgroup_config TO PUBLIC;
+`, CompatSchema, strings.Join(groups, ", "))
+
 	cols := c.activityColumns()
 	defs := make([]string, len(cols))
 	names := make([]string, len(cols))

@@ -121,6 +121,8 @@ type Description struct {
 	Owner *Owner `json:"owner,omitempty"`
 	// UpPhases says where Up spent its time.
 	UpPhases []Phase `json:"up_phases,omitempty"`
+	// Cgroups says where the instances' resource group cgroups are.
+	Cgroups Cgroups `json:"cgroups"`
 }
 
 // Owner identifies a process across pid reuse.
@@ -225,6 +227,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 		return nil, err
 	}
 	c.plan(opts)
+	c.planCgroups()
 	if opts.Ephemeral {
 		c.Owner = &Owner{PID: os.Getpid(), StartTicks: processStartTicks(os.Getpid())}
 	}

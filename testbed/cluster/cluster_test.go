@@ -331,7 +331,10 @@ func assertGone(t *testing.T, c *cluster.Cluster) {
 	if left := c.Processes(); len(left) != 0 {
 		t.Errorf("processes left behind: %v", left)
 	}
-	for _, dir := range []string{c.Dir, c.DiskDir} {
+	for _, dir := range []string{c.Dir, c.DiskDir, c.Cgroups.Root} {
+		if dir == "" {
+			continue
+		}
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("directory %s left behind (stat: %v)", dir, err)
 		}

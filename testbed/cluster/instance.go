@@ -215,8 +215,7 @@ func (c *Cluster) start(ctx context.Context, in *Instance, newPort bool) error {
 		}
 		logFile := c.logFile(*in)
 		before := fileSize(logFile)
-		lastErr = c.account.run(ctx, filepath.Join(c.PGBinDir, "pg_ctl"), "start", "--wait", "--timeout", "60",
-			"--silent", "--pgdata", in.DataDir, "--log", logFile)
+		lastErr = c.startPostmaster(ctx, *in, logFile)
 		if lastErr == nil {
 			pid, err := postmasterPID(in.DataDir)
 			if err != nil {
@@ -233,6 +232,20 @@ func (c *Cluster) start(ctx context.Context, in *Instance, newPort bool) error {
 		}
 	}
 	return lastErr
+}
+
+// startPostmaster runs pg_ctl start in the instance's resource group cgroup,
+// when the testbed places instances in groups.
+func (c *Cluster) startPostmaster(ctx context.Context, in Instance, logFile string) error {
+	fd, err := c.openInstanceCgroup(in)
+	if err != nil {
+		return err
+	}
+	if fd >= 0 {
+		defer syscall.Close(fd) //nolint:errcheck // read-only directory descriptor
+	}
+	return c.account.runInCgroup(ctx, fd, filepath.Join(c.PGBinDir, "pg_ctl"), "start", "--wait", "--timeout", "60",
+		"--silent", "--pgdata", in.DataDir, "--log", logFile)
 }
 
 func freePort() (int, error) {
@@ -384,6 +397,11 @@ func (c *Cluster) Down(ctx context.Context) error {
 		errs = append(errs, fmt.Errorf("processes of testbed %s still alive after SIGKILL: %v", c.ID, left))
 	} else {
 		errs = nil // a failed clean stop does not matter once nothing is left
+	}
+	if len(errs) == 0 {
+		if err := c.removeCgroups(); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	for _, dir := range []string{c.DiskDir, c.Dir} {
 		if dir == "" {

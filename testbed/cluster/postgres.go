@@ -85,7 +85,16 @@ func (a serverAccount) command(ctx context.Context, path string, args ...string)
 
 // run executes a tool and folds its output into the error.
 func (a serverAccount) run(ctx context.Context, path string, args ...string) error {
+	return a.runInCgroup(ctx, -1, path, args...)
+}
+
+// runInCgroup is run with the tool started in the cgroup v2 group open at
+// cgroupFD (and so every process it forks); -1 leaves it in ours.
+func (a serverAccount) runInCgroup(ctx context.Context, cgroupFD int, path string, args ...string) error {
 	cmd := a.command(ctx, path, args...)
+	if cgroupFD >= 0 {
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, cgroupFD
+	}
 	var out bytes.Buffer
 	cmd.Stdout = &out
 	cmd.Stderr = &out

@@ -82,7 +82,10 @@ func checkFiguresMatchProc(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	polled := make(chan struct{})
 	go func() { poller.poll(pollCtx, 300*time.Millisecond); close(polled) }()
 
-	// The session info check reads pg_stat_activity while the idle session still sits there.
+	// A measurement window, not a wait for a condition: the workloads run for
+	// duration by the wall clock while the API and /proc are sampled; the
+	// session info check reads pg_stat_activity while the idle session still
+	// sits there, and the sampling stops just before the workloads end.
 	time.Sleep(time.Until(began.Add(duration - 6*time.Second)))
 	activity := readActivity(t, s.Cluster, w.idle.CoordinatorPID())
 	time.Sleep(time.Until(began.Add(duration - time.Second)))

@@ -85,6 +85,17 @@ func assertExited(t *testing.T, history map[int][]int) {
 	}
 }
 
+// mustRun fails the test at once when the workload has ended: a wait for
+// something the workload should show would otherwise last until the deadline.
+func mustRun(t *testing.T, s *workload.Session) {
+	t.Helper()
+	select {
+	case <-s.Done():
+		t.Fatalf("workload %s ended early: %v", s.Name, s.Wait())
+	default:
+	}
+}
+
 // distinct says whether no sess_id appears twice.
 func distinct(ids []int) bool {
 	seen := map[int]bool{}
@@ -164,6 +175,7 @@ func TestWorkloads(t *testing.T) {
 		defer func() { _ = conn.Close(ctx) }()
 		seen := map[int]bool{}
 		await.Until(t, "parallel workers on the coordinator and every segment", func() bool {
+			mustRun(t, s)
 			rows, err := conn.Query(ctx, `SELECT gp_segment_id FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1 AND backend_type = 'parallel worker'
 				UNION ALL SELECT -1 FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'parallel worker'`, s.SessID())
 			if err != nil {
@@ -220,6 +232,7 @@ func TestWorkloads(t *testing.T) {
 		}
 		defer func() { _ = conn.Close(ctx) }()
 		await.Until(t, "every backend of the session idle in transaction", func() bool {
+			mustRun(t, s)
 			var states []string
 			rows, err := conn.Query(ctx, `SELECT state FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1
 				UNION ALL SELECT state FROM pg_stat_activity WHERE sess_id = $1`, s.SessID())
@@ -243,7 +256,10 @@ func TestWorkloads(t *testing.T) {
 
 	t.Run("ChurnMakesNewSessionsAndLeavesNoBackends", func(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "churn", Kind: workload.Churn, Duration: untilStopped, Interval: 20 * time.Millisecond})
-		await.Until(t, "three churn rounds", func() bool { return len(s.SessIDs()) >= 3 })
+		await.Until(t, "three churn rounds", func() bool {
+			mustRun(t, s)
+			return len(s.SessIDs()) >= 3
+		})
 		if err := s.Stop(); err != nil {
 			t.Fatal(err)
 		}
@@ -264,7 +280,10 @@ func TestWorkloads(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "replace", Kind: workload.SegmentReplace, Duration: untilStopped, Interval: 400 * time.Millisecond})
 		sessID, coord := s.SessID(), s.CoordinatorPID()
 		first := s.Pids()
-		await.Until(t, "the segment backends replaced", func() bool { return !samePids(s.Pids(), first) })
+		await.Until(t, "the segment backends replaced", func() bool {
+			mustRun(t, s)
+			return !samePids(s.Pids(), first)
+		})
 		if s.SessID() != sessID || s.CoordinatorPID() != coord {
 			t.Errorf("sess_id %d coordinator %d changed to %d %d", sessID, coord, s.SessID(), s.CoordinatorPID())
 		}
@@ -300,6 +319,7 @@ func TestWorkloads(t *testing.T) {
 			}
 			var users []string
 			await.Until(t, "the session's backends on the coordinator and every segment", func() bool {
+				mustRun(t, s)
 				users = nil
 				rows, err := conn.Query(ctx, `SELECT usename || '/' || rsgname FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1
 				UNION ALL SELECT usename || '/' || rsgname FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'client backend'`, s.SessID())
@@ -345,6 +365,7 @@ func TestPostgreSQLDialect(t *testing.T) {
 		}
 		defer func() { _ = conn.Close(ctx) }()
 		await.Until(t, "a parallel worker with the session's leader_pid", func() bool {
+			mustRun(t, s)
 			workers := 0
 			err := conn.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE leader_pid = $1 AND backend_type = 'parallel worker'",
 				s.CoordinatorPID()).Scan(&workers)

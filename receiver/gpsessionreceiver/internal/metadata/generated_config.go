@@ -9,6 +9,54 @@ import (
 	"go.opentelemetry.io/collector/filter"
 )
 
+// GpotelCgroupTasksMetricAttributeKey specifies the key of an attribute for the gpotel.cgroup.tasks metric.
+type GpotelCgroupTasksMetricAttributeKey string
+
+const (
+	GpotelCgroupTasksMetricAttributeKeyTaskState GpotelCgroupTasksMetricAttributeKey = "gpotel.task.state"
+)
+
+// GpotelCgroupTasksMetricConfig provides config for the gpotel.cgroup.tasks metric.
+type GpotelCgroupTasksMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelCgroupTasksMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelCgroupTasksMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelCgroupTasksMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelCgroupTasksMetricAttributeKeyTaskState:
+		default:
+			return fmt.Errorf("metric gpotel.cgroup.tasks doesn't have an attribute %v, valid attributes: [gpotel.task.state]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelHostProcessesMetricAttributeKey specifies the key of an attribute for the gpotel.host.processes metric.
 type GpotelHostProcessesMetricAttributeKey string
 
@@ -93,6 +141,105 @@ func (ms *GpotelHostUpMetricConfig) Validate() error {
 		case GpotelHostUpMetricAttributeKeyHostName:
 		default:
 			return fmt.Errorf("metric gpotel.host.up doesn't have an attribute %v, valid attributes: [host.name]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelPressureStallRatioMetricAttributeKey specifies the key of an attribute for the gpotel.pressure.stall.ratio metric.
+type GpotelPressureStallRatioMetricAttributeKey string
+
+const (
+	GpotelPressureStallRatioMetricAttributeKeyPressureResource GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelPressureStallRatioMetricAttributeKeyPressureKind     GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.kind"
+	GpotelPressureStallRatioMetricAttributeKeyPressureWindow   GpotelPressureStallRatioMetricAttributeKey = "gpotel.pressure.window"
+)
+
+// GpotelPressureStallRatioMetricConfig provides config for the gpotel.pressure.stall.ratio metric.
+type GpotelPressureStallRatioMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelPressureStallRatioMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelPressureStallRatioMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelPressureStallRatioMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow:
+		default:
+			return fmt.Errorf("metric gpotel.pressure.stall.ratio doesn't have an attribute %v, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind, gpotel.pressure.window]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelPressureStallTimeMetricAttributeKey specifies the key of an attribute for the gpotel.pressure.stall.time metric.
+type GpotelPressureStallTimeMetricAttributeKey string
+
+const (
+	GpotelPressureStallTimeMetricAttributeKeyPressureResource GpotelPressureStallTimeMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelPressureStallTimeMetricAttributeKeyPressureKind     GpotelPressureStallTimeMetricAttributeKey = "gpotel.pressure.kind"
+)
+
+// GpotelPressureStallTimeMetricConfig provides config for the gpotel.pressure.stall.time metric.
+type GpotelPressureStallTimeMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelPressureStallTimeMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelPressureStallTimeMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelPressureStallTimeMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind:
+		default:
+			return fmt.Errorf("metric gpotel.pressure.stall.time doesn't have an attribute %v, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind]", val)
 		}
 	}
 
@@ -591,6 +738,56 @@ func (ms *GpotelProcessMemoryVirtualPeakMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelSessionCgroupPressureMetricAttributeKey specifies the key of an attribute for the gpotel.session.cgroup.pressure metric.
+type GpotelSessionCgroupPressureMetricAttributeKey string
+
+const (
+	GpotelSessionCgroupPressureMetricAttributeKeyCgroupName       GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.cgroup.name"
+	GpotelSessionCgroupPressureMetricAttributeKeyPressureResource GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.pressure.resource"
+	GpotelSessionCgroupPressureMetricAttributeKeyPressureKind     GpotelSessionCgroupPressureMetricAttributeKey = "gpotel.pressure.kind"
+)
+
+// GpotelSessionCgroupPressureMetricConfig provides config for the gpotel.session.cgroup.pressure metric.
+type GpotelSessionCgroupPressureMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                          `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionCgroupPressureMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionCgroupPressureMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionCgroupPressureMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind:
+		default:
+			return fmt.Errorf("metric gpotel.session.cgroup.pressure doesn't have an attribute %v, valid attributes: [gpotel.cgroup.name, gpotel.pressure.resource, gpotel.pressure.kind]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelSessionInfoMetricConfig provides config for the gpotel.session.info metric.
 type GpotelSessionInfoMetricConfig struct {
 	Enabled          bool `mapstructure:"enabled"`
@@ -953,8 +1150,11 @@ func (ms *ProcessThreadCountMetricConfig) Validate() error {
 
 // MetricsConfig provides config for gpsession metrics.
 type MetricsConfig struct {
+	GpotelCgroupTasks               GpotelCgroupTasksMetricConfig               `mapstructure:"gpotel.cgroup.tasks"`
 	GpotelHostProcesses             GpotelHostProcessesMetricConfig             `mapstructure:"gpotel.host.processes"`
 	GpotelHostUp                    GpotelHostUpMetricConfig                    `mapstructure:"gpotel.host.up"`
+	GpotelPressureStallRatio        GpotelPressureStallRatioMetricConfig        `mapstructure:"gpotel.pressure.stall.ratio"`
+	GpotelPressureStallTime         GpotelPressureStallTimeMetricConfig         `mapstructure:"gpotel.pressure.stall.time"`
 	GpotelProcessCPURunDelay        GpotelProcessCPURunDelayMetricConfig        `mapstructure:"gpotel.process.cpu.run_delay"`
 	GpotelProcessDiskCancelledWrite GpotelProcessDiskCancelledWriteMetricConfig `mapstructure:"gpotel.process.disk.cancelled_write"`
 	GpotelProcessDiskDelay          GpotelProcessDiskDelayMetricConfig          `mapstructure:"gpotel.process.disk.delay"`
@@ -965,6 +1165,7 @@ type MetricsConfig struct {
 	GpotelProcessMemoryRss          GpotelProcessMemoryRssMetricConfig          `mapstructure:"gpotel.process.memory.rss"`
 	GpotelProcessMemorySwap         GpotelProcessMemorySwapMetricConfig         `mapstructure:"gpotel.process.memory.swap"`
 	GpotelProcessMemoryVirtualPeak  GpotelProcessMemoryVirtualPeakMetricConfig  `mapstructure:"gpotel.process.memory.virtual_peak"`
+	GpotelSessionCgroupPressure     GpotelSessionCgroupPressureMetricConfig     `mapstructure:"gpotel.session.cgroup.pressure"`
 	GpotelSessionInfo               GpotelSessionInfoMetricConfig               `mapstructure:"gpotel.session.info"`
 	ProcessContextSwitches          ProcessContextSwitchesMetricConfig          `mapstructure:"process.context_switches"`
 	ProcessCPUTime                  ProcessCPUTimeMetricConfig                  `mapstructure:"process.cpu.time"`
@@ -977,6 +1178,11 @@ type MetricsConfig struct {
 
 func DefaultMetricsConfig() MetricsConfig {
 	return MetricsConfig{
+		GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+		},
 		GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
@@ -986,6 +1192,16 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
+		},
+		GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+		},
+		GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategySum,
+			EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
 		},
 		GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 			Enabled:             true,
@@ -1036,6 +1252,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
+		},
+		GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
 		},
 		GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 			Enabled: true,
@@ -1106,15 +1327,21 @@ func (rac *ResourceAttributeConfig) Unmarshal(parser *confmap.Conf) error {
 
 // ResourceAttributesConfig provides config for gpsession resource attributes.
 type ResourceAttributesConfig struct {
-	DbNamespace         ResourceAttributeConfig `mapstructure:"db.namespace"`
-	GpotelDialect       ResourceAttributeConfig `mapstructure:"gpotel.dialect"`
-	GpotelResourceKind  ResourceAttributeConfig `mapstructure:"gpotel.resource.kind"`
-	GpotelSessionID     ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
-	GpotelSessionPid    ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
-	GpotelSessionSystem ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
-	GpotelSessionUser   ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
-	GpotelTmID          ResourceAttributeConfig `mapstructure:"gpotel.tm_id"`
-	HostName            ResourceAttributeConfig `mapstructure:"host.name"`
+	DbNamespace             ResourceAttributeConfig `mapstructure:"db.namespace"`
+	GpotelCgroupControllers ResourceAttributeConfig `mapstructure:"gpotel.cgroup.controllers"`
+	GpotelCgroupPath        ResourceAttributeConfig `mapstructure:"gpotel.cgroup.path"`
+	GpotelCgroupTasksSource ResourceAttributeConfig `mapstructure:"gpotel.cgroup.tasks.source"`
+	GpotelCgroupVersion     ResourceAttributeConfig `mapstructure:"gpotel.cgroup.version"`
+	GpotelDialect           ResourceAttributeConfig `mapstructure:"gpotel.dialect"`
+	GpotelResourceKind      ResourceAttributeConfig `mapstructure:"gpotel.resource.kind"`
+	GpotelResourceGroupName ResourceAttributeConfig `mapstructure:"gpotel.resource_group.name"`
+	GpotelResourceGroupOid  ResourceAttributeConfig `mapstructure:"gpotel.resource_group.oid"`
+	GpotelSessionID         ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
+	GpotelSessionPid        ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
+	GpotelSessionSystem     ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
+	GpotelSessionUser       ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
+	GpotelTmID              ResourceAttributeConfig `mapstructure:"gpotel.tm_id"`
+	HostName                ResourceAttributeConfig `mapstructure:"host.name"`
 }
 
 func DefaultResourceAttributesConfig() ResourceAttributesConfig {
@@ -1122,10 +1349,28 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 		DbNamespace: ResourceAttributeConfig{
 			Enabled: true,
 		},
+		GpotelCgroupControllers: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupPath: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupTasksSource: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelCgroupVersion: ResourceAttributeConfig{
+			Enabled: true,
+		},
 		GpotelDialect: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelResourceKind: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelResourceGroupName: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelResourceGroupOid: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelSessionID: ResourceAttributeConfig{

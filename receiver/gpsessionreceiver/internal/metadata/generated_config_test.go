@@ -26,6 +26,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "all_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -35,6 +40,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
+					},
+					GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+					},
+					GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
 					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 						Enabled:             true,
@@ -85,6 +100,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
+					},
+					GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
 					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: true,
@@ -126,15 +146,21 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					DbNamespace:         ResourceAttributeConfig{Enabled: true},
-					GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-					GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-					GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
-					GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
-					GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
-					GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
-					GpotelTmID:          ResourceAttributeConfig{Enabled: true},
-					HostName:            ResourceAttributeConfig{Enabled: true},
+					DbNamespace:             ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupControllers: ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupPath:        ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: true},
+					GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: true},
+					GpotelDialect:           ResourceAttributeConfig{Enabled: true},
+					GpotelResourceKind:      ResourceAttributeConfig{Enabled: true},
+					GpotelResourceGroupName: ResourceAttributeConfig{Enabled: true},
+					GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: true},
+					GpotelSessionID:         ResourceAttributeConfig{Enabled: true},
+					GpotelSessionPid:        ResourceAttributeConfig{Enabled: true},
+					GpotelSessionSystem:     ResourceAttributeConfig{Enabled: true},
+					GpotelSessionUser:       ResourceAttributeConfig{Enabled: true},
+					GpotelTmID:              ResourceAttributeConfig{Enabled: true},
+					HostName:                ResourceAttributeConfig{Enabled: true},
 				},
 			},
 		},
@@ -142,6 +168,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 			name: "none_set",
 			want: MetricsBuilderConfig{
 				Metrics: MetricsConfig{
+					GpotelCgroupTasks: GpotelCgroupTasksMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -151,6 +182,16 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelHostUpMetricAttributeKey{GpotelHostUpMetricAttributeKeyHostName},
+					},
+					GpotelPressureStallRatio: GpotelPressureStallRatioMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelPressureStallRatioMetricAttributeKey{GpotelPressureStallRatioMetricAttributeKeyPressureResource, GpotelPressureStallRatioMetricAttributeKeyPressureKind, GpotelPressureStallRatioMetricAttributeKeyPressureWindow},
+					},
+					GpotelPressureStallTime: GpotelPressureStallTimeMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategySum,
+						EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
 					},
 					GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 						Enabled:             false,
@@ -202,6 +243,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelProcessMemoryVirtualPeakMetricAttributeKey{GpotelProcessMemoryVirtualPeakMetricAttributeKeyProcessPid},
 					},
+					GpotelSessionCgroupPressure: GpotelSessionCgroupPressureMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionCgroupPressureMetricAttributeKey{GpotelSessionCgroupPressureMetricAttributeKeyCgroupName, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind},
+					},
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: false,
 					},
@@ -242,15 +288,21 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					},
 				},
 				ResourceAttributes: ResourceAttributesConfig{
-					DbNamespace:         ResourceAttributeConfig{Enabled: false},
-					GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-					GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-					GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
-					GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
-					GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
-					GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
-					GpotelTmID:          ResourceAttributeConfig{Enabled: false},
-					HostName:            ResourceAttributeConfig{Enabled: false},
+					DbNamespace:             ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupControllers: ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupPath:        ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: false},
+					GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: false},
+					GpotelDialect:           ResourceAttributeConfig{Enabled: false},
+					GpotelResourceKind:      ResourceAttributeConfig{Enabled: false},
+					GpotelResourceGroupName: ResourceAttributeConfig{Enabled: false},
+					GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: false},
+					GpotelSessionID:         ResourceAttributeConfig{Enabled: false},
+					GpotelSessionPid:        ResourceAttributeConfig{Enabled: false},
+					GpotelSessionSystem:     ResourceAttributeConfig{Enabled: false},
+					GpotelSessionUser:       ResourceAttributeConfig{Enabled: false},
+					GpotelTmID:              ResourceAttributeConfig{Enabled: false},
+					HostName:                ResourceAttributeConfig{Enabled: false},
 				},
 			},
 		},
@@ -258,11 +310,23 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
 }
+func TestGpotelCgroupTasksMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelCgroupTasks
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelCgroupTasksMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.cgroup.tasks doesn't have an attribute invalid, valid attributes: [gpotel.task.state]")
+
+	cfg = DefaultMetricsConfig().GpotelCgroupTasks
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestGpotelHostProcessesMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().GpotelHostProcesses
 	require.NoError(t, cfg.Validate())
@@ -283,6 +347,30 @@ func TestGpotelHostUpMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.host.up doesn't have an attribute invalid, valid attributes: [host.name]")
 
 	cfg = DefaultMetricsConfig().GpotelHostUp
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelPressureStallRatioMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelPressureStallRatio
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelPressureStallRatioMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.pressure.stall.ratio doesn't have an attribute invalid, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind, gpotel.pressure.window]")
+
+	cfg = DefaultMetricsConfig().GpotelPressureStallRatio
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelPressureStallTimeMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelPressureStallTime
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelPressureStallTimeMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.pressure.stall.time doesn't have an attribute invalid, valid attributes: [gpotel.pressure.resource, gpotel.pressure.kind]")
+
+	cfg = DefaultMetricsConfig().GpotelPressureStallTime
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
@@ -407,6 +495,18 @@ func TestGpotelProcessMemoryVirtualPeakMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }
 
+func TestGpotelSessionCgroupPressureMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionCgroupPressure
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionCgroupPressureMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.cgroup.pressure doesn't have an attribute invalid, valid attributes: [gpotel.cgroup.name, gpotel.pressure.resource, gpotel.pressure.kind]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionCgroupPressure
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
 func TestProcessContextSwitchesMetricsConfig_Validate(t *testing.T) {
 	cfg := DefaultMetricsConfig().ProcessContextSwitches
 	require.NoError(t, cfg.Validate())
@@ -513,29 +613,41 @@ func TestResourceAttributesConfig(t *testing.T) {
 		{
 			name: "all_set",
 			want: ResourceAttributesConfig{
-				DbNamespace:         ResourceAttributeConfig{Enabled: true},
-				GpotelDialect:       ResourceAttributeConfig{Enabled: true},
-				GpotelResourceKind:  ResourceAttributeConfig{Enabled: true},
-				GpotelSessionID:     ResourceAttributeConfig{Enabled: true},
-				GpotelSessionPid:    ResourceAttributeConfig{Enabled: true},
-				GpotelSessionSystem: ResourceAttributeConfig{Enabled: true},
-				GpotelSessionUser:   ResourceAttributeConfig{Enabled: true},
-				GpotelTmID:          ResourceAttributeConfig{Enabled: true},
-				HostName:            ResourceAttributeConfig{Enabled: true},
+				DbNamespace:             ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupControllers: ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupPath:        ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: true},
+				GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: true},
+				GpotelDialect:           ResourceAttributeConfig{Enabled: true},
+				GpotelResourceKind:      ResourceAttributeConfig{Enabled: true},
+				GpotelResourceGroupName: ResourceAttributeConfig{Enabled: true},
+				GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: true},
+				GpotelSessionID:         ResourceAttributeConfig{Enabled: true},
+				GpotelSessionPid:        ResourceAttributeConfig{Enabled: true},
+				GpotelSessionSystem:     ResourceAttributeConfig{Enabled: true},
+				GpotelSessionUser:       ResourceAttributeConfig{Enabled: true},
+				GpotelTmID:              ResourceAttributeConfig{Enabled: true},
+				HostName:                ResourceAttributeConfig{Enabled: true},
 			},
 		},
 		{
 			name: "none_set",
 			want: ResourceAttributesConfig{
-				DbNamespace:         ResourceAttributeConfig{Enabled: false},
-				GpotelDialect:       ResourceAttributeConfig{Enabled: false},
-				GpotelResourceKind:  ResourceAttributeConfig{Enabled: false},
-				GpotelSessionID:     ResourceAttributeConfig{Enabled: false},
-				GpotelSessionPid:    ResourceAttributeConfig{Enabled: false},
-				GpotelSessionSystem: ResourceAttributeConfig{Enabled: false},
-				GpotelSessionUser:   ResourceAttributeConfig{Enabled: false},
-				GpotelTmID:          ResourceAttributeConfig{Enabled: false},
-				HostName:            ResourceAttributeConfig{Enabled: false},
+				DbNamespace:             ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupControllers: ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupPath:        ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupTasksSource: ResourceAttributeConfig{Enabled: false},
+				GpotelCgroupVersion:     ResourceAttributeConfig{Enabled: false},
+				GpotelDialect:           ResourceAttributeConfig{Enabled: false},
+				GpotelResourceKind:      ResourceAttributeConfig{Enabled: false},
+				GpotelResourceGroupName: ResourceAttributeConfig{Enabled: false},
+				GpotelResourceGroupOid:  ResourceAttributeConfig{Enabled: false},
+				GpotelSessionID:         ResourceAttributeConfig{Enabled: false},
+				GpotelSessionPid:        ResourceAttributeConfig{Enabled: false},
+				GpotelSessionSystem:     ResourceAttributeConfig{Enabled: false},
+				GpotelSessionUser:       ResourceAttributeConfig{Enabled: false},
+				GpotelTmID:              ResourceAttributeConfig{Enabled: false},
+				HostName:                ResourceAttributeConfig{Enabled: false},
 			},
 		},
 	}

@@ -123,6 +123,96 @@ var MapAttributeFaultType = map[string]AttributeFaultType{
 	"minor": AttributeFaultTypeMinor,
 }
 
+// AttributePressureKind specifies the value pressure_kind attribute.
+type AttributePressureKind int
+
+const (
+	_ AttributePressureKind = iota
+	AttributePressureKindSome
+	AttributePressureKindFull
+)
+
+// String returns the string representation of the AttributePressureKind.
+func (av AttributePressureKind) String() string {
+	switch av {
+	case AttributePressureKindSome:
+		return "some"
+	case AttributePressureKindFull:
+		return "full"
+	}
+	return ""
+}
+
+// MapAttributePressureKind is a helper map of string to AttributePressureKind attribute value.
+var MapAttributePressureKind = map[string]AttributePressureKind{
+	"some": AttributePressureKindSome,
+	"full": AttributePressureKindFull,
+}
+
+// AttributePressureResource specifies the value pressure_resource attribute.
+type AttributePressureResource int
+
+const (
+	_ AttributePressureResource = iota
+	AttributePressureResourceCPU
+	AttributePressureResourceMemory
+	AttributePressureResourceIo
+	AttributePressureResourceIrq
+)
+
+// String returns the string representation of the AttributePressureResource.
+func (av AttributePressureResource) String() string {
+	switch av {
+	case AttributePressureResourceCPU:
+		return "cpu"
+	case AttributePressureResourceMemory:
+		return "memory"
+	case AttributePressureResourceIo:
+		return "io"
+	case AttributePressureResourceIrq:
+		return "irq"
+	}
+	return ""
+}
+
+// MapAttributePressureResource is a helper map of string to AttributePressureResource attribute value.
+var MapAttributePressureResource = map[string]AttributePressureResource{
+	"cpu":    AttributePressureResourceCPU,
+	"memory": AttributePressureResourceMemory,
+	"io":     AttributePressureResourceIo,
+	"irq":    AttributePressureResourceIrq,
+}
+
+// AttributePressureWindow specifies the value pressure_window attribute.
+type AttributePressureWindow int
+
+const (
+	_ AttributePressureWindow = iota
+	AttributePressureWindow10s
+	AttributePressureWindow60s
+	AttributePressureWindow300s
+)
+
+// String returns the string representation of the AttributePressureWindow.
+func (av AttributePressureWindow) String() string {
+	switch av {
+	case AttributePressureWindow10s:
+		return "10s"
+	case AttributePressureWindow60s:
+		return "60s"
+	case AttributePressureWindow300s:
+		return "300s"
+	}
+	return ""
+}
+
+// MapAttributePressureWindow is a helper map of string to AttributePressureWindow attribute value.
+var MapAttributePressureWindow = map[string]AttributePressureWindow{
+	"10s":  AttributePressureWindow10s,
+	"60s":  AttributePressureWindow60s,
+	"300s": AttributePressureWindow300s,
+}
+
 // AttributeRssType specifies the value rss_type attribute.
 type AttributeRssType int
 
@@ -153,7 +243,53 @@ var MapAttributeRssType = map[string]AttributeRssType{
 	"shmem": AttributeRssTypeShmem,
 }
 
+// AttributeTaskState specifies the value task_state attribute.
+type AttributeTaskState int
+
+const (
+	_ AttributeTaskState = iota
+	AttributeTaskStateRunning
+	AttributeTaskStateSleeping
+	AttributeTaskStateUninterruptible
+	AttributeTaskStateStopped
+	AttributeTaskStateIoWait
+	AttributeTaskStateOther
+)
+
+// String returns the string representation of the AttributeTaskState.
+func (av AttributeTaskState) String() string {
+	switch av {
+	case AttributeTaskStateRunning:
+		return "running"
+	case AttributeTaskStateSleeping:
+		return "sleeping"
+	case AttributeTaskStateUninterruptible:
+		return "uninterruptible"
+	case AttributeTaskStateStopped:
+		return "stopped"
+	case AttributeTaskStateIoWait:
+		return "io_wait"
+	case AttributeTaskStateOther:
+		return "other"
+	}
+	return ""
+}
+
+// MapAttributeTaskState is a helper map of string to AttributeTaskState attribute value.
+var MapAttributeTaskState = map[string]AttributeTaskState{
+	"running":         AttributeTaskStateRunning,
+	"sleeping":        AttributeTaskStateSleeping,
+	"uninterruptible": AttributeTaskStateUninterruptible,
+	"stopped":         AttributeTaskStateStopped,
+	"io_wait":         AttributeTaskStateIoWait,
+	"other":           AttributeTaskStateOther,
+}
+
 var MetricsInfo = metricsInfo{
+	GpotelCgroupTasks: metricInfo{
+		Name:       "gpotel.cgroup.tasks",
+		Attributes: []string{"task_state"},
+	},
 	GpotelHostProcesses: metricInfo{
 		Name:       "gpotel.host.processes",
 		Attributes: []string{"host_name"},
@@ -161,6 +297,14 @@ var MetricsInfo = metricsInfo{
 	GpotelHostUp: metricInfo{
 		Name:       "gpotel.host.up",
 		Attributes: []string{"host_name"},
+	},
+	GpotelPressureStallRatio: metricInfo{
+		Name:       "gpotel.pressure.stall.ratio",
+		Attributes: []string{"pressure_resource", "pressure_kind", "pressure_window"},
+	},
+	GpotelPressureStallTime: metricInfo{
+		Name:       "gpotel.pressure.stall.time",
+		Attributes: []string{"pressure_resource", "pressure_kind"},
 	},
 	GpotelProcessCPURunDelay: metricInfo{
 		Name:       "gpotel.process.cpu.run_delay",
@@ -202,6 +346,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.process.memory.virtual_peak",
 		Attributes: []string{"process_pid"},
 	},
+	GpotelSessionCgroupPressure: metricInfo{
+		Name:       "gpotel.session.cgroup.pressure",
+		Attributes: []string{"cgroup_name", "pressure_resource", "pressure_kind"},
+	},
 	GpotelSessionInfo: metricInfo{
 		Name: "gpotel.session.info",
 	},
@@ -236,8 +384,11 @@ var MetricsInfo = metricsInfo{
 }
 
 type metricsInfo struct {
+	GpotelCgroupTasks               metricInfo
 	GpotelHostProcesses             metricInfo
 	GpotelHostUp                    metricInfo
+	GpotelPressureStallRatio        metricInfo
+	GpotelPressureStallTime         metricInfo
 	GpotelProcessCPURunDelay        metricInfo
 	GpotelProcessDiskCancelledWrite metricInfo
 	GpotelProcessDiskDelay          metricInfo
@@ -248,6 +399,7 @@ type metricsInfo struct {
 	GpotelProcessMemoryRss          metricInfo
 	GpotelProcessMemorySwap         metricInfo
 	GpotelProcessMemoryVirtualPeak  metricInfo
+	GpotelSessionCgroupPressure     metricInfo
 	GpotelSessionInfo               metricInfo
 	ProcessContextSwitches          metricInfo
 	ProcessCPUTime                  metricInfo
@@ -261,6 +413,95 @@ type metricsInfo struct {
 type metricInfo struct {
 	Name       string
 	Attributes []string
+}
+
+type metricGpotelCgroupTasks struct {
+	data          pmetric.Metric                // data buffer for generated metric.
+	config        GpotelCgroupTasksMetricConfig // metric config provided by user.
+	capacity      int                           // max observed number of data points added to the metric.
+	aggDataPoints []int64                       // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.cgroup.tasks metric with initial data.
+func (m *metricGpotelCgroupTasks) init() {
+	m.data.SetName("gpotel.cgroup.tasks")
+	m.data.SetDescription("Tasks of the group by state. On cgroup resources.")
+	m.data.SetUnit("{task}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelCgroupTasks) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, taskStateAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelCgroupTasksMetricAttributeKeyTaskState) {
+		dp.Attributes().PutStr("gpotel.task.state", taskStateAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelCgroupTasks) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelCgroupTasks) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelCgroupTasks(cfg GpotelCgroupTasksMetricConfig) metricGpotelCgroupTasks {
+	m := metricGpotelCgroupTasks{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
 }
 
 type metricGpotelHostProcesses struct {
@@ -433,6 +674,195 @@ func (m *metricGpotelHostUp) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelHostUp(cfg GpotelHostUpMetricConfig) metricGpotelHostUp {
 	m := metricGpotelHostUp{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelPressureStallRatio struct {
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        GpotelPressureStallRatioMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []float64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.pressure.stall.ratio metric with initial data.
+func (m *metricGpotelPressureStallRatio) init() {
+	m.data.SetName("gpotel.pressure.stall.ratio")
+	m.data.SetDescription("Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelPressureStallRatio) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, pressureResourceAttributeValue string, pressureKindAttributeValue string, pressureWindowAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallRatioMetricAttributeKeyPressureWindow) {
+		dp.Attributes().PutStr("gpotel.pressure.window", pressureWindowAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelPressureStallRatio) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelPressureStallRatio) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelPressureStallRatio(cfg GpotelPressureStallRatioMetricConfig) metricGpotelPressureStallRatio {
+	m := metricGpotelPressureStallRatio{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelPressureStallTime struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelPressureStallTimeMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []float64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.pressure.stall.time metric with initial data.
+func (m *metricGpotelPressureStallTime) init() {
+	m.data.SetName("gpotel.pressure.stall.time")
+	m.data.SetDescription("Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.")
+	m.data.SetUnit("s")
+	m.data.SetEmptySum()
+	m.data.Sum().SetIsMonotonic(true)
+	m.data.Sum().SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	m.data.Sum().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelPressureStallTime) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, pressureResourceAttributeValue string, pressureKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallTimeMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelPressureStallTimeMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Sum().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelPressureStallTime) updateCapacity() {
+	if m.data.Sum().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Sum().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelPressureStallTime) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Sum().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Sum().DataPoints().At(i).SetDoubleValue(m.data.Sum().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelPressureStallTime(cfg GpotelPressureStallTimeMetricConfig) metricGpotelPressureStallTime {
+	m := metricGpotelPressureStallTime{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -1359,6 +1789,101 @@ func newMetricGpotelProcessMemoryVirtualPeak(cfg GpotelProcessMemoryVirtualPeakM
 	return m
 }
 
+type metricGpotelSessionCgroupPressure struct {
+	data          pmetric.Metric                          // data buffer for generated metric.
+	config        GpotelSessionCgroupPressureMetricConfig // metric config provided by user.
+	capacity      int                                     // max observed number of data points added to the metric.
+	aggDataPoints []float64                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.cgroup.pressure metric with initial data.
+func (m *metricGpotelSessionCgroupPressure) init() {
+	m.data.SetName("gpotel.session.cgroup.pressure")
+	m.data.SetDescription("On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionCgroupPressure) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val float64, cgroupNameAttributeValue string, pressureResourceAttributeValue string, pressureKindAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyCgroupName) {
+		dp.Attributes().PutStr("gpotel.cgroup.name", cgroupNameAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyPressureResource) {
+		dp.Attributes().PutStr("gpotel.pressure.resource", pressureResourceAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionCgroupPressureMetricAttributeKeyPressureKind) {
+		dp.Attributes().PutStr("gpotel.pressure.kind", pressureKindAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetDoubleValue(dpi.DoubleValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.DoubleValue() > val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.DoubleValue() < val {
+					dpi.SetDoubleValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetDoubleValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionCgroupPressure) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionCgroupPressure) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetDoubleValue(m.data.Gauge().DataPoints().At(i).DoubleValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionCgroupPressure(cfg GpotelSessionCgroupPressureMetricConfig) metricGpotelSessionCgroupPressure {
+	m := metricGpotelSessionCgroupPressure{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricGpotelSessionInfo struct {
 	data     pmetric.Metric                // data buffer for generated metric.
 	config   GpotelSessionInfoMetricConfig // metric config provided by user.
@@ -2062,8 +2587,11 @@ type MetricsBuilder struct {
 	buildInfo                             component.BuildInfo  // contains version information.
 	resourceAttributeIncludeFilter        map[string]filter.Filter
 	resourceAttributeExcludeFilter        map[string]filter.Filter
+	metricGpotelCgroupTasks               metricGpotelCgroupTasks
 	metricGpotelHostProcesses             metricGpotelHostProcesses
 	metricGpotelHostUp                    metricGpotelHostUp
+	metricGpotelPressureStallRatio        metricGpotelPressureStallRatio
+	metricGpotelPressureStallTime         metricGpotelPressureStallTime
 	metricGpotelProcessCPURunDelay        metricGpotelProcessCPURunDelay
 	metricGpotelProcessDiskCancelledWrite metricGpotelProcessDiskCancelledWrite
 	metricGpotelProcessDiskDelay          metricGpotelProcessDiskDelay
@@ -2074,6 +2602,7 @@ type MetricsBuilder struct {
 	metricGpotelProcessMemoryRss          metricGpotelProcessMemoryRss
 	metricGpotelProcessMemorySwap         metricGpotelProcessMemorySwap
 	metricGpotelProcessMemoryVirtualPeak  metricGpotelProcessMemoryVirtualPeak
+	metricGpotelSessionCgroupPressure     metricGpotelSessionCgroupPressure
 	metricGpotelSessionInfo               metricGpotelSessionInfo
 	metricProcessContextSwitches          metricProcessContextSwitches
 	metricProcessCPUTime                  metricProcessCPUTime
@@ -2107,8 +2636,11 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		startTime:                             pcommon.NewTimestampFromTime(time.Now()),
 		metricsBuffer:                         pmetric.NewMetrics(),
 		buildInfo:                             settings.BuildInfo,
+		metricGpotelCgroupTasks:               newMetricGpotelCgroupTasks(mbc.Metrics.GpotelCgroupTasks),
 		metricGpotelHostProcesses:             newMetricGpotelHostProcesses(mbc.Metrics.GpotelHostProcesses),
 		metricGpotelHostUp:                    newMetricGpotelHostUp(mbc.Metrics.GpotelHostUp),
+		metricGpotelPressureStallRatio:        newMetricGpotelPressureStallRatio(mbc.Metrics.GpotelPressureStallRatio),
+		metricGpotelPressureStallTime:         newMetricGpotelPressureStallTime(mbc.Metrics.GpotelPressureStallTime),
 		metricGpotelProcessCPURunDelay:        newMetricGpotelProcessCPURunDelay(mbc.Metrics.GpotelProcessCPURunDelay),
 		metricGpotelProcessDiskCancelledWrite: newMetricGpotelProcessDiskCancelledWrite(mbc.Metrics.GpotelProcessDiskCancelledWrite),
 		metricGpotelProcessDiskDelay:          newMetricGpotelProcessDiskDelay(mbc.Metrics.GpotelProcessDiskDelay),
@@ -2119,6 +2651,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelProcessMemoryRss:          newMetricGpotelProcessMemoryRss(mbc.Metrics.GpotelProcessMemoryRss),
 		metricGpotelProcessMemorySwap:         newMetricGpotelProcessMemorySwap(mbc.Metrics.GpotelProcessMemorySwap),
 		metricGpotelProcessMemoryVirtualPeak:  newMetricGpotelProcessMemoryVirtualPeak(mbc.Metrics.GpotelProcessMemoryVirtualPeak),
+		metricGpotelSessionCgroupPressure:     newMetricGpotelSessionCgroupPressure(mbc.Metrics.GpotelSessionCgroupPressure),
 		metricGpotelSessionInfo:               newMetricGpotelSessionInfo(mbc.Metrics.GpotelSessionInfo),
 		metricProcessContextSwitches:          newMetricProcessContextSwitches(mbc.Metrics.ProcessContextSwitches),
 		metricProcessCPUTime:                  newMetricProcessCPUTime(mbc.Metrics.ProcessCPUTime),
@@ -2136,6 +2669,30 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.DbNamespace.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["db.namespace"] = filter.CreateFilter(mbc.ResourceAttributes.DbNamespace.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GpotelCgroupControllers.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.controllers"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupControllers.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupControllers.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.controllers"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupControllers.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupPath.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.path"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupPath.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupPath.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.path"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupPath.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.tasks.source"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.tasks.source"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupTasksSource.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupVersion.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.cgroup.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupVersion.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelCgroupVersion.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.cgroup.version"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelCgroupVersion.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GpotelDialect.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.dialect"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelDialect.MetricsInclude)
 	}
@@ -2147,6 +2704,18 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	}
 	if mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.resource.kind"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceKind.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.resource_group.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.resource_group.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupName.MetricsExclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.resource_group.oid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.resource_group.oid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude)
 	}
 	if mbc.ResourceAttributes.GpotelSessionID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.session.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionID.MetricsInclude)
@@ -2253,8 +2822,11 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetName(ScopeName)
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
+	mb.metricGpotelCgroupTasks.emit(ils.Metrics())
 	mb.metricGpotelHostProcesses.emit(ils.Metrics())
 	mb.metricGpotelHostUp.emit(ils.Metrics())
+	mb.metricGpotelPressureStallRatio.emit(ils.Metrics())
+	mb.metricGpotelPressureStallTime.emit(ils.Metrics())
 	mb.metricGpotelProcessCPURunDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskCancelledWrite.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskDelay.emit(ils.Metrics())
@@ -2265,6 +2837,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelProcessMemoryRss.emit(ils.Metrics())
 	mb.metricGpotelProcessMemorySwap.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryVirtualPeak.emit(ils.Metrics())
+	mb.metricGpotelSessionCgroupPressure.emit(ils.Metrics())
 	mb.metricGpotelSessionInfo.emit(ils.Metrics())
 	mb.metricProcessContextSwitches.emit(ils.Metrics())
 	mb.metricProcessCPUTime.emit(ils.Metrics())
@@ -2304,6 +2877,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 	return metrics
 }
 
+// RecordGpotelCgroupTasksDataPoint adds a data point to gpotel.cgroup.tasks metric.
+func (mb *MetricsBuilder) RecordGpotelCgroupTasksDataPoint(ts pcommon.Timestamp, val int64, taskStateAttributeValue AttributeTaskState) {
+	mb.metricGpotelCgroupTasks.recordDataPoint(mb.startTime, ts, val, taskStateAttributeValue.String())
+}
+
 // RecordGpotelHostProcessesDataPoint adds a data point to gpotel.host.processes metric.
 func (mb *MetricsBuilder) RecordGpotelHostProcessesDataPoint(ts pcommon.Timestamp, val int64, hostNameAttributeValue string) {
 	mb.metricGpotelHostProcesses.recordDataPoint(mb.startTime, ts, val, hostNameAttributeValue)
@@ -2312,6 +2890,16 @@ func (mb *MetricsBuilder) RecordGpotelHostProcessesDataPoint(ts pcommon.Timestam
 // RecordGpotelHostUpDataPoint adds a data point to gpotel.host.up metric.
 func (mb *MetricsBuilder) RecordGpotelHostUpDataPoint(ts pcommon.Timestamp, val int64, hostNameAttributeValue string) {
 	mb.metricGpotelHostUp.recordDataPoint(mb.startTime, ts, val, hostNameAttributeValue)
+}
+
+// RecordGpotelPressureStallRatioDataPoint adds a data point to gpotel.pressure.stall.ratio metric.
+func (mb *MetricsBuilder) RecordGpotelPressureStallRatioDataPoint(ts pcommon.Timestamp, val float64, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind, pressureWindowAttributeValue AttributePressureWindow) {
+	mb.metricGpotelPressureStallRatio.recordDataPoint(mb.startTime, ts, val, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String(), pressureWindowAttributeValue.String())
+}
+
+// RecordGpotelPressureStallTimeDataPoint adds a data point to gpotel.pressure.stall.time metric.
+func (mb *MetricsBuilder) RecordGpotelPressureStallTimeDataPoint(ts pcommon.Timestamp, val float64, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind) {
+	mb.metricGpotelPressureStallTime.recordDataPoint(mb.startTime, ts, val, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String())
 }
 
 // RecordGpotelProcessCPURunDelayDataPoint adds a data point to gpotel.process.cpu.run_delay metric.
@@ -2362,6 +2950,11 @@ func (mb *MetricsBuilder) RecordGpotelProcessMemorySwapDataPoint(ts pcommon.Time
 // RecordGpotelProcessMemoryVirtualPeakDataPoint adds a data point to gpotel.process.memory.virtual_peak metric.
 func (mb *MetricsBuilder) RecordGpotelProcessMemoryVirtualPeakDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
 	mb.metricGpotelProcessMemoryVirtualPeak.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
+}
+
+// RecordGpotelSessionCgroupPressureDataPoint adds a data point to gpotel.session.cgroup.pressure metric.
+func (mb *MetricsBuilder) RecordGpotelSessionCgroupPressureDataPoint(ts pcommon.Timestamp, val float64, cgroupNameAttributeValue string, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind) {
+	mb.metricGpotelSessionCgroupPressure.recordDataPoint(mb.startTime, ts, val, cgroupNameAttributeValue, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String())
 }
 
 // RecordGpotelSessionInfoDataPoint adds a data point to gpotel.session.info metric.

@@ -67,8 +67,11 @@ func TestMetricsBuilder(t *testing.T) {
 			settings.Logger = zap.New(observedZapCore)
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
+			aggMap["gpotel.cgroup.tasks"] = mb.metricGpotelCgroupTasks.config.AggregationStrategy
 			aggMap["gpotel.host.processes"] = mb.metricGpotelHostProcesses.config.AggregationStrategy
 			aggMap["gpotel.host.up"] = mb.metricGpotelHostUp.config.AggregationStrategy
+			aggMap["gpotel.pressure.stall.ratio"] = mb.metricGpotelPressureStallRatio.config.AggregationStrategy
+			aggMap["gpotel.pressure.stall.time"] = mb.metricGpotelPressureStallTime.config.AggregationStrategy
 			aggMap["gpotel.process.cpu.run_delay"] = mb.metricGpotelProcessCPURunDelay.config.AggregationStrategy
 			aggMap["gpotel.process.disk.cancelled_write"] = mb.metricGpotelProcessDiskCancelledWrite.config.AggregationStrategy
 			aggMap["gpotel.process.disk.delay"] = mb.metricGpotelProcessDiskDelay.config.AggregationStrategy
@@ -79,6 +82,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpotel.process.memory.rss"] = mb.metricGpotelProcessMemoryRss.config.AggregationStrategy
 			aggMap["gpotel.process.memory.swap"] = mb.metricGpotelProcessMemorySwap.config.AggregationStrategy
 			aggMap["gpotel.process.memory.virtual_peak"] = mb.metricGpotelProcessMemoryVirtualPeak.config.AggregationStrategy
+			aggMap["gpotel.session.cgroup.pressure"] = mb.metricGpotelSessionCgroupPressure.config.AggregationStrategy
 			aggMap["process.context_switches"] = mb.metricProcessContextSwitches.config.AggregationStrategy
 			aggMap["process.cpu.time"] = mb.metricProcessCPUTime.config.AggregationStrategy
 			aggMap["process.disk.io"] = mb.metricProcessDiskIo.config.AggregationStrategy
@@ -96,6 +100,12 @@ func TestMetricsBuilder(t *testing.T) {
 			allMetricsCount := 0
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpotelCgroupTasksDataPoint(ts, 1, AttributeTaskStateRunning)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelCgroupTasksDataPoint(ts, 3, AttributeTaskStateSleeping)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpotelHostProcessesDataPoint(ts, 1, "host_name-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelHostProcessesDataPoint(ts, 3, "host_name-val-2")
@@ -105,6 +115,18 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelHostUpDataPoint(ts, 1, "host_name-val")
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelHostUpDataPoint(ts, 3, "host_name-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelPressureStallRatioDataPoint(ts, 1, AttributePressureResourceCPU, AttributePressureKindSome, AttributePressureWindow10s)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelPressureStallRatioDataPoint(ts, 3, AttributePressureResourceMemory, AttributePressureKindFull, AttributePressureWindow60s)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelPressureStallTimeDataPoint(ts, 1, AttributePressureResourceCPU, AttributePressureKindSome)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelPressureStallTimeDataPoint(ts, 3, AttributePressureResourceMemory, AttributePressureKindFull)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -168,6 +190,12 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpotelSessionCgroupPressureDataPoint(ts, 1, "cgroup_name-val", AttributePressureResourceCPU, AttributePressureKindSome)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionCgroupPressureDataPoint(ts, 3, "cgroup_name-val-2", AttributePressureResourceMemory, AttributePressureKindFull)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordGpotelSessionInfoDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
@@ -214,8 +242,14 @@ func TestMetricsBuilder(t *testing.T) {
 
 			rb := mb.NewResourceBuilder()
 			rb.SetDbNamespace("db.namespace-val")
+			rb.SetGpotelCgroupControllers("gpotel.cgroup.controllers-val")
+			rb.SetGpotelCgroupPath("gpotel.cgroup.path-val")
+			rb.SetGpotelCgroupTasksSourceCgroupstats()
+			rb.SetGpotelCgroupVersion(21)
 			rb.SetGpotelDialect("gpotel.dialect-val")
 			rb.SetGpotelResourceKindSnapshot()
+			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
+			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
@@ -225,8 +259,11 @@ func TestMetricsBuilder(t *testing.T) {
 			res := rb.Emit()
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
+				assert.Empty(t, mb.metricGpotelCgroupTasks.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostProcesses.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostUp.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelPressureStallRatio.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelPressureStallTime.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessCPURunDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDiskCancelledWrite.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDiskDelay.aggDataPoints)
@@ -237,6 +274,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpotelProcessMemoryRss.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemorySwap.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryVirtualPeak.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionCgroupPressure.aggDataPoints)
 				assert.Empty(t, mb.metricProcessContextSwitches.aggDataPoints)
 				assert.Empty(t, mb.metricProcessCPUTime.aggDataPoints)
 				assert.Empty(t, mb.metricProcessDiskIo.aggDataPoints)
@@ -271,6 +309,46 @@ func TestMetricsBuilder(t *testing.T) {
 			validatedMetrics := make(map[string]bool)
 			for _, mi := range allMetricsList {
 				switch mi.Name() {
+				case "gpotel.cgroup.tasks":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.cgroup.tasks"], "Found a duplicate in the metrics slice: gpotel.cgroup.tasks")
+						validatedMetrics["gpotel.cgroup.tasks"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Tasks of the group by state. On cgroup resources.", mi.Description())
+						assert.Equal(t, "{task}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						taskStateAttrVal, ok := dp.Attributes().Get("gpotel.task.state")
+						assert.True(t, ok)
+						assert.Equal(t, "running", taskStateAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.cgroup.tasks"], "Found a duplicate in the metrics slice: gpotel.cgroup.tasks")
+						validatedMetrics["gpotel.cgroup.tasks"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Tasks of the group by state. On cgroup resources.", mi.Description())
+						assert.Equal(t, "{task}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.cgroup.tasks"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.task.state")
+						assert.False(t, ok)
+					}
 				case "gpotel.host.processes":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["gpotel.host.processes"], "Found a duplicate in the metrics slice: gpotel.host.processes")
@@ -349,6 +427,105 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("host.name")
+						assert.False(t, ok)
+					}
+				case "gpotel.pressure.stall.ratio":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.ratio"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.ratio")
+						validatedMetrics["gpotel.pressure.stall.ratio"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+						pressureWindowAttrVal, ok := dp.Attributes().Get("gpotel.pressure.window")
+						assert.True(t, ok)
+						assert.Equal(t, "10s", pressureWindowAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.ratio"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.ratio")
+						validatedMetrics["gpotel.pressure.stall.ratio"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.pressure.stall.ratio"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.window")
+						assert.False(t, ok)
+					}
+				case "gpotel.pressure.stall.time":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.time"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.time")
+						validatedMetrics["gpotel.pressure.stall.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.pressure.stall.time"], "Found a duplicate in the metrics slice: gpotel.pressure.stall.time")
+						validatedMetrics["gpotel.pressure.stall.time"] = true
+						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
+						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
+						assert.Equal(t, "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources.", mi.Description())
+						assert.Equal(t, "s", mi.Unit())
+						assert.True(t, mi.Sum().IsMonotonic())
+						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
+						dp := mi.Sum().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.pressure.stall.time"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.cpu.run_delay":
@@ -799,6 +976,56 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("process.pid")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.cgroup.pressure":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.cgroup.pressure"], "Found a duplicate in the metrics slice: gpotel.session.cgroup.pressure")
+						validatedMetrics["gpotel.session.cgroup.pressure"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						cgroupNameAttrVal, ok := dp.Attributes().Get("gpotel.cgroup.name")
+						assert.True(t, ok)
+						assert.Equal(t, "cgroup_name-val", cgroupNameAttrVal.Str())
+						pressureResourceAttrVal, ok := dp.Attributes().Get("gpotel.pressure.resource")
+						assert.True(t, ok)
+						assert.Equal(t, "cpu", pressureResourceAttrVal.Str())
+						pressureKindAttrVal, ok := dp.Attributes().Get("gpotel.pressure.kind")
+						assert.True(t, ok)
+						assert.Equal(t, "some", pressureKindAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.cgroup.pressure"], "Found a duplicate in the metrics slice: gpotel.session.cgroup.pressure")
+						validatedMetrics["gpotel.session.cgroup.pressure"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeDouble, dp.ValueType())
+						switch aggMap["gpotel.session.cgroup.pressure"] {
+						case "sum":
+							assert.InDelta(t, float64(4), dp.DoubleValue(), 0.01)
+						case "avg":
+							assert.InDelta(t, float64(2), dp.DoubleValue(), 0.01)
+						case "min":
+							assert.InDelta(t, float64(1), dp.DoubleValue(), 0.01)
+						case "max":
+							assert.InDelta(t, float64(3), dp.DoubleValue(), 0.01)
+						}
+						_, ok := dp.Attributes().Get("gpotel.cgroup.name")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.resource")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
 						assert.False(t, ok)
 					}
 				case "gpotel.session.info":

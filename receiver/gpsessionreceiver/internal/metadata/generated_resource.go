@@ -28,6 +28,41 @@ func (rb *ResourceBuilder) SetDbNamespace(val string) {
 	}
 }
 
+// SetGpotelCgroupControllers sets provided value as "gpotel.cgroup.controllers" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupControllers(val string) {
+	if rb.config.GpotelCgroupControllers.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.controllers", val)
+	}
+}
+
+// SetGpotelCgroupPath sets provided value as "gpotel.cgroup.path" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupPath(val string) {
+	if rb.config.GpotelCgroupPath.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.path", val)
+	}
+}
+
+// SetGpotelCgroupTasksSourceCgroupstats sets "gpotel.cgroup.tasks.source=cgroupstats" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupTasksSourceCgroupstats() {
+	if rb.config.GpotelCgroupTasksSource.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.tasks.source", "cgroupstats")
+	}
+}
+
+// SetGpotelCgroupTasksSourceProcStat sets "gpotel.cgroup.tasks.source=proc_stat" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupTasksSourceProcStat() {
+	if rb.config.GpotelCgroupTasksSource.Enabled {
+		rb.res.Attributes().PutStr("gpotel.cgroup.tasks.source", "proc_stat")
+	}
+}
+
+// SetGpotelCgroupVersion sets provided value as "gpotel.cgroup.version" attribute.
+func (rb *ResourceBuilder) SetGpotelCgroupVersion(val int64) {
+	if rb.config.GpotelCgroupVersion.Enabled {
+		rb.res.Attributes().PutInt("gpotel.cgroup.version", val)
+	}
+}
+
 // SetGpotelDialect sets provided value as "gpotel.dialect" attribute.
 func (rb *ResourceBuilder) SetGpotelDialect(val string) {
 	if rb.config.GpotelDialect.Enabled {
@@ -53,6 +88,34 @@ func (rb *ResourceBuilder) SetGpotelResourceKindSession() {
 func (rb *ResourceBuilder) SetGpotelResourceKindProcess() {
 	if rb.config.GpotelResourceKind.Enabled {
 		rb.res.Attributes().PutStr("gpotel.resource.kind", "process")
+	}
+}
+
+// SetGpotelResourceKindHost sets "gpotel.resource.kind=host" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindHost() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "host")
+	}
+}
+
+// SetGpotelResourceKindCgroup sets "gpotel.resource.kind=cgroup" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindCgroup() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "cgroup")
+	}
+}
+
+// SetGpotelResourceGroupName sets provided value as "gpotel.resource_group.name" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceGroupName(val string) {
+	if rb.config.GpotelResourceGroupName.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource_group.name", val)
+	}
+}
+
+// SetGpotelResourceGroupOid sets provided value as "gpotel.resource_group.oid" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceGroupOid(val int64) {
+	if rb.config.GpotelResourceGroupOid.Enabled {
+		rb.res.Attributes().PutInt("gpotel.resource_group.oid", val)
 	}
 }
 

@@ -14,8 +14,14 @@ func TestResourceBuilder(t *testing.T) {
 			cfg := loadResourceAttributesConfig(t, tt)
 			rb := NewResourceBuilder(cfg)
 			rb.SetDbNamespace("db.namespace-val")
+			rb.SetGpotelCgroupControllers("gpotel.cgroup.controllers-val")
+			rb.SetGpotelCgroupPath("gpotel.cgroup.path-val")
+			rb.SetGpotelCgroupTasksSourceCgroupstats()
+			rb.SetGpotelCgroupVersion(21)
 			rb.SetGpotelDialect("gpotel.dialect-val")
 			rb.SetGpotelResourceKindSnapshot()
+			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
+			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
@@ -28,9 +34,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 9, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 9, res.Attributes().Len())
+				assert.Equal(t, 15, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -42,6 +48,26 @@ func TestResourceBuilder(t *testing.T) {
 			if ok {
 				assert.Equal(t, "db.namespace-val", dbNamespaceAttrVal.Str())
 			}
+			gpotelCgroupControllersAttrVal, ok := res.Attributes().Get("gpotel.cgroup.controllers")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpotel.cgroup.controllers-val", gpotelCgroupControllersAttrVal.Str())
+			}
+			gpotelCgroupPathAttrVal, ok := res.Attributes().Get("gpotel.cgroup.path")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpotel.cgroup.path-val", gpotelCgroupPathAttrVal.Str())
+			}
+			gpotelCgroupTasksSourceAttrVal, ok := res.Attributes().Get("gpotel.cgroup.tasks.source")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "cgroupstats", gpotelCgroupTasksSourceAttrVal.Str())
+			}
+			gpotelCgroupVersionAttrVal, ok := res.Attributes().Get("gpotel.cgroup.version")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 21, gpotelCgroupVersionAttrVal.Int())
+			}
 			gpotelDialectAttrVal, ok := res.Attributes().Get("gpotel.dialect")
 			assert.True(t, ok)
 			if ok {
@@ -51,6 +77,16 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.Equal(t, "snapshot", gpotelResourceKindAttrVal.Str())
+			}
+			gpotelResourceGroupNameAttrVal, ok := res.Attributes().Get("gpotel.resource_group.name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpotel.resource_group.name-val", gpotelResourceGroupNameAttrVal.Str())
+			}
+			gpotelResourceGroupOidAttrVal, ok := res.Attributes().Get("gpotel.resource_group.oid")
+			assert.True(t, ok)
+			if ok {
+				assert.EqualValues(t, 25, gpotelResourceGroupOidAttrVal.Int())
 			}
 			gpotelSessionIDAttrVal, ok := res.Attributes().Get("gpotel.session.id")
 			assert.True(t, ok)

@@ -1,0 +1,176 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// These tests read this machine's real cgroups and pressure files through
+// the same Inspector the agent uses. Creating groups needs root.
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("creating cgroups needs root")
+	}
+}
+
+// deadline bounds a wait for the kernel by the test's own deadline, at least a minute.
+func deadline(t *testing.T) time.Time {
+	d := time.Now().Add(2 * time.Minute)
+	if td, ok := t.Deadline(); ok && td.Before(d) {
+		d = td.Add(-5 * time.Second)
+	}
+	return d
+}
+
+// makeGroup creates dir and its parents under a hierarchy's mount point and
+// removes them at cleanup, deepest first, once their processes are gone.
+func makeGroup(t *testing.T, mountPoint, rel string) string {
+	t.Helper()
+	dir := filepath.Join(mountPoint, rel)
+	require.NoError(t, os.MkdirAll(dir, 0o755))
+	t.Cleanup(func() {
+		for p := dir; p != mountPoint && p != "/"; p = filepath.Dir(p) {
+			if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("removing %s: %v", p, err)
+			}
+		}
+	})
+	return dir
+}
+
+// start runs a command until the test ends (cleanups run last-in first-out,
+// so it is killed before its group is removed).
+func start(t *testing.T, cmd *exec.Cmd) int64 {
+	t.Helper()
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	return int64(cmd.Process.Pid)
+}
+
+func testGroupName() string { return fmt.Sprintf("gpotel-cgroup-test-%d", os.Getpid()) }
+
+func TestHostPressureIsReadFromProc(t *testing.T) {
+	if _, err := os.Stat("/proc/pressure/cpu"); err != nil {
+		t.Skipf("this kernel has no /proc/pressure: %v", err)
+	}
+	in := NewInspector(InspectorConfig{})
+	set := in.HostPressure()
+	assert.Empty(t, set.Unread)
+	for _, r := range []Resource{CPU, Memory, IO} {
+		assert.Contains(t, set.ByResource, r)
+	}
+}
+
+func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
+	requireRoot(t)
+	in := NewInspector(InspectorConfig{})
+	v2 := in.Layout().V2
+	if v2 == nil {
+		t.Skip("cgroup v2 is not mounted on this host")
+	}
+	dir := makeGroup(t, v2.MountPoint, filepath.Join(testGroupName(), "gpdb", "6437"))
+	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
+	require.NoError(t, err)
+	defer func() { _ = syscall.Close(fd) }()
+
+	// More burners than CPUs: some of the group's runnable tasks always wait.
+	var pids []int64
+	for range 3 {
+		cmd := exec.Command("sh", "-c", "while :; do :; done")
+		cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+		pids = append(pids, start(t, cmd))
+	}
+
+	g, err := in.GroupOf(pids[0])
+	require.NoError(t, err)
+	assert.Equal(t, Group{Version: 2, Path: "/" + testGroupName() + "/gpdb/6437", ResourceGroupOID: 6437}, g)
+
+	first := in.ReadGroup(g)
+	require.Empty(t, first.Unread)
+	require.NotNil(t, first.Pressure)
+	require.Empty(t, first.Pressure.Unread)
+	before := first.Pressure.ByResource[CPU].Some.TotalMicros
+	end := deadline(t)
+	for {
+		r := in.ReadGroup(g)
+		require.Empty(t, r.Unread)
+		now := r.Pressure.ByResource[CPU].Some.TotalMicros
+		if now > before {
+			t.Logf("cpu.pressure some total %d -> %d us", before, now)
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("cpu.pressure some total stayed at %d us with 3 burners on %s", now, dir)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
+	requireRoot(t)
+	in := NewInspector(InspectorConfig{CgroupStats: true})
+	var cpu *Mount
+	for _, m := range in.Layout().V1 {
+		if sameSet(m.Controllers, []string{"cpu"}) || sameSet(m.Controllers, []string{"cpu", "cpuacct"}) {
+			cpu = &m
+		}
+	}
+	if cpu == nil {
+		t.Skip("no cgroup v1 cpu hierarchy on this host")
+	}
+	for _, c := range in.Capabilities() {
+		if c.Name == "cgroup v1 task states (cgroupstats)" && c.Off != nil {
+			t.Skipf("cgroupstats unavailable: %v", c.Off)
+		}
+	}
+	dir := makeGroup(t, cpu.MountPoint, filepath.Join(testGroupName(), "gpdb", "6438"))
+	// A reader blocked on an empty pipe sleeps in plain TASK_INTERRUPTIBLE, as a
+	// backend waiting for its client does; sleep(1) would not do: since Linux 6.1
+	// nanosleep adds TASK_FREEZABLE to the state word, and cgroupstats counts
+	// such a task in no bucket.
+	reader := exec.Command("cat")
+	stdin, err := reader.StdinPipe()
+	require.NoError(t, err)
+	defer func() { _ = stdin.Close() }()
+	sleeping := start(t, reader)
+	stopped := start(t, exec.Command("sleep", "3600"))
+	for _, pid := range []int64{sleeping, stopped} {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "cgroup.procs"), fmt.Appendf(nil, "%d", pid), 0o644))
+	}
+	require.NoError(t, syscall.Kill(int(stopped), syscall.SIGSTOP))
+
+	g, err := in.GroupOf(sleeping)
+	require.NoError(t, err)
+	assert.Equal(t, Group{Version: 1, Hierarchy: "cpu", Path: "/" + testGroupName() + "/gpdb/6438", ResourceGroupOID: 6438}, g)
+
+	want := TaskStates{Sleeping: 1, Stopped: 1, HasIOWait: true}
+	end := deadline(t)
+	for {
+		r := in.ReadGroup(g)
+		require.Empty(t, r.Unread)
+		require.NotNil(t, r.TaskStates)
+		if *r.TaskStates == want || time.Now().After(end) {
+			assert.Equal(t, want, *r.TaskStates)
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
