@@ -123,7 +123,7 @@ func TestProcessFirstSeenLongAfterItsBirthAddsNoSpike(t *testing.T) {
 	if got := figure(t, md, 8, sc.MetricSessionCPUUsageSmoothed, sc.AttrTimeConstant, "10s"); got != 0 {
 		t.Errorf("session 8 smoothed CPU = %.3f cores right after its old process was first seen; want 0 (its past is not this interval)", got)
 	}
-	old.CPUUser += 1
+	old.CPUUser++
 	md = feed(t, p, sink, snap(5, nil, []int64{7, 8}, burner(5), old))
 	if got, want := figure(t, md, 8, sc.MetricSessionCPUUsageSmoothed, sc.AttrTimeConstant, "10s"), 1-math.Exp(-0.1); math.Abs(got-want) > 1e-9 {
 		t.Errorf("session 8 smoothed CPU after one busy second = %.6f, want %.6f", got, want)
