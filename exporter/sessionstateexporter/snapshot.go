@@ -245,6 +245,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 		SessionInfo: info,
 	}
 	var stats sessionStats
+	var avgs procAvgs
 	var query string
 	var backends []gpsemconv.BackendRef
 	sms := rm.ScopeMetrics()
@@ -260,9 +261,13 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 				}
 				continue
 			}
+			if avgs.add(m) {
+				continue
+			}
 			p.addFigure(&stats, m)
 		}
 	}
+	state.ProcAvg = avgs.messages()
 	if stats.lastFound {
 		finishStat(&stats.last)
 		state.LastMetrics = &yagpcc.GPMetrics{SystemStat: &stats.last}

@@ -191,6 +191,23 @@ func UnattributedMetric(session string) string {
 	return unattributedPrefix + strings.TrimPrefix(session, sessionPrefix)
 }
 
+// Smoothed figures (processor): exponentially weighted averages, one point
+// per configured time constant (AttrTimeConstant). Session ones are on the
+// session resource; host (with host.name) and cluster ones on the snapshot's.
+const (
+	AttrTimeConstant = "gpotel.time_constant"
+
+	MetricSessionCPUUsageSmoothed    = "gpotel.session.cpu.usage.smoothed"
+	MetricSessionDiskIORateSmoothed  = "gpotel.session.disk.io.rate.smoothed"
+	MetricSessionMemoryUsageSmoothed = "gpotel.session.memory.usage.smoothed"
+	MetricHostCPUUsageSmoothed       = "gpotel.host.cpu.usage.smoothed"
+	MetricHostDiskIORateSmoothed     = "gpotel.host.disk.io.rate.smoothed"
+	MetricHostMemoryUsageSmoothed    = "gpotel.host.memory.usage.smoothed"
+	MetricClusterCPUUsageSmoothed    = "gpotel.cluster.cpu.usage.smoothed"
+	MetricClusterDiskIORateSmoothed  = "gpotel.cluster.disk.io.rate.smoothed"
+	MetricClusterMemoryUsageSmoothed = "gpotel.cluster.memory.usage.smoothed"
+)
+
 // WindowName is the gpotel.window value of a configured window: Go's
 // duration text without trailing zero units ("30s", "5m", "1h30m", "1h").
 func WindowName(d time.Duration) string {

@@ -17,6 +17,9 @@ type Config struct {
 	MaxStoredPoints int `mapstructure:"max_stored_points"`
 	// EmitProcessMetrics forwards the receiver's per-process resources too.
 	EmitProcessMetrics bool `mapstructure:"emit_process_metrics"`
+	// TimeConstants are the time constants of the smoothed (exponentially
+	// weighted) rates; empty turns smoothing off.
+	TimeConstants []time.Duration `mapstructure:"time_constants"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -25,7 +28,11 @@ var _ component.Config = (*Config)(nil)
 const minStoredPoints = 30
 
 func createDefaultConfig() component.Config {
-	return &Config{Windows: []time.Duration{5 * time.Minute}}
+	return &Config{
+		Windows: []time.Duration{5 * time.Minute},
+		// The load average's constants: a DBA reads them like uptime's.
+		TimeConstants: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
+	}
 }
 
 // Validate reports every problem of the configuration at once.
@@ -44,6 +51,17 @@ func (cfg *Config) Validate() error {
 			errs = append(errs, fmt.Errorf("windows[%d]: %s is listed twice", i, w))
 		}
 		seen[w] = true
+	}
+	seenTC := make(map[time.Duration]bool, len(cfg.TimeConstants))
+	for i, tc := range cfg.TimeConstants {
+		if tc <= 0 {
+			errs = append(errs, fmt.Errorf("time_constants[%d]: %s is not positive", i, tc))
+			continue
+		}
+		if seenTC[tc] {
+			errs = append(errs, fmt.Errorf("time_constants[%d]: %s is listed twice", i, tc))
+		}
+		seenTC[tc] = true
 	}
 	if cfg.MaxStoredPoints < 0 {
 		errs = append(errs, fmt.Errorf("max_stored_points: %d is negative (0 means automatic)", cfg.MaxStoredPoints))

@@ -18,6 +18,10 @@ func TestDefaultConfig(t *testing.T) {
 	if cfg.MaxStoredPoints != 0 || cfg.EmitProcessMetrics {
 		t.Errorf("default max_stored_points=%d emit_process_metrics=%v, want 0 and false", cfg.MaxStoredPoints, cfg.EmitProcessMetrics)
 	}
+	if want := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}; len(cfg.TimeConstants) != 3 ||
+		cfg.TimeConstants[0] != want[0] || cfg.TimeConstants[1] != want[1] || cfg.TimeConstants[2] != want[2] {
+		t.Errorf("default time_constants = %v, want %v", cfg.TimeConstants, want)
+	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("default config does not validate: %v", err)
 	}
@@ -58,6 +62,8 @@ func TestConfigValidate(t *testing.T) {
 		{"duplicate window", Config{Windows: []time.Duration{time.Minute, 60 * time.Second}}, []string{"windows[1]", "twice"}},
 		{"negative max_stored_points", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: -1}, []string{"negative"}},
 		{"one stored point", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: 1}, []string{"nothing to diff"}},
+		{"bad time constants", Config{Windows: []time.Duration{time.Minute}, TimeConstants: []time.Duration{0, time.Minute, 60 * time.Second}},
+			[]string{"time_constants[0]", "not positive", "time_constants[2]", "twice"}},
 		{"all problems at once", Config{Windows: []time.Duration{-1, time.Minute, time.Minute}, MaxStoredPoints: -5},
 			[]string{"not positive", "twice", "negative"}},
 	}

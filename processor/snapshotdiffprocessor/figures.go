@@ -29,6 +29,7 @@ type figures struct {
 	memoryCluster   []memoryGauges
 	memoryMaxHost   []memoryGauges
 	sessionIndex    map[sessionKey]uint32
+	smoothed        *smoothedFigures // nil when smoothing is off
 }
 
 // sessionFigures is one session's view of figures.

@@ -23,6 +23,8 @@ const scopeName = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 type snapshotDiff struct {
 	emitProcesses bool
 	windowNames   []string
+	constantNames []string  // gpotel.time_constant values
+	smoother      *smoother // nil when smoothing is off
 	logger        *zap.Logger
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
@@ -40,6 +42,12 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 	p.decoders.New = func() any { return &processDecoder{} }
 	for _, w := range cfg.Windows {
 		p.windowNames = append(p.windowNames, sc.WindowName(w))
+	}
+	if len(cfg.TimeConstants) > 0 {
+		p.smoother = newSmoother(cfg.TimeConstants)
+		for _, c := range cfg.TimeConstants {
+			p.constantNames = append(p.constantNames, sc.WindowName(c))
+		}
 	}
 	return p
 }
@@ -201,7 +209,11 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	if err := p.store.commit(hosts); err != nil {
 		return nil, err
 	}
-	return p.store.computeFigures(), nil
+	figs := p.store.computeFigures()
+	if p.smoother != nil {
+		figs.smoothed = p.smoother.update(p.store)
+	}
+	return figs, nil
 }
 
 // readSnapshotResource returns the snapshot time and the hosts' answers.
@@ -288,7 +300,12 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, f
 	rms := md.ResourceMetrics()
 	for i, kind := range kinds {
 		if kind == kindSnapshot {
-			p.writeCluster(rms.At(i).ScopeMetrics().AppendEmpty(), figs)
+			// One processor scope on the snapshot resource: cluster figures, then the smoothed ones.
+			sm := rms.At(i).ScopeMetrics().AppendEmpty()
+			p.writeCluster(sm, figs)
+			if figs.smoothed != nil {
+				p.writeClusterSmoothed(sm, figs)
+			}
 		}
 		if kind != kindSession {
 			continue
@@ -301,7 +318,12 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, f
 			p.logger.Warn("session resource lacks " + sc.AttrSessionID + "; no figures for it")
 			continue
 		}
-		p.writeSession(rm.ScopeMetrics().AppendEmpty(), figs.session(sessionKey{tmID: tm.Int(), id: id.Int()}))
+		key := sessionKey{tmID: tm.Int(), id: id.Int()}
+		sm := rm.ScopeMetrics().AppendEmpty()
+		p.writeSession(sm, figs.session(key))
+		if figs.smoothed != nil {
+			p.writeSessionSmoothed(sm.Metrics(), pcommon.Timestamp(figs.time), figs.smoothed.sessions[key])
+		}
 	}
 }
 

@@ -165,6 +165,7 @@ type store struct {
 	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
 	procGone  []bool     // the last sighting was its exit record
 	procSeg   []int32    // content id, for the unattributed exits' figures
+	procFirst []uint64   // seq of the first sighting
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -288,6 +289,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procSeen = append(s.procSeen, 0)
 		s.procGone = append(s.procGone, false)
 		s.procSeg = append(s.procSeg, 0)
+		s.procFirst = append(s.procFirst, 0)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -307,6 +309,7 @@ func (s *store) freeRow(row uint32) {
 	s.procSeen[row] = 0
 	s.procGone[row] = false
 	s.procSeg[row] = 0
+	s.procFirst[row] = 0
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -336,6 +339,7 @@ func (s *store) add(p *processSample) error {
 	}
 	if !known {
 		row = s.allocRow(key)
+		s.procFirst[row] = seq
 	} else if s.procSeen[row] == seq {
 		return errDuplicateProcess
 	}

@@ -427,8 +427,10 @@ type SessionState struct {
 	BlockedSessionLevel int64                  `protobuf:"varint,14,opt,name=blocked_session_level,json=blockedSessionLevel,proto3" json:"blocked_session_level,omitempty"`
 	RunningQueryError   string                 `protobuf:"bytes,15,opt,name=running_query_error,json=runningQueryError,proto3" json:"running_query_error,omitempty"`
 	RunningQuerySlices  int64                  `protobuf:"varint,16,opt,name=running_query_slices,json=runningQuerySlices,proto3" json:"running_query_slices,omitempty"`
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// gpotel additions (1001-1049).
+	ProcAvg       []*ProcAvg `protobuf:"bytes,1001,rep,name=proc_avg,json=procAvg,proto3" json:"proc_avg,omitempty"` // smoothed figures, one per time constant, shortest first
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionState) Reset() {
@@ -573,6 +575,92 @@ func (x *SessionState) GetRunningQuerySlices() int64 {
 	return 0
 }
 
+func (x *SessionState) GetProcAvg() []*ProcAvg {
+	if x != nil {
+		return x.ProcAvg
+	}
+	return nil
+}
+
+// Exponentially weighted averages of a session's processes on every host at
+// one time constant (yagpcc's design names this message; the fields are
+// gpotel's).
+type ProcAvg struct {
+	state               protoimpl.MessageState `protogen:"open.v1"`
+	TimeConstantSeconds float64                `protobuf:"fixed64,1,opt,name=time_constant_seconds,json=timeConstantSeconds,proto3" json:"time_constant_seconds,omitempty"`
+	CpuCores            float64                `protobuf:"fixed64,2,opt,name=cpu_cores,json=cpuCores,proto3" json:"cpu_cores,omitempty"`                                      // CPU seconds per second, user + system
+	ReadBytesPerSecond  float64                `protobuf:"fixed64,3,opt,name=read_bytes_per_second,json=readBytesPerSecond,proto3" json:"read_bytes_per_second,omitempty"`    // /proc/<pid>/io read_bytes
+	WriteBytesPerSecond float64                `protobuf:"fixed64,4,opt,name=write_bytes_per_second,json=writeBytesPerSecond,proto3" json:"write_bytes_per_second,omitempty"` // /proc/<pid>/io write_bytes
+	RssBytes            float64                `protobuf:"fixed64,5,opt,name=rss_bytes,json=rssBytes,proto3" json:"rss_bytes,omitempty"`                                      // resident memory summed over hosts
+	unknownFields       protoimpl.UnknownFields
+	sizeCache           protoimpl.SizeCache
+}
+
+func (x *ProcAvg) Reset() {
+	*x = ProcAvg{}
+	mi := &file_yagpcc_session_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProcAvg) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProcAvg) ProtoMessage() {}
+
+func (x *ProcAvg) ProtoReflect() protoreflect.Message {
+	mi := &file_yagpcc_session_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProcAvg.ProtoReflect.Descriptor instead.
+func (*ProcAvg) Descriptor() ([]byte, []int) {
+	return file_yagpcc_session_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ProcAvg) GetTimeConstantSeconds() float64 {
+	if x != nil {
+		return x.TimeConstantSeconds
+	}
+	return 0
+}
+
+func (x *ProcAvg) GetCpuCores() float64 {
+	if x != nil {
+		return x.CpuCores
+	}
+	return 0
+}
+
+func (x *ProcAvg) GetReadBytesPerSecond() float64 {
+	if x != nil {
+		return x.ReadBytesPerSecond
+	}
+	return 0
+}
+
+func (x *ProcAvg) GetWriteBytesPerSecond() float64 {
+	if x != nil {
+		return x.WriteBytesPerSecond
+	}
+	return 0
+}
+
+func (x *ProcAvg) GetRssBytes() float64 {
+	if x != nil {
+		return x.RssBytes
+	}
+	return 0
+}
+
 var File_yagpcc_session_proto protoreflect.FileDescriptor
 
 const file_yagpcc_session_proto_rawDesc = "" +
@@ -627,7 +715,7 @@ const file_yagpcc_session_proto_rawDesc = "" +
 	"\vquery_level\x18\x04 \x01(\x03R\n" +
 	"queryLevel\x12;\n" +
 	"\vquery_start\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"queryStart\"\xd8\x06\n" +
+	"queryStart\"\x85\a\n" +
 	"\fSessionState\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1d\n" +
 	"\n" +
@@ -647,7 +735,14 @@ const file_yagpcc_session_proto_rawDesc = "" +
 	"\x15running_queries_stack\x18\r \x03(\v2\x11.yagpcc.QueryDescR\x13runningQueriesStack\x122\n" +
 	"\x15blocked_session_level\x18\x0e \x01(\x03R\x13blockedSessionLevel\x12.\n" +
 	"\x13running_query_error\x18\x0f \x01(\tR\x11runningQueryError\x120\n" +
-	"\x14running_query_slices\x18\x10 \x01(\x03R\x12runningQuerySlicesB.Z,github.com/gpotel/gpotel/proto/yagpcc;yagpccb\x06proto3"
+	"\x14running_query_slices\x18\x10 \x01(\x03R\x12runningQuerySlices\x12+\n" +
+	"\bproc_avg\x18\xe9\a \x03(\v2\x0f.yagpcc.ProcAvgR\aprocAvg\"\xdf\x01\n" +
+	"\aProcAvg\x122\n" +
+	"\x15time_constant_seconds\x18\x01 \x01(\x01R\x13timeConstantSeconds\x12\x1b\n" +
+	"\tcpu_cores\x18\x02 \x01(\x01R\bcpuCores\x121\n" +
+	"\x15read_bytes_per_second\x18\x03 \x01(\x01R\x12readBytesPerSecond\x123\n" +
+	"\x16write_bytes_per_second\x18\x04 \x01(\x01R\x13writeBytesPerSecond\x12\x1b\n" +
+	"\trss_bytes\x18\x05 \x01(\x01R\brssBytesB.Z,github.com/gpotel/gpotel/proto/yagpcc;yagpccb\x06proto3"
 
 var (
 	file_yagpcc_session_proto_rawDescOnce sync.Once
@@ -661,42 +756,44 @@ func file_yagpcc_session_proto_rawDescGZIP() []byte {
 	return file_yagpcc_session_proto_rawDescData
 }
 
-var file_yagpcc_session_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_yagpcc_session_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_yagpcc_session_proto_goTypes = []any{
 	(*SessionKey)(nil),            // 0: yagpcc.SessionKey
 	(*SessionInfo)(nil),           // 1: yagpcc.SessionInfo
 	(*QueryDesc)(nil),             // 2: yagpcc.QueryDesc
 	(*SessionState)(nil),          // 3: yagpcc.SessionState
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
-	(*QueryKey)(nil),              // 5: yagpcc.QueryKey
-	(*QueryInfo)(nil),             // 6: yagpcc.QueryInfo
-	(QueryStatus)(0),              // 7: yagpcc.QueryStatus
-	(*GPMetrics)(nil),             // 8: yagpcc.GPMetrics
+	(*ProcAvg)(nil),               // 4: yagpcc.ProcAvg
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*QueryKey)(nil),              // 6: yagpcc.QueryKey
+	(*QueryInfo)(nil),             // 7: yagpcc.QueryInfo
+	(QueryStatus)(0),              // 8: yagpcc.QueryStatus
+	(*GPMetrics)(nil),             // 9: yagpcc.GPMetrics
 }
 var file_yagpcc_session_proto_depIdxs = []int32{
-	4,  // 0: yagpcc.SessionInfo.backend_start:type_name -> google.protobuf.Timestamp
-	4,  // 1: yagpcc.SessionInfo.xact_start:type_name -> google.protobuf.Timestamp
-	4,  // 2: yagpcc.SessionInfo.query_start:type_name -> google.protobuf.Timestamp
-	4,  // 3: yagpcc.SessionInfo.state_change:type_name -> google.protobuf.Timestamp
-	5,  // 4: yagpcc.QueryDesc.query_key:type_name -> yagpcc.QueryKey
-	6,  // 5: yagpcc.QueryDesc.query_info:type_name -> yagpcc.QueryInfo
-	7,  // 6: yagpcc.QueryDesc.query_status:type_name -> yagpcc.QueryStatus
-	4,  // 7: yagpcc.QueryDesc.query_start:type_name -> google.protobuf.Timestamp
-	4,  // 8: yagpcc.SessionState.time:type_name -> google.protobuf.Timestamp
+	5,  // 0: yagpcc.SessionInfo.backend_start:type_name -> google.protobuf.Timestamp
+	5,  // 1: yagpcc.SessionInfo.xact_start:type_name -> google.protobuf.Timestamp
+	5,  // 2: yagpcc.SessionInfo.query_start:type_name -> google.protobuf.Timestamp
+	5,  // 3: yagpcc.SessionInfo.state_change:type_name -> google.protobuf.Timestamp
+	6,  // 4: yagpcc.QueryDesc.query_key:type_name -> yagpcc.QueryKey
+	7,  // 5: yagpcc.QueryDesc.query_info:type_name -> yagpcc.QueryInfo
+	8,  // 6: yagpcc.QueryDesc.query_status:type_name -> yagpcc.QueryStatus
+	5,  // 7: yagpcc.QueryDesc.query_start:type_name -> google.protobuf.Timestamp
+	5,  // 8: yagpcc.SessionState.time:type_name -> google.protobuf.Timestamp
 	0,  // 9: yagpcc.SessionState.session_key:type_name -> yagpcc.SessionKey
 	1,  // 10: yagpcc.SessionState.session_info:type_name -> yagpcc.SessionInfo
-	5,  // 11: yagpcc.SessionState.running_query:type_name -> yagpcc.QueryKey
-	6,  // 12: yagpcc.SessionState.running_query_info:type_name -> yagpcc.QueryInfo
-	7,  // 13: yagpcc.SessionState.running_query_status:type_name -> yagpcc.QueryStatus
-	8,  // 14: yagpcc.SessionState.total_metrics:type_name -> yagpcc.GPMetrics
-	8,  // 15: yagpcc.SessionState.last_metrics:type_name -> yagpcc.GPMetrics
-	8,  // 16: yagpcc.SessionState.query_metrics:type_name -> yagpcc.GPMetrics
+	6,  // 11: yagpcc.SessionState.running_query:type_name -> yagpcc.QueryKey
+	7,  // 12: yagpcc.SessionState.running_query_info:type_name -> yagpcc.QueryInfo
+	8,  // 13: yagpcc.SessionState.running_query_status:type_name -> yagpcc.QueryStatus
+	9,  // 14: yagpcc.SessionState.total_metrics:type_name -> yagpcc.GPMetrics
+	9,  // 15: yagpcc.SessionState.last_metrics:type_name -> yagpcc.GPMetrics
+	9,  // 16: yagpcc.SessionState.query_metrics:type_name -> yagpcc.GPMetrics
 	2,  // 17: yagpcc.SessionState.running_queries_stack:type_name -> yagpcc.QueryDesc
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	4,  // 18: yagpcc.SessionState.proc_avg:type_name -> yagpcc.ProcAvg
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_session_proto_init() }
@@ -711,7 +808,7 @@ func file_yagpcc_session_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_yagpcc_session_proto_rawDesc), len(file_yagpcc_session_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

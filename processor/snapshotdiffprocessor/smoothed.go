@@ -1,0 +1,247 @@
+package snapshotdiffprocessor
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+// Smoothed quantities: rates over the last step and the memory level.
+const (
+	avgCPU    = iota // cores (CPU seconds per second)
+	avgRead          // disk read bytes per second
+	avgWrite         // disk write bytes per second
+	avgMemory        // rss bytes
+	numAvg
+)
+
+// averages are the smoothed quantities at one time constant.
+type averages [numAvg]float64
+
+// smoother keeps exponentially weighted averages per session, per host and,
+// as the sum of the hosts', for the cluster. Each update weighs the new
+// input by the time elapsed since the previous one (1 - e^(-dt/tau)), so a
+// missed or late snapshot neither speeds up nor slows down the decay.
+type smoother struct {
+	constants []int64 // ns
+	sessions  map[sessionKey][]averages
+	hosts     [][]averages // by host row
+	// hostUpdated is the time of the host's last update; 0: not yet seen.
+	hostUpdated []int64
+}
+
+// smoothedFigures are the smoothed averages after the newest snapshot, one
+// []averages per entity, indexed like smoother.constants.
+type smoothedFigures struct {
+	sessions map[sessionKey][]averages
+	hosts    []hostAverages // in host-name order of first sighting
+	cluster  []averages
+}
+
+type hostAverages struct {
+	host string
+	avgs []averages
+}
+
+func newSmoother(constants []time.Duration) *smoother {
+	sm := &smoother{sessions: map[sessionKey][]averages{}}
+	for _, c := range constants {
+		sm.constants = append(sm.constants, int64(c))
+	}
+	return sm
+}
+
+// decay moves avgs towards in by the share dt/tau of each time constant.
+func (sm *smoother) decay(avgs []averages, in *averages, dt int64) {
+	for k, tau := range sm.constants {
+		keep := math.Exp(-float64(dt) / float64(tau))
+		a := &avgs[k]
+		for q := range a {
+			a[q] = a[q]*keep + in[q]*(1-keep)
+		}
+	}
+}
+
+// update takes in the newest committed snapshot of s and returns a copy of
+// every average for output.
+func (sm *smoother) update(s *store) *smoothedFigures {
+	newest := s.ring[len(s.ring)-1]
+	var prevTime int64
+	if len(s.ring) > 1 {
+		prevTime = s.ring[len(s.ring)-2].time
+	}
+	for len(sm.hosts) < len(s.hostNames) {
+		sm.hosts = append(sm.hosts, make([]averages, len(sm.constants)))
+		sm.hostUpdated = append(sm.hostUpdated, 0)
+	}
+
+	// Per session and per host: what the newest snapshot's steps used.
+	sessIn := make([]averages, len(s.sessionKeys))
+	hostIn := make([]averages, len(s.hostNames))
+	buf := newest.steps
+	for _, row := range newest.rows {
+		// The record layout is the store's (see applySteps): a uvarint mask, then a varint per set bit.
+		m64, n := binary.Uvarint(buf)
+		buf = buf[n:]
+		var st counters
+		for m := uint32(m64); m != 0; m &= m - 1 { // #nosec G115 -- written from a uint32
+			v, n := binary.Varint(buf)
+			buf = buf[n:]
+			st[bits.TrailingZeros32(m)] = max(v, 0)
+		}
+		key := &s.procKeys[row]
+		since := sm.hostUpdated[key.host]
+		if since == 0 {
+			since = prevTime
+		}
+		// A process first seen now but born before its host's previous
+		// sighting counted from zero: its whole life, not this step.
+		if s.procFirst[row] == newest.seq && key.creation < since {
+			continue
+		}
+		in := [numAvg]float64{
+			avgCPU:   float64(st[ctrCPUUser] + st[ctrCPUSystem]),
+			avgRead:  float64(st[ctrDiskRead]),
+			avgWrite: float64(st[ctrDiskWrite]),
+		}
+		for q := range avgMemory {
+			sessIn[key.session][q] += in[q]
+			hostIn[key.host][q] += in[q]
+		}
+	}
+	for i := range s.memBySH {
+		m := &s.memBySH[i]
+		rss := float64(m.memory[memRSS])
+		sessIn[m.session][avgMemory] += rss
+		hostIn[m.host][avgMemory] += rss
+	}
+
+	// Sessions share the snapshot's interval; a host that missed snapshots
+	// is brought up to date over the whole time since it last answered.
+	if dt := newest.time - prevTime; prevTime > 0 && dt > 0 {
+		for key, row := range s.sessionIndex {
+			avgs, ok := sm.sessions[key]
+			if !ok {
+				avgs = make([]averages, len(sm.constants))
+				sm.sessions[key] = avgs
+			}
+			in := sessIn[row]
+			toRates(&in, dt)
+			sm.decay(avgs, &in, dt)
+		}
+	}
+	for key := range sm.sessions {
+		if _, ok := s.sessionIndex[key]; !ok {
+			delete(sm.sessions, key)
+		}
+	}
+	for h := range s.hostNames {
+		if s.hostDown[h] {
+			continue // not answering is not idle: hold its averages
+		}
+		since := sm.hostUpdated[h]
+		sm.hostUpdated[h] = newest.time
+		if since == 0 {
+			continue // its first sighting is its baseline
+		}
+		in := hostIn[h]
+		toRates(&in, newest.time-since)
+		sm.decay(sm.hosts[h], &in, newest.time-since)
+	}
+	return sm.figures(s)
+}
+
+// toRates turns the step sums of an interval of dt ns into per-second rates.
+func toRates(in *averages, dt int64) {
+	for q := range avgMemory {
+		in[q] /= float64(dt)
+	}
+	in[avgRead] *= 1e9
+	in[avgWrite] *= 1e9
+}
+
+func (sm *smoother) figures(s *store) *smoothedFigures {
+	f := &smoothedFigures{
+		sessions: make(map[sessionKey][]averages, len(sm.sessions)),
+		cluster:  make([]averages, len(sm.constants)),
+	}
+	for key, avgs := range sm.sessions {
+		f.sessions[key] = append([]averages(nil), avgs...)
+	}
+	for h, avgs := range sm.hosts {
+		if sm.hostUpdated[h] == 0 {
+			continue
+		}
+		f.hosts = append(f.hosts, hostAverages{host: s.hostNames[h], avgs: append([]averages(nil), avgs...)})
+		for k := range avgs {
+			for q := range avgs[k] {
+				f.cluster[k][q] += avgs[k][q]
+			}
+		}
+	}
+	return f
+}
+
+// smoothedNames are the metric names of one level (session, host, cluster).
+type smoothedNames struct{ cpu, io, memory string }
+
+var (
+	sessionSmoothedNames = smoothedNames{sc.MetricSessionCPUUsageSmoothed, sc.MetricSessionDiskIORateSmoothed, sc.MetricSessionMemoryUsageSmoothed}
+	hostSmoothedNames    = smoothedNames{sc.MetricHostCPUUsageSmoothed, sc.MetricHostDiskIORateSmoothed, sc.MetricHostMemoryUsageSmoothed}
+	clusterSmoothedNames = smoothedNames{sc.MetricClusterCPUUsageSmoothed, sc.MetricClusterDiskIORateSmoothed, sc.MetricClusterMemoryUsageSmoothed}
+)
+
+// writeSessionSmoothed adds a session's averages; a session the processor
+// has no averages for yet (no interval seen) gets zeros.
+func (p *snapshotDiff) writeSessionSmoothed(ms pmetric.MetricSlice, ts pcommon.Timestamp, avgs []averages) {
+	if avgs == nil {
+		avgs = make([]averages, len(p.constantNames))
+	}
+	p.writeSmoothed(ms, ts, sessionSmoothedNames, []hostAverages{{avgs: avgs}})
+}
+
+// writeClusterSmoothed adds the host and cluster averages to the snapshot
+// resource, in the processor's scope.
+func (p *snapshotDiff) writeClusterSmoothed(sm pmetric.ScopeMetrics, figs *figures) {
+	sm.Scope().SetName(scopeName)
+	ts := pcommon.Timestamp(figs.time)
+	p.writeSmoothed(sm.Metrics(), ts, hostSmoothedNames, figs.smoothed.hosts)
+	p.writeSmoothed(sm.Metrics(), ts, clusterSmoothedNames, []hostAverages{{avgs: figs.smoothed.cluster}})
+}
+
+// writeSmoothed writes the three smoothed metrics with one point per entity
+// and time constant; an entity with a host name gets host.name.
+func (p *snapshotDiff) writeSmoothed(ms pmetric.MetricSlice, ts pcommon.Timestamp, names smoothedNames, entities []hostAverages) {
+	gauge := func(name, unit string) pmetric.NumberDataPointSlice {
+		m := ms.AppendEmpty()
+		m.SetName(name)
+		m.SetUnit(unit)
+		return m.SetEmptyGauge().DataPoints()
+	}
+	cpu, io, mem := gauge(names.cpu, "{cpu}"), gauge(names.io, "By/s"), gauge(names.memory, "By")
+	point := func(dps pmetric.NumberDataPointSlice, host, constant string, v float64) pmetric.NumberDataPoint {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(ts)
+		if host != "" {
+			dp.Attributes().PutStr(sc.AttrHostName, host)
+		}
+		dp.Attributes().PutStr(sc.AttrTimeConstant, constant)
+		dp.SetDoubleValue(v)
+		return dp
+	}
+	for _, e := range entities {
+		for k, constant := range p.constantNames {
+			a := &e.avgs[k]
+			point(cpu, e.host, constant, a[avgCPU])
+			point(io, e.host, constant, a[avgRead]).Attributes().PutStr(sc.AttrDirection, sc.DirectionRead)
+			point(io, e.host, constant, a[avgWrite]).Attributes().PutStr(sc.AttrDirection, sc.DirectionWrite)
+			point(mem, e.host, constant, a[avgMemory])
+		}
+	}
+}
