@@ -17,6 +17,8 @@ GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 
 TEST_TIMEOUT ?= 15m
+# One package's bound: testbed/e2e alone runs about 12 minutes of drills and truth tests.
+DB_TEST_TIMEOUT ?= 40m
 
 .PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check lint fmt vet tools testbed-deps run clean package
 
@@ -114,7 +116,7 @@ OTHER_PACKAGES = $(filter-out $(DB_PACKAGES),$(shell $(GO) list ./...))
 # them first keeps the build out of the tests' timeout.
 test: testbed-deps proto-check lint agent collector
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(OTHER_PACKAGES)
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) -p 1 $(DB_PACKAGES)
+	$(GO) test -count=1 -timeout $(DB_TEST_TIMEOUT) -p 1 $(DB_PACKAGES)
 
 # The PostgreSQL-backed packages three times over while two processes burn
 # both cores: what `make test` must survive on a loaded machine.
