@@ -289,7 +289,7 @@ func TestPlaintextBeyondLoopbackWarnsAtStart(t *testing.T) {
 		a, err := New(cfg, zap.New(core))
 		require.NoError(t, err)
 		require.NoError(t, a.Start(context.Background()))
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithDeadline(context.Background(), await.Deadline(t))
 		assert.NoError(t, a.Shutdown(ctx))
 		cancel()
 		assert.Equal(t, warnings, logs.FilterMessageSnippet("plaintext gRPC beyond loopback").Len(), "%s: %v", listen, logs.All())
