@@ -263,6 +263,10 @@ BEGIN
   FOREACH conn IN ARRAY conns LOOP
     PERFORM %[2]s.dblink_disconnect(conn);
   END LOOP;
+  -- my_sess_id() above froze this transaction's view of the local backends
+  -- before the segments were asked; the coordinator's own rows (the UNION ALL
+  -- branch after this) must be read now, as Greenplum's coordinator does.
+  PERFORM pg_stat_clear_snapshot();
 END
 $fn$;
 `, CompatSchema, internalSchema, strings.Join(defs, ", "), strings.Join(names, ", "), SessionTagPrefix)
