@@ -386,6 +386,17 @@ func (w *processWriter) writeAnswer(rms pmetric.ResourceMetricsSlice, sc *answer
 	if len(w.order) == 0 || len(sc.procs) == 0 {
 		return 0, withoutStat
 	}
+	sc.eachSession(func(session int64, group []int32) {
+		if w.writeSession(rms, sc, a, session, group) {
+			written += len(group)
+		}
+	})
+	return written, withoutStat
+}
+
+// eachSession calls fn once per session of sc.procs with that session's
+// indexes, sessions in id order, processes in answer order within one.
+func (sc *answerScratch) eachSession(fn func(session int64, group []int32)) {
 	sc.order = sc.order[:0]
 	for i := range sc.procs {
 		sc.order = append(sc.order, int32(i))
@@ -399,12 +410,9 @@ func (w *processWriter) writeAnswer(rms pmetric.ResourceMetricsSlice, sc *answer
 		for to < len(sc.order) && sc.procs[sc.order[to]].backend.SessionID == session {
 			to++
 		}
-		if w.writeSession(rms, sc, a, session, sc.order[from:to]) {
-			written += to - from
-		}
+		fn(session, sc.order[from:to])
 		from = to
 	}
-	return written, withoutStat
 }
 
 // writeSession writes the process resource of one session's processes,
@@ -484,29 +492,16 @@ func (w *processWriter) writeExited(rms pmetric.ResourceMetricsSlice, sc *answer
 	if len(w.order) == 0 || len(sc.procs) == 0 {
 		return
 	}
-	sc.order = sc.order[:0]
-	for i := range sc.procs {
-		sc.order = append(sc.order, int32(i))
-	}
-	slices.SortStableFunc(sc.order, func(x, y int32) int {
-		return cmp.Compare(sc.procs[x].backend.SessionID, sc.procs[y].backend.SessionID)
-	})
-	for from := 0; from < len(sc.order); {
-		session := sc.procs[sc.order[from]].backend.SessionID
-		to := from + 1
-		for to < len(sc.order) && sc.procs[sc.order[to]].backend.SessionID == session {
-			to++
-		}
+	sc.eachSession(func(session int64, group []int32) {
 		n := rms.Len()
-		if w.writeSession(rms, sc, a, session, sc.order[from:to]) && rms.Len() > n {
+		if w.writeSession(rms, sc, a, session, group) && rms.Len() > n {
 			attrs := rms.At(n).Resource().Attributes()
 			attrs.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindExited)
 			if session == unattributedSession {
 				attrs.Remove(gpsemconv.AttrSessionID)
 			}
 		}
-		from = to
-	}
+	})
 }
 
 // putInfoAttributes writes what describes a process on its gpotel.process.info point.
