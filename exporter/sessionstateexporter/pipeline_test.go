@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
@@ -87,6 +88,14 @@ func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
 			}
 			return dp
 		}
+		pinfo := ms.AppendEmpty()
+		pinfo.SetName(gpsemconv.MetricProcessInfo)
+		idp := pinfo.SetEmptyGauge().DataPoints().AppendEmpty()
+		idp.SetTimestamp(ts)
+		idp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
+		idp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
+		idp.Attributes().PutInt(gpsemconv.AttrSegmentID, p.segment)
+		idp.SetIntValue(1)
 		cpu := sum(gpsemconv.MetricProcessCPUTime)
 		point(cpu, gpsemconv.AttrCPUMode, gpsemconv.CPUModeUser).SetDoubleValue(p.cpuUser)
 		point(cpu, gpsemconv.AttrCPUMode, gpsemconv.CPUModeSys).SetDoubleValue(p.cpuSys)
@@ -149,11 +158,14 @@ func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
 		UserTimeSeconds: 9, KernelTimeSeconds: 1, RunningTimeSeconds: 10,
 		ReadBytes: 2500, Rchar: 6000, Rss: 42 << 20, RssMaxHost: 30 << 20,
 		WindowSeconds: 60, Processes: 2, Hosts: 2,
+		// One segment took part (the coordinator does not count): nothing uneven.
+		CpuMaxOverAvg: 1, CpuHottestSegment: proto.Int32(0), IoMaxOverAvg: 1, IoHottestSegment: proto.Int32(0), SkewSegments: 1,
 	})
 	total := st.GetTotalMetrics().GetSystemStat()
 	assertProtoEqual(t, total, &yagpcc.SystemStat{
 		UserTimeSeconds: 39, KernelTimeSeconds: 4, RunningTimeSeconds: 43,
 		ReadBytes: 5500, Rchar: 17000, Rss: 42 << 20, RssMaxHost: 30 << 20,
 		Processes: 2, Hosts: 2,
+		CpuMaxOverAvg: 1, CpuHottestSegment: proto.Int32(0), IoMaxOverAvg: 1, IoHottestSegment: proto.Int32(0), SkewSegments: 1,
 	})
 }

@@ -30,6 +30,7 @@ type figures struct {
 	memoryMaxHost   []memoryGauges
 	sessionIndex    map[sessionKey]uint32
 	smoothed        *smoothedFigures // nil when smoothing is off
+	segments        *segmentFigures
 }
 
 // sessionFigures is one session's view of figures.

@@ -60,6 +60,8 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+	// NoSegment leaves gpotel.segment.id off its gpotel.process.info point.
+	NoSegment bool
 
 	// Exited makes it part of an exited resource: final totals from an exit
 	// record; Unattributed leaves its session out (no scrape saw it).
@@ -256,7 +258,9 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommo
 					dp.SetTimestamp(ts)
 					dp.Attributes().PutInt(sc.AttrProcessPID, p.PID)
 					if pm.name == sc.MetricProcessInfo {
-						dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						if !p.NoSegment {
+							dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						}
 						dp.Attributes().PutBool(sc.AttrProcessSystem, p.Session == 0)
 					}
 					if pt.attr != "" {
