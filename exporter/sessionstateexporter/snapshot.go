@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -41,6 +42,8 @@ type session struct {
 	encodedSize int
 	// backends are the session's processes on every host (gpotel.session.info "backends").
 	backends []gpsemconv.BackendRef
+	// hosts is its per-host breakdown over the last_metrics window, when the processor emits one.
+	hosts []*gpotelv1.SessionHostUsage
 }
 
 // parsedSnapshot is what one ConsumeMetrics call delivered.
@@ -246,6 +249,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 	}
 	var stats sessionStats
 	var avgs procAvgs
+	var hostFigs sessionHostFigures
 	var query string
 	var backends []gpsemconv.BackendRef
 	sms := rm.ScopeMetrics()
@@ -261,7 +265,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 				}
 				continue
 			}
-			if avgs.add(m) {
+			if avgs.add(m) || hostFigs.add(m, p) {
 				continue
 			}
 			p.addFigure(&stats, m)
@@ -294,6 +298,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 		system:   system,
 		running:  running,
 		backends: backends,
+		hosts:    hostFigs.list(),
 	}, t, stats.lastFound, true
 }
 
@@ -389,6 +394,9 @@ func (p *snapshotParser) addFigure(stats *sessionStats, m pmetric.Metric) {
 			st.WindowSeconds = pointFloat(dp)
 		case gpsemconv.MetricSessionPartial:
 			st.Partial = pointFloat(dp) != 0
+		case gpsemconv.MetricSessionSkewRatio, gpsemconv.MetricSessionSkewMaxOverAvg,
+			gpsemconv.MetricSessionSkewHottestSegment, gpsemconv.MetricSessionSkewSegments:
+			setSkew(st, m.Name(), a, dp)
 		}
 	}
 }

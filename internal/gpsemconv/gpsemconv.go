@@ -208,6 +208,31 @@ const (
 	MetricClusterMemoryUsageSmoothed = "gpotel.cluster.memory.usage.smoothed"
 )
 
+// Skew figures (processor), on the session resource, per window and for
+// lifetime (AttrWindow): how unevenly a figure (AttrSkewFigure) is spread
+// over the segments the session had processes on, the coordinator excluded.
+// Absent when no segment used any of it.
+const (
+	AttrSkewFigure = "gpotel.skew.figure"
+	SkewFigureCPU  = "cpu"     // process.cpu.time, user + system
+	SkewFigureIO   = "disk.io" // process.disk.io, read + write
+
+	MetricSessionSkewRatio          = "gpotel.session.skew.ratio"           // 1 - avg/max
+	MetricSessionSkewMaxOverAvg     = "gpotel.session.skew.max_over_avg"    // max/avg
+	MetricSessionSkewHottestSegment = "gpotel.session.skew.hottest_segment" // content id
+	MetricSessionSkewSegments       = "gpotel.session.skew.segments"        // segments that took part
+)
+
+// Per-host session figures (processor, with emit_session_host_figures), on
+// the session resource with host.name: what the session's processes on one
+// host used, per window (rates) and now (memory, processes).
+const (
+	MetricSessionHostCPUUsage   = "gpotel.session.host.cpu.usage"
+	MetricSessionHostDiskIORate = "gpotel.session.host.disk.io.rate"
+	MetricSessionHostMemory     = "gpotel.session.host.memory.usage"
+	MetricSessionHostProcesses  = "gpotel.session.host.processes"
+)
+
 // WindowName is the gpotel.window value of a configured window: Go's
 // duration text without trailing zero units ("30s", "5m", "1h30m", "1h").
 func WindowName(d time.Duration) string {

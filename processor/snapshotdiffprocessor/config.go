@@ -17,6 +17,10 @@ type Config struct {
 	MaxStoredPoints int `mapstructure:"max_stored_points"`
 	// EmitProcessMetrics forwards the receiver's per-process resources too.
 	EmitProcessMetrics bool `mapstructure:"emit_process_metrics"`
+	// EmitSessionHostFigures adds each session's CPU, disk, memory and
+	// process figures per host (sessions × hosts points; GetClusterTop's
+	// per-host breakdown needs them).
+	EmitSessionHostFigures bool `mapstructure:"emit_session_host_figures"`
 	// TimeConstants are the time constants of the smoothed (exponentially
 	// weighted) rates; empty turns smoothing off.
 	TimeConstants []time.Duration `mapstructure:"time_constants"`

@@ -112,7 +112,7 @@ func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics, exited bool)
 				}
 				cur = d.find(first, cur, int32(pid.Int()), start)
 				if cur == len(d.samples) {
-					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start, Exited: exited})
+					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start, Exited: exited, Segment: unknownSegment})
 				}
 				apply(&d.samples[cur], dp)
 			}

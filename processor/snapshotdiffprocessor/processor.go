@@ -23,13 +23,15 @@ const scopeName = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 // snapshotDiff turns each snapshot into per-session window figures.
 type snapshotDiff struct {
 	emitProcesses bool
-	windowNames   []string
-	constantNames []string      // gpotel.time_constant values
-	smoother      *smoother     // nil when smoothing is off
-	queries       *queryTracker // nil when query figures are off
-	queryText     bool
-	queryTextMax  int
-	logger        *zap.Logger
+	// emitSessionHosts adds each session's per-host figures.
+	emitSessionHosts bool
+	windowNames      []string
+	constantNames    []string      // gpotel.time_constant values
+	smoother         *smoother     // nil when smoothing is off
+	queries          *queryTracker // nil when query figures are off
+	queryText        bool
+	queryTextMax     int
+	logger           *zap.Logger
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
 	store *store
@@ -39,9 +41,10 @@ type snapshotDiff struct {
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 	p := &snapshotDiff{
-		emitProcesses: cfg.EmitProcessMetrics,
-		logger:        logger,
-		store:         newStore(cfg.Windows, cfg.MaxStoredPoints),
+		emitProcesses:    cfg.EmitProcessMetrics,
+		emitSessionHosts: cfg.EmitSessionHostFigures,
+		logger:           logger,
+		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 	}
 	p.decoders.New = func() any { return &processDecoder{} }
 	for _, w := range cfg.Windows {
@@ -229,6 +232,7 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 		figs.queries = p.queries.update(p.store, acts)
 		figs.hostNames = append([]string(nil), p.store.hostNames...)
 	}
+	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	return figs, nil
 }
 
@@ -340,6 +344,7 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, f
 		if figs.smoothed != nil {
 			p.writeSessionSmoothed(sm.Metrics(), pcommon.Timestamp(figs.time), figs.smoothed.sessions[key])
 		}
+		p.writeSessionSegments(sm.Metrics(), figs, figs.session(key))
 	}
 	p.writeQueries(rms, pcommon.Timestamp(figs.time), figs.hostNames, figs.queries)
 }

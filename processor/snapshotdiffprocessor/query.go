@@ -88,11 +88,6 @@ func metaTime(m pcommon.Map, key string) int64 {
 	return t.UnixNano()
 }
 
-// segmentUse is what skew is computed from: one segment instance's share of a query.
-type segmentUse struct {
-	cpu, read, write int64 // CPU ns, disk bytes
-}
-
 // query is one command of a session and what was attributed to it.
 type query struct {
 	ccnt       int64 // title command count; 0 when keyed by start
@@ -111,7 +106,7 @@ func (q *query) add(st *counters, share float64, hs hostSegment) {
 	}
 	u := q.segments[hs]
 	if u == nil {
-		u = &segmentUse{}
+		u = &segmentUse{at: hs}
 		q.segments[hs] = u
 	}
 	part := func(v int64) int64 { return int64(math.Round(float64(v) * share)) }
@@ -122,7 +117,7 @@ func (q *query) add(st *counters, share float64, hs hostSegment) {
 	}
 	u.cpu += part(st[ctrCPUUser] + st[ctrCPUSystem])
 	u.read += part(st[ctrDiskRead])
-	u.write += part(st[ctrDiskWrite])
+	u.written += part(st[ctrDiskWrite])
 }
 
 // sessionQueries is one session's timeline of queries.
@@ -196,12 +191,7 @@ func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
 type queryFigures struct {
 	session sessionKey
 	query
-	segments []hostSegmentUse // by host row, then content id
-}
-
-type hostSegmentUse struct {
-	hostSegment
-	segmentUse
+	segments []segmentUse // by host row, then content id
 }
 
 // update takes in the newest committed snapshot of s with the activity of
@@ -367,14 +357,14 @@ func (t *queryTracker) figures(acts map[sessionKey]sessionActivity, now int64) [
 		for _, q := range sq.queries {
 			f := queryFigures{session: key, query: *q}
 			f.query.segments = nil
-			for hs, u := range q.segments {
-				f.segments = append(f.segments, hostSegmentUse{hs, *u})
+			for _, u := range q.segments {
+				f.segments = append(f.segments, *u)
 			}
-			slices.SortFunc(f.segments, func(a, b hostSegmentUse) int {
-				if a.host != b.host {
-					return int(sign(int64(a.host) - int64(b.host)))
+			slices.SortFunc(f.segments, func(a, b segmentUse) int {
+				if a.at.host != b.at.host {
+					return int(sign(int64(a.at.host) - int64(b.at.host)))
 				}
-				return int(a.segment - b.segment)
+				return int(sign(int64(a.at.segment) - int64(b.at.segment)))
 			})
 			out = append(out, f)
 		}

@@ -60,8 +60,8 @@ func writeQueryMetrics(ms pmetric.MetricSlice, ts pcommon.Timestamp, hostNames [
 	for _, u := range q.segments {
 		segment := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
 			dp := point(dps)
-			dp.Attributes().PutStr(sc.AttrHostName, hostNames[u.host])
-			dp.Attributes().PutInt(sc.AttrSegmentID, int64(u.segment))
+			dp.Attributes().PutStr(sc.AttrHostName, hostNames[u.at.host])
+			dp.Attributes().PutInt(sc.AttrSegmentID, int64(u.at.segment))
 			return dp
 		}
 		segment(cpu).SetDoubleValue(float64(u.cpu) / 1e9)
@@ -70,9 +70,9 @@ func writeQueryMetrics(ms pmetric.MetricSlice, ts pcommon.Timestamp, hostNames [
 		r.SetIntValue(u.read)
 		w := segment(io)
 		w.Attributes().PutStr(sc.AttrDirection, sc.DirectionWrite)
-		w.SetIntValue(u.write)
-		cpuLoads = append(cpuLoads, segmentLoad{u.segment, float64(u.cpu)})
-		ioLoads = append(ioLoads, segmentLoad{u.segment, float64(u.read + u.write)})
+		w.SetIntValue(u.written)
+		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
+		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
 	}
 	for _, k := range []struct {
 		loads                   []segmentLoad

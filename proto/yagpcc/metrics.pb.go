@@ -628,8 +628,22 @@ type SystemStat struct {
 	CpuPressure    float64 `protobuf:"fixed64,1060,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
 	MemoryPressure float64 `protobuf:"fixed64,1061,opt,name=memory_pressure,json=memoryPressure,proto3" json:"memory_pressure,omitempty"`
 	IoPressure     float64 `protobuf:"fixed64,1062,opt,name=io_pressure,json=ioPressure,proto3" json:"io_pressure,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Skew over segments (gpotel, 1063-1099): how unevenly the session's
+	// processes on the segments used CPU (user + system) and disk I/O (read +
+	// write bytes), the coordinator excluded. skew = 1 - avg/max (0 when even,
+	// 1 - 1/n when one of n segments did it all); max_over_avg = max/avg. The
+	// segments are those the session had a process on; the hottest segment is
+	// the content id with the largest figure (the lowest on a tie), absent when
+	// no segment used any: then the skew fields are 0.
+	CpuSkew           float64 `protobuf:"fixed64,1063,opt,name=cpu_skew,json=cpuSkew,proto3" json:"cpu_skew,omitempty"`
+	CpuMaxOverAvg     float64 `protobuf:"fixed64,1064,opt,name=cpu_max_over_avg,json=cpuMaxOverAvg,proto3" json:"cpu_max_over_avg,omitempty"`
+	CpuHottestSegment *int32  `protobuf:"varint,1065,opt,name=cpu_hottest_segment,json=cpuHottestSegment,proto3,oneof" json:"cpu_hottest_segment,omitempty"`
+	IoSkew            float64 `protobuf:"fixed64,1066,opt,name=io_skew,json=ioSkew,proto3" json:"io_skew,omitempty"`
+	IoMaxOverAvg      float64 `protobuf:"fixed64,1067,opt,name=io_max_over_avg,json=ioMaxOverAvg,proto3" json:"io_max_over_avg,omitempty"`
+	IoHottestSegment  *int32  `protobuf:"varint,1068,opt,name=io_hottest_segment,json=ioHottestSegment,proto3,oneof" json:"io_hottest_segment,omitempty"`
+	SkewSegments      uint32  `protobuf:"varint,1069,opt,name=skew_segments,json=skewSegments,proto3" json:"skew_segments,omitempty"` // segments that took part
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SystemStat) Reset() {
@@ -918,6 +932,55 @@ func (x *SystemStat) GetMemoryPressure() float64 {
 func (x *SystemStat) GetIoPressure() float64 {
 	if x != nil {
 		return x.IoPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuSkew() float64 {
+	if x != nil {
+		return x.CpuSkew
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuMaxOverAvg() float64 {
+	if x != nil {
+		return x.CpuMaxOverAvg
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuHottestSegment() int32 {
+	if x != nil && x.CpuHottestSegment != nil {
+		return *x.CpuHottestSegment
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoSkew() float64 {
+	if x != nil {
+		return x.IoSkew
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoMaxOverAvg() float64 {
+	if x != nil {
+		return x.IoMaxOverAvg
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoHottestSegment() int32 {
+	if x != nil && x.IoHottestSegment != nil {
+		return *x.IoHottestSegment
+	}
+	return 0
+}
+
+func (x *SystemStat) GetSkewSegments() uint32 {
+	if x != nil {
+		return x.SkewSegments
 	}
 	return 0
 }
@@ -1505,7 +1568,7 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\x90\v\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xd7\r\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1550,7 +1613,16 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
 	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
 	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +
-	"ioPressure\"\xdc\x01\n" +
+	"ioPressure\x12\x1a\n" +
+	"\bcpu_skew\x18\xa7\b \x01(\x01R\acpuSkew\x12(\n" +
+	"\x10cpu_max_over_avg\x18\xa8\b \x01(\x01R\rcpuMaxOverAvg\x124\n" +
+	"\x13cpu_hottest_segment\x18\xa9\b \x01(\x05H\x00R\x11cpuHottestSegment\x88\x01\x01\x12\x18\n" +
+	"\aio_skew\x18\xaa\b \x01(\x01R\x06ioSkew\x12&\n" +
+	"\x0fio_max_over_avg\x18\xab\b \x01(\x01R\fioMaxOverAvg\x122\n" +
+	"\x12io_hottest_segment\x18\xac\b \x01(\x05H\x01R\x10ioHottestSegment\x88\x01\x01\x12$\n" +
+	"\rskew_segments\x18\xad\b \x01(\rR\fskewSegmentsB\x16\n" +
+	"\x14_cpu_hottest_segmentB\x15\n" +
+	"\x13_io_hottest_segment\"\xdc\x01\n" +
 	"\vNetworkStat\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\rR\n" +
 	"totalBytes\x12\x1f\n" +
@@ -1686,6 +1758,7 @@ func file_yagpcc_metrics_proto_init() {
 	if File_yagpcc_metrics_proto != nil {
 		return
 	}
+	file_yagpcc_metrics_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -63,6 +63,8 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+	// NoSegment leaves gpotel.segment.id off its gpotel.process.info point.
+	NoSegment bool
 
 	CommandCount int64 // cmd<N> of its title; 0: the title has none
 
@@ -275,7 +277,9 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommo
 					dp.SetTimestamp(ts)
 					dp.Attributes().PutInt(sc.AttrProcessPID, p.PID)
 					if pm.name == sc.MetricProcessInfo {
-						dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						if !p.NoSegment {
+							dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						}
 						dp.Attributes().PutBool(sc.AttrProcessSystem, p.Session == 0)
 					}
 					if pt.attr != "" {
