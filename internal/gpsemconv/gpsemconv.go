@@ -304,3 +304,50 @@ const (
 	MetricCgroupTasks        = "gpotel.cgroup.tasks"
 	MetricSessionCgroupPress = "gpotel.session.cgroup.pressure"
 )
+
+// Query figures (processor): one query resource per running query and per
+// query that finished inside the longest window (docs/pipeline.md, query
+// figures). The process title's command count (MetricProcessCommandCount)
+// is how Greenplum names a session's query; without it the query is the one
+// that started at its session's query_start.
+const (
+	KindQuery = "query"
+
+	// MetricProcessCommandCount is cmd<N> of a Greenplum process title: the
+	// gp_command_count of the command the process last ran (receiver).
+	MetricProcessCommandCount = "gpotel.process.command_count"
+
+	AttrQueryCommandCount = "gpotel.query.command_count" // the ccnt, when the key is ccnt
+	AttrQueryStart        = "gpotel.query.start"         // query_start, RFC 3339 with nanoseconds
+	AttrQueryKeySource    = "gpotel.query.key.source"    // QueryKeyCommandCount or QueryKeyQueryStart
+	AttrDBQueryText       = "db.query.text"              // only with the processor's query_text on
+
+	QueryKeyCommandCount = "command_count"
+	QueryKeyQueryStart   = "query_start"
+
+	MetricQueryDuration  = "gpotel.query.duration"
+	MetricQueryCompleted = "gpotel.query.completed"
+	MetricQueryPartial   = "gpotel.query.partial"
+	// Per segment instance (host.name, gpotel.segment.id): what skew is computed from.
+	MetricQuerySegmentCPUTime = "gpotel.query.segment.cpu.time"
+	MetricQuerySegmentDiskIO  = "gpotel.query.segment.disk.io"
+	// Skew over the segments (coordinator excluded) of CPU time and of
+	// disk I/O bytes (read + write): 1 - avg/max, max/avg, the hottest content id.
+	MetricQueryCPUSkew              = "gpotel.query.cpu.skew"
+	MetricQueryCPUSkewMaxOverAvg    = "gpotel.query.cpu.skew.max_over_avg"
+	MetricQueryCPUSkewHottest       = "gpotel.query.cpu.skew.hottest_segment"
+	MetricQueryDiskIOSkew           = "gpotel.query.disk.io.skew"
+	MetricQueryDiskIOSkewMaxOverAvg = "gpotel.query.disk.io.skew.max_over_avg"
+	MetricQueryDiskIOSkewHottest    = "gpotel.query.disk.io.skew.hottest_segment"
+
+	queryPrefix = "gpotel.query."
+)
+
+// QueryMetric names the per-query sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.query.cpu.time.
+func QueryMetric(session string) string {
+	return queryPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
+
+// QueryStartValue writes a query_start as AttrQueryStart holds it.
+func QueryStartValue(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

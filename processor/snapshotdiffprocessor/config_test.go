@@ -100,3 +100,17 @@ func TestWindowName(t *testing.T) {
 		}
 	}
 }
+
+func TestQueriesConfigDefaultsAndValidate(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if q := cfg.Queries; !q.Enabled || q.Text || q.TextMaxLength != 1024 || q.MaxFinished != 1000 {
+		t.Errorf("default queries = %+v, want enabled, text off, 1024 bytes, 1000 ended", q)
+	}
+	cfg.Queries.TextMaxLength, cfg.Queries.MaxFinished = -1, -2
+	err := cfg.Validate()
+	for _, want := range []string{"queries::text_max_length: -1", "queries::max_finished: -2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %q", err, want)
+		}
+	}
+}

@@ -173,6 +173,8 @@ func pointApplier(m pmetric.Metric) func(*processSample, pmetric.NumberDataPoint
 				s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
 			}
 		}
+	case sc.MetricProcessCommandCount:
+		return func(s *processSample, dp pmetric.NumberDataPoint) { s.CommandCount = max(intValue(dp), 0) }
 	case sc.MetricProcessMemoryUsage:
 		return memory(memRSS)
 	case sc.MetricProcessMemoryVirtual:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -25,8 +26,11 @@ type snapshotDiff struct {
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
 	windowNames      []string
-	constantNames    []string  // gpotel.time_constant values
-	smoother         *smoother // nil when smoothing is off
+	constantNames    []string      // gpotel.time_constant values
+	smoother         *smoother     // nil when smoothing is off
+	queries          *queryTracker // nil when query figures are off
+	queryText        bool
+	queryTextMax     int
 	logger           *zap.Logger
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
@@ -45,6 +49,10 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 	p.decoders.New = func() any { return &processDecoder{} }
 	for _, w := range cfg.Windows {
 		p.windowNames = append(p.windowNames, sc.WindowName(w))
+	}
+	if cfg.Queries.Enabled {
+		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished)
+		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -202,6 +210,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	d := p.decoders.Get().(*processDecoder)
 	defer p.decoders.Put(d)
 	d.decode(rms, kinds)
+	var acts map[sessionKey]sessionActivity
+	if p.queries != nil {
+		acts = readActivities(rms, kinds)
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -215,6 +227,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	figs := p.store.computeFigures()
 	if p.smoother != nil {
 		figs.smoothed = p.smoother.update(p.store)
+	}
+	if p.queries != nil {
+		figs.queries = p.queries.update(p.store, acts)
+		figs.hostNames = append([]string(nil), p.store.hostNames...)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	return figs, nil
@@ -330,6 +346,7 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, f
 		}
 		p.writeSessionSegments(sm.Metrics(), figs, figs.session(key))
 	}
+	p.writeQueries(rms, pcommon.Timestamp(figs.time), figs.hostNames, figs.queries)
 }
 
 func (p *snapshotDiff) writeSession(sm pmetric.ScopeMetrics, sf sessionFigures) {
