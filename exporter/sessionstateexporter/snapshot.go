@@ -394,10 +394,9 @@ func (p *snapshotParser) addFigure(stats *sessionStats, m pmetric.Metric) {
 			st.WindowSeconds = pointFloat(dp)
 		case gpsemconv.MetricSessionPartial:
 			st.Partial = pointFloat(dp) != 0
-		case gpsemconv.MetricSessionCPUSkew, gpsemconv.MetricSessionCPUSkewMaxOverAvg, gpsemconv.MetricSessionCPUSkewHottest,
-			gpsemconv.MetricSessionDiskIOSkew, gpsemconv.MetricSessionDiskIOSkewMaxOverAvg, gpsemconv.MetricSessionDiskIOSkewHottest,
-			gpsemconv.MetricSessionSkewSegments:
-			setSkew(st, m.Name(), dp)
+		case gpsemconv.MetricSessionSkewRatio, gpsemconv.MetricSessionSkewMaxOverAvg,
+			gpsemconv.MetricSessionSkewHottestSegment, gpsemconv.MetricSessionSkewSegments:
+			setSkew(st, m.Name(), a, dp)
 		}
 	}
 }

@@ -209,18 +209,18 @@ const (
 )
 
 // Skew figures (processor), on the session resource, per window and for
-// lifetime (AttrWindow): how unevenly CPU time (user + system) and disk I/O
-// (read + write bytes) are spread over the segments the session had
-// processes on, the coordinator excluded; named like the query ones. Absent
-// for a figure no segment used any of.
+// lifetime (AttrWindow): how unevenly a figure (AttrSkewFigure) is spread
+// over the segments the session had processes on, the coordinator excluded.
+// Absent when no segment used any of it.
 const (
-	MetricSessionCPUSkew              = "gpotel.session.cpu.skew" // 1 - avg/max
-	MetricSessionCPUSkewMaxOverAvg    = "gpotel.session.cpu.skew.max_over_avg"
-	MetricSessionCPUSkewHottest       = "gpotel.session.cpu.skew.hottest_segment" // content id
-	MetricSessionDiskIOSkew           = "gpotel.session.disk.io.skew"
-	MetricSessionDiskIOSkewMaxOverAvg = "gpotel.session.disk.io.skew.max_over_avg"
-	MetricSessionDiskIOSkewHottest    = "gpotel.session.disk.io.skew.hottest_segment"
-	MetricSessionSkewSegments         = "gpotel.session.skew.segments" // segments that took part
+	AttrSkewFigure = "gpotel.skew.figure"
+	SkewFigureCPU  = "cpu"     // process.cpu.time, user + system
+	SkewFigureIO   = "disk.io" // process.disk.io, read + write
+
+	MetricSessionSkewRatio          = "gpotel.session.skew.ratio"           // 1 - avg/max
+	MetricSessionSkewMaxOverAvg     = "gpotel.session.skew.max_over_avg"    // max/avg
+	MetricSessionSkewHottestSegment = "gpotel.session.skew.hottest_segment" // content id
+	MetricSessionSkewSegments       = "gpotel.session.skew.segments"        // segments that took part
 )
 
 // Per-host session figures (processor, with emit_session_host_figures), on

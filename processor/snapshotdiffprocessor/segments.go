@@ -155,34 +155,29 @@ func (p *snapshotDiff) writeSessionSegments(ms pmetric.MetricSlice, f *figures, 
 		}
 		return dp
 	}
-	type skewNames struct{ ratio, overAvg, hottest string }
-	figureNames := [2]skewNames{
-		{sc.MetricSessionCPUSkew, sc.MetricSessionCPUSkewMaxOverAvg, sc.MetricSessionCPUSkewHottest},
-		{sc.MetricSessionDiskIOSkew, sc.MetricSessionDiskIOSkewMaxOverAvg, sc.MetricSessionDiskIOSkewHottest},
-	}
-	var figurePoints [2][3]pmetric.NumberDataPointSlice
-	for f, n := range figureNames {
-		figurePoints[f] = [3]pmetric.NumberDataPointSlice{gauge(n.ratio, "1"), gauge(n.overAvg, "1"), gauge(n.hottest, "1")}
-	}
+	ratio := gauge(sc.MetricSessionSkewRatio, "1")
+	overAvg := gauge(sc.MetricSessionSkewMaxOverAvg, "1")
+	hottest := gauge(sc.MetricSessionSkewHottestSegment, "1")
 	segments := gauge(sc.MetricSessionSkewSegments, "{segment}")
 	writeSkew := func(window string, uses []segmentUse) {
 		cpu, io, cpuOK, ioOK := sessionSkews(uses)
-		n := 0
-		for f, fig := range []struct {
-			sk skew
-			ok bool
-		}{{cpu, cpuOK}, {io, ioOK}} {
+		for _, fig := range []struct {
+			name string
+			sk   skew
+			ok   bool
+		}{{sc.SkewFigureCPU, cpu, cpuOK}, {sc.SkewFigureIO, io, ioOK}} {
 			if !fig.ok {
 				continue
 			}
-			pts := &figurePoints[f]
-			point(pts[0], window).SetDoubleValue(fig.sk.ratio)
-			point(pts[1], window).SetDoubleValue(fig.sk.maxOverAvg)
-			point(pts[2], window).SetIntValue(int64(fig.sk.hottest))
-			n = fig.sk.segments
-		}
-		if n > 0 {
-			point(segments, window).SetIntValue(int64(n))
+			of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
+				dp := point(dps, window)
+				dp.Attributes().PutStr(sc.AttrSkewFigure, fig.name)
+				return dp
+			}
+			of(ratio).SetDoubleValue(fig.sk.ratio)
+			of(overAvg).SetDoubleValue(fig.sk.maxOverAvg)
+			of(hottest).SetIntValue(int64(fig.sk.hottest))
+			of(segments).SetIntValue(int64(fig.sk.segments))
 		}
 	}
 	sf := f.segments

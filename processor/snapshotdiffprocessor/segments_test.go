@@ -41,25 +41,26 @@ func TestSessionSkewNamesTheHotSegment(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
-	w := []string{sc.AttrWindow, "1m"}
-	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionCPUSkew, w...), 1e-9)
-	assert.InDelta(t, 4, figure(t, md, 7, sc.MetricSessionCPUSkewMaxOverAvg, w...), 1e-9)
-	assert.Equal(t, 2.0, figure(t, md, 7, sc.MetricSessionCPUSkewHottest, w...))
-	assert.Equal(t, 4.0, figure(t, md, 7, sc.MetricSessionSkewSegments, w...))
+	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
+	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionSkewRatio, cpu...), 1e-9)
+	assert.InDelta(t, 4, figure(t, md, 7, sc.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
+	assert.Equal(t, 2.0, figure(t, md, 7, sc.MetricSessionSkewHottestSegment, cpu...))
+	assert.Equal(t, 4.0, figure(t, md, 7, sc.MetricSessionSkewSegments, cpu...))
 	// Its reads are even: the I/O figure is not skewed.
-	assert.InDelta(t, 0, figure(t, md, 7, sc.MetricSessionDiskIOSkew, w...), 1e-9)
+	io := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureIO}
+	assert.InDelta(t, 0, figure(t, md, 7, sc.MetricSessionSkewRatio, io...), 1e-9)
 	// Lifetime counts every live process's totals the same way.
-	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionCPUSkew, sc.AttrWindow, sc.WindowLifetime), 1e-9)
+	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionSkewRatio, sc.AttrWindow, sc.WindowLifetime, sc.AttrSkewFigure, sc.SkewFigureCPU), 1e-9)
 }
 
 func TestSessionSkewOfAnEvenSpreadIsZero(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
-	w := []string{sc.AttrWindow, "1m"}
-	assert.InDelta(t, 0, figure(t, md, 8, sc.MetricSessionCPUSkew, w...), 1e-9)
-	assert.InDelta(t, 1, figure(t, md, 8, sc.MetricSessionCPUSkewMaxOverAvg, w...), 1e-9)
-	assert.Equal(t, 0.0, figure(t, md, 8, sc.MetricSessionCPUSkewHottest, w...), "a tie goes to the lowest content id")
+	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
+	assert.InDelta(t, 0, figure(t, md, 8, sc.MetricSessionSkewRatio, cpu...), 1e-9)
+	assert.InDelta(t, 1, figure(t, md, 8, sc.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
+	assert.Equal(t, 0.0, figure(t, md, 8, sc.MetricSessionSkewHottestSegment, cpu...), "a tie goes to the lowest content id")
 }
 
 func TestSessionSkewIsAbsentWithoutSegmentWork(t *testing.T) {
@@ -67,7 +68,7 @@ func TestSessionSkewIsAbsentWithoutSegmentWork(t *testing.T) {
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
 	// Session 8 reads nothing anywhere: no I/O skew, not a zero one.
-	_, err := lookupFigure(md, 8, sc.MetricSessionDiskIOSkew, sc.AttrWindow, "1m")
+	_, err := lookupFigure(md, 8, sc.MetricSessionSkewRatio, sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureIO)
 	assert.Error(t, err)
 }
 
@@ -82,7 +83,8 @@ func TestSessionSkewIgnoresProcessesWithoutSegmentID(t *testing.T) {
 		return []snapshottest.Process{noSeg(sec), proc("sdw1", 0, 9, 301, 0, sec/10, 0), proc("sdw2", 1, 9, 302, 0, sec/10, 0)}
 	}
 	md := feed(t, p, sink, snap(0, nil, []int64{9}, even(0)...), snap(10, nil, []int64{9}, even(10)...))
-	assert.InDelta(t, 0, figure(t, md, 9, sc.MetricSessionCPUSkew, sc.AttrWindow, "1m"), 1e-9, "a process without a segment id is not segment 0")
+	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
+	assert.InDelta(t, 0, figure(t, md, 9, sc.MetricSessionSkewRatio, cpu...), 1e-9, "a process without a segment id is not segment 0")
 }
 
 func TestSessionHostFiguresAreOptIn(t *testing.T) {
