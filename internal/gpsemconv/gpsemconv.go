@@ -331,22 +331,25 @@ const (
 	// Per segment instance (host.name, gpotel.segment.id): what skew is computed from.
 	MetricQuerySegmentCPUTime = "gpotel.query.segment.cpu.time"
 	MetricQuerySegmentDiskIO  = "gpotel.query.segment.disk.io"
-	// Skew over the segments (coordinator excluded) of CPU time and of
-	// disk I/O bytes (read + write): 1 - avg/max, max/avg, the hottest content id.
-	MetricQueryCPUSkew              = "gpotel.query.cpu.skew"
-	MetricQueryCPUSkewMaxOverAvg    = "gpotel.query.cpu.skew.max_over_avg"
-	MetricQueryCPUSkewHottest       = "gpotel.query.cpu.skew.hottest_segment"
-	MetricQueryDiskIOSkew           = "gpotel.query.disk.io.skew"
-	MetricQueryDiskIOSkewMaxOverAvg = "gpotel.query.disk.io.skew.max_over_avg"
-	MetricQueryDiskIOSkewHottest    = "gpotel.query.disk.io.skew.hottest_segment"
 
 	queryPrefix = "gpotel.query."
 )
 
 // QueryMetric names the per-query sibling of a session figure:
-// gpotel.session.cpu.time → gpotel.query.cpu.time.
+// gpotel.session.cpu.time → gpotel.query.cpu.time (the skew figures too:
+// gpotel.query.skew.ratio).
 func QueryMetric(session string) string {
 	return queryPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
+
+// SessionMetricOfQuery is QueryMetric's inverse; ok is false for a name
+// that is no per-query figure.
+func SessionMetricOfQuery(query string) (session string, ok bool) {
+	rest, ok := strings.CutPrefix(query, queryPrefix)
+	if !ok {
+		return "", false
+	}
+	return sessionPrefix + rest, true
 }
 
 // QueryStartValue writes a query_start as AttrQueryStart holds it.

@@ -257,9 +257,11 @@ func TestSkewOfAQueryNamesItsHottestSegment(t *testing.T) {
 		querySnap(0, running(0), nil, segs(0)...),
 		querySnap(4, running(0), nil, segs(4)...))
 	// Loads 4, 1, 1, 1: avg 1.75, max 4.
-	near(t, "cpu skew", queryFigure(t, md, 0, sc.MetricQueryCPUSkew), 1-1.75/4)
-	near(t, "cpu max/avg", queryFigure(t, md, 0, sc.MetricQueryCPUSkewMaxOverAvg), 4/1.75)
-	near(t, "hottest segment", queryFigure(t, md, 0, sc.MetricQueryCPUSkewHottest), 0)
+	cpu := []string{sc.AttrSkewFigure, sc.SkewFigureCPU}
+	near(t, "cpu skew", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewRatio), cpu...), 1-1.75/4)
+	near(t, "cpu max/avg", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewMaxOverAvg), cpu...), 4/1.75)
+	near(t, "hottest segment", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewHottestSegment), cpu...), 0)
+	near(t, "segments", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
 }
 
 func TestQueryTextOnlyWhenSwitchedOnAndCut(t *testing.T) {

@@ -55,9 +55,10 @@ func writeQueryMetrics(ms pmetric.MetricSlice, ts pcommon.Timestamp, hostNames [
 	}
 	cpu := gauge(sc.MetricQuerySegmentCPUTime, "s")
 	io := gauge(sc.MetricQuerySegmentDiskIO, "By")
-	cpuLoads := make([]segmentLoad, 0, len(q.segments))
-	ioLoads := make([]segmentLoad, 0, len(q.segments))
 	for _, u := range q.segments {
+		if u.at.segment == unknownSegment {
+			continue
+		}
 		segment := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
 			dp := point(dps)
 			dp.Attributes().PutStr(sc.AttrHostName, hostNames[u.at.host])
@@ -71,23 +72,30 @@ func writeQueryMetrics(ms pmetric.MetricSlice, ts pcommon.Timestamp, hostNames [
 		w := segment(io)
 		w.Attributes().PutStr(sc.AttrDirection, sc.DirectionWrite)
 		w.SetIntValue(u.written)
-		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
-		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
 	}
-	for _, k := range []struct {
-		loads                   []segmentLoad
-		ratio, overAvg, hottest string
-	}{
-		{cpuLoads, sc.MetricQueryCPUSkew, sc.MetricQueryCPUSkewMaxOverAvg, sc.MetricQueryCPUSkewHottest},
-		{ioLoads, sc.MetricQueryDiskIOSkew, sc.MetricQueryDiskIOSkewMaxOverAvg, sc.MetricQueryDiskIOSkewHottest},
-	} {
-		sk, ok := skewOf(k.loads)
-		if !ok {
+	// The session skew figures' shape, without gpotel.window.
+	cpuSkew, ioSkew, cpuOK, ioOK := sessionSkews(q.segments)
+	ratio := gauge(sc.QueryMetric(sc.MetricSessionSkewRatio), "1")
+	overAvg := gauge(sc.QueryMetric(sc.MetricSessionSkewMaxOverAvg), "1")
+	hottest := gauge(sc.QueryMetric(sc.MetricSessionSkewHottestSegment), "1")
+	segments := gauge(sc.QueryMetric(sc.MetricSessionSkewSegments), "{segment}")
+	for _, fig := range []struct {
+		name string
+		sk   skew
+		ok   bool
+	}{{sc.SkewFigureCPU, cpuSkew, cpuOK}, {sc.SkewFigureIO, ioSkew, ioOK}} {
+		if !fig.ok {
 			continue
 		}
-		point(gauge(k.ratio, "1")).SetDoubleValue(sk.ratio)
-		point(gauge(k.overAvg, "1")).SetDoubleValue(sk.maxOverAvg)
-		point(gauge(k.hottest, "1")).SetIntValue(int64(sk.hottest))
+		of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
+			dp := point(dps)
+			dp.Attributes().PutStr(sc.AttrSkewFigure, fig.name)
+			return dp
+		}
+		of(ratio).SetDoubleValue(fig.sk.ratio)
+		of(overAvg).SetDoubleValue(fig.sk.maxOverAvg)
+		of(hottest).SetIntValue(int64(fig.sk.hottest))
+		of(segments).SetIntValue(int64(fig.sk.segments))
 	}
 	end := int64(ts)
 	if q.end != 0 {
