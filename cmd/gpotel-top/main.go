@@ -39,7 +39,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one GetGPSessions call")
 	interval := fs.Duration("interval", 2*time.Second, "refresh interval")
 	once := fs.Bool("once", false, "print one plain-text table and exit")
-	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay")
+	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay, skew, avg")
 	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
 	memSess := fs.Int64("memory", 0, "with --once: print this session's memory contexts by name (GetSessionMemoryContexts)")
 	memBackend := fs.Int("backend", 0, "with --memory: print backend N's context tree instead (N as listed)")
