@@ -215,3 +215,11 @@ func TestScreenSaysWhenTheServerHasNoClusterTop(t *testing.T) {
 	}
 	fitsTerminal(t, "no cluster top", v, 80, 24)
 }
+
+func TestOncePrintsTheClusterHeaderWithEveryHost(t *testing.T) {
+	addr := serveBoth(t, threeSessions(), sixHosts())
+	lines := strings.Split(runOnce(t, "--addr", addr, "--width", "80"), "\n")
+	if !strings.HasPrefix(lines[1], "cluster 3.20 cores") || !strings.HasPrefix(lines[7], "sdw5!") || !strings.HasPrefix(strings.TrimSpace(lines[8]), "SESS ") {
+		t.Errorf("--once header:\n%s", strings.Join(lines, "\n"))
+	}
+}

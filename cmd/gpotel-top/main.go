@@ -1,5 +1,6 @@
 // Command gpotel-top shows, like top, which database sessions cost the OS the
-// most over the last window, read from gpotel's GetGPSessions API.
+// most over the last window, read from gpotel's GetGPSessions API, under a
+// header of the cluster's and each host's load from GetClusterTop.
 package main
 
 import (
@@ -83,7 +84,12 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 	if err != nil {
 		return err
 	}
-	if _, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width)); err != nil {
+	header := ""
+	// The cluster header, every host, when the server has GetClusterTop.
+	if top, err := c.clusterTop(ctx, k); err == nil {
+		header = clusterHeader(top, len(top.GetHosts())+1, width)
+	}
+	if _, err = fmt.Fprintf(out, "%s\n%s%s", summary(c.opts.Addr, rows, k), header, formatTable(rows, width)); err != nil {
 		return err
 	}
 	// The pane follows the table after a blank line, when the server has pressure.
