@@ -132,7 +132,8 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	if !p.emitProcesses && processes > 0 {
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
-			drop := kinds[i] == kindProcess || kinds[i] == kindExited
+			// Resources past kinds are the ones appendFigures added (query resources).
+			drop := i < len(kinds) && (kinds[i] == kindProcess || kinds[i] == kindExited)
 			i++
 			return drop
 		})
