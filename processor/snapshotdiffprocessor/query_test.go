@@ -332,3 +332,15 @@ func TestQueryFiguresWhenTheClosingBatchHoldsProcessesToo(t *testing.T) {
 		t.Errorf("%d process resources forwarded without emit_process_metrics", n)
 	}
 }
+
+func TestCommandCountSeenBeforeItsQueryStartTakesTheLaterStart(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 3, 0, 3, 0),
+		// Command 4 began between the catalog read (still command 3's start) and the titles.
+		gpSnap(1, running(0), 4, 0, 4, 1),
+		gpSnap(2, running(0.9), 4, 0, 4, 2))
+	if _, ok := queryResource(md, 0.9); !ok {
+		t.Fatal("command 4 not keyed at its own query_start 0.9")
+	}
+}
