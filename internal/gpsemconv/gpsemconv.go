@@ -19,6 +19,10 @@ const (
 	// record), in the shape of a process resource; without gpotel.session.id
 	// when no scrape saw the process (unattributed).
 	KindExited = "exited"
+	// KindUnrecorded holds, per segment postmaster, the CPU its reaped
+	// children used beyond their exit records (the parent's cutime and
+	// cstime against the records): no session, one point per postmaster.
+	KindUnrecorded = "unrecorded"
 )
 
 // Resource attributes.
@@ -190,6 +194,12 @@ func ClusterMetric(session string) string {
 func UnattributedMetric(session string) string {
 	return unattributedPrefix + strings.TrimPrefix(session, sessionPrefix)
 }
+
+// MetricUnrecordedCPUTime (processor, on the snapshot resource, per window,
+// host.name, gpotel.segment.id and cpu.mode) is the CPU of each segment
+// postmaster's reaped children beyond their exit records: what the kernel
+// charged them after the record was taken (teardown), and records lost.
+const MetricUnrecordedCPUTime = "gpotel.unrecorded.cpu.time"
 
 // Smoothed figures (processor): exponentially weighted averages, one point
 // per configured time constant (AttrTimeConstant). Session ones are on the

@@ -31,8 +31,8 @@ func (d *processDecoder) fail(err error) {
 func (d *processDecoder) decode(rms pmetric.ResourceMetricsSlice, kinds []resourceKind) {
 	d.samples, d.skipped, d.firstErr = d.samples[:0], 0, nil
 	for i, kind := range kinds {
-		if kind == kindProcess || kind == kindExited {
-			d.decodeResource(rms.At(i), kind == kindExited)
+		if kind.isProcesses() {
+			d.decodeResource(rms.At(i), kind)
 		}
 	}
 }
@@ -44,8 +44,9 @@ type processHeader struct {
 }
 
 // An exited resource without gpotel.session.id holds the exited processes
-// no scrape saw (unattributedSession).
-func readProcessHeader(attrs pcommon.Map, exited bool) (processHeader, error) {
+// no scrape saw (unattributedSession); an unrecorded resource never has one
+// (unrecordedSession).
+func readProcessHeader(attrs pcommon.Map, kind resourceKind) (processHeader, error) {
 	var h processHeader
 	host, ok := attrs.Get(sc.AttrHostName)
 	if !ok {
@@ -57,9 +58,15 @@ func readProcessHeader(attrs pcommon.Map, exited bool) (processHeader, error) {
 		dst *int64
 	}{{sc.AttrTmID, &h.tmID}, {sc.AttrSessionID, &h.session}} {
 		v, ok := attrs.Get(a.key)
-		if !ok && exited && a.key == sc.AttrSessionID {
-			h.session = unattributedSession
-			continue
+		if a.key == sc.AttrSessionID {
+			switch {
+			case kind == kindUnrecorded:
+				h.session = unrecordedSession
+				continue
+			case !ok && kind == kindExited:
+				h.session = unattributedSession
+				continue
+			}
 		}
 		if !ok || v.Type() != pcommon.ValueTypeInt {
 			return h, fmt.Errorf("process resource lacks an int %s", a.key)
@@ -72,8 +79,9 @@ func readProcessHeader(attrs pcommon.Map, exited bool) (processHeader, error) {
 // decodeResource appends one sample per process of rm. Every metric lists
 // the processes in the same order, so a cursor finds a point's process
 // without a lookup; a point out of order costs a scan.
-func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics, exited bool) {
-	h, err := readProcessHeader(rm.Resource().Attributes(), exited)
+func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics, kind resourceKind) {
+	h, err := readProcessHeader(rm.Resource().Attributes(), kind)
+	exited := kind != kindProcess
 	if err != nil {
 		d.fail(err)
 		return

@@ -78,3 +78,32 @@ func TestProcessNoScrapeSawIsCountedToItsSegmentAndTheCluster(t *testing.T) {
 		t.Error("exited resources are forwarded only with emit_process_metrics")
 	}
 }
+
+func TestPostmastersUnrecordedCPUIsCountedToItsSegmentAndTheCluster(t *testing.T) {
+	p, sink := newTestProcessor(t, createDefaultConfig().(*Config))
+	live := proc("sdw1", 0, 7, 100, 0, 1, 0)
+	live2 := proc("sdw1", 0, 7, 100, 0, 1.5, 0)
+	pm := proc("sdw1", 1, 0, 50, 0, 0.25, 0) // the postmaster's cumulative unrecorded CPU
+	pm.Unrecorded = true
+	pm2 := proc("sdw1", 1, 0, 50, 0, 0.75, 0)
+	pm2.Unrecorded = true
+	out := feed(t, p, sink,
+		snap(10, nil, []int64{7}, live, pm),
+		snap(20, nil, []int64{7}, live2, pm2))
+	if got := clusterFigure(t, out, sc.ClusterMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 1 {
+		t.Errorf("cluster cpu %v, want 0.5 (live) + 0.5 (unrecorded)", got)
+	}
+	if got := clusterFigure(t, out, sc.MetricUnrecordedCPUTime, sc.AttrWindow, "5m", sc.AttrHostName, "sdw1",
+		sc.AttrSegmentID, "1", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+		t.Errorf("unrecorded cpu of sdw1 segment 1: %v, want 0.75 - 0.25", got)
+	}
+	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+		t.Errorf("the session keeps only its own: %v", got)
+	}
+	if got := figure(t, out, 7, sc.MetricSessionProcesses); got != 1 {
+		t.Errorf("the postmaster's point is not a live process of the session: processes %v", got)
+	}
+	if countKind(out, sc.KindUnrecorded) != 0 {
+		t.Error("unrecorded resources are forwarded only with emit_process_metrics")
+	}
+}

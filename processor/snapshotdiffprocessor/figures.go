@@ -6,9 +6,11 @@ type windowFigures struct {
 	deltas  []counters
 	partial []bool
 	// cluster sums every process of the window, whatever its session;
-	// unattributed sums the exited processes no scrape saw, per segment.
+	// unattributed sums the exited processes no scrape saw, per segment;
+	// unrecorded the postmasters' CPU beyond their children's exit records.
 	cluster      counters
 	unattributed map[hostSegment]*counters
+	unrecorded   map[hostSegment]*counters
 }
 
 // hostSegment is one segment instance: its host row and content id.
@@ -88,15 +90,11 @@ func (s *store) computeFigures() *figures {
 			}
 			d := &wf.deltas[key.session]
 			var u *counters
-			if s.sessionKeys[key.session].id == unattributedSession {
-				hs := hostSegment{key.host, s.procSeg[row]}
-				if u = wf.unattributed[hs]; u == nil {
-					if wf.unattributed == nil {
-						wf.unattributed = map[hostSegment]*counters{}
-					}
-					u = new(counters)
-					wf.unattributed[hs] = u
-				}
+			switch s.sessionKeys[key.session].id {
+			case unattributedSession:
+				u = segmentCounters(&wf.unattributed, hostSegment{key.host, s.procSeg[row]})
+			case unrecordedSession:
+				u = segmentCounters(&wf.unrecorded, hostSegment{key.host, s.procSeg[row]})
 			}
 			for c, v := range acc[row*numCounters : (row+1)*numCounters] {
 				if v > 0 { // a counter that went down over the window gives 0
@@ -152,4 +150,17 @@ func (s *store) computeFigures() *figures {
 		}
 	}
 	return f
+}
+
+// segmentCounters is hs's entry of *m, made on first use.
+func segmentCounters(m *map[hostSegment]*counters, hs hostSegment) *counters {
+	if *m == nil {
+		*m = map[hostSegment]*counters{}
+	}
+	c := (*m)[hs]
+	if c == nil {
+		c = new(counters)
+		(*m)[hs] = c
+	}
+	return c
 }

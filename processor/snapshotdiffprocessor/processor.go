@@ -70,9 +70,15 @@ const (
 	kindSnapshot
 	kindSession
 	kindProcess
-	kindExited  // an exited process's final totals
-	kindUnknown // has the attribute, with a value we do not know
+	kindExited     // an exited process's final totals
+	kindUnrecorded // a postmaster's reaped children's CPU beyond their exit records
+	kindUnknown    // has the attribute, with a value we do not know
 )
+
+// isProcesses tells the kinds read into the store as processes.
+func (k resourceKind) isProcesses() bool {
+	return k == kindProcess || k == kindExited || k == kindUnrecorded
+}
 
 func kindOf(rm pmetric.ResourceMetrics) resourceKind {
 	v, ok := rm.Resource().Attributes().Get(sc.AttrResourceKind)
@@ -88,6 +94,8 @@ func kindOf(rm pmetric.ResourceMetrics) resourceKind {
 		return kindProcess
 	case sc.KindExited:
 		return kindExited
+	case sc.KindUnrecorded:
+		return kindUnrecorded
 	}
 	return kindUnknown
 }
@@ -105,7 +113,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 		case kindSnapshot:
 			snapshotAt = i
 			snapshots++
-		case kindProcess, kindExited:
+		case kindProcess, kindExited, kindUnrecorded:
 			processes++
 		}
 	}
@@ -133,7 +141,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
 			// Resources past kinds are the ones appendFigures added (query resources).
-			drop := i < len(kinds) && (kinds[i] == kindProcess || kinds[i] == kindExited)
+			drop := i < len(kinds) && kinds[i].isProcesses()
 			i++
 			return drop
 		})
@@ -462,6 +470,15 @@ func (p *snapshotDiff) writeCluster(sm pmetric.ScopeMetrics, f *figures) {
 		unattr.SetName(sc.UnattributedMetric(cm.session))
 		unattr.SetUnit(cm.unit)
 		udps := unattr.SetEmptyGauge().DataPoints()
+		// The postmasters' cutime/cstime give CPU only.
+		var rdps pmetric.NumberDataPointSlice
+		unrecorded := cm.session == sc.MetricSessionCPUTime
+		if unrecorded {
+			unrec := ms.AppendEmpty()
+			unrec.SetName(sc.MetricUnrecordedCPUTime)
+			unrec.SetUnit(cm.unit)
+			rdps = unrec.SetEmptyGauge().DataPoints()
+		}
 		for w, name := range p.windowNames {
 			wf := &f.windows[w]
 			for _, as := range cm.slots {
@@ -469,16 +486,25 @@ func (p *snapshotDiff) writeCluster(sm pmetric.ScopeMetrics, f *figures) {
 				dp.SetTimestamp(ts)
 				dp.Attributes().PutStr(sc.AttrWindow, name)
 				setCounter(dp, cm, as, wf.cluster[as.slot])
-				for hs, c := range wf.unattributed {
-					dp := udps.AppendEmpty()
-					dp.SetTimestamp(ts)
-					dp.Attributes().PutStr(sc.AttrWindow, name)
-					dp.Attributes().PutStr(sc.AttrHostName, hostNames[hs.host])
-					dp.Attributes().PutInt(sc.AttrSegmentID, int64(hs.segment))
-					setCounter(dp, cm, as, c[as.slot])
+				writeSegments(udps, wf.unattributed, ts, name, hostNames, cm, as)
+				if unrecorded {
+					writeSegments(rdps, wf.unrecorded, ts, name, hostNames, cm, as)
 				}
 			}
 		}
+	}
+}
+
+// writeSegments appends one point per segment of bySegment.
+func writeSegments(dps pmetric.NumberDataPointSlice, bySegment map[hostSegment]*counters, ts pcommon.Timestamp, window string,
+	hostNames []string, cm counterMetric, as attrSlot) {
+	for hs, c := range bySegment {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(ts)
+		dp.Attributes().PutStr(sc.AttrWindow, window)
+		dp.Attributes().PutStr(sc.AttrHostName, hostNames[hs.host])
+		dp.Attributes().PutInt(sc.AttrSegmentID, int64(hs.segment))
+		setCounter(dp, cm, as, c[as.slot])
 	}
 }
 

@@ -72,6 +72,11 @@ type processSample struct {
 // sess_id is never negative.
 const unattributedSession = -1
 
+// unrecordedSession is the session id of the postmasters' unrecorded CPU
+// (docs/pipeline.md, unrecorded resources): stored like an exited process,
+// reported per segment in gpotel.unrecorded.cpu.time.
+const unrecordedSession = -2
+
 // hostAnswer is one gpotel.host.up point of a snapshot.
 type hostAnswer struct {
 	Host string

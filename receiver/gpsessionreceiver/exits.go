@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -84,6 +85,17 @@ type hostExits struct {
 	next      exitCursor
 	missed    uint64
 	err       error
+	// parents are the host's postmasters read right after the records, so
+	// a child whose record was fetched is already in their cutime/cstime.
+	parents    []parentReading
+	parentsErr error
+}
+
+// parentReading is one postmaster's account of the children it reaped.
+type parentReading struct {
+	pid, segment        int64
+	creation            time.Time
+	childUser, childSys float64 // cutime, cstime in seconds
 }
 
 // exitTracker fetches exit records every scrape and attributes each to a
@@ -97,27 +109,86 @@ type exitTracker struct {
 	cursors     map[string]exitCursor
 	sightings   map[hostPID]sighting
 	postmasters map[hostPID]int64 // (host, postmaster pid) → its segment
+	reaped      map[hostPID]*reapedAccount
+}
+
+// reapedAccount compares one postmaster's reaped children as its
+// cutime/cstime tell them with their exit records. The kernel takes a
+// record in do_exit before the task is torn down (exit_mm, closing files),
+// and the parent's cutime/cstime get that teardown too; what the records
+// miss (teardown, and records lost on the way) is the unrecorded CPU.
+type reapedAccount struct {
+	creation            time.Time
+	tick                uint64  // of the first reading
+	baseUser, baseSys   float64 // cutime, cstime at the first reading
+	recUser, recSys     float64 // exit records of its children since then
+	unrecUser, unrecSys float64 // reported so far: never goes down
 }
 
 func newExitTracker(logger *zap.Logger) *exitTracker {
-	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, sightings: map[hostPID]sighting{}, postmasters: map[hostPID]int64{}}
+	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, sightings: map[hostPID]sighting{},
+		postmasters: map[hostPID]int64{}, reaped: map[hostPID]*reapedAccount{}}
 }
 
 // fetch asks every host for the records after its cursor. It does not move
 // the cursors: commit does, once the records are emitted.
 func (t *exitTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirectory, hosts []string) []hostExits {
 	out := make([]hostExits, len(hosts))
+	parents := t.postmastersByHost()
 	var g errgroup.Group
 	g.SetLimit(cfg.MaxParallelHosts)
 	for i, host := range hosts {
 		cur := t.cursors[host]
 		g.Go(func() error {
 			out[i] = fetchHostExits(ctx, cfg, dir, host, cur)
+			if out[i].err == nil && len(parents[host]) > 0 {
+				out[i].parents, out[i].parentsErr = readParents(ctx, cfg, dir, host, parents[host])
+			}
 			return nil
 		})
 	}
 	_ = g.Wait()
 	return out
+}
+
+// postmastersByHost lists the postmasters earlier scrapes learnt, per host.
+func (t *exitTracker) postmastersByHost() map[string][]*yagpcc.SegmentProcess {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := map[string][]*yagpcc.SegmentProcess{}
+	for k, seg := range t.postmasters {
+		out[k.host] = append(out[k.host], &yagpcc.SegmentProcess{GpSegmentId: seg, Pid: k.pid})
+	}
+	return out
+}
+
+// readParents reads the postmasters' stat through the host's agent, as any
+// process: cutime and cstime are what their reaped children used.
+func readParents(ctx context.Context, cfg *Config, dir *agentDirectory, host string, pms []*yagpcc.SegmentProcess) ([]parentReading, error) {
+	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
+	defer cancel()
+	r, err := dir.reader(ctx, host)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := r.GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{SegmentProcess: pms})
+	if err != nil {
+		return nil, fmt.Errorf("host %s: reading the postmasters: %w", host, err)
+	}
+	consts, err := kernelunits.HostFromProto(resp.GetHost())
+	if err != nil {
+		return nil, fmt.Errorf("host %s: postmasters' answer: %w", host, err)
+	}
+	out := make([]parentReading, 0, len(pms))
+	for _, info := range resp.GetPidProcData() {
+		st := info.GetProcStat()
+		if st == nil {
+			continue // vanished (a restart): a new postmaster is learnt from its children
+		}
+		out = append(out, parentReading{pid: info.GetPid(), segment: info.GetGpSegmentId(), creation: consts.SinceBoot(st.GetStarttime()),
+			childUser: consts.Seconds(st.GetCutime()), childSys: consts.Seconds(st.GetCstime())})
+	}
+	return out, nil
 }
 
 func fetchHostExits(ctx context.Context, cfg *Config, dir *agentDirectory, host string, cur exitCursor) hostExits {
@@ -224,6 +295,7 @@ func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSli
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
 			p := kernelunits.ConvertExit(rec, h.delayacct)
+			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			b := &Backend{PID: pid, SessionID: unattributedSession}
 			if s, ok := t.sightings[key]; ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
 				if s.tick == t.tick {
@@ -241,16 +313,10 @@ func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSli
 				st.foreign++ // not a postmaster's child: a shell or tool of the database user
 				continue
 			}
-			sc.procs = append(sc.procs, answeredProcess{backend: b, start: pcommon.NewTimestampFromTime(p.CreationTime)})
-			ap := &sc.procs[len(sc.procs)-1]
-			ap.points.collect(&p)
-			for _, m := range w.order {
-				if !w.shapes[m].attrOn {
-					ap.points[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
-				}
-			}
+			w.appendProcess(&sc, b, &p)
 		}
-		w.writeExited(rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host})
+		w.writeExited(rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host}, gpsemconv.KindExited)
+		t.emitUnrecorded(w, rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host}, h)
 	}
 	if st.missed > 0 {
 		t.logger.Warn("exit records were lost on the agents before this scrape read them (agent buffer full or older than exit_max_age)",
@@ -262,6 +328,55 @@ func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSli
 // unattributedSession marks, inside the receiver, an exited process no
 // scrape saw; its resource carries no gpotel.session.id (sess_id is never negative).
 const unattributedSession = -1
+
+// addToParent counts an exit record against its parent's reaped account,
+// if that account began before this scrape (its first reading already holds
+// the children whose records this scrape fetched).
+func (t *exitTracker) addToParent(parent hostPID, p *kernelunits.Process) {
+	if a := t.reaped[parent]; a != nil && a.tick < t.tick {
+		a.recUser += p.UserCPU.V
+		a.recSys += p.SystemCPU.V
+	}
+}
+
+// emitUnrecorded writes the host's unrecorded resource: one point per
+// postmaster, what its reaped children used beyond their exit records
+// since the receiver first read it, as a cumulative counter that never goes
+// down (a record fetched a scrape before its parent's reap shows would
+// otherwise make it dip).
+func (t *exitTracker) emitUnrecorded(w *processWriter, rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite, h hostExits) {
+	if h.parentsErr != nil {
+		t.logger.Debug("postmasters not read", zap.String("host", h.host), zap.Error(h.parentsErr))
+	}
+	read := make(map[int64]bool, len(h.parents))
+	sc.procs = sc.procs[:0]
+	for _, r := range h.parents {
+		key := hostPID{h.host, r.pid}
+		read[r.pid] = true
+		acc := t.reaped[key]
+		if acc == nil || absDuration(acc.creation.Sub(r.creation)) > startSlack {
+			t.reaped[key] = &reapedAccount{creation: r.creation, tick: t.tick, baseUser: r.childUser, baseSys: r.childSys}
+			continue
+		}
+		acc.unrecUser = max(acc.unrecUser, r.childUser-acc.baseUser-acc.recUser)
+		acc.unrecSys = max(acc.unrecSys, r.childSys-acc.baseSys-acc.recSys)
+		p := kernelunits.Process{PID: r.pid, CreationTime: r.creation, HasStat: true}
+		p.UserCPU = kernelunits.Value[float64]{V: acc.unrecUser, OK: true}
+		p.SystemCPU = kernelunits.Value[float64]{V: acc.unrecSys, OK: true}
+		w.appendProcess(sc, &Backend{PID: r.pid, SessionID: unattributedSession, SegmentID: r.segment}, &p)
+	}
+	if h.parentsErr == nil {
+		// A postmaster the agent no longer has (restarted, or the host moved):
+		// forget it; a live one is learnt again from its children.
+		for k := range t.postmasters {
+			if k.host == h.host && !read[k.pid] && t.reaped[k] != nil {
+				delete(t.postmasters, k)
+				delete(t.reaped, k)
+			}
+		}
+	}
+	w.writeExited(rms, sc, a, gpsemconv.KindUnrecorded)
+}
 
 func absDuration(d time.Duration) time.Duration {
 	if d < 0 {

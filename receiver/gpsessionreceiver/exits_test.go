@@ -1,9 +1,13 @@
 package gpsessionreceiver
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -18,6 +22,7 @@ import (
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
 
 // startNobody starts cmd as user nobody, a child of this test binary (which
@@ -166,4 +171,127 @@ func TestEveryDelayTypeIsCollected(t *testing.T) {
 			t.Errorf("point %d: %+v", i, pt)
 		}
 	}
+}
+
+// TestPostmasterUnrecordedCPU runs a real "postmaster" (a shell of user
+// nobody) that keeps one child the scrapes see and reaps short CPU burners
+// no scrape sees. Its unrecorded resource names it on its segment, and
+// unrecorded plus its children's exit records never exceed what its own
+// cutime+cstime grew by, read by the test from /proc.
+func TestPostmasterUnrecordedCPU(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting processes as nobody needs root")
+	}
+	acfg := segmentagent.NewDefaultConfig()
+	acfg.ListenAddress = "127.0.0.1:0"
+	acfg.AllowedUsers = []string{"nobody"}
+	acfg.Hostname = "sdw1"
+	agent, err := segmentagent.New(acfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
+		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
+	}
+	if err := agent.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+
+	pm := startNobody(t, "sh", "-c", `sleep 600 & while :; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done`)
+	var backend int
+	await.Until(t, "the postmaster's long-lived child", func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm.Process.Pid, pm.Process.Pid))
+		if err != nil {
+			return false
+		}
+		for _, f := range strings.Fields(string(b)) {
+			pid, _ := strconv.Atoi(f)
+			if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); strings.TrimSpace(string(comm)) == "sleep" {
+				backend = pid
+				return true
+			}
+		}
+		return false
+	})
+	src := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000, Backends: []Backend{
+		{SegmentID: 0, PID: int64(backend), SessionID: 7, BackendType: "client backend"},
+	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "mdw"}, {Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}}
+	cfg := validConfig()
+	cfg.Agents = map[string]string{"sdw1": agent.Addr().String()}
+	cfg.HostTimeout = 10 * time.Second
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	s := unitScraper(t, cfg, src, nil, tt)
+
+	_, _ = s.scrape(context.Background()) // learns the postmaster from its child's ppid
+	_, _ = s.scrape(context.Background()) // reads it: the account begins
+	before := childCPU(t, pm.Process.Pid)
+	var records, unrecorded float64
+	var view processView
+	await.Until(t, "unrecorded CPU of the postmaster after a few scrapes of churn", func() bool {
+		md, _ := s.scrape(context.Background())
+		for pid := range processesOf([]pmetric.Metrics{md}, gpsemconv.KindExited) {
+			records += cpuOf(md, gpsemconv.KindExited, pid)
+		}
+		u, ok := processesOf([]pmetric.Metrics{md}, gpsemconv.KindUnrecorded)[int64(pm.Process.Pid)]
+		if ok {
+			view, unrecorded = u, cpuOf(md, gpsemconv.KindUnrecorded, int64(pm.Process.Pid))
+		}
+		return ok && records > 0.5
+	})
+	after := childCPU(t, pm.Process.Pid)
+	t.Logf("postmaster's reaped children: %.3f s; exit records %.3f s; unrecorded %.3f s", after-before, records, unrecorded)
+	if _, ok := view.resource.Get(gpsemconv.AttrSessionID); ok {
+		t.Errorf("an unrecorded resource has no session: %v", view.resource.AsRaw())
+	}
+	if view.segment != 0 {
+		t.Errorf("unrecorded CPU on segment %d, want 0 (the postmaster's)", view.segment)
+	}
+	// Records fetched since the account began belong to children reaped
+	// after its first reading, so with the unrecorded share they cannot
+	// exceed the parent's growth by more than a clock tick per read.
+	if slack := 0.05; records+unrecorded > after-before+slack {
+		t.Errorf("exit records %.3f s + unrecorded %.3f s exceed the postmaster's reaped %.3f s", records, unrecorded, after-before)
+	}
+}
+
+// childCPU is a process's cutime+cstime in seconds, from /proc.
+func childCPU(t *testing.T, pid int) float64 {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])) // f[0] is field 3
+	cu, _ := strconv.ParseFloat(f[13], 64)
+	cs, _ := strconv.ParseFloat(f[14], 64)
+	return (cu + cs) / float64(groundtruth.ClockTicks())
+}
+
+// cpuOf sums process.cpu.time over the modes of one pid in the resources of one kind.
+func cpuOf(md pmetric.Metrics, kind string, pid int64) float64 {
+	var total float64
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != kind {
+			continue
+		}
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Name() != gpsemconv.MetricProcessCPUTime {
+					continue
+				}
+				dps := ms.At(k).Sum().DataPoints()
+				for d := range dps.Len() {
+					if p, _ := dps.At(d).Attributes().Get(gpsemconv.AttrProcessPID); p.Int() == pid {
+						total += dps.At(d).DoubleValue()
+					}
+				}
+			}
+		}
+	}
+	return total
 }

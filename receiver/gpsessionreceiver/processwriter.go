@@ -378,16 +378,7 @@ func (w *processWriter) writeAnswer(rms pmetric.ResourceMetricsSlice, sc *answer
 			withoutStat++
 			continue
 		}
-		sc.procs = sc.procs[:len(sc.procs)+1]
-		ap := &sc.procs[len(sc.procs)-1]
-		ap.backend = a.byPID[info.GetPid()]
-		ap.start = pcommon.NewTimestampFromTime(p.CreationTime)
-		ap.points.collect(&p)
-		for _, m := range w.order {
-			if !w.shapes[m].attrOn {
-				ap.points[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
-			}
-		}
+		w.appendProcess(sc, a.byPID[info.GetPid()], &p)
 	}
 	if len(w.order) == 0 || len(sc.procs) == 0 {
 		return 0, withoutStat
@@ -491,10 +482,25 @@ func (w *processWriter) writeSession(rms pmetric.ResourceMetricsSlice, sc *answe
 	return true
 }
 
-// writeExited writes the exited processes in sc.procs of one host as
-// process resources per session, marked gpotel.resource.kind=exited; the
-// unattributed ones (unattributedSession) in one resource without a session.
-func (w *processWriter) writeExited(rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite) {
+// appendProcess adds a process to sc with its points collected, reusing
+// the slot's point buffers from earlier answers.
+func (w *processWriter) appendProcess(sc *answerScratch, b *Backend, p *kernelunits.Process) {
+	sc.procs = slices.Grow(sc.procs, 1)[:len(sc.procs)+1]
+	ap := &sc.procs[len(sc.procs)-1]
+	ap.backend, ap.start = b, pcommon.NewTimestampFromTime(p.CreationTime)
+	ap.points.collect(p)
+	for _, m := range w.order {
+		if !w.shapes[m].attrOn {
+			ap.points[m].merge(w.shapes[m].aggregation, w.shapes[m].double)
+		}
+	}
+}
+
+// writeExited writes the processes in sc.procs of one host that are not
+// live (exit records, unrecorded CPU) as process resources per session,
+// marked with kind; the unattributed ones (unattributedSession) in one
+// resource without a session.
+func (w *processWriter) writeExited(rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite, kind string) {
 	if len(w.order) == 0 || len(sc.procs) == 0 {
 		return
 	}
@@ -502,7 +508,7 @@ func (w *processWriter) writeExited(rms pmetric.ResourceMetricsSlice, sc *answer
 		n := rms.Len()
 		if w.writeSession(rms, sc, a, session, group) && rms.Len() > n {
 			attrs := rms.At(n).Resource().Attributes()
-			attrs.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindExited)
+			attrs.PutStr(gpsemconv.AttrResourceKind, kind)
 			if session == unattributedSession {
 				attrs.Remove(gpsemconv.AttrSessionID)
 			}

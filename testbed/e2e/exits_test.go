@@ -38,21 +38,26 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 
 	with := measureChurn(t, c, nil)
-	t.Logf("with exit records:    gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
+	t.Logf("with exit records:    gpotel %.3f s (of which unrecorded %.3f s), postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
 		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped)",
-		with.gpotel, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped)
+		with.gpotel, with.unrecorded, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped)
 	without := measureChurn(t, c, []string{"--set=receivers::gpsession::exit_records=false"})
 	t.Logf("without exit records: gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f",
 		without.gpotel, without.truth(), without.reaped, without.live, without.span, without.gpotel/without.truth())
 
-	// The pipeline loses and duplicates no record: gpotel's total is the
-	// live children's CPU plus what the kernel's exit records say.
-	if want := with.live + with.records; math.Abs(with.gpotel-want) > tolerance*want {
-		t.Errorf("with exit records gpotel's window total %.3f s is not within %.0f %% of live %.3f s + exit records %.3f s", with.gpotel, tolerance*100, with.live, with.records)
+	// The whole: within 5 % of the postmasters' own account.
+	if math.Abs(with.gpotel-with.truth()) > tolerance*with.truth() {
+		t.Errorf("with exit records gpotel's window total %.3f s is not within %.0f %% of the postmasters' %.3f s", with.gpotel, tolerance*100, with.truth())
 	}
-	// Against the postmasters: see exitRecordGap.
-	if math.Abs(with.gpotel-with.truth()) > exitRecordGap*with.truth() {
-		t.Errorf("with exit records gpotel's window total %.3f s is not within %.0f %% of the postmasters' %.3f s", with.gpotel, exitRecordGap*100, with.truth())
+	// The unrecorded share comes from those same cutime/cstime, so the
+	// records are checked on their own: the pipeline loses and duplicates
+	// none (gpotel less its unrecorded share is the live children plus the
+	// kernel's exit records), and they carry most of the churn.
+	if got, want := with.gpotel-with.unrecorded, with.live+with.records; math.Abs(got-want) > tolerance*want {
+		t.Errorf("with exit records gpotel's window total less unrecorded %.3f s is not within %.0f %% of live %.3f s + exit records %.3f s", got, tolerance*100, with.live, with.records)
+	}
+	if with.unrecorded > maxUnrecordedShare*with.reaped {
+		t.Errorf("unrecorded %.3f s is more than %.0f %% of the reaped children's %.3f s: the exit records should carry most of it", with.unrecorded, maxUnrecordedShare*100, with.reaped)
 	}
 	if without.gpotel > 0.7*without.truth() {
 		t.Errorf("without exit records gpotel counted %.3f s of %.3f s: the churn should be undercounted, so the test would not show what exit records add",
@@ -60,21 +65,18 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	}
 }
 
-// exitRecordGap bounds gpotel against the postmasters' own account. A
-// taskstats exit record is taken inside do_exit before the kernel tears the
-// process down (exit_mm, closing its files) and from a sum_exec_runtime last
-// brought up to date at the previous tick or context switch; the parent's
-// cutime+cstime gets all of it at reap time. For backends that live a few
-// milliseconds that is 10-17 % of their CPU (measured here: 0.90 with the
-// testbed's churn; 0.83 for children that map and touch 128 MiB of shared
-// memory), so the records are checked at 5 % against their own sum and the
-// whole at this bound against the postmasters.
-const exitRecordGap = 0.20
+// maxUnrecordedShare bounds the postmasters' unrecorded CPU. A taskstats
+// exit record is taken inside do_exit before the kernel tears the process
+// down (exit_mm, closing its files); the parent's cutime+cstime get that
+// teardown at reap time. For backends that live a few milliseconds it is
+// about 10 % of their CPU (0.90 measured with the testbed's churn; 0.83 for
+// children that map and touch 128 MiB of shared memory).
+const maxUnrecordedShare = 0.25
 
 // churnResult is one window's CPU seconds by gpotel, by the postmasters, and
 // by the kernel's exit records of the postmasters' children.
 type churnResult struct {
-	gpotel, reaped, live, span, records float64
+	gpotel, unrecorded, reaped, live, span, records float64
 }
 
 func (r churnResult) truth() float64 { return r.reaped + r.live }
@@ -121,7 +123,7 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 
 	var res churnResult
 	waitFor(t, "a snapshot whose "+churnWindow+" window covers the churn", func() (bool, string) {
-		at, span, cpu, ok := newestClusterCPU(s.Sink.Received(), churnWindow)
+		at, span, cpu, unrecorded, ok := newestClusterCPU(s.Sink.Received(), churnWindow)
 		if !ok {
 			return false, "no snapshot resource with cluster figures yet"
 		}
@@ -137,7 +139,7 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 		if err != nil {
 			return false, err.Error()
 		}
-		res = churnResult{gpotel: cpu, reaped: reaped, live: live, span: span}
+		res = churnResult{gpotel: cpu, unrecorded: unrecorded, reaped: reaped, live: live, span: span}
 		if res.records, err = exitRecordsCPU(s, sampler.postmasters, from, at); err != nil {
 			return false, err.Error()
 		}
@@ -186,10 +188,11 @@ func exitRecordsCPU(s *Stack, postmasters []int, from, to time.Time) (float64, e
 }
 
 // newestClusterCPU finds the newest snapshot resource in the OTLP output and
-// returns its time, the window's span and gpotel.cluster.cpu.time (user+system).
-func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, float64, float64, bool) {
+// returns its time, the window's span, gpotel.cluster.cpu.time and
+// gpotel.unrecorded.cpu.time (user+system, every segment).
+func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, float64, float64, float64, bool) {
 	var best time.Time
-	var span, cpu float64
+	var span, cpu, unrecorded float64
 	found := false
 	for _, md := range batches {
 		rms := md.ResourceMetrics()
@@ -198,7 +201,7 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 				continue
 			}
 			var at time.Time
-			var sp, total float64
+			var sp, total, unrec float64
 			var hasSpan, hasCPU bool
 			sms := rms.At(i).ScopeMetrics()
 			for j := range sms.Len() {
@@ -220,16 +223,18 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 						case gpsemconv.ClusterMetric(gpsemconv.MetricSessionCPUTime):
 							total += dp.DoubleValue()
 							hasCPU = true
+						case gpsemconv.MetricUnrecordedCPUTime:
+							unrec += dp.DoubleValue()
 						}
 					}
 				}
 			}
 			if hasSpan && hasCPU && at.After(best) {
-				best, span, cpu, found = at, sp, total, true
+				best, span, cpu, unrecorded, found = at, sp, total, unrec, true
 			}
 		}
 	}
-	return best, span, cpu, found
+	return best, span, cpu, unrecorded, found
 }
 
 // postmasterSampler reads, every 50 ms, every postmaster's cutime+cstime

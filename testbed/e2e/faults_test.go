@@ -154,6 +154,12 @@ func TestAgentFrozenForThreeIntervals(t *testing.T) {
 		snaps := sinkSnapshots(snapshotsOf(s.Sink))
 		return len(snaps) > 0 && !snaps[len(snaps)-1].at.Before(afterResume), fmt.Sprintf("%d snapshots", len(snaps))
 	})
+	// The truth record must reach past the snapshot compared below; on a
+	// loaded machine the sampler can lag it.
+	waitFor(t, "ground truth past the compared snapshot", func() (bool, string) {
+		_, last := truth.span()
+		return last.After(exact.GetTime().AsTime()), fmt.Sprintf("last truth sample %s", last.Format("15:04:05.000"))
+	})
 	if err := stopTruth(); err != nil {
 		t.Fatalf("ground truth: %v", err)
 	}

@@ -108,13 +108,13 @@ func receivedPoints(reqs []pmetric.Metrics) (perSnapshot map[time.Time]int, tota
 }
 
 // TestOTLPBackendOutageLosesNothing takes the OTLP backend down for
-// GPOTEL_E2E_OUTAGE (default 1m: 30 ticks of config/testbed.yaml; set it to
+// GPOTEL_E2E_OUTAGE (default 30s: 15 ticks of config/testbed.yaml; set it to
 // minutes for the full drill) while the exporter's sending queue lives on
 // file_storage, brings it back, and checks that every snapshot the pipeline
 // produced arrives: produced (seen through the API) against received.
 func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 	needBinaries(t)
-	outage := envDuration(t, "GPOTEL_E2E_OUTAGE", time.Minute)
+	outage := envDuration(t, "GPOTEL_E2E_OUTAGE", 30*time.Second)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

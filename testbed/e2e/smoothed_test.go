@@ -19,13 +19,13 @@ import (
 // machine that gives the burn less than a whole core still checks the claim.
 func TestSmoothedCPUOfOneCoreBurnConverges(t *testing.T) {
 	needBinaries(t)
-	const tau = 10 * time.Second
+	const tau = 6 * time.Second // three ticks of config/testbed.yaml
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	s, err := Launch(ctx, c, StackOptions{
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,
-		CollectorArgs: []string{"--set=processors::snapshotdiff::time_constants=[10s]"},
+		CollectorArgs: []string{"--set=processors::snapshotdiff::time_constants=[6s]"},
 	})
 	if err != nil {
 		t.Fatalf("launch: %v", err)
@@ -39,7 +39,7 @@ func TestSmoothedCPUOfOneCoreBurnConverges(t *testing.T) {
 	api := dialAPI(t, s.API)
 
 	// No segments: only the coordinator backend runs the statements.
-	w, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-smoothed-cpu", Kind: workload.CPU, Duration: 80 * time.Second, Contents: []int{}})
+	w, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-smoothed-cpu", Kind: workload.CPU, Duration: untilStopped, Contents: []int{}})
 	if err != nil {
 		t.Fatal(err)
 	}

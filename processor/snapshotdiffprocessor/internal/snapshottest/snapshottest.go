@@ -71,6 +71,9 @@ type Process struct {
 	// Exited makes it part of an exited resource: final totals from an exit
 	// record; Unattributed leaves its session out (no scrape saw it).
 	Exited, Unattributed bool
+	// Unrecorded makes it a postmaster's point in an unrecorded resource
+	// (no session): CPU its reaped children used beyond their exit records.
+	Unrecorded bool
 }
 
 // Metrics renders the snapshot as one pmetric.Metrics.
@@ -230,14 +233,14 @@ var processMetrics = []processMetric{
 // order the pairs first appear, with one point per process in every metric.
 func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommon.Timestamp) {
 	type group struct {
-		host                 string
-		session              int64
-		exited, unattributed bool
+		host                             string
+		session                          int64
+		exited, unattributed, unrecorded bool
 	}
 	var groups []group
 	members := map[group][]*Process{}
 	for i := range procs {
-		g := group{procs[i].Host, procs[i].Session, procs[i].Exited, procs[i].Unattributed}
+		g := group{procs[i].Host, procs[i].Session, procs[i].Exited, procs[i].Unattributed, procs[i].Unrecorded}
 		if _, ok := members[g]; !ok {
 			groups = append(groups, g)
 		}
@@ -247,13 +250,16 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommo
 		rm := md.ResourceMetrics().AppendEmpty()
 		ra := rm.Resource().Attributes()
 		kind := sc.KindProcess
-		if g.exited {
+		switch {
+		case g.unrecorded:
+			kind = sc.KindUnrecorded
+		case g.exited:
 			kind = sc.KindExited
 		}
 		ra.PutStr(sc.AttrResourceKind, kind)
 		ra.PutInt(sc.AttrTmID, s.TmID)
 		ra.PutStr(sc.AttrHostName, g.host)
-		if !g.unattributed {
+		if !g.unattributed && !g.unrecorded {
 			ra.PutInt(sc.AttrSessionID, g.session)
 		}
 		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
