@@ -191,7 +191,6 @@ type clusterTopService struct {
 	gpotelv1.UnimplementedClusterTopServer
 	sessions *sessionStore
 	hosts    *hostTops
-	queries  *queryTops
 	pressure *pressureStore
 	window   time.Duration
 }
@@ -239,9 +238,8 @@ func (s *clusterTopService) GetClusterTop(_ context.Context, req *gpotelv1.GetCl
 	for _, r := range all[:min(limit, len(all))] {
 		resp.Sessions = append(resp.Sessions, r.top)
 	}
-	queries := s.queries.get()
-	resp.Cluster.Queries = uint32(min(len(queries), math.MaxUint32)) //nolint:gosec // bounded above
-	resp.Queries = topQueries(queries, key, limit)
+	resp.Cluster.Queries = uint32(min(len(v.queries), math.MaxUint32)) //nolint:gosec // bounded above
+	resp.Queries = topQueries(v, key, limit)
 	return resp, nil
 }
 

@@ -28,7 +28,6 @@ type sessionStateExporter struct {
 	store    *sessionStore
 	pressure pressureStore
 	tops     hostTops
-	queries  queryTops
 
 	server  *grpc.Server
 	health  *health.Server
@@ -52,7 +51,6 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 	e.store.consume(md)
 	e.pressure.consume(md)
 	e.tops.consume(md)
-	e.queries.consume(md)
 	return nil
 }
 
@@ -77,7 +75,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
-		sessions: e.store, hosts: &e.tops, queries: &e.queries, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
+		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
 	})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)

@@ -229,6 +229,11 @@ func (t *queryTracker) observe(s *store, newest *snapshot, key sessionKey, act s
 	}
 	ccnt := headCommandCount(s, newest, key, act.pid)
 	q := sq.find(ccnt, act.queryStart)
+	if q != nil && act.queryStart > q.start {
+		// pg_stat_activity is read before the titles: the first sighting of a
+		// command count may have carried the previous command's query_start.
+		q.start = act.queryStart
+	}
 	if q == nil {
 		q = &query{ccnt: ccnt, start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
 		sq.queries = append(sq.queries, q)
@@ -271,6 +276,13 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 	for len(t.rows) < len(s.procKeys) {
 		t.rows = append(t.rows, rowSighting{})
 	}
+	// By store session row: one map lookup per session, not per process.
+	timelines := make([]*sessionQueries, len(s.sessionKeys))
+	for key, sq := range t.sessions {
+		if row, ok := s.sessionIndex[key]; ok {
+			timelines[row] = sq
+		}
+	}
 	buf := newest.steps
 	for _, row := range newest.rows {
 		// The store's record layout (see applySteps): a uvarint mask, then a varint per set bit.
@@ -293,7 +305,7 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 		if m64 == 0 {
 			continue
 		}
-		sq := t.sessions[s.sessionKeys[key.session]]
+		sq := timelines[key.session]
 		if sq == nil {
 			continue
 		}

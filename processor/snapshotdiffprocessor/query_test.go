@@ -1,6 +1,7 @@
 package snapshotdiffprocessor
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -311,5 +312,35 @@ func TestQueryFiguresOffWritesNoQueryResource(t *testing.T) {
 	md := feed(t, p, sink, querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1)))
 	if n := countKind(md, sc.KindQuery); n != 0 {
 		t.Errorf("%d query resources with queries::enabled false", n)
+	}
+}
+
+func TestQueryFiguresWhenTheClosingBatchHoldsProcessesToo(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	for _, s := range []snapshottest.Snapshot{
+		querySnap(0, running(0), nil, backend(0)),
+		querySnap(1, running(0), nil, backend(1)),
+	} {
+		if err := p.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all := sink.AllMetrics()
+	md := all[len(all)-1]
+	near(t, "query CPU", queryCPU(t, md, 0), 1)
+	if n := countKind(md, sc.KindProcess); n != 0 {
+		t.Errorf("%d process resources forwarded without emit_process_metrics", n)
+	}
+}
+
+func TestCommandCountSeenBeforeItsQueryStartTakesTheLaterStart(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 3, 0, 3, 0),
+		// Command 4 began between the catalog read (still command 3's start) and the titles.
+		gpSnap(1, running(0), 4, 0, 4, 1),
+		gpSnap(2, running(0.9), 4, 0, 4, 2))
+	if _, ok := queryResource(md, 0.9); !ok {
+		t.Fatal("command 4 not keyed at its own query_start 0.9")
 	}
 }

@@ -467,10 +467,14 @@ func (x *GPMetrics) GetSpill() *SpillInfo {
 
 // Identifies a query cluster-wide.
 type QueryKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tmid          int32                  `protobuf:"varint,1,opt,name=tmid,proto3" json:"tmid,omitempty"` // postmaster start, unix seconds
-	Ssid          int32                  `protobuf:"varint,2,opt,name=ssid,proto3" json:"ssid,omitempty"` // sess_id
-	Ccnt          int32                  `protobuf:"varint,3,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // gp_command_count within the session
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tmid  int32                  `protobuf:"varint,1,opt,name=tmid,proto3" json:"tmid,omitempty"` // postmaster start, unix seconds
+	Ssid  int32                  `protobuf:"varint,2,opt,name=ssid,proto3" json:"ssid,omitempty"` // sess_id
+	Ccnt  int32                  `protobuf:"varint,3,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // gp_command_count within the session
+	// gpotel additions (1001-1019).
+	// The query's pg_stat_activity.query_start. With ccnt 0 it is the key:
+	// PostgreSQL, and Greenplum processes whose title carries no cmd<N>.
+	QueryStart    *timestamppb.Timestamp `protobuf:"bytes,1001,opt,name=query_start,json=queryStart,proto3" json:"query_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +528,13 @@ func (x *QueryKey) GetCcnt() int32 {
 		return x.Ccnt
 	}
 	return 0
+}
+
+func (x *QueryKey) GetQueryStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueryStart
+	}
+	return nil
 }
 
 // Identifies a segment instance.
@@ -1560,11 +1571,13 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"systemStat\x18\x01 \x01(\v2\x12.yagpcc.SystemStatR\n" +
 	"systemStat\x12G\n" +
 	"\x0finstrumentation\x18\x02 \x01(\v2\x1d.yagpcc.MetricInstrumentationR\x0finstrumentation\x12'\n" +
-	"\x05spill\x18\x03 \x01(\v2\x11.yagpcc.SpillInfoR\x05spill\"F\n" +
+	"\x05spill\x18\x03 \x01(\v2\x11.yagpcc.SpillInfoR\x05spill\"\x84\x01\n" +
 	"\bQueryKey\x12\x12\n" +
 	"\x04tmid\x18\x01 \x01(\x05R\x04tmid\x12\x12\n" +
 	"\x04ssid\x18\x02 \x01(\x05R\x04ssid\x12\x12\n" +
-	"\x04ccnt\x18\x03 \x01(\x05R\x04ccnt\"<\n" +
+	"\x04ccnt\x18\x03 \x01(\x05R\x04ccnt\x12<\n" +
+	"\vquery_start\x18\xe9\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"queryStart\"<\n" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
@@ -1743,14 +1756,15 @@ var file_yagpcc_metrics_proto_depIdxs = []int32{
 	8,  // 4: yagpcc.GPMetrics.systemStat:type_name -> yagpcc.SystemStat
 	11, // 5: yagpcc.GPMetrics.instrumentation:type_name -> yagpcc.MetricInstrumentation
 	12, // 6: yagpcc.GPMetrics.spill:type_name -> yagpcc.SpillInfo
-	9,  // 7: yagpcc.MetricInstrumentation.sent:type_name -> yagpcc.NetworkStat
-	9,  // 8: yagpcc.MetricInstrumentation.received:type_name -> yagpcc.NetworkStat
-	10, // 9: yagpcc.MetricInstrumentation.interconnect:type_name -> yagpcc.InterconnectStat
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 7: yagpcc.QueryKey.query_start:type_name -> google.protobuf.Timestamp
+	9,  // 8: yagpcc.MetricInstrumentation.sent:type_name -> yagpcc.NetworkStat
+	9,  // 9: yagpcc.MetricInstrumentation.received:type_name -> yagpcc.NetworkStat
+	10, // 10: yagpcc.MetricInstrumentation.interconnect:type_name -> yagpcc.InterconnectStat
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_metrics_proto_init() }
