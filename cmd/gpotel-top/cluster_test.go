@@ -223,3 +223,21 @@ func TestOncePrintsTheClusterHeaderWithEveryHost(t *testing.T) {
 		t.Errorf("--once header:\n%s", strings.Join(lines, "\n"))
 	}
 }
+
+func TestOnceViewPrintsQueriesOrHosts(t *testing.T) {
+	addr := serveBoth(t, threeSessions(), sixHosts())
+	queries := strings.Split(strings.TrimRight(runOnce(t, "--addr", addr, "--view", "queries", "--sort", "skew"), "\n"), "\n")
+	// The cluster line, six host bars, the header, three queries.
+	if len(queries) != 11 || !strings.HasPrefix(strings.TrimSpace(queries[7]), "SESS ") || sessOf(queries[8]) != "11" {
+		t.Errorf("--view queries:\n%s", strings.Join(queries, "\n"))
+	}
+	hosts := strings.Split(strings.TrimRight(runOnce(t, "--addr", addr, "--view", "hosts"), "\n"), "\n")
+	if len(hosts) != 14 || !strings.HasPrefix(hosts[7], "HOST ") || !strings.HasPrefix(hosts[13], "sdw5       no ") {
+		t.Errorf("--view hosts:\n%s", strings.Join(hosts, "\n"))
+	}
+	for _, args := range [][]string{{"--once", "--view", "tables"}, {"--view", "queries"}} {
+		if err := run(context.Background(), append([]string{"--addr", addr}, args...), &strings.Builder{}); err == nil {
+			t.Errorf("%v accepted", args)
+		}
+	}
+}
