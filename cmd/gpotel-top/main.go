@@ -1,5 +1,6 @@
 // Command gpotel-top shows, like top, which database sessions cost the OS the
-// most over the last window, read from gpotel's GetGPSessions API.
+// most over the last window, read from gpotel's GetGPSessions API, under a
+// header of the cluster's and each host's load from GetClusterTop.
 package main
 
 import (
@@ -39,7 +40,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one GetGPSessions call")
 	interval := fs.Duration("interval", 2*time.Second, "refresh interval")
 	once := fs.Bool("once", false, "print one plain-text table and exit")
-	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay")
+	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay, skew, avg")
 	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
 	memSess := fs.Int64("memory", 0, "with --once: print this session's memory contexts by name (GetSessionMemoryContexts)")
 	memBackend := fs.Int("backend", 0, "with --memory: print backend N's context tree instead (N as listed)")
@@ -83,7 +84,12 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 	if err != nil {
 		return err
 	}
-	if _, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width)); err != nil {
+	header := ""
+	// The cluster header, every host, when the server has GetClusterTop.
+	if top, err := c.clusterTop(ctx, k); err == nil {
+		header = clusterHeader(top, len(top.GetHosts())+1, width)
+	}
+	if _, err = fmt.Fprintf(out, "%s\n%s%s", summary(c.opts.Addr, rows, k), header, formatTable(rows, width)); err != nil {
 		return err
 	}
 	// The pane follows the table after a blank line, when the server has pressure.

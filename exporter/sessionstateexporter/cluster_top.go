@@ -186,11 +186,12 @@ func (sh *sessionHostFigures) list() []*gpotelv1.SessionHostUsage {
 }
 
 // clusterTopService is gpotel.v1.ClusterTop over the session store, the
-// host figures and the host pressure.
+// host figures, the query figures and the host pressure.
 type clusterTopService struct {
 	gpotelv1.UnimplementedClusterTopServer
 	sessions *sessionStore
 	hosts    *hostTops
+	queries  *queryTops
 	pressure *pressureStore
 	window   time.Duration
 }
@@ -238,6 +239,9 @@ func (s *clusterTopService) GetClusterTop(_ context.Context, req *gpotelv1.GetCl
 	for _, r := range all[:min(limit, len(all))] {
 		resp.Sessions = append(resp.Sessions, r.top)
 	}
+	queries := s.queries.get()
+	resp.Cluster.Queries = uint32(min(len(queries), math.MaxUint32)) //nolint:gosec // bounded above
+	resp.Queries = topQueries(queries, key, limit)
 	return resp, nil
 }
 

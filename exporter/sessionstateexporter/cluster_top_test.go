@@ -32,8 +32,9 @@ func topPipeline(t *testing.T) (processor.Metrics, gpotelv1.ClusterTopClient) {
 }
 
 // threeSessions, over one minute: session 11 burns a core spread evenly
-// over segments 0 (sdw1) and 1 (sdw2); 12 burns 0.6 cores on segment 1 only
-// and reads 1 MB/s; 13 burns 0.01 cores on segment 0 only and writes 2 MB/s.
+// over segments 0 (sdw1) and 1 (sdw2); 12 burns 0.6 cores on segment 1 and
+// 0.001 on segment 0 and reads 1 MB/s; 13 burns 0.01 cores on segment 0 only
+// and writes 2 MB/s.
 func threeSessions(minute float64) []receiverProcess {
 	born := t0.Add(-time.Hour)
 	s := 60 * minute
@@ -45,7 +46,7 @@ func threeSessions(minute float64) []receiverProcess {
 		p(11, "sdw1", 0, 1101, 0.5, 0, 0, 50<<20),
 		p(11, "sdw2", 1, 1102, 0.5, 0, 0, 50<<20),
 		p(12, testCoordinator, -1, 1200, 0, 0, 0, 10<<20),
-		p(12, "sdw1", 0, 1201, 0, 0, 0, 20<<20),
+		p(12, "sdw1", 0, 1201, 0.001, 0, 0, 20<<20),
 		p(12, "sdw2", 1, 1202, 0.6, 1e6, 0, 20<<20),
 		p(13, testCoordinator, -1, 1300, 0, 0, 0, 10<<20),
 		p(13, "sdw1", 0, 1301, 0.01, 0, 2e6, 150<<20),
@@ -136,21 +137,21 @@ func TestClusterTopSessionLineCarriesRatesSkewAndHosts(t *testing.T) {
 	}
 	s := resp.GetSessions()[0]
 	u := s.GetUsage()
-	if s.GetSessId() != 12 || !near(u.GetCpuCores(), 0.6) || !near(u.GetReadBytesPerSecond(), 1e6) || u.GetProcesses() != 3 || u.GetRssBytes() != 50<<20 {
-		t.Errorf("session line %v, want session 12 at 0.6 cores, 1 MB/s read, 3 processes, 50 MiB", s)
+	if s.GetSessId() != 12 || !near(u.GetCpuCores(), 0.601) || !near(u.GetReadBytesPerSecond(), 1e6) || u.GetProcesses() != 3 || u.GetRssBytes() != 50<<20 {
+		t.Errorf("session line %v, want session 12 at 0.601 cores, 1 MB/s read, 3 processes, 50 MiB", s)
 	}
-	if !near(s.GetCpuSkew(), 0.5) || s.GetCpuHottestSegment() != 1 || s.CpuHottestSegment == nil || s.GetQuery() != "select 12" || s.GetUser() != "alice" {
-		t.Errorf("skew %.3f hottest %v query %q user %q; want 0.5, segment 1, select 12, alice", s.GetCpuSkew(), s.CpuHottestSegment, s.GetQuery(), s.GetUser())
+	if !near(s.GetCpuSkew(), 1-0.601/2/0.6) || s.GetCpuHottestSegment() != 1 || s.CpuHottestSegment == nil || s.GetQuery() != "select 12" || s.GetUser() != "alice" {
+		t.Errorf("skew %.3f hottest %v query %q user %q; want 0.499, segment 1, select 12, alice", s.GetCpuSkew(), s.CpuHottestSegment, s.GetQuery(), s.GetUser())
 	}
-	// The smoothed CPU at 1m after one minute of 0.6 cores: 0.6 (1 - e^-1).
-	if want := 0.6 * (1 - math.Exp(-1)); !near(s.GetCpuCoresSmoothed(), want) {
+	// The smoothed CPU at 1m after one minute of 0.601 cores: 0.601 (1 - e^-1).
+	if want := 0.601 * (1 - math.Exp(-1)); !near(s.GetCpuCoresSmoothed(), want) {
 		t.Errorf("smoothed cpu %.4f, want %.4f", s.GetCpuCoresSmoothed(), want)
 	}
 	want := []struct {
 		host  string
 		cores float64
 		procs uint32
-	}{{testCoordinator, 0, 1}, {"sdw1", 0, 1}, {"sdw2", 0.6, 1}}
+	}{{testCoordinator, 0, 1}, {"sdw1", 0.001, 1}, {"sdw2", 0.6, 1}}
 	if len(s.GetHosts()) != len(want) {
 		t.Fatalf("hosts %v, want %d lines", s.GetHosts(), len(want))
 	}
@@ -173,7 +174,7 @@ func TestClusterTopTotalsAreTheHostsSum(t *testing.T) {
 		t.Errorf("time constant %v, window %v, time %v; want 60, 300, %v", resp.GetTimeConstantSeconds(), resp.GetWindowSeconds(), resp.GetSnapshotTimeUnixNano(), t0.Add(time.Minute))
 	}
 	keep := 1 - math.Exp(-1) // one minute at the 1m time constant
-	want := map[string]float64{testCoordinator: 0, "sdw1": 0.51 * keep, "sdw2": 1.1 * keep}
+	want := map[string]float64{testCoordinator: 0, "sdw1": 0.511 * keep, "sdw2": 1.1 * keep}
 	var sum float64
 	for _, h := range resp.GetHosts() {
 		if !h.GetUp() || !near(h.GetUsage().GetCpuCores(), want[h.GetHostname()]) || h.GetUsage().GetProcesses() != 3 {
@@ -243,3 +244,77 @@ func TestCutUTF8KeepsWholeCharacters(t *testing.T) {
 }
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
+
+// withQueryStart gives every session of md a running statement started at start.
+func withQueryStart(md pmetric.Metrics, start time.Time) pmetric.Metrics {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if strAttr(rms.At(i).Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSession {
+			continue
+		}
+		forEachMetric(rms.At(i), func(m pmetric.Metric) {
+			if m.Name() == gpsemconv.MetricSessionInfo {
+				m.Metadata().PutStr(gpsemconv.MetaQueryStart, start.UTC().Format(time.RFC3339Nano))
+			}
+		})
+	}
+	return md
+}
+
+func TestClusterTopListsTopQueries(t *testing.T) {
+	srv := startDefault(t)
+	factory := snapshotdiffprocessor.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
+	cfg.Queries.Text = true
+	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()), cfg, srv.exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := gpotelv1.NewClusterTopClient(srv.conn)
+	// Each session runs one statement, started 30 s before the first snapshot.
+	start := t0.Add(-30 * time.Second)
+	for i := range 2 {
+		md := withQueryStart(receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i))), start)
+		if err := proc.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, want := range map[gpotelv1.TopKey][]int64{
+		gpotelv1.TopKey_TOP_KEY_CPU:   {11, 12, 13},
+		gpotelv1.TopKey_TOP_KEY_READ:  {12, 11, 13},
+		gpotelv1.TopKey_TOP_KEY_WRITE: {13, 11, 12},
+		gpotelv1.TopKey_TOP_KEY_SKEW:  {12, 11, 13},
+	} {
+		resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, q := range resp.GetQueries() {
+			got = append(got, q.GetSessId())
+		}
+		if !equalIDs(got, want) || resp.GetCluster().GetQueries() != 3 {
+			t.Errorf("%s: queries of sessions %v (of %d), want %v (of 3)", key, got, resp.GetCluster().GetQueries(), want)
+		}
+	}
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetQueries()) != 3 {
+		t.Fatalf("queries %v, want 3", resp.GetQueries())
+	}
+	q := resp.GetQueries()[1]
+	// Seen from the first snapshot on: 36.06 s of CPU in the minute it was
+	// watched, over the 90 s since it started.
+	if q.GetSessId() != 12 || q.GetStartUnixNano() != start.UnixNano() || q.GetQuery() != "select 12" || q.GetCompleted() || !q.GetPartial() ||
+		!near(q.GetCpuSeconds(), 36.06) || q.GetDurationSeconds() != 90 || q.GetReadBytes() != 60e6 {
+		t.Errorf("query line %v, want session 12 started at %v, text select 12, running, partial, 36.06 s of CPU in 90 s, 60 MB read", q, start)
+	}
+	if !near(q.GetUsage().GetCpuCores(), 36.06/90) || !near(q.GetCpuSkew(), 1-0.601/2/0.6) || q.CpuHottestSegment == nil || q.GetCpuHottestSegment() != 1 {
+		t.Errorf("query rates and skew %v, want 0.4 cores over its duration, skew 0.499 on segment 1", q)
+	}
+	if len(q.GetHosts()) != 2 || q.GetHosts()[1].GetHostname() != "sdw2" || !near(q.GetHosts()[1].GetUsage().GetCpuCores(), 36/90.0) {
+		t.Errorf("query hosts %v, want sdw1, sdw2 with 0.4 cores on sdw2", q.GetHosts())
+	}
+}

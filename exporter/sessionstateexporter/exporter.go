@@ -28,6 +28,7 @@ type sessionStateExporter struct {
 	store    *sessionStore
 	pressure pressureStore
 	tops     hostTops
+	queries  queryTops
 
 	server  *grpc.Server
 	health  *health.Server
@@ -51,6 +52,7 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 	e.store.consume(md)
 	e.pressure.consume(md)
 	e.tops.consume(md)
+	e.queries.consume(md)
 	return nil
 }
 
@@ -74,7 +76,9 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
-	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow})
+	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
+		sessions: e.store, hosts: &e.tops, queries: &e.queries, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
+	})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)

@@ -140,7 +140,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	if !p.emitProcesses && processes > 0 {
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
-			// Resources past kinds are the ones appendFigures added (query resources).
+			// Resources past kinds are the query resources appendFigures added.
 			drop := i < len(kinds) && kinds[i].isProcesses()
 			i++
 			return drop

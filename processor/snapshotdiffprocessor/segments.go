@@ -46,31 +46,55 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	newest := s.ring[len(s.ring)-1]
 	nSessions := len(s.sessionKeys)
 	sf := &segmentFigures{windows: make([][][]segmentUse, len(s.windows))}
+	// Each live row's (session, segment instance) slot, looked up once for
+	// every window.
 	type slot struct {
 		session uint32
 		at      hostSegment
 	}
+	slotOf := make([]int32, len(s.procSeen))
+	var slotAt []hostSegment
+	sessionSlots := make([][]int32, nSessions)
+	index := make(map[slot]int32, len(s.procSeen)/2) // sized: growing it cost more than filling it
+	for row, seen := range s.procSeen {
+		key := &s.procKeys[row]
+		if seen == 0 || s.sessionKeys[key.session].id == unattributedSession {
+			slotOf[row] = -1
+			continue
+		}
+		at := slot{key.session, hostSegment{key.host, s.procSeg[row]}}
+		i, ok := index[at]
+		if !ok {
+			i = int32(len(slotAt)) // #nosec G115 -- fewer slots than process rows
+			index[at] = i
+			slotAt = append(slotAt, at.at)
+			sessionSlots[key.session] = append(sessionSlots[key.session], i)
+		}
+		slotOf[row] = i
+	}
 	gather := func(include func(row int) bool, value func(row int) []int64) [][]segmentUse {
-		out := make([][]segmentUse, nSessions)
-		index := map[slot]int{}
-		for row, seen := range s.procSeen {
-			key := &s.procKeys[row]
-			if seen == 0 || s.sessionKeys[key.session].id == unattributedSession || !include(row) {
+		totals := make([]segmentUse, len(slotAt))
+		took := make([]bool, len(slotAt))
+		for row, i := range slotOf {
+			if i < 0 || !include(row) {
 				continue
 			}
-			at := slot{key.session, hostSegment{key.host, s.procSeg[row]}}
-			i, ok := index[at]
-			if !ok {
-				i = len(out[key.session])
-				index[at] = i
-				out[key.session] = append(out[key.session], segmentUse{at: at.at})
-			}
 			v := value(row)
-			u := &out[key.session][i]
+			u := &totals[i]
 			// A counter that went down over the window gives 0, as in the session figures.
 			u.cpu += max(v[ctrCPUUser], 0) + max(v[ctrCPUSystem], 0)
 			u.read += max(v[ctrDiskRead], 0)
 			u.written += max(v[ctrDiskWrite], 0)
+			took[i] = true
+		}
+		out := make([][]segmentUse, nSessions)
+		for sess, slots := range sessionSlots {
+			for _, i := range slots {
+				if took[i] { // a segment took part in the window only with a process in it
+					totals[i].at = slotAt[i]
+					out[sess] = append(out[sess], totals[i])
+				}
+			}
 		}
 		return out
 	}
@@ -89,7 +113,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	if withHosts {
 		sf.hostNames = append([]string(nil), s.hostNames...)
 		sf.hosts = make([][]sessionHost, nSessions)
-		at := map[uint64]int{}
+		at := make(map[uint64]int, len(s.memBySH))
 		on := func(session, host uint32) *sessionHost {
 			k := uint64(session)<<32 | uint64(host)
 			i, ok := at[k]

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/deploy"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
@@ -203,7 +204,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 		t.Cleanup(func() { _ = w.Stop() })
 		return w
 	}
-	const duration = 90 * time.Second
+	const duration = untilStopped
 	cpu := start(workload.Spec{Name: "prom-cpu", Kind: workload.CPU, Duration: duration})
 	io := start(workload.Spec{Name: "prom-io", Kind: workload.IO, Duration: duration, Contents: []int{0, 2}, IOBytes: 16 << 20})
 	mem := start(workload.Spec{Name: "prom-memory", Kind: workload.Memory, Duration: duration, Contents: []int{0, 1, 2}, MemoryBytes: 24 << 20})
@@ -255,10 +256,15 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 
 	t.Run("CPU of the CPU session agrees with the API", func(t *testing.T) {
 		api := dialAPI(t, s.API)
-		st, err := stateOf(ctx, api, cpu.SessID())
-		if err != nil || st == nil {
-			t.Fatalf("GetGPSessions: session %d: %v", cpu.SessID(), err)
-		}
+		// The expressions may all answer within a tick or two of the start,
+		// before the window holds a second of CPU to compare.
+		var st *yagpcc.SessionState
+		waitFor(t, "the API's window of the CPU session holds a second of CPU", func() (bool, string) {
+			var err error
+			st, err = stateOf(ctx, api, cpu.SessID())
+			sys := st.GetLastMetrics().GetSystemStat()
+			return err == nil && st != nil && sys.GetUserTimeSeconds()+sys.GetKernelTimeSeconds() >= 1, fmt.Sprintf("%v %v", err, sys)
+		})
 		at := st.GetTime().AsTime()
 		sys := st.GetLastMetrics().GetSystemStat()
 		apiSeconds := sys.GetUserTimeSeconds() + sys.GetKernelTimeSeconds()

@@ -240,6 +240,9 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 		"--set=exporters::debug::verbosity=basic",
 		"--set=service::telemetry::logs::level=warn",
 	}
+	// For profiling a run, e.g. the pprof extension:
+	// GPOTEL_SCALE_COLLECTOR_ARGS='--set=extensions::pprof::endpoint=127.0.0.1:1777 --set=service::extensions=[health_check,pprof]'
+	args = append(args, strings.Fields(os.Getenv("GPOTEL_SCALE_COLLECTOR_ARGS"))...)
 	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, args...)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -97,6 +101,39 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 	}
 	if got := evenStat.GetCpuSkew(); got >= evenBelow {
 		t.Errorf("even session: cpu skew %.3f, want below %.2f", got, evenBelow)
+	}
+
+	// GetClusterTop ranked by skew puts the skewed session first, with its
+	// CPU on the hot segment's host in its per-host breakdown.
+	conn, err := grpc.NewClient(s.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
+	defer ccancel()
+	top, err := gpotelv1.NewClusterTopClient(conn).GetClusterTop(cctx, &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_SKEW, Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(top.GetSessions()) == 0 || top.GetSessions()[0].GetSessId() != int64(skewed.SessID()) {
+		t.Fatalf("GetClusterTop by skew: sessions %v, want session %d first", top.GetSessions(), skewed.SessID())
+	}
+	first := top.GetSessions()[0]
+	hotHost := c.Segments[len(c.Segments)-1].Host
+	var onHot, onSegments float64
+	for _, h := range first.GetHosts() {
+		if h.GetHostname() == cluster.CoordinatorHost {
+			continue
+		}
+		onSegments += h.GetUsage().GetCpuCores()
+		if h.GetHostname() == hotHost {
+			onHot = h.GetUsage().GetCpuCores()
+		}
+	}
+	t.Logf("GetClusterTop: skewed session at skew %.3f, %.3f of its %.3f segment-host cores on %s", first.GetCpuSkew(), onHot, onSegments, hotHost)
+	if onSegments <= 0 || onHot < 0.9*onSegments {
+		t.Errorf("per-host breakdown %v: want at least 90 %% of the segment hosts' CPU on %s", first.GetHosts(), hotHost)
 	}
 }
 

@@ -27,7 +27,9 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// What the top sessions are ranked by, largest first.
+// What the top sessions and queries are ranked by, largest first. A query
+// has no memory figure and no smoothing: TOP_KEY_MEMORY leaves queries in
+// key order, TOP_KEY_CPU_SMOOTHED ranks them as TOP_KEY_CPU.
 type TopKey int32
 
 const (
@@ -37,8 +39,8 @@ const (
 	TopKey_TOP_KEY_READ         TopKey = 3 // usage.read_bytes_per_second
 	TopKey_TOP_KEY_WRITE        TopKey = 4 // usage.write_bytes_per_second
 	TopKey_TOP_KEY_MEMORY       TopKey = 5 // usage.rss_bytes
-	// cpu_skew; a session under 0.05 cores over the window ranks as 0 (the
-	// skew of next to nothing is noise).
+	// cpu_skew; a session or query under 0.05 cores ranks as 0 (the skew of
+	// next to nothing is noise).
 	TopKey_TOP_KEY_SKEW TopKey = 6
 )
 
@@ -94,7 +96,7 @@ func (TopKey) EnumDescriptor() ([]byte, []int) {
 type GetClusterTopRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Key           TopKey                 `protobuf:"varint,1,opt,name=key,proto3,enum=gpotel.v1.TopKey" json:"key,omitempty"`
-	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                             // sessions to return: 0 means 20; at most 100
+	Limit         uint32                 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`                             // sessions, and queries, to return: 0 means 20; at most 100
 	ShowSystem    bool                   `protobuf:"varint,3,opt,name=show_system,json=showSystem,proto3" json:"show_system,omitempty"` // include system processes' sessions
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -367,6 +369,7 @@ type ClusterTotals struct {
 	Hosts         uint32                 `protobuf:"varint,2,opt,name=hosts,proto3" json:"hosts,omitempty"`
 	HostsUp       uint32                 `protobuf:"varint,3,opt,name=hosts_up,json=hostsUp,proto3" json:"hosts_up,omitempty"`
 	Sessions      uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"` // live sessions (system ones only with show_system)
+	Queries       uint32                 `protobuf:"varint,5,opt,name=queries,proto3" json:"queries,omitempty"`   // queries the latest snapshot has figures for
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -425,6 +428,13 @@ func (x *ClusterTotals) GetHostsUp() uint32 {
 func (x *ClusterTotals) GetSessions() uint32 {
 	if x != nil {
 		return x.Sessions
+	}
+	return 0
+}
+
+func (x *ClusterTotals) GetQueries() uint32 {
+	if x != nil {
+		return x.Queries
 	}
 	return 0
 }
@@ -666,7 +676,10 @@ type GetClusterTopResponse struct {
 	Hosts                []*HostTop             `protobuf:"bytes,5,rep,name=hosts,proto3" json:"hosts,omitempty"`                    // in host-name order
 	Key                  TopKey                 `protobuf:"varint,6,opt,name=key,proto3,enum=gpotel.v1.TopKey" json:"key,omitempty"` // the key the sessions are ranked by
 	// Largest first; ties in (tm_id, sess_id) order.
-	Sessions      []*SessionTop `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	Sessions []*SessionTop `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
+	// The top queries by the same key, largest first; ties in (tm_id,
+	// sess_id, start) order.
+	Queries       []*QueryTop `protobuf:"bytes,8,rep,name=queries,proto3" json:"queries,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -750,6 +763,206 @@ func (x *GetClusterTopResponse) GetSessions() []*SessionTop {
 	return nil
 }
 
+func (x *GetClusterTopResponse) GetQueries() []*QueryTop {
+	if x != nil {
+		return x.Queries
+	}
+	return nil
+}
+
+// One query: a running one, or one that ended within the processor's
+// longest window (the snapshotdiff processor's query figures).
+type QueryTop struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	TmId            int64                  `protobuf:"varint,1,opt,name=tm_id,json=tmId,proto3" json:"tm_id,omitempty"`
+	SessId          int64                  `protobuf:"varint,2,opt,name=sess_id,json=sessId,proto3" json:"sess_id,omitempty"`
+	CommandCount    *int64                 `protobuf:"varint,3,opt,name=command_count,json=commandCount,proto3,oneof" json:"command_count,omitempty"` // Greenplum's ccnt; absent when the query is keyed by its start
+	StartUnixNano   int64                  `protobuf:"varint,4,opt,name=start_unix_nano,json=startUnixNano,proto3" json:"start_unix_nano,omitempty"`  // query_start
+	Query           string                 `protobuf:"bytes,5,opt,name=query,proto3" json:"query,omitempty"`                                          // cut to 200 bytes; empty unless the processor's queries::text is on
+	Completed       bool                   `protobuf:"varint,6,opt,name=completed,proto3" json:"completed,omitempty"`
+	Partial         bool                   `protobuf:"varint,7,opt,name=partial,proto3" json:"partial,omitempty"`
+	DurationSeconds float64                `protobuf:"fixed64,8,opt,name=duration_seconds,json=durationSeconds,proto3" json:"duration_seconds,omitempty"` // so far while it runs
+	CpuSeconds      float64                `protobuf:"fixed64,9,opt,name=cpu_seconds,json=cpuSeconds,proto3" json:"cpu_seconds,omitempty"`                // user + system, its processes on every host
+	ReadBytes       uint64                 `protobuf:"varint,10,opt,name=read_bytes,json=readBytes,proto3" json:"read_bytes,omitempty"`
+	WriteBytes      uint64                 `protobuf:"varint,11,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"`
+	// cpu_cores, read and write bytes per second averaged over its duration;
+	// no rss or processes (not per query).
+	Usage             *Usage  `protobuf:"bytes,12,opt,name=usage,proto3" json:"usage,omitempty"`
+	CpuSkew           float64 `protobuf:"fixed64,13,opt,name=cpu_skew,json=cpuSkew,proto3" json:"cpu_skew,omitempty"`
+	CpuMaxOverAvg     float64 `protobuf:"fixed64,14,opt,name=cpu_max_over_avg,json=cpuMaxOverAvg,proto3" json:"cpu_max_over_avg,omitempty"`
+	CpuHottestSegment *int32  `protobuf:"varint,15,opt,name=cpu_hottest_segment,json=cpuHottestSegment,proto3,oneof" json:"cpu_hottest_segment,omitempty"`
+	IoSkew            float64 `protobuf:"fixed64,16,opt,name=io_skew,json=ioSkew,proto3" json:"io_skew,omitempty"`
+	IoMaxOverAvg      float64 `protobuf:"fixed64,17,opt,name=io_max_over_avg,json=ioMaxOverAvg,proto3" json:"io_max_over_avg,omitempty"`
+	IoHottestSegment  *int32  `protobuf:"varint,18,opt,name=io_hottest_segment,json=ioHottestSegment,proto3,oneof" json:"io_hottest_segment,omitempty"`
+	// Per host, in host-name order: averages over its duration.
+	Hosts         []*SessionHostUsage `protobuf:"bytes,19,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QueryTop) Reset() {
+	*x = QueryTop{}
+	mi := &file_gpotel_v1_cluster_top_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QueryTop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QueryTop) ProtoMessage() {}
+
+func (x *QueryTop) ProtoReflect() protoreflect.Message {
+	mi := &file_gpotel_v1_cluster_top_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QueryTop.ProtoReflect.Descriptor instead.
+func (*QueryTop) Descriptor() ([]byte, []int) {
+	return file_gpotel_v1_cluster_top_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *QueryTop) GetTmId() int64 {
+	if x != nil {
+		return x.TmId
+	}
+	return 0
+}
+
+func (x *QueryTop) GetSessId() int64 {
+	if x != nil {
+		return x.SessId
+	}
+	return 0
+}
+
+func (x *QueryTop) GetCommandCount() int64 {
+	if x != nil && x.CommandCount != nil {
+		return *x.CommandCount
+	}
+	return 0
+}
+
+func (x *QueryTop) GetStartUnixNano() int64 {
+	if x != nil {
+		return x.StartUnixNano
+	}
+	return 0
+}
+
+func (x *QueryTop) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *QueryTop) GetCompleted() bool {
+	if x != nil {
+		return x.Completed
+	}
+	return false
+}
+
+func (x *QueryTop) GetPartial() bool {
+	if x != nil {
+		return x.Partial
+	}
+	return false
+}
+
+func (x *QueryTop) GetDurationSeconds() float64 {
+	if x != nil {
+		return x.DurationSeconds
+	}
+	return 0
+}
+
+func (x *QueryTop) GetCpuSeconds() float64 {
+	if x != nil {
+		return x.CpuSeconds
+	}
+	return 0
+}
+
+func (x *QueryTop) GetReadBytes() uint64 {
+	if x != nil {
+		return x.ReadBytes
+	}
+	return 0
+}
+
+func (x *QueryTop) GetWriteBytes() uint64 {
+	if x != nil {
+		return x.WriteBytes
+	}
+	return 0
+}
+
+func (x *QueryTop) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *QueryTop) GetCpuSkew() float64 {
+	if x != nil {
+		return x.CpuSkew
+	}
+	return 0
+}
+
+func (x *QueryTop) GetCpuMaxOverAvg() float64 {
+	if x != nil {
+		return x.CpuMaxOverAvg
+	}
+	return 0
+}
+
+func (x *QueryTop) GetCpuHottestSegment() int32 {
+	if x != nil && x.CpuHottestSegment != nil {
+		return *x.CpuHottestSegment
+	}
+	return 0
+}
+
+func (x *QueryTop) GetIoSkew() float64 {
+	if x != nil {
+		return x.IoSkew
+	}
+	return 0
+}
+
+func (x *QueryTop) GetIoMaxOverAvg() float64 {
+	if x != nil {
+		return x.IoMaxOverAvg
+	}
+	return 0
+}
+
+func (x *QueryTop) GetIoHottestSegment() int32 {
+	if x != nil && x.IoHottestSegment != nil {
+		return *x.IoHottestSegment
+	}
+	return 0
+}
+
+func (x *QueryTop) GetHosts() []*SessionHostUsage {
+	if x != nil {
+		return x.Hosts
+	}
+	return nil
+}
+
 var File_gpotel_v1_cluster_top_proto protoreflect.FileDescriptor
 
 const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
@@ -774,12 +987,13 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x0e\n" +
 	"\x02up\x18\x03 \x01(\bR\x02up\x120\n" +
-	"\bpressure\x18\x04 \x01(\v2\x14.gpotel.v1.HostStallR\bpressure\"\x84\x01\n" +
+	"\bpressure\x18\x04 \x01(\v2\x14.gpotel.v1.HostStallR\bpressure\"\x9e\x01\n" +
 	"\rClusterTotals\x12&\n" +
 	"\x05usage\x18\x01 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x14\n" +
 	"\x05hosts\x18\x02 \x01(\rR\x05hosts\x12\x19\n" +
 	"\bhosts_up\x18\x03 \x01(\rR\ahostsUp\x12\x1a\n" +
-	"\bsessions\x18\x04 \x01(\rR\bsessions\"V\n" +
+	"\bsessions\x18\x04 \x01(\rR\bsessions\x12\x18\n" +
+	"\aqueries\x18\x05 \x01(\rR\aqueries\"V\n" +
 	"\x10SessionHostUsage\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xec\x04\n" +
@@ -804,7 +1018,7 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\x12io_hottest_segment\x18\x10 \x01(\x05H\x01R\x10ioHottestSegment\x88\x01\x01\x121\n" +
 	"\x05hosts\x18\x11 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hostsB\x16\n" +
 	"\x14_cpu_hottest_segmentB\x15\n" +
-	"\x13_io_hottest_segment\"\xe5\x02\n" +
+	"\x13_io_hottest_segment\"\x8e\x03\n" +
 	"\x15GetClusterTopResponse\x125\n" +
 	"\x17snapshot_time_unix_nano\x18\x01 \x01(\x03R\x14snapshotTimeUnixNano\x12%\n" +
 	"\x0ewindow_seconds\x18\x02 \x01(\x01R\rwindowSeconds\x122\n" +
@@ -812,7 +1026,35 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\acluster\x18\x04 \x01(\v2\x18.gpotel.v1.ClusterTotalsR\acluster\x12(\n" +
 	"\x05hosts\x18\x05 \x03(\v2\x12.gpotel.v1.HostTopR\x05hosts\x12#\n" +
 	"\x03key\x18\x06 \x01(\x0e2\x11.gpotel.v1.TopKeyR\x03key\x121\n" +
-	"\bsessions\x18\a \x03(\v2\x15.gpotel.v1.SessionTopR\bsessionsJ\x04\b\b\x10\t*\x97\x01\n" +
+	"\bsessions\x18\a \x03(\v2\x15.gpotel.v1.SessionTopR\bsessions\x12-\n" +
+	"\aqueries\x18\b \x03(\v2\x13.gpotel.v1.QueryTopR\aqueries\"\xec\x05\n" +
+	"\bQueryTop\x12\x13\n" +
+	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
+	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12(\n" +
+	"\rcommand_count\x18\x03 \x01(\x03H\x00R\fcommandCount\x88\x01\x01\x12&\n" +
+	"\x0fstart_unix_nano\x18\x04 \x01(\x03R\rstartUnixNano\x12\x14\n" +
+	"\x05query\x18\x05 \x01(\tR\x05query\x12\x1c\n" +
+	"\tcompleted\x18\x06 \x01(\bR\tcompleted\x12\x18\n" +
+	"\apartial\x18\a \x01(\bR\apartial\x12)\n" +
+	"\x10duration_seconds\x18\b \x01(\x01R\x0fdurationSeconds\x12\x1f\n" +
+	"\vcpu_seconds\x18\t \x01(\x01R\n" +
+	"cpuSeconds\x12\x1d\n" +
+	"\n" +
+	"read_bytes\x18\n" +
+	" \x01(\x04R\treadBytes\x12\x1f\n" +
+	"\vwrite_bytes\x18\v \x01(\x04R\n" +
+	"writeBytes\x12&\n" +
+	"\x05usage\x18\f \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x19\n" +
+	"\bcpu_skew\x18\r \x01(\x01R\acpuSkew\x12'\n" +
+	"\x10cpu_max_over_avg\x18\x0e \x01(\x01R\rcpuMaxOverAvg\x123\n" +
+	"\x13cpu_hottest_segment\x18\x0f \x01(\x05H\x01R\x11cpuHottestSegment\x88\x01\x01\x12\x17\n" +
+	"\aio_skew\x18\x10 \x01(\x01R\x06ioSkew\x12%\n" +
+	"\x0fio_max_over_avg\x18\x11 \x01(\x01R\fioMaxOverAvg\x121\n" +
+	"\x12io_hottest_segment\x18\x12 \x01(\x05H\x02R\x10ioHottestSegment\x88\x01\x01\x121\n" +
+	"\x05hosts\x18\x13 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hostsB\x10\n" +
+	"\x0e_command_countB\x16\n" +
+	"\x14_cpu_hottest_segmentB\x15\n" +
+	"\x13_io_hottest_segment*\x97\x01\n" +
 	"\x06TopKey\x12\x17\n" +
 	"\x13TOP_KEY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vTOP_KEY_CPU\x10\x01\x12\x18\n" +
@@ -838,7 +1080,7 @@ func file_gpotel_v1_cluster_top_proto_rawDescGZIP() []byte {
 }
 
 var file_gpotel_v1_cluster_top_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_gpotel_v1_cluster_top_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_gpotel_v1_cluster_top_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_gpotel_v1_cluster_top_proto_goTypes = []any{
 	(TopKey)(0),                   // 0: gpotel.v1.TopKey
 	(*GetClusterTopRequest)(nil),  // 1: gpotel.v1.GetClusterTopRequest
@@ -849,6 +1091,7 @@ var file_gpotel_v1_cluster_top_proto_goTypes = []any{
 	(*SessionHostUsage)(nil),      // 6: gpotel.v1.SessionHostUsage
 	(*SessionTop)(nil),            // 7: gpotel.v1.SessionTop
 	(*GetClusterTopResponse)(nil), // 8: gpotel.v1.GetClusterTopResponse
+	(*QueryTop)(nil),              // 9: gpotel.v1.QueryTop
 }
 var file_gpotel_v1_cluster_top_proto_depIdxs = []int32{
 	0,  // 0: gpotel.v1.GetClusterTopRequest.key:type_name -> gpotel.v1.TopKey
@@ -862,13 +1105,16 @@ var file_gpotel_v1_cluster_top_proto_depIdxs = []int32{
 	4,  // 8: gpotel.v1.GetClusterTopResponse.hosts:type_name -> gpotel.v1.HostTop
 	0,  // 9: gpotel.v1.GetClusterTopResponse.key:type_name -> gpotel.v1.TopKey
 	7,  // 10: gpotel.v1.GetClusterTopResponse.sessions:type_name -> gpotel.v1.SessionTop
-	1,  // 11: gpotel.v1.ClusterTop.GetClusterTop:input_type -> gpotel.v1.GetClusterTopRequest
-	8,  // 12: gpotel.v1.ClusterTop.GetClusterTop:output_type -> gpotel.v1.GetClusterTopResponse
-	12, // [12:13] is the sub-list for method output_type
-	11, // [11:12] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 11: gpotel.v1.GetClusterTopResponse.queries:type_name -> gpotel.v1.QueryTop
+	2,  // 12: gpotel.v1.QueryTop.usage:type_name -> gpotel.v1.Usage
+	6,  // 13: gpotel.v1.QueryTop.hosts:type_name -> gpotel.v1.SessionHostUsage
+	1,  // 14: gpotel.v1.ClusterTop.GetClusterTop:input_type -> gpotel.v1.GetClusterTopRequest
+	8,  // 15: gpotel.v1.ClusterTop.GetClusterTop:output_type -> gpotel.v1.GetClusterTopResponse
+	15, // [15:16] is the sub-list for method output_type
+	14, // [14:15] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_gpotel_v1_cluster_top_proto_init() }
@@ -877,13 +1123,14 @@ func file_gpotel_v1_cluster_top_proto_init() {
 		return
 	}
 	file_gpotel_v1_cluster_top_proto_msgTypes[6].OneofWrappers = []any{}
+	file_gpotel_v1_cluster_top_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_gpotel_v1_cluster_top_proto_rawDesc), len(file_gpotel_v1_cluster_top_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
