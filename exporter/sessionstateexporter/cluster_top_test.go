@@ -245,6 +245,22 @@ func TestCutUTF8KeepsWholeCharacters(t *testing.T) {
 
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
 
+// withQueryStart gives every session of md a running statement started at start.
+func withQueryStart(md pmetric.Metrics, start time.Time) pmetric.Metrics {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if strAttr(rms.At(i).Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSession {
+			continue
+		}
+		forEachMetric(rms.At(i), func(m pmetric.Metric) {
+			if m.Name() == gpsemconv.MetricSessionInfo {
+				m.Metadata().PutStr(gpsemconv.MetaQueryStart, start.UTC().Format(time.RFC3339Nano))
+			}
+		})
+	}
+	return md
+}
+
 func TestClusterTopListsTopQueries(t *testing.T) {
 	srv := startDefault(t)
 	factory := snapshotdiffprocessor.NewFactory()

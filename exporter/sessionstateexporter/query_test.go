@@ -11,23 +11,9 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
-
-// withQueryStart sets session 7's query_start, as the receiver writes it.
-func withQueryStart(md pmetric.Metrics, start time.Time) pmetric.Metrics {
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		if kind, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); kind.Str() != gpsemconv.KindSession {
-			continue
-		}
-		info := rms.At(i).ScopeMetrics().At(0).Metrics().At(0)
-		info.Metadata().PutStr(gpsemconv.MetaQueryStart, start.UTC().Format(time.RFC3339Nano))
-	}
-	return md
-}
 
 func closeTo(got, want float64) bool { return math.Abs(got-want) < 1e-6 }
 

@@ -216,6 +216,16 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 		if !within(gotCPU, wantCPU, 0.05) {
 			t.Errorf("%s: CPU %.3f s, want %.3f s ± 5 %% (from /proc)", r.name, gotCPU, wantCPU)
 		}
+		// Per segment instance: the coordinator and both segments, adding up to the total.
+		var segCPU float64
+		var contents []int32
+		for _, sm := range final[i].GetSegmentQueryMetrics() {
+			segCPU += sm.GetSegmentMetrics().GetSystemStat().GetRunningTimeSeconds()
+			contents = append(contents, sm.GetSegmentKey().GetSegindex())
+		}
+		if len(contents) != 3 || contents[0] != -1 || contents[1] != 0 || contents[2] != 1 || !within(segCPU, gotCPU, 0.001) {
+			t.Errorf("%s: segment entries %v with %.3f s CPU, want -1, 0, 1 adding up to %.3f s", r.name, contents, segCPU, gotCPU)
+		}
 		if st.GetPartial() {
 			// A host that missed a tick widens an interval; the figures must still match.
 			t.Logf("%s: partial (a host did not answer in a snapshot it ran in)", r.name)
