@@ -31,6 +31,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/gpotel/gpotel/internal/await"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -156,6 +157,9 @@ func TestBearerTokenAuth(t *testing.T) {
 				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.header)
 			}
 			_, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
+			assertCode(t, err, tc.want, "")
+			// gpotel.v1 services on the same server share the authenticator.
+			_, err = gpotelv1.NewClusterTopClient(srv.conn).GetClusterTop(ctx, &gpotelv1.GetClusterTopRequest{})
 			assertCode(t, err, tc.want, "")
 		})
 	}
