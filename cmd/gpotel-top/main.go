@@ -1,5 +1,6 @@
 // Command gpotel-top shows, like top, which database sessions cost the OS the
-// most over the last window, read from gpotel's GetGPSessions API.
+// most over the last window, read from gpotel's GetGPSessions API, under a
+// header of the cluster's and each host's load from GetClusterTop.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -39,10 +41,11 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one GetGPSessions call")
 	interval := fs.Duration("interval", 2*time.Second, "refresh interval")
 	once := fs.Bool("once", false, "print one plain-text table and exit")
-	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay")
+	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay, skew, avg")
 	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
 	memSess := fs.Int64("memory", 0, "with --once: print this session's memory contexts by name (GetSessionMemoryContexts)")
 	memBackend := fs.Int("backend", 0, "with --memory: print backend N's context tree instead (N as listed)")
+	viewName := fs.String("view", "sessions", "with --once: sessions, queries or hosts (GetClusterTop)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -55,6 +58,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	}
 	if *interval <= 0 {
 		return fmt.Errorf("--interval must be positive")
+	}
+	view := slices.Index(viewNames[:], *viewName)
+	if view < 0 {
+		return fmt.Errorf("unknown --view %q: want sessions, queries or hosts", *viewName)
+	}
+	if view != int(viewSessions) && !*once {
+		return fmt.Errorf("--view prints once: add --once (in the screen, tab changes the view)")
 	}
 	if (*memSess != 0 || *memBackend != 0) && !*once {
 		return fmt.Errorf("--memory and --backend print once: add --once (in the screen, select a session and press x)")
@@ -72,6 +82,9 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 		if *memSess != 0 {
 			return printMemoryOnce(ctx, c, *memSess, *memBackend, w, out)
 		}
+		if view != int(viewSessions) {
+			return printTopOnce(ctx, c, k, viewMode(view), w, out)
+		}
 		return printOnce(ctx, c, k, w, out)
 	}
 	return runTUI(ctx, c, *interval, k)
@@ -83,7 +96,12 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 	if err != nil {
 		return err
 	}
-	if _, err = fmt.Fprintf(out, "%s\n%s", summary(c.opts.Addr, rows, k), formatTable(rows, width)); err != nil {
+	header := ""
+	// The cluster header, every host, when the server has GetClusterTop.
+	if top, err := c.clusterTop(ctx, k); err == nil {
+		header = clusterHeader(top, len(top.GetHosts())+1, width)
+	}
+	if _, err = fmt.Fprintf(out, "%s\n%s%s", summary(c.opts.Addr, rows, k), header, formatTable(rows, width)); err != nil {
 		return err
 	}
 	// The pane follows the table after a blank line, when the server has pressure.
@@ -92,4 +110,19 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 		return err
 	}
 	return nil
+}
+
+// printTopOnce writes the cluster header and the queries or hosts table of
+// one GetClusterTop answer, for scripts.
+func printTopOnce(ctx context.Context, c *sessionClient, k SortKey, view viewMode, width int, out io.Writer) error {
+	top, err := c.clusterTop(ctx, k)
+	if err != nil {
+		return err
+	}
+	table := hostTable(top, 0, width)
+	if view == viewQueries {
+		table = queryTable(top.GetQueries(), 0, width)
+	}
+	_, err = fmt.Fprintf(out, "%s%s", clusterHeader(top, len(top.GetHosts())+1, width), table)
+	return err
 }

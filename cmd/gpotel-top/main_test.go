@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -66,10 +67,18 @@ type sessionFigures struct {
 	blkio, swapin   float64
 	reclaim         float64
 	partial         bool
+	avgCPU          float64 // smoothed cores; 0: no proc_avg
+	skew            float64
+	hottest         *int32
 }
 
 func state(f sessionFigures) *yagpcc.SessionState {
+	var avgs []*yagpcc.ProcAvg
+	if f.avgCPU > 0 {
+		avgs = []*yagpcc.ProcAvg{{TimeConstantSeconds: 60, CpuCores: f.avgCPU}, {TimeConstantSeconds: 300, CpuCores: f.avgCPU / 2}}
+	}
 	return &yagpcc.SessionState{
+		ProcAvg:          avgs,
 		SessionKey:       &yagpcc.SessionKey{SessId: f.sessID, TmId: 1700000000},
 		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state},
 		RunningQueryInfo: &yagpcc.QueryInfo{QueryText: f.query},
@@ -84,6 +93,7 @@ func state(f sessionFigures) *yagpcc.SessionState {
 			RunDelaySeconds:   f.runDelay,
 			BlkioDelaySeconds: f.blkio, SwapinDelaySeconds: f.swapin, FreepagesDelaySeconds: f.reclaim,
 			Partial: f.partial,
+			CpuSkew: f.skew, CpuHottestSegment: f.hottest,
 		}},
 	}
 }
@@ -93,10 +103,11 @@ func threeSessions() *fixedSessions {
 	return &fixedSessions{states: []*yagpcc.SessionState{
 		state(sessionFigures{sessID: 11, user: "alice", db: "sales", state: "active",
 			query: "select burn_cpu(30)\nfrom gp_dist_random('gp_id')", userCPU: 15, sysCPU: 5, window: 10,
-			rssAnon: 8 << 20, rss: 64 << 20, readB: 0, writeB: 10 << 20, runDelay: 0.5}),
+			rssAnon: 8 << 20, rss: 64 << 20, readB: 0, writeB: 10 << 20, runDelay: 0.5, avgCPU: 1.5}),
 		state(sessionFigures{sessID: 12, user: "bob", db: "sales", state: "active",
 			query: "insert into t select * from generate_series(1, 1e7)", userCPU: 2, sysCPU: 3, window: 10,
-			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1, blkio: 1.25, swapin: 0.5, reclaim: 0.25}),
+			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1, blkio: 1.25, swapin: 0.5, reclaim: 0.25,
+			skew: 0.75, hottest: proto.Int32(2)}),
 		state(sessionFigures{sessID: 13, user: "carol", db: "hr", state: "idle",
 			userCPU: 0.1, window: 10, rssAnon: 1 << 20, rss: 20 << 20, runDelay: 3, partial: true}),
 	}}
@@ -131,12 +142,14 @@ func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
 		t.Fatalf("want 3 rows, got %d:\n%s", len(rows), out)
 	}
 	// Session 11: (15+5) s over 10 s = 200 %, 10 MiB written in 10 s = 1.0M/s.
-	want := []string{"11", "alice", "sales", "active", "200.0", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0.00s", "0.00s", "select", "burn_cpu(30)"}
+	// Its smoothed CPU at the shortest time constant is 1.50 cores.
+	want := []string{"11", "alice", "sales", "active", "200.0", "1.50", "-", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0.00s", "0.00s", "select", "burn_cpu(30)"}
 	if got := strings.Fields(rows[0]); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("first row\n got %q\nwant %q", got, want)
 	}
-	// Session 12 waited 1.25 s for block I/O and 0.5 + 0.25 s for memory.
-	want = []string{"12", "bob", "sales", "active", "50.0", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "1.25s", "0.75s", "insert"}
+	// Session 12 waited 1.25 s for block I/O and 0.5 + 0.25 s for memory;
+	// its CPU is 75 % skewed, segment 2 the hottest.
+	want = []string{"12", "bob", "sales", "active", "50.0", "-", "75%@2", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "1.25s", "0.75s", "insert"}
 	if got := strings.Fields(rows[1]); strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {
 		t.Errorf("second row\n got %q\nwant %q", got, want)
 	}
@@ -154,7 +167,7 @@ func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
 func TestEachSortKeyPutsItsLargestSessionFirst(t *testing.T) {
 	addr := serve(t, threeSessions())
 	for sortName, wantFirst := range map[string]string{
-		"cpu": "11", "memory": "12", "read": "12", "write": "12", "delay": "13",
+		"cpu": "11", "memory": "12", "read": "12", "write": "12", "delay": "13", "skew": "12", "avg": "11",
 	} {
 		rows := tableRows(t, runOnce(t, "--addr", addr, "--sort", sortName))
 		if got := sessOf(rows[0]); got != wantFirst {
@@ -176,7 +189,7 @@ func TestSortKeyAsksServerForMatchingField(t *testing.T) {
 }
 
 func TestKeysMapToSortOrders(t *testing.T) {
-	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay} {
+	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay, "s": SortSkew, "a": SortSmoothed} {
 		if got, ok := sortKeyForKey(key); !ok || got != want {
 			t.Errorf("key %q → %v, %v; want %v", key, got, ok, want)
 		}
@@ -194,7 +207,7 @@ func TestZeroWindowShowsDashNotInfinity(t *testing.T) {
 		state(sessionFigures{sessID: 5, user: "u", db: "d", state: "active", userCPU: 1, readB: 10}),
 	}})
 	row := strings.Fields(tableRows(t, runOnce(t, "--addr", addr))[0])
-	if row[4] != "-" || row[7] != "-" || row[8] != "-" {
+	if row[4] != "-" || row[9] != "-" || row[10] != "-" {
 		t.Errorf("figures without a window span must print '-': %q", row)
 	}
 }
@@ -281,7 +294,7 @@ func TestKeyPressResortsTheScreen(t *testing.T) {
 	if !strings.Contains(lines[0], "sort delay") {
 		t.Errorf("status line does not name the sort: %q", lines[0])
 	}
-	if got := sessOf(lines[3]); got != "13" {
+	if got := sessOf(lines[firstRow(t, lines)]); got != "13" {
 		t.Errorf("after 'd' the first session is %s, want 13\n%s", got, view)
 	}
 	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil || cmd() != tea.Quit() {
@@ -300,4 +313,16 @@ func TestQueryColumnHasNoControlCharacters(t *testing.T) {
 			t.Fatalf("line %q is not cut to 60 plain columns", line)
 		}
 	}
+}
+
+// firstRow is the index of the first session line: the one after the table header.
+func firstRow(t *testing.T, lines []string) int {
+	t.Helper()
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), "SESS ") {
+			return i + 1
+		}
+	}
+	t.Fatalf("no table header in:\n%s", strings.Join(lines, "\n"))
+	return 0
 }

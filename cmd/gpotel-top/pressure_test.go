@@ -87,6 +87,9 @@ func TestScreenSaysWhenTheServerHasNoPressure(t *testing.T) {
 	defer func() { _ = c.Close() }()
 	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 20}
 	m, _ = m.Update(m.(topModel).fetch()())
+	// The pane is the host view's (tab: sessions, queries, hosts).
+	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyTab})
+	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyTab})
 	if view := m.View(); !strings.Contains(view, "pressure: not served by this collector") {
 		t.Errorf("the screen does not say why there is no pressure pane:\n%s", view)
 	}

@@ -21,6 +21,8 @@ const (
 	SortRead
 	SortWrite
 	SortRunDelay
+	SortSkew     // CPU skew over the segments; under 5 % CPU counts as 0 (noise)
+	SortSmoothed // the smoothed CPU at the shortest time constant
 )
 
 var sortKeyNames = map[SortKey]string{
@@ -29,6 +31,8 @@ var sortKeyNames = map[SortKey]string{
 	SortRead:     "read",
 	SortWrite:    "write",
 	SortRunDelay: "delay",
+	SortSkew:     "skew",
+	SortSmoothed: "avg",
 }
 
 func (k SortKey) String() string { return sortKeyNames[k] }
@@ -46,6 +50,10 @@ func sortKeyForKey(key string) (SortKey, bool) {
 		return SortWrite, true
 	case "d":
 		return SortRunDelay, true
+	case "s":
+		return SortSkew, true
+	case "a":
+		return SortSmoothed, true
 	}
 	return 0, false
 }
@@ -60,7 +68,7 @@ func parseSortKey(s string) (SortKey, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown sort %q: want cpu, memory, read, write or delay", s)
+	return 0, fmt.Errorf("unknown sort %q: want cpu, memory, read, write, delay, skew or avg", s)
 }
 
 // serverField is the GetGPSessions sort field matching the key, so a server that
@@ -96,6 +104,14 @@ type SessionRow struct {
 	WindowSecond float64
 	Partial      bool
 	Query        string // the first line of the running query
+	// CPUSkew is 1 - avg/max of CPU over the segments in the window, with
+	// its hottest segment (nil: no segment used CPU).
+	CPUSkew float64
+	Hottest *int32
+	// AvgCPU is the smoothed CPU in cores at the shortest time constant;
+	// HasAvg is false when the server sends no smoothed figures.
+	AvgCPU float64
+	HasAvg bool
 }
 
 // rowFromState reads the last-window figures of one session.
@@ -123,6 +139,10 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	row.RunDelay = st.GetRunDelaySeconds()
 	row.SessionDelays = delaysFromStat(st)
 	row.Partial = st.GetPartial()
+	row.CPUSkew, row.Hottest = st.GetCpuSkew(), st.CpuHottestSegment
+	if avgs := s.GetProcAvg(); len(avgs) > 0 {
+		row.AvgCPU, row.HasAvg = avgs[0].GetCpuCores(), true // shortest time constant first
+	}
 	if w := row.WindowSecond; w > 0 {
 		row.CPUPercent = (st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()) / w * 100
 		row.ReadPerSec = float64(st.GetReadBytes()) / w
@@ -158,6 +178,13 @@ func (r SessionRow) sortValue(k SortKey) float64 {
 		return r.WritePerSec
 	case SortRunDelay:
 		return r.RunDelay
+	case SortSkew:
+		if r.CPUPercent < 5 {
+			return 0
+		}
+		return r.CPUSkew
+	case SortSmoothed:
+		return r.AvgCPU
 	}
 	return r.CPUPercent
 }
@@ -199,6 +226,13 @@ var columns = []column{
 		}
 		return s
 	}},
+	{"AVG", 5, true, func(r SessionRow) string {
+		if !r.HasAvg {
+			return "-"
+		}
+		return strconv.FormatFloat(r.AvgCPU, 'f', 2, 64)
+	}},
+	{"SKEW", 7, true, func(r SessionRow) string { return skewText(r.CPUSkew, r.Hottest) }},
 	{"PRIV", 8, true, func(r SessionRow) string { return formatBytes(float64(r.RSSAnon)) }},
 	{"RSS", 8, true, func(r SessionRow) string { return formatBytes(float64(r.RSS)) }},
 	{"READ/s", 8, true, func(r SessionRow) string { return rateOrDash(r, r.ReadPerSec) }},

@@ -7,6 +7,7 @@ import (
 
 	tea "github.com/charmbracelet/bubbletea"
 	"github.com/charmbracelet/lipgloss"
+	"github.com/charmbracelet/x/ansi"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -26,7 +27,22 @@ type fetchedMsg struct {
 	// hosts is the per-host pressure pane's data; pressureErr why it is missing.
 	hosts       []*gpotelv1.HostPressure
 	pressureErr error
+	// top is the cluster, hosts and top queries; topErr why it is missing.
+	top    *gpotelv1.GetClusterTopResponse
+	topErr error
 }
+
+// viewMode is which list the screen shows under the header.
+type viewMode int
+
+const (
+	viewSessions viewMode = iota
+	viewQueries
+	viewHosts
+	numViews
+)
+
+var viewNames = [numViews]string{"sessions", "queries", "hosts"}
 
 type tickMsg struct{}
 
@@ -39,6 +55,9 @@ type topModel struct {
 	rows     []SessionRow
 	hosts    []*gpotelv1.HostPressure
 	pressErr error
+	top      *gpotelv1.GetClusterTopResponse
+	topErr   error
+	view     viewMode
 	err      error
 	at       time.Time
 	width    int
@@ -54,7 +73,8 @@ func (m topModel) fetch() tea.Cmd {
 	return func() tea.Msg {
 		rows, err := m.client.sessions(m.ctx, k)
 		hosts, perr := m.client.hostPressure(m.ctx)
-		return fetchedMsg{rows: rows, err: err, at: time.Now(), hosts: hosts, pressureErr: perr}
+		top, terr := m.client.clusterTop(m.ctx, k)
+		return fetchedMsg{rows: rows, err: err, at: time.Now(), hosts: hosts, pressureErr: perr, top: top, topErr: terr}
 	}
 }
 
@@ -82,7 +102,13 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.selected = min(m.selected+1, max(len(m.rows)-1, 0))
 			return m, nil
 		case "x":
-			return m.openMemory()
+			if m.view == viewSessions {
+				return m.openMemory()
+			}
+			return m, nil
+		case "tab":
+			m.view = (m.view + 1) % numViews
+			return m, nil
 		}
 		if k, ok := sortKeyForKey(key); ok {
 			m.sort = k
@@ -105,47 +131,102 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.at = msg.at
 		}
 		m.hosts, m.pressErr = msg.hosts, msg.pressureErr
+		m.top, m.topErr = msg.top, msg.topErr
 	}
 	return m, nil
 }
 
+// View draws the screen. bubbletea's renderer rewrites only the lines that
+// changed, in place (no clear per frame), so a refresh does not flicker; every
+// line is cut to the width and the lines fit the height, so nothing scrolls.
 func (m topModel) View() string {
 	if m.mem != nil {
 		return m.memoryScreen()
 	}
 	var b strings.Builder
-	status := summary(m.client.opts.Addr, m.rows, m.sort)
+	lines := 0
+	put := func(s string) { // s: whole lines, each ending in \n
+		b.WriteString(s)
+		lines += strings.Count(s, "\n")
+	}
+	status := summary(m.client.opts.Addr, m.rows, m.sort) + "  view " + viewNames[m.view]
 	if !m.at.IsZero() {
 		status += "  " + m.at.Format("15:04:05")
 	}
-	b.WriteString(titleStyle.Render(pad(status, max(m.width, len(status)), false)))
-	b.WriteByte('\n')
+	if m.width > 0 {
+		status = pad(status, m.width, false) // fill the bar, cut to the screen
+	}
+	put(titleStyle.Render(status) + "\n")
+	// The header: the cluster line and, but in the host view, a few host bars.
+	switch {
+	case m.topErr != nil:
+		put(cut(m.topErr.Error(), m.width))
+	case m.top != nil && m.view == viewHosts:
+		put(cut(clusterLine(m.top), m.width))
+	case m.top != nil:
+		put(clusterHeader(m.top, max((m.height-8)/4, 1), m.width))
+	}
+	errLine := ""
 	if m.err != nil {
-		b.WriteString(errorStyle.Render(m.err.Error()))
+		errLine = errorStyle.Render(ansiCut(m.err.Error(), m.width))
 	}
-	b.WriteByte('\n')
-	rows := m.rows
-	pane := pressurePane(m.hosts, m.width)
-	if m.pressErr != nil {
-		pane = m.pressErr.Error() + "\n"
+	put(errLine + "\n")
+	help := helpStyle.Render(ansiCut("sort c cpu m mem r rd w wr d delay s skew a avg | tab view | x memory | q quit", m.width))
+	room := m.height - lines - 1 // the help line
+	if m.height <= 0 {
+		room = 0 // size unknown yet: no cut
 	}
-	// Title, error line, table header and help line take four lines; the pane below the table the rest.
-	if room := m.height - 4 - strings.Count(pane, "\n"); m.height > 4 && len(rows) > max(room, 0) {
-		rows = rows[:max(room, 0)]
-	}
-	table := formatTable(rows, m.width)
-	header, body, _ := strings.Cut(table, "\n")
-	b.WriteString(headerStyle.Render(header))
-	b.WriteByte('\n')
-	for i, line := range strings.SplitAfter(body, "\n") {
-		if i == m.selected && line != "" {
-			line = titleStyle.Render(strings.TrimSuffix(line, "\n")) + "\n"
+	switch m.view {
+	case viewQueries:
+		if m.top == nil {
+			put("\n")
+		} else {
+			table := queryTable(m.top.GetQueries(), max(room-1, 0), m.width)
+			header, body, _ := strings.Cut(table, "\n")
+			put(headerStyle.Render(header) + "\n" + body)
 		}
-		b.WriteString(line)
+	case viewHosts:
+		pane := pressurePane(m.hosts, m.width)
+		if m.pressErr != nil {
+			pane = cut(m.pressErr.Error(), m.width)
+		}
+		if m.top != nil {
+			hostRows := room
+			if m.height > 0 && room-1-strings.Count(pane, "\n") >= len(m.top.GetHosts())+1 {
+				hostRows = room - strings.Count(pane, "\n")
+			} else {
+				pane = "" // every host first; the pane only where it fits
+			}
+			table := hostTable(m.top, hostRows, m.width)
+			header, body, _ := strings.Cut(table, "\n")
+			put(headerStyle.Render(header) + "\n" + body)
+		}
+		put(pane)
+	default:
+		rows := m.rows
+		if m.height > 0 && len(rows) > max(room-1, 0) {
+			rows = rows[:max(room-1, 0)]
+		}
+		table := formatTable(rows, m.width)
+		header, body, _ := strings.Cut(table, "\n")
+		put(headerStyle.Render(header) + "\n")
+		for i, line := range strings.SplitAfter(body, "\n") {
+			if i == m.selected && line != "" {
+				line = titleStyle.Render(strings.TrimSuffix(line, "\n")) + "\n"
+			}
+			put(line)
+		}
 	}
-	b.WriteString(pane)
-	b.WriteString(helpStyle.Render("sort: c cpu  m memory  r read  w write  d run-queue delay   ↑↓ select  x memory contexts   q quit"))
+	b.WriteString(help)
 	return b.String()
+}
+
+// ansiCut cuts s to width cells (no cut when width is unknown).
+func ansiCut(s string, width int) string {
+	if width <= 0 {
+		return s
+	}
+	return ansi.Truncate(s, width, "")
 }
 
 func runTUI(ctx context.Context, c *sessionClient, interval time.Duration, k SortKey) error {

@@ -27,6 +27,7 @@ type sessionStateExporter struct {
 	settings exporter.Settings
 	store    *sessionStore
 	pressure pressureStore
+	tops     hostTops
 
 	server  *grpc.Server
 	health  *health.Server
@@ -49,6 +50,7 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateEx
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.store.consume(md)
 	e.pressure.consume(md)
+	e.tops.consume(md)
 	return nil
 }
 
@@ -72,10 +74,14 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
+	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
+		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
+	})
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.ClusterTop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {

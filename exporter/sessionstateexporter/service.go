@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -177,15 +178,30 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	if k == nil {
 		return nil, status.Error(codes.InvalidArgument, "query_key is required")
 	}
-	if k.GetCcnt() != 0 {
-		return nil, status.Errorf(codes.InvalidArgument,
-			"query_key.ccnt %d: gpotel does not track command counts; ask with ccnt 0 (as running_query carries) for the running query of the session", k.GetCcnt())
-	}
 	v := svc.store.load()
-	s, ok := v.byKey[sessionKey{tmID: int64(k.GetTmid()), sessID: int64(k.GetSsid())}]
-	if !ok || !v.live(s) || !s.running {
-		return nil, status.Error(codes.NotFound, notRunningMessage(k))
+	sk := sessionKey{tmID: int64(k.GetTmid()), sessID: int64(k.GetSsid())}
+	s, ok := v.byKey[sk]
+	if !ok || !v.live(s) {
+		s = nil
 	}
+	// A key names one query by its command count, or (ccnt 0) by its
+	// query_start; ccnt 0 without query_start asks for the running query.
+	var q *queryRecord
+	switch {
+	case k.GetCcnt() != 0:
+		q = v.queries[queryID{session: sk, ccnt: int64(k.GetCcnt())}]
+	case k.GetQueryStart() != nil:
+		q = v.queries[queryID{session: sk, start: k.GetQueryStart().AsTime().UnixNano()}]
+	case s != nil:
+		q = s.query
+	}
+	if q != nil {
+		return &yagpcc.GetGPQueryResponse{QueriesData: q.totalQueryData(s, v.time)}, nil
+	}
+	if k.GetCcnt() != 0 || k.GetQueryStart() != nil || s == nil || !s.running {
+		return nil, status.Error(codes.NotFound, notFoundMessage(k))
+	}
+	// No query figures (the processor's queries are off): the session's recent window.
 	st := s.state
 	return &yagpcc.GetGPQueryResponse{QueriesData: &yagpcc.TotalQueryData{
 		QueryStat: &yagpcc.QueryStat{
@@ -202,7 +218,8 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	}}, nil
 }
 
-func notRunningMessage(k *yagpcc.QueryKey) string {
-	return fmt.Sprintf("no running query of session {ssid %d, tmid %d} in the latest snapshot; "+
-		"gpotel serves only running queries and keeps no history of finished ones", k.GetSsid(), k.GetTmid())
+func notFoundMessage(k *yagpcc.QueryKey) string {
+	return fmt.Sprintf("no query {ssid %d, tmid %d, ccnt %d, query_start %s} in the latest snapshot; "+
+		"gpotel serves running queries and those that ended within the processor's longest window",
+		k.GetSsid(), k.GetTmid(), k.GetCcnt(), k.GetQueryStart().AsTime().Format(time.RFC3339Nano))
 }

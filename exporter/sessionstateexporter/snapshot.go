@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -41,6 +42,10 @@ type session struct {
 	encodedSize int
 	// backends are the session's processes on every host (gpotel.session.info "backends").
 	backends []gpsemconv.BackendRef
+	// query is the running query's record, when the processor writes query figures.
+	query *queryRecord
+	// hosts is its per-host breakdown over the last_metrics window, when the processor emits one.
+	hosts []*gpotelv1.SessionHostUsage
 }
 
 // parsedSnapshot is what one ConsumeMetrics call delivered.
@@ -54,6 +59,9 @@ type parsedSnapshot struct {
 	invalid int
 	// lastWindowMissing counts sessions that lack the last_metrics window.
 	lastWindowMissing int
+	// queries are the query resources (running and recently ended queries).
+	queries   []*queryRecord
+	queryByID map[queryID]*queryRecord
 }
 
 // snapshotParser turns the processor's pdata into sessions (docs/pipeline.md).
@@ -124,6 +132,12 @@ func (p *snapshotParser) parse(md pmetric.Metrics) parsedSnapshot {
 				sessionTime = t
 			}
 			snap.sessions = append(snap.sessions, s)
+		case gpsemconv.KindQuery:
+			if q, ok := parseQuery(rm); ok {
+				snap.queries = append(snap.queries, q)
+			} else {
+				snap.invalid++
+			}
 		}
 	}
 	if snap.time.IsZero() {
@@ -137,6 +151,7 @@ func (p *snapshotParser) parse(md pmetric.Metrics) parsedSnapshot {
 	if host == "" {
 		host = snap.host
 	}
+	snap.queryByID = attachQueries(snap.sessions, snap.queries)
 	ts := timestamppb.New(snap.time)
 	for _, s := range snap.sessions {
 		s.seen = snap.time
@@ -246,6 +261,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 	}
 	var stats sessionStats
 	var avgs procAvgs
+	var hostFigs sessionHostFigures
 	var query string
 	var backends []gpsemconv.BackendRef
 	sms := rm.ScopeMetrics()
@@ -261,7 +277,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 				}
 				continue
 			}
-			if avgs.add(m) {
+			if avgs.add(m) || hostFigs.add(m, p) {
 				continue
 			}
 			p.addFigure(&stats, m)
@@ -294,6 +310,7 @@ func (p *snapshotParser) parseSession(rm pmetric.ResourceMetrics) (s *session, t
 		system:   system,
 		running:  running,
 		backends: backends,
+		hosts:    hostFigs.list(),
 	}, t, stats.lastFound, true
 }
 
@@ -332,64 +349,71 @@ func (p *snapshotParser) addFigure(stats *sessionStats, m pmetric.Metric) {
 			setMemory(&stats.total, a, pointUint(dp))
 			continue
 		}
-		st := stats.target(p.windowOf(a))
-		if st == nil {
-			continue
+		if st := stats.target(p.windowOf(a)); st != nil {
+			setSystemStat(st, m.Name(), a, dp)
 		}
-		switch m.Name() {
-		case gpsemconv.MetricSessionCPUTime:
-			switch strAttr(a, gpsemconv.AttrCPUMode) {
-			case gpsemconv.CPUModeUser:
-				st.UserTimeSeconds = pointFloat(dp)
-			case gpsemconv.CPUModeSys:
-				st.KernelTimeSeconds = pointFloat(dp)
-			}
-		case gpsemconv.MetricSessionDiskIO:
-			setDirection(a, pointUint(dp), &st.ReadBytes, &st.WriteBytes)
-		case gpsemconv.MetricSessionIOChars:
-			setDirection(a, pointUint(dp), &st.Rchar, &st.Wchar)
-		case gpsemconv.MetricSessionIOSyscalls:
-			setDirection(a, pointUint(dp), &st.Syscr, &st.Syscw)
-		case gpsemconv.MetricSessionCancelledWrite:
-			st.CancelledWriteBytes = pointUint(dp)
-		case gpsemconv.MetricSessionDiskDelay:
-			st.BlkioDelaySeconds = pointFloat(dp)
-		case gpsemconv.MetricSessionRunDelay:
-			st.RunDelaySeconds = pointFloat(dp)
-		case gpsemconv.MetricSessionDelay:
-			switch strAttr(a, gpsemconv.AttrDelayType) {
-			case gpsemconv.DelaySwapin:
-				st.SwapinDelaySeconds = pointFloat(dp)
-			case gpsemconv.DelayFreepages:
-				st.FreepagesDelaySeconds = pointFloat(dp)
-			case gpsemconv.DelayThrashing:
-				st.ThrashingDelaySeconds = pointFloat(dp)
-			case gpsemconv.DelayCompact:
-				st.CompactDelaySeconds = pointFloat(dp)
-			case gpsemconv.DelayWpcopy:
-				st.WpcopyDelaySeconds = pointFloat(dp)
-			case gpsemconv.DelayIRQ:
-				st.IrqDelaySeconds = pointFloat(dp)
-			}
-		case gpsemconv.MetricSessionPagingFaults:
-			switch strAttr(a, gpsemconv.AttrFaultType) {
-			case gpsemconv.FaultTypeMajor:
-				st.MajorFaults = pointUint(dp)
-			case gpsemconv.FaultTypeMinor:
-				st.MinorFaults = pointUint(dp)
-			}
-		case gpsemconv.MetricSessionContextSwitches:
-			switch strAttr(a, gpsemconv.AttrContextSwitchType) {
-			case gpsemconv.ContextSwitchVol:
-				st.VoluntaryCtxtSwitches = pointUint(dp)
-			case gpsemconv.ContextSwitchInvol:
-				st.NonvoluntaryCtxtSwitches = pointUint(dp)
-			}
-		case gpsemconv.MetricSessionWindowSpan:
-			st.WindowSeconds = pointFloat(dp)
-		case gpsemconv.MetricSessionPartial:
-			st.Partial = pointFloat(dp) != 0
+	}
+}
+
+// setSystemStat folds one point of a session figure (or of a query figure
+// under its session name) into st.
+func setSystemStat(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
+	switch name {
+	case gpsemconv.MetricSessionCPUTime:
+		switch strAttr(a, gpsemconv.AttrCPUMode) {
+		case gpsemconv.CPUModeUser:
+			st.UserTimeSeconds = pointFloat(dp)
+		case gpsemconv.CPUModeSys:
+			st.KernelTimeSeconds = pointFloat(dp)
 		}
+	case gpsemconv.MetricSessionDiskIO:
+		setDirection(a, pointUint(dp), &st.ReadBytes, &st.WriteBytes)
+	case gpsemconv.MetricSessionIOChars:
+		setDirection(a, pointUint(dp), &st.Rchar, &st.Wchar)
+	case gpsemconv.MetricSessionIOSyscalls:
+		setDirection(a, pointUint(dp), &st.Syscr, &st.Syscw)
+	case gpsemconv.MetricSessionCancelledWrite:
+		st.CancelledWriteBytes = pointUint(dp)
+	case gpsemconv.MetricSessionDiskDelay:
+		st.BlkioDelaySeconds = pointFloat(dp)
+	case gpsemconv.MetricSessionRunDelay:
+		st.RunDelaySeconds = pointFloat(dp)
+	case gpsemconv.MetricSessionDelay:
+		switch strAttr(a, gpsemconv.AttrDelayType) {
+		case gpsemconv.DelaySwapin:
+			st.SwapinDelaySeconds = pointFloat(dp)
+		case gpsemconv.DelayFreepages:
+			st.FreepagesDelaySeconds = pointFloat(dp)
+		case gpsemconv.DelayThrashing:
+			st.ThrashingDelaySeconds = pointFloat(dp)
+		case gpsemconv.DelayCompact:
+			st.CompactDelaySeconds = pointFloat(dp)
+		case gpsemconv.DelayWpcopy:
+			st.WpcopyDelaySeconds = pointFloat(dp)
+		case gpsemconv.DelayIRQ:
+			st.IrqDelaySeconds = pointFloat(dp)
+		}
+	case gpsemconv.MetricSessionPagingFaults:
+		switch strAttr(a, gpsemconv.AttrFaultType) {
+		case gpsemconv.FaultTypeMajor:
+			st.MajorFaults = pointUint(dp)
+		case gpsemconv.FaultTypeMinor:
+			st.MinorFaults = pointUint(dp)
+		}
+	case gpsemconv.MetricSessionContextSwitches:
+		switch strAttr(a, gpsemconv.AttrContextSwitchType) {
+		case gpsemconv.ContextSwitchVol:
+			st.VoluntaryCtxtSwitches = pointUint(dp)
+		case gpsemconv.ContextSwitchInvol:
+			st.NonvoluntaryCtxtSwitches = pointUint(dp)
+		}
+	case gpsemconv.MetricSessionWindowSpan:
+		st.WindowSeconds = pointFloat(dp)
+	case gpsemconv.MetricSessionPartial:
+		st.Partial = pointFloat(dp) != 0
+	case gpsemconv.MetricSessionSkewRatio, gpsemconv.MetricSessionSkewMaxOverAvg,
+		gpsemconv.MetricSessionSkewHottestSegment, gpsemconv.MetricSessionSkewSegments:
+		setSkew(st, name, a, dp)
 	}
 }
 

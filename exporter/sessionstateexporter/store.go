@@ -19,6 +19,8 @@ type view struct {
 	sessions []*session
 	byKey    map[sessionKey]*session
 	orders   orderCache
+	// queries are the newest snapshot's query resources by key.
+	queries map[queryID]*queryRecord
 }
 
 // live reports whether the newest snapshot holds the session, as opposed to
@@ -137,7 +139,7 @@ func (st *sessionStore) nextView(old *view, snap parsedSnapshot) *view {
 	}
 	st.logBound(offered, len(kept))
 	slices.SortFunc(kept, func(a, b *session) int { return compareKeys(a.key, b.key) })
-	return &view{time: snap.time, sessions: kept, byKey: byKey}
+	return &view{time: snap.time, sessions: kept, byKey: byKey, queries: snap.queryByID}
 }
 
 // logBound says once when max_sessions starts dropping sessions and once when

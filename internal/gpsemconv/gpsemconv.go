@@ -218,6 +218,31 @@ const (
 	MetricClusterMemoryUsageSmoothed = "gpotel.cluster.memory.usage.smoothed"
 )
 
+// Skew figures (processor), on the session resource, per window and for
+// lifetime (AttrWindow): how unevenly a figure (AttrSkewFigure) is spread
+// over the segments the session had processes on, the coordinator excluded.
+// Absent when no segment used any of it.
+const (
+	AttrSkewFigure = "gpotel.skew.figure"
+	SkewFigureCPU  = "cpu"     // process.cpu.time, user + system
+	SkewFigureIO   = "disk.io" // process.disk.io, read + write
+
+	MetricSessionSkewRatio          = "gpotel.session.skew.ratio"           // 1 - avg/max
+	MetricSessionSkewMaxOverAvg     = "gpotel.session.skew.max_over_avg"    // max/avg
+	MetricSessionSkewHottestSegment = "gpotel.session.skew.hottest_segment" // content id
+	MetricSessionSkewSegments       = "gpotel.session.skew.segments"        // segments that took part
+)
+
+// Per-host session figures (processor, with emit_session_host_figures), on
+// the session resource with host.name: what the session's processes on one
+// host used, per window (rates) and now (memory, processes).
+const (
+	MetricSessionHostCPUUsage   = "gpotel.session.host.cpu.usage"
+	MetricSessionHostDiskIORate = "gpotel.session.host.disk.io.rate"
+	MetricSessionHostMemory     = "gpotel.session.host.memory.usage"
+	MetricSessionHostProcesses  = "gpotel.session.host.processes"
+)
+
 // WindowName is the gpotel.window value of a configured window: Go's
 // duration text without trailing zero units ("30s", "5m", "1h30m", "1h").
 func WindowName(d time.Duration) string {
@@ -289,3 +314,53 @@ const (
 	MetricCgroupTasks        = "gpotel.cgroup.tasks"
 	MetricSessionCgroupPress = "gpotel.session.cgroup.pressure"
 )
+
+// Query figures (processor): one query resource per running query and per
+// query that finished inside the longest window (docs/pipeline.md, query
+// figures). The process title's command count (MetricProcessCommandCount)
+// is how Greenplum names a session's query; without it the query is the one
+// that started at its session's query_start.
+const (
+	KindQuery = "query"
+
+	// MetricProcessCommandCount is cmd<N> of a Greenplum process title: the
+	// gp_command_count of the command the process last ran (receiver).
+	MetricProcessCommandCount = "gpotel.process.command_count"
+
+	AttrQueryCommandCount = "gpotel.query.command_count" // the ccnt, when the key is ccnt
+	AttrQueryStart        = "gpotel.query.start"         // query_start, RFC 3339 with nanoseconds
+	AttrQueryKeySource    = "gpotel.query.key.source"    // QueryKeyCommandCount or QueryKeyQueryStart
+	AttrDBQueryText       = "db.query.text"              // only with the processor's query_text on
+
+	QueryKeyCommandCount = "command_count"
+	QueryKeyQueryStart   = "query_start"
+
+	MetricQueryDuration  = "gpotel.query.duration"
+	MetricQueryCompleted = "gpotel.query.completed"
+	MetricQueryPartial   = "gpotel.query.partial"
+	// Per segment instance (host.name, gpotel.segment.id): what skew is computed from.
+	MetricQuerySegmentCPUTime = "gpotel.query.segment.cpu.time"
+	MetricQuerySegmentDiskIO  = "gpotel.query.segment.disk.io"
+
+	queryPrefix = "gpotel.query."
+)
+
+// QueryMetric names the per-query sibling of a session figure:
+// gpotel.session.cpu.time → gpotel.query.cpu.time (the skew figures too:
+// gpotel.query.skew.ratio).
+func QueryMetric(session string) string {
+	return queryPrefix + strings.TrimPrefix(session, sessionPrefix)
+}
+
+// SessionMetricOfQuery is QueryMetric's inverse; ok is false for a name
+// that is no per-query figure.
+func SessionMetricOfQuery(query string) (session string, ok bool) {
+	rest, ok := strings.CutPrefix(query, queryPrefix)
+	if !ok {
+		return "", false
+	}
+	return sessionPrefix + rest, true
+}
+
+// QueryStartValue writes a query_start as AttrQueryStart holds it.
+func QueryStartValue(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }

@@ -100,6 +100,9 @@ type Process struct {
 	PID       int64
 	// CreationTime is boot time + stat starttime; zero when stat was unread.
 	CreationTime time.Time
+	// CommandCount is cmd<N> of a Greenplum process title (no unit to
+	// convert; carried here so the writer reads one struct).
+	CommandCount Value[int64]
 
 	HasStat, HasStatus, HasIO, HasSchedstat bool
 
@@ -189,6 +192,9 @@ func Convert(info *yagpcc.GpPidProcInfo, host Host) Process {
 		SegmentID: info.GetGpSegmentId(),
 		SessionID: info.GetSessId(),
 		PID:       info.GetPid(),
+	}
+	if info.CommandCount != nil {
+		p.CommandCount = some(info.GetCommandCount())
 	}
 	if st := info.GetProcStat(); st != nil {
 		p.HasStat = true

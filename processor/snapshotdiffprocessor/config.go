@@ -17,9 +17,27 @@ type Config struct {
 	MaxStoredPoints int `mapstructure:"max_stored_points"`
 	// EmitProcessMetrics forwards the receiver's per-process resources too.
 	EmitProcessMetrics bool `mapstructure:"emit_process_metrics"`
+	// EmitSessionHostFigures adds each session's CPU, disk, memory and
+	// process figures per host (sessions × hosts points; GetClusterTop's
+	// per-host breakdown needs them).
+	EmitSessionHostFigures bool `mapstructure:"emit_session_host_figures"`
 	// TimeConstants are the time constants of the smoothed (exponentially
 	// weighted) rates; empty turns smoothing off.
 	TimeConstants []time.Duration `mapstructure:"time_constants"`
+	// Queries configures the per-query figures (docs/pipeline.md, query figures).
+	Queries QueriesConfig `mapstructure:"queries"`
+}
+
+// QueriesConfig configures the per-query figures.
+type QueriesConfig struct {
+	// Enabled writes a query resource per running and recently ended query.
+	Enabled bool `mapstructure:"enabled"`
+	// Text adds db.query.text; off by default, as query text can be sensitive.
+	Text bool `mapstructure:"text"`
+	// TextMaxLength cuts db.query.text to this many bytes (on a UTF-8 boundary).
+	TextMaxLength int `mapstructure:"text_max_length"`
+	// MaxFinished caps the ended queries kept (the most recently ended win).
+	MaxFinished int `mapstructure:"max_finished"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -32,6 +50,7 @@ func createDefaultConfig() component.Config {
 		Windows: []time.Duration{5 * time.Minute},
 		// The load average's constants: a DBA reads them like uptime's.
 		TimeConstants: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
+		Queries:       QueriesConfig{Enabled: true, TextMaxLength: 1024, MaxFinished: 1000},
 	}
 }
 
@@ -67,6 +86,12 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_stored_points: %d is negative (0 means automatic)", cfg.MaxStoredPoints))
 	} else if cfg.MaxStoredPoints == 1 {
 		errs = append(errs, errors.New("max_stored_points: 1 leaves nothing to diff against; use 0 (automatic) or at least 2"))
+	}
+	if cfg.Queries.TextMaxLength < 0 {
+		errs = append(errs, fmt.Errorf("queries::text_max_length: %d is negative", cfg.Queries.TextMaxLength))
+	}
+	if cfg.Queries.MaxFinished < 0 {
+		errs = append(errs, fmt.Errorf("queries::max_finished: %d is negative", cfg.Queries.MaxFinished))
 	}
 	return errors.Join(errs...)
 }

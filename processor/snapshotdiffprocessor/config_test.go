@@ -15,8 +15,9 @@ func TestDefaultConfig(t *testing.T) {
 	if len(cfg.Windows) != 1 || cfg.Windows[0] != 5*time.Minute {
 		t.Errorf("default windows = %v, want [5m]", cfg.Windows)
 	}
-	if cfg.MaxStoredPoints != 0 || cfg.EmitProcessMetrics {
-		t.Errorf("default max_stored_points=%d emit_process_metrics=%v, want 0 and false", cfg.MaxStoredPoints, cfg.EmitProcessMetrics)
+	if cfg.MaxStoredPoints != 0 || cfg.EmitProcessMetrics || cfg.EmitSessionHostFigures {
+		t.Errorf("default max_stored_points=%d emit_process_metrics=%v emit_session_host_figures=%v, want 0, false, false",
+			cfg.MaxStoredPoints, cfg.EmitProcessMetrics, cfg.EmitSessionHostFigures)
 	}
 	if want := []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute}; len(cfg.TimeConstants) != 3 ||
 		cfg.TimeConstants[0] != want[0] || cfg.TimeConstants[1] != want[1] || cfg.TimeConstants[2] != want[2] {
@@ -29,9 +30,10 @@ func TestDefaultConfig(t *testing.T) {
 
 func TestConfigUnmarshal(t *testing.T) {
 	cm := confmap.NewFromStringMap(map[string]any{
-		"windows":              []any{"1m", "5m", "1h30m"},
-		"max_stored_points":    120,
-		"emit_process_metrics": true,
+		"windows":                   []any{"1m", "5m", "1h30m"},
+		"max_stored_points":         120,
+		"emit_process_metrics":      true,
+		"emit_session_host_figures": true,
 	})
 	cfg := createDefaultConfig().(*Config)
 	if err := cm.Unmarshal(cfg); err != nil {
@@ -46,7 +48,7 @@ func TestConfigUnmarshal(t *testing.T) {
 			t.Errorf("windows[%d] = %v, want %v", i, cfg.Windows[i], want[i])
 		}
 	}
-	if cfg.MaxStoredPoints != 120 || !cfg.EmitProcessMetrics {
+	if cfg.MaxStoredPoints != 120 || !cfg.EmitProcessMetrics || !cfg.EmitSessionHostFigures {
 		t.Errorf("got %+v", cfg)
 	}
 }
@@ -97,6 +99,20 @@ func TestWindowName(t *testing.T) {
 	} {
 		if got := sc.WindowName(d); got != want {
 			t.Errorf("WindowName(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+func TestQueriesConfigDefaultsAndValidate(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if q := cfg.Queries; !q.Enabled || q.Text || q.TextMaxLength != 1024 || q.MaxFinished != 1000 {
+		t.Errorf("default queries = %+v, want enabled, text off, 1024 bytes, 1000 ended", q)
+	}
+	cfg.Queries.TextMaxLength, cfg.Queries.MaxFinished = -1, -2
+	err := cfg.Validate()
+	for _, want := range []string{"queries::text_max_length: -1", "queries::max_finished: -2"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v, want it to name %q", err, want)
 		}
 	}
 }

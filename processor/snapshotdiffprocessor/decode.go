@@ -120,7 +120,7 @@ func (d *processDecoder) decodeResource(rm pmetric.ResourceMetrics, kind resourc
 				}
 				cur = d.find(first, cur, int32(pid.Int()), start)
 				if cur == len(d.samples) {
-					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start, Exited: exited})
+					d.samples = append(d.samples, processSample{Host: h.host, TmID: h.tmID, Session: h.session, PID: int32(pid.Int()), Creation: start, Exited: exited, Segment: unknownSegment})
 				}
 				apply(&d.samples[cur], dp)
 			}
@@ -181,6 +181,8 @@ func pointApplier(m pmetric.Metric) func(*processSample, pmetric.NumberDataPoint
 				s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
 			}
 		}
+	case sc.MetricProcessCommandCount:
+		return func(s *processSample, dp pmetric.NumberDataPoint) { s.CommandCount = max(intValue(dp), 0) }
 	case sc.MetricProcessMemoryUsage:
 		return memory(memRSS)
 	case sc.MetricProcessMemoryVirtual:

@@ -32,6 +32,9 @@ type figures struct {
 	memoryMaxHost   []memoryGauges
 	sessionIndex    map[sessionKey]uint32
 	smoothed        *smoothedFigures // nil when smoothing is off
+	queries         []queryFigures   // with query figures on
+	hostNames       []string         // by host row, for the query figures
+	segments        *segmentFigures
 }
 
 // sessionFigures is one session's view of figures.

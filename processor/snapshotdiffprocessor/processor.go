@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -22,10 +23,15 @@ const scopeName = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 // snapshotDiff turns each snapshot into per-session window figures.
 type snapshotDiff struct {
 	emitProcesses bool
-	windowNames   []string
-	constantNames []string  // gpotel.time_constant values
-	smoother      *smoother // nil when smoothing is off
-	logger        *zap.Logger
+	// emitSessionHosts adds each session's per-host figures.
+	emitSessionHosts bool
+	windowNames      []string
+	constantNames    []string      // gpotel.time_constant values
+	smoother         *smoother     // nil when smoothing is off
+	queries          *queryTracker // nil when query figures are off
+	queryText        bool
+	queryTextMax     int
+	logger           *zap.Logger
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
 	store *store
@@ -35,13 +41,18 @@ type snapshotDiff struct {
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 	p := &snapshotDiff{
-		emitProcesses: cfg.EmitProcessMetrics,
-		logger:        logger,
-		store:         newStore(cfg.Windows, cfg.MaxStoredPoints),
+		emitProcesses:    cfg.EmitProcessMetrics,
+		emitSessionHosts: cfg.EmitSessionHostFigures,
+		logger:           logger,
+		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 	}
 	p.decoders.New = func() any { return &processDecoder{} }
 	for _, w := range cfg.Windows {
 		p.windowNames = append(p.windowNames, sc.WindowName(w))
+	}
+	if cfg.Queries.Enabled {
+		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished)
+		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -129,7 +140,8 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 	if !p.emitProcesses && processes > 0 {
 		i := 0
 		rms.RemoveIf(func(pmetric.ResourceMetrics) bool {
-			drop := kinds[i].isProcesses()
+			// Resources past kinds are the ones appendFigures added (query resources).
+			drop := i < len(kinds) && kinds[i].isProcesses()
 			i++
 			return drop
 		})
@@ -207,6 +219,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	d := p.decoders.Get().(*processDecoder)
 	defer p.decoders.Put(d)
 	d.decode(rms, kinds)
+	var acts map[sessionKey]sessionActivity
+	if p.queries != nil {
+		acts = readActivities(rms, kinds)
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -221,6 +237,11 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, kinds []resourceKind, snapshot
 	if p.smoother != nil {
 		figs.smoothed = p.smoother.update(p.store)
 	}
+	if p.queries != nil {
+		figs.queries = p.queries.update(p.store, acts)
+		figs.hostNames = append([]string(nil), p.store.hostNames...)
+	}
+	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	return figs, nil
 }
 
@@ -332,7 +353,9 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []resourceKind, f
 		if figs.smoothed != nil {
 			p.writeSessionSmoothed(sm.Metrics(), pcommon.Timestamp(figs.time), figs.smoothed.sessions[key])
 		}
+		p.writeSessionSegments(sm.Metrics(), figs, figs.session(key))
 	}
+	p.writeQueries(rms, pcommon.Timestamp(figs.time), figs.hostNames, figs.queries)
 }
 
 func (p *snapshotDiff) writeSession(sm pmetric.ScopeMetrics, sf sessionFigures) {

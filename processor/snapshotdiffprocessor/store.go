@@ -63,6 +63,9 @@ type processSample struct {
 	Memory   memoryGauges
 	Exited   bool  // final totals from an exit record: no memory, not live
 	Segment  int32 // content id (gpotel.process.info); kept for unattributed exits
+	// CommandCount is the process title's cmd<N>; 0 when it has none
+	// (Greenplum counts from 1 and leaves cmd0 out of the title).
+	CommandCount int64
 }
 
 // unattributedSession is the session id of exited processes no scrape saw;
@@ -171,6 +174,7 @@ type store struct {
 	procGone  []bool     // the last sighting was its exit record
 	procSeg   []int32    // content id, for the unattributed exits' figures
 	procFirst []uint64   // seq of the first sighting
+	procCcnt  []int64    // title command count at the last sighting; 0: none
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -295,6 +299,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procGone = append(s.procGone, false)
 		s.procSeg = append(s.procSeg, 0)
 		s.procFirst = append(s.procFirst, 0)
+		s.procCcnt = append(s.procCcnt, 0)
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
 		}
@@ -315,6 +320,7 @@ func (s *store) freeRow(row uint32) {
 	s.procGone[row] = false
 	s.procSeg[row] = 0
 	s.procFirst[row] = 0
+	s.procCcnt[row] = 0
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
 	}
@@ -370,6 +376,9 @@ func (s *store) add(p *processSample) error {
 	s.procSeen[row] = seq
 	s.procGone[row] = p.Exited
 	s.procSeg[row] = p.Segment
+	if !p.Exited { // an exit record has no title: keep the last one seen
+		s.procCcnt[row] = p.CommandCount
+	}
 
 	off := len(s.scratch)
 	s.scratch = binary.AppendUvarint(s.scratch, uint64(mask))

@@ -467,10 +467,14 @@ func (x *GPMetrics) GetSpill() *SpillInfo {
 
 // Identifies a query cluster-wide.
 type QueryKey struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Tmid          int32                  `protobuf:"varint,1,opt,name=tmid,proto3" json:"tmid,omitempty"` // postmaster start, unix seconds
-	Ssid          int32                  `protobuf:"varint,2,opt,name=ssid,proto3" json:"ssid,omitempty"` // sess_id
-	Ccnt          int32                  `protobuf:"varint,3,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // gp_command_count within the session
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Tmid  int32                  `protobuf:"varint,1,opt,name=tmid,proto3" json:"tmid,omitempty"` // postmaster start, unix seconds
+	Ssid  int32                  `protobuf:"varint,2,opt,name=ssid,proto3" json:"ssid,omitempty"` // sess_id
+	Ccnt  int32                  `protobuf:"varint,3,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // gp_command_count within the session
+	// gpotel additions (1001-1019).
+	// The query's pg_stat_activity.query_start. With ccnt 0 it is the key:
+	// PostgreSQL, and Greenplum processes whose title carries no cmd<N>.
+	QueryStart    *timestamppb.Timestamp `protobuf:"bytes,1001,opt,name=query_start,json=queryStart,proto3" json:"query_start,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -524,6 +528,13 @@ func (x *QueryKey) GetCcnt() int32 {
 		return x.Ccnt
 	}
 	return 0
+}
+
+func (x *QueryKey) GetQueryStart() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueryStart
+	}
+	return nil
 }
 
 // Identifies a segment instance.
@@ -628,8 +639,22 @@ type SystemStat struct {
 	CpuPressure    float64 `protobuf:"fixed64,1060,opt,name=cpu_pressure,json=cpuPressure,proto3" json:"cpu_pressure,omitempty"`
 	MemoryPressure float64 `protobuf:"fixed64,1061,opt,name=memory_pressure,json=memoryPressure,proto3" json:"memory_pressure,omitempty"`
 	IoPressure     float64 `protobuf:"fixed64,1062,opt,name=io_pressure,json=ioPressure,proto3" json:"io_pressure,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Skew over segments (gpotel, 1063-1099): how unevenly the session's
+	// processes on the segments used CPU (user + system) and disk I/O (read +
+	// write bytes), the coordinator excluded. skew = 1 - avg/max (0 when even,
+	// 1 - 1/n when one of n segments did it all); max_over_avg = max/avg. The
+	// segments are those the session had a process on; the hottest segment is
+	// the content id with the largest figure (the lowest on a tie), absent when
+	// no segment used any: then the skew fields are 0.
+	CpuSkew           float64 `protobuf:"fixed64,1063,opt,name=cpu_skew,json=cpuSkew,proto3" json:"cpu_skew,omitempty"`
+	CpuMaxOverAvg     float64 `protobuf:"fixed64,1064,opt,name=cpu_max_over_avg,json=cpuMaxOverAvg,proto3" json:"cpu_max_over_avg,omitempty"`
+	CpuHottestSegment *int32  `protobuf:"varint,1065,opt,name=cpu_hottest_segment,json=cpuHottestSegment,proto3,oneof" json:"cpu_hottest_segment,omitempty"`
+	IoSkew            float64 `protobuf:"fixed64,1066,opt,name=io_skew,json=ioSkew,proto3" json:"io_skew,omitempty"`
+	IoMaxOverAvg      float64 `protobuf:"fixed64,1067,opt,name=io_max_over_avg,json=ioMaxOverAvg,proto3" json:"io_max_over_avg,omitempty"`
+	IoHottestSegment  *int32  `protobuf:"varint,1068,opt,name=io_hottest_segment,json=ioHottestSegment,proto3,oneof" json:"io_hottest_segment,omitempty"`
+	SkewSegments      uint32  `protobuf:"varint,1069,opt,name=skew_segments,json=skewSegments,proto3" json:"skew_segments,omitempty"` // segments that took part
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *SystemStat) Reset() {
@@ -918,6 +943,55 @@ func (x *SystemStat) GetMemoryPressure() float64 {
 func (x *SystemStat) GetIoPressure() float64 {
 	if x != nil {
 		return x.IoPressure
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuSkew() float64 {
+	if x != nil {
+		return x.CpuSkew
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuMaxOverAvg() float64 {
+	if x != nil {
+		return x.CpuMaxOverAvg
+	}
+	return 0
+}
+
+func (x *SystemStat) GetCpuHottestSegment() int32 {
+	if x != nil && x.CpuHottestSegment != nil {
+		return *x.CpuHottestSegment
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoSkew() float64 {
+	if x != nil {
+		return x.IoSkew
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoMaxOverAvg() float64 {
+	if x != nil {
+		return x.IoMaxOverAvg
+	}
+	return 0
+}
+
+func (x *SystemStat) GetIoHottestSegment() int32 {
+	if x != nil && x.IoHottestSegment != nil {
+		return *x.IoHottestSegment
+	}
+	return 0
+}
+
+func (x *SystemStat) GetSkewSegments() uint32 {
+	if x != nil {
+		return x.SkewSegments
 	}
 	return 0
 }
@@ -1497,15 +1571,17 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"systemStat\x18\x01 \x01(\v2\x12.yagpcc.SystemStatR\n" +
 	"systemStat\x12G\n" +
 	"\x0finstrumentation\x18\x02 \x01(\v2\x1d.yagpcc.MetricInstrumentationR\x0finstrumentation\x12'\n" +
-	"\x05spill\x18\x03 \x01(\v2\x11.yagpcc.SpillInfoR\x05spill\"F\n" +
+	"\x05spill\x18\x03 \x01(\v2\x11.yagpcc.SpillInfoR\x05spill\"\x84\x01\n" +
 	"\bQueryKey\x12\x12\n" +
 	"\x04tmid\x18\x01 \x01(\x05R\x04tmid\x12\x12\n" +
 	"\x04ssid\x18\x02 \x01(\x05R\x04ssid\x12\x12\n" +
-	"\x04ccnt\x18\x03 \x01(\x05R\x04ccnt\"<\n" +
+	"\x04ccnt\x18\x03 \x01(\x05R\x04ccnt\x12<\n" +
+	"\vquery_start\x18\xe9\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"queryStart\"<\n" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\x90\v\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xd7\r\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1550,7 +1626,16 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
 	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
 	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +
-	"ioPressure\"\xdc\x01\n" +
+	"ioPressure\x12\x1a\n" +
+	"\bcpu_skew\x18\xa7\b \x01(\x01R\acpuSkew\x12(\n" +
+	"\x10cpu_max_over_avg\x18\xa8\b \x01(\x01R\rcpuMaxOverAvg\x124\n" +
+	"\x13cpu_hottest_segment\x18\xa9\b \x01(\x05H\x00R\x11cpuHottestSegment\x88\x01\x01\x12\x18\n" +
+	"\aio_skew\x18\xaa\b \x01(\x01R\x06ioSkew\x12&\n" +
+	"\x0fio_max_over_avg\x18\xab\b \x01(\x01R\fioMaxOverAvg\x122\n" +
+	"\x12io_hottest_segment\x18\xac\b \x01(\x05H\x01R\x10ioHottestSegment\x88\x01\x01\x12$\n" +
+	"\rskew_segments\x18\xad\b \x01(\rR\fskewSegmentsB\x16\n" +
+	"\x14_cpu_hottest_segmentB\x15\n" +
+	"\x13_io_hottest_segment\"\xdc\x01\n" +
 	"\vNetworkStat\x12\x1f\n" +
 	"\vtotal_bytes\x18\x01 \x01(\rR\n" +
 	"totalBytes\x12\x1f\n" +
@@ -1671,14 +1756,15 @@ var file_yagpcc_metrics_proto_depIdxs = []int32{
 	8,  // 4: yagpcc.GPMetrics.systemStat:type_name -> yagpcc.SystemStat
 	11, // 5: yagpcc.GPMetrics.instrumentation:type_name -> yagpcc.MetricInstrumentation
 	12, // 6: yagpcc.GPMetrics.spill:type_name -> yagpcc.SpillInfo
-	9,  // 7: yagpcc.MetricInstrumentation.sent:type_name -> yagpcc.NetworkStat
-	9,  // 8: yagpcc.MetricInstrumentation.received:type_name -> yagpcc.NetworkStat
-	10, // 9: yagpcc.MetricInstrumentation.interconnect:type_name -> yagpcc.InterconnectStat
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	13, // 7: yagpcc.QueryKey.query_start:type_name -> google.protobuf.Timestamp
+	9,  // 8: yagpcc.MetricInstrumentation.sent:type_name -> yagpcc.NetworkStat
+	9,  // 9: yagpcc.MetricInstrumentation.received:type_name -> yagpcc.NetworkStat
+	10, // 10: yagpcc.MetricInstrumentation.interconnect:type_name -> yagpcc.InterconnectStat
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_metrics_proto_init() }
@@ -1686,6 +1772,7 @@ func file_yagpcc_metrics_proto_init() {
 	if File_yagpcc_metrics_proto != nil {
 		return
 	}
+	file_yagpcc_metrics_proto_msgTypes[6].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

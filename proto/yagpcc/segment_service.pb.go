@@ -630,6 +630,9 @@ type GpPidProcInfo struct {
 	// gpotel additions (issue 14: 1001-1019).
 	Source    v1.ProcSource       `protobuf:"varint,1001,opt,name=source,proto3,enum=gpotel.v1.ProcSource" json:"source,omitempty"` // where the counters came from
 	Taskstats *v1.TaskStatsRecord `protobuf:"bytes,1002,opt,name=taskstats,proto3" json:"taskstats,omitempty"`                      // present when source is TASKSTATS
+	// cmd<N> of a Greenplum process title (cmdline): the gp_command_count of
+	// the command the process last ran; absent when the title has none.
+	CommandCount *int64 `protobuf:"varint,1003,opt,name=command_count,json=commandCount,proto3,oneof" json:"command_count,omitempty"`
 	// Control groups (gpotel, 1020-1039).
 	// Index into GetPidProcInfoResponse.control_groups of the group this
 	// process is accounted to; absent when it could not be resolved.
@@ -743,6 +746,13 @@ func (x *GpPidProcInfo) GetTaskstats() *v1.TaskStatsRecord {
 		return x.Taskstats
 	}
 	return nil
+}
+
+func (x *GpPidProcInfo) GetCommandCount() int64 {
+	if x != nil && x.CommandCount != nil {
+		return *x.CommandCount
+	}
+	return 0
 }
 
 func (x *GpPidProcInfo) GetControlGroup() uint32 {
@@ -1420,7 +1430,7 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\banswered\x18\x02 \x01(\x03R\banswered\x12\x1a\n" +
 	"\bvanished\x18\x03 \x01(\x03R\bvanished\x12\x16\n" +
 	"\x06denied\x18\x04 \x01(\x03R\x06denied\x12\x16\n" +
-	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\x83\x04\n" +
+	"\x06failed\x18\x05 \x01(\x03R\x06failed\"\xc0\x04\n" +
 	"\rGpPidProcInfo\x12\"\n" +
 	"\rgp_segment_id\x18\x01 \x01(\x03R\vgpSegmentId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x10\n" +
@@ -1434,7 +1444,9 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x06unread\x18\t \x03(\tR\x06unread\x12.\n" +
 	"\x06source\x18\xe9\a \x01(\x0e2\x15.gpotel.v1.ProcSourceR\x06source\x129\n" +
 	"\ttaskstats\x18\xea\a \x01(\v2\x1a.gpotel.v1.TaskStatsRecordR\ttaskstats\x12)\n" +
-	"\rcontrol_group\x18\xfc\a \x01(\rH\x00R\fcontrolGroup\x88\x01\x01B\x10\n" +
+	"\rcommand_count\x18\xeb\a \x01(\x03H\x00R\fcommandCount\x88\x01\x01\x12)\n" +
+	"\rcontrol_group\x18\xfc\a \x01(\rH\x01R\fcontrolGroup\x88\x01\x01B\x10\n" +
+	"\x0e_command_countB\x10\n" +
 	"\x0e_control_group\"\xa7\x06\n" +
 	"\bProcStat\x12\x10\n" +
 	"\x03pid\x18\x01 \x01(\x03R\x03pid\x12\x12\n" +

@@ -58,7 +58,7 @@ func testEmission(t *testing.T) emission {
 				ProcIo:     &yagpcc.ProcIO{ReadBytes: 4096},
 			}},
 			{
-				{Pid: 5000, ProcStat: &yagpcc.ProcStat{Utime: 1, Starttime: 2}},
+				{Pid: 5000, ProcStat: &yagpcc.ProcStat{Utime: 1, Starttime: 2}, CommandCount: i64p(9)},
 				{Pid: 5001, ProcStatus: &yagpcc.ProcStatus{Threads: 1}}, // no stat: no identity
 			},
 			nil,
@@ -403,5 +403,23 @@ func TestSessionInfoListsEveryBackendTheHostsWereAskedAbout(t *testing.T) {
 	want := []string{"mdw/-1/4000", "sdw1/0/5000", "sdw1/0/5001", "sdw2/1/6000"}
 	if strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("backends %v, want %v", got, want)
+	}
+}
+
+func TestCommandCountOfTheTitleIsAPointOnlyWhereTheTitleHasOne(t *testing.T) {
+	md, _ := emitTest(t)
+	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
+		h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName)
+		points := pointsOf(t, rm, gpsemconv.MetricProcessCommandCount)
+		switch h.Str() {
+		case "mdw":
+			if len(points) != 0 {
+				t.Errorf("mdw: %v, want no point for a title without cmd<N>", points)
+			}
+		case "sdw1":
+			if p := points[5000]; len(p) != 1 || p[0].IntValue() != 9 {
+				t.Errorf("sdw1 pid 5000: %v, want one point 9", p)
+			}
+		}
 	}
 }

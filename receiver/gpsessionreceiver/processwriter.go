@@ -39,6 +39,7 @@ const (
 	pmIOChars
 	pmIOSyscalls
 	pmDelay
+	pmCommandCount
 	processMetricCount
 )
 
@@ -62,6 +63,7 @@ var processMetricNames = map[string]processMetric{
 	metadata.MetricsInfo.GpotelProcessIoChars.Name:            pmIOChars,
 	metadata.MetricsInfo.GpotelProcessIoSyscalls.Name:         pmIOSyscalls,
 	metadata.MetricsInfo.GpotelProcessDelay.Name:              pmDelay,
+	metadata.MetricsInfo.GpotelProcessCommandCount.Name:       pmCommandCount,
 }
 
 // metricShape is how one enabled process metric is written: the generated
@@ -122,6 +124,7 @@ func newProcessWriter(mbc metadata.MetricsBuilderConfig, settings receiver.Setti
 	tmpl.RecordGpotelProcessIoCharsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
 	tmpl.RecordGpotelProcessIoSyscallsDataPoint(ts, 0, 0, metadata.AttributeDirectionRead)
 	tmpl.RecordGpotelProcessDelayDataPoint(ts, 0, 0, metadata.AttributeDelayTypeSwapin)
+	tmpl.RecordGpotelProcessCommandCountDataPoint(ts, 0, 0)
 	md := tmpl.Emit()
 	if md.ResourceMetrics().Len() == 0 {
 		return w, nil // every process metric is disabled: process resources are never written
@@ -288,6 +291,9 @@ func (pp *processPoints) collect(p *kernelunits.Process) {
 	}
 	if v := p.ThreadCount(); v.OK {
 		pp[pmThreadCount].addInt("", v.V)
+	}
+	if p.CommandCount.OK {
+		pp[pmCommandCount].addInt("", p.CommandCount.V)
 	}
 	if p.VoluntarySwitches.OK {
 		pp[pmContextSwitches].addInt(metadata.AttributeContextSwitchTypeVoluntary.String(), p.VoluntarySwitches.V)

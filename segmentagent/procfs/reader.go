@@ -83,6 +83,7 @@ type process struct {
 	io     yagpcc.ProcIO
 	sched  yagpcc.ProcSchedstat
 	kb     [9]int64
+	ccnt   int64 // CommandCount points here, so the answer stays one allocation
 }
 
 // Read reads one process. status is read first: its real uid decides, before
@@ -179,7 +180,12 @@ func (r *Reader) read(pid int64, allowed AllowUID, ioAndSchedstat bool) (*yagpcc
 
 func (r *Reader) readCmdline(dirfd int, p *process) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	if data, err := r.readFile(dirfd, nameCmdline); err == nil {
-		p.info.Cmdline = protoString(ParseCmdline(data))
+		title := ParseCmdline(data)
+		p.info.Cmdline = protoString(title)
+		if ccnt, ok := ParseCommandCount(title); ok {
+			p.ccnt = ccnt
+			p.info.CommandCount = &p.ccnt
+		}
 	} else if r.optionalFailure(dirfd, "cmdline", err, &p.info) {
 		return nil, Vanished, nil
 	}

@@ -67,6 +67,8 @@ type Spec struct {
 	IOBytes int64
 	// MemoryBytes is what each backend of a memory session holds (default 64 MiB).
 	MemoryBytes int64
+	// HotContent is the one segment that works in a skewed_cpu session.
+	HotContent int
 	// User to connect as; empty means the cluster's admin role.
 	User string
 }
@@ -99,6 +101,12 @@ func (s Spec) validate(c *cluster.Cluster) error {
 	var errs []error
 	switch s.Kind {
 	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace, HeldSort:
+	case SkewedCPU:
+		if _, ok := c.Instance(s.HotContent); !ok || s.HotContent < 0 {
+			errs = append(errs, fmt.Errorf("hot content %d: no such segment in testbed %s", s.HotContent, c.ID))
+		} else if s.Contents != nil && !slices.Contains(s.Contents, s.HotContent) {
+			errs = append(errs, fmt.Errorf("hot content %d is not one of the session's contents %v", s.HotContent, s.Contents))
+		}
 	default:
 		errs = append(errs, fmt.Errorf("unknown workload kind %q", s.Kind))
 	}
@@ -426,6 +434,8 @@ func (s *Session) run(ctx context.Context, g gang) error {
 		return s.segmentReplace(ctx, g)
 	case HeldSort:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.heldSort(ctx, b, len(g)) })
+	case SkewedCPU:
+		return eachBackend(ctx, g, s.skewedCPU)
 	}
 	return fmt.Errorf("unknown kind %q", s.Kind)
 }

@@ -36,6 +36,9 @@ type Session struct {
 	User   string
 	System bool
 	State  string
+	// QueryStart, StateChange (zero: NULL) and Query go into the metadata too.
+	QueryStart, StateChange time.Time
+	Query                   string
 }
 
 // Process is one process an agent answered for, in SI units.
@@ -60,6 +63,10 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+	// NoSegment leaves gpotel.segment.id off its gpotel.process.info point.
+	NoSegment bool
+
+	CommandCount int64 // cmd<N> of its title; 0: the title has none
 
 	// Exited makes it part of an exited resource: final totals from an exit
 	// record; Unattributed leaves its session out (no scrape saw it).
@@ -113,6 +120,14 @@ func (s Snapshot) Metrics() pmetric.Metrics {
 		m.SetName(sc.MetricSessionInfo)
 		m.SetUnit("1")
 		m.Metadata().PutStr(sc.MetaState, ss.State)
+		for key, t := range map[string]time.Time{sc.MetaQueryStart: ss.QueryStart, sc.MetaStateChange: ss.StateChange} {
+			if !t.IsZero() {
+				m.Metadata().PutStr(key, t.UTC().Format(time.RFC3339Nano))
+			}
+		}
+		if ss.Query != "" {
+			m.Metadata().PutStr(sc.MetaQuery, ss.Query)
+		}
 		dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
 		dp.SetTimestamp(ts)
 		dp.SetIntValue(1)
@@ -206,6 +221,12 @@ var processMetrics = []processMetric{
 		return []processPoint{{attr: sc.AttrRSSType, value: sc.RSSTypeAnon, i: p.RSSAnon}, {attr: sc.AttrRSSType, value: sc.RSSTypeFile, i: p.RSSFile}, {attr: sc.AttrRSSType, value: sc.RSSTypeShmem, i: p.RSSShmem}}
 	}},
 	{sc.MetricProcessThreadCount, "{thread}", false, false, func(*Process) []processPoint { return []processPoint{{i: 1}} }},
+	{sc.MetricProcessCommandCount, "1", false, false, func(p *Process) []processPoint {
+		if p.CommandCount == 0 {
+			return nil
+		}
+		return []processPoint{{i: p.CommandCount}}
+	}},
 }
 
 // appendProcesses writes one process resource per (host, session), in the
@@ -262,7 +283,9 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process, ts pcommo
 					dp.SetTimestamp(ts)
 					dp.Attributes().PutInt(sc.AttrProcessPID, p.PID)
 					if pm.name == sc.MetricProcessInfo {
-						dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						if !p.NoSegment {
+							dp.Attributes().PutInt(sc.AttrSegmentID, p.Segment)
+						}
 						dp.Attributes().PutBool(sc.AttrProcessSystem, p.Session == 0)
 					}
 					if pt.attr != "" {

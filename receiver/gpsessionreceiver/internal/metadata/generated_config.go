@@ -252,6 +252,54 @@ func (ms *GpotelPressureStallTimeMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelProcessCommandCountMetricAttributeKey specifies the key of an attribute for the gpotel.process.command_count metric.
+type GpotelProcessCommandCountMetricAttributeKey string
+
+const (
+	GpotelProcessCommandCountMetricAttributeKeyProcessPid GpotelProcessCommandCountMetricAttributeKey = "process.pid"
+)
+
+// GpotelProcessCommandCountMetricConfig provides config for the gpotel.process.command_count metric.
+type GpotelProcessCommandCountMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                        `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessCommandCountMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelProcessCommandCountMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessCommandCountMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessCommandCountMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.command_count doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessCPURunDelayMetricAttributeKey specifies the key of an attribute for the gpotel.process.cpu.run_delay metric.
 type GpotelProcessCPURunDelayMetricAttributeKey string
 
@@ -1204,6 +1252,7 @@ type MetricsConfig struct {
 	GpotelHostUp                    GpotelHostUpMetricConfig                    `mapstructure:"gpotel.host.up"`
 	GpotelPressureStallRatio        GpotelPressureStallRatioMetricConfig        `mapstructure:"gpotel.pressure.stall.ratio"`
 	GpotelPressureStallTime         GpotelPressureStallTimeMetricConfig         `mapstructure:"gpotel.pressure.stall.time"`
+	GpotelProcessCommandCount       GpotelProcessCommandCountMetricConfig       `mapstructure:"gpotel.process.command_count"`
 	GpotelProcessCPURunDelay        GpotelProcessCPURunDelayMetricConfig        `mapstructure:"gpotel.process.cpu.run_delay"`
 	GpotelProcessDelay              GpotelProcessDelayMetricConfig              `mapstructure:"gpotel.process.delay"`
 	GpotelProcessDiskCancelledWrite GpotelProcessDiskCancelledWriteMetricConfig `mapstructure:"gpotel.process.disk.cancelled_write"`
@@ -1252,6 +1301,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []GpotelPressureStallTimeMetricAttributeKey{GpotelPressureStallTimeMetricAttributeKeyPressureResource, GpotelPressureStallTimeMetricAttributeKeyPressureKind},
+		},
+		GpotelProcessCommandCount: GpotelProcessCommandCountMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessCommandCountMetricAttributeKey{GpotelProcessCommandCountMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessCPURunDelay: GpotelProcessCPURunDelayMetricConfig{
 			Enabled:             true,

@@ -348,6 +348,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.pressure.stall.time",
 		Attributes: []string{"pressure_resource", "pressure_kind"},
 	},
+	GpotelProcessCommandCount: metricInfo{
+		Name:       "gpotel.process.command_count",
+		Attributes: []string{"process_pid"},
+	},
 	GpotelProcessCPURunDelay: metricInfo{
 		Name:       "gpotel.process.cpu.run_delay",
 		Attributes: []string{"process_pid"},
@@ -435,6 +439,7 @@ type metricsInfo struct {
 	GpotelHostUp                    metricInfo
 	GpotelPressureStallRatio        metricInfo
 	GpotelPressureStallTime         metricInfo
+	GpotelProcessCommandCount       metricInfo
 	GpotelProcessCPURunDelay        metricInfo
 	GpotelProcessDelay              metricInfo
 	GpotelProcessDiskCancelledWrite metricInfo
@@ -910,6 +915,95 @@ func (m *metricGpotelPressureStallTime) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelPressureStallTime(cfg GpotelPressureStallTimeMetricConfig) metricGpotelPressureStallTime {
 	m := metricGpotelPressureStallTime{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelProcessCommandCount struct {
+	data          pmetric.Metric                        // data buffer for generated metric.
+	config        GpotelProcessCommandCountMetricConfig // metric config provided by user.
+	capacity      int                                   // max observed number of data points added to the metric.
+	aggDataPoints []int64                               // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.process.command_count metric with initial data.
+func (m *metricGpotelProcessCommandCount) init() {
+	m.data.SetName("gpotel.process.command_count")
+	m.data.SetDescription("cmd<N> of a Greenplum process title: the gp_command_count of the command the process last ran. No point when the title has none (PostgreSQL).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelProcessCommandCount) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessCommandCountMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelProcessCommandCount) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelProcessCommandCount) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelProcessCommandCount(cfg GpotelProcessCommandCountMetricConfig) metricGpotelProcessCommandCount {
+	m := metricGpotelProcessCommandCount{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -2733,6 +2827,7 @@ type MetricsBuilder struct {
 	metricGpotelHostUp                    metricGpotelHostUp
 	metricGpotelPressureStallRatio        metricGpotelPressureStallRatio
 	metricGpotelPressureStallTime         metricGpotelPressureStallTime
+	metricGpotelProcessCommandCount       metricGpotelProcessCommandCount
 	metricGpotelProcessCPURunDelay        metricGpotelProcessCPURunDelay
 	metricGpotelProcessDelay              metricGpotelProcessDelay
 	metricGpotelProcessDiskCancelledWrite metricGpotelProcessDiskCancelledWrite
@@ -2783,6 +2878,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelHostUp:                    newMetricGpotelHostUp(mbc.Metrics.GpotelHostUp),
 		metricGpotelPressureStallRatio:        newMetricGpotelPressureStallRatio(mbc.Metrics.GpotelPressureStallRatio),
 		metricGpotelPressureStallTime:         newMetricGpotelPressureStallTime(mbc.Metrics.GpotelPressureStallTime),
+		metricGpotelProcessCommandCount:       newMetricGpotelProcessCommandCount(mbc.Metrics.GpotelProcessCommandCount),
 		metricGpotelProcessCPURunDelay:        newMetricGpotelProcessCPURunDelay(mbc.Metrics.GpotelProcessCPURunDelay),
 		metricGpotelProcessDelay:              newMetricGpotelProcessDelay(mbc.Metrics.GpotelProcessDelay),
 		metricGpotelProcessDiskCancelledWrite: newMetricGpotelProcessDiskCancelledWrite(mbc.Metrics.GpotelProcessDiskCancelledWrite),
@@ -2970,6 +3066,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelHostUp.emit(ils.Metrics())
 	mb.metricGpotelPressureStallRatio.emit(ils.Metrics())
 	mb.metricGpotelPressureStallTime.emit(ils.Metrics())
+	mb.metricGpotelProcessCommandCount.emit(ils.Metrics())
 	mb.metricGpotelProcessCPURunDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDelay.emit(ils.Metrics())
 	mb.metricGpotelProcessDiskCancelledWrite.emit(ils.Metrics())
@@ -3044,6 +3141,11 @@ func (mb *MetricsBuilder) RecordGpotelPressureStallRatioDataPoint(ts pcommon.Tim
 // RecordGpotelPressureStallTimeDataPoint adds a data point to gpotel.pressure.stall.time metric.
 func (mb *MetricsBuilder) RecordGpotelPressureStallTimeDataPoint(ts pcommon.Timestamp, val float64, pressureResourceAttributeValue AttributePressureResource, pressureKindAttributeValue AttributePressureKind) {
 	mb.metricGpotelPressureStallTime.recordDataPoint(mb.startTime, ts, val, pressureResourceAttributeValue.String(), pressureKindAttributeValue.String())
+}
+
+// RecordGpotelProcessCommandCountDataPoint adds a data point to gpotel.process.command_count metric.
+func (mb *MetricsBuilder) RecordGpotelProcessCommandCountDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessCommandCount.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessCPURunDelayDataPoint adds a data point to gpotel.process.cpu.run_delay metric.

@@ -72,6 +72,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpotel.host.up"] = mb.metricGpotelHostUp.config.AggregationStrategy
 			aggMap["gpotel.pressure.stall.ratio"] = mb.metricGpotelPressureStallRatio.config.AggregationStrategy
 			aggMap["gpotel.pressure.stall.time"] = mb.metricGpotelPressureStallTime.config.AggregationStrategy
+			aggMap["gpotel.process.command_count"] = mb.metricGpotelProcessCommandCount.config.AggregationStrategy
 			aggMap["gpotel.process.cpu.run_delay"] = mb.metricGpotelProcessCPURunDelay.config.AggregationStrategy
 			aggMap["gpotel.process.delay"] = mb.metricGpotelProcessDelay.config.AggregationStrategy
 			aggMap["gpotel.process.disk.cancelled_write"] = mb.metricGpotelProcessDiskCancelledWrite.config.AggregationStrategy
@@ -128,6 +129,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelPressureStallTimeDataPoint(ts, 1, AttributePressureResourceCPU, AttributePressureKindSome)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelPressureStallTimeDataPoint(ts, 3, AttributePressureResourceMemory, AttributePressureKindFull)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessCommandCountDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessCommandCountDataPoint(ts, 3, 12)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -271,6 +278,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpotelHostUp.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelPressureStallRatio.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelPressureStallTime.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessCommandCount.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessCPURunDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDelay.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessDiskCancelledWrite.aggDataPoints)
@@ -534,6 +542,46 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("gpotel.pressure.resource")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpotel.pressure.kind")
+						assert.False(t, ok)
+					}
+				case "gpotel.process.command_count":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.command_count"], "Found a duplicate in the metrics slice: gpotel.process.command_count")
+						validatedMetrics["gpotel.process.command_count"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "cmd<N> of a Greenplum process title: the gp_command_count of the command the process last ran. No point when the title has none (PostgreSQL).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.command_count"], "Found a duplicate in the metrics slice: gpotel.process.command_count")
+						validatedMetrics["gpotel.process.command_count"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "cmd<N> of a Greenplum process title: the gp_command_count of the command the process last ran. No point when the title has none (PostgreSQL).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.command_count"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.cpu.run_delay":

@@ -1,0 +1,320 @@
+package sessionstateexporter
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+)
+
+// topPipeline is the real snapshotdiff processor (with per-host session
+// figures) in front of an exporter on a loopback port, and a ClusterTop
+// client of that server.
+func topPipeline(t *testing.T) (processor.Metrics, gpotelv1.ClusterTopClient) {
+	t.Helper()
+	srv := startDefault(t)
+	factory := snapshotdiffprocessor.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
+	cfg.EmitSessionHostFigures = true
+	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()), cfg, srv.exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return proc, gpotelv1.NewClusterTopClient(srv.conn)
+}
+
+// threeSessions, over one minute: session 11 burns a core spread evenly
+// over segments 0 (sdw1) and 1 (sdw2); 12 burns 0.6 cores on segment 1 and
+// 0.001 on segment 0 and reads 1 MB/s; 13 burns 0.01 cores on segment 0 only
+// and writes 2 MB/s.
+func threeSessions(minute float64) []receiverProcess {
+	born := t0.Add(-time.Hour)
+	s := 60 * minute
+	p := func(sess int64, host string, seg, pid int64, cpu float64, read, write int64, rss int64) receiverProcess {
+		return receiverProcess{session: sess, host: host, segment: seg, pid: pid, created: born, cpuUser: cpu * s, readBytes: read * int64(s), writeBytes: write * int64(s), rss: rss}
+	}
+	return []receiverProcess{
+		p(11, testCoordinator, -1, 1100, 0, 0, 0, 10<<20),
+		p(11, "sdw1", 0, 1101, 0.5, 0, 0, 50<<20),
+		p(11, "sdw2", 1, 1102, 0.5, 0, 0, 50<<20),
+		p(12, testCoordinator, -1, 1200, 0, 0, 0, 10<<20),
+		p(12, "sdw1", 0, 1201, 0.001, 0, 0, 20<<20),
+		p(12, "sdw2", 1, 1202, 0.6, 1e6, 0, 20<<20),
+		p(13, testCoordinator, -1, 1300, 0, 0, 0, 10<<20),
+		p(13, "sdw1", 0, 1301, 0.01, 0, 2e6, 150<<20),
+		p(13, "sdw2", 1, 1302, 0, 0, 0, 150<<20),
+	}
+}
+
+func feedThreeSessions(t *testing.T, proc processor.Metrics) {
+	t.Helper()
+	for i := range 2 {
+		md := receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i)))
+		if i == 1 {
+			addHostPressure(md, "sdw1", 0.25)
+		}
+		if err := proc.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// addHostPressure adds a host resource whose cpu "some avg10" is share.
+func addHostPressure(md pmetric.Metrics, host string, share float64) {
+	rm := md.ResourceMetrics().AppendEmpty()
+	rm.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindHost)
+	rm.Resource().Attributes().PutInt(gpsemconv.AttrTmID, testTmID)
+	rm.Resource().Attributes().PutStr(gpsemconv.AttrHostName, host)
+	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
+	m.SetName(gpsemconv.MetricPressureStallRatio)
+	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
+	dp.Attributes().PutStr(gpsemconv.AttrPressureResource, "cpu")
+	dp.Attributes().PutStr(gpsemconv.AttrPressureKind, "some")
+	dp.Attributes().PutStr(gpsemconv.AttrPressureWindow, "10s")
+	dp.SetDoubleValue(share)
+}
+
+func sessionIDs(resp *gpotelv1.GetClusterTopResponse) []int64 {
+	var ids []int64
+	for _, s := range resp.GetSessions() {
+		ids = append(ids, s.GetSessId())
+	}
+	return ids
+}
+
+func TestClusterTopRanksSessionsByTheChosenKey(t *testing.T) {
+	proc, client := topPipeline(t)
+	feedThreeSessions(t, proc)
+	for key, want := range map[gpotelv1.TopKey][]int64{
+		gpotelv1.TopKey_TOP_KEY_UNSPECIFIED:  {11, 12, 13},
+		gpotelv1.TopKey_TOP_KEY_CPU:          {11, 12, 13},
+		gpotelv1.TopKey_TOP_KEY_CPU_SMOOTHED: {11, 12, 13},
+		gpotelv1.TopKey_TOP_KEY_READ:         {12, 11, 13}, // ties in session order
+		gpotelv1.TopKey_TOP_KEY_WRITE:        {13, 11, 12},
+		gpotelv1.TopKey_TOP_KEY_MEMORY:       {13, 11, 12},
+		// 13 is as skewed as 12 but uses next to nothing: it ranks as 0.
+		gpotelv1.TopKey_TOP_KEY_SKEW: {12, 11, 13},
+	} {
+		resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := sessionIDs(resp); !equalIDs(got, want) {
+			t.Errorf("%s: sessions %v, want %v", key, got, want)
+		}
+	}
+}
+
+func equalIDs(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestClusterTopSessionLineCarriesRatesSkewAndHosts(t *testing.T) {
+	proc, client := topPipeline(t)
+	feedThreeSessions(t, proc)
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_SKEW, Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetSessions()) != 1 {
+		t.Fatalf("limit 1 gave %d sessions", len(resp.GetSessions()))
+	}
+	s := resp.GetSessions()[0]
+	u := s.GetUsage()
+	if s.GetSessId() != 12 || !near(u.GetCpuCores(), 0.601) || !near(u.GetReadBytesPerSecond(), 1e6) || u.GetProcesses() != 3 || u.GetRssBytes() != 50<<20 {
+		t.Errorf("session line %v, want session 12 at 0.601 cores, 1 MB/s read, 3 processes, 50 MiB", s)
+	}
+	if !near(s.GetCpuSkew(), 1-0.601/2/0.6) || s.GetCpuHottestSegment() != 1 || s.CpuHottestSegment == nil || s.GetQuery() != "select 12" || s.GetUser() != "alice" {
+		t.Errorf("skew %.3f hottest %v query %q user %q; want 0.499, segment 1, select 12, alice", s.GetCpuSkew(), s.CpuHottestSegment, s.GetQuery(), s.GetUser())
+	}
+	// The smoothed CPU at 1m after one minute of 0.601 cores: 0.601 (1 - e^-1).
+	if want := 0.601 * (1 - math.Exp(-1)); !near(s.GetCpuCoresSmoothed(), want) {
+		t.Errorf("smoothed cpu %.4f, want %.4f", s.GetCpuCoresSmoothed(), want)
+	}
+	want := []struct {
+		host  string
+		cores float64
+		procs uint32
+	}{{testCoordinator, 0, 1}, {"sdw1", 0.001, 1}, {"sdw2", 0.6, 1}}
+	if len(s.GetHosts()) != len(want) {
+		t.Fatalf("hosts %v, want %d lines", s.GetHosts(), len(want))
+	}
+	for i, w := range want {
+		h := s.GetHosts()[i]
+		if h.GetHostname() != w.host || !near(h.GetUsage().GetCpuCores(), w.cores) || h.GetUsage().GetProcesses() != w.procs {
+			t.Errorf("host line %d: %v, want %s at %.1f cores, %d process", i, h, w.host, w.cores, w.procs)
+		}
+	}
+}
+
+func TestClusterTopTotalsAreTheHostsSum(t *testing.T) {
+	proc, client := topPipeline(t)
+	feedThreeSessions(t, proc)
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.GetTimeConstantSeconds() != 60 || resp.GetWindowSeconds() != 300 || resp.GetSnapshotTimeUnixNano() != t0.Add(time.Minute).UnixNano() {
+		t.Errorf("time constant %v, window %v, time %v; want 60, 300, %v", resp.GetTimeConstantSeconds(), resp.GetWindowSeconds(), resp.GetSnapshotTimeUnixNano(), t0.Add(time.Minute))
+	}
+	keep := 1 - math.Exp(-1) // one minute at the 1m time constant
+	want := map[string]float64{testCoordinator: 0, "sdw1": 0.511 * keep, "sdw2": 1.1 * keep}
+	var sum float64
+	for _, h := range resp.GetHosts() {
+		if !h.GetUp() || !near(h.GetUsage().GetCpuCores(), want[h.GetHostname()]) || h.GetUsage().GetProcesses() != 3 {
+			t.Errorf("host %v: want up, %.4f cores, 3 processes", h, want[h.GetHostname()])
+		}
+		sum += h.GetUsage().GetCpuCores()
+	}
+	if len(resp.GetHosts()) != 3 || resp.GetHosts()[0].GetHostname() != testCoordinator || resp.GetHosts()[2].GetHostname() != "sdw2" {
+		t.Errorf("hosts %v, want mdw, sdw1, sdw2 in name order", resp.GetHosts())
+	}
+	c := resp.GetCluster()
+	if !near(c.GetUsage().GetCpuCores(), sum) || c.GetHosts() != 3 || c.GetHostsUp() != 3 || c.GetSessions() != 3 || c.GetUsage().GetProcesses() != 9 {
+		t.Errorf("cluster %v, want %.4f cores over 3 hosts up, 3 sessions, 9 processes", c, sum)
+	}
+	if p := resp.GetHosts()[1].GetPressure(); p == nil || p.GetCpu() != 0.25 {
+		t.Errorf("sdw1 pressure %v, want cpu 0.25", p)
+	}
+	if p := resp.GetHosts()[2].GetPressure(); p != nil {
+		t.Errorf("sdw2 reports no pressure, got %v", p)
+	}
+}
+
+func TestClusterTopLimitIsCapped(t *testing.T) {
+	proc, client := topPipeline(t)
+	ids := make([]int64, 150)
+	for i := range ids {
+		ids[i] = int64(i + 1)
+	}
+	for i := range 2 {
+		if err := proc.ConsumeMetrics(context.Background(), receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), ids, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for limit, want := range map[uint32]int{0: defaultTopSessions, 5: 5, 1000: maxTopSessions} {
+		resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Limit: limit})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(resp.GetSessions()) != want || resp.GetCluster().GetSessions() != 150 {
+			t.Errorf("limit %d: %d of %d sessions, want %d of 150", limit, len(resp.GetSessions()), resp.GetCluster().GetSessions(), want)
+		}
+		// All idle: the order is the sessions' own.
+		if got := resp.GetSessions()[0].GetSessId(); got != 1 {
+			t.Errorf("limit %d: first session %d, want 1", limit, got)
+		}
+	}
+}
+
+func TestClusterTopBeforeAnySnapshotIsEmpty(t *testing.T) {
+	_, client := topPipeline(t)
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetSessions()) != 0 || len(resp.GetHosts()) != 0 || resp.GetSnapshotTimeUnixNano() != 0 {
+		t.Errorf("empty store gave %v", resp)
+	}
+}
+
+func TestCutUTF8KeepsWholeCharacters(t *testing.T) {
+	if got := cutUTF8("añb", 2); got != "a" {
+		t.Errorf("cut to 2 bytes = %q, want %q", got, "a")
+	}
+	if got := cutUTF8("abc", 5); got != "abc" {
+		t.Errorf("short text changed: %q", got)
+	}
+}
+
+func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
+
+// withQueryStart gives every session of md a running statement started at start.
+func withQueryStart(md pmetric.Metrics, start time.Time) pmetric.Metrics {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if strAttr(rms.At(i).Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSession {
+			continue
+		}
+		forEachMetric(rms.At(i), func(m pmetric.Metric) {
+			if m.Name() == gpsemconv.MetricSessionInfo {
+				m.Metadata().PutStr(gpsemconv.MetaQueryStart, start.UTC().Format(time.RFC3339Nano))
+			}
+		})
+	}
+	return md
+}
+
+func TestClusterTopListsTopQueries(t *testing.T) {
+	srv := startDefault(t)
+	factory := snapshotdiffprocessor.NewFactory()
+	cfg := factory.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
+	cfg.Queries.Text = true
+	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()), cfg, srv.exp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := gpotelv1.NewClusterTopClient(srv.conn)
+	// Each session runs one statement, started 30 s before the first snapshot.
+	start := t0.Add(-30 * time.Second)
+	for i := range 2 {
+		md := withQueryStart(receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i))), start)
+		if err := proc.ConsumeMetrics(context.Background(), md); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for key, want := range map[gpotelv1.TopKey][]int64{
+		gpotelv1.TopKey_TOP_KEY_CPU:   {11, 12, 13},
+		gpotelv1.TopKey_TOP_KEY_READ:  {12, 11, 13},
+		gpotelv1.TopKey_TOP_KEY_WRITE: {13, 11, 12},
+		gpotelv1.TopKey_TOP_KEY_SKEW:  {12, 11, 13},
+	} {
+		resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: key})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int64
+		for _, q := range resp.GetQueries() {
+			got = append(got, q.GetSessId())
+		}
+		if !equalIDs(got, want) || resp.GetCluster().GetQueries() != 3 {
+			t.Errorf("%s: queries of sessions %v (of %d), want %v (of 3)", key, got, resp.GetCluster().GetQueries(), want)
+		}
+	}
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_CPU})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetQueries()) != 3 {
+		t.Fatalf("queries %v, want 3", resp.GetQueries())
+	}
+	q := resp.GetQueries()[1]
+	// Seen from the first snapshot on: 36.06 s of CPU in the minute it was
+	// watched, over the 90 s since it started.
+	if q.GetSessId() != 12 || q.GetStartUnixNano() != start.UnixNano() || q.GetQuery() != "select 12" || q.GetCompleted() || !q.GetPartial() ||
+		!near(q.GetCpuSeconds(), 36.06) || q.GetDurationSeconds() != 90 || q.GetReadBytes() != 60e6 {
+		t.Errorf("query line %v, want session 12 started at %v, text select 12, running, partial, 36.06 s of CPU in 90 s, 60 MB read", q, start)
+	}
+	if !near(q.GetUsage().GetCpuCores(), 36.06/90) || !near(q.GetCpuSkew(), 1-0.601/2/0.6) || q.CpuHottestSegment == nil || q.GetCpuHottestSegment() != 1 {
+		t.Errorf("query rates and skew %v, want 0.4 cores over its duration, skew 0.499 on segment 1", q)
+	}
+	if len(q.GetHosts()) != 2 || q.GetHosts()[1].GetHostname() != "sdw2" || !near(q.GetHosts()[1].GetUsage().GetCpuCores(), 36/90.0) {
+		t.Errorf("query hosts %v, want sdw1, sdw2 with 0.4 cores on sdw2", q.GetHosts())
+	}
+}

@@ -1,0 +1,405 @@
+package snapshotdiffprocessor
+
+import (
+	"encoding/binary"
+	"math"
+	"math/bits"
+	"slices"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+// sessionActivity is what a session resource's gpotel.session.info says
+// about the session's current (or last) query.
+type sessionActivity struct {
+	pid         int64 // gpotel.session.pid: the head process
+	running     bool
+	queryStart  int64 // unix ns; 0 when NULL
+	stateChange int64 // unix ns; 0 when NULL
+	text        string
+}
+
+// runningStates are the pg_stat_activity states in which the named query executes.
+var runningStates = map[string]bool{"active": true, "fastpath function call": true}
+
+// readSessionActivity reads a session resource; ok is false when it lacks
+// its identity or its gpotel.session.info.
+func readSessionActivity(rm pmetric.ResourceMetrics) (sessionKey, sessionActivity, bool) {
+	attrs := rm.Resource().Attributes()
+	tm, okTm := attrs.Get(sc.AttrTmID)
+	id, okID := attrs.Get(sc.AttrSessionID)
+	if !okTm || !okID {
+		return sessionKey{}, sessionActivity{}, false
+	}
+	var act sessionActivity
+	if pid, ok := attrs.Get(sc.AttrSessionPID); ok {
+		act.pid = pid.Int()
+	}
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Name() != sc.MetricSessionInfo {
+				continue
+			}
+			meta := ms.At(j).Metadata()
+			if v, ok := meta.Get(sc.MetaState); ok {
+				act.running = runningStates[v.AsString()]
+			}
+			act.queryStart = metaTime(meta, sc.MetaQueryStart)
+			act.stateChange = metaTime(meta, sc.MetaStateChange)
+			if v, ok := meta.Get(sc.MetaQuery); ok {
+				act.text = v.AsString()
+			}
+			return sessionKey{tmID: tm.Int(), id: id.Int()}, act, true
+		}
+	}
+	return sessionKey{}, sessionActivity{}, false
+}
+
+// readActivities reads every session resource of a closing batch.
+func readActivities(rms pmetric.ResourceMetricsSlice, kinds []resourceKind) map[sessionKey]sessionActivity {
+	acts := map[sessionKey]sessionActivity{}
+	for i, kind := range kinds {
+		if kind != kindSession {
+			continue
+		}
+		if key, act, ok := readSessionActivity(rms.At(i)); ok {
+			acts[key] = act
+		}
+	}
+	return acts
+}
+
+// metaTime reads an RFC 3339 metadata time as unix ns; 0 when absent or unreadable.
+func metaTime(m pcommon.Map, key string) int64 {
+	v, ok := m.Get(key)
+	if !ok {
+		return 0
+	}
+	t, err := time.Parse(time.RFC3339Nano, v.AsString())
+	if err != nil {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// query is one command of a session and what was attributed to it.
+type query struct {
+	ccnt       int64 // title command count; 0 when keyed by start
+	start, end int64 // unix ns; end is 0 while it runs
+	text       string
+	totals     counters
+	segments   map[hostSegment]*segmentUse
+	// partial: its start was before the session was first seen, or a host
+	// of its processes did not answer while it ran.
+	partial bool
+}
+
+func (q *query) add(st *counters, share float64, hs hostSegment) {
+	if q.segments == nil {
+		q.segments = map[hostSegment]*segmentUse{}
+	}
+	u := q.segments[hs]
+	if u == nil {
+		u = &segmentUse{at: hs}
+		q.segments[hs] = u
+	}
+	part := func(v int64) int64 { return int64(math.Round(float64(v) * share)) }
+	for c, v := range st {
+		if v != 0 {
+			q.totals[c] += part(v)
+		}
+	}
+	u.cpu += part(st[ctrCPUUser] + st[ctrCPUSystem])
+	u.read += part(st[ctrDiskRead])
+	u.written += part(st[ctrDiskWrite])
+}
+
+// sessionQueries is one session's timeline of queries.
+type sessionQueries struct {
+	// since is when the session's activity was first seen: what happened
+	// before is unknown and is attributed to no query.
+	since   int64
+	queries []*query // by start
+}
+
+// find returns the query of that key: the command count when there is one, else the start.
+func (sq *sessionQueries) find(ccnt, start int64) *query {
+	for _, q := range sq.queries {
+		if (ccnt > 0 && q.ccnt == ccnt) || (ccnt == 0 && q.ccnt == 0 && q.start == start) {
+			return q
+		}
+	}
+	return nil
+}
+
+// share hands the steps of (from, to] to the queries that ran in it, by
+// how long each ran there; time before since is nobody's to claim.
+func (sq *sessionQueries) share(st *counters, from, to int64, hs hostSegment) {
+	if to <= from {
+		return
+	}
+	total := max(0, min(to, sq.since)-from)
+	type overlap struct {
+		q  *query
+		ns int64
+	}
+	var parts [4]overlap
+	overlaps := parts[:0]
+	for _, q := range sq.queries {
+		lo := max(from, q.start, sq.since)
+		hi := to
+		if q.end != 0 {
+			hi = min(hi, q.end)
+		}
+		if hi > lo {
+			overlaps = append(overlaps, overlap{q, hi - lo})
+			total += hi - lo
+		}
+	}
+	for _, o := range overlaps {
+		o.q.add(st, float64(o.ns)/float64(total), hs)
+	}
+}
+
+// rowSighting is what the tracker remembers of a process-table row.
+type rowSighting struct {
+	key  processKey // whose sighting it is: a reused row is a new process
+	at   int64      // time of the last sighting; 0: none
+	ccnt int64
+}
+
+// queryTracker attributes every process's steps to its session's queries
+// (docs/pipeline.md, query figures).
+type queryTracker struct {
+	keep        int64 // ns an ended query stays: the longest window
+	maxFinished int
+	sessions    map[sessionKey]*sessionQueries
+	rows        []rowSighting // by store row
+}
+
+func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
+	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[sessionKey]*sessionQueries{}}
+}
+
+// queryFigures is one query as written after a snapshot.
+type queryFigures struct {
+	session sessionKey
+	query
+	segments []segmentUse // by host row, then content id
+}
+
+// update takes in the newest committed snapshot of s with the activity of
+// its sessions and returns every query to write.
+func (t *queryTracker) update(s *store, acts map[sessionKey]sessionActivity) []queryFigures {
+	newest := s.ring[len(s.ring)-1]
+	now := newest.time
+	for key, act := range acts {
+		t.observe(s, newest, key, act, now)
+	}
+	for key, sq := range t.sessions {
+		if _, ok := acts[key]; ok {
+			continue
+		}
+		for _, q := range sq.queries {
+			if q.end == 0 {
+				q.end = now // the session is gone: so is its query
+			}
+		}
+	}
+	t.attribute(s, newest, now)
+	t.markPartial(s)
+	return t.figures(acts, now)
+}
+
+// observe updates one session's timeline from its activity.
+func (t *queryTracker) observe(s *store, newest *snapshot, key sessionKey, act sessionActivity, now int64) {
+	sq := t.sessions[key]
+	if sq == nil {
+		sq = &sessionQueries{since: now}
+		t.sessions[key] = sq
+	}
+	if act.queryStart == 0 {
+		return // the session never ran a query
+	}
+	ccnt := headCommandCount(s, newest, key, act.pid)
+	q := sq.find(ccnt, act.queryStart)
+	if q != nil && act.queryStart > q.start {
+		// pg_stat_activity is read before the titles: the first sighting of a
+		// command count may have carried the previous command's query_start.
+		q.start = act.queryStart
+	}
+	if q == nil {
+		q = &query{ccnt: ccnt, start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
+		sq.queries = append(sq.queries, q)
+		slices.SortStableFunc(sq.queries, func(a, b *query) int { return int(sign(a.start - b.start)) })
+	}
+	// A query still open that started before this one ended by its start at the latest.
+	for _, o := range sq.queries {
+		if o != q && o.end == 0 && o.start <= q.start {
+			o.end = q.start
+		}
+	}
+	switch {
+	case act.running:
+		q.end = 0
+	case act.stateChange >= q.start:
+		q.end = act.stateChange
+	default:
+		q.end = now
+	}
+}
+
+// headCommandCount is the title command count of the session's head
+// process (its pid on the coordinator) in the newest snapshot; 0 when none.
+func headCommandCount(s *store, newest *snapshot, key sessionKey, pid int64) int64 {
+	row, ok := s.sessionIndex[key]
+	if !ok || pid == 0 {
+		return 0
+	}
+	for _, r := range newest.sessionRows(row) {
+		if int64(s.procKeys[r].pid) == pid && s.procSeg[r] == -1 {
+			return s.procCcnt[r]
+		}
+	}
+	return 0
+}
+
+// attribute shares every process's steps of the newest snapshot among its
+// session's queries.
+func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
+	for len(t.rows) < len(s.procKeys) {
+		t.rows = append(t.rows, rowSighting{})
+	}
+	// By store session row: one map lookup per session, not per process.
+	timelines := make([]*sessionQueries, len(s.sessionKeys))
+	for key, sq := range t.sessions {
+		if row, ok := s.sessionIndex[key]; ok {
+			timelines[row] = sq
+		}
+	}
+	buf := newest.steps
+	for _, row := range newest.rows {
+		// The store's record layout (see applySteps): a uvarint mask, then a varint per set bit.
+		m64, n := binary.Uvarint(buf)
+		buf = buf[n:]
+		var st counters
+		for m := uint32(m64); m != 0; m &= m - 1 { // #nosec G115 -- written from a uint32
+			v, n := binary.Varint(buf)
+			buf = buf[n:]
+			st[bits.TrailingZeros32(m)] = max(v, 0)
+		}
+		key := s.procKeys[row]
+		rs := &t.rows[row]
+		from, prevCcnt := key.creation, int64(0)
+		if rs.at != 0 && rs.key == key {
+			from, prevCcnt = rs.at, rs.ccnt
+		}
+		ccnt := s.procCcnt[row]
+		*rs = rowSighting{key: key, at: now, ccnt: ccnt}
+		if m64 == 0 {
+			continue
+		}
+		sq := timelines[key.session]
+		if sq == nil {
+			continue
+		}
+		hs := hostSegment{key.host, s.procSeg[row]}
+		// Greenplum bumps the title at every dispatch: the same count at both
+		// ends means the process ran only that command in between.
+		if ccnt > 0 && ccnt == prevCcnt {
+			if q := sq.find(ccnt, 0); q != nil && q.start < now {
+				q.add(&st, 1, hs)
+				continue
+			}
+		}
+		sq.share(&st, from, now, hs)
+	}
+}
+
+// markPartial flags the queries running now that have a process on a host
+// that did not answer.
+func (t *queryTracker) markPartial(s *store) {
+	if !slices.Contains(s.hostDown, true) {
+		return
+	}
+	for _, sq := range t.sessions {
+		for _, q := range sq.queries {
+			if q.end != 0 {
+				continue
+			}
+			for hs := range q.segments {
+				if s.hostDown[hs.host] {
+					q.partial = true
+				}
+			}
+		}
+	}
+}
+
+// figures drops what is too old and copies out every query left: the
+// running ones and those that ended within the longest window, at most
+// maxFinished of the latter (the most recently ended).
+func (t *queryTracker) figures(acts map[sessionKey]sessionActivity, now int64) []queryFigures {
+	var ended []int64
+	for key, sq := range t.sessions {
+		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return q.end != 0 && q.end < now-t.keep })
+		if _, live := acts[key]; !live && len(sq.queries) == 0 {
+			delete(t.sessions, key)
+		}
+		for _, q := range sq.queries {
+			if q.end != 0 {
+				ended = append(ended, q.end)
+			}
+		}
+	}
+	cutoff := int64(math.MinInt64)
+	if len(ended) > t.maxFinished {
+		slices.Sort(ended)
+		cutoff = ended[len(ended)-t.maxFinished]
+	}
+	var out []queryFigures
+	for key, sq := range t.sessions {
+		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return q.end != 0 && q.end < cutoff })
+		for _, q := range sq.queries {
+			f := queryFigures{session: key, query: *q}
+			f.query.segments = nil
+			for _, u := range q.segments {
+				f.segments = append(f.segments, *u)
+			}
+			slices.SortFunc(f.segments, func(a, b segmentUse) int {
+				if a.at.host != b.at.host {
+					return int(sign(int64(a.at.host) - int64(b.at.host)))
+				}
+				return int(sign(int64(a.at.segment) - int64(b.at.segment)))
+			})
+			out = append(out, f)
+		}
+	}
+	// Deterministic output: by session, then start.
+	slices.SortFunc(out, func(a, b queryFigures) int {
+		switch {
+		case a.session.tmID != b.session.tmID:
+			return int(sign(a.session.tmID - b.session.tmID))
+		case a.session.id != b.session.id:
+			return int(sign(a.session.id - b.session.id))
+		}
+		return int(sign(a.start - b.start))
+	})
+	return out
+}
+
+func sign(v int64) int64 {
+	switch {
+	case v < 0:
+		return -1
+	case v > 0:
+		return 1
+	}
+	return 0
+}

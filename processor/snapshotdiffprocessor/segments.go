@@ -1,0 +1,266 @@
+package snapshotdiffprocessor
+
+import (
+	"math"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+)
+
+// unknownSegment marks a process whose gpotel.process.info had no segment
+// id: it takes no part in skew rather than counting as segment 0.
+const unknownSegment = math.MinInt32
+
+// segmentUse is what a session's processes on one segment instance used: CPU
+// in ns, disk bytes.
+type segmentUse struct {
+	at                 hostSegment
+	cpu, read, written int64
+}
+
+// segmentFigures are, per session row, its use per segment instance, for
+// each window (windows[w]) and for the live processes' lifetime totals.
+type segmentFigures struct {
+	windows  [][][]segmentUse
+	lifetime [][]segmentUse
+	// With emit_session_host_figures: per session row, its live processes
+	// per host in the newest snapshot, in host-name order.
+	hosts     [][]sessionHost
+	hostNames []string
+}
+
+type sessionHost struct {
+	host      uint32
+	processes int32
+	rss       int64
+}
+
+// computeSegmentFigures gathers the same processes as computeFigures does
+// (a window: every process seen at its old snapshot or later, exits
+// included; lifetime: the live ones), by segment instance.
+func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
+	newest := s.ring[len(s.ring)-1]
+	nSessions := len(s.sessionKeys)
+	sf := &segmentFigures{windows: make([][][]segmentUse, len(s.windows))}
+	// Each live row's (session, segment instance) slot, looked up once for
+	// every window.
+	type slot struct {
+		session uint32
+		at      hostSegment
+	}
+	slotOf := make([]int32, len(s.procSeen))
+	var slotAt []hostSegment
+	sessionSlots := make([][]int32, nSessions)
+	index := make(map[slot]int32, len(s.procSeen)/2) // sized: growing it cost more than filling it
+	for row, seen := range s.procSeen {
+		key := &s.procKeys[row]
+		if seen == 0 || s.sessionKeys[key.session].id == unattributedSession {
+			slotOf[row] = -1
+			continue
+		}
+		at := slot{key.session, hostSegment{key.host, s.procSeg[row]}}
+		i, ok := index[at]
+		if !ok {
+			i = int32(len(slotAt)) // #nosec G115 -- fewer slots than process rows
+			index[at] = i
+			slotAt = append(slotAt, at.at)
+			sessionSlots[key.session] = append(sessionSlots[key.session], i)
+		}
+		slotOf[row] = i
+	}
+	gather := func(include func(row int) bool, value func(row int) []int64) [][]segmentUse {
+		totals := make([]segmentUse, len(slotAt))
+		took := make([]bool, len(slotAt))
+		for row, i := range slotOf {
+			if i < 0 || !include(row) {
+				continue
+			}
+			v := value(row)
+			u := &totals[i]
+			// A counter that went down over the window gives 0, as in the session figures.
+			u.cpu += max(v[ctrCPUUser], 0) + max(v[ctrCPUSystem], 0)
+			u.read += max(v[ctrDiskRead], 0)
+			u.written += max(v[ctrDiskWrite], 0)
+			took[i] = true
+		}
+		out := make([][]segmentUse, nSessions)
+		for sess, slots := range sessionSlots {
+			for _, i := range slots {
+				if took[i] { // a segment took part in the window only with a process in it
+					totals[i].at = slotAt[i]
+					out[sess] = append(out[sess], totals[i])
+				}
+			}
+		}
+		return out
+	}
+	for w := range s.windows {
+		oldSeq, acc := s.oldSeq[w], s.acc[w]
+		sf.windows[w] = gather(
+			func(row int) bool { return s.procSeen[row] >= oldSeq },
+			func(row int) []int64 { return acc[row*numCounters : (row+1)*numCounters] })
+	}
+	sf.lifetime = gather(
+		func(row int) bool {
+			return s.procSeen[row] == newest.seq && !s.procGone[row] && !s.hostDown[s.procKeys[row].host]
+		},
+		func(row int) []int64 { return s.procLast[row][:] })
+
+	if withHosts {
+		sf.hostNames = append([]string(nil), s.hostNames...)
+		sf.hosts = make([][]sessionHost, nSessions)
+		at := make(map[uint64]int, len(s.memBySH))
+		on := func(session, host uint32) *sessionHost {
+			k := uint64(session)<<32 | uint64(host)
+			i, ok := at[k]
+			if !ok {
+				i = len(sf.hosts[session])
+				at[k] = i
+				sf.hosts[session] = append(sf.hosts[session], sessionHost{host: host})
+			}
+			return &sf.hosts[session][i]
+		}
+		for _, span := range newest.bySession {
+			for _, row := range newest.sessionRows(span.session) {
+				if !s.procGone[row] {
+					on(span.session, s.procKeys[row].host).processes++
+				}
+			}
+		}
+		for i := range s.memBySH {
+			m := &s.memBySH[i]
+			on(m.session, m.host).rss += m.memory[memRSS]
+		}
+		for _, hs := range sf.hosts {
+			slices.SortFunc(hs, func(a, b sessionHost) int { return strings.Compare(sf.hostNames[a.host], sf.hostNames[b.host]) })
+		}
+	}
+	return sf
+}
+
+// sessionSkews returns the CPU and disk I/O skew of one session's uses.
+func sessionSkews(uses []segmentUse) (cpu, io skew, cpuOK, ioOK bool) {
+	cpuLoads := make([]segmentLoad, 0, len(uses))
+	ioLoads := make([]segmentLoad, 0, len(uses))
+	for _, u := range uses {
+		if u.at.segment < 0 {
+			continue // the coordinator, or a process without a segment id
+		}
+		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
+		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
+	}
+	cpu, cpuOK = skewOf(cpuLoads)
+	io, ioOK = skewOf(ioLoads)
+	return cpu, io, cpuOK, ioOK
+}
+
+// writeSessionSegments adds a session's skew figures and, with
+// emit_session_host_figures, its per-host figures.
+func (p *snapshotDiff) writeSessionSegments(ms pmetric.MetricSlice, f *figures, sess sessionFigures) {
+	if !sess.known || f.segments == nil {
+		return // no process: no segment took part
+	}
+	ts := pcommon.Timestamp(f.time)
+	gauge := func(name, unit string) pmetric.NumberDataPointSlice {
+		m := ms.AppendEmpty()
+		m.SetName(name)
+		m.SetUnit(unit)
+		return m.SetEmptyGauge().DataPoints()
+	}
+	point := func(dps pmetric.NumberDataPointSlice, window string) pmetric.NumberDataPoint {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(ts)
+		if window != "" {
+			dp.Attributes().PutStr(sc.AttrWindow, window)
+		}
+		return dp
+	}
+	ratio := gauge(sc.MetricSessionSkewRatio, "1")
+	overAvg := gauge(sc.MetricSessionSkewMaxOverAvg, "1")
+	hottest := gauge(sc.MetricSessionSkewHottestSegment, "1")
+	segments := gauge(sc.MetricSessionSkewSegments, "{segment}")
+	writeSkew := func(window string, uses []segmentUse) {
+		cpu, io, cpuOK, ioOK := sessionSkews(uses)
+		for _, fig := range []struct {
+			name string
+			sk   skew
+			ok   bool
+		}{{sc.SkewFigureCPU, cpu, cpuOK}, {sc.SkewFigureIO, io, ioOK}} {
+			if !fig.ok {
+				continue
+			}
+			of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
+				dp := point(dps, window)
+				dp.Attributes().PutStr(sc.AttrSkewFigure, fig.name)
+				return dp
+			}
+			of(ratio).SetDoubleValue(fig.sk.ratio)
+			of(overAvg).SetDoubleValue(fig.sk.maxOverAvg)
+			of(hottest).SetIntValue(int64(fig.sk.hottest))
+			of(segments).SetIntValue(int64(fig.sk.segments))
+		}
+	}
+	sf := f.segments
+	for w, name := range p.windowNames {
+		writeSkew(name, sf.windows[w][sess.row])
+	}
+	writeSkew(sc.WindowLifetime, sf.lifetime[sess.row])
+	if sf.hosts == nil {
+		return
+	}
+
+	cpu := gauge(sc.MetricSessionHostCPUUsage, "{cpu}")
+	disk := gauge(sc.MetricSessionHostDiskIORate, "By/s")
+	for w, name := range p.windowNames {
+		span := float64(f.windows[w].span) / 1e9
+		byHost := map[uint32]*segmentUse{}
+		var hosts []uint32
+		for _, u := range sf.windows[w][sess.row] {
+			h := byHost[u.at.host]
+			if h == nil {
+				h = &segmentUse{}
+				byHost[u.at.host] = h
+				hosts = append(hosts, u.at.host)
+			}
+			h.cpu += u.cpu
+			h.read += u.read
+			h.written += u.written
+		}
+		rate := func(v float64) float64 {
+			if span <= 0 {
+				return 0
+			}
+			return v / span
+		}
+		slices.SortFunc(hosts, func(a, b uint32) int { return strings.Compare(sf.hostNames[a], sf.hostNames[b]) })
+		for _, h := range hosts {
+			u, host := byHost[h], sf.hostNames[h]
+			dp := point(cpu, name)
+			dp.Attributes().PutStr(sc.AttrHostName, host)
+			dp.SetDoubleValue(rate(float64(u.cpu) / 1e9))
+			for _, d := range []struct {
+				dir string
+				v   int64
+			}{{sc.DirectionRead, u.read}, {sc.DirectionWrite, u.written}} {
+				dp := point(disk, name)
+				dp.Attributes().PutStr(sc.AttrHostName, host)
+				dp.Attributes().PutStr(sc.AttrDirection, d.dir)
+				dp.SetDoubleValue(rate(float64(d.v)))
+			}
+		}
+	}
+	mem := gauge(sc.MetricSessionHostMemory, "By")
+	procs := gauge(sc.MetricSessionHostProcesses, "{process}")
+	for _, h := range sf.hosts[sess.row] {
+		dp := point(mem, "")
+		dp.Attributes().PutStr(sc.AttrHostName, sf.hostNames[h.host])
+		dp.SetIntValue(h.rss)
+		dp = point(procs, "")
+		dp.Attributes().PutStr(sc.AttrHostName, sf.hostNames[h.host])
+		dp.SetIntValue(int64(h.processes))
+	}
+}
