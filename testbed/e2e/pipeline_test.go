@@ -70,7 +70,10 @@ func startMeasured(t *testing.T, c *cluster.Cluster, d time.Duration) measured {
 
 func checkFiguresMatchProc(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	const duration = 22 * time.Second
-	w := startMeasured(t, s.Cluster, duration)
+	// The workloads outlive the measurement (the test's cleanup stops them):
+	// on a loaded machine their start can take seconds, and one that ended
+	// inside the window would leave its sessions' process counts short.
+	w := startMeasured(t, s.Cluster, untilStopped)
 	began := time.Now()
 	var pids []int
 	for _, x := range []*workload.Session{w.cpu, w.io, w.mem, w.idle} {
@@ -82,10 +85,9 @@ func checkFiguresMatchProc(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	polled := make(chan struct{})
 	go func() { poller.poll(pollCtx, 300*time.Millisecond); close(polled) }()
 
-	// A measurement window, not a wait for a condition: the workloads run for
-	// duration by the wall clock while the API and /proc are sampled; the
-	// session info check reads pg_stat_activity while the idle session still
-	// sits there, and the sampling stops just before the workloads end.
+	// A measurement window, not a wait for a condition: the API and /proc
+	// are sampled for duration by the wall clock while the workloads run;
+	// the session info check reads pg_stat_activity meanwhile.
 	time.Sleep(time.Until(began.Add(duration - 6*time.Second)))
 	activity := readActivity(t, s.Cluster, w.idle.CoordinatorPID())
 	time.Sleep(time.Until(began.Add(duration - time.Second)))
