@@ -1,9 +1,7 @@
 package snapshotdiffprocessor
 
 import (
-	"encoding/binary"
 	"math"
-	"math/bits"
 	"slices"
 	"time"
 
@@ -285,15 +283,9 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 	}
 	buf := newest.steps
 	for _, row := range newest.rows {
-		// The store's record layout (see applySteps): a uvarint mask, then a varint per set bit.
-		m64, n := binary.Uvarint(buf)
-		buf = buf[n:]
 		var st counters
-		for m := uint32(m64); m != 0; m &= m - 1 { // #nosec G115 -- written from a uint32
-			v, n := binary.Varint(buf)
-			buf = buf[n:]
-			st[bits.TrailingZeros32(m)] = max(v, 0)
-		}
+		buf, _ = nextStep(buf, &st)
+		clampSteps(&st)
 		key := s.procKeys[row]
 		rs := &t.rows[row]
 		from, prevCcnt := key.creation, int64(0)
@@ -302,9 +294,8 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 		}
 		ccnt := s.procCcnt[row]
 		*rs = rowSighting{key: key, at: now, ccnt: ccnt}
-		if m64 == 0 {
-			continue
-		}
+		// A process that did nothing still takes part: its segment counts as
+		// 0 in the query's skew, and its host in the query's partial mark.
 		sq := timelines[key.session]
 		if sq == nil {
 			continue

@@ -265,6 +265,24 @@ func TestSkewOfAQueryNamesItsHottestSegment(t *testing.T) {
 	near(t, "segments", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
 }
 
+// A segment whose process took part and did nothing counts as 0, as in the
+// session skew: a query whose rows all sit on one segment is fully skewed.
+func TestSkewOfAQueryCountsItsIdleSegments(t *testing.T) {
+	segs := func(cpu float64) []snapshottest.Process {
+		return []snapshottest.Process{
+			proc("sdw1", 0, 7, 10, -100, cpu, 0), proc("sdw1", 1, 7, 11, -100, 0, 0),
+			proc("sdw2", 2, 7, 12, -100, 0, 0), proc("sdw2", 3, 7, 13, -100, 0, 0),
+		}
+	}
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		querySnap(0, running(0), nil, segs(0)...),
+		querySnap(4, running(0), nil, segs(4)...))
+	cpu := []string{sc.AttrSkewFigure, sc.SkewFigureCPU}
+	near(t, "cpu skew", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewRatio), cpu...), 0.75)
+	near(t, "segments", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
+}
+
 func TestQueryTextOnlyWhenSwitchedOnAndCut(t *testing.T) {
 	long := strings.Repeat("é", 10) // 20 bytes
 	for _, on := range []bool{false, true} {

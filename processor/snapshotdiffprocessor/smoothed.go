@@ -1,9 +1,7 @@
 package snapshotdiffprocessor
 
 import (
-	"encoding/binary"
 	"math"
-	"math/bits"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -86,15 +84,9 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 	hostIn := make([]averages, len(s.hostNames))
 	buf := newest.steps
 	for _, row := range newest.rows {
-		// The record layout is the store's (see applySteps): a uvarint mask, then a varint per set bit.
-		m64, n := binary.Uvarint(buf)
-		buf = buf[n:]
 		var st counters
-		for m := uint32(m64); m != 0; m &= m - 1 { // #nosec G115 -- written from a uint32
-			v, n := binary.Varint(buf)
-			buf = buf[n:]
-			st[bits.TrailingZeros32(m)] = max(v, 0)
-		}
+		buf, _ = nextStep(buf, &st)
+		clampSteps(&st)
 		key := &s.procKeys[row]
 		since := sm.hostUpdated[key.host]
 		if since == 0 {

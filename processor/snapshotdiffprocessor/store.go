@@ -569,19 +569,41 @@ func (s *store) moveOld(w int, newOld uint64) {
 
 func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
 	buf := sn.steps
+	var st counters
 	for _, row := range sn.rows {
-		m64, n := binary.Uvarint(buf)
-		buf = buf[n:]
-		mask := uint32(m64) // #nosec G115 -- written from a uint32
-		if mask == 0 {
+		var mask uint32
+		if buf, mask = nextStep(buf, &st); mask == 0 {
 			continue
 		}
 		a := acc[int(row)*numCounters : int(row+1)*numCounters]
 		for m := mask; m != 0; m &= m - 1 {
-			v, n := binary.Varint(buf)
-			buf = buf[n:]
-			a[bits.TrailingZeros32(m)] += sign * v
+			c := bits.TrailingZeros32(m)
+			a[c] += sign * st[c]
 		}
+	}
+}
+
+// nextStep decodes the next row's step record of a snapshot (the layout add
+// writes: a uvarint mask of the counters that moved, then a varint per set
+// bit) into st, zero where the mask is clear, and returns the rest of buf
+// and the mask.
+func nextStep(buf []byte, st *counters) ([]byte, uint32) {
+	m64, n := binary.Uvarint(buf)
+	buf = buf[n:]
+	mask := uint32(m64) // #nosec G115 -- written from a uint32
+	*st = counters{}
+	for m := mask; m != 0; m &= m - 1 {
+		v, n := binary.Varint(buf)
+		buf = buf[n:]
+		st[bits.TrailingZeros32(m)] = v
+	}
+	return buf, mask
+}
+
+// clampSteps sets the negative steps of st (a counter that went down) to 0.
+func clampSteps(st *counters) {
+	for c, v := range st {
+		st[c] = max(v, 0)
 	}
 }
 
