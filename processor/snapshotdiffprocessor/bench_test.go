@@ -244,3 +244,59 @@ func BenchmarkConsumeSnapshot(b *testing.B) {
 	b.ReportMetric(float64(total.Nanoseconds())/float64(b.N)/processes, "ns/process")
 	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N)/processes, "cpu-ns/process")
 }
+
+// beside is one part of the processor timed beside the window figures of
+// the same snapshots of the synthetic 200k-process cluster.
+type beside struct {
+	begin   func(n int, now int64) // before snapshot n's processes; may be nil
+	process func(p *processSample) // per process added; may be nil
+	run     func(s *store)         // the part timed
+}
+
+// timeBesideWindowFigures feeds 10 snapshots per b.N of the 200k-process
+// cluster into a store and returns, per snapshot, the thread CPU of part.run
+// and of the window figures (the reference) on that snapshot.
+func timeBesideWindowFigures(b *testing.B, part beside) (partNs, figuresNs float64) {
+	const processes, snapshots = 200_000, 10
+	load := newClusterLoad(processes)
+	hosts := make([]hostAnswer, len(load.hosts))
+	for i, h := range load.hosts {
+		hosts[i] = hostAnswer{Host: h, Up: true}
+	}
+	s := newStore([]time.Duration{time.Minute, 5 * time.Minute}, 0)
+	var partCPU, figuresCPU time.Duration
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	b.ResetTimer()
+	for range b.N {
+		for n := range snapshots {
+			load.advance()
+			if err := s.begin(load.now); err != nil {
+				b.Fatal(err)
+			}
+			if part.begin != nil {
+				part.begin(n, load.now)
+			}
+			for i := range load.procs {
+				if err := s.add(&load.procs[i]); err != nil {
+					b.Fatal(err)
+				}
+				if part.process != nil {
+					part.process(&load.procs[i])
+				}
+			}
+			if err := s.commit(hosts); err != nil {
+				b.Fatal(err)
+			}
+			start := threadCPU()
+			runtime.KeepAlive(s.computeFigures())
+			mid := threadCPU()
+			part.run(s)
+			end := threadCPU()
+			figuresCPU += mid - start
+			partCPU += end - mid
+		}
+	}
+	n := float64(b.N * snapshots)
+	return float64(partCPU.Nanoseconds()) / n, float64(figuresCPU.Nanoseconds()) / n
+}

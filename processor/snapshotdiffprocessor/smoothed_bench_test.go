@@ -10,46 +10,12 @@ import (
 // snapshot of the synthetic 200k-process cluster and reports it as a ratio
 // of the window figures computed for the same snapshot (reference).
 func BenchmarkSmoothing200kProcesses(b *testing.B) {
-	const processes, snapshots = 200_000, 10
-	load := newClusterLoad(processes)
-	hosts := make([]hostAnswer, len(load.hosts))
-	for i, h := range load.hosts {
-		hosts[i] = hostAnswer{Host: h, Up: true}
-	}
-	s := newStore([]time.Duration{time.Minute, 5 * time.Minute}, 0)
 	sm := newSmoother([]time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute})
-	var smoothCPU, figuresCPU time.Duration
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	b.ResetTimer()
-	for range b.N {
-		for range snapshots {
-			load.advance()
-			if err := s.begin(load.now); err != nil {
-				b.Fatal(err)
-			}
-			for i := range load.procs {
-				if err := s.add(&load.procs[i]); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := s.commit(hosts); err != nil {
-				b.Fatal(err)
-			}
-			start := threadCPU()
-			f := s.computeFigures()
-			mid := threadCPU()
-			sf := sm.update(s)
-			end := threadCPU()
-			runtime.KeepAlive(f)
-			runtime.KeepAlive(sf)
-			figuresCPU += mid - start
-			smoothCPU += end - mid
-		}
-	}
-	n := float64(b.N * snapshots)
-	b.ReportMetric(float64(smoothCPU.Nanoseconds())/n, "cpu-ns/smoothing-update")
-	b.ReportMetric(float64(figuresCPU.Nanoseconds())/n, "cpu-ns/window-figures")
-	b.ReportMetric(float64(smoothCPU)/float64(figuresCPU), "smoothing/figures")
+	smooth, figures := timeBesideWindowFigures(b, beside{run: func(s *store) {
+		runtime.KeepAlive(sm.update(s))
+	}})
+	b.ReportMetric(smooth, "cpu-ns/smoothing-update")
+	b.ReportMetric(figures, "cpu-ns/window-figures")
+	b.ReportMetric(smooth/figures, "smoothing/figures")
 	b.ReportMetric(float64(len(sm.sessions)), "sessions")
 }
