@@ -314,7 +314,10 @@ func TestClusterTopListsTopQueries(t *testing.T) {
 	if !near(q.GetUsage().GetCpuCores(), 36.06/90) || !near(q.GetCpuSkew(), 1-0.601/2/0.6) || q.CpuHottestSegment == nil || q.GetCpuHottestSegment() != 1 {
 		t.Errorf("query rates and skew %v, want 0.4 cores over its duration, skew 0.499 on segment 1", q)
 	}
-	if len(q.GetHosts()) != 2 || q.GetHosts()[1].GetHostname() != "sdw2" || !near(q.GetHosts()[1].GetUsage().GetCpuCores(), 36/90.0) {
-		t.Errorf("query hosts %v, want sdw1, sdw2 with 0.4 cores on sdw2", q.GetHosts())
+	// Every host the query's processes run on is listed, the idle
+	// coordinator's included.
+	if len(q.GetHosts()) != 3 || q.GetHosts()[0].GetHostname() != "mdw" || q.GetHosts()[0].GetUsage().GetCpuCores() != 0 ||
+		q.GetHosts()[2].GetHostname() != "sdw2" || !near(q.GetHosts()[2].GetUsage().GetCpuCores(), 36/90.0) {
+		t.Errorf("query hosts %v, want mdw idle, sdw1, sdw2 with 0.4 cores on sdw2", q.GetHosts())
 	}
 }
