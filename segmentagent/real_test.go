@@ -71,9 +71,11 @@ func startChild(t *testing.T, cmd *exec.Cmd) int64 {
 		cmd.SysProcAttr = &syscall.SysProcAttr{}
 	}
 	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	// Its own process group, killed whole: a shell's children go with it.
+	cmd.SysProcAttr.Setpgid = true
 	require.NoError(t, cmd.Start())
 	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
 	})
 	// Start returns once exec has begun; the new argv appears a moment later.
