@@ -39,6 +39,28 @@ func startNobody(t *testing.T, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
+// startTaskstatsAgent starts a real agent on sdw1 that reads processes of
+// user nobody, and skips the test where taskstats does not answer.
+func startTaskstatsAgent(t *testing.T) *segmentagent.Agent {
+	t.Helper()
+	acfg := segmentagent.NewDefaultConfig()
+	acfg.ListenAddress = "127.0.0.1:0"
+	acfg.AllowedUsers = []string{"nobody"}
+	acfg.Hostname = "sdw1"
+	agent, err := segmentagent.New(acfg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
+		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
+	}
+	if err := agent.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+	return agent
+}
+
 // processView is one process of a process or exited resource.
 type processView struct {
 	resource pcommon.Map // the resource's attributes
@@ -86,21 +108,7 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting processes as nobody needs root")
 	}
-	acfg := segmentagent.NewDefaultConfig()
-	acfg.ListenAddress = "127.0.0.1:0"
-	acfg.AllowedUsers = []string{"nobody"}
-	acfg.Hostname = "sdw1"
-	agent, err := segmentagent.New(acfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
-		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
-	}
-	if err := agent.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+	agent := startTaskstatsAgent(t)
 
 	stays := startNobody(t, "sleep", "600")
 	goes := startNobody(t, "sleep", "600")
@@ -183,21 +191,7 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting processes as nobody needs root")
 	}
-	acfg := segmentagent.NewDefaultConfig()
-	acfg.ListenAddress = "127.0.0.1:0"
-	acfg.AllowedUsers = []string{"nobody"}
-	acfg.Hostname = "sdw1"
-	agent, err := segmentagent.New(acfg, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
-		t.Skipf("taskstats unavailable here: %s", a.GetTaskstatsReason())
-	}
-	if err := agent.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = agent.Shutdown(context.Background()) })
+	agent := startTaskstatsAgent(t)
 
 	pm := startNobody(t, "sh", "-c", `sleep 600 & while :; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done`)
 	var backend int
