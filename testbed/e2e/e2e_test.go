@@ -124,6 +124,23 @@ func TestExampleConfigsValidate(t *testing.T) {
 	})
 }
 
+// launch starts a stack on c and stops it when the test ends, with the
+// collector's log tail when the test failed.
+func launch(ctx context.Context, t *testing.T, c *cluster.Cluster, opts StackOptions) *Stack {
+	t.Helper()
+	s, err := Launch(ctx, c, opts)
+	if err != nil {
+		t.Fatalf("launch: %v", err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
+		}
+		_ = s.Close()
+	})
+	return s
+}
+
 // startStack brings up the shared testbed (gp6, 2 hosts x 2 segments) with
 // agents, the ocb-built collector on config/testbed.yaml, and the OTLP sink.
 func startStack(t *testing.T) *Stack {

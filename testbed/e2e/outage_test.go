@@ -119,7 +119,7 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	queueDir := t.TempDir()
-	s, err := Launch(ctx, c, StackOptions{
+	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins,
 		Config:   configPath("testbed.yaml"),
 		Dir:      t.TempDir(),
@@ -133,15 +133,6 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 			"--set=exporters::otlp_grpc::retry_on_failure::max_interval=2s",
 			"--set=exporters::otlp_grpc::timeout=2s",
 		},
-	})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
-		}
-		_ = s.Close()
 	})
 	w, err := workload.Start(context.Background(), c, workload.Spec{Name: "outage-cpu", Kind: workload.CPU, Duration: outage + 3*time.Minute})
 	if err != nil {

@@ -179,20 +179,11 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	t.Setenv("GPOTEL_DB_PASSWORD_FILE", "")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Launch(ctx, c, StackOptions{
+	s := launch(ctx, t, c, StackOptions{
 		Binaries:      bins,
 		Config:        configPath("prometheus.yaml"),
 		Dir:           t.TempDir(),
 		CollectorArgs: prometheusStackArgs(pgOSUser),
-	})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
-		}
-		_ = s.Close()
 	})
 	prom := startPrometheus(t, map[string]string{"gpotel": exporter, "otelcol": s.Telemetry})
 

@@ -63,7 +63,7 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	s, err := Launch(ctx, c, StackOptions{
+	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,
 		CollectorArgs: []string{
 			"--set=receivers::gpsession::collection_interval=1s",
@@ -72,15 +72,6 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 			// The ended queries stay served for the longest window: the whole test.
 			"--set=processors::snapshotdiff::windows=[10s,5m]",
 		},
-	})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
-		}
-		_ = s.Close()
 	})
 	api := dialAPI(t, s.API)
 
@@ -140,6 +131,7 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 	// The ended query's figures while the next one runs, to compare with its final ones.
 	midway := map[int]*yagpcc.QueryStat{}
 	for i, r := range runs {
+		var err error
 		if r.before, err = groundtruth.Sum(pids); err != nil {
 			t.Fatal(err)
 		}

@@ -32,16 +32,7 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
-		}
-		_ = s.Close()
-	})
+	s := launch(ctx, t, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10})
 	api := dialAPI(t, s.API)
 
 	// The last segment lives on the second host: neither the first segment
