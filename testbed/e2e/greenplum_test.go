@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -34,8 +35,7 @@ import (
 // testbed cannot provide is overridden (addresses, ports, the OS user).
 func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	needBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
 	pgUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/deploy"
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -177,8 +178,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	t.Setenv("GPOTEL_COORDINATOR_HOST", cluster.CoordinatorHost)
 	t.Setenv("GPOTEL_TLS_DIR", t.TempDir())
 	t.Setenv("GPOTEL_DB_PASSWORD_FILE", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{
 		Binaries:      bins,
 		Config:        configPath("prometheus.yaml"),
