@@ -82,8 +82,9 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		"--set=receivers::gpsession::host=127.0.0.1",
 		"--set=receivers::gpsession::user=" + cluster.AdminRole,
 		"--set=receivers::gpsession::collection_interval=2s",
-		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::reconnect_backoff_max=5s", // a loaded machine's failed scrapes must not push retries half a minute apart
 		"--set=receivers::gpsession::local::allowed_users=[" + pgUser + "]",
 		"--set=exporters::sessionstate::endpoint=" + api,
 		"--set=exporters::sessionstate::last_metrics_window=5m",

@@ -35,7 +35,7 @@ func TestPostgreSQLConfig(t *testing.T) {
 		[]string{"GPOTEL_DSN=" + c.CoordinatorDSN, "GPOTEL_HOST_NAME=" + hostName}, ports["health"],
 		"--config", configPath("postgresql.yaml"),
 		"--set=receivers::gpsession::collection_interval=1s",
-		"--set=receivers::gpsession::timeout=1s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=800ms",
 		"--set=receivers::gpsession::local::allowed_users=["+pgUser+"]",
 		"--set=exporters::sessionstate::endpoint="+api,

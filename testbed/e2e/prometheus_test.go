@@ -40,7 +40,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer 
 	}
 	dir := t.TempDir()
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 3s\n  scrape_timeout: 3s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
 		filepath.Join(root, "deploy", deploy.RulesFile))
 	jobs := make([]string, 0, len(targets))
 	for job := range targets {
@@ -149,8 +149,9 @@ func prometheusStackArgs(pgOSUser string) []string {
 		"--set=receivers::gpsession::agent::tls::cert_file=",
 		"--set=receivers::gpsession::agent::tls::key_file=",
 		"--set=receivers::gpsession::collection_interval=2s",
-		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::reconnect_backoff_max=5s", // a loaded machine's failed scrapes must not push retries half a minute apart
 		"--set=receivers::gpsession::local::allowed_users=[" + pgOSUser + "]",
 		"--set=receivers::gpsession::local::hostname=" + cluster.CoordinatorHost,
 		"--set=exporters::sessionstate::endpoint=${env:GPOTEL_API_ENDPOINT}",

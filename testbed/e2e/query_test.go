@@ -66,7 +66,7 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,
 		CollectorArgs: []string{
 			"--set=receivers::gpsession::collection_interval=1s",
-			"--set=receivers::gpsession::timeout=1s",
+			"--set=receivers::gpsession::timeout=6s",
 			"--set=receivers::gpsession::host_timeout=800ms",
 			// The ended queries stay served for the longest window: the whole test.
 			"--set=processors::snapshotdiff::windows=[10s,5m]",
