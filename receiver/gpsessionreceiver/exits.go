@@ -2,6 +2,7 @@ package gpsessionreceiver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,6 +11,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 	"golang.org/x/sync/errgroup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
@@ -149,6 +152,28 @@ func (t *exitTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 	}
 	_ = g.Wait()
 	return out
+}
+
+// markSilentHosts keeps a host that ran out its host_timeout on its exit
+// records or its postmasters from being asked for its processes in the same
+// scrape: a hung agent costs a tick one host_timeout, not one per call.
+func markSilentHosts(queries []hostQuery, exits []hostExits) {
+	silent := map[string]error{}
+	for _, x := range exits {
+		for _, err := range []error{x.err, x.parentsErr} {
+			if timedOut(err) {
+				silent[x.host] = err
+			}
+		}
+	}
+	for i := range queries {
+		queries[i].silent = silent[queries[i].host]
+	}
+}
+
+// timedOut tells a call that ran out its deadline from one that failed fast.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded
 }
 
 // postmastersByHost lists the postmasters earlier scrapes learnt, per host.

@@ -134,6 +134,10 @@ func (d *agentDirectory) Close() error {
 type hostQuery struct {
 	host  string
 	procs []Backend
+	// silent, when set, is why the host is not asked this scrape: it let an
+	// earlier call of the same scrape run out its host_timeout, and asking
+	// again would hold the snapshot back by another one.
+	silent error
 }
 
 // hostResult is one host's answer for this scrape.
@@ -186,6 +190,10 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 		if res.err == nil {
 			res.err = err
 		}
+	}
+	if q.silent != nil {
+		fail(fmt.Errorf("host %s: not asked for its processes: %w", q.host, q.silent))
+		return res
 	}
 	r, err := dir.reader(ctx, q.host)
 	if err != nil {

@@ -3,11 +3,15 @@ package gpsessionreceiver
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/kernelunits"
@@ -350,7 +354,7 @@ func TestRefusedAnswerMarksItsHostDownAndTheRestStillGoes(t *testing.T) {
 		}
 		return len(infos), 0, nil
 	}
-	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 4)}, {"sdw2", procsOn(1, 2)}}, refuseFirstOfSdw1)
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{{host: "sdw1", procs: procsOn(0, 4)}, {host: "sdw2", procs: procsOn(1, 2)}}, refuseFirstOfSdw1)
 	if res[0].up || !strings.Contains(res[0].err.Error(), "memory limit") {
 		t.Errorf("sdw1 up=%v err=%v, want down for its refused batch", res[0].up, res[0].err)
 	}
@@ -364,7 +368,7 @@ func TestFanOutBatchesEveryHostWithinTheLimit(t *testing.T) {
 	cfg.MaxPidsPerCall = 2
 	a, b := &scriptedReader{}, &scriptedReader{}
 	dir := directoryOf(cfg, map[string]procReader{"sdw1": a, "sdw2": b})
-	res := fanOut(context.Background(), cfg, dir, []hostQuery{{"sdw1", procsOn(0, 5)}, {"sdw2", procsOn(1, 4)}}, acceptAll)
+	res := fanOut(context.Background(), cfg, dir, []hostQuery{{host: "sdw1", procs: procsOn(0, 5)}, {host: "sdw2", procs: procsOn(1, 4)}}, acceptAll)
 	if a.calls.Load() != 3 || b.calls.Load() != 2 {
 		t.Fatalf("calls sdw1=%d sdw2=%d, want 3 and 2", a.calls.Load(), b.calls.Load())
 	}
@@ -384,7 +388,7 @@ func TestFanOutBoundsParallelHosts(t *testing.T) {
 	var queries []hostQuery
 	for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
 		readers[h] = shared
-		queries = append(queries, hostQuery{h, procsOn(0, 1)})
+		queries = append(queries, hostQuery{host: h, procs: procsOn(0, 1)})
 	}
 	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, acceptAll)
 	if p := shared.peak.Load(); p > 2 || p < 1 {
@@ -427,7 +431,7 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 	// that times out was stopped by host_timeout.
 	ctx := await.Context(t)
 	res := fanOut(ctx, cfg, dir, []hostQuery{
-		{"garbage", procsOn(0, 2)}, {"hung", procsOn(1, 2)}, {"ok", procsOn(2, 2)}, {"refused", procsOn(3, 2)},
+		{host: "garbage", procs: procsOn(0, 2)}, {host: "hung", procs: procsOn(1, 2)}, {host: "ok", procs: procsOn(2, 2)}, {host: "refused", procs: procsOn(3, 2)},
 	}, acceptAll)
 	if ctx.Err() != nil {
 		t.Fatal("a hung host held the fan-out until the test's deadline")
@@ -455,5 +459,28 @@ func TestAgentTLSIsOnWhenACertificateIsConfigured(t *testing.T) {
 	withCert.CertFile, withCert.KeyFile = "/etc/gpotel/client.pem", "/etc/gpotel/client-key.pem"
 	if agentTLS(withCert).Insecure {
 		t.Error("a client certificate was configured and the connection stays plaintext")
+	}
+}
+
+// A host that ran out its host_timeout on its exit records (or postmasters)
+// is not asked for its processes in the same scrape: it is reported down
+// with why, and a host whose call failed fast is still asked.
+func TestHostSilentOnExitRecordsIsNotAskedInTheSameScrape(t *testing.T) {
+	cfg := validConfig()
+	hung, refused, ok := &scriptedReader{}, &scriptedReader{}, &scriptedReader{}
+	dir := directoryOf(cfg, map[string]procReader{"hung": hung, "refused": refused, "ok": ok})
+	queries := []hostQuery{{host: "hung", procs: procsOn(0, 2)}, {host: "refused", procs: procsOn(1, 2)}, {host: "ok", procs: procsOn(2, 2)}}
+	markSilentHosts(queries, []hostExits{
+		{host: "hung", err: fmt.Errorf("host hung: GetExitRecords: %w", status.Error(codes.DeadlineExceeded, "context deadline exceeded"))},
+		{host: "refused", err: status.Error(codes.Unavailable, "connection refused")},
+		{host: "ok", parentsErr: errors.New("no such process")},
+	})
+	res := fanOut(context.Background(), cfg, dir, queries, acceptAll)
+	if hung.calls.Load() != 0 || res[0].up || !strings.Contains(res[0].err.Error(), "not asked") {
+		t.Errorf("silent host asked %d times, up=%v, err %v; want not asked and down", hung.calls.Load(), res[0].up, res[0].err)
+	}
+	if refused.calls.Load() != 1 || !res[1].up || ok.calls.Load() != 1 || !res[2].up {
+		t.Errorf("fast-failing hosts asked %d and %d times (up %v, %v); want asked once each and up",
+			refused.calls.Load(), ok.calls.Load(), res[1].up, res[2].up)
 	}
 }

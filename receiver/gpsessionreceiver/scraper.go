@@ -152,6 +152,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		// Before the reads: a process whose record is fetched here is gone (or a zombie) when /proc is read.
 		exits = s.exits.fetch(ctx, s.cfg, s.dir, topo.Hosts())
 		s.exits.beginTick()
+		markSilentHosts(queries, exits)
 	}
 	// The snapshot time comes first: process batches carry it as they go out.
 	at := time.Now()
