@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/internal/await"
 )
 
 // These tests read this machine's real cgroups and pressure files through
@@ -22,15 +24,6 @@ func requireRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("creating cgroups needs root")
 	}
-}
-
-// deadline bounds a wait for the kernel by the test's own deadline, at least a minute.
-func deadline(t *testing.T) time.Time {
-	d := time.Now().Add(2 * time.Minute)
-	if td, ok := t.Deadline(); ok && td.Before(d) {
-		d = td.Add(-5 * time.Second)
-	}
-	return d
 }
 
 // makeGroup creates dir and its parents under a hierarchy's mount point and
@@ -108,7 +101,7 @@ func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 	require.NotNil(t, first.Pressure)
 	require.Empty(t, first.Pressure.Unread)
 	before := first.Pressure.ByResource[CPU].Some.TotalMicros
-	end := deadline(t)
+	end := await.Deadline(t)
 	for {
 		r := in.ReadGroup(g)
 		require.Empty(t, r.Unread)
@@ -162,7 +155,7 @@ func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
 	assert.Equal(t, Group{Version: 1, Hierarchy: "cpu", Path: "/" + testGroupName() + "/gpdb/6438", ResourceGroupOID: 6438}, g)
 
 	want := TaskStates{Sleeping: 1, Stopped: 1, HasIOWait: true}
-	end := deadline(t)
+	end := await.Deadline(t)
 	for {
 		r := in.ReadGroup(g)
 		require.Empty(t, r.Unread)

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -11,7 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/gpotel/gpotel/internal/await"
 )
 
 // TestDemoCommand runs `gpotel-testbed demo --duration` as a user would: it
@@ -19,8 +19,7 @@ import (
 // stop by itself leaving no process of its testbed behind.
 func TestDemoCommand(t *testing.T) {
 	needBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	launcher := filepath.Join(t.TempDir(), "gpotel-testbed")
 	if err := run(ctx, root, "go", "build", "-o", launcher, "./cmd/gpotel-testbed"); err != nil {
 		t.Fatal(err)

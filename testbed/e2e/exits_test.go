@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -85,8 +86,7 @@ func (r churnResult) truth() float64 { return r.reaped + r.live }
 // quiet margins, and reads the first snapshot whose window covers it all.
 func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) churnResult {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 400,
 		CollectorArgs: collectorArgs})
 	if err != nil {

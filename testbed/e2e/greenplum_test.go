@@ -23,6 +23,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -34,8 +35,7 @@ import (
 // testbed cannot provide is overridden (addresses, ports, the OS user).
 func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	needBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
 	pgUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
@@ -82,8 +82,9 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		"--set=receivers::gpsession::host=127.0.0.1",
 		"--set=receivers::gpsession::user=" + cluster.AdminRole,
 		"--set=receivers::gpsession::collection_interval=2s",
-		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::reconnect_backoff_max=5s", // a loaded machine's failed scrapes must not push retries half a minute apart
 		"--set=receivers::gpsession::local::allowed_users=[" + pgUser + "]",
 		"--set=exporters::sessionstate::endpoint=" + api,
 		"--set=exporters::sessionstate::last_metrics_window=5m",

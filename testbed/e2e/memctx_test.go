@@ -165,8 +165,7 @@ func TestMemoryContextsMatchTheBackendsOwnView(t *testing.T) {
 			for _, h := range c.Hosts {
 				agents[h.Name] = startMemctxAgent(t, c, h.Name, nil)
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-			defer cancel()
+			ctx := await.Context(t)
 			s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: 16 << 20})
 			if err != nil {
 				t.Fatal(err)
@@ -272,8 +271,7 @@ func codeOf(err error) (codes.Code, string) {
 func TestMemoryContextsRefusals(t *testing.T) {
 	needTestbed(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: 4 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -413,8 +411,7 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 	for _, d := range []cluster.Dialect{cluster.DialectCloudberry, cluster.DialectGP7} {
 		t.Run(cluster.LogDestination(d), func(t *testing.T) {
 			c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: d})
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-			defer cancel()
+			ctx := await.Context(t)
 			seg, _ := c.Instance(0)
 			backend, err := pgx.Connect(ctx, seg.DSN)
 			if err != nil {
@@ -550,8 +547,7 @@ func exitedPID(t *testing.T) int {
 func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
 	if err != nil {
 		t.Fatalf("launch: %v", err)

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
 
@@ -123,8 +124,7 @@ func TestAgentBehindSlowLossyLink(t *testing.T) {
 	s.opts.APIEndpoint = s.API
 	s.opts.CollectorArgs = append(s.opts.CollectorArgs,
 		"--set=extensions::pprof::endpoint="+pprof, "--set=service::extensions=[health_check, pprof]")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	if err := s.startCollector(ctx); err != nil {
 		t.Fatal(err)
 	}

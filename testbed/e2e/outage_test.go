@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -116,8 +117,7 @@ func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 	needBinaries(t)
 	outage := envDuration(t, "GPOTEL_E2E_OUTAGE", 30*time.Second)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	queueDir := t.TempDir()
 	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins,

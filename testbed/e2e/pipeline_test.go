@@ -574,8 +574,7 @@ func checkHostDown(t *testing.T, s *Stack, host string, since time.Time) {
 }
 
 func checkCoordinatorRestart(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	before := tmID(t, s.Cluster)
 	// tm_id has one-second resolution: a restart within the same second would look like none.
 	time.Sleep(time.Until(time.Unix(before+1, 0)))

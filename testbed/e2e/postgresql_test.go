@@ -1,14 +1,13 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"path/filepath"
 	"strconv"
 	"testing"
-	"time"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
@@ -18,8 +17,7 @@ import (
 // backend plus the parallel workers it starts.
 func TestPostgreSQLConfig(t *testing.T) {
 	needBinaries(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
 	pgUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
@@ -37,7 +35,7 @@ func TestPostgreSQLConfig(t *testing.T) {
 		[]string{"GPOTEL_DSN=" + c.CoordinatorDSN, "GPOTEL_HOST_NAME=" + hostName}, ports["health"],
 		"--config", configPath("postgresql.yaml"),
 		"--set=receivers::gpsession::collection_interval=1s",
-		"--set=receivers::gpsession::timeout=1s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=800ms",
 		"--set=receivers::gpsession::local::allowed_users=["+pgUser+"]",
 		"--set=exporters::sessionstate::endpoint="+api,

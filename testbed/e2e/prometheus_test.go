@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/deploy"
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -39,7 +40,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer 
 	}
 	dir := t.TempDir()
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 3s\n  scrape_timeout: 3s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
 		filepath.Join(root, "deploy", deploy.RulesFile))
 	jobs := make([]string, 0, len(targets))
 	for job := range targets {
@@ -148,8 +149,9 @@ func prometheusStackArgs(pgOSUser string) []string {
 		"--set=receivers::gpsession::agent::tls::cert_file=",
 		"--set=receivers::gpsession::agent::tls::key_file=",
 		"--set=receivers::gpsession::collection_interval=2s",
-		"--set=receivers::gpsession::timeout=2s",
+		"--set=receivers::gpsession::timeout=6s",
 		"--set=receivers::gpsession::host_timeout=1500ms",
+		"--set=receivers::gpsession::reconnect_backoff_max=5s", // a loaded machine's failed scrapes must not push retries half a minute apart
 		"--set=receivers::gpsession::local::allowed_users=[" + pgOSUser + "]",
 		"--set=receivers::gpsession::local::hostname=" + cluster.CoordinatorHost,
 		"--set=exporters::sessionstate::endpoint=${env:GPOTEL_API_ENDPOINT}",
@@ -177,8 +179,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	t.Setenv("GPOTEL_COORDINATOR_HOST", cluster.CoordinatorHost)
 	t.Setenv("GPOTEL_TLS_DIR", t.TempDir())
 	t.Setenv("GPOTEL_DB_PASSWORD_FILE", "")
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{
 		Binaries:      bins,
 		Config:        configPath("prometheus.yaml"),

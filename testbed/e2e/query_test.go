@@ -61,13 +61,12 @@ func (q *queryRun) written() float64 {
 func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,
 		CollectorArgs: []string{
 			"--set=receivers::gpsession::collection_interval=1s",
-			"--set=receivers::gpsession::timeout=1s",
+			"--set=receivers::gpsession::timeout=6s",
 			"--set=receivers::gpsession::host_timeout=800ms",
 			// The ended queries stay served for the longest window: the whole test.
 			"--set=processors::snapshotdiff::windows=[10s,5m]",

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -21,8 +22,7 @@ func TestSmoothedCPUOfOneCoreBurnConverges(t *testing.T) {
 	needBinaries(t)
 	const tau = 6 * time.Second // three ticks of config/testbed.yaml
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
+	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,
 		CollectorArgs: []string{"--set=processors::snapshotdiff::time_constants=[6s]"},

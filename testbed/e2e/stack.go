@@ -211,7 +211,7 @@ func (s *Stack) startCollector(ctx context.Context) error {
 		return err
 	}
 	s.Collector = p
-	return s.waitCollectorReady(ctx, 60*time.Second)
+	return s.waitCollectorReady(ctx, 2*time.Minute)
 }
 
 // agentsYAML renders the receiver's agents map as a YAML flow mapping.
