@@ -78,23 +78,7 @@ func queryFigure(t testing.TB, md pmetric.Metrics, startSec float64, metric stri
 	if !ok {
 		t.Fatalf("no query resource of session 7 started at %gs", startSec)
 	}
-	ms := rm.ScopeMetrics().At(0).Metrics()
-	for k := range ms.Len() {
-		if ms.At(k).Name() != metric {
-			continue
-		}
-		dps := ms.At(k).Gauge().DataPoints()
-		for d := range dps.Len() {
-			if dp := dps.At(d); attrsEqual(dp.Attributes(), attrs) {
-				if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
-					return dp.DoubleValue()
-				}
-				return float64(dp.IntValue())
-			}
-		}
-	}
-	t.Fatalf("query started at %gs: no %s point with %v", startSec, metric, attrs)
-	return 0
+	return rmFigure(t, rm, metric, attrs...)
 }
 
 func queryCPU(t testing.TB, md pmetric.Metrics, startSec float64) float64 {

@@ -27,7 +27,10 @@ const (
 )
 
 // A query whose rows all live on one segment is reported skewed with that
-// segment named; one spread evenly over every segment is not.
+// segment named; one spread evenly over every segment is not. Both
+// sessions run dispatched queries of queryLength (the coordinator backend
+// active in each, as a dispatcher is), each over several ticks; the
+// session figures over a window and each query's own figures are checked.
 func TestSkewNamesTheHotSegment(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
@@ -39,12 +42,14 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 	// (the tie-break) nor the coordinator's host.
 	hot := c.Segments[len(c.Segments)-1].Content
 	started := time.Now()
-	skewed, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-skewed", Kind: workload.SkewedCPU, HotContent: hot, Duration: 90 * time.Second})
+	// Five ticks of config/testbed.yaml's 2 s.
+	const queryLength = 10 * time.Second
+	skewed, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-skewed", Kind: workload.SkewedCPU, HotContent: hot, Duration: 90 * time.Second, QueryDuration: queryLength})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = skewed.Stop() })
-	even, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-even", Kind: workload.CPU, Duration: 90 * time.Second})
+	even, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-even", Kind: workload.CPU, Duration: 90 * time.Second, QueryDuration: queryLength})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,18 +100,50 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 	}
 
 	// GetClusterTop ranked by skew puts the skewed session before the even
-	// one, with its CPU on the hot segment's host in its per-host breakdown.
+	// one, with its CPU on the hot segment's host in its per-host breakdown,
+	// and lists each session's queries: wait for one of each seen whole
+	// (from its start, not partial) and ended, over at least three ticks.
 	conn, err := grpc.NewClient(s.API, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close() }()
-	cctx, ccancel := context.WithTimeout(context.Background(), time.Minute)
-	defer ccancel()
-	top, err := gpotelv1.NewClusterTopClient(conn).GetClusterTop(cctx, &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_SKEW, Limit: 10})
-	if err != nil {
-		t.Fatal(err)
+	var top *gpotelv1.GetClusterTopResponse
+	var skewedQuery, evenQuery *gpotelv1.QueryTop
+	waitFor(t, "a whole, ended query of each session in GetClusterTop", func() (bool, string) {
+		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+		defer ccancel()
+		var err error
+		top, err = gpotelv1.NewClusterTopClient(conn).GetClusterTop(cctx, &gpotelv1.GetClusterTopRequest{Key: gpotelv1.TopKey_TOP_KEY_SKEW, Limit: 100})
+		if err != nil {
+			return false, err.Error()
+		}
+		whole := func(sess *workload.Session) *gpotelv1.QueryTop {
+			for _, q := range top.GetQueries() {
+				if q.GetSessId() == int64(sess.SessID()) && q.GetCompleted() && !q.GetPartial() && q.GetDurationSeconds() >= 6 {
+					return q
+				}
+			}
+			return nil
+		}
+		skewedQuery, evenQuery = whole(skewed), whole(even)
+		return skewedQuery != nil && evenQuery != nil, fmt.Sprintf("skewed session's query %v, even session's %v", skewedQuery, evenQuery)
+	})
+	for _, q := range []struct {
+		name string
+		q    *gpotelv1.QueryTop
+	}{{"skewed", skewedQuery}, {"even", evenQuery}} {
+		t.Logf("%s session's query started %s: %.1f s, cpu %.3f s, skew %.3f, max/avg %.2f, hottest %s",
+			q.name, time.Unix(0, q.q.GetStartUnixNano()).Format(time.RFC3339Nano), q.q.GetDurationSeconds(),
+			q.q.GetCpuSeconds(), q.q.GetCpuSkew(), q.q.GetCpuMaxOverAvg(), hottestOf(q.q.CpuHottestSegment))
 	}
+	if got := skewedQuery.GetCpuSkew(); got <= skewedAbove || skewedQuery.CpuHottestSegment == nil || skewedQuery.GetCpuHottestSegment() != int32(hot) {
+		t.Errorf("skewed session's query: cpu skew %.3f, hottest %s; want above %.2f on segment %d", got, hottestOf(skewedQuery.CpuHottestSegment), skewedAbove, hot)
+	}
+	if got := evenQuery.GetCpuSkew(); got >= evenBelow {
+		t.Errorf("even session's query: cpu skew %.3f, want below %.2f", got, evenBelow)
+	}
+
 	// Ranked by skew, the skewed session comes before the even one (the
 	// collector's own discovery session may be anywhere).
 	rank := func(id int) int {
@@ -128,23 +165,18 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 		}
 	}
 	t.Logf("GetClusterTop: skewed session at skew %.3f, %.3f of its %.3f segment-host cores on %s", first.GetCpuSkew(), onHot, onSegments, hotHost)
-	// Per-query skew on the testbed is not right yet (see testbed/README.md,
-	// known gaps): the queries' per-segment figures are logged for the record.
-	for _, q := range top.GetQueries() {
-		if q.GetSessId() == int64(skewed.SessID()) {
-			t.Logf("skewed session's query started %s: cpu %.3f s, skew %.3f, hottest %v", time.Unix(0, q.GetStartUnixNano()).Format(time.RFC3339Nano), q.GetCpuSeconds(), q.GetCpuSkew(), q.CpuHottestSegment)
-		}
-	}
 	if onSegments <= 0 || onHot < 0.9*onSegments {
 		t.Errorf("per-host breakdown %v: want at least 90 %% of the segment hosts' CPU on %s", first.GetHosts(), hotHost)
 	}
 }
 
-func hottestText(st *yagpcc.SystemStat) string {
-	if st.CpuHottestSegment == nil {
+func hottestText(st *yagpcc.SystemStat) string { return hottestOf(st.CpuHottestSegment) }
+
+func hottestOf(segment *int32) string {
+	if segment == nil {
 		return "none"
 	}
-	return fmt.Sprint(st.GetCpuHottestSegment())
+	return fmt.Sprint(*segment)
 }
 
 // cpuByContent is the lifetime CPU seconds of a session's live backends by

@@ -2,26 +2,59 @@ package workload
 
 import (
 	"context"
+	"fmt"
 	"time"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
-// SkewedCPU is a query whose rows all live on one segment: the backend of
-// Spec.HotContent burns CPU while the session's other segment backends
-// (and the coordinator's) hold their connections and wait, as the
-// executors of the segments without rows do.
+// SkewedCPU is a query whose rows all live on one segment, run as
+// dispatched queries of Spec.QueryDuration one after another: the
+// coordinator backend is active in each query while the backend of
+// Spec.HotContent burns CPU, and the session's other segment backends hold
+// their connections and wait, as the executors of the segments without rows do.
 const SkewedCPU Kind = "skewed_cpu"
 
-// skewedCPU runs one backend's part of a skewed query.
-func (s *Session) skewedCPU(ctx context.Context, b *backend) error {
-	if b.content == s.spec.HotContent {
-		return burnCPU(ctx, b, s.until)
+// dispatch runs the session's work the way Greenplum runs a query: one
+// statement on the coordinator backend for as long as the query lasts (its
+// dispatcher waits for the executors), one on each segment backend that
+// works, all ending together; the others stay idle. The coordinator's
+// query_start is then the query's start, as on Greenplum, and the
+// processor's query timeline (docs/pipeline.md) covers the segments' work.
+func (s *Session) dispatch(ctx context.Context, g gang, works func(*backend) bool) error {
+	for time.Now().Before(s.until) {
+		end := time.Now().Add(s.spec.QueryDuration)
+		if end.After(s.until) {
+			end = s.until
+		}
+		err := eachBackend(ctx, g, func(ctx context.Context, b *backend) error {
+			var sql string
+			switch {
+			case works(b):
+				sql = cpuUntil(end)
+			case b.content == cluster.CoordinatorContent:
+				sql = fmt.Sprintf("SELECT pg_sleep_until('%s')", pgTime(end))
+			default:
+				return nil
+			}
+			_, err := b.conn.Exec(ctx, sql)
+			return err
+		})
+		if err != nil {
+			return err
+		}
 	}
-	t := time.NewTimer(time.Until(s.until))
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return nil
 }
+
+// cpuUntil is one statement that burns CPU until end (the instances share the host's clock).
+func cpuUntil(end time.Time) string {
+	return fmt.Sprintf(`DO $$ BEGIN
+  WHILE clock_timestamp() < '%s' LOOP
+    PERFORM sum(sqrt(g::float8)) FROM generate_series(1, 20000) g;
+  END LOOP;
+END $$`, pgTime(end))
+}
+
+// pgTime is t as a timestamptz literal.
+func pgTime(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.999999") + "+00" }

@@ -69,6 +69,10 @@ type Spec struct {
 	MemoryBytes int64
 	// HotContent is the one segment that works in a skewed_cpu session.
 	HotContent int
+	// QueryDuration is how long each dispatched query of a skewed_cpu
+	// session runs (default 10s), and, when set, makes a cpu session run
+	// dispatched queries of that length instead of short statements.
+	QueryDuration time.Duration
 	// User to connect as; empty means the cluster's admin role.
 	User string
 }
@@ -90,6 +94,9 @@ func (s Spec) withDefaults() Spec {
 	}
 	if s.MemoryBytes <= 0 {
 		s.MemoryBytes = 64 << 20
+	}
+	if s.QueryDuration <= 0 && s.Kind == SkewedCPU {
+		s.QueryDuration = 10 * time.Second
 	}
 	if s.Name == "" {
 		s.Name = string(s.Kind)
@@ -419,6 +426,9 @@ func waitExit(ctx context.Context, pid int) {
 func (s *Session) run(ctx context.Context, g gang) error {
 	switch s.Kind {
 	case CPU:
+		if s.spec.QueryDuration > 0 {
+			return s.dispatch(ctx, g, func(*backend) bool { return true })
+		}
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return burnCPU(ctx, b, s.until) })
 	case ParallelCPU:
 		return eachBackend(ctx, g, s.parallelCPU)
@@ -435,7 +445,7 @@ func (s *Session) run(ctx context.Context, g gang) error {
 	case HeldSort:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.heldSort(ctx, b, len(g)) })
 	case SkewedCPU:
-		return eachBackend(ctx, g, s.skewedCPU)
+		return s.dispatch(ctx, g, func(b *backend) bool { return b.content == s.spec.HotContent })
 	}
 	return fmt.Errorf("unknown kind %q", s.Kind)
 }

@@ -343,6 +343,62 @@ func TestWorkloads(t *testing.T) {
 		}
 	})
 
+	t.Run("SkewedCPURunsDispatchedQueriesWorkedOnOneSegment", func(t *testing.T) {
+		hot := c.Segments[len(c.Segments)-1].Content
+		s := start(t, c, workload.Spec{Name: "skewed", Kind: workload.SkewedCPU, HotContent: hot, Duration: untilStopped, QueryDuration: time.Second})
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		// The coordinator backend is active in one query after another, as a dispatcher is.
+		var starts []time.Time
+		await.Until(t, "two queries on the coordinator backend", func() bool {
+			mustRun(t, s)
+			var state string
+			var start *time.Time
+			if err := conn.QueryRow(ctx, "SELECT state, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1", s.CoordinatorPID()).Scan(&state, &start); err != nil {
+				t.Fatal(err)
+			}
+			if state == "active" && start != nil && (len(starts) == 0 || start.After(starts[len(starts)-1])) {
+				starts = append(starts, *start)
+			}
+			return len(starts) >= 2
+		})
+		// Meanwhile only the hot segment's backend works.
+		var hotPids, coldPids []int
+		for content, p := range s.Pids() {
+			if content == hot {
+				hotPids = append(hotPids, p...)
+			} else {
+				coldPids = append(coldPids, p...)
+			}
+		}
+		sum := func(pids []int) float64 {
+			total, err := groundtruth.Sum(pids)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return total.CPUSeconds()
+		}
+		hotBefore, coldBefore := sum(hotPids), sum(coldPids)
+		for pid, r := range untilAll(t, hotPids, func(before, now groundtruth.Process) bool {
+			return now.UserSeconds >= before.UserSeconds+0.5
+		}) {
+			t.Errorf("hot pid %d: utime %.2fs did not grow from %.2fs", pid, r[1].UserSeconds, r[0].UserSeconds)
+		}
+		hotUsed, coldUsed := sum(hotPids)-hotBefore, sum(coldPids)-coldBefore
+		t.Logf("queries started %v; meanwhile hot segment %.2fs CPU, the others %.3fs", starts, hotUsed, coldUsed)
+		if coldUsed > 0.1*hotUsed {
+			t.Errorf("the coordinator and cold segments used %.2fs CPU while the hot one used %.2fs, want at most a tenth", coldUsed, hotUsed)
+		}
+		if err := s.Stop(); err != nil {
+			t.Fatal(err)
+		}
+		assertExited(t, s.History())
+	})
+
 	t.Run("UnknownContentIsRejected", func(t *testing.T) {
 		if _, err := workload.Start(context.Background(), c, workload.Spec{Kind: workload.CPU, Contents: []int{99}}); err == nil {
 			t.Error("no error for content 99")
