@@ -67,7 +67,7 @@ require (
 	go.opentelemetry.io/collector/component/componenttest v0.155.0 // indirect
 	go.opentelemetry.io/collector/config/configauth v1.61.0 // indirect
 	go.opentelemetry.io/collector/config/configcompression v1.61.0 // indirect
-	go.opentelemetry.io/collector/config/configgrpc v0.155.0 // indirect
+	go.opentelemetry.io/collector/config/configgrpc v0.155.0
 	go.opentelemetry.io/collector/config/configmiddleware v1.61.0 // indirect
 	go.opentelemetry.io/collector/config/confignet v1.61.0 // indirect
 	go.opentelemetry.io/collector/config/configopaque v1.61.0 // indirect

@@ -10,8 +10,10 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
+	// The gRPC codecs the collector's otlp exporter may compress with: its
+	// configgrpc registers zstd and snappy, grpc-go's own package gzip.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"google.golang.org/grpc"
-	// The collector's otlp exporter compresses with gzip by default.
 	_ "google.golang.org/grpc/encoding/gzip"
 )
 

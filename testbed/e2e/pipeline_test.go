@@ -317,7 +317,7 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 	sessID := st.GetSessionKey().GetSessId()
 	var found pmetric.ResourceMetrics
 	ok := false
-	// The export pipeline (forward → batch → otlp_grpc) holds it for up to 2 s.
+	// otlp_grpc's sending queue holds it for up to its 2 s flush timeout.
 	deadline := await.Deadline(t)
 	for !ok && time.Now().Before(deadline) {
 		for _, md := range s.Sink.Received() {

@@ -104,7 +104,7 @@ func BenchmarkCollectorScale(b *testing.B) {
 }
 
 // BenchmarkCollectorScaleEmitProcesses is the same with emit_process_metrics
-// on: every process batch goes on through forward -> batch -> OTLP.
+// on: every process batch goes on to the otlp_grpc exporter.
 func BenchmarkCollectorScaleEmitProcesses(b *testing.B) {
 	benchCollectorScale(b, true)
 }
