@@ -10,10 +10,10 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	// The gRPC codecs the collector's otlp exporter may compress with: its
-	// configgrpc registers zstd and snappy, grpc-go's own package gzip.
+	// Registers the zstd and snappy gRPC codecs the otlp exporter may compress with.
 	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"google.golang.org/grpc"
+	// Registers gzip, the otlp exporter's default compression.
 	_ "google.golang.org/grpc/encoding/gzip"
 )
 
