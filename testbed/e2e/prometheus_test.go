@@ -40,7 +40,7 @@ func startPrometheus(t *testing.T, targets map[string]string) *prometheusServer 
 	}
 	dir := t.TempDir()
 	var cfg strings.Builder
-	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 3s\n  scrape_timeout: 3s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
+	fmt.Fprintf(&cfg, "global:\n  scrape_interval: 5s\n  scrape_timeout: 5s\n  evaluation_interval: 1s\nrule_files:\n  - %q\nscrape_configs:\n",
 		filepath.Join(root, "deploy", deploy.RulesFile))
 	jobs := make([]string, 0, len(targets))
 	for job := range targets {
@@ -249,7 +249,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	t.Run("CPU of the CPU session agrees with the API", func(t *testing.T) {
 		api := dialAPI(t, s.API)
 		// The API's newest snapshot of the session, with a second of CPU in
-		// its window, that Prometheus also scraped: it scrapes every 3 s and
+		// its window, that Prometheus also scraped: it scrapes every 5 s and
 		// the collector ticks every 2 s, so some snapshots it never sees, and
 		// then a newer one is taken.
 		var (
