@@ -548,16 +548,7 @@ func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
 	ctx := await.Context(t)
-	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(4000))
-		}
-		_ = s.Close()
-	})
+	s := launch(ctx, t, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
 	const sortBytes = 16 << 20
 	w, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: sortBytes})
 	if err != nil {
