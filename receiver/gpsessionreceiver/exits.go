@@ -256,6 +256,8 @@ func (t *exitTracker) beginTick() {
 func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	var parent hostPID
+	var parentSegment int64
 	for _, info := range infos {
 		st := info.GetProcStat()
 		b := asked[info.GetPid()]
@@ -264,7 +266,12 @@ func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos
 		}
 		t.sightings[hostPID{host, info.GetPid()}] = sighting{creation: consts.SinceBoot(st.GetStarttime()),
 			session: b.SessionID, segment: b.SegmentID, backendType: b.BackendType, tick: t.tick}
-		t.postmasters[hostPID{host, st.GetPpid()}] = b.SegmentID
+		// The processes of a segment come one after another with the same
+		// postmaster: write it once per run, not once per process.
+		if p := (hostPID{host, st.GetPpid()}); p != parent || b.SegmentID != parentSegment {
+			parent, parentSegment = p, b.SegmentID
+			t.postmasters[p] = b.SegmentID
+		}
 	}
 }
 

@@ -158,6 +158,17 @@ type hostResult struct {
 // error means its processes did not reach the pipeline.
 type answerSink func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (written, withoutStat int, err error)
 
+// throughSlots lets at most cap(slots) answers through sink at once;
+// the others wait, without a deadline, as they would for the processor's
+// own lock.
+func throughSlots(slots chan struct{}, sink answerSink) answerSink {
+	return func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		return sink(ctx, host, consts, infos, asked)
+	}
+}
+
 // readCounts adds up the agents' ProcReadSummary over a host's calls.
 type readCounts struct {
 	requested, answered, vanished, denied, failed int64

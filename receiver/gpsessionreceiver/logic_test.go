@@ -286,14 +286,8 @@ type scriptedReader struct {
 
 func (r *scriptedReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
 	r.calls.Add(1)
-	n := r.inFlight.Add(1)
+	raisePeak(&r.peak, r.inFlight.Add(1))
 	defer r.inFlight.Add(-1)
-	for {
-		p := r.peak.Load()
-		if n <= p || r.peak.CompareAndSwap(p, n) {
-			break
-		}
-	}
 	if b := int32(len(req.GetSegmentProcess())); b > r.maxBatch.Load() {
 		r.maxBatch.Store(b)
 	}
@@ -316,6 +310,16 @@ func (r *scriptedReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidP
 	}
 	resp.Summary = &yagpcc.ProcReadSummary{Requested: int64(len(req.GetSegmentProcess())), Answered: int64(len(resp.PidProcData))}
 	return resp, nil
+}
+
+// raisePeak makes peak at least n.
+func raisePeak(peak *atomic.Int32, n int32) {
+	for {
+		p := peak.Load()
+		if n <= p || peak.CompareAndSwap(p, n) {
+			return
+		}
+	}
 }
 
 func directoryOf(cfg *Config, readers map[string]procReader) *agentDirectory {
@@ -393,6 +397,37 @@ func TestFanOutBoundsParallelHosts(t *testing.T) {
 	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, acceptAll)
 	if p := shared.peak.Load(); p > 2 || p < 1 {
 		t.Fatalf("peak concurrent hosts %d, want at most max_parallel_hosts=2", p)
+	}
+}
+
+func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) {
+	cfg := validConfig()
+	cfg.MaxParallelHosts = 4
+	shared := &slowReader{delay: 20 * time.Millisecond}
+	readers := map[string]procReader{}
+	var queries []hostQuery
+	for _, h := range []string{"h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8"} {
+		readers[h] = shared
+		queries = append(queries, hostQuery{host: h, procs: procsOn(0, 1)})
+	}
+	var inSink, sinkPeak atomic.Int32
+	slow := func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+		raisePeak(&sinkPeak, inSink.Add(1))
+		defer inSink.Add(-1)
+		time.Sleep(10 * time.Millisecond) // a slow pipeline: time for answers to overlap, not a wait
+		return acceptAll(ctx, host, consts, infos, asked)
+	}
+	res := fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, throughSlots(make(chan struct{}, 1), slow))
+	for _, r := range res {
+		if !r.up || r.written != 1 {
+			t.Fatalf("host %s up=%v written=%d err=%v, want every answer handed on", r.host, r.up, r.written, r.err)
+		}
+	}
+	if p := sinkPeak.Load(); p != 1 {
+		t.Errorf("peak answers in the pipeline at once %d, want 1 (one slot)", p)
+	}
+	if p := shared.peak.Load(); p < 2 {
+		t.Logf("agents were asked %d at a time: this run did not overlap them", p)
 	}
 }
 
