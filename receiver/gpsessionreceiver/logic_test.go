@@ -388,12 +388,7 @@ func TestFanOutBoundsParallelHosts(t *testing.T) {
 	cfg := validConfig()
 	cfg.MaxParallelHosts = 2
 	shared := &slowReader{delay: 20 * time.Millisecond}
-	readers := map[string]procReader{}
-	var queries []hostQuery
-	for _, h := range []string{"h1", "h2", "h3", "h4", "h5"} {
-		readers[h] = shared
-		queries = append(queries, hostQuery{host: h, procs: procsOn(0, 1)})
-	}
+	readers, queries := hostsOfOneReader(shared, 5)
 	fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, acceptAll)
 	if p := shared.peak.Load(); p > 2 || p < 1 {
 		t.Fatalf("peak concurrent hosts %d, want at most max_parallel_hosts=2", p)
@@ -404,12 +399,7 @@ func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) 
 	cfg := validConfig()
 	cfg.MaxParallelHosts = 4
 	shared := &slowReader{delay: 20 * time.Millisecond}
-	readers := map[string]procReader{}
-	var queries []hostQuery
-	for _, h := range []string{"h1", "h2", "h3", "h4", "h5", "h6", "h7", "h8"} {
-		readers[h] = shared
-		queries = append(queries, hostQuery{host: h, procs: procsOn(0, 1)})
-	}
+	readers, queries := hostsOfOneReader(shared, 8)
 	var inSink, sinkPeak atomic.Int32
 	slow := func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
 		raisePeak(&sinkPeak, inSink.Add(1))
@@ -431,25 +421,27 @@ func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) 
 	}
 }
 
+// hostsOfOneReader is n hosts h1..hn, each with one process, all answered by r.
+func hostsOfOneReader(r procReader, n int) (map[string]procReader, []hostQuery) {
+	readers := map[string]procReader{}
+	var queries []hostQuery
+	for i := 1; i <= n; i++ {
+		h := fmt.Sprintf("h%d", i)
+		readers[h] = r
+		queries = append(queries, hostQuery{host: h, procs: procsOn(0, 1)})
+	}
+	return readers, queries
+}
+
 type slowReader struct {
-	delay    time.Duration
-	mu       sync.Mutex
-	inFlight int32
-	peak     atomic.Int32
+	delay          time.Duration
+	inFlight, peak atomic.Int32
 }
 
 func (r *slowReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
-	r.mu.Lock()
-	r.inFlight++
-	if r.inFlight > r.peak.Load() {
-		r.peak.Store(r.inFlight)
-	}
-	r.mu.Unlock()
+	raisePeak(&r.peak, r.inFlight.Add(1))
+	defer r.inFlight.Add(-1)
 	time.Sleep(r.delay) // the slow agent this double plays: latency to overlap calls, not a wait
-
-	r.mu.Lock()
-	r.inFlight--
-	r.mu.Unlock()
 	return (&scriptedReader{}).GetPidProcStat(ctx, req)
 }
 
