@@ -172,10 +172,17 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = conn.Close() }()
-			// Three rounds of everything: memory may grow in the first, not again after it.
+			// Rounds of everything: memory may grow in the first, not again
+			// after it. What a leak keeps (the 2000 stuck streams' handlers
+			// and buffers, about what the peak adds) comes back every round,
+			// so the later growth is taken over three rounds, where it adds
+			// up, while the heap's own steps do not: under two CPU burners
+			// one round grew by up to 11 MiB (the API; GC target growth)
+			// and the rounds after it by nothing.
+			const rounds = 5
 			var afterRound []int64
 			var peak int64
-			for round := 0; round < 3; round++ {
+			for round := 0; round < rounds; round++ {
 				for _, c := range target.calls {
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					err := c.call(ctx, conn)
@@ -226,17 +233,19 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			// needed (measured: it is not handed back within minutes), so the
 			// rule is: bounded, and nothing more kept by later rounds.
 			limit := baseline + 32<<20
-			t.Logf("%s RSS: baseline %.1f MiB; peak with 20 clients that never read %.1f MiB; after rounds 1..3: %.1f, %.1f, %.1f MiB (limit %.1f)",
-				target.name, mib(float64(baseline)), mib(float64(peak)),
-				mib(float64(afterRound[0])), mib(float64(afterRound[1])), mib(float64(afterRound[2])), mib(float64(limit)))
-			if afterRound[2] > limit {
-				t.Errorf("%s RSS %.1f MiB after the bad calls, baseline %.1f MiB", target.name, mib(float64(afterRound[2])), mib(float64(baseline)))
+			after := make([]string, rounds)
+			for i, v := range afterRound {
+				after[i] = fmt.Sprintf("%.1f", mib(float64(v)))
 			}
-			// Streams kept by a leak would add round 1's growth again; the
-			// collector's own churn and a late GC add a little.
-			if grew := afterRound[2] - afterRound[1]; grew > max(afterRound[0]-baseline, 4<<20)/2 {
-				t.Errorf("%s RSS grew again from round 2 to round 3 by %.1f MiB (round 1: %.1f MiB)", target.name,
-					mib(float64(grew)), mib(float64(afterRound[0]-baseline)))
+			last := afterRound[rounds-1]
+			t.Logf("%s RSS: baseline %.1f MiB; peak with 20 clients that never read %.1f MiB; after rounds 1..%d: %s MiB (limit %.1f)",
+				target.name, mib(float64(baseline)), mib(float64(peak)), rounds, strings.Join(after, ", "), mib(float64(limit)))
+			if last > limit {
+				t.Errorf("%s RSS %.1f MiB after the bad calls, baseline %.1f MiB", target.name, mib(float64(last)), mib(float64(baseline)))
+			}
+			if grew := last - afterRound[1]; grew > max(afterRound[0]-baseline, 12<<20) {
+				t.Errorf("%s RSS grew by %.1f MiB over rounds 3..%d, more than round 1 did (%.1f MiB): something is kept every round",
+					target.name, mib(float64(grew)), rounds, mib(float64(afterRound[0]-baseline)))
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
