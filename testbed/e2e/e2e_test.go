@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -21,8 +22,11 @@ var (
 )
 
 // untilStopped is the Duration of a workload that the test stops itself once
-// it has seen what it checks: tests wait on conditions, never on the clock.
-const untilStopped = 10 * time.Minute
+// it has seen what it checks: tests wait on conditions, never on the clock,
+// so the workload lasts as long as the test's waits may (a fixed 10 minutes
+// once ran out under make test-stress while the Prometheus drill still
+// waited, and nothing could answer it after that).
+func untilStopped(t testing.TB) time.Duration { return time.Until(await.Deadline(t)) }
 
 func TestMain(m *testing.M) {
 	flag.Parse()

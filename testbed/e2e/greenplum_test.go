@@ -103,7 +103,7 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	}
 	startHealthyCollector(t, filepath.Join(dir, "collector.log"), env, ports["health"], args...)
 
-	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: untilStopped})
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-mtls", Kind: workload.IdleInTransaction, Duration: untilStopped(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func checkFiguresMatchProc(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	// The workloads outlive the measurement (the test's cleanup stops them):
 	// on a loaded machine their start can take seconds, and one that ended
 	// inside the window would leave its sessions' process counts short.
-	w := startMeasured(t, s.Cluster, untilStopped)
+	w := startMeasured(t, s.Cluster, untilStopped(t))
 	began := time.Now()
 	var pids []int
 	for _, x := range []*workload.Session{w.cpu, w.io, w.mem, w.idle} {
@@ -497,7 +497,7 @@ func stateOf(ctx context.Context, api yagpcc.GetGPInfoClient, sessID int) (*yagp
 
 func checkAgentKilled(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient) {
 	ctx := context.Background()
-	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-fault-cpu", Kind: workload.CPU, Duration: untilStopped})
+	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-fault-cpu", Kind: workload.CPU, Duration: untilStopped(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,7 +585,7 @@ func checkCoordinatorRestart(t *testing.T, s *Stack, api yagpcc.GetGPInfoClient)
 	if after == before {
 		t.Fatalf("the restart left tm_id at %d", after)
 	}
-	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-after-restart", Kind: workload.IdleInTransaction, Duration: untilStopped})
+	w, err := workload.Start(ctx, s.Cluster, workload.Spec{Name: "e2e-after-restart", Kind: workload.IdleInTransaction, Duration: untilStopped(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

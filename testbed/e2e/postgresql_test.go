@@ -42,7 +42,7 @@ func TestPostgreSQLConfig(t *testing.T) {
 		"--set=exporters::prometheus::endpoint=127.0.0.1:"+strconv.Itoa(ports["prometheus"]),
 		"--set=extensions::health_check::endpoint=127.0.0.1:"+strconv.Itoa(ports["health"]),
 		"--set=service::telemetry::metrics::level=none")
-	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: untilStopped})
+	w, err := workload.Start(ctx, c, workload.Spec{Name: "e2e-parallel", Kind: workload.ParallelCPU, Duration: untilStopped(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

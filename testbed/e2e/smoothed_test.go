@@ -30,7 +30,7 @@ func TestSmoothedCPUOfOneCoreBurnConverges(t *testing.T) {
 	api := dialAPI(t, s.API)
 
 	// No segments: only the coordinator backend runs the statements.
-	w, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-smoothed-cpu", Kind: workload.CPU, Duration: untilStopped, Contents: []int{}})
+	w, err := workload.Start(context.Background(), c, workload.Spec{Name: "e2e-smoothed-cpu", Kind: workload.CPU, Duration: untilStopped(t), Contents: []int{}})
 	if err != nil {
 		t.Fatal(err)
 	}
