@@ -80,8 +80,8 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 // more writers only hold more batches in memory while they wait for it,
 // and keep every core busy, so API calls queue behind them. At 200k
 // processes on 2 cores, one slot instead of max_parallel_hosts writers
-// took GetGPSessions p99 from 108 to 24 ms and peak RSS from 788 to
-// 658 MiB (docs/performance.md). The agent calls themselves stay
+// took GetGPSessions p99 from 75-125 ms to 14.6 ms and peak RSS from 788
+// to 674 MiB (docs/performance.md). The agent calls themselves stay
 // max_parallel_hosts wide.
 func emitSlotCount() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
