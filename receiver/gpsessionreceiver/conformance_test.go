@@ -1,0 +1,146 @@
+package gpsessionreceiver
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/testbed/cluster"
+)
+
+// statementLog records every statement a connection sends and whether the
+// server took it.
+type statementLog struct {
+	mu     sync.Mutex
+	sent   []string
+	failed map[string]error
+}
+
+type traceKey struct{}
+
+func (l *statementLog) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sent = append(l.sent, data.SQL)
+	return context.WithValue(ctx, traceKey{}, data.SQL)
+}
+
+func (l *statementLog) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryEndData) {
+	if data.Err == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.failed == nil {
+		l.failed = map[string]error{}
+	}
+	l.failed[ctx.Value(traceKey{}).(string)] = data.Err
+}
+
+// Every statement gpotel sends (internal/gpsql) runs on every dialect the
+// testbed emulates, whose catalogs are as strict as the real ones
+// (testbed/cluster/dialects.go); and everything the receiver sends on its
+// production path is one of them, so nothing escapes the table.
+func TestEveryStatementRunsOnEachDialect(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed per dialect")
+	}
+	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry, cluster.DialectPostgreSQL} {
+		t.Run(string(d), func(t *testing.T) {
+			opts := cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: d}
+			if d == cluster.DialectPostgreSQL {
+				opts = cluster.Options{Dialect: d}
+			}
+			c := cluster.Start(t, opts)
+			ctx := await.Context(t)
+
+			// The production path: discovery, topology and resource groups.
+			log := &statementLog{}
+			src := newPGSource(testbedConfig(c))
+			src.tracer = log
+			t.Cleanup(src.Close)
+			st, err := src.Discover(ctx)
+			if err != nil {
+				t.Fatalf("discovery: %v", err)
+			}
+			if gpsql.IsGreenplumFamily(st.Dialect) {
+				if _, err := src.SegmentConfiguration(ctx); err != nil {
+					t.Fatalf("segment configuration: %v", err)
+				}
+				if st.ResourceGroupsErr != nil {
+					t.Fatalf("resource groups: %v", st.ResourceGroupsErr)
+				}
+			}
+			for sql, err := range log.failed {
+				t.Errorf("the server refused %q: %v", sql, err)
+			}
+			checkEverySegmentDiscovered(t, c, st)
+
+			// Every statement of the table, for the shape the receiver found.
+			shape := src.shape(st.Dialect, src.columns)
+			coordinator, err := pgx.Connect(ctx, c.CoordinatorDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = coordinator.Close(context.Background()) })
+			var texts []string
+			for _, s := range gpsql.Statements {
+				text := s.Text(shape)
+				if text == "" {
+					continue
+				}
+				texts = append(texts, text)
+				if s.Guard != "" && !guardHolds(ctx, t, coordinator, shape, s.Guard) {
+					t.Logf("%s: not sent here (%s is false)", s.Name, s.Guard)
+					continue
+				}
+				rows, err := coordinator.Query(ctx, text, s.Args...)
+				if err == nil {
+					rows.Close()
+					err = rows.Err()
+				}
+				if err != nil {
+					t.Errorf("%s (%s): %v\n%s", s.Name, s.Sender, err, text)
+				}
+			}
+			for _, sql := range slices.Compact(slices.Sorted(slices.Values(log.sent))) {
+				if !slices.Contains(texts, sql) {
+					t.Errorf("the receiver sent a statement that is not in internal/gpsql's table: %q", sql)
+				}
+			}
+		})
+	}
+}
+
+func guardHolds(ctx context.Context, t *testing.T, conn *pgx.Conn, shape gpsql.Shape, name string) bool {
+	t.Helper()
+	i := slices.IndexFunc(gpsql.Statements, func(s gpsql.Statement) bool { return s.Name == name })
+	if i < 0 {
+		t.Fatalf("guard %q is not in the table", name)
+	}
+	var holds bool
+	if err := conn.QueryRow(ctx, gpsql.Statements[i].Text(shape)).Scan(&holds); err != nil {
+		t.Fatalf("guard %q: %v", name, err)
+	}
+	return holds
+}
+
+// checkEverySegmentDiscovered: discovery's own backend shows on every
+// instance, each under its own content id.
+func checkEverySegmentDiscovered(t *testing.T, c *cluster.Cluster, st *ClusterState) {
+	t.Helper()
+	seen := map[int64]bool{}
+	for _, b := range st.Backends {
+		seen[b.SegmentID] = true
+	}
+	for _, in := range c.Instances() {
+		if !seen[int64(in.Content)] {
+			t.Errorf("discovery found no backend on content %d: segments %v", in.Content, seen)
+		}
+	}
+}
