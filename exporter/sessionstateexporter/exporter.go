@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
@@ -16,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -55,7 +57,11 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 }
 
 func (e *sessionStateExporter) start(ctx context.Context, host component.Host) error {
-	server, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.settings.TelemetrySettings)
+	var recovery []configgrpc.ToServerOption
+	for _, opt := range grpcrecover.ServerOptions(e.settings.Logger) {
+		recovery = append(recovery, configgrpc.WithGrpcServerOption(opt))
+	}
+	server, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.settings.TelemetrySettings, recovery...)
 	if err != nil {
 		return fmt.Errorf("sessionstate: building the gRPC server: %w", err)
 	}
