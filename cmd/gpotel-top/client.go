@@ -52,7 +52,7 @@ func (o clientOptions) Validate() error {
 
 const (
 	// tokenEnv names the environment variable that may hold the bearer token.
-	tokenEnv = "GPOTEL_API_TOKEN"
+	tokenEnv = "GPOTEL_API_TOKEN" //nolint:gosec // the variable's name, not a credential
 	// maxTokenBytes bounds what is read from a token file.
 	maxTokenBytes = 8192
 )

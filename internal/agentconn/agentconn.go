@@ -32,7 +32,7 @@ type Config struct {
 	Agent configgrpc.ClientConfig `mapstructure:"agent"`
 }
 
-// NewDefaultConfig: port 1433, plaintext until TLS is configured (the
+// NewDefaultConfig is port 1433 and plaintext until TLS is configured (the
 // agents serve plaintext unless configured for TLS).
 func NewDefaultConfig() Config {
 	agent := configgrpc.NewDefaultClientConfig()

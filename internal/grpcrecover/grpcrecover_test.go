@@ -2,6 +2,7 @@ package grpcrecover
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"testing"
 
@@ -27,9 +28,7 @@ func (panickingHealth) Check(_ context.Context, req *healthpb.HealthCheckRequest
 	if req.GetService() == "ok" {
 		return &healthpb.HealthCheckResponse{Status: healthpb.HealthCheckResponse_SERVING}, nil
 	}
-	var m map[string]int
-	m["boom"]++ // a nil map write: a handler bug
-	return nil, nil
+	panic(fmt.Errorf("check handler bug for %q", req.GetService()))
 }
 
 func (panickingHealth) Watch(*healthpb.HealthCheckRequest, healthpb.Health_WatchServer) error {
