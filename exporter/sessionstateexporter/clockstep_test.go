@@ -6,21 +6,13 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/processor/processortest"
-
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 func TestServingResumesAfterTheWallClockStepsBack(t *testing.T) {
 	srv := startDefault(t)
-	factory := snapshotdiffprocessor.NewFactory()
-	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()),
-		factory.CreateDefaultConfig(), srv.exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proc := processorInFront(t, srv)
 	top := gpotelv1.NewClusterTopClient(srv.conn)
 	// Session 7 runs one process; one scrape every 15 s of real time. After
 	// the second the wall clock is stepped back by 10 min 15 s; session 8 was
