@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -160,4 +161,29 @@ func TestOrderCacheIsBoundedByBytes(t *testing.T) {
 		t.Fatalf("64 orders of %d fields over 10000 sessions keep %d MiB, more than the cache's %d MiB (+8 MiB slack)",
 			maxSortFields, grew>>20, maxOrderCacheBytes>>20)
 	}
+}
+
+// FuzzDecodeToken: whatever a client sends as page_token, decoding neither
+// panics nor returns other than one value per sort field, and a token the
+// server issued decodes to what it encoded.
+func FuzzDecodeToken(f *testing.F) {
+	spec, err := parseSortSpec([]*yagpcc.SessionFieldWrapper{
+		{FieldName: yagpcc.SessionField_SESSION_FIELD_USER}, {FieldName: yagpcc.SessionField_LAST_USERTIMESECONDS}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	e := orderEntry{s: &session{key: sessionKey{tmID: testTmID, sessID: 7}}, vals: []sortValue{str("a\x00é"), {present: true, f: math.NaN()}}}
+	f.Add(encodeToken("fp", e), "fp")
+	f.Add("", "fp")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":[{},{},{}]}`)), "fp")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":{"p":true}}`)), "fp")
+	f.Fuzz(func(t *testing.T, tok, request string) {
+		vals, key, err := decodeToken(tok, request, spec)
+		if err == nil && len(vals) != len(spec) {
+			t.Fatalf("%d values for %d sort fields", len(vals), len(spec))
+		}
+		if tok == encodeToken(request, e) && (err != nil || key != e.s.key || vals[0] != e.vals[0] || !math.IsNaN(vals[1].f)) {
+			t.Fatalf("an issued token does not decode to what it encoded: %v %v %v", vals, key, err)
+		}
+	})
 }
