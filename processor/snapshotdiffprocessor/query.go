@@ -185,6 +185,13 @@ func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
 	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[sessionKey]*sessionQueries{}}
 }
 
+// restart forgets every timeline: their times belong to a clock that was
+// stepped back. Queries seen again are marked partial.
+func (t *queryTracker) restart() {
+	clear(t.sessions)
+	t.rows = t.rows[:0]
+}
+
 // queryFigures is one query as written after a snapshot.
 type queryFigures struct {
 	session sessionKey

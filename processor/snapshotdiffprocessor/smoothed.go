@@ -56,6 +56,12 @@ func newSmoother(constants []time.Duration) *smoother {
 	return sm
 }
 
+// restartClock keeps the averages and forgets when each host was last
+// updated: after a clock step, the next snapshot is every host's baseline.
+func (sm *smoother) restartClock() {
+	clear(sm.hostUpdated)
+}
+
 // decay moves avgs towards in by the share dt/tau of each time constant.
 func (sm *smoother) decay(avgs []averages, in *averages, dt int64) {
 	for k, tau := range sm.constants {

@@ -450,18 +450,6 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 	}
 }
 
-func TestAgentTLSIsOnWhenACertificateIsConfigured(t *testing.T) {
-	plain := createDefaultConfig().Agent.TLS
-	if !agentTLS(plain).Insecure {
-		t.Error("the default agent connection is not plaintext")
-	}
-	withCert := plain
-	withCert.CertFile, withCert.KeyFile = "/etc/gpotel/client.pem", "/etc/gpotel/client-key.pem"
-	if agentTLS(withCert).Insecure {
-		t.Error("a client certificate was configured and the connection stays plaintext")
-	}
-}
-
 // A host that ran out its host_timeout on its exit records (or postmasters)
 // is not asked for its processes in the same scrape: it is reported down
 // with why, and a host whose call failed fast is still asked.
