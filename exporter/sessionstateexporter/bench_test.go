@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -24,8 +24,8 @@ func benchSessions(n int, gen int) []testSession {
 		s.sessID = int64(i + 1)
 		s.pid = int64(10000 + i)
 		s.user = fmt.Sprintf("user%d", i%50)
-		s.meta[gpsemconv.MetaQuery] = fmt.Sprintf("select %d, ", i) + strings.Repeat("x", 190)
-		s.meta[gpsemconv.MetaApplicationName] = fmt.Sprintf("app%d", i%20)
+		s.meta[pipeline.MetaQuery] = fmt.Sprintf("select %d, ", i) + strings.Repeat("x", 190)
+		s.meta[pipeline.MetaApplicationName] = fmt.Sprintf("app%d", i%20)
 		last := *s.last
 		last.user = float64((i*7919+gen*31)%10007) / 10
 		s.last = &last

@@ -16,7 +16,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -66,7 +66,7 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 	st := newSessionStore(testConfig(), zap.NewNop(), "")
 	sessions := sessionsWithUserTime(idRange(1, 1001), 7)
 	for i := range sessions {
-		sessions[i].meta = map[string]any{gpsemconv.MetaState: "active", gpsemconv.MetaQuery: "select 1"}
+		sessions[i].meta = map[string]any{pipeline.MetaState: "active", pipeline.MetaQuery: "select 1"}
 	}
 	st.consume(buildSnapshot(t0, sessions))
 	svc := &getGPInfoService{store: st, defaultPageSize: defaultPageSize, maxPageSize: defaultMaxPageSize, maxResponseBytes: defaultMaxResponseBytes}
@@ -172,7 +172,7 @@ func FuzzDecodeToken(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e := orderEntry{s: &session{key: sessionKey{tmID: testTmID, sessID: 7}}, vals: []sortValue{str("a\x00é"), {present: true, f: math.NaN()}}}
+	e := orderEntry{s: &session{key: pipeline.SessionKey{TmID: testTmID, ID: 7}}, vals: []sortValue{str("a\x00é"), {present: true, f: math.NaN()}}}
 	f.Add(encodeToken("fp", e), "fp")
 	f.Add("", "fp")
 	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":[{},{},{}]}`)), "fp")

@@ -1,12 +1,14 @@
 package sessionstateexporter
 
 import (
+	"fmt"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // testFigures are one window's session figures as the processor emits them.
@@ -16,6 +18,17 @@ type testFigures struct {
 	syscr, syscw, cancelled              int64
 	major, minor, vol, invol             int64
 	partial                              bool
+}
+
+// counters are the figures as the processor holds them.
+func (f *testFigures) counters() pipeline.Counters {
+	ns := func(s float64) int64 { return int64(s * 1e9) }
+	return pipeline.Counters{
+		pipeline.CPUUser: ns(f.user), pipeline.CPUSystem: ns(f.sys), pipeline.DiskDelay: ns(f.diskDelay), pipeline.RunDelay: ns(f.runDelay),
+		pipeline.DiskRead: f.readBytes, pipeline.DiskWrite: f.writeBytes, pipeline.CharsRead: f.rchar, pipeline.CharsWrite: f.wchar,
+		pipeline.SyscallsRead: f.syscr, pipeline.SyscallsWrite: f.syscw, pipeline.CancelledWrite: f.cancelled,
+		pipeline.FaultsMajor: f.major, pipeline.FaultsMinor: f.minor, pipeline.SwitchesVoluntary: f.vol, pipeline.SwitchesInvoluntary: f.invol,
+	}
 }
 
 // testMemory are the memory gauges (no window).
@@ -29,181 +42,129 @@ type testSession struct {
 	sessID, tmID, pid int64
 	system            bool
 	db, user          string
-	// meta is gpotel.session.info's Metadata; values string, int64, bool or []string.
+	// meta is gpotel.session.info's state by Metadata key; values string,
+	// int64, bool or []string (backends), times as RFC 3339 strings.
 	meta            map[string]any
 	last            *testFigures // the exporter's window; nil: absent
 	total           *testFigures // lifetime; nil: absent
 	other           *testFigures // another window the exporter must ignore
 	memory          testMemory
 	processes, host int64
+	pressure        []pipeline.GroupPressure // its groups' pressure (avg10 in percent)
 }
 
 const (
 	testCoordinator = "mdw"
-	testWindow      = "5m"
-	testOtherWindow = "15m"
+	testWindow      = 5 * time.Minute
+	testOtherWindow = 15 * time.Minute
 )
 
 // buildSnapshot makes one snapshot the way snapshotdiff outputs it
-// (docs/pipeline.md): a snapshot resource, then one resource per session
-// with the receiver's gpotel.session.info and the processor's figures.
+// (docs/pipeline.md), through the pipeline contract's encoders: a
+// snapshot resource, then one resource per session with the receiver's
+// gpotel.session.info and the processor's figures. A session without
+// last, other or total figures lacks that window's points: input the
+// processor never writes, for the exporter's tests of it.
 func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
-	md := pmetric.NewMetrics()
 	ts := pcommon.NewTimestampFromTime(at)
-
-	snap := md.ResourceMetrics().AppendEmpty()
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSnapshot)
-	snap.Resource().Attributes().PutInt(gpsemconv.AttrTmID, 1700000000)
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrDialect, "gp6")
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrHostName, testCoordinator)
-	up := snap.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	up.SetName(gpsemconv.MetricHostUp)
-	dp := up.SetEmptyGauge().DataPoints().AppendEmpty()
-	dp.SetTimestamp(ts)
-	dp.SetIntValue(1)
-	dp.Attributes().PutStr(gpsemconv.AttrHostName, "sdw1")
-
+	md := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+		Time: at, TmID: testTmID, Dialect: "gp6", Coordinator: testCoordinator,
+		Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}},
+	})
 	for _, s := range sessions {
-		rm := md.ResourceMetrics().AppendEmpty()
-		a := rm.Resource().Attributes()
-		a.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSession)
-		a.PutInt(gpsemconv.AttrTmID, s.tmID)
-		a.PutInt(gpsemconv.AttrSessionID, s.sessID)
-		a.PutInt(gpsemconv.AttrSessionPID, s.pid)
-		a.PutBool(gpsemconv.AttrSessionSystem, s.system)
-		a.PutStr(gpsemconv.AttrDBNamespace, s.db)
-		a.PutStr(gpsemconv.AttrSessionUser, s.user)
-		a.PutStr(gpsemconv.AttrHostName, testCoordinator)
-
-		recv := rm.ScopeMetrics().AppendEmpty()
-		recv.Scope().SetName("gpsessionreceiver")
-		infoMetric := recv.Metrics().AppendEmpty()
-		infoMetric.SetName(gpsemconv.MetricSessionInfo)
-		ip := infoMetric.SetEmptyGauge().DataPoints().AppendEmpty()
-		ip.SetTimestamp(ts)
-		ip.SetIntValue(1)
-		for k, v := range s.meta {
-			switch v := v.(type) {
-			case string:
-				infoMetric.Metadata().PutStr(k, v)
-			case int64:
-				infoMetric.Metadata().PutInt(k, v)
-			case bool:
-				infoMetric.Metadata().PutBool(k, v)
-			case []string:
-				sl := infoMetric.Metadata().PutEmptySlice(k)
-				for _, e := range v {
-					sl.AppendEmpty().SetStr(e)
-				}
+		one := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+			Time: at, TmID: s.tmID, Coordinator: testCoordinator,
+			Sessions: []pipeline.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
+				State: stateOf(s.meta), CgroupPressure: s.pressure}},
+		})
+		rm := one.ResourceMetrics().At(1) // after its snapshot resource
+		var windows []time.Duration
+		figs := &pipeline.SessionFigures{Processes: s.processes, Hosts: s.host}
+		for _, w := range []struct {
+			d time.Duration
+			f *testFigures
+		}{{testWindow, s.last}, {testOtherWindow, s.other}} {
+			if w.f != nil {
+				windows = append(windows, w.d)
+				figs.Windows = append(figs.Windows, pipeline.WindowFigures{Span: int64(w.f.span * 1e9), Deltas: w.f.counters(), Partial: w.f.partial})
 			}
 		}
-
-		proc := rm.ScopeMetrics().AppendEmpty()
-		proc.Scope().SetName("snapshotdiffprocessor")
-		ms := proc.Metrics()
-		addFigures(ms, ts, testWindow, s.last)
-		addFigures(ms, ts, gpsemconv.WindowLifetime, s.total)
-		addFigures(ms, ts, testOtherWindow, s.other)
-		gauge(ms, ts, gpsemconv.MetricSessionProcesses).SetIntValue(s.processes)
-		gauge(ms, ts, gpsemconv.MetricSessionHosts).SetIntValue(s.host)
-		mem := ms.AppendEmpty()
-		mem.SetName(gpsemconv.MetricSessionMemoryUsage)
-		mem.SetEmptyGauge()
-		for _, m := range []struct {
-			typ, agg string
-			v        int64
-		}{
-			{gpsemconv.MemoryTypeRSS, gpsemconv.MemoryAggregationCluster, s.memory.rss},
-			{gpsemconv.MemoryTypeRSS, gpsemconv.MemoryAggregationMaxHost, s.memory.rssMaxHost},
-			{gpsemconv.MemoryTypeRSSAnon, gpsemconv.MemoryAggregationCluster, s.memory.rssAnon},
-			{gpsemconv.MemoryTypeRSSAnon, gpsemconv.MemoryAggregationMaxHost, s.memory.rssAnonMaxHost},
-			{gpsemconv.MemoryTypeRSSShared, gpsemconv.MemoryAggregationCluster, s.memory.rssShared},
-			{gpsemconv.MemoryTypeVirtual, gpsemconv.MemoryAggregationCluster, s.memory.virtual},
-			{gpsemconv.MemoryTypePeak, gpsemconv.MemoryAggregationCluster, s.memory.peak},
-			{gpsemconv.MemoryTypeVirtualPeak, gpsemconv.MemoryAggregationCluster, s.memory.virtualPeak},
-		} {
-			p := mem.Gauge().DataPoints().AppendEmpty()
-			p.SetTimestamp(ts)
-			p.SetIntValue(m.v)
-			p.Attributes().PutStr(gpsemconv.AttrMemoryType, m.typ)
-			p.Attributes().PutStr(gpsemconv.AttrMemoryAggregation, m.agg)
+		if s.total != nil {
+			figs.Lifetime, figs.LifetimePartial = s.total.counters(), s.total.partial
 		}
+		m := s.memory
+		figs.MemoryCluster = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rss, pipeline.MemRSSAnon: m.rssAnon, pipeline.MemRSSShared: m.rssShared,
+			pipeline.MemVirtual: m.virtual, pipeline.MemPeak: m.peak, pipeline.MemVirtualPeak: m.virtualPeak}
+		figs.MemoryMaxHost = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rssMaxHost, pipeline.MemRSSAnon: m.rssAnonMaxHost}
+		pipeline.NewOutputEncoder(windows, nil).AppendSession(rm, ts, figs)
+		if s.total == nil {
+			dropWindow(rm, pipeline.WindowLifetime)
+		}
+		rm.MoveTo(md.ResourceMetrics().AppendEmpty())
 	}
 	return md
 }
 
-func gauge(ms pmetric.MetricSlice, ts pcommon.Timestamp, name string) pmetric.NumberDataPoint {
-	m := ms.AppendEmpty()
-	m.SetName(name)
-	p := m.SetEmptyGauge().DataPoints().AppendEmpty()
-	p.SetTimestamp(ts)
-	return p
-}
-
-// addFigures adds one window's figures, each with a .rate sibling the
-// exporter must not confuse with the figure itself.
-func addFigures(ms pmetric.MetricSlice, ts pcommon.Timestamp, window string, f *testFigures) {
-	if f == nil {
-		return
+// stateOf turns a test's Metadata map into the contract's session state.
+func stateOf(meta map[string]any) pipeline.SessionState {
+	var st pipeline.SessionState
+	str := map[string]**string{
+		pipeline.MetaApplicationName: &st.ApplicationName, pipeline.MetaClientAddr: &st.ClientAddr,
+		pipeline.MetaClientHostname: &st.ClientHostname, pipeline.MetaState: &st.State, pipeline.MetaWaitingReason: &st.WaitingReason,
+		pipeline.MetaWaitEventType: &st.WaitEventType, pipeline.MetaWaitEvent: &st.WaitEvent, pipeline.MetaBackendType: &st.BackendType,
+		pipeline.MetaBackendXID: &st.BackendXID, pipeline.MetaBackendXmin: &st.BackendXmin, pipeline.MetaRsgName: &st.RsgName,
+		pipeline.MetaRsgQueueDuration: &st.RsgQueueDuration, pipeline.MetaQuery: &st.Query,
 	}
-	type point struct {
-		attr, val string
-		d         float64
-		i         int64
-		isInt     bool
-	}
-	add := func(name string, pts ...point) {
-		for _, rate := range []bool{false, true} {
-			m := ms.AppendEmpty()
-			m.SetName(name)
-			if rate {
-				m.SetName(name + gpsemconv.RateSuffix)
+	times := map[string]**time.Time{pipeline.MetaBackendStart: &st.BackendStart, pipeline.MetaXactStart: &st.XactStart,
+		pipeline.MetaQueryStart: &st.QueryStart, pipeline.MetaStateChange: &st.StateChange}
+	ints := map[string]**int64{pipeline.MetaClientPort: &st.ClientPort, pipeline.MetaRsgID: &st.RsgID}
+	for k, v := range meta {
+		switch {
+		case str[k] != nil:
+			s := v.(string)
+			*str[k] = &s
+		case times[k] != nil:
+			t, err := time.Parse(time.RFC3339Nano, v.(string))
+			if err != nil {
+				panic(err)
 			}
-			dps := m.SetEmptyGauge().DataPoints()
-			for _, pt := range pts {
-				p := dps.AppendEmpty()
-				p.SetTimestamp(ts)
-				p.Attributes().PutStr(gpsemconv.AttrWindow, window)
-				if pt.attr != "" {
-					p.Attributes().PutStr(pt.attr, pt.val)
+			*times[k] = &t
+		case ints[k] != nil:
+			n := v.(int64)
+			*ints[k] = &n
+		case k == pipeline.MetaWaiting:
+			b := v.(bool)
+			st.Waiting = &b
+		case k == pipeline.MetaQueryTruncated:
+			st.QueryTruncated = v.(bool)
+		case k == pipeline.MetaBackends:
+			for _, ref := range v.([]string) {
+				b, err := pipeline.ParseBackendRef(ref)
+				if err != nil {
+					panic(err)
 				}
-				switch {
-				case rate:
-					p.SetDoubleValue(123456.5) // nonsense on purpose
-				case pt.isInt:
-					p.SetIntValue(pt.i)
-				default:
-					p.SetDoubleValue(pt.d)
-				}
+				st.Backends = append(st.Backends, b)
 			}
+		default:
+			panic(fmt.Sprintf("test session metadata %q is no gpotel.session.info key", k))
 		}
 	}
-	d := func(attr, val string, v float64) point { return point{attr: attr, val: val, d: v} }
-	i := func(attr, val string, v int64) point { return point{attr: attr, val: val, i: v, isInt: true} }
-	add(gpsemconv.MetricSessionCPUTime, d(gpsemconv.AttrCPUMode, gpsemconv.CPUModeUser, f.user), d(gpsemconv.AttrCPUMode, gpsemconv.CPUModeSys, f.sys))
-	add(gpsemconv.MetricSessionDiskIO, i(gpsemconv.AttrDirection, gpsemconv.DirectionRead, f.readBytes), i(gpsemconv.AttrDirection, gpsemconv.DirectionWrite, f.writeBytes))
-	add(gpsemconv.MetricSessionIOChars, i(gpsemconv.AttrDirection, gpsemconv.DirectionRead, f.rchar), i(gpsemconv.AttrDirection, gpsemconv.DirectionWrite, f.wchar))
-	add(gpsemconv.MetricSessionIOSyscalls, i(gpsemconv.AttrDirection, gpsemconv.DirectionRead, f.syscr), i(gpsemconv.AttrDirection, gpsemconv.DirectionWrite, f.syscw))
-	add(gpsemconv.MetricSessionCancelledWrite, i("", "", f.cancelled))
-	add(gpsemconv.MetricSessionDiskDelay, d("", "", f.diskDelay))
-	add(gpsemconv.MetricSessionRunDelay, d("", "", f.runDelay))
-	add(gpsemconv.MetricSessionPagingFaults, i(gpsemconv.AttrFaultType, gpsemconv.FaultTypeMajor, f.major), i(gpsemconv.AttrFaultType, gpsemconv.FaultTypeMinor, f.minor))
-	add(gpsemconv.MetricSessionContextSwitches, i(gpsemconv.AttrContextSwitchType, gpsemconv.ContextSwitchVol, f.vol), i(gpsemconv.AttrContextSwitchType, gpsemconv.ContextSwitchInvol, f.invol))
-	// Span and partial have no rate sibling.
-	span := ms.AppendEmpty()
-	span.SetName(gpsemconv.MetricSessionWindowSpan)
-	sp := span.SetEmptyGauge().DataPoints().AppendEmpty()
-	sp.SetTimestamp(ts)
-	sp.SetDoubleValue(f.span)
-	sp.Attributes().PutStr(gpsemconv.AttrWindow, window)
-	partial := ms.AppendEmpty()
-	partial.SetName(gpsemconv.MetricSessionPartial)
-	pp := partial.SetEmptyGauge().DataPoints().AppendEmpty()
-	pp.SetTimestamp(ts)
-	if f.partial {
-		pp.SetIntValue(1)
-	} else {
-		pp.SetIntValue(0)
+	return st
+}
+
+// dropWindow takes the points of one gpotel.window off a resource.
+func dropWindow(rm pmetric.ResourceMetrics, window string) {
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			if ms.At(j).Type() != pmetric.MetricTypeGauge {
+				continue
+			}
+			ms.At(j).Gauge().DataPoints().RemoveIf(func(dp pmetric.NumberDataPoint) bool {
+				w, ok := dp.Attributes().Get(pipeline.AttrWindow)
+				return ok && w.Str() == window
+			})
+		}
 	}
-	pp.Attributes().PutStr(gpsemconv.AttrWindow, window)
 }

@@ -8,13 +8,12 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/clockstep"
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -41,151 +40,20 @@ func (h *hostTops) consume(md pmetric.Metrics) {
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		rm := rms.At(i)
-		if strAttr(rm.Resource().Attributes(), sc.AttrResourceKind) != sc.KindSnapshot {
+		if pipeline.KindOf(rm.Resource().Attributes()) != pipeline.KindSnapshot {
 			continue
 		}
-		hosts := map[string]*gpotelv1.HostTop{}
-		host := func(name string) *gpotelv1.HostTop {
-			if hosts[name] == nil {
-				hosts[name] = &gpotelv1.HostTop{Hostname: name}
-			}
-			return hosts[name]
-		}
-		usage := func(name string) *gpotelv1.Usage {
-			h := host(name)
-			if h.Usage == nil {
-				h.Usage = &gpotelv1.Usage{}
-			}
-			return h.Usage
-		}
-		// Host averages at the shortest time constant: the closest to "now".
-		tau := math.Inf(1)
-		forEachMetric(rm, func(m pmetric.Metric) {
-			switch m.Name() {
-			case sc.MetricHostCPUUsageSmoothed, sc.MetricHostDiskIORateSmoothed, sc.MetricHostMemoryUsageSmoothed:
-				pts := numberPoints(m)
-				for k := range pts.Len() {
-					if d, err := time.ParseDuration(strAttr(pts.At(k).Attributes(), sc.AttrTimeConstant)); err == nil && d > 0 {
-						tau = min(tau, d.Seconds())
-					}
-				}
-			}
-		})
-		forEachMetric(rm, func(m pmetric.Metric) {
-			pts := numberPoints(m)
-			for k := range pts.Len() {
-				dp := pts.At(k)
-				a := dp.Attributes()
-				name := strAttr(a, sc.AttrHostName)
-				if name == "" {
-					continue
-				}
-				switch m.Name() {
-				case sc.MetricHostUp:
-					host(name).Up = pointFloat(dp) == 1
-					continue
-				case sc.MetricHostProcesses:
-					usage(name).Processes = uint32(min(pointUint(dp), math.MaxUint32))
-					continue
-				case sc.MetricHostCPUUsageSmoothed, sc.MetricHostDiskIORateSmoothed, sc.MetricHostMemoryUsageSmoothed:
-				default:
-					continue
-				}
-				if d, err := time.ParseDuration(strAttr(a, sc.AttrTimeConstant)); err != nil || d.Seconds() != tau {
-					continue
-				}
-				u, v := usage(name), max(pointFloat(dp), 0)
-				switch m.Name() {
-				case sc.MetricHostCPUUsageSmoothed:
-					u.CpuCores = v
-				case sc.MetricHostMemoryUsageSmoothed:
-					u.RssBytes = pointUint(dp)
-				case sc.MetricHostDiskIORateSmoothed:
-					switch strAttr(a, sc.AttrDirection) {
-					case sc.DirectionRead:
-						u.ReadBytesPerSecond = v
-					case sc.DirectionWrite:
-						u.WriteBytesPerSecond = v
-					}
-				}
-			}
-		})
-		if math.IsInf(tau, 1) {
-			tau = 0
-		}
-		at := int64(firstPointTime(rm)) //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
+		tops := pipeline.DecodeHostTops(rm)
+		at := int64(tops.Time) //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		// A replayed or late snapshot must not replace a newer one, unless the
 		// wall clock went back.
 		if at > h.time || clockstep.SteppedBack(time.Unix(0, h.time), time.Unix(0, at)) {
-			h.time, h.tau, h.byName = at, tau, hosts
+			h.time, h.tau, h.byName = at, tops.Tau, tops.Hosts
 		}
 		return
 	}
-}
-
-// sessionHostFigures collects a session's per-host figures of the
-// last_metrics window (docs/pipeline.md, per-host session figures).
-type sessionHostFigures struct {
-	byName map[string]*gpotelv1.SessionHostUsage
-}
-
-// add reads m if it is a per-host session figure and reports whether it was.
-func (sh *sessionHostFigures) add(m pmetric.Metric, p *snapshotParser) bool {
-	switch m.Name() {
-	case sc.MetricSessionHostCPUUsage, sc.MetricSessionHostDiskIORate, sc.MetricSessionHostMemory, sc.MetricSessionHostProcesses:
-	default:
-		return false
-	}
-	pts := numberPoints(m)
-	for k := range pts.Len() {
-		dp := pts.At(k)
-		a := dp.Attributes()
-		name := strAttr(a, sc.AttrHostName)
-		windowed := m.Name() == sc.MetricSessionHostCPUUsage || m.Name() == sc.MetricSessionHostDiskIORate
-		if name == "" || windowed && p.windowOf(a) != windowLast {
-			continue
-		}
-		if sh.byName == nil {
-			sh.byName = map[string]*gpotelv1.SessionHostUsage{}
-		}
-		h := sh.byName[name]
-		if h == nil {
-			h = &gpotelv1.SessionHostUsage{Hostname: name, Usage: &gpotelv1.Usage{}}
-			sh.byName[name] = h
-		}
-		v := max(pointFloat(dp), 0)
-		switch m.Name() {
-		case sc.MetricSessionHostCPUUsage:
-			h.Usage.CpuCores = v
-		case sc.MetricSessionHostMemory:
-			h.Usage.RssBytes = pointUint(dp)
-		case sc.MetricSessionHostProcesses:
-			h.Usage.Processes = uint32(min(pointUint(dp), math.MaxUint32))
-		case sc.MetricSessionHostDiskIORate:
-			switch strAttr(a, sc.AttrDirection) {
-			case sc.DirectionRead:
-				h.Usage.ReadBytesPerSecond = v
-			case sc.DirectionWrite:
-				h.Usage.WriteBytesPerSecond = v
-			}
-		}
-	}
-	return true
-}
-
-// list is the breakdown in host-name order; nil when there is none.
-func (sh *sessionHostFigures) list() []*gpotelv1.SessionHostUsage {
-	if len(sh.byName) == 0 {
-		return nil
-	}
-	out := make([]*gpotelv1.SessionHostUsage, 0, len(sh.byName))
-	for _, h := range sh.byName {
-		out = append(out, h)
-	}
-	slices.SortFunc(out, func(a, b *gpotelv1.SessionHostUsage) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
-	return out
 }
 
 // clusterTopService is gpotel.v1.ClusterTop over the session store, the
@@ -306,7 +174,7 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 	top := &gpotelv1.SessionTop{
 		TmId: st.GetSessionKey().GetTmId(), SessId: st.GetSessionKey().GetSessId(),
 		User: info.GetUser(), Database: info.GetDatabase(), State: info.GetState(),
-		Query:  cutUTF8(st.GetRunningQueryInfo().GetQueryText(), topQueryBytes),
+		Query:  cutText(st.GetRunningQueryInfo().GetQueryText()),
 		System: ss.system, Partial: last.GetPartial(),
 		Usage: &gpotelv1.Usage{
 			CpuCores:            rate(last.GetUserTimeSeconds() + last.GetKernelTimeSeconds()),
@@ -345,13 +213,8 @@ func topValue(t *gpotelv1.SessionTop, key gpotelv1.TopKey) float64 {
 	return u.GetCpuCores()
 }
 
-// cutUTF8 cuts s to at most n bytes without splitting a character.
-func cutUTF8(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+// cutText cuts a query text to what a top line shows.
+func cutText(s string) string {
+	out, _ := pipeline.CutUTF8(s, topQueryBytes)
+	return out
 }

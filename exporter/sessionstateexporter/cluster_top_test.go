@@ -10,7 +10,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -57,29 +58,20 @@ func threeSessions(minute float64) []receiverProcess {
 func feedThreeSessions(t *testing.T, proc processor.Metrics) {
 	t.Helper()
 	for i := range 2 {
-		md := receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i)))
+		s := receiverScrape(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i)))
 		if i == 1 {
-			addHostPressure(md, "sdw1", 0.25)
+			s.Readings = append(s.Readings, hostPressure("sdw1", 0.25))
 		}
-		if err := proc.ConsumeMetrics(context.Background(), md); err != nil {
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// addHostPressure adds a host resource whose cpu "some avg10" is share.
-func addHostPressure(md pmetric.Metrics, host string, share float64) {
-	rm := md.ResourceMetrics().AppendEmpty()
-	rm.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindHost)
-	rm.Resource().Attributes().PutInt(gpsemconv.AttrTmID, testTmID)
-	rm.Resource().Attributes().PutStr(gpsemconv.AttrHostName, host)
-	m := rm.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	m.SetName(gpsemconv.MetricPressureStallRatio)
-	dp := m.SetEmptyGauge().DataPoints().AppendEmpty()
-	dp.Attributes().PutStr(gpsemconv.AttrPressureResource, "cpu")
-	dp.Attributes().PutStr(gpsemconv.AttrPressureKind, "some")
-	dp.Attributes().PutStr(gpsemconv.AttrPressureWindow, "10s")
-	dp.SetDoubleValue(share)
+// hostPressure is a host whose cpu "some avg10" is share.
+func hostPressure(host string, share float64) pipeline.HostReading {
+	return pipeline.HostReading{Host: host, Pressure: &gpotelv1.Pressure{
+		Cpu: &gpotelv1.ResourcePressure{Some: &gpotelv1.PressureStall{Avg10: share * 100}}}}
 }
 
 func sessionIDs(resp *gpotelv1.GetClusterTopResponse) []int64 {
@@ -234,31 +226,15 @@ func TestClusterTopBeforeAnySnapshotIsEmpty(t *testing.T) {
 	}
 }
 
-func TestCutUTF8KeepsWholeCharacters(t *testing.T) {
-	if got := cutUTF8("añb", 2); got != "a" {
-		t.Errorf("cut to 2 bytes = %q, want %q", got, "a")
-	}
-	if got := cutUTF8("abc", 5); got != "abc" {
-		t.Errorf("short text changed: %q", got)
-	}
-}
-
 func near(got, want float64) bool { return math.Abs(got-want) <= 1e-6*math.Max(1, math.Abs(want)) }
 
 // withQueryStart gives every session of md a running statement started at start.
-func withQueryStart(md pmetric.Metrics, start time.Time) pmetric.Metrics {
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		if strAttr(rms.At(i).Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSession {
-			continue
-		}
-		forEachMetric(rms.At(i), func(m pmetric.Metric) {
-			if m.Name() == gpsemconv.MetricSessionInfo {
-				m.Metadata().PutStr(gpsemconv.MetaQueryStart, start.UTC().Format(time.RFC3339Nano))
-			}
-		})
+// withQueryStart sets every session's query_start.
+func withQueryStart(s pipelinetest.Snapshot, start time.Time) pmetric.Metrics {
+	for i := range s.Sessions {
+		s.Sessions[i].QueryStart = start
 	}
-	return md
+	return s.Metrics()
 }
 
 func TestClusterTopListsTopQueries(t *testing.T) {
@@ -274,7 +250,7 @@ func TestClusterTopListsTopQueries(t *testing.T) {
 	// Each session runs one statement, started 30 s before the first snapshot.
 	start := t0.Add(-30 * time.Second)
 	for i := range 2 {
-		md := withQueryStart(receiverSnapshotOf(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i))), start)
+		md := withQueryStart(receiverScrape(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i))), start)
 		if err := proc.ConsumeMetrics(context.Background(), md); err != nil {
 			t.Fatal(err)
 		}

@@ -118,9 +118,9 @@ func (f *sessionFilter) match(v *view, s *session) bool {
 		}
 	}
 	for field, ids := range f.ids {
-		have := s.key.sessID
+		have := s.key.ID
 		if field == yagpcc.SessionFilterEnum_SESSION_FILTER_TM_ID {
-			have = s.key.tmID
+			have = s.key.TmID
 		}
 		if _, ok := ids[have]; !ok {
 			return false

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/agentconn"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -53,7 +53,7 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 		}
 	}
 	v := svc.store.load()
-	s := v.byKey[sessionKey{tmID: key.GetTmId(), sessID: key.GetSessId()}]
+	s := v.byKey[pipeline.SessionKey{TmID: key.GetTmId(), ID: key.GetSessId()}]
 	if s == nil || !v.live(s) {
 		return nil, status.Errorf(codes.NotFound, "session tm_id %d sess_id %d is not in the newest snapshot", key.GetTmId(), key.GetSessId())
 	}
@@ -133,7 +133,7 @@ func fitResponse(resp *gpotelv1.GetSessionMemoryContextsResponse, limit int) err
 }
 
 // askAgent asks one backend's host; a failure becomes the backend's error.
-func (svc *sessionMemoryService) askAgent(ctx context.Context, ref gpsemconv.BackendRef, summary bool, timeout time.Duration) *gpotelv1.BackendMemoryContexts {
+func (svc *sessionMemoryService) askAgent(ctx context.Context, ref pipeline.BackendRef, summary bool, timeout time.Duration) *gpotelv1.BackendMemoryContexts {
 	out := &gpotelv1.BackendMemoryContexts{Hostname: ref.Host, SegmentId: int32(ref.SegmentID), Pid: ref.PID}
 	conn, err := svc.agents.Conn(ctx, ref.Host)
 	if err != nil {

@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -93,9 +93,9 @@ func startAgent(t *testing.T, a *fakeAgent, opts ...grpc.ServerOption) string {
 func sessionWithBackends(n int) testSession {
 	var refs []string
 	for i := range n {
-		refs = append(refs, gpsemconv.BackendRef{Host: "sdw1", SegmentID: int64(i % 8), PID: int64(1001 + i)}.String())
+		refs = append(refs, pipeline.BackendRef{Host: "sdw1", SegmentID: int64(i % 8), PID: int64(1001 + i)}.String())
 	}
-	return testSession{sessID: 7, tmID: testTmID, meta: map[string]any{gpsemconv.MetaState: "active", gpsemconv.MetaBackends: refs}}
+	return testSession{sessID: 7, tmID: testTmID, meta: map[string]any{pipeline.MetaState: "active", pipeline.MetaBackends: refs}}
 }
 
 func memoryContextsOf(t *testing.T, srv *testServer) *gpotelv1.GetSessionMemoryContextsResponse {

@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"math"
 	"slices"
 	"strconv"
@@ -122,7 +123,7 @@ func statUint(of statOf, f func(*yagpcc.SystemStat) uint64) sortField {
 var sortFields = func() map[yagpcc.SessionField]sortField {
 	m := map[yagpcc.SessionField]sortField{
 		yagpcc.SessionField_SESSION_FIELD_KEY: {kindPair, func(s *session) sortValue {
-			return sortValue{present: true, i: s.key.tmID, i2: s.key.sessID}
+			return sortValue{present: true, i: s.key.TmID, i2: s.key.ID}
 		}},
 		yagpcc.SessionField_SESSION_FIELD_HOST: {kindString, func(s *session) sortValue { return str(s.state.GetHostname()) }},
 		yagpcc.SessionField_SESSION_FIELD_PID:  infoInt((*yagpcc.SessionInfo).GetPid),
@@ -285,7 +286,7 @@ type orderEntry struct {
 }
 
 // compare orders two positions (sort values + key) in the spec's order.
-func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortValue, bkey sessionKey) int {
+func (spec sortSpec) compare(avals []sortValue, akey pipeline.SessionKey, bvals []sortValue, bkey pipeline.SessionKey) int {
 	for i, k := range spec {
 		c := compareValues(k.def.kind, &avals[i], &bvals[i])
 		if k.desc {
@@ -295,7 +296,7 @@ func (spec sortSpec) compare(avals []sortValue, akey sessionKey, bvals []sortVal
 			return c
 		}
 	}
-	return compareKeys(akey, bkey)
+	return akey.Compare(bkey)
 }
 
 // sortedOrder is a view's sessions in one sort order, built once per view.
@@ -403,7 +404,7 @@ type tokenValue struct {
 var errBadToken = errors.New("page_token is not one this server issued")
 
 func encodeToken(request string, e orderEntry) string {
-	t := pageToken{Request: request, TmID: e.s.key.tmID, SessID: e.s.key.sessID}
+	t := pageToken{Request: request, TmID: e.s.key.TmID, SessID: e.s.key.ID}
 	for _, v := range e.vals {
 		t.Values = append(t.Values, tokenValue{Present: v.present, S: v.s, I: v.i, I2: v.i2, U: v.u, F: math.Float64bits(v.f)})
 	}
@@ -420,10 +421,10 @@ func tokenBound(request string, e orderEntry) int {
 	return (n*4+2)/3 + 4
 }
 
-func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, error) {
+func decodeToken(tok, request string, spec sortSpec) ([]sortValue, pipeline.SessionKey, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return nil, sessionKey{}, errBadToken
+		return nil, pipeline.SessionKey{}, errBadToken
 	}
 	// The values are decoded one by one, so that a forged token of many small
 	// values is refused before it is held.
@@ -434,33 +435,33 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, e
 		SessID  int64           `json:"s"`
 	}
 	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, sessionKey{}, errBadToken
+		return nil, pipeline.SessionKey{}, errBadToken
 	}
 	errOther := errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed)")
 	if t.Request != request {
-		return nil, sessionKey{}, errOther
+		return nil, pipeline.SessionKey{}, errOther
 	}
 	vals := make([]sortValue, 0, len(spec))
 	if len(t.Values) > 0 {
 		dec := json.NewDecoder(bytes.NewReader(t.Values))
 		if tk, err := dec.Token(); err != nil || tk != json.Delim('[') {
-			return nil, sessionKey{}, errBadToken
+			return nil, pipeline.SessionKey{}, errBadToken
 		}
 		for dec.More() {
 			if len(vals) == len(spec) {
-				return nil, sessionKey{}, errOther
+				return nil, pipeline.SessionKey{}, errOther
 			}
 			var v tokenValue
 			if err := dec.Decode(&v); err != nil {
-				return nil, sessionKey{}, errBadToken
+				return nil, pipeline.SessionKey{}, errBadToken
 			}
 			vals = append(vals, sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)})
 		}
 	}
 	if len(vals) != len(spec) {
-		return nil, sessionKey{}, errOther
+		return nil, pipeline.SessionKey{}, errOther
 	}
-	return vals, sessionKey{tmID: t.TmID, sessID: t.SessID}, nil
+	return vals, pipeline.SessionKey{TmID: t.TmID, ID: t.SessID}, nil
 }
 
 // requestFingerprint names what a page token is valid for.

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -23,7 +23,7 @@ import (
 func sessionsWithUserTime(ids []int64, mod int64) []testSession {
 	out := make([]testSession, 0, len(ids))
 	for _, id := range ids {
-		out = append(out, testSession{sessID: id, tmID: testTmID, meta: map[string]any{gpsemconv.MetaState: "idle"},
+		out = append(out, testSession{sessID: id, tmID: testTmID, meta: map[string]any{pipeline.MetaState: "idle"},
 			last: &testFigures{user: float64(id % mod), span: 300}})
 	}
 	return out
@@ -255,7 +255,7 @@ func TestResponsesStayUnderMaxResponseBytes(t *testing.T) {
 	var sessions []testSession
 	for _, id := range idRange(1, 31) {
 		sessions = append(sessions, testSession{sessID: id, tmID: testTmID, meta: map[string]any{
-			gpsemconv.MetaState: "active", gpsemconv.MetaQuery: strings.Repeat("x", 250) + fmt.Sprint(id)},
+			pipeline.MetaState: "active", pipeline.MetaQuery: strings.Repeat("x", 250) + fmt.Sprint(id)},
 			last: &testFigures{user: float64(id), span: 300}})
 	}
 	srv.consume(t, buildSnapshot(t0, sessions))
@@ -277,7 +277,7 @@ func TestResponsesStayUnderMaxResponseBytes(t *testing.T) {
 	}
 	assertEachOnce(t, all, idRange(1, 31))
 
-	huge := testSession{sessID: 99, tmID: testTmID, meta: map[string]any{gpsemconv.MetaState: "active", gpsemconv.MetaQuery: strings.Repeat("y", 4000)}}
+	huge := testSession{sessID: 99, tmID: testTmID, meta: map[string]any{pipeline.MetaState: "active", pipeline.MetaQuery: strings.Repeat("y", 4000)}}
 	srv.consume(t, buildSnapshot(t0.Add(time.Second), []testSession{huge}))
 	_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Filter: []*yagpcc.SessionFilter{
 		{FieldName: yagpcc.SessionFilterEnum_SESSION_FILTER_SESS_ID, Value: "99"},

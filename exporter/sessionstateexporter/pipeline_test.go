@@ -8,13 +8,12 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -31,123 +30,46 @@ type receiverProcess struct {
 	rss              int64
 }
 
-// receiverSnapshot builds the receiver's shape (docs/pipeline.md): snapshot,
-// one session resource for sess_id 7, its processes (one process resource
-// each, as one agent answer per process would give).
-func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
-	return receiverSnapshotOf(at, []int64{7}, procs)
-}
-
-// receiverSnapshotOf is receiverSnapshot with a session resource for each of
-// sessions (user alice, query "select <id>").
-func receiverSnapshotOf(at time.Time, sessions []int64, procs []receiverProcess) pmetric.Metrics {
-	md := pmetric.NewMetrics()
-	ts := pcommon.NewTimestampFromTime(at)
-	snap := md.ResourceMetrics().AppendEmpty()
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSnapshot)
-	snap.Resource().Attributes().PutInt(gpsemconv.AttrTmID, testTmID)
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrDialect, "gp6")
-	snap.Resource().Attributes().PutStr(gpsemconv.AttrHostName, testCoordinator)
-	up := snap.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-	up.SetName(gpsemconv.MetricHostUp)
+// receiverScrape is the receiver's snapshot (docs/pipeline.md) with a
+// session resource for each of sessions (user alice, query "select <id>",
+// active) and their processes.
+func receiverScrape(at time.Time, sessions []int64, procs []receiverProcess) pipelinetest.Snapshot {
+	s := pipelinetest.Snapshot{Time: at, TmID: testTmID, Coordinator: testCoordinator}
 	hosts := []string{testCoordinator, "sdw1"}
 	for _, p := range procs {
 		if !slices.Contains(hosts, p.host) {
 			hosts = append(hosts, p.host)
 		}
 	}
-	upPoints := up.SetEmptyGauge().DataPoints()
-	asked := snap.ScopeMetrics().At(0).Metrics().AppendEmpty()
-	asked.SetName(gpsemconv.MetricHostProcesses)
-	askedPoints := asked.SetEmptyGauge().DataPoints()
 	for _, h := range hosts {
-		dp := upPoints.AppendEmpty()
-		dp.SetTimestamp(ts)
-		dp.SetIntValue(1)
-		dp.Attributes().PutStr(gpsemconv.AttrHostName, h)
 		n := 0
 		for _, p := range procs {
 			if p.host == h {
 				n++
 			}
 		}
-		dp = askedPoints.AppendEmpty()
-		dp.SetTimestamp(ts)
-		dp.SetIntValue(int64(n))
-		dp.Attributes().PutStr(gpsemconv.AttrHostName, h)
+		s.Hosts = append(s.Hosts, pipelinetest.Host{Name: h, Up: true, Processes: int64(n)})
 	}
 	for _, id := range sessions {
-		sess := md.ResourceMetrics().AppendEmpty()
-		a := sess.Resource().Attributes()
-		a.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSession)
-		a.PutInt(gpsemconv.AttrTmID, testTmID)
-		a.PutInt(gpsemconv.AttrSessionID, id)
-		a.PutInt(gpsemconv.AttrSessionPID, 7000+id)
-		a.PutBool(gpsemconv.AttrSessionSystem, false)
-		a.PutStr(gpsemconv.AttrDBNamespace, "sales")
-		a.PutStr(gpsemconv.AttrSessionUser, "alice")
-		a.PutStr(gpsemconv.AttrHostName, testCoordinator)
-		info := sess.ScopeMetrics().AppendEmpty().Metrics().AppendEmpty()
-		info.SetName(gpsemconv.MetricSessionInfo)
-		info.Metadata().PutStr(gpsemconv.MetaState, "active")
-		info.Metadata().PutStr(gpsemconv.MetaQuery, fmt.Sprintf("select %d", id))
-		idp := info.SetEmptyGauge().DataPoints().AppendEmpty()
-		idp.SetTimestamp(ts)
-		idp.SetIntValue(1)
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: id, PID: 7000 + id, DB: "sales", User: "alice", State: "active",
+			Query: fmt.Sprintf("select %d", id)})
 	}
-
 	for _, p := range procs {
-		rm := md.ResourceMetrics().AppendEmpty()
-		ra := rm.Resource().Attributes()
-		ra.PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindProcess)
-		ra.PutInt(gpsemconv.AttrTmID, testTmID)
-		ra.PutStr(gpsemconv.AttrHostName, p.host)
-		ra.PutInt(gpsemconv.AttrSessionID, cmp.Or(p.session, 7))
-		ms := rm.ScopeMetrics().AppendEmpty().Metrics()
-		sum := func(name string) pmetric.NumberDataPointSlice {
-			m := ms.AppendEmpty()
-			m.SetName(name)
-			s := m.SetEmptySum()
-			s.SetIsMonotonic(true)
-			s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-			return s.DataPoints()
-		}
-		point := func(pts pmetric.NumberDataPointSlice, attr, val string) pmetric.NumberDataPoint {
-			dp := pts.AppendEmpty()
-			dp.SetTimestamp(ts)
-			dp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
-			dp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
-			if attr != "" {
-				dp.Attributes().PutStr(attr, val)
-			}
-			return dp
-		}
-		pinfo := ms.AppendEmpty()
-		pinfo.SetName(gpsemconv.MetricProcessInfo)
-		idp := pinfo.SetEmptyGauge().DataPoints().AppendEmpty()
-		idp.SetTimestamp(ts)
-		idp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
-		idp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
-		idp.Attributes().PutInt(gpsemconv.AttrSegmentID, p.segment)
-		idp.SetIntValue(1)
-		cpu := sum(gpsemconv.MetricProcessCPUTime)
-		point(cpu, gpsemconv.AttrCPUMode, gpsemconv.CPUModeUser).SetDoubleValue(p.cpuUser)
-		point(cpu, gpsemconv.AttrCPUMode, gpsemconv.CPUModeSys).SetDoubleValue(p.cpuSys)
-		io := sum(gpsemconv.MetricProcessDiskIO)
-		point(io, gpsemconv.AttrDirection, gpsemconv.DirectionRead).SetIntValue(p.readBytes)
-		point(io, gpsemconv.AttrDirection, gpsemconv.DirectionWrite).SetIntValue(p.writeBytes)
-		chars := sum(gpsemconv.MetricProcessIOChars)
-		point(chars, gpsemconv.AttrDirection, gpsemconv.DirectionRead).SetIntValue(p.rchar)
-		point(chars, gpsemconv.AttrDirection, gpsemconv.DirectionWrite).SetIntValue(0)
-		rss := ms.AppendEmpty()
-		rss.SetName(gpsemconv.MetricProcessMemoryUsage)
-		rdp := rss.SetEmptyGauge().DataPoints().AppendEmpty()
-		rdp.SetTimestamp(ts)
-		rdp.SetStartTimestamp(pcommon.NewTimestampFromTime(p.created))
-		rdp.Attributes().PutInt(gpsemconv.AttrProcessPID, p.pid)
-		rdp.SetIntValue(p.rss)
+		s.Processes = append(s.Processes, pipelinetest.Process{Host: p.host, Segment: p.segment, Session: cmp.Or(p.session, 7),
+			PID: p.pid, Created: p.created, CPUUser: p.cpuUser, CPUSystem: p.cpuSys, ReadBytes: p.readBytes,
+			WriteBytes: p.writeBytes, RChar: p.rchar, RSS: p.rss})
 	}
-	return md
+	return s
+}
+
+// receiverSnapshot is session 7's receiverScrape as one batch.
+func receiverSnapshot(at time.Time, procs []receiverProcess) pmetric.Metrics {
+	return receiverScrape(at, []int64{7}, procs).Metrics()
+}
+
+// receiverSnapshotOf is receiverScrape as one batch.
+func receiverSnapshotOf(at time.Time, sessions []int64, procs []receiverProcess) pmetric.Metrics {
+	return receiverScrape(at, sessions, procs).Metrics()
 }
 
 // processorInFront is the real snapshotdiff processor, default settings,

@@ -1,23 +1,18 @@
 package sessionstateexporter
 
 import (
-	"cmp"
-	"math"
-	"slices"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 // queryID is a query's key (docs/pipeline.md, query figures): the command
 // count when the title gave one, else the start.
 type queryID struct {
-	session sessionKey
+	session pipeline.SessionKey
 	ccnt    int64
 	start   int64 // unix ns; only when ccnt is 0
 }
@@ -29,94 +24,31 @@ type queryRecord struct {
 	completed bool
 	duration  float64            // s
 	text      string             // db.query.text, when the processor writes it
-	stat      *yagpcc.SystemStat // immutable once parsed: shared by every answer
+	stat      *yagpcc.SystemStat // immutable once read: shared by every answer
 	segments  []*yagpcc.SegmentMetrics
+}
+
+func newQueryRecord(q pipeline.QueryOutput) *queryRecord {
+	r := &queryRecord{id: queryID{session: q.Session, ccnt: q.CommandCount}, start: q.Start, completed: q.Completed,
+		duration: q.Duration, text: q.Text, stat: q.Stat, segments: q.Segments}
+	if q.CommandCount == 0 {
+		r.id.start = q.Start.UnixNano()
+	}
+	return r
 }
 
 func (q *queryRecord) key() *yagpcc.QueryKey {
 	return &yagpcc.QueryKey{
-		Tmid: int32(q.id.session.tmID), Ssid: int32(q.id.session.sessID), // #nosec G115 -- yagpcc's field widths
+		Tmid: int32(q.id.session.TmID), Ssid: int32(q.id.session.ID), // #nosec G115 -- yagpcc's field widths
 		Ccnt: int32(q.id.ccnt), QueryStart: timestamppb.New(q.start), // #nosec G115 -- a command count
 	}
-}
-
-// parseQuery reads one query resource; ok is false without its identity.
-func parseQuery(rm pmetric.ResourceMetrics) (*queryRecord, bool) {
-	attrs := rm.Resource().Attributes()
-	sessID, okS := intAttr(attrs, gpsemconv.AttrSessionID)
-	tmID, okT := intAttr(attrs, gpsemconv.AttrTmID)
-	start, err := time.Parse(time.RFC3339Nano, strAttr(attrs, gpsemconv.AttrQueryStart))
-	if !okS || !okT || err != nil {
-		return nil, false
-	}
-	q := &queryRecord{start: start.UTC(), text: strAttr(attrs, gpsemconv.AttrDBQueryText), stat: &yagpcc.SystemStat{}}
-	q.id.session = sessionKey{tmID: tmID, sessID: sessID}
-	if ccnt, ok := intAttr(attrs, gpsemconv.AttrQueryCommandCount); ok && ccnt > 0 {
-		q.id.ccnt = ccnt
-	} else {
-		q.id.start = start.UnixNano()
-	}
-	segs := map[int64]*yagpcc.SegmentMetrics{}
-	segment := func(a pcommon.Map) *yagpcc.SystemStat {
-		content, ok := intAttr(a, gpsemconv.AttrSegmentID)
-		if !ok || content < math.MinInt32 || content > math.MaxInt32 {
-			return nil
-		}
-		sm := segs[content]
-		if sm == nil {
-			sm = &yagpcc.SegmentMetrics{
-				Hostname:       strAttr(a, gpsemconv.AttrHostName),
-				SegmentKey:     &yagpcc.SegmentKey{Segindex: int32(content)},
-				SegmentMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{}},
-			}
-			segs[content] = sm
-		}
-		return sm.SegmentMetrics.SystemStat
-	}
-	sms := rm.ScopeMetrics()
-	for i := 0; i < sms.Len(); i++ {
-		ms := sms.At(i).Metrics()
-		for j := 0; j < ms.Len(); j++ {
-			m := ms.At(j)
-			pts := numberPoints(m)
-			for k := 0; k < pts.Len(); k++ {
-				dp := pts.At(k)
-				switch m.Name() {
-				case gpsemconv.MetricQueryDuration:
-					q.duration = pointFloat(dp)
-				case gpsemconv.MetricQueryCompleted:
-					q.completed = pointFloat(dp) != 0
-				case gpsemconv.MetricQuerySegmentCPUTime:
-					if st := segment(dp.Attributes()); st != nil {
-						st.RunningTimeSeconds = pointFloat(dp)
-					}
-				case gpsemconv.MetricQuerySegmentDiskIO:
-					if st := segment(dp.Attributes()); st != nil {
-						setDirection(dp.Attributes(), pointUint(dp), &st.ReadBytes, &st.WriteBytes)
-					}
-				default:
-					if name, ok := gpsemconv.SessionMetricOfQuery(m.Name()); ok {
-						setSystemStat(q.stat, name, dp.Attributes(), dp)
-					}
-				}
-			}
-		}
-	}
-	finishStat(q.stat)
-	for _, sm := range segs {
-		q.segments = append(q.segments, sm)
-	}
-	slices.SortFunc(q.segments, func(a, b *yagpcc.SegmentMetrics) int {
-		return cmp.Compare(a.GetSegmentKey().GetSegindex(), b.GetSegmentKey().GetSegindex())
-	})
-	return q, true
 }
 
 // attachQueries gives each session its running query's key and figures:
 // the newest query of the session that has not completed.
 func attachQueries(sessions []*session, queries []*queryRecord) map[queryID]*queryRecord {
 	byID := make(map[queryID]*queryRecord, len(queries))
-	running := map[sessionKey]*queryRecord{}
+	running := map[pipeline.SessionKey]*queryRecord{}
 	for _, q := range queries {
 		byID[q.id] = q
 		if r := running[q.id.session]; !q.completed && (r == nil || q.start.After(r.start)) {

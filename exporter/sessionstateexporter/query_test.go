@@ -24,12 +24,12 @@ func TestQueriesBehindTheSnapshotdiffProcessor(t *testing.T) {
 	born := t0.Add(-time.Hour)
 	first, second := t0.Add(-30*time.Second), t0.Add(30*time.Second)
 	snaps := []pmetric.Metrics{
-		withQueryStart(receiverSnapshot(t0, []receiverProcess{
+		withQueryStart(receiverScrape(t0, []int64{7}, []receiverProcess{
 			{host: testCoordinator, segment: -1, pid: 7007, created: born, cpuUser: 10, cpuSys: 1},
 			{host: "sdw1", segment: 0, pid: 300, created: born, cpuUser: 20, cpuSys: 2},
 		}), first),
 		// The first query ended at t0+30s, when the second started: the minute is half each's.
-		withQueryStart(receiverSnapshot(t0.Add(time.Minute), []receiverProcess{
+		withQueryStart(receiverScrape(t0.Add(time.Minute), []int64{7}, []receiverProcess{
 			{host: testCoordinator, segment: -1, pid: 7007, created: born, cpuUser: 13, cpuSys: 1.5},
 			{host: "sdw1", segment: 0, pid: 300, created: born, cpuUser: 26, cpuSys: 2.5},
 		}), second),

@@ -12,8 +12,8 @@ import (
 func queryTop(q *queryRecord) *gpotelv1.QueryTop {
 	st := q.stat
 	qt := &gpotelv1.QueryTop{
-		TmId: q.id.session.tmID, SessId: q.id.session.sessID, StartUnixNano: q.start.UnixNano(),
-		Query: cutUTF8(q.text, topQueryBytes), Completed: q.completed, Partial: st.GetPartial(),
+		TmId: q.id.session.TmID, SessId: q.id.session.ID, StartUnixNano: q.start.UnixNano(),
+		Query: cutText(q.text), Completed: q.completed, Partial: st.GetPartial(),
 		DurationSeconds: max(q.duration, 0), CpuSeconds: st.GetRunningTimeSeconds(),
 		ReadBytes: st.GetReadBytes(), WriteBytes: st.GetWriteBytes(),
 		CpuSkew: st.GetCpuSkew(), CpuMaxOverAvg: st.GetCpuMaxOverAvg(), CpuHottestSegment: st.CpuHottestSegment,

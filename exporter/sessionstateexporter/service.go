@@ -3,6 +3,7 @@ package sessionstateexporter
 import (
 	"context"
 	"fmt"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"slices"
 	"time"
 
@@ -117,7 +118,7 @@ func (svc *getGPInfoService) list(req listRequest, filter *sessionFilter) (*yagp
 		if full && len(resp.SessionsState) == 0 {
 			return nil, status.Errorf(codes.ResourceExhausted,
 				"session {sess_id %d, tm_id %d} alone needs %d bytes, more than max_response_bytes %d",
-				e.s.key.sessID, e.s.key.tmID, e.s.encodedSize+tokenRoom, svc.maxResponseBytes)
+				e.s.key.ID, e.s.key.TmID, e.s.encodedSize+tokenRoom, svc.maxResponseBytes)
 		}
 		if full {
 			// A matching session remains: the client needs the next page.
@@ -136,7 +137,7 @@ func (svc *getGPInfoService) GetGPSession(_ context.Context, req *yagpcc.GetGPSe
 	if k == nil {
 		return nil, status.Error(codes.InvalidArgument, "session_key is required")
 	}
-	s, ok := svc.store.load().byKey[sessionKey{tmID: k.GetTmId(), sessID: k.GetSessId()}]
+	s, ok := svc.store.load().byKey[pipeline.SessionKey{TmID: k.GetTmId(), ID: k.GetSessId()}]
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the latest snapshots", k.GetSessId(), k.GetTmId())
 	}
@@ -179,7 +180,7 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 		return nil, status.Error(codes.InvalidArgument, "query_key is required")
 	}
 	v := svc.store.load()
-	sk := sessionKey{tmID: int64(k.GetTmid()), sessID: int64(k.GetSsid())}
+	sk := pipeline.SessionKey{TmID: int64(k.GetTmid()), ID: int64(k.GetSsid())}
 	s, ok := v.byKey[sk]
 	if !ok || !v.live(s) {
 		s = nil

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -25,27 +25,27 @@ func fullSession() testSession {
 	return testSession{
 		sessID: 42, tmID: testTmID, pid: 4242, db: "sales", user: "alice",
 		meta: map[string]any{
-			gpsemconv.MetaApplicationName:  "psql",
-			gpsemconv.MetaClientAddr:       "10.0.0.7",
-			gpsemconv.MetaClientHostname:   "laptop",
-			gpsemconv.MetaClientPort:       int64(51234),
-			gpsemconv.MetaBackendStart:     "2026-03-01T11:00:00.5Z",
-			gpsemconv.MetaXactStart:        "2026-03-01T11:59:00Z",
-			gpsemconv.MetaQueryStart:       "2026-03-01T11:59:30.25Z",
-			gpsemconv.MetaStateChange:      "2026-03-01T11:59:30.25Z",
-			gpsemconv.MetaState:            "active",
-			gpsemconv.MetaWaiting:          true,
-			gpsemconv.MetaWaitingReason:    "lock",
-			gpsemconv.MetaWaitEventType:    "Lock",
-			gpsemconv.MetaWaitEvent:        "relation",
-			gpsemconv.MetaBackendType:      "client backend",
-			gpsemconv.MetaBackendXID:       "1234",
-			gpsemconv.MetaBackendXmin:      "1200",
-			gpsemconv.MetaRsgID:            int64(6438),
-			gpsemconv.MetaRsgName:          "admin_group",
-			gpsemconv.MetaRsgQueueDuration: "00:00:01",
-			gpsemconv.MetaQuery:            "select count(*) from t",
-			gpsemconv.MetaQueryTruncated:   false,
+			pipeline.MetaApplicationName:  "psql",
+			pipeline.MetaClientAddr:       "10.0.0.7",
+			pipeline.MetaClientHostname:   "laptop",
+			pipeline.MetaClientPort:       int64(51234),
+			pipeline.MetaBackendStart:     "2026-03-01T11:00:00.5Z",
+			pipeline.MetaXactStart:        "2026-03-01T11:59:00Z",
+			pipeline.MetaQueryStart:       "2026-03-01T11:59:30.25Z",
+			pipeline.MetaStateChange:      "2026-03-01T11:59:30.25Z",
+			pipeline.MetaState:            "active",
+			pipeline.MetaWaiting:          true,
+			pipeline.MetaWaitingReason:    "lock",
+			pipeline.MetaWaitEventType:    "Lock",
+			pipeline.MetaWaitEvent:        "relation",
+			pipeline.MetaBackendType:      "client backend",
+			pipeline.MetaBackendXID:       "1234",
+			pipeline.MetaBackendXmin:      "1200",
+			pipeline.MetaRsgID:            int64(6438),
+			pipeline.MetaRsgName:          "admin_group",
+			pipeline.MetaRsgQueueDuration: "00:00:01",
+			pipeline.MetaQuery:            "select count(*) from t",
+			pipeline.MetaQueryTruncated:   false,
 		},
 		last: &testFigures{user: 1.5, sys: 0.25, diskDelay: 0.125, runDelay: 0.0625, span: 299.5,
 			readBytes: 4096, writeBytes: 8192, rchar: 10000, wchar: 20000, syscr: 11, syscw: 22,
@@ -146,7 +146,7 @@ func TestGetGPSessionsFillsEveryKnownField(t *testing.T) {
 func TestIdleSessionHasNoRunningQuery(t *testing.T) {
 	srv := startDefault(t)
 	s := fullSession()
-	s.meta[gpsemconv.MetaState] = "idle in transaction"
+	s.meta[pipeline.MetaState] = "idle in transaction"
 	srv.consume(t, buildSnapshot(t0, []testSession{s}))
 	resp, err := srv.client.GetGPSession(ctxTimeout(t), &yagpcc.GetGPSessionReq{SessionKey: &yagpcc.SessionKey{SessId: 42, TmId: testTmID}})
 	if err != nil {
@@ -232,10 +232,10 @@ func TestHideEmptyQueries(t *testing.T) {
 	active := fullSession()
 	idle := fullSession()
 	idle.sessID = 43
-	idle.meta = map[string]any{gpsemconv.MetaState: "idle", gpsemconv.MetaQuery: "select 1"}
+	idle.meta = map[string]any{pipeline.MetaState: "idle", pipeline.MetaQuery: "select 1"}
 	activeEmpty := fullSession()
 	activeEmpty.sessID = 44
-	activeEmpty.meta = map[string]any{gpsemconv.MetaState: "active"}
+	activeEmpty.meta = map[string]any{pipeline.MetaState: "active"}
 	srv.consume(t, buildSnapshot(t0, []testSession{active, idle, activeEmpty}))
 	resp, err := srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{HideEmptyQueries: true, ShowQueryType: yagpcc.RunningQueryType_RQT_LAST})
 	if err != nil {
@@ -268,7 +268,7 @@ func TestGetTotalSessionsStatCountsLiveClientSessionsPerState(t *testing.T) {
 	cfg.SessionGracePeriod = time.Minute
 	srv := startServer(t, cfg, nopHost())
 	mk := func(id int64, state string, system bool) testSession {
-		return testSession{sessID: id, tmID: testTmID, system: system, meta: map[string]any{gpsemconv.MetaState: state}}
+		return testSession{sessID: id, tmID: testTmID, system: system, meta: map[string]any{pipeline.MetaState: state}}
 	}
 	gone := mk(99, "active", false)
 	srv.consume(t, buildSnapshot(t0, []testSession{gone}))
@@ -292,7 +292,7 @@ func TestGetGPQueriesListsLiveRunningClientSessions(t *testing.T) {
 	srv := startServer(t, cfg, nopHost())
 	mk := func(id int64, state, user string, system bool) testSession {
 		return testSession{sessID: id, tmID: testTmID, user: user, system: system,
-			meta: map[string]any{gpsemconv.MetaState: state, gpsemconv.MetaQuery: "q" + state}}
+			meta: map[string]any{pipeline.MetaState: state, pipeline.MetaQuery: "q" + state}}
 	}
 	srv.consume(t, buildSnapshot(t0, []testSession{mk(99, "active", "alice", false)}))
 	srv.consume(t, buildSnapshot(t0.Add(10*time.Second), []testSession{
@@ -332,7 +332,7 @@ func TestGetGPQuery(t *testing.T) {
 	srv := startServer(t, cfg, nopHost())
 	idle := fullSession()
 	idle.sessID = 43
-	idle.meta = map[string]any{gpsemconv.MetaState: "idle", gpsemconv.MetaQuery: "select 1"}
+	idle.meta = map[string]any{pipeline.MetaState: "idle", pipeline.MetaQuery: "select 1"}
 	gone := fullSession()
 	gone.sessID = 44
 	srv.consume(t, buildSnapshot(t0.Add(-10*time.Second), []testSession{gone}))

@@ -11,7 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -51,23 +51,23 @@ func variedSessions(n int, seed uint64) []testSession {
 			sessID: int64(100 + i), tmID: testTmID, pid: int64(1000 + pid[i]),
 			db: word("db", db[i]), user: word("user", user[i]),
 			meta: map[string]any{
-				gpsemconv.MetaApplicationName:  word("app", app[i]),
-				gpsemconv.MetaClientAddr:       word("10.0.0.", addr[i]),
-				gpsemconv.MetaClientHostname:   word("host", chost[i]),
-				gpsemconv.MetaClientPort:       int64(40000 + port[i]),
-				gpsemconv.MetaBackendStart:     stampAt(bstart[i]),
-				gpsemconv.MetaXactStart:        stampAt(xstart[i]),
-				gpsemconv.MetaQueryStart:       stampAt(qstart[i]),
-				gpsemconv.MetaStateChange:      stampAt(schange[i]),
-				gpsemconv.MetaWaitingReason:    word("reason", wreason[i]),
-				gpsemconv.MetaWaiting:          waiting[i]%2 == 0,
-				gpsemconv.MetaState:            []string{"active", "fastpath function call"}[state[i]%2],
-				gpsemconv.MetaBackendXID:       word("xid", xid[i]),
-				gpsemconv.MetaBackendXmin:      word("xmin", xmin[i]),
-				gpsemconv.MetaRsgID:            int64(rsgid[i]),
-				gpsemconv.MetaRsgName:          word("rsg", rsgname[i]),
-				gpsemconv.MetaRsgQueueDuration: word("dur", rsgq[i]),
-				gpsemconv.MetaQuery:            word("select ", query[i]),
+				pipeline.MetaApplicationName:  word("app", app[i]),
+				pipeline.MetaClientAddr:       word("10.0.0.", addr[i]),
+				pipeline.MetaClientHostname:   word("host", chost[i]),
+				pipeline.MetaClientPort:       int64(40000 + port[i]),
+				pipeline.MetaBackendStart:     stampAt(bstart[i]),
+				pipeline.MetaXactStart:        stampAt(xstart[i]),
+				pipeline.MetaQueryStart:       stampAt(qstart[i]),
+				pipeline.MetaStateChange:      stampAt(schange[i]),
+				pipeline.MetaWaitingReason:    word("reason", wreason[i]),
+				pipeline.MetaWaiting:          waiting[i]%2 == 0,
+				pipeline.MetaState:            []string{"active", "fastpath function call"}[state[i]%2],
+				pipeline.MetaBackendXID:       word("xid", xid[i]),
+				pipeline.MetaBackendXmin:      word("xmin", xmin[i]),
+				pipeline.MetaRsgID:            int64(rsgid[i]),
+				pipeline.MetaRsgName:          word("rsg", rsgname[i]),
+				pipeline.MetaRsgQueueDuration: word("dur", rsgq[i]),
+				pipeline.MetaQuery:            word("select ", query[i]),
 			},
 			last: last[i], total: total[i],
 			memory: testMemory{rss: int64(rss[i]) << 20, rssAnon: int64(anon[i]) << 20, rssShared: int64(shared[i]) << 20,
@@ -274,8 +274,8 @@ func TestFilters(t *testing.T) {
 	srv := startDefault(t)
 	mk := func(id, tm int64, user, db, app, chost, state, rsg string) testSession {
 		return testSession{sessID: id, tmID: tm, user: user, db: db, meta: map[string]any{
-			gpsemconv.MetaApplicationName: app, gpsemconv.MetaClientHostname: chost,
-			gpsemconv.MetaState: state, gpsemconv.MetaRsgName: rsg,
+			pipeline.MetaApplicationName: app, pipeline.MetaClientHostname: chost,
+			pipeline.MetaState: state, pipeline.MetaRsgName: rsg,
 		}}
 	}
 	srv.consume(t, buildSnapshot(t0, []testSession{

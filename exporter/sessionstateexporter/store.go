@@ -1,6 +1,7 @@
 package sessionstateexporter
 
 import (
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -19,7 +20,7 @@ type view struct {
 	time time.Time
 	// sessions are ordered by key.
 	sessions []*session
-	byKey    map[sessionKey]*session
+	byKey    map[pipeline.SessionKey]*session
 	orders   orderCache
 	// queries are the newest snapshot's query resources by key.
 	queries map[queryID]*queryRecord
@@ -40,7 +41,7 @@ type sessionStore struct {
 
 	// ingest serializes writers; readers only load current.
 	ingest   sync.Mutex
-	parser   snapshotParser
+	reader   outputReader
 	boundHit bool
 	current  atomic.Pointer[view]
 
@@ -53,15 +54,14 @@ func newSessionStore(cfg *Config, logger *zap.Logger, fallbackHost string) *sess
 		grace:       cfg.SessionGracePeriod,
 		maxSessions: cfg.MaxSessions,
 		lastWindow:  cfg.LastMetricsWindow,
-		parser: snapshotParser{
+		reader: outputReader{
 			clusterID:    cfg.ClusterID,
 			hostOverride: cfg.Hostname,
 			fallbackHost: fallbackHost,
-			lastWindow:   cfg.LastMetricsWindow,
-			windowMatch:  map[string]bool{},
+			windows:      pipeline.WindowMatcher{Last: cfg.LastMetricsWindow},
 		},
 	}
-	st.current.Store(&view{byKey: map[sessionKey]*session{}})
+	st.current.Store(&view{byKey: map[pipeline.SessionKey]*session{}})
 	return st
 }
 
@@ -74,7 +74,7 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 	st.ingest.Lock()
 	defer st.ingest.Unlock()
 
-	snap := st.parser.parse(md)
+	snap := st.reader.read(md)
 	if snap.invalid > 0 {
 		st.logger.Warn("session resources without gpotel.session.id or gpotel.tm_id were skipped",
 			zap.Int("skipped", snap.invalid))
@@ -110,8 +110,8 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 
 // nextView builds the generation after old: the snapshot's sessions, then the
 // ones still inside the grace period, newest first, up to maxSessions.
-func (st *sessionStore) nextView(old *view, snap parsedSnapshot) *view {
-	byKey := make(map[sessionKey]*session, len(snap.sessions))
+func (st *sessionStore) nextView(old *view, snap processorOutput) *view {
+	byKey := make(map[pipeline.SessionKey]*session, len(snap.sessions))
 	kept := make([]*session, 0, min(len(snap.sessions), st.maxSessions))
 	offered := 0
 	for _, s := range snap.sessions {
@@ -147,7 +147,7 @@ func (st *sessionStore) nextView(old *view, snap parsedSnapshot) *view {
 		kept = append(kept, s)
 	}
 	st.logBound(offered, len(kept))
-	slices.SortFunc(kept, func(a, b *session) int { return compareKeys(a.key, b.key) })
+	slices.SortFunc(kept, func(a, b *session) int { return a.key.Compare(b.key) })
 	return &view{time: snap.time, sessions: kept, byKey: byKey, queries: snap.queryByID}
 }
 
@@ -163,14 +163,4 @@ func (st *sessionStore) logBound(offered, kept int) {
 		st.logger.Info("session count back under max_sessions", zap.Int("max_sessions", st.maxSessions), zap.Int("sessions", kept))
 	}
 	st.boundHit = hit
-}
-
-func compareKeys(a, b sessionKey) int {
-	switch {
-	case a.less(b):
-		return -1
-	case b.less(a):
-		return 1
-	}
-	return 0
 }

@@ -8,7 +8,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -49,7 +49,7 @@ func TestSessionReturnsWithNewState(t *testing.T) {
 	srv := startDefault(t)
 	s := fullSession()
 	srv.consume(t, buildSnapshot(t0, []testSession{s}))
-	s.meta[gpsemconv.MetaState] = "idle"
+	s.meta[pipeline.MetaState] = "idle"
 	srv.consume(t, buildSnapshot(t0.Add(time.Second), []testSession{s}))
 	got := listAll(t, srv).SessionsState[0]
 	if got.SessionInfo.State != "idle" || got.RunningQueryInfo != nil {
@@ -89,8 +89,8 @@ func TestBadInputIsSkippedNotServed(t *testing.T) {
 	md := buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10))
 	// A session resource without its id, and a resource that is not ours.
 	bad := md.ResourceMetrics().AppendEmpty()
-	bad.Resource().Attributes().PutStr(gpsemconv.AttrResourceKind, gpsemconv.KindSession)
-	bad.Resource().Attributes().PutInt(gpsemconv.AttrTmID, testTmID)
+	bad.Resource().Attributes().PutStr(pipeline.AttrResourceKind, pipeline.KindSession.String())
+	bad.Resource().Attributes().PutInt(pipeline.AttrTmID, testTmID)
 	foreign := md.ResourceMetrics().AppendEmpty()
 	foreign.Resource().Attributes().PutStr("service.name", "other")
 	srv.consume(t, md)
@@ -129,8 +129,8 @@ func TestSessionsWithoutSnapshotResourceUseTheirOwnTime(t *testing.T) {
 	srv := startDefault(t)
 	md := buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10))
 	md.ResourceMetrics().RemoveIf(func(rm pmetric.ResourceMetrics) bool {
-		k, _ := rm.Resource().Attributes().Get(gpsemconv.AttrResourceKind)
-		return k.Str() == gpsemconv.KindSnapshot
+		k, _ := rm.Resource().Attributes().Get(pipeline.AttrResourceKind)
+		return k.Str() == pipeline.KindSnapshot.String()
 	})
 	srv.consume(t, md)
 	got := listAll(t, srv).SessionsState[0]

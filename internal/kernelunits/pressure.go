@@ -1,6 +1,6 @@
 package kernelunits
 
-// MicrosToSeconds converts a pressure file's total (microseconds of stall) to seconds.
+// MicrosToSeconds converts microseconds (a pressure file's total stall) to seconds.
 func MicrosToSeconds(us int64) float64 { return float64(us) / 1e6 }
 
 // PercentToRatio converts a pressure file's avg10/avg60/avg300 (percent) to a 0..1 share.

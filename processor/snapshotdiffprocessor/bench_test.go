@@ -3,6 +3,7 @@ package snapshotdiffprocessor
 import (
 	"context"
 	"fmt"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"math/rand"
 	"runtime"
 	"syscall"
@@ -11,7 +12,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // clusterLoad is a synthetic Greenplum cluster: sessions with one backend
@@ -19,7 +20,7 @@ import (
 // little process churn every scrape.
 type clusterLoad struct {
 	rng      *rand.Rand
-	procs    []processSample
+	procs    []pipeline.ProcessSample
 	busy     []bool
 	nextPID  int32
 	segments int
@@ -35,13 +36,13 @@ func newClusterLoad(processes int) *clusterLoad {
 		l.hosts = append(l.hosts, fmt.Sprintf("sdw%d", h))
 	}
 	l.hosts = append(l.hosts, "mdw")
-	l.procs = make([]processSample, processes)
+	l.procs = make([]pipeline.ProcessSample, processes)
 	l.busy = make([]bool, processes)
 	for i := range l.procs {
 		l.spawn(i)
 		p := &l.procs[i]
-		for c := range p.Counters { // a history before the first scrape
-			p.Counters[c] = l.rng.Int63n(1 << 32)
+		for c := range pipeline.NumCounters { // a history before the first scrape
+			p.Values[c] = l.rng.Int63n(1 << 32)
 		}
 	}
 	return l
@@ -56,12 +57,14 @@ func (l *clusterLoad) spawn(i int) {
 		host = l.hosts[seg%(len(l.hosts)-1)]
 	}
 	l.nextPID++
-	l.procs[i] = processSample{
-		Host: host, TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
+	l.procs[i] = pipeline.ProcessSample{
+		Kind: pipeline.KindProcess, Host: host, TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
 		PID: l.nextPID, Creation: l.now - int64(l.rng.Intn(1000))*int64(time.Millisecond),
-		Present: 1<<numCounters - 1,
-		Memory:  memoryGauges{64 << 20, 16 << 20, 48 << 20, 2 << 30, 80 << 20, 2 << 30},
+		Present: 1<<pipeline.NumFigures - 1,
 	}
+	p := &l.procs[i]
+	p.Values[pipeline.MemoryUsage], p.Values[pipeline.RSSAnon], p.Values[pipeline.RSSFile] = 64<<20, 16<<20, 48<<20
+	p.Values[pipeline.MemoryVirtual], p.Values[pipeline.MemoryPeak], p.Values[pipeline.MemoryVirtualPeak] = 2<<30, 80<<20, 2<<30
 	l.busy[i] = l.rng.Intn(5) == 0
 }
 
@@ -74,22 +77,22 @@ func (l *clusterLoad) advance() {
 		}
 		p := &l.procs[i]
 		if !l.busy[i] {
-			p.Counters[ctrSwitchesVoluntary] += int64(l.rng.Intn(4))
+			p.Values[pipeline.SwitchesVoluntary] += int64(l.rng.Intn(4))
 			continue
 		}
-		p.Counters[ctrCPUUser] += l.rng.Int63n(int64(8 * time.Second))
-		p.Counters[ctrCPUSystem] += l.rng.Int63n(int64(time.Second))
-		p.Counters[ctrDiskRead] += l.rng.Int63n(64 << 20)
-		p.Counters[ctrDiskWrite] += l.rng.Int63n(8 << 20)
-		p.Counters[ctrDiskDelay] += l.rng.Int63n(int64(500 * time.Millisecond))
-		p.Counters[ctrCharsRead] += l.rng.Int63n(128 << 20)
-		p.Counters[ctrCharsWrite] += l.rng.Int63n(16 << 20)
-		p.Counters[ctrSyscallsRead] += l.rng.Int63n(20000)
-		p.Counters[ctrSyscallsWrite] += l.rng.Int63n(2000)
-		p.Counters[ctrFaultsMinor] += l.rng.Int63n(5000)
-		p.Counters[ctrSwitchesVoluntary] += l.rng.Int63n(2000)
-		p.Counters[ctrSwitchesInvoluntary] += l.rng.Int63n(500)
-		p.Counters[ctrRunDelay] += l.rng.Int63n(int64(2 * time.Second))
+		p.Values[pipeline.CPUUser] += l.rng.Int63n(int64(8 * time.Second))
+		p.Values[pipeline.CPUSystem] += l.rng.Int63n(int64(time.Second))
+		p.Values[pipeline.DiskRead] += l.rng.Int63n(64 << 20)
+		p.Values[pipeline.DiskWrite] += l.rng.Int63n(8 << 20)
+		p.Values[pipeline.DiskDelay] += l.rng.Int63n(int64(500 * time.Millisecond))
+		p.Values[pipeline.CharsRead] += l.rng.Int63n(128 << 20)
+		p.Values[pipeline.CharsWrite] += l.rng.Int63n(16 << 20)
+		p.Values[pipeline.SyscallsRead] += l.rng.Int63n(20000)
+		p.Values[pipeline.SyscallsWrite] += l.rng.Int63n(2000)
+		p.Values[pipeline.FaultsMinor] += l.rng.Int63n(5000)
+		p.Values[pipeline.SwitchesVoluntary] += l.rng.Int63n(2000)
+		p.Values[pipeline.SwitchesInvoluntary] += l.rng.Int63n(500)
+		p.Values[pipeline.RunDelay] += l.rng.Int63n(int64(2 * time.Second))
 	}
 }
 
@@ -122,9 +125,9 @@ func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		load := newClusterLoad(processes)
-		hosts := make([]hostAnswer, len(load.hosts))
+		hosts := make([]pipeline.HostAnswer, len(load.hosts))
 		for i, h := range load.hosts {
-			hosts[i] = hostAnswer{Host: h, Up: true}
+			hosts[i] = pipeline.HostAnswer{Host: h, Up: true}
 		}
 		base := heapAlloc()
 		s := newStore(windows, 0)
@@ -197,26 +200,26 @@ func BenchmarkConsumeSnapshot(b *testing.B) {
 	load := newClusterLoad(processes)
 	build := func() pmetric.Metrics {
 		load.advance()
-		s := snapshottest.Snapshot{Time: time.Unix(0, load.now), TmID: testTmID, Coordinator: "mdw"}
+		s := pipelinetest.Snapshot{Time: time.Unix(0, load.now), TmID: testTmID, Coordinator: "mdw"}
 		for _, h := range load.hosts {
-			s.Hosts = append(s.Hosts, snapshottest.Host{Name: h, Up: true})
+			s.Hosts = append(s.Hosts, pipelinetest.Host{Name: h, Up: true})
 		}
 		sessions := map[int64]bool{}
 		for i := range load.procs {
 			p := &load.procs[i]
 			if !sessions[p.Session] {
 				sessions[p.Session] = true
-				s.Sessions = append(s.Sessions, snapshottest.Session{ID: p.Session, PID: p.Session, State: "active"})
+				s.Sessions = append(s.Sessions, pipelinetest.Session{ID: p.Session, PID: p.Session, State: "active"})
 			}
-			c := &p.Counters
-			s.Processes = append(s.Processes, snapshottest.Process{
+			c := &p.Values
+			s.Processes = append(s.Processes, pipelinetest.Process{
 				Host: p.Host, Session: p.Session, PID: int64(p.PID), Created: time.Unix(0, p.Creation),
-				CPUUser: float64(c[ctrCPUUser]) / 1e9, CPUSystem: float64(c[ctrCPUSystem]) / 1e9,
-				ReadBytes: c[ctrDiskRead], WriteBytes: c[ctrDiskWrite], CancelledWrite: c[ctrCancelledWrite],
-				DiskDelay: float64(c[ctrDiskDelay]) / 1e9, RChar: c[ctrCharsRead], WChar: c[ctrCharsWrite],
-				SyscR: c[ctrSyscallsRead], SyscW: c[ctrSyscallsWrite], MajorFaults: c[ctrFaultsMajor], MinorFault: c[ctrFaultsMinor],
-				Voluntary: c[ctrSwitchesVoluntary], Involuntary: c[ctrSwitchesInvoluntary], RunDelay: float64(c[ctrRunDelay]) / 1e9,
-				RSS: p.Memory[memRSS], Virtual: p.Memory[memVirtual],
+				CPUUser: float64(c[pipeline.CPUUser]) / 1e9, CPUSystem: float64(c[pipeline.CPUSystem]) / 1e9,
+				ReadBytes: c[pipeline.DiskRead], WriteBytes: c[pipeline.DiskWrite], CancelledWrite: c[pipeline.CancelledWrite],
+				DiskDelay: float64(c[pipeline.DiskDelay]) / 1e9, RChar: c[pipeline.CharsRead], WChar: c[pipeline.CharsWrite],
+				SyscR: c[pipeline.SyscallsRead], SyscW: c[pipeline.SyscallsWrite], MajorFaults: c[pipeline.FaultsMajor], MinorFault: c[pipeline.FaultsMinor],
+				Voluntary: c[pipeline.SwitchesVoluntary], Involuntary: c[pipeline.SwitchesInvoluntary], RunDelay: float64(c[pipeline.RunDelay]) / 1e9,
+				RSS: p.Values[pipeline.MemoryUsage], Virtual: p.Values[pipeline.MemoryVirtual],
 			})
 		}
 		return s.Metrics()
@@ -248,9 +251,9 @@ func BenchmarkConsumeSnapshot(b *testing.B) {
 // beside is one part of the processor timed beside the window figures of
 // the same snapshots of the synthetic 200k-process cluster.
 type beside struct {
-	begin   func(n int, now int64) // before snapshot n's processes; may be nil
-	process func(p *processSample) // per process added; may be nil
-	run     func(s *store)         // the part timed
+	begin   func(n int, now int64)          // before snapshot n's processes; may be nil
+	process func(p *pipeline.ProcessSample) // per process added; may be nil
+	run     func(s *store)                  // the part timed
 }
 
 // timeBesideWindowFigures feeds 10 snapshots per b.N of the 200k-process
@@ -259,9 +262,9 @@ type beside struct {
 func timeBesideWindowFigures(b *testing.B, part beside) (partNs, figuresNs float64) {
 	const processes, snapshots = 200_000, 10
 	load := newClusterLoad(processes)
-	hosts := make([]hostAnswer, len(load.hosts))
+	hosts := make([]pipeline.HostAnswer, len(load.hosts))
 	for i, h := range load.hosts {
-		hosts[i] = hostAnswer{Host: h, Up: true}
+		hosts[i] = pipeline.HostAnswer{Host: h, Up: true}
 	}
 	s := newStore([]time.Duration{time.Minute, 5 * time.Minute}, 0)
 	var partCPU, figuresCPU time.Duration

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 func TestFiguresResumeAfterTheWallClockStepsBack(t *testing.T) {
@@ -30,21 +30,21 @@ func TestFiguresResumeAfterTheWallClockStepsBack(t *testing.T) {
 	for _, s := range steps {
 		sec, cpu := s.sec, s.cpu
 		out := feed(t, p, sink, snap(sec, nil, one, proc("sdw1", 0, 1, 100, -1000, cpu, 0)))
-		if got, err := lookupFigure(out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); err != nil || math.Abs(got-s.wantWindow) > 1e-9 {
+		if got, err := lookupFigure(out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser); err != nil || math.Abs(got-s.wantWindow) > 1e-9 {
 			t.Fatalf("snapshot at %+.0f s: 1m user CPU %v (%v), want %v", sec, got, err, s.wantWindow)
 		}
-		if got := figure(t, out, 1, sc.MetricSessionWindowSpan, sc.AttrWindow, "1m"); got != s.wantSpan {
+		if got := figure(t, out, 1, pipeline.MetricSessionWindowSpan, pipeline.AttrWindow, "1m"); got != s.wantSpan {
 			t.Fatalf("snapshot at %+.0f s: span %v, want %v", sec, got, s.wantSpan)
 		}
-		if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != cpu {
+		if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != cpu {
 			t.Fatalf("snapshot at %+.0f s: lifetime user CPU %v, want %v", sec, got, cpu)
 		}
 		if want, ok := smoothed[sec]; ok {
-			if got := figure(t, out, 1, sc.MetricSessionCPUUsageSmoothed, sc.AttrTimeConstant, "1m"); math.Abs(got-want) > 1e-12 {
+			if got := figure(t, out, 1, pipeline.MetricSessionCPUUsageSmoothed, pipeline.AttrTimeConstant, "1m"); math.Abs(got-want) > 1e-12 {
 				t.Fatalf("snapshot at %+.0f s: smoothed CPU %v, want %v", sec, got, want)
 			}
 			// The host's one process is the session's: the same average.
-			if got := smoothedPoint(t, out, sc.MetricHostCPUUsageSmoothed, "sdw1", "1m"); math.Abs(got-want) > 1e-12 {
+			if got := smoothedPoint(t, out, pipeline.MetricHostCPUUsageSmoothed, "sdw1", "1m"); math.Abs(got-want) > 1e-12 {
 				t.Fatalf("snapshot at %+.0f s: host smoothed CPU %v, want %v", sec, got, want)
 			}
 		}
@@ -56,7 +56,7 @@ func TestASnapshotAMinuteOlderIsAReplayNotAClockStep(t *testing.T) {
 	one := []int64{1}
 	feed(t, p, sink, snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)))
 	out := feed(t, p, sink, snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)))
-	if _, err := lookupFigure(out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); err == nil {
+	if _, err := lookupFigure(out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser); err == nil {
 		t.Error("a snapshot one minute older than the newest got figures: it is a replay")
 	}
 }

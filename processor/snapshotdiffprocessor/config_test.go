@@ -7,7 +7,7 @@ import (
 
 	"go.opentelemetry.io/collector/confmap"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 func TestDefaultConfig(t *testing.T) {
@@ -97,7 +97,7 @@ func TestWindowName(t *testing.T) {
 		90 * time.Minute:        "1h30m",
 		1500 * time.Millisecond: "1.5s",
 	} {
-		if got := sc.WindowName(d); got != want {
+		if got := pipeline.WindowName(d); got != want {
 			t.Errorf("WindowName(%v) = %q, want %q", d, got, want)
 		}
 	}

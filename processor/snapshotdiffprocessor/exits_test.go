@@ -5,7 +5,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // clusterFigure reads one point of a cluster figure on the snapshot resource.
@@ -13,7 +13,7 @@ func clusterFigure(t *testing.T, md pmetric.Metrics, metric string, attrs ...str
 	t.Helper()
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if k, _ := rms.At(i).Resource().Attributes().Get(sc.AttrResourceKind); k.Str() != sc.KindSnapshot {
+		if k, _ := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); k.Str() != pipeline.KindSnapshot.String() {
 			continue
 		}
 		sms := rms.At(i).ScopeMetrics()
@@ -44,13 +44,13 @@ func TestExitedProcessCountsItsFinalTotalsInTheWindowItExitedIn(t *testing.T) {
 	out := feed(t, p, sink,
 		snap(10, nil, []int64{7}, live),
 		snap(20, nil, []int64{7}, exited))
-	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 2 {
+	if got := figure(t, out, 7, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "5m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 2 {
 		t.Errorf("session cpu over the window: %v, want 3 (final) - 1 (at the old snapshot) = 2", got)
 	}
-	if got := figure(t, out, 7, sc.MetricSessionProcesses); got != 0 {
+	if got := figure(t, out, 7, pipeline.MetricSessionProcesses); got != 0 {
 		t.Errorf("an exited process is not live: processes %v", got)
 	}
-	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 0 {
+	if got := figure(t, out, 7, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0 {
 		t.Errorf("lifetime counts live processes only: %v", got)
 	}
 }
@@ -64,17 +64,17 @@ func TestProcessNoScrapeSawIsCountedToItsSegmentAndTheCluster(t *testing.T) {
 	out := feed(t, p, sink,
 		snap(10, nil, []int64{7}, live),
 		snap(20, nil, []int64{7}, live2, ghost))
-	if got := clusterFigure(t, out, sc.ClusterMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 2.5 {
+	if got := clusterFigure(t, out, pipeline.ClusterMetric(pipeline.MetricSessionCPUTime), pipeline.AttrWindow, "5m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 2.5 {
 		t.Errorf("cluster cpu %v, want 0.5 (live) + 2 (unattributed exit)", got)
 	}
-	if got := clusterFigure(t, out, sc.UnattributedMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrHostName, "sdw1",
-		sc.AttrSegmentID, "1", sc.AttrCPUMode, sc.CPUModeUser); got != 2 {
+	if got := clusterFigure(t, out, pipeline.UnattributedMetric(pipeline.MetricSessionCPUTime), pipeline.AttrWindow, "5m", pipeline.AttrHostName, "sdw1",
+		pipeline.AttrSegmentID, "1", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 2 {
 		t.Errorf("unattributed cpu of sdw1 segment 1: %v, want 2", got)
 	}
-	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+	if got := figure(t, out, 7, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "5m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0.5 {
 		t.Errorf("the session keeps only its own: %v", got)
 	}
-	if countKind(out, sc.KindExited) != 0 {
+	if countKind(out, pipeline.KindExited) != 0 {
 		t.Error("exited resources are forwarded only with emit_process_metrics")
 	}
 }
@@ -90,20 +90,20 @@ func TestPostmastersUnrecordedCPUIsCountedToItsSegmentAndTheCluster(t *testing.T
 	out := feed(t, p, sink,
 		snap(10, nil, []int64{7}, live, pm),
 		snap(20, nil, []int64{7}, live2, pm2))
-	if got := clusterFigure(t, out, sc.ClusterMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 1 {
+	if got := clusterFigure(t, out, pipeline.ClusterMetric(pipeline.MetricSessionCPUTime), pipeline.AttrWindow, "5m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 1 {
 		t.Errorf("cluster cpu %v, want 0.5 (live) + 0.5 (unrecorded)", got)
 	}
-	if got := clusterFigure(t, out, sc.MetricUnrecordedCPUTime, sc.AttrWindow, "5m", sc.AttrHostName, "sdw1",
-		sc.AttrSegmentID, "1", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+	if got := clusterFigure(t, out, pipeline.MetricUnrecordedCPUTime, pipeline.AttrWindow, "5m", pipeline.AttrHostName, "sdw1",
+		pipeline.AttrSegmentID, "1", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0.5 {
 		t.Errorf("unrecorded cpu of sdw1 segment 1: %v, want 0.75 - 0.25", got)
 	}
-	if got := figure(t, out, 7, sc.MetricSessionCPUTime, sc.AttrWindow, "5m", sc.AttrCPUMode, sc.CPUModeUser); got != 0.5 {
+	if got := figure(t, out, 7, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "5m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0.5 {
 		t.Errorf("the session keeps only its own: %v", got)
 	}
-	if got := figure(t, out, 7, sc.MetricSessionProcesses); got != 1 {
+	if got := figure(t, out, 7, pipeline.MetricSessionProcesses); got != 1 {
 		t.Errorf("the postmaster's point is not a live process of the session: processes %v", got)
 	}
-	if countKind(out, sc.KindUnrecorded) != 0 {
+	if countKind(out, pipeline.KindUnrecorded) != 0 {
 		t.Error("unrecorded resources are forwarded only with emit_process_metrics")
 	}
 }

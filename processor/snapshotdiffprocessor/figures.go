@@ -1,16 +1,23 @@
 package snapshotdiffprocessor
 
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
 // windowFigures are one window's per-session results, indexed by session row.
 type windowFigures struct {
 	span    int64 // ns: newest time − old snapshot time
-	deltas  []counters
+	deltas  []pipeline.Counters
 	partial []bool
 	// cluster sums every process of the window, whatever its session;
 	// unattributed sums the exited processes no scrape saw, per segment;
 	// unrecorded the postmasters' CPU beyond their children's exit records.
-	cluster      counters
-	unattributed map[hostSegment]*counters
-	unrecorded   map[hostSegment]*counters
+	cluster      pipeline.Counters
+	unattributed map[hostSegment]*pipeline.Counters
+	unrecorded   map[hostSegment]*pipeline.Counters
 }
 
 // hostSegment is one segment instance: its host row and content id.
@@ -24,13 +31,13 @@ type hostSegment struct {
 type figures struct {
 	time            int64
 	windows         []windowFigures
-	lifetime        []counters
+	lifetime        []pipeline.Counters
 	lifetimePartial []bool
 	processes       []int32
 	hosts           []int32
 	memoryCluster   []memoryGauges
 	memoryMaxHost   []memoryGauges
-	sessionIndex    map[sessionKey]uint32
+	sessionIndex    map[pipeline.SessionKey]uint32
 	smoothed        *smoothedFigures // nil when smoothing is off
 	queries         []queryFigures   // with query figures on
 	hostNames       []string         // by host row, for the query figures
@@ -44,7 +51,7 @@ type sessionFigures struct {
 	f     *figures
 }
 
-func (f *figures) session(key sessionKey) sessionFigures {
+func (f *figures) session(key pipeline.SessionKey) sessionFigures {
 	row, ok := f.sessionIndex[key]
 	return sessionFigures{known: ok, row: row, f: f}
 }
@@ -55,13 +62,13 @@ func (s *store) computeFigures() *figures {
 	f := &figures{
 		time:            newest.time,
 		windows:         make([]windowFigures, len(s.windows)),
-		lifetime:        make([]counters, nSessions),
+		lifetime:        make([]pipeline.Counters, nSessions),
 		lifetimePartial: make([]bool, nSessions),
 		processes:       make([]int32, nSessions),
 		hosts:           make([]int32, nSessions),
 		memoryCluster:   make([]memoryGauges, nSessions),
 		memoryMaxHost:   make([]memoryGauges, nSessions),
-		sessionIndex:    make(map[sessionKey]uint32, len(s.sessionIndex)),
+		sessionIndex:    make(map[pipeline.SessionKey]uint32, len(s.sessionIndex)),
 	}
 	for k, v := range s.sessionIndex {
 		f.sessionIndex[k] = v
@@ -71,7 +78,7 @@ func (s *store) computeFigures() *figures {
 		oldSeq := s.oldSeq[w]
 		wf := windowFigures{
 			span:    newest.time - s.snapshotBySeq(oldSeq).time,
-			deltas:  make([]counters, nSessions),
+			deltas:  make([]pipeline.Counters, nSessions),
 			partial: make([]bool, nSessions),
 		}
 		acc := s.acc[w]
@@ -89,14 +96,14 @@ func (s *store) computeFigures() *figures {
 				continue
 			}
 			d := &wf.deltas[key.session]
-			var u *counters
-			switch s.sessionKeys[key.session].id {
+			var u *pipeline.Counters
+			switch s.sessionKeys[key.session].ID {
 			case unattributedSession:
-				u = segmentCounters(&wf.unattributed, hostSegment{key.host, s.procSeg[row]})
+				u = segmentEntry(&wf.unattributed, hostSegment{key.host, s.procSeg[row]})
 			case unrecordedSession:
-				u = segmentCounters(&wf.unrecorded, hostSegment{key.host, s.procSeg[row]})
+				u = segmentEntry(&wf.unrecorded, hostSegment{key.host, s.procSeg[row]})
 			}
-			for c, v := range acc[row*numCounters : (row+1)*numCounters] {
+			for c, v := range acc[row*pipeline.NumCounters : (row+1)*pipeline.NumCounters] {
 				if v > 0 { // a counter that went down over the window gives 0
 					d[c] += v
 					wf.cluster[c] += v
@@ -152,15 +159,27 @@ func (s *store) computeFigures() *figures {
 	return f
 }
 
-// segmentCounters is hs's entry of *m, made on first use.
-func segmentCounters(m *map[hostSegment]*counters, hs hostSegment) *counters {
+// segmentEntry is hs's entry of *m, made on first use.
+func segmentEntry(m *map[hostSegment]*pipeline.Counters, hs hostSegment) *pipeline.Counters {
 	if *m == nil {
-		*m = map[hostSegment]*counters{}
+		*m = map[hostSegment]*pipeline.Counters{}
 	}
 	c := (*m)[hs]
 	if c == nil {
-		c = new(counters)
+		c = new(pipeline.Counters)
 		(*m)[hs] = c
 	}
 	return c
+}
+
+// segmentCounters lists bySegment's counters by host name, then content id.
+func segmentCounters(bySegment map[hostSegment]*pipeline.Counters, hostNames []string) []pipeline.SegmentCounters {
+	out := make([]pipeline.SegmentCounters, 0, len(bySegment))
+	for hs, c := range bySegment {
+		out = append(out, pipeline.SegmentCounters{Host: hostNames[hs.host], Segment: hs.segment, Counters: *c})
+	}
+	slices.SortFunc(out, func(a, b pipeline.SegmentCounters) int {
+		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Segment, b.Segment))
+	})
+	return out
 }

@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 const testTmID = 1700000000
@@ -24,8 +24,8 @@ var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 func at(sec float64) time.Time { return epoch.Add(time.Duration(sec * float64(time.Second))) }
 
 // proc is a process with only CPU user time and read bytes growing.
-func proc(host string, seg, sess, pid int64, createdSec float64, cpuUser float64, readBytes int64) snapshottest.Process {
-	return snapshottest.Process{
+func proc(host string, seg, sess, pid int64, createdSec float64, cpuUser float64, readBytes int64) pipelinetest.Process {
+	return pipelinetest.Process{
 		Host: host, Segment: seg, Session: sess, PID: pid, Created: at(createdSec),
 		CPUUser: cpuUser, ReadBytes: readBytes,
 	}
@@ -33,8 +33,8 @@ func proc(host string, seg, sess, pid int64, createdSec float64, cpuUser float64
 
 // snap builds a snapshot at sec; every host that runs a process answers
 // unless listed in down; sessions get a session resource each.
-func snap(sec float64, down []string, sessions []int64, procs ...snapshottest.Process) snapshottest.Snapshot {
-	s := snapshottest.Snapshot{Time: at(sec), TmID: testTmID, Coordinator: "mdw"}
+func snap(sec float64, down []string, sessions []int64, procs ...pipelinetest.Process) pipelinetest.Snapshot {
+	s := pipelinetest.Snapshot{Time: at(sec), TmID: testTmID, Coordinator: "mdw"}
 	hosts := map[string]bool{}
 	for _, p := range procs {
 		hosts[p.Host] = true
@@ -52,10 +52,10 @@ func snap(sec float64, down []string, sessions []int64, procs ...snapshottest.Pr
 		isDown[h] = true
 	}
 	for _, h := range names {
-		s.Hosts = append(s.Hosts, snapshottest.Host{Name: h, Up: !isDown[h]})
+		s.Hosts = append(s.Hosts, pipelinetest.Host{Name: h, Up: !isDown[h]})
 	}
 	for _, id := range sessions {
-		s.Sessions = append(s.Sessions, snapshottest.Session{ID: id, PID: 1000 + id, DB: "postgres", User: "gpadmin", State: "active"})
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: id, PID: 1000 + id, DB: "postgres", User: "gpadmin", State: "active"})
 	}
 	s.Processes = procs
 	return s
@@ -74,7 +74,7 @@ func newTestProcessor(t testing.TB, cfg *Config) (processor.Metrics, *consumerte
 // feed consumes the snapshots in order, each as the receiver hands it on
 // (process batches per host, then the closing batch), and returns the last
 // output.
-func feed(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...snapshottest.Snapshot) pmetric.Metrics {
+func feed(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...pipelinetest.Snapshot) pmetric.Metrics {
 	t.Helper()
 	for _, s := range snaps {
 		for _, md := range s.Batches() {
@@ -105,14 +105,14 @@ func lookupFigure(md pmetric.Metrics, session int64, metric string, attrs ...str
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		ra := rms.At(i).Resource().Attributes()
-		kind, _ := ra.Get(sc.AttrResourceKind)
-		id, _ := ra.Get(sc.AttrSessionID)
-		if kind.Str() != sc.KindSession || id.Int() != session {
+		kind, _ := ra.Get(pipeline.AttrResourceKind)
+		id, _ := ra.Get(pipeline.AttrSessionID)
+		if kind.Str() != pipeline.KindSession.String() || id.Int() != session {
 			continue
 		}
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
-			if sms.At(j).Scope().Name() != scopeName {
+			if sms.At(j).Scope().Name() != pipeline.ProcessorScope {
 				continue
 			}
 			ms := sms.At(j).Metrics()
@@ -136,7 +136,7 @@ func lookupFigure(md pmetric.Metrics, session int64, metric string, attrs ...str
 			}
 			return 0, fmt.Errorf("session %d: no metric %s", session, metric)
 		}
-		return 0, fmt.Errorf("session %d: no %s scope", session, scopeName)
+		return 0, fmt.Errorf("session %d: no %s scope", session, pipeline.ProcessorScope)
 	}
 	return 0, fmt.Errorf("no session resource %d", session)
 }
@@ -154,13 +154,35 @@ func attrsEqual(m pcommon.Map, kv []string) bool {
 	return true
 }
 
-func countKind(md pmetric.Metrics, kind string) int {
+func countKind(md pmetric.Metrics, kind pipeline.ResourceKind) int {
 	n := 0
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if k, ok := rms.At(i).Resource().Attributes().Get(sc.AttrResourceKind); ok && k.Str() == kind {
+		if k, ok := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); ok && k.Str() == kind.String() {
 			n++
 		}
 	}
 	return n
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func forEachPoint(m pmetric.Metric, fn func(pmetric.NumberDataPoint)) {
+	var dps pmetric.NumberDataPointSlice
+	switch m.Type() {
+	case pmetric.MetricTypeSum:
+		dps = m.Sum().DataPoints()
+	case pmetric.MetricTypeGauge:
+		dps = m.Gauge().DataPoints()
+	default:
+		return
+	}
+	for i := range dps.Len() {
+		fn(dps.At(i))
+	}
 }

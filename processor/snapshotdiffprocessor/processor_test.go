@@ -8,8 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 type want struct {
@@ -20,30 +20,30 @@ type want struct {
 }
 
 func cpuUser(session int64, window string, v float64) want {
-	return want{session, sc.MetricSessionCPUTime, []string{sc.AttrWindow, window, sc.AttrCPUMode, sc.CPUModeUser}, v}
+	return want{session, pipeline.MetricSessionCPUTime, []string{pipeline.AttrWindow, window, pipeline.AttrCPUMode, pipeline.CPUModeUser}, v}
 }
 
 func readBytes(session int64, window string, v float64) want {
-	return want{session, sc.MetricSessionDiskIO, []string{sc.AttrWindow, window, sc.AttrDirection, sc.DirectionRead}, v}
+	return want{session, pipeline.MetricSessionDiskIO, []string{pipeline.AttrWindow, window, pipeline.AttrDirection, pipeline.DirectionRead}, v}
 }
 
 func span(session int64, window string, v float64) want {
-	return want{session, sc.MetricSessionWindowSpan, []string{sc.AttrWindow, window}, v}
+	return want{session, pipeline.MetricSessionWindowSpan, []string{pipeline.AttrWindow, window}, v}
 }
 
 func partial(session int64, window string, v float64) want {
-	return want{session, sc.MetricSessionPartial, []string{sc.AttrWindow, window}, v}
+	return want{session, pipeline.MetricSessionPartial, []string{pipeline.AttrWindow, window}, v}
 }
 
 func memory(session int64, kind, agg string, v float64) want {
-	return want{session, sc.MetricSessionMemoryUsage, []string{sc.AttrMemoryType, kind, sc.AttrMemoryAggregation, agg}, v}
+	return want{session, pipeline.MetricSessionMemoryUsage, []string{pipeline.AttrMemoryType, kind, pipeline.AttrMemoryAggregation, agg}, v}
 }
 
 func plain(session int64, metric string, v float64) want {
 	return want{session, metric, nil, v}
 }
 
-func withMemory(p snapshottest.Process, rss, anon, file, shmem int64) snapshottest.Process {
+func withMemory(p pipelinetest.Process, rss, anon, file, shmem int64) pipelinetest.Process {
 	p.RSS, p.RSSAnon, p.RSSFile, p.RSSShmem = rss, anon, file, shmem
 	return p
 }
@@ -53,13 +53,13 @@ func TestWindowRules(t *testing.T) {
 	tests := []struct {
 		name    string
 		windows []time.Duration
-		snaps   []snapshottest.Snapshot
+		snaps   []pipelinetest.Snapshot
 		want    []want
 	}{
 		{
 			name:    "counter that went down gives 0 for that process",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 10, 1000), proc("sdw1", 1, 1, 101, -10, 1, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 500), proc("sdw1", 1, 1, 101, -10, 3, 0)),
 			},
@@ -68,36 +68,36 @@ func TestWindowRules(t *testing.T) {
 		{
 			name:    "pid reused with a new creation time is a new process",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 50, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, 30, 3, 0)),
 			},
-			want: []want{cpuUser(1, "1m", 3), plain(1, sc.MetricSessionProcesses, 1)},
+			want: []want{cpuUser(1, "1m", 3), plain(1, pipeline.MetricSessionProcesses, 1)},
 		},
 		{
 			name:    "process born inside the window counts from zero",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw2", 1, 1, 200, 20, 7, 0)),
 			},
-			want: []want{cpuUser(1, "1m", 8), plain(1, sc.MetricSessionProcesses, 2), plain(1, sc.MetricSessionHosts, 2)},
+			want: []want{cpuUser(1, "1m", 8), plain(1, pipeline.MetricSessionProcesses, 2), plain(1, pipeline.MetricSessionHosts, 2)},
 		},
 		{
 			name:    "process that exited inside the window counts up to its last sighting",
 			windows: []time.Duration{2 * time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw1", 0, 1, 101, -10, 1, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw1", 0, 1, 101, -10, 4, 0)),
 				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 3, 0)),
 			},
-			want: []want{cpuUser(1, "2m", 2+3), partial(1, "2m", 0), plain(1, sc.MetricSessionProcesses, 1),
-				cpuUser(1, sc.WindowLifetime, 3)},
+			want: []want{cpuUser(1, "2m", 2+3), partial(1, "2m", 0), plain(1, pipeline.MetricSessionProcesses, 1),
+				cpuUser(1, pipeline.WindowLifetime, 3)},
 		},
 		{
 			name:    "silent host keeps its processes' last sighting and marks the session partial",
 			windows: []time.Duration{2 * time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, []int64{1, 2}, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw2", 1, 1, 200, -10, 1, 0),
 					proc("sdw1", 0, 2, 300, -10, 1, 0)),
 				snap(60, nil, []int64{1, 2}, proc("sdw1", 0, 1, 100, -10, 2, 0), proc("sdw2", 1, 1, 200, -10, 5, 0),
@@ -107,43 +107,43 @@ func TestWindowRules(t *testing.T) {
 			},
 			want: []want{
 				cpuUser(1, "2m", 2+4), partial(1, "2m", 1),
-				cpuUser(1, sc.WindowLifetime, 3+5), partial(1, sc.WindowLifetime, 1),
-				cpuUser(2, "2m", 2), partial(2, "2m", 0), partial(2, sc.WindowLifetime, 0),
+				cpuUser(1, pipeline.WindowLifetime, 3+5), partial(1, pipeline.WindowLifetime, 1),
+				cpuUser(2, "2m", 2), partial(2, "2m", 0), partial(2, pipeline.WindowLifetime, 0),
 			},
 		},
 		{
 			name:    "memory is summed per host before the cluster total and the largest host",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one,
 					withMemory(proc("sdw1", 0, 1, 100, -10, 0, 0), 100, 60, 30, 10),
 					withMemory(proc("sdw1", 1, 1, 101, -10, 0, 0), 100, 50, 40, 10),
 					withMemory(proc("sdw2", 2, 1, 200, -10, 0, 0), 150, 120, 20, 10)),
 			},
 			want: []want{
-				memory(1, sc.MemoryTypeRSS, sc.MemoryAggregationCluster, 350),
-				memory(1, sc.MemoryTypeRSS, sc.MemoryAggregationMaxHost, 200),
-				memory(1, sc.MemoryTypeRSSAnon, sc.MemoryAggregationMaxHost, 120),
-				memory(1, sc.MemoryTypeRSSShared, sc.MemoryAggregationCluster, 120),
-				memory(1, sc.MemoryTypeRSSShared, sc.MemoryAggregationMaxHost, 90),
-				plain(1, sc.MetricSessionHosts, 2), plain(1, sc.MetricSessionProcesses, 3),
+				memory(1, pipeline.MemoryTypeRSS, pipeline.MemoryAggregationCluster, 350),
+				memory(1, pipeline.MemoryTypeRSS, pipeline.MemoryAggregationMaxHost, 200),
+				memory(1, pipeline.MemoryTypeRSSAnon, pipeline.MemoryAggregationMaxHost, 120),
+				memory(1, pipeline.MemoryTypeRSSShared, pipeline.MemoryAggregationCluster, 120),
+				memory(1, pipeline.MemoryTypeRSSShared, pipeline.MemoryAggregationMaxHost, 90),
+				plain(1, pipeline.MetricSessionHosts, 2), plain(1, pipeline.MetricSessionProcesses, 3),
 			},
 		},
 		{
 			name:    "window longer than the buffer uses the oldest snapshot",
 			windows: []time.Duration{10 * time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 4, 0)),
 				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 9, 0)),
 			},
 			want: []want{cpuUser(1, "10m", 8), span(1, "10m", 120),
-				{1, sc.MetricSessionCPUTime + sc.RateSuffix, []string{sc.AttrWindow, "10m", sc.AttrCPUMode, sc.CPUModeUser}, 8.0 / 120}},
+				{1, pipeline.MetricSessionCPUTime + pipeline.RateSuffix, []string{pipeline.AttrWindow, "10m", pipeline.AttrCPUMode, pipeline.CPUModeUser}, 8.0 / 120}},
 		},
 		{
 			name:    "irregular intervals pick the snapshot whose age is nearest to the window",
 			windows: []time.Duration{5 * time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 0, 0)),
 				snap(170, nil, one, proc("sdw1", 0, 1, 100, -10, 17, 0)),
 				snap(290, nil, one, proc("sdw1", 0, 1, 100, -10, 29, 0)),
@@ -155,27 +155,27 @@ func TestWindowRules(t *testing.T) {
 		{
 			name:    "one snapshot has a zero span, zero deltas and lifetime totals",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 700)),
 			},
 			want: []want{cpuUser(1, "1m", 0), span(1, "1m", 0), readBytes(1, "1m", 0),
-				{1, sc.MetricSessionCPUTime + sc.RateSuffix, []string{sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser}, 0},
-				cpuUser(1, sc.WindowLifetime, 5), readBytes(1, sc.WindowLifetime, 700)},
+				{1, pipeline.MetricSessionCPUTime + pipeline.RateSuffix, []string{pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser}, 0},
+				cpuUser(1, pipeline.WindowLifetime, 5), readBytes(1, pipeline.WindowLifetime, 700)},
 		},
 		{
 			name:    "two snapshots diff newest against the first",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 5, 700)),
 				snap(30, nil, one, proc("sdw1", 0, 1, 100, -10, 6.5, 1000)),
 			},
 			want: []want{cpuUser(1, "1m", 1.5), span(1, "1m", 30), readBytes(1, "1m", 300),
-				{1, sc.MetricSessionDiskIO + sc.RateSuffix, []string{sc.AttrWindow, "1m", sc.AttrDirection, sc.DirectionRead}, 10}},
+				{1, pipeline.MetricSessionDiskIO + pipeline.RateSuffix, []string{pipeline.AttrWindow, "1m", pipeline.AttrDirection, pipeline.DirectionRead}, 10}},
 		},
 		{
 			name:    "several windows each find their own old snapshot",
 			windows: []time.Duration{time.Minute, 2 * time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, one, proc("sdw1", 0, 1, 100, -10, 0, 0)),
 				snap(60, nil, one, proc("sdw1", 0, 1, 100, -10, 1, 0)),
 				snap(120, nil, one, proc("sdw1", 0, 1, 100, -10, 3, 0)),
@@ -185,11 +185,11 @@ func TestWindowRules(t *testing.T) {
 		{
 			name:    "a session without processes gets zero figures",
 			windows: []time.Duration{time.Minute},
-			snaps: []snapshottest.Snapshot{
+			snaps: []pipelinetest.Snapshot{
 				snap(0, nil, []int64{9}),
 				snap(60, nil, []int64{9}),
 			},
-			want: []want{cpuUser(9, "1m", 0), span(9, "1m", 60), plain(9, sc.MetricSessionProcesses, 0)},
+			want: []want{cpuUser(9, "1m", 0), span(9, "1m", 60), plain(9, pipeline.MetricSessionProcesses, 0)},
 		},
 	}
 	for _, tt := range tests {
@@ -209,12 +209,12 @@ func TestCounterFirstReportedLateStartsAsBaseline(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
 	noIO := proc("sdw1", 0, 1, 100, -10, 1, 0)
 	noIO.NoIO = true
-	withIO := func(read int64) snapshottest.Process { return proc("sdw1", 0, 1, 100, -10, 1, read) }
+	withIO := func(read int64) pipelinetest.Process { return proc("sdw1", 0, 1, 100, -10, 1, read) }
 	out := feed(t, p, sink,
 		snap(0, nil, []int64{1}, noIO),
 		snap(60, nil, []int64{1}, withIO(5000)),
 		snap(120, nil, []int64{1}, withIO(5600)))
-	if got := figure(t, out, 1, sc.MetricSessionDiskIO, sc.AttrWindow, "2m", sc.AttrDirection, sc.DirectionRead); got != 600 {
+	if got := figure(t, out, 1, pipeline.MetricSessionDiskIO, pipeline.AttrWindow, "2m", pipeline.AttrDirection, pipeline.DirectionRead); got != 600 {
 		t.Errorf("read bytes over 2m = %v, want 600 (what was read before the counter appeared is not in the window)", got)
 	}
 }
@@ -234,13 +234,13 @@ func TestProcessBatchesAreHeldForTheirClosingBatch(t *testing.T) {
 	if err := p.ConsumeMetrics(context.Background(), batches[len(batches)-1]); err != nil {
 		t.Fatal(err)
 	}
-	if got := figure(t, sink.AllMetrics()[0], 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 3 {
+	if got := figure(t, sink.AllMetrics()[0], 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 3 {
 		t.Errorf("lifetime user CPU = %v, want 3 (both hosts' processes, from their batches)", got)
 	}
 }
 
 func TestOneBatchAndProcessBatchesGiveTheSameFigures(t *testing.T) {
-	snaps := []snapshottest.Snapshot{
+	snaps := []pipelinetest.Snapshot{
 		snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 10), proc("sdw2", 1, 1, 200, -10, 2, 20)),
 		snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 4, 50), proc("sdw2", 1, 1, 200, -10, 3, 90)),
 	}
@@ -269,7 +269,7 @@ func TestSnapshotWithoutClosingBatchIsClosedByTheNext(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := feed(t, p, sink, last)
-	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "2m", sc.AttrCPUMode, sc.CPUModeUser); got != 6 {
+	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "2m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 6 {
 		t.Errorf("user CPU over 2m = %v, want 6 (the unclosed snapshot keeps the counters consistent)", got)
 	}
 }
@@ -280,12 +280,12 @@ func TestPointsOutOfOrderDecodeToTheirProcess(t *testing.T) {
 	md := s.Metrics()
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if kindOf(rms.At(i)) != kindProcess {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindProcess {
 			continue
 		}
 		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
 		for j := range ms.Len() {
-			if ms.At(j).Name() == sc.MetricProcessCPUTime {
+			if ms.At(j).Name() == pipeline.MetricProcessCPUTime {
 				dps := ms.At(j).Sum().DataPoints()
 				dps.Sort(func(a, b pmetric.NumberDataPoint) bool { return a.DoubleValue() > b.DoubleValue() })
 			}
@@ -295,10 +295,10 @@ func TestPointsOutOfOrderDecodeToTheirProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := sink.AllMetrics()[0]
-	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 3 {
+	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 3 {
 		t.Errorf("lifetime user CPU = %v, want 3", got)
 	}
-	if got := figure(t, out, 1, sc.MetricSessionProcesses); got != 2 {
+	if got := figure(t, out, 1, pipeline.MetricSessionProcesses); got != 2 {
 		t.Errorf("processes = %v, want 2", got)
 	}
 }
@@ -308,11 +308,11 @@ func TestProcessPointWithoutPIDIsSkipped(t *testing.T) {
 	md := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)).Metrics()
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if kindOf(rms.At(i)) == kindProcess {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) == pipeline.KindProcess {
 			ms := rms.At(i).ScopeMetrics().At(0).Metrics()
 			for j := range ms.Len() {
-				if ms.At(j).Name() == sc.MetricProcessCPUTime {
-					ms.At(j).Sum().DataPoints().At(0).Attributes().Remove(sc.AttrProcessPID)
+				if ms.At(j).Name() == pipeline.MetricProcessCPUTime {
+					ms.At(j).Sum().DataPoints().At(0).Attributes().Remove(pipeline.AttrProcessPID)
 				}
 			}
 		}
@@ -320,7 +320,7 @@ func TestProcessPointWithoutPIDIsSkipped(t *testing.T) {
 	if err := p.ConsumeMetrics(context.Background(), md); err != nil {
 		t.Fatal(err)
 	}
-	if got := figure(t, sink.AllMetrics()[0], 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 0 {
+	if got := figure(t, sink.AllMetrics()[0], 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0 {
 		t.Errorf("lifetime user CPU = %v, want 0 (the point without a pid is not anybody's)", got)
 	}
 }
@@ -344,7 +344,7 @@ func TestForeignResourcesPassThroughUntouched(t *testing.T) {
 	found := 0
 	rms := out.ResourceMetrics()
 	for i := range rms.Len() {
-		if _, ok := rms.At(i).Resource().Attributes().Get(sc.AttrResourceKind); ok {
+		if _, ok := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); ok {
 			continue
 		}
 		found++
@@ -357,7 +357,7 @@ func TestForeignResourcesPassThroughUntouched(t *testing.T) {
 	if found != 1 {
 		t.Errorf("found %d foreign resources, want 1", found)
 	}
-	if countKind(out, sc.KindSnapshot) != 1 {
+	if countKind(out, pipeline.KindSnapshot) != 1 {
 		t.Error("snapshot resource did not pass through")
 	}
 }
@@ -373,12 +373,12 @@ func TestProcessResourcesOnlyWhenOptedIn(t *testing.T) {
 		}
 		got := 0
 		for _, md := range sink.AllMetrics() {
-			got += countKind(md, sc.KindProcess)
+			got += countKind(md, pipeline.KindProcess)
 		}
 		if got != want {
 			t.Errorf("emit_process_metrics=%v: %d process resources forwarded, want %d", emit, got, want)
 		}
-		if got := countKind(out, sc.KindSession); got != 1 {
+		if got := countKind(out, pipeline.KindSession); got != 1 {
 			t.Errorf("emit_process_metrics=%v: %d session resources forwarded, want 1", emit, got)
 		}
 	}
@@ -389,12 +389,12 @@ func TestSessionStateIsForwarded(t *testing.T) {
 	out := feed(t, p, sink, snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0)))
 	rms := out.ResourceMetrics()
 	for i := range rms.Len() {
-		if kindOf(rms.At(i)) != kindSession {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindSession {
 			continue
 		}
 		m := rms.At(i).ScopeMetrics().At(0).Metrics().At(0)
-		state, ok := m.Metadata().Get(sc.MetaState)
-		if m.Name() != sc.MetricSessionInfo || !ok || state.Str() != "active" {
+		state, ok := m.Metadata().Get(pipeline.MetaState)
+		if m.Name() != pipeline.MetricSessionInfo || !ok || state.Str() != "active" {
 			t.Errorf("session info not forwarded as the receiver wrote it: %s %v", m.Name(), state.AsString())
 		}
 		return
@@ -407,10 +407,10 @@ func TestSnapshotNotNewerIsForwardedWithoutFigures(t *testing.T) {
 	s := snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0))
 	feed(t, p, sink, s)
 	out := feed(t, p, sink, s)
-	if _, err := lookupFigure(out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); err == nil {
+	if _, err := lookupFigure(out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser); err == nil {
 		t.Error("a repeated snapshot got session figures")
 	}
-	if countKind(out, sc.KindProcess) != 0 {
+	if countKind(out, pipeline.KindProcess) != 0 {
 		t.Error("process resources of a rejected snapshot were forwarded without emit_process_metrics")
 	}
 }
@@ -420,7 +420,7 @@ func TestSecondsKeepNanosecondPrecision(t *testing.T) {
 	out := feed(t, p, sink,
 		snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 123456.01, 0)),
 		snap(60, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 123456.02, 0)))
-	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); math.Abs(got-0.01) > 1e-9 {
+	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser); math.Abs(got-0.01) > 1e-9 {
 		t.Errorf("cpu delta = %v, want 0.01", got)
 	}
 }

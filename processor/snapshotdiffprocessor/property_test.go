@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // truthProcess is one process of the ground-truth timeline: its counters at
@@ -83,20 +83,20 @@ func (tl *truthTimeline) seen(p *truthProcess, k int) bool {
 	return k >= p.born && k < p.died && tl.hostsUp[k][p.host]
 }
 
-func (tl *truthTimeline) snapshot(k int) snapshottest.Snapshot {
-	s := snapshottest.Snapshot{Time: at(tl.times[k]), TmID: testTmID, Coordinator: "mdw"}
+func (tl *truthTimeline) snapshot(k int) pipelinetest.Snapshot {
+	s := pipelinetest.Snapshot{Time: at(tl.times[k]), TmID: testTmID, Coordinator: "mdw"}
 	for _, h := range propHosts {
-		s.Hosts = append(s.Hosts, snapshottest.Host{Name: h, Up: tl.hostsUp[k][h]})
+		s.Hosts = append(s.Hosts, pipelinetest.Host{Name: h, Up: tl.hostsUp[k][h]})
 	}
 	for id := int64(1); id <= 4; id++ {
-		s.Sessions = append(s.Sessions, snapshottest.Session{ID: id, PID: id, State: "active"})
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: id, PID: id, State: "active"})
 	}
 	for i := range tl.procs {
 		p := &tl.procs[i]
 		if !tl.seen(p, k) {
 			continue
 		}
-		s.Processes = append(s.Processes, snapshottest.Process{
+		s.Processes = append(s.Processes, pipelinetest.Process{
 			Host: p.host, Segment: p.seg, Session: p.session, PID: p.pid, Created: at(p.created),
 			CPUUser: float64(p.cpuMS[k]) / 1000, ReadBytes: p.read[k], SyscR: p.syscR[k],
 		})
@@ -227,7 +227,7 @@ func TestSessionDeltaEqualsBruteForceOverTimeline(t *testing.T) {
 			out := feed(t, p, sink, tl.snapshot(n))
 			lifeDone := false
 			for _, w := range windows {
-				name := sc.WindowName(w)
+				name := pipeline.WindowName(w)
 				truth := tl.bruteForce(n, w, maxPoints)
 				for id := int64(1); id <= 4; id++ {
 					st := truth[id]
@@ -238,20 +238,20 @@ func TestSessionDeltaEqualsBruteForceOverTimeline(t *testing.T) {
 							t.Fatalf("%s: %s = %v, want %v", where, what, got, want)
 						}
 					}
-					check("cpu user", figure(t, out, id, sc.MetricSessionCPUTime, sc.AttrWindow, name, sc.AttrCPUMode, sc.CPUModeUser), float64(st.cpuMS)/1000)
-					check("read bytes", figure(t, out, id, sc.MetricSessionDiskIO, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.read))
-					check("read syscalls", figure(t, out, id, sc.MetricSessionIOSyscalls, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.syscR))
-					check("span", figure(t, out, id, sc.MetricSessionWindowSpan, sc.AttrWindow, name), st.span)
-					check("partial", figure(t, out, id, sc.MetricSessionPartial, sc.AttrWindow, name), float64(boolInt(st.partial)))
+					check("cpu user", figure(t, out, id, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, name, pipeline.AttrCPUMode, pipeline.CPUModeUser), float64(st.cpuMS)/1000)
+					check("read bytes", figure(t, out, id, pipeline.MetricSessionDiskIO, pipeline.AttrWindow, name, pipeline.AttrDirection, pipeline.DirectionRead), float64(st.read))
+					check("read syscalls", figure(t, out, id, pipeline.MetricSessionIOSyscalls, pipeline.AttrWindow, name, pipeline.AttrDirection, pipeline.DirectionRead), float64(st.syscR))
+					check("span", figure(t, out, id, pipeline.MetricSessionWindowSpan, pipeline.AttrWindow, name), st.span)
+					check("partial", figure(t, out, id, pipeline.MetricSessionPartial, pipeline.AttrWindow, name), float64(boolInt(st.partial)))
 					if st.span > 0 {
-						check("read rate", figure(t, out, id, sc.MetricSessionDiskIO+sc.RateSuffix, sc.AttrWindow, name, sc.AttrDirection, sc.DirectionRead), float64(st.read)/st.span)
+						check("read rate", figure(t, out, id, pipeline.MetricSessionDiskIO+pipeline.RateSuffix, pipeline.AttrWindow, name, pipeline.AttrDirection, pipeline.DirectionRead), float64(st.read)/st.span)
 					}
 					if !lifeDone {
-						check("lifetime cpu", figure(t, out, id, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser), float64(st.lifeCPUMS)/1000)
-						check("lifetime read", figure(t, out, id, sc.MetricSessionDiskIO, sc.AttrWindow, sc.WindowLifetime, sc.AttrDirection, sc.DirectionRead), float64(st.lifeRead))
-						check("lifetime partial", figure(t, out, id, sc.MetricSessionPartial, sc.AttrWindow, sc.WindowLifetime), float64(boolInt(st.lifePartial)))
-						check("processes", figure(t, out, id, sc.MetricSessionProcesses), float64(st.processes))
-						check("hosts", figure(t, out, id, sc.MetricSessionHosts), float64(len(st.hosts)))
+						check("lifetime cpu", figure(t, out, id, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser), float64(st.lifeCPUMS)/1000)
+						check("lifetime read", figure(t, out, id, pipeline.MetricSessionDiskIO, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrDirection, pipeline.DirectionRead), float64(st.lifeRead))
+						check("lifetime partial", figure(t, out, id, pipeline.MetricSessionPartial, pipeline.AttrWindow, pipeline.WindowLifetime), float64(boolInt(st.lifePartial)))
+						check("processes", figure(t, out, id, pipeline.MetricSessionProcesses), float64(st.processes))
+						check("hosts", figure(t, out, id, pipeline.MetricSessionHosts), float64(len(st.hosts)))
 					}
 				}
 				lifeDone = true

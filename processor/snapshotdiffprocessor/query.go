@@ -5,10 +5,9 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // sessionActivity is what a session resource's gpotel.session.info says
@@ -21,69 +20,37 @@ type sessionActivity struct {
 	text        string
 }
 
-// runningStates are the pg_stat_activity states in which the named query executes.
-var runningStates = map[string]bool{"active": true, "fastpath function call": true}
-
-// readSessionActivity reads a session resource; ok is false when it lacks
-// its identity or its gpotel.session.info.
-func readSessionActivity(rm pmetric.ResourceMetrics) (sessionKey, sessionActivity, bool) {
-	attrs := rm.Resource().Attributes()
-	tm, okTm := attrs.Get(sc.AttrTmID)
-	id, okID := attrs.Get(sc.AttrSessionID)
-	if !okTm || !okID {
-		return sessionKey{}, sessionActivity{}, false
-	}
-	var act sessionActivity
-	if pid, ok := attrs.Get(sc.AttrSessionPID); ok {
-		act.pid = pid.Int()
-	}
-	sms := rm.ScopeMetrics()
-	for i := range sms.Len() {
-		ms := sms.At(i).Metrics()
-		for j := range ms.Len() {
-			if ms.At(j).Name() != sc.MetricSessionInfo {
-				continue
-			}
-			meta := ms.At(j).Metadata()
-			if v, ok := meta.Get(sc.MetaState); ok {
-				act.running = runningStates[v.AsString()]
-			}
-			act.queryStart = metaTime(meta, sc.MetaQueryStart)
-			act.stateChange = metaTime(meta, sc.MetaStateChange)
-			if v, ok := meta.Get(sc.MetaQuery); ok {
-				act.text = v.AsString()
-			}
-			return sessionKey{tmID: tm.Int(), id: id.Int()}, act, true
-		}
-	}
-	return sessionKey{}, sessionActivity{}, false
-}
-
-// readActivities reads every session resource of a closing batch.
-func readActivities(rms pmetric.ResourceMetricsSlice, kinds []resourceKind) map[sessionKey]sessionActivity {
-	acts := map[sessionKey]sessionActivity{}
+// readActivities reads every session resource of a closing batch; one
+// without its identity or its gpotel.session.info has no activity.
+func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceKind) map[pipeline.SessionKey]sessionActivity {
+	acts := map[pipeline.SessionKey]sessionActivity{}
 	for i, kind := range kinds {
-		if kind != kindSession {
+		if kind != pipeline.KindSession {
 			continue
 		}
-		if key, act, ok := readSessionActivity(rms.At(i)); ok {
-			acts[key] = act
+		h, st, _, hasInfo, ok := pipeline.DecodeSession(rms.At(i))
+		if !ok || !hasInfo {
+			continue
 		}
+		acts[h.Key] = sessionActivity{pid: h.PID, running: st.Running(), queryStart: unixNano(st.QueryStart),
+			stateChange: unixNano(st.StateChange), text: deref(st.Query)}
 	}
 	return acts
 }
 
-// metaTime reads an RFC 3339 metadata time as unix ns; 0 when absent or unreadable.
-func metaTime(m pcommon.Map, key string) int64 {
-	v, ok := m.Get(key)
-	if !ok {
-		return 0
-	}
-	t, err := time.Parse(time.RFC3339Nano, v.AsString())
-	if err != nil {
+// unixNano is a time as unix ns; 0 when NULL.
+func unixNano(t *time.Time) int64 {
+	if t == nil {
 		return 0
 	}
 	return t.UnixNano()
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }
 
 // query is one command of a session and what was attributed to it.
@@ -91,14 +58,14 @@ type query struct {
 	ccnt       int64 // title command count; 0 when keyed by start
 	start, end int64 // unix ns; end is 0 while it runs
 	text       string
-	totals     counters
+	totals     pipeline.Counters
 	segments   map[hostSegment]*segmentUse
 	// partial: its start was before the session was first seen, or a host
 	// of its processes did not answer while it ran.
 	partial bool
 }
 
-func (q *query) add(st *counters, share float64, hs hostSegment) {
+func (q *query) add(st *pipeline.Counters, share float64, hs hostSegment) {
 	if q.segments == nil {
 		q.segments = map[hostSegment]*segmentUse{}
 	}
@@ -113,9 +80,9 @@ func (q *query) add(st *counters, share float64, hs hostSegment) {
 			q.totals[c] += part(v)
 		}
 	}
-	u.cpu += part(st[ctrCPUUser] + st[ctrCPUSystem])
-	u.read += part(st[ctrDiskRead])
-	u.written += part(st[ctrDiskWrite])
+	u.cpu += part(st[pipeline.CPUUser] + st[pipeline.CPUSystem])
+	u.read += part(st[pipeline.DiskRead])
+	u.written += part(st[pipeline.DiskWrite])
 }
 
 // sessionQueries is one session's timeline of queries.
@@ -138,7 +105,7 @@ func (sq *sessionQueries) find(ccnt, start int64) *query {
 
 // share hands the steps of (from, to] to the queries that ran in it, by
 // how long each ran there; time before since is nobody's to claim.
-func (sq *sessionQueries) share(st *counters, from, to int64, hs hostSegment) {
+func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, hs hostSegment) {
 	if to <= from {
 		return
 	}
@@ -177,12 +144,12 @@ type rowSighting struct {
 type queryTracker struct {
 	keep        int64 // ns an ended query stays: the longest window
 	maxFinished int
-	sessions    map[sessionKey]*sessionQueries
+	sessions    map[pipeline.SessionKey]*sessionQueries
 	rows        []rowSighting // by store row
 }
 
 func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
-	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[sessionKey]*sessionQueries{}}
+	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[pipeline.SessionKey]*sessionQueries{}}
 }
 
 // restart forgets every timeline: their times belong to a clock that was
@@ -194,14 +161,14 @@ func (t *queryTracker) restart() {
 
 // queryFigures is one query as written after a snapshot.
 type queryFigures struct {
-	session sessionKey
+	session pipeline.SessionKey
 	query
 	segments []segmentUse // by host row, then content id
 }
 
 // update takes in the newest committed snapshot of s with the activity of
 // its sessions and returns every query to write.
-func (t *queryTracker) update(s *store, acts map[sessionKey]sessionActivity) []queryFigures {
+func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity) []queryFigures {
 	newest := s.ring[len(s.ring)-1]
 	now := newest.time
 	for key, act := range acts {
@@ -223,7 +190,7 @@ func (t *queryTracker) update(s *store, acts map[sessionKey]sessionActivity) []q
 }
 
 // observe updates one session's timeline from its activity.
-func (t *queryTracker) observe(s *store, newest *snapshot, key sessionKey, act sessionActivity, now int64) {
+func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.SessionKey, act sessionActivity, now int64) {
 	sq := t.sessions[key]
 	if sq == nil {
 		sq = &sessionQueries{since: now}
@@ -262,7 +229,7 @@ func (t *queryTracker) observe(s *store, newest *snapshot, key sessionKey, act s
 
 // headCommandCount is the title command count of the session's head
 // process (its pid on the coordinator) in the newest snapshot; 0 when none.
-func headCommandCount(s *store, newest *snapshot, key sessionKey, pid int64) int64 {
+func headCommandCount(s *store, newest *storedSnapshot, key pipeline.SessionKey, pid int64) int64 {
 	row, ok := s.sessionIndex[key]
 	if !ok || pid == 0 {
 		return 0
@@ -277,7 +244,7 @@ func headCommandCount(s *store, newest *snapshot, key sessionKey, pid int64) int
 
 // attribute shares every process's steps of the newest snapshot among its
 // session's queries.
-func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
+func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 	for len(t.rows) < len(s.procKeys) {
 		t.rows = append(t.rows, rowSighting{})
 	}
@@ -290,7 +257,7 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 	}
 	buf := newest.steps
 	for _, row := range newest.rows {
-		var st counters
+		var st pipeline.Counters
 		buf, _ = nextStep(buf, &st)
 		clampSteps(&st)
 		key := s.procKeys[row]
@@ -343,7 +310,7 @@ func (t *queryTracker) markPartial(s *store) {
 // figures drops what is too old and copies out every query left: the
 // running ones and those that ended within the longest window, at most
 // maxFinished of the latter (the most recently ended).
-func (t *queryTracker) figures(acts map[sessionKey]sessionActivity, now int64) []queryFigures {
+func (t *queryTracker) figures(acts map[pipeline.SessionKey]sessionActivity, now int64) []queryFigures {
 	var ended []int64
 	for key, sq := range t.sessions {
 		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return q.end != 0 && q.end < now-t.keep })
@@ -382,10 +349,8 @@ func (t *queryTracker) figures(acts map[sessionKey]sessionActivity, now int64) [
 	// Deterministic output: by session, then start.
 	slices.SortFunc(out, func(a, b queryFigures) int {
 		switch {
-		case a.session.tmID != b.session.tmID:
-			return int(sign(a.session.tmID - b.session.tmID))
-		case a.session.id != b.session.id:
-			return int(sign(a.session.id - b.session.id))
+		case a.session != b.session:
+			return a.session.Compare(b.session)
 		}
 		return int(sign(a.start - b.start))
 	})

@@ -1,6 +1,7 @@
 package snapshotdiffprocessor
 
 import (
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"testing"
 	"time"
 )
@@ -12,17 +13,17 @@ import (
 // the same snapshot (reference).
 func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
 	qt := newQueryTracker(5*time.Minute, 1000)
-	var acts map[sessionKey]sessionActivity
+	var acts map[pipeline.SessionKey]sessionActivity
 	var start int64
 	var written int
 	queries, figures := timeBesideWindowFigures(b, beside{
 		begin: func(n int, now int64) {
-			acts = map[sessionKey]sessionActivity{}
+			acts = map[pipeline.SessionKey]sessionActivity{}
 			// A new query every third snapshot, started half an interval ago.
 			start = now - int64(n%3)*int64(benchInterval) - int64(benchInterval)/2
 		},
-		process: func(p *processSample) {
-			key := sessionKey{tmID: p.TmID, id: p.Session}
+		process: func(p *pipeline.ProcessSample) {
+			key := pipeline.SessionKey{TmID: p.TmID, ID: p.Session}
 			if _, ok := acts[key]; !ok {
 				acts[key] = sessionActivity{pid: p.Session, running: true, queryStart: start}
 			}

@@ -10,8 +10,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 func queryConfig() *Config {
@@ -37,8 +37,8 @@ func idle(start, end float64) activity {
 var neverRan = activity{start: math.NaN(), idleAt: math.NaN()}
 
 // sessionAt is session 7 (head pid 1007 on mdw) with that activity.
-func sessionAt(a activity) snapshottest.Session {
-	s := snapshottest.Session{ID: 7, PID: 1007, DB: "postgres", User: "gpadmin", State: "active", Query: a.text}
+func sessionAt(a activity) pipelinetest.Session {
+	s := pipelinetest.Session{ID: 7, PID: 1007, DB: "postgres", User: "gpadmin", State: "active", Query: a.text}
 	if !math.IsNaN(a.start) {
 		s.QueryStart = at(a.start)
 	}
@@ -49,22 +49,22 @@ func sessionAt(a activity) snapshottest.Session {
 }
 
 // querySnap is a snapshot at sec of session 7 with the given activity.
-func querySnap(sec float64, a activity, down []string, procs ...snapshottest.Process) snapshottest.Snapshot {
+func querySnap(sec float64, a activity, down []string, procs ...pipelinetest.Process) pipelinetest.Snapshot {
 	s := snap(sec, down, nil, procs...)
-	s.Sessions = []snapshottest.Session{sessionAt(a)}
+	s.Sessions = []pipelinetest.Session{sessionAt(a)}
 	return s
 }
 
 // queryResource finds session 7's query resource that started at startSec.
 func queryResource(md pmetric.Metrics, startSec float64) (pmetric.ResourceMetrics, bool) {
-	want := sc.QueryStartValue(at(startSec))
+	want := pipeline.QueryStartValue(at(startSec))
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		ra := rms.At(i).Resource().Attributes()
-		kind, _ := ra.Get(sc.AttrResourceKind)
-		id, _ := ra.Get(sc.AttrSessionID)
-		start, _ := ra.Get(sc.AttrQueryStart)
-		if kind.Str() == sc.KindQuery && id.Int() == 7 && start.Str() == want {
+		kind, _ := ra.Get(pipeline.AttrResourceKind)
+		id, _ := ra.Get(pipeline.AttrSessionID)
+		start, _ := ra.Get(pipeline.AttrQueryStart)
+		if kind.Str() == pipeline.KindQuery.String() && id.Int() == 7 && start.Str() == want {
 			return rms.At(i), true
 		}
 	}
@@ -83,7 +83,7 @@ func queryFigure(t testing.TB, md pmetric.Metrics, startSec float64, metric stri
 
 func queryCPU(t testing.TB, md pmetric.Metrics, startSec float64) float64 {
 	t.Helper()
-	return queryFigure(t, md, startSec, sc.QueryMetric(sc.MetricSessionCPUTime), sc.AttrCPUMode, sc.CPUModeUser)
+	return queryFigure(t, md, startSec, pipeline.QueryMetric(pipeline.MetricSessionCPUTime), pipeline.AttrCPUMode, pipeline.CPUModeUser)
 }
 
 func near(t *testing.T, what string, got, want float64) {
@@ -94,7 +94,7 @@ func near(t *testing.T, what string, got, want float64) {
 }
 
 // backend is session 7's process on sdw1 with cpu seconds used so far.
-func backend(cpu float64) snapshottest.Process { return proc("sdw1", 0, 7, 4242, -100, cpu, 0) }
+func backend(cpu float64) pipelinetest.Process { return proc("sdw1", 0, 7, 4242, -100, cpu, 0) }
 
 func TestQueryBoundaryInsideAnIntervalSplitsItByTime(t *testing.T) {
 	// One core from 0.5 s on: query 1 runs [0.5, 4.5), query 2 [4.5, 9.5), idle after.
@@ -111,22 +111,22 @@ func TestQueryBoundaryInsideAnIntervalSplitsItByTime(t *testing.T) {
 		return idle(4.5, 9.5)
 	}
 	p, sink := newTestProcessor(t, queryConfig())
-	var snaps []snapshottest.Snapshot
+	var snaps []pipelinetest.Snapshot
 	for sec := 0.0; sec <= 12; sec++ {
 		snaps = append(snaps, querySnap(sec, actAt(sec), nil, backend(cpuAt(sec))))
 	}
 	md := feed(t, p, sink, snaps[:6]...)
 	near(t, "query 1 CPU once query 2 runs", queryCPU(t, md, 0.5), 4)
 	near(t, "query 2 CPU after its first half second", queryCPU(t, md, 4.5), 0.5)
-	if got := queryFigure(t, md, 0.5, sc.MetricQueryCompleted); got != 1 {
+	if got := queryFigure(t, md, 0.5, pipeline.MetricQueryCompleted); got != 1 {
 		t.Errorf("query 1 completed = %v, want 1", got)
 	}
 	md = feed(t, p, sink, snaps[6:]...)
 	near(t, "query 1 CPU at the end (nothing leaked in)", queryCPU(t, md, 0.5), 4)
 	near(t, "query 2 CPU at the end", queryCPU(t, md, 4.5), 5)
-	near(t, "query 2 duration", queryFigure(t, md, 4.5, sc.MetricQueryDuration), 5)
-	near(t, "query 2 CPU of segment 0 on sdw1", queryFigure(t, md, 4.5, sc.MetricQuerySegmentCPUTime, sc.AttrHostName, "sdw1", sc.AttrSegmentID, "0"), 5)
-	if got := queryFigure(t, md, 4.5, sc.MetricQueryPartial); got != 0 {
+	near(t, "query 2 duration", queryFigure(t, md, 4.5, pipeline.MetricQueryDuration), 5)
+	near(t, "query 2 CPU of segment 0 on sdw1", queryFigure(t, md, 4.5, pipeline.MetricQuerySegmentCPUTime, pipeline.AttrHostName, "sdw1", pipeline.AttrSegmentID, "0"), 5)
+	if got := queryFigure(t, md, 4.5, pipeline.MetricQueryPartial); got != 0 {
 		t.Errorf("query 2 partial = %v, want 0: it was seen from its start", got)
 	}
 }
@@ -151,8 +151,8 @@ func TestQueryBornAndFinishedBetweenTwoTicksGetsItsFinalFigures(t *testing.T) {
 		// It ran [0.5, 1.5) on one core; at 2 the session is idle.
 		querySnap(2, idle(0.5, 1.5), nil, backend(1)))
 	near(t, "its CPU", queryCPU(t, md, 0.5), 1)
-	near(t, "its duration", queryFigure(t, md, 0.5, sc.MetricQueryDuration), 1)
-	if got := queryFigure(t, md, 0.5, sc.MetricQueryCompleted); got != 1 {
+	near(t, "its duration", queryFigure(t, md, 0.5, pipeline.MetricQueryDuration), 1)
+	if got := queryFigure(t, md, 0.5, pipeline.MetricQueryCompleted); got != 1 {
 		t.Errorf("completed = %v, want 1", got)
 	}
 	// Idle until 4: nothing more is its.
@@ -161,8 +161,8 @@ func TestQueryBornAndFinishedBetweenTwoTicksGetsItsFinalFigures(t *testing.T) {
 }
 
 func TestReusedPidIsANewProcessOfTheQuery(t *testing.T) {
-	old := func(cpu float64) snapshottest.Process { return proc("sdw1", 0, 7, 4242, -10, cpu, 0) }
-	reused := func(cpu float64) snapshottest.Process { return proc("sdw1", 0, 7, 4242, 3.5, cpu, 0) }
+	old := func(cpu float64) pipelinetest.Process { return proc("sdw1", 0, 7, 4242, -10, cpu, 0) }
+	reused := func(cpu float64) pipelinetest.Process { return proc("sdw1", 0, 7, 4242, 3.5, cpu, 0) }
 	p, sink := newTestProcessor(t, queryConfig())
 	md := feed(t, p, sink,
 		querySnap(0, running(0), nil, old(5)), // 5 s used before the query: not its
@@ -182,7 +182,7 @@ func TestMissedTickSharesTheWiderIntervalAndMarksTheQueryPartial(t *testing.T) {
 	// The step (1, 4] is shared by time: 2 s to query 1, 1 s to query 2.
 	near(t, "query 1", queryCPU(t, md, 0), 3)
 	near(t, "query 2", queryCPU(t, md, 3), 1)
-	if got := queryFigure(t, md, 0, sc.MetricQueryPartial); got != 1 {
+	if got := queryFigure(t, md, 0, pipeline.MetricQueryPartial); got != 1 {
 		t.Errorf("query 1 partial = %v, want 1: a host of its processes did not answer while it ran", got)
 	}
 }
@@ -193,14 +193,14 @@ func TestQueryStartedBeforeTheFirstSnapshotIsPartialAndCountsFromIt(t *testing.T
 		querySnap(10, running(2), nil, backend(8)),
 		querySnap(11, running(2), nil, backend(9)))
 	near(t, "CPU since the first snapshot", queryCPU(t, md, 2), 1)
-	if got := queryFigure(t, md, 2, sc.MetricQueryPartial); got != 1 {
+	if got := queryFigure(t, md, 2, pipeline.MetricQueryPartial); got != 1 {
 		t.Errorf("partial = %v, want 1: its start was not seen", got)
 	}
 }
 
 // gpSnap is session 7 on Greenplum: the head (pid 1007, coordinator) and
 // one segment process, each with its title's command count.
-func gpSnap(sec float64, a activity, headCcnt int64, headCPU float64, segCcnt int64, segCPU float64) snapshottest.Snapshot {
+func gpSnap(sec float64, a activity, headCcnt int64, headCPU float64, segCcnt int64, segCPU float64) pipelinetest.Snapshot {
 	head := proc("mdw", -1, 7, 1007, -100, headCPU, 0)
 	head.CommandCount = headCcnt
 	seg := proc("sdw1", 0, 7, 4242, -100, segCPU, 0)
@@ -220,19 +220,19 @@ func TestSegmentTitleWithTheSameCommandCountAtBothEndsTakesTheWholeStep(t *testi
 	if !ok {
 		t.Fatal("no query 3")
 	}
-	if v, _ := q3.Resource().Attributes().Get(sc.AttrQueryCommandCount); v.Int() != 3 {
+	if v, _ := q3.Resource().Attributes().Get(pipeline.AttrQueryCommandCount); v.Int() != 3 {
 		t.Errorf("command count attribute %v, want 3", v.AsRaw())
 	}
-	if v, _ := q3.Resource().Attributes().Get(sc.AttrQueryKeySource); v.Str() != sc.QueryKeyCommandCount {
-		t.Errorf("key source %q, want %q", v.Str(), sc.QueryKeyCommandCount)
+	if v, _ := q3.Resource().Attributes().Get(pipeline.AttrQueryKeySource); v.Str() != pipeline.QueryKeyCommandCount {
+		t.Errorf("key source %q, want %q", v.Str(), pipeline.QueryKeyCommandCount)
 	}
 	near(t, "command 3", queryCPU(t, md, 0), 2)
 	near(t, "command 4", queryCPU(t, md, 1.5), 0)
 }
 
 func TestSkewOfAQueryNamesItsHottestSegment(t *testing.T) {
-	segs := func(cpu float64) []snapshottest.Process {
-		return []snapshottest.Process{
+	segs := func(cpu float64) []pipelinetest.Process {
+		return []pipelinetest.Process{
 			proc("sdw1", 0, 7, 10, -100, cpu, 0), proc("sdw1", 1, 7, 11, -100, cpu/4, 0),
 			proc("sdw2", 2, 7, 12, -100, cpu/4, 0), proc("sdw2", 3, 7, 13, -100, cpu/4, 0),
 		}
@@ -242,18 +242,18 @@ func TestSkewOfAQueryNamesItsHottestSegment(t *testing.T) {
 		querySnap(0, running(0), nil, segs(0)...),
 		querySnap(4, running(0), nil, segs(4)...))
 	// Loads 4, 1, 1, 1: avg 1.75, max 4.
-	cpu := []string{sc.AttrSkewFigure, sc.SkewFigureCPU}
-	near(t, "cpu skew", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewRatio), cpu...), 1-1.75/4)
-	near(t, "cpu max/avg", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewMaxOverAvg), cpu...), 4/1.75)
-	near(t, "hottest segment", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewHottestSegment), cpu...), 0)
-	near(t, "segments", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
+	cpu := []string{pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
+	near(t, "cpu skew", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewRatio), cpu...), 1-1.75/4)
+	near(t, "cpu max/avg", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewMaxOverAvg), cpu...), 4/1.75)
+	near(t, "hottest segment", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewHottestSegment), cpu...), 0)
+	near(t, "segments", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewSegments), cpu...), 4)
 }
 
 // A segment whose process took part and did nothing counts as 0, as in the
 // session skew: a query whose rows all sit on one segment is fully skewed.
 func TestSkewOfAQueryCountsItsIdleSegments(t *testing.T) {
-	segs := func(cpu float64) []snapshottest.Process {
-		return []snapshottest.Process{
+	segs := func(cpu float64) []pipelinetest.Process {
+		return []pipelinetest.Process{
 			proc("sdw1", 0, 7, 10, -100, cpu, 0), proc("sdw1", 1, 7, 11, -100, 0, 0),
 			proc("sdw2", 2, 7, 12, -100, 0, 0), proc("sdw2", 3, 7, 13, -100, 0, 0),
 		}
@@ -262,9 +262,9 @@ func TestSkewOfAQueryCountsItsIdleSegments(t *testing.T) {
 	md := feed(t, p, sink,
 		querySnap(0, running(0), nil, segs(0)...),
 		querySnap(4, running(0), nil, segs(4)...))
-	cpu := []string{sc.AttrSkewFigure, sc.SkewFigureCPU}
-	near(t, "cpu skew", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewRatio), cpu...), 0.75)
-	near(t, "segments", queryFigure(t, md, 0, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
+	cpu := []string{pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
+	near(t, "cpu skew", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewRatio), cpu...), 0.75)
+	near(t, "segments", queryFigure(t, md, 0, pipeline.QueryMetric(pipeline.MetricSessionSkewSegments), cpu...), 4)
 }
 
 func TestQueryTextOnlyWhenSwitchedOnAndCut(t *testing.T) {
@@ -281,7 +281,7 @@ func TestQueryTextOnlyWhenSwitchedOnAndCut(t *testing.T) {
 			if !ok {
 				t.Fatal("no query resource")
 			}
-			v, has := rm.Resource().Attributes().Get(sc.AttrDBQueryText)
+			v, has := rm.Resource().Attributes().Get(pipeline.AttrDBQueryText)
 			switch {
 			case !on && has:
 				t.Errorf("db.query.text %q with the switch off", v.Str())
@@ -312,14 +312,14 @@ func TestQueryFiguresOffWritesNoQueryResource(t *testing.T) {
 	cfg.Queries.Enabled = false
 	p, sink := newTestProcessor(t, cfg)
 	md := feed(t, p, sink, querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1)))
-	if n := countKind(md, sc.KindQuery); n != 0 {
+	if n := countKind(md, pipeline.KindQuery); n != 0 {
 		t.Errorf("%d query resources with queries::enabled false", n)
 	}
 }
 
 func TestQueryFiguresWhenTheClosingBatchHoldsProcessesToo(t *testing.T) {
 	p, sink := newTestProcessor(t, queryConfig())
-	for _, s := range []snapshottest.Snapshot{
+	for _, s := range []pipelinetest.Snapshot{
 		querySnap(0, running(0), nil, backend(0)),
 		querySnap(1, running(0), nil, backend(1)),
 	} {
@@ -330,7 +330,7 @@ func TestQueryFiguresWhenTheClosingBatchHoldsProcessesToo(t *testing.T) {
 	all := sink.AllMetrics()
 	md := all[len(all)-1]
 	near(t, "query CPU", queryCPU(t, md, 0), 1)
-	if n := countKind(md, sc.KindProcess); n != 0 {
+	if n := countKind(md, pipeline.KindProcess); n != 0 {
 		t.Errorf("%d process resources forwarded without emit_process_metrics", n)
 	}
 }

@@ -1,19 +1,11 @@
 package snapshotdiffprocessor
 
 import (
-	"math"
 	"slices"
 	"strings"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
-
-// unknownSegment marks a process whose gpotel.process.info had no segment
-// id: it takes no part in skew rather than counting as segment 0.
-const unknownSegment = math.MinInt32
 
 // segmentUse is what a session's processes on one segment instance used: CPU
 // in ns, disk bytes.
@@ -58,7 +50,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	index := make(map[slot]int32, len(s.procSeen)/2) // sized: growing it cost more than filling it
 	for row, seen := range s.procSeen {
 		key := &s.procKeys[row]
-		if seen == 0 || s.sessionKeys[key.session].id == unattributedSession {
+		if seen == 0 || s.sessionKeys[key.session].ID == unattributedSession {
 			slotOf[row] = -1
 			continue
 		}
@@ -82,9 +74,9 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 			v := value(row)
 			u := &totals[i]
 			// A counter that went down over the window gives 0, as in the session figures.
-			u.cpu += max(v[ctrCPUUser], 0) + max(v[ctrCPUSystem], 0)
-			u.read += max(v[ctrDiskRead], 0)
-			u.written += max(v[ctrDiskWrite], 0)
+			u.cpu += max(v[pipeline.CPUUser], 0) + max(v[pipeline.CPUSystem], 0)
+			u.read += max(v[pipeline.DiskRead], 0)
+			u.written += max(v[pipeline.DiskWrite], 0)
 			took[i] = true
 		}
 		out := make([][]segmentUse, nSessions)
@@ -102,7 +94,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 		oldSeq, acc := s.oldSeq[w], s.acc[w]
 		sf.windows[w] = gather(
 			func(row int) bool { return s.procSeen[row] >= oldSeq },
-			func(row int) []int64 { return acc[row*numCounters : (row+1)*numCounters] })
+			func(row int) []int64 { return acc[row*pipeline.NumCounters : (row+1)*pipeline.NumCounters] })
 	}
 	sf.lifetime = gather(
 		func(row int) bool {
@@ -133,7 +125,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 		}
 		for i := range s.memBySH {
 			m := &s.memBySH[i]
-			on(m.session, m.host).rss += m.memory[memRSS]
+			on(m.session, m.host).rss += m.memory[pipeline.MemRSS]
 		}
 		for _, hs := range sf.hosts {
 			slices.SortFunc(hs, func(a, b sessionHost) int { return strings.Compare(sf.hostNames[a.host], sf.hostNames[b.host]) })
@@ -142,8 +134,8 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	return sf
 }
 
-// sessionSkews returns the CPU and disk I/O skew of one session's uses.
-func sessionSkews(uses []segmentUse) (cpu, io skew, cpuOK, ioOK bool) {
+// sessionSkews is the CPU and disk I/O skew of one session's (or query's) uses.
+func sessionSkews(uses []segmentUse) pipeline.SkewPair {
 	cpuLoads := make([]segmentLoad, 0, len(uses))
 	ioLoads := make([]segmentLoad, 0, len(uses))
 	for _, u := range uses {
@@ -153,73 +145,31 @@ func sessionSkews(uses []segmentUse) (cpu, io skew, cpuOK, ioOK bool) {
 		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
 		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
 	}
-	cpu, cpuOK = skewOf(cpuLoads)
-	io, ioOK = skewOf(ioLoads)
-	return cpu, io, cpuOK, ioOK
+	return pipeline.SkewPair{CPU: outputSkew(skewOf(cpuLoads)), IO: outputSkew(skewOf(ioLoads))}
 }
 
-// writeSessionSegments adds a session's skew figures and, with
+// sessionSegments adds a session's skew figures and, with
 // emit_session_host_figures, its per-host figures.
-func (p *snapshotDiff) writeSessionSegments(ms pmetric.MetricSlice, f *figures, sess sessionFigures) {
-	if !sess.known || f.segments == nil {
-		return // no process: no segment took part
-	}
-	ts := pcommon.Timestamp(f.time)
-	gauge := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		return m.SetEmptyGauge().DataPoints()
-	}
-	point := func(dps pmetric.NumberDataPointSlice, window string) pmetric.NumberDataPoint {
-		dp := dps.AppendEmpty()
-		dp.SetTimestamp(ts)
-		if window != "" {
-			dp.Attributes().PutStr(sc.AttrWindow, window)
-		}
-		return dp
-	}
-	ratio := gauge(sc.MetricSessionSkewRatio, "1")
-	overAvg := gauge(sc.MetricSessionSkewMaxOverAvg, "1")
-	hottest := gauge(sc.MetricSessionSkewHottestSegment, "1")
-	segments := gauge(sc.MetricSessionSkewSegments, "{segment}")
-	writeSkew := func(window string, uses []segmentUse) {
-		cpu, io, cpuOK, ioOK := sessionSkews(uses)
-		for _, fig := range []struct {
-			name string
-			sk   skew
-			ok   bool
-		}{{sc.SkewFigureCPU, cpu, cpuOK}, {sc.SkewFigureIO, io, ioOK}} {
-			if !fig.ok {
-				continue
-			}
-			of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
-				dp := point(dps, window)
-				dp.Attributes().PutStr(sc.AttrSkewFigure, fig.name)
-				return dp
-			}
-			of(ratio).SetDoubleValue(fig.sk.ratio)
-			of(overAvg).SetDoubleValue(fig.sk.maxOverAvg)
-			of(hottest).SetIntValue(int64(fig.sk.hottest))
-			of(segments).SetIntValue(int64(fig.sk.segments))
-		}
-	}
+func (p *snapshotDiff) sessionSegments(out *pipeline.SessionFigures, f *figures, row uint32) {
 	sf := f.segments
-	for w, name := range p.windowNames {
-		writeSkew(name, sf.windows[w][sess.row])
+	for w := range f.windows {
+		out.Skews = append(out.Skews, sessionSkews(sf.windows[w][row]))
 	}
-	writeSkew(sc.WindowLifetime, sf.lifetime[sess.row])
+	out.Skews = append(out.Skews, sessionSkews(sf.lifetime[row]))
 	if sf.hosts == nil {
 		return
 	}
-
-	cpu := gauge(sc.MetricSessionHostCPUUsage, "{cpu}")
-	disk := gauge(sc.MetricSessionHostDiskIORate, "By/s")
-	for w, name := range p.windowNames {
+	for w := range f.windows {
 		span := float64(f.windows[w].span) / 1e9
+		rate := func(v float64) float64 {
+			if span <= 0 {
+				return 0
+			}
+			return v / span
+		}
 		byHost := map[uint32]*segmentUse{}
 		var hosts []uint32
-		for _, u := range sf.windows[w][sess.row] {
+		for _, u := range sf.windows[w][row] {
 			h := byHost[u.at.host]
 			if h == nil {
 				h = &segmentUse{}
@@ -230,37 +180,17 @@ func (p *snapshotDiff) writeSessionSegments(ms pmetric.MetricSlice, f *figures, 
 			h.read += u.read
 			h.written += u.written
 		}
-		rate := func(v float64) float64 {
-			if span <= 0 {
-				return 0
-			}
-			return v / span
-		}
 		slices.SortFunc(hosts, func(a, b uint32) int { return strings.Compare(sf.hostNames[a], sf.hostNames[b]) })
+		rates := make([]pipeline.HostRate, 0, len(hosts))
 		for _, h := range hosts {
-			u, host := byHost[h], sf.hostNames[h]
-			dp := point(cpu, name)
-			dp.Attributes().PutStr(sc.AttrHostName, host)
-			dp.SetDoubleValue(rate(float64(u.cpu) / 1e9))
-			for _, d := range []struct {
-				dir string
-				v   int64
-			}{{sc.DirectionRead, u.read}, {sc.DirectionWrite, u.written}} {
-				dp := point(disk, name)
-				dp.Attributes().PutStr(sc.AttrHostName, host)
-				dp.Attributes().PutStr(sc.AttrDirection, d.dir)
-				dp.SetDoubleValue(rate(float64(d.v)))
-			}
+			u := byHost[h]
+			rates = append(rates, pipeline.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.cpu) / 1e9),
+				Read: rate(float64(u.read)), Write: rate(float64(u.written))})
 		}
+		out.HostRates = append(out.HostRates, rates)
 	}
-	mem := gauge(sc.MetricSessionHostMemory, "By")
-	procs := gauge(sc.MetricSessionHostProcesses, "{process}")
-	for _, h := range sf.hosts[sess.row] {
-		dp := point(mem, "")
-		dp.Attributes().PutStr(sc.AttrHostName, sf.hostNames[h.host])
-		dp.SetIntValue(h.rss)
-		dp = point(procs, "")
-		dp.Attributes().PutStr(sc.AttrHostName, sf.hostNames[h.host])
-		dp.SetIntValue(int64(h.processes))
+	out.HostNow = []pipeline.HostNow{}
+	for _, h := range sf.hosts[row] {
+		out.HostNow = append(out.HostNow, pipeline.HostNow{Host: sf.hostNames[h.host], RSS: h.rss, Processes: int64(h.processes)})
 	}
 }

@@ -7,17 +7,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // skewedAndEven runs two sessions over 10 s on four segments (0, 1 on sdw1;
 // 2, 3 on sdw2) and a coordinator backend each: session 7 burns 2 s of CPU
 // on segment 2 only, session 8 one second on every segment; both
 // coordinator backends burn 5 s, which must not count.
-func skewedAndEven(sec float64) []snapshottest.Process {
+func skewedAndEven(sec float64) []pipelinetest.Process {
 	host := func(seg int64) string { return []string{"sdw1", "sdw1", "sdw2", "sdw2"}[seg] }
-	procs := []snapshottest.Process{
+	procs := []pipelinetest.Process{
 		proc("mdw", -1, 7, 100, 0, sec/2, 0),
 		proc("mdw", -1, 8, 200, 0, sec/2, 0),
 	}
@@ -33,7 +33,7 @@ func skewedAndEven(sec float64) []snapshottest.Process {
 	return procs
 }
 
-func skewedSnapshots() (first, last snapshottest.Snapshot) {
+func skewedSnapshots() (first, last pipelinetest.Snapshot) {
 	return snap(0, nil, []int64{7, 8}, skewedAndEven(0)...), snap(10, nil, []int64{7, 8}, skewedAndEven(10)...)
 }
 
@@ -41,26 +41,26 @@ func TestSessionSkewNamesTheHotSegment(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
-	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
-	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionSkewRatio, cpu...), 1e-9)
-	assert.InDelta(t, 4, figure(t, md, 7, sc.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
-	assert.Equal(t, 2.0, figure(t, md, 7, sc.MetricSessionSkewHottestSegment, cpu...))
-	assert.Equal(t, 4.0, figure(t, md, 7, sc.MetricSessionSkewSegments, cpu...))
+	cpu := []string{pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
+	assert.InDelta(t, 0.75, figure(t, md, 7, pipeline.MetricSessionSkewRatio, cpu...), 1e-9)
+	assert.InDelta(t, 4, figure(t, md, 7, pipeline.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
+	assert.Equal(t, 2.0, figure(t, md, 7, pipeline.MetricSessionSkewHottestSegment, cpu...))
+	assert.Equal(t, 4.0, figure(t, md, 7, pipeline.MetricSessionSkewSegments, cpu...))
 	// Its reads are even: the I/O figure is not skewed.
-	io := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureIO}
-	assert.InDelta(t, 0, figure(t, md, 7, sc.MetricSessionSkewRatio, io...), 1e-9)
+	io := []string{pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, pipeline.SkewFigureIO}
+	assert.InDelta(t, 0, figure(t, md, 7, pipeline.MetricSessionSkewRatio, io...), 1e-9)
 	// Lifetime counts every live process's totals the same way.
-	assert.InDelta(t, 0.75, figure(t, md, 7, sc.MetricSessionSkewRatio, sc.AttrWindow, sc.WindowLifetime, sc.AttrSkewFigure, sc.SkewFigureCPU), 1e-9)
+	assert.InDelta(t, 0.75, figure(t, md, 7, pipeline.MetricSessionSkewRatio, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrSkewFigure, pipeline.SkewFigureCPU), 1e-9)
 }
 
 func TestSessionSkewOfAnEvenSpreadIsZero(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
-	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
-	assert.InDelta(t, 0, figure(t, md, 8, sc.MetricSessionSkewRatio, cpu...), 1e-9)
-	assert.InDelta(t, 1, figure(t, md, 8, sc.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
-	assert.Equal(t, 0.0, figure(t, md, 8, sc.MetricSessionSkewHottestSegment, cpu...), "a tie goes to the lowest content id")
+	cpu := []string{pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
+	assert.InDelta(t, 0, figure(t, md, 8, pipeline.MetricSessionSkewRatio, cpu...), 1e-9)
+	assert.InDelta(t, 1, figure(t, md, 8, pipeline.MetricSessionSkewMaxOverAvg, cpu...), 1e-9)
+	assert.Equal(t, 0.0, figure(t, md, 8, pipeline.MetricSessionSkewHottestSegment, cpu...), "a tie goes to the lowest content id")
 }
 
 func TestSessionSkewIsAbsentWithoutSegmentWork(t *testing.T) {
@@ -68,44 +68,44 @@ func TestSessionSkewIsAbsentWithoutSegmentWork(t *testing.T) {
 	s0, s1 := skewedSnapshots()
 	md := feed(t, p, sink, s0, s1)
 	// Session 8 reads nothing anywhere: no I/O skew, not a zero one.
-	_, err := lookupFigure(md, 8, sc.MetricSessionSkewRatio, sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureIO)
+	_, err := lookupFigure(md, 8, pipeline.MetricSessionSkewRatio, pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, pipeline.SkewFigureIO)
 	assert.Error(t, err)
 }
 
 func TestSessionSkewIgnoresProcessesWithoutSegmentID(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
-	noSeg := func(sec float64) snapshottest.Process {
+	noSeg := func(sec float64) pipelinetest.Process {
 		pr := proc("sdw1", 0, 9, 300, 0, sec, 0)
 		pr.NoSegment = true
 		return pr
 	}
-	even := func(sec float64) []snapshottest.Process {
-		return []snapshottest.Process{noSeg(sec), proc("sdw1", 0, 9, 301, 0, sec/10, 0), proc("sdw2", 1, 9, 302, 0, sec/10, 0)}
+	even := func(sec float64) []pipelinetest.Process {
+		return []pipelinetest.Process{noSeg(sec), proc("sdw1", 0, 9, 301, 0, sec/10, 0), proc("sdw2", 1, 9, 302, 0, sec/10, 0)}
 	}
 	md := feed(t, p, sink, snap(0, nil, []int64{9}, even(0)...), snap(10, nil, []int64{9}, even(10)...))
-	cpu := []string{sc.AttrWindow, "1m", sc.AttrSkewFigure, sc.SkewFigureCPU}
-	assert.InDelta(t, 0, figure(t, md, 9, sc.MetricSessionSkewRatio, cpu...), 1e-9, "a process without a segment id is not segment 0")
+	cpu := []string{pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
+	assert.InDelta(t, 0, figure(t, md, 9, pipeline.MetricSessionSkewRatio, cpu...), 1e-9, "a process without a segment id is not segment 0")
 }
 
 func TestSessionHostFiguresAreOptIn(t *testing.T) {
 	s0, s1 := skewedSnapshots()
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	md := feed(t, p, sink, s0, s1)
-	_, err := lookupFigure(md, 7, sc.MetricSessionHostCPUUsage, sc.AttrWindow, "1m", sc.AttrHostName, "sdw2")
+	_, err := lookupFigure(md, 7, pipeline.MetricSessionHostCPUUsage, pipeline.AttrWindow, "1m", pipeline.AttrHostName, "sdw2")
 	assert.Error(t, err)
 
 	p, sink = newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}, EmitSessionHostFigures: true})
 	md = feed(t, p, sink, s0, s1)
 	// 2 s of CPU over the 10 s span on sdw2, nothing on sdw1, 5 s on mdw.
 	for host, cores := range map[string]float64{"sdw1": 0, "sdw2": 0.2, "mdw": 0.5} {
-		got := figure(t, md, 7, sc.MetricSessionHostCPUUsage, sc.AttrWindow, "1m", sc.AttrHostName, host)
+		got := figure(t, md, 7, pipeline.MetricSessionHostCPUUsage, pipeline.AttrWindow, "1m", pipeline.AttrHostName, host)
 		assert.InDelta(t, cores, got, 1e-9, host)
 	}
 	// 1 MB/s on each of the two segments of a host.
-	got := figure(t, md, 7, sc.MetricSessionHostDiskIORate, sc.AttrWindow, "1m", sc.AttrHostName, "sdw1", sc.AttrDirection, sc.DirectionRead)
+	got := figure(t, md, 7, pipeline.MetricSessionHostDiskIORate, pipeline.AttrWindow, "1m", pipeline.AttrHostName, "sdw1", pipeline.AttrDirection, pipeline.DirectionRead)
 	assert.InDelta(t, 2e6, got, 1e-6)
-	require.Equal(t, 2.0, figure(t, md, 7, sc.MetricSessionHostProcesses, sc.AttrHostName, "sdw2"))
-	require.Equal(t, 1.0, figure(t, md, 7, sc.MetricSessionHostProcesses, sc.AttrHostName, "mdw"))
-	_, err = lookupFigure(md, 7, sc.MetricSessionHostMemory, sc.AttrHostName, "sdw1")
+	require.Equal(t, 2.0, figure(t, md, 7, pipeline.MetricSessionHostProcesses, pipeline.AttrHostName, "sdw2"))
+	require.Equal(t, 1.0, figure(t, md, 7, pipeline.MetricSessionHostProcesses, pipeline.AttrHostName, "mdw"))
+	_, err = lookupFigure(md, 7, pipeline.MetricSessionHostMemory, pipeline.AttrHostName, "sdw1")
 	assert.NoError(t, err)
 }

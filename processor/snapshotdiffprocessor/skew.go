@@ -1,6 +1,10 @@
 package snapshotdiffprocessor
 
-import "math"
+import (
+	"math"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
 
 // coordinatorSegment is the coordinator's content id. Its work (dispatch,
 // the final gather and sort) is not spread over segments, so it takes no
@@ -61,4 +65,9 @@ func skewOf(loads []segmentLoad) (sk skew, ok bool) {
 	sk.ratio = max(1-avg/maxV, 0) // rounding must not make an even spread negative
 	sk.maxOverAvg = maxV / avg
 	return sk, true
+}
+
+// outputSkew is a skew as the output writes it; not OK: no points.
+func outputSkew(sk skew, ok bool) pipeline.Skew {
+	return pipeline.Skew{Ratio: sk.ratio, MaxOverAvg: sk.maxOverAvg, Hottest: sk.hottest, Segments: sk.segments, OK: ok}
 }

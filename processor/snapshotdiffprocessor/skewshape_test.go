@@ -6,8 +6,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/snapshottest"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // The testbed's skewed_cpu session and its neighbours, tick by tick (2 s as
@@ -21,8 +21,8 @@ import (
 const skewTick = 2.0
 
 // skewedSession is session 7's processes with segment 3 having burnt hot s.
-func skewedSession(hot float64) []snapshottest.Process {
-	return []snapshottest.Process{
+func skewedSession(hot float64) []pipelinetest.Process {
+	return []pipelinetest.Process{
 		proc("mdw", -1, 7, 1007, -100, 0, 0),
 		proc("sdw1", 0, 7, 10, -100, 0, 0), proc("sdw1", 1, 7, 11, -100, 0, 0),
 		proc("sdw2", 2, 7, 12, -100, 0, 0), proc("sdw2", 3, 7, 13, -100, hot, 0),
@@ -30,10 +30,10 @@ func skewedSession(hot float64) []snapshottest.Process {
 }
 
 // discoverySession is session 8 at sec: every segment backend used 0.05 s per tick.
-func discoverySession(sec float64) (snapshottest.Session, []snapshottest.Process) {
+func discoverySession(sec float64) (pipelinetest.Session, []pipelinetest.Process) {
 	cpu := 0.05 * sec / skewTick
-	return snapshottest.Session{ID: 8, PID: 1008, DB: "postgres", User: "gpadmin", State: "active", QueryStart: at(sec - 0.01)},
-		[]snapshottest.Process{
+	return pipelinetest.Session{ID: 8, PID: 1008, DB: "postgres", User: "gpadmin", State: "active", QueryStart: at(sec - 0.01)},
+		[]pipelinetest.Process{
 			proc("mdw", -1, 8, 1008, -100, 0, 0),
 			proc("sdw1", 0, 8, 20, -100, cpu, 0), proc("sdw1", 1, 8, 21, -100, cpu, 0),
 			proc("sdw2", 2, 8, 22, -100, cpu, 0), proc("sdw2", 3, 8, 23, -100, cpu, 0),
@@ -41,10 +41,10 @@ func discoverySession(sec float64) (snapshottest.Session, []snapshottest.Process
 }
 
 // skewShapeSnap is the snapshot at sec with session 7's activity a and its hot CPU.
-func skewShapeSnap(sec float64, a activity, hot float64) snapshottest.Snapshot {
+func skewShapeSnap(sec float64, a activity, hot float64) pipelinetest.Snapshot {
 	disc, discProcs := discoverySession(sec)
 	s := snap(sec, nil, nil, append(skewedSession(hot), discProcs...)...)
-	s.Sessions = []snapshottest.Session{sessionAt(a), disc}
+	s.Sessions = []pipelinetest.Session{sessionAt(a), disc}
 	return s
 }
 
@@ -54,9 +54,9 @@ func queriesOf(md pmetric.Metrics, session int64) []pmetric.ResourceMetrics {
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		ra := rms.At(i).Resource().Attributes()
-		kind, _ := ra.Get(sc.AttrResourceKind)
-		id, _ := ra.Get(sc.AttrSessionID)
-		if kind.Str() == sc.KindQuery && id.Int() == session {
+		kind, _ := ra.Get(pipeline.AttrResourceKind)
+		id, _ := ra.Get(pipeline.AttrSessionID)
+		if kind.Str() == pipeline.KindQuery.String() && id.Int() == session {
 			out = append(out, rms.At(i))
 		}
 	}
@@ -69,7 +69,7 @@ func queriesOf(md pmetric.Metrics, session int64) []pmetric.ResourceMetrics {
 // discovery session's, and they hold only its own, evenly spread CPU.
 func TestSessionWithoutCoordinatorQueryHasNoQueryAndLendsNoCPU(t *testing.T) {
 	p, sink := newTestProcessor(t, queryConfig())
-	var snaps []snapshottest.Snapshot
+	var snaps []pipelinetest.Snapshot
 	for sec := 0.0; sec <= 20; sec += skewTick {
 		snaps = append(snaps, skewShapeSnap(sec, neverRan, sec))
 	}
@@ -83,8 +83,8 @@ func TestSessionWithoutCoordinatorQueryHasNoQueryAndLendsNoCPU(t *testing.T) {
 	}
 	var cpu float64
 	for _, rm := range discovery {
-		cpu += rmFigure(t, rm, sc.QueryMetric(sc.MetricSessionCPUTime), sc.AttrCPUMode, sc.CPUModeUser)
-		ratio, ok := lookupQueryFigure(rm, sc.QueryMetric(sc.MetricSessionSkewRatio), sc.AttrSkewFigure, sc.SkewFigureCPU)
+		cpu += rmFigure(t, rm, pipeline.QueryMetric(pipeline.MetricSessionCPUTime), pipeline.AttrCPUMode, pipeline.CPUModeUser)
+		ratio, ok := lookupQueryFigure(rm, pipeline.QueryMetric(pipeline.MetricSessionSkewRatio), pipeline.AttrSkewFigure, pipeline.SkewFigureCPU)
 		if ok && ratio > 1e-6 {
 			t.Errorf("a discovery query's CPU skew %.3f: its backends did the same on every segment", ratio)
 		}
@@ -119,20 +119,20 @@ func TestSkewedQueryOverSeveralTicksNamesTheHotSegment(t *testing.T) {
 		return burnt
 	}
 	p, sink := newTestProcessor(t, queryConfig())
-	var snaps []snapshottest.Snapshot
+	var snaps []pipelinetest.Snapshot
 	for sec := 0.0; sec <= 34; sec += skewTick {
 		snaps = append(snaps, skewShapeSnap(sec, actAt(sec), hotAt(sec)))
 	}
 	md := feed(t, p, sink, snaps...)
-	cpu := []string{sc.AttrSkewFigure, sc.SkewFigureCPU}
+	cpu := []string{pipeline.AttrSkewFigure, pipeline.SkewFigureCPU}
 	for _, s := range starts {
 		// Within the boundary gap of 10 ms shared by time.
 		if got := queryCPU(t, md, s); math.Abs(got-length) > 0.02 {
 			t.Errorf("query at %gs: CPU %.3f s, want %.1f", s, got, length)
 		}
-		near(t, "cpu skew", queryFigure(t, md, s, sc.QueryMetric(sc.MetricSessionSkewRatio), cpu...), 0.75)
-		near(t, "hottest segment", queryFigure(t, md, s, sc.QueryMetric(sc.MetricSessionSkewHottestSegment), cpu...), 3)
-		near(t, "segments", queryFigure(t, md, s, sc.QueryMetric(sc.MetricSessionSkewSegments), cpu...), 4)
+		near(t, "cpu skew", queryFigure(t, md, s, pipeline.QueryMetric(pipeline.MetricSessionSkewRatio), cpu...), 0.75)
+		near(t, "hottest segment", queryFigure(t, md, s, pipeline.QueryMetric(pipeline.MetricSessionSkewHottestSegment), cpu...), 3)
+		near(t, "segments", queryFigure(t, md, s, pipeline.QueryMetric(pipeline.MetricSessionSkewSegments), cpu...), 4)
 	}
 }
 

@@ -4,10 +4,7 @@ import (
 	"math"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
-
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // Smoothed quantities: rates over the last step and the memory level.
@@ -28,7 +25,7 @@ type averages [numAvg]float64
 // missed or late snapshot neither speeds up nor slows down the decay.
 type smoother struct {
 	constants []int64 // ns
-	sessions  map[sessionKey][]averages
+	sessions  map[pipeline.SessionKey][]averages
 	hosts     [][]averages // by host row
 	// hostUpdated is the time of the host's last update; 0: not yet seen.
 	// hostUpdatedBefore is the time of the update before that one.
@@ -38,7 +35,7 @@ type smoother struct {
 // smoothedFigures are the smoothed averages after the newest snapshot, one
 // []averages per entity, indexed like smoother.constants.
 type smoothedFigures struct {
-	sessions map[sessionKey][]averages
+	sessions map[pipeline.SessionKey][]averages
 	hosts    []hostAverages // in host-name order of first sighting
 	cluster  []averages
 }
@@ -49,7 +46,7 @@ type hostAverages struct {
 }
 
 func newSmoother(constants []time.Duration) *smoother {
-	sm := &smoother{sessions: map[sessionKey][]averages{}}
+	sm := &smoother{sessions: map[pipeline.SessionKey][]averages{}}
 	for _, c := range constants {
 		sm.constants = append(sm.constants, int64(c))
 	}
@@ -92,7 +89,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 	hostIn := make([]averages, len(s.hostNames))
 	buf := newest.steps
 	for _, row := range newest.rows {
-		var st counters
+		var st pipeline.Counters
 		buf, _ = nextStep(buf, &st)
 		clampSteps(&st)
 		key := &s.procKeys[row]
@@ -100,9 +97,9 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 			continue
 		}
 		in := [numAvg]float64{
-			avgCPU:   float64(st[ctrCPUUser] + st[ctrCPUSystem]),
-			avgRead:  float64(st[ctrDiskRead]),
-			avgWrite: float64(st[ctrDiskWrite]),
+			avgCPU:   float64(st[pipeline.CPUUser] + st[pipeline.CPUSystem]),
+			avgRead:  float64(st[pipeline.DiskRead]),
+			avgWrite: float64(st[pipeline.DiskWrite]),
 		}
 		for q := range avgMemory {
 			sessIn[key.session][q] += in[q]
@@ -111,7 +108,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 	}
 	for i := range s.memBySH {
 		m := &s.memBySH[i]
-		rss := float64(m.memory[memRSS])
+		rss := float64(m.memory[pipeline.MemRSS])
 		sessIn[m.session][avgMemory] += rss
 		hostIn[m.host][avgMemory] += rss
 	}
@@ -168,7 +165,7 @@ func (sm *smoother) countsFromBirth(s *store, row uint32, prevTime int64) bool {
 		since = prevTime
 	}
 	switch {
-	case s.sessionKeys[key.session].id == unrecordedSession:
+	case s.sessionKeys[key.session].ID == unrecordedSession:
 		return true
 	case s.procGone[row]:
 		return key.creation >= before
@@ -187,7 +184,7 @@ func toRates(in *averages, dt int64) {
 
 func (sm *smoother) figures(s *store) *smoothedFigures {
 	f := &smoothedFigures{
-		sessions: make(map[sessionKey][]averages, len(sm.sessions)),
+		sessions: make(map[pipeline.SessionKey][]averages, len(sm.sessions)),
 		cluster:  make([]averages, len(sm.constants)),
 	}
 	for key, avgs := range sm.sessions {
@@ -207,60 +204,11 @@ func (sm *smoother) figures(s *store) *smoothedFigures {
 	return f
 }
 
-// smoothedNames are the metric names of one level (session, host, cluster).
-type smoothedNames struct{ cpu, io, memory string }
-
-var (
-	sessionSmoothedNames = smoothedNames{sc.MetricSessionCPUUsageSmoothed, sc.MetricSessionDiskIORateSmoothed, sc.MetricSessionMemoryUsageSmoothed}
-	hostSmoothedNames    = smoothedNames{sc.MetricHostCPUUsageSmoothed, sc.MetricHostDiskIORateSmoothed, sc.MetricHostMemoryUsageSmoothed}
-	clusterSmoothedNames = smoothedNames{sc.MetricClusterCPUUsageSmoothed, sc.MetricClusterDiskIORateSmoothed, sc.MetricClusterMemoryUsageSmoothed}
-)
-
-// writeSessionSmoothed adds a session's averages; a session the processor
-// has no averages for yet (no interval seen) gets zeros.
-func (p *snapshotDiff) writeSessionSmoothed(ms pmetric.MetricSlice, ts pcommon.Timestamp, avgs []averages) {
-	if avgs == nil {
-		avgs = make([]averages, len(p.constantNames))
+// outputAverages are the averages per time constant as the output writes them.
+func outputAverages(avgs []averages) []pipeline.Averages {
+	out := make([]pipeline.Averages, len(avgs))
+	for k, a := range avgs {
+		out[k] = pipeline.Averages{CPU: a[avgCPU], Read: a[avgRead], Write: a[avgWrite], Memory: a[avgMemory]}
 	}
-	p.writeSmoothed(ms, ts, sessionSmoothedNames, []hostAverages{{avgs: avgs}})
-}
-
-// writeClusterSmoothed adds the host and cluster averages to the snapshot
-// resource, in the processor's scope.
-func (p *snapshotDiff) writeClusterSmoothed(sm pmetric.ScopeMetrics, figs *figures) {
-	sm.Scope().SetName(scopeName)
-	ts := pcommon.Timestamp(figs.time)
-	p.writeSmoothed(sm.Metrics(), ts, hostSmoothedNames, figs.smoothed.hosts)
-	p.writeSmoothed(sm.Metrics(), ts, clusterSmoothedNames, []hostAverages{{avgs: figs.smoothed.cluster}})
-}
-
-// writeSmoothed writes the three smoothed metrics with one point per entity
-// and time constant; an entity with a host name gets host.name.
-func (p *snapshotDiff) writeSmoothed(ms pmetric.MetricSlice, ts pcommon.Timestamp, names smoothedNames, entities []hostAverages) {
-	gauge := func(name, unit string) pmetric.NumberDataPointSlice {
-		m := ms.AppendEmpty()
-		m.SetName(name)
-		m.SetUnit(unit)
-		return m.SetEmptyGauge().DataPoints()
-	}
-	cpu, io, mem := gauge(names.cpu, "{cpu}"), gauge(names.io, "By/s"), gauge(names.memory, "By")
-	point := func(dps pmetric.NumberDataPointSlice, host, constant string, v float64) pmetric.NumberDataPoint {
-		dp := dps.AppendEmpty()
-		dp.SetTimestamp(ts)
-		if host != "" {
-			dp.Attributes().PutStr(sc.AttrHostName, host)
-		}
-		dp.Attributes().PutStr(sc.AttrTimeConstant, constant)
-		dp.SetDoubleValue(v)
-		return dp
-	}
-	for _, e := range entities {
-		for k, constant := range p.constantNames {
-			a := &e.avgs[k]
-			point(cpu, e.host, constant, a[avgCPU])
-			point(io, e.host, constant, a[avgRead]).Attributes().PutStr(sc.AttrDirection, sc.DirectionRead)
-			point(io, e.host, constant, a[avgWrite]).Attributes().PutStr(sc.AttrDirection, sc.DirectionWrite)
-			point(mem, e.host, constant, a[avgMemory])
-		}
-	}
+	return out
 }

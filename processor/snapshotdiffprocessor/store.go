@@ -3,87 +3,21 @@ package snapshotdiffprocessor
 import (
 	"encoding/binary"
 	"errors"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"math/bits"
 	"time"
 )
 
-// Counter slots of one process. Time counters are held as integer
-// nanoseconds so that sums and differences are exact.
-const (
-	ctrCPUUser = iota
-	ctrCPUSystem
-	ctrDiskRead
-	ctrDiskWrite
-	ctrCancelledWrite
-	ctrDiskDelay
-	ctrCharsRead
-	ctrCharsWrite
-	ctrSyscallsRead
-	ctrSyscallsWrite
-	ctrFaultsMajor
-	ctrFaultsMinor
-	ctrSwitchesVoluntary
-	ctrSwitchesInvoluntary
-	ctrRunDelay
-	ctrDelaySwapin
-	ctrDelayFreepages
-	ctrDelayThrashing
-	ctrDelayCompact
-	ctrDelayWpcopy
-	ctrDelayIRQ
-	numCounters
-)
+// memoryGauges are bytes per memory type (pipeline.MemoryTypes).
+type memoryGauges [pipeline.NumMemory]int64
 
-// counters are one process's cumulative counters (or a difference of them).
-type counters [numCounters]int64
-
-// Memory gauge slots, as the session figures report them.
-const (
-	memRSS = iota
-	memRSSAnon
-	memRSSShared
-	memVirtual
-	memPeak
-	memVirtualPeak
-	numMemory
-)
-
-// memoryGauges are bytes per memory type.
-type memoryGauges [numMemory]int64
-
-// processSample is one process as one snapshot saw it.
-type processSample struct {
-	Host     string
-	TmID     int64
-	Session  int64
-	PID      int32
-	Creation int64 // unix ns
-	Counters counters
-	Present  uint32 // bit c set: Counters[c] was reported (absent is not zero)
-	Memory   memoryGauges
-	Exited   bool  // final totals from an exit record: no memory, not live
-	Segment  int32 // content id (gpotel.process.info); kept for unattributed exits
-	// CommandCount is the process title's cmd<N>; 0 when it has none
-	// (Greenplum counts from 1 and leaves cmd0 out of the title).
-	CommandCount int64
-}
-
-// unattributedSession is the session id of exited processes no scrape saw;
-// sess_id is never negative.
-const unattributedSession = -1
+// unattributedSession is the session id of exited processes no scrape saw.
+const unattributedSession = pipeline.NoSession
 
 // unrecordedSession is the session id of the postmasters' unrecorded CPU
 // (docs/pipeline.md, unrecorded resources): stored like an exited process,
 // reported per segment in gpotel.unrecorded.cpu.time.
 const unrecordedSession = -2
-
-// hostAnswer is one gpotel.host.up point of a snapshot.
-type hostAnswer struct {
-	Host string
-	Up   bool
-}
-
-type sessionKey struct{ tmID, id int64 }
 
 // processKey is a process's identity; the creation time tells pid reuse apart.
 type processKey struct {
@@ -93,9 +27,9 @@ type processKey struct {
 	host     uint32
 }
 
-// snapshot is one retained scrape: per process only its counter steps since
+// storedSnapshot is one retained scrape: per process only its counter steps since
 // its previous sighting, grouped by session.
-type snapshot struct {
+type storedSnapshot struct {
 	seq  uint64
 	time int64
 	// rows are process-table rows, grouped by session in bySession order.
@@ -115,7 +49,7 @@ type sessionSpan struct {
 
 // sessionRows returns the rows of one session in this snapshot without
 // scanning the snapshot.
-func (sn *snapshot) sessionRows(session uint32) []uint32 {
+func (sn *storedSnapshot) sessionRows(session uint32) []uint32 {
 	lo, hi := 0, len(sn.bySession)
 	for lo < hi {
 		mid := int(uint(lo+hi) >> 1)
@@ -161,20 +95,20 @@ type store struct {
 	hostAnswered []uint64 // seq of the last snapshot the host answered fully in
 	hostDown     []bool   // the host did not answer in the newest snapshot
 
-	sessionKeys  []sessionKey
-	sessionIndex map[sessionKey]uint32
+	sessionKeys  []pipeline.SessionKey
+	sessionIndex map[pipeline.SessionKey]uint32
 	sessionRefs  []int32
 	sessionFree  []uint32
 
 	// Process table, one row per process identity still referenced.
 	procKeys  []processKey
-	procLast  []counters // values at the last sighting
-	procKnown []uint32   // counters ever reported for the process
-	procSeen  []uint64   // seq of the last sighting; 0 marks a free row
-	procGone  []bool     // the last sighting was its exit record
-	procSeg   []int32    // content id, for the unattributed exits' figures
-	procFirst []uint64   // seq of the first sighting
-	procCcnt  []int64    // title command count at the last sighting; 0: none
+	procLast  []pipeline.Counters // values at the last sighting
+	procKnown []uint32            // counters ever reported for the process
+	procSeen  []uint64            // seq of the last sighting; 0 marks a free row
+	procGone  []bool              // the last sighting was its exit record
+	procSeg   []int32             // content id, for the unattributed exits' figures
+	procFirst []uint64            // seq of the first sighting
+	procCcnt  []int64             // title command count at the last sighting; 0: none
 	procFree  []uint32
 	procIndex map[processKey]uint32
 
@@ -182,7 +116,7 @@ type store struct {
 	acc    [][]int64
 	oldSeq []uint64
 
-	ring    []*snapshot
+	ring    []*storedSnapshot
 	nextSeq uint64
 
 	// The snapshot being ingested.
@@ -208,7 +142,7 @@ func newStore(windows []time.Duration, maxPoints int) *store {
 	s := &store{
 		maxPoints:    maxPoints,
 		hostIndex:    map[string]uint32{},
-		sessionIndex: map[sessionKey]uint32{},
+		sessionIndex: map[pipeline.SessionKey]uint32{},
 		procIndex:    map[processKey]uint32{},
 		memIndex:     map[uint64]int32{},
 		nextSeq:      1,
@@ -267,7 +201,7 @@ func (s *store) hostRow(name string) uint32 {
 	return row
 }
 
-func (s *store) sessionRow(key sessionKey) uint32 {
+func (s *store) sessionRow(key pipeline.SessionKey) uint32 {
 	if row, ok := s.sessionIndex[key]; ok {
 		return row
 	}
@@ -291,7 +225,7 @@ func (s *store) releaseSession(row uint32) {
 		return
 	}
 	delete(s.sessionIndex, s.sessionKeys[row])
-	s.sessionKeys[row] = sessionKey{}
+	s.sessionKeys[row] = pipeline.SessionKey{}
 	s.sessionFree = append(s.sessionFree, row)
 }
 
@@ -304,7 +238,7 @@ func (s *store) allocRow(key processKey) uint32 {
 	} else {
 		row = uint32(len(s.procKeys))
 		s.procKeys = append(s.procKeys, key)
-		s.procLast = append(s.procLast, counters{})
+		s.procLast = append(s.procLast, pipeline.Counters{})
 		s.procKnown = append(s.procKnown, 0)
 		s.procSeen = append(s.procSeen, 0)
 		s.procGone = append(s.procGone, false)
@@ -312,7 +246,7 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procFirst = append(s.procFirst, 0)
 		s.procCcnt = append(s.procCcnt, 0)
 		for w := range s.acc {
-			s.acc[w] = append(s.acc[w], make([]int64, numCounters)...)
+			s.acc[w] = append(s.acc[w], make([]int64, pipeline.NumCounters)...)
 		}
 	}
 	s.procIndex[key] = row
@@ -325,7 +259,7 @@ func (s *store) freeRow(row uint32) {
 	delete(s.procIndex, key)
 	s.releaseSession(key.session)
 	s.procKeys[row] = processKey{}
-	s.procLast[row] = counters{}
+	s.procLast[row] = pipeline.Counters{}
 	s.procKnown[row] = 0
 	s.procSeen[row] = 0
 	s.procGone[row] = false
@@ -333,19 +267,24 @@ func (s *store) freeRow(row uint32) {
 	s.procFirst[row] = 0
 	s.procCcnt[row] = 0
 	for w := range s.acc {
-		clear(s.acc[w][int(row)*numCounters : int(row+1)*numCounters])
+		clear(s.acc[w][int(row)*pipeline.NumCounters : int(row+1)*pipeline.NumCounters])
 	}
 	s.procFree = append(s.procFree, row)
 }
 
 // add records one process of the snapshot being ingested.
-func (s *store) add(p *processSample) error {
+func (s *store) add(p *pipeline.ProcessSample) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
 	seq := s.nextSeq
 	host := s.hostRow(p.Host)
-	sess := s.sessionRow(sessionKey{tmID: p.TmID, id: p.Session})
+	session := p.Session // unattributedSession when an exited resource has none
+	if p.Kind == pipeline.KindUnrecorded {
+		session = unrecordedSession
+	}
+	exited := p.Kind != pipeline.KindProcess
+	sess := s.sessionRow(pipeline.SessionKey{TmID: p.TmID, ID: session})
 	key := processKey{creation: p.Creation, session: sess, pid: p.PID, host: host}
 	// Scrapes list processes in much the same order each time: try the
 	// row at this position last time before the map.
@@ -368,13 +307,13 @@ func (s *store) add(p *processSample) error {
 
 	// A counter first reported after the process's first sighting starts
 	// as a baseline: what it counted before is outside what we saw.
-	var steps counters
+	var steps pipeline.Counters
 	var mask uint32
 	last := &s.procLast[row]
-	for m := p.Present & (1<<numCounters - 1); m != 0; m &= m - 1 {
+	for m := p.CounterMask(); m != 0; m &= m - 1 {
 		c := bits.TrailingZeros32(m)
 		bit := uint32(1) << c
-		v := p.Counters[c]
+		v := p.Values[c]
 		if !known || s.procKnown[row]&bit != 0 {
 			steps[c] = v - last[c]
 		}
@@ -385,10 +324,10 @@ func (s *store) add(p *processSample) error {
 		}
 	}
 	s.procSeen[row] = seq
-	s.procGone[row] = p.Exited
+	s.procGone[row] = exited
 	s.procSeg[row] = p.Segment
-	if !p.Exited { // an exit record has no title: keep the last one seen
-		s.procCcnt[row] = p.CommandCount
+	if !exited { // an exit record has no title: keep the last one seen
+		s.procCcnt[row] = p.CommandCount()
 	}
 
 	off := len(s.scratch)
@@ -399,9 +338,9 @@ func (s *store) add(p *processSample) error {
 	s.records = append(s.records, pendingRecord{session: sess, row: row, off: uint32(off), size: uint32(len(s.scratch) - off)})
 
 	if mask != 0 {
-		base := int(row) * numCounters
+		base := int(row) * pipeline.NumCounters
 		for w := range s.acc {
-			a := s.acc[w][base : base+numCounters]
+			a := s.acc[w][base : base+pipeline.NumCounters]
 			for m := mask; m != 0; m &= m - 1 {
 				c := bits.TrailingZeros32(m)
 				a[c] += steps[c]
@@ -409,7 +348,7 @@ func (s *store) add(p *processSample) error {
 		}
 	}
 
-	if p.Exited {
+	if exited {
 		return nil
 	}
 	shKey := uint64(sess)<<32 | uint64(host)
@@ -419,8 +358,8 @@ func (s *store) add(p *processSample) error {
 		s.memIndex[shKey] = i
 		s.memBySH = append(s.memBySH, sessionHostMemory{session: sess, host: host})
 	}
-	for k := range p.Memory {
-		s.memBySH[i].memory[k] += p.Memory[k]
+	for k, v := range p.Memory() {
+		s.memBySH[i].memory[k] += v
 	}
 	return nil
 }
@@ -428,7 +367,7 @@ func (s *store) add(p *processSample) error {
 // commit closes the snapshot being ingested with its hosts' answers, moves
 // every window's old snapshot and trims the ring; computeFigures then reads
 // the result.
-func (s *store) commit(hosts []hostAnswer) error {
+func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
@@ -482,7 +421,7 @@ func (s *store) commit(hosts []hostAnswer) error {
 
 // packSnapshot lays the pending records out grouped by session (a counting
 // sort: the session count is bounded by the process count).
-func (s *store) packSnapshot() *snapshot {
+func (s *store) packSnapshot() *storedSnapshot {
 	nSessions := len(s.sessionKeys)
 	if cap(s.sortCounts) < nSessions+1 {
 		s.sortCounts = make([]uint32, nSessions+1)
@@ -492,7 +431,7 @@ func (s *store) packSnapshot() *snapshot {
 	for _, r := range s.records {
 		pos[r.session+1]++
 	}
-	sn := &snapshot{seq: s.nextSeq, time: s.pendTime}
+	sn := &storedSnapshot{seq: s.nextSeq, time: s.pendTime}
 	for sess := 0; sess < nSessions; sess++ {
 		if pos[sess+1] > 0 {
 			sn.bySession = append(sn.bySession, sessionSpan{session: uint32(sess), first: pos[sess]})
@@ -578,15 +517,15 @@ func (s *store) moveOld(w int, newOld uint64) {
 	s.oldSeq[w] = newOld
 }
 
-func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
+func (s *store) applySteps(sn *storedSnapshot, acc []int64, sign int64) {
 	buf := sn.steps
-	var st counters
+	var st pipeline.Counters
 	for _, row := range sn.rows {
 		var mask uint32
 		if buf, mask = nextStep(buf, &st); mask == 0 {
 			continue
 		}
-		a := acc[int(row)*numCounters : int(row+1)*numCounters]
+		a := acc[int(row)*pipeline.NumCounters : int(row+1)*pipeline.NumCounters]
 		for m := mask; m != 0; m &= m - 1 {
 			c := bits.TrailingZeros32(m)
 			a[c] += sign * st[c]
@@ -598,11 +537,11 @@ func (s *store) applySteps(sn *snapshot, acc []int64, sign int64) {
 // writes: a uvarint mask of the counters that moved, then a varint per set
 // bit) into st, zero where the mask is clear, and returns the rest of buf
 // and the mask.
-func nextStep(buf []byte, st *counters) ([]byte, uint32) {
+func nextStep(buf []byte, st *pipeline.Counters) ([]byte, uint32) {
 	m64, n := binary.Uvarint(buf)
 	buf = buf[n:]
 	mask := uint32(m64) // #nosec G115 -- written from a uint32
-	*st = counters{}
+	*st = pipeline.Counters{}
 	for m := mask; m != 0; m &= m - 1 {
 		v, n := binary.Varint(buf)
 		buf = buf[n:]
@@ -612,12 +551,12 @@ func nextStep(buf []byte, st *counters) ([]byte, uint32) {
 }
 
 // clampSteps sets the negative steps of st (a counter that went down) to 0.
-func clampSteps(st *counters) {
+func clampSteps(st *pipeline.Counters) {
 	for c, v := range st {
 		st[c] = max(v, 0)
 	}
 }
 
-func (s *store) snapshotBySeq(seq uint64) *snapshot {
+func (s *store) snapshotBySeq(seq uint64) *storedSnapshot {
 	return s.ring[seq-s.ring[0].seq]
 }

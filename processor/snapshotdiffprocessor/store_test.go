@@ -8,7 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	sc "github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 func TestNearestOld(t *testing.T) {
@@ -35,12 +35,12 @@ func TestNearestOld(t *testing.T) {
 	}
 }
 
-func sample(host string, session int64, pid int32, cpu int64) processSample {
-	return processSample{Host: host, TmID: testTmID, Session: session, PID: pid, Creation: 1,
-		Counters: counters{ctrCPUUser: cpu}, Present: 1<<numCounters - 1}
+func sample(host string, session int64, pid int32, cpu int64) pipeline.ProcessSample {
+	return pipeline.ProcessSample{Kind: pipeline.KindProcess, Host: host, TmID: testTmID, Session: session, PID: pid, Creation: 1,
+		Values: [pipeline.NumFigures]int64{pipeline.CPUUser: cpu}, Present: 1<<pipeline.NumCounters - 1}
 }
 
-func ingest(t *testing.T, s *store, at time.Duration, procs ...processSample) {
+func ingest(t *testing.T, s *store, at time.Duration, procs ...pipeline.ProcessSample) {
 	t.Helper()
 	if err := s.begin(int64(at)); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func TestExplicitMaxStoredPointsTrims(t *testing.T) {
 	if got := f.windows[0].span; got != int64(40*time.Second) {
 		t.Errorf("span = %v, want 40s (the oldest of 5 kept)", time.Duration(got))
 	}
-	if got := f.windows[0].deltas[0][ctrCPUUser]; got != 4e9 {
+	if got := f.windows[0].deltas[0][pipeline.CPUUser]; got != 4e9 {
 		t.Errorf("cpu delta = %d, want 4e9", got)
 	}
 }
@@ -111,7 +111,7 @@ func TestExitedProcessesAreFreedOnceOutOfTheBuffer(t *testing.T) {
 
 func TestSessionIndexFindsOneSessionsRows(t *testing.T) {
 	s := newStore([]time.Duration{time.Minute}, 0)
-	var procs []processSample
+	var procs []pipeline.ProcessSample
 	for i := range 300 {
 		procs = append(procs, sample("sdw1", int64(i%7), int32(i), 0))
 	}
@@ -119,10 +119,10 @@ func TestSessionIndexFindsOneSessionsRows(t *testing.T) {
 	sn := s.ring[0]
 	total := 0
 	for id := range int64(7) {
-		rows := sn.sessionRows(s.sessionIndex[sessionKey{testTmID, id}])
+		rows := sn.sessionRows(s.sessionIndex[pipeline.SessionKey{TmID: testTmID, ID: id}])
 		total += len(rows)
 		for _, r := range rows {
-			if got := s.sessionKeys[s.procKeys[r].session].id; got != id {
+			if got := s.sessionKeys[s.procKeys[r].session].ID; got != id {
 				t.Errorf("session %d's rows hold a process of session %d", id, got)
 			}
 		}
@@ -180,7 +180,7 @@ func TestFiguresDoNotDependOnProcessOrder(t *testing.T) {
 		got := pmetric.NewMetrics()
 		rms := out.ResourceMetrics()
 		for i := range rms.Len() {
-			if kindOf(rms.At(i)) == kindSession {
+			if pipeline.KindOf(rms.At(i).Resource().Attributes()) == pipeline.KindSession {
 				rms.At(i).CopyTo(got.ResourceMetrics().AppendEmpty())
 			}
 		}
@@ -194,7 +194,7 @@ func TestFiguresDoNotDependOnProcessOrder(t *testing.T) {
 	for _, md := range build(rand.New(rand.NewSource(1))) {
 		_ = p.ConsumeMetrics(context.Background(), md)
 	}
-	if got := figure(t, sink.AllMetrics()[2], 1, sc.MetricSessionMemoryUsage, sc.AttrMemoryType, sc.MemoryTypeRSS, sc.AttrMemoryAggregation, sc.MemoryAggregationMaxHost); got != 70 {
+	if got := figure(t, sink.AllMetrics()[2], 1, pipeline.MetricSessionMemoryUsage, pipeline.AttrMemoryType, pipeline.MemoryTypeRSS, pipeline.AttrMemoryAggregation, pipeline.MemoryAggregationMaxHost); got != 70 {
 		t.Errorf("max_host rss = %v, want 70 (sdw2: 30 + 40)", got)
 	}
 }
@@ -205,13 +205,13 @@ func TestBadProcessResourcesAreSkippedNotFatal(t *testing.T) {
 	rms := md.ResourceMetrics()
 	broken := 0
 	for i := range rms.Len() {
-		if kindOf(rms.At(i)) != kindProcess {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindProcess {
 			continue
 		}
 		ms := rms.At(i).ScopeMetrics().At(0).Metrics()
 		for j := range ms.Len() {
 			forEachPoint(ms.At(j), func(dp pmetric.NumberDataPoint) {
-				if pid, _ := dp.Attributes().Get(sc.AttrProcessPID); pid.Int() == 101 {
+				if pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID); pid.Int() == 101 {
 					dp.SetStartTimestamp(0) // no creation time: no identity
 					broken = 1
 				}
@@ -219,7 +219,7 @@ func TestBadProcessResourcesAreSkippedNotFatal(t *testing.T) {
 		}
 	}
 	bad := rms.AppendEmpty()
-	bad.Resource().Attributes().PutStr(sc.AttrResourceKind, sc.KindProcess) // no identity at all
+	bad.Resource().Attributes().PutStr(pipeline.AttrResourceKind, pipeline.KindProcess.String()) // no identity at all
 	if broken != 1 {
 		t.Fatal("test set-up: process 101 not found")
 	}
@@ -227,10 +227,10 @@ func TestBadProcessResourcesAreSkippedNotFatal(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := sink.AllMetrics()[0]
-	if got := figure(t, out, 1, sc.MetricSessionCPUTime, sc.AttrWindow, sc.WindowLifetime, sc.AttrCPUMode, sc.CPUModeUser); got != 5 {
+	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 5 {
 		t.Errorf("lifetime cpu = %v, want 5 (only the valid process)", got)
 	}
-	if got := figure(t, out, 1, sc.MetricSessionProcesses); got != 1 {
+	if got := figure(t, out, 1, pipeline.MetricSessionProcesses); got != 1 {
 		t.Errorf("processes = %v, want 1", got)
 	}
 }
@@ -238,14 +238,14 @@ func TestBadProcessResourcesAreSkippedNotFatal(t *testing.T) {
 func TestSnapshotWithoutAnyTimestampIsForwardedWithoutFigures(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	md := pmetric.NewMetrics()
-	md.ResourceMetrics().AppendEmpty().Resource().Attributes().PutStr(sc.AttrResourceKind, sc.KindSnapshot)
+	md.ResourceMetrics().AppendEmpty().Resource().Attributes().PutStr(pipeline.AttrResourceKind, pipeline.KindSnapshot.String())
 	sess := md.ResourceMetrics().AppendEmpty().Resource().Attributes()
-	sess.PutStr(sc.AttrResourceKind, sc.KindSession)
-	sess.PutInt(sc.AttrSessionID, 1)
+	sess.PutStr(pipeline.AttrResourceKind, pipeline.KindSession.String())
+	sess.PutInt(pipeline.AttrSessionID, 1)
 	if err := p.ConsumeMetrics(context.Background(), md); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lookupFigure(sink.AllMetrics()[0], 1, sc.MetricSessionProcesses); err == nil {
+	if _, err := lookupFigure(sink.AllMetrics()[0], 1, pipeline.MetricSessionProcesses); err == nil {
 		t.Error("a snapshot without a time got figures")
 	}
 }

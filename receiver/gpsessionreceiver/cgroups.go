@@ -8,14 +8,12 @@ import (
 	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
-	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
-	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
 // queryResourceGroups maps resource group oids to names.
@@ -122,112 +120,32 @@ func cgroupName(g *gpotelv1.ControlGroup, names map[uint32]string) string {
 	return "oid:" + strconv.FormatUint(uint64(oid), 10)
 }
 
-type pressureLine struct {
-	resource metadata.AttributePressureResource
-	kind     metadata.AttributePressureKind
-	stall    *gpotelv1.PressureStall
-}
-
-// pressureLines lists the lines a Pressure holds, in a fixed order.
-func pressureLines(p *gpotelv1.Pressure) []pressureLine {
-	var out []pressureLine
-	for _, r := range []struct {
-		attr metadata.AttributePressureResource
-		rp   *gpotelv1.ResourcePressure
-	}{
-		{metadata.AttributePressureResourceCPU, p.GetCpu()},
-		{metadata.AttributePressureResourceMemory, p.GetMemory()},
-		{metadata.AttributePressureResourceIo, p.GetIo()},
-		{metadata.AttributePressureResourceIrq, p.GetIrq()},
-	} {
-		if r.rp.GetSome() != nil {
-			out = append(out, pressureLine{r.attr, metadata.AttributePressureKindSome, r.rp.GetSome()})
+// hostReadings is each answering host's pressure and control groups, in
+// the order of the hosts.
+func hostReadings(s *scrapeResult) []pipeline.HostReading {
+	var out []pipeline.HostReading
+	for i := range s.results {
+		r := &s.results[i]
+		hr := pipeline.HostReading{Host: r.host, Pressure: r.cgroups.pressure}
+		for _, g := range r.cgroups.groups {
+			cg := pipeline.Cgroup{Group: g}
+			if name, ok := s.resourceGroups[g.GetResourceGroupOid()]; ok && g.GetResourceGroupOid() != 0 {
+				cg.ResourceGroupName = &name
+			}
+			hr.Groups = append(hr.Groups, cg)
 		}
-		if r.rp.GetFull() != nil {
-			out = append(out, pressureLine{r.attr, metadata.AttributePressureKindFull, r.rp.GetFull()})
+		if hr.Pressure != nil || len(hr.Groups) > 0 {
+			out = append(out, hr)
 		}
 	}
 	return out
-}
-
-func recordPressure(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, p *gpotelv1.Pressure) {
-	for _, l := range pressureLines(p) {
-		mb.RecordGpotelPressureStallTimeDataPoint(ts, kernelunits.MicrosToSeconds(l.stall.GetTotalUs()), l.resource, l.kind)
-		for _, w := range []struct {
-			attr metadata.AttributePressureWindow
-			avg  float64
-		}{
-			{metadata.AttributePressureWindow10s, l.stall.GetAvg10()},
-			{metadata.AttributePressureWindow60s, l.stall.GetAvg60()},
-			{metadata.AttributePressureWindow300s, l.stall.GetAvg300()},
-		} {
-			mb.RecordGpotelPressureStallRatioDataPoint(ts, kernelunits.PercentToRatio(w.avg), l.resource, l.kind, w.attr)
-		}
-	}
-}
-
-func recordTaskStates(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, t *gpotelv1.TaskStates) {
-	mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetRunning(), metadata.AttributeTaskStateRunning)
-	mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetSleeping(), metadata.AttributeTaskStateSleeping)
-	mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetUninterruptible(), metadata.AttributeTaskStateUninterruptible)
-	mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetStopped(), metadata.AttributeTaskStateStopped)
-	if t.IoWait != nil {
-		mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetIoWait(), metadata.AttributeTaskStateIoWait)
-	}
-	if t.GetSource() == gpotelv1.TaskStates_SOURCE_PROC_STAT {
-		mb.RecordGpotelCgroupTasksDataPoint(ts, t.GetOther(), metadata.AttributeTaskStateOther)
-	}
-}
-
-// emitHostsAndCgroups writes one host resource per answering host with its
-// pressure, and one cgroup resource per group its database processes run in.
-func emitHostsAndCgroups(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, s *snapshot) {
-	rb := mb.NewResourceBuilder()
-	for i := range s.results {
-		r := &s.results[i]
-		if r.cgroups.pressure != nil {
-			recordPressure(mb, ts, r.cgroups.pressure)
-			rb.SetGpotelResourceKindHost()
-			rb.SetGpotelTmID(s.tmID)
-			rb.SetHostName(r.host)
-			mb.EmitForResource(metadata.WithResource(rb.Emit()))
-		}
-		for _, g := range r.cgroups.groups {
-			if g.GetPressure() != nil {
-				recordPressure(mb, ts, g.GetPressure())
-			}
-			if t := g.GetTaskStates(); t != nil {
-				recordTaskStates(mb, ts, t)
-				if t.GetSource() == gpotelv1.TaskStates_SOURCE_CGROUPSTATS {
-					rb.SetGpotelCgroupTasksSourceCgroupstats()
-				} else {
-					rb.SetGpotelCgroupTasksSourceProcStat()
-				}
-			}
-			rb.SetGpotelResourceKindCgroup()
-			rb.SetGpotelTmID(s.tmID)
-			rb.SetHostName(r.host)
-			rb.SetGpotelCgroupPath(g.GetPath())
-			rb.SetGpotelCgroupVersion(int64(g.GetVersion()))
-			if g.GetHierarchy() != "" {
-				rb.SetGpotelCgroupControllers(g.GetHierarchy())
-			}
-			if oid := g.GetResourceGroupOid(); oid != 0 {
-				rb.SetGpotelResourceGroupOid(int64(oid))
-				if name, ok := s.resourceGroups[oid]; ok {
-					rb.SetGpotelResourceGroupName(name)
-				}
-			}
-			mb.EmitForResource(metadata.WithResource(rb.Emit()))
-		}
-	}
 }
 
 // sessionPressure is, per session, per group name, the largest avg10 of each
 // pressure line over the hosts where the session's processes run in it.
 type sessionPressure map[int64]map[string]map[[2]string]float64
 
-func sessionPressureOf(s *snapshot) sessionPressure {
+func sessionPressureOf(s *scrapeResult) sessionPressure {
 	out := sessionPressure{}
 	for i := range s.results {
 		h := &s.results[i].cgroups
@@ -244,10 +162,10 @@ func sessionPressureOf(s *snapshot) sessionPressure {
 				if out[session][name] == nil {
 					out[session][name] = map[[2]string]float64{}
 				}
-				for _, l := range pressureLines(g.GetPressure()) {
-					k := [2]string{l.resource.String(), l.kind.String()}
-					if v, seen := out[session][name][k]; !seen || l.stall.GetAvg10() > v {
-						out[session][name][k] = l.stall.GetAvg10()
+				for _, l := range pipeline.PressureLines(g.GetPressure()) {
+					k := [2]string{l.Resource, l.Kind}
+					if v, seen := out[session][name][k]; !seen || l.Stall.GetAvg10() > v {
+						out[session][name][k] = l.Stall.GetAvg10()
 					}
 				}
 			}
@@ -256,25 +174,26 @@ func sessionPressureOf(s *snapshot) sessionPressure {
 	return out
 }
 
-// recordSessionCgroupPressure records, for the session resource being built,
-// the pressure of each group its processes run in.
-func recordSessionCgroupPressure(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, sp sessionPressure, session int64) {
+// of lists a session's group pressure: groups by name, then resources cpu,
+// memory, io, irq, some before full.
+func (sp sessionPressure) of(session int64) []pipeline.GroupPressure {
 	names := make([]string, 0, len(sp[session]))
 	for name := range sp[session] {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	var out []pipeline.GroupPressure
 	for _, name := range names {
 		lines := sp[session][name]
-		for _, r := range []metadata.AttributePressureResource{metadata.AttributePressureResourceCPU,
-			metadata.AttributePressureResourceMemory, metadata.AttributePressureResourceIo, metadata.AttributePressureResourceIrq} {
-			for _, k := range []metadata.AttributePressureKind{metadata.AttributePressureKindSome, metadata.AttributePressureKindFull} {
-				if v, ok := lines[[2]string{r.String(), k.String()}]; ok {
-					mb.RecordGpotelSessionCgroupPressureDataPoint(ts, kernelunits.PercentToRatio(v), name, r, k)
+		for _, r := range []string{"cpu", "memory", "io", "irq"} {
+			for _, k := range []string{pipeline.PressureSome, pipeline.PressureFull} {
+				if v, ok := lines[[2]string{r, k}]; ok {
+					out = append(out, pipeline.GroupPressure{Name: name, Resource: r, Kind: k, Avg10: v})
 				}
 			}
 		}
 	}
+	return out
 }
 
 // noteCgroupGaps logs, once per change, why a host has no group figures or

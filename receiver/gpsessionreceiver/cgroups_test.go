@@ -7,9 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -81,31 +80,30 @@ func TestClosingBatchHasHostsCgroupsAndEachSessionsGroupPressureByName(t *testin
 	sdw1.add(answerIn([]*gpotelv1.ControlGroup{rg(6437, 10)}, cpuPressure(1), map[int64]uint32{1: 0}), asked)
 	sdw2.add(answerIn([]*gpotelv1.ControlGroup{rg(6437, 30), rg(9999, 4)}, cpuPressure(2), map[int64]uint32{2: 0}), asked)
 
-	s := &snapshot{
+	s := &scrapeResult{
 		time: time.Unix(1_700_000_500, 0), dialect: DialectGP7, tmID: 42, coordinatorHost: "mdw",
 		sessions:       []SessionRow{{PID: 4000, SessionID: 77}, {PID: 4001, SessionID: 78}},
 		queries:        []hostQuery{{host: "sdw1"}, {host: "sdw2"}},
 		results:        []hostResult{{host: "sdw1", up: true, cgroups: sdw1}, {host: "sdw2", up: true, cgroups: sdw2}},
 		resourceGroups: map[uint32]string{6437: "default_group"},
 	}
-	mb := metadata.NewMetricsBuilder(metadata.NewDefaultMetricsBuilderConfig(), receivertest.NewNopSettings(metadata.Type))
-	md, _ := emitSnapshotAndSessions(mb, s)
+	md, _ := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig()).emitSnapshot(s, nil)
 
-	hosts := resourcesOfKind(md, gpsemconv.KindHost)
+	hosts := resourcesOfKind(md, pipeline.KindHost)
 	require.Len(t, hosts, 2)
-	m, ok := metricNamed(hosts[0], gpsemconv.MetricPressureStallTime)
+	m, ok := metricNamed(hosts[0], pipeline.MetricPressureStallTime)
 	require.True(t, ok)
 	assert.Equal(t, 2.5, m.Sum().DataPoints().At(0).DoubleValue(), "2 500 000 us of stall is 2.5 s")
 	assert.True(t, m.Sum().IsMonotonic())
 
-	cgroups := resourcesOfKind(md, gpsemconv.KindCgroup)
+	cgroups := resourcesOfKind(md, pipeline.KindCgroup)
 	require.Len(t, cgroups, 3, "one per group per host")
 	names := map[string]bool{}
 	for _, rm := range cgroups {
 		a := rm.Resource().Attributes()
-		names[attrStr(a, gpsemconv.AttrHostName)+" "+attrStr(a, gpsemconv.AttrResourceGroupName)] = true
-		assert.Equal(t, "proc_stat", attrStr(a, gpsemconv.AttrCgroupTasksSource))
-		tasks, ok := metricNamed(rm, gpsemconv.MetricCgroupTasks)
+		names[attrStr(a, pipeline.AttrHostName)+" "+attrStr(a, pipeline.AttrResourceGroupName)] = true
+		assert.Equal(t, "proc_stat", attrStr(a, pipeline.AttrCgroupTasksSource))
+		tasks, ok := metricNamed(rm, pipeline.MetricCgroupTasks)
 		require.True(t, ok)
 		assert.Equal(t, 5, tasks.Gauge().DataPoints().Len(), "running, sleeping, uninterruptible, stopped, other")
 	}
@@ -113,17 +111,17 @@ func TestClosingBatchHasHostsCgroupsAndEachSessionsGroupPressureByName(t *testin
 		"an oid the catalog does not name has no name attribute")
 
 	byName := map[string]float64{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindSession) {
-		if v, _ := rm.Resource().Attributes().Get(gpsemconv.AttrSessionID); v.Int() != 77 {
-			_, has := metricNamed(rm, gpsemconv.MetricSessionCgroupPress)
+	for _, rm := range resourcesOfKind(md, pipeline.KindSession) {
+		if v, _ := rm.Resource().Attributes().Get(pipeline.AttrSessionID); v.Int() != 77 {
+			_, has := metricNamed(rm, pipeline.MetricSessionCgroupPress)
 			assert.False(t, has, "a session without processes in groups has no group pressure")
 			continue
 		}
-		m, ok := metricNamed(rm, gpsemconv.MetricSessionCgroupPress)
+		m, ok := metricNamed(rm, pipeline.MetricSessionCgroupPress)
 		require.True(t, ok)
 		for i := range m.Gauge().DataPoints().Len() {
 			dp := m.Gauge().DataPoints().At(i)
-			byName[attrStr(dp.Attributes(), gpsemconv.AttrCgroupName)+" "+attrStr(dp.Attributes(), gpsemconv.AttrPressureResource)] = dp.DoubleValue()
+			byName[attrStr(dp.Attributes(), pipeline.AttrCgroupName)+" "+attrStr(dp.Attributes(), pipeline.AttrPressureResource)] = dp.DoubleValue()
 		}
 	}
 	assert.Equal(t, map[string]float64{"default_group cpu": 0.30}, byName,

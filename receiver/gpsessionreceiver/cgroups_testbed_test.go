@@ -3,7 +3,7 @@ package gpsessionreceiver
 import (
 	"testing"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -29,9 +29,9 @@ func TestResourceGroupsNamedWithPressure(t *testing.T) {
 	}
 
 	hosts := map[string]bool{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindHost) {
-		hosts[attrStr(rm.Resource().Attributes(), gpsemconv.AttrHostName)] = true
-		if _, ok := metricNamed(rm, gpsemconv.MetricPressureStallTime); !ok {
+	for _, rm := range resourcesOfKind(md, pipeline.KindHost) {
+		hosts[attrStr(rm.Resource().Attributes(), pipeline.AttrHostName)] = true
+		if _, ok := metricNamed(rm, pipeline.MetricPressureStallTime); !ok {
 			t.Errorf("host resource %v has no pressure", rm.Resource().Attributes().AsRaw())
 		}
 	}
@@ -46,13 +46,13 @@ func TestResourceGroupsNamedWithPressure(t *testing.T) {
 		want[in.Host+" "+cluster.ResourceGroupOf(in.Content).Name] = true
 	}
 	got := map[string]bool{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindCgroup) {
+	for _, rm := range resourcesOfKind(md, pipeline.KindCgroup) {
 		a := rm.Resource().Attributes()
-		got[attrStr(a, gpsemconv.AttrHostName)+" "+attrStr(a, gpsemconv.AttrResourceGroupName)] = true
-		if _, ok := metricNamed(rm, gpsemconv.MetricPressureStallRatio); !ok {
+		got[attrStr(a, pipeline.AttrHostName)+" "+attrStr(a, pipeline.AttrResourceGroupName)] = true
+		if _, ok := metricNamed(rm, pipeline.MetricPressureStallRatio); !ok {
 			t.Errorf("cgroup %v has no pressure", a.AsRaw())
 		}
-		if _, ok := metricNamed(rm, gpsemconv.MetricCgroupTasks); !ok {
+		if _, ok := metricNamed(rm, pipeline.MetricCgroupTasks); !ok {
 			t.Errorf("cgroup %v has no task states", a.AsRaw())
 		}
 	}
@@ -63,16 +63,16 @@ func TestResourceGroupsNamedWithPressure(t *testing.T) {
 	}
 
 	names := map[string]bool{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindSession) {
-		if v, _ := rm.Resource().Attributes().Get(gpsemconv.AttrSessionID); v.Int() != int64(w.SessID()) {
+	for _, rm := range resourcesOfKind(md, pipeline.KindSession) {
+		if v, _ := rm.Resource().Attributes().Get(pipeline.AttrSessionID); v.Int() != int64(w.SessID()) {
 			continue
 		}
-		m, ok := metricNamed(rm, gpsemconv.MetricSessionCgroupPress)
+		m, ok := metricNamed(rm, pipeline.MetricSessionCgroupPress)
 		if !ok {
-			t.Fatalf("session %d has no %s", w.SessID(), gpsemconv.MetricSessionCgroupPress)
+			t.Fatalf("session %d has no %s", w.SessID(), pipeline.MetricSessionCgroupPress)
 		}
 		for i := range m.Gauge().DataPoints().Len() {
-			names[attrStr(m.Gauge().DataPoints().At(i).Attributes(), gpsemconv.AttrCgroupName)] = true
+			names[attrStr(m.Gauge().DataPoints().At(i).Attributes(), pipeline.AttrCgroupName)] = true
 		}
 	}
 	for _, g := range cluster.ResourceGroups {

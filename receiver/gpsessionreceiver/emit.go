@@ -3,19 +3,20 @@ package gpsessionreceiver
 import (
 	"sync"
 	"time"
-	"unicode/utf8"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
-// snapshot is what the batch that closes a scrape's snapshot says: the
-// snapshot resource with each host's answer, and the sessions.
-type snapshot struct {
+// scrapeResult is what a scrape learnt that its closing batch carries: the
+// hosts' answers and the sessions.
+type scrapeResult struct {
 	time            time.Time
 	dialect         string
 	tmID            int64
@@ -35,206 +36,128 @@ type emitStats struct {
 	failedHosts   int
 }
 
-// snapshotEmitter writes snapshots as pdata. The snapshot and session
-// resources, a few per scrape, go through mdatagen's MetricsBuilder; process
-// resources, written per agent answer as it arrives, are written straight
-// into pdata by a processWriter, which honours the same metrics and
-// resource_attributes switches.
+// snapshotEmitter writes snapshots as pdata through the pipeline
+// contract's encoders, under the user's metrics and resource_attributes
+// switches.
 type snapshotEmitter struct {
-	mu      sync.Mutex // the MetricsBuilder is not safe for concurrent use
-	mb      *metadata.MetricsBuilder
-	procs   *processWriter
+	procs   *pipeline.ProcessEncoder
+	closing *pipeline.ClosingEncoder
 	scratch sync.Pool // *answerScratch, reused across answers and scrapes
 }
 
-func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings, opts ...metadata.MetricBuilderOption) (*snapshotEmitter, error) {
-	procs, err := newProcessWriter(mbc, settings)
+// answerScratch is what one goroutine reuses from answer to answer.
+type answerScratch struct {
+	entries []pipeline.ProcessEntry
+	order   []int32
+}
+
+func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings) (*snapshotEmitter, error) {
+	sw, err := switchesOf(mbc)
 	if err != nil {
 		return nil, err
 	}
-	e := &snapshotEmitter{mb: metadata.NewMetricsBuilder(mbc, settings, opts...), procs: procs}
+	scope := pipeline.Scope{Name: metadata.ScopeName, Version: settings.BuildInfo.Version}
+	e := &snapshotEmitter{
+		procs: pipeline.NewProcessEncoder(scope, sw),
+		// Points of the closing batch start when the receiver did, as mdatagen's builder has them.
+		closing: pipeline.NewClosingEncoder(scope, time.Now(), sw),
+	}
 	e.scratch.New = func() any { return &answerScratch{} }
 	return e, nil
 }
 
-// emitAnswer writes one agent answer as a batch of process resources; it
-// may run on many goroutines at once.
+// answerWrite is one agent answer and what the emission needs around it.
+type answerWrite struct {
+	time   pcommon.Timestamp
+	tmID   int64
+	host   string
+	consts kernelunits.Host
+	infos  []*yagpcc.GpPidProcInfo
+	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
+}
+
+// emitAnswer writes one agent answer as a batch of process resources
+// (docs/pipeline.md, process resources); it may run on many goroutines at
+// once. It returns how many processes it wrote and how many it left out
+// for want of a stat.
 func (e *snapshotEmitter) emitAnswer(a *answerWrite) (md pmetric.Metrics, written, withoutStat int) {
 	md = pmetric.NewMetrics()
 	sc := e.scratch.Get().(*answerScratch)
-	written, withoutStat = e.procs.writeAnswer(md.ResourceMetrics(), sc, a)
-	clear(sc.procs[:cap(sc.procs)]) // drop the backend pointers until the next answer
-	e.scratch.Put(sc)
+	defer e.scratch.Put(sc)
+	sc.entries = sc.entries[:0]
+	for _, info := range a.infos {
+		b := a.byPID[info.GetPid()]
+		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
+			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType)})
+		pe := &sc.entries[len(sc.entries)-1]
+		if pe.Process = pipeline.Convert(info, a.consts); !pe.Process.HasStat {
+			withoutStat++
+			sc.entries = sc.entries[:len(sc.entries)-1]
+		}
+	}
+	batch := pipeline.ProcessBatch{Time: a.time, TmID: a.tmID, Host: a.host, Kind: pipeline.KindProcess, Entries: sc.entries}
+	written, sc.order = e.procs.Append(md.ResourceMetrics(), &batch, sc.order)
 	return md, written, withoutStat
 }
 
 // emitSnapshot writes the batch that closes a snapshot: the snapshot
-// resource and one resource per session, every data point at s.time.
-func (e *snapshotEmitter) emitSnapshot(s *snapshot) (pmetric.Metrics, emitStats) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	md, st := emitSnapshotAndSessions(e.mb, s)
-	for i := range s.results {
-		st.processes += s.results[i].written
-		st.withoutStat += s.results[i].withoutStat
-	}
-	return md, st
-}
-
-// emitSnapshotAndSessions writes, through the MetricsBuilder, the snapshot
-// resource with each host's up and processes points, and one resource per
-// session with its state attached.
-func emitSnapshotAndSessions(mb *metadata.MetricsBuilder, s *snapshot) (pmetric.Metrics, emitStats) {
+// resource with each host's answer, the hosts' pressure and control
+// groups, and one resource per session, every data point at s.time.
+func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer) (pmetric.Metrics, emitStats) {
 	var st emitStats
-	ts := pcommon.NewTimestampFromTime(s.time)
-	rb := mb.NewResourceBuilder()
-
+	c := pipeline.Closing{Time: s.time, TmID: s.tmID, Dialect: s.dialect, Coordinator: s.coordinatorHost}
 	for i, r := range s.results {
-		up := int64(0)
 		if r.up {
-			up = 1
 			st.answeredHosts++
 		} else {
 			st.failedHosts++
 		}
-		mb.RecordGpotelHostUpDataPoint(ts, up, r.host)
-		mb.RecordGpotelHostProcessesDataPoint(ts, int64(len(s.queries[i].procs)), r.host)
+		st.processes += r.written
+		st.withoutStat += r.withoutStat
+		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs))})
 	}
-	rb.SetGpotelResourceKindSnapshot()
-	rb.SetGpotelTmID(s.tmID)
-	rb.SetGpotelDialect(s.dialect)
-	rb.SetHostName(s.coordinatorHost)
-	mb.EmitForResource(metadata.WithResource(rb.Emit()))
-	emitHostsAndCgroups(mb, ts, s)
+	c.Readings = hostReadings(s)
 	pressure := sessionPressureOf(s)
-
+	backends := sessionBackends(s)
 	for _, row := range s.sessions {
-		rb.SetGpotelResourceKindSession()
-		rb.SetGpotelTmID(s.tmID)
-		rb.SetGpotelSessionID(row.SessionID)
-		rb.SetGpotelSessionPid(row.PID)
-		rb.SetGpotelSessionSystem(isSystemSession(row))
-		if row.Datname != nil {
-			rb.SetDbNamespace(*row.Datname)
-		}
-		if row.Usename != nil {
-			rb.SetGpotelSessionUser(*row.Usename)
-		}
-		rb.SetHostName(s.coordinatorHost)
-		mb.RecordGpotelSessionInfoDataPoint(ts, 1)
-		recordSessionCgroupPressure(mb, ts, pressure, row.SessionID)
-		mb.EmitForResource(metadata.WithResource(rb.Emit()))
+		c.Sessions = append(c.Sessions, pipeline.Session{
+			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Database: row.Datname, User: row.Usename,
+			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
+			CgroupPressure: pressure.of(row.SessionID),
+		})
 	}
-	md := mb.Emit()
-	attachSessionState(md, s.sessions, sessionBackends(s), s.queryMaxLength)
-	return md, st
+	if framer != nil {
+		framer.Close(&c)
+	}
+	return e.closing.Encode(&c), st
 }
 
 // sessionBackends lists, per session id, every process the receiver asked
 // a host about in this scrape (docs/pipeline.md, gpotel.session.info "backends").
-func sessionBackends(s *snapshot) map[int64][]string {
-	out := map[int64][]string{}
+func sessionBackends(s *scrapeResult) map[int64][]pipeline.BackendRef {
+	out := map[int64][]pipeline.BackendRef{}
 	for _, q := range s.queries {
 		for _, p := range q.procs {
-			out[p.SessionID] = append(out[p.SessionID], gpsemconv.BackendRef{Host: q.host, SegmentID: p.SegmentID, PID: p.PID}.String())
+			out[p.SessionID] = append(out[p.SessionID], pipeline.BackendRef{Host: q.host, SegmentID: p.SegmentID, PID: p.PID})
 		}
 	}
 	return out
 }
 
-// attachSessionState fills gpotel.session.info's Metadata() on each session
-// resource with that session's volatile pg_stat_activity state.
-func attachSessionState(md pmetric.Metrics, sessions []SessionRow, backends map[int64][]string, queryMax int) {
-	bySession := make(map[int64]*SessionRow, len(sessions))
-	for i := range sessions {
-		bySession[sessions[i].SessionID] = &sessions[i]
+// sessionState is the volatile pg_stat_activity state of a session row,
+// its query cut to queryMax bytes (none with queryMax 0).
+func sessionState(r *SessionRow, queryMax int, backends []pipeline.BackendRef) pipeline.SessionState {
+	st := pipeline.SessionState{
+		ApplicationName: r.ApplicationName, ClientAddr: r.ClientAddr, ClientHostname: r.ClientHostname, ClientPort: r.ClientPort,
+		BackendStart: r.BackendStart, XactStart: r.XactStart, QueryStart: r.QueryStart, StateChange: r.StateChange,
+		State: r.State, Waiting: r.Waiting, WaitingReason: r.WaitingReason, WaitEventType: r.WaitEventType, WaitEvent: r.WaitEvent,
+		BackendType: r.BackendType, BackendXID: r.BackendXID, BackendXmin: r.BackendXmin,
+		RsgID: r.RsgID, RsgName: r.RsgName, RsgQueueDuration: r.RsgQueueDuration,
+		Backends: backends,
 	}
-	rms := md.ResourceMetrics()
-	for i := 0; i < rms.Len(); i++ {
-		rm := rms.At(i)
-		attrs := rm.Resource().Attributes()
-		if kind, ok := attrs.Get(gpsemconv.AttrResourceKind); !ok || kind.Str() != gpsemconv.KindSession {
-			continue
-		}
-		id, ok := attrs.Get(gpsemconv.AttrSessionID)
-		if !ok {
-			continue
-		}
-		row := bySession[id.Int()]
-		if row == nil {
-			continue
-		}
-		sms := rm.ScopeMetrics()
-		for j := 0; j < sms.Len(); j++ {
-			ms := sms.At(j).Metrics()
-			for k := 0; k < ms.Len(); k++ {
-				if m := ms.At(k); m.Name() == gpsemconv.MetricSessionInfo {
-					fillSessionState(m.Metadata(), row, queryMax)
-					if refs := backends[row.SessionID]; len(refs) > 0 {
-						sl := m.Metadata().PutEmptySlice(gpsemconv.MetaBackends)
-						sl.EnsureCapacity(len(refs))
-						for _, r := range refs {
-							sl.AppendEmpty().SetStr(r)
-						}
-					}
-				}
-			}
-		}
-	}
-}
-
-func fillSessionState(m pcommon.Map, r *SessionRow, queryMax int) {
-	putStr := func(k string, v *string) {
-		if v != nil {
-			m.PutStr(k, *v)
-		}
-	}
-	putTime := func(k string, v *time.Time) {
-		if v != nil {
-			m.PutStr(k, v.UTC().Format(time.RFC3339Nano))
-		}
-	}
-	putInt := func(k string, v *int64) {
-		if v != nil {
-			m.PutInt(k, *v)
-		}
-	}
-	putStr(gpsemconv.MetaApplicationName, r.ApplicationName)
-	putStr(gpsemconv.MetaClientAddr, r.ClientAddr)
-	putStr(gpsemconv.MetaClientHostname, r.ClientHostname)
-	putInt(gpsemconv.MetaClientPort, r.ClientPort)
-	putTime(gpsemconv.MetaBackendStart, r.BackendStart)
-	putTime(gpsemconv.MetaXactStart, r.XactStart)
-	putTime(gpsemconv.MetaQueryStart, r.QueryStart)
-	putTime(gpsemconv.MetaStateChange, r.StateChange)
-	putStr(gpsemconv.MetaState, r.State)
-	if r.Waiting != nil {
-		m.PutBool(gpsemconv.MetaWaiting, *r.Waiting)
-	}
-	putStr(gpsemconv.MetaWaitingReason, r.WaitingReason)
-	putStr(gpsemconv.MetaWaitEventType, r.WaitEventType)
-	putStr(gpsemconv.MetaWaitEvent, r.WaitEvent)
-	putStr(gpsemconv.MetaBackendType, r.BackendType)
-	putStr(gpsemconv.MetaBackendXID, r.BackendXID)
-	putStr(gpsemconv.MetaBackendXmin, r.BackendXmin)
-	putInt(gpsemconv.MetaRsgID, r.RsgID)
-	putStr(gpsemconv.MetaRsgName, r.RsgName)
-	putStr(gpsemconv.MetaRsgQueueDuration, r.RsgQueueDuration)
 	if r.Query != nil && queryMax > 0 {
-		q, cut := truncateUTF8(*r.Query, queryMax)
-		m.PutStr(gpsemconv.MetaQuery, q)
-		m.PutBool(gpsemconv.MetaQueryTruncated, cut)
+		q, cut := pipeline.CutUTF8(*r.Query, queryMax)
+		st.Query, st.QueryTruncated = &q, cut
 	}
-}
-
-// truncateUTF8 cuts s to at most limit bytes without splitting a character.
-func truncateUTF8(s string, limit int) (string, bool) {
-	if len(s) <= limit {
-		return s, false
-	}
-	cut := limit
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut], true
+	return st
 }

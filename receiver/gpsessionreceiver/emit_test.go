@@ -10,8 +10,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -21,7 +21,7 @@ func kb(v int64) *int64 { return &v }
 // emission is a scrape's worth of input to the emitter: what the hosts
 // answered (per host query) and the closing snapshot.
 type emission struct {
-	snap    *snapshot
+	snap    *scrapeResult
 	answers [][]*yagpcc.GpPidProcInfo // per host query; nil for a host that did not answer
 	consts  kernelunits.Host
 }
@@ -33,7 +33,7 @@ func testEmission(t *testing.T) emission {
 	long := "select '" + string(make([]byte, 50)) + "'"
 	return emission{
 		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot},
-		snap: &snapshot{
+		snap: &scrapeResult{
 			time:            time.Unix(1_700_000_500, 123),
 			dialect:         DialectGP7,
 			tmID:            1_699_999_999,
@@ -66,9 +66,9 @@ func testEmission(t *testing.T) emission {
 	}
 }
 
-func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig, opts ...metadata.MetricBuilderOption) *snapshotEmitter {
+func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEmitter {
 	t.Helper()
-	e, err := newSnapshotEmitter(mbc, receivertest.NewNopSettings(metadata.Type), opts...)
+	e, err := newSnapshotEmitter(mbc, receivertest.NewNopSettings(metadata.Type))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emit
 		em.snap.results[i].written, em.snap.results[i].withoutStat = written, withoutStat
 		batches = append(batches, md)
 	}
-	md, st := e.emitSnapshot(em.snap)
+	md, st := e.emitSnapshot(em.snap, nil)
 	for _, b := range batches {
 		b.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
@@ -104,11 +104,11 @@ func emitTest(t *testing.T) (pmetric.Metrics, emitStats) {
 	return testEmission(t).emit(t, newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig()))
 }
 
-func resourcesOfKind(md pmetric.Metrics, kind string) []pmetric.ResourceMetrics {
+func resourcesOfKind(md pmetric.Metrics, kind pipeline.ResourceKind) []pmetric.ResourceMetrics {
 	var out []pmetric.ResourceMetrics
 	for i := 0; i < md.ResourceMetrics().Len(); i++ {
 		rm := md.ResourceMetrics().At(i)
-		if k, ok := rm.Resource().Attributes().Get(gpsemconv.AttrResourceKind); ok && k.Str() == kind {
+		if k, ok := rm.Resource().Attributes().Get(pipeline.AttrResourceKind); ok && k.Str() == kind.String() {
 			out = append(out, rm)
 		}
 	}
@@ -127,25 +127,25 @@ func metricNamed(rm pmetric.ResourceMetrics, name string) (pmetric.Metric, bool)
 
 func TestSnapshotHasOneSnapshotResourceWithHostStatus(t *testing.T) {
 	md, st := emitTest(t)
-	snaps := resourcesOfKind(md, gpsemconv.KindSnapshot)
+	snaps := resourcesOfKind(md, pipeline.KindSnapshot)
 	if len(snaps) != 1 {
 		t.Fatalf("%d snapshot resources", len(snaps))
 	}
 	attrs := snaps[0].Resource().Attributes().AsRaw()
-	if attrs[gpsemconv.AttrDialect] != DialectGP7 || attrs[gpsemconv.AttrTmID] != int64(1_699_999_999) || attrs[gpsemconv.AttrHostName] != "mdw" {
+	if attrs[pipeline.AttrDialect] != DialectGP7 || attrs[pipeline.AttrTmID] != int64(1_699_999_999) || attrs[pipeline.AttrHostName] != "mdw" {
 		t.Errorf("snapshot attributes %v", attrs)
 	}
-	up, _ := metricNamed(snaps[0], gpsemconv.MetricHostUp)
+	up, _ := metricNamed(snaps[0], pipeline.MetricHostUp)
 	got := map[string]int64{}
 	for i := 0; i < up.Gauge().DataPoints().Len(); i++ {
 		dp := up.Gauge().DataPoints().At(i)
-		h, _ := dp.Attributes().Get(gpsemconv.AttrHostName)
+		h, _ := dp.Attributes().Get(pipeline.AttrHostName)
 		got[h.Str()] = dp.IntValue()
 	}
 	if got["mdw"] != 1 || got["sdw1"] != 1 || got["sdw2"] != 0 || len(got) != 3 {
 		t.Errorf("host.up %v", got)
 	}
-	procs, _ := metricNamed(snaps[0], gpsemconv.MetricHostProcesses)
+	procs, _ := metricNamed(snaps[0], pipeline.MetricHostProcesses)
 	if procs.Gauge().DataPoints().Len() != 3 {
 		t.Errorf("host.processes has %d points", procs.Gauge().DataPoints().Len())
 	}
@@ -195,9 +195,9 @@ func pointsOf(t *testing.T, rm pmetric.ResourceMetrics, name string) map[int64][
 	}
 	out := map[int64][]pmetric.NumberDataPoint{}
 	for i := 0; i < dps.Len(); i++ {
-		pid, ok := dps.At(i).Attributes().Get(gpsemconv.AttrProcessPID)
+		pid, ok := dps.At(i).Attributes().Get(pipeline.AttrProcessPID)
 		if !ok {
-			t.Fatalf("%s point %d has no %s", name, i, gpsemconv.AttrProcessPID)
+			t.Fatalf("%s point %d has no %s", name, i, pipeline.AttrProcessPID)
 		}
 		out[pid.Int()] = append(out[pid.Int()], dps.At(i))
 	}
@@ -206,19 +206,19 @@ func pointsOf(t *testing.T, rm pmetric.ResourceMetrics, name string) map[int64][
 
 func TestProcessResourcePerHostAndSessionWithIdentityOnPoints(t *testing.T) {
 	md, _ := emitTest(t)
-	procs := resourcesOfKind(md, gpsemconv.KindProcess)
+	procs := resourcesOfKind(md, pipeline.KindProcess)
 	if len(procs) != 2 {
 		t.Fatalf("%d process resources, want 2 (session 77 on mdw and on sdw1)", len(procs))
 	}
 	var coord pmetric.ResourceMetrics
 	for _, rm := range procs {
-		if h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName); h.Str() == "mdw" {
+		if h, _ := rm.Resource().Attributes().Get(pipeline.AttrHostName); h.Str() == "mdw" {
 			coord = rm
 		}
 	}
 	want := map[string]any{
-		gpsemconv.AttrResourceKind: gpsemconv.KindProcess, gpsemconv.AttrTmID: int64(1_699_999_999),
-		gpsemconv.AttrHostName: "mdw", gpsemconv.AttrSessionID: int64(77),
+		pipeline.AttrResourceKind: pipeline.KindProcess.String(), pipeline.AttrTmID: int64(1_699_999_999),
+		pipeline.AttrHostName: "mdw", pipeline.AttrSessionID: int64(77),
 	}
 	if got := coord.Resource().Attributes().AsRaw(); len(got) != len(want) {
 		t.Errorf("resource attributes %v, want exactly %v", got, want)
@@ -229,41 +229,41 @@ func TestProcessResourcePerHostAndSessionWithIdentityOnPoints(t *testing.T) {
 		}
 	}
 	creation := pcommon.NewTimestampFromTime(time.Unix(1_700_000_010, 0))
-	info := pointsOf(t, coord, gpsemconv.MetricProcessInfo)[4000]
+	info := pointsOf(t, coord, pipeline.MetricProcessInfo)[4000]
 	if len(info) != 1 || info[0].IntValue() != 1 || info[0].StartTimestamp() != creation {
 		t.Fatalf("gpotel.process.info of pid 4000: %d points", len(info))
 	}
-	wantInfo := map[string]any{gpsemconv.AttrProcessPID: int64(4000), gpsemconv.AttrSegmentID: int64(-1),
-		gpsemconv.AttrBackendType: "client backend", gpsemconv.AttrProcessSystem: false}
+	wantInfo := map[string]any{pipeline.AttrProcessPID: int64(4000), pipeline.AttrSegmentID: int64(-1),
+		pipeline.AttrBackendType: "client backend", pipeline.AttrProcessSystem: false}
 	for k, v := range wantInfo {
 		if got := info[0].Attributes().AsRaw()[k]; got != v {
 			t.Errorf("info %s = %v, want %v", k, got, v)
 		}
 	}
-	cpu, ok := metricNamed(coord, gpsemconv.MetricProcessCPUTime)
+	cpu, ok := metricNamed(coord, pipeline.MetricProcessCPUTime)
 	if !ok || !cpu.Sum().IsMonotonic() || cpu.Sum().AggregationTemporality() != pmetric.AggregationTemporalityCumulative {
 		t.Fatal("process.cpu.time is not a cumulative monotonic sum")
 	}
-	user := pointsOf(t, coord, gpsemconv.MetricProcessCPUTime)[4000][0]
-	if mode, _ := user.Attributes().Get(gpsemconv.AttrCPUMode); mode.Str() != gpsemconv.CPUModeUser || user.DoubleValue() != 2.5 || user.Attributes().Len() != 2 {
+	user := pointsOf(t, coord, pipeline.MetricProcessCPUTime)[4000][0]
+	if mode, _ := user.Attributes().Get(pipeline.AttrCPUMode); mode.Str() != pipeline.CPUModeUser || user.DoubleValue() != 2.5 || user.Attributes().Len() != 2 {
 		t.Errorf("user cpu %v %v, attributes %v", mode.Str(), user.DoubleValue(), user.Attributes().AsRaw())
 	}
 	if user.StartTimestamp() != creation {
 		t.Errorf("start timestamp %v, want the creation time %v", user.StartTimestamp(), creation)
 	}
-	rss := pointsOf(t, coord, gpsemconv.MetricProcessMemoryUsage)[4000][0]
+	rss := pointsOf(t, coord, pipeline.MetricProcessMemoryUsage)[4000][0]
 	if rss.IntValue() != 8*1024 || rss.StartTimestamp() != creation {
 		t.Errorf("rss %d (start %v), want VmRSS × 1024 from the creation time", rss.IntValue(), rss.StartTimestamp())
 	}
-	if _, ok := metricNamed(coord, gpsemconv.MetricProcessRunDelay); ok {
+	if _, ok := metricNamed(coord, pipeline.MetricProcessRunDelay); ok {
 		t.Error("run delay present without schedstat")
 	}
 	for _, rm := range procs {
-		if h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName); h.Str() == "sdw1" {
-			if _, ok := metricNamed(rm, gpsemconv.MetricProcessDiskIO); ok {
+		if h, _ := rm.Resource().Attributes().Get(pipeline.AttrHostName); h.Str() == "sdw1" {
+			if _, ok := metricNamed(rm, pipeline.MetricProcessDiskIO); ok {
 				t.Error("disk io present although io was not read")
 			}
-			if pids := pointsOf(t, rm, gpsemconv.MetricProcessInfo); len(pids) != 1 || pids[5000] == nil {
+			if pids := pointsOf(t, rm, pipeline.MetricProcessInfo); len(pids) != 1 || pids[5000] == nil {
 				t.Errorf("sdw1 lists %v, want only pid 5000 (5001 has no stat)", pids)
 			}
 		}
@@ -281,8 +281,8 @@ func TestProcessesOfOneSessionShareAResourceInOneOrder(t *testing.T) {
 	}
 	md, _ := em.emit(t, newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig()))
 	var sdw1 []pmetric.ResourceMetrics
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
-		if h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName); h.Str() == "sdw1" {
+	for _, rm := range resourcesOfKind(md, pipeline.KindProcess) {
+		if h, _ := rm.Resource().Attributes().Get(pipeline.AttrHostName); h.Str() == "sdw1" {
 			sdw1 = append(sdw1, rm)
 		}
 	}
@@ -290,27 +290,27 @@ func TestProcessesOfOneSessionShareAResourceInOneOrder(t *testing.T) {
 		t.Fatalf("%d process resources on sdw1, want one per session", len(sdw1))
 	}
 	for _, rm := range sdw1 {
-		session, _ := rm.Resource().Attributes().Get(gpsemconv.AttrSessionID)
+		session, _ := rm.Resource().Attributes().Get(pipeline.AttrSessionID)
 		if session.Int() != 77 {
 			continue
 		}
 		var order []int64
-		info, _ := metricNamed(rm, gpsemconv.MetricProcessInfo)
+		info, _ := metricNamed(rm, pipeline.MetricProcessInfo)
 		for i := 0; i < info.Gauge().DataPoints().Len(); i++ {
-			pid, _ := info.Gauge().DataPoints().At(i).Attributes().Get(gpsemconv.AttrProcessPID)
+			pid, _ := info.Gauge().DataPoints().At(i).Attributes().Get(pipeline.AttrProcessPID)
 			order = append(order, pid.Int())
 		}
 		if len(order) != 2 || order[0] != 5002 || order[1] != 5000 {
 			t.Fatalf("session 77 on sdw1 lists %v, want [5002 5000] (answer order)", order)
 		}
-		cpu, _ := metricNamed(rm, gpsemconv.MetricProcessCPUTime)
+		cpu, _ := metricNamed(rm, pipeline.MetricProcessCPUTime)
 		for i, want := range []int64{5002, 5002, 5000, 5000} {
-			pid, _ := cpu.Sum().DataPoints().At(i).Attributes().Get(gpsemconv.AttrProcessPID)
+			pid, _ := cpu.Sum().DataPoints().At(i).Attributes().Get(pipeline.AttrProcessPID)
 			if pid.Int() != want {
 				t.Errorf("cpu point %d is pid %d, want %d (the info order, a process's points together)", i, pid.Int(), want)
 			}
 		}
-		if io := pointsOf(t, rm, gpsemconv.MetricProcessDiskIO); len(io) != 1 || io[5002] == nil {
+		if io := pointsOf(t, rm, pipeline.MetricProcessDiskIO); len(io) != 1 || io[5002] == nil {
 			t.Errorf("disk io points %v, want only pid 5002's (5000 has no io)", io)
 		}
 	}
@@ -320,8 +320,8 @@ func TestAttributeSwitchedOffMergesAProcessPointsOnly(t *testing.T) {
 	mbc := metadata.NewDefaultMetricsBuilderConfig()
 	mbc.Metrics.ProcessCPUTime.EnabledAttributes = []metadata.ProcessCPUTimeMetricAttributeKey{metadata.ProcessCPUTimeMetricAttributeKeyProcessPid}
 	md, _ := testEmission(t).emit(t, newTestEmitter(t, mbc))
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
-		for pid, pts := range pointsOf(t, rm, gpsemconv.MetricProcessCPUTime) {
+	for _, rm := range resourcesOfKind(md, pipeline.KindProcess) {
+		for pid, pts := range pointsOf(t, rm, pipeline.MetricProcessCPUTime) {
 			if len(pts) != 1 || pts[0].Attributes().Len() != 1 {
 				t.Errorf("pid %d: %d cpu points, want one without cpu.mode", pid, len(pts))
 			}
@@ -336,8 +336,8 @@ func TestResourceFilterDropsAWholeProcessResource(t *testing.T) {
 	mbc := metadata.NewDefaultMetricsBuilderConfig()
 	mbc.ResourceAttributes.HostName.MetricsExclude = []filter.Config{{Strict: "sdw1"}}
 	md, st := testEmission(t).emit(t, newTestEmitter(t, mbc))
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
-		if h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName); h.Str() == "sdw1" {
+	for _, rm := range resourcesOfKind(md, pipeline.KindProcess) {
+		if h, _ := rm.Resource().Attributes().Get(pipeline.AttrHostName); h.Str() == "sdw1" {
 			t.Error("sdw1's process resource was written although excluded")
 		}
 	}
@@ -348,52 +348,52 @@ func TestResourceFilterDropsAWholeProcessResource(t *testing.T) {
 
 func TestSessionResourceCarriesStateInMetadataOnly(t *testing.T) {
 	md, _ := emitTest(t)
-	sessions := resourcesOfKind(md, gpsemconv.KindSession)
+	sessions := resourcesOfKind(md, pipeline.KindSession)
 	if len(sessions) != 1 {
 		t.Fatalf("%d session resources", len(sessions))
 	}
 	attrs := sessions[0].Resource().Attributes().AsRaw()
-	if attrs[gpsemconv.AttrSessionID] != int64(77) || attrs[gpsemconv.AttrSessionPID] != int64(4000) ||
-		attrs[gpsemconv.AttrDBNamespace] != "postgres" || attrs[gpsemconv.AttrSessionUser] != "gpadmin" || attrs[gpsemconv.AttrSessionSystem] != false {
+	if attrs[pipeline.AttrSessionID] != int64(77) || attrs[pipeline.AttrSessionPID] != int64(4000) ||
+		attrs[pipeline.AttrDBNamespace] != "postgres" || attrs[pipeline.AttrSessionUser] != "gpadmin" || attrs[pipeline.AttrSessionSystem] != false {
 		t.Errorf("session attributes %v", attrs)
 	}
-	if _, ok := attrs[gpsemconv.MetaState]; ok {
+	if _, ok := attrs[pipeline.MetaState]; ok {
 		t.Error("volatile state leaked into the resource")
 	}
-	info, ok := metricNamed(sessions[0], gpsemconv.MetricSessionInfo)
+	info, ok := metricNamed(sessions[0], pipeline.MetricSessionInfo)
 	if !ok || info.Gauge().DataPoints().At(0).IntValue() != 1 || info.Gauge().DataPoints().At(0).Attributes().Len() != 0 {
 		t.Fatal("gpotel.session.info is not a bare 1")
 	}
 	meta := info.Metadata().AsRaw()
-	if meta[gpsemconv.MetaState] != "active" || meta[gpsemconv.MetaClientPort] != int64(5555) ||
-		meta[gpsemconv.MetaBackendStart] != "2023-11-14T22:15:00Z" || meta[gpsemconv.MetaQueryTruncated] != true {
+	if meta[pipeline.MetaState] != "active" || meta[pipeline.MetaClientPort] != int64(5555) ||
+		meta[pipeline.MetaBackendStart] != "2023-11-14T22:15:00Z" || meta[pipeline.MetaQueryTruncated] != true {
 		t.Errorf("metadata %v", meta)
 	}
-	if q := meta[gpsemconv.MetaQuery].(string); len(q) != 16 {
+	if q := meta[pipeline.MetaQuery].(string); len(q) != 16 {
 		t.Errorf("query %q not cut to 16 bytes", q)
 	}
-	if _, ok := meta[gpsemconv.MetaXactStart]; ok {
+	if _, ok := meta[pipeline.MetaXactStart]; ok {
 		t.Error("a NULL xact_start is present")
 	}
 }
 
 func TestSessionInfoListsEveryBackendTheHostsWereAskedAbout(t *testing.T) {
 	md, _ := emitTest(t)
-	sessions := resourcesOfKind(md, gpsemconv.KindSession)
+	sessions := resourcesOfKind(md, pipeline.KindSession)
 	if len(sessions) != 1 {
 		t.Fatalf("%d session resources", len(sessions))
 	}
-	info, ok := metricNamed(sessions[0], gpsemconv.MetricSessionInfo)
+	info, ok := metricNamed(sessions[0], pipeline.MetricSessionInfo)
 	if !ok {
 		t.Fatal("no gpotel.session.info")
 	}
-	v, ok := info.Metadata().Get(gpsemconv.MetaBackends)
+	v, ok := info.Metadata().Get(pipeline.MetaBackends)
 	if !ok {
 		t.Fatal("no backends in gpotel.session.info's metadata")
 	}
 	var got []string
 	for i := 0; i < v.Slice().Len(); i++ {
-		ref, err := gpsemconv.ParseBackendRef(v.Slice().At(i).Str())
+		ref, err := pipeline.ParseBackendRef(v.Slice().At(i).Str())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -408,9 +408,9 @@ func TestSessionInfoListsEveryBackendTheHostsWereAskedAbout(t *testing.T) {
 
 func TestCommandCountOfTheTitleIsAPointOnlyWhereTheTitleHasOne(t *testing.T) {
 	md, _ := emitTest(t)
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
-		h, _ := rm.Resource().Attributes().Get(gpsemconv.AttrHostName)
-		points := pointsOf(t, rm, gpsemconv.MetricProcessCommandCount)
+	for _, rm := range resourcesOfKind(md, pipeline.KindProcess) {
+		h, _ := rm.Resource().Attributes().Get(pipeline.AttrHostName)
+		points := pointsOf(t, rm, pipeline.MetricProcessCommandCount)
 		switch h.Str() {
 		case "mdw":
 			if len(points) != 0 {

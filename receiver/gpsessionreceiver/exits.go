@@ -14,11 +14,10 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
-	"github.com/gpotel/gpotel/segmentagent"
 )
 
 // exitReader reads one host's exit records: its agent's gpotel.v1.TaskStats
@@ -37,11 +36,7 @@ func (r grpcExitReader) GetExitRecords(ctx context.Context, req *gpotelv1.GetExi
 // its process reader.
 func (d *agentDirectory) exitReader(ctx context.Context, host string) (exitReader, error) {
 	if d.localHosts[host] && d.local != nil {
-		svc, ok := d.local.(*segmentagent.Service)
-		if !ok {
-			return nil, fmt.Errorf("local reader of %s keeps no exit records", host)
-		}
-		return svc.TaskStats(), nil
+		return d.local, nil
 	}
 	conn, err := d.agents.Conn(ctx, host)
 	if err != nil {
@@ -306,44 +301,48 @@ type exitStats struct {
 // ones of a host in one resource without a session. Call it after the
 // scrape's answers were remembered: a process this very scrape answered for
 // (read as a zombie after its record was fetched) is already in the snapshot.
-func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
+func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
 	exits []hostExits) exitStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var st exitStats
-	var sc answerScratch
+	var order []int32
 	for _, h := range exits {
 		st.missed += int(h.missed) // #nosec G115 -- a count of records
 		if h.err != nil && len(h.records) == 0 {
 			t.logger.Debug("exit records not read", zap.String("host", h.host), zap.Error(h.err))
 		}
-		sc.procs = sc.procs[:0]
+		batch := pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: h.host, Kind: pipeline.KindExited}
 		for _, rec := range h.records {
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
-			p := kernelunits.ConvertExit(rec, h.delayacct)
+			p := pipeline.ConvertExit(rec, h.delayacct)
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
-			b := &Backend{PID: pid, SessionID: unattributedSession}
+			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
 			if s, ok := t.sightings[key]; ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
 				if s.tick == t.tick {
 					st.live++
 					continue
 				}
 				p.CreationTime = s.creation // the identity the processor already holds
-				b.SegmentID, b.SessionID, b.BackendType = s.segment, s.session, s.backendType
+				e.Segment, e.Session, e.BackendType = s.segment, s.session, s.backendType
 				delete(t.sightings, key)
 				st.attributed++
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
-				b.SegmentID = seg
+				e.Segment = seg
 				st.unattributed++
 			} else {
 				st.foreign++ // not a postmaster's child: a shell or tool of the database user
 				continue
 			}
-			w.appendProcess(&sc, b, &p)
+			e.System = isSystemProcess(e.Session, e.BackendType)
+			e.Process = p
+			batch.Entries = append(batch.Entries, e)
 		}
-		w.writeExited(rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host}, gpsemconv.KindExited)
-		t.emitUnrecorded(w, rms, &sc, &answerWrite{time: ts, tmID: tmID, host: h.host}, h)
+		_, order = enc.Append(rms, &batch, order)
+		unrecorded := t.unrecorded(h)
+		unrecorded.Time, unrecorded.TmID = ts, tmID
+		_, order = enc.Append(rms, &unrecorded, order)
 	}
 	if st.missed > 0 {
 		t.logger.Warn("exit records were lost on the agents before this scrape read them (agent buffer full or older than exit_max_age)",
@@ -352,31 +351,27 @@ func (t *exitTracker) emitExits(w *processWriter, rms pmetric.ResourceMetricsSli
 	return st
 }
 
-// unattributedSession marks, inside the receiver, an exited process no
-// scrape saw; its resource carries no gpotel.session.id (sess_id is never negative).
-const unattributedSession = -1
-
 // addToParent counts an exit record against its parent's reaped account,
 // if that account began before this scrape (its first reading already holds
 // the children whose records this scrape fetched).
-func (t *exitTracker) addToParent(parent hostPID, p *kernelunits.Process) {
+func (t *exitTracker) addToParent(parent hostPID, p *pipeline.Process) {
 	if a := t.reaped[parent]; a != nil && a.tick < t.tick {
-		a.recUser += p.UserCPU.V
-		a.recSys += p.SystemCPU.V
+		a.recUser += p.Values[pipeline.CPUUser].Float
+		a.recSys += p.Values[pipeline.CPUSystem].Float
 	}
 }
 
-// emitUnrecorded writes the host's unrecorded resource: one point per
-// postmaster, what its reaped children used beyond their exit records
-// since the receiver first read it, as a cumulative counter that never goes
-// down (a record fetched a scrape before its parent's reap shows would
-// otherwise make it dip).
-func (t *exitTracker) emitUnrecorded(w *processWriter, rms pmetric.ResourceMetricsSlice, sc *answerScratch, a *answerWrite, h hostExits) {
+// unrecorded is the host's unrecorded batch: one entry per postmaster,
+// what its reaped children used beyond their exit records since the
+// receiver first read it, as a cumulative counter that never goes down (a
+// record fetched a scrape before its parent's reap shows would otherwise
+// make it dip).
+func (t *exitTracker) unrecorded(h hostExits) pipeline.ProcessBatch {
 	if h.parentsErr != nil {
 		t.logger.Debug("postmasters not read", zap.String("host", h.host), zap.Error(h.parentsErr))
 	}
+	batch := pipeline.ProcessBatch{Host: h.host, Kind: pipeline.KindUnrecorded}
 	read := make(map[int64]bool, len(h.parents))
-	sc.procs = sc.procs[:0]
 	for _, r := range h.parents {
 		key := hostPID{h.host, r.pid}
 		read[r.pid] = true
@@ -387,10 +382,11 @@ func (t *exitTracker) emitUnrecorded(w *processWriter, rms pmetric.ResourceMetri
 		}
 		acc.unrecUser = max(acc.unrecUser, r.childUser-acc.baseUser-acc.recUser)
 		acc.unrecSys = max(acc.unrecSys, r.childSys-acc.baseSys-acc.recSys)
-		p := kernelunits.Process{PID: r.pid, CreationTime: r.creation, HasStat: true}
-		p.UserCPU = kernelunits.Value[float64]{V: acc.unrecUser, OK: true}
-		p.SystemCPU = kernelunits.Value[float64]{V: acc.unrecSys, OK: true}
-		w.appendProcess(sc, &Backend{PID: r.pid, SessionID: unattributedSession, SegmentID: r.segment}, &p)
+		e := pipeline.ProcessEntry{Session: pipeline.NoSession, Segment: r.segment, System: true}
+		e.Process = pipeline.Process{PID: r.pid, CreationTime: r.creation, HasStat: true}
+		e.Process.Set(pipeline.CPUUser, acc.unrecUser, 0)
+		e.Process.Set(pipeline.CPUSystem, acc.unrecSys, 0)
+		batch.Entries = append(batch.Entries, e)
 	}
 	if h.parentsErr == nil {
 		// A postmaster the agent no longer has (restarted, or the host moved):
@@ -402,7 +398,7 @@ func (t *exitTracker) emitUnrecorded(w *processWriter, rms pmetric.ResourceMetri
 			}
 		}
 	}
-	w.writeExited(rms, sc, a, gpsemconv.KindUnrecorded)
+	return batch
 }
 
 func absDuration(d time.Duration) time.Duration {

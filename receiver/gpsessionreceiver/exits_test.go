@@ -18,9 +18,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
-	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -70,26 +70,26 @@ type processView struct {
 
 // processesOf returns the processes of the resources of one kind, by pid,
 // from their gpotel.process.info points.
-func processesOf(mds []pmetric.Metrics, kind string) map[int64]processView {
+func processesOf(mds []pmetric.Metrics, kind pipeline.ResourceKind) map[int64]processView {
 	out := map[int64]processView{}
 	for _, md := range mds {
 		rms := md.ResourceMetrics()
 		for i := range rms.Len() {
 			a := rms.At(i).Resource().Attributes()
-			if k, _ := a.Get(gpsemconv.AttrResourceKind); k.Str() != kind {
+			if k, _ := a.Get(pipeline.AttrResourceKind); k.Str() != kind.String() {
 				continue
 			}
 			sms := rms.At(i).ScopeMetrics()
 			for j := range sms.Len() {
 				ms := sms.At(j).Metrics()
 				for k := range ms.Len() {
-					if ms.At(k).Name() != gpsemconv.MetricProcessInfo {
+					if ms.At(k).Name() != pipeline.MetricProcessInfo {
 						continue
 					}
 					dps := ms.At(k).Gauge().DataPoints()
 					for d := range dps.Len() {
-						pid, _ := dps.At(d).Attributes().Get(gpsemconv.AttrProcessPID)
-						seg, _ := dps.At(d).Attributes().Get(gpsemconv.AttrSegmentID)
+						pid, _ := dps.At(d).Attributes().Get(pipeline.AttrProcessPID)
+						seg, _ := dps.At(d).Attributes().Get(pipeline.AttrSegmentID)
 						out[pid.Int()] = processView{resource: a, start: dps.At(d).StartTimestamp(), segment: seg.Int()}
 					}
 				}
@@ -125,7 +125,7 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 
 	sink := s.next.(*consumertest.MetricsSink) // the process batches
 	_, _ = s.scrape(context.Background())
-	seen, ok := processesOf(sink.AllMetrics(), gpsemconv.KindProcess)[int64(goes.Process.Pid)]
+	seen, ok := processesOf(sink.AllMetrics(), pipeline.KindProcess)[int64(goes.Process.Pid)]
 	if !ok {
 		t.Fatalf("the first scrape did not see pid %d", goes.Process.Pid)
 	}
@@ -139,7 +139,7 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	var attributed, unattributed *processView
 	await.Until(t, "exit records of the seen and the unseen process", func() bool {
 		md, _ := s.scrape(context.Background())
-		for pid, v := range processesOf([]pmetric.Metrics{md}, gpsemconv.KindExited) {
+		for pid, v := range processesOf([]pmetric.Metrics{md}, pipeline.KindExited) {
 			switch pid {
 			case int64(goes.Process.Pid):
 				attributed = &v
@@ -149,13 +149,13 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 		}
 		return attributed != nil && unattributed != nil
 	})
-	if sess, _ := attributed.resource.Get(gpsemconv.AttrSessionID); sess.Int() != 8 {
+	if sess, _ := attributed.resource.Get(pipeline.AttrSessionID); sess.Int() != 8 {
 		t.Errorf("the exited process a scrape saw belongs to session 8: %v", attributed.resource.AsRaw())
 	}
 	if attributed.start != seen.start {
 		t.Errorf("creation time %v, want the scrape's %v: the processor must continue the same process", attributed.start, seen.start)
 	}
-	if _, ok := unattributed.resource.Get(gpsemconv.AttrSessionID); ok {
+	if _, ok := unattributed.resource.Get(pipeline.AttrSessionID); ok {
 		t.Errorf("a process no scrape saw has no session: %v", unattributed.resource.AsRaw())
 	}
 	if unattributed.segment != 0 {
@@ -163,21 +163,25 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 	}
 }
 
-// Every delay type of a process gets its point: the point buffer holds the
-// largest attribute enum.
+// Every delay type of a process gets its point, in the table's order.
 func TestEveryDelayTypeIsCollected(t *testing.T) {
-	var p kernelunits.Process
-	for i := range p.Delays {
-		p.Delays[i] = kernelunits.Value[float64]{V: float64(i + 1), OK: true}
+	p := pipeline.Process{PID: 7, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
+	delays := pipeline.ProcessDelay.Figures()
+	for i, f := range delays {
+		p.Set(f, float64(i+1), 0)
 	}
-	var pp processPoints
-	pp.collect(&p)
-	if got := pp[pmDelay].n; got != kernelunits.NumDelays {
-		t.Fatalf("%d delay points, want %d", got, kernelunits.NumDelays)
+	md := pmetric.NewMetrics()
+	e := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig())
+	e.procs.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Kind: pipeline.KindProcess, Host: "sdw1",
+		Entries: []pipeline.ProcessEntry{{Session: 7, Process: p}}}, nil)
+	m, ok := metricNamed(md.ResourceMetrics().At(0), pipeline.MetricProcessDelay)
+	if !ok || m.Sum().DataPoints().Len() != len(delays) {
+		t.Fatalf("delay points %v, want %d", m.Sum().DataPoints().Len(), len(delays))
 	}
-	for i, pt := range pp[pmDelay].pts[:pp[pmDelay].n] {
-		if pt.attr != delayTypes[i].String() || pt.f != float64(i+1) {
-			t.Errorf("point %d: %+v", i, pt)
+	for i, f := range delays {
+		dp := m.Sum().DataPoints().At(i)
+		if v, _ := dp.Attributes().Get(pipeline.AttrDelayType); v.Str() != pipeline.Figures[f].Value || dp.DoubleValue() != float64(i+1) {
+			t.Errorf("point %d: %v = %v", i, dp.Attributes().AsRaw(), dp.DoubleValue())
 		}
 	}
 }
@@ -226,18 +230,18 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	var view processView
 	await.Until(t, "unrecorded CPU of the postmaster after a few scrapes of churn", func() bool {
 		md, _ := s.scrape(context.Background())
-		for pid := range processesOf([]pmetric.Metrics{md}, gpsemconv.KindExited) {
-			records += cpuOf(md, gpsemconv.KindExited, pid)
+		for pid := range processesOf([]pmetric.Metrics{md}, pipeline.KindExited) {
+			records += cpuOf(md, pipeline.KindExited, pid)
 		}
-		u, ok := processesOf([]pmetric.Metrics{md}, gpsemconv.KindUnrecorded)[int64(pm.Process.Pid)]
+		u, ok := processesOf([]pmetric.Metrics{md}, pipeline.KindUnrecorded)[int64(pm.Process.Pid)]
 		if ok {
-			view, unrecorded = u, cpuOf(md, gpsemconv.KindUnrecorded, int64(pm.Process.Pid))
+			view, unrecorded = u, cpuOf(md, pipeline.KindUnrecorded, int64(pm.Process.Pid))
 		}
 		return ok && records > 0.5
 	})
 	after := childCPU(t, pm.Process.Pid)
 	t.Logf("postmaster's reaped children: %.3f s; exit records %.3f s; unrecorded %.3f s", after-before, records, unrecorded)
-	if _, ok := view.resource.Get(gpsemconv.AttrSessionID); ok {
+	if _, ok := view.resource.Get(pipeline.AttrSessionID); ok {
 		t.Errorf("an unrecorded resource has no session: %v", view.resource.AsRaw())
 	}
 	if view.segment != 0 {
@@ -265,23 +269,23 @@ func childCPU(t *testing.T, pid int) float64 {
 }
 
 // cpuOf sums process.cpu.time over the modes of one pid in the resources of one kind.
-func cpuOf(md pmetric.Metrics, kind string, pid int64) float64 {
+func cpuOf(md pmetric.Metrics, kind pipeline.ResourceKind, pid int64) float64 {
 	var total float64
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != kind {
+		if k, _ := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); k.Str() != kind.String() {
 			continue
 		}
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
-				if ms.At(k).Name() != gpsemconv.MetricProcessCPUTime {
+				if ms.At(k).Name() != pipeline.MetricProcessCPUTime {
 					continue
 				}
 				dps := ms.At(k).Sum().DataPoints()
 				for d := range dps.Len() {
-					if p, _ := dps.At(d).Attributes().Get(gpsemconv.AttrProcessPID); p.Int() == pid {
+					if p, _ := dps.At(d).Attributes().Get(pipeline.AttrProcessPID); p.Int() == pid {
 						total += dps.At(d).DoubleValue()
 					}
 				}

@@ -31,14 +31,14 @@ func (r grpcProcReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidPr
 // to its agent, or the shared local reader.
 type agentDirectory struct {
 	agents     *agentconn.Pool
-	local      procReader // nil when no local host is configured
+	local      localReader // nil when no local host is configured
 	localHosts map[string]bool
 
 	mu      sync.Mutex
 	readers map[string]procReader
 }
 
-func newAgentDirectory(cfg *Config, host component.Host, telemetry component.TelemetrySettings, local procReader) *agentDirectory {
+func newAgentDirectory(cfg *Config, host component.Host, telemetry component.TelemetrySettings, local localReader) *agentDirectory {
 	var extensions map[component.ID]component.Component
 	if host != nil {
 		extensions = host.GetExtensions()

@@ -202,27 +202,6 @@ func TestSessionHeadsPostgreSQLSkipsParallelWorkers(t *testing.T) {
 	}
 }
 
-func TestTruncateUTF8NeverSplitsACharacter(t *testing.T) {
-	for _, tc := range []struct {
-		in    string
-		limit int
-		want  string
-		cut   bool
-	}{
-		{"select 1", 100, "select 1", false},
-		{"select 1", 8, "select 1", false},
-		{"select 1", 6, "select", true},
-		{"héllo", 2, "h", true}, // é is two bytes
-		{"héllo", 3, "hé", true},
-		{"日本", 4, "日", true},
-	} {
-		got, cut := truncateUTF8(tc.in, tc.limit)
-		if got != tc.want || cut != tc.cut {
-			t.Errorf("truncateUTF8(%q, %d) = %q, %v; want %q, %v", tc.in, tc.limit, got, cut, tc.want, tc.cut)
-		}
-	}
-}
-
 var goodHost = &yagpcc.ProcHost{Hostname: "sdw1", ClkTck: 100, PageSize: 4096, BootTimeUnix: 1_700_000_000}
 
 func TestCheckAnswerRejectsGarbage(t *testing.T) {

@@ -12,16 +12,15 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
-	"github.com/gpotel/gpotel/segmentagent"
 )
 
 // sessionScraper makes one snapshot per scrape: discovery on the
@@ -31,7 +30,7 @@ type sessionScraper struct {
 	settings  receiver.Settings
 	logger    *zap.Logger
 	source    clusterSource
-	newLocal  func() (procReader, error) // nil when no host is read in-process
+	newLocal  func() (localReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
 	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
 	telemetry *metadata.TelemetryBuilder
@@ -42,7 +41,7 @@ type sessionScraper struct {
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
 	dir       *agentDirectory
-	local     procReader
+	local     localReader
 	topology  *HostTopology
 	topoTmID  int64
 	retryAt   time.Time // no discovery before this, after a failure
@@ -96,8 +95,8 @@ func (s *sessionScraper) start(_ context.Context, host component.Host) error {
 			return fmt.Errorf("in-process reader for local_hosts %v: %w", s.cfg.LocalHosts, err)
 		}
 		s.local = local
-		if svc, ok := local.(*segmentagent.Service); ok && s.cfg.ExitRecords {
-			if err := svc.TaskStats().Start(); err != nil {
+		if s.cfg.ExitRecords {
+			if err := local.StartExitRecords(); err != nil {
 				return fmt.Errorf("exit records for local_hosts: %w", err)
 			}
 		}
@@ -113,8 +112,8 @@ func (s *sessionScraper) shutdown(context.Context) error {
 	if s.dir != nil {
 		errs = append(errs, s.dir.Close())
 	}
-	if svc, ok := s.local.(*segmentagent.Service); ok {
-		svc.TaskStats().Stop()
+	if s.local != nil {
+		s.local.StopExitRecords()
 	}
 	if s.source != nil {
 		s.source.Close()
@@ -171,20 +170,17 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		markSilentHosts(queries, exits)
 	}
 	// The snapshot time comes first: process batches carry it as they go out.
-	at := time.Now()
-	ts := pcommon.NewTimestampFromTime(at)
+	framer := pipeline.NewFramer(time.Now(), s.next)
+	ts := framer.Timestamp()
 	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
 		if s.cfg.ExitRecords {
 			s.exits.rememberAnswer(host, consts, infos, asked)
 		}
 		md, written, withoutStat := s.emitter.emitAnswer(&answerWrite{time: ts, tmID: state.TmID, host: host, consts: consts, infos: infos, byPID: asked})
-		if md.ResourceMetrics().Len() == 0 {
-			return written, withoutStat, nil
-		}
-		return written, withoutStat, s.next.ConsumeMetrics(ctx, md)
+		return written, withoutStat, framer.Send(ctx, host, md)
 	}))
-	snap := &snapshot{
-		time:            at,
+	snap := &scrapeResult{
+		time:            framer.Time,
 		dialect:         state.Dialect,
 		tmID:            state.TmID,
 		coordinatorHost: topo.CoordinatorHost(),
@@ -195,7 +191,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		resourceGroups:  state.ResourceGroups,
 	}
 	s.noteCgroupGaps(state, results)
-	md, st := s.emitter.emitSnapshot(snap)
+	md, st := s.emitter.emitSnapshot(snap, framer)
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
 		s.exits.commit(exits)

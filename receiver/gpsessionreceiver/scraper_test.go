@@ -14,7 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadatatest"
 )
 
@@ -153,8 +153,8 @@ func TestSystemProcessesCanBeDropped(t *testing.T) {
 	if _, ok := processesIn(md)[11]; !ok {
 		t.Error("client backend dropped")
 	}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindSession) {
-		if id, _ := rm.Resource().Attributes().Get(gpsemconv.AttrSessionID); id.Int() == 5 {
+	for _, rm := range resourcesOfKind(md, pipeline.KindSession) {
+		if id, _ := rm.Resource().Attributes().Get(pipeline.AttrSessionID); id.Int() == 5 {
 			t.Error("system session emitted")
 		}
 	}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -156,37 +156,37 @@ type processKey struct {
 // gpotel.process.info points.
 func processesIn(md pmetric.Metrics) map[int64]processKey {
 	out := map[int64]processKey{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindProcess) {
+	for _, rm := range resourcesOfKind(md, pipeline.KindProcess) {
 		a := rm.Resource().Attributes()
-		host, _ := a.Get(gpsemconv.AttrHostName)
-		session, _ := a.Get(gpsemconv.AttrSessionID)
-		info, ok := metricNamed(rm, gpsemconv.MetricProcessInfo)
+		host, _ := a.Get(pipeline.AttrHostName)
+		session, _ := a.Get(pipeline.AttrSessionID)
+		info, ok := metricNamed(rm, pipeline.MetricProcessInfo)
 		if !ok {
 			continue
 		}
 		for i := 0; i < info.Gauge().DataPoints().Len(); i++ {
 			pa := info.Gauge().DataPoints().At(i).Attributes()
-			pid, _ := pa.Get(gpsemconv.AttrProcessPID)
-			seg, _ := pa.Get(gpsemconv.AttrSegmentID)
+			pid, _ := pa.Get(pipeline.AttrProcessPID)
+			seg, _ := pa.Get(pipeline.AttrSegmentID)
 			out[pid.Int()] = processKey{host.Str(), seg.Int(), session.Int(), pid.Int()}
 		}
 	}
 	return out
 }
 
-func hostUp(md pmetric.Metrics) map[string]int64 { return hostGauge(md, gpsemconv.MetricHostUp) }
+func hostUp(md pmetric.Metrics) map[string]int64 { return hostGauge(md, pipeline.MetricHostUp) }
 
 // hostGauge reads a per-host gauge of the snapshot resource.
 func hostGauge(md pmetric.Metrics, name string) map[string]int64 {
 	out := map[string]int64{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindSnapshot) {
+	for _, rm := range resourcesOfKind(md, pipeline.KindSnapshot) {
 		m, ok := metricNamed(rm, name)
 		if !ok {
 			continue
 		}
 		for i := 0; i < m.Gauge().DataPoints().Len(); i++ {
 			dp := m.Gauge().DataPoints().At(i)
-			h, _ := dp.Attributes().Get(gpsemconv.AttrHostName)
+			h, _ := dp.Attributes().Get(pipeline.AttrHostName)
 			out[h.Str()] = dp.IntValue()
 		}
 	}
@@ -195,11 +195,11 @@ func hostGauge(md pmetric.Metrics, name string) map[string]int64 {
 
 func tmIDOf(t *testing.T, md pmetric.Metrics) int64 {
 	t.Helper()
-	snaps := resourcesOfKind(md, gpsemconv.KindSnapshot)
+	snaps := resourcesOfKind(md, pipeline.KindSnapshot)
 	if len(snaps) != 1 {
 		t.Fatalf("%d snapshot resources", len(snaps))
 	}
-	v, _ := snaps[0].Resource().Attributes().Get(gpsemconv.AttrTmID)
+	v, _ := snaps[0].Resource().Attributes().Get(pipeline.AttrTmID)
 	return v.Int()
 }
 
@@ -294,8 +294,8 @@ func checkEveryBackendFound(t *testing.T, c *cluster.Cluster, s *sessionScraper,
 		}
 	}
 	sessions := map[int64]bool{}
-	for _, rm := range resourcesOfKind(md, gpsemconv.KindSession) {
-		id, _ := rm.Resource().Attributes().Get(gpsemconv.AttrSessionID)
+	for _, rm := range resourcesOfKind(md, pipeline.KindSession) {
+		id, _ := rm.Resource().Attributes().Get(pipeline.AttrSessionID)
 		sessions[id.Int()] = true
 	}
 	if !sessions[int64(w.SessID())] {
@@ -316,7 +316,7 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	cfg.Agents = agentEndpoints(agents)
 	s := startScraper(t, cfg)
 	md := checkEveryBackendFound(t, c, s, w)
-	if d, _ := resourcesOfKind(md, gpsemconv.KindSnapshot)[0].Resource().Attributes().Get(gpsemconv.AttrDialect); d.Str() != DialectGP6 {
+	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != DialectGP6 {
 		t.Errorf("dialect %q", d.Str())
 	}
 	// The pool keeps its connection: the server sees it as gpotel's.
@@ -343,7 +343,7 @@ func TestCloudberryEveryBackendFound(t *testing.T) {
 	cfg := testbedConfig(c)
 	cfg.Agents = agentEndpoints(agents)
 	md := checkEveryBackendFound(t, c, startScraper(t, cfg), w)
-	if d, _ := resourcesOfKind(md, gpsemconv.KindSnapshot)[0].Resource().Attributes().Get(gpsemconv.AttrDialect); d.Str() != DialectCloudberry {
+	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != DialectCloudberry {
 		t.Errorf("dialect %q, want %q", d.Str(), DialectCloudberry)
 	}
 }
@@ -406,7 +406,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 			if open != 0 && ts != open {
 				t.Errorf("batch %d at %v while the snapshot at %v is open", i, ts, open)
 			}
-			snaps, procs := len(resourcesOfKind(md, gpsemconv.KindSnapshot)), len(resourcesOfKind(md, gpsemconv.KindProcess))
+			snaps, procs := len(resourcesOfKind(md, pipeline.KindSnapshot)), len(resourcesOfKind(md, pipeline.KindProcess))
 			switch {
 			case snaps == 1:
 				open = 0
@@ -478,7 +478,7 @@ func TestGreenplum7(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		asked := hostGauge(md, gpsemconv.MetricHostProcesses)
+		asked := hostGauge(md, pipeline.MetricHostProcesses)
 		for name, a := range agents {
 			wantCalls := int((asked[name] + 1) / 2)
 			if int(a.calls.Load()) != wantCalls || a.maxBatch.Load() > 2 {
@@ -622,7 +622,7 @@ func TestDatabaseDownAtStartThenUp(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if n := len(resourcesOfKind(md, gpsemconv.KindSnapshot)); n != 1 {
+		if n := len(resourcesOfKind(md, pipeline.KindSnapshot)); n != 1 {
 			return fmt.Errorf("%d snapshot resources", n)
 		}
 		return nil

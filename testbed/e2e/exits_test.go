@@ -20,7 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -215,7 +215,7 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 	for _, md := range batches {
 		rms := md.ResourceMetrics()
 		for i := range rms.Len() {
-			if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != gpsemconv.KindSnapshot {
+			if k, _ := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); k.Str() != pipeline.KindSnapshot.String() {
 				continue
 			}
 			var at time.Time
@@ -232,16 +232,16 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 					dps := m.Gauge().DataPoints()
 					for d := range dps.Len() {
 						dp := dps.At(d)
-						if w, _ := dp.Attributes().Get(gpsemconv.AttrWindow); w.Str() != window {
+						if w, _ := dp.Attributes().Get(pipeline.AttrWindow); w.Str() != window {
 							continue
 						}
 						switch m.Name() {
-						case gpsemconv.ClusterMetric(gpsemconv.MetricSessionWindowSpan):
+						case pipeline.ClusterMetric(pipeline.MetricSessionWindowSpan):
 							sp, hasSpan, at = dp.DoubleValue(), true, dp.Timestamp().AsTime()
-						case gpsemconv.ClusterMetric(gpsemconv.MetricSessionCPUTime):
+						case pipeline.ClusterMetric(pipeline.MetricSessionCPUTime):
 							total += dp.DoubleValue()
 							hasCPU = true
-						case gpsemconv.MetricUnrecordedCPUTime:
+						case pipeline.MetricUnrecordedCPUTime:
 							unrec += dp.DoubleValue()
 						}
 					}
@@ -299,19 +299,19 @@ func clusterSmoothedSeries(batches []pmetric.Metrics) ([]smoothedPoint, time.Dur
 	for _, md := range batches {
 		rms := md.ResourceMetrics()
 		for i := range rms.Len() {
-			if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != gpsemconv.KindSnapshot {
+			if k, _ := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceKind); k.Str() != pipeline.KindSnapshot.String() {
 				continue
 			}
 			sms := rms.At(i).ScopeMetrics()
 			for j := range sms.Len() {
 				ms := sms.At(j).Metrics()
 				for k := range ms.Len() {
-					if ms.At(k).Name() != gpsemconv.MetricClusterCPUUsageSmoothed {
+					if ms.At(k).Name() != pipeline.MetricClusterCPUUsageSmoothed {
 						continue
 					}
 					dps := ms.At(k).Gauge().DataPoints()
 					for d := range dps.Len() {
-						tc, _ := dps.At(d).Attributes().Get(gpsemconv.AttrTimeConstant)
+						tc, _ := dps.At(d).Attributes().Get(pipeline.AttrTimeConstant)
 						if tau, err := time.ParseDuration(tc.Str()); err == nil {
 							byTau[tau] = append(byTau[tau], smoothedPoint{dps.At(d).Timestamp().AsTime(), dps.At(d).DoubleValue()})
 						}

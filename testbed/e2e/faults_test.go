@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -50,15 +50,15 @@ func snapshotsOf(sink *OTLPSink) [][]sinkSnapshot {
 		rms := md.ResourceMetrics()
 		for i := 0; i < rms.Len(); i++ {
 			rm := rms.At(i)
-			if str(rm.Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSnapshot {
+			if str(rm.Resource().Attributes(), pipeline.AttrResourceKind) != pipeline.KindSnapshot.String() {
 				continue
 			}
-			pts, _ := points(rm, gpsemconv.MetricHostUp)
+			pts, _ := points(rm, pipeline.MetricHostUp)
 			snap := sinkSnapshot{up: map[string]int64{}}
 			for j := 0; j < pts.Len(); j++ {
 				p := pts.At(j)
 				snap.at = p.Timestamp().AsTime()
-				snap.up[str(p.Attributes(), gpsemconv.AttrHostName)] = p.IntValue()
+				snap.up[str(p.Attributes(), pipeline.AttrHostName)] = p.IntValue()
 			}
 			if !snap.at.IsZero() {
 				req = append(req, snap)

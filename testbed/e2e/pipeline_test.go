@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -325,10 +325,10 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 			for i := 0; i < rms.Len() && !ok; i++ {
 				rm := rms.At(i)
 				attrs := rm.Resource().Attributes()
-				if str(attrs, gpsemconv.AttrResourceKind) != gpsemconv.KindSession || intAttr(attrs, gpsemconv.AttrSessionID) != sessID {
+				if str(attrs, pipeline.AttrResourceKind) != pipeline.KindSession.String() || intAttr(attrs, pipeline.AttrSessionID) != sessID {
 					continue
 				}
-				if pts, _ := points(rm, gpsemconv.MetricSessionCPUTime); pts.Len() > 0 && pts.At(0).Timestamp() == at {
+				if pts, _ := points(rm, pipeline.MetricSessionCPUTime); pts.Len() > 0 && pts.At(0).Timestamp() == at {
 					found, ok = rm, true
 				}
 			}
@@ -343,19 +343,19 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 	attrs := found.Resource().Attributes()
 	info := st.GetSessionInfo()
 	for key, want := range map[string]any{
-		gpsemconv.AttrTmID:          st.GetSessionKey().GetTmId(),
-		gpsemconv.AttrSessionPID:    info.GetPid(),
-		gpsemconv.AttrDBNamespace:   info.GetDatabase(),
-		gpsemconv.AttrSessionUser:   info.GetUser(),
-		gpsemconv.AttrHostName:      cluster.CoordinatorHost,
-		gpsemconv.AttrSessionSystem: false,
+		pipeline.AttrTmID:          st.GetSessionKey().GetTmId(),
+		pipeline.AttrSessionPID:    info.GetPid(),
+		pipeline.AttrDBNamespace:   info.GetDatabase(),
+		pipeline.AttrSessionUser:   info.GetUser(),
+		pipeline.AttrHostName:      cluster.CoordinatorHost,
+		pipeline.AttrSessionSystem: false,
 	} {
 		v, present := attrs.Get(key)
 		if !present || fmt.Sprint(v.AsRaw()) != fmt.Sprint(want) {
 			t.Errorf("OTLP resource %s = %v, want %v", key, v.AsRaw(), want)
 		}
 	}
-	window := gpsemconv.WindowName(lastWindow)
+	window := pipeline.WindowName(lastWindow)
 	last := st.GetLastMetrics().GetSystemStat()
 	total := st.GetTotalMetrics().GetSystemStat()
 	for _, c := range []struct {
@@ -363,13 +363,13 @@ func checkOTLP(t *testing.T, s *Stack, st *yagpcc.SessionState) {
 		attrs        map[string]string
 		want         float64
 	}{
-		{gpsemconv.MetricSessionCPUTime, "s", map[string]string{gpsemconv.AttrWindow: window, gpsemconv.AttrCPUMode: gpsemconv.CPUModeUser}, last.GetUserTimeSeconds()},
-		{gpsemconv.MetricSessionCPUTime, "s", map[string]string{gpsemconv.AttrWindow: window, gpsemconv.AttrCPUMode: gpsemconv.CPUModeSys}, last.GetKernelTimeSeconds()},
-		{gpsemconv.MetricSessionCPUTime, "s", map[string]string{gpsemconv.AttrWindow: gpsemconv.WindowLifetime, gpsemconv.AttrCPUMode: gpsemconv.CPUModeUser}, total.GetUserTimeSeconds()},
-		{gpsemconv.MetricSessionDiskIO, "By", map[string]string{gpsemconv.AttrWindow: window, gpsemconv.AttrDirection: gpsemconv.DirectionWrite}, float64(last.GetWriteBytes())},
-		{gpsemconv.MetricSessionDiskIO, "By", map[string]string{gpsemconv.AttrWindow: window, gpsemconv.AttrDirection: gpsemconv.DirectionRead}, float64(last.GetReadBytes())},
-		{gpsemconv.MetricSessionWindowSpan, "s", map[string]string{gpsemconv.AttrWindow: window}, last.GetWindowSeconds()},
-		{gpsemconv.MetricSessionMemoryUsage, "By", map[string]string{gpsemconv.AttrMemoryType: gpsemconv.MemoryTypeRSS, gpsemconv.AttrMemoryAggregation: gpsemconv.MemoryAggregationCluster}, float64(last.GetRss())},
+		{pipeline.MetricSessionCPUTime, "s", map[string]string{pipeline.AttrWindow: window, pipeline.AttrCPUMode: pipeline.CPUModeUser}, last.GetUserTimeSeconds()},
+		{pipeline.MetricSessionCPUTime, "s", map[string]string{pipeline.AttrWindow: window, pipeline.AttrCPUMode: pipeline.CPUModeSys}, last.GetKernelTimeSeconds()},
+		{pipeline.MetricSessionCPUTime, "s", map[string]string{pipeline.AttrWindow: pipeline.WindowLifetime, pipeline.AttrCPUMode: pipeline.CPUModeUser}, total.GetUserTimeSeconds()},
+		{pipeline.MetricSessionDiskIO, "By", map[string]string{pipeline.AttrWindow: window, pipeline.AttrDirection: pipeline.DirectionWrite}, float64(last.GetWriteBytes())},
+		{pipeline.MetricSessionDiskIO, "By", map[string]string{pipeline.AttrWindow: window, pipeline.AttrDirection: pipeline.DirectionRead}, float64(last.GetReadBytes())},
+		{pipeline.MetricSessionWindowSpan, "s", map[string]string{pipeline.AttrWindow: window}, last.GetWindowSeconds()},
+		{pipeline.MetricSessionMemoryUsage, "By", map[string]string{pipeline.AttrMemoryType: pipeline.MemoryTypeRSS, pipeline.AttrMemoryAggregation: pipeline.MemoryAggregationCluster}, float64(last.GetRss())},
 	} {
 		pts, unit := points(found, c.metric)
 		if unit != c.unit {
@@ -557,13 +557,13 @@ func checkHostDown(t *testing.T, s *Stack, host string, since time.Time) {
 			rms := md.ResourceMetrics()
 			for i := 0; i < rms.Len(); i++ {
 				rm := rms.At(i)
-				if str(rm.Resource().Attributes(), gpsemconv.AttrResourceKind) != gpsemconv.KindSnapshot {
+				if str(rm.Resource().Attributes(), pipeline.AttrResourceKind) != pipeline.KindSnapshot.String() {
 					continue
 				}
-				pts, _ := points(rm, gpsemconv.MetricHostUp)
+				pts, _ := points(rm, pipeline.MetricHostUp)
 				for j := 0; j < pts.Len(); j++ {
 					p := pts.At(j)
-					if str(p.Attributes(), gpsemconv.AttrHostName) == host && p.Timestamp().AsTime().After(since) && p.IntValue() == 0 {
+					if str(p.Attributes(), pipeline.AttrHostName) == host && p.Timestamp().AsTime().After(since) && p.IntValue() == 0 {
 						return true, ""
 					}
 				}

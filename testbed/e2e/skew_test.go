@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -224,13 +224,13 @@ func querySegmentCPU(batches []pmetric.Metrics, sessID int) map[string]map[int]f
 		rms := md.ResourceMetrics()
 		for i := range rms.Len() {
 			attrs := rms.At(i).Resource().Attributes()
-			kind, _ := attrs.Get(gpsemconv.AttrResourceKind)
-			id, _ := attrs.Get(gpsemconv.AttrSessionID)
-			if kind.Str() != gpsemconv.KindQuery || id.Int() != int64(sessID) {
+			kind, _ := attrs.Get(pipeline.AttrResourceKind)
+			id, _ := attrs.Get(pipeline.AttrSessionID)
+			if kind.Str() != pipeline.KindQuery.String() || id.Int() != int64(sessID) {
 				continue
 			}
-			start, _ := attrs.Get(gpsemconv.AttrQueryStart)
-			pts, _ := points(rms.At(i), gpsemconv.MetricQuerySegmentCPUTime)
+			start, _ := attrs.Get(pipeline.AttrQueryStart)
+			pts, _ := points(rms.At(i), pipeline.MetricQuerySegmentCPUTime)
 			for k := range pts.Len() {
 				dp := pts.At(k)
 				at := dp.Timestamp().AsTime()
@@ -240,7 +240,7 @@ func querySegmentCPU(batches []pmetric.Metrics, sessID int) map[string]map[int]f
 				if at.After(newest) {
 					newest, out = at, map[string]map[int]float64{}
 				}
-				content := int(intAttr(dp.Attributes(), gpsemconv.AttrSegmentID))
+				content := int(intAttr(dp.Attributes(), pipeline.AttrSegmentID))
 				if out[start.Str()] == nil {
 					out[start.Str()] = map[int]float64{}
 				}

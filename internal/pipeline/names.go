@@ -1,29 +1,93 @@
-// Package gpsemconv names every resource attribute, data-point attribute and
-// metric that travels through gpotel's pipeline. docs/pipeline.md explains
-// each; this file is the only place the strings are spelled.
-package gpsemconv
+package pipeline
 
 import (
 	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// Resource kinds (value of AttrResourceKind).
+// ResourceKind is what a resource of the pipeline is: the value of
+// AttrResourceKind, read once per resource.
+type ResourceKind uint8
+
+// The resource kinds (docs/pipeline.md, rule 2).
 const (
-	KindSnapshot = "snapshot"
-	KindSession  = "session"
-	KindProcess  = "process"
-	// KindExited holds one exited process's final totals (taskstats exit
-	// record), in the shape of a process resource; without gpotel.session.id
-	// when no scrape saw the process (unattributed).
-	KindExited = "exited"
+	// KindForeign has no gpotel.resource.kind: it is not ours and passes
+	// through untouched.
+	KindForeign ResourceKind = iota
+	KindSnapshot
+	KindSession
+	KindProcess
+	// KindExited holds exited processes' final totals (taskstats exit
+	// records), in the shape of a process resource; without
+	// gpotel.session.id when no scrape saw them (unattributed).
+	KindExited
 	// KindUnrecorded holds, per segment postmaster, the CPU its reaped
-	// children used beyond their exit records (the parent's cutime and
-	// cstime against the records): no session, one point per postmaster.
-	KindUnrecorded = "unrecorded"
+	// children used beyond their exit records: no session, one point per
+	// postmaster.
+	KindUnrecorded
+	KindHost
+	KindCgroup
+	KindQuery
+	// KindUnknown carries gpotel.resource.kind with a value this version
+	// does not know.
+	KindUnknown
 )
+
+// kindNames are the AttrResourceKind values.
+var kindNames = [...]string{
+	KindSnapshot:   "snapshot",
+	KindSession:    "session",
+	KindProcess:    "process",
+	KindExited:     "exited",
+	KindUnrecorded: "unrecorded",
+	KindHost:       "host",
+	KindCgroup:     "cgroup",
+	KindQuery:      "query",
+}
+
+// String is the AttrResourceKind value; "" for KindForeign and KindUnknown.
+func (k ResourceKind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return ""
+}
+
+// Kinds lists every kind a resource of ours can be, in declaration order.
+func Kinds() []ResourceKind {
+	var out []ResourceKind
+	for k := range kindNames {
+		if kindNames[k] != "" {
+			out = append(out, ResourceKind(k))
+		}
+	}
+	return out
+}
+
+// KindOf reads a resource's kind from its attributes.
+func KindOf(attrs pcommon.Map) ResourceKind {
+	v, ok := attrs.Get(AttrResourceKind)
+	if !ok {
+		return KindForeign
+	}
+	s := v.Str()
+	for k, name := range kindNames {
+		if name != "" && name == s {
+			return ResourceKind(k)
+		}
+	}
+	return KindUnknown
+}
+
+// HoldsProcesses tells the kinds whose data points are processes: the
+// processor stores them, and drops them unless emit_process_metrics.
+func (k ResourceKind) HoldsProcesses() bool {
+	return k == KindProcess || k == KindExited || k == KindUnrecorded
+}
 
 // Resource attributes.
 const (
@@ -69,13 +133,8 @@ const (
 	// AttrDelayType names a delay-accounting delay (taskstats) that /proc
 	// has no file for; the run-queue and block-I/O waits have their own
 	// metrics (gpotel.*.cpu.run_delay, gpotel.*.disk.delay).
-	AttrDelayType  = "gpotel.delay.type"
-	DelaySwapin    = "swapin"    // waiting for a page to be swapped in
-	DelayFreepages = "freepages" // waiting for memory reclaim
-	DelayThrashing = "thrashing" // refaulting pages of the working set
-	DelayCompact   = "compact"   // waiting for memory compaction
-	DelayWpcopy    = "wpcopy"    // copying on a write-protect fault
-	DelayIRQ       = "irq"       // interrupts handled while the task ran
+	// Its values are the rows of gpotel.process.delay in Figures.
+	AttrDelayType = "gpotel.delay.type"
 
 	AttrWindow     = "gpotel.window"
 	WindowLifetime = "lifetime"
@@ -295,9 +354,6 @@ func cutLast(s string) (before, after string, ok bool) {
 // Pressure and control groups (receiver): host and cgroup resources, and the
 // pressure of a session's groups on its session resource.
 const (
-	KindHost   = "host"
-	KindCgroup = "cgroup"
-
 	AttrCgroupPath           = "gpotel.cgroup.path"
 	AttrCgroupVersion        = "gpotel.cgroup.version"
 	AttrCgroupControllers    = "gpotel.cgroup.controllers"
@@ -321,8 +377,6 @@ const (
 // is how Greenplum names a session's query; without it the query is the one
 // that started at its session's query_start.
 const (
-	KindQuery = "query"
-
 	// MetricProcessCommandCount is cmd<N> of a Greenplum process title: the
 	// gp_command_count of the command the process last ran (receiver).
 	MetricProcessCommandCount = "gpotel.process.command_count"

@@ -1,4 +1,4 @@
-package gpsemconv
+package pipeline
 
 import "testing"
 

@@ -1,0 +1,439 @@
+package pipeline
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+)
+
+// Closing is the batch that closes a snapshot (docs/pipeline.md, rule 1):
+// the snapshot resource with each host's answer, every host's pressure and
+// control groups, and the sessions. Exited and unrecorded resources follow
+// it in the same batch (ProcessEncoder).
+type Closing struct {
+	Time        time.Time
+	TmID        int64
+	Dialect     string
+	Coordinator string // host.name of the snapshot and session resources
+	Hosts       []HostAnswer
+	Readings    []HostReading
+	Sessions    []Session
+}
+
+// HostAnswer is one host the receiver asked in a scrape.
+type HostAnswer struct {
+	Host string
+	// Up: its agent answered every call and the next consumer accepted
+	// every process batch of the host (Framer). A host not up did not
+	// answer: its processes are unknown this time, not exited.
+	Up        bool
+	Processes int64 // processes it was asked about
+}
+
+// HostReading is what a host's agent said beside its processes.
+type HostReading struct {
+	Host     string
+	Pressure *gpotelv1.Pressure // nil: the host reports none
+	Groups   []Cgroup
+}
+
+// Cgroup is one control group a host's database processes run in.
+type Cgroup struct {
+	Group *gpotelv1.ControlGroup
+	// ResourceGroupName is the resource group's name in the coordinator's
+	// catalog; nil when the group is none or the catalog does not name it.
+	ResourceGroupName *string
+}
+
+// Session is one coordinator row heading a session.
+type Session struct {
+	ID, PID        int64
+	System         bool
+	Database, User *string // nil: NULL
+	State          SessionState
+	CgroupPressure []GroupPressure
+}
+
+// GroupPressure is a session's pressure in one of its groups: the largest
+// avg10 (percent) of a pressure line over the hosts it runs there.
+type GroupPressure struct {
+	Name, Resource, Kind string
+	Avg10                float64
+}
+
+// ClosingEncoder writes closing batches as mdatagen's builder would under
+// the same switches; every point's StartTimestamp is the encoder's start.
+type ClosingEncoder struct {
+	scope    Scope
+	start    pcommon.Timestamp
+	switches Switches
+}
+
+// NewClosingEncoder makes an encoder whose points start at start.
+func NewClosingEncoder(scope Scope, start time.Time, sw Switches) *ClosingEncoder {
+	return &ClosingEncoder{scope: scope, start: pcommon.NewTimestampFromTime(start), switches: sw}
+}
+
+// Encode writes the closing batch: the snapshot resource, each host's
+// host and cgroup resources, then one resource per session.
+func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	rms := md.ResourceMetrics()
+	ts := pcommon.NewTimestampFromTime(c.Time)
+	sw := &e.switches
+
+	w := newResourceWriter(sw, e.start, ts)
+	for _, h := range c.Hosts {
+		w.record(HostUp, boolInt(h.Up), 0, h.Host)
+		w.record(HostProcesses, h.Processes, 0, h.Host)
+	}
+	ra := newResourceAttrs(sw, KindSnapshot)
+	ra.int(AttrTmID, c.TmID)
+	ra.str(AttrDialect, c.Dialect)
+	ra.str(AttrHostName, c.Coordinator)
+	// Exactly one per snapshot (rule 2), with or without hosts asked.
+	w.emit(rms, e.scope, ra.m, true)
+
+	for _, r := range c.Readings {
+		if r.Pressure != nil {
+			w := newResourceWriter(sw, e.start, ts)
+			recordPressure(w, r.Pressure)
+			ra := newResourceAttrs(sw, KindHost)
+			ra.int(AttrTmID, c.TmID)
+			ra.str(AttrHostName, r.Host)
+			w.emit(rms, e.scope, ra.m, false)
+		}
+		for _, cg := range r.Groups {
+			e.encodeCgroup(rms, ts, c, r.Host, cg)
+		}
+	}
+
+	for i := range c.Sessions {
+		s := &c.Sessions[i]
+		w := newResourceWriter(sw, e.start, ts)
+		w.record(SessionInfo, 1, 0)
+		s.State.put(w.metadata(SessionInfo))
+		for _, p := range s.CgroupPressure {
+			w.record(SessionCgroupPressure, 0, kernelunits.PercentToRatio(p.Avg10), p.Name, p.Resource, p.Kind)
+		}
+		ra := newResourceAttrs(sw, KindSession)
+		ra.int(AttrTmID, c.TmID)
+		ra.int(AttrSessionID, s.ID)
+		ra.int(AttrSessionPID, s.PID)
+		ra.bool(AttrSessionSystem, s.System)
+		if s.Database != nil {
+			ra.str(AttrDBNamespace, *s.Database)
+		}
+		if s.User != nil {
+			ra.str(AttrSessionUser, *s.User)
+		}
+		ra.str(AttrHostName, c.Coordinator)
+		w.emit(rms, e.scope, ra.m, false)
+	}
+	return md
+}
+
+func (e *ClosingEncoder) encodeCgroup(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, c *Closing, host string, cg Cgroup) {
+	g := cg.Group
+	w := newResourceWriter(&e.switches, e.start, ts)
+	if g.GetPressure() != nil {
+		recordPressure(w, g.GetPressure())
+	}
+	source := ""
+	if t := g.GetTaskStates(); t != nil {
+		recordTaskStates(w, t)
+		source = TasksSourceProcStat
+		if t.GetSource() == gpotelv1.TaskStates_SOURCE_CGROUPSTATS {
+			source = TasksSourceCgroupstats
+		}
+	}
+	ra := newResourceAttrs(&e.switches, KindCgroup)
+	if source != "" {
+		ra.str(AttrCgroupTasksSource, source)
+	}
+	ra.int(AttrTmID, c.TmID)
+	ra.str(AttrHostName, host)
+	ra.str(AttrCgroupPath, g.GetPath())
+	ra.int(AttrCgroupVersion, int64(g.GetVersion()))
+	if g.GetHierarchy() != "" {
+		ra.str(AttrCgroupControllers, g.GetHierarchy())
+	}
+	if oid := g.GetResourceGroupOid(); oid != 0 {
+		ra.int(AttrResourceGroupOID, int64(oid))
+		if cg.ResourceGroupName != nil {
+			ra.str(AttrResourceGroupName, *cg.ResourceGroupName)
+		}
+	}
+	w.emit(rms, e.scope, ra.m, false)
+}
+
+// The gpotel.cgroup.tasks.source values.
+const (
+	TasksSourceCgroupstats = "cgroupstats"
+	TasksSourceProcStat    = "proc_stat"
+)
+
+// PressureLine is one line of a pressure file.
+type PressureLine struct {
+	Resource, Kind string
+	Stall          *gpotelv1.PressureStall
+}
+
+// PressureLines lists the lines a Pressure holds, in a fixed order:
+// cpu, memory, io, irq; some before full.
+func PressureLines(p *gpotelv1.Pressure) []PressureLine {
+	var out []PressureLine
+	for _, r := range []struct {
+		name string
+		rp   *gpotelv1.ResourcePressure
+	}{{"cpu", p.GetCpu()}, {"memory", p.GetMemory()}, {"io", p.GetIo()}, {"irq", p.GetIrq()}} {
+		if r.rp.GetSome() != nil {
+			out = append(out, PressureLine{r.name, PressureSome, r.rp.GetSome()})
+		}
+		if r.rp.GetFull() != nil {
+			out = append(out, PressureLine{r.name, PressureFull, r.rp.GetFull()})
+		}
+	}
+	return out
+}
+
+// The gpotel.pressure.kind values.
+const (
+	PressureSome = "some"
+	PressureFull = "full"
+)
+
+func recordPressure(w *resourceWriter, p *gpotelv1.Pressure) {
+	for _, l := range PressureLines(p) {
+		w.record(PressureStallTime, 0, kernelunits.MicrosToSeconds(l.Stall.GetTotalUs()), l.Resource, l.Kind)
+		for _, a := range []struct {
+			window string
+			avg    float64
+		}{{"10s", l.Stall.GetAvg10()}, {"60s", l.Stall.GetAvg60()}, {"300s", l.Stall.GetAvg300()}} {
+			w.record(PressureStallRatio, 0, kernelunits.PercentToRatio(a.avg), l.Resource, l.Kind, a.window)
+		}
+	}
+}
+
+func recordTaskStates(w *resourceWriter, t *gpotelv1.TaskStates) {
+	w.record(CgroupTasks, t.GetRunning(), 0, "running")
+	w.record(CgroupTasks, t.GetSleeping(), 0, "sleeping")
+	w.record(CgroupTasks, t.GetUninterruptible(), 0, "uninterruptible")
+	w.record(CgroupTasks, t.GetStopped(), 0, "stopped")
+	if t.IoWait != nil {
+		w.record(CgroupTasks, t.GetIoWait(), 0, "io_wait")
+	}
+	if t.GetSource() == gpotelv1.TaskStates_SOURCE_PROC_STAT {
+		w.record(CgroupTasks, t.GetOther(), 0, "other")
+	}
+}
+
+func boolInt(b bool) int64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// SnapshotHeader is what a snapshot resource says.
+type SnapshotHeader struct {
+	Time        pcommon.Timestamp // its first point's; 0 without points
+	Coordinator string
+	Hosts       []HostAnswer // by gpotel.host.up point; Processes from gpotel.host.processes
+}
+
+// DecodeSnapshot reads a snapshot resource. A host.up point without
+// host.name is skipped; a host missing from host.up counts as answered.
+func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
+	var h SnapshotHeader
+	if v, ok := rm.Resource().Attributes().Get(AttrHostName); ok {
+		h.Coordinator = v.AsString()
+	}
+	h.Time = firstPointTime(rm)
+	processes := map[string]int64{}
+	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		host, ok := dp.Attributes().Get(AttrHostName)
+		if !ok {
+			return
+		}
+		switch m.Name() {
+		case MetricHostUp:
+			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: intValue(dp) != 0})
+		case MetricHostProcesses:
+			processes[host.AsString()] = intValue(dp)
+		}
+	})
+	for i := range h.Hosts {
+		h.Hosts[i].Processes = processes[h.Hosts[i].Host]
+	}
+	return h
+}
+
+// SessionHeader is a session resource's identity and attributes.
+type SessionHeader struct {
+	Key            SessionKey
+	PID            int64
+	System         bool
+	Database, User string
+	Host           string // the coordinator's
+}
+
+// DecodeSession reads a session resource's identity, its state and the
+// time of its gpotel.session.info point; ok is false without
+// gpotel.tm_id and gpotel.session.id. Integers written as strings or
+// integral doubles are read as integers.
+func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState, at pcommon.Timestamp, hasInfo, ok bool) {
+	attrs := rm.Resource().Attributes()
+	if h.Key, ok = SessionKeyOf(attrs); !ok {
+		return h, st, 0, false, false
+	}
+	if pid := attrInt(attrs, AttrSessionPID); pid != nil {
+		h.PID = *pid
+	}
+	if b := attrBool(attrs, AttrSessionSystem); b != nil {
+		h.System = *b
+	}
+	h.Database, h.User, h.Host = deref(attrStr(attrs, AttrDBNamespace)), deref(attrStr(attrs, AttrSessionUser)), deref(attrStr(attrs, AttrHostName))
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			if m := ms.At(j); m.Name() == MetricSessionInfo {
+				st = readSessionState(m.Metadata())
+				if pts := numberPoints(m); pts.Len() > 0 {
+					at = pts.At(0).Timestamp()
+				}
+				return h, st, at, true, true
+			}
+		}
+	}
+	return h, st, 0, false, true
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
+}
+
+// DecodeHostPressure reads a host resource: its host and pressure lines.
+func DecodeHostPressure(rm pmetric.ResourceMetrics) (host string, figures []*gpotelv1.PressureFigures) {
+	return deref(attrStr(rm.Resource().Attributes(), AttrHostName)), pressureFigures(rm)
+}
+
+// DecodeCgroup reads a cgroup resource: its host and the group.
+func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPressure) {
+	attrs := rm.Resource().Attributes()
+	g = &gpotelv1.GroupPressure{Path: deref(attrStr(attrs, AttrCgroupPath)), Pressure: pressureFigures(rm)}
+	if v := attrInt(attrs, AttrCgroupVersion); v != nil {
+		g.CgroupVersion = int32(*v) // #nosec G115 -- 1 or 2
+	}
+	if v := attrInt(attrs, AttrResourceGroupOID); v != nil {
+		g.ResourceGroupOid = uint32(*v) // #nosec G115 -- an oid
+	}
+	switch name := deref(attrStr(attrs, AttrResourceGroupName)); {
+	case name != "":
+		g.Name = name
+	case g.ResourceGroupOid != 0:
+		g.Name = "oid:" + strconv.FormatUint(uint64(g.ResourceGroupOid), 10)
+	default:
+		g.Name = g.Path
+	}
+	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		if m.Name() != MetricCgroupTasks {
+			return
+		}
+		if g.Tasks == nil {
+			g.Tasks = map[string]int64{}
+		}
+		g.Tasks[deref(attrStr(dp.Attributes(), AttrTaskState))] = intValue(dp)
+	})
+	return deref(attrStr(attrs, AttrHostName)), g
+}
+
+// pressureFigures gathers a resource's stall time and ratio points into one
+// line per (resource, kind), in the order they first appear.
+func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
+	var out []*gpotelv1.PressureFigures
+	line := func(dp pmetric.NumberDataPoint) *gpotelv1.PressureFigures {
+		r, k := deref(attrStr(dp.Attributes(), AttrPressureResource)), deref(attrStr(dp.Attributes(), AttrPressureKind))
+		for _, f := range out {
+			if f.Resource == r && f.Kind == k {
+				return f
+			}
+		}
+		f := &gpotelv1.PressureFigures{Resource: r, Kind: k}
+		out = append(out, f)
+		return f
+	}
+	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		switch m.Name() {
+		case MetricPressureStallTime:
+			line(dp).StallSeconds = pointFloat(dp)
+		case MetricPressureStallRatio:
+			f := line(dp)
+			switch deref(attrStr(dp.Attributes(), AttrPressureWindow)) {
+			case "10s":
+				f.Avg10 = pointFloat(dp)
+			case "60s":
+				f.Avg60 = pointFloat(dp)
+			case "300s":
+				f.Avg300 = pointFloat(dp)
+			}
+		}
+	})
+	return out
+}
+
+// SortGroups orders a host's groups by name.
+func SortGroups(gs []*gpotelv1.GroupPressure) {
+	slices.SortFunc(gs, func(a, b *gpotelv1.GroupPressure) int { return strings.Compare(a.GetName(), b.GetName()) })
+}
+
+// firstPointTime is the timestamp of the resource's first data point.
+func firstPointTime(rm pmetric.ResourceMetrics) pcommon.Timestamp {
+	var t pcommon.Timestamp
+	eachPoint(rm, func(_ pmetric.Metric, dp pmetric.NumberDataPoint) {
+		if t == 0 {
+			t = dp.Timestamp()
+		}
+	})
+	return t
+}
+
+// eachPoint calls fn with every number point of the resource, gauges and
+// sums alike.
+func eachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.NumberDataPoint)) {
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			dps := numberPoints(m)
+			for k := range dps.Len() {
+				fn(m, dps.At(k))
+			}
+		}
+	}
+}
+
+// numberPoints accepts gauges and sums alike: the contract says which, a
+// consumer reads the figures either way.
+func numberPoints(m pmetric.Metric) pmetric.NumberDataPointSlice {
+	switch m.Type() {
+	case pmetric.MetricTypeGauge:
+		return m.Gauge().DataPoints()
+	case pmetric.MetricTypeSum:
+		return m.Sum().DataPoints()
+	}
+	return pmetric.NewNumberDataPointSlice()
+}

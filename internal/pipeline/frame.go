@@ -1,0 +1,141 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// The framing rules (docs/pipeline.md, rule 1): one scrape is one
+// snapshot with one time, delivered as zero or more process batches
+// closed by one batch that holds its snapshot resource. A process batch
+// the next consumer refused makes its host not answered in the closing
+// batch, so the loss is marked, never taken for exits.
+
+// BatchKind is what one ConsumeMetrics call holds.
+type BatchKind uint8
+
+// The kinds of batch.
+const (
+	// BatchForeign holds neither processes nor a snapshot resource: not ours.
+	BatchForeign BatchKind = iota
+	// BatchProcesses holds processes and no snapshot resource: part of
+	// the snapshot of its time.
+	BatchProcesses
+	// BatchClosing holds one snapshot resource: it closes its snapshot.
+	BatchClosing
+	// BatchMerged holds more than one snapshot resource: something between
+	// the receiver and its consumer merged batches.
+	BatchMerged
+)
+
+// Batch is a batch framed: the kind of each resource and of the whole.
+type Batch struct {
+	Kind      BatchKind
+	Kinds     []ResourceKind // of each resource, in order
+	Snapshot  int            // index of the snapshot resource; -1 without one
+	Snapshots int
+	Processes int // resources that hold processes
+}
+
+// ErrMergedBatch is why a batch with more than one snapshot gets no figures.
+var ErrMergedBatch = errors.New("batch holds more than one snapshot (is a batch processor in front of snapshotdiff?)")
+
+// Frame reads what a batch is.
+func Frame(md pmetric.Metrics) Batch {
+	rms := md.ResourceMetrics()
+	b := Batch{Kinds: make([]ResourceKind, rms.Len()), Snapshot: -1}
+	for i := range rms.Len() {
+		k := KindOf(rms.At(i).Resource().Attributes())
+		b.Kinds[i] = k
+		switch {
+		case k == KindSnapshot:
+			b.Snapshot = i
+			b.Snapshots++
+		case k.HoldsProcesses():
+			b.Processes++
+		}
+	}
+	switch {
+	case b.Snapshots > 1:
+		b.Kind = BatchMerged
+	case b.Snapshots == 1:
+		b.Kind = BatchClosing
+	case b.Processes > 0:
+		b.Kind = BatchProcesses
+	}
+	return b
+}
+
+// Time is the batch's snapshot time: its snapshot resource's first point's,
+// else the first point's of any resource; 0 without points.
+func (b *Batch) Time(md pmetric.Metrics) pcommon.Timestamp {
+	rms := md.ResourceMetrics()
+	if b.Snapshot >= 0 {
+		if t := firstPointTime(rms.At(b.Snapshot)); t != 0 {
+			return t
+		}
+	}
+	for i := range rms.Len() {
+		if t := firstPointTime(rms.At(i)); t != 0 {
+			return t
+		}
+	}
+	return 0
+}
+
+// Framer sends one snapshot's process batches on. It remembers the hosts
+// whose batch the next consumer refused, so that the closing batch marks
+// them as not answered (Close). Safe for concurrent use by the hosts'
+// emission workers.
+type Framer struct {
+	Time time.Time
+	next consumer.Metrics
+
+	mu      sync.Mutex
+	refused map[string]bool
+}
+
+// NewFramer frames the snapshot taken at t.
+func NewFramer(t time.Time, next consumer.Metrics) *Framer {
+	return &Framer{Time: t, next: next}
+}
+
+// Timestamp is the time every point of the snapshot carries.
+func (f *Framer) Timestamp() pcommon.Timestamp { return pcommon.NewTimestampFromTime(f.Time) }
+
+// Send hands one host's process batch on; an error means its processes
+// did not reach the pipeline, and the host will close as not answered.
+func (f *Framer) Send(ctx context.Context, host string, md pmetric.Metrics) error {
+	if md.ResourceMetrics().Len() == 0 {
+		return nil
+	}
+	err := f.next.ConsumeMetrics(ctx, md)
+	if err != nil {
+		f.mu.Lock()
+		if f.refused == nil {
+			f.refused = map[string]bool{}
+		}
+		f.refused[host] = true
+		f.mu.Unlock()
+	}
+	return err
+}
+
+// Close stamps the closing batch's hosts: one whose process batch was
+// refused did not answer, whatever its agent said.
+func (f *Framer) Close(c *Closing) {
+	c.Time = f.Time
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i := range c.Hosts {
+		if f.refused[c.Hosts[i].Host] {
+			c.Hosts[i].Up = false
+		}
+	}
+}

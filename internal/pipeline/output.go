@@ -1,0 +1,454 @@
+package pipeline
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// ProcessorScope is the instrumentation scope of everything the processor adds.
+const ProcessorScope = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
+
+// Counters are counter figures (Figures up to NumCounters) of a process, a
+// session or a query, seconds as integer nanoseconds.
+type Counters [NumCounters]int64
+
+// WindowFigures are a session's figures over one configured window.
+type WindowFigures struct {
+	Span    int64 // ns: newest snapshot time − the old snapshot's used
+	Deltas  Counters
+	Partial bool
+}
+
+// Averages are smoothed figures at one time constant: CPU in cores, disk
+// bytes per second, rss bytes.
+type Averages struct{ CPU, Read, Write, Memory float64 }
+
+// Skew is how unevenly a figure is spread over the segments that took
+// part; not OK when no segment used any of it (no points then).
+type Skew struct {
+	Ratio, MaxOverAvg float64
+	Hottest           int32
+	Segments          int
+	OK                bool
+}
+
+// SkewPair is the CPU and the disk I/O skew of one window.
+type SkewPair struct{ CPU, IO Skew }
+
+// HostRate is a session's use of one host over a window, per second.
+type HostRate struct {
+	Host             string
+	CPU, Read, Write float64
+}
+
+// HostNow is a session's live processes on one host in the newest snapshot.
+type HostNow struct {
+	Host           string
+	RSS, Processes int64
+}
+
+// SessionFigures are what the processor adds to one session resource
+// (docs/pipeline.md, session, smoothed, skew and per-host figures).
+type SessionFigures struct {
+	Windows         []WindowFigures // one per OutputEncoder window
+	Lifetime        Counters
+	LifetimePartial bool
+	Processes       int64
+	Hosts           int64
+	MemoryCluster   [NumMemory]int64
+	MemoryMaxHost   [NumMemory]int64
+	// Smoothed has one entry per time constant; nil when smoothing is off.
+	Smoothed []Averages
+	// Skews has one entry per window, then lifetime; nil for a session
+	// without processes (no segment took part).
+	Skews []SkewPair
+	// HostRates (per window, hosts in name order) and HostNow are written
+	// only with emit_session_host_figures; nil otherwise.
+	HostRates [][]HostRate
+	HostNow   []HostNow
+}
+
+// SegmentCounters are the counters of one segment instance.
+type SegmentCounters struct {
+	Host     string
+	Segment  int32
+	Counters Counters
+}
+
+// ClusterWindow is the cluster's figures over one window.
+type ClusterWindow struct {
+	Span         int64
+	Cluster      Counters
+	Unattributed []SegmentCounters // exited processes no scrape saw
+	Unrecorded   []SegmentCounters // the postmasters' CPU beyond their children's exit records
+}
+
+// HostAverages are one host's smoothed figures, per time constant.
+type HostAverages struct {
+	Host string
+	Avgs []Averages
+}
+
+// ClusterFigures are what the processor adds to the snapshot resource.
+type ClusterFigures struct {
+	Windows []ClusterWindow
+	// Hosts and Cluster are the smoothed figures; nil when smoothing is off.
+	Hosts   []HostAverages
+	Cluster []Averages
+}
+
+// SegmentUse is what processes used on one segment instance: CPU in ns,
+// disk bytes.
+type SegmentUse struct {
+	Host               string
+	Segment            int32
+	CPU, Read, Written int64
+}
+
+// QueryFigures are one query resource (docs/pipeline.md, query figures).
+type QueryFigures struct {
+	Session      SessionKey
+	CommandCount int64   // 0: the key is the start
+	Start, End   int64   // unix ns; End is 0 while it runs
+	Text         *string // db.query.text, only with queries::text
+	Totals       Counters
+	Segments     []SegmentUse // UnknownSegment ones are not written
+	Skew         SkewPair
+	Partial      bool
+}
+
+// OutputEncoder writes the processor's figures.
+type OutputEncoder struct {
+	Windows   []string // gpotel.window of each configured window
+	Constants []string // gpotel.time_constant of each time constant
+}
+
+// NewOutputEncoder names the windows and time constants as gpotel.window
+// and gpotel.time_constant spell them.
+func NewOutputEncoder(windows, constants []time.Duration) *OutputEncoder {
+	e := &OutputEncoder{}
+	for _, w := range windows {
+		e.Windows = append(e.Windows, WindowName(w))
+	}
+	for _, c := range constants {
+		e.Constants = append(e.Constants, WindowName(c))
+	}
+	return e
+}
+
+// gauges appends gauge metrics to one scope at one time.
+type gauges struct {
+	ms pmetric.MetricSlice
+	ts pcommon.Timestamp
+}
+
+func (g gauges) metric(name, unit string) pmetric.NumberDataPointSlice {
+	m := g.ms.AppendEmpty()
+	m.SetName(name)
+	m.SetUnit(unit)
+	return m.SetEmptyGauge().DataPoints()
+}
+
+func (g gauges) point(dps pmetric.NumberDataPointSlice, window string) pmetric.NumberDataPoint {
+	dp := dps.AppendEmpty()
+	dp.SetTimestamp(g.ts)
+	if window != "" {
+		dp.Attributes().PutStr(AttrWindow, window)
+	}
+	return dp
+}
+
+// AppendSession adds the processor's scope with a session's figures to
+// its session resource.
+func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *SessionFigures) {
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(ProcessorScope)
+	g := gauges{sm.Metrics(), ts}
+	for _, m := range CounterMetrics {
+		totals := g.metric(m.Session, m.Unit)
+		rates := g.metric(m.Session+RateSuffix, m.Unit+"/s")
+		for w, name := range e.Windows {
+			wf := &f.Windows[w]
+			span := float64(wf.Span) / 1e9
+			for _, fig := range m.figures {
+				v := wf.Deltas[fig]
+				setCounter(g.point(totals, name), fig, v)
+				r := g.point(rates, name)
+				putValue(r, fig)
+				r.SetDoubleValue(0)
+				if span > 0 {
+					amount := float64(v)
+					if m.Double {
+						amount /= 1e9
+					}
+					r.SetDoubleValue(amount / span)
+				}
+			}
+		}
+		for _, fig := range m.figures {
+			setCounter(g.point(totals, WindowLifetime), fig, f.Lifetime[fig])
+		}
+	}
+	spans := g.metric(MetricSessionWindowSpan, "s")
+	partial := g.metric(MetricSessionPartial, "1")
+	for w, name := range e.Windows {
+		g.point(spans, name).SetDoubleValue(float64(f.Windows[w].Span) / 1e9)
+		g.point(partial, name).SetIntValue(boolInt(f.Windows[w].Partial))
+	}
+	g.point(partial, WindowLifetime).SetIntValue(boolInt(f.LifetimePartial))
+	g.point(g.metric(MetricSessionProcesses, "{process}"), "").SetIntValue(f.Processes)
+	g.point(g.metric(MetricSessionHosts, "{host}"), "").SetIntValue(f.Hosts)
+	mem := g.metric(MetricSessionMemoryUsage, "By")
+	for k := range MemoryTypes {
+		for _, agg := range []struct {
+			name  string
+			value int64
+		}{{MemoryAggregationCluster, f.MemoryCluster[k]}, {MemoryAggregationMaxHost, f.MemoryMaxHost[k]}} {
+			dp := g.point(mem, "")
+			dp.Attributes().PutStr(AttrMemoryType, MemoryTypes[k].Name)
+			dp.Attributes().PutStr(AttrMemoryAggregation, agg.name)
+			dp.SetIntValue(agg.value)
+		}
+	}
+	if f.Smoothed != nil {
+		e.appendSmoothed(g, sessionSmoothed, []HostAverages{{Avgs: f.Smoothed}})
+	}
+	if f.Skews != nil {
+		e.appendSkews(g, f.Skews)
+	}
+	if f.HostRates != nil {
+		e.appendHosts(g, f)
+	}
+}
+
+// setCounter writes a counter figure: seconds as a double, the rest as an int.
+func setCounter(dp pmetric.NumberDataPoint, f Figure, v int64) {
+	putValue(dp, f)
+	if Figures[f].Metric.Double {
+		dp.SetDoubleValue(float64(v) / 1e9)
+	} else {
+		dp.SetIntValue(v)
+	}
+}
+
+// putValue writes the figure's attribute value, when its metric has one.
+func putValue(dp pmetric.NumberDataPoint, f Figure) {
+	if m := Figures[f].Metric; m.Attr != "" {
+		dp.Attributes().PutStr(m.Attr, Figures[f].Value)
+	}
+}
+
+// smoothedNames are the metric names of one level (session, host, cluster).
+type smoothedNames struct{ cpu, io, memory string }
+
+var (
+	sessionSmoothed = smoothedNames{MetricSessionCPUUsageSmoothed, MetricSessionDiskIORateSmoothed, MetricSessionMemoryUsageSmoothed}
+	hostSmoothed    = smoothedNames{MetricHostCPUUsageSmoothed, MetricHostDiskIORateSmoothed, MetricHostMemoryUsageSmoothed}
+	clusterSmoothed = smoothedNames{MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed}
+)
+
+// appendSmoothed writes the three smoothed metrics with one point per
+// entity and time constant; an entity with a host name gets host.name.
+func (e *OutputEncoder) appendSmoothed(g gauges, names smoothedNames, entities []HostAverages) {
+	cpu, io, mem := g.metric(names.cpu, "{cpu}"), g.metric(names.io, "By/s"), g.metric(names.memory, "By")
+	point := func(dps pmetric.NumberDataPointSlice, host, constant string, v float64) pmetric.NumberDataPoint {
+		dp := dps.AppendEmpty()
+		dp.SetTimestamp(g.ts)
+		if host != "" {
+			dp.Attributes().PutStr(AttrHostName, host)
+		}
+		dp.Attributes().PutStr(AttrTimeConstant, constant)
+		dp.SetDoubleValue(v)
+		return dp
+	}
+	for _, en := range entities {
+		for k, constant := range e.Constants {
+			a := &en.Avgs[k]
+			point(cpu, en.Host, constant, a.CPU)
+			point(io, en.Host, constant, a.Read).Attributes().PutStr(AttrDirection, DirectionRead)
+			point(io, en.Host, constant, a.Write).Attributes().PutStr(AttrDirection, DirectionWrite)
+			point(mem, en.Host, constant, a.Memory)
+		}
+	}
+}
+
+// skewMetrics are the four skew metrics of a session (window) or a query (none).
+type skewMetrics struct {
+	g                                 gauges
+	ratio, overAvg, hottest, segments pmetric.NumberDataPointSlice
+}
+
+func newSkewMetrics(g gauges, name func(string) string) skewMetrics {
+	return skewMetrics{g: g,
+		ratio:    g.metric(name(MetricSessionSkewRatio), "1"),
+		overAvg:  g.metric(name(MetricSessionSkewMaxOverAvg), "1"),
+		hottest:  g.metric(name(MetricSessionSkewHottestSegment), "1"),
+		segments: g.metric(name(MetricSessionSkewSegments), "{segment}"),
+	}
+}
+
+func (s skewMetrics) write(window string, p SkewPair) {
+	for _, fig := range []struct {
+		name string
+		sk   Skew
+	}{{SkewFigureCPU, p.CPU}, {SkewFigureIO, p.IO}} {
+		if !fig.sk.OK {
+			continue
+		}
+		of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
+			dp := s.g.point(dps, window)
+			dp.Attributes().PutStr(AttrSkewFigure, fig.name)
+			return dp
+		}
+		of(s.ratio).SetDoubleValue(fig.sk.Ratio)
+		of(s.overAvg).SetDoubleValue(fig.sk.MaxOverAvg)
+		of(s.hottest).SetIntValue(int64(fig.sk.Hottest))
+		of(s.segments).SetIntValue(int64(fig.sk.Segments))
+	}
+}
+
+func (e *OutputEncoder) appendSkews(g gauges, skews []SkewPair) {
+	s := newSkewMetrics(g, func(n string) string { return n })
+	for w, name := range e.Windows {
+		s.write(name, skews[w])
+	}
+	s.write(WindowLifetime, skews[len(e.Windows)])
+}
+
+// appendHosts writes a session's per-host figures.
+func (e *OutputEncoder) appendHosts(g gauges, f *SessionFigures) {
+	cpu := g.metric(MetricSessionHostCPUUsage, "{cpu}")
+	disk := g.metric(MetricSessionHostDiskIORate, "By/s")
+	for w, name := range e.Windows {
+		for _, h := range f.HostRates[w] {
+			dp := g.point(cpu, name)
+			dp.Attributes().PutStr(AttrHostName, h.Host)
+			dp.SetDoubleValue(h.CPU)
+			for _, d := range []struct {
+				dir string
+				v   float64
+			}{{DirectionRead, h.Read}, {DirectionWrite, h.Write}} {
+				dp := g.point(disk, name)
+				dp.Attributes().PutStr(AttrHostName, h.Host)
+				dp.Attributes().PutStr(AttrDirection, d.dir)
+				dp.SetDoubleValue(d.v)
+			}
+		}
+	}
+	mem := g.metric(MetricSessionHostMemory, "By")
+	procs := g.metric(MetricSessionHostProcesses, "{process}")
+	for _, h := range f.HostNow {
+		dp := g.point(mem, "")
+		dp.Attributes().PutStr(AttrHostName, h.Host)
+		dp.SetIntValue(h.RSS)
+		dp = g.point(procs, "")
+		dp.Attributes().PutStr(AttrHostName, h.Host)
+		dp.SetIntValue(h.Processes)
+	}
+}
+
+// AppendCluster adds the processor's scope with the cluster figures to the
+// snapshot resource.
+func (e *OutputEncoder) AppendCluster(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *ClusterFigures) {
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(ProcessorScope)
+	g := gauges{sm.Metrics(), ts}
+	spans := g.metric(ClusterMetric(MetricSessionWindowSpan), "s")
+	for w, name := range e.Windows {
+		g.point(spans, name).SetDoubleValue(float64(f.Windows[w].Span) / 1e9)
+	}
+	for _, m := range CounterMetrics {
+		cluster := g.metric(ClusterMetric(m.Session), m.Unit)
+		unattributed := g.metric(UnattributedMetric(m.Session), m.Unit)
+		// The postmasters' cutime/cstime give CPU only.
+		var unrecorded pmetric.NumberDataPointSlice
+		withUnrecorded := m == ProcessCPUTime
+		if withUnrecorded {
+			unrecorded = g.metric(MetricUnrecordedCPUTime, m.Unit)
+		}
+		for w, name := range e.Windows {
+			cw := &f.Windows[w]
+			for _, fig := range m.figures {
+				setCounter(g.point(cluster, name), fig, cw.Cluster[fig])
+				writeSegments(g, unattributed, name, cw.Unattributed, fig)
+				if withUnrecorded {
+					writeSegments(g, unrecorded, name, cw.Unrecorded, fig)
+				}
+			}
+		}
+	}
+	if f.Hosts != nil || f.Cluster != nil {
+		e.appendSmoothed(g, hostSmoothed, f.Hosts)
+		e.appendSmoothed(g, clusterSmoothed, []HostAverages{{Avgs: f.Cluster}})
+	}
+}
+
+// writeSegments appends one point of the figure per segment.
+func writeSegments(g gauges, dps pmetric.NumberDataPointSlice, window string, segments []SegmentCounters, fig Figure) {
+	for i := range segments {
+		s := &segments[i]
+		dp := g.point(dps, window)
+		dp.Attributes().PutStr(AttrHostName, s.Host)
+		dp.Attributes().PutInt(AttrSegmentID, int64(s.Segment))
+		setCounter(dp, fig, s.Counters[fig])
+	}
+}
+
+// AppendQuery appends one query resource.
+func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, q *QueryFigures) {
+	rm := rms.AppendEmpty()
+	attrs := rm.Resource().Attributes()
+	attrs.PutStr(AttrResourceKind, KindQuery.String())
+	attrs.PutInt(AttrTmID, q.Session.TmID)
+	attrs.PutInt(AttrSessionID, q.Session.ID)
+	if q.CommandCount > 0 {
+		attrs.PutStr(AttrQueryKeySource, QueryKeyCommandCount)
+		attrs.PutInt(AttrQueryCommandCount, q.CommandCount)
+	} else {
+		attrs.PutStr(AttrQueryKeySource, QueryKeyQueryStart)
+	}
+	attrs.PutStr(AttrQueryStart, QueryStartValue(time.Unix(0, q.Start)))
+	if q.Text != nil {
+		attrs.PutStr(AttrDBQueryText, *q.Text)
+	}
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(ProcessorScope)
+	g := gauges{sm.Metrics(), ts}
+	for _, m := range CounterMetrics {
+		dps := g.metric(QueryMetric(m.Session), m.Unit)
+		for _, fig := range m.figures {
+			setCounter(g.point(dps, ""), fig, q.Totals[fig])
+		}
+	}
+	cpu := g.metric(MetricQuerySegmentCPUTime, "s")
+	io := g.metric(MetricQuerySegmentDiskIO, "By")
+	for _, u := range q.Segments {
+		if u.Segment == UnknownSegment {
+			continue
+		}
+		segment := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
+			dp := g.point(dps, "")
+			dp.Attributes().PutStr(AttrHostName, u.Host)
+			dp.Attributes().PutInt(AttrSegmentID, int64(u.Segment))
+			return dp
+		}
+		segment(cpu).SetDoubleValue(float64(u.CPU) / 1e9)
+		r := segment(io)
+		r.Attributes().PutStr(AttrDirection, DirectionRead)
+		r.SetIntValue(u.Read)
+		w := segment(io)
+		w.Attributes().PutStr(AttrDirection, DirectionWrite)
+		w.SetIntValue(u.Written)
+	}
+	// The session skew figures' shape, without gpotel.window.
+	newSkewMetrics(g, QueryMetric).write("", q.Skew)
+	end := int64(ts)
+	if q.End != 0 {
+		end = q.End
+	}
+	g.point(g.metric(MetricQueryDuration, "s"), "").SetDoubleValue(float64(max(end-q.Start, 0)) / 1e9)
+	g.point(g.metric(MetricQueryCompleted, "1"), "").SetIntValue(boolInt(q.End != 0))
+	g.point(g.metric(MetricQueryPartial, "1"), "").SetIntValue(boolInt(q.Partial))
+}

@@ -1,0 +1,229 @@
+// Package pipelinetest builds receiver-shaped snapshots for tests and
+// benchmarks of the snapshotdiff processor and the sessionstate exporter,
+// through the pipeline contract's own encoders: a test's input is what the
+// receiver writes, not a copy of it.
+package pipelinetest
+
+import (
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// Scope is the instrumentation scope of what the builders write.
+var Scope = pipeline.Scope{Name: "github.com/gpotel/gpotel/internal/pipeline/pipelinetest"}
+
+// Snapshot is one scrape as the gpsession receiver emits it.
+type Snapshot struct {
+	Time        time.Time
+	TmID        int64
+	Coordinator string // host.name of the snapshot and session resources
+	Hosts       []Host
+	Sessions    []Session
+	Processes   []Process
+	// Readings are the hosts' pressure and control groups.
+	Readings []pipeline.HostReading
+}
+
+// Host is one gpotel.host.up / gpotel.host.processes pair.
+type Host struct {
+	Name      string
+	Up        bool
+	Processes int64
+}
+
+// Session is one coordinator pg_stat_activity row heading a session.
+type Session struct {
+	ID     int64
+	PID    int64
+	DB     string
+	User   string
+	System bool
+	State  string
+	// QueryStart, StateChange (zero: NULL) and Query go into the metadata too.
+	QueryStart, StateChange time.Time
+	Query                   string
+}
+
+// Process is one process an agent answered for, in SI units.
+type Process struct {
+	Host    string
+	Segment int64
+	Session int64
+	PID     int64
+	Created time.Time
+
+	CPUUser, CPUSystem      float64 // s
+	ReadBytes, WriteBytes   int64
+	CancelledWrite          int64
+	DiskDelay               float64 // s
+	RChar, WChar            int64
+	SyscR, SyscW            int64
+	MajorFaults, MinorFault int64
+	Voluntary, Involuntary  int64
+	RunDelay                float64 // s
+
+	RSS, RSSAnon, RSSFile, RSSShmem int64
+	Virtual, Peak, VirtualPeak      int64
+
+	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+	// NoSegment leaves gpotel.segment.id off its gpotel.process.info point
+	// (input no receiver writes, for the consumers' tests).
+	NoSegment bool
+
+	CommandCount int64 // cmd<N> of its title; 0: the title has none
+
+	// Exited makes it part of an exited resource: final totals from an exit
+	// record; Unattributed leaves its session out (no scrape saw it).
+	Exited, Unattributed bool
+	// Unrecorded makes it a postmaster's point in an unrecorded resource
+	// (no session): CPU its reaped children used beyond their exit records.
+	Unrecorded bool
+}
+
+// figures converts the process to the contract's reading: the figures an
+// agent answer with stat, status and (unless NoIO) io gives.
+func (p *Process) figures() pipeline.Process {
+	r := pipeline.Process{PID: p.PID, CreationTime: p.Created, HasStat: true}
+	seconds := map[pipeline.Figure]float64{pipeline.CPUUser: p.CPUUser, pipeline.CPUSystem: p.CPUSystem,
+		pipeline.DiskDelay: p.DiskDelay, pipeline.RunDelay: p.RunDelay}
+	ints := map[pipeline.Figure]int64{
+		pipeline.FaultsMajor: p.MajorFaults, pipeline.FaultsMinor: p.MinorFault,
+		pipeline.SwitchesVoluntary: p.Voluntary, pipeline.SwitchesInvoluntary: p.Involuntary,
+		pipeline.MemoryUsage: p.RSS, pipeline.MemoryVirtual: p.Virtual, pipeline.RSSAnon: p.RSSAnon, pipeline.RSSFile: p.RSSFile,
+		pipeline.RSSShmem: p.RSSShmem, pipeline.MemoryPeak: p.Peak, pipeline.MemoryVirtualPeak: p.VirtualPeak, pipeline.ThreadCount: 1,
+	}
+	if !p.NoIO {
+		for f, v := range map[pipeline.Figure]int64{pipeline.DiskRead: p.ReadBytes, pipeline.DiskWrite: p.WriteBytes,
+			pipeline.CancelledWrite: p.CancelledWrite, pipeline.CharsRead: p.RChar, pipeline.CharsWrite: p.WChar,
+			pipeline.SyscallsRead: p.SyscR, pipeline.SyscallsWrite: p.SyscW} {
+			ints[f] = v
+		}
+	}
+	if p.CommandCount != 0 {
+		ints[pipeline.CommandCount] = p.CommandCount
+	}
+	for f, v := range seconds {
+		r.Set(f, v, 0)
+	}
+	for f, v := range ints {
+		r.Set(f, 0, v)
+	}
+	return r
+}
+
+// Metrics renders the snapshot as one pmetric.Metrics: its closing batch
+// with its processes.
+func (s Snapshot) Metrics() pmetric.Metrics {
+	md := s.closing()
+	s.appendProcesses(md, s.Processes)
+	return md
+}
+
+// Batches renders the snapshot as the receiver hands it on: one batch of
+// process resources per host, then the closing batch (Metrics without the
+// processes).
+func (s Snapshot) Batches() []pmetric.Metrics {
+	var out []pmetric.Metrics
+	var hosts []string
+	byHost := map[string][]Process{}
+	for _, p := range s.Processes {
+		if _, ok := byHost[p.Host]; !ok {
+			hosts = append(hosts, p.Host)
+		}
+		byHost[p.Host] = append(byHost[p.Host], p)
+	}
+	for _, h := range hosts {
+		md := pmetric.NewMetrics()
+		s.appendProcesses(md, byHost[h])
+		out = append(out, md)
+	}
+	return append(out, s.closing())
+}
+
+func (s Snapshot) closing() pmetric.Metrics {
+	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
+	for _, h := range s.Hosts {
+		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes})
+	}
+	for _, ss := range s.Sessions {
+		st := pipeline.SessionState{State: &ss.State}
+		if !ss.QueryStart.IsZero() {
+			st.QueryStart = &ss.QueryStart
+		}
+		if !ss.StateChange.IsZero() {
+			st.StateChange = &ss.StateChange
+		}
+		if ss.Query != "" {
+			st.Query = &ss.Query
+		}
+		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st})
+	}
+	return pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+}
+
+// appendProcesses writes one resource per (host, kind) batch and session,
+// in the order the pairs first appear.
+func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process) {
+	type group struct {
+		host string
+		kind pipeline.ResourceKind
+	}
+	var groups []group
+	members := map[group][]pipeline.ProcessEntry{}
+	noSegment := map[int64]bool{}
+	for i := range procs {
+		p := &procs[i]
+		g := group{p.Host, pipeline.KindProcess}
+		e := pipeline.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()}
+		switch {
+		case p.Unrecorded:
+			g.kind, e.Session = pipeline.KindUnrecorded, pipeline.NoSession
+		case p.Exited:
+			g.kind = pipeline.KindExited
+			if p.Unattributed {
+				e.Session = pipeline.NoSession
+			}
+		}
+		if p.NoSegment {
+			noSegment[p.PID] = true
+		}
+		if _, ok := members[g]; !ok {
+			groups = append(groups, g)
+		}
+		members[g] = append(members[g], e)
+	}
+	enc := pipeline.NewProcessEncoder(Scope, pipeline.Switches{})
+	for _, g := range groups {
+		b := pipeline.ProcessBatch{Time: pcommon.NewTimestampFromTime(s.Time), TmID: s.TmID, Host: g.host, Kind: g.kind, Entries: members[g]}
+		enc.Append(md.ResourceMetrics(), &b, nil)
+	}
+	if len(noSegment) > 0 {
+		dropSegments(md, noSegment)
+	}
+}
+
+// dropSegments takes gpotel.segment.id off the info points of the pids.
+func dropSegments(md pmetric.Metrics, pids map[int64]bool) {
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				if ms.At(k).Name() != pipeline.MetricProcessInfo {
+					continue
+				}
+				dps := ms.At(k).Gauge().DataPoints()
+				for d := range dps.Len() {
+					if pid, _ := dps.At(d).Attributes().Get(pipeline.AttrProcessPID); pids[pid.Int()] {
+						dps.At(d).Attributes().Remove(pipeline.AttrSegmentID)
+					}
+				}
+			}
+		}
+	}
+}

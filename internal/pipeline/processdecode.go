@@ -1,0 +1,236 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// UnknownSegment is the segment of a process whose gpotel.process.info had
+// no segment id: it takes no part in skew rather than counting as segment 0.
+const UnknownSegment = math.MinInt32
+
+// ProcessSample is one process as a process, exited or unrecorded
+// resource holds it, as the processor reads it: every figure as an
+// integer (seconds as nanoseconds), so that sums and differences are exact.
+type ProcessSample struct {
+	Kind     ResourceKind
+	Host     string
+	TmID     int64
+	Session  int64 // NoSession when the resource has none
+	PID      int32
+	Creation int64 // unix ns: the points' StartTimestamp
+	Values   [NumFigures]int64
+	Present  uint64 // bit f set: Values[f] was reported (absent is not zero)
+	Segment  int32  // gpotel.process.info's content id; UnknownSegment without one
+}
+
+// Has tells whether the figure was reported.
+func (s *ProcessSample) Has(f Figure) bool { return s.Present&(1<<f) != 0 }
+
+// Counters are the sample's cumulative counters, the processor's slots.
+func (s *ProcessSample) Counters() []int64 { return s.Values[:NumCounters] }
+
+// CounterMask is Present over the counters.
+func (s *ProcessSample) CounterMask() uint32 { return uint32(s.Present & (1<<NumCounters - 1)) }
+
+// Memory sums the sample's gauges by memory type (MemoryTypes).
+func (s *ProcessSample) Memory() [NumMemory]int64 {
+	var out [NumMemory]int64
+	for f := Figure(NumCounters); f < NumFigures; f++ {
+		if mt := memoryOf[f]; mt >= 0 && s.Has(f) {
+			out[mt] += s.Values[f]
+		}
+	}
+	return out
+}
+
+// CommandCount is the title's cmd<N>; 0 when it has none (Greenplum
+// counts from 1 and leaves cmd0 out of the title).
+func (s *ProcessSample) CommandCount() int64 { return max(s.Values[CommandCount], 0) }
+
+// A process's figures fit one uint64 mask.
+var _ [64 - NumFigures]struct{}
+
+// ProcessDecoder reads the process resources of a batch into samples
+// (docs/pipeline.md, process resources). Reuse one across batches.
+type ProcessDecoder struct {
+	Samples []ProcessSample
+	// Skipped counts points and resources left out as malformed; Err is
+	// the first reason.
+	Skipped int
+	Err     error
+}
+
+var errNoPID = errors.New("process data point without an int " + AttrProcessPID)
+
+func (d *ProcessDecoder) fail(err error) {
+	d.Skipped++
+	if d.Err == nil {
+		d.Err = err
+	}
+}
+
+// Decode replaces d's samples with those of every resource of rms whose
+// kind (kinds[i], from Frame) holds processes. A point not at the batch's
+// time t belongs to another snapshot and is left out.
+func (d *ProcessDecoder) Decode(rms pmetric.ResourceMetricsSlice, kinds []ResourceKind, t pcommon.Timestamp) {
+	d.Samples, d.Skipped, d.Err = d.Samples[:0], 0, nil
+	for i, kind := range kinds {
+		if kind.HoldsProcesses() {
+			d.decodeResource(rms.At(i), kind, t)
+		}
+	}
+}
+
+// processHeader is what a process resource says about all its processes.
+type processHeader struct {
+	host          string
+	tmID, session int64
+}
+
+// readProcessHeader reads a resource's identity. An exited resource
+// without gpotel.session.id holds exited processes no scrape saw; an
+// unrecorded resource never has one.
+func readProcessHeader(attrs pcommon.Map, kind ResourceKind) (processHeader, error) {
+	h := processHeader{session: NoSession}
+	host, ok := attrs.Get(AttrHostName)
+	if !ok {
+		return h, fmt.Errorf("%s resource lacks %s", kind, AttrHostName)
+	}
+	h.host = host.Str()
+	tm, ok := attrs.Get(AttrTmID)
+	if !ok || tm.Type() != pcommon.ValueTypeInt {
+		return h, fmt.Errorf("%s resource lacks an int %s", kind, AttrTmID)
+	}
+	h.tmID = tm.Int()
+	if kind == KindUnrecorded {
+		return h, nil
+	}
+	id, ok := attrs.Get(AttrSessionID)
+	switch {
+	case !ok && kind == KindExited:
+		return h, nil
+	case !ok || id.Type() != pcommon.ValueTypeInt:
+		return h, fmt.Errorf("%s resource lacks an int %s", kind, AttrSessionID)
+	}
+	h.session = id.Int()
+	return h, nil
+}
+
+// decodeResource appends one sample per process of rm. Every metric lists
+// the processes in the same order, so a cursor finds a point's process
+// without a lookup; a point out of order costs a scan.
+func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind ResourceKind, t pcommon.Timestamp) {
+	h, err := readProcessHeader(rm.Resource().Attributes(), kind)
+	if err != nil {
+		d.fail(err)
+		return
+	}
+	first := len(d.Samples)
+	sms := rm.ScopeMetrics()
+	for i := range sms.Len() {
+		ms := sms.At(i).Metrics()
+		for j := range ms.Len() {
+			m := ms.At(j)
+			pm, ok := processMetricByName[m.Name()]
+			if !ok {
+				continue
+			}
+			var dps pmetric.NumberDataPointSlice
+			switch m.Type() {
+			case pmetric.MetricTypeSum:
+				dps = m.Sum().DataPoints()
+			case pmetric.MetricTypeGauge:
+				dps = m.Gauge().DataPoints()
+			default:
+				continue
+			}
+			cur := first
+			for k := range dps.Len() {
+				dp := dps.At(k)
+				pid, ok := dp.Attributes().Get(AttrProcessPID)
+				if !ok || pid.Type() != pcommon.ValueTypeInt {
+					d.fail(errNoPID)
+					continue
+				}
+				start := int64(dp.StartTimestamp()) // #nosec G115 -- nanoseconds since 1970 fit until 2262
+				if start == 0 {
+					d.fail(fmt.Errorf("process %d: data point without a StartTimestamp (its creation time)", pid.Int()))
+					continue
+				}
+				if dp.Timestamp() != t {
+					d.fail(fmt.Errorf("process %d: data point at %d in a batch of time %d (one snapshot, one time)", pid.Int(), dp.Timestamp(), t))
+					continue
+				}
+				cur = d.find(first, cur, int32(pid.Int()), start) // #nosec G115 -- a pid
+				if cur == len(d.Samples) {
+					d.Samples = append(d.Samples, ProcessSample{Kind: kind, Host: h.host, TmID: h.tmID, Session: h.session,
+						PID: int32(pid.Int()), Creation: start, Segment: UnknownSegment}) // #nosec G115 -- a pid
+				}
+				apply(&d.Samples[cur], pm, dp)
+			}
+		}
+	}
+}
+
+// find returns the index in Samples[first:] of the process (pid, creation),
+// looking at cur and after it first; len(Samples) when it is not there.
+func (d *ProcessDecoder) find(first, cur int, pid int32, creation int64) int {
+	is := func(i int) bool { return d.Samples[i].PID == pid && d.Samples[i].Creation == creation }
+	for i := cur; i < len(d.Samples); i++ {
+		if is(i) {
+			return i
+		}
+	}
+	for i := first; i < cur && i < len(d.Samples); i++ {
+		if is(i) {
+			return i
+		}
+	}
+	return len(d.Samples)
+}
+
+// apply puts one point of metric pm into its process's sample.
+func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
+	if pm == ProcessInfo {
+		if seg, ok := dp.Attributes().Get(AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
+			s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
+		}
+		return
+	}
+	f := pm.figures[0]
+	if pm.Attr != "" {
+		v, ok := dp.Attributes().Get(pm.Attr)
+		if !ok {
+			return // the attribute was switched off: which figure it is, is lost
+		}
+		if f, ok = pm.figureOf(v.Str()); !ok {
+			return
+		}
+	}
+	if pm.Double {
+		s.Values[f] = nanosValue(dp)
+	} else {
+		s.Values[f] = intValue(dp)
+	}
+	s.Present |= 1 << f
+}
+
+func intValue(dp pmetric.NumberDataPoint) int64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
+		return int64(math.Round(dp.DoubleValue()))
+	}
+	return dp.IntValue()
+}
+
+// nanosValue reads a seconds value as integer nanoseconds.
+func nanosValue(dp pmetric.NumberDataPoint) int64 {
+	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
+		return int64(math.Round(dp.DoubleValue() * 1e9))
+	}
+	return dp.IntValue() * 1e9
+}

@@ -1,0 +1,177 @@
+package pipeline
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gpotel/gpotel/internal/kernelunits"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+func ptr(v int64) *int64 { return &v }
+
+var host100 = kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_700_000_000, 0).UTC()}
+
+func seconds0(v float64) Value { return Value{Float: v, OK: true} }
+func bytes0(v int64) Value     { return Value{Int: v, OK: true} }
+
+func fullReading() *yagpcc.GpPidProcInfo {
+	return &yagpcc.GpPidProcInfo{
+		GpSegmentId: 2, SessId: 77, Pid: 4242,
+		ProcStat: &yagpcc.ProcStat{
+			Utime: 150, Stime: 50, Starttime: 1000, DelayacctBlkioTicks: 7,
+			Minflt: 11, Majflt: 3, Vsize: 1 << 30, Rss: 10, NumThreads: 1,
+		},
+		ProcStatus: &yagpcc.ProcStatus{
+			VmPeakKb: ptr(2048), VmHwmKb: ptr(512), VmRssKb: ptr(400),
+			RssAnonKb: ptr(100), RssFileKb: ptr(200), RssShmemKb: ptr(100), VmSwapKb: ptr(0),
+			Threads: 1, VoluntaryCtxtSwitches: 9, NonvoluntaryCtxtSwitches: 4,
+		},
+		ProcIo:        &yagpcc.ProcIO{Rchar: 1, Wchar: 2, Syscr: 3, Syscw: 4, ReadBytes: 4096, WriteBytes: 8192, CancelledWriteBytes: 512},
+		ProcSchedstat: &yagpcc.ProcSchedstat{RunTimeNs: 9, RunDelayNs: 250_000_000},
+	}
+}
+
+// source converts what one of a figure's sources reads, alone.
+func source(t *testing.T, f Figure, i int, info *yagpcc.GpPidProcInfo, h kernelunits.Host) Value {
+	t.Helper()
+	src := Figures[f].Live[i]
+	raw, ok := src.Read(info)
+	if !ok {
+		return Value{}
+	}
+	var p Process
+	p.setRaw(f, h, src.Unit, raw)
+	return p.Values[f]
+}
+
+func TestConvertFullReading(t *testing.T) {
+	info := fullReading()
+	p := Convert(info, host100)
+	for _, c := range []struct {
+		name string
+		got  any
+		want any
+	}{
+		{"identity", p.PID, int64(4242)},
+		{"creation", p.CreationTime, host100.BootTime.Add(10 * time.Second)},
+		{"user cpu", p.Values[CPUUser], seconds0(1.5)},
+		{"system cpu", p.Values[CPUSystem], seconds0(0.5)},
+		{"blkio delay", p.Values[DiskDelay], seconds0(0.07)},
+		{"minflt", p.Values[FaultsMinor], bytes0(11)},
+		{"majflt", p.Values[FaultsMajor], bytes0(3)},
+		{"vsize stays bytes", p.Values[MemoryVirtual], bytes0(1 << 30)},
+		{"stat rss pages", source(t, MemoryUsage, 1, info, host100), bytes0(40960)},
+		{"VmRSS kB", source(t, MemoryUsage, 0, info, host100), bytes0(409600)},
+		{"memory usage prefers VmRSS", p.Values[MemoryUsage], bytes0(409600)},
+		{"rss anon", p.Values[RSSAnon], bytes0(102400)},
+		{"rss file", p.Values[RSSFile], bytes0(204800)},
+		{"rss shmem", p.Values[RSSShmem], bytes0(102400)},
+		{"VmHWM", p.Values[MemoryPeak], bytes0(524288)},
+		{"VmPeak", p.Values[MemoryVirtualPeak], bytes0(2097152)},
+		{"swap present and zero", p.Values[MemorySwap], bytes0(0)},
+		{"threads", p.Values[ThreadCount], bytes0(1)},
+		{"voluntary", p.Values[SwitchesVoluntary], bytes0(9)},
+		{"involuntary", p.Values[SwitchesInvoluntary], bytes0(4)},
+		{"rchar", p.Values[CharsRead], bytes0(1)},
+		{"wchar", p.Values[CharsWrite], bytes0(2)},
+		{"syscr", p.Values[SyscallsRead], bytes0(3)},
+		{"syscw", p.Values[SyscallsWrite], bytes0(4)},
+		{"read_bytes", p.Values[DiskRead], bytes0(4096)},
+		{"write_bytes", p.Values[DiskWrite], bytes0(8192)},
+		{"cancelled", p.Values[CancelledWrite], bytes0(512)},
+		{"run delay ns", p.Values[RunDelay], seconds0(0.25)},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
+		}
+	}
+}
+
+func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
+	in := fullReading()
+	in.ProcIo = nil
+	in.ProcSchedstat = nil
+	in.ProcStatus.RssAnonKb, in.ProcStatus.RssFileKb, in.ProcStatus.RssShmemKb = nil, nil, nil
+	p := Convert(in, host100)
+	if p.Values[DiskRead].OK || p.Values[CancelledWrite].OK {
+		t.Error("io readings present although /proc/<pid>/io was not read")
+	}
+	if p.Values[RunDelay].OK {
+		t.Error("run delay present although schedstat was not read")
+	}
+	if p.Values[RSSAnon].OK || p.Values[RSSFile].OK || p.Values[RSSShmem].OK {
+		t.Error("RssAnon/File/Shmem present although the kernel did not print them")
+	}
+	if !p.HasStat || !p.Values[CPUUser].OK {
+		t.Error("stat readings lost")
+	}
+}
+
+func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
+	in := fullReading()
+	in.ProcStatus.VmRssKb = nil // kernel threads print no VmRSS
+	p := Convert(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: host100.BootTime})
+	if got := p.Values[MemoryUsage]; got != bytes0(10*65536) {
+		t.Fatalf("memory usage %v, want stat rss × the host's 64 KiB pages", got)
+	}
+}
+
+func TestConvertWithoutStatHasNoCreationTime(t *testing.T) {
+	in := fullReading()
+	in.ProcStat = nil
+	p := Convert(in, host100)
+	if p.HasStat || !p.CreationTime.IsZero() || p.Values[CPUUser].OK {
+		t.Fatalf("stat-derived readings invented: %+v", p)
+	}
+	if got := p.Values[ThreadCount]; got != bytes0(1) {
+		t.Fatalf("threads from status lost: %v", got)
+	}
+}
+
+func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
+	rec := &gpotelv1.ExitRecord{StartTimeUnixNano: 1_700_000_000_123_456_789, Stats: &gpotelv1.TaskStatsRecord{
+		Pid: 42, UserUs: 30_000, SystemUs: 10_000, CpuRunVirtualNs: 50_000_000,
+		ReadBytes: 4096, HiwaterRssKb: 2, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 7_000_000}, Blkio: &gpotelv1.Delay{TotalNs: 3_000_000}},
+	}}
+	p := ConvertExit(rec, false)
+	if u, s := p.Values[CPUUser].Float, p.Values[CPUSystem].Float; math.Abs(u-0.0375) > 1e-12 || math.Abs(s-0.0125) > 1e-12 {
+		t.Errorf("cpu %v/%v, want 0.0375/0.0125 (50 ms split 3:1)", u, s)
+	}
+	if p.CreationTime.UnixNano() != 1_700_000_000_123_456_789 || p.PID != 42 || p.Values[DiskRead].Int != 4096 || p.Values[MemoryPeak].Int != 2048 {
+		t.Errorf("identity or counters: %+v", p)
+	}
+	if math.Abs(p.Values[RunDelay].Float-0.007) > 1e-12 || p.Values[DiskDelay].OK {
+		t.Errorf("run delay %v, blkio %+v: blkio must be absent without delay accounting", p.Values[RunDelay], p.Values[DiskDelay])
+	}
+	if p = ConvertExit(rec, true); math.Abs(p.Values[DiskDelay].Float-0.003) > 1e-12 {
+		t.Errorf("blkio with delay accounting: %+v", p.Values[DiskDelay])
+	}
+	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
+		t.Errorf("no samples: %v/%v ns, want all user as the kernel does", u, s)
+	}
+}
+
+func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
+	host := kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_700_000_000, 0)}
+	info := &yagpcc.GpPidProcInfo{Pid: 7, ProcStat: &yagpcc.ProcStat{Starttime: 100}, Taskstats: &gpotelv1.TaskStatsRecord{
+		ReadBytes: 8192, WriteChars: 3, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 2e9}, Swapin: &gpotelv1.Delay{TotalNs: 1e9}},
+	}}
+	p := Convert(info, host)
+	if !p.Values[DiskRead].OK || p.Values[DiskRead].Int != 8192 || p.Values[CharsWrite].Int != 3 || p.Values[RunDelay].Float != 2 {
+		t.Errorf("io/run delay from the record: %+v", p)
+	}
+	if p.Values[DelaySwapin].OK {
+		t.Error("swap-in delay without delay accounting must be absent, not 0")
+	}
+	host.Delayacct = true
+	if p = Convert(info, host); p.Values[DelaySwapin].Float != 1 || p.Values[DelayIRQ].OK {
+		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Values[DelaySwapin:DelayIRQ+1])
+	}
+	info.ProcIo = &yagpcc.ProcIO{ReadBytes: 1}
+	if p = Convert(info, host); p.Values[DiskRead].Int != 1 {
+		t.Errorf("/proc io, when read, wins: %v", p.Values[DiskRead].Int)
+	}
+}

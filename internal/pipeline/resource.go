@@ -1,0 +1,225 @@
+package pipeline
+
+import (
+	"cmp"
+	"slices"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// ClosingMetric describes a metric of the snapshot, session, host and
+// cgroup resources the receiver writes in a snapshot's closing batch.
+type ClosingMetric struct {
+	Name, Unit, Description string
+	Sum, Double             bool     // a cumulative monotonic sum; a double
+	Attrs                   []string // its data-point attributes, in order
+}
+
+// The closing batch's metrics (docs/pipeline.md, snapshot, session, host and cgroup resources).
+var (
+	HostUp = &ClosingMetric{Name: MetricHostUp, Unit: "1", Attrs: []string{AttrHostName},
+		Description: "1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited."}
+	HostProcesses = &ClosingMetric{Name: MetricHostProcesses, Unit: "{process}", Attrs: []string{AttrHostName},
+		Description: "Processes the receiver asked that host about in this scrape. On the snapshot resource."}
+	SessionInfo = &ClosingMetric{Name: MetricSessionInfo, Unit: "1",
+		Description: "Always 1, on each session resource. Metric.Metadata() carries the volatile pg_stat_activity state (state, query, wait event, timestamps, ...); see docs/pipeline.md."}
+	SessionCgroupPressure = &ClosingMetric{Name: MetricSessionCgroupPress, Unit: "1", Double: true,
+		Attrs:       []string{AttrCgroupName, AttrPressureResource, AttrPressureKind},
+		Description: "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there."}
+	PressureStallTime = &ClosingMetric{Name: MetricPressureStallTime, Unit: "s", Sum: true, Double: true,
+		Attrs:       []string{AttrPressureResource, AttrPressureKind},
+		Description: "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources."}
+	PressureStallRatio = &ClosingMetric{Name: MetricPressureStallRatio, Unit: "1", Double: true,
+		Attrs:       []string{AttrPressureResource, AttrPressureKind, AttrPressureWindow},
+		Description: "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources."}
+	CgroupTasks = &ClosingMetric{Name: MetricCgroupTasks, Unit: "{task}", Attrs: []string{AttrTaskState},
+		Description: "Tasks of the group by state. On cgroup resources."}
+)
+
+// ClosingMetrics lists them.
+var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, SessionInfo, SessionCgroupPressure, PressureStallTime, PressureStallRatio, CgroupTasks}
+
+// resourceWriter collects one resource's points of closing-batch metrics
+// and writes them as mdatagen's builder does: a switched-off attribute is
+// dropped and the points it told apart merge; the metrics in name order.
+type resourceWriter struct {
+	sw      *Switches
+	start   pcommon.Timestamp
+	ts      pcommon.Timestamp
+	metrics []*pendingMetric
+}
+
+type pendingMetric struct {
+	*ClosingMetric
+	sw     MetricSwitch
+	points []pendingPoint
+	meta   *pcommon.Map // Metric.Metadata(), when the metric has one
+}
+
+type pendingPoint struct {
+	attrs []string // values, "" where switched off
+	i     int64
+	f     float64
+	n     int
+}
+
+func newResourceWriter(sw *Switches, start, ts pcommon.Timestamp) *resourceWriter {
+	return &resourceWriter{sw: sw, start: start, ts: ts}
+}
+
+func (w *resourceWriter) pending(m *ClosingMetric) *pendingMetric {
+	for _, p := range w.metrics {
+		if p.ClosingMetric == m {
+			return p
+		}
+	}
+	p := &pendingMetric{ClosingMetric: m, sw: w.sw.metric(m.Name)}
+	w.metrics = append(w.metrics, p)
+	return p
+}
+
+// record adds one point with the metric's attribute values, in its Attrs order.
+func (w *resourceWriter) record(m *ClosingMetric, i int64, f float64, attrs ...string) {
+	p := w.pending(m)
+	if p.sw.Off {
+		return
+	}
+	kept := make([]string, len(attrs))
+	for k, v := range attrs {
+		if w.sw.attributeOn(m.Name, m.Attrs[k]) {
+			kept[k] = v
+		} else {
+			kept[k] = "\x00off"
+		}
+	}
+	for k := range p.points {
+		pt := &p.points[k]
+		if !slices.Equal(pt.attrs, kept) {
+			continue
+		}
+		switch p.sw.Aggregation {
+		case AggregationSum, AggregationAvg:
+			pt.i += i
+			pt.f += f
+			pt.n++
+			return
+		case AggregationMin:
+			pt.i, pt.f = min(pt.i, i), min(pt.f, f)
+			return
+		case AggregationMax:
+			pt.i, pt.f = max(pt.i, i), max(pt.f, f)
+			return
+		}
+	}
+	p.points = append(p.points, pendingPoint{attrs: kept, i: i, f: f, n: 1})
+}
+
+// metadata is the Metric.Metadata() of the metric's one point.
+func (w *resourceWriter) metadata(m *ClosingMetric) pcommon.Map {
+	p := w.pending(m)
+	if p.meta == nil {
+		meta := pcommon.NewMap()
+		p.meta = &meta
+	}
+	return *p.meta
+}
+
+// emit appends the resource, unless a filter drops it or it has no metric
+// and is not always written.
+func (w *resourceWriter) emit(rms pmetric.ResourceMetricsSlice, scope Scope, attrs pcommon.Map, always bool) {
+	if !w.sw.keeps(attrs) {
+		return
+	}
+	slices.SortFunc(w.metrics, func(a, b *pendingMetric) int { return cmp.Compare(a.Name, b.Name) })
+	var ms pmetric.MetricSlice
+	started := false
+	start := func() {
+		started = true
+		rm := rms.AppendEmpty()
+		attrs.CopyTo(rm.Resource().Attributes())
+		sm := rm.ScopeMetrics().AppendEmpty()
+		sm.Scope().SetName(scope.Name)
+		sm.Scope().SetVersion(scope.Version)
+		ms = sm.Metrics()
+	}
+	if always {
+		start()
+	}
+	for _, p := range w.metrics {
+		if p.sw.Off || len(p.points) == 0 {
+			continue
+		}
+		if !started {
+			start()
+		}
+		m := ms.AppendEmpty()
+		m.SetName(p.Name)
+		m.SetDescription(p.Description)
+		m.SetUnit(p.Unit)
+		var dps pmetric.NumberDataPointSlice
+		if p.Sum {
+			s := m.SetEmptySum()
+			s.SetIsMonotonic(true)
+			s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+			dps = s.DataPoints()
+		} else {
+			dps = m.SetEmptyGauge().DataPoints()
+		}
+		for _, pt := range p.points {
+			dp := dps.AppendEmpty()
+			dp.SetStartTimestamp(w.start)
+			dp.SetTimestamp(w.ts)
+			for k, v := range pt.attrs {
+				if v != "\x00off" {
+					dp.Attributes().PutStr(p.Attrs[k], v)
+				}
+			}
+			avg := p.sw.Aggregation == AggregationAvg && pt.n > 1
+			if p.Double {
+				if avg {
+					pt.f /= float64(pt.n)
+				}
+				dp.SetDoubleValue(pt.f)
+			} else {
+				if avg {
+					pt.i /= int64(pt.n)
+				}
+				dp.SetIntValue(pt.i)
+			}
+		}
+		if p.meta != nil {
+			p.meta.CopyTo(m.Metadata())
+		}
+	}
+}
+
+// resourceAttrs builds a resource's attributes, leaving out the ones switched off.
+type resourceAttrs struct {
+	sw *Switches
+	m  pcommon.Map
+}
+
+func newResourceAttrs(sw *Switches, kind ResourceKind) resourceAttrs {
+	ra := resourceAttrs{sw: sw, m: pcommon.NewMap()}
+	ra.str(AttrResourceKind, kind.String())
+	return ra
+}
+
+func (ra resourceAttrs) str(k, v string) {
+	if ra.sw.resourceOn(k) {
+		ra.m.PutStr(k, v)
+	}
+}
+
+func (ra resourceAttrs) int(k string, v int64) {
+	if ra.sw.resourceOn(k) {
+		ra.m.PutInt(k, v)
+	}
+}
+
+func (ra resourceAttrs) bool(k string, v bool) {
+	if ra.sw.resourceOn(k) {
+		ra.m.PutBool(k, v)
+	}
+}
