@@ -96,23 +96,29 @@ ALTER FUNCTION pg_catalog.version() SET SCHEMA %[1]s;
 CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
   AS $$ SELECT current_setting('gpotel.content_id')::integer $$;
 
+-- Sessions moved to another resource group (pg_resgroup_move_query).
+CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
+
 -- PostgreSQL's pg_stat_activity plus the testbed's sess_id rule (testbed/README.md):
 -- coordinator: a client backend's sess_id is its pid, a parallel worker's its leader's pid;
 -- segment: the number tagged in application_name as '%[2]s<id>' (the leader's, for a parallel worker);
 -- everything else: 0.
 CREATE VIEW %[1]s.activity AS
-SELECT a.*,
-  CASE
-    WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
-    WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
-    ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
-  END AS sess_id,
-  regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
-  CASE WHEN r.rolsuper THEN %[3]d WHEN r.oid IS NOT NULL THEN %[4]d ELSE 0 END::oid AS rsgid,
-  CASE WHEN r.rolsuper THEN 'admin_group' WHEN r.oid IS NOT NULL THEN 'default_group' END AS rsgname
-FROM %[1]s.pg_stat_activity a
-LEFT JOIN %[1]s.pg_stat_activity l ON l.pid = a.leader_pid
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid;
+WITH tagged AS (
+  SELECT a.*,
+    CASE
+      WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
+      WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
+      ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
+    END AS sess_id,
+    regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
+    CASE WHEN r.rolsuper THEN %[3]d WHEN r.oid IS NOT NULL THEN %[4]d ELSE 0 END::oid AS role_rsgid
+  FROM %[1]s.pg_stat_activity a
+  LEFT JOIN %[1]s.pg_stat_activity l ON l.pid = a.leader_pid
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+)
+SELECT t.*, coalesce(m.rsgid, t.role_rsgid) AS rsgid, %[8]s AS rsgname
+FROM tagged t LEFT JOIN %[1]s.moved m ON m.sess_id = t.sess_id AND t.sess_id > 0;
 
 CREATE FUNCTION %[1]s.my_sess_id() RETURNS integer LANGUAGE sql STABLE
   AS $$ SELECT coalesce((SELECT sess_id FROM %[1]s.activity WHERE pid = pg_backend_pid()), pg_backend_pid()) $$;
@@ -124,7 +130,8 @@ CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOL
 
 CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[6]s::text $$;
-`, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat))
+`, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"))
 
 	exprs := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {
@@ -136,6 +143,7 @@ CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
 	}
 	fmt.Fprintf(&b, "\nCREATE VIEW pg_catalog.pg_stat_activity AS\nSELECT %s\nFROM %s.activity a%s;\nGRANT SELECT ON pg_catalog.pg_stat_activity TO PUBLIC;\n",
 		strings.Join(exprs, ",\n  "), internalSchema, where)
+	b.WriteString(c.instanceViewsSQL())
 	return b.String()
 }
 
@@ -284,6 +292,7 @@ CREATE VIEW pg_catalog.gp_stat_activity AS
 GRANT SELECT ON pg_catalog.gp_stat_activity TO PUBLIC;
 `, strings.Join(names, ", "))
 	}
+	b.WriteString(c.coordinatorViewsSQL())
 	return b.String()
 }
 
@@ -314,6 +323,15 @@ LANGUAGE sql STABLE AS $fn$
   ) d WHERE %[5]s.executing_on(d.content)
 $fn$;
 `, schema, source, strings.Join(names, ", "), strings.Join(nulls, ", "), internalSchema)
+}
+
+// groupNameOf is the name of the built-in resource group whose oid expr is.
+func groupNameOf(expr string) string {
+	whens := make([]string, len(ResourceGroups))
+	for i, g := range ResourceGroups {
+		whens[i] = fmt.Sprintf("WHEN %d THEN %s", g.OID, quoteLiteral(g.Name))
+	}
+	return fmt.Sprintf("CASE %s %s END", expr, strings.Join(whens, " "))
 }
 
 func activityDefs(cols []activityColumn) []string {
