@@ -179,13 +179,13 @@ func TestGreenplumViewsHaveTheRealColumns(t *testing.T) {
 			"session_state.session_level_memory_consumption": memoryHead + memoryTail,
 		}},
 		{DialectGP7, map[string]string{
-			"pg_catalog.pg_locks":                                   locks + gpLocks,
-			"gp_toolkit.gp_workfile_usage_per_query":                perQuery,
+			"pg_catalog.pg_locks":                                  locks + gpLocks,
+			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
 			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,
 		}},
 		{DialectCloudberry, map[string]string{
-			"pg_catalog.pg_locks":                                   locks + ", waitstart timestamp with time zone" + gpLocks,
-			"gp_toolkit.gp_workfile_usage_per_query":                perQuery,
+			"pg_catalog.pg_locks":                                  locks + ", waitstart timestamp with time zone" + gpLocks,
+			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
 			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,
 		}},
 	} {
