@@ -96,23 +96,29 @@ ALTER FUNCTION pg_catalog.version() SET SCHEMA %[1]s;
 CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
   AS $$ SELECT current_setting('gpotel.content_id')::integer $$;
 
+-- Sessions moved to another resource group (pg_resgroup_move_query).
+CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
+
 -- PostgreSQL's pg_stat_activity plus the testbed's sess_id rule (testbed/README.md):
 -- coordinator: a client backend's sess_id is its pid, a parallel worker's its leader's pid;
 -- segment: the number tagged in application_name as '%[2]s<id>' (the leader's, for a parallel worker);
 -- everything else: 0.
 CREATE VIEW %[1]s.activity AS
-SELECT a.*,
-  CASE
-    WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
-    WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
-    ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
-  END AS sess_id,
-  regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
-  CASE WHEN r.rolsuper THEN %[3]d WHEN r.oid IS NOT NULL THEN %[4]d ELSE 0 END::oid AS rsgid,
-  CASE WHEN r.rolsuper THEN 'admin_group' WHEN r.oid IS NOT NULL THEN 'default_group' END AS rsgname
-FROM %[1]s.pg_stat_activity a
-LEFT JOIN %[1]s.pg_stat_activity l ON l.pid = a.leader_pid
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid;
+WITH tagged AS (
+  SELECT a.*,
+    CASE
+      WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
+      WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
+      ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
+    END AS sess_id,
+    regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
+    CASE WHEN r.rolsuper THEN %[3]d WHEN r.oid IS NOT NULL THEN %[4]d ELSE 0 END::oid AS role_rsgid
+  FROM %[1]s.pg_stat_activity a
+  LEFT JOIN %[1]s.pg_stat_activity l ON l.pid = a.leader_pid
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+)
+SELECT t.*, coalesce(m.rsgid, t.role_rsgid) AS rsgid, %[8]s AS rsgname
+FROM tagged t LEFT JOIN %[1]s.moved m ON m.sess_id = t.sess_id AND t.sess_id > 0;
 
 CREATE FUNCTION %[1]s.my_sess_id() RETURNS integer LANGUAGE sql STABLE
   AS $$ SELECT coalesce((SELECT sess_id FROM %[1]s.activity WHERE pid = pg_backend_pid()), pg_backend_pid()) $$;
@@ -124,7 +130,8 @@ CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOL
 
 CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[6]s::text $$;
-`, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat))
+`, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"))
 
 	exprs := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {
@@ -136,6 +143,7 @@ CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
 	}
 	fmt.Fprintf(&b, "\nCREATE VIEW pg_catalog.pg_stat_activity AS\nSELECT %s\nFROM %s.activity a%s;\nGRANT SELECT ON pg_catalog.pg_stat_activity TO PUBLIC;\n",
 		strings.Join(exprs, ",\n  "), internalSchema, where)
+	b.WriteString(c.instanceViewsSQL())
 	return b.String()
 }
 
@@ -199,18 +207,15 @@ CREATE VIEW gp_toolkit.gp_resgroup_config AS
 GRANT SELECT ON gp_toolkit.gp_resgroup_config TO PUBLIC;
 `, strings.Join(groups, ", "))
 
-	defs := make([]string, len(cat.activity))
 	names := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {
-		defs[i] = cl.name + " " + cl.sqlType
 		names[i] = cl.name
 	}
-	// gp_dist_random opens one connection per up primary, sends the query to all
-	// at once (like a Greenplum gang) and tags each with the caller's sess_id.
+	// on_segments opens one connection per up primary, sends the statement to
+	// all at once (like a Greenplum gang) and tags each with the caller's
+	// sess_id; every row comes back as JSON, for the caller to type.
 	fmt.Fprintf(&b, `
-CREATE TYPE %[1]s.dist_row AS (content integer, %[2]s);
-
-CREATE FUNCTION %[1]s.dist_rows(relation text) RETURNS SETOF %[1]s.dist_row
+CREATE FUNCTION %[1]s.on_segments(statement text) RETURNS TABLE (content integer, row_data json)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   seg record;
@@ -220,23 +225,21 @@ DECLARE
   sess integer := %[1]s.my_sess_id();
   -- Segment backends carry the caller's sess_id and application_name, as
   -- Greenplum's QEs do (quotes and backslashes dropped for the conninfo).
-  appname text := rtrim(left('%[4]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
+  appname text := rtrim(left('%[2]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
 BEGIN
-  IF lower(relation) NOT IN ('pg_stat_activity', 'pg_catalog.pg_stat_activity') THEN
-    RAISE EXCEPTION 'gp_dist_random: the gpotel testbed only distributes pg_stat_activity, not %%', relation;
-  END IF;
   BEGIN
-    FOR seg IN SELECT content, port FROM pg_catalog.gp_segment_configuration
-               WHERE content >= 0 AND role = 'p' AND status = 'u' ORDER BY content LOOP
-      conn := 'gpotel_gang_seg' || seg.content;
+    FOR seg IN SELECT c.content, c.port FROM pg_catalog.gp_segment_configuration c
+               WHERE c.content >= 0 AND c.role = 'p' AND c.status = 'u' ORDER BY c.content LOOP
+      -- Unique per call: one statement may fan out more than once.
+      conn := format('gpotel_gang_%%s_%%s', floor(random() * 1e12)::bigint, seg.content);
       PERFORM %[1]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s''',
         seg.port, current_database(), current_user, appname));
       conns := conns || conn;
       contents := contents || seg.content;
-      PERFORM %[1]s.dblink_send_query(conn, 'SELECT %[3]s FROM pg_catalog.pg_stat_activity');
+      PERFORM %[1]s.dblink_send_query(conn, format('SELECT row_to_json(t)::text FROM (%%s) t', statement));
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(conns, 1), 0) LOOP
-      RETURN QUERY SELECT contents[i], r.* FROM %[1]s.dblink_get_result(conns[i]) AS r(%[2]s);
+      RETURN QUERY SELECT contents[i], r.j::json FROM %[1]s.dblink_get_result(conns[i]) AS r(j text);
     END LOOP;
   EXCEPTION WHEN OTHERS THEN
     FOREACH conn IN ARRAY conns LOOP
@@ -247,9 +250,22 @@ BEGIN
   FOREACH conn IN ARRAY conns LOOP
     PERFORM %[1]s.dblink_disconnect(conn);
   END LOOP;
-  -- my_sess_id() above froze this transaction's view of the local backends
-  -- before the segments were asked; the coordinator's own rows (a UNION ALL
-  -- branch after this) must be read now, as Greenplum's coordinator does.
+END
+$fn$;
+
+CREATE TYPE %[1]s.dist_row AS (content integer, %[3]s);
+
+CREATE FUNCTION %[1]s.dist_rows(relation text) RETURNS SETOF %[1]s.dist_row
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  IF lower(relation) NOT IN ('pg_stat_activity', 'pg_catalog.pg_stat_activity') THEN
+    RAISE EXCEPTION 'gp_dist_random: the gpotel testbed only distributes pg_stat_activity, not %%', relation;
+  END IF;
+  RETURN QUERY SELECT s.content, r.* FROM %[1]s.on_segments('SELECT * FROM pg_catalog.pg_stat_activity') s,
+    LATERAL json_populate_record(NULL::pg_catalog.pg_stat_activity, s.row_data) r;
+  -- my_sess_id() froze this transaction's view of the local backends before
+  -- the segments were asked; the coordinator's own rows (a UNION ALL branch
+  -- after this) must be read now, as Greenplum's coordinator does.
   PERFORM pg_stat_clear_snapshot();
 END
 $fn$;
@@ -260,12 +276,12 @@ $fn$;
 CREATE FUNCTION %[1]s.executing_on(content integer) RETURNS boolean
 LANGUAGE plpgsql VOLATILE COST 0.0001 AS $fn$
 BEGIN
-  PERFORM set_config('%[5]s', coalesce(content::text, ''), true);
+  PERFORM set_config('%[4]s', coalesce(content::text, ''), true);
   RETURN content IS NOT NULL;
 END
 $fn$;
 
-`, internalSchema, strings.Join(defs, ", "), strings.Join(names, ", "), SessionTagPrefix, executingContentSetting)
+`, internalSchema, SessionTagPrefix, strings.Join(activityDefs(cat.activity), ", "), executingContentSetting)
 	b.WriteString(c.DistRandomSQL("pg_catalog", internalSchema+".dist_rows(relation)"))
 
 	if cat.clusterActivity {
@@ -276,6 +292,7 @@ CREATE VIEW pg_catalog.gp_stat_activity AS
 GRANT SELECT ON pg_catalog.gp_stat_activity TO PUBLIC;
 `, strings.Join(names, ", "))
 	}
+	b.WriteString(c.coordinatorViewsSQL())
 	return b.String()
 }
 
@@ -306,6 +323,23 @@ LANGUAGE sql STABLE AS $fn$
   ) d WHERE %[5]s.executing_on(d.content)
 $fn$;
 `, schema, source, strings.Join(names, ", "), strings.Join(nulls, ", "), internalSchema)
+}
+
+// groupNameOf is the name of the built-in resource group whose oid expr is.
+func groupNameOf(expr string) string {
+	whens := make([]string, len(ResourceGroups))
+	for i, g := range ResourceGroups {
+		whens[i] = fmt.Sprintf("WHEN %d THEN %s", g.OID, quoteLiteral(g.Name))
+	}
+	return fmt.Sprintf("CASE %s %s END", expr, strings.Join(whens, " "))
+}
+
+func activityDefs(cols []activityColumn) []string {
+	defs := make([]string, len(cols))
+	for i, cl := range cols {
+		defs[i] = cl.name + " " + cl.sqlType
+	}
+	return defs
 }
 
 func quoteLiteral(s string) string {

@@ -157,3 +157,61 @@ func wantSQLState(t *testing.T, err error, code string) {
 		t.Errorf("error %v, want SQLSTATE %s", err, code)
 	}
 }
+
+// The views gpotel reads for spill, lock waits and session memory have the
+// real columns and types. Greenplum 6's lists were read with \d on a real
+// 6.24.3; the others from the sources dialects.go names.
+func TestGreenplumViewsHaveTheRealColumns(t *testing.T) {
+	locks := "locktype text, database oid, relation oid, page integer, tuple smallint, virtualxid text, transactionid xid, classid oid, objid oid, objsubid smallint, virtualtransaction text, pid integer, mode text, granted boolean, fastpath boolean"
+	gpLocks := ", mppsessionid integer, mppiswriter boolean, gp_segment_id integer"
+	perQuery := "datname name, pid integer, sess_id integer, command_cnt integer, usename name, query text, segid integer, size numeric, numfiles bigint"
+	perSegment := "segid smallint, size numeric, numfiles bigint"
+	memoryHead := "datname name, sess_id integer, "
+	memoryTail := "usename name, query text, segid integer, vmem_mb integer, is_runaway boolean, qe_count integer, active_qe_count integer, dirty_qe_count integer, runaway_vmem_mb integer, runaway_command_cnt integer, idle_start timestamp with time zone"
+	for _, tc := range []struct {
+		dialect Dialect
+		want    map[string]string
+	}{
+		{DialectGP6, map[string]string{
+			"pg_catalog.pg_locks":                            locks + gpLocks,
+			"gp_toolkit.gp_workfile_usage_per_query":         perQuery,
+			"gp_toolkit.gp_workfile_usage_per_segment":       perSegment,
+			"session_state.session_level_memory_consumption": memoryHead + memoryTail,
+		}},
+		{DialectGP7, map[string]string{
+			"pg_catalog.pg_locks":                                  locks + gpLocks,
+			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
+			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,
+		}},
+		{DialectCloudberry, map[string]string{
+			"pg_catalog.pg_locks":                                  locks + ", waitstart timestamp with time zone" + gpLocks,
+			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
+			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,
+		}},
+	} {
+		t.Run(string(tc.dialect), func(t *testing.T) {
+			c := Start(t, Options{Hosts: 1, SegmentsPerHost: 1, Dialect: tc.dialect})
+			ctx := await.Context(t)
+			conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = conn.Close(context.Background()) })
+			for view, want := range tc.want {
+				var got string
+				err := conn.QueryRow(ctx, `SELECT string_agg(attname || ' ' || format_type(atttypid, atttypmod), ', ' ORDER BY attnum)
+					FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped`, view).Scan(&got)
+				if err != nil {
+					t.Errorf("%s: %v", view, err)
+					continue
+				}
+				if got != want {
+					t.Errorf("%s columns\n got %s\nwant %s", view, got, want)
+				}
+				if _, err := conn.Exec(ctx, "SELECT * FROM "+view); err != nil {
+					t.Errorf("SELECT * FROM %s: %v", view, err)
+				}
+			}
+		})
+	}
+}

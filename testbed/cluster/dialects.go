@@ -79,6 +79,18 @@ type dialectCatalog struct {
 	absentFunctions []string
 	// absentViews are PostgreSQL 15 system views this version does not have.
 	absentViews []string
+	// locksHaveWaitstart: pg_locks has PostgreSQL 14's waitstart before
+	// Greenplum's mppsessionid, mppiswriter and gp_segment_id.
+	locksHaveWaitstart bool
+	// workfilePIDIsCoordinators: gp_workfile_usage_per_query's pid is the
+	// session's coordinator backend, not the process on the segment.
+	workfilePIDIsCoordinators bool
+	// sessionMemoryView is Greenplum's per-session, per-segment vmem view;
+	// sessionMemoryHasGroups: it has rsgid and rsgname after sess_id.
+	sessionMemoryView      string
+	sessionMemoryHasGroups bool
+	// moveQuerySchema holds pg_resgroup_move_query(session_id, groupid).
+	moveQuerySchema string
 }
 
 var dialectCatalogs = map[Dialect]dialectCatalog{
@@ -92,6 +104,11 @@ var dialectCatalogs = map[Dialect]dialectCatalog{
 		// Checked on a real 6.24.3: pg_proc has neither function (PostgreSQL 9.6 and 14 added them).
 		absentFunctions: []string{"pg_log_backend_memory_contexts(integer)", "pg_blocking_pids(integer)", "pg_get_backend_memory_contexts()"},
 		absentViews:     []string{"pg_backend_memory_contexts"},
+		// Read on a real 6.24.3: gp_toolkit's views, and gp_internal_tools'
+		// session_state schema once the extension is created.
+		workfilePIDIsCoordinators: true,
+		sessionMemoryView:         "session_state.session_level_memory_consumption",
+		moveQuerySchema:           "gp_toolkit",
 	},
 	DialectGP7: {
 		version:  "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
@@ -100,10 +117,19 @@ var dialectCatalogs = map[Dialect]dialectCatalog{
 		// and pg_backend_memory_contexts (its system_views.sql revokes the one
 		// and defines the other), and has pg_blocking_pids (PostgreSQL 9.6).
 		clusterActivity: true,
+		// gpcontrib/gp_toolkit (1.3 and later) and pg_proc.dat.
+		sessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
+		sessionMemoryHasGroups: true,
+		moveQuerySchema:        "pg_catalog",
 	},
 	DialectCloudberry: {
 		version:         "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
 		activity:        cloudberryActivity,
 		clusterActivity: true,
+		// pg_proc.dat (waitstart from PostgreSQL 14), gpcontrib/gp_toolkit.
+		locksHaveWaitstart:     true,
+		sessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
+		sessionMemoryHasGroups: true,
+		moveQuerySchema:        "pg_catalog",
 	},
 }
