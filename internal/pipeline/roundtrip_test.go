@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -203,4 +204,34 @@ func exitAsLive(row *FigureRow) []Source[*yagpcc.GpPidProcInfo] {
 		out = append(out, Source[*yagpcc.GpPidProcInfo]{Field: s.Field, Unit: s.Unit})
 	}
 	return out
+}
+
+// A StatField's name is the metrics.proto field its accessor fills.
+func TestEveryStatFieldIsNamedAfterItsProtoField(t *testing.T) {
+	fields := []StatField{}
+	for f := range Figure(NumCounters) {
+		fields = append(fields, Figures[f].Stat)
+	}
+	for _, mt := range MemoryTypes {
+		fields = append(fields, mt.Cluster, mt.MaxHost)
+	}
+	for _, field := range fields {
+		if field.IsZero() {
+			continue
+		}
+		var st yagpcc.SystemStat
+		if field.seconds != nil {
+			*field.seconds(&st) = 1
+		} else {
+			*field.count(&st) = 1
+		}
+		var set []string
+		st.ProtoReflect().Range(func(fd protoreflect.FieldDescriptor, _ protoreflect.Value) bool {
+			set = append(set, string(fd.Name()))
+			return true
+		})
+		if len(set) != 1 || set[0] != field.Name {
+			t.Errorf("StatField %q fills %v", field.Name, set)
+		}
+	}
 }

@@ -199,7 +199,7 @@ func BenchmarkEmitAnswers(b *testing.B) {
 				}
 				answers[i] = answerWrite{time: ts, tmID: 1, host: q.host, consts: consts, infos: resp.GetPidProcData(), byPID: byPID}
 			}
-			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type))
+			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type), time.Now())
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -51,16 +51,17 @@ type answerScratch struct {
 	order   []int32
 }
 
-func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings) (*snapshotEmitter, error) {
+// newSnapshotEmitter makes an emitter whose closing-batch points start at
+// start: when the receiver did, as mdatagen's builder has them.
+func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Settings, start time.Time) (*snapshotEmitter, error) {
 	sw, err := switchesOf(mbc)
 	if err != nil {
 		return nil, err
 	}
 	scope := pipeline.Scope{Name: metadata.ScopeName, Version: settings.BuildInfo.Version}
 	e := &snapshotEmitter{
-		procs: pipeline.NewProcessEncoder(scope, sw),
-		// Points of the closing batch start when the receiver did, as mdatagen's builder has them.
-		closing: pipeline.NewClosingEncoder(scope, time.Now(), sw),
+		procs:   pipeline.NewProcessEncoder(scope, sw),
+		closing: pipeline.NewClosingEncoder(scope, start, sw),
 	}
 	e.scratch.New = func() any { return &answerScratch{} }
 	return e, nil

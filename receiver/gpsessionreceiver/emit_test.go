@@ -18,6 +18,10 @@ import (
 
 func kb(v int64) *int64 { return &v }
 
+// testStart is when the test receivers started: the closing batch's
+// points' StartTimestamp.
+var testStart = time.Unix(1_699_999_000, 0).UTC()
+
 // emission is a scrape's worth of input to the emitter: what the hosts
 // answered (per host query) and the closing snapshot.
 type emission struct {
@@ -68,7 +72,7 @@ func testEmission(t *testing.T) emission {
 
 func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEmitter {
 	t.Helper()
-	e, err := newSnapshotEmitter(mbc, receivertest.NewNopSettings(metadata.Type))
+	e, err := newSnapshotEmitter(mbc, receivertest.NewNopSettings(metadata.Type), testStart)
 	if err != nil {
 		t.Fatal(err)
 	}

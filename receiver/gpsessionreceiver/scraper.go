@@ -56,7 +56,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 	if err != nil {
 		return nil, err
 	}
-	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings)
+	emitter, err := newSnapshotEmitter(cfg.MetricsBuilderConfig, settings, time.Now())
 	if err != nil {
 		return nil, err
 	}

@@ -5,8 +5,14 @@
 package pipelinetest
 
 import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
 	"time"
 
+	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -225,5 +231,38 @@ func dropSegments(md pmetric.Metrics, pids map[int64]bool) {
 				}
 			}
 		}
+	}
+}
+
+// CompareGolden compares md with the golden file at path (pdata's JSON),
+// or first writes the file from md when update is set.
+func CompareGolden(t testing.TB, path string, md pmetric.Metrics, update bool) {
+	t.Helper()
+	if update {
+		b, err := (&pmetric.JSONMarshaler{}).MarshalMetrics(md)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		if err := json.Indent(&out, b, "", "  "); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(path), 0o750); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, append(out.Bytes(), '\n'), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b, err := os.ReadFile(path) // #nosec G304 -- a test's own testdata file
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := (&pmetric.JSONUnmarshaler{}).UnmarshalMetrics(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := pmetrictest.CompareMetrics(want, md); err != nil {
+		t.Fatalf("%s: %v (go test -run Golden -update rewrites it when the change is meant)", path, err)
 	}
 }

@@ -91,6 +91,20 @@ func (rb *ResourceBuilder) SetGpotelResourceKindProcess() {
 	}
 }
 
+// SetGpotelResourceKindExited sets "gpotel.resource.kind=exited" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindExited() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "exited")
+	}
+}
+
+// SetGpotelResourceKindUnrecorded sets "gpotel.resource.kind=unrecorded" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceKindUnrecorded() {
+	if rb.config.GpotelResourceKind.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource.kind", "unrecorded")
+	}
+}
+
 // SetGpotelResourceKindHost sets "gpotel.resource.kind=host" attribute.
 func (rb *ResourceBuilder) SetGpotelResourceKindHost() {
 	if rb.config.GpotelResourceKind.Enabled {

@@ -1,0 +1,137 @@
+package pipeline
+
+import (
+	"os"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// docTables reads the markdown tables of docs/pipeline.md: per table, its
+// header cells and its rows' cells.
+func docTables(t *testing.T) [][][]string {
+	t.Helper()
+	b, err := os.ReadFile("../../docs/pipeline.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tables [][][]string
+	var cur [][]string
+	for _, line := range strings.Split(string(b), "\n") {
+		if !strings.HasPrefix(line, "|") {
+			if cur != nil {
+				tables = append(tables, cur)
+				cur = nil
+			}
+			continue
+		}
+		cells := strings.Split(strings.Trim(line, "|"), " | ")
+		if strings.HasPrefix(strings.TrimSpace(cells[0]), "---") {
+			continue
+		}
+		for i := range cells {
+			cells[i] = strings.TrimSpace(cells[i])
+		}
+		cur = append(cur, cells)
+	}
+	return tables
+}
+
+var backticked = regexp.MustCompile("`([^`]+)`")
+
+func ticked(cell string) []string {
+	var out []string
+	for _, m := range backticked.FindAllStringSubmatch(cell, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// sortedSet is the distinct values, sorted.
+func sortedSet(v []string) []string {
+	out := slices.Clone(v)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// docs/pipeline.md lists exactly the resource kinds and the metrics the
+// contract defines: each kind in the gpotel.resource.kind row, each metric
+// in the first column of a metric table.
+func TestPipelineDocListsExactlyTheContractsKindsAndMetrics(t *testing.T) {
+	var kinds, metrics []string
+	for _, table := range docTables(t) {
+		header := table[0]
+		for _, row := range table[1:] {
+			switch {
+			case header[0] == "attribute" && slices.Contains(ticked(row[0]), AttrResourceKind):
+				kinds = append(kinds, ticked(row[len(row)-1])...)
+			case header[0] == "metric":
+				metrics = append(metrics, ticked(row[0])...)
+			}
+		}
+	}
+	var wantKinds []string
+	for _, k := range Kinds() {
+		wantKinds = append(wantKinds, k.String())
+	}
+	if got, want := sortedSet(kinds), sortedSet(wantKinds); !slices.Equal(got, want) {
+		t.Errorf("docs/pipeline.md lists the resource kinds %v, the contract has %v", got, want)
+	}
+	got, want := sortedSet(metrics), sortedSet(MetricNames())
+	for _, m := range want {
+		if _, found := slices.BinarySearch(got, m); !found {
+			t.Errorf("%s is not in a metric table of docs/pipeline.md", m)
+		}
+	}
+	for _, m := range got {
+		if _, found := slices.BinarySearch(want, m); !found {
+			t.Errorf("docs/pipeline.md lists %s, which the contract does not define", m)
+		}
+	}
+}
+
+// The page's SystemStat table is the Stat column of Figures and MemoryTypes.
+func TestPipelineDocMapsEveryFigureToItsSystemStatField(t *testing.T) {
+	got := map[string]string{}
+	for _, table := range docTables(t) {
+		if table[0][0] != "session figure" {
+			continue
+		}
+		for _, row := range table[1:] {
+			key := strings.Join(append(ticked(row[0]), ticked(row[1])...), " ")
+			if f := ticked(row[2]); len(f) > 0 {
+				got[key] = f[0]
+			}
+		}
+	}
+	want := map[string]string{}
+	for f := range Figure(NumCounters) {
+		r := &Figures[f]
+		key := r.Metric.Session
+		if r.Value != "" {
+			key += " " + r.Value
+		}
+		want[key] = r.Stat.Name
+	}
+	for _, mt := range MemoryTypes {
+		for _, agg := range []struct {
+			name  string
+			field StatField
+		}{{MemoryAggregationCluster, mt.Cluster}, {MemoryAggregationMaxHost, mt.MaxHost}} {
+			if !agg.field.IsZero() {
+				want[MetricSessionMemoryUsage+" "+mt.Name+" "+agg.name] = agg.field.Name
+			}
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("docs/pipeline.md maps %s to %q, the contract to %q", k, got[k], v)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("docs/pipeline.md maps %s, which the contract does not", k)
+		}
+	}
+}
