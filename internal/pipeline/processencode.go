@@ -128,19 +128,7 @@ func (e *ProcessEncoder) appendSession(rms pmetric.ResourceMetricsSlice, b *Proc
 		if n == 0 {
 			continue
 		}
-		metric := ms.AppendEmpty()
-		metric.SetName(em.Name)
-		metric.SetDescription(em.Description)
-		metric.SetUnit(em.Unit)
-		var dps pmetric.NumberDataPointSlice
-		if em.Sum {
-			sum := metric.SetEmptySum()
-			sum.SetIsMonotonic(true)
-			sum.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-			dps = sum.DataPoints()
-		} else {
-			dps = metric.SetEmptyGauge().DataPoints()
-		}
+		dps := appendMetric(ms, em.Name, em.Description, em.Unit, em.Sum)
 		dps.EnsureCapacity(n)
 		for _, j := range group {
 			em.write(dps, b.Time, &b.Entries[j])

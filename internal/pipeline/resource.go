@@ -153,19 +153,7 @@ func (w *resourceWriter) emit(rms pmetric.ResourceMetricsSlice, scope Scope, att
 		if !started {
 			start()
 		}
-		m := ms.AppendEmpty()
-		m.SetName(p.Name)
-		m.SetDescription(p.Description)
-		m.SetUnit(p.Unit)
-		var dps pmetric.NumberDataPointSlice
-		if p.Sum {
-			s := m.SetEmptySum()
-			s.SetIsMonotonic(true)
-			s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
-			dps = s.DataPoints()
-		} else {
-			dps = m.SetEmptyGauge().DataPoints()
-		}
+		dps := appendMetric(ms, p.Name, p.Description, p.Unit, p.Sum)
 		for _, pt := range p.points {
 			dp := dps.AppendEmpty()
 			dp.SetStartTimestamp(w.start)
@@ -189,7 +177,7 @@ func (w *resourceWriter) emit(rms pmetric.ResourceMetricsSlice, scope Scope, att
 			}
 		}
 		if p.meta != nil {
-			p.meta.CopyTo(m.Metadata())
+			p.meta.CopyTo(ms.At(ms.Len() - 1).Metadata())
 		}
 	}
 }
@@ -222,4 +210,20 @@ func (ra resourceAttrs) bool(k string, v bool) {
 	if ra.sw.resourceOn(k) {
 		ra.m.PutBool(k, v)
 	}
+}
+
+// appendMetric appends a receiver metric, a cumulative monotonic sum or a
+// gauge, and returns its points.
+func appendMetric(ms pmetric.MetricSlice, name, description, unit string, sum bool) pmetric.NumberDataPointSlice {
+	m := ms.AppendEmpty()
+	m.SetName(name)
+	m.SetDescription(description)
+	m.SetUnit(unit)
+	if !sum {
+		return m.SetEmptyGauge().DataPoints()
+	}
+	s := m.SetEmptySum()
+	s.SetIsMonotonic(true)
+	s.SetAggregationTemporality(pmetric.AggregationTemporalityCumulative)
+	return s.DataPoints()
 }
