@@ -80,18 +80,18 @@ func defaultMemoryContextsConfig() MemoryContextsConfig {
 }
 
 func (c MemoryContextsConfig) validate() []error {
-	errs := c.Problems("memory_contexts.")
+	errs := c.Problems("memory_contexts::")
 	if c.Timeout <= 0 || c.Timeout > time.Minute {
-		errs = append(errs, fmt.Errorf("memory_contexts.timeout must be in (0, 1m], got %s", c.Timeout))
+		errs = append(errs, fmt.Errorf("memory_contexts::timeout %s: must be in (0, 1m]", c.Timeout))
 	}
 	if c.MaxParallel <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts.max_parallel must be positive, got %d", c.MaxParallel))
+		errs = append(errs, fmt.Errorf("memory_contexts::max_parallel %d: must be positive", c.MaxParallel))
 	}
 	if c.TopBackends < 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts.top_backends must not be negative, got %d", c.TopBackends))
+		errs = append(errs, fmt.Errorf("memory_contexts::top_backends %d: must not be negative", c.TopBackends))
 	}
 	if c.MaxBackends <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts.max_backends must be positive, got %d", c.MaxBackends))
+		errs = append(errs, fmt.Errorf("memory_contexts::max_backends %d: must be positive", c.MaxBackends))
 	}
 	return errs
 }
@@ -111,34 +111,35 @@ func createDefaultConfig() *Config {
 	}
 }
 
-// Validate checks the exporter's own settings; the collector validates the
-// embedded gRPC server settings itself.
+// Validate checks the exporter's own settings, each problem as "key value:
+// what is wrong"; the collector validates the embedded gRPC server
+// settings itself.
 func (cfg *Config) Validate() error {
 	var errs []error
 	if cfg.NetAddr.Endpoint == "" {
-		errs = append(errs, errors.New("endpoint must not be empty"))
+		errs = append(errs, errors.New(`endpoint "": must not be empty`))
 	} else if err := listenaddr.CheckPlaintext("endpoint", cfg.NetAddr.Endpoint, cfg.TLS.HasValue(), cfg.Insecure); err != nil {
 		errs = append(errs, err)
 	}
 	if cfg.LastMetricsWindow <= 0 {
-		errs = append(errs, fmt.Errorf("last_metrics_window must be positive, got %s", cfg.LastMetricsWindow))
+		errs = append(errs, fmt.Errorf("last_metrics_window %s: must be positive", cfg.LastMetricsWindow))
 	}
 	if cfg.SessionGracePeriod < 0 {
-		errs = append(errs, fmt.Errorf("session_grace_period must not be negative, got %s", cfg.SessionGracePeriod))
+		errs = append(errs, fmt.Errorf("session_grace_period %s: must not be negative", cfg.SessionGracePeriod))
 	}
 	if cfg.MaxSessions <= 0 {
-		errs = append(errs, fmt.Errorf("max_sessions must be positive, got %d", cfg.MaxSessions))
+		errs = append(errs, fmt.Errorf("max_sessions %d: must be positive", cfg.MaxSessions))
 	}
 	if cfg.DefaultPageSize <= 0 {
-		errs = append(errs, fmt.Errorf("default_page_size must be positive, got %d", cfg.DefaultPageSize))
+		errs = append(errs, fmt.Errorf("default_page_size %d: must be positive", cfg.DefaultPageSize))
 	}
 	if cfg.MaxPageSize <= 0 {
-		errs = append(errs, fmt.Errorf("max_page_size must be positive, got %d", cfg.MaxPageSize))
+		errs = append(errs, fmt.Errorf("max_page_size %d: must be positive", cfg.MaxPageSize))
 	} else if cfg.DefaultPageSize > cfg.MaxPageSize {
-		errs = append(errs, fmt.Errorf("default_page_size (%d) must not exceed max_page_size (%d)", cfg.DefaultPageSize, cfg.MaxPageSize))
+		errs = append(errs, fmt.Errorf("default_page_size %d: must not exceed max_page_size %d", cfg.DefaultPageSize, cfg.MaxPageSize))
 	}
 	if cfg.MaxResponseBytes < minMaxResponseBytes {
-		errs = append(errs, fmt.Errorf("max_response_bytes must be at least %d, got %d", minMaxResponseBytes, cfg.MaxResponseBytes))
+		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
 	return errors.Join(errs...)

@@ -69,9 +69,9 @@ func TestInvalidConfigNamesEveryProblem(t *testing.T) {
 	if err == nil {
 		t.Fatal("invalid config accepted")
 	}
-	for _, want := range []string{"endpoint", "last_metrics_window", "session_grace_period", "max_sessions",
-		"default_page_size (600) must not exceed max_page_size (500)", "max_response_bytes",
-		"memory_contexts.agent_port", "memory_contexts.timeout", "memory_contexts.max_parallel", "memory_contexts.top_backends", "memory_contexts.max_backends"} {
+	for _, want := range []string{`endpoint ""`, "last_metrics_window 0s", "session_grace_period -1s", "max_sessions 0",
+		"default_page_size 600: must not exceed max_page_size 500", "max_response_bytes 10",
+		"memory_contexts::agent_port 0", "memory_contexts::timeout 2m0s", "memory_contexts::max_parallel 0", "memory_contexts::top_backends -1", "memory_contexts::max_backends 0"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q: %v", want, err)
 		}

@@ -17,6 +17,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
@@ -38,16 +39,22 @@ type sessionStateExporter struct {
 	agents *agentconn.Pool
 }
 
-func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateExporter {
+func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
 	fallback, err := os.Hostname()
 	if err != nil {
 		set.Logger.Warn("os.Hostname failed; sessions without host.name report an empty hostname", zap.Error(err))
 	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	store := newSessionStore(cfg, set.Logger, fallback)
+	store.telemetry = tb
 	return &sessionStateExporter{
 		cfg:      cfg,
 		settings: set,
-		store:    newSessionStore(cfg, set.Logger, fallback),
-	}
+		store:    store,
+	}, nil
 }
 
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
@@ -110,6 +117,9 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 
 // shutdown lets running calls finish; when ctx ends first it cuts them off.
 func (e *sessionStateExporter) shutdown(ctx context.Context) error {
+	if e.store.telemetry != nil {
+		e.store.telemetry.Shutdown()
+	}
 	if e.server == nil {
 		return nil
 	}

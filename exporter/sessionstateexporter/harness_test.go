@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -40,7 +41,7 @@ func testConfig() *Config {
 func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
 	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
-	set := exportertest.NewNopSettings(componentType)
+	set := exportertest.NewNopSettings(metadata.Type)
 	set.Logger = zap.New(core)
 	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
 	if err != nil {
@@ -99,4 +100,4 @@ func ctxTimeout(t testing.TB) context.Context { return await.Context(t) }
 
 func nopHost() component.Host { return componenttest.NewNopHost() }
 
-func exportertestSettings() exporter.Settings { return exportertest.NewNopSettings(componentType) }
+func exportertestSettings() exporter.Settings { return exportertest.NewNopSettings(metadata.Type) }

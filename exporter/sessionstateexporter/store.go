@@ -1,16 +1,19 @@
 package sessionstateexporter
 
 import (
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/internal/clockstep"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // view is one immutable generation of the store: every reader works on the
@@ -46,6 +49,16 @@ type sessionStore struct {
 	current  atomic.Pointer[view]
 
 	windowMissingLogged atomic.Bool
+
+	// telemetry counts what became of each batch; nil counts nothing.
+	telemetry *metadata.TelemetryBuilder
+}
+
+// count adds n to one of the exporter's own counters.
+func (st *sessionStore) count(counter func(*metadata.TelemetryBuilder) metric.Int64Counter, n int) {
+	if st.telemetry != nil && n > 0 {
+		counter(st.telemetry).Add(context.Background(), int64(n))
+	}
 }
 
 func newSessionStore(cfg *Config, logger *zap.Logger, fallbackHost string) *sessionStore {
@@ -78,6 +91,7 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 	if snap.invalid > 0 {
 		st.logger.Warn("session resources without gpotel.session.id or gpotel.tm_id were skipped",
 			zap.Int("skipped", snap.invalid))
+		st.count(func(tb *metadata.TelemetryBuilder) metric.Int64Counter { return tb.SessionstateSessionsInvalid }, snap.invalid)
 	}
 	if len(snap.sessions) == 0 && !snap.hasSnapshot {
 		// Not a snapshot (nothing of ours in it): keep what we have.
@@ -92,6 +106,7 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 		if !clockstep.SteppedBack(old.time, snap.time) {
 			st.logger.Warn("snapshot not newer than the one already served was ignored",
 				zap.Time("snapshot_time", snap.time), zap.Time("served_time", old.time))
+			st.count(func(tb *metadata.TelemetryBuilder) metric.Int64Counter { return tb.SessionstateSnapshotsIgnored }, 1)
 			return
 		}
 		st.logger.Warn("snapshot much older than the one served: the wall clock went back; serving it, without the sessions kept for the grace period",
@@ -106,6 +121,7 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 	next := st.nextView(base, snap)
 	next.prebuildOrders(old)
 	st.current.Store(next)
+	st.count(func(tb *metadata.TelemetryBuilder) metric.Int64Counter { return tb.SessionstateSnapshots }, 1)
 }
 
 // nextView builds the generation after old: the snapshot's sessions, then the
@@ -147,6 +163,7 @@ func (st *sessionStore) nextView(old *view, snap processorOutput) *view {
 		kept = append(kept, s)
 	}
 	st.logBound(offered, len(kept))
+	st.count(func(tb *metadata.TelemetryBuilder) metric.Int64Counter { return tb.SessionstateSessionsDropped }, offered-len(kept))
 	slices.SortFunc(kept, func(a, b *session) int { return a.key.Compare(b.key) })
 	return &view{time: snap.time, sessions: kept, byKey: byKey, queries: snap.queryByID}
 }

@@ -49,17 +49,17 @@ func (c Config) Problems(prefix string) []error {
 	}
 	for host, endpoint := range c.Agents {
 		if host == "" {
-			add("agents: an entry has an empty host name")
+			add(`agents[""]: empty host name`)
 		}
 		if err := checkEndpoint(endpoint); err != nil {
-			add("agents[%s] = %q: %w", host, endpoint, err)
+			add("agents[%s] %q: %w", host, endpoint, err)
 		}
 	}
 	if c.Agent.Endpoint != "" {
-		add("agent.endpoint %q: leave empty; each host's endpoint comes from agent_port or agents", c.Agent.Endpoint)
+		add("agent::endpoint %q: leave empty; each host's endpoint comes from agent_port or agents", c.Agent.Endpoint)
 	}
 	if err := c.Agent.Validate(); err != nil {
-		add("agent: %w", err)
+		add("agent::%w", err)
 	}
 	return errs
 }

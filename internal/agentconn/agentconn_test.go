@@ -45,11 +45,11 @@ func TestProblemsNameTheKeyAfterThePrefix(t *testing.T) {
 	c.Agents = map[string]string{"sdw1": "10.0.0.1", "": "10.0.0.2:1433"}
 	c.Agent.Endpoint = "sdw1:1433"
 	var msgs []string
-	for _, err := range c.Problems("memory_contexts.") {
+	for _, err := range c.Problems("memory_contexts::") {
 		msgs = append(msgs, err.Error())
 	}
 	all := strings.Join(msgs, "\n")
-	for _, want := range []string{"memory_contexts.agent_port 0", "memory_contexts.agents[sdw1]", "memory_contexts.agents: an entry has an empty host name", "memory_contexts.agent.endpoint"} {
+	for _, want := range []string{"memory_contexts::agent_port 0", "memory_contexts::agents[sdw1]", `memory_contexts::agents[""]: empty host name`, "memory_contexts::agent::endpoint"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems do not name %q:\n%s", want, all)
 		}

@@ -54,44 +54,45 @@ func createDefaultConfig() component.Config {
 	}
 }
 
-// Validate reports every problem of the configuration at once.
+// Validate reports every problem of the configuration at once, each as
+// "key value: what is wrong".
 func (cfg *Config) Validate() error {
 	var errs []error
 	if len(cfg.Windows) == 0 {
-		errs = append(errs, errors.New("windows: at least one window is required"))
+		errs = append(errs, errors.New("windows []: at least one window is required"))
 	}
 	seen := make(map[time.Duration]bool, len(cfg.Windows))
 	for i, w := range cfg.Windows {
 		if w <= 0 {
-			errs = append(errs, fmt.Errorf("windows[%d]: %s is not positive", i, w))
+			errs = append(errs, fmt.Errorf("windows[%d] %s: must be positive", i, w))
 			continue
 		}
 		if seen[w] {
-			errs = append(errs, fmt.Errorf("windows[%d]: %s is listed twice", i, w))
+			errs = append(errs, fmt.Errorf("windows[%d] %s: listed twice", i, w))
 		}
 		seen[w] = true
 	}
 	seenTC := make(map[time.Duration]bool, len(cfg.TimeConstants))
 	for i, tc := range cfg.TimeConstants {
 		if tc <= 0 {
-			errs = append(errs, fmt.Errorf("time_constants[%d]: %s is not positive", i, tc))
+			errs = append(errs, fmt.Errorf("time_constants[%d] %s: must be positive", i, tc))
 			continue
 		}
 		if seenTC[tc] {
-			errs = append(errs, fmt.Errorf("time_constants[%d]: %s is listed twice", i, tc))
+			errs = append(errs, fmt.Errorf("time_constants[%d] %s: listed twice", i, tc))
 		}
 		seenTC[tc] = true
 	}
 	if cfg.MaxStoredPoints < 0 {
-		errs = append(errs, fmt.Errorf("max_stored_points: %d is negative (0 means automatic)", cfg.MaxStoredPoints))
+		errs = append(errs, fmt.Errorf("max_stored_points %d: must not be negative (0 means automatic)", cfg.MaxStoredPoints))
 	} else if cfg.MaxStoredPoints == 1 {
-		errs = append(errs, errors.New("max_stored_points: 1 leaves nothing to diff against; use 0 (automatic) or at least 2"))
+		errs = append(errs, errors.New("max_stored_points 1: leaves nothing to diff against; use 0 (automatic) or at least 2"))
 	}
 	if cfg.Queries.TextMaxLength < 0 {
-		errs = append(errs, fmt.Errorf("queries::text_max_length: %d is negative", cfg.Queries.TextMaxLength))
+		errs = append(errs, fmt.Errorf("queries::text_max_length %d: must not be negative", cfg.Queries.TextMaxLength))
 	}
 	if cfg.Queries.MaxFinished < 0 {
-		errs = append(errs, fmt.Errorf("queries::max_finished: %d is negative", cfg.Queries.MaxFinished))
+		errs = append(errs, fmt.Errorf("queries::max_finished %d: must not be negative", cfg.Queries.MaxFinished))
 	}
 	return errors.Join(errs...)
 }

@@ -1,11 +1,13 @@
 package snapshotdiffprocessor
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap"
+	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"go.opentelemetry.io/collector/confmap/xconfmap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
@@ -28,15 +30,30 @@ func TestDefaultConfig(t *testing.T) {
 	}
 }
 
+// loadConfig reads one entry of testdata/config.yaml over the defaults.
+func loadConfig(t *testing.T, name string) *Config {
+	t.Helper()
+	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := cm.Sub(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := NewFactory().CreateDefaultConfig().(*Config)
+	if err := sub.Unmarshal(cfg); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 func TestConfigUnmarshal(t *testing.T) {
-	cm := confmap.NewFromStringMap(map[string]any{
-		"windows":                   []any{"1m", "5m", "1h30m"},
-		"max_stored_points":         120,
-		"emit_process_metrics":      true,
-		"emit_session_host_figures": true,
-	})
-	cfg := createDefaultConfig().(*Config)
-	if err := cm.Unmarshal(cfg); err != nil {
+	if err := xconfmap.Validate(loadConfig(t, "snapshotdiff")); err != nil {
+		t.Errorf("the defaults do not validate: %v", err)
+	}
+	cfg := loadConfig(t, "snapshotdiff/custom")
+	if err := xconfmap.Validate(cfg); err != nil {
 		t.Fatal(err)
 	}
 	want := []time.Duration{time.Minute, 5 * time.Minute, 90 * time.Minute}
@@ -51,6 +68,25 @@ func TestConfigUnmarshal(t *testing.T) {
 	if cfg.MaxStoredPoints != 120 || !cfg.EmitProcessMetrics || !cfg.EmitSessionHostFigures {
 		t.Errorf("got %+v", cfg)
 	}
+	if len(cfg.TimeConstants) != 2 || cfg.TimeConstants[0] != 10*time.Second ||
+		cfg.Queries != (QueriesConfig{Enabled: true, Text: true, TextMaxLength: 256, MaxFinished: 10}) {
+		t.Errorf("time constants %v, queries %+v", cfg.TimeConstants, cfg.Queries)
+	}
+}
+
+// Every problem of testdata's invalid entry is named, as key, value and what is wrong.
+func TestInvalidConfigNamesEveryProblem(t *testing.T) {
+	err := xconfmap.Validate(loadConfig(t, "snapshotdiff/invalid"))
+	if err == nil {
+		t.Fatal("invalid config accepted")
+	}
+	for _, want := range []string{"windows[0] 0s: must be positive", "windows[2] 1m0s: listed twice",
+		"time_constants[0] -1s: must be positive", "max_stored_points -1: must not be negative",
+		"queries::text_max_length -1: must not be negative", "queries::max_finished -2: must not be negative"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error does not say %q: %v", want, err)
+		}
+	}
 }
 
 func TestConfigValidate(t *testing.T) {
@@ -60,14 +96,14 @@ func TestConfigValidate(t *testing.T) {
 		wants []string // every one must appear in the joined error
 	}{
 		{"empty windows", Config{}, []string{"at least one window"}},
-		{"non-positive window", Config{Windows: []time.Duration{0, -time.Second}}, []string{"windows[0]", "windows[1]", "not positive"}},
-		{"duplicate window", Config{Windows: []time.Duration{time.Minute, 60 * time.Second}}, []string{"windows[1]", "twice"}},
-		{"negative max_stored_points", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: -1}, []string{"negative"}},
-		{"one stored point", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: 1}, []string{"nothing to diff"}},
+		{"non-positive window", Config{Windows: []time.Duration{0, -time.Second}}, []string{"windows[0] 0s", "windows[1] -1s", "must be positive"}},
+		{"duplicate window", Config{Windows: []time.Duration{time.Minute, 60 * time.Second}}, []string{"windows[1] 1m0s", "twice"}},
+		{"negative max_stored_points", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: -1}, []string{"max_stored_points -1", "negative"}},
+		{"one stored point", Config{Windows: []time.Duration{time.Minute}, MaxStoredPoints: 1}, []string{"max_stored_points 1", "nothing to diff"}},
 		{"bad time constants", Config{Windows: []time.Duration{time.Minute}, TimeConstants: []time.Duration{0, time.Minute, 60 * time.Second}},
-			[]string{"time_constants[0]", "not positive", "time_constants[2]", "twice"}},
+			[]string{"time_constants[0] 0s", "must be positive", "time_constants[2] 1m0s", "twice"}},
 		{"all problems at once", Config{Windows: []time.Duration{-1, time.Minute, time.Minute}, MaxStoredPoints: -5},
-			[]string{"not positive", "twice", "negative"}},
+			[]string{"must be positive", "twice", "negative"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -110,7 +146,7 @@ func TestQueriesConfigDefaultsAndValidate(t *testing.T) {
 	}
 	cfg.Queries.TextMaxLength, cfg.Queries.MaxFinished = -1, -2
 	err := cfg.Validate()
-	for _, want := range []string{"queries::text_max_length: -1", "queries::max_finished: -2"} {
+	for _, want := range []string{"queries::text_max_length -1", "queries::max_finished -2"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Validate() = %v, want it to name %q", err, want)
 		}

@@ -1,26 +1,37 @@
-// Package snapshotdiffprocessor turns the gpsession receiver's cumulative
-// per-process snapshots into windowed per-session figures.
 package snapshotdiffprocessor
 
 import (
 	"context"
+	"fmt"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processorhelper"
-)
 
-var componentType = component.MustNewType("snapshotdiff")
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
+)
 
 // NewFactory returns the factory of the snapshotdiff processor.
 func NewFactory() processor.Factory {
-	return processor.NewFactory(componentType, createDefaultConfig,
-		processor.WithMetrics(createMetrics, component.StabilityLevelDevelopment))
+	return processor.NewFactory(metadata.Type, createDefaultConfig,
+		processor.WithMetrics(createMetrics, metadata.MetricsStability))
 }
 
 func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
-	p := newSnapshotDiff(cfg.(*Config), set.Logger)
+	c, ok := cfg.(*Config)
+	if !ok {
+		return nil, fmt.Errorf("snapshotdiff: configuration is a %T, not a *snapshotdiffprocessor.Config", cfg)
+	}
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	p := newSnapshotDiff(c, set.Logger, tb)
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
-		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}))
+		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
+		processorhelper.WithShutdown(func(context.Context) error {
+			tb.Shutdown()
+			return nil
+		}))
 }

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/processor/processortest"
+
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
 
 func TestFactory(t *testing.T) {
@@ -20,7 +22,7 @@ func TestFactory(t *testing.T) {
 		t.Errorf("metrics stability = %v", f.MetricsStability())
 	}
 	cfg := f.CreateDefaultConfig()
-	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(componentType), cfg, consumertest.NewNop())
+	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func TestFactory(t *testing.T) {
 	if err := p.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(componentType), cfg, consumertest.NewNop()); err == nil {
+	if _, err := f.CreateTraces(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, consumertest.NewNop()); err == nil {
 		t.Error("traces are not supported, yet CreateTraces succeeded")
 	}
 }

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
+
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
@@ -64,7 +66,7 @@ func snap(sec float64, down []string, sessions []int64, procs ...pipelinetest.Pr
 func newTestProcessor(t testing.TB, cfg *Config) (processor.Metrics, *consumertest.MetricsSink) {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
-	p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(componentType), cfg, sink)
+	p, err := NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink)
 	if err != nil {
 		t.Fatal(err)
 	}

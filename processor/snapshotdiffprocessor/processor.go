@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
 
 // snapshotDiff turns each snapshot into per-session window figures.
@@ -28,6 +29,7 @@ type snapshotDiff struct {
 	queryText        bool
 	queryTextMax     int
 	logger           *zap.Logger
+	telemetry        *metadata.TelemetryBuilder
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
 	store *store
@@ -35,12 +37,13 @@ type snapshotDiff struct {
 	decoders sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
 }
 
-func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
+func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
 		out:              pipeline.NewOutputEncoder(cfg.Windows, cfg.TimeConstants),
 		logger:           logger,
+		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 	}
 	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
@@ -57,25 +60,28 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger) *snapshotDiff {
 // processMetrics is the processorhelper function. A snapshot arrives as
 // process batches closed by the batch with its snapshot resource
 // (docs/pipeline.md rule 1).
-func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
+func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
 	b := pipeline.Frame(md)
 	switch b.Kind {
 	case pipeline.BatchForeign:
 		return md, nil
 	case pipeline.BatchProcesses:
-		p.collect(md, &b)
+		p.collect(ctx, md, &b)
 		if !p.emitProcesses {
 			return md, processorhelper.ErrSkipProcessingData
 		}
 		return md, nil
 	case pipeline.BatchMerged:
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
+		p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 	case pipeline.BatchClosing:
-		figs, err := p.ingest(md, &b)
+		figs, err := p.ingest(ctx, md, &b)
 		if err != nil {
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
+			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 		} else {
 			p.appendFigures(md, &b, figs)
+			p.telemetry.SnapshotdiffSnapshots.Add(ctx, 1)
 		}
 	}
 	if !p.emitProcesses && b.Processes > 0 {
@@ -92,7 +98,7 @@ func (p *snapshotDiff) processMetrics(_ context.Context, md pmetric.Metrics) (pm
 
 // collect adds a process batch to the snapshot of its time. It decodes
 // before it takes the lock, so batches of many hosts decode at once.
-func (p *snapshotDiff) collect(md pmetric.Metrics, b *pipeline.Batch) {
+func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) {
 	t := b.Time(md)
 	if t == 0 {
 		p.logger.Warn("process batch without a timestamp; skipped")
@@ -104,23 +110,24 @@ func (p *snapshotDiff) collect(md pmetric.Metrics, b *pipeline.Batch) {
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openSnapshot(int64(t)); err != nil {
+	if err := p.openSnapshot(ctx, int64(t)); err != nil {
 		p.logger.Warn("process batch not ingested", zap.Error(err))
 		return
 	}
-	p.addDecoded(d)
+	p.addDecoded(ctx, d)
 }
 
 // openSnapshot makes the store collect the snapshot of time t. A snapshot
 // still open at another time never got its closing batch: it is closed
 // without host answers, so the counters seen in it stay consistent.
-func (p *snapshotDiff) openSnapshot(t int64) error {
+func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 	if p.store.ingesting {
 		if p.store.pendTime == t {
 			return nil
 		}
 		p.logger.Warn("snapshot closed without its snapshot resource (was its closing batch refused?)",
 			zap.Time("snapshot", time.Unix(0, p.store.pendTime)), zap.Time("next", time.Unix(0, t)))
+		p.telemetry.SnapshotdiffSnapshotsUnclosed.Add(ctx, 1)
 		if err := p.store.commit(nil); err != nil {
 			return err
 		}
@@ -143,7 +150,7 @@ func (p *snapshotDiff) openSnapshot(t int64) error {
 }
 
 // addDecoded stores what d decoded; the caller holds p.mu.
-func (p *snapshotDiff) addDecoded(d *pipeline.ProcessDecoder) {
+func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) {
 	skipped, firstErr := d.Skipped, d.Err
 	for i := range d.Samples {
 		if err := p.store.add(&d.Samples[i]); err != nil {
@@ -155,11 +162,12 @@ func (p *snapshotDiff) addDecoded(d *pipeline.ProcessDecoder) {
 	}
 	if skipped > 0 {
 		p.logger.Warn("process data skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
+		p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(skipped))
 	}
 }
 
 // ingest closes the snapshot with the batch that holds its snapshot resource.
-func (p *snapshotDiff) ingest(md pmetric.Metrics, b *pipeline.Batch) (*figures, error) {
+func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) (*figures, error) {
 	rms := md.ResourceMetrics()
 	t := b.Time(md)
 	if t == 0 {
@@ -176,10 +184,10 @@ func (p *snapshotDiff) ingest(md pmetric.Metrics, b *pipeline.Batch) (*figures, 
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openSnapshot(int64(t)); err != nil {
+	if err := p.openSnapshot(ctx, int64(t)); err != nil {
 		return nil, err
 	}
-	p.addDecoded(d)
+	p.addDecoded(ctx, d)
 	if err := p.store.commit(hosts); err != nil {
 		return nil, err
 	}

@@ -1,9 +1,10 @@
 package snapshotdiffprocessor
 
 import (
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"testing"
 	"time"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // BenchmarkQueryAttribution200kProcesses times the per-query update of one

@@ -123,7 +123,8 @@ func createDefaultConfig() *Config {
 	}
 }
 
-// Validate reports every problem of the configuration at once.
+// Validate reports every problem of the configuration at once, each as
+// "key value: what is wrong".
 func (c *Config) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
@@ -155,7 +156,7 @@ func (c *Config) Validate() error {
 	}
 	for i, h := range c.LocalHosts {
 		if strings.TrimSpace(h) == "" {
-			add("local_hosts[%d]: empty host name", i)
+			add("local_hosts[%d] %q: empty host name", i, h)
 		}
 	}
 	if err := c.Local.Validate(); err != nil {
@@ -178,10 +179,10 @@ func (c *Config) Validate() error {
 	// The contract needs these: a session exists only through its info metric,
 	// and the processor tells "host down" from "process exited" by host.up.
 	if !c.Metrics.GpotelSessionInfo.Enabled {
-		add("metrics::gpotel.session.info: cannot be disabled; sessions exist in the pipeline only through it")
+		add("metrics::gpotel.session.info::enabled false: cannot be disabled; sessions exist in the pipeline only through it")
 	}
 	if !c.Metrics.GpotelHostUp.Enabled {
-		add("metrics::gpotel.host.up: cannot be disabled; the processor needs it to tell a down host from exited processes")
+		add("metrics::gpotel.host.up::enabled false: cannot be disabled; the processor needs it to tell a down host from exited processes")
 	}
 	return errors.Join(errs...)
 }
@@ -198,9 +199,9 @@ func (c *Config) validateDatabase() []error {
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	switch {
 	case c.DSN == "" && c.Host == "":
-		add("no database: set dsn, or host (with port, user and database)")
+		add(`dsn "", host "": no database; set dsn, or host (with port, user and database)`)
 	case c.DSN != "" && (c.Host != "" || c.Port != 0 || c.User != "" || c.Database != ""):
-		add("dsn and host/port/user/database are both set: use one or the other")
+		add("dsn, host/port/user/database: both set; use one or the other")
 	case c.DSN != "":
 		if _, err := pgxpool.ParseConfig(string(c.DSN)); err != nil {
 			add("dsn: %w", err)

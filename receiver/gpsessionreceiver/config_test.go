@@ -48,7 +48,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"zero topology ttl", func(c *Config) { c.TopologyTTL = 0 }, "topology_ttl"},
 		{"agent port zero", func(c *Config) { c.AgentPort = 0 }, "agent_port 0"},
 		{"agent override without port", func(c *Config) { c.Agents = map[string]string{"sdw1": "10.0.0.1"} }, "agents[sdw1]"},
-		{"agent template endpoint", func(c *Config) { c.Agent.Endpoint = "sdw1:1433" }, "agent.endpoint"},
+		{"agent template endpoint", func(c *Config) { c.Agent.Endpoint = "sdw1:1433" }, "agent::endpoint"},
 		{"batch above agent limit", func(c *Config) { c.MaxPidsPerCall = 10001 }, "max_pids_per_call 10001"},
 		{"batch zero", func(c *Config) { c.MaxPidsPerCall = 0 }, "max_pids_per_call 0"},
 		{"no parallelism", func(c *Config) { c.MaxParallelHosts = 0 }, "max_parallel_hosts"},

@@ -1,0 +1,5 @@
+//go:generate ../../bin/mdatagen metadata.yaml
+
+// Package sessionstateexporter serves yagpcc's GetGPInfo gRPC API from the
+// per-session figures the snapshotdiff processor delivers.
+package sessionstateexporter
