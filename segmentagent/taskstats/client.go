@@ -76,50 +76,6 @@ func (c *Client) get(attr uint16, id int) (*Stats, error) {
 	return msg.Process(), nil
 }
 
-// CgroupStats counts the tasks of the cgroup v1 directory at path by state.
-type CgroupStats struct {
-	Sleeping, Running, Stopped, Uninterruptible, IOWait uint64
-}
-
-// Cgroup answers CGROUPSTATS_CMD_GET for a cgroup v1 directory. The kernel
-// answers only for cgroup v1 hierarchies (EINVAL otherwise).
-func (c *Client) Cgroup(path string) (CgroupStats, error) {
-	dir, err := os.Open(path) // #nosec G304 -- a cgroup directory the caller found in mountinfo
-	if err != nil {
-		return CgroupStats{}, err
-	}
-	defer func() { _ = dir.Close() }()
-	ae := netlink.NewAttributeEncoder()
-	ae.Uint32(unix.CGROUPSTATS_CMD_ATTR_FD, uint32(dir.Fd())) // #nosec G115 -- a descriptor is small
-	m, err := c.execute(unix.CGROUPSTATS_CMD_GET, ae)
-	if err != nil {
-		return CgroupStats{}, fmt.Errorf("cgroupstats of %s: %w", path, err)
-	}
-	return decodeCgroupStats(m.Data)
-}
-
-func decodeCgroupStats(b []byte) (CgroupStats, error) {
-	ad, err := netlink.NewAttributeDecoder(b)
-	if err != nil {
-		return CgroupStats{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	for ad.Next() {
-		if ad.Type() != unix.CGROUPSTATS_TYPE_CGROUP_STATS {
-			continue
-		}
-		d := ad.Bytes()
-		if len(d) < 40 {
-			return CgroupStats{}, fmt.Errorf("%w: cgroupstats of %d bytes", ErrTruncated, len(d))
-		}
-		u64 := func(i int) uint64 { return nativeUint64(d[8*i:]) }
-		return CgroupStats{Sleeping: u64(0), Running: u64(1), Stopped: u64(2), Uninterruptible: u64(3), IOWait: u64(4)}, nil
-	}
-	if err := ad.Err(); err != nil {
-		return CgroupStats{}, fmt.Errorf("%w: %w", ErrMalformed, err)
-	}
-	return CgroupStats{}, ErrNoStats
-}
-
 func (c *Client) execute(cmd uint8, ae *netlink.AttributeEncoder) (genetlink.Message, error) {
 	b, err := ae.Encode()
 	if err != nil {

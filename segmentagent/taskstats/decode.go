@@ -294,5 +294,3 @@ func DecodeStats(b []byte) (Stats, error) {
 	}
 	return s, nil
 }
-
-func nativeUint64(b []byte) uint64 { return binary.NativeEndian.Uint64(b) }

@@ -175,26 +175,6 @@ func TestGroupAggregateStandsForTheProcess(t *testing.T) {
 	}
 }
 
-func TestDecodeCgroupStats(t *testing.T) {
-	ae := netlink.NewAttributeEncoder()
-	raw := make([]byte, 40)
-	for i := range 5 {
-		binary.NativeEndian.PutUint64(raw[8*i:], uint64(i+1))
-	}
-	ae.Bytes(unix.CGROUPSTATS_TYPE_CGROUP_STATS, raw)
-	b, _ := ae.Encode()
-	got, err := decodeCgroupStats(b)
-	if err != nil || got != (CgroupStats{Sleeping: 1, Running: 2, Stopped: 3, Uninterruptible: 4, IOWait: 5}) {
-		t.Fatalf("%+v %v", got, err)
-	}
-	ae = netlink.NewAttributeEncoder()
-	ae.Bytes(unix.CGROUPSTATS_TYPE_CGROUP_STATS, raw[:32])
-	b, _ = ae.Encode()
-	if _, err := decodeCgroupStats(b); !errors.Is(err, ErrTruncated) {
-		t.Fatalf("short cgroupstats: %v", err)
-	}
-}
-
 // FuzzDecodeMessage: any bytes decode to a message or to one of the skip
 // reasons, never a panic; a decoded record respects its version's layout.
 func FuzzDecodeMessage(f *testing.F) {

@@ -1,7 +1,8 @@
 // Package taskstats reads the Linux taskstats interface over generic netlink:
-// per-task records of live processes (Client.Task, Client.Group), the final
-// record of every task that exits (Listener), and cgroup v1 task-state counts
-// (Client.Cgroup). Every TASKSTATS_CMD_GET needs CAP_NET_ADMIN.
+// per-task records of live processes (Client.Task, Client.Group) and the final
+// record of every task that exits (Listener). Every TASKSTATS_CMD_GET needs
+// CAP_NET_ADMIN. (cgroup v1 task-state counts, CGROUPSTATS_CMD_GET, are
+// segmentagent/cgroup's StatsClient.)
 //
 // Why github.com/mdlayher/genetlink and our own decoder, not
 // github.com/mdlayher/taskstats: that package has no exit listener (it never

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -125,39 +124,4 @@ func TestListenerSeesAnExitWithItsFinalTotals(t *testing.T) {
 	if runErr != nil {
 		t.Fatalf("Run after cancel: %v", runErr)
 	}
-}
-
-// cgroupV1Dir is a cgroup v1 hierarchy's mount point from mountinfo, or "".
-func cgroupV1Dir(t *testing.T) string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return ""
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		// "... mountpoint ... - cgroup cgroup rw,cpu,cpuacct"
-		pre, post, ok := strings.Cut(line, " - ")
-		if f := strings.Fields(post); ok && len(f) > 0 && f[0] == "cgroup" {
-			if fields := strings.Fields(pre); len(fields) > 4 {
-				return fields[4]
-			}
-		}
-	}
-	return ""
-}
-
-func TestCgroupCountsTasksByState(t *testing.T) {
-	c := dialOrSkip(t)
-	dir := cgroupV1Dir(t)
-	if dir == "" {
-		t.Skip("no cgroup v1 hierarchy mounted: CGROUPSTATS_CMD_GET answers for v1 only")
-	}
-	st, err := c.Cgroup(dir)
-	if err != nil {
-		t.Fatalf("cgroupstats of %s: %v", dir, err)
-	}
-	if st.Running+st.Sleeping+st.Uninterruptible+st.Stopped+st.IOWait == 0 {
-		t.Fatalf("the root group of %s holds every task, got %+v", dir, st)
-	}
-	t.Logf("%s: %+v", dir, st)
 }
