@@ -67,10 +67,14 @@ func (c *Cluster) coordinatorViewsSQL() string {
 	cat := c.catalog()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
+-- Greenplum keeps a relation's oid the same on every instance; the
+-- testbed's instances made theirs apart, so a segment's row names its
+-- relation and takes the coordinator's oid of that name.
 CREATE OR REPLACE VIEW pg_catalog.pg_locks AS
   SELECT * FROM %[1]s.local_locks
-  UNION ALL SELECT r.* FROM %[1]s.on_segments('SELECT * FROM %[1]s.local_locks') s,
-    LATERAL json_populate_record(NULL::%[1]s.local_locks, s.row_data) r;
+  UNION ALL SELECT r.* FROM %[1]s.on_segments('SELECT l.*, l.relation::regclass::text AS relation_name FROM %[1]s.local_locks l') s,
+    LATERAL json_populate_record(NULL::%[1]s.local_locks, (s.row_data::jsonb || jsonb_build_object('relation',
+      coalesce(to_regclass(s.row_data->>'relation_name')::oid, (s.row_data->>'relation')::oid)))::json) r;
 
 CREATE VIEW %[1]s.workfiles AS
   SELECT %[1]s.content_id() AS segid, w.sess_id, w.pid, w.size FROM %[1]s.local_workfiles() w
