@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package deploy holds what an operator puts beside gpotel: the Grafana
 // dashboard, the Prometheus rules, the systemd units and the package
 // definitions. The Go side only reads the dashboard and the rules back, so

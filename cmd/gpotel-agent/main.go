@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpotel-agent runs on every segment host and answers the
 // coordinator's GetPidProcStat calls from /proc. See segmentagent/README.md.
 package main

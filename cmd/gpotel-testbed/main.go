@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpotel-testbed starts and stops a testbed cluster: PostgreSQL
 // instances on loopback that look like a Greenplum cluster (testbed/README.md).
 package main

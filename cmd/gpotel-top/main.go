@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gpotel-top shows, like top, which database sessions cost the OS the
 // most over the last window, read from gpotel's GetGPSessions API, under a
 // header of the cluster's and each host's load from GetClusterTop.

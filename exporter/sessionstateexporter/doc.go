@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:generate ../../bin/mdatagen metadata.yaml
 
 // Package sessionstateexporter serves yagpcc's GetGPInfo gRPC API from the

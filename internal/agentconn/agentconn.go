@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agentconn is how a collector component reaches the agent of every
 // host: its endpoint (a per-host override, else host:agent_port), the gRPC
 // client template with its TLS rule, and one lazy connection per host. The

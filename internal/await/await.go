@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package await lets tests wait for a condition bounded by the test's own
 // deadline instead of a short fixed timer, so that they pass on a loaded
 // machine as well as on a quiet one.

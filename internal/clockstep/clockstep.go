@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package clockstep tells a wall clock stepped back (NTP, a virtual machine
 // resumed) from a replayed or late snapshot, for the components that keep a
 // timeline of snapshots stamped by the receiver's wall clock.

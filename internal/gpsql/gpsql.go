@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gpsql holds every SQL statement gpotel sends to a database, per
 // dialect, and the table that lists them. Nothing else in gpotel writes
 // SQL: a conformance test runs every entry of Statements against each

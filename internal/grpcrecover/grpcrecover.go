@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package grpcrecover keeps a gRPC server alive when one of its handlers
 // panics: the call is answered Internal and the panic is logged with its stack.
 package grpcrecover

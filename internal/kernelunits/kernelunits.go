@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kernelunits turns one process's raw /proc readings, in the kernel's
 // own units, into seconds and bytes. It is the only place in gpotel that
 // divides by a tick rate or multiplies by a page size: every conversion uses

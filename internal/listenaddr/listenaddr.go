@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package listenaddr holds the rule gpotel's servers share: plaintext stays
 // on loopback unless the operator says otherwise.
 package listenaddr

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pipeline is the data contract between gpotel's three components:
 // what the gpsession receiver writes as pdata, what the snapshotdiff
 // processor reads and adds, and what the sessionstate exporter reads back.

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 //go:generate ../../bin/mdatagen metadata.yaml
 
 // Package snapshotdiffprocessor turns the gpsession receiver's cumulative

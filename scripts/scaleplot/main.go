@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Command scaleplot turns BenchmarkCollectorScale output (go test -bench)
 // into the table and the SVG plot of docs/performance.md: the collector's
 // CPU and peak memory per process against the number of processes.

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cgroup reads what the kernel knows about the control groups the
 // database processes run in, and the host's pressure stall information:
 //

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 package cgroup
 
 // TaskStates counts a group's tasks by scheduler state, in the buckets the

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procfixture writes a fake procfs tree that the agent's reader reads
 // like the real one: /proc/<pid>/{stat,status,io,schedstat,cmdline} for many
 // processes, plus the host files <root>/stat (btime) and

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package procfs reads the per-process files of Linux procfs
 // (/proc/<pid>/{stat,status,io,schedstat,cmdline}) for the segment agent.
 //

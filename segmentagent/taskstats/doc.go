@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package taskstats reads the Linux taskstats interface over generic netlink:
 // per-task records of live processes (Client.Task, Client.Group) and the final
 // record of every task that exits (Listener). Every TASKSTATS_CMD_GET needs

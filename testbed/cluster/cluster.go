@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cluster starts a testbed: several PostgreSQL instances on loopback
 // that together look like a Greenplum cluster (one coordinator, content -1, and
 // segment instances grouped into emulated hosts), with a Greenplum-compatible

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package e2e runs gpotel whole on a testbed: the ocb-built collector with
 // config/testbed.yaml, one gpotel-agent per emulated segment host on its
 // loopback address, and an OTLP/gRPC sink for the collector's OTLP output.

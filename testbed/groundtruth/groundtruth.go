@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package groundtruth reads what the kernel says a process has cost, from
 // /proc/<pid>/{stat,io,status}, with the plainest code possible. End-to-end
 // tests compare it with what gpotel reports; it shares no code with the agent.

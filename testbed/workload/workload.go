@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package workload drives named testbed sessions: a coordinator backend plus
 // one backend per segment it touches, all sharing one sess_id, doing bounded
 // amounts of real CPU, I/O and memory work (see testbed/README.md).

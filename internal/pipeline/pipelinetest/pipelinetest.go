@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package pipelinetest builds receiver-shaped snapshots for tests and
 // benchmarks of the snapshotdiff processor and the sessionstate exporter,
 // through the pipeline contract's own encoders: a test's input is what the

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Memory-context statistics of any backend, on demand (issue 15).
 //
 // The agent's MemoryContexts service answers for one backend of a segment

@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package proctest starts real processes for the agent's tests and benchmarks.
 package proctest
 
