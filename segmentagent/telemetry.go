@@ -11,7 +11,7 @@ import (
 )
 
 // Names of the agent's own metrics. They describe the agent, not the
-// database, so they are not part of the pipeline contract in gpsemconv.
+// database, so they are not part of the pipeline contract (internal/pipeline).
 const (
 	meterName = "github.com/gpotel/gpotel/segmentagent"
 

@@ -1,10 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package kernelunits turns one process's raw /proc readings, in the kernel's
-// own units, into seconds and bytes. It is the only place in gpotel that
-// divides by a tick rate or multiplies by a page size: every conversion uses
-// the answering host's own constants (yagpcc.ProcHost), never assumed ones.
+// Package kernelunits converts readings in the kernel's own units (clock
+// ticks, pages, KiB, ns, µs) into seconds and bytes. It is the only place in
+// gpotel that divides by a tick rate or multiplies by a page size: every
+// conversion uses the answering host's own constants (yagpcc.ProcHost),
+// never assumed ones. Which unit each figure arrives in is the pipeline
+// contract's table (internal/pipeline).
 package kernelunits
 
 import (

@@ -627,7 +627,7 @@ type SystemStat struct {
 	Processes                uint32  `protobuf:"varint,1012,opt,name=processes,proto3" json:"processes,omitempty"`                                     // processes counted
 	Hosts                    uint32  `protobuf:"varint,1013,opt,name=hosts,proto3" json:"hosts,omitempty"`                                             // hosts those processes run on
 	RssAnonMaxHost           uint64  `protobuf:"varint,1014,opt,name=rss_anon_max_host,json=rssAnonMaxHost,proto3" json:"rss_anon_max_host,omitempty"` // largest per-host private resident total, bytes
-	// gpotel additions (issue 14: 1020-1059): delay-accounting waits from
+	// gpotel additions (1020-1059): delay-accounting waits from
 	// taskstats, seconds; 0 while kernel.task_delayacct is 0 or without taskstats.
 	SwapinDelaySeconds    float64 `protobuf:"fixed64,1020,opt,name=swapin_delay_seconds,json=swapinDelaySeconds,proto3" json:"swapin_delay_seconds,omitempty"`          // waiting for pages to be swapped in
 	FreepagesDelaySeconds float64 `protobuf:"fixed64,1021,opt,name=freepages_delay_seconds,json=freepagesDelaySeconds,proto3" json:"freepages_delay_seconds,omitempty"` // waiting for memory reclaim

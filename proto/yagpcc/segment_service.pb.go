@@ -450,7 +450,7 @@ type ProcHost struct {
 	PageSize      int64                  `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`               // bytes per page in stat rss
 	BootTimeUnix  int64                  `protobuf:"varint,4,opt,name=boot_time_unix,json=bootTimeUnix,proto3" json:"boot_time_unix,omitempty"` // /proc/stat btime, seconds since the epoch
 	KernelRelease string                 `protobuf:"bytes,5,opt,name=kernel_release,json=kernelRelease,proto3" json:"kernel_release,omitempty"`
-	// gpotel additions (issue 14: 1001-1019).
+	// gpotel additions (1001-1019).
 	Accounting *v1.KernelAccounting `protobuf:"bytes,1001,opt,name=accounting,proto3" json:"accounting,omitempty"`
 	// Pressure and control groups (gpotel, 1020-1039).
 	// Each pressure or cgroup capability that is off on this host, as
@@ -630,7 +630,7 @@ type GpPidProcInfo struct {
 	// Files of this process that could not be read, as "file: reason"; the
 	// matching message above is then absent.
 	Unread []string `protobuf:"bytes,9,rep,name=unread,proto3" json:"unread,omitempty"`
-	// gpotel additions (issue 14: 1001-1019).
+	// gpotel additions (1001-1019).
 	Source    v1.ProcSource       `protobuf:"varint,1001,opt,name=source,proto3,enum=gpotel.v1.ProcSource" json:"source,omitempty"` // where the counters came from
 	Taskstats *v1.TaskStatsRecord `protobuf:"bytes,1002,opt,name=taskstats,proto3" json:"taskstats,omitempty"`                      // present when source is TASKSTATS
 	// cmd<N> of a Greenplum process title (cmdline): the gp_command_count of

@@ -80,11 +80,9 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 // Writing an answer's pdata and the processor's decoding of it are most
 // of a scrape's CPU, and the processor takes one batch at a time anyway:
 // more writers only hold more batches in memory while they wait for it,
-// and keep every core busy, so API calls queue behind them. At 200k
-// processes on 2 cores, one slot instead of max_parallel_hosts writers
-// took GetGPSessions p99 from 75-125 ms to 14.6 ms and peak RSS from 788
-// to 674 MiB (docs/performance.md). The agent calls themselves stay
-// max_parallel_hosts wide.
+// and keep every core busy, so API calls queue behind them
+// (docs/performance.md measures the difference). The agent calls
+// themselves stay max_parallel_hosts wide.
 func emitSlotCount() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // start prepares the agent connections. It never touches the database, so an

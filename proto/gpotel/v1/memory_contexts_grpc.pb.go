@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Memory-context statistics of any backend, on demand (issue 15).
+// Memory-context statistics of any backend, on demand.
 //
 // The agent's MemoryContexts service answers for one backend of a segment
 // instance on its host; the sessionstate exporter's SessionMemoryContexts
