@@ -1,0 +1,92 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// processBatch is one process of session 7 on host, at t.
+func processBatch(host string, t pcommon.Timestamp) pmetric.Metrics {
+	md := pmetric.NewMetrics()
+	p := Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
+	p.Set(CPUUser, 1.5, 0)
+	NewProcessEncoder(Scope{}, Switches{}).Append(md.ResourceMetrics(),
+		&ProcessBatch{Time: t, TmID: 1, Host: host, Kind: KindProcess, Entries: []ProcessEntry{{Session: 7, Process: p}}}, nil)
+	return md
+}
+
+// A process batch the next consumer refused makes its host not answered
+// in the closing batch, whatever its agent said; the others stay up.
+func TestARefusedProcessBatchClosesItsHostAsNotAnswered(t *testing.T) {
+	refuse := consumer.ConsumeMetricsFunc(func(_ context.Context, md pmetric.Metrics) error {
+		if h, _ := md.ResourceMetrics().At(0).Resource().Attributes().Get(AttrHostName); h.Str() == "sdw2" {
+			return errors.New("memory_limiter: refused")
+		}
+		return nil
+	})
+	f, _ := consumer.NewMetrics(refuse)
+	fr := NewFramer(time.Unix(1_700_000_500, 0), f)
+	for _, h := range []string{"sdw1", "sdw2"} {
+		err := fr.Send(context.Background(), h, processBatch(h, fr.Timestamp()))
+		if (err != nil) != (h == "sdw2") {
+			t.Fatalf("%s: send error %v", h, err)
+		}
+	}
+	c := Closing{Hosts: []HostAnswer{{Host: "sdw1", Up: true}, {Host: "sdw2", Up: true}}}
+	fr.Close(&c)
+	if !c.Hosts[0].Up || c.Hosts[1].Up {
+		t.Errorf("hosts after close %+v, want sdw1 up and sdw2 down", c.Hosts)
+	}
+	if !c.Time.Equal(fr.Time) {
+		t.Errorf("closing batch at %v, want the snapshot's time %v", c.Time, fr.Time)
+	}
+}
+
+// Frame tells a process batch, a closing batch, a merged one and a batch
+// that is not ours.
+func TestFrameTellsTheKindsOfBatch(t *testing.T) {
+	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
+	closing := NewClosingEncoder(Scope{}, time.Unix(0, 0), Switches{}).Encode(&Closing{Time: ts.AsTime(), TmID: 1, Coordinator: "mdw"})
+	merged := pmetric.NewMetrics()
+	closing.ResourceMetrics().CopyTo(merged.ResourceMetrics())
+	closing.ResourceMetrics().At(0).CopyTo(merged.ResourceMetrics().AppendEmpty())
+	foreign := pmetric.NewMetrics()
+	foreign.ResourceMetrics().AppendEmpty().Resource().Attributes().PutStr("service.name", "other")
+	for name, c := range map[string]struct {
+		md   pmetric.Metrics
+		want BatchKind
+	}{
+		"process": {processBatch("sdw1", ts), BatchProcesses},
+		"closing": {closing, BatchClosing},
+		"merged":  {merged, BatchMerged},
+		"foreign": {foreign, BatchForeign},
+	} {
+		if got := Frame(c.md).Kind; got != c.want {
+			t.Errorf("%s batch framed as %d, want %d", name, got, c.want)
+		}
+	}
+}
+
+// Every point of a batch carries its snapshot's time: the decoder leaves
+// out a point of another time, and says so.
+func TestThePointOfAnotherSnapshotIsLeftOut(t *testing.T) {
+	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
+	md := processBatch("sdw1", ts)
+	later := processBatch("sdw1", ts+1)
+	later.ResourceMetrics().At(0).CopyTo(md.ResourceMetrics().AppendEmpty())
+	b := Frame(md)
+	var d ProcessDecoder
+	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
+	if len(d.Samples) != 1 || d.Skipped == 0 || d.Err == nil {
+		t.Errorf("%d samples, %d skipped (%v); want the first snapshot's process alone", len(d.Samples), d.Skipped, d.Err)
+	}
+}
