@@ -79,13 +79,25 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 					t.Fatalf("resource groups: %v", st.ResourceGroupsErr)
 				}
 			}
+			// The Greenplum figures' own read, on the receiver's pool.
+			shape := src.shape(st.Dialect, src.columns)
+			pool, err := src.getPool()
+			if err != nil {
+				t.Fatal(err)
+			}
+			pc, err := pool.Acquire(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			figures := readGreenplumFigures(ctx, pc.Conn(), shape)
+			pc.Release()
+			t.Logf("Greenplum figures: spill %v, lock waits %v, session memory %v", figures.SpillErr, figures.WaitsErr, figures.MemoryErr)
 			for sql, err := range log.failed {
 				t.Errorf("the server refused %q: %v", sql, err)
 			}
 			checkEverySegmentDiscovered(t, c, st)
 
 			// Every statement of the table, for the shape the receiver found.
-			shape := src.shape(st.Dialect, src.columns)
 			coordinator, err := pgx.Connect(ctx, c.CoordinatorDSN)
 			if err != nil {
 				t.Fatal(err)
