@@ -24,7 +24,9 @@ type Statement struct {
 	Target Target
 	// Text is the statement for a server of that shape; "" where it is never sent.
 	Text func(Shape) string
-	// Args are arguments of the right types for a conformance run.
+	// Args are arguments of the right types for a conformance run; an error
+	// the statement's own function raises on them (not a catalog's
+	// rejection, SQLSTATE class 42) passes.
 	Args []any
 	// Guard is the Name of a statement that answers one boolean; this one is
 	// sent only where the guard answers true.
@@ -53,4 +55,12 @@ var Statements = []Statement{
 	{Name: "resource groups", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(ResourceGroups)},
 	{Name: "has gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(HasResourceGroupBypass)},
 	{Name: "set gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(SetResourceGroupBypass), Guard: "has gp_resource_group_bypass"},
+	{Name: "has workfiles", Sender: "receiver", Target: Coordinator, Text: HasWorkfiles},
+	{Name: "workfiles (spill)", Sender: "receiver", Target: Coordinator, Text: Workfiles, Guard: "has workfiles"},
+	{Name: "lock waits", Sender: "receiver", Target: Coordinator, Text: LockWaits},
+	{Name: "has session memory", Sender: "receiver", Target: Coordinator, Text: HasSessionMemory},
+	{Name: "session memory", Sender: "receiver", Target: Coordinator, Text: SessionMemory, Guard: "has session memory"},
+	{Name: "cancel query", Sender: "exporter", Target: Coordinator, Text: always(CancelQuery), Args: []any{0}},
+	{Name: "terminate session", Sender: "exporter", Target: Coordinator, Text: always(TerminateSession), Args: []any{0}},
+	{Name: "move to resource group", Sender: "exporter", Target: Coordinator, Text: MoveToResourceGroup, Args: []any{0, "default_group"}},
 }
