@@ -111,33 +111,30 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 // stateOf turns a test's Metadata map into the contract's session state.
 func stateOf(meta map[string]any) pipeline.SessionState {
 	var st pipeline.SessionState
-	str := map[string]**string{
+	str := map[string]*pipeline.Null[string]{
 		pipeline.MetaApplicationName: &st.ApplicationName, pipeline.MetaClientAddr: &st.ClientAddr,
 		pipeline.MetaClientHostname: &st.ClientHostname, pipeline.MetaState: &st.State, pipeline.MetaWaitingReason: &st.WaitingReason,
 		pipeline.MetaWaitEventType: &st.WaitEventType, pipeline.MetaWaitEvent: &st.WaitEvent, pipeline.MetaBackendType: &st.BackendType,
 		pipeline.MetaBackendXID: &st.BackendXID, pipeline.MetaBackendXmin: &st.BackendXmin, pipeline.MetaRsgName: &st.RsgName,
 		pipeline.MetaRsgQueueDuration: &st.RsgQueueDuration, pipeline.MetaQuery: &st.Query,
 	}
-	times := map[string]**time.Time{pipeline.MetaBackendStart: &st.BackendStart, pipeline.MetaXactStart: &st.XactStart,
+	times := map[string]*pipeline.Null[time.Time]{pipeline.MetaBackendStart: &st.BackendStart, pipeline.MetaXactStart: &st.XactStart,
 		pipeline.MetaQueryStart: &st.QueryStart, pipeline.MetaStateChange: &st.StateChange}
-	ints := map[string]**int64{pipeline.MetaClientPort: &st.ClientPort, pipeline.MetaRsgID: &st.RsgID}
+	ints := map[string]*pipeline.Null[int64]{pipeline.MetaClientPort: &st.ClientPort, pipeline.MetaRsgID: &st.RsgID}
 	for k, v := range meta {
 		switch {
 		case str[k] != nil:
-			s := v.(string)
-			*str[k] = &s
+			*str[k] = pipeline.Null[string]{V: v.(string), Valid: true}
 		case times[k] != nil:
 			t, err := time.Parse(time.RFC3339Nano, v.(string))
 			if err != nil {
 				panic(err)
 			}
-			*times[k] = &t
+			*times[k] = pipeline.Null[time.Time]{V: t, Valid: true}
 		case ints[k] != nil:
-			n := v.(int64)
-			*ints[k] = &n
+			*ints[k] = pipeline.Null[int64]{V: v.(int64), Valid: true}
 		case k == pipeline.MetaWaiting:
-			b := v.(bool)
-			st.Waiting = &b
+			st.Waiting = pipeline.Null[bool]{V: v.(bool), Valid: true}
 		case k == pipeline.MetaQueryTruncated:
 			st.QueryTruncated = v.(bool)
 		case k == pipeline.MetaBackends:

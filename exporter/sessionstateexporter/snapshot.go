@@ -152,7 +152,7 @@ func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 	if running {
 		state.RunningQuery = &yagpcc.QueryKey{Tmid: int32(h.Key.TmID), Ssid: int32(h.Key.ID)} // #nosec G115 -- yagpcc's field widths
 		state.RunningQueryInfo = &yagpcc.QueryInfo{
-			QueryText:    deref(st.Query),
+			QueryText:    st.Query.V,
 			UserName:     info.User,
 			DatabaseName: info.Database,
 			Rsgname:      info.Rsgname,
@@ -176,41 +176,33 @@ func sessionInfo(h pipeline.SessionHeader, st *pipeline.SessionState) *yagpcc.Se
 		Database:         h.Database,
 		User:             h.User,
 		System:           h.System,
-		ApplicationName:  deref(st.ApplicationName),
-		ClientAddr:       deref(st.ClientAddr),
-		ClientHostname:   deref(st.ClientHostname),
-		ClientPort:       deref(st.ClientPort),
+		ApplicationName:  st.ApplicationName.V,
+		ClientAddr:       st.ClientAddr.V,
+		ClientHostname:   st.ClientHostname.V,
+		ClientPort:       st.ClientPort.V,
 		BackendStart:     timestamp(st.BackendStart),
 		XactStart:        timestamp(st.XactStart),
 		QueryStart:       timestamp(st.QueryStart),
 		StateChange:      timestamp(st.StateChange),
-		State:            deref(st.State),
-		Waiting:          deref(st.Waiting),
-		WaitingReason:    deref(st.WaitingReason),
-		WaitEventType:    deref(st.WaitEventType),
-		WaitEvent:        deref(st.WaitEvent),
-		BackendType:      deref(st.BackendType),
-		BackendXid:       deref(st.BackendXID),
-		BackendXmin:      deref(st.BackendXmin),
-		Rsgid:            deref(st.RsgID),
-		Rsgname:          deref(st.RsgName),
-		Rsgqueueduration: deref(st.RsgQueueDuration),
+		State:            st.State.V,
+		Waiting:          st.Waiting.V,
+		WaitingReason:    st.WaitingReason.V,
+		WaitEventType:    st.WaitEventType.V,
+		WaitEvent:        st.WaitEvent.V,
+		BackendType:      st.BackendType.V,
+		BackendXid:       st.BackendXID.V,
+		BackendXmin:      st.BackendXmin.V,
+		Rsgid:            st.RsgID.V,
+		Rsgname:          st.RsgName.V,
+		Rsgqueueduration: st.RsgQueueDuration.V,
 	}
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
-func timestamp(t *time.Time) *timestamppb.Timestamp {
-	if t == nil {
+func timestamp(t pipeline.Null[time.Time]) *timestamppb.Timestamp {
+	if !t.Valid {
 		return nil
 	}
-	return timestamppb.New(*t)
+	return timestamppb.New(t.V)
 }
 
 func varintLen(v uint64) int {

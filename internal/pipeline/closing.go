@@ -297,13 +297,9 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	if h.Key, ok = SessionKeyOf(attrs); !ok {
 		return h, st, 0, false, false
 	}
-	if pid := attrInt(attrs, AttrSessionPID); pid != nil {
-		h.PID = *pid
-	}
-	if b := attrBool(attrs, AttrSessionSystem); b != nil {
-		h.System = *b
-	}
-	h.Database, h.User, h.Host = deref(attrStr(attrs, AttrDBNamespace)), deref(attrStr(attrs, AttrSessionUser)), deref(attrStr(attrs, AttrHostName))
+	h.PID = attrInt(attrs, AttrSessionPID).V
+	h.System = attrBool(attrs, AttrSessionSystem).V
+	h.Database, h.User, h.Host = str(attrs, AttrDBNamespace), str(attrs, AttrSessionUser), str(attrs, AttrHostName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()
@@ -320,30 +316,22 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	return h, st, 0, false, true
 }
 
-func deref[T any](p *T) T {
-	var zero T
-	if p == nil {
-		return zero
-	}
-	return *p
-}
-
 // DecodeHostPressure reads a host resource: its host and pressure lines.
 func DecodeHostPressure(rm pmetric.ResourceMetrics) (host string, figures []*gpotelv1.PressureFigures) {
-	return deref(attrStr(rm.Resource().Attributes(), AttrHostName)), pressureFigures(rm)
+	return str(rm.Resource().Attributes(), AttrHostName), pressureFigures(rm)
 }
 
 // DecodeCgroup reads a cgroup resource: its host and the group.
 func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPressure) {
 	attrs := rm.Resource().Attributes()
-	g = &gpotelv1.GroupPressure{Path: deref(attrStr(attrs, AttrCgroupPath)), Pressure: pressureFigures(rm)}
-	if v := attrInt(attrs, AttrCgroupVersion); v != nil {
-		g.CgroupVersion = int32(*v) // #nosec G115 -- 1 or 2
+	g = &gpotelv1.GroupPressure{Path: str(attrs, AttrCgroupPath), Pressure: pressureFigures(rm)}
+	if v := attrInt(attrs, AttrCgroupVersion); v.Valid {
+		g.CgroupVersion = int32(v.V) // #nosec G115 -- 1 or 2
 	}
-	if v := attrInt(attrs, AttrResourceGroupOID); v != nil {
-		g.ResourceGroupOid = uint32(*v) // #nosec G115 -- an oid
+	if v := attrInt(attrs, AttrResourceGroupOID); v.Valid {
+		g.ResourceGroupOid = uint32(v.V) // #nosec G115 -- an oid
 	}
-	switch name := deref(attrStr(attrs, AttrResourceGroupName)); {
+	switch name := str(attrs, AttrResourceGroupName); {
 	case name != "":
 		g.Name = name
 	case g.ResourceGroupOid != 0:
@@ -358,9 +346,9 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 		if g.Tasks == nil {
 			g.Tasks = map[string]int64{}
 		}
-		g.Tasks[deref(attrStr(dp.Attributes(), AttrTaskState))] = intValue(dp)
+		g.Tasks[str(dp.Attributes(), AttrTaskState)] = intValue(dp)
 	})
-	return deref(attrStr(attrs, AttrHostName)), g
+	return str(attrs, AttrHostName), g
 }
 
 // pressureFigures gathers a resource's stall time and ratio points into one
@@ -368,7 +356,7 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 	var out []*gpotelv1.PressureFigures
 	line := func(dp pmetric.NumberDataPoint) *gpotelv1.PressureFigures {
-		r, k := deref(attrStr(dp.Attributes(), AttrPressureResource)), deref(attrStr(dp.Attributes(), AttrPressureKind))
+		r, k := str(dp.Attributes(), AttrPressureResource), str(dp.Attributes(), AttrPressureKind)
 		for _, f := range out {
 			if f.Resource == r && f.Kind == k {
 				return f
@@ -384,7 +372,7 @@ func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 			line(dp).StallSeconds = pointFloat(dp)
 		case MetricPressureStallRatio:
 			f := line(dp)
-			switch deref(attrStr(dp.Attributes(), AttrPressureWindow)) {
+			switch str(dp.Attributes(), AttrPressureWindow) {
 			case "10s":
 				f.Avg10 = pointFloat(dp)
 			case "60s":

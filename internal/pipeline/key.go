@@ -27,8 +27,8 @@ func (k SessionKey) Compare(o SessionKey) int {
 // integral doubles count).
 func SessionKeyOf(attrs pcommon.Map) (SessionKey, bool) {
 	id, tm := attrInt(attrs, AttrSessionID), attrInt(attrs, AttrTmID)
-	if id == nil || tm == nil {
+	if !id.Valid || !tm.Valid {
 		return SessionKey{}, false
 	}
-	return SessionKey{TmID: *tm, ID: *id}, true
+	return SessionKey{TmID: tm.V, ID: id.V}, true
 }

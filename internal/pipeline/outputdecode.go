@@ -74,7 +74,9 @@ type SessionOutput struct {
 // figures into SystemStat (Figures' Stat column, MemoryTypes, skew,
 // pressure), the smoothed ones into ProcAvg, the per-host ones.
 func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) SessionOutput {
-	var last, total yagpcc.SystemStat
+	// One allocation for both stats: a snapshot reads one per session.
+	stats := new([2]yagpcc.SystemStat)
+	last, total := &stats[0], &stats[1]
 	var lastFound, totalFound bool
 	var avgs procAvgs
 	var hosts sessionHosts
@@ -98,33 +100,33 @@ func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) Session
 			last.Hosts, total.Hosts = n, n
 			return
 		case MetricSessionCgroupPress:
-			setPressure(&last, a, pointFloat(dp))
-			setPressure(&total, a, pointFloat(dp))
+			setPressure(last, a, pointFloat(dp))
+			setPressure(total, a, pointFloat(dp))
 			return
 		case MetricSessionMemoryUsage:
 			// Memory is a gauge of the newest snapshot: the same in both stats.
-			setMemory(&last, a, dp)
-			setMemory(&total, a, dp)
+			setMemory(last, a, dp)
+			setMemory(total, a, dp)
 			return
 		}
 		switch wm.Of(a) {
 		case WindowLast:
 			lastFound = true
-			setSystemStat(&last, name, a, dp)
+			setSystemStat(last, name, a, dp)
 		case WindowLifetimeTotals:
 			totalFound = true
-			setSystemStat(&total, name, a, dp)
+			setSystemStat(total, name, a, dp)
 		}
 	})
 	out := SessionOutput{ProcAvg: avgs.messages(), Hosts: hosts.list()}
 	if lastFound {
-		finishStat(&last)
-		out.Last = &last
+		finishStat(last)
+		out.Last = last
 	}
 	if totalFound {
-		finishStat(&total)
+		finishStat(total)
 		total.WindowSeconds = 0
-		out.Total = &total
+		out.Total = total
 	}
 	return out
 }
@@ -165,7 +167,7 @@ func setSystemStat(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric
 func setSkew(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	var skew, overAvg *float64
 	var hottest **int32
-	switch deref(attrStr(a, AttrSkewFigure)) {
+	switch str(a, AttrSkewFigure) {
 	case SkewFigureCPU:
 		skew, overAvg, hottest = &st.CpuSkew, &st.CpuMaxOverAvg, &st.CpuHottestSegment
 	case SkewFigureIO:
@@ -190,8 +192,8 @@ func setSkew(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.Numbe
 
 // setMemory folds one gpotel.session.memory.usage point into st.
 func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint) {
-	typ := deref(attrStr(a, AttrMemoryType))
-	maxHost := deref(attrStr(a, AttrMemoryAggregation)) == MemoryAggregationMaxHost
+	typ := str(a, AttrMemoryType)
+	maxHost := str(a, AttrMemoryAggregation) == MemoryAggregationMaxHost
 	for i := range MemoryTypes {
 		mt := &MemoryTypes[i]
 		if mt.Name != typ {
@@ -208,11 +210,11 @@ func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint)
 
 // setPressure keeps the largest "some" stall share per resource over a session's groups.
 func setPressure(st *yagpcc.SystemStat, a pcommon.Map, v float64) {
-	if deref(attrStr(a, AttrPressureKind)) != PressureSome {
+	if str(a, AttrPressureKind) != PressureSome {
 		return
 	}
 	var dst *float64
-	switch deref(attrStr(a, AttrPressureResource)) {
+	switch str(a, AttrPressureResource) {
 	case "cpu":
 		dst = &st.CpuPressure
 	case "memory":
@@ -234,7 +236,7 @@ type procAvgs struct {
 
 func (pa *procAvgs) add(name string, dp pmetric.NumberDataPoint) {
 	a := dp.Attributes()
-	avg := pa.of(deref(attrStr(a, AttrTimeConstant)))
+	avg := pa.of(str(a, AttrTimeConstant))
 	if avg == nil {
 		return
 	}
@@ -245,7 +247,7 @@ func (pa *procAvgs) add(name string, dp pmetric.NumberDataPoint) {
 	case MetricSessionMemoryUsageSmoothed:
 		avg.RssBytes = v
 	case MetricSessionDiskIORateSmoothed:
-		switch deref(attrStr(a, AttrDirection)) {
+		switch str(a, AttrDirection) {
 		case DirectionRead:
 			avg.ReadBytesPerSecond = v
 		case DirectionWrite:
@@ -290,7 +292,7 @@ type sessionHosts struct {
 
 func (sh *sessionHosts) add(name string, dp pmetric.NumberDataPoint, wm *WindowMatcher) {
 	a := dp.Attributes()
-	host := deref(attrStr(a, AttrHostName))
+	host := str(a, AttrHostName)
 	windowed := name == MetricSessionHostCPUUsage || name == MetricSessionHostDiskIORate
 	if host == "" || windowed && wm.Of(a) != WindowLast {
 		return
@@ -312,7 +314,7 @@ func (sh *sessionHosts) add(name string, dp pmetric.NumberDataPoint, wm *WindowM
 	case MetricSessionHostProcesses:
 		h.Usage.Processes = uint32(min(pointUint(dp), math.MaxUint32))
 	case MetricSessionHostDiskIORate:
-		switch deref(attrStr(a, AttrDirection)) {
+		switch str(a, AttrDirection) {
 		case DirectionRead:
 			h.Usage.ReadBytesPerSecond = v
 		case DirectionWrite:
@@ -349,29 +351,29 @@ type QueryOutput struct {
 // DecodeQuery reads one query resource; ok is false without its identity.
 func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 	attrs := rm.Resource().Attributes()
-	id, tm := attrInt(attrs, AttrSessionID), attrInt(attrs, AttrTmID)
-	start, err := time.Parse(time.RFC3339Nano, deref(attrStr(attrs, AttrQueryStart)))
-	if id == nil || tm == nil || err != nil {
+	key, ok := SessionKeyOf(attrs)
+	start, err := time.Parse(time.RFC3339Nano, str(attrs, AttrQueryStart))
+	if !ok || err != nil {
 		return QueryOutput{}, false
 	}
-	q := QueryOutput{Session: SessionKey{TmID: *tm, ID: *id}, Start: start.UTC(), Text: deref(attrStr(attrs, AttrDBQueryText)), Stat: &yagpcc.SystemStat{}}
-	if ccnt := attrInt(attrs, AttrQueryCommandCount); ccnt != nil && *ccnt > 0 {
-		q.CommandCount = *ccnt
+	q := QueryOutput{Session: key, Start: start.UTC(), Text: str(attrs, AttrDBQueryText), Stat: &yagpcc.SystemStat{}}
+	if ccnt := attrInt(attrs, AttrQueryCommandCount); ccnt.V > 0 {
+		q.CommandCount = ccnt.V
 	}
 	segs := map[int64]*yagpcc.SegmentMetrics{}
 	segment := func(a pcommon.Map) *yagpcc.SystemStat {
 		content := attrInt(a, AttrSegmentID)
-		if content == nil || *content < math.MinInt32 || *content > math.MaxInt32 {
+		if !content.Valid || content.V < math.MinInt32 || content.V > math.MaxInt32 {
 			return nil
 		}
-		sm := segs[*content]
+		sm := segs[content.V]
 		if sm == nil {
 			sm = &yagpcc.SegmentMetrics{
-				Hostname:       deref(attrStr(a, AttrHostName)),
-				SegmentKey:     &yagpcc.SegmentKey{Segindex: int32(*content)},
+				Hostname:       str(a, AttrHostName),
+				SegmentKey:     &yagpcc.SegmentKey{Segindex: int32(content.V)},
 				SegmentMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{}},
 			}
-			segs[*content] = sm
+			segs[content.V] = sm
 		}
 		return sm.SegmentMetrics.SystemStat
 	}
@@ -387,7 +389,7 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 			}
 		case MetricQuerySegmentDiskIO:
 			if st := segment(dp.Attributes()); st != nil {
-				switch deref(attrStr(dp.Attributes(), AttrDirection)) {
+				switch str(dp.Attributes(), AttrDirection) {
 				case DirectionRead:
 					st.ReadBytes = pointUint(dp)
 				case DirectionWrite:
@@ -444,13 +446,13 @@ func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 		if !smoothed(m.Name()) {
 			return
 		}
-		if d, err := time.ParseDuration(deref(attrStr(dp.Attributes(), AttrTimeConstant))); err == nil && d > 0 {
+		if d, err := time.ParseDuration(str(dp.Attributes(), AttrTimeConstant)); err == nil && d > 0 {
 			tau = min(tau, d.Seconds())
 		}
 	})
 	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		a := dp.Attributes()
-		name := deref(attrStr(a, AttrHostName))
+		name := str(a, AttrHostName)
 		if name == "" {
 			return
 		}
@@ -464,7 +466,7 @@ func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 		case !smoothed(m.Name()):
 			return
 		}
-		if d, err := time.ParseDuration(deref(attrStr(a, AttrTimeConstant))); err != nil || d.Seconds() != tau {
+		if d, err := time.ParseDuration(str(a, AttrTimeConstant)); err != nil || d.Seconds() != tau {
 			return
 		}
 		u, v := usage(name), max(pointFloat(dp), 0)
@@ -474,7 +476,7 @@ func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 		case MetricHostMemoryUsageSmoothed:
 			u.RssBytes = pointUint(dp)
 		case MetricHostDiskIORateSmoothed:
-			switch deref(attrStr(a, AttrDirection)) {
+			switch str(a, AttrDirection) {
 			case DirectionRead:
 				u.ReadBytesPerSecond = v
 			case DirectionWrite:

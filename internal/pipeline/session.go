@@ -11,23 +11,38 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
+// Null is a pg_stat_activity column that may be NULL: V is its value
+// when Valid.
+type Null[T any] struct {
+	V     T
+	Valid bool
+}
+
+// NullOf is the column of a nullable pointer.
+func NullOf[T any](p *T) Null[T] {
+	if p == nil {
+		return Null[T]{}
+	}
+	return Null[T]{V: *p, Valid: true}
+}
+
 // SessionState is the volatile pg_stat_activity state of a session that
 // travels in gpotel.session.info's Metric.Metadata() (docs/pipeline.md,
-// session resource), never in an identity. nil: the column was NULL.
+// session resource), never in an identity.
 type SessionState struct {
-	ApplicationName, ClientAddr, ClientHostname *string
-	ClientPort                                  *int64
-	BackendStart, XactStart                     *time.Time
-	QueryStart, StateChange                     *time.Time
-	State                                       *string
-	Waiting                                     *bool
-	WaitingReason, WaitEventType, WaitEvent     *string
-	BackendType, BackendXID, BackendXmin        *string
-	RsgID                                       *int64
-	RsgName, RsgQueueDuration                   *string
+	ApplicationName, ClientAddr, ClientHostname Null[string]
+	ClientPort                                  Null[int64]
+	BackendStart, XactStart                     Null[time.Time]
+	QueryStart, StateChange                     Null[time.Time]
+	State                                       Null[string]
+	Waiting                                     Null[bool]
+	WaitingReason, WaitEventType, WaitEvent     Null[string]
+	BackendType, BackendXID, BackendXmin        Null[string]
+	RsgID                                       Null[int64]
+	RsgName, RsgQueueDuration                   Null[string]
 	// Query is cut to the receiver's query_max_length; QueryTruncated says
 	// whether it was. Both are written only with a query.
-	Query          *string
+	Query          Null[string]
 	QueryTruncated bool
 	// Backends are the session's processes the receiver asked a host about
 	// in this scrape, answered or not.
@@ -37,24 +52,24 @@ type SessionState struct {
 // Running tells the states in which the query named is the statement
 // being executed right now, not the last one finished.
 func (s *SessionState) Running() bool {
-	return s.State != nil && (*s.State == "active" || *s.State == "fastpath function call")
+	return s.State.Valid && (s.State.V == "active" || s.State.V == "fastpath function call")
 }
 
 // put writes the state into a gpotel.session.info Metadata map.
 func (s *SessionState) put(m pcommon.Map) {
-	str := func(k string, v *string) {
-		if v != nil {
-			m.PutStr(k, *v)
+	str := func(k string, v Null[string]) {
+		if v.Valid {
+			m.PutStr(k, v.V)
 		}
 	}
-	tm := func(k string, v *time.Time) {
-		if v != nil {
-			m.PutStr(k, v.UTC().Format(time.RFC3339Nano))
+	tm := func(k string, v Null[time.Time]) {
+		if v.Valid {
+			m.PutStr(k, v.V.UTC().Format(time.RFC3339Nano))
 		}
 	}
-	num := func(k string, v *int64) {
-		if v != nil {
-			m.PutInt(k, *v)
+	num := func(k string, v Null[int64]) {
+		if v.Valid {
+			m.PutInt(k, v.V)
 		}
 	}
 	str(MetaApplicationName, s.ApplicationName)
@@ -66,8 +81,8 @@ func (s *SessionState) put(m pcommon.Map) {
 	tm(MetaQueryStart, s.QueryStart)
 	tm(MetaStateChange, s.StateChange)
 	str(MetaState, s.State)
-	if s.Waiting != nil {
-		m.PutBool(MetaWaiting, *s.Waiting)
+	if s.Waiting.Valid {
+		m.PutBool(MetaWaiting, s.Waiting.V)
 	}
 	str(MetaWaitingReason, s.WaitingReason)
 	str(MetaWaitEventType, s.WaitEventType)
@@ -78,8 +93,8 @@ func (s *SessionState) put(m pcommon.Map) {
 	num(MetaRsgID, s.RsgID)
 	str(MetaRsgName, s.RsgName)
 	str(MetaRsgQueueDuration, s.RsgQueueDuration)
-	if s.Query != nil {
-		m.PutStr(MetaQuery, *s.Query)
+	if s.Query.Valid {
+		m.PutStr(MetaQuery, s.Query.V)
 		m.PutBool(MetaQueryTruncated, s.QueryTruncated)
 	}
 	if len(s.Backends) > 0 {
@@ -117,9 +132,7 @@ func readSessionState(m pcommon.Map) SessionState {
 	s.RsgName = attrStr(m, MetaRsgName)
 	s.RsgQueueDuration = attrStr(m, MetaRsgQueueDuration)
 	s.Query = attrStr(m, MetaQuery)
-	if b := attrBool(m, MetaQueryTruncated); b != nil {
-		s.QueryTruncated = *b
-	}
+	s.QueryTruncated = attrBool(m, MetaQueryTruncated).V
 	if v, ok := m.Get(MetaBackends); ok && v.Type() == pcommon.ValueTypeSlice {
 		sl := v.Slice()
 		s.Backends = make([]BackendRef, 0, sl.Len())
@@ -132,20 +145,22 @@ func readSessionState(m pcommon.Map) SessionState {
 	return s
 }
 
-func attrStr(m pcommon.Map, key string) *string {
+func attrStr(m pcommon.Map, key string) Null[string] {
 	v, ok := m.Get(key)
 	if !ok {
-		return nil
+		return Null[string]{}
 	}
-	s := v.AsString()
-	return &s
+	return Null[string]{V: v.AsString(), Valid: true}
 }
 
+// str is a value as text; "" when absent.
+func str(m pcommon.Map, key string) string { return attrStr(m, key).V }
+
 // attrInt also reads an integer written as a string or an integral double.
-func attrInt(m pcommon.Map, key string) *int64 {
+func attrInt(m pcommon.Map, key string) Null[int64] {
 	v, ok := m.Get(key)
 	if !ok {
-		return nil
+		return Null[int64]{}
 	}
 	var n int64
 	switch v.Type() {
@@ -154,42 +169,41 @@ func attrInt(m pcommon.Map, key string) *int64 {
 	case pcommon.ValueTypeDouble:
 		d := v.Double()
 		if d != math.Trunc(d) || math.Abs(d) > 1<<53 {
-			return nil
+			return Null[int64]{}
 		}
 		n = int64(d)
 	case pcommon.ValueTypeStr:
 		var err error
 		if n, err = strconv.ParseInt(v.Str(), 10, 64); err != nil {
-			return nil
+			return Null[int64]{}
 		}
 	default:
-		return nil
+		return Null[int64]{}
 	}
-	return &n
+	return Null[int64]{V: n, Valid: true}
 }
 
-func attrBool(m pcommon.Map, key string) *bool {
+func attrBool(m pcommon.Map, key string) Null[bool] {
 	v, ok := m.Get(key)
 	if !ok {
-		return nil
+		return Null[bool]{}
 	}
 	if v.Type() == pcommon.ValueTypeBool {
-		b := v.Bool()
-		return &b
+		return Null[bool]{V: v.Bool(), Valid: true}
 	}
 	b, _ := strconv.ParseBool(v.AsString())
-	return &b
+	return Null[bool]{V: b, Valid: true}
 }
 
-// attrTime reads an RFC 3339 timestamp; absent or unparsable is nil.
-func attrTime(m pcommon.Map, key string) *time.Time {
+// attrTime reads an RFC 3339 timestamp; absent or unparsable is not Valid.
+func attrTime(m pcommon.Map, key string) Null[time.Time] {
 	v, ok := m.Get(key)
 	if !ok {
-		return nil
+		return Null[time.Time]{}
 	}
 	t, err := time.Parse(time.RFC3339Nano, v.AsString())
 	if err != nil {
-		return nil
+		return Null[time.Time]{}
 	}
-	return &t
+	return Null[time.Time]{V: t, Valid: true}
 }

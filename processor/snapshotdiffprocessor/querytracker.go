@@ -36,24 +36,17 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 			continue
 		}
 		acts[h.Key] = sessionActivity{pid: h.PID, running: st.Running(), queryStart: unixNano(st.QueryStart),
-			stateChange: unixNano(st.StateChange), text: deref(st.Query)}
+			stateChange: unixNano(st.StateChange), text: st.Query.V}
 	}
 	return acts
 }
 
 // unixNano is a time as unix ns; 0 when NULL.
-func unixNano(t *time.Time) int64 {
-	if t == nil {
+func unixNano(t pipeline.Null[time.Time]) int64 {
+	if !t.Valid {
 		return 0
 	}
-	return t.UnixNano()
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
+	return t.V.UnixNano()
 }
 
 // query is one command of a session and what was attributed to it.

@@ -221,7 +221,7 @@ func contractClosing() *pipeline.Closing {
 				TaskStates: &gpotelv1.TaskStates{Source: gpotelv1.TaskStates_SOURCE_PROC_STAT, Uninterruptible: 1, Stopped: 1}}}}},
 		},
 		Sessions: []pipeline.Session{
-			{ID: 77, PID: 4000, Database: &db, User: &user, State: pipeline.SessionState{State: &state},
+			{ID: 77, PID: 4000, Database: &db, User: &user, State: pipeline.SessionState{State: pipeline.NullOf(&state)},
 				CgroupPressure: []pipeline.GroupPressure{{Name: "default_group", Resource: "memory", Kind: "some", Avg10: 4}, {Name: "default_group", Resource: "memory", Kind: "full", Avg10: 3}}},
 			{ID: 78, PID: 4001, System: true},
 		},

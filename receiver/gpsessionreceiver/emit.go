@@ -152,16 +152,30 @@ func sessionBackends(s *scrapeResult) map[int64][]pipeline.BackendRef {
 // its query cut to queryMax bytes (none with queryMax 0).
 func sessionState(r *SessionRow, queryMax int, backends []pipeline.BackendRef) pipeline.SessionState {
 	st := pipeline.SessionState{
-		ApplicationName: r.ApplicationName, ClientAddr: r.ClientAddr, ClientHostname: r.ClientHostname, ClientPort: r.ClientPort,
-		BackendStart: r.BackendStart, XactStart: r.XactStart, QueryStart: r.QueryStart, StateChange: r.StateChange,
-		State: r.State, Waiting: r.Waiting, WaitingReason: r.WaitingReason, WaitEventType: r.WaitEventType, WaitEvent: r.WaitEvent,
-		BackendType: r.BackendType, BackendXID: r.BackendXID, BackendXmin: r.BackendXmin,
-		RsgID: r.RsgID, RsgName: r.RsgName, RsgQueueDuration: r.RsgQueueDuration,
-		Backends: backends,
+		ApplicationName:  pipeline.NullOf(r.ApplicationName),
+		ClientAddr:       pipeline.NullOf(r.ClientAddr),
+		ClientHostname:   pipeline.NullOf(r.ClientHostname),
+		ClientPort:       pipeline.NullOf(r.ClientPort),
+		BackendStart:     pipeline.NullOf(r.BackendStart),
+		XactStart:        pipeline.NullOf(r.XactStart),
+		QueryStart:       pipeline.NullOf(r.QueryStart),
+		StateChange:      pipeline.NullOf(r.StateChange),
+		State:            pipeline.NullOf(r.State),
+		Waiting:          pipeline.NullOf(r.Waiting),
+		WaitingReason:    pipeline.NullOf(r.WaitingReason),
+		WaitEventType:    pipeline.NullOf(r.WaitEventType),
+		WaitEvent:        pipeline.NullOf(r.WaitEvent),
+		BackendType:      pipeline.NullOf(r.BackendType),
+		BackendXID:       pipeline.NullOf(r.BackendXID),
+		BackendXmin:      pipeline.NullOf(r.BackendXmin),
+		RsgID:            pipeline.NullOf(r.RsgID),
+		RsgName:          pipeline.NullOf(r.RsgName),
+		RsgQueueDuration: pipeline.NullOf(r.RsgQueueDuration),
+		Backends:         backends,
 	}
 	if r.Query != nil && queryMax > 0 {
 		q, cut := pipeline.CutUTF8(*r.Query, queryMax)
-		st.Query, st.QueryTruncated = &q, cut
+		st.Query, st.QueryTruncated = pipeline.Null[string]{V: q, Valid: true}, cut
 	}
 	return st
 }

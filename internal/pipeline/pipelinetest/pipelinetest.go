@@ -159,15 +159,11 @@ func (s Snapshot) closing() pmetric.Metrics {
 		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes})
 	}
 	for _, ss := range s.Sessions {
-		st := pipeline.SessionState{State: &ss.State}
-		if !ss.QueryStart.IsZero() {
-			st.QueryStart = &ss.QueryStart
-		}
-		if !ss.StateChange.IsZero() {
-			st.StateChange = &ss.StateChange
-		}
-		if ss.Query != "" {
-			st.Query = &ss.Query
+		st := pipeline.SessionState{
+			State:       pipeline.Null[string]{V: ss.State, Valid: true},
+			QueryStart:  pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
+			StateChange: pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
+			Query:       pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
 		}
 		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st})
 	}
