@@ -9,10 +9,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/gpotel/gpotel/internal/await"
-	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -79,15 +77,7 @@ func TestForgedLogLinesAreIgnored(t *testing.T) {
 
 			resumed := stopProcess(t, vpid)
 			defer resumed()
-			type answer struct {
-				resp *gpotelv1.GetMemoryContextsResponse
-				err  error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(vpid), Timeout: durationpb.New(time.Minute)})
-				done <- answer{resp, err}
-			}()
+			done := a.askInBackground(ctx, vpid)
 			waitSignalPending(t, vpid, syscall.SIGUSR1)
 			_, err = attacker.Exec(ctx, "SELECT 1/0 /*\n"+forged+"*/")
 			if err == nil || !strings.Contains(err.Error(), "division by zero") {

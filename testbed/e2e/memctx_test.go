@@ -88,6 +88,23 @@ func startMemctxAgent(t *testing.T, c *cluster.Cluster, host string, tweak func(
 	return &memctxAgent{agent: a, client: gpotelv1.NewMemoryContextsClient(conn)}
 }
 
+// memctxAnswer is the agent's answer to one GetMemoryContexts.
+type memctxAnswer struct {
+	resp *gpotelv1.GetMemoryContextsResponse
+	err  error
+}
+
+// askInBackground asks for pid's contexts, waiting up to a minute, while the
+// test goes on to act on the backend or the log.
+func (a *memctxAgent) askInBackground(ctx context.Context, pid int) <-chan memctxAnswer {
+	done := make(chan memctxAnswer, 1)
+	go func() {
+		resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid), Timeout: durationpb.New(time.Minute)})
+		done <- memctxAnswer{resp, err}
+	}()
+	return done
+}
+
 // ownContext is one row of a backend's own pg_backend_memory_contexts.
 type ownContext struct {
 	name, parent string
@@ -447,15 +464,7 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 
 			resumed := stopProcess(t, pid)
 			defer resumed()
-			type answer struct {
-				resp *gpotelv1.GetMemoryContextsResponse
-				err  error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid), Timeout: durationpb.New(time.Minute)})
-				done <- answer{resp, err}
-			}()
+			done := a.askInBackground(ctx, pid)
 			waitSignalPending(t, pid, syscall.SIGUSR1)
 			// log_filename has one-second resolution: rotate into a new name.
 			await.NoError(t, "the server rotating its log into a new file", func() error {
