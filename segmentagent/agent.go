@@ -23,6 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -100,6 +101,7 @@ func (a *Agent) Start(ctx context.Context) error {
 		// streams and never reads their answers holds at most this many per connection.
 		grpc.MaxConcurrentStreams(maxConcurrentStreams),
 	}
+	opts = append(opts, grpcrecover.ServerOptions(a.logger)...)
 	if a.cfg.TLS != nil {
 		tlsCfg, err := a.cfg.TLS.LoadTLSConfig(ctx)
 		if err != nil {

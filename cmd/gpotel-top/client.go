@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/gpotel/gpotel/internal/listenaddr"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -39,14 +41,21 @@ func (o clientOptions) Validate() error {
 	if (o.CertFile == "") != (o.KeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
 	}
-	if o.Token != "" && o.TokenFile != "" {
-		errs = append(errs, errors.New("give --token or --token-file, not both"))
+	if o.Token != "" {
+		errs = append(errs, fmt.Errorf("--token would show the token to every local user (ps): put it in a file for --token-file, or in $%s", tokenEnv))
 	}
 	if o.CallTimeout <= 0 {
 		errs = append(errs, errors.New("--timeout must be positive"))
 	}
 	return errors.Join(errs...)
 }
+
+const (
+	// tokenEnv names the environment variable that may hold the bearer token.
+	tokenEnv = "GPOTEL_API_TOKEN" //nolint:gosec // the variable's name, not a credential
+	// maxTokenBytes bounds what is read from a token file.
+	maxTokenBytes = 8192
+)
 
 // sessionClient fetches session lists over one connection.
 type sessionClient struct {
@@ -60,8 +69,15 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
 	}
+	token, err := o.bearerToken()
+	if err != nil {
+		return nil, err
+	}
+	if token != "" && !o.usesTLS() && !listenaddr.Loopback(o.Addr) {
+		return nil, fmt.Errorf("a bearer token goes to %s only over TLS: add --tls (or --tls-ca), or reach the API on a loopback address", o.Addr)
+	}
 	creds := insecure.NewCredentials()
-	if o.TLS || o.CAFile != "" || o.CertFile != "" {
+	if o.usesTLS() {
 		cfg := configtls.NewDefaultClientConfig()
 		cfg.CAFile = o.CAFile
 		cfg.CertFile = o.CertFile
@@ -75,12 +91,8 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 		creds = credentials.NewTLS(tlsCfg)
 	}
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
-	token, err := o.bearerToken()
-	if err != nil {
-		return nil, err
-	}
 	if token != "" {
-		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: o.TLS || o.CAFile != ""}))
+		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: o.usesTLS()}))
 	}
 	conn, err := grpc.NewClient(o.Addr, dialOpts...)
 	if err != nil {
@@ -89,13 +101,27 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 	return &sessionClient{conn: conn, api: yagpcc.NewGetGPInfoClient(conn), opts: o, timeout: o.CallTimeout}, nil
 }
 
+// usesTLS: --tls, or implied by a CA or a client certificate.
+func (o clientOptions) usesTLS() bool {
+	return o.TLS || o.CAFile != "" || o.CertFile != ""
+}
+
+// bearerToken reads the token from --token-file, else from $GPOTEL_API_TOKEN.
 func (o clientOptions) bearerToken() (string, error) {
 	if o.TokenFile == "" {
-		return o.Token, nil
+		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
 	}
-	b, err := os.ReadFile(o.TokenFile)
+	f, err := os.Open(o.TokenFile)
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if len(b) > maxTokenBytes {
+		return "", fmt.Errorf("token file %s: longer than %d bytes, not a token", o.TokenFile, maxTokenBytes)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

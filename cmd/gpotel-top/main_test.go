@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -229,7 +231,53 @@ func TestBearerTokenIsSent(t *testing.T) {
 	if err := run(context.Background(), []string{"--once", "--addr", addr}, &bytes.Buffer{}); status.Code(unwrapStatus(err)) != codes.Unauthenticated {
 		t.Fatalf("without a token: err = %v, want Unauthenticated", err)
 	}
-	runOnce(t, "--addr", addr, "--token", "s3cret")
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runOnce(t, "--addr", addr, "--token-file", file)
+	t.Setenv(tokenEnv, "s3cret")
+	runOnce(t, "--addr", addr)
+}
+
+func TestTokenIsNotTakenFromTheCommandLine(t *testing.T) {
+	addr := serve(t, threeSessions())
+	err := run(context.Background(), []string{"--once", "--addr", addr, "--token", "s3cret"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--token-file") || !strings.Contains(err.Error(), tokenEnv) {
+		t.Fatalf("--token on the command line (seen by ps): err = %v, want a refusal naming --token-file and %s", err, tokenEnv)
+	}
+}
+
+func TestTokenNeedsTLSBeyondLoopback(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, []byte("s3cret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--once", "--addr", "10.0.0.5:1432", "--token-file", file},
+		{"--once", "--addr", "coord:1432", "--token-file", file},
+	} {
+		err := run(context.Background(), append(args, "--timeout", "1s"), &bytes.Buffer{})
+		if err == nil || !strings.Contains(err.Error(), "--tls") {
+			t.Errorf("%v: err = %v, want a refusal to send the token in plaintext", args, err)
+		}
+	}
+	t.Setenv(tokenEnv, "s3cret")
+	err := run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--timeout", "1s"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--tls") {
+		t.Errorf("token from %s: err = %v, want a refusal to send it in plaintext", tokenEnv, err)
+	}
+}
+
+func TestOversizedTokenFileIsRefused(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(file, bytes.Repeat([]byte("x"), maxTokenBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"--once", "--addr", "127.0.0.1:1", "--token-file", file}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "token file") {
+		t.Fatalf("a token file over %d bytes: err = %v", maxTokenBytes, err)
+	}
 }
 
 func unwrapStatus(err error) error {
@@ -265,7 +313,6 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	for _, args := range [][]string{
 		{"--once", "--sort", "size"},
 		{"--once", "--tls-cert", "c.pem"},
-		{"--once", "--token", "a", "--token-file", "f"},
 		{"--once", "--interval", "0s"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {

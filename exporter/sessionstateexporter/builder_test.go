@@ -29,7 +29,7 @@ type testSession struct {
 	sessID, tmID, pid int64
 	system            bool
 	db, user          string
-	// meta is gpotel.session.info's Metadata; values string, int64 or bool.
+	// meta is gpotel.session.info's Metadata; values string, int64, bool or []string.
 	meta            map[string]any
 	last            *testFigures // the exporter's window; nil: absent
 	total           *testFigures // lifetime; nil: absent
@@ -90,6 +90,11 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 				infoMetric.Metadata().PutInt(k, v)
 			case bool:
 				infoMetric.Metadata().PutBool(k, v)
+			case []string:
+				sl := infoMetric.Metadata().PutEmptySlice(k)
+				for _, e := range v {
+					sl.AppendEmpty().SetStr(e)
+				}
 			}
 		}
 

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gpotel/gpotel/internal/clockstep"
 	sc "github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -115,7 +116,9 @@ func (h *hostTops) consume(md pmetric.Metrics) {
 		at := int64(firstPointTime(rm)) //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
 		h.mu.Lock()
 		defer h.mu.Unlock()
-		if at > h.time { // a replayed or late snapshot must not replace a newer one
+		// A replayed or late snapshot must not replace a newer one, unless the
+		// wall clock went back.
+		if at > h.time || clockstep.SteppedBack(time.Unix(0, h.time), time.Unix(0, at)) {
 			h.time, h.tau, h.byName = at, tau, hosts
 		}
 		return

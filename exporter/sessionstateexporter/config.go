@@ -7,8 +7,8 @@ import (
 
 	"go.opentelemetry.io/collector/config/configgrpc"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/listenaddr"
-	"go.opentelemetry.io/collector/config/configtls"
 )
 
 // Defaults. Port 1432 is where yagpcc's coordinator service listens; on
@@ -22,6 +22,9 @@ const (
 	defaultMaxPageSize        = 10000
 	// A stock gRPC client refuses messages larger than 4 MiB.
 	defaultMaxResponseBytes = 4 << 20
+	// A Greenplum session has a backend per segment and slice; asking each
+	// signals it and reads its server log.
+	defaultMaxBackends = 4096
 	// Below this no session with a cut query text fits reliably.
 	minMaxResponseBytes = 1024
 )
@@ -59,39 +62,25 @@ type Config struct {
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
 type MemoryContextsConfig struct {
-	// AgentPort is the agents' port when Agents does not name an endpoint.
-	AgentPort int `mapstructure:"agent_port"`
-	// Agents overrides the endpoint per host name, as in the gpsession receiver.
-	Agents map[string]string `mapstructure:"agents"`
-	// Agent is the gRPC client template (TLS, keepalive); leave its endpoint empty.
-	Agent configgrpc.ClientConfig `mapstructure:"agent"`
+	// agent_port, agents, agent: the agents' addresses and the client
+	// template (TLS, keepalive), as in the gpsession receiver.
+	agentconn.Config `mapstructure:",squash"`
 	// Timeout is how long each agent waits for its backend.
 	Timeout time.Duration `mapstructure:"timeout"`
 	// MaxParallel bounds the agent calls of one request.
 	MaxParallel int `mapstructure:"max_parallel"`
 	// TopBackends is how many backends each roll-up row names.
 	TopBackends int `mapstructure:"top_backends"`
+	// MaxBackends bounds the backends one request asks.
+	MaxBackends int `mapstructure:"max_backends"`
 }
 
 func defaultMemoryContextsConfig() MemoryContextsConfig {
-	agent := configgrpc.NewDefaultClientConfig()
-	agent.TLS = configtls.ClientConfig{Insecure: true} // the agents serve plaintext unless configured for TLS
-	return MemoryContextsConfig{AgentPort: 1433, Agent: agent, Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3}
+	return MemoryContextsConfig{Config: agentconn.NewDefaultConfig(), Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3, MaxBackends: defaultMaxBackends}
 }
 
 func (c MemoryContextsConfig) validate() []error {
-	var errs []error
-	if c.AgentPort < 1 || c.AgentPort > 65535 {
-		errs = append(errs, fmt.Errorf("memory_contexts.agent_port %d is not a port", c.AgentPort))
-	}
-	for host, ep := range c.Agents {
-		if ep == "" {
-			errs = append(errs, fmt.Errorf("memory_contexts.agents[%s] is empty", host))
-		}
-	}
-	if c.Agent.Endpoint != "" {
-		errs = append(errs, errors.New("memory_contexts.agent.endpoint must be empty: endpoints come from agents and agent_port"))
-	}
+	errs := c.Problems("memory_contexts.")
 	if c.Timeout <= 0 || c.Timeout > time.Minute {
 		errs = append(errs, fmt.Errorf("memory_contexts.timeout must be in (0, 1m], got %s", c.Timeout))
 	}
@@ -100,6 +89,9 @@ func (c MemoryContextsConfig) validate() []error {
 	}
 	if c.TopBackends < 0 {
 		errs = append(errs, fmt.Errorf("memory_contexts.top_backends must not be negative, got %d", c.TopBackends))
+	}
+	if c.MaxBackends <= 0 {
+		errs = append(errs, fmt.Errorf("memory_contexts.max_backends must be positive, got %d", c.MaxBackends))
 	}
 	return errs
 }

@@ -36,7 +36,8 @@ func TestDefaultConfig(t *testing.T) {
 	if cfg.NetAddr.Endpoint != "127.0.0.1:1432" || cfg.LastMetricsWindow != 5*time.Minute ||
 		cfg.SessionGracePeriod != 30*time.Second || cfg.MaxSessions != 100000 ||
 		cfg.DefaultPageSize != 100 || cfg.MaxPageSize != 10000 || cfg.MaxResponseBytes != 4<<20 ||
-		cfg.MemoryContexts.AgentPort != 1433 || cfg.MemoryContexts.Timeout != 5*time.Second || !cfg.MemoryContexts.Agent.TLS.Insecure {
+		cfg.MemoryContexts.AgentPort != 1433 || cfg.MemoryContexts.Timeout != 5*time.Second || !cfg.MemoryContexts.Agent.TLS.Insecure ||
+		cfg.MemoryContexts.MaxBackends != 4096 {
 		t.Fatalf("unexpected defaults: %+v", cfg)
 	}
 }
@@ -58,7 +59,7 @@ func TestCustomConfig(t *testing.T) {
 	}
 	mc := cfg.MemoryContexts
 	if mc.AgentPort != 11433 || mc.Agents["sdw1"] != "10.0.0.11:1433" || mc.Agent.TLS.CAFile != "/etc/gpotel/ca.crt" ||
-		mc.Timeout != 10*time.Second || mc.MaxParallel != 4 || mc.TopBackends != 5 {
+		mc.Timeout != 10*time.Second || mc.MaxParallel != 4 || mc.TopBackends != 5 || mc.MaxBackends != 100 {
 		t.Fatalf("memory_contexts not read: %+v", mc)
 	}
 }
@@ -70,7 +71,7 @@ func TestInvalidConfigNamesEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{"endpoint", "last_metrics_window", "session_grace_period", "max_sessions",
 		"default_page_size (600) must not exceed max_page_size (500)", "max_response_bytes",
-		"memory_contexts.agent_port", "memory_contexts.timeout", "memory_contexts.max_parallel", "memory_contexts.top_backends"} {
+		"memory_contexts.agent_port", "memory_contexts.timeout", "memory_contexts.max_parallel", "memory_contexts.top_backends", "memory_contexts.max_backends"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q: %v", want, err)
 		}

@@ -8,6 +8,7 @@ import (
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
+	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
@@ -16,6 +17,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
+	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -29,10 +32,10 @@ type sessionStateExporter struct {
 	pressure pressureStore
 	tops     hostTops
 
-	server  *grpc.Server
-	health  *health.Server
-	done    chan struct{}
-	clients *memoryContextsClients
+	server *grpc.Server
+	health *health.Server
+	done   chan struct{}
+	agents *agentconn.Pool
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) *sessionStateExporter {
@@ -55,7 +58,11 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 }
 
 func (e *sessionStateExporter) start(ctx context.Context, host component.Host) error {
-	server, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.settings.TelemetrySettings)
+	var recovery []configgrpc.ToServerOption
+	for _, opt := range grpcrecover.ServerOptions(e.settings.Logger) {
+		recovery = append(recovery, configgrpc.WithGrpcServerOption(opt))
+	}
+	server, err := e.cfg.ToServer(ctx, host.GetExtensions(), e.settings.TelemetrySettings, recovery...)
 	if err != nil {
 		return fmt.Errorf("sessionstate: building the gRPC server: %w", err)
 	}
@@ -71,8 +78,11 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		maxPageSize:      e.cfg.MaxPageSize,
 		maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
-	e.clients = &memoryContextsClients{cfg: e.cfg.MemoryContexts, extensions: host.GetExtensions(), telemetry: e.settings.TelemetrySettings}
-	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{store: e.store, clients: e.clients})
+	// An agent's answer larger than a whole response could not be served.
+	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
+	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{
+		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
+	})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
 		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
@@ -116,6 +126,5 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	<-e.done
-	e.clients.close()
-	return nil
+	return e.agents.Close()
 }

@@ -2,6 +2,8 @@ package sessionstateexporter
 
 import (
 	"fmt"
+	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -12,8 +14,8 @@ import (
 // sessionFilter is a request's selection. Different filter fields combine
 // with AND; several values of one field combine with OR; matching is exact.
 type sessionFilter struct {
-	values map[yagpcc.SessionFilterEnum][]string
-	ids    map[yagpcc.SessionFilterEnum][]int64
+	values map[yagpcc.SessionFilterEnum]map[string]struct{}
+	ids    map[yagpcc.SessionFilterEnum]map[int64]struct{}
 
 	showSystem  bool
 	hideEmpty   bool
@@ -21,10 +23,16 @@ type sessionFilter struct {
 	liveOnly    bool
 }
 
+// maxFilterValues bounds a request's filter values, all fields together.
+const maxFilterValues = 1024
+
 func parseFilters(filters []*yagpcc.SessionFilter) (*sessionFilter, error) {
+	if len(filters) > maxFilterValues {
+		return nil, fmt.Errorf("filter: %d values, at most %d filter values are accepted", len(filters), maxFilterValues)
+	}
 	f := &sessionFilter{
-		values: map[yagpcc.SessionFilterEnum][]string{},
-		ids:    map[yagpcc.SessionFilterEnum][]int64{},
+		values: map[yagpcc.SessionFilterEnum]map[string]struct{}{},
+		ids:    map[yagpcc.SessionFilterEnum]map[int64]struct{}{},
 	}
 	for i, sf := range filters {
 		field := sf.GetFieldName()
@@ -36,14 +44,14 @@ func parseFilters(filters []*yagpcc.SessionFilter) (*sessionFilter, error) {
 			yagpcc.SessionFilterEnum_SESSION_FILTER_CLIENT_HOSTNAME,
 			yagpcc.SessionFilterEnum_SESSION_FILTER_STATE,
 			yagpcc.SessionFilterEnum_SESSION_FILTER_RSGNAME:
-			f.values[field] = append(f.values[field], sf.GetValue())
+			addTo(f.values, field, sf.GetValue())
 		case yagpcc.SessionFilterEnum_SESSION_FILTER_SESS_ID,
 			yagpcc.SessionFilterEnum_SESSION_FILTER_TM_ID:
 			n, err := strconv.ParseInt(strings.TrimSpace(sf.GetValue()), 10, 64)
 			if err != nil {
 				return nil, fmt.Errorf("filter[%d]: %s needs an integer, got %q", i, field, sf.GetValue())
 			}
-			f.ids[field] = append(f.ids[field], n)
+			addTo(f.ids, field, n)
 		default:
 			return nil, fmt.Errorf("filter[%d]: unknown filter field %s", i, field)
 		}
@@ -51,21 +59,26 @@ func parseFilters(filters []*yagpcc.SessionFilter) (*sessionFilter, error) {
 	return f, nil
 }
 
-// canonical spells the filter independent of value order, for page tokens.
-func (f *sessionFilter) canonical() string {
-	var parts []string
-	for field, vs := range f.values {
-		vs = slices.Clone(vs)
-		slices.Sort(vs)
-		parts = append(parts, fmt.Sprintf("%d=%q", field, vs))
+func addTo[V comparable](sets map[yagpcc.SessionFilterEnum]map[V]struct{}, field yagpcc.SessionFilterEnum, v V) {
+	if sets[field] == nil {
+		sets[field] = map[V]struct{}{}
 	}
-	for field, ids := range f.ids {
-		ids = slices.Clone(ids)
-		slices.Sort(ids)
-		parts = append(parts, fmt.Sprintf("%d=%v", field, ids))
+	sets[field][v] = struct{}{}
+}
+
+// writeCanonical spells the filter independent of value order, for page tokens.
+func (f *sessionFilter) writeCanonical(w io.Writer) {
+	for _, field := range slices.Sorted(maps.Keys(f.values)) {
+		_, _ = fmt.Fprintf(w, "%d=", field)
+		for _, v := range slices.Sorted(maps.Keys(f.values[field])) {
+			_, _ = fmt.Fprintf(w, "%d:%s,", len(v), v)
+		}
+		_, _ = io.WriteString(w, ";")
 	}
-	slices.Sort(parts)
-	return fmt.Sprintf("%s|sys=%t|hide=%t|run=%t|live=%t", strings.Join(parts, ";"), f.showSystem, f.hideEmpty, f.runningOnly, f.liveOnly)
+	for _, field := range slices.Sorted(maps.Keys(f.ids)) {
+		_, _ = fmt.Fprintf(w, "%d=%v;", field, slices.Sorted(maps.Keys(f.ids[field])))
+	}
+	_, _ = fmt.Fprintf(w, "|sys=%t|hide=%t|run=%t|live=%t", f.showSystem, f.hideEmpty, f.runningOnly, f.liveOnly)
 }
 
 func (f *sessionFilter) match(v *view, s *session) bool {
@@ -100,7 +113,7 @@ func (f *sessionFilter) match(v *view, s *session) bool {
 		case yagpcc.SessionFilterEnum_SESSION_FILTER_RSGNAME:
 			have = in.GetRsgname()
 		}
-		if !slices.Contains(vs, have) {
+		if _, ok := vs[have]; !ok {
 			return false
 		}
 	}
@@ -109,7 +122,7 @@ func (f *sessionFilter) match(v *view, s *session) bool {
 		if field == yagpcc.SessionFilterEnum_SESSION_FILTER_TM_ID {
 			have = s.key.tmID
 		}
-		if !slices.Contains(ids, have) {
+		if _, ok := ids[have]; !ok {
 			return false
 		}
 	}

@@ -3,20 +3,19 @@ package sessionstateexporter
 import (
 	"context"
 	"fmt"
-	"net"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/component"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -25,63 +24,16 @@ import (
 // (connecting, reading the settings) and the network.
 const agentGrace = 3 * time.Second
 
-// memoryContextsClients connects to the agents on first use, one
-// connection per host, shared by every request.
-type memoryContextsClients struct {
-	cfg        MemoryContextsConfig
-	extensions map[component.ID]component.Component
-	telemetry  component.TelemetrySettings
-
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
-}
-
-func (c *memoryContextsClients) endpoint(host string) string {
-	if ep, ok := c.cfg.Agents[host]; ok {
-		return ep
-	}
-	return net.JoinHostPort(host, strconv.Itoa(c.cfg.AgentPort))
-}
-
-func (c *memoryContextsClients) client(ctx context.Context, host string) (gpotelv1.MemoryContextsClient, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if conn, ok := c.conns[host]; ok {
-		return gpotelv1.NewMemoryContextsClient(conn), nil
-	}
-	cc := c.cfg.Agent
-	cc.Endpoint = c.endpoint(host)
-	if t := cc.TLS; t.Insecure && (t.CertFile != "" || t.CertPem != "" || t.KeyFile != "" || t.KeyPem != "") {
-		cc.TLS.Insecure = false // a client certificate means TLS, as in the gpsession receiver
-	}
-	conn, err := cc.ToClientConn(ctx, c.extensions, c.telemetry)
-	if err != nil {
-		return nil, fmt.Errorf("agent of %s at %s: %w", host, cc.Endpoint, err)
-	}
-	if c.conns == nil {
-		c.conns = map[string]*grpc.ClientConn{}
-	}
-	c.conns[host] = conn
-	return gpotelv1.NewMemoryContextsClient(conn), nil
-}
-
-func (c *memoryContextsClients) close() {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for h, conn := range c.conns {
-		_ = conn.Close()
-		delete(c.conns, h)
-	}
-}
-
 // sessionMemoryService answers GetSessionMemoryContexts: it asks the agent
 // of every host the session's backends run on, in parallel, and rolls the
 // answers up by context name.
 type sessionMemoryService struct {
 	gpotelv1.UnimplementedSessionMemoryContextsServer
 
-	store   *sessionStore
-	clients *memoryContextsClients
+	store            *sessionStore
+	agents           *agentconn.Pool
+	cfg              MemoryContextsConfig
+	maxResponseBytes int
 }
 
 var _ gpotelv1.SessionMemoryContextsServer = (*sessionMemoryService)(nil)
@@ -91,7 +43,7 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 	if key == nil {
 		return nil, status.Error(codes.InvalidArgument, "session_key is required")
 	}
-	timeout := svc.clients.cfg.Timeout
+	timeout := svc.cfg.Timeout
 	if d := req.GetTimeout(); d != nil {
 		if err := d.CheckValid(); err != nil || d.AsDuration() < 0 || d.AsDuration() > time.Minute {
 			return nil, status.Errorf(codes.InvalidArgument, "timeout %v must be between 0 and 1m", d.AsDuration())
@@ -108,36 +60,89 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 	if len(s.backends) == 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "session tm_id %d sess_id %d: the snapshot lists none of its backends (gpotel.session.info has no \"backends\")", key.GetTmId(), key.GetSessId())
 	}
-	backends := make([]*gpotelv1.BackendMemoryContexts, len(s.backends))
+	asked := s.backends[:min(len(s.backends), svc.cfg.MaxBackends)]
+	backends := make([]*gpotelv1.BackendMemoryContexts, len(asked))
+	budget := answerBudget{left: svc.maxResponseBytes / 2, limit: svc.maxResponseBytes}
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(svc.clients.cfg.MaxParallel)
-	for i, ref := range s.backends {
+	g.SetLimit(svc.cfg.MaxParallel)
+	for i, ref := range asked {
 		g.Go(func() error {
-			backends[i] = svc.askAgent(gctx, ref, req.GetSummary(), timeout)
+			backends[i] = budget.admit(svc.askAgent(gctx, ref, req.GetSummary(), timeout))
 			return nil
 		})
 	}
 	_ = g.Wait()
+	if rest := len(s.backends) - len(asked); rest > 0 {
+		backends = append(backends, &gpotelv1.BackendMemoryContexts{Error: fmt.Sprintf(
+			"%s: %d more backends of this session were not asked: memory_contexts.max_backends %d", codes.ResourceExhausted, rest, svc.cfg.MaxBackends)})
+	}
 	resp := &gpotelv1.GetSessionMemoryContextsResponse{
 		SessionKey:   key,
 		SnapshotTime: timestamppb.New(v.time),
 		Backends:     backends,
 	}
-	resp.Rollup, resp.GrandTotalBytes, resp.Partial = rollUp(backends, svc.clients.cfg.TopBackends)
+	resp.Rollup, resp.GrandTotalBytes, resp.Partial = rollUp(backends, svc.cfg.TopBackends)
+	if err := fitResponse(resp, svc.maxResponseBytes); err != nil {
+		return nil, err
+	}
 	return resp, nil
+}
+
+// answerBudget shares half of max_response_bytes among the backends'
+// answers, as they arrive; the roll-up has the other half.
+type answerBudget struct {
+	mu    sync.Mutex
+	left  int
+	limit int
+}
+
+// admit keeps an answer that fits what is left, else replaces it by an error.
+func (b *answerBudget) admit(a *gpotelv1.BackendMemoryContexts) *gpotelv1.BackendMemoryContexts {
+	if a.GetError() != "" {
+		return a
+	}
+	size := proto.Size(a)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if size <= b.left {
+		b.left -= size
+		return a
+	}
+	return &gpotelv1.BackendMemoryContexts{Hostname: a.GetHostname(), SegmentId: a.GetSegmentId(), Pid: a.GetPid(), Error: fmt.Sprintf(
+		"%s: its answer of %d bytes does not fit in max_response_bytes %d beside the other backends' (summary: true answers less)", codes.ResourceExhausted, size, b.limit)}
+}
+
+// rollupField is GetSessionMemoryContextsResponse.rollup, to size its rows.
+var rollupField = (&gpotelv1.GetSessionMemoryContextsResponse{}).ProtoReflect().Descriptor().Fields().ByName("rollup").Number()
+
+// fitResponse drops the smallest roll-up rows until resp fits in limit,
+// marking it partial; without them it must fit.
+func fitResponse(resp *gpotelv1.GetSessionMemoryContextsResponse, limit int) error {
+	size := proto.Size(resp)
+	for size > limit && len(resp.Rollup) > 0 {
+		last := resp.Rollup[len(resp.Rollup)-1]
+		size -= protowire.SizeTag(rollupField) + protowire.SizeBytes(proto.Size(last))
+		resp.Rollup = resp.Rollup[:len(resp.Rollup)-1]
+		resp.Partial = true
+	}
+	if size > limit {
+		return status.Errorf(codes.ResourceExhausted, "the answer for %d backends needs %d bytes without its roll-up, more than max_response_bytes %d",
+			len(resp.GetBackends()), size, limit)
+	}
+	return nil
 }
 
 // askAgent asks one backend's host; a failure becomes the backend's error.
 func (svc *sessionMemoryService) askAgent(ctx context.Context, ref gpsemconv.BackendRef, summary bool, timeout time.Duration) *gpotelv1.BackendMemoryContexts {
 	out := &gpotelv1.BackendMemoryContexts{Hostname: ref.Host, SegmentId: int32(ref.SegmentID), Pid: ref.PID}
-	client, err := svc.clients.client(ctx, ref.Host)
+	conn, err := svc.agents.Conn(ctx, ref.Host)
 	if err != nil {
 		out.Error = codes.Unavailable.String() + ": " + err.Error()
 		return out
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+agentGrace)
 	defer cancel()
-	r, err := client.GetMemoryContexts(cctx, &gpotelv1.GetMemoryContextsRequest{Pid: ref.PID, Summary: summary, Timeout: durationpb.New(timeout)})
+	r, err := gpotelv1.NewMemoryContextsClient(conn).GetMemoryContexts(cctx, &gpotelv1.GetMemoryContextsRequest{Pid: ref.PID, Summary: summary, Timeout: durationpb.New(timeout)})
 	if err != nil {
 		st, _ := status.FromError(err)
 		out.Error = st.Code().String() + ": " + st.Message()

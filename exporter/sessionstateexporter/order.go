@@ -1,6 +1,7 @@
 package sessionstateexporter
 
 import (
+	"bytes"
 	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
@@ -13,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"unsafe"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -227,12 +229,22 @@ type sortKey struct {
 // sortSpec is the requested order; the session key always breaks ties, ascending.
 type sortSpec []sortKey
 
+// maxSortFields bounds a request's sort fields: every cached order holds a
+// value per session and field.
+const maxSortFields = 8
+
 func parseSortSpec(fields []*yagpcc.SessionFieldWrapper) (sortSpec, error) {
+	if len(fields) > maxSortFields {
+		return nil, fmt.Errorf("field: %d sort fields, at most %d sort fields are accepted", len(fields), maxSortFields)
+	}
 	spec := make(sortSpec, 0, len(fields))
 	for i, w := range fields {
 		def, ok := sortFields[w.GetFieldName()]
 		if !ok {
 			return nil, fmt.Errorf("field[%d]: cannot sort by %s: gpotel does not fill it", i, fieldName(w.GetFieldName()))
+		}
+		if j := slices.IndexFunc(spec, func(k sortKey) bool { return k.field == w.GetFieldName() }); j >= 0 {
+			return nil, fmt.Errorf("field[%d]: %s repeats field[%d]: each sort field may appear once", i, fieldName(w.GetFieldName()), j)
 		}
 		var desc bool
 		switch w.GetOrder() {
@@ -293,21 +305,30 @@ type sortedOrder struct {
 	entries []orderEntry
 }
 
-// orderCache keeps the few sort orders clients ask for; a view lives one
-// snapshot, so the cache empties itself at every snapshot.
+// orderCache keeps the sort orders clients ask for, up to
+// maxOrderCacheBytes; a view lives one snapshot, so the cache empties itself
+// at every snapshot.
 type orderCache struct {
 	mu     sync.Mutex
 	orders map[string]*sortedOrder
-	// recent lists the cached orders, most recently asked first.
-	recent []*sortedOrder
+	bytes  int
+	// recent lists the orders asked, most recently asked first.
+	recent []sortSpec
 }
 
 const (
-	maxCachedOrders = 64
+	// maxOrderCacheBytes bounds the sort orders one view keeps; an order
+	// beyond it is built for its request alone.
+	maxOrderCacheBytes = 64 << 20
 	// The next view sorts this many of the last view's orders up front, so
 	// clients that poll with the same order never wait for a sort.
 	maxPrebuiltOrders = 8
 )
+
+// orderBytes is what an order of spec over n sessions holds.
+func orderBytes(n int, spec sortSpec) int {
+	return n * (int(unsafe.Sizeof(orderEntry{})) + len(spec)*int(unsafe.Sizeof(sortValue{})))
+}
 
 func (v *view) order(spec sortSpec) []orderEntry {
 	name := spec.String()
@@ -315,15 +336,16 @@ func (v *view) order(spec sortSpec) []orderEntry {
 	o, ok := v.orders.orders[name]
 	if !ok {
 		o = &sortedOrder{spec: spec}
-		if v.orders.orders == nil {
-			v.orders.orders = map[string]*sortedOrder{}
-		}
-		if len(v.orders.orders) < maxCachedOrders {
+		if size := orderBytes(len(v.sessions), spec); v.orders.bytes+size <= maxOrderCacheBytes {
+			if v.orders.orders == nil {
+				v.orders.orders = map[string]*sortedOrder{}
+			}
 			v.orders.orders[name] = o
+			v.orders.bytes += size
 		}
 	}
-	if len(v.orders.recent) == 0 || v.orders.recent[0] != o {
-		v.orders.recent = append([]*sortedOrder{o}, slices.DeleteFunc(v.orders.recent, func(r *sortedOrder) bool { return r == o })...)
+	if len(v.orders.recent) == 0 || v.orders.recent[0].String() != name {
+		v.orders.recent = append([]sortSpec{spec}, slices.DeleteFunc(v.orders.recent, func(r sortSpec) bool { return r.String() == name })...)
 		v.orders.recent = v.orders.recent[:min(len(v.orders.recent), maxPrebuiltOrders)]
 	}
 	v.orders.mu.Unlock()
@@ -334,10 +356,7 @@ func (v *view) order(spec sortSpec) []orderEntry {
 // prebuildOrders sorts v in the orders most recently asked of prev.
 func (v *view) prebuildOrders(prev *view) {
 	prev.orders.mu.Lock()
-	specs := make([]sortSpec, 0, len(prev.orders.recent))
-	for _, o := range prev.orders.recent {
-		specs = append(specs, o.spec)
-	}
+	specs := slices.Clone(prev.orders.recent)
 	prev.orders.mu.Unlock()
 	for i := len(specs) - 1; i >= 0; i-- {
 		v.order(specs[i])
@@ -406,16 +425,40 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, e
 	if err != nil {
 		return nil, sessionKey{}, errBadToken
 	}
-	var t pageToken
+	// The values are decoded one by one, so that a forged token of many small
+	// values is refused before it is held.
+	var t struct {
+		Request string          `json:"r"`
+		Values  json.RawMessage `json:"v"`
+		TmID    int64           `json:"t"`
+		SessID  int64           `json:"s"`
+	}
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, sessionKey{}, errBadToken
 	}
-	if t.Request != request || len(t.Values) != len(spec) {
-		return nil, sessionKey{}, errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed)")
+	errOther := errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed)")
+	if t.Request != request {
+		return nil, sessionKey{}, errOther
 	}
-	vals := make([]sortValue, len(t.Values))
-	for i, v := range t.Values {
-		vals[i] = sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)}
+	vals := make([]sortValue, 0, len(spec))
+	if len(t.Values) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(t.Values))
+		if tk, err := dec.Token(); err != nil || tk != json.Delim('[') {
+			return nil, sessionKey{}, errBadToken
+		}
+		for dec.More() {
+			if len(vals) == len(spec) {
+				return nil, sessionKey{}, errOther
+			}
+			var v tokenValue
+			if err := dec.Decode(&v); err != nil {
+				return nil, sessionKey{}, errBadToken
+			}
+			vals = append(vals, sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)})
+		}
+	}
+	if len(vals) != len(spec) {
+		return nil, sessionKey{}, errOther
 	}
 	return vals, sessionKey{tmID: t.TmID, sessID: t.SessID}, nil
 }
@@ -423,6 +466,7 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, sessionKey, e
 // requestFingerprint names what a page token is valid for.
 func requestFingerprint(method string, spec sortSpec, filter *sessionFilter) string {
 	h := sha256.New()
-	_, _ = fmt.Fprintf(h, "%s|%s|%s", method, spec, filter.canonical())
+	_, _ = fmt.Fprintf(h, "%s|%s|", method, spec)
+	filter.writeCanonical(h)
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 	"google.golang.org/protobuf/proto"
 
@@ -149,10 +150,10 @@ func receiverSnapshotOf(at time.Time, sessions []int64, procs []receiverProcess)
 	return md
 }
 
-// The real snapshotdiff processor in front of the exporter: what it emits is
-// what GetGPSessions reports.
-func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
-	srv := startDefault(t)
+// processorInFront is the real snapshotdiff processor, default settings,
+// started, handing its output to srv's exporter.
+func processorInFront(t *testing.T, srv *testServer) processor.Metrics {
+	t.Helper()
 	factory := snapshotdiffprocessor.NewFactory()
 	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()),
 		factory.CreateDefaultConfig(), srv.exp)
@@ -162,7 +163,15 @@ func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
 	if err := proc.Start(context.Background(), nopHost()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = proc.Shutdown(context.Background()) }()
+	t.Cleanup(func() { _ = proc.Shutdown(context.Background()) })
+	return proc
+}
+
+// The real snapshotdiff processor in front of the exporter: what it emits is
+// what GetGPSessions reports.
+func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
+	srv := startDefault(t)
+	proc := processorInFront(t, srv)
 
 	born := t0.Add(-time.Hour)
 	first := []receiverProcess{

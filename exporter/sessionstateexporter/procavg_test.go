@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/processor/processortest"
-
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -16,16 +13,7 @@ import (
 // per time constant, shortest first.
 func TestProcAvgCarriesTheSmoothedFigures(t *testing.T) {
 	srv := startDefault(t)
-	factory := snapshotdiffprocessor.NewFactory()
-	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()),
-		factory.CreateDefaultConfig(), srv.exp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Start(context.Background(), nopHost()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = proc.Shutdown(context.Background()) }()
+	proc := processorInFront(t, srv)
 
 	born := t0.Add(-time.Hour)
 	snaps := [][]receiverProcess{

@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/processor/processortest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -21,16 +19,7 @@ func closeTo(got, want float64) bool { return math.Abs(got-want) < 1e-6 }
 // and the one that followed it, on the coordinator and one segment.
 func TestQueriesBehindTheSnapshotdiffProcessor(t *testing.T) {
 	srv := startDefault(t)
-	factory := snapshotdiffprocessor.NewFactory()
-	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()),
-		factory.CreateDefaultConfig(), srv.exp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := proc.Start(context.Background(), nopHost()); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = proc.Shutdown(context.Background()) }()
+	proc := processorInFront(t, srv)
 
 	born := t0.Add(-time.Hour)
 	first, second := t0.Add(-30*time.Second), t0.Add(30*time.Second)

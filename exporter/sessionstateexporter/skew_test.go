@@ -6,9 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/processor/processortest"
-
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -16,12 +13,7 @@ import (
 // reads: the API carries the processor's skew with that segment named.
 func TestSkewReachesSystemStat(t *testing.T) {
 	srv := startDefault(t)
-	factory := snapshotdiffprocessor.NewFactory()
-	proc, err := factory.CreateMetrics(context.Background(), processortest.NewNopSettings(factory.Type()),
-		factory.CreateDefaultConfig(), srv.exp)
-	if err != nil {
-		t.Fatal(err)
-	}
+	proc := processorInFront(t, srv)
 	born := t0.Add(-time.Hour)
 	for i, grow := range []float64{0, 1} {
 		procs := []receiverProcess{

@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
+
+	"github.com/gpotel/gpotel/internal/clockstep"
 )
 
 // view is one immutable generation of the store: every reader works on the
@@ -83,18 +85,25 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 	}
 	old := st.load()
 	// A replayed or late snapshot (the processor forwards those without
-	// figures) must not replace the newer one.
+	// figures) must not replace the newer one; a much older one means the
+	// wall clock went back, and what was served belongs to another timeline.
+	base := old
 	if !old.time.IsZero() && !snap.time.After(old.time) {
-		st.logger.Warn("snapshot not newer than the one already served was ignored",
+		if !clockstep.SteppedBack(old.time, snap.time) {
+			st.logger.Warn("snapshot not newer than the one already served was ignored",
+				zap.Time("snapshot_time", snap.time), zap.Time("served_time", old.time))
+			return
+		}
+		st.logger.Warn("snapshot much older than the one served: the wall clock went back; serving it, without the sessions kept for the grace period",
 			zap.Time("snapshot_time", snap.time), zap.Time("served_time", old.time))
-		return
+		base = &view{}
 	}
 	if snap.lastWindowMissing > 0 && st.windowMissingLogged.CompareAndSwap(false, true) {
 		st.logger.Warn("sessions lack the last_metrics_window figures: last_metrics is left empty for them; "+
 			"configure the same window in the snapshotdiff processor",
 			zap.Duration("last_metrics_window", st.lastWindow), zap.Int("sessions", snap.lastWindowMissing))
 	}
-	next := st.nextView(old, snap)
+	next := st.nextView(base, snap)
 	next.prebuildOrders(old)
 	st.current.Store(next)
 }

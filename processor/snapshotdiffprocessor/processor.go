@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processorhelper"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/internal/clockstep"
 	sc "github.com/gpotel/gpotel/internal/gpsemconv"
 )
 
@@ -182,6 +183,17 @@ func (p *snapshotDiff) openSnapshot(t int64) error {
 			zap.Time("snapshot", time.Unix(0, p.store.pendTime)), zap.Time("next", time.Unix(0, t)))
 		if err := p.store.commit(nil); err != nil {
 			return err
+		}
+	}
+	if newest := p.store.newestTime(); newest != 0 && clockstep.SteppedBack(time.Unix(0, newest), time.Unix(0, t)) {
+		p.logger.Warn("snapshot much older than the newest: the wall clock went back; window figures start over from it",
+			zap.Time("snapshot", time.Unix(0, t)), zap.Time("newest", time.Unix(0, newest)))
+		p.store.restartTimeline()
+		if p.smoother != nil {
+			p.smoother.restartClock()
+		}
+		if p.queries != nil {
+			p.queries.restart()
 		}
 	}
 	if err := p.store.begin(t); err != nil {

@@ -88,8 +88,11 @@ func metaTime(m pcommon.Map, key string) int64 {
 
 // query is one command of a session and what was attributed to it.
 type query struct {
-	ccnt       int64 // title command count; 0 when keyed by start
-	start, end int64 // unix ns; end is 0 while it runs
+	// ccnt is the head's title command count while it ran; 0 when keyed by
+	// start. lastCcnt is the head's count once idle after it (Greenplum's
+	// dispatcher hands its executors counts past its own title's); 0 unseen.
+	ccnt, lastCcnt int64
+	start, end     int64 // unix ns; end is 0 while it runs
 	text       string
 	totals     counters
 	segments   map[hostSegment]*segmentUse
@@ -126,19 +129,57 @@ type sessionQueries struct {
 	queries []*query // by start
 }
 
-// find returns the query of that key: the command count when there is one, else the start.
-func (sq *sessionQueries) find(ccnt, start int64) *query {
+// find returns the query a head sighting names: while it runs, the one with
+// its title's command count when there is one; otherwise (no count, or idle
+// with a count past the statement's own) the one with its start.
+func (sq *sessionQueries) find(ccnt, start int64, running bool) *query {
 	for _, q := range sq.queries {
-		if (ccnt > 0 && q.ccnt == ccnt) || (ccnt == 0 && q.ccnt == 0 && q.start == start) {
+		if running && ccnt > 0 {
+			if q.ccnt == ccnt {
+				return q
+			}
+		} else if q.start == start {
 			return q
 		}
 	}
 	return nil
 }
 
+// owner returns the query a process whose title shows command count c
+// worked for. Greenplum's dispatcher numbers a statement in its title and
+// hands the statement's executors counts from there up to, not including,
+// the next statement's title count: it is the last query seen with a title
+// count at most c, unless that one is known to have ended at a smaller
+// count. nil: its statement was never seen.
+func (sq *sessionQueries) owner(c int64) *query {
+	var last *query
+	for _, q := range sq.queries { // by start, so by command count
+		if q.ccnt > c {
+			break
+		}
+		if q.lastCcnt != 0 && q.lastCcnt < c {
+			last = nil
+			continue
+		}
+		last = q
+	}
+	return last
+}
+
+// mayHaveRun tells whether a process whose title counts went from lo to hi
+// can have worked for q.
+func (q *query) mayHaveRun(lo, hi int64) bool {
+	return q.ccnt <= hi && (q.lastCcnt == 0 || q.lastCcnt >= lo)
+}
+
 // share hands the steps of (from, to] to the queries that ran in it, by
 // how long each ran there; time before since is nobody's to claim.
 func (sq *sessionQueries) share(st *counters, from, to int64, hs hostSegment) {
+	sq.shareAmong(st, from, to, hs, func(*query) bool { return true })
+}
+
+// shareAmong is share over the queries for which eligible holds.
+func (sq *sessionQueries) shareAmong(st *counters, from, to int64, hs hostSegment, eligible func(*query) bool) {
 	if to <= from {
 		return
 	}
@@ -150,6 +191,9 @@ func (sq *sessionQueries) share(st *counters, from, to int64, hs hostSegment) {
 	var parts [4]overlap
 	overlaps := parts[:0]
 	for _, q := range sq.queries {
+		if !eligible(q) {
+			continue
+		}
 		lo := max(from, q.start, sq.since)
 		hi := to
 		if q.end != 0 {
@@ -183,6 +227,13 @@ type queryTracker struct {
 
 func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
 	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[sessionKey]*sessionQueries{}}
+}
+
+// restart forgets every timeline: their times belong to a clock that was
+// stepped back. Queries seen again are marked partial.
+func (t *queryTracker) restart() {
+	clear(t.sessions)
+	t.rows = t.rows[:0]
 }
 
 // queryFigures is one query as written after a snapshot.
@@ -226,16 +277,22 @@ func (t *queryTracker) observe(s *store, newest *snapshot, key sessionKey, act s
 		return // the session never ran a query
 	}
 	ccnt := headCommandCount(s, newest, key, act.pid)
-	q := sq.find(ccnt, act.queryStart)
+	q := sq.find(ccnt, act.queryStart, act.running)
 	if q != nil && act.queryStart > q.start {
 		// pg_stat_activity is read before the titles: the first sighting of a
 		// command count may have carried the previous command's query_start.
 		q.start = act.queryStart
 	}
 	if q == nil {
-		q = &query{ccnt: ccnt, start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
+		q = &query{start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
+		if act.running {
+			q.ccnt = ccnt
+		}
 		sq.queries = append(sq.queries, q)
 		slices.SortStableFunc(sq.queries, func(a, b *query) int { return int(sign(a.start - b.start)) })
+	}
+	if !act.running {
+		q.lastCcnt = max(q.lastCcnt, ccnt)
 	}
 	// A query still open that started before this one ended by its start at the latest.
 	for _, o := range sq.queries {
@@ -301,15 +358,18 @@ func (t *queryTracker) attribute(s *store, newest *snapshot, now int64) {
 			continue
 		}
 		hs := hostSegment{key.host, s.procSeg[row]}
-		// Greenplum bumps the title at every dispatch: the same count at both
-		// ends means the process ran only that command in between.
-		if ccnt > 0 && ccnt == prevCcnt {
-			if q := sq.find(ccnt, 0); q != nil && q.start < now {
+		switch {
+		case ccnt > 0 && ccnt == prevCcnt:
+			// Greenplum bumps the title at every dispatch: the same count at
+			// both ends means the process ran only that command in between.
+			if q := sq.owner(ccnt); q != nil && q.start < now {
 				q.add(&st, 1, hs)
-				continue
 			}
+		case ccnt > 0:
+			sq.shareAmong(&st, from, now, hs, func(q *query) bool { return q.mayHaveRun(prevCcnt, ccnt) })
+		default:
+			sq.share(&st, from, now, hs)
 		}
-		sq.share(&st, from, now, hs)
 	}
 }
 

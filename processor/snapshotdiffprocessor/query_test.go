@@ -346,3 +346,55 @@ func TestCommandCountSeenBeforeItsQueryStartTakesTheLaterStart(t *testing.T) {
 		t.Fatal("command 4 not keyed at its own query_start 0.9")
 	}
 }
+
+// queryResources counts session 7's query resources in md.
+func queryResources(md pmetric.Metrics) int {
+	n := 0
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		ra := rms.At(i).Resource().Attributes()
+		kind, _ := ra.Get(sc.AttrResourceKind)
+		id, _ := ra.Get(sc.AttrSessionID)
+		if kind.Str() == sc.KindQuery && id.Int() == 7 {
+			n++
+		}
+	}
+	return n
+}
+
+// On Greenplum the dispatcher's title shows a statement's command count
+// while it runs and a larger one once idle (its executors were handed the
+// larger one, checked on a real Greenplum 6): the idle title is the same
+// statement ending, not another query.
+func TestIdleTitleWithALargerCommandCountEndsTheSameQuery(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 1, 0, 2, 0),
+		gpSnap(1, running(0), 1, 0, 2, 1),
+		gpSnap(2, idle(0, 1.5), 2, 0, 2, 1.5))
+	if n := queryResources(md); n != 1 {
+		t.Errorf("%d queries, want the one statement", n)
+	}
+	q, ok := queryResource(md, 0)
+	if !ok {
+		t.Fatal("no query started at 0")
+	}
+	if v, _ := q.Resource().Attributes().Get(sc.AttrQueryCommandCount); v.Int() != 1 {
+		t.Errorf("command count %v, want 1 (the title's while it ran)", v.AsRaw())
+	}
+	near(t, "duration", queryFigure(t, md, 0, sc.MetricQueryDuration), 1.5)
+	near(t, "cpu", queryCPU(t, md, 0), 1.5)
+}
+
+// An executor's title carries the command count it was handed, never
+// smaller than its statement's: the work of a statement no snapshot saw
+// running belongs to no later query.
+func TestSegmentWorkOfAStatementNeverSeenIsNoLaterQuerys(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, neverRan, 0, 0, 0, 0),
+		// Statement 1 ran from 0.2 to 0.8 (executors handed 2); statement 3 began at 0.9.
+		gpSnap(1, running(0.9), 3, 0, 2, 0.5),
+		gpSnap(2, running(0.9), 3, 0, 2, 0.5))
+	near(t, "statement 3's cpu", queryCPU(t, md, 0.9), 0)
+}

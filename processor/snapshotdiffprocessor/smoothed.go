@@ -31,7 +31,8 @@ type smoother struct {
 	sessions  map[sessionKey][]averages
 	hosts     [][]averages // by host row
 	// hostUpdated is the time of the host's last update; 0: not yet seen.
-	hostUpdated []int64
+	// hostUpdatedBefore is the time of the update before that one.
+	hostUpdated, hostUpdatedBefore []int64
 }
 
 // smoothedFigures are the smoothed averages after the newest snapshot, one
@@ -53,6 +54,12 @@ func newSmoother(constants []time.Duration) *smoother {
 		sm.constants = append(sm.constants, int64(c))
 	}
 	return sm
+}
+
+// restartClock keeps the averages and forgets when each host was last
+// updated: after a clock step, the next snapshot is every host's baseline.
+func (sm *smoother) restartClock() {
+	clear(sm.hostUpdated)
 }
 
 // decay moves avgs towards in by the share dt/tau of each time constant.
@@ -77,6 +84,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 	for len(sm.hosts) < len(s.hostNames) {
 		sm.hosts = append(sm.hosts, make([]averages, len(sm.constants)))
 		sm.hostUpdated = append(sm.hostUpdated, 0)
+		sm.hostUpdatedBefore = append(sm.hostUpdatedBefore, 0)
 	}
 
 	// Per session and per host: what the newest snapshot's steps used.
@@ -88,13 +96,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 		buf, _ = nextStep(buf, &st)
 		clampSteps(&st)
 		key := &s.procKeys[row]
-		since := sm.hostUpdated[key.host]
-		if since == 0 {
-			since = prevTime
-		}
-		// A process first seen now but born before its host's previous
-		// sighting counted from zero: its whole life, not this step.
-		if s.procFirst[row] == newest.seq && key.creation < since {
+		if s.procFirst[row] == newest.seq && !sm.countsFromBirth(s, row, prevTime) {
 			continue
 		}
 		in := [numAvg]float64{
@@ -138,7 +140,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 			continue // not answering is not idle: hold its averages
 		}
 		since := sm.hostUpdated[h]
-		sm.hostUpdated[h] = newest.time
+		sm.hostUpdatedBefore[h], sm.hostUpdated[h] = since, newest.time
 		if since == 0 {
 			continue // its first sighting is its baseline
 		}
@@ -147,6 +149,31 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 		sm.decay(sm.hosts[h], &in, newest.time-since)
 	}
 	return sm.figures(s)
+}
+
+// countsFromBirth tells whether the first sighting of a process, which
+// carries everything it used since its birth, belongs to the interval just
+// ended, as it does in the windows. A live process born before its host's
+// previous answer used part of that before any interval we saw: it counts
+// from now on. An exit record of a process no scrape saw belongs to the
+// interval if it was born after the host's answer before last: a scrape's
+// snapshot time follows its catalog read, so a backend born between the two
+// was in no snapshot, and exited after the previous scrape's records were
+// fetched. The postmasters' unrecorded CPU starts at the receiver's first
+// reading, a scrape before its first point.
+func (sm *smoother) countsFromBirth(s *store, row uint32, prevTime int64) bool {
+	key := &s.procKeys[row]
+	since, before := sm.hostUpdated[key.host], sm.hostUpdatedBefore[key.host]
+	if since == 0 {
+		since = prevTime
+	}
+	switch {
+	case s.sessionKeys[key.session].id == unrecordedSession:
+		return true
+	case s.procGone[row]:
+		return key.creation >= before
+	}
+	return key.creation >= since
 }
 
 // toRates turns the step sums of an interval of dt ns into per-second rates.

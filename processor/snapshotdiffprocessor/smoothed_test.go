@@ -170,3 +170,41 @@ func smoothedPoint(t *testing.T, md pmetric.Metrics, metric, host, constant stri
 	t.Fatalf("no %s point with %v on the snapshot resource", metric, attrs)
 	return 0
 }
+
+// Every cluster figure counts the same CPU: the smoothed host and cluster
+// rates take the exited processes no scrape saw and the postmasters'
+// unrecorded CPU, as the windowed cluster total does. One core on sdw1: a
+// quarter from a live backend, a quarter from short backends seen only by
+// their exit records, half from the postmaster's unrecorded share. A
+// scrape's snapshot time comes after its catalog read, so a backend born in
+// between is not seen by that scrape and may exit before the next: born
+// before the previous snapshot, yet in no earlier interval.
+func TestSmoothedHostAndClusterCountExitRecordsAndUnrecordedCPU(t *testing.T) {
+	p, sink := newTestProcessor(t, smoothingConfig())
+	var snaps []snapshottest.Snapshot
+	for i, sec := range seconds(0, 60, 1) {
+		live := proc("sdw1", 0, 7, 4242, 0, sec/4, 0)
+		ghost := proc("sdw1", 0, 0, int64(10000+i), sec-1.1, 0.25, 0)
+		ghost.Exited, ghost.Unattributed = true, true
+		// The receiver's account starts at its first reading, a scrape before its first point.
+		pm := proc("sdw1", 0, 0, 50, -100, sec/2, 0)
+		pm.Unrecorded = true
+		snaps = append(snaps, snap(sec, nil, []int64{7}, live, ghost, pm))
+	}
+	md := feed(t, p, sink, snaps...)
+	// After six time constants the average is within e^-6 of the rate.
+	for _, metric := range []struct {
+		name  string
+		attrs []string
+	}{
+		{sc.MetricHostCPUUsageSmoothed, []string{sc.AttrHostName, "sdw1", sc.AttrTimeConstant, "10s"}},
+		{sc.MetricClusterCPUUsageSmoothed, []string{sc.AttrTimeConstant, "10s"}},
+	} {
+		if got := clusterFigure(t, md, metric.name, metric.attrs...); math.Abs(got-1) > 0.01 {
+			t.Errorf("%s = %.4f cores, want 1 (live 0.25 + exit records 0.25 + unrecorded 0.5)", metric.name, got)
+		}
+	}
+	if got := clusterFigure(t, md, sc.ClusterMetric(sc.MetricSessionCPUTime), sc.AttrWindow, "1m", sc.AttrCPUMode, sc.CPUModeUser); math.Abs(got-60) > 1 {
+		t.Errorf("windowed cluster CPU %.3f s over 60 s, want 60", got)
+	}
+}

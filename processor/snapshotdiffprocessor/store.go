@@ -244,6 +244,17 @@ func (s *store) begin(t int64) error {
 	return nil
 }
 
+// restartTimeline forgets the window history and keeps every process's
+// last values: the next snapshot starts a new timeline, whatever its time.
+func (s *store) restartTimeline() {
+	clear(s.ring)
+	s.ring = s.ring[:0]
+	for w := range s.acc {
+		clear(s.acc[w])
+		s.oldSeq[w] = s.nextSeq - 1
+	}
+}
+
 func (s *store) hostRow(name string) uint32 {
 	if row, ok := s.hostIndex[name]; ok {
 		return row

@@ -11,18 +11,16 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
-// resourceGroupQuery names every resource group (Greenplum 6, 7 and Cloudberry).
-const resourceGroupQuery = `SELECT oid::bigint, rsgname::text FROM pg_resgroup`
-
 // queryResourceGroups maps resource group oids to names.
 func queryResourceGroups(ctx context.Context, conn *pgx.Conn) (map[uint32]string, error) {
-	rows, err := conn.Query(ctx, resourceGroupQuery)
+	rows, err := conn.Query(ctx, gpsql.ResourceGroups)
 	if err != nil {
 		return nil, fmt.Errorf("query resource groups (pg_resgroup): %w", err)
 	}

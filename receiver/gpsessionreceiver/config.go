@@ -3,18 +3,15 @@ package gpsessionreceiver
 import (
 	"errors"
 	"fmt"
-	"net"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configopaque"
-	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 )
@@ -29,7 +26,6 @@ const (
 )
 
 const (
-	defaultAgentPort       = 1433
 	defaultMaxPidsPerCall  = 1000
 	agentMaxPidsPerCall    = 10000 // the agent refuses larger requests
 	defaultMaxParallel     = 16
@@ -80,12 +76,9 @@ type Config struct {
 	ReconnectBackoff    time.Duration `mapstructure:"reconnect_backoff"`
 	ReconnectBackoffMax time.Duration `mapstructure:"reconnect_backoff_max"`
 
-	// AgentPort is the agents' port when Agents does not name an endpoint.
-	AgentPort int `mapstructure:"agent_port"`
-	// Agents overrides the endpoint per host name: sdw1: 10.0.0.11:1433.
-	Agents map[string]string `mapstructure:"agents"`
-	// Agent is the gRPC client template used for every host; leave its endpoint empty.
-	Agent configgrpc.ClientConfig `mapstructure:"agent"`
+	// agent_port, agents, agent: each host's agent endpoint and the gRPC
+	// client template used for every host.
+	agentconn.Config `mapstructure:",squash"`
 	// AgentMaxResponseSizeMiB bounds one GetPidProcStat answer.
 	AgentMaxResponseSizeMiB int `mapstructure:"agent_max_response_size_mib"`
 	// LocalHosts are read in-process through the agent's reader instead of gRPC.
@@ -110,9 +103,6 @@ func createDefaultConfig() *Config {
 	cc := scraperhelper.NewDefaultControllerConfig()
 	cc.CollectionInterval = 15 * time.Second
 	cc.Timeout = 10 * time.Second
-	agent := configgrpc.NewDefaultClientConfig()
-	// The agent serves plaintext unless configured for TLS; set tls to turn it on.
-	agent.TLS = configtls.ClientConfig{Insecure: true}
 	return &Config{
 		ControllerConfig:        cc,
 		MetricsBuilderConfig:    metadata.NewDefaultMetricsBuilderConfig(),
@@ -122,8 +112,7 @@ func createDefaultConfig() *Config {
 		TopologyTTL:             time.Minute,
 		ReconnectBackoff:        time.Second,
 		ReconnectBackoffMax:     time.Minute,
-		AgentPort:               defaultAgentPort,
-		Agent:                   agent,
+		Config:                  agentconn.NewDefaultConfig(),
 		AgentMaxResponseSizeMiB: defaultMaxResponseMiB,
 		Local:                   segmentagent.NewDefaultServiceConfig(),
 		MaxPidsPerCall:          defaultMaxPidsPerCall,
@@ -160,23 +149,7 @@ func (c *Config) Validate() error {
 		add("reconnect_backoff %s / reconnect_backoff_max %s: want 0 < reconnect_backoff <= reconnect_backoff_max", c.ReconnectBackoff, c.ReconnectBackoffMax)
 	}
 
-	if c.AgentPort < 1 || c.AgentPort > 65535 {
-		add("agent_port %d: must be between 1 and 65535", c.AgentPort)
-	}
-	for host, endpoint := range c.Agents {
-		if host == "" {
-			add("agents: an entry has an empty host name")
-		}
-		if err := validateEndpoint(endpoint); err != nil {
-			add("agents[%s] = %q: %w", host, endpoint, err)
-		}
-	}
-	if c.Agent.Endpoint != "" {
-		add("agent.endpoint %q: leave empty; each host's endpoint comes from agent_port or agents", c.Agent.Endpoint)
-	}
-	if err := c.Agent.Validate(); err != nil {
-		add("agent: %w", err)
-	}
+	errs = append(errs, c.Problems("")...)
 	if c.AgentMaxResponseSizeMiB < 1 {
 		add("agent_max_response_size_mib %d: must be at least 1", c.AgentMaxResponseSizeMiB)
 	}
@@ -253,18 +226,4 @@ func (c *Config) validateDatabase() []error {
 
 func validDialect(d string) bool {
 	return slices.Contains([]string{DialectAuto, DialectGP6, DialectGP7, DialectCloudberry, DialectPostgreSQL}, d)
-}
-
-func validateEndpoint(endpoint string) error {
-	host, port, err := net.SplitHostPort(endpoint)
-	if err != nil {
-		return err
-	}
-	if host == "" {
-		return errors.New("empty host")
-	}
-	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
-		return fmt.Errorf("bad port %q", port)
-	}
-	return nil
 }

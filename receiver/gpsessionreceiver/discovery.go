@@ -15,6 +15,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
 // Backend is one database process, as the catalog lists it.
@@ -79,6 +81,8 @@ type clusterSource interface {
 // lazily, so an unreachable database fails scrapes, never Start.
 type pgSource struct {
 	cfg *Config
+	// tracer, when set, sees every statement the pool's connections send.
+	tracer pgx.QueryTracer
 
 	mu      sync.Mutex
 	pool    *pgxpool.Pool
@@ -169,6 +173,7 @@ func (s *pgSource) poolConfig() (*pgxpool.Config, error) {
 	pc.MaxConns = 2
 	pc.MinConns = 0
 	pc.AfterConnect = bypassResourceGroups
+	pc.ConnConfig.Tracer = s.tracer
 	return pc, nil
 }
 
@@ -180,14 +185,14 @@ func quoteConnValue(v string) string {
 // queues where the server has that setting (Greenplum with resource groups).
 func bypassResourceGroups(ctx context.Context, conn *pgx.Conn) error {
 	var has bool
-	if err := conn.QueryRow(ctx, hasBypassGUCQuery).Scan(&has); err != nil {
+	if err := conn.QueryRow(ctx, gpsql.HasResourceGroupBypass).Scan(&has); err != nil {
 		return fmt.Errorf("query for gp_resource_group_bypass: %w", err)
 	}
 	if !has {
 		return nil
 	}
-	if _, err := conn.Exec(ctx, setBypassGUC); err != nil {
-		return fmt.Errorf("%s: %w", setBypassGUC, err)
+	if _, err := conn.Exec(ctx, gpsql.SetResourceGroupBypass); err != nil {
+		return fmt.Errorf("%s: %w", gpsql.SetResourceGroupBypass, err)
 	}
 	return nil
 }
@@ -253,7 +258,7 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	defer conn.Release()
 
 	var tmID int64
-	if err := conn.QueryRow(ctx, tmIDQuery).Scan(&tmID); err != nil {
+	if err := conn.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
 		return nil, fmt.Errorf("query tm_id (pg_postmaster_start_time): %w", err)
 	}
 	dialect, columns, err := s.serverShape(ctx, conn.Conn(), tmID)
@@ -261,11 +266,11 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 		return nil, err
 	}
 	st := &ClusterState{Dialect: dialect, TmID: tmID}
-	if st.Backends, err = queryBackends(ctx, conn.Conn(), backendQuery(dialect, columns), int(s.backendsSeen.Load())); err != nil {
+	if st.Backends, err = queryBackends(ctx, conn.Conn(), gpsql.Backends(s.shape(dialect, columns)), int(s.backendsSeen.Load())); err != nil {
 		return nil, err
 	}
 	s.backendsSeen.Store(int64(len(st.Backends)))
-	if st.Sessions, err = querySessions(ctx, conn.Conn(), sessionQuery(columns, s.cfg.QueryMaxLength), dialect); err != nil {
+	if st.Sessions, err = querySessions(ctx, conn.Conn(), gpsql.Sessions(s.shape(dialect, columns)), dialect); err != nil {
 		return nil, err
 	}
 	if isGreenplumFamily(dialect) {
@@ -289,7 +294,7 @@ func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) 
 	dialect := s.cfg.Dialect
 	if dialect == DialectAuto || dialect == "" {
 		var version string
-		if err := conn.QueryRow(ctx, versionQuery).Scan(&version); err != nil {
+		if err := conn.QueryRow(ctx, gpsql.Version).Scan(&version); err != nil {
 			return "", nil, fmt.Errorf("query version(): %w", err)
 		}
 		var err error
@@ -297,7 +302,7 @@ func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) 
 			return "", nil, err
 		}
 	}
-	rows, err := conn.Query(ctx, activityColumnsQuery)
+	rows, err := conn.Query(ctx, gpsql.ActivityColumns)
 	if err != nil {
 		return "", nil, fmt.Errorf("query pg_stat_activity columns: %w", err)
 	}
@@ -376,13 +381,18 @@ func querySessions(ctx context.Context, conn *pgx.Conn, sql, dialect string) ([]
 	return out, nil
 }
 
+// shape is what the statements' texts depend on for this server.
+func (s *pgSource) shape(dialect string, columns map[string]bool) gpsql.Shape {
+	return gpsql.Shape{Dialect: dialect, ActivityColumns: columns, QueryMaxLength: s.cfg.QueryMaxLength}
+}
+
 // SegmentConfiguration reads every gp_segment_configuration row.
 func (s *pgSource) SegmentConfiguration(ctx context.Context) ([]SegmentConfigRow, error) {
 	pool, err := s.getPool()
 	if err != nil {
 		return nil, err
 	}
-	rows, err := pool.Query(ctx, segmentConfigQuery)
+	rows, err := pool.Query(ctx, gpsql.SegmentConfiguration)
 	if err != nil {
 		return nil, fmt.Errorf("query gp_segment_configuration: %w", err)
 	}

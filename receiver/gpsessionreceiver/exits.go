@@ -43,14 +43,9 @@ func (d *agentDirectory) exitReader(ctx context.Context, host string) (exitReade
 		}
 		return svc.TaskStats(), nil
 	}
-	if _, err := d.reader(ctx, host); err != nil {
+	conn, err := d.agents.Conn(ctx, host)
+	if err != nil {
 		return nil, err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	conn, ok := d.conns[host]
-	if !ok {
-		return nil, fmt.Errorf("host %s has no agent connection to read exit records on", host)
 	}
 	return grpcExitReader{client: gpotelv1.NewTaskStatsClient(conn)}, nil
 }

@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"strconv"
 	"sync"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/config/configgrpc"
-	"go.opentelemetry.io/collector/config/configtls"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -32,43 +28,31 @@ func (r grpcProcReader) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidPr
 }
 
 // agentDirectory keeps one long-lived reader per host: a gRPC connection
-// built from the agent template, or the shared local reader.
+// to its agent, or the shared local reader.
 type agentDirectory struct {
-	cfg        *Config
-	extensions map[component.ID]component.Component
-	telemetry  component.TelemetrySettings
+	agents     *agentconn.Pool
 	local      procReader // nil when no local host is configured
 	localHosts map[string]bool
 
 	mu      sync.Mutex
 	readers map[string]procReader
-	conns   map[string]*grpc.ClientConn
 }
 
 func newAgentDirectory(cfg *Config, host component.Host, telemetry component.TelemetrySettings, local procReader) *agentDirectory {
+	var extensions map[component.ID]component.Component
+	if host != nil {
+		extensions = host.GetExtensions()
+	}
 	d := &agentDirectory{
-		cfg:        cfg,
-		telemetry:  telemetry,
+		agents:     agentconn.NewPool(cfg.Config, extensions, telemetry, cfg.AgentMaxResponseSizeMiB<<20),
 		local:      local,
 		localHosts: map[string]bool{},
 		readers:    map[string]procReader{},
-		conns:      map[string]*grpc.ClientConn{},
-	}
-	if host != nil {
-		d.extensions = host.GetExtensions()
 	}
 	for _, h := range cfg.LocalHosts {
 		d.localHosts[h] = true
 	}
 	return d
-}
-
-// endpoint is where a host's agent listens.
-func (d *agentDirectory) endpoint(host string) string {
-	if ep, ok := d.cfg.Agents[host]; ok {
-		return ep
-	}
-	return net.JoinHostPort(host, strconv.Itoa(d.cfg.AgentPort))
 }
 
 // reader returns the host's reader, connecting on first use. The connection
@@ -82,52 +66,29 @@ func (d *agentDirectory) reader(ctx context.Context, host string) (procReader, e
 	if r, ok := d.readers[host]; ok {
 		return r, nil
 	}
-	cc := d.cfg.Agent
-	cc.Endpoint = d.endpoint(host)
-	cc.TLS = agentTLS(cc.TLS)
-	conn, err := cc.ToClientConn(ctx, d.extensions, d.telemetry,
-		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(d.cfg.AgentMaxResponseSizeMiB<<20))))
+	conn, err := d.agents.Conn(ctx, host)
 	if err != nil {
-		return nil, fmt.Errorf("agent of %s at %s: %w", host, cc.Endpoint, err)
+		return nil, err
 	}
 	r := grpcProcReader{client: yagpcc.NewGetQueryInfoClient(conn)}
-	d.readers[host], d.conns[host] = r, conn
+	d.readers[host] = r
 	return r, nil
-}
-
-// agentTLS turns TLS on when a client certificate is configured: the
-// plaintext default must not silently win over a certificate (a CA already
-// turns TLS on in configtls).
-func agentTLS(t configtls.ClientConfig) configtls.ClientConfig {
-	if t.Insecure && (t.CertFile != "" || t.CertPem != "" || t.KeyFile != "" || t.KeyPem != "" || t.IncludeSystemCACertsPool) {
-		t.Insecure = false
-	}
-	return t
 }
 
 // forget drops connections to hosts that left the topology.
 func (d *agentDirectory) forget(keep map[string]bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for h, c := range d.conns {
-		if !keep[h] {
-			_ = c.Close()
-			delete(d.conns, h)
-			delete(d.readers, h)
-		}
+	for _, h := range d.agents.Forget(keep) {
+		delete(d.readers, h)
 	}
 }
 
 func (d *agentDirectory) Close() error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	var errs []error
-	for h, c := range d.conns {
-		errs = append(errs, c.Close())
-		delete(d.conns, h)
-		delete(d.readers, h)
-	}
-	return errors.Join(errs...)
+	clear(d.readers)
+	return d.agents.Close()
 }
 
 // hostQuery is what one host gets asked: its processes in discovery order.

@@ -47,33 +47,6 @@ func TestDetectDialectRejectsWhatItDoesNotKnow(t *testing.T) {
 	}
 }
 
-func TestBackendQueryPerDialect(t *testing.T) {
-	gp7 := backendQuery(DialectGP7, map[string]bool{"backend_type": true, "sess_id": true})
-	if !strings.Contains(gp7, "FROM gp_dist_random('pg_stat_activity') UNION ALL") || !strings.Contains(gp7, "backend_type::text") {
-		t.Errorf("gp7: %s", gp7)
-	}
-	gp6 := backendQuery(DialectGP6, map[string]bool{"sess_id": true})
-	if !strings.Contains(gp6, "NULL::text") || !strings.Contains(gp6, "gp_dist_random") {
-		t.Errorf("gp6 without backend_type: %s", gp6)
-	}
-	pg := backendQuery(DialectPostgreSQL, map[string]bool{"leader_pid": true, "backend_type": true})
-	if strings.Contains(pg, "gp_dist_random") || !strings.Contains(pg, "coalesce(leader_pid, pid)") || !strings.Contains(pg, "SELECT -1::bigint") {
-		t.Errorf("postgresql: %s", pg)
-	}
-}
-
-func TestSessionQuerySelectsMissingColumnsAsNull(t *testing.T) {
-	q := sessionQuery(map[string]bool{"pid": true, "query": true, "waiting": true}, 100)
-	for _, want := range []string{"pid::bigint", "NULL::bigint", "waiting::boolean", "NULL::timestamptz", "left(query, 101)"} {
-		if !strings.Contains(q, want) {
-			t.Errorf("session query lacks %q: %s", want, q)
-		}
-	}
-	if q := sessionQuery(map[string]bool{"query": true}, 0); strings.Contains(q, "left(") {
-		t.Errorf("query_max_length 0 still reads the text: %s", q)
-	}
-}
-
 func gpRows() []SegmentConfigRow {
 	return []SegmentConfigRow{
 		{Content: -1, Role: "p", Status: "u", Hostname: "mdw"},
@@ -474,18 +447,6 @@ func TestFanOutMarksFailingHostsDownAndKeepsTheRest(t *testing.T) {
 	}
 	if !errors.Is(res[1].err, context.DeadlineExceeded) && !strings.Contains(res[1].err.Error(), "deadline") {
 		t.Errorf("hung host error %v does not say it timed out", res[1].err)
-	}
-}
-
-func TestAgentTLSIsOnWhenACertificateIsConfigured(t *testing.T) {
-	plain := createDefaultConfig().Agent.TLS
-	if !agentTLS(plain).Insecure {
-		t.Error("the default agent connection is not plaintext")
-	}
-	withCert := plain
-	withCert.CertFile, withCert.KeyFile = "/etc/gpotel/client.pem", "/etc/gpotel/client-key.pem"
-	if agentTLS(withCert).Insecure {
-		t.Error("a client certificate was configured and the connection stays plaintext")
 	}
 }
 

@@ -359,8 +359,8 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 	cfg.LocalHosts = []string{cluster.CoordinatorHost}
 	s := startScraper(t, cfg)
 	md := checkEveryBackendFound(t, c, s, w)
-	if len(s.dir.conns) != 0 {
-		t.Errorf("a single-node PostgreSQL opened %d gRPC connections", len(s.dir.conns))
+	if n := s.dir.agents.Len(); n != 0 {
+		t.Errorf("a single-node PostgreSQL opened %d gRPC connections", n)
 	}
 	if up := hostUp(md); len(up) != 1 || up[cluster.CoordinatorHost] != 1 {
 		t.Errorf("host.up %v", up)

@@ -19,49 +19,7 @@ const (
 	rsgAdminGroup   = 6438
 )
 
-// activityColumn is one column of a dialect's pg_stat_activity.
-type activityColumn struct {
-	name, sqlType, expr string
-}
-
-func col(name, sqlType string) activityColumn { return activityColumn{name, sqlType, "a." + name} }
-
-// gp6Activity is Greenplum 6's pg_stat_activity (PostgreSQL 9.4 plus GP columns), in order.
-var gp6Activity = []activityColumn{
-	col("datid", "oid"), col("datname", "name"), col("pid", "integer"), col("sess_id", "integer"),
-	col("usesysid", "oid"), col("usename", "name"), {"application_name", "text", "a.app_name"},
-	col("client_addr", "inet"), col("client_hostname", "text"), col("client_port", "integer"),
-	col("backend_start", "timestamptz"), col("xact_start", "timestamptz"), col("query_start", "timestamptz"),
-	col("state_change", "timestamptz"), {"waiting", "boolean", "coalesce(a.wait_event_type = 'Lock', false)"},
-	col("state", "text"), col("backend_xid", "xid"), col("backend_xmin", "xid"), col("query", "text"),
-	{"waiting_reason", "text", "CASE WHEN a.wait_event_type = 'Lock' THEN 'lock' END"},
-	col("rsgid", "oid"), col("rsgname", "text"), {"rsgqueueduration", "interval", "NULL::interval"},
-}
-
-// gp7Activity is Greenplum 7's pg_stat_activity (PostgreSQL 12 plus GP columns), in order.
-var gp7Activity = []activityColumn{
-	col("datid", "oid"), col("datname", "name"), col("pid", "integer"), col("sess_id", "integer"),
-	col("usesysid", "oid"), col("usename", "name"), {"application_name", "text", "a.app_name"},
-	col("client_addr", "inet"), col("client_hostname", "text"), col("client_port", "integer"),
-	col("backend_start", "timestamptz"), col("xact_start", "timestamptz"), col("query_start", "timestamptz"),
-	col("state_change", "timestamptz"), col("wait_event_type", "text"), col("wait_event", "text"),
-	col("state", "text"), col("backend_xid", "xid"), col("backend_xmin", "xid"), col("query", "text"),
-	col("backend_type", "text"), col("rsgid", "oid"), col("rsgname", "text"),
-}
-
-// versionStrings are what the compat version() returns, shaped like the real ones.
-var versionStrings = map[Dialect]string{
-	DialectGP6:        "PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
-	DialectGP7:        "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
-	DialectCloudberry: "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
-}
-
-func (c *Cluster) activityColumns() []activityColumn {
-	if c.Dialect == DialectGP6 {
-		return gp6Activity
-	}
-	return gp7Activity
-}
+func (c *Cluster) catalog() dialectCatalog { return dialectCatalogs[c.Dialect] }
 
 // DiskTablespace is on a disk-backed file system on every instance; the I/O
 // workload puts its temp tables there.
@@ -110,76 +68,111 @@ func execScript(ctx context.Context, in Instance, sql string) error {
 	return nil
 }
 
-// instanceSQL is what every instance carries: the sess_id rule and the
-// dialect's pg_stat_activity, version() and gp_execution_segment().
+// instanceSQL is what every instance carries: PostgreSQL's own objects that
+// the dialect replaces or lacks moved out of pg_catalog, the dialect's
+// pg_stat_activity, version() and gp_execution_segment() in their place, and
+// the sess_id rule they are built on.
 func (c *Cluster) instanceSQL() string {
+	cat := c.catalog()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
+SET allow_system_table_mods = on;
 CREATE SCHEMA %[1]s;
-CREATE SCHEMA %[2]s;
-GRANT USAGE ON SCHEMA %[1]s, %[2]s TO PUBLIC;
-ALTER ROLE %[3]s SET search_path = %[1]s, pg_catalog, public;
-ALTER ROLE %[8]s SET search_path = %[1]s, pg_catalog, public;
-
+GRANT USAGE ON SCHEMA %[1]s TO PUBLIC;
+ALTER VIEW pg_catalog.pg_stat_activity SET SCHEMA %[1]s;
+ALTER FUNCTION pg_catalog.version() SET SCHEMA %[1]s;
+`, internalSchema)
+	// What the version lacks is renamed as well as moved: a probe of pg_proc
+	// or pg_class by name alone must not find it.
+	for _, v := range cat.absentViews {
+		fmt.Fprintf(&b, "ALTER VIEW pg_catalog.%[1]s RENAME TO absent_%[1]s;\nALTER VIEW pg_catalog.absent_%[1]s SET SCHEMA %[2]s;\n", v, internalSchema)
+	}
+	for _, f := range cat.absentFunctions {
+		name, args, _ := strings.Cut(f, "(")
+		fmt.Fprintf(&b, "ALTER FUNCTION pg_catalog.%[1]s(%[2]s RENAME TO absent_%[1]s;\nALTER FUNCTION pg_catalog.absent_%[1]s(%[2]s SET SCHEMA %[3]s;\n", name, args, internalSchema)
+	}
+	fmt.Fprintf(&b, `
 -- The content id of this instance (set in gpotel.conf).
-CREATE FUNCTION %[2]s.content_id() RETURNS integer LANGUAGE sql STABLE
+CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
   AS $$ SELECT current_setting('gpotel.content_id')::integer $$;
 
--- pg_stat_activity plus the testbed's sess_id rule (testbed/README.md):
+-- Sessions moved to another resource group (pg_resgroup_move_query).
+CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
+
+-- PostgreSQL's pg_stat_activity plus the testbed's sess_id rule (testbed/README.md):
 -- coordinator: a client backend's sess_id is its pid, a parallel worker's its leader's pid;
--- segment: the number tagged in application_name as '%[4]s<id>' (the leader's, for a parallel worker);
+-- segment: the number tagged in application_name as '%[2]s<id>' (the leader's, for a parallel worker);
 -- everything else: 0.
-CREATE VIEW %[2]s.activity AS
-SELECT a.*,
-  CASE
-    WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
-    WHEN %[2]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
-    ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[4]s([0-9]+)')::integer, 0)
-  END AS sess_id,
-  regexp_replace(a.application_name, '^%[4]s[0-9]+ ?', '') AS app_name,
-  CASE WHEN r.rolsuper THEN %[5]d WHEN r.oid IS NOT NULL THEN %[6]d ELSE 0 END::oid AS rsgid,
-  CASE WHEN r.rolsuper THEN 'admin_group' WHEN r.oid IS NOT NULL THEN 'default_group' END AS rsgname
-FROM pg_catalog.pg_stat_activity a
-LEFT JOIN pg_catalog.pg_stat_activity l ON l.pid = a.leader_pid
-LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid;
+CREATE VIEW %[1]s.activity AS
+WITH tagged AS (
+  SELECT a.*,
+    CASE
+      WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
+      WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
+      ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
+    END AS sess_id,
+    regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
+    CASE WHEN r.rolsuper THEN %[3]d WHEN r.oid IS NOT NULL THEN %[4]d ELSE 0 END::oid AS role_rsgid
+  FROM %[1]s.pg_stat_activity a
+  LEFT JOIN %[1]s.pg_stat_activity l ON l.pid = a.leader_pid
+  LEFT JOIN pg_catalog.pg_roles r ON r.oid = a.usesysid
+)
+SELECT t.*, coalesce(m.rsgid, t.role_rsgid) AS rsgid, %[8]s AS rsgname
+FROM tagged t LEFT JOIN %[1]s.moved m ON m.sess_id = t.sess_id AND t.sess_id > 0;
 
-CREATE FUNCTION %[2]s.my_sess_id() RETURNS integer LANGUAGE sql STABLE
-  AS $$ SELECT coalesce((SELECT sess_id FROM %[2]s.activity WHERE pid = pg_backend_pid()), pg_backend_pid()) $$;
+CREATE FUNCTION %[1]s.my_sess_id() RETURNS integer LANGUAGE sql STABLE
+  AS $$ SELECT coalesce((SELECT sess_id FROM %[1]s.activity WHERE pid = pg_backend_pid()), pg_backend_pid()) $$;
 
-CREATE FUNCTION %[1]s.gp_execution_segment() RETURNS integer LANGUAGE sql STABLE
-  AS $$ SELECT %[2]s.content_id() $$;
+-- Which instance executes the row: this one, or inside gp_dist_random the
+-- segment whose row it is (%[5]s is set per row there).
+CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOLATILE
+  AS $$ SELECT coalesce(nullif(current_setting('%[5]s', true), '')::integer, %[1]s.content_id()) $$;
 
-CREATE FUNCTION %[1]s.version() RETURNS text LANGUAGE sql IMMUTABLE
-  AS $$ SELECT %[7]s::text $$;
-`, CompatSchema, internalSchema, AdminRole, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, quoteLiteral(versionStrings[c.Dialect]), UserRole)
+CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
+  AS $$ SELECT %[6]s::text $$;
+`, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"))
 
-	cols := c.activityColumns()
-	exprs := make([]string, len(cols))
-	for i, cl := range cols {
+	exprs := make([]string, len(cat.activity))
+	for i, cl := range cat.activity {
 		exprs[i] = cl.expr + " AS " + cl.name
 	}
 	where := ""
-	if c.Dialect == DialectGP6 {
-		// PostgreSQL 9.4 listed only client backends.
+	if cat.onlyClientBackends {
 		where = "\nWHERE a.backend_type = 'client backend'"
 	}
-	fmt.Fprintf(&b, "\nCREATE VIEW %s.pg_stat_activity AS\nSELECT %s\nFROM %s.activity a%s;\nGRANT SELECT ON %[1]s.pg_stat_activity TO PUBLIC;\n",
-		CompatSchema, strings.Join(exprs, ",\n  "), internalSchema, where)
+	fmt.Fprintf(&b, "\nCREATE VIEW pg_catalog.pg_stat_activity AS\nSELECT %s\nFROM %s.activity a%s;\nGRANT SELECT ON pg_catalog.pg_stat_activity TO PUBLIC;\n",
+		strings.Join(exprs, ",\n  "), internalSchema, where)
+	b.WriteString(c.instanceViewsSQL())
 	return b.String()
 }
 
-// coordinatorSQL adds gp_segment_configuration and gp_dist_random.
+func executionSegmentType(cat dialectCatalog) string {
+	if cat.executionSegmentIsASet {
+		return "SETOF integer"
+	}
+	return "integer"
+}
+
+// executingContentSetting carries the content id of the gp_dist_random row
+// being read to gp_execution_segment(), for the rest of the transaction at most.
+const executingContentSetting = "gpotel.executing_content"
+
+// coordinatorSQL adds gp_segment_configuration, the resource groups and
+// gp_dist_random (and gp_stat_activity where the dialect has it).
 func (c *Cluster) coordinatorSQL() string {
+	cat := c.catalog()
 	var b strings.Builder
 	fmt.Fprintf(&b, `
-CREATE EXTENSION dblink SCHEMA %[2]s;
+SET allow_system_table_mods = on;
+CREATE EXTENSION dblink SCHEMA %[1]s;
 
-CREATE TABLE %[1]s.gp_segment_configuration (
+CREATE TABLE pg_catalog.gp_segment_configuration (
   dbid smallint NOT NULL, content smallint NOT NULL, role "char" NOT NULL, preferred_role "char" NOT NULL,
   mode "char" NOT NULL, status "char" NOT NULL, port integer NOT NULL,
   hostname text, address text, datadir text);
-GRANT SELECT ON %[1]s.gp_segment_configuration TO PUBLIC;
-`, CompatSchema, internalSchema)
+GRANT SELECT ON pg_catalog.gp_segment_configuration TO PUBLIC;
+`, internalSchema)
 	var rows []string
 	for _, in := range c.Instances() {
 		mode := "n"
@@ -195,7 +188,7 @@ GRANT SELECT ON %[1]s.gp_segment_configuration TO PUBLIC;
 		rows = append(rows, fmt.Sprintf("(%d, %d, '%s', '%s', '%s', '%s', %d, %s, %[8]s, %s)",
 			r.DBID, r.Content, r.Role, r.PreferredRole, r.Mode, r.Status, r.Port, quoteLiteral(r.Hostname), quoteLiteral(r.DataDir)))
 	}
-	fmt.Fprintf(&b, "INSERT INTO %s.gp_segment_configuration VALUES\n  %s;\n", CompatSchema, strings.Join(rows, ",\n  "))
+	fmt.Fprintf(&b, "INSERT INTO pg_catalog.gp_segment_configuration VALUES\n  %s;\n", strings.Join(rows, ",\n  "))
 
 	// The resource groups: pg_resgroup names each oid, as Greenplum's catalog
 	// does, and gp_toolkit.gp_resgroup_config shows them with their settings.
@@ -204,73 +197,149 @@ GRANT SELECT ON %[1]s.gp_segment_configuration TO PUBLIC;
 		groups[i] = fmt.Sprintf("(%d, %s, 0)", g.OID, quoteLiteral(g.Name))
 	}
 	fmt.Fprintf(&b, `
-CREATE TABLE %[1]s.pg_resgroup (oid oid NOT NULL, rsgname name NOT NULL, parent oid NOT NULL);
-INSERT INTO %[1]s.pg_resgroup VALUES %[2]s;
-GRANT SELECT ON %[1]s.pg_resgroup TO PUBLIC;
+CREATE TABLE pg_catalog.pg_resgroup (oid oid NOT NULL, rsgname name NOT NULL, parent oid NOT NULL);
+INSERT INTO pg_catalog.pg_resgroup VALUES %[1]s;
+GRANT SELECT ON pg_catalog.pg_resgroup TO PUBLIC;
 CREATE SCHEMA gp_toolkit;
 GRANT USAGE ON SCHEMA gp_toolkit TO PUBLIC;
 CREATE VIEW gp_toolkit.gp_resgroup_config AS
-  SELECT oid AS groupid, rsgname AS groupname, 20 AS concurrency FROM %[1]s.pg_resgroup;
+  SELECT oid AS groupid, rsgname AS groupname, '20'::text AS concurrency FROM pg_catalog.pg_resgroup;
 GRANT SELECT ON gp_toolkit.gp_resgroup_config TO PUBLIC;
-`, CompatSchema, strings.Join(groups, ", "))
+`, strings.Join(groups, ", "))
 
-	cols := c.activityColumns()
-	defs := make([]string, len(cols))
-	names := make([]string, len(cols))
-	for i, cl := range cols {
-		defs[i] = cl.name + " " + cl.sqlType
+	names := make([]string, len(cat.activity))
+	for i, cl := range cat.activity {
 		names[i] = cl.name
 	}
-	// gp_dist_random opens one connection per up primary, sends the query to all
-	// at once (like a Greenplum gang) and tags each with the caller's sess_id.
+	// on_segments opens one connection per up primary, sends the statement to
+	// all at once (like a Greenplum gang) and tags each with the caller's
+	// sess_id; every row comes back as JSON, for the caller to type.
 	fmt.Fprintf(&b, `
-CREATE TYPE %[2]s.dist_pg_stat_activity AS (gp_segment_id integer, %[3]s);
-
-CREATE FUNCTION %[1]s.gp_dist_random(relation text) RETURNS SETOF %[2]s.dist_pg_stat_activity
+CREATE FUNCTION %[1]s.on_segments(statement text) RETURNS TABLE (content integer, row_data json)
 LANGUAGE plpgsql VOLATILE AS $fn$
 DECLARE
   seg record;
   conns text[] := '{}';
   contents integer[] := '{}';
   conn text;
-  sess integer := %[2]s.my_sess_id();
+  sess integer := %[1]s.my_sess_id();
   -- Segment backends carry the caller's sess_id and application_name, as
   -- Greenplum's QEs do (quotes and backslashes dropped for the conninfo).
-  appname text := rtrim(left('%[5]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
+  appname text := rtrim(left('%[2]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
 BEGIN
-  IF lower(relation) NOT IN ('pg_stat_activity', 'pg_catalog.pg_stat_activity', '%[1]s.pg_stat_activity') THEN
-    RAISE EXCEPTION 'gp_dist_random: the gpotel testbed only distributes pg_stat_activity, not %%', relation;
-  END IF;
   BEGIN
-    FOR seg IN SELECT content, port FROM %[1]s.gp_segment_configuration
-               WHERE content >= 0 AND role = 'p' AND status = 'u' ORDER BY content LOOP
-      conn := 'gpotel_gang_seg' || seg.content;
-      PERFORM %[2]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s''',
+    FOR seg IN SELECT c.content, c.port FROM pg_catalog.gp_segment_configuration c
+               WHERE c.content >= 0 AND c.role = 'p' AND c.status = 'u' ORDER BY c.content LOOP
+      -- Unique per call: one statement may fan out more than once.
+      conn := format('gpotel_gang_%%s_%%s', floor(random() * 1e12)::bigint, seg.content);
+      PERFORM %[1]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s''',
         seg.port, current_database(), current_user, appname));
       conns := conns || conn;
       contents := contents || seg.content;
-      PERFORM %[2]s.dblink_send_query(conn, 'SELECT %[4]s FROM %[1]s.pg_stat_activity');
+      PERFORM %[1]s.dblink_send_query(conn, format('SELECT row_to_json(t)::text FROM (%%s) t', statement));
     END LOOP;
     FOR i IN 1 .. coalesce(array_length(conns, 1), 0) LOOP
-      RETURN QUERY SELECT contents[i], r.* FROM %[2]s.dblink_get_result(conns[i]) AS r(%[3]s);
+      RETURN QUERY SELECT contents[i], r.j::json FROM %[1]s.dblink_get_result(conns[i]) AS r(j text);
     END LOOP;
   EXCEPTION WHEN OTHERS THEN
     FOREACH conn IN ARRAY conns LOOP
-      PERFORM %[2]s.dblink_disconnect(conn);
+      PERFORM %[1]s.dblink_disconnect(conn);
     END LOOP;
     RAISE;
   END;
   FOREACH conn IN ARRAY conns LOOP
-    PERFORM %[2]s.dblink_disconnect(conn);
+    PERFORM %[1]s.dblink_disconnect(conn);
   END LOOP;
-  -- my_sess_id() above froze this transaction's view of the local backends
-  -- before the segments were asked; the coordinator's own rows (the UNION ALL
-  -- branch after this) must be read now, as Greenplum's coordinator does.
+END
+$fn$;
+
+CREATE TYPE %[1]s.dist_row AS (content integer, %[3]s);
+
+CREATE FUNCTION %[1]s.dist_rows(relation text) RETURNS SETOF %[1]s.dist_row
+LANGUAGE plpgsql VOLATILE AS $fn$
+BEGIN
+  IF lower(relation) NOT IN ('pg_stat_activity', 'pg_catalog.pg_stat_activity') THEN
+    RAISE EXCEPTION 'gp_dist_random: the gpotel testbed only distributes pg_stat_activity, not %%', relation;
+  END IF;
+  RETURN QUERY SELECT s.content, r.* FROM %[1]s.on_segments('SELECT * FROM pg_catalog.pg_stat_activity') s,
+    LATERAL json_populate_record(NULL::pg_catalog.pg_stat_activity, s.row_data) r;
+  -- my_sess_id() froze this transaction's view of the local backends before
+  -- the segments were asked; the coordinator's own rows (a UNION ALL branch
+  -- after this) must be read now, as Greenplum's coordinator does.
   PERFORM pg_stat_clear_snapshot();
 END
 $fn$;
-`, CompatSchema, internalSchema, strings.Join(defs, ", "), strings.Join(names, ", "), SessionTagPrefix)
+
+-- Sets what gp_execution_segment() returns to the row's content id (NULL:
+-- the instance's own again) and keeps only real rows. The lowest cost puts
+-- it before any other condition on the row, so it runs for every row read.
+CREATE FUNCTION %[1]s.executing_on(content integer) RETURNS boolean
+LANGUAGE plpgsql VOLATILE COST 0.0001 AS $fn$
+BEGIN
+  PERFORM set_config('%[4]s', coalesce(content::text, ''), true);
+  RETURN content IS NOT NULL;
+END
+$fn$;
+
+`, internalSchema, SessionTagPrefix, strings.Join(activityDefs(cat.activity), ", "), executingContentSetting)
+	b.WriteString(c.DistRandomSQL("pg_catalog", internalSchema+".dist_rows(relation)"))
+
+	if cat.clusterActivity {
+		fmt.Fprintf(&b, `
+CREATE VIEW pg_catalog.gp_stat_activity AS
+  SELECT pg_catalog.gp_execution_segment() AS gp_segment_id, %[1]s FROM pg_catalog.gp_dist_random('pg_stat_activity')
+  UNION ALL SELECT -1, %[1]s FROM pg_catalog.pg_stat_activity;
+GRANT SELECT ON pg_catalog.gp_stat_activity TO PUBLIC;
+`, strings.Join(names, ", "))
+	}
+	b.WriteString(c.coordinatorViewsSQL())
 	return b.String()
+}
+
+// DistRandomSQL defines schema.gp_dist_random(relation text) over source: a
+// relation or set-returning call whose rows are a content id followed by the
+// dialect's pg_stat_activity columns. gp_dist_random returns the view's own
+// columns, as Greenplum's does; each row, as the caller reads it, sets the
+// content id gp_execution_segment() returns, and a last row that is never
+// returned resets it. The SQL function is inlined into the calling query, so
+// that happens row by row in the caller's own scan: an expression evaluated
+// after something has read every row first (a sort or hash of the rows
+// before the expression) would see the last segment's id, where Greenplum
+// evaluates it on the segment.
+func (c *Cluster) DistRandomSQL(schema, source string) string {
+	cols := c.catalog().activity
+	names := make([]string, len(cols))
+	nulls := make([]string, len(cols))
+	for i, cl := range cols {
+		names[i] = cl.name
+		nulls[i] = "NULL::" + cl.sqlType
+	}
+	return fmt.Sprintf(`
+CREATE FUNCTION %[1]s.gp_dist_random(relation text) RETURNS SETOF pg_catalog.pg_stat_activity
+LANGUAGE sql STABLE AS $fn$
+  SELECT %[3]s FROM (
+    SELECT * FROM %[2]s
+    UNION ALL SELECT NULL::integer, %[4]s
+  ) d WHERE %[5]s.executing_on(d.content)
+$fn$;
+`, schema, source, strings.Join(names, ", "), strings.Join(nulls, ", "), internalSchema)
+}
+
+// groupNameOf is the name of the built-in resource group whose oid expr is.
+func groupNameOf(expr string) string {
+	whens := make([]string, len(ResourceGroups))
+	for i, g := range ResourceGroups {
+		whens[i] = fmt.Sprintf("WHEN %d THEN %s", g.OID, quoteLiteral(g.Name))
+	}
+	return fmt.Sprintf("CASE %s %s END", expr, strings.Join(whens, " "))
+}
+
+func activityDefs(cols []activityColumn) []string {
+	defs := make([]string, len(cols))
+	for i, cl := range cols {
+		defs[i] = cl.name + " " + cl.sqlType
+	}
+	return defs
 }
 
 func quoteLiteral(s string) string {

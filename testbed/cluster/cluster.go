@@ -37,14 +37,12 @@ const (
 const (
 	CoordinatorHost    = "mdw"
 	CoordinatorContent = -1
-	// AdminRole is the superuser every DSN connects as; its search_path puts the compat schema first.
+	// AdminRole is the superuser every DSN connects as.
 	AdminRole = "gpadmin"
 	// UserRole is an ordinary login role on every instance, for workloads that should not run as a superuser.
 	UserRole = "gpuser"
-	// Database holds the compat catalog.
+	// Database holds the Greenplum catalog emulation.
 	Database = "postgres"
-	// CompatSchema holds the Greenplum-compatible objects.
-	CompatSchema = "gp_compat"
 	// SessionTagPrefix in a segment backend's application_name names the coordinator session it serves.
 	SessionTagPrefix = "gpotel_sess="
 	// descriptionFile is written into Dir by Up and read by Load.

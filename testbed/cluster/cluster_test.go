@@ -83,8 +83,8 @@ func allSessions(t *testing.T, conn *pgx.Conn, query string) []activityRow {
 }
 
 const (
-	gp6AllSessions = `SELECT gp_segment_id, pid, sess_id FROM gp_dist_random('pg_stat_activity') UNION ALL SELECT -1, pid, sess_id FROM pg_stat_activity`
-	gp7AllSessions = `SELECT gp_segment_id, pid, sess_id, backend_type FROM gp_dist_random('pg_stat_activity') UNION ALL SELECT -1, pid, sess_id, backend_type FROM pg_stat_activity`
+	gp6AllSessions = `SELECT gp_execution_segment(), pid, sess_id FROM gp_dist_random('pg_stat_activity') UNION ALL SELECT -1, pid, sess_id FROM pg_stat_activity`
+	gp7AllSessions = `SELECT gp_execution_segment(), pid, sess_id, backend_type FROM gp_dist_random('pg_stat_activity') UNION ALL SELECT -1, pid, sess_id, backend_type FROM pg_stat_activity`
 )
 
 func checkAllSessions(t *testing.T, c *cluster.Cluster, query string) {

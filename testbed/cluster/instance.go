@@ -363,7 +363,7 @@ func (c *Cluster) setSegmentStatus(ctx context.Context, content int, status stri
 		return nil
 	}
 	return execScript(ctx, c.Coordinator, fmt.Sprintf(
-		"UPDATE %s.gp_segment_configuration SET status = '%s' WHERE content = %d AND role = 'p'", CompatSchema, status, content))
+		"UPDATE pg_catalog.gp_segment_configuration SET status = '%s' WHERE content = %d AND role = 'p'", status, content))
 }
 
 // Down stops every instance, kills any process still tagged with this

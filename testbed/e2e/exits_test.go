@@ -3,9 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,8 +43,9 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 
 	with := measureChurn(t, c, nil)
 	t.Logf("with exit records:    gpotel %.3f s (of which unrecorded %.3f s), postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
-		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped)",
-		with.gpotel, with.unrecorded, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped)
+		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped); smoothed cluster CPU %.4f cores, postmasters' %.4f, ratio %.3f",
+		with.gpotel, with.unrecorded, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped,
+		with.smoothed, with.smoothedTruth, with.smoothed/with.smoothedTruth)
 	without := measureChurn(t, c, []string{"--set=receivers::gpsession::exit_records=false"})
 	t.Logf("without exit records: gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f",
 		without.gpotel, without.truth(), without.reaped, without.live, without.span, without.gpotel/without.truth())
@@ -60,24 +64,35 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	if with.unrecorded > maxUnrecordedShare*with.reaped {
 		t.Errorf("unrecorded %.3f s is more than %.0f %% of the reaped children's %.3f s: the exit records should carry most of it", with.unrecorded, maxUnrecordedShare*100, with.reaped)
 	}
+	// The smoothed cluster line (gpotel-top's header, GetClusterTop's
+	// cluster) counts the same CPU: gpotel's average against the same
+	// average of the postmasters' account at the same snapshot times.
+	if math.Abs(with.smoothed-with.smoothedTruth) > tolerance*with.smoothedTruth {
+		t.Errorf("with exit records gpotel's smoothed cluster CPU %.4f cores is not within %.0f %% of the postmasters' %.4f cores averaged the same way",
+			with.smoothed, tolerance*100, with.smoothedTruth)
+	}
 	if without.gpotel > 0.7*without.truth() {
 		t.Errorf("without exit records gpotel counted %.3f s of %.3f s: the churn should be undercounted, so the test would not show what exit records add",
 			without.gpotel, without.truth())
 	}
 }
 
-// maxUnrecordedShare bounds the postmasters' unrecorded CPU. A taskstats
-// exit record is taken inside do_exit before the kernel tears the process
-// down (exit_mm, closing its files); the parent's cutime+cstime get that
-// teardown at reap time. For backends that live a few milliseconds it is
-// about 10 % of their CPU (0.90 measured with the testbed's churn; 0.83 for
-// children that map and touch 128 MiB of shared memory).
-const maxUnrecordedShare = 0.25
+// maxUnrecordedShare bounds the postmasters' unrecorded CPU: the exit
+// records must carry most of the reaped children's CPU. A taskstats exit
+// record is taken inside do_exit before the kernel tears the process down
+// (exit_mm, closing its files); the parent's cutime+cstime get that
+// teardown at reap time. For backends that live a few milliseconds the
+// teardown's share depends on the kernel and the virtualisation (page-table
+// teardown under a hypervisor costs more): the test logs it, and
+// docs/performance.md lists it per machine.
+const maxUnrecordedShare = 0.5
 
 // churnResult is one window's CPU seconds by gpotel, by the postmasters, and
-// by the kernel's exit records of the postmasters' children.
+// by the kernel's exit records of the postmasters' children; and the
+// smoothed cluster CPU (cores) by gpotel and by the postmasters.
 type churnResult struct {
 	gpotel, unrecorded, reaped, live, span, records float64
+	smoothed, smoothedTruth                         float64
 }
 
 func (r churnResult) truth() float64 { return r.reaped + r.live }
@@ -141,6 +156,9 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 		}
 		res = churnResult{gpotel: cpu, unrecorded: unrecorded, reaped: reaped, live: live, span: span}
 		if res.records, err = exitRecordsCPU(s, sampler.postmasters, from, at); err != nil {
+			return false, err.Error()
+		}
+		if res.smoothed, res.smoothedTruth, err = smoothedAgainstTruth(s.Sink.Received(), sampler, at); err != nil {
 			return false, err.Error()
 		}
 		return true, ""
@@ -235,6 +253,80 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 		}
 	}
 	return best, span, cpu, unrecorded, found
+}
+
+// smoothedAgainstTruth returns gpotel's smoothed cluster CPU at its shortest
+// time constant in the snapshot at `at`, and what the same average of the
+// postmasters' account gives. An exponentially weighted average is linear:
+// from the first snapshot the sampler covers, gpotel's value there decays
+// and every later interval adds its rate weighted by 1 - e^(-dt/tau), so the
+// postmasters' steps over the same intervals give the expected value.
+func smoothedAgainstTruth(batches []pmetric.Metrics, sampler *postmasterSampler, at time.Time) (got, want float64, err error) {
+	series, tau := clusterSmoothedSeries(batches)
+	if tau <= 0 {
+		return 0, 0, errors.New("no smoothed cluster CPU in the output")
+	}
+	sampler.mu.Lock()
+	first := sampler.samples[0].at
+	sampler.mu.Unlock()
+	start := slices.IndexFunc(series, func(p smoothedPoint) bool { return !p.at.Before(first) })
+	end := slices.IndexFunc(series, func(p smoothedPoint) bool { return p.at.Equal(at) })
+	if start < 0 || end < 0 || end <= start {
+		return 0, 0, fmt.Errorf("snapshot %s or one after the sampler's start %s not in the output", at.Format(time.TimeOnly), first.Format(time.TimeOnly))
+	}
+	want = series[start].cores
+	for i := start + 1; i <= end; i++ {
+		dt := series[i].at.Sub(series[i-1].at).Seconds()
+		reaped, live, err := sampler.between(series[i-1].at, series[i].at)
+		if err != nil {
+			return 0, 0, err
+		}
+		keep := math.Exp(-dt / tau.Seconds())
+		want = want*keep + (reaped+live)/dt*(1-keep)
+	}
+	return series[end].cores, want, nil
+}
+
+type smoothedPoint struct {
+	at    time.Time
+	cores float64
+}
+
+// clusterSmoothedSeries is gpotel.cluster.cpu.usage.smoothed at the shortest
+// time constant, one point per snapshot, oldest first.
+func clusterSmoothedSeries(batches []pmetric.Metrics) ([]smoothedPoint, time.Duration) {
+	byTau := map[time.Duration][]smoothedPoint{}
+	for _, md := range batches {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			if k, _ := rms.At(i).Resource().Attributes().Get(gpsemconv.AttrResourceKind); k.Str() != gpsemconv.KindSnapshot {
+				continue
+			}
+			sms := rms.At(i).ScopeMetrics()
+			for j := range sms.Len() {
+				ms := sms.At(j).Metrics()
+				for k := range ms.Len() {
+					if ms.At(k).Name() != gpsemconv.MetricClusterCPUUsageSmoothed {
+						continue
+					}
+					dps := ms.At(k).Gauge().DataPoints()
+					for d := range dps.Len() {
+						tc, _ := dps.At(d).Attributes().Get(gpsemconv.AttrTimeConstant)
+						if tau, err := time.ParseDuration(tc.Str()); err == nil {
+							byTau[tau] = append(byTau[tau], smoothedPoint{dps.At(d).Timestamp().AsTime(), dps.At(d).DoubleValue()})
+						}
+					}
+				}
+			}
+		}
+	}
+	if len(byTau) == 0 {
+		return nil, 0
+	}
+	tau := slices.Min(slices.Collect(maps.Keys(byTau)))
+	series := byTau[tau]
+	slices.SortFunc(series, func(a, b smoothedPoint) int { return a.at.Compare(b.at) })
+	return series, tau
 }
 
 // postmasterSampler reads, every 50 ms, every postmaster's cutime+cstime

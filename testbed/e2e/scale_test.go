@@ -38,21 +38,23 @@ func installScaleCatalog(ctx context.Context, c *cluster.Cluster, hosts int, pid
 	}
 	defer func() { _ = conn.Close(ctx) }()
 	var b strings.Builder
+	// The scale role reads this schema before pg_catalog: its pg_stat_activity
+	// and gp_segment_configuration are tables of the same shape, and its
+	// gp_dist_random reads dist_activity the way the testbed's reads the segments.
 	fmt.Fprintf(&b, `
 CREATE SCHEMA %[1]s;
-CREATE TABLE %[1]s.pg_stat_activity AS SELECT * FROM %[2]s.pg_stat_activity WHERE false;
-CREATE TABLE %[1]s.gp_segment_configuration (LIKE %[2]s.gp_segment_configuration);
-CREATE TABLE %[1]s.dist_activity (gp_segment_id integer, pid integer, sess_id integer);
-CREATE FUNCTION %[1]s.gp_dist_random(relation text) RETURNS SETOF %[1]s.dist_activity
-  LANGUAGE sql STABLE AS $$ SELECT * FROM %[1]s.dist_activity $$;
+CREATE TABLE %[1]s.pg_stat_activity AS SELECT * FROM pg_catalog.pg_stat_activity WHERE false;
+CREATE TABLE %[1]s.gp_segment_configuration (LIKE pg_catalog.gp_segment_configuration);
+CREATE TABLE %[1]s.dist_activity AS SELECT NULL::integer AS content, * FROM pg_catalog.pg_stat_activity WHERE false;
+%[5]s;
 CREATE ROLE %[1]s LOGIN SUPERUSER;
-ALTER ROLE %[1]s SET search_path = %[1]s, %[2]s, pg_catalog, public;
+ALTER ROLE %[1]s SET search_path = %[1]s, pg_catalog, public;
 INSERT INTO %[1]s.gp_segment_configuration (dbid, content, role, preferred_role, mode, status, port, hostname, address, datadir)
-  SELECT h + 2, h, 'p', 'p', 'n', 'u', 6000 + h, 'sdw' || (h + 1), 'sdw' || (h + 1), '/data/gpseg' || h FROM generate_series(0, %[3]d - 1) h
-  UNION ALL SELECT 1, -1, 'p', 'p', 'n', 'u', 5432, '%[4]s', '%[4]s', '/data/gpseg-1';
-INSERT INTO %[1]s.dist_activity SELECT h, p, 1000 + (i %% %[5]d)
-  FROM generate_series(0, %[3]d - 1) h, unnest($1::integer[]) WITH ORDINALITY AS u(p, i);
-`, scaleRole, cluster.CompatSchema, hosts, cluster.CoordinatorHost, scaleSessions)
+  SELECT h + 2, h, 'p', 'p', 'n', 'u', 6000 + h, 'sdw' || (h + 1), 'sdw' || (h + 1), '/data/gpseg' || h FROM generate_series(0, %[2]d - 1) h
+  UNION ALL SELECT 1, -1, 'p', 'p', 'n', 'u', 5432, '%[3]s', '%[3]s', '/data/gpseg-1';
+INSERT INTO %[1]s.dist_activity (content, pid, sess_id) SELECT h, p, 1000 + (i %% %[4]d)
+  FROM generate_series(0, %[2]d - 1) h, unnest($1::integer[]) WITH ORDINALITY AS u(p, i);
+`, scaleRole, hosts, cluster.CoordinatorHost, scaleSessions, strings.TrimSuffix(strings.TrimSpace(c.DistRandomSQL(scaleRole, scaleRole+".dist_activity")), ";"))
 	if _, err := conn.Exec(ctx, "SELECT 1"); err != nil {
 		return err
 	}

@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/gpsemconv"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -144,6 +146,26 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 		t.Errorf("even session's query: cpu skew %.3f, want below %.2f", got, evenBelow)
 	}
 
+	// Every query of the skewed session, short or long, puts no more CPU on
+	// a segment than /proc says the session's backends there used: the idle
+	// ones (and the waiting coordinator) next to nothing.
+	idle := idleCPUByContent(t, skewed, hot)
+	queries := querySegmentCPU(s.Sink.Received(), skewed.SessID())
+	if len(queries) == 0 {
+		t.Fatal("no query figures of the skewed session in the OTLP output")
+	}
+	for start, bySegment := range queries {
+		for content, cpu := range bySegment {
+			if content == hot {
+				continue
+			}
+			if used, ok := idle[content]; !ok || cpu > used+idleSlack {
+				t.Errorf("skewed session's query started %s: %.3f s of CPU on segment %d, whose backends /proc shows used %.3f s in all",
+					start, cpu, content, used)
+			}
+		}
+	}
+
 	// Ranked by skew, the skewed session comes before the even one (the
 	// collector's own discovery session may be anywhere).
 	rank := func(id int) int {
@@ -168,6 +190,65 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 	if onSegments <= 0 || onHot < 0.9*onSegments {
 		t.Errorf("per-host breakdown %v: want at least 90 %% of the segment hosts' CPU on %s", first.GetHosts(), hotHost)
 	}
+}
+
+// idleSlack is CPU a query may show on a segment beyond what /proc says its
+// backends there used: the clock-tick rounding of two /proc reads.
+const idleSlack = 0.02
+
+// idleCPUByContent is the lifetime CPU seconds, read from /proc now, of a
+// session's live backends on every content but hot.
+func idleCPUByContent(t *testing.T, w *workload.Session, hot int) map[int]float64 {
+	t.Helper()
+	out := map[int]float64{}
+	for content, pids := range w.Pids() {
+		if content == hot {
+			continue
+		}
+		total, err := groundtruth.Sum(pids)
+		if err != nil {
+			t.Fatalf("content %d: %v", content, err)
+		}
+		out[content] = total.CPUSeconds()
+	}
+	return out
+}
+
+// querySegmentCPU is gpotel.query.segment.cpu.time by segment of every
+// query of the session in the newest snapshot that has query figures, by
+// the query's start.
+func querySegmentCPU(batches []pmetric.Metrics, sessID int) map[string]map[int]float64 {
+	var newest time.Time
+	var out map[string]map[int]float64
+	for _, md := range batches {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			attrs := rms.At(i).Resource().Attributes()
+			kind, _ := attrs.Get(gpsemconv.AttrResourceKind)
+			id, _ := attrs.Get(gpsemconv.AttrSessionID)
+			if kind.Str() != gpsemconv.KindQuery || id.Int() != int64(sessID) {
+				continue
+			}
+			start, _ := attrs.Get(gpsemconv.AttrQueryStart)
+			pts, _ := points(rms.At(i), gpsemconv.MetricQuerySegmentCPUTime)
+			for k := range pts.Len() {
+				dp := pts.At(k)
+				at := dp.Timestamp().AsTime()
+				if at.Before(newest) {
+					continue
+				}
+				if at.After(newest) {
+					newest, out = at, map[string]map[int]float64{}
+				}
+				content := int(intAttr(dp.Attributes(), gpsemconv.AttrSegmentID))
+				if out[start.Str()] == nil {
+					out[start.Str()] = map[int]float64{}
+				}
+				out[start.Str()][content] += dp.DoubleValue()
+			}
+		}
+	}
+	return out
 }
 
 func hottestText(st *yagpcc.SystemStat) string { return hottestOf(st.CpuHottestSegment) }

@@ -153,36 +153,14 @@ func (s *Session) memoryLoop(ctx context.Context, b *backend) error {
 // fetches the first row (which runs the whole sort) and keeps the cursor
 // and its transaction open until the end.
 func (s *Session) heldSort(ctx context.Context, b *backend, backends int) error {
-	b.use.Lock()
 	// About 150 bytes of sort memory per row; work_mem with room so it never spills.
 	rows := s.spec.MemoryBytes / 150
-	for _, q := range []string{
+	return s.holdInTransaction(ctx, b, backends, []string{
 		fmt.Sprintf("SET work_mem = '%dkB'", 2*s.spec.MemoryBytes/1024),
 		"BEGIN",
 		fmt.Sprintf("DECLARE gpotel_held CURSOR FOR SELECT g, md5(g::text) AS h FROM generate_series(1, %d) g ORDER BY h", rows),
 		"FETCH 1 FROM gpotel_held",
-	} {
-		if _, err := b.conn.Exec(ctx, q); err != nil {
-			b.use.Unlock()
-			return fmt.Errorf("%s: %w", q, err)
-		}
-	}
-	b.use.Unlock()
-	s.mu.Lock()
-	if s.heldN++; s.heldN == backends {
-		close(s.held)
-	}
-	s.mu.Unlock()
-	select {
-	case <-ctx.Done():
-	case <-time.After(time.Until(s.until)):
-	}
-	b.use.Lock()
-	defer b.use.Unlock()
-	rctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	_, err := b.conn.Exec(rctx, "ROLLBACK")
-	return err
+	}, "")
 }
 
 // idleInTransaction takes an xid and sits idle in the open transaction.

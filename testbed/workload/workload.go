@@ -75,6 +75,11 @@ type Spec struct {
 	QueryDuration time.Duration
 	// User to connect as; empty means the cluster's admin role.
 	User string
+	// SpillBytes is about how much each segment backend of a spill session
+	// writes to temporary files (default 32 MiB).
+	SpillBytes int64
+	// Table is what a lock_holder session locks and a lock_waiter reads.
+	Table string
 }
 
 func (s Spec) withDefaults() Spec {
@@ -95,6 +100,9 @@ func (s Spec) withDefaults() Spec {
 	if s.MemoryBytes <= 0 {
 		s.MemoryBytes = 64 << 20
 	}
+	if s.SpillBytes <= 0 {
+		s.SpillBytes = 32 << 20
+	}
 	if s.QueryDuration <= 0 && s.Kind == SkewedCPU {
 		s.QueryDuration = 10 * time.Second
 	}
@@ -107,7 +115,11 @@ func (s Spec) withDefaults() Spec {
 func (s Spec) validate(c *cluster.Cluster) error {
 	var errs []error
 	switch s.Kind {
-	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace, HeldSort:
+	case CPU, ParallelCPU, IO, Memory, IdleInTransaction, Churn, SegmentReplace, HeldSort, Spill:
+	case LockHolder, LockWaiter:
+		if !tableName.MatchString(s.Table) {
+			errs = append(errs, fmt.Errorf("table %q: a lock workload needs a plain lower-case table name", s.Table))
+		}
 	case SkewedCPU:
 		if _, ok := c.Instance(s.HotContent); !ok || s.HotContent < 0 {
 			errs = append(errs, fmt.Errorf("hot content %d: no such segment in testbed %s", s.HotContent, c.ID))
@@ -145,7 +157,7 @@ type Session struct {
 	history map[int][]int // every backend pid the session ever had, by content
 	sessIDs []int
 	live    map[int]*backend // the newest backend of each content
-	held    chan struct{}    // HeldSort: closed once every backend holds its sort
+	held    chan struct{}    // HeldSort, Spill, LockHolder: closed once every backend holds what it holds
 	heldN   int
 
 	until  time.Time
@@ -277,7 +289,9 @@ type backend struct {
 	use sync.Mutex
 }
 
-// Held is closed once every backend of a HeldSort session holds its sort.
+// Held is closed once every backend of a HeldSort session holds its sort,
+// every segment backend of a Spill session its temporary files, every
+// backend of a LockHolder session its lock.
 func (s *Session) Held() <-chan struct{} { return s.held }
 
 // OnBackend runs fn on the connection of the session's live backend of
@@ -444,6 +458,12 @@ func (s *Session) run(ctx context.Context, g gang) error {
 		return s.segmentReplace(ctx, g)
 	case HeldSort:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.heldSort(ctx, b, len(g)) })
+	case Spill:
+		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.spill(ctx, b, len(g)) })
+	case LockHolder:
+		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.lockHolder(ctx, b, len(g)) })
+	case LockWaiter:
+		return eachBackend(ctx, g, s.lockWaiter)
 	case SkewedCPU:
 		return s.dispatch(ctx, g, func(b *backend) bool { return b.content == s.spec.HotContent })
 	}

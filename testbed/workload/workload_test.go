@@ -40,7 +40,7 @@ func sessionRows(t *testing.T, c *cluster.Cluster, sessID int) map[int][]int {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(ctx) }()
-	rows, err := conn.Query(ctx, `SELECT gp_segment_id, pid FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1
+	rows, err := conn.Query(ctx, `SELECT gp_execution_segment(), pid FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1
 		UNION ALL SELECT -1, pid FROM pg_stat_activity WHERE sess_id = $1`, sessID)
 	if err != nil {
 		t.Fatal(err)
@@ -176,7 +176,7 @@ func TestWorkloads(t *testing.T) {
 		seen := map[int]bool{}
 		await.Until(t, "parallel workers on the coordinator and every segment", func() bool {
 			mustRun(t, s)
-			rows, err := conn.Query(ctx, `SELECT gp_segment_id FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1 AND backend_type = 'parallel worker'
+			rows, err := conn.Query(ctx, `SELECT gp_execution_segment() FROM gp_dist_random('pg_stat_activity') WHERE sess_id = $1 AND backend_type = 'parallel worker'
 				UNION ALL SELECT -1 FROM pg_stat_activity WHERE sess_id = $1 AND backend_type = 'parallel worker'`, s.SessID())
 			if err != nil {
 				t.Fatal(err)

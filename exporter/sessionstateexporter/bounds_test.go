@@ -1,0 +1,189 @@
+package sessionstateexporter
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+
+	"github.com/gpotel/gpotel/internal/gpsemconv"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// allocatedDuring is how many heap bytes f allocates, freed or not.
+func allocatedDuring(f func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	f()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+func noToken(*testing.T, string) string { return "" }
+
+// stuffedToken takes a page token the server issued and puts a million sort
+// values in it.
+func stuffedToken(svc *getGPInfoService) func(t *testing.T, method string) string {
+	return func(t *testing.T, method string) string {
+		t.Helper()
+		var resp *yagpcc.GetGPSessionsResponse
+		var err error
+		if method == "GetGPSessions" {
+			resp, err = svc.GetGPSessions(context.Background(), &yagpcc.GetGPSessionsReq{PageSize: 1})
+		} else {
+			resp, err = svc.GetGPQueries(context.Background(), &yagpcc.GetGPQueriesReq{PageSize: 1})
+		}
+		if err != nil || resp.GetNextPageToken() == "" {
+			t.Fatalf("%s issued no page token: %v", method, err)
+		}
+		b, err := base64.RawURLEncoding.DecodeString(resp.GetNextPageToken())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tok map[string]json.RawMessage
+		if err := json.Unmarshal(b, &tok); err != nil {
+			t.Fatal(err)
+		}
+		tok["v"] = json.RawMessage("[{}" + strings.Repeat(",{}", 999_999) + "]")
+		if b, err = json.Marshal(tok); err != nil {
+			t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+}
+
+func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
+	st := newSessionStore(testConfig(), zap.NewNop(), "")
+	sessions := sessionsWithUserTime(idRange(1, 1001), 7)
+	for i := range sessions {
+		sessions[i].meta = map[string]any{gpsemconv.MetaState: "active", gpsemconv.MetaQuery: "select 1"}
+	}
+	st.consume(buildSnapshot(t0, sessions))
+	svc := &getGPInfoService{store: st, defaultPageSize: defaultPageSize, maxPageSize: defaultMaxPageSize, maxResponseBytes: defaultMaxResponseBytes}
+
+	repeatedPID := make([]*yagpcc.SessionFieldWrapper, 200_000)
+	for i := range repeatedPID {
+		repeatedPID[i] = &yagpcc.SessionFieldWrapper{FieldName: yagpcc.SessionField_SESSION_FIELD_PID}
+	}
+	users := make([]*yagpcc.SessionFilter, 1_000_000)
+	for i := range users {
+		users[i] = &yagpcc.SessionFilter{FieldName: yagpcc.SessionFilterEnum_SESSION_FILTER_USER, Value: strconv.Itoa(i)}
+	}
+	const budget = 50 << 20
+	for _, c := range []struct {
+		name  string
+		field []*yagpcc.SessionFieldWrapper
+		filt  []*yagpcc.SessionFilter
+		token func(t *testing.T, method string) string
+		limit string
+	}{
+		{"200000 repeated sort fields", repeatedPID, nil, noToken, fmt.Sprintf("at most %d sort fields", maxSortFields)},
+		{"a million filter values", nil, users, noToken, fmt.Sprintf("at most %d filter values", maxFilterValues)},
+		{"a page token of a million values", nil, nil, stuffedToken(svc), "page_token"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sessionsToken, queriesToken := c.token(t, "GetGPSessions"), c.token(t, "GetGPQueries")
+			var errSessions, errQueries error
+			grew := allocatedDuring(func() {
+				_, errSessions = svc.GetGPSessions(context.Background(), &yagpcc.GetGPSessionsReq{Field: c.field, Filter: c.filt, PageToken: sessionsToken})
+				_, errQueries = svc.GetGPQueries(context.Background(), &yagpcc.GetGPQueriesReq{Field: c.field, Filter: c.filt, PageToken: queriesToken})
+			})
+			assertCode(t, errSessions, codes.InvalidArgument, c.limit)
+			assertCode(t, errQueries, codes.InvalidArgument, c.limit)
+			if grew > budget {
+				t.Errorf("refusing the request allocated %d MiB, more than %d MiB", grew>>20, budget>>20)
+			}
+		})
+	}
+}
+
+func TestEachSortFieldAppearsOnce(t *testing.T) {
+	pid := &yagpcc.SessionFieldWrapper{FieldName: yagpcc.SessionField_SESSION_FIELD_PID}
+	user := &yagpcc.SessionFieldWrapper{FieldName: yagpcc.SessionField_SESSION_FIELD_USER, Order: yagpcc.SortOrder_SORT_DESC}
+	_, err := parseSortSpec([]*yagpcc.SessionFieldWrapper{pid, user, pid})
+	if err == nil || !strings.Contains(err.Error(), "field[2]: SESSION_FIELD_PID repeats field[0]") {
+		t.Fatalf("a repeated sort field: %v", err)
+	}
+	if _, err := parseSortSpec([]*yagpcc.SessionFieldWrapper{pid, user}); err != nil {
+		t.Fatalf("distinct sort fields: %v", err)
+	}
+}
+
+// distinctSpecs are n different orders of width fields each.
+func distinctSpecs(t *testing.T, n, width int) []sortSpec {
+	t.Helper()
+	fields := slices.Sorted(maps.Keys(sortFields))
+	var specs []sortSpec
+	for i := range n {
+		var ws []*yagpcc.SessionFieldWrapper
+		for j := range width {
+			ws = append(ws, &yagpcc.SessionFieldWrapper{FieldName: fields[(i+j)%len(fields)]})
+		}
+		ws[0].Order = yagpcc.SortOrder(1 + i/len(fields)%2)
+		spec, err := parseSortSpec(ws)
+		if err != nil {
+			t.Fatal(err)
+		}
+		specs = append(specs, spec)
+	}
+	return specs
+}
+
+func heapInUse() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+func TestOrderCacheIsBoundedByBytes(t *testing.T) {
+	cfg := testConfig()
+	st := newSessionStore(cfg, zap.NewNop(), "")
+	st.consume(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 10_001), 7)))
+	v := st.load()
+	before := heapInUse()
+	for _, spec := range distinctSpecs(t, 64, maxSortFields) {
+		v.order(spec)
+	}
+	grew := heapInUse() - min(before, heapInUse())
+	runtime.KeepAlive(v)
+	if limit := uint64(maxOrderCacheBytes + 8<<20); grew > limit {
+		t.Fatalf("64 orders of %d fields over 10000 sessions keep %d MiB, more than the cache's %d MiB (+8 MiB slack)",
+			maxSortFields, grew>>20, maxOrderCacheBytes>>20)
+	}
+}
+
+// FuzzDecodeToken: whatever a client sends as page_token, decoding neither
+// panics nor returns other than one value per sort field, and a token the
+// server issued decodes to what it encoded.
+func FuzzDecodeToken(f *testing.F) {
+	spec, err := parseSortSpec([]*yagpcc.SessionFieldWrapper{
+		{FieldName: yagpcc.SessionField_SESSION_FIELD_USER}, {FieldName: yagpcc.SessionField_LAST_USERTIMESECONDS}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	e := orderEntry{s: &session{key: sessionKey{tmID: testTmID, sessID: 7}}, vals: []sortValue{str("a\x00é"), {present: true, f: math.NaN()}}}
+	f.Add(encodeToken("fp", e), "fp")
+	f.Add("", "fp")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":[{},{},{}]}`)), "fp")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":{"p":true}}`)), "fp")
+	f.Fuzz(func(t *testing.T, tok, request string) {
+		vals, key, err := decodeToken(tok, request, spec)
+		if err == nil && len(vals) != len(spec) {
+			t.Fatalf("%d values for %d sort fields", len(vals), len(spec))
+		}
+		if tok == encodeToken(request, e) && (err != nil || key != e.s.key || vals[0] != e.vals[0] || !math.IsNaN(vals[1].f)) {
+			t.Fatalf("an issued token does not decode to what it encoded: %v %v %v", vals, key, err)
+		}
+	})
+}

@@ -1,0 +1,63 @@
+package gpsql
+
+// Target is where a statement is sent.
+type Target string
+
+// The targets.
+const (
+	// Coordinator: the collector's connection to the coordinator (or the
+	// PostgreSQL server).
+	Coordinator Target = "coordinator"
+	// Instance: an agent's local connection to one instance of its host, in
+	// utility mode on a Greenplum segment.
+	Instance Target = "instance"
+)
+
+// Statement is one entry of the table of everything gpotel sends.
+type Statement struct {
+	// Name is how docs/compatibility.md names it.
+	Name   string
+	Sender string // the component that sends it
+	Target Target
+	// Text is the statement for a server of that shape; "" where it is never sent.
+	Text func(Shape) string
+	// Args are arguments of the right types for a conformance run; an error
+	// the statement's own function raises on them (not a catalog's
+	// rejection, SQLSTATE class 42) passes.
+	Args []any
+	// Guard is the Name of a statement that answers one boolean; this one is
+	// sent only where the guard answers true.
+	Guard string
+}
+
+func always(text string) func(Shape) string { return func(Shape) string { return text } }
+
+func greenplumOnly(text string) func(Shape) string {
+	return func(s Shape) string {
+		if IsGreenplumFamily(s.Dialect) {
+			return text
+		}
+		return ""
+	}
+}
+
+// Statements is every statement gpotel sends.
+var Statements = []Statement{
+	{Name: "postmaster start (tm_id)", Sender: "receiver", Target: Coordinator, Text: always(PostmasterStart)},
+	{Name: "version", Sender: "receiver", Target: Coordinator, Text: always(Version)},
+	{Name: "pg_stat_activity columns", Sender: "receiver", Target: Coordinator, Text: always(ActivityColumns)},
+	{Name: "backends (discovery)", Sender: "receiver", Target: Coordinator, Text: Backends},
+	{Name: "sessions", Sender: "receiver", Target: Coordinator, Text: Sessions},
+	{Name: "segment configuration", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(SegmentConfiguration)},
+	{Name: "resource groups", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(ResourceGroups)},
+	{Name: "has gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(HasResourceGroupBypass)},
+	{Name: "set gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(SetResourceGroupBypass), Guard: "has gp_resource_group_bypass"},
+	{Name: "has workfiles", Sender: "receiver", Target: Coordinator, Text: HasWorkfiles},
+	{Name: "workfiles (spill)", Sender: "receiver", Target: Coordinator, Text: Workfiles, Guard: "has workfiles"},
+	{Name: "lock waits", Sender: "receiver", Target: Coordinator, Text: LockWaits},
+	{Name: "has session memory", Sender: "receiver", Target: Coordinator, Text: HasSessionMemory},
+	{Name: "session memory", Sender: "receiver", Target: Coordinator, Text: SessionMemory, Guard: "has session memory"},
+	{Name: "cancel query", Sender: "exporter", Target: Coordinator, Text: always(CancelQuery), Args: []any{0}},
+	{Name: "terminate session", Sender: "exporter", Target: Coordinator, Text: always(TerminateSession), Args: []any{0}},
+	{Name: "move to resource group", Sender: "exporter", Target: Coordinator, Text: MoveToResourceGroup, Args: []any{0, "default_group"}},
+}

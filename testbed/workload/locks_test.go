@@ -1,0 +1,91 @@
+package workload_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/workload"
+)
+
+// A spill session's segment backends hold sorts in temporary files, and
+// Greenplum's workfile view counts exactly those files per segment.
+func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	s := start(t, c, workload.Spec{Name: "spill", Kind: workload.Spill, Duration: untilStopped, SpillBytes: 8 << 20})
+	<-s.Held()
+	ctx := await.Context(t)
+	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	view := map[int]int64{}
+	rows, _ := conn.Query(ctx, `SELECT segid, size::bigint FROM gp_toolkit.gp_workfile_usage_per_query WHERE sess_id = $1`, s.SessID())
+	var seg int
+	var size int64
+	if _, err := pgx.ForEachRow(rows, []any{&seg, &size}, func() error { view[seg] = size; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range c.Segments {
+		onDisk := tempFileBytes(t, in.DataDir, s.Pids()[in.Content])
+		if onDisk < 4<<20 || view[in.Content] != onDisk {
+			t.Errorf("segment %d: the view says %d bytes, its temporary directory holds %d for the session's backend", in.Content, view[in.Content], onDisk)
+		}
+	}
+	if view[cluster.CoordinatorContent] != 0 {
+		t.Errorf("the coordinator, which only waits, has %d bytes of workfiles", view[cluster.CoordinatorContent])
+	}
+}
+
+// tempFileBytes sums the temporary files of the backends pids in dataDir.
+func tempFileBytes(t *testing.T, dataDir string, pids []int) int64 {
+	t.Helper()
+	var total int64
+	for _, pid := range pids {
+		files, err := filepath.Glob(filepath.Join(dataDir, "base", "pgsql_tmp", fmt.Sprintf("pgsql_tmp%d.*", pid)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range files {
+			if st, err := os.Stat(f); err == nil {
+				total += st.Size()
+			}
+		}
+	}
+	return total
+}
+
+// A session that reads a table another session locked waits for it, and
+// Greenplum's cluster-wide pg_locks shows the wait and every holder.
+func TestLockWaiterWaitsBehindTheHolder(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	holder := start(t, c, workload.Spec{Name: "holder", Kind: workload.LockHolder, Table: "gpotel_locked", Duration: untilStopped})
+	<-holder.Held()
+	waiter := start(t, c, workload.Spec{Name: "waiter", Kind: workload.LockWaiter, Table: "gpotel_locked", Duration: untilStopped})
+	ctx := await.Context(t)
+	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close(context.Background()) }()
+	await.NoError(t, "the waiter's lock wait in pg_locks", func() error {
+		var waiting, held int
+		err := conn.QueryRow(ctx, `SELECT count(*) FILTER (WHERE mppsessionid = $1 AND NOT granted AND mode = 'AccessShareLock' AND gp_segment_id = -1),
+				count(DISTINCT gp_segment_id) FILTER (WHERE mppsessionid = $2 AND granted AND mode = 'AccessExclusiveLock')
+			FROM pg_locks WHERE relation = 'gpotel_locked'::regclass`, waiter.SessID(), holder.SessID()).Scan(&waiting, &held)
+		if err != nil {
+			return err
+		}
+		if waiting != 1 || held != 1+len(c.Segments) {
+			return fmt.Errorf("waiting rows %d (want 1), holder's instances %d (want %d)", waiting, held, 1+len(c.Segments))
+		}
+		return nil
+	})
+}
