@@ -170,10 +170,11 @@ func sortedKeys(m map[string]bool) []string {
 }
 
 // logLayouts are the server log layouts the agent reads, each on a server
-// that writes it: Greenplum's CSV on the Cloudberry dialect (a
-// Greenplum-family server that has pg_log_backend_memory_contexts), the
-// other three on PostgreSQL.
+// that writes it: Greenplum's CSV on the Greenplum 7 and Cloudberry
+// dialects (Greenplum 6 has no pg_log_backend_memory_contexts), the other
+// three on PostgreSQL.
 var logLayouts = []cluster.Options{
+	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7},
 	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry},
 	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogStderr},
 	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogCSV},
@@ -694,4 +695,25 @@ func (k *sessionKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest 
 	r := k.request()
 	r.Summary = true
 	return r
+}
+
+// TestMemoryContextsOnGreenplum6AreAFailedPrecondition: Greenplum 6 has no
+// pg_log_backend_memory_contexts (checked on a real 6.24.3); the agent says
+// so, naming the server's version, and sends the backend nothing.
+func TestMemoryContextsOnGreenplum6AreAFailedPrecondition(t *testing.T) {
+	needTestbed(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	ctx := await.Context(t)
+	seg, _ := c.Instance(0)
+	backend, err := pgx.Connect(ctx, seg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = backend.Close(context.Background()) }()
+	a := startMemctxAgent(t, c, c.HostOf(0), nil)
+	_, err = a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(backend.PgConn().PID())})
+	code, msg := codeOf(err)
+	if code != codes.FailedPrecondition || !strings.Contains(msg, "Greenplum Database 6") || !strings.Contains(msg, "pg_log_backend_memory_contexts") {
+		t.Fatalf("got %v %q, want FailedPrecondition naming the version and the function", code, msg)
+	}
 }
