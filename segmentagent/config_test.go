@@ -141,3 +141,20 @@ func TestPlaintextBeyondLoopbackNeedsInsecure(t *testing.T) {
 	assert.True(t, cfg.Insecure)
 	assert.NoError(t, cfg.Validate())
 }
+
+// TestTLSWithoutClientCABeyondLoopbackIsRefused: server-only TLS lets any
+// host that reaches the port ask, as plaintext does; it needs insecure too.
+func TestTLSWithoutClientCABeyondLoopbackIsRefused(t *testing.T) {
+	serverOnly := []string{"--listen", "0.0.0.0:1433", "--tls-cert-file", "/c.pem", "--tls-key-file", "/k.pem"}
+	cfg, err := ConfigFromArgs(serverOnly, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, cfg.Validate(), "client_ca_file")
+
+	cfg, err = ConfigFromArgs(append(serverOnly, "--tls-client-ca-file", "/ca.pem"), io.Discard)
+	require.NoError(t, err)
+	assert.NoError(t, cfg.Validate())
+
+	cfg, err = ConfigFromArgs([]string{"--listen", "127.0.0.1:1433", "--tls-cert-file", "/c.pem", "--tls-key-file", "/k.pem"}, io.Discard)
+	require.NoError(t, err)
+	assert.NoError(t, cfg.Validate(), "loopback: only this host's users reach it")
+}

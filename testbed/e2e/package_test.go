@@ -122,6 +122,18 @@ func TestPackagesInstallAndStart(t *testing.T) {
 	})
 }
 
+// selfAsPostmaster writes a postmaster.pid naming this test binary, for an
+// agent's postmaster_pid_files: the processes the test starts (processOf)
+// are then children of a postmaster, as the agent requires.
+func selfAsPostmaster(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "postmaster.pid")
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
 // processOf starts a process owned by u that lives until the test ends, and returns its pid.
 func processOf(t *testing.T, u *user.User) int {
 	t.Helper()
