@@ -94,12 +94,14 @@ func reapStaleNetns(t *testing.T) {
 		if m == nil {
 			continue
 		}
-		if pid, _ := strconv.Atoi(m[1]); !processAlive(pid) {
-			if err := ipCmd("link", "del", l.Name); err != nil {
-				t.Errorf("removing a stale veth: %v", err)
-			} else {
-				t.Logf("removed veth %s of a test process that is gone", l.Name)
-			}
+		pid, _ := strconv.Atoi(m[1])
+		if _, err := net.InterfaceByName(l.Name); err != nil || processAlive(pid) {
+			continue // alive, or gone with its other end just now
+		}
+		if err := ipCmd("link", "del", l.Name); err != nil {
+			t.Errorf("removing a stale veth: %v", err)
+		} else {
+			t.Logf("removed veth %s of a test process that is gone", l.Name)
 		}
 	}
 }
