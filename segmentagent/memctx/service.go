@@ -170,7 +170,7 @@ func (s *Service) read(ctx context.Context, pid int64, summary bool, timeout tim
 	if err != nil {
 		return nil, err
 	}
-	conn, err := connect(ctx, in, s.cfg.DatabaseUser, s.cfg.Database)
+	conn, err := connect(ctx, s.procRoot, in, s.cfg.DatabaseUser, s.cfg.Database)
 	if err != nil {
 		return nil, status.Error(contextCode(ctx, codes.Unavailable), err.Error())
 	}
