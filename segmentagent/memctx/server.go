@@ -88,12 +88,33 @@ const logFunction = "pg_log_backend_memory_contexts"
 // and Cloudberry spell it gp_role, GP6 gp_session_role.
 var utilityOptions = []string{"", "-c gp_role=utility", "-c gp_session_role=utility"}
 
+// maxSocketPath is the longest path a Unix socket address holds (sun_path less its NUL).
+const maxSocketPath = 107
+
+// socketDir is where the instance's Unix socket is reached: through the
+// postmaster's own root (<proc>/<pid>/root), which resolves in its mount
+// namespace, so a private /tmp (the agent's unit has PrivateTmp=yes) does
+// not hide /tmp/.s.PGSQL.<port>, the default on Greenplum and Cloudberry.
+// The directory as named is the fallback: a postmaster of another uid
+// (no access to its root) or a path too long for a socket address.
+func socketDir(procRoot string, in instance) string {
+	if !filepath.IsAbs(in.socketDir) {
+		return in.socketDir
+	}
+	dir := filepath.Join(procRoot, strconv.FormatInt(in.postmasterPID, 10), "root", in.socketDir)
+	sock := filepath.Join(dir, fmt.Sprintf(".s.PGSQL.%d", in.port))
+	if fi, err := os.Stat(sock); err == nil && fi.Mode()&os.ModeSocket != 0 && len(sock) <= maxSocketPath {
+		return dir
+	}
+	return in.socketDir
+}
+
 // connect opens a local connection to the instance as the configured role:
 // over its Unix socket when it has one, so peer authentication works
 // without a password. A segment that refuses a normal connection is
 // retried in Greenplum's utility mode (GP7/Cloudberry spelling first).
-func connect(ctx context.Context, in instance, user, database string) (*pgx.Conn, error) {
-	host := in.socketDir
+func connect(ctx context.Context, procRoot string, in instance, user, database string) (*pgx.Conn, error) {
+	host := socketDir(procRoot, in)
 	if host == "" {
 		host = "127.0.0.1"
 		if in.listenAddr != "" && in.listenAddr != "*" && !strings.Contains(in.listenAddr, ",") {

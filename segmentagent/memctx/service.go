@@ -137,7 +137,7 @@ func (s *Service) instanceOf(pid int64) (instance, processState, error) {
 
 // read does one request: connect, find the log, signal, read the block.
 func (s *Service) read(ctx context.Context, in instance, ps processState, pid int64, summary bool, timeout time.Duration) (*gpotelv1.GetMemoryContextsResponse, error) {
-	conn, err := connect(ctx, in, s.cfg.DatabaseUser, s.cfg.Database)
+	conn, err := connect(ctx, s.procRoot, in, s.cfg.DatabaseUser, s.cfg.Database)
 	if err != nil {
 		return nil, status.Error(contextCode(ctx, codes.Unavailable), err.Error())
 	}

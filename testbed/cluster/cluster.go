@@ -415,29 +415,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 	return c
 }
 
-// reapOrphans takes down ephemeral clusters in the default locations whose
-// owner process has exited without calling Down.
-func reapOrphans() {
-	var found []string
-	for _, base := range []string{"/dev/shm", os.TempDir()} {
-		m, _ := filepath.Glob(filepath.Join(base, "gpotel-testbed-*", descriptionFile))
-		found = append(found, m...)
-	}
-	for _, file := range found {
-		c, err := Load(filepath.Dir(file))
-		if err != nil || c.Owner == nil || ownerAlive(*c.Owner) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = c.Down(ctx)
-		cancel()
-	}
-}
-
-func ownerAlive(o Owner) bool {
-	return o.PID > 0 && processStartTicks(o.PID) == o.StartTicks
-}
-
 // processStartTicks is field 22 of /proc/<pid>/stat, 0 when the process is gone.
 func processStartTicks(pid int) uint64 {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
