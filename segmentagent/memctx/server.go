@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
 )
 
@@ -76,13 +77,6 @@ var greenplumVersion = regexp.MustCompile(`Greenplum Database|Cloudberry`)
 
 // greenplum: the server is Greenplum 6, 7 or Cloudberry.
 func (s serverSettings) greenplum() bool { return greenplumVersion.MatchString(s.version) }
-
-// RowsFunction is the function of the PostgreSQL 18 proposal (committed,
-// then reverted): another backend's contexts as rows. Used when pg_proc has it.
-const RowsFunction = "pg_get_process_memory_contexts"
-
-// logFunction makes a backend write its contexts into the server log (PostgreSQL 14+).
-const logFunction = "pg_log_backend_memory_contexts"
 
 // Greenplum's options for a direct connection to a segment instance: GP7
 // and Cloudberry spell it gp_role, GP6 gp_session_role.
@@ -155,14 +149,16 @@ func readSettings(ctx context.Context, conn *pgx.Conn) (serverSettings, error) {
 	var s serverSettings
 	var collector, dest, versionNum string
 	var gpLogFormat *string
-	err := conn.QueryRow(ctx, `SELECT version(), current_setting('server_version_num'), current_setting('logging_collector'),
-		current_setting('log_destination'), current_setting('log_line_prefix'), current_user::text,
-		EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = $1),
-		EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = $2),
-		(SELECT setting FROM pg_catalog.pg_settings WHERE name = 'gp_log_format')`, logFunction, RowsFunction).
-		Scan(&s.version, &versionNum, &collector, &dest, &s.logLinePrefix, &s.currentUser, &s.hasLogFunction, &s.hasRowsFunction, &gpLogFormat)
+	err := conn.QueryRow(ctx, gpsql.ServerLogSettings).
+		Scan(&s.version, &versionNum, &collector, &dest, &s.logLinePrefix, &s.currentUser, &gpLogFormat)
 	if err != nil {
 		return s, fmt.Errorf("reading the server's log settings: %w", err)
+	}
+	if err := conn.QueryRow(ctx, gpsql.HasLogFunction).Scan(&s.hasLogFunction); err != nil {
+		return s, fmt.Errorf("looking for %s: %w", gpsql.LogFunction, err)
+	}
+	if err := conn.QueryRow(ctx, gpsql.HasContextsFunction).Scan(&s.hasRowsFunction); err != nil {
+		return s, fmt.Errorf("looking for %s: %w", gpsql.ContextsFunction, err)
 	}
 	s.versionNum, _ = strconv.Atoi(versionNum)
 	if gpLogFormat != nil {
@@ -227,7 +223,7 @@ func readGreenplumLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in 
 		dir = "pg_log" // Greenplum 6, on PostgreSQL 9.4
 	}
 	var d, p string
-	err := conn.QueryRow(ctx, `SELECT current_setting('log_directory'), current_setting('log_filename')`).Scan(&d, &p)
+	err := conn.QueryRow(ctx, gpsql.LogLocation).Scan(&d, &p)
 	switch {
 	case err == nil:
 		dir, pattern = d, p
@@ -261,7 +257,7 @@ func markMessage(pid int64, mark string) string {
 // logMark has the server log the mark at LOG, the level of the block itself,
 // so it reaches the log exactly when the block would.
 func logMark(ctx context.Context, conn *pgx.Conn, pid int64, mark string) error {
-	_, err := conn.Exec(ctx, "DO $gpotel$ BEGIN RAISE LOG '"+markMessage(pid, mark)+"'; END $gpotel$")
+	_, err := conn.Exec(ctx, gpsql.LogMark(markMessage(pid, mark)))
 	return err
 }
 
@@ -269,7 +265,7 @@ func logMark(ctx context.Context, conn *pgx.Conn, pid int64, mark string) error 
 // server does not know the pid as one of its processes.
 func signalBackend(ctx context.Context, conn *pgx.Conn, pid int64) (bool, error) {
 	var ok bool
-	err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_log_backend_memory_contexts($1::int)", pid).Scan(&ok)
+	err := conn.QueryRow(ctx, gpsql.SignalBackend, pid).Scan(&ok)
 	return ok, err
 }
 
@@ -283,9 +279,7 @@ func isPermissionDenied(err error) bool {
 // rows-returning function. Its path holds context ids, a context's own id
 // last; the one before is its parent's.
 func queryRowsFunction(ctx context.Context, conn *pgx.Conn, pid int64, summary bool, timeoutSeconds float64) ([]Context, error) {
-	rows, err := conn.Query(ctx, `SELECT name, ident, type, level, path, total_bytes, total_nblocks,
-		free_bytes, free_chunks, used_bytes, num_agg_contexts FROM pg_catalog.`+RowsFunction+`($1::int, $2, $3)`,
-		pid, summary, timeoutSeconds)
+	rows, err := conn.Query(ctx, gpsql.ProcessMemoryContexts, pid, summary, timeoutSeconds)
 	if err != nil {
 		return nil, err
 	}

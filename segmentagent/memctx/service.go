@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -151,9 +152,9 @@ func (s *Service) read(ctx context.Context, in instance, ps processState, pid in
 	if settings.hasRowsFunction {
 		contexts, err := queryRowsFunction(ctx, conn, pid, summary, timeout.Seconds())
 		if err != nil {
-			return nil, s.signalError(ctx, pid, settings, RowsFunction, err)
+			return nil, s.signalError(ctx, pid, settings, gpsql.ContextsFunction, err)
 		}
-		resp.Source, resp.LoggedAt = RowsFunction, timestamppb.Now()
+		resp.Source, resp.LoggedAt = gpsql.ContextsFunction, timestamppb.Now()
 		if resp.Contexts, err = toProto(contexts); err != nil {
 			return nil, status.Errorf(codes.ResourceExhausted, "pid %d: %v", pid, err)
 		}
@@ -162,7 +163,7 @@ func (s *Service) read(ctx context.Context, in instance, ps processState, pid in
 	if !settings.hasLogFunction {
 		return nil, status.Errorf(codes.FailedPrecondition,
 			"server %q has neither %s nor %s: it cannot show another backend's memory contexts (Greenplum 6 lacks both; use gp_toolkit.session_level_memory_consumption there)",
-			settings.version, logFunction, RowsFunction)
+			settings.version, gpsql.LogFunction, gpsql.ContextsFunction)
 	}
 	format, src, err := chooseLog(ctx, conn, settings, in, s.procRoot)
 	if err != nil {
@@ -185,7 +186,7 @@ func (s *Service) read(ctx context.Context, in instance, ps processState, pid in
 	}
 	ok, err := signalBackend(ctx, conn, pid)
 	if err != nil {
-		return nil, s.signalError(ctx, pid, settings, logFunction, err)
+		return nil, s.signalError(ctx, pid, settings, gpsql.LogFunction, err)
 	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "pid %d is not a PostgreSQL server process of %s (the server says)", pid, in.dataDir)
@@ -210,7 +211,7 @@ func (s *Service) signalError(ctx context.Context, pid int64, st serverSettings,
 	if isPermissionDenied(err) {
 		return status.Errorf(codes.PermissionDenied,
 			"role %q may not run %s; as a superuser run: GRANT EXECUTE ON FUNCTION pg_catalog.%s(integer) TO %s; (%v)",
-			st.currentUser, fn, logFunction, quoteIdent(st.currentUser), err)
+			st.currentUser, fn, gpsql.LogFunction, quoteIdent(st.currentUser), err)
 	}
 	return status.Errorf(contextCode(ctx, codes.Internal), "pid %d: %s: %v", pid, fn, err)
 }
