@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	semconv "go.opentelemetry.io/otel/semconv/v1.41.0"
@@ -44,6 +45,8 @@ type Agent struct {
 
 	meterProvider *sdkmetric.MeterProvider
 	registry      *prometheus.Registry
+	// clients is nil unless client certificates are verified.
+	clients *clientGuard
 
 	grpcServer  *grpc.Server
 	health      *health.Server
@@ -82,8 +85,19 @@ func New(cfg Config, logger *zap.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.VerifiesClients() {
+		if mp == nil {
+			mp = noop.NewMeterProvider()
+		}
+		denied, err := mp.Meter(meterName).Int64Counter(MetricCallsDenied, metric.WithUnit("{call}"),
+			metric.WithDescription("Calls refused for who made them, by reason: no_certificate, not_allowed (a name outside allowed_clients)."))
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: %w", err)
+		}
+		a.clients = newClientGuard(cfg.clientIdentities(), denied)
+	}
 	a.service = svc
-	if a.memctx, err = memctx.NewService(cfg.MemoryContexts, svc.cfg.ProcRoot, svc.host.Hostname, svc.allow, logger); err != nil {
+	if a.memctx, err = memctx.NewService(cfg.MemoryContexts, svc.cfg.ProcRoot, svc.host.Hostname, svc.AllowUID, logger); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -108,6 +122,9 @@ func (a *Agent) Start(ctx context.Context) error {
 			return fmt.Errorf("tls: %w", err)
 		}
 		opts = append(opts, grpc.Creds(credentials.NewTLS(tlsCfg)))
+	}
+	if a.clients != nil {
+		opts = append(opts, grpc.ChainUnaryInterceptor(a.clients.unary), grpc.ChainStreamInterceptor(a.clients.stream))
 	}
 	lis, err := (&net.ListenConfig{}).Listen(ctx, "tcp", a.cfg.ListenAddress)
 	if err != nil {
@@ -134,6 +151,9 @@ func (a *Agent) Start(ctx context.Context) error {
 	if listenaddr.PlaintextBeyondLoopback(a.cfg.ListenAddress, a.cfg.TLS != nil) {
 		a.logger.Warn("serving plaintext gRPC beyond loopback (insecure: true): any host that reaches this port may ask for process figures",
 			zap.String("listen_address", a.cfg.ListenAddress))
+	} else if !a.cfg.VerifiesClients() && !listenaddr.Loopback(a.cfg.ListenAddress) {
+		a.logger.Warn("serving TLS beyond loopback without client certificates (insecure: true): any host that reaches this port may ask for process figures",
+			zap.String("listen_address", a.cfg.ListenAddress))
 	}
 	a.listener = lis
 	a.grpcServer = grpc.NewServer(opts...)
@@ -155,8 +175,11 @@ func (a *Agent) Start(ctx context.Context) error {
 			a.logger.Error("gRPC server stopped", zap.Error(err))
 		}
 	}()
-	a.logger.Info("gpotel agent listening", zap.Stringer("address", lis.Addr()), zap.Bool("tls", a.cfg.TLS != nil),
-		zap.Bool("mtls", a.cfg.TLS != nil && a.cfg.TLS.ClientCAFile != ""))
+	fields := []zap.Field{zap.Stringer("address", lis.Addr()), zap.Bool("tls", a.cfg.TLS != nil), zap.Bool("mtls", a.cfg.VerifiesClients())}
+	if a.clients != nil {
+		fields = append(fields, zap.Strings("allowed_clients", a.cfg.clientIdentities()))
+	}
+	a.logger.Info("gpotel agent listening", fields...)
 	return nil
 }
 

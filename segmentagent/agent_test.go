@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"io"
 	"math/big"
 	"net"
@@ -30,6 +31,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -40,6 +42,7 @@ func loopbackConfig(root string) Config {
 	cfg.ListenAddress = "127.0.0.1:0"
 	cfg.ProcRoot = root
 	cfg.AllowedUsers = []string{postgresUID}
+	cfg.PostmasterPidFiles = []string{fixturePostmaster}
 	cfg.Hostname = "sdw1"
 	return cfg
 }
@@ -97,11 +100,12 @@ func TestGRPCLimits(t *testing.T) {
 	_, err := client.GetPidProcStat(context.Background(), request(1001, 1002, 1003, 1005))
 	assert.Equal(t, codes.InvalidArgument, status.Code(err))
 
-	_, err = client.GetPidProcStat(context.Background(), request(1001, -1))
-	assert.Equal(t, codes.InvalidArgument, status.Code(err))
-	assert.Contains(t, status.Convert(err).Message(), "pid -1")
+	resp, err := client.GetPidProcStat(context.Background(), request(1001, -1))
+	require.NoError(t, err, "a pid that names no process is dropped, not the call")
+	assert.Equal(t, []int64{1001}, answeredPids(resp))
+	assert.Equal(t, int64(1), resp.Summary.Denied)
 
-	resp, err := client.GetPidProcStat(context.Background(), request(1001, 1001, 1001))
+	resp, err = client.GetPidProcStat(context.Background(), request(1001, 1001, 1001))
 	require.NoError(t, err)
 	assert.Equal(t, []int64{1001}, answeredPids(resp))
 
@@ -171,10 +175,12 @@ func TestShutdownReportsNotServingAndStops(t *testing.T) {
 	assert.NoError(t, a.Shutdown(context.Background()), "a second Shutdown is harmless")
 }
 
-// testPKI is a CA with a server certificate for 127.0.0.1 and a client certificate.
+// testPKI is a CA with a server certificate for 127.0.0.1, the collector's
+// client certificate and gpotel-top's, under the names docs/rollout.md issues.
 type testPKI struct {
 	dir                                                  string
 	caFile, serverCert, serverKey, clientCert, clientKey string
+	otherCert, otherKey                                  string
 	caPool                                               *x509.CertPool
 }
 
@@ -211,7 +217,8 @@ func newTestPKI(t *testing.T) *testPKI {
 		return p.writePEM(t, name+".pem", "CERTIFICATE", der), p.writePEM(t, name+"-key.pem", "EC PRIVATE KEY", keyDER)
 	}
 	p.serverCert, p.serverKey = issue("server", 2, x509.ExtKeyUsageServerAuth, []net.IP{net.IPv4(127, 0, 0, 1)})
-	p.clientCert, p.clientKey = issue("client", 3, x509.ExtKeyUsageClientAuth, nil)
+	p.clientCert, p.clientKey = issue("gpotel-collector", 3, x509.ExtKeyUsageClientAuth, nil)
+	p.otherCert, p.otherKey = issue("gpotel-top", 4, x509.ExtKeyUsageClientAuth, nil)
 	return p
 }
 
@@ -231,13 +238,17 @@ func (p *testPKI) serverTLS(clientCA bool) *configtls.ServerConfig {
 }
 
 func (p *testPKI) clientCreds(t *testing.T, withCert bool) credentials.TransportCredentials {
-	cfg := &tls.Config{RootCAs: p.caPool, MinVersion: tls.VersionTLS12}
 	if withCert {
-		cert, err := tls.LoadX509KeyPair(p.clientCert, p.clientKey)
-		require.NoError(t, err)
-		cfg.Certificates = []tls.Certificate{cert}
+		return p.credsOf(t, p.clientCert, p.clientKey)
 	}
-	return credentials.NewTLS(cfg)
+	return credentials.NewTLS(&tls.Config{RootCAs: p.caPool, MinVersion: tls.VersionTLS12})
+}
+
+// credsOf presents the certificate in certFile, signed by the test CA.
+func (p *testPKI) credsOf(t *testing.T, certFile, keyFile string) credentials.TransportCredentials {
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	require.NoError(t, err)
+	return credentials.NewTLS(&tls.Config{RootCAs: p.caPool, MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}})
 }
 
 func TestGRPCOverTLS(t *testing.T) {
@@ -269,6 +280,53 @@ func TestGRPCOverMutualTLS(t *testing.T) {
 	_, err = yagpcc.NewGetQueryInfoClient(dial(t, a.Addr(), pki.clientCreds(t, false))).
 		GetPidProcStat(context.Background(), request(1001))
 	assert.Equal(t, codes.Unavailable, status.Code(err), "a client without a certificate is refused")
+}
+
+// TestOnlyTheCollectorMayAskTheAgent calls every method of every service the
+// agent registers with a certificate from the agent's own client CA that
+// names someone else (gpotel-top's): each is PermissionDenied, while the
+// collector's certificate is served.
+func TestOnlyTheCollectorMayAskTheAgent(t *testing.T) {
+	pki := newTestPKI(t)
+	cfg := loopbackConfig(fixtureRoot)
+	cfg.TLS = pki.serverTLS(true)
+	a := startAgent(t, cfg)
+	other := dial(t, a.Addr(), pki.credsOf(t, pki.otherCert, pki.otherKey))
+	collector := dial(t, a.Addr(), pki.credsOf(t, pki.clientCert, pki.clientKey))
+
+	methods := 0
+	for service, info := range a.grpcServer.GetServiceInfo() {
+		for _, m := range info.Methods {
+			name := "/" + service + "/" + m.Name
+			methods++
+			assert.Equal(t, codes.PermissionDenied, status.Code(callEmpty(t, other, name, m)), "%s as gpotel-top", name)
+			assert.NotEqual(t, codes.PermissionDenied, status.Code(callEmpty(t, collector, name, m)), "%s as the collector", name)
+		}
+	}
+	assert.GreaterOrEqual(t, methods, 6, "the agent's services")
+
+	resp, err := yagpcc.NewGetQueryInfoClient(collector).GetPidProcStat(context.Background(), request(1001))
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1001}, answeredPids(resp))
+}
+
+// callEmpty calls one method with an empty request (every request message
+// decodes from no bytes) and returns the call's error.
+func callEmpty(t *testing.T, conn *grpc.ClientConn, name string, m grpc.MethodInfo) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if !m.IsClientStream && !m.IsServerStream {
+		return conn.Invoke(ctx, name, &emptypb.Empty{}, &emptypb.Empty{})
+	}
+	stream, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: m.IsServerStream, ClientStreams: m.IsClientStream}, name)
+	if err != nil {
+		return err
+	}
+	if err := stream.SendMsg(&emptypb.Empty{}); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	require.NoError(t, stream.CloseSend())
+	return stream.RecvMsg(&emptypb.Empty{})
 }
 
 func TestStartFailsOnBadTLSFiles(t *testing.T) {

@@ -22,11 +22,11 @@ func BenchmarkGetPidProcStat(b *testing.B) {
 	// stat and cmdline; real-1000-procfs turns taskstats off for the same pids.
 	b.Run("real-1000", func(b *testing.B) {
 		pids := proctest.SpawnSleepers(b, 1000)
-		benchGetPidProcStat(b, "/proc", strconv.Itoa(os.Getuid()), pids, true)
+		benchGetPidProcStat(b, "/proc", strconv.Itoa(os.Getuid()), proctest.SelfAsPostmaster(b), pids, true)
 	})
 	b.Run("real-1000-procfs", func(b *testing.B) {
 		pids := proctest.SpawnSleepers(b, 1000)
-		benchGetPidProcStat(b, "/proc", strconv.Itoa(os.Getuid()), pids, false)
+		benchGetPidProcStat(b, "/proc", strconv.Itoa(os.Getuid()), proctest.SelfAsPostmaster(b), pids, false)
 	})
 	b.Run("fixture-1000", func(b *testing.B) {
 		root := procfixture.TempRoot(b)
@@ -39,17 +39,18 @@ func BenchmarkGetPidProcStat(b *testing.B) {
 		if err := procfixture.Write(root, pids, 101); err != nil {
 			b.Fatal(err)
 		}
-		benchGetPidProcStat(b, root, "101", p64, false)
+		benchGetPidProcStat(b, root, "101", procfixture.PostmasterPidFile(root), p64, false)
 	})
 }
 
-func benchGetPidProcStat(b *testing.B, root, user string, pids []int64, useTaskstats bool) {
+func benchGetPidProcStat(b *testing.B, root, user, postmasterPidFile string, pids []int64, useTaskstats bool) {
 	const calls = 10
 	cfg := NewDefaultConfig()
 	cfg.Taskstats.Enabled = useTaskstats
 	cfg.ListenAddress = "127.0.0.1:0"
 	cfg.ProcRoot = root
 	cfg.AllowedUsers = []string{user}
+	cfg.PostmasterPidFiles = []string{postmasterPidFile}
 	agent := startAgent(b, cfg)
 	client := yagpcc.NewGetQueryInfoClient(dial(b, agent.Addr(), nil))
 	req := request(pids...)

@@ -17,7 +17,7 @@ import (
 func BenchmarkCgroupCost(b *testing.B) {
 	const calls = 10
 	pids := proctest.SpawnSleepers(b, 1000)
-	cfg := ServiceConfig{AllowedUsers: []string{strconv.Itoa(os.Getuid())}}
+	cfg := ServiceConfig{AllowedUsers: []string{strconv.Itoa(os.Getuid())}, PostmasterPidFiles: []string{proctest.SelfAsPostmaster(b)}}
 	with, err := NewService(cfg, nil, nil)
 	if err != nil {
 		b.Fatal(err)

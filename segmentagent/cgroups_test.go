@@ -15,6 +15,7 @@ import (
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent/cgroup"
+	"github.com/gpotel/gpotel/segmentagent/internal/proctest"
 )
 
 // cgroupFixture adds to a copy of the procfs fixture a mountinfo whose
@@ -143,7 +144,7 @@ func TestRealBackendsInV2ResourceGroups(t *testing.T) {
 	})
 	pids := append(spawnIn("6437", 2), spawnIn("6438", 1)...)
 
-	s, err := NewService(ServiceConfig{AllowedUsers: []string{"0"}}, nil, nil)
+	s, err := NewService(ServiceConfig{AllowedUsers: []string{"0"}, PostmasterPidFiles: []string{proctest.SelfAsPostmaster(t)}}, nil, nil)
 	require.NoError(t, err)
 	resp, err := s.GetPidProcStat(context.Background(), request(pids...))
 	require.NoError(t, err)

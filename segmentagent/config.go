@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"strings"
 
 	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/confmap"
@@ -34,9 +35,15 @@ type Config struct {
 	// ListenAddress is the gRPC host:port; port 0 picks a free one.
 	ListenAddress string `mapstructure:"listen_address"`
 	// TLS serves gRPC over TLS; with client_ca_file set, clients must present
-	// a certificate signed by that CA (mTLS). Absent: plaintext.
+	// a certificate signed by that CA (mTLS). Absent: plaintext. Beyond
+	// loopback, client_ca_file is required (unless insecure is set).
 	TLS *configtls.ServerConfig `mapstructure:"tls"`
-	// Insecure allows plaintext on a non-loopback listen address.
+	// AllowedClients are the identities that may call the agent when client
+	// certificates are required: a certificate's subject common name or a
+	// DNS, URI or IP subject alternative name. Empty: DefaultAllowedClients.
+	AllowedClients []string `mapstructure:"allowed_clients"`
+	// Insecure allows plaintext, or TLS without client certificates, on a
+	// non-loopback listen address: then any host that reaches it may ask.
 	Insecure bool `mapstructure:"insecure"`
 	// MaxRecvMsgSizeMiB bounds a request (10000 pids take about 0.2 MiB).
 	MaxRecvMsgSizeMiB int `mapstructure:"max_recv_msg_size_mib"`
@@ -80,6 +87,18 @@ func (c Config) Validate() error {
 	} else if err := listenaddr.CheckPlaintext("listen_address", c.ListenAddress, c.TLS != nil, c.Insecure); err != nil {
 		errs = append(errs, err)
 	}
+	if c.TLS != nil && c.TLS.ClientCAFile == "" && !c.Insecure && !listenaddr.Loopback(c.ListenAddress) {
+		errs = append(errs, fmt.Errorf("listen_address %q is not a loopback address and tls has no client_ca_file: any host that reaches it could ask; "+
+			"set tls.client_ca_file (only allowed_clients may then ask), or set insecure: true", c.ListenAddress))
+	}
+	for i, name := range c.AllowedClients {
+		if strings.TrimSpace(name) == "" {
+			errs = append(errs, fmt.Errorf("allowed_clients[%d] is empty", i))
+		}
+	}
+	if len(c.AllowedClients) > 0 && !c.VerifiesClients() {
+		errs = append(errs, errors.New("allowed_clients needs tls.client_ca_file: without client certificates there is no identity to check"))
+	}
 	if c.TLS != nil {
 		if err := c.TLS.Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("tls: %w", err))
@@ -106,6 +125,19 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("log_level: %w", err))
 	}
 	return errors.Join(errs...)
+}
+
+// VerifiesClients is true when clients must present a certificate from the client CA.
+func (c Config) VerifiesClients() bool {
+	return c.TLS != nil && c.TLS.ClientCAFile != ""
+}
+
+// clientIdentities are the identities admitted when clients are verified.
+func (c Config) clientIdentities() []string {
+	if len(c.AllowedClients) > 0 {
+		return c.AllowedClients
+	}
+	return DefaultAllowedClients
 }
 
 // LoadConfig reads a YAML file over the defaults. Unknown keys are errors.

@@ -28,6 +28,7 @@ func TestLoadConfigReadsEveryKey(t *testing.T) {
 	assert.Equal(t, "/etc/gpotel/agent.crt", cfg.TLS.CertFile)
 	assert.Equal(t, "/etc/gpotel/ca.crt", cfg.TLS.ClientCAFile)
 	assert.Equal(t, "1.3", cfg.TLS.MinVersion)
+	assert.Equal(t, []string{"gpotel-collector", "collector.example.com"}, cfg.AllowedClients)
 	assert.Equal(t, "127.0.0.1:9464", cfg.Telemetry.PrometheusAddress)
 	assert.Equal(t, []string{"/data/primary/gpseg0", "/data/primary/gpseg1"}, cfg.MemoryContexts.DataDirectories)
 	assert.Equal(t, "gpadmin", cfg.MemoryContexts.DatabaseUser)
@@ -140,4 +141,32 @@ func TestPlaintextBeyondLoopbackNeedsInsecure(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, cfg.Insecure)
 	assert.NoError(t, cfg.Validate())
+}
+
+// TestTLSWithoutClientCABeyondLoopbackIsRefused: server-only TLS lets any
+// host that reaches the port ask, as plaintext does; it needs insecure too.
+func TestTLSWithoutClientCABeyondLoopbackIsRefused(t *testing.T) {
+	serverOnly := []string{"--listen", "0.0.0.0:1433", "--tls-cert-file", "/c.pem", "--tls-key-file", "/k.pem"}
+	cfg, err := ConfigFromArgs(serverOnly, io.Discard)
+	require.NoError(t, err)
+	assert.ErrorContains(t, cfg.Validate(), "client_ca_file")
+
+	cfg, err = ConfigFromArgs(append(serverOnly, "--tls-client-ca-file", "/ca.pem"), io.Discard)
+	require.NoError(t, err)
+	assert.NoError(t, cfg.Validate())
+
+	cfg, err = ConfigFromArgs([]string{"--listen", "127.0.0.1:1433", "--tls-cert-file", "/c.pem", "--tls-key-file", "/k.pem"}, io.Discard)
+	require.NoError(t, err)
+	assert.NoError(t, cfg.Validate(), "loopback: only this host's users reach it")
+}
+
+func TestAllowedClientsNeedClientCertificates(t *testing.T) {
+	cfg, err := ConfigFromArgs([]string{"--allowed-clients", "gpotel-collector, ", "--tls-cert-file", "/c.pem", "--tls-key-file", "/k.pem"}, io.Discard)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"gpotel-collector"}, cfg.AllowedClients)
+	assert.ErrorContains(t, cfg.Validate(), "allowed_clients needs tls.client_ca_file")
+
+	cfg.AllowedClients = append(cfg.AllowedClients, " ")
+	cfg.TLS.ClientCAFile = "/ca.pem"
+	assert.ErrorContains(t, cfg.Validate(), "allowed_clients[1] is empty")
 }

@@ -31,7 +31,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		certFile     = fs.String("tls-cert-file", "", "server certificate (PEM); enables TLS")
 		keyFile      = fs.String("tls-key-file", "", "server private key (PEM)")
 		clientCA     = fs.String("tls-client-ca-file", "", "CA that client certificates must chain to; enables mTLS")
-		insecure     = fs.Bool("insecure", false, "allow plaintext gRPC on a non-loopback listen address")
+		allowedCli   = fs.String("allowed-clients", "", "comma-separated client certificate names (subject CN or SAN) that may call the agent under mTLS (default: "+strings.Join(DefaultAllowedClients, ",")+")")
+		insecure     = fs.Bool("insecure", false, "allow plaintext gRPC, or TLS without client certificates, on a non-loopback listen address")
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
 		logLevel     = fs.String("log-level", def.LogLevel, "debug, info, warn or error")
@@ -88,6 +89,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			tls().KeyFile = *keyFile
 		case "tls-client-ca-file":
 			tls().ClientCAFile = *clientCA
+		case "allowed-clients":
+			cfg.AllowedClients = splitList(*allowedCli)
 		case "insecure":
 			cfg.Insecure = *insecure
 		case "max-recv-msg-size-mib":

@@ -17,8 +17,11 @@ import (
 // pids are described in procfs/testdata (1001 modern kernel, 1002 old kernel,
 // 1003 comm with parentheses, 1004 truncated, 1005 io/schedstat of unknown
 // shape, 1006 another user, 1007 status of unknown shape, 1008 io
-// unreadable, 1009 kernel thread of root).
+// unreadable, 1009 kernel thread of root); their postmaster is 900.
 const fixtureRoot = "procfs/testdata/proc"
+
+// fixturePostmaster names the fixture's postmaster, 900, as a postmaster_pid_files entry.
+const fixturePostmaster = "testdata/postmaster.pid"
 
 // postgresUID owns the fixture's database processes.
 const postgresUID = "101"
@@ -32,7 +35,7 @@ func copyFixture(t testing.TB) string {
 
 func fixtureService(t testing.TB, mutate ...func(*ServiceConfig)) *Service {
 	t.Helper()
-	cfg := ServiceConfig{ProcRoot: fixtureRoot, AllowedUsers: []string{postgresUID}, Hostname: "sdw1"}
+	cfg := ServiceConfig{ProcRoot: fixtureRoot, AllowedUsers: []string{postgresUID}, PostmasterPidFiles: []string{fixturePostmaster}, Hostname: "sdw1"}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -1,6 +1,7 @@
 package segmentagent
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/internal/proctest"
 )
 
 // childModeEnv makes the test binary act as a workload child instead of running tests.
@@ -108,9 +110,11 @@ func blockBackedDir(t *testing.T) string {
 	return dir
 }
 
+// realService reads /proc for users, with this test binary as the
+// postmaster of the processes it starts.
 func realService(t *testing.T, users ...string) *Service {
 	t.Helper()
-	s, err := NewService(ServiceConfig{ProcRoot: "/proc", AllowedUsers: users}, nil, nil)
+	s, err := NewService(ServiceConfig{ProcRoot: "/proc", AllowedUsers: users, PostmasterPidFiles: []string{proctest.SelfAsPostmaster(t)}}, nil, nil)
 	require.NoError(t, err)
 	return s
 }
@@ -138,7 +142,6 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 	require.NotNil(t, first.ProcIo, "unread: %v", first.Unread)
 	assert.Equal(t, pid, first.ProcStat.Pid)
 	assert.Positive(t, first.ProcStat.Starttime)
-	assert.Contains(t, first.Cmdline, filepath.Base(self))
 
 	// Poll rather than sleep a fixed time: a loaded machine schedules the child late.
 	deadline := await.Deadline(t)
@@ -191,5 +194,40 @@ func TestRealProcessOfAnotherUserIsDeniedAndAllowedWhenConfigured(t *testing.T) 
 	info, _ = readOne(t, realService(t, "nobody"), pid)
 	require.NotNil(t, info)
 	assert.Equal(t, int64(65534), info.ProcStatus.UidReal)
-	assert.Equal(t, "sh -c sleep 3600; : secret-argument", info.Cmdline)
+	assert.Empty(t, info.Cmdline, "the command line never leaves the host")
+}
+
+// TestOnlyPostmastersAndTheirChildrenAreAnswered: of an allowed user's
+// processes, only a postmaster and its children are database processes. The
+// postmaster is found from its working directory (the data directory, whose
+// postmaster.pid names it) or named by postmaster_pid_files.
+func TestOnlyPostmastersAndTheirChildrenAreAnswered(t *testing.T) {
+	uid := strconv.Itoa(os.Getuid())
+	dataDir := t.TempDir()
+	cmd := exec.Command("sh", "-c", "sleep 3600 & echo $!; wait")
+	cmd.Dir = dataDir
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	postmaster := startChild(t, cmd)
+	line, err := bufio.NewReader(out).ReadString('\n')
+	require.NoError(t, err)
+	backend, err := strconv.ParseInt(strings.TrimSpace(line), 10, 64)
+	require.NoError(t, err)
+	stray := startChild(t, exec.Command("sleep", "3600")) // same user, its parent is the test binary
+	pidFile := filepath.Join(dataDir, "postmaster.pid")
+	require.NoError(t, os.WriteFile(pidFile, []byte(fmt.Sprintf("%d\n%s\n", postmaster, dataDir)), 0o600))
+
+	for name, cfg := range map[string]ServiceConfig{
+		"found from the parent's data directory": {ProcRoot: "/proc", AllowedUsers: []string{uid}},
+		"named by postmaster_pid_files":          {ProcRoot: "/proc", AllowedUsers: []string{uid}, PostmasterPidFiles: []string{pidFile}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := NewService(cfg, nil, nil)
+			require.NoError(t, err)
+			resp, err := s.GetPidProcStat(context.Background(), request(backend, stray, postmaster))
+			require.NoError(t, err)
+			assert.Equal(t, []int64{backend, postmaster}, answeredPids(resp))
+			assert.Equal(t, int64(1), resp.Summary.Denied, "the stray process")
+		})
+	}
 }

@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,11 +44,14 @@ type Service struct {
 	cfg     ServiceConfig
 	host    *yagpcc.ProcHost
 	allowed map[int64]struct{}
-	readers sync.Pool
-	logger  *zap.Logger
-	tel     *telemetry
-	kernel  *TaskStatsService
-	clients sync.Pool // *taskstats.Client per worker, when taskstats is available
+	// postmasters are the parents whose children are database processes.
+	postmasters *postmasters
+	pidMax      *pidMax
+	readers     sync.Pool
+	logger      *zap.Logger
+	tel         *telemetry
+	kernel      *TaskStatsService
+	clients     sync.Pool // *taskstats.Client per worker, when taskstats is available
 	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
 	cgroups     *cgroup.Inspector
 	unavailable []string
@@ -75,17 +81,23 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: %w", err)
 	}
-	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel}
+	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel, pidMax: newPidMax(cfg.ProcRoot)}
+	s.postmasters = newPostmasters(cfg.ProcRoot, cfg.PostmasterPidFiles, s.AllowUID)
 	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
-	if s.kernel, err = NewTaskStatsService(cfg, s.allow, logger, meterProvider); err != nil {
+	if s.kernel, err = NewTaskStatsService(cfg, s.allowProcess, logger, meterProvider); err != nil {
 		return nil, err
 	}
 	uids := make([]int64, 0, len(allowed))
 	for uid := range allowed {
 		uids = append(uids, uid)
 	}
+	postmasterRule := "found from each parent's data directory"
+	if len(cfg.PostmasterPidFiles) > 0 {
+		postmasterRule = "named by postmaster_pid_files"
+	}
 	logger.Info("segment agent service ready", zap.String("proc_root", cfg.ProcRoot), zap.Int64s("allowed_uids", uids),
+		zap.String("postmasters", postmasterRule),
 		zap.String("hostname", host.Hostname), zap.Int64("clk_tck", host.ClkTck), zap.Int64("page_size", host.PageSize))
 	return s, nil
 }
@@ -102,9 +114,17 @@ func (s *Service) copyHost() *yagpcc.ProcHost {
 		Unavailable: s.unavailable}
 }
 
-func (s *Service) allow(uid int64) bool {
+// AllowUID is the uid guard: whether a process of this real uid may be looked at.
+func (s *Service) AllowUID(uid int64) bool {
 	_, ok := s.allowed[uid]
 	return ok
+}
+
+// allowProcess admits a database process: of an allowed uid, a postmaster
+// or a postmaster's child (the collector reads the postmasters too: their
+// cutime and cstime are what their reaped children used).
+func (s *Service) allowProcess(pid, uid, ppid int64) bool {
+	return s.AllowUID(uid) && (s.postmasters.is(ppid) || s.postmasters.is(pid))
 }
 
 // readResult is what became of one requested process.
@@ -118,8 +138,8 @@ type readResult struct {
 }
 
 type counts struct {
-	answered, vanished, denied, failed int64
-	unreadByFile                       map[string]int64
+	answered, vanished, denied, failed, invalid int64
+	unreadByFile                                map[string]int64
 }
 
 // GetPidProcStat reads every distinct requested process. Processes that have
@@ -130,10 +150,13 @@ type counts struct {
 // failures: a session that ended is a normal answer).
 func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
 	start := time.Now()
-	work, err := s.distinctProcesses(req.GetSegmentProcess())
+	work, invalid, err := s.distinctProcesses(req.GetSegmentProcess())
 	if err != nil {
 		s.tel.record(ctx, requestInvalid, time.Since(start).Seconds(), nil)
 		return nil, err
+	}
+	if invalid > 0 {
+		s.logger.Debug("pids that name no process on this host dropped", zap.Int64("invalid", invalid))
 	}
 	results := make([]readResult, len(work))
 	if err := s.readAll(ctx, work, results); err != nil {
@@ -143,7 +166,7 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 
 	resp := &yagpcc.GetPidProcInfoResponse{Host: s.copyHost(), PidProcData: make([]*yagpcc.GpPidProcInfo, 0, len(work))}
 	s.addCgroups(resp, results)
-	var c counts
+	c := counts{invalid: invalid}
 	var firstFailure error
 	for i := range results {
 		r := &results[i]
@@ -174,8 +197,9 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 			c.unreadByFile[unreadFile(r.err.Error())]++
 		}
 	}
-	resp.Summary = &yagpcc.ProcReadSummary{Requested: int64(len(work)), Answered: c.answered,
-		Vanished: c.vanished, Denied: c.denied, Failed: c.failed}
+	// An invalid pid is not a database process of this host: the summary counts it denied.
+	resp.Summary = &yagpcc.ProcReadSummary{Requested: int64(len(work)) + invalid, Answered: c.answered,
+		Vanished: c.vanished, Denied: c.denied + invalid, Failed: c.failed}
 
 	outcome := requestOK
 	if c.failed > 0 {
@@ -187,33 +211,67 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 		s.tel.record(ctx, requestFailed, time.Since(start).Seconds(), &c)
 		return nil, status.Errorf(failureCode(firstFailure),
 			"none of the %d requested processes could be read (%d failed, %d vanished, %d denied); first failure: %v",
-			len(work), c.failed, c.vanished, c.denied, firstFailure)
+			int64(len(work))+invalid, c.failed, c.vanished, c.denied+invalid, firstFailure)
 	}
 	s.tel.record(ctx, outcome, time.Since(start).Seconds(), &c)
 	return resp, nil
 }
 
 // distinctProcesses checks the request and drops repeated pids, keeping the
-// first entry of each (a pid names one process on this host).
-func (s *Service) distinctProcesses(procs []*yagpcc.SegmentProcess) ([]*yagpcc.SegmentProcess, error) {
+// first entry of each (a pid names one process on this host), and pids that
+// name no process here at all (≤ 0, above pid_max): one bad row must not
+// cost the whole host its answer. It returns how many pids it dropped so.
+func (s *Service) distinctProcesses(procs []*yagpcc.SegmentProcess) (work []*yagpcc.SegmentProcess, invalid int64, err error) {
 	if len(procs) > s.cfg.MaxPidsPerRequest {
-		return nil, status.Errorf(codes.InvalidArgument, "%d processes requested, more than max_pids_per_request %d",
+		return nil, 0, status.Errorf(codes.InvalidArgument, "%d processes requested, more than max_pids_per_request %d",
 			len(procs), s.cfg.MaxPidsPerRequest)
 	}
 	seen := make(map[int64]struct{}, len(procs))
-	work := make([]*yagpcc.SegmentProcess, 0, len(procs))
-	for i, p := range procs {
+	work = make([]*yagpcc.SegmentProcess, 0, len(procs))
+	limit, reread := s.pidMax.get(), false
+	for _, p := range procs {
 		pid := p.GetPid()
-		if pid <= 0 || pid > pidMaxLimit {
-			return nil, status.Errorf(codes.InvalidArgument, "segment_process[%d]: pid %d is not a process id", i, pid)
-		}
 		if _, dup := seen[pid]; dup {
 			continue
 		}
 		seen[pid] = struct{}{}
+		if pid > limit && !reread {
+			limit, reread = s.pidMax.read(), true
+		}
+		if pid <= 0 || pid > limit {
+			invalid++
+			continue
+		}
 		work = append(work, p)
 	}
-	return work, nil
+	return work, invalid, nil
+}
+
+// pidMax is the kernel's largest pid (kernel/pid_max), read at start and
+// again when a request names a larger pid: an operator may raise it.
+type pidMax struct {
+	path string
+	max  atomic.Int64
+}
+
+func newPidMax(procRoot string) *pidMax {
+	m := &pidMax{path: filepath.Join(procRoot, "sys", "kernel", "pid_max")}
+	m.read()
+	return m
+}
+
+func (m *pidMax) get() int64 { return m.max.Load() }
+
+// read reads pid_max; without the file, PID_MAX_LIMIT bounds every pid.
+func (m *pidMax) read() int64 {
+	v := int64(pidMaxLimit)
+	if b, err := readBounded(m.path, 64); err == nil {
+		if n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64); err == nil && n > 0 && n <= pidMaxLimit {
+			v = n
+		}
+	}
+	m.max.Store(v)
+	return v
 }
 
 // readAll reads work into results with up to ReadParallelism goroutines, each
@@ -269,12 +327,12 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 // kernel has no record that matches, every /proc file.
 func (s *Service) readProcess(r *procfs.Reader, tc *taskstats.Client, pid int64, res *readResult) {
 	if tc != nil {
-		res.info, res.outcome, res.err = r.ReadCore(pid, s.allow)
+		res.info, res.outcome, res.err = r.ReadCore(pid, s.allowProcess)
 		if res.outcome != procfs.Answered || s.addTaskstats(tc, res.info) {
 			return
 		}
 	}
-	res.info, res.outcome, res.err = r.Read(pid, s.allow)
+	res.info, res.outcome, res.err = r.Read(pid, s.allowProcess)
 	if res.outcome == procfs.Answered {
 		res.info.Source = gpotelv1.ProcSource_PROC_SOURCE_PROCFS
 	}

@@ -75,14 +75,20 @@ func TestMorePidsThanTheLimitIsInvalid(t *testing.T) {
 	assert.Contains(t, err.Error(), "3 processes requested, more than max_pids_per_request 2")
 }
 
-func TestNonPositivePidIsInvalidAndNamed(t *testing.T) {
-	for _, pid := range []int64{0, -5, 1 << 40} {
-		t.Run(fmt.Sprint(pid), func(t *testing.T) {
-			_, err := fixtureService(t).GetPidProcStat(context.Background(), request(1001, pid))
-			require.Equal(t, codes.InvalidArgument, status.Code(err))
-			assert.Contains(t, err.Error(), fmt.Sprintf("segment_process[1]: pid %d is not a process id", pid))
-		})
-	}
+// TestOneInvalidPidDoesNotSinkTheBatch: a pid that cannot name a process on
+// this host (≤ 0, above the kernel's pid_max) is dropped and counted; the
+// rest of the batch is answered, so one bad catalog row never reads as a host down.
+func TestOneInvalidPidDoesNotSinkTheBatch(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	s, err := NewService(ServiceConfig{ProcRoot: fixtureRoot, AllowedUsers: []string{postgresUID}, PostmasterPidFiles: []string{fixturePostmaster}}, nil, mp)
+	require.NoError(t, err)
+	// The fixture's kernel/pid_max is 32768.
+	resp, err := s.GetPidProcStat(context.Background(), request(0, 1001, -5, 32769, 1<<40, 1002))
+	require.NoError(t, err)
+	assert.Equal(t, []int64{1001, 1002}, answeredPids(resp))
+	assert.Equal(t, &yagpcc.ProcReadSummary{Requested: 6, Answered: 2, Denied: 4}, resp.Summary)
+	assert.Equal(t, int64(4), sumCounter(t, reader, MetricProcesses, AttrOutcome, "invalid"))
 }
 
 func TestDuplicatePidsAreAnsweredOnceWithTheFirstEntry(t *testing.T) {
@@ -171,6 +177,19 @@ func TestParallelReadKeepsRequestOrder(t *testing.T) {
 	}
 }
 
+// TestAnswersCarryNoCommandLine: a process title holds other users' query
+// text on PostgreSQL; only the command count parsed from it leaves the host.
+func TestAnswersCarryNoCommandLine(t *testing.T) {
+	resp, err := fixtureService(t).GetPidProcStat(context.Background(), request(1010, 1001))
+	require.NoError(t, err)
+	require.Len(t, resp.PidProcData, 2)
+	for _, p := range resp.PidProcData {
+		assert.Empty(t, p.GetCmdline(), "pid %d", p.GetPid())
+	}
+	assert.Equal(t, int64(5), resp.PidProcData[0].GetCommandCount(), "cmd5 of the title")
+	assert.Nil(t, resp.PidProcData[1].CommandCount, "a title without cmd<N>")
+}
+
 func TestGetMetricQueriesIsUnimplemented(t *testing.T) {
 	_, err := fixtureService(t).GetMetricQueries(context.Background(), &yagpcc.GetQueriesInfoReq{})
 	assert.Equal(t, codes.Unimplemented, status.Code(err))
@@ -179,12 +198,13 @@ func TestGetMetricQueriesIsUnimplemented(t *testing.T) {
 func TestTelemetryCountsOutcomes(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	s, err := NewService(ServiceConfig{ProcRoot: fixtureRoot, AllowedUsers: []string{postgresUID}}, nil, mp)
+	s, err := NewService(ServiceConfig{ProcRoot: fixtureRoot, AllowedUsers: []string{postgresUID}, PostmasterPidFiles: []string{fixturePostmaster},
+		MaxPidsPerRequest: 5}, nil, mp)
 	require.NoError(t, err)
 	_, err = s.GetPidProcStat(context.Background(), request(1001, 4242, 1006, 1005, 1007))
 	require.NoError(t, err)
-	_, err = s.GetPidProcStat(context.Background(), request(-1))
-	require.Error(t, err)
+	_, err = s.GetPidProcStat(context.Background(), request(1001, 1002, 1003, 1005, 1008, 1010))
+	require.Error(t, err, "more than max_pids_per_request")
 
 	assert.Equal(t, int64(1), sumCounter(t, reader, MetricRequests, AttrOutcome, requestPartial))
 	assert.Equal(t, int64(1), sumCounter(t, reader, MetricRequests, AttrOutcome, requestInvalid))
@@ -209,20 +229,37 @@ func TestNewServiceRejectsUnknownUsers(t *testing.T) {
 	assert.Contains(t, err.Error(), "uid -3 is out of range")
 }
 
-func TestAllowedUsersByNameAndPidFileOwner(t *testing.T) {
+// TestPidFileOwnerIsAllowedAndItsPostmastersChildrenAnswered: the owner of a
+// postmaster_pid_files entry is an allowed user even when allowed_users does
+// not name it, and of every allowed user's processes only the children of
+// the postmaster it names are answered.
+func TestPidFileOwnerIsAllowedAndItsPostmastersChildrenAnswered(t *testing.T) {
 	if os.Getuid() != 0 {
-		t.Skip("handing the pid file to nobody needs root")
+		t.Skip("handing the pid file to the fixture's database user needs root")
 	}
 	pidFile := t.TempDir() + "/postmaster.pid"
-	require.NoError(t, os.WriteFile(pidFile, []byte("1001\n"), 0o600))
-	require.NoError(t, os.Chown(pidFile, 65534, 65534))
+	require.NoError(t, os.WriteFile(pidFile, []byte("900\n"), 0o600))
+	require.NoError(t, os.Chown(pidFile, 101, 101))
 	s := fixtureService(t, func(c *ServiceConfig) {
 		c.AllowedUsers = []string{"root"}
 		c.PostmasterPidFiles = []string{pidFile}
 	})
 	resp, err := s.GetPidProcStat(context.Background(), request(1001, 1006, 1009))
 	require.NoError(t, err)
-	assert.Equal(t, []int64{1006, 1009}, answeredPids(resp), "nobody owns the pid file, root owns the kernel thread")
+	assert.Equal(t, []int64{1001}, answeredPids(resp), "101 owns the pid file; nobody is not allowed; root's kernel thread is no postmaster's child")
+	assert.Equal(t, int64(2), resp.Summary.Denied)
+}
+
+// TestAPidFileNamingANonPostmasterAdmitsNothing: a pid file naming a pid
+// whose process is not of an allowed user (a stale file, the pid reused) does
+// not make that process's children database processes.
+func TestAPidFileNamingANonPostmasterAdmitsNothing(t *testing.T) {
+	pidFile := t.TempDir() + "/postmaster.pid"
+	require.NoError(t, os.WriteFile(pidFile, []byte("1006\n"), 0o600)) // nobody's process, not an allowed user's
+	s := fixtureService(t, func(c *ServiceConfig) { c.PostmasterPidFiles = []string{pidFile} })
+	resp, err := s.GetPidProcStat(context.Background(), request(1001))
+	require.NoError(t, err)
+	assert.Empty(t, resp.PidProcData)
 	assert.Equal(t, int64(1), resp.Summary.Denied)
 }
 

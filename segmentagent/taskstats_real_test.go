@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,6 +23,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/segmentagent/internal/proctest"
 )
 
 // taskstatsService is a real-/proc service with taskstats on, or a skip
@@ -30,6 +32,7 @@ func taskstatsService(t *testing.T, users ...string) *Service {
 	t.Helper()
 	cfg := NewDefaultServiceConfig()
 	cfg.AllowedUsers = users
+	cfg.PostmasterPidFiles = []string{proctest.SelfAsPostmaster(t)}
 	s, err := NewService(cfg, nil, nil)
 	require.NoError(t, err)
 	if a := s.TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
@@ -52,7 +55,7 @@ func TestRealAnswerSaysItsSource(t *testing.T) {
 	assert.Nil(t, info.GetProcIo(), "io comes from the record")
 	assert.Nil(t, info.GetProcSchedstat(), "the run-queue wait comes from the record")
 	assert.NotNil(t, info.GetProcStat(), "stat still gives the start time")
-	assert.Contains(t, info.GetCmdline(), "sleep 3600")
+	assert.Empty(t, info.GetCmdline())
 	assert.Empty(t, info.GetUnread())
 
 	fixture, _ := readOne(t, fixtureService(t), 1001)
@@ -61,13 +64,27 @@ func TestRealAnswerSaysItsSource(t *testing.T) {
 	assert.Nil(t, fixture.GetTaskstats())
 }
 
-func TestRealExitRecordsAreKeptForAllowedUsersAndReadByCursor(t *testing.T) {
+// TestRealExitRecordsAreKeptForDatabaseProcessesAndReadByCursor: a nobody
+// shell stands for a postmaster (its pid file is nobody's, and nobody the
+// only allowed user); the exit of its child is kept, the exit of a root
+// process (another user, and no postmaster's child) is not.
+func TestRealExitRecordsAreKeptForDatabaseProcessesAndReadByCursor(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting a process as nobody needs root")
 	}
+	postmaster := exec.Command("sh", "-c", "read go; (i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done); exec sleep 3600")
+	postmaster.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	trigger, err := postmaster.StdinPipe()
+	require.NoError(t, err)
+	pm := startChild(t, postmaster)
+	pidFile := filepath.Join(t.TempDir(), "postmaster.pid")
+	require.NoError(t, os.WriteFile(pidFile, fmt.Appendf(nil, "%d\n", pm), 0o600))
+	require.NoError(t, os.Chown(pidFile, 65534, 65534))
+
 	cfg := NewDefaultConfig()
 	cfg.ListenAddress = "127.0.0.1:0"
 	cfg.AllowedUsers = []string{"nobody"}
+	cfg.PostmasterPidFiles = []string{pidFile}
 	agent, err := New(cfg, nil)
 	require.NoError(t, err)
 	if a := agent.Service().TaskStats().Accounting(); a.GetTaskstats() != gpotelv1.TaskStatsAvailability_TASK_STATS_AVAILABILITY_AVAILABLE {
@@ -83,34 +100,31 @@ func TestRealExitRecordsAreKeptForAllowedUsersAndReadByCursor(t *testing.T) {
 	require.True(t, first.GetAccounting().GetExitRecords(), "the listener runs")
 
 	before := time.Now()
-	burner := exec.Command("sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done")
-	burner.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	require.NoError(t, burner.Run())
-	root := exec.Command("true") // root's: never kept
+	_, err = trigger.Write([]byte("go\n")) // the postmaster's child burns and exits
+	require.NoError(t, err)
+	root := exec.Command("true") // root's, the test binary's child: never kept
 	require.NoError(t, root.Run())
-	after := time.Now()
 
 	var got *gpotelv1.ExitRecord
 	var resp *gpotelv1.GetExitRecordsResponse
-	await.NoError(t, "the exit record of the nobody burner", func() error {
+	await.NoError(t, "the exit record of the postmaster's child", func() error {
 		resp, err = client.GetExitRecords(ctx, &gpotelv1.GetExitRecordsRequest{Epoch: first.GetEpoch(), Cursor: first.GetNextCursor()})
 		if err != nil {
 			return err
 		}
 		for _, r := range resp.GetRecords() {
-			require.NotEqual(t, int64(root.Process.Pid), r.GetStats().GetPid(), "root's process passed the uid guard")
+			require.NotEqual(t, int64(root.Process.Pid), r.GetStats().GetPid(), "root's process passed the guard")
 			require.Equal(t, int64(65534), r.GetStats().GetUid(), "only nobody's exits are kept")
-			if r.GetStats().GetPid() == int64(burner.Process.Pid) {
-				got = r
-			}
+			require.Equal(t, pm, r.GetStats().GetPpid(), "only the postmaster's children's exits are kept")
+			got = r
 		}
 		if got == nil {
-			return fmt.Errorf("no record of pid %d among %d", burner.Process.Pid, len(resp.GetRecords()))
+			return fmt.Errorf("no record of a child of %d among %d", pm, len(resp.GetRecords()))
 		}
 		return nil
 	})
+	after := time.Now()
 	s := got.GetStats()
-	assert.Equal(t, int64(os.Getpid()), s.GetPpid(), "ppid: the reaping parent")
 	assert.Positive(t, s.GetUserUs()+s.GetSystemUs())
 	assert.Positive(t, s.GetCpuRunVirtualNs())
 	assert.True(t, got.GetStartTimeUnixNano() >= before.Add(-time.Second).UnixNano() && got.GetStartTimeUnixNano() <= after.UnixNano(),
@@ -167,6 +181,18 @@ func noNetAdminChild() {
 	reader := sdkmetric.NewManualReader()
 	cfg := NewDefaultServiceConfig()
 	cfg.AllowedUsers = []string{strconv.Itoa(os.Getuid())}
+	// It asks about itself: its parent, the test binary, stands for the postmaster.
+	pidFile, err := os.CreateTemp("", "gpotel-no-net-admin-*.pid")
+	if err == nil {
+		defer func() { _ = os.Remove(pidFile.Name()) }()
+		_, err = fmt.Fprintf(pidFile, "%d\n", os.Getppid())
+		_ = pidFile.Close()
+		cfg.PostmasterPidFiles = []string{pidFile.Name()}
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(6)
+	}
 	s, err := NewService(cfg, logger, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	if err == nil {
 		err = s.TaskStats().Start()

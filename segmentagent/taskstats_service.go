@@ -32,7 +32,8 @@ const (
 const maxExitRecordsPerCall = 10000
 
 // TaskStatsService keeps the final taskstats record of every exiting
-// process whose real uid passes the agent's guard and serves them with a
+// database process (the agent's guard: an allowed uid whose parent is a
+// postmaster) and serves them with a
 // cursor (gpotel.v1.TaskStats). Start it to listen; it answers (with the
 // reason) even when taskstats is unavailable.
 type TaskStatsService struct {
@@ -41,7 +42,7 @@ type TaskStatsService struct {
 	cfg      TaskstatsConfig
 	procRoot string
 	probe    taskstatsProbe
-	allow    func(uid int64) bool
+	allow    func(pid, uid, ppid int64) bool
 	buf      *exitBuffer
 	logger   *zap.Logger
 	now      func() time.Time
@@ -59,7 +60,7 @@ type TaskStatsService struct {
 var _ gpotelv1.TaskStatsServer = (*TaskStatsService)(nil)
 
 // NewTaskStatsService probes the kernel once and logs what it can give.
-func NewTaskStatsService(cfg ServiceConfig, allow func(uid int64) bool, logger *zap.Logger, mp metric.MeterProvider) (*TaskStatsService, error) {
+func NewTaskStatsService(cfg ServiceConfig, allow func(pid, uid, ppid int64) bool, logger *zap.Logger, mp metric.MeterProvider) (*TaskStatsService, error) {
 	cfg = cfg.withDefaults()
 	if logger == nil {
 		logger = zap.NewNop()
@@ -75,7 +76,7 @@ func NewTaskStatsService(cfg ServiceConfig, allow func(uid int64) bool, logger *
 	m := mp.Meter(meterName)
 	var errs [3]error
 	s.exitRecords, errs[0] = m.Int64Counter(MetricExitRecords, metric.WithUnit("{record}"),
-		metric.WithDescription("Exit records, by outcome: kept, not_allowed (another user's process), dropped (buffer full), expired (older than exit_max_age)."))
+		metric.WithDescription("Exit records, by outcome: kept, not_allowed (not a database process), dropped (buffer full), expired (older than exit_max_age)."))
 	s.skipped, errs[1] = m.Int64Counter(MetricTaskstatsSkipped, metric.WithUnit("{message}"),
 		metric.WithDescription("taskstats messages skipped, by reason: truncated, oversized, unknown_version, malformed, no_stats, overrun (the kernel dropped records)."))
 	avail := attribute.NewSet(attribute.String(AttrAvailability, availabilityName(s.probe.availability)))
@@ -168,7 +169,7 @@ func (s *TaskStatsService) record(m taskstats.Message) {
 		return // a thread of a live process ended
 	}
 	ctx := context.Background()
-	if s.allow == nil || !s.allow(int64(task.UID)) {
+	if s.allow == nil || !s.allow(int64(task.PID), int64(task.UID), int64(task.PPID)) {
 		s.exitRecords.Add(ctx, 1, exitNotAllowed)
 		return
 	}

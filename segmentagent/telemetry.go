@@ -21,7 +21,8 @@ const (
 	MetricRequestDuration = "gpotel.agent.request.duration"
 
 	// AttrOutcome is on requests (ok, partial, failed, invalid, cancelled) and
-	// on processes (answered, vanished, denied, failed).
+	// on processes (answered, vanished, denied, failed, invalid: a pid that
+	// names no process on this host, dropped from its request).
 	AttrOutcome = "outcome"
 	// AttrFile names the /proc/<pid> file a read error was about.
 	AttrFile = "file"
@@ -68,6 +69,7 @@ var (
 		metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrOutcome, "vanished"))),
 		metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrOutcome, "denied"))),
 		metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrOutcome, "failed"))),
+		metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrOutcome, "invalid"))),
 	}
 )
 
@@ -78,7 +80,7 @@ func (t *telemetry) record(ctx context.Context, outcome string, seconds float64,
 	if counts == nil {
 		return
 	}
-	for i, n := range [...]int64{counts.answered, counts.vanished, counts.denied, counts.failed} {
+	for i, n := range [...]int64{counts.answered, counts.vanished, counts.denied, counts.failed, counts.invalid} {
 		if n > 0 {
 			t.processes.Add(ctx, n, processOutcomeAttrs[i])
 		}

@@ -36,7 +36,7 @@ func TestAgentServesAndStopsCleanlyOnSIGTERM(t *testing.T) {
 	self, err := os.Executable()
 	require.NoError(t, err)
 	cmd := exec.Command(self, "--listen", "127.0.0.1:0", "--proc-root", "../../segmentagent/procfs/testdata/proc",
-		"--allowed-users", "101", "--hostname", "sdw9")
+		"--allowed-users", "101", "--postmaster-pid-files", "../../segmentagent/testdata/postmaster.pid", "--hostname", "sdw9")
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)

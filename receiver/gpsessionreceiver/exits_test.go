@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -43,12 +44,21 @@ func startNobody(t *testing.T, name string, args ...string) *exec.Cmd {
 }
 
 // startTaskstatsAgent starts a real agent on sdw1 that reads processes of
-// user nobody, and skips the test where taskstats does not answer.
-func startTaskstatsAgent(t *testing.T) *segmentagent.Agent {
+// user nobody whose parent is this test binary or one of postmasters (each
+// named by a postmaster.pid, as a database's are), and skips the test where
+// taskstats does not answer.
+func startTaskstatsAgent(t *testing.T, postmasters ...int) *segmentagent.Agent {
 	t.Helper()
 	acfg := segmentagent.NewDefaultConfig()
 	acfg.ListenAddress = "127.0.0.1:0"
 	acfg.AllowedUsers = []string{"nobody"}
+	for i, pid := range append([]int{os.Getpid()}, postmasters...) {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("postmaster-%d.pid", i))
+		if err := os.WriteFile(path, fmt.Appendf(nil, "%d\n", pid), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		acfg.PostmasterPidFiles = append(acfg.PostmasterPidFiles, path)
+	}
 	acfg.Hostname = "sdw1"
 	agent, err := segmentagent.New(acfg, nil)
 	if err != nil {
@@ -198,9 +208,8 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting processes as nobody needs root")
 	}
-	agent := startTaskstatsAgent(t)
-
 	pm := startNobody(t, "sh", "-c", `sleep 600 & while :; do sh -c 'i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done'; done`)
+	agent := startTaskstatsAgent(t, pm.Process.Pid)
 	var backend int
 	await.Until(t, "the postmaster's long-lived child", func() bool {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pm.Process.Pid, pm.Process.Pid))

@@ -94,6 +94,7 @@ func TestMutualTLSToARealAgent(t *testing.T) {
 	server.CertFile, server.KeyFile = filepath.Join(pki, "server.pem"), filepath.Join(pki, "server-key.pem")
 	server.ClientCAFile = filepath.Join(pki, "ca.pem")
 	acfg.TLS = &server
+	acfg.AllowedClients = []string{"client"} // the collector's certificate's name here
 	agent, err := segmentagent.New(acfg, zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

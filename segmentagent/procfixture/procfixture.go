@@ -23,12 +23,16 @@ import (
 const (
 	BootTimeUnix  = 1795246391
 	KernelRelease = "6.1.0-gpotel-fixture"
+	// PostmasterPID is the parent of the processes a tree holds, unless one names another.
+	PostmasterPID = 900
 )
 
 // Process is one fake process. Zero counters get plausible values derived
 // from the pid, so a tree of many processes is not uniform.
 type Process struct {
-	PID       int
+	PID int
+	// PPID is the parent; 0 means PostmasterPID.
+	PPID      int
 	UID       int
 	Comm      string // at most 15 bytes on a real kernel; not enforced
 	Cmdline   string // the process title, written as PostgreSQL leaves it: NUL-padded
@@ -45,7 +49,10 @@ type Process struct {
 	OldKernel bool
 }
 
-// Write writes a tree of PostgreSQL backends, one per pid, all owned by uid.
+// Write writes a tree of PostgreSQL backends, one per pid, all owned by uid,
+// and their postmaster (PostmasterPID, uid's too) in its data directory
+// <root>/pgdata: <root>/<PostmasterPID>/cwd links there, and its
+// postmaster.pid (PostmasterPidFile) names it, as on a real host.
 func Write(root string, pids []int, uid int) error {
 	procs := make([]Process, len(pids))
 	for i, pid := range pids {
@@ -56,7 +63,35 @@ func Write(root string, pids []int, uid int) error {
 			Cmdline: fmt.Sprintf("postgres:  5432, gpadmin tpch 10.0.0.1(%d) con%d seg%d cmd3 SELECT", 40000+pid%20000, pid%5000, pid%8),
 		}
 	}
-	return WriteProcesses(root, procs)
+	if err := WriteProcesses(root, procs); err != nil {
+		return err
+	}
+	return writePostmaster(root, uid)
+}
+
+// PostmasterPidFile is the postmaster.pid that Write puts in the postmaster's data directory.
+func PostmasterPidFile(root string) string {
+	return filepath.Join(root, "pgdata", "postmaster.pid")
+}
+
+func writePostmaster(root string, uid int) error {
+	pm := Process{PID: PostmasterPID, PPID: 1, UID: uid, Comm: "postgres", Cmdline: "/usr/lib/postgresql/16/bin/postgres -D " + filepath.Join(root, "pgdata")}
+	if err := writeProcess(root, &pm, make([]byte, 0, 4096)); err != nil {
+		return err
+	}
+	dataDir := filepath.Join(root, "pgdata")
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	pidFile := fmt.Sprintf("%d\n%s\n%d\n5432\n/tmp\n*\n", PostmasterPID, dataDir, BootTimeUnix)
+	if err := os.WriteFile(PostmasterPidFile(root), []byte(pidFile), 0o600); err != nil {
+		return err
+	}
+	cwd := filepath.Join(root, strconv.Itoa(PostmasterPID), "cwd")
+	if err := os.Remove(cwd); err != nil && !os.IsNotExist(err) {
+		return err
+	}
+	return os.Symlink(filepath.Join("..", "pgdata"), cwd)
 }
 
 // WriteProcesses writes the host files and one directory per process, with
@@ -123,6 +158,10 @@ func writeProcess(root string, p *Process, buf []byte) error {
 		return err
 	}
 	seed := int64(p.PID)
+	ppid := p.PPID
+	if ppid == 0 {
+		ppid = PostmasterPID
+	}
 	comm := p.Comm
 	if comm == "" {
 		comm = "postgres"
@@ -136,19 +175,19 @@ func writeProcess(root string, p *Process, buf []byte) error {
 	runNS := orDefault(p.RunTimeNS, (utime+stime)*10_000_000)
 	delayNS := orDefault(p.RunDelayNS, seed*1234%100_000_000)
 
-	buf = fmt.Appendf(buf[:0], "%d (%s) S 900 900 900 0 -1 4194560 %d 0 %d 0 %d %d 0 0 20 0 1 0 %d %d %d "+
+	buf = fmt.Appendf(buf[:0], "%d (%s) S %d 900 900 0 -1 4194560 %d 0 %d 0 %d %d 0 0 20 0 1 0 %d %d %d "+
 		"18446744073709551615 94390882893824 94390882913705 140737002729104 0 0 0 0 20977664 536887815 0 0 0 17 %d 0 0 %d 0 0 "+
 		"94390882929712 94390882931328 94391916810240 140737002736128 140737002736148 140737002736148 140737002737643 0\n",
-		p.PID, comm, 5000+seed%30000, seed%40, utime, stime, start, 220000*1024+seed%4096*4096, rss, seed%2, seed%300)
+		p.PID, comm, ppid, 5000+seed%30000, seed%40, utime, stime, start, 220000*1024+seed%4096*4096, rss, seed%2, seed%300)
 	if err := os.WriteFile(filepath.Join(dir, "stat"), buf, 0o444); err != nil {
 		return err
 	}
 
 	rssKB := rss * 4
-	buf = fmt.Appendf(buf[:0], "Name:\t%s\nUmask:\t0077\nState:\tS (sleeping)\nTgid:\t%d\nNgid:\t0\nPid:\t%d\nPPid:\t900\nTracerPid:\t0\n"+
+	buf = fmt.Appendf(buf[:0], "Name:\t%s\nUmask:\t0077\nState:\tS (sleeping)\nTgid:\t%d\nNgid:\t0\nPid:\t%d\nPPid:\t%d\nTracerPid:\t0\n"+
 		"Uid:\t%d\t%d\t%d\t%d\nGid:\t%d\t%d\t%d\t%d\nFDSize:\t64\nGroups:\t%d \nNStgid:\t%d\nNSpid:\t%d\nNSpgid:\t900\nNSsid:\t900\n"+
 		"VmPeak:\t  %6d kB\nVmSize:\t  %6d kB\nVmLck:\t       0 kB\nVmPin:\t       0 kB\nVmHWM:\t  %6d kB\nVmRSS:\t  %6d kB\n",
-		comm, p.PID, p.PID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.PID, p.PID,
+		comm, p.PID, p.PID, ppid, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.UID, p.PID, p.PID,
 		221340+seed%1000, 221200, rssKB+512, rssKB)
 	if !p.OldKernel {
 		buf = fmt.Appendf(buf, "RssAnon:\t  %6d kB\nRssFile:\t  %6d kB\nRssShmem:\t  %6d kB\n", rssKB/4, rssKB/4, rssKB-rssKB/2)

@@ -75,8 +75,9 @@ func NewReader(root string) *Reader {
 	return &Reader{path: path, rootLen: len(path), buf: make([]byte, initialBufferSize)}
 }
 
-// AllowUID decides from a process's real uid whether it may be read.
-type AllowUID func(uid int64) bool
+// Allow decides from a process's pid, real uid and parent's pid whether it
+// may be read.
+type Allow func(pid, uid, ppid int64) bool
 
 // process keeps every message of one answer in one allocation.
 type process struct {
@@ -89,24 +90,25 @@ type process struct {
 	ccnt   int64 // CommandCount points here, so the answer stays one allocation
 }
 
-// Read reads one process. status is read first: its real uid decides, before
-// anything else is opened, whether the process is allowed. status and stat
-// are required (they carry the uid and the start time that identifies the
-// process); io, schedstat and cmdline that cannot be read are listed in
-// Unread. The error explains a Failed outcome and is nil otherwise.
-// The returned message has only Pid and the file messages set.
-func (r *Reader) Read(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outcome, error) {
+// Read reads one process. status is read first: its real uid and parent
+// decide, before anything else is opened, whether the process is allowed.
+// status and stat are required (they carry the uid and the start time that
+// identifies the process); io, schedstat and cmdline that cannot be read are
+// listed in Unread. The command line itself never leaves the reader: only the
+// command count parsed from it does. The error explains a Failed outcome and
+// is nil otherwise. The returned message has only Pid and the file messages set.
+func (r *Reader) Read(pid int64, allowed Allow) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	return r.read(pid, allowed, true)
 }
 
 // ReadCore reads status, stat and cmdline only: what a taskstats record
-// lacks (uid, start time, the resident memory split, the command line). Its
+// lacks (uid, start time, the resident memory split, the command count). Its
 // io and schedstat figures come from the record instead.
-func (r *Reader) ReadCore(pid int64, allowed AllowUID) (*yagpcc.GpPidProcInfo, Outcome, error) {
+func (r *Reader) ReadCore(pid int64, allowed Allow) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	return r.read(pid, allowed, false)
 }
 
-func (r *Reader) read(pid int64, allowed AllowUID, ioAndSchedstat bool) (*yagpcc.GpPidProcInfo, Outcome, error) {
+func (r *Reader) read(pid int64, allowed Allow, ioAndSchedstat bool) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	if pid <= 0 {
 		return nil, Failed, fmt.Errorf("pid %d is not a process id", pid)
 	}
@@ -131,7 +133,7 @@ func (r *Reader) read(pid int64, allowed AllowUID, ioAndSchedstat bool) (*yagpcc
 	if err != nil {
 		return nil, Failed, fileError("status", err)
 	}
-	if allowed == nil || !allowed(status.UIDReal) {
+	if allowed == nil || !allowed(pid, status.UIDReal, status.PPid) {
 		return nil, Denied, nil
 	}
 	p := new(process)
@@ -183,9 +185,7 @@ func (r *Reader) read(pid int64, allowed AllowUID, ioAndSchedstat bool) (*yagpcc
 
 func (r *Reader) readCmdline(dirfd int, p *process) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	if data, err := r.readFile(dirfd, nameCmdline); err == nil {
-		title := ParseCmdline(data)
-		p.info.Cmdline = protoString(title)
-		if ccnt, ok := ParseCommandCount(title); ok {
+		if ccnt, ok := ParseCommandCount(ParseCmdline(data)); ok {
 			p.ccnt = ccnt
 			p.info.CommandCount = &p.ccnt
 		}

@@ -4,6 +4,7 @@
 package procfs
 
 import (
+	"bytes"
 	"os"
 	"testing"
 
@@ -16,8 +17,9 @@ import (
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-func allowUIDs(uids ...int64) AllowUID {
-	return func(uid int64) bool {
+// allowUIDs allows the processes of uids, whatever their parent.
+func allowUIDs(uids ...int64) Allow {
+	return func(_, uid, _ int64) bool {
 		for _, u := range uids {
 			if u == uid {
 				return true
@@ -34,7 +36,8 @@ func TestReaderReadsEveryFileOfAModernKernel(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, Answered, outcome)
 	assert.Equal(t, int64(1001), info.Pid)
-	assert.Equal(t, "postgres: gpadmin tpch 10.0.0.1(50000) con12 seg0 idle", info.Cmdline)
+	assert.Empty(t, info.Cmdline, "the title stays on the host")
+	assert.Nil(t, info.CommandCount, "an idle title without cmd<N>")
 	assert.Empty(t, info.Unread)
 
 	st := info.ProcStat
@@ -149,23 +152,27 @@ func TestReaderRejectsNonPositivePid(t *testing.T) {
 func TestReaderGrowsItsBufferForLongFiles(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.CopyFS(root, os.DirFS(fixtureRoot)))
-	long := make([]byte, 3*initialBufferSize)
-	for i := range long {
-		long[i] = 'a'
-	}
+	long := bytes.Repeat([]byte{'a'}, 3*initialBufferSize)
+	long = append(long, " con12 cmd7 SELECT"...)
 	require.NoError(t, os.WriteFile(root+"/1001/cmdline", long, 0o644))
 	info, _, err := NewReader(root).Read(1001, postgresUID)
 	require.NoError(t, err)
-	assert.Len(t, info.Cmdline, len(long))
+	require.NotNil(t, info.CommandCount, "the count at the end of a long title")
+	assert.Equal(t, int64(7), *info.CommandCount)
 }
 
 func TestReaderReplacesInvalidUTF8(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, os.CopyFS(root, os.DirFS(fixtureRoot)))
-	require.NoError(t, os.WriteFile(root+"/1001/cmdline", []byte("postgres: \xff\xfe\x00"), 0o644))
+	for _, f := range []struct{ file, from, to string }{{"status", "Name:\tpostgres", "Name:\tpg\xff"}, {"stat", "(postgres)", "(pg\xff)"}} {
+		b, err := os.ReadFile(root + "/1001/" + f.file)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(root+"/1001/"+f.file, bytes.Replace(b, []byte(f.from), []byte(f.to), 1), 0o644))
+	}
 	info, _, err := NewReader(root).Read(1001, postgresUID)
 	require.NoError(t, err)
-	assert.Equal(t, "postgres: \uFFFD", info.Cmdline)
+	assert.Equal(t, "pg\uFFFD", info.ProcStat.Comm)
+	assert.Equal(t, "pg\uFFFD", info.ProcStatus.Name)
 }
 
 func TestReaderReadsItsOwnProcess(t *testing.T) {
@@ -179,7 +186,7 @@ func TestReaderReadsItsOwnProcess(t *testing.T) {
 	assert.Equal(t, pid, info.ProcStat.Pid)
 	assert.Equal(t, int64(os.Getuid()), info.ProcStatus.UidReal)
 	assert.NotNil(t, info.ProcIo)
-	assert.NotEmpty(t, info.Cmdline)
+	assert.Empty(t, info.Cmdline)
 }
 
 func TestReaderNeverOpensTheCmdlineOfADeniedProcess(t *testing.T) {
@@ -219,14 +226,14 @@ func TestReaderAllocatesOnlyTheAnswer(t *testing.T) {
 }
 
 func TestReadCoreLeavesIOAndSchedstatToTaskstats(t *testing.T) {
-	info, outcome, err := NewReader(fixtureRoot).ReadCore(1001, allowUIDs(101))
+	info, outcome, err := NewReader(fixtureRoot).ReadCore(1010, allowUIDs(101))
 	if outcome != Answered || err != nil {
 		t.Fatalf("outcome %v err %v", outcome, err)
 	}
 	if info.ProcIo != nil || info.ProcSchedstat != nil || len(info.Unread) != 0 {
 		t.Errorf("io %v schedstat %v unread %v: none read, none missing", info.ProcIo, info.ProcSchedstat, info.Unread)
 	}
-	if info.ProcStat == nil || info.ProcStatus == nil || info.Cmdline == "" {
-		t.Errorf("status, stat and cmdline must be read: %+v", info)
+	if info.ProcStat == nil || info.ProcStatus == nil || info.GetCommandCount() != 5 {
+		t.Errorf("status, stat and the cmdline's command count must be read: %+v", info)
 	}
 }

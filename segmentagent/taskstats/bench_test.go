@@ -23,7 +23,7 @@ func BenchmarkTaskstatsVsProcfs(b *testing.B) {
 	pids := proctest.SpawnSleepers(b, 1000)
 	reader := procfs.NewReader("/proc")
 	uid := int64(os.Getuid())
-	allow := func(u int64) bool { return u == uid }
+	allow := func(_, u, _ int64) bool { return u == uid }
 	const rounds, stretch = 5, 5
 	readTaskstats := func(chunk []int64) time.Duration {
 		start := time.Now()

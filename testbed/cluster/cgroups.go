@@ -65,12 +65,18 @@ func (c *Cluster) planCgroups() {
 		c.Cgroups.Unavailable = "creating cgroups needs root"
 		return
 	}
+	if c.Cgroups.Root = cgroupRootOf(c.ID); c.Cgroups.Root == "" {
+		c.Cgroups.Unavailable = "cgroup v2 is not mounted"
+	}
+}
+
+// cgroupRootOf is where cluster id's groups go; empty without a cgroup v2 mount.
+func cgroupRootOf(id string) string {
 	v2 := cgroup.NewInspector(cgroup.InspectorConfig{}).Layout().V2
 	if v2 == nil {
-		c.Cgroups.Unavailable = "cgroup v2 is not mounted"
-		return
+		return ""
 	}
-	c.Cgroups.Root = filepath.Join(v2.MountPoint, "gpotel-testbed-"+c.ID)
+	return filepath.Join(v2.MountPoint, "gpotel-testbed-"+id)
 }
 
 // InstanceCgroup is the directory of the group an instance's processes run in,

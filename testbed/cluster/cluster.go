@@ -61,6 +61,10 @@ type Options struct {
 	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
 	SegmentsPerHost int     // primaries per segment host
 	Dialect         Dialect // gp6, gp7, cloudberry or postgresql
+	// LogDestination is the server log layout of every instance (LogStderr,
+	// LogCSV, LogJSON, LogGreenplumCSV); empty = what the dialect's real
+	// server writes (DefaultLogDestination).
+	LogDestination string
 	// Ephemeral ties the cluster to this process: a later Up removes it once
 	// this process is gone (say, a test binary killed by its timeout before
 	// its cleanup ran). Start sets it.
@@ -124,6 +128,8 @@ type Description struct {
 	UpPhases []Phase `json:"up_phases,omitempty"`
 	// Cgroups says where the instances' resource group cgroups are.
 	Cgroups Cgroups `json:"cgroups"`
+	// LogDestination is the server log layout every instance writes.
+	LogDestination string `json:"log_destination"`
 }
 
 // Owner identifies a process across pid reuse.
@@ -197,6 +203,9 @@ func (o Options) validate() error {
 	if o.Hosts > 200 {
 		errs = append(errs, fmt.Errorf("at most 200 hosts fit the 127.0.0.x agent addresses, got %d", o.Hosts))
 	}
+	if _, err := o.logDestination(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -220,6 +229,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{account: account}
 	c.ID = newID()
 	c.Dialect = opts.Dialect
+	c.LogDestination, _ = opts.logDestination()
 	c.Dir = dir
 	c.PGBinDir = bin
 	c.SocketDir = filepath.Join(dir, "sock")
@@ -336,6 +346,9 @@ func (c *Cluster) create(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := c.startGreenplumLog(); err != nil {
+		return err
+	}
 	for _, step := range []struct {
 		name string
 		run  func(context.Context) error
@@ -403,29 +416,6 @@ func Start(t testing.TB, opts Options) *Cluster {
 	})
 	t.Logf("testbed %s (%s, 1+%d instances) up in %v at %s", c.ID, c.Dialect, len(c.Segments), time.Since(begin).Round(time.Millisecond), c.Dir)
 	return c
-}
-
-// reapOrphans takes down ephemeral clusters in the default locations whose
-// owner process has exited without calling Down.
-func reapOrphans() {
-	var found []string
-	for _, base := range []string{"/dev/shm", os.TempDir()} {
-		m, _ := filepath.Glob(filepath.Join(base, "gpotel-testbed-*", descriptionFile))
-		found = append(found, m...)
-	}
-	for _, file := range found {
-		c, err := Load(filepath.Dir(file))
-		if err != nil || c.Owner == nil || ownerAlive(*c.Owner) {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		_ = c.Down(ctx)
-		cancel()
-	}
-}
-
-func ownerAlive(o Owner) bool {
-	return o.PID > 0 && processStartTicks(o.PID) == o.StartTicks
 }
 
 // processStartTicks is field 22 of /proc/<pid>/stat, 0 when the process is gone.

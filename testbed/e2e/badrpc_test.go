@@ -68,8 +68,9 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 	}
 	backend := processOf(t, dbUser)
 	agentEndpoint := "127.0.0.1:" + strconv.Itoa(mustFreePort(t))
+	// This test binary stands for the backend's postmaster.
 	agent, err := StartProcess("agent", filepath.Join(dir, "agent.log"), nil, bins.Agent,
-		"--listen", agentEndpoint, "--allowed-users", dbUser.Username, "--log-level", "warn")
+		"--listen", agentEndpoint, "--allowed-users", dbUser.Username, "--postmaster-pid-files", selfAsPostmaster(t), "--log-level", "warn")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,9 +110,12 @@ func TestBadRPCsGetAClearStatus(t *testing.T) {
 			_, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, req)
 			return err
 		}},
-		{"a negative pid", codes.InvalidArgument, func(ctx context.Context, conn *grpc.ClientConn) error {
-			_, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{
+		{"a negative pid beside a backend (dropped, the backend answered)", codes.OK, func(ctx context.Context, conn *grpc.ClientConn) error {
+			resp, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{
 				SegmentProcess: []*yagpcc.SegmentProcess{{Pid: int64(backend)}, {Pid: -7}}})
+			if err == nil && (resp.GetSummary().GetAnswered() != 1 || resp.GetSummary().GetDenied() != 1) {
+				return status.Errorf(codes.Unknown, "summary %v, want the backend answered and -7 denied", resp.GetSummary())
+			}
 			return err
 		}},
 		{"garbage bytes as the request message", codes.Internal, func(ctx context.Context, conn *grpc.ClientConn) error {

@@ -24,7 +24,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -55,7 +57,7 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		}
 	}
 
-	var sets []string
+	var sets, agents []string
 	for _, h := range segmentHosts(c) {
 		p, endpoint, err := startAgent(h.Name, "", h.AgentAddress, filepath.Join(dir, "agent-"+h.Name+".log"), bins.Agent,
 			"--hostname", h.Name, "--allowed-users", pgUser, "--log-level", "warn",
@@ -66,6 +68,7 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = p.Stop(10 * time.Second) })
 		sets = append(sets, "--set=receivers::gpsession::agents::"+h.Name+"="+endpoint)
+		agents = append(agents, endpoint)
 	}
 	sink, err := StartOTLPSink("127.0.0.1:0", "", 10)
 	if err != nil {
@@ -121,6 +124,15 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 		sys := st.GetLastMetrics().GetSystemStat()
 		return sys.GetHosts() == 3 && !sys.GetPartial(), fmt.Sprintf("hosts %d partial %v", sys.GetHosts(), sys.GetPartial())
 	})
+	// gpotel-top's certificate chains to the agents' client CA too, but names someone else.
+	conn, err := grpc.NewClient(agents[0], grpc.WithTransportCredentials(tlsCreds(t, tlsDir, "client")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	if _, err := yagpcc.NewGetQueryInfoClient(conn).GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{}); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("gpotel-top's certificate asked an agent: %v, want PermissionDenied", err)
+	}
 
 	top := filepath.Join(dir, "gpotel-top")
 	if err := run(ctx, root, "go", "build", "-o", top, "./cmd/gpotel-top"); err != nil {
@@ -147,7 +159,18 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 // tlsAPI dials the API with the client certificate and the bearer token.
 func tlsAPI(t *testing.T, addr, tlsDir, token string) yagpcc.GetGPInfoClient {
 	t.Helper()
-	cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, "client.pem"), filepath.Join(tlsDir, "client-key.pem"))
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(tlsCreds(t, tlsDir, "client")), grpc.WithPerRPCCredentials(bearer(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return yagpcc.NewGetGPInfoClient(conn)
+}
+
+// tlsCreds present the certificate <name>.pem of writePKI and trust its CA.
+func tlsCreds(t *testing.T, tlsDir, name string) credentials.TransportCredentials {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(filepath.Join(tlsDir, name+".pem"), filepath.Join(tlsDir, name+"-key.pem"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,13 +180,7 @@ func tlsAPI(t *testing.T, addr, tlsDir, token string) yagpcc.GetGPInfoClient {
 	}
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(caPEM)
-	creds := credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds), grpc.WithPerRPCCredentials(bearer(token)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = conn.Close() })
-	return yagpcc.NewGetGPInfoClient(conn)
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12})
 }
 
 type bearer string
@@ -175,7 +192,8 @@ func (bearer) RequireTransportSecurity() bool { return true }
 
 // writePKI writes a CA and the certificates greenplum.yaml names (collector.pem
 // to reach agents, api.pem to serve), plus agent.pem for the agents and
-// client.pem for API clients; every server certificate names the loopback addresses.
+// client.pem for API clients (gpotel-top); every server certificate names the
+// loopback addresses.
 func writePKI(t *testing.T, dir string) {
 	t.Helper()
 	if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -200,16 +218,18 @@ func writePKI(t *testing.T, dir string) {
 	for i := 1; i <= 20; i++ {
 		ips = append(ips, net.IPv4(127, 0, 0, byte(i)))
 	}
+	// The client certificates carry the names docs/rollout.md issues: an
+	// agent admits gpotel-collector only (its default allowed_clients).
 	for i, leaf := range []struct {
-		name   string
-		server bool
-	}{{"agent", true}, {"api", true}, {"collector", false}, {"client", false}} {
+		name, commonName string
+		server           bool
+	}{{"agent", "gpotel agent", true}, {"api", "gpotel api", true}, {"collector", "gpotel-collector", false}, {"client", "gpotel-top", false}} {
 		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 		if err != nil {
 			t.Fatal(err)
 		}
 		tmpl := &x509.Certificate{
-			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: "gpotel " + leaf.name},
+			SerialNumber: big.NewInt(int64(i + 2)), Subject: pkix.Name{CommonName: leaf.commonName},
 			NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 			KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 		}

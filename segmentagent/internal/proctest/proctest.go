@@ -5,7 +5,10 @@
 package proctest
 
 import (
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 )
@@ -34,4 +37,17 @@ func SpawnSleepers(tb testing.TB, n int) []int64 {
 		pids = append(pids, int64(c.Process.Pid))
 	}
 	return pids
+}
+
+// SelfAsPostmaster writes a postmaster.pid naming this test process and
+// returns its path, for postmaster_pid_files: the processes the test starts
+// are then children of a postmaster, which the agent requires of a database
+// process.
+func SelfAsPostmaster(tb testing.TB) string {
+	tb.Helper()
+	path := filepath.Join(tb.TempDir(), "postmaster.pid")
+	if err := os.WriteFile(path, fmt.Appendf(nil, "%d\n", os.Getpid()), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return path
 }
