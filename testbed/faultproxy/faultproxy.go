@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package faultproxy is a TCP proxy that makes the link through it slow and
 // lossy, as tc netem would, for drills on machines whose kernel has no
 // sch_netem: every segment (one read from a side) is delayed, a share of
