@@ -60,4 +60,13 @@ var Statements = []Statement{
 	{Name: "cancel query", Sender: "exporter", Target: Coordinator, Text: always(CancelQuery), Args: []any{0}},
 	{Name: "terminate session", Sender: "exporter", Target: Coordinator, Text: always(TerminateSession), Args: []any{0}},
 	{Name: "move to resource group", Sender: "exporter", Target: Coordinator, Text: MoveToResourceGroup, Args: []any{0, "default_group"}},
+	{Name: "server log settings", Sender: "agent", Target: Instance, Text: always(ServerLogSettings)},
+	{Name: "has pg_log_backend_memory_contexts", Sender: "agent", Target: Instance, Text: always(HasLogFunction)},
+	{Name: "has pg_get_process_memory_contexts", Sender: "agent", Target: Instance, Text: always(HasContextsFunction)},
+	{Name: "log location", Sender: "agent", Target: Instance, Text: always(LogLocation)},
+	{Name: "log mark", Sender: "agent", Target: Instance, Text: always(LogMark("gpotel-agent conformance mark"))},
+	{Name: "signal backend", Sender: "agent", Target: Instance, Text: always(SignalBackend), Args: []any{0},
+		Guard: "has pg_log_backend_memory_contexts"},
+	{Name: "process memory contexts", Sender: "agent", Target: Instance, Text: always(ProcessMemoryContexts), Args: []any{0, true, 1.0},
+		Guard: "has pg_get_process_memory_contexts"},
 }

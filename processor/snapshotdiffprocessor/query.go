@@ -93,9 +93,9 @@ type query struct {
 	// dispatcher hands its executors counts past its own title's); 0 unseen.
 	ccnt, lastCcnt int64
 	start, end     int64 // unix ns; end is 0 while it runs
-	text       string
-	totals     counters
-	segments   map[hostSegment]*segmentUse
+	text           string
+	totals         counters
+	segments       map[hostSegment]*segmentUse
 	// partial: its start was before the session was first seen, or a host
 	// of its processes did not answer while it ran.
 	partial bool

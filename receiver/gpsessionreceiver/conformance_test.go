@@ -103,6 +103,17 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { _ = coordinator.Close(context.Background()) })
+			// An agent's statements go to an instance of its host: a segment
+			// on the Greenplum family.
+			instanceDSN := c.CoordinatorDSN
+			if len(c.Segments) > 0 {
+				instanceDSN = c.Segments[0].DSN
+			}
+			instance, err := pgx.Connect(ctx, instanceDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = instance.Close(context.Background()) })
 			var texts []string
 			for _, s := range gpsql.Statements {
 				text := s.Text(shape)
@@ -110,11 +121,15 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 					continue
 				}
 				texts = append(texts, text)
-				if s.Guard != "" && !guardHolds(ctx, t, coordinator, shape, s.Guard) {
+				conn := coordinator
+				if s.Target == gpsql.Instance {
+					conn = instance
+				}
+				if s.Guard != "" && !guardHolds(ctx, t, conn, shape, s.Guard) {
 					t.Logf("%s: not sent here (%s is false)", s.Name, s.Guard)
 					continue
 				}
-				rows, err := coordinator.Query(ctx, text, s.Args...)
+				rows, err := conn.Query(ctx, text, s.Args...)
 				if err == nil {
 					rows.Close()
 					err = rows.Err()

@@ -71,21 +71,25 @@ func readGreenplumFigures(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape
 		return p, err
 	})
 	f.Waits = blockers(held)
-	switch guardText := gpsql.HasSessionMemory(shape); {
-	case guardText == "":
-		f.MemoryErr = fmt.Errorf("%s keeps no per-session memory view", shape.Dialect)
-	default:
-		if ok, err := guard(ctx, conn, guardText); err != nil || !ok {
-			f.MemoryErr = cmp.Or(err, errors.New(gpsql.SessionMemoryMissing(shape.Dialect)))
-			break
-		}
-		f.Memory, f.MemoryErr = collect(ctx, conn, gpsql.SessionMemory(shape), func(r pgx.CollectableRow) (sessionMemoryRow, error) {
-			var m sessionMemoryRow
-			return m, r.Scan(&m.Session, &m.Segment, &m.VmemMB, &m.Runaway, &m.QEs, &m.ActiveQEs)
-		})
-	}
+	f.Memory, f.MemoryErr = readSessionMemory(ctx, conn, shape)
 	f.at = time.Now()
 	return f
+}
+
+// readSessionMemory reads Greenplum's vmem per session and segment, or
+// says why the server has none.
+func readSessionMemory(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape) ([]sessionMemoryRow, error) {
+	guardText := gpsql.HasSessionMemory(shape)
+	if guardText == "" {
+		return nil, fmt.Errorf("%s keeps no per-session memory view", shape.Dialect)
+	}
+	if ok, err := guard(ctx, conn, guardText); err != nil || !ok {
+		return nil, cmp.Or(err, errors.New(gpsql.SessionMemoryMissing(shape.Dialect)))
+	}
+	return collect(ctx, conn, gpsql.SessionMemory(shape), func(r pgx.CollectableRow) (sessionMemoryRow, error) {
+		var m sessionMemoryRow
+		return m, r.Scan(&m.Session, &m.Segment, &m.VmemMB, &m.Runaway, &m.QEs, &m.ActiveQEs)
+	})
 }
 
 func guard(ctx context.Context, conn *pgx.Conn, sql string) (bool, error) {

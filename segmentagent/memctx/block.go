@@ -16,29 +16,37 @@ type Context struct {
 	Type string
 	// Level is 1 for TopMemoryContext.
 	Level int
-	// Path names the ancestors, TopMemoryContext first.
-	Path []string
+	// Parent is the index of the parent context in the same list, -1 for the root.
+	Parent int
 	Counters
 	// Aggregated is how many contexts the row sums; 0 = just this one.
 	Aggregated int
 }
 
-// maxContexts bounds one block: the server prints at most 100 children per
-// parent and 100 levels, but a corrupt log must not grow without end.
-const maxContexts = 1 << 20
+// The bounds of one block. The server prints at most 100 levels (from
+// PostgreSQL 17; earlier ones have no limit but no real tree comes near)
+// and 100 children per parent, summing the rest in one line; a real block
+// has hundreds to a few thousand contexts.
+const (
+	MaxLevel    = 100
+	MaxContexts = 10000
+)
 
 // blockBuilder rebuilds the context tree from the depth-first order in which
 // the server logs it: a context's parent is the last context logged one level up.
 type blockBuilder struct {
-	base     int  // the server's level of TopMemoryContext
-	haveBase bool // a first context line was seen
-	stack    []string
+	base     int   // the server's level of TopMemoryContext
+	haveBase bool  // a first context line was seen
+	stack    []int // indices of the contexts on the current path, root first
 	contexts []Context
 	grand    Counters
 	done     bool
 }
 
 var errBlockDone = errors.New("block already complete")
+
+// errBeyondBounds marks a block larger or deeper than any server writes.
+var errBeyondBounds = errors.New("beyond what the server writes")
 
 // add takes the next line of the block.
 func (b *blockBuilder) add(l Line) error {
@@ -58,8 +66,8 @@ func (b *blockBuilder) add(l Line) error {
 	default:
 		return fmt.Errorf("unknown line kind %d", l.Kind)
 	}
-	if len(b.contexts) >= maxContexts {
-		return fmt.Errorf("more than %d memory contexts in one block", maxContexts)
+	if len(b.contexts) >= MaxContexts {
+		return fmt.Errorf("%w: more than %d memory contexts in one block (MaxContexts)", errBeyondBounds, MaxContexts)
 	}
 	if !b.haveBase {
 		if l.Kind != LineContext {
@@ -74,13 +82,16 @@ func (b *blockBuilder) add(l Line) error {
 	if depth < 1 || depth > len(b.stack)+1 || (depth == 1 && len(b.contexts) > 0) {
 		return fmt.Errorf("level %d does not follow the previous contexts (depth %d after %d)", l.Level, depth, len(b.stack))
 	}
-	c := Context{Level: depth, Path: append([]string(nil), b.stack[:depth-1]...), Counters: l.Counters}
+	c := Context{Level: depth, Parent: -1, Counters: l.Counters}
+	if depth > 1 {
+		c.Parent = b.stack[depth-2]
+	}
 	if l.Kind == LineMoreChildren {
 		c.Name, c.Aggregated = MoreChildrenName, l.Children
 		b.stack = b.stack[:depth-1]
 	} else {
 		c.Name, c.Ident = l.Name, l.Ident
-		b.stack = append(b.stack[:depth-1], l.Name)
+		b.stack = append(b.stack[:depth-1], len(b.contexts))
 	}
 	b.contexts = append(b.contexts, c)
 	return nil
@@ -90,24 +101,25 @@ func (b *blockBuilder) add(l Line) error {
 // level-2 ancestor, as the PostgreSQL 18 proposal's summary did.
 func Summarize(contexts []Context) []Context {
 	out := make([]Context, 0, len(contexts))
-	cur := -1 // index in out of the current level-2 context
-	for _, c := range contexts {
-		switch {
-		case c.Level <= 2:
-			c.Path = append([]string(nil), c.Path...)
+	at := make([]int, len(contexts)) // where each context went in out: itself or its level-2 ancestor
+	for i, c := range contexts {
+		if c.Level <= 2 || c.Parent < 0 || c.Parent >= i {
+			if c.Parent >= 0 && c.Parent < i {
+				c.Parent = at[c.Parent]
+			} else {
+				c.Parent = -1
+			}
+			at[i] = len(out)
 			out = append(out, c)
-			cur = -1
-			if c.Level == 2 {
-				cur = len(out) - 1
-			}
-		case cur >= 0:
-			agg := &out[cur]
-			if agg.Aggregated == 0 {
-				agg.Aggregated = 1
-			}
-			agg.add(c.Counters)
-			agg.Aggregated += max(c.Aggregated, 1)
+			continue
 		}
+		at[i] = at[c.Parent]
+		agg := &out[at[i]]
+		if agg.Aggregated == 0 {
+			agg.Aggregated = 1
+		}
+		agg.add(c.Counters)
+		agg.Aggregated += max(c.Aggregated, 1)
 	}
 	return out
 }

@@ -33,11 +33,14 @@ func jsonEntry(pid int, msg string) string {
 	return fmt.Sprintf("{\"pid\":%d,\"message\":%q}\n", pid, msg)
 }
 
+// markEntry is the agent's mark as the server logs it in jsonlog.
+var markEntry = jsonEntry(2, markMessage(1, testMark))
+
 func TestTailStartsAtTheEndAndFollowsRotation(t *testing.T) {
 	dir := t.TempDir()
 	log := filepath.Join(dir, "current.json")
 	appendTo(t, log, jsonEntry(1, "before the request"))
-	tl, err := openTail(pathSource{log}, JSONLog{})
+	tl, err := openTail(pathSource{log}, JSONLog{}, testMark)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +48,7 @@ func TestTailStartsAtTheEndAndFollowsRotation(t *testing.T) {
 	var got []string
 	collect := func(r Record) { got = append(got, r.Message) }
 
-	appendTo(t, log, jsonEntry(1, "a")+`{"pid":1,"mess`) // an entry still being written
+	appendTo(t, log, markEntry+jsonEntry(1, "a")+`{"pid":1,"mess`) // an entry still being written
 	if err := tl.poll(1<<20, collect); err != nil {
 		t.Fatal(err)
 	}
@@ -69,7 +72,7 @@ func TestTailStartsAtTheEndAndFollowsRotation(t *testing.T) {
 func TestTailRestartsAFileTruncatedInPlace(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "current.json")
 	appendTo(t, log, jsonEntry(1, "old old old old old"))
-	tl, err := openTail(pathSource{log}, JSONLog{})
+	tl, err := openTail(pathSource{log}, JSONLog{}, testMark)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +80,7 @@ func TestTailRestartsAFileTruncatedInPlace(t *testing.T) {
 	if err := os.Truncate(log, 0); err != nil {
 		t.Fatal(err)
 	}
-	appendTo(t, log, jsonEntry(1, "new"))
+	appendTo(t, log, markEntry+jsonEntry(1, "new"))
 	var got []string
 	for range 3 {
 		if err := tl.poll(1<<20, func(r Record) { got = append(got, r.Message) }); err != nil {
@@ -92,11 +95,12 @@ func TestTailRestartsAFileTruncatedInPlace(t *testing.T) {
 func TestTailStopsAtItsReadLimit(t *testing.T) {
 	log := filepath.Join(t.TempDir(), "current.json")
 	appendTo(t, log, "")
-	tl, err := openTail(pathSource{log}, JSONLog{})
+	tl, err := openTail(pathSource{log}, JSONLog{}, testMark)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tl.close()
+	appendTo(t, log, markEntry)
 	for i := range 100 {
 		appendTo(t, log, jsonEntry(i, "noise noise noise"))
 	}

@@ -24,8 +24,15 @@ func addFixtureEntries(f *testing.F, path string, format LogFormat) {
 
 // checkEntries splits data into entries and parses each: never a panic,
 // never an entry longer than the input, and a parsed block line never
-// yields negative figures.
+// yields negative figures. Resync and Skip stay within data from any start.
 func checkEntries(t *testing.T, format LogFormat, data []byte) {
+	if n, _ := format.Resync(data, testMark); n < 0 || n > len(data) {
+		t.Fatalf("Resync took %d of %d bytes", n, len(data))
+	}
+	quoted := false
+	if n, _ := format.Skip(data, &quoted); n < 0 || n > len(data) {
+		t.Fatalf("Skip took %d of %d bytes", n, len(data))
+	}
 	rest := data
 	for len(rest) > 0 {
 		entry, n := format.Next(rest)
@@ -58,6 +65,14 @@ func FuzzCSVLog(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) { checkEntries(t, CSVLog{}, data) })
 }
 
+func FuzzGreenplumCSVLog(f *testing.F) {
+	for _, path := range []string{"testdata/gp6-coordinator.csv", "testdata/gp6-seg0.csv", "testdata/pg15-gplayout.csv"} {
+		addFixtureEntries(f, path, GreenplumCSVLog{})
+	}
+	f.Add([]byte("2026-11-24 05:43:00.643088 UTC,,,p1,th-1,,,,0,,,seg-1,,,,,\"LOG\",\"00000\",\"x\n" + testMark + "\",,,,,,,0,,\"a.c\",1,\n\"open"))
+	f.Fuzz(func(t *testing.T, data []byte) { checkEntries(t, GreenplumCSVLog{}, data) })
+}
+
 func FuzzStderrLog(f *testing.F) {
 	b, err := os.ReadFile("testdata/pg15.log")
 	if err != nil {
@@ -66,7 +81,7 @@ func FuzzStderrLog(f *testing.F) {
 	for _, line := range bytes.Split(b, []byte("\n")) {
 		f.Add("%m [%p] %q%u@%d ", line)
 	}
-	f.Add("%t:%r:%u@%d:[%-8p]:", []byte("2026-11-23 09:05:44 UTC:[local]:gp@db:[19547   ]:LOG:  level: 1; y"))
+	f.Add("%t:[%-8p]:%r:%u@%d:", []byte("2026-11-23 09:05:44 UTC:[19547   ]:[local]:gp@db:LOG:  level: 1; y"))
 	f.Add("%%p %p%", []byte("%p 12% LOG:  z"))
 	f.Fuzz(func(t *testing.T, prefix string, line []byte) {
 		format, err := NewStderrLog(prefix)

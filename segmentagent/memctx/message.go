@@ -64,11 +64,19 @@ var (
 	grandRe   = regexp.MustCompile(`^Grand total: (\d+) bytes in (\d+) blocks; (\d+) free \((\d+) chunks\); (\d+) used$`)
 )
 
+// maxLineBytes bounds one block message: the server clips an ident to 100
+// bytes, and context names are short.
+const maxLineBytes = 1024
+
 // ParseMessage reads one log message. ok is false for a message that is
 // not part of a memory-context block; err is set for one that starts like
-// a block line but does not parse.
+// a block line but does not parse or is beyond what the server writes.
 func ParseMessage(msg string) (line Line, ok bool, err error) {
 	msg = strings.TrimRight(msg, "\r\n")
+	block := strings.HasPrefix(msg, "level: ") || strings.HasPrefix(msg, "Grand total: ")
+	if block && len(msg) > maxLineBytes {
+		return Line{}, true, fmt.Errorf("%w: a memory context line of %d bytes (at most %d): %q", errBeyondBounds, len(msg), maxLineBytes, clip(msg))
+	}
 	switch {
 	case strings.HasPrefix(msg, "level: "):
 		m := levelRe.FindStringSubmatch(msg)
@@ -76,8 +84,11 @@ func ParseMessage(msg string) (line Line, ok bool, err error) {
 			return Line{}, true, fmt.Errorf("memory context line without a level: %q", clip(msg))
 		}
 		level, err := strconv.Atoi(m[1])
-		if err != nil || level < 0 || level > 10000 {
-			return Line{}, true, fmt.Errorf("memory context line with level %q", m[1])
+		if err != nil || level < 0 {
+			return Line{}, true, fmt.Errorf("memory context line with level %q", clip(m[1]))
+		}
+		if level > MaxLevel {
+			return Line{}, true, fmt.Errorf("%w: a memory context at level %d (the server logs levels 0 to %d, MaxLevel)", errBeyondBounds, level, MaxLevel)
 		}
 		if mm := moreRe.FindStringSubmatch(m[2]); mm != nil {
 			n, err := atoiAll(mm[1:7])

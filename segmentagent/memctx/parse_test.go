@@ -92,6 +92,8 @@ func TestEveryLogFormatGivesTheSameBlock(t *testing.T) {
 		"jsonlog": readFixture(t, "testdata/pg15.json", JSONLog{}, pid),
 		"csvlog":  readFixture(t, "testdata/pg15.csv", CSVLog{}, pid),
 		"stderr":  readFixture(t, "testdata/pg15.log", stderr, pid),
+		// pg15.csv in Greenplum's layout, as the testbed's converter writes it.
+		"gpcsv": readFixture(t, "testdata/pg15-gplayout.csv", GreenplumCSVLog{}, pid),
 	}
 	ref := blocks["jsonlog"]
 	if len(ref.contexts) != 110 {
@@ -113,20 +115,29 @@ func TestEveryLogFormatGivesTheSameBlock(t *testing.T) {
 			t.Fatalf("%s: %d contexts, grand %+v; jsonlog: %d, %+v", name, len(b.contexts), b.grand, len(ref.contexts), ref.grand)
 		}
 		for i := range b.contexts {
-			if b.contexts[i].Name != ref.contexts[i].Name || strings.Join(b.contexts[i].Path, "/") != strings.Join(ref.contexts[i].Path, "/") ||
+			if b.contexts[i].Name != ref.contexts[i].Name || pathOf(b.contexts, i) != pathOf(ref.contexts, i) ||
 				b.contexts[i].Counters != ref.contexts[i].Counters || b.contexts[i].Ident != ref.contexts[i].Ident {
 				t.Fatalf("%s row %d = %+v, jsonlog %+v", name, i, b.contexts[i], ref.contexts[i])
 			}
 		}
 	}
 	// The fixture's PortalContext (level 2 in the log) sits under TopPortalContext.
-	for _, c := range ref.contexts {
+	for i, c := range ref.contexts {
 		if c.Name == "ExecutorState" {
-			if got := strings.Join(c.Path, "/"); got != "TopMemoryContext/TopPortalContext/PortalContext" || c.Level != 4 {
+			if got := pathOf(ref.contexts, i); got != "TopMemoryContext/TopPortalContext/PortalContext" || c.Level != 4 {
 				t.Fatalf("ExecutorState: level %d path %s", c.Level, got)
 			}
 		}
 	}
+}
+
+// pathOf names the ancestors of context i, root first, joined by "/".
+func pathOf(cs []Context, i int) string {
+	var names []string
+	for p := cs[i].Parent; p >= 0; p = cs[p].Parent {
+		names = append([]string{cs[p].Name}, names...)
+	}
+	return strings.Join(names, "/")
 }
 
 func linesOf(t *testing.T, msgs ...string) []Line {
@@ -173,8 +184,8 @@ func TestPathsFollowTheDepthFirstOrderAndMoreChildrenBelongToTheParent(t *testin
 	}
 	for i, w := range want {
 		c := b.contexts[i]
-		if c.Name != w.name || c.Level != w.level || strings.Join(c.Path, "/") != w.path || c.Aggregated != w.agg {
-			t.Errorf("row %d = %s level %d path %q agg %d, want %+v", i, c.Name, c.Level, strings.Join(c.Path, "/"), c.Aggregated, w)
+		if c.Name != w.name || c.Level != w.level || pathOf(b.contexts, i) != w.path || c.Aggregated != w.agg {
+			t.Errorf("row %d = %s level %d path %q agg %d, want %+v", i, c.Name, c.Level, pathOf(b.contexts, i), c.Aggregated, w)
 		}
 	}
 	sum := Summarize(b.contexts)
@@ -191,7 +202,7 @@ func TestServerLevelsFromOneAreTheSameTree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if b.contexts[2].Level != 3 || strings.Join(b.contexts[2].Path, "/") != "TopMemoryContext/A" {
+	if b.contexts[2].Level != 3 || pathOf(b.contexts, 2) != "TopMemoryContext/A" {
 		t.Fatalf("%+v", b.contexts[2])
 	}
 }
@@ -251,9 +262,10 @@ func TestStderrPrefixes(t *testing.T) {
 		{"%m [%p] ", "2026-11-23 09:05:44.303 UTC [19547] LOG:  level: 0; x", 19547, "level: 0; x"},
 		{"%m [%p] %q%u@%d ", "2026-11-23 09:05:43.880 UTC [19534] LOG:  starting", 19534, "starting"},
 		{"%m [%p] %q%u@%d ", "2026-11-23 09:05:44.303 UTC [19547] gpadmin@postgres LOG:  Grand total: 1", 19547, "Grand total: 1"},
-		{"%t:%r:%u@%d:[%-8p]:", "2026-11-23 09:05:44 UTC:[local]:gp@db:[19547   ]:LOG:  level: 1; y", 19547, "level: 1; y"},
+		{"%t:[%-8p]:%r:%u@%d:", "2026-11-23 09:05:44 UTC:[19547   ]:[local]:gp@db:LOG:  level: 1; y", 19547, "level: 1; y"},
 		{"%p ", "77 FATAL:  nope", 77, "nope"},
-		{"<%a %p> ", "<my app: x 55> LOG:  z", 55, "z"},
+		{"<%p %a> ", "<55 my app: x> LOG:  z", 55, "z"},
+		{"%n %l %c %v %x %e %b [%p] ", "1795246391.303 3 6b0401e8.4c5b 3/2 0 00000 client backend [19547] LOG:  z", 19547, "z"},
 	}
 	for _, tt := range tests {
 		f, err := NewStderrLog(tt.prefix)

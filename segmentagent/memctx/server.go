@@ -2,10 +2,13 @@ package memctx
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
 )
 
@@ -57,20 +61,22 @@ func readInstance(dataDir string) (instance, error) {
 // serverSettings are what a request needs to know about the instance.
 type serverSettings struct {
 	version         string
+	versionNum      int // server_version_num: the PostgreSQL it is based on
 	logCollector    bool
 	logDestinations []string
 	logLinePrefix   string
 	hasLogFunction  bool
 	hasRowsFunction bool
 	currentUser     string
+	// gpLogFormat is Greenplum's gp_log_format; empty where the server has none.
+	gpLogFormat string
 }
 
-// RowsFunction is the function of the PostgreSQL 18 proposal (committed,
-// then reverted): another backend's contexts as rows. Used when pg_proc has it.
-const RowsFunction = "pg_get_process_memory_contexts"
+// greenplumVersion tells a Greenplum-family server by its version().
+var greenplumVersion = regexp.MustCompile(`Greenplum Database|Cloudberry`)
 
-// logFunction makes a backend write its contexts into the server log (PostgreSQL 14+).
-const logFunction = "pg_log_backend_memory_contexts"
+// greenplum: the server is Greenplum 6, 7 or Cloudberry.
+func (s serverSettings) greenplum() bool { return greenplumVersion.MatchString(s.version) }
 
 // Greenplum's options for a direct connection to a segment instance: GP7
 // and Cloudberry spell it gp_role, GP6 gp_session_role.
@@ -137,17 +143,26 @@ func connect(ctx context.Context, procRoot string, in instance, user, database s
 	return nil, fmt.Errorf("connecting to the instance in %s (port %d) as %q: %w", in.dataDir, in.port, user, errors.Join(errs...))
 }
 
-// readSettings asks the server what it logs where and which functions it has.
+// readSettings asks the server what it logs where and which functions it
+// has. Greenplum 6 lists gp_log_format in pg_settings, not log_destination.
 func readSettings(ctx context.Context, conn *pgx.Conn) (serverSettings, error) {
 	var s serverSettings
-	var collector, dest string
-	err := conn.QueryRow(ctx, `SELECT version(), current_setting('logging_collector'), current_setting('log_destination'),
-		current_setting('log_line_prefix'), current_user::text,
-		EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = $1),
-		EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = $2)`, logFunction, RowsFunction).
-		Scan(&s.version, &collector, &dest, &s.logLinePrefix, &s.currentUser, &s.hasLogFunction, &s.hasRowsFunction)
+	var collector, dest, versionNum string
+	var gpLogFormat *string
+	err := conn.QueryRow(ctx, gpsql.ServerLogSettings).
+		Scan(&s.version, &versionNum, &collector, &dest, &s.logLinePrefix, &s.currentUser, &gpLogFormat)
 	if err != nil {
 		return s, fmt.Errorf("reading the server's log settings: %w", err)
+	}
+	if err := conn.QueryRow(ctx, gpsql.HasLogFunction).Scan(&s.hasLogFunction); err != nil {
+		return s, fmt.Errorf("looking for %s: %w", gpsql.LogFunction, err)
+	}
+	if err := conn.QueryRow(ctx, gpsql.HasContextsFunction).Scan(&s.hasRowsFunction); err != nil {
+		return s, fmt.Errorf("looking for %s: %w", gpsql.ContextsFunction, err)
+	}
+	s.versionNum, _ = strconv.Atoi(versionNum)
+	if gpLogFormat != nil {
+		s.gpLogFormat = strings.ToLower(*gpLogFormat)
 	}
 	s.logCollector = collector == "on"
 	for _, d := range strings.Split(dest, ",") {
@@ -161,9 +176,11 @@ func readSettings(ctx context.Context, conn *pgx.Conn) (serverSettings, error) {
 // errNoReadableLog: the server writes nothing the agent can read.
 var errNoReadableLog = errors.New("no readable log destination")
 
-// chooseLog picks the format to read: the structured ones first, then
-// stderr, and where that format's current file is.
-func chooseLog(s serverSettings, in instance, procRoot string) (LogFormat, LogSource, error) {
+// chooseLog picks the layout to read and where its current file is: on a
+// Greenplum-family server with the logging collector, Greenplum's own CSV
+// (log_destination is defunct there; gp_log_format=csv is the default);
+// elsewhere jsonlog, then csvlog, then stderr.
+func chooseLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instance, procRoot string) (LogFormat, LogSource, error) {
 	has := func(d string) bool {
 		for _, x := range s.logDestinations {
 			if x == d {
@@ -175,6 +192,10 @@ func chooseLog(s serverSettings, in instance, procRoot string) (LogFormat, LogSo
 	if s.logCollector {
 		if has("jsonlog") {
 			return JSONLog{}, collectorLog{dataDir: in.dataDir, format: "jsonlog"}, nil
+		}
+		if s.greenplum() && s.gpLogFormat != "text" {
+			src, err := readGreenplumLog(ctx, conn, s, in)
+			return GreenplumCSVLog{}, src, err
 		}
 		if has("csvlog") {
 			return CSVLog{}, collectorLog{dataDir: in.dataDir, format: "csvlog"}, nil
@@ -190,15 +211,61 @@ func chooseLog(s serverSettings, in instance, procRoot string) (LogFormat, LogSo
 		}
 		return f, postmasterStderr{procRoot: procRoot, postmasterPID: in.postmasterPID}, nil
 	}
-	return nil, nil, fmt.Errorf("%w: log_destination = %q, logging_collector = %t; the agent reads jsonlog or csvlog (with logging_collector on) or stderr",
+	return nil, nil, fmt.Errorf("%w: log_destination = %q, logging_collector = %t; the agent reads jsonlog or csvlog (with logging_collector on), Greenplum's CSV log, or stderr",
 		errNoReadableLog, strings.Join(s.logDestinations, ","), s.logCollector)
+}
+
+// readGreenplumLog reads where Greenplum's logging collector writes. A
+// role that may not read log_directory gets the server's defaults.
+func readGreenplumLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instance) (greenplumLog, error) {
+	dir, pattern := "log", "gpdb-%Y-%m-%d_%H%M%S.csv"
+	if s.versionNum < 100000 {
+		dir = "pg_log" // Greenplum 6, on PostgreSQL 9.4
+	}
+	var d, p string
+	err := conn.QueryRow(ctx, gpsql.LogLocation).Scan(&d, &p)
+	switch {
+	case err == nil:
+		dir, pattern = d, p
+	case !isPermissionDenied(err):
+		return greenplumLog{}, fmt.Errorf("reading log_directory and log_filename: %w", err)
+	}
+	name, err := greenplumLogName(pattern)
+	if err != nil {
+		return greenplumLog{}, err
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(in.dataDir, dir)
+	}
+	return greenplumLog{dataDir: in.dataDir, dir: dir, name: name}, nil
+}
+
+// newMark is a word no one can guess before the agent logs it.
+func newMark() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("making the log mark: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// markMessage is the message that carries mark, last.
+func markMessage(pid int64, mark string) string {
+	return fmt.Sprintf("gpotel-agent asks PID %d for its memory contexts after this mark: %s", pid, mark)
+}
+
+// logMark has the server log the mark at LOG, the level of the block itself,
+// so it reaches the log exactly when the block would.
+func logMark(ctx context.Context, conn *pgx.Conn, pid int64, mark string) error {
+	_, err := conn.Exec(ctx, gpsql.LogMark(markMessage(pid, mark)))
+	return err
 }
 
 // signalBackend runs pg_log_backend_memory_contexts(pid); false means the
 // server does not know the pid as one of its processes.
 func signalBackend(ctx context.Context, conn *pgx.Conn, pid int64) (bool, error) {
 	var ok bool
-	err := conn.QueryRow(ctx, "SELECT pg_catalog.pg_log_backend_memory_contexts($1::int)", pid).Scan(&ok)
+	err := conn.QueryRow(ctx, gpsql.SignalBackend, pid).Scan(&ok)
 	return ok, err
 }
 
@@ -209,20 +276,25 @@ func isPermissionDenied(err error) bool {
 }
 
 // queryRowsFunction reads another backend's contexts through the server's
-// rows-returning function. Its path holds context ids (a context's own id
-// last); they are turned into the ancestors' names.
+// rows-returning function. Its path holds context ids, a context's own id
+// last; the one before is its parent's.
 func queryRowsFunction(ctx context.Context, conn *pgx.Conn, pid int64, summary bool, timeoutSeconds float64) ([]Context, error) {
-	rows, err := conn.Query(ctx, `SELECT name, ident, type, level, path, total_bytes, total_nblocks,
-		free_bytes, free_chunks, used_bytes, num_agg_contexts FROM pg_catalog.`+RowsFunction+`($1::int, $2, $3)`,
-		pid, summary, timeoutSeconds)
+	rows, err := conn.Query(ctx, gpsql.ProcessMemoryContexts, pid, summary, timeoutSeconds)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
 	var out []Context
-	var paths [][]int32
-	names := map[int32]string{}
+	type parentID struct {
+		id  int32
+		has bool
+	}
+	var parents []parentID
+	index := map[int32]int{}
 	for rows.Next() {
+		if len(out) >= MaxContexts {
+			return nil, fmt.Errorf("%w: more than %d memory contexts (MaxContexts)", errBeyondBounds, MaxContexts)
+		}
 		var c Context
 		var name, ident, typ *string
 		var level, agg *int32
@@ -231,25 +303,29 @@ func queryRowsFunction(ctx context.Context, conn *pgx.Conn, pid int64, summary b
 			&c.FreeBytes, &c.FreeChunks, &c.UsedBytes, &agg); err != nil {
 			return nil, err
 		}
-		c.Name, c.Ident, c.Type = deref(name), deref(ident), deref(typ)
+		c.Name, c.Ident, c.Type, c.Parent = deref(name), deref(ident), deref(typ), -1
 		if level != nil {
 			c.Level = int(*level)
 		}
 		if agg != nil && *agg > 1 {
 			c.Aggregated = int(*agg)
 		}
-		if len(path) > 0 {
-			names[path[len(path)-1]] = c.Name
+		var parent parentID
+		if n := len(path); n > 0 {
+			index[path[n-1]] = len(out)
+			if n > 1 {
+				parent = parentID{path[n-2], true}
+			}
 		}
 		out = append(out, c)
-		paths = append(paths, path)
+		parents = append(parents, parent)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	for i, path := range paths {
-		for _, id := range path[:max(len(path)-1, 0)] {
-			out[i].Path = append(out[i].Path, names[id])
+	for i, p := range parents {
+		if at, ok := index[p.id]; ok && p.has {
+			out[i].Parent = at
 		}
 	}
 	return out, nil

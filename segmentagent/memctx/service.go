@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os/user"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -36,10 +36,7 @@ type Service struct {
 	allow    func(uid int64) bool
 	logger   *zap.Logger
 	inFlight chan struct{}
-
-	mu    sync.Mutex
-	busy  map[int64]bool
-	asked map[int64]time.Time // when each pid was last asked
+	limit    *pidLimiter
 }
 
 var _ gpotelv1.MemoryContextsServer = (*Service)(nil)
@@ -61,7 +58,7 @@ func NewService(cfg Config, procRoot, hostname string, allow func(uid int64) boo
 		logger = zap.NewNop()
 	}
 	return &Service{cfg: cfg, procRoot: procRoot, hostname: hostname, allow: allow, logger: logger,
-		inFlight: make(chan struct{}, cfg.MaxInFlight), busy: map[int64]bool{}, asked: map[int64]time.Time{}}, nil
+		inFlight: make(chan struct{}, cfg.MaxInFlight), limit: newPIDLimiter(cfg.MinInterval)}, nil
 }
 
 // GetMemoryContexts implements gpotelv1.MemoryContextsServer.
@@ -82,10 +79,14 @@ func (s *Service) GetMemoryContexts(ctx context.Context, req *gpotelv1.GetMemory
 	if len(s.cfg.DataDirectories) == 0 {
 		return nil, status.Error(codes.FailedPrecondition, "memory contexts are off on this agent: memory_contexts.data_directories is empty")
 	}
-	if err := s.admit(pid); err != nil {
+	in, ps, err := s.instanceOf(pid)
+	if err != nil {
 		return nil, err
 	}
-	defer s.release(pid)
+	if err := s.limit.admit(pid, time.Now()); err != nil {
+		return nil, err
+	}
+	defer s.limit.release(pid)
 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
@@ -96,41 +97,12 @@ func (s *Service) GetMemoryContexts(ctx context.Context, req *gpotelv1.GetMemory
 		return nil, status.Errorf(codes.DeadlineExceeded, "pid %d: %d memory-context requests already in flight on %s (max_in_flight) for %s",
 			pid, s.cfg.MaxInFlight, s.hostname, timeout)
 	}
-	resp, err := s.read(ctx, pid, req.GetSummary(), timeout)
+	resp, err := s.read(ctx, in, ps, pid, req.GetSummary(), timeout)
 	if err != nil {
 		s.logger.Debug("memory contexts not read", zap.Int64("pid", pid), zap.Error(err))
 		return nil, err
 	}
 	return resp, nil
-}
-
-// admit enforces one request per pid at a time and one per MinInterval.
-func (s *Service) admit(pid int64) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := time.Now()
-	if s.busy[pid] {
-		return status.Errorf(codes.ResourceExhausted, "pid %d: another memory-context request for it is in flight", pid)
-	}
-	if last, ok := s.asked[pid]; ok && now.Sub(last) < s.cfg.MinInterval {
-		return status.Errorf(codes.ResourceExhausted, "pid %d was asked %s ago; at most one request per pid every %s (min_interval)",
-			pid, now.Sub(last).Round(time.Millisecond), s.cfg.MinInterval)
-	}
-	if len(s.asked) > 4096 {
-		for p, t := range s.asked {
-			if now.Sub(t) >= s.cfg.MinInterval {
-				delete(s.asked, p)
-			}
-		}
-	}
-	s.busy[pid], s.asked[pid] = true, now
-	return nil
-}
-
-func (s *Service) release(pid int64) {
-	s.mu.Lock()
-	delete(s.busy, pid)
-	s.mu.Unlock()
 }
 
 // instanceOf finds the served instance whose postmaster is pid's parent,
@@ -165,11 +137,7 @@ func (s *Service) instanceOf(pid int64) (instance, processState, error) {
 }
 
 // read does one request: connect, find the log, signal, read the block.
-func (s *Service) read(ctx context.Context, pid int64, summary bool, timeout time.Duration) (*gpotelv1.GetMemoryContextsResponse, error) {
-	in, ps, err := s.instanceOf(pid)
-	if err != nil {
-		return nil, err
-	}
+func (s *Service) read(ctx context.Context, in instance, ps processState, pid int64, summary bool, timeout time.Duration) (*gpotelv1.GetMemoryContextsResponse, error) {
 	conn, err := connect(ctx, s.procRoot, in, s.cfg.DatabaseUser, s.cfg.Database)
 	if err != nil {
 		return nil, status.Error(contextCode(ctx, codes.Unavailable), err.Error())
@@ -184,30 +152,41 @@ func (s *Service) read(ctx context.Context, pid int64, summary bool, timeout tim
 	if settings.hasRowsFunction {
 		contexts, err := queryRowsFunction(ctx, conn, pid, summary, timeout.Seconds())
 		if err != nil {
-			return nil, s.signalError(ctx, pid, settings, RowsFunction, err)
+			return nil, s.signalError(ctx, pid, settings, gpsql.ContextsFunction, err)
 		}
-		resp.Source, resp.LoggedAt = RowsFunction, timestamppb.Now()
-		resp.Contexts = toProto(contexts)
+		resp.Source, resp.LoggedAt = gpsql.ContextsFunction, timestamppb.Now()
+		if resp.Contexts, err = toProto(contexts); err != nil {
+			return nil, status.Errorf(codes.ResourceExhausted, "pid %d: %v", pid, err)
+		}
 		return resp, nil
 	}
 	if !settings.hasLogFunction {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"server %q has neither %s nor %s: it cannot show another backend's memory contexts (Greenplum 6 and 7 lack both; use gp_toolkit.session_level_memory_consumption there)",
-			settings.version, logFunction, RowsFunction)
+			"server %q has neither %s nor %s: it cannot show another backend's memory contexts (Greenplum 6 lacks both; use gp_toolkit.session_level_memory_consumption there)",
+			settings.version, gpsql.LogFunction, gpsql.ContextsFunction)
 	}
-	format, src, err := chooseLog(settings, in, s.procRoot)
+	format, src, err := chooseLog(ctx, conn, settings, in, s.procRoot)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "instance %s: %v", in.dataDir, err)
 	}
-	t, err := openTail(src, format)
+	mark, err := newMark()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "pid %d: %v", pid, err)
+	}
+	t, err := openTail(src, format, mark)
 	if err != nil {
 		return nil, status.Errorf(codes.FailedPrecondition, "instance %s: %s log: %v", in.dataDir, format.Name(), err)
 	}
 	defer t.close()
 
+	// Whatever the server logs after the mark was logged after it, so a
+	// block found after it was written after the signal below.
+	if err := logMark(ctx, conn, pid, mark); err != nil {
+		return nil, status.Errorf(contextCode(ctx, codes.FailedPrecondition), "instance %s: writing the agent's mark into the server log: %v", in.dataDir, err)
+	}
 	ok, err := signalBackend(ctx, conn, pid)
 	if err != nil {
-		return nil, s.signalError(ctx, pid, settings, logFunction, err)
+		return nil, s.signalError(ctx, pid, settings, gpsql.LogFunction, err)
 	}
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "pid %d is not a PostgreSQL server process of %s (the server says)", pid, in.dataDir)
@@ -221,7 +200,9 @@ func (s *Service) read(ctx context.Context, pid int64, summary bool, timeout tim
 		contexts = Summarize(contexts)
 	}
 	resp.Source, resp.LoggedAt = format.Name(), timestamppb.Now()
-	resp.Contexts = toProto(contexts)
+	if resp.Contexts, err = toProto(contexts); err != nil {
+		return nil, status.Errorf(codes.ResourceExhausted, "pid %d: %v", pid, err)
+	}
 	resp.GrandTotal = toProtoContext(Context{Name: "Grand total", Counters: block.grand, Aggregated: len(block.contexts)})
 	return resp, nil
 }
@@ -230,7 +211,7 @@ func (s *Service) signalError(ctx context.Context, pid int64, st serverSettings,
 	if isPermissionDenied(err) {
 		return status.Errorf(codes.PermissionDenied,
 			"role %q may not run %s; as a superuser run: GRANT EXECUTE ON FUNCTION pg_catalog.%s(integer) TO %s; (%v)",
-			st.currentUser, fn, logFunction, quoteIdent(st.currentUser), err)
+			st.currentUser, fn, gpsql.LogFunction, quoteIdent(st.currentUser), err)
 	}
 	return status.Errorf(contextCode(ctx, codes.Internal), "pid %d: %s: %v", pid, fn, err)
 }
@@ -249,7 +230,11 @@ func (s *Service) await(ctx context.Context, t *tail, pid int64, ps processState
 			return nil, status.Errorf(codes.Internal, "pid %d: reading %s: %v", pid, t.name, err)
 		}
 		if bc.err != nil {
-			return nil, status.Errorf(codes.Internal, "pid %d: its memory-context block in %s does not parse: %v", pid, t.name, bc.err)
+			code := codes.Internal
+			if errors.Is(bc.err, errBeyondBounds) {
+				code = codes.ResourceExhausted
+			}
+			return nil, status.Errorf(code, "pid %d: its memory-context block in %s: %v", pid, t.name, bc.err)
 		}
 		if bc.complete() {
 			return bc.block, nil
@@ -265,6 +250,9 @@ func (s *Service) await(ctx context.Context, t *tail, pid int64, ps processState
 		}
 		select {
 		case <-ctx.Done():
+			if !t.synced {
+				return nil, status.Errorf(codes.DeadlineExceeded, "pid %d: the agent's mark did not reach %s within %s (does the server log there?)", pid, t.name, timeout)
+			}
 			return nil, status.Errorf(codes.DeadlineExceeded,
 				"pid %d did not log its memory contexts within %s (a backend busy in a system call or a long computation answers only at its next interrupt check)", pid, timeout)
 		case <-ticker.C:
@@ -294,16 +282,36 @@ func quoteIdent(s string) string {
 	return string(append(out, '"'))
 }
 
-func toProto(cs []Context) []*gpotelv1.MemoryContext {
+// MaxAnswerBytes bounds the rows of one answer: names, idents and the
+// ancestors' names each row repeats as its path.
+const MaxAnswerBytes = 8 << 20
+
+// toProto turns the contexts into rows, each with its ancestors' names.
+func toProto(cs []Context) ([]*gpotelv1.MemoryContext, error) {
+	pathBytes := make([]int, len(cs))
+	total := 0
+	for i, c := range cs {
+		if p := c.Parent; p >= 0 && p < i {
+			pathBytes[i] = pathBytes[p] + len(cs[p].Name) + 16
+		}
+		total += 64 + len(c.Name) + len(c.Ident) + len(c.Type) + pathBytes[i]
+		if total > MaxAnswerBytes {
+			return nil, fmt.Errorf("%w: the %d contexts with their paths make more than %d bytes (MaxAnswerBytes)", errBeyondBounds, len(cs), MaxAnswerBytes)
+		}
+	}
 	out := make([]*gpotelv1.MemoryContext, len(cs))
 	for i := range cs {
 		out[i] = toProtoContext(cs[i])
+		if p := cs[i].Parent; p >= 0 && p < i {
+			path := make([]string, 0, len(out[p].Path)+1)
+			out[i].Path = append(append(path, out[p].Path...), cs[p].Name)
+		}
 	}
-	return out
+	return out, nil
 }
 
 func toProtoContext(c Context) *gpotelv1.MemoryContext {
-	return &gpotelv1.MemoryContext{Name: c.Name, Ident: c.Ident, Type: c.Type, Level: int32(min(c.Level, 1<<30)), Path: c.Path,
+	return &gpotelv1.MemoryContext{Name: c.Name, Ident: c.Ident, Type: c.Type, Level: int32(min(c.Level, 1<<30)),
 		TotalBytes: c.TotalBytes, TotalNblocks: c.TotalBlocks, FreeBytes: c.FreeBytes, FreeChunks: c.FreeChunks,
 		UsedBytes: c.UsedBytes, AggregatedContexts: int32(min(c.Aggregated, 1<<30))}
 }

@@ -58,6 +58,10 @@ type Options struct {
 	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
 	SegmentsPerHost int     // primaries per segment host
 	Dialect         Dialect // gp6, gp7, cloudberry or postgresql
+	// LogDestination is the server log layout of every instance (LogStderr,
+	// LogCSV, LogJSON, LogGreenplumCSV); empty = what the dialect's real
+	// server writes (DefaultLogDestination).
+	LogDestination string
 	// Ephemeral ties the cluster to this process: a later Up removes it once
 	// this process is gone (say, a test binary killed by its timeout before
 	// its cleanup ran). Start sets it.
@@ -121,6 +125,8 @@ type Description struct {
 	UpPhases []Phase `json:"up_phases,omitempty"`
 	// Cgroups says where the instances' resource group cgroups are.
 	Cgroups Cgroups `json:"cgroups"`
+	// LogDestination is the server log layout every instance writes.
+	LogDestination string `json:"log_destination"`
 }
 
 // Owner identifies a process across pid reuse.
@@ -194,6 +200,9 @@ func (o Options) validate() error {
 	if o.Hosts > 200 {
 		errs = append(errs, fmt.Errorf("at most 200 hosts fit the 127.0.0.x agent addresses, got %d", o.Hosts))
 	}
+	if _, err := o.logDestination(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -217,6 +226,7 @@ func Up(ctx context.Context, opts Options) (*Cluster, error) {
 	c := &Cluster{account: account}
 	c.ID = newID()
 	c.Dialect = opts.Dialect
+	c.LogDestination, _ = opts.logDestination()
 	c.Dir = dir
 	c.PGBinDir = bin
 	c.SocketDir = filepath.Join(dir, "sock")
@@ -332,6 +342,9 @@ func (c *Cluster) create(ctx context.Context) error {
 		if err := c.account.mkdirOwned(filepath.Join(c.Dir, h.Name), 0o755); err != nil {
 			return err
 		}
+	}
+	if err := c.startGreenplumLog(); err != nil {
+		return err
 	}
 	for _, step := range []struct {
 		name string

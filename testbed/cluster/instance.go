@@ -179,32 +179,7 @@ huge_pages = off
 # mmap keeps DSM segments in the data dir: a killed postmaster leaves none in /dev/shm
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
-%s`, in.Port, c.SocketDir, c.processTag(in), in.Content, logSettings(c.Dialect))
-}
-
-// logSettings give each dialect one of the server log formats the agent
-// reads for memory contexts: gp6 stderr with a prefix (no collector: the
-// file pg_ctl -l names), gp7 csvlog, cloudberry jsonlog, both through the
-// logging collector into log/ in the data dir.
-func logSettings(d Dialect) string {
-	switch d {
-	case DialectGP7:
-		return "logging_collector = on\nlog_destination = 'csvlog'\nlog_directory = 'log'\n"
-	case DialectCloudberry:
-		return "logging_collector = on\nlog_destination = 'jsonlog'\nlog_directory = 'log'\n"
-	}
-	return "logging_collector = off\nlog_destination = 'stderr'\nlog_line_prefix = '%m [%p] %q%u@%d '\n"
-}
-
-// LogDestination is the log format an instance of dialect d writes.
-func LogDestination(d Dialect) string {
-	switch d {
-	case DialectGP7:
-		return "csvlog"
-	case DialectCloudberry:
-		return "jsonlog"
-	}
-	return "stderr"
+%s`, in.Port, c.SocketDir, c.processTag(in), in.Content, c.logSettings())
 }
 
 // processTag is the cluster_name: it shows in every process title of the

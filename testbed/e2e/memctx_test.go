@@ -88,6 +88,23 @@ func startMemctxAgent(t *testing.T, c *cluster.Cluster, host string, tweak func(
 	return &memctxAgent{agent: a, client: gpotelv1.NewMemoryContextsClient(conn)}
 }
 
+// memctxAnswer is the agent's answer to one GetMemoryContexts.
+type memctxAnswer struct {
+	resp *gpotelv1.GetMemoryContextsResponse
+	err  error
+}
+
+// askInBackground asks for pid's contexts, waiting up to a minute, while the
+// test goes on to act on the backend or the log.
+func (a *memctxAgent) askInBackground(ctx context.Context, pid int) <-chan memctxAnswer {
+	done := make(chan memctxAnswer, 1)
+	go func() {
+		resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid), Timeout: durationpb.New(time.Minute)})
+		done <- memctxAnswer{resp, err}
+	}()
+	return done
+}
+
 // ownContext is one row of a backend's own pg_backend_memory_contexts.
 type ownContext struct {
 	name, parent string
@@ -152,15 +169,36 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
+// logLayouts are the server log layouts the agent reads, each on a server
+// that writes it: Greenplum's CSV on the Greenplum 7 and Cloudberry
+// dialects (Greenplum 6 has no pg_log_backend_memory_contexts), the other
+// three on PostgreSQL.
+var logLayouts = []cluster.Options{
+	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7},
+	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry},
+	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogStderr},
+	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogCSV},
+	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogJSON},
+}
+
+// layoutName names a test case after its dialect and log layout.
+func layoutName(o cluster.Options) string {
+	d := o.LogDestination
+	if d == "" {
+		d = cluster.DefaultLogDestination(o.Dialect)
+	}
+	return string(o.Dialect) + "-" + d
+}
+
 // TestMemoryContextsMatchTheBackendsOwnView: for every backend of a session
-// that holds a large sort open, on each log format, gpotel's contexts at
+// that holds a large sort open, on each log layout, gpotel's contexts at
 // levels 1-2 have the names the backend itself sees, and the totals of
 // TopMemoryContext and of the largest context agree within 5 %.
 func TestMemoryContextsMatchTheBackendsOwnView(t *testing.T) {
 	needTestbed(t)
-	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry} {
-		t.Run(string(d)+"-"+cluster.LogDestination(d), func(t *testing.T) {
-			c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: d})
+	for _, opts := range logLayouts {
+		t.Run(layoutName(opts), func(t *testing.T) {
+			c := cluster.Start(t, opts)
 			agents := map[string]*memctxAgent{}
 			for _, h := range c.Hosts {
 				agents[h.Name] = startMemctxAgent(t, c, h.Name, nil)
@@ -193,8 +231,8 @@ func TestMemoryContextsMatchTheBackendsOwnView(t *testing.T) {
 				if err != nil {
 					t.Fatalf("gpseg%d pid %d: %v", content, pid, err)
 				}
-				if resp.GetSource() != cluster.LogDestination(d) {
-					t.Errorf("gpseg%d: source %q, want %q", content, resp.GetSource(), cluster.LogDestination(d))
+				if resp.GetSource() != c.LogDestination {
+					t.Errorf("gpseg%d: source %q, want %q", content, resp.GetSource(), c.LogDestination)
 				}
 				compareWithOwnView(t, content, pid, own, resp)
 			}
@@ -270,7 +308,7 @@ func codeOf(err error) (codes.Code, string) {
 // TestMemoryContextsRefusals: the cases where gpotel must say no, clearly.
 func TestMemoryContextsRefusals(t *testing.T) {
 	needTestbed(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry})
 	ctx := await.Context(t)
 	s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: 4 << 20})
 	if err != nil {
@@ -408,38 +446,33 @@ const rowsFunctionStandIn = `CREATE FUNCTION pg_catalog.pg_get_process_memory_co
 // the new file.
 func TestMemoryContextsFollowLogRotation(t *testing.T) {
 	needTestbed(t)
-	for _, d := range []cluster.Dialect{cluster.DialectCloudberry, cluster.DialectGP7} {
-		t.Run(cluster.LogDestination(d), func(t *testing.T) {
-			c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: d})
+	for _, opts := range []cluster.Options{
+		{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry},
+		{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogJSON},
+	} {
+		t.Run(layoutName(opts), func(t *testing.T) {
+			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
-			seg, _ := c.Instance(0)
-			backend, err := pgx.Connect(ctx, seg.DSN)
+			in := c.Coordinator
+			backend, err := pgx.Connect(ctx, in.DSN)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { _ = backend.Close(context.Background()) }()
 			pid := int(backend.PgConn().PID())
-			a := startMemctxAgent(t, c, c.HostOf(0), nil)
-			before := currentLog(t, seg.DataDir, cluster.LogDestination(d))
+			a := startMemctxAgent(t, c, cluster.CoordinatorHost, nil)
+			before := currentLog(t, c, in.DataDir)
 
 			resumed := stopProcess(t, pid)
 			defer resumed()
-			type answer struct {
-				resp *gpotelv1.GetMemoryContextsResponse
-				err  error
-			}
-			done := make(chan answer, 1)
-			go func() {
-				resp, err := a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid), Timeout: durationpb.New(time.Minute)})
-				done <- answer{resp, err}
-			}()
+			done := a.askInBackground(ctx, pid)
 			waitSignalPending(t, pid, syscall.SIGUSR1)
 			// log_filename has one-second resolution: rotate into a new name.
 			await.NoError(t, "the server rotating its log into a new file", func() error {
-				if err := execAs(ctx, seg.DSN, "SELECT pg_rotate_logfile()"); err != nil {
+				if err := execAs(ctx, in.DSN, "SELECT pg_rotate_logfile()"); err != nil {
 					return err
 				}
-				if currentLog(t, seg.DataDir, cluster.LogDestination(d)) == before {
+				if currentLog(t, c, in.DataDir) == before {
 					return errors.New("still " + before)
 				}
 				return nil
@@ -452,7 +485,7 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 			if n := len(got.resp.GetContexts()); n == 0 || got.resp.GetContexts()[0].GetName() != "TopMemoryContext" {
 				t.Fatalf("after rotation: %d contexts, first %v", n, got.resp.GetContexts())
 			}
-			after := currentLog(t, seg.DataDir, cluster.LogDestination(d))
+			after := currentLog(t, c, in.DataDir)
 			if b, err := os.ReadFile(after); err != nil || !strings.Contains(string(b), "Grand total") {
 				t.Fatalf("the block should be in the new file %s (%v)", after, err)
 			}
@@ -461,16 +494,26 @@ func TestMemoryContextsFollowLogRotation(t *testing.T) {
 	}
 }
 
-// currentLog is the file the server names for format in current_logfiles.
-func currentLog(t *testing.T, dataDir, format string) string {
+// currentLog is the file the instance writes its log layout into: the one
+// current_logfiles names for it, and for Greenplum's layout that csvlog
+// file's converted twin (without its last .csv).
+func currentLog(t *testing.T, c *cluster.Cluster, dataDir string) string {
 	t.Helper()
+	format := c.LogDestination
+	if format == cluster.LogGreenplumCSV {
+		format = cluster.LogCSV
+	}
 	b, err := os.ReadFile(filepath.Join(dataDir, "current_logfiles"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if f, p, ok := strings.Cut(line, " "); ok && f == format {
-			return filepath.Join(dataDir, p)
+			path := filepath.Join(dataDir, p)
+			if c.LogDestination == cluster.LogGreenplumCSV {
+				path = strings.TrimSuffix(path, ".csv")
+			}
+			return path
 		}
 	}
 	t.Fatalf("current_logfiles has no %s: %q", format, b)
@@ -546,7 +589,7 @@ func exitedPID(t *testing.T) int {
 // one sort per backend, and a host whose agent is gone makes it partial.
 func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	needBinaries(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry})
 	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
 	const sortBytes = 16 << 20
@@ -652,4 +695,25 @@ func (k *sessionKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest 
 	r := k.request()
 	r.Summary = true
 	return r
+}
+
+// TestMemoryContextsOnGreenplum6AreAFailedPrecondition: Greenplum 6 has no
+// pg_log_backend_memory_contexts (checked on a real 6.24.3); the agent says
+// so, naming the server's version, and sends the backend nothing.
+func TestMemoryContextsOnGreenplum6AreAFailedPrecondition(t *testing.T) {
+	needTestbed(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	ctx := await.Context(t)
+	seg, _ := c.Instance(0)
+	backend, err := pgx.Connect(ctx, seg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = backend.Close(context.Background()) }()
+	a := startMemctxAgent(t, c, c.HostOf(0), nil)
+	_, err = a.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(backend.PgConn().PID())})
+	code, msg := codeOf(err)
+	if code != codes.FailedPrecondition || !strings.Contains(msg, "Greenplum Database 6") || !strings.Contains(msg, "pg_log_backend_memory_contexts") {
+		t.Fatalf("got %v %q, want FailedPrecondition naming the version and the function", code, msg)
+	}
 }
