@@ -3,6 +3,7 @@ package segmentagent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -157,29 +158,36 @@ const stretchPids = pidsPerWorker
 // package as the contrib hostmetrics process scraper reads a process with its
 // default metrics. The readers take turns in stretches of stretchPids pids,
 // the first of each stretch rotating, so all meet the same machine load.
+// Reports µs and allocations per pid of each, and gopsutil's ratio to each
+// agent path: of the totals, and the median of the stretch ratios.
 func BenchmarkAgentVsGopsutil(b *testing.B) {
 	pids := proctest.SpawnSleepers(b, 1000)
 	user, postmaster := strconv.Itoa(os.Getuid()), proctest.SelfAsPostmaster(b)
-	readers := []*benchedReader{
-		agentReader(b, "agent-taskstats", user, postmaster, true),
-		agentReader(b, "agent-procfs", user, postmaster, false),
-		{name: "gopsutil", read: readWithGopsutil},
-	}
 	var stretches [][]int64
 	for from := 0; from < len(pids); from += stretchPids {
 		stretches = append(stretches, pids[from:min(from+stretchPids, len(pids))])
+	}
+	readers := []*benchedReader{
+		agentReader(b, "agent-taskstats", user, postmaster, true, stretches),
+		agentReader(b, "agent-procfs", user, postmaster, false, stretches),
+		{name: "gopsutil", read: func(b *testing.B, s int) { readWithGopsutil(b, stretches[s]) }},
 	}
 	for _, r := range readers { // warm up: dial taskstats sockets, fill pools and caches
 		r.count(b, stretches)
 	}
 	const rounds = 3
+	ratios := make([][]float64, 2) // gopsutil's time over each agent path's, per stretch
 	b.ResetTimer()
 	for i := range b.N {
 		for round := range rounds {
 			for s, stretch := range stretches {
 				first := (i*rounds*len(stretches) + round*len(stretches) + s) % len(readers)
+				var took [3]time.Duration
 				for k := range readers {
-					readers[(first+k)%len(readers)].timed(b, stretch)
+					took[(first+k)%len(readers)] = readers[(first+k)%len(readers)].timed(b, s, len(stretch))
+				}
+				for a := range ratios {
+					ratios[a] = append(ratios[a], float64(took[2])/float64(took[a]))
 				}
 			}
 		}
@@ -192,29 +200,34 @@ func BenchmarkAgentVsGopsutil(b *testing.B) {
 	}
 	gops := readers[2]
 	var log strings.Builder
-	for _, agent := range readers[:2] {
+	for a, agent := range readers[:2] {
 		ratio := gops.usPerPid() / agent.usPerPid()
+		slices.Sort(ratios[a])
+		median := ratios[a][len(ratios[a])/2]
 		b.ReportMetric(ratio, "gopsutil/"+agent.name)
-		log.WriteString(strconv.FormatFloat(ratio, 'f', 2, 64) + "x " + agent.name + " (" +
-			strconv.FormatFloat(agent.usPerPid(), 'f', 1, 64) + " µs, " + strconv.FormatFloat(agent.allocsPerPid, 'f', 1, 64) + " allocs/pid); ")
+		b.ReportMetric(median, "gopsutil/"+agent.name+"-median")
+		fmt.Fprintf(&log, "; %.2fx %s (median stretch %.2fx; %.1f µs, %.1f allocs/pid)", ratio, agent.name, median, agent.usPerPid(), agent.allocsPerPid)
 	}
-	b.Logf("%d real pids, stretches of %d: gopsutil %.1f µs, %.1f allocs/pid = %s", len(pids), stretchPids, gops.usPerPid(), gops.allocsPerPid, log.String())
+	b.Logf("%d real pids, stretches of %d: gopsutil %.1f µs, %.1f allocs/pid%s", len(pids), stretchPids, gops.usPerPid(), gops.allocsPerPid, log.String())
 }
 
 // benchedReader reads stretches of pids and keeps its time and pid count.
 type benchedReader struct {
 	name         string
-	read         func(b *testing.B, pids []int64)
+	read         func(b *testing.B, stretch int)
 	took         time.Duration
 	pids         int
 	allocsPerPid float64
 }
 
-func (r *benchedReader) timed(b *testing.B, pids []int64) {
+// timed reads stretch s, of n pids, and returns how long it took.
+func (r *benchedReader) timed(b *testing.B, s, n int) time.Duration {
 	start := time.Now()
-	r.read(b, pids)
-	r.took += time.Since(start)
-	r.pids += len(pids)
+	r.read(b, s)
+	took := time.Since(start)
+	r.took += took
+	r.pids += n
+	return took
 }
 
 // count reads every stretch once, untimed, and returns the allocations per pid.
@@ -222,9 +235,9 @@ func (r *benchedReader) count(b *testing.B, stretches [][]int64) float64 {
 	var before, after runtime.MemStats
 	n := 0
 	runtime.ReadMemStats(&before)
-	for _, s := range stretches {
+	for s := range stretches {
 		r.read(b, s)
-		n += len(s)
+		n += len(stretches[s])
 	}
 	runtime.ReadMemStats(&after)
 	return float64(after.Mallocs-before.Mallocs) / float64(n)
@@ -234,8 +247,9 @@ func (r *benchedReader) usPerPid() float64 {
 	return float64(r.took.Nanoseconds()) / 1e3 / float64(r.pids)
 }
 
-// agentReader is the service's read stage, as GetPidProcStat runs it, on one goroutine.
-func agentReader(b *testing.B, name, user, postmaster string, taskstats bool) *benchedReader {
+// agentReader is the service's read stage, as GetPidProcStat runs it after
+// the request is decoded, on one goroutine.
+func agentReader(b *testing.B, name, user, postmaster string, taskstats bool, stretches [][]int64) *benchedReader {
 	cfg := NewDefaultServiceConfig()
 	cfg.AllowedUsers, cfg.PostmasterPidFiles = []string{user}, []string{postmaster}
 	cfg.ReadParallelism, cfg.Cgroups.Disabled, cfg.Taskstats.Enabled = 1, true, taskstats
@@ -250,8 +264,12 @@ func agentReader(b *testing.B, name, user, postmaster string, taskstats bool) *b
 		}
 		want = gpotelv1.ProcSource_PROC_SOURCE_TASKSTATS
 	}
-	return &benchedReader{name: name, read: func(b *testing.B, pids []int64) {
-		work := request(pids...).GetSegmentProcess()
+	works := make([][]*yagpcc.SegmentProcess, len(stretches))
+	for i, pids := range stretches {
+		works[i] = request(pids...).GetSegmentProcess()
+	}
+	return &benchedReader{name: name, read: func(b *testing.B, stretch int) {
+		work := works[stretch]
 		results := make([]readResult, len(work))
 		if err := s.readAll(context.Background(), work, results); err != nil {
 			b.Fatal(err)
