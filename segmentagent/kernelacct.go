@@ -133,13 +133,16 @@ func recordFromStats(s *taskstats.Stats) *gpotelv1.TaskStatsRecord {
 	return r
 }
 
-// taskstatsClient returns a pooled Client, or nil when taskstats is not available.
+// taskstatsClient returns an idle Client or a new one, or nil when taskstats
+// is not available.
 func (s *Service) taskstatsClient() *taskstats.Client {
 	if !s.kernel.probe.available() {
 		return nil
 	}
-	if c, ok := s.clients.Get().(*taskstats.Client); ok {
+	select {
+	case c := <-s.clients:
 		return c
+	default:
 	}
 	c, err := taskstats.Dial()
 	if err != nil {
@@ -147,6 +150,16 @@ func (s *Service) taskstatsClient() *taskstats.Client {
 		return nil
 	}
 	return c
+}
+
+// releaseTaskstatsClient keeps c for a later request, or closes it when as
+// many are idle as workers can use.
+func (s *Service) releaseTaskstatsClient(c *taskstats.Client) {
+	select {
+	case s.clients <- c:
+	default:
+		_ = c.Close()
+	}
 }
 
 // beginTimeSlack is how far taskstats' start second may be from stat's start

@@ -53,7 +53,10 @@ type Service struct {
 	logger      *zap.Logger
 	tel         *telemetry
 	kernel      *TaskStatsService
-	clients     sync.Pool // *taskstats.Client per worker, when taskstats is available
+	// clients keeps idle taskstats clients for the next request's workers:
+	// a sync.Pool would drop them at every collection, and each drop costs a
+	// dial and leaves a socket for the finalizer.
+	clients chan *taskstats.Client
 	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
 	cgroups     *cgroup.Inspector
 	unavailable []string
@@ -87,6 +90,7 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	s.postmasters = newPostmasters(cfg.ProcRoot, cfg.PostmasterPidFiles, s.AllowUID)
 	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	s.clients = make(chan *taskstats.Client, max(cfg.ReadParallelism, 1))
 	if s.kernel, err = NewTaskStatsService(cfg, s.allowProcess, logger, meterProvider); err != nil {
 		return nil, err
 	}
@@ -286,7 +290,7 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 		defer s.readers.Put(r)
 		b := processBlock{reader: r, kernel: s.taskstatsClient()}
 		if b.kernel != nil {
-			defer s.clients.Put(b.kernel)
+			defer s.releaseTaskstatsClient(b.kernel)
 		}
 		for {
 			from := int(next.Add(pidsPerWorker)) - pidsPerWorker
