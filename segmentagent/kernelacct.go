@@ -94,41 +94,55 @@ func delayacctEnabled(procRoot string) bool {
 	return err == nil && bytes.Equal(bytes.TrimSpace(b), []byte("1"))
 }
 
-// recordFromStats copies a decoded struct taskstats into its wire form.
-func recordFromStats(s *taskstats.Stats) *gpotelv1.TaskStatsRecord {
-	d := func(x taskstats.Delay) *gpotelv1.Delay { return &gpotelv1.Delay{Count: x.Count, TotalNs: x.TotalNs} }
-	delays := &gpotelv1.TaskDelays{Cpu: d(s.CPUDelay), Blkio: d(s.BlkioDelay), Swapin: d(s.SwapinDelay), Freepages: d(s.FreepagesDelay)}
-	if s.HasThrashing {
-		delays.Thrashing = d(s.ThrashingDelay)
-	}
-	if s.HasCompact {
-		delays.Compact = d(s.CompactDelay)
-	}
-	if s.HasWpcopy {
-		delays.Wpcopy = d(s.WpcopyDelay)
-	}
-	if s.HasIRQ {
-		delays.Irq = d(s.IRQDelay)
-	}
-	return &gpotelv1.TaskStatsRecord{
-		Version: uint32(s.Version), Pid: int64(s.PID), Tgid: int64(s.TGID), Ppid: int64(s.PPID), Uid: int64(s.UID),
-		Comm: s.Comm, ExitCode: s.ExitCode, Flags: uint32(s.Flag), BeginTimeUnix: s.BeginTime, ElapsedUs: s.ElapsedUs,
-		UserUs: s.UserUs, SystemUs: s.SystemUs, CpuRunRealNs: s.CPURunRealNs, CpuRunVirtualNs: s.CPURunVirtualNs,
-		MinorFaults: s.MinorFaults, MajorFaults: s.MajorFaults, HiwaterRssKb: s.HiwaterRSSKiB, HiwaterVmKb: s.HiwaterVMKiB,
-		ReadChars: s.ReadChars, WriteChars: s.WriteChars, ReadSyscalls: s.ReadSyscalls, WriteSyscalls: s.WriteSyscalls,
-		ReadBytes: s.ReadBytes, WriteBytes: s.WriteBytes, CancelledWriteBytes: s.CancelledWrite,
-		VoluntaryCtxtSwitches: s.VoluntaryCtxSw, NonvoluntaryCtxtSwitches: s.InvoluntaryCtxSw,
-		Delays: delays,
-	}
+// taskRecord keeps the messages of one record in one allocation.
+type taskRecord struct {
+	record gpotelv1.TaskStatsRecord
+	delays gpotelv1.TaskDelays
+	delay  [8]gpotelv1.Delay
 }
 
-// taskstatsClient returns a pooled Client, or nil when taskstats is not available.
+// recordFromStats copies a decoded struct taskstats into its wire form.
+func recordFromStats(s *taskstats.Stats) *gpotelv1.TaskStatsRecord {
+	t := new(taskRecord)
+	d := func(i int, x taskstats.Delay) *gpotelv1.Delay {
+		t.delay[i].Count, t.delay[i].TotalNs = x.Count, x.TotalNs
+		return &t.delay[i]
+	}
+	t.delays.Cpu, t.delays.Blkio, t.delays.Swapin, t.delays.Freepages = d(0, s.CPUDelay), d(1, s.BlkioDelay), d(2, s.SwapinDelay), d(3, s.FreepagesDelay)
+	if s.HasThrashing {
+		t.delays.Thrashing = d(4, s.ThrashingDelay)
+	}
+	if s.HasCompact {
+		t.delays.Compact = d(5, s.CompactDelay)
+	}
+	if s.HasWpcopy {
+		t.delays.Wpcopy = d(6, s.WpcopyDelay)
+	}
+	if s.HasIRQ {
+		t.delays.Irq = d(7, s.IRQDelay)
+	}
+	r := &t.record
+	r.Version, r.Pid, r.Tgid, r.Ppid, r.Uid = uint32(s.Version), int64(s.PID), int64(s.TGID), int64(s.PPID), int64(s.UID)
+	r.Comm, r.ExitCode, r.Flags, r.BeginTimeUnix, r.ElapsedUs = s.Comm, s.ExitCode, uint32(s.Flag), s.BeginTime, s.ElapsedUs
+	r.UserUs, r.SystemUs, r.CpuRunRealNs, r.CpuRunVirtualNs = s.UserUs, s.SystemUs, s.CPURunRealNs, s.CPURunVirtualNs
+	r.MinorFaults, r.MajorFaults, r.HiwaterRssKb, r.HiwaterVmKb = s.MinorFaults, s.MajorFaults, s.HiwaterRSSKiB, s.HiwaterVMKiB
+	r.ReadChars, r.WriteChars, r.ReadSyscalls, r.WriteSyscalls = s.ReadChars, s.WriteChars, s.ReadSyscalls, s.WriteSyscalls
+	r.ReadBytes, r.WriteBytes, r.CancelledWriteBytes = s.ReadBytes, s.WriteBytes, s.CancelledWrite
+	r.VoluntaryCtxtSwitches, r.NonvoluntaryCtxtSwitches = s.VoluntaryCtxSw, s.InvoluntaryCtxSw
+	r.Delays = &t.delays
+	return r
+}
+
+// taskstatsClient returns an idle Client or a new one, or nil when taskstats
+// is not available.
 func (s *Service) taskstatsClient() *taskstats.Client {
 	if !s.kernel.probe.available() {
 		return nil
 	}
-	if c, ok := s.clients.Get().(*taskstats.Client); ok {
+	select {
+	case c := <-s.clients:
 		return c
+	default:
 	}
 	c, err := taskstats.Dial()
 	if err != nil {
@@ -138,19 +152,25 @@ func (s *Service) taskstatsClient() *taskstats.Client {
 	return c
 }
 
+// releaseTaskstatsClient keeps c for a later request, or closes it when as
+// many are idle as workers can use.
+func (s *Service) releaseTaskstatsClient(c *taskstats.Client) {
+	select {
+	case s.clients <- c:
+	default:
+		_ = c.Close()
+	}
+}
+
 // beginTimeSlack is how far taskstats' start second may be from stat's start
 // for both to describe one process: btime64 is truncated to the second.
 const beginTimeSlack = 2
 
-// addTaskstats attaches the process's taskstats record and reports whether
-// it did. The record is kept only when it describes the process procfs read:
-// same real uid, same start second (a reused pid is not).
-func (s *Service) addTaskstats(c *taskstats.Client, info *yagpcc.GpPidProcInfo) bool {
-	if c == nil || s.host.GetClkTck() <= 0 {
-		return false
-	}
-	st, err := c.Task(int(info.GetPid()))
-	if err != nil {
+// addTaskstats attaches the kernel's record st to the process procfs read
+// and reports whether it did. The record is kept only when it describes that
+// process: same real uid, same start second (a reused pid is not).
+func (s *Service) addTaskstats(st *taskstats.Stats, info *yagpcc.GpPidProcInfo) bool {
+	if s.host.GetClkTck() <= 0 {
 		return false
 	}
 	start := s.host.GetBootTimeUnix() + info.GetProcStat().GetStarttime()/s.host.GetClkTck()

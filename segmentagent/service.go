@@ -8,7 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -51,7 +53,10 @@ type Service struct {
 	logger      *zap.Logger
 	tel         *telemetry
 	kernel      *TaskStatsService
-	clients     sync.Pool // *taskstats.Client per worker, when taskstats is available
+	// clients keeps idle taskstats clients for the next request's workers:
+	// a sync.Pool would drop them at every collection, and each drop costs a
+	// dial and leaves a socket for the finalizer.
+	clients chan *taskstats.Client
 	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
 	cgroups     *cgroup.Inspector
 	unavailable []string
@@ -85,6 +90,7 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	s.postmasters = newPostmasters(cfg.ProcRoot, cfg.PostmasterPidFiles, s.AllowUID)
 	s.cgroups, s.unavailable = newCgroups(cfg, logger)
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	s.clients = make(chan *taskstats.Client, max(cfg.ReadParallelism, 1))
 	if s.kernel, err = NewTaskStatsService(cfg, s.allowProcess, logger, meterProvider); err != nil {
 		return nil, err
 	}
@@ -282,27 +288,18 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 	readBlocks := func() error {
 		r := s.readers.Get().(*procfs.Reader)
 		defer s.readers.Put(r)
-		tc := s.taskstatsClient()
-		if tc != nil {
-			defer s.clients.Put(tc)
+		b := processBlock{reader: r, kernel: s.taskstatsClient()}
+		if b.kernel != nil {
+			defer s.releaseTaskstatsClient(b.kernel)
 		}
-		done := ctx.Done()
 		for {
 			from := int(next.Add(pidsPerWorker)) - pidsPerWorker
 			if from >= len(work) {
 				return nil
 			}
-			for i := from; i < min(from+pidsPerWorker, len(work)); i++ {
-				select {
-				case <-done:
-					return ctx.Err()
-				default:
-				}
-				res := &results[i]
-				s.readProcess(r, tc, work[i].GetPid(), res)
-				if res.outcome == procfs.Answered && s.cgroups != nil && s.cgroups.ResolvesGroups() {
-					res.group, res.groupErr = s.cgroups.GroupOf(work[i].GetPid())
-				}
+			to := min(from+pidsPerWorker, len(work))
+			if err := s.readBlock(ctx, &b, work[from:to], results[from:to]); err != nil {
+				return err
 			}
 		}
 	}
@@ -322,16 +319,64 @@ func (s *Service) readAll(ctx context.Context, work []*yagpcc.SegmentProcess, re
 	return ctx.Err()
 }
 
-// readProcess reads one process: with taskstats, its record plus the /proc
-// files the record lacks (status, stat, cmdline); without it, or when the
-// kernel has no record that matches, every /proc file.
-func (s *Service) readProcess(r *procfs.Reader, tc *taskstats.Client, pid int64, res *readResult) {
-	if tc != nil {
-		res.info, res.outcome, res.err = r.ReadCore(pid, s.allowProcess)
-		if res.outcome != procfs.Answered || s.addTaskstats(tc, res.info) {
-			return
+// processBlock is what one reading goroutine reuses from block to block.
+type processBlock struct {
+	reader   *procfs.Reader
+	kernel   *taskstats.Client // nil without taskstats
+	pids     []int             // asked of the kernel, in one batch
+	at       []int             // pids[j] is the block's process at[j]
+	attached []bool            // pids[j]'s record was kept
+}
+
+// readBlock reads one block of processes. With taskstats: status, stat and
+// cmdline of each, then the kernel's records of those answered in one batch;
+// a process whose record is missing or does not match is read again from
+// every /proc file, as every process is without taskstats.
+func (s *Service) readBlock(ctx context.Context, b *processBlock, work []*yagpcc.SegmentProcess, results []readResult) error {
+	done := ctx.Done()
+	b.pids, b.at = b.pids[:0], b.at[:0]
+	for i, p := range work {
+		select {
+		case <-done:
+			return ctx.Err()
+		default:
+		}
+		res := &results[i]
+		if b.kernel == nil {
+			s.readProcfs(b.reader, p.GetPid(), res)
+			continue
+		}
+		res.info, res.outcome, res.err = b.reader.ReadCore(p.GetPid(), s.allowProcess)
+		if res.outcome == procfs.Answered {
+			b.pids, b.at = append(b.pids, int(p.GetPid())), append(b.at, i)
 		}
 	}
+	if len(b.pids) > 0 {
+		b.attached = slices.Grow(b.attached[:0], len(b.pids))[:len(b.pids)]
+		b.kernel.Tasks(b.pids, func(j int, st *taskstats.Stats, err error) {
+			if err != nil && !errors.Is(err, os.ErrNotExist) {
+				s.logger.Debug("no taskstats record, reading /proc instead", zap.Error(err))
+			}
+			b.attached[j] = err == nil && s.addTaskstats(st, results[b.at[j]].info)
+		})
+		for j, ok := range b.attached {
+			if !ok {
+				s.readProcfs(b.reader, work[b.at[j]].GetPid(), &results[b.at[j]])
+			}
+		}
+	}
+	if s.cgroups != nil && s.cgroups.ResolvesGroups() {
+		for i := range results {
+			if res := &results[i]; res.outcome == procfs.Answered {
+				res.group, res.groupErr = s.cgroups.GroupOf(work[i].GetPid())
+			}
+		}
+	}
+	return nil
+}
+
+// readProcfs reads one process from every /proc file.
+func (s *Service) readProcfs(r *procfs.Reader, pid int64, res *readResult) {
 	res.info, res.outcome, res.err = r.Read(pid, s.allowProcess)
 	if res.outcome == procfs.Answered {
 		res.info.Source = gpotelv1.ProcSource_PROC_SOURCE_PROCFS

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -62,6 +63,24 @@ func TestRealAnswerSaysItsSource(t *testing.T) {
 	require.NotNil(t, fixture)
 	assert.Equal(t, gpotelv1.ProcSource_PROC_SOURCE_PROCFS, fixture.GetSource(), "a fixture tree is never paired with the kernel's records")
 	assert.Nil(t, fixture.GetTaskstats())
+}
+
+// TestRealBatchPairsEachProcessWithItsOwnRecord: the kernel's records of a
+// request's processes come in batches; each answer carries its own process's.
+func TestRealBatchPairsEachProcessWithItsOwnRecord(t *testing.T) {
+	s := taskstatsService(t, strconv.Itoa(os.Getuid()))
+	pids := proctest.SpawnSleepers(t, 2*pidsPerWorker+7)
+	gone := exec.Command("true")
+	require.NoError(t, gone.Run())
+	pids = slices.Insert(pids, pidsPerWorker+3, int64(gone.Process.Pid))
+	resp, err := s.GetPidProcStat(context.Background(), request(pids...))
+	require.NoError(t, err)
+	assert.Equal(t, &yagpcc.ProcReadSummary{Requested: int64(len(pids)), Answered: int64(len(pids) - 1), Vanished: 1}, resp.GetSummary())
+	for _, info := range resp.GetPidProcData() {
+		assert.Equal(t, gpotelv1.ProcSource_PROC_SOURCE_TASKSTATS, info.GetSource(), "pid %d", info.GetPid())
+		assert.Equal(t, info.GetPid(), info.GetTaskstats().GetPid(), "the record answering pid %d", info.GetPid())
+		assert.Equal(t, info.GetProcStat().GetPid(), info.GetTaskstats().GetPid(), "stat and record of pid %d", info.GetPid())
+	}
 }
 
 // TestRealExitRecordsAreKeptForDatabaseProcessesAndReadByCursor: a nobody

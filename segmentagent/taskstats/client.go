@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"syscall"
 
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
@@ -22,16 +23,39 @@ var ErrPermission = errors.New("taskstats needs CAP_NET_ADMIN")
 // goroutine its own.
 type Client struct {
 	conn   *genetlink.Conn
+	raw    syscall.RawConn
 	family uint16
+	seq    uint32
+
+	requests []byte // one window of requests, sent at once
+	reply    []byte // one reply datagram
+	from     unix.RawSockaddrNetlink
+	fromLen  uint32
+	answered [maxInFlight]bool
+	task     Stats // the reply being answered, decoded in place
+	group    Stats
 }
 
-// Dial opens a generic netlink socket and resolves the TASKSTATS family.
+// Dial opens a generic netlink socket, resolves the TASKSTATS family and
+// sizes the receive buffer for maxInFlight replies.
 func Dial() (*Client, error) {
 	conn, family, err := dialFamily()
 	if err != nil {
 		return nil, err
 	}
-	return &Client{conn: conn, family: family}, nil
+	raw, err := conn.SyscallConn()
+	if err == nil {
+		// Above rmem_max only with CAP_NET_ADMIN (SO_RCVBUFFORCE), which taskstats needs anyway.
+		err = conn.SetReadBuffer(maxInFlight * replyBudget)
+	}
+	if err != nil {
+		_ = conn.Close()
+		return nil, fmt.Errorf("taskstats socket: %w", err)
+	}
+	// Our sequence numbers start far from genetlink's own (Group uses it):
+	// a stale reply to one is never taken for a reply to the other.
+	return &Client{conn: conn, raw: raw, family: family, seq: 1 << 31,
+		requests: make([]byte, 0, maxInFlight*taskRequestLen), reply: make([]byte, maxReplySize)}, nil
 }
 
 func dialFamily() (*genetlink.Conn, uint16, error) {
@@ -55,26 +79,30 @@ func (c *Client) Close() error { return c.conn.Close() }
 // single-threaded process, such as a PostgreSQL backend, it is the process.
 // A task that does not exist is os.ErrNotExist.
 func (c *Client) Task(pid int) (*Stats, error) {
-	return c.get(unix.TASKSTATS_CMD_ATTR_PID, pid)
+	var stats *Stats
+	var err error
+	c.Tasks([]int{pid}, func(_ int, s *Stats, e error) {
+		if err = e; s != nil {
+			stats = new(Stats)
+			*stats = *s
+		}
+	})
+	return stats, err
 }
 
 // Group returns what the kernel sums over thread group tgid, live and exited
 // threads: CPU times, run and delay totals, context switches and elapsed
 // time. Identity, I/O, faults and memory are left zero by the kernel.
 func (c *Client) Group(tgid int) (*Stats, error) {
-	return c.get(unix.TASKSTATS_CMD_ATTR_TGID, tgid)
-}
-
-func (c *Client) get(attr uint16, id int) (*Stats, error) {
 	ae := netlink.NewAttributeEncoder()
-	ae.Uint32(attr, uint32(id)) // #nosec G115 -- pids fit in 22 bits
+	ae.Uint32(unix.TASKSTATS_CMD_ATTR_TGID, uint32(tgid)) // #nosec G115 -- pids fit in 22 bits
 	m, err := c.execute(unix.TASKSTATS_CMD_GET, ae)
 	if err != nil {
-		return nil, fmt.Errorf("taskstats of %d: %w", id, err)
+		return nil, fmt.Errorf("taskstats of %d: %w", tgid, err)
 	}
 	msg, err := DecodeMessage(m.Data)
 	if err != nil {
-		return nil, fmt.Errorf("taskstats of %d: %w", id, err)
+		return nil, fmt.Errorf("taskstats of %d: %w", tgid, err)
 	}
 	return msg.Process(), nil
 }

@@ -8,8 +8,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"unicode/utf8"
 
-	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 )
 
@@ -170,58 +170,107 @@ func (m *Message) Process() *Stats {
 // ignored; a message whose statistics are truncated, oversized or of an
 // unknown version is an error wrapping one of the Err* reasons.
 func DecodeMessage(b []byte) (Message, error) {
-	var m Message
-	ad, err := netlink.NewAttributeDecoder(b)
+	var task, group Stats
+	hasTask, hasGroup, err := decodeMessage(b, &task, &group)
 	if err != nil {
-		return m, fmt.Errorf("%w: %w", ErrMalformed, err)
+		return Message{}, err
 	}
-	var statsErr error
-	for ad.Next() {
-		typ := ad.Type()
-		if typ != unix.TASKSTATS_TYPE_AGGR_PID && typ != unix.TASKSTATS_TYPE_AGGR_TGID {
+	var m Message
+	if hasTask {
+		m.Task = new(Stats)
+		*m.Task = task
+	}
+	if hasGroup {
+		m.Group = new(Stats)
+		*m.Group = group
+	}
+	return m, nil
+}
+
+// decodeMessage is DecodeMessage into records the caller owns.
+func decodeMessage(b []byte, task, group *Stats) (hasTask, hasGroup bool, err error) {
+	for len(b) > 0 {
+		typ, payload, rest, err := nextAttribute(b)
+		if err != nil {
+			return false, false, err
+		}
+		b = rest
+		var st *Stats
+		switch typ {
+		case unix.TASKSTATS_TYPE_AGGR_PID:
+			st = task
+		case unix.TASKSTATS_TYPE_AGGR_TGID:
+			st = group
+		default:
 			continue
 		}
-		var id uint32
-		var st *Stats
-		ad.Nested(func(nad *netlink.AttributeDecoder) error {
-			for nad.Next() {
-				switch nad.Type() {
-				case unix.TASKSTATS_TYPE_PID, unix.TASKSTATS_TYPE_TGID:
-					id = nad.Uint32()
-				case unix.TASKSTATS_TYPE_STATS:
-					s, err := DecodeStats(nad.Bytes())
-					if err != nil {
-						statsErr = err // kept apart: its reason, not "malformed", is what the caller counts
-						return err
-					}
-					st = &s
-				}
-			}
-			return nad.Err()
-		})
-		if statsErr != nil {
-			return Message{}, statsErr
+		id, found, err := decodeAggregate(payload, st)
+		if err != nil {
+			return false, false, err
 		}
-		if st == nil {
+		if !found {
 			continue
 		}
 		if typ == unix.TASKSTATS_TYPE_AGGR_PID {
-			m.Task = st
-		} else {
-			if st.TGID == 0 {
-				st.TGID = id
+			hasTask = true
+			continue
+		}
+		if st.TGID == 0 {
+			st.TGID = id
+		}
+		st.PID = id
+		hasGroup = true
+	}
+	if !hasTask && !hasGroup {
+		return false, false, ErrNoStats
+	}
+	return hasTask, hasGroup, nil
+}
+
+// decodeAggregate decodes the attributes nested in AGGR_PID or AGGR_TGID
+// into st: the pid or tgid, and whether there were statistics.
+func decodeAggregate(b []byte, st *Stats) (id uint32, found bool, err error) {
+	for len(b) > 0 {
+		typ, payload, rest, err := nextAttribute(b)
+		if err != nil {
+			return 0, false, err
+		}
+		b = rest
+		switch typ {
+		case unix.TASKSTATS_TYPE_PID, unix.TASKSTATS_TYPE_TGID:
+			if len(payload) != 4 {
+				return 0, false, fmt.Errorf("%w: a pid of %d bytes", ErrMalformed, len(payload))
 			}
-			st.PID = id
-			m.Group = st
+			id = binary.NativeEndian.Uint32(payload)
+		case unix.TASKSTATS_TYPE_STATS:
+			if *st, err = DecodeStats(payload); err != nil {
+				return 0, false, err
+			}
+			found = true
 		}
 	}
-	if err := ad.Err(); err != nil {
-		return Message{}, fmt.Errorf("%w: %w", ErrMalformed, err)
+	return id, found, nil
+}
+
+// Netlink attribute framing (linux/netlink.h).
+const (
+	nlaHeaderLen = 4
+	nlaTypeMask  = ^uint16(unix.NLA_F_NESTED | unix.NLA_F_NET_BYTEORDER)
+)
+
+// nextAttribute splits the first netlink attribute off b: its type (flags
+// masked off), its payload and the attributes after it. An attribute whose
+// length does not fit b is ErrMalformed.
+func nextAttribute(b []byte) (typ uint16, payload, rest []byte, err error) {
+	if len(b) < nlaHeaderLen {
+		return 0, nil, nil, fmt.Errorf("%w: %d bytes after the last attribute", ErrMalformed, len(b))
 	}
-	if m.Task == nil && m.Group == nil {
-		return m, ErrNoStats
+	length := int(binary.NativeEndian.Uint16(b))
+	if length < nlaHeaderLen || length > len(b) {
+		return 0, nil, nil, fmt.Errorf("%w: an attribute of %d bytes in %d", ErrMalformed, length, len(b))
 	}
-	return m, nil
+	next := min((length+3)&^3, len(b)) // NLA_ALIGN
+	return binary.NativeEndian.Uint16(b[2:]) & nlaTypeMask, b[nlaHeaderLen:length], b[next:], nil
 }
 
 // DecodeStats decodes one struct taskstats. A field is read when the
@@ -262,7 +311,11 @@ func DecodeStats(b []byte) (Stats, error) {
 	if i := bytes.IndexByte(comm, 0); i >= 0 {
 		comm = comm[:i]
 	}
-	s.Comm = string(bytes.ToValidUTF8(comm, []byte("\uFFFD")))
+	if utf8.Valid(comm) {
+		s.Comm = string(comm)
+	} else {
+		s.Comm = string(bytes.ToValidUTF8(comm, []byte("\uFFFD")))
+	}
 	s.UID, s.GID, s.PID, s.PPID = u32(offUID), u32(offGID), u32(offPID), u32(offPPID)
 	s.BeginTime = uint64(u32(offBtime))
 	s.ElapsedUs, s.UserUs, s.SystemUs = u64(offEtime), u64(offUtime), u64(offStime)
