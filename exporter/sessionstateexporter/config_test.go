@@ -4,31 +4,18 @@
 package sessionstateexporter
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/configtest"
 	"go.opentelemetry.io/collector/component"
-	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 )
 
 func loadConfig(t *testing.T, name string) *Config {
 	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cm.Sub(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	if err := sub.Unmarshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return configtest.Load(t, NewFactory(), name).(*Config)
 }
 
 func TestDefaultConfig(t *testing.T) {

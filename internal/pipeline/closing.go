@@ -306,7 +306,7 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 		for j := range ms.Len() {
 			if m := ms.At(j); m.Name() == MetricSessionInfo {
 				st = readSessionState(m.Metadata())
-				if pts := numberPoints(m); pts.Len() > 0 {
+				if pts := NumberPoints(m); pts.Len() > 0 {
 					at = pts.At(0).Timestamp()
 				}
 				return h, st, at, true, true
@@ -409,7 +409,7 @@ func eachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.Numbe
 		ms := sms.At(i).Metrics()
 		for j := range ms.Len() {
 			m := ms.At(j)
-			dps := numberPoints(m)
+			dps := NumberPoints(m)
 			for k := range dps.Len() {
 				fn(m, dps.At(k))
 			}
@@ -417,9 +417,9 @@ func eachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.Numbe
 	}
 }
 
-// numberPoints accepts gauges and sums alike: the contract says which, a
-// consumer reads the figures either way.
-func numberPoints(m pmetric.Metric) pmetric.NumberDataPointSlice {
+// NumberPoints accepts gauges and sums alike: the contract says which, a
+// consumer reads the figures either way (none of any other type).
+func NumberPoints(m pmetric.Metric) pmetric.NumberDataPointSlice {
 	switch m.Type() {
 	case pmetric.MetricTypeGauge:
 		return m.Gauge().DataPoints()

@@ -143,15 +143,7 @@ func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind Resourc
 			if !ok {
 				continue
 			}
-			var dps pmetric.NumberDataPointSlice
-			switch m.Type() {
-			case pmetric.MetricTypeSum:
-				dps = m.Sum().DataPoints()
-			case pmetric.MetricTypeGauge:
-				dps = m.Gauge().DataPoints()
-			default:
-				continue
-			}
+			dps := NumberPoints(m)
 			cur := first
 			for k := range dps.Len() {
 				dp := dps.At(k)

@@ -55,44 +55,50 @@ func (s *SessionState) Running() bool {
 	return s.State.Valid && (s.State.V == "active" || s.State.V == "fastpath function call")
 }
 
+// columns visits every nullable pg_stat_activity column with its Metadata
+// key, in the order they are written: the one list put and read share.
+func (s *SessionState) columns(text func(string, *Null[string]), num func(string, *Null[int64]),
+	at func(string, *Null[time.Time]), flag func(string, *Null[bool])) {
+	text(MetaApplicationName, &s.ApplicationName)
+	text(MetaClientAddr, &s.ClientAddr)
+	text(MetaClientHostname, &s.ClientHostname)
+	num(MetaClientPort, &s.ClientPort)
+	at(MetaBackendStart, &s.BackendStart)
+	at(MetaXactStart, &s.XactStart)
+	at(MetaQueryStart, &s.QueryStart)
+	at(MetaStateChange, &s.StateChange)
+	text(MetaState, &s.State)
+	flag(MetaWaiting, &s.Waiting)
+	text(MetaWaitingReason, &s.WaitingReason)
+	text(MetaWaitEventType, &s.WaitEventType)
+	text(MetaWaitEvent, &s.WaitEvent)
+	text(MetaBackendType, &s.BackendType)
+	text(MetaBackendXID, &s.BackendXID)
+	text(MetaBackendXmin, &s.BackendXmin)
+	num(MetaRsgID, &s.RsgID)
+	text(MetaRsgName, &s.RsgName)
+	text(MetaRsgQueueDuration, &s.RsgQueueDuration)
+}
+
 // put writes the state into a gpotel.session.info Metadata map.
 func (s *SessionState) put(m pcommon.Map) {
-	str := func(k string, v Null[string]) {
+	s.columns(func(k string, v *Null[string]) {
 		if v.Valid {
 			m.PutStr(k, v.V)
 		}
-	}
-	tm := func(k string, v Null[time.Time]) {
-		if v.Valid {
-			m.PutStr(k, v.V.UTC().Format(time.RFC3339Nano))
-		}
-	}
-	num := func(k string, v Null[int64]) {
+	}, func(k string, v *Null[int64]) {
 		if v.Valid {
 			m.PutInt(k, v.V)
 		}
-	}
-	str(MetaApplicationName, s.ApplicationName)
-	str(MetaClientAddr, s.ClientAddr)
-	str(MetaClientHostname, s.ClientHostname)
-	num(MetaClientPort, s.ClientPort)
-	tm(MetaBackendStart, s.BackendStart)
-	tm(MetaXactStart, s.XactStart)
-	tm(MetaQueryStart, s.QueryStart)
-	tm(MetaStateChange, s.StateChange)
-	str(MetaState, s.State)
-	if s.Waiting.Valid {
-		m.PutBool(MetaWaiting, s.Waiting.V)
-	}
-	str(MetaWaitingReason, s.WaitingReason)
-	str(MetaWaitEventType, s.WaitEventType)
-	str(MetaWaitEvent, s.WaitEvent)
-	str(MetaBackendType, s.BackendType)
-	str(MetaBackendXID, s.BackendXID)
-	str(MetaBackendXmin, s.BackendXmin)
-	num(MetaRsgID, s.RsgID)
-	str(MetaRsgName, s.RsgName)
-	str(MetaRsgQueueDuration, s.RsgQueueDuration)
+	}, func(k string, v *Null[time.Time]) {
+		if v.Valid {
+			m.PutStr(k, v.V.UTC().Format(time.RFC3339Nano))
+		}
+	}, func(k string, v *Null[bool]) {
+		if v.Valid {
+			m.PutBool(k, v.V)
+		}
+	})
 	if s.Query.Valid {
 		m.PutStr(MetaQuery, s.Query.V)
 		m.PutBool(MetaQueryTruncated, s.QueryTruncated)
@@ -112,25 +118,10 @@ func (s *SessionState) put(m pcommon.Map) {
 // left out.
 func readSessionState(m pcommon.Map) SessionState {
 	var s SessionState
-	s.ApplicationName = attrStr(m, MetaApplicationName)
-	s.ClientAddr = attrStr(m, MetaClientAddr)
-	s.ClientHostname = attrStr(m, MetaClientHostname)
-	s.ClientPort = attrInt(m, MetaClientPort)
-	s.BackendStart = attrTime(m, MetaBackendStart)
-	s.XactStart = attrTime(m, MetaXactStart)
-	s.QueryStart = attrTime(m, MetaQueryStart)
-	s.StateChange = attrTime(m, MetaStateChange)
-	s.State = attrStr(m, MetaState)
-	s.Waiting = attrBool(m, MetaWaiting)
-	s.WaitingReason = attrStr(m, MetaWaitingReason)
-	s.WaitEventType = attrStr(m, MetaWaitEventType)
-	s.WaitEvent = attrStr(m, MetaWaitEvent)
-	s.BackendType = attrStr(m, MetaBackendType)
-	s.BackendXID = attrStr(m, MetaBackendXID)
-	s.BackendXmin = attrStr(m, MetaBackendXmin)
-	s.RsgID = attrInt(m, MetaRsgID)
-	s.RsgName = attrStr(m, MetaRsgName)
-	s.RsgQueueDuration = attrStr(m, MetaRsgQueueDuration)
+	s.columns(func(k string, v *Null[string]) { *v = attrStr(m, k) },
+		func(k string, v *Null[int64]) { *v = attrInt(m, k) },
+		func(k string, v *Null[time.Time]) { *v = attrTime(m, k) },
+		func(k string, v *Null[bool]) { *v = attrBool(m, k) })
 	s.Query = attrStr(m, MetaQuery)
 	s.QueryTruncated = attrBool(m, MetaQueryTruncated).V
 	if v, ok := m.Get(MetaBackends); ok && v.Type() == pcommon.ValueTypeSlice {

@@ -4,15 +4,13 @@
 package snapshotdiffprocessor
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap/confmaptest"
-	"go.opentelemetry.io/collector/confmap/xconfmap"
-
+	"github.com/gpotel/gpotel/internal/configtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"go.opentelemetry.io/collector/confmap/xconfmap"
 )
 
 func TestDefaultConfig(t *testing.T) {
@@ -36,19 +34,7 @@ func TestDefaultConfig(t *testing.T) {
 // loadConfig reads one entry of testdata/config.yaml over the defaults.
 func loadConfig(t *testing.T, name string) *Config {
 	t.Helper()
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cm.Sub(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := NewFactory().CreateDefaultConfig().(*Config)
-	if err := sub.Unmarshal(cfg); err != nil {
-		t.Fatal(err)
-	}
-	return cfg
+	return configtest.Load(t, NewFactory(), name).(*Config)
 }
 
 func TestConfigUnmarshal(t *testing.T) {

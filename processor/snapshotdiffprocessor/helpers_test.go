@@ -178,15 +178,7 @@ func boolInt(b bool) int64 {
 }
 
 func forEachPoint(m pmetric.Metric, fn func(pmetric.NumberDataPoint)) {
-	var dps pmetric.NumberDataPointSlice
-	switch m.Type() {
-	case pmetric.MetricTypeSum:
-		dps = m.Sum().DataPoints()
-	case pmetric.MetricTypeGauge:
-		dps = m.Gauge().DataPoints()
-	default:
-		return
-	}
+	dps := pipeline.NumberPoints(m)
 	for i := range dps.Len() {
 		fn(dps.At(i))
 	}

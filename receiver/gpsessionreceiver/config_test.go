@@ -4,12 +4,11 @@
 package gpsessionreceiver
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/confmap/confmaptest"
+	"github.com/gpotel/gpotel/internal/configtest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 )
 
@@ -87,18 +86,7 @@ func TestValidateJoinsAllErrors(t *testing.T) {
 }
 
 func TestLoadConfigFromYAML(t *testing.T) {
-	cm, err := confmaptest.LoadConf(filepath.Join("testdata", "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sub, err := cm.Sub("gpsession")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := createDefaultConfig()
-	if err := sub.Unmarshal(c); err != nil {
-		t.Fatal(err)
-	}
+	c := configtest.Load(t, NewFactory(), "gpsession").(*Config)
 	if err := xconfmap.Validate(c); err != nil {
 		t.Fatal(err)
 	}
