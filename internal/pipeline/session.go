@@ -55,49 +55,57 @@ func (s *SessionState) Running() bool {
 	return s.State.Valid && (s.State.V == "active" || s.State.V == "fastpath function call")
 }
 
-// columns visits every nullable pg_stat_activity column with its Metadata
-// key, in the order they are written: the one list put and read share.
-func (s *SessionState) columns(text func(string, *Null[string]), num func(string, *Null[int64]),
-	at func(string, *Null[time.Time]), flag func(string, *Null[bool])) {
-	text(MetaApplicationName, &s.ApplicationName)
-	text(MetaClientAddr, &s.ClientAddr)
-	text(MetaClientHostname, &s.ClientHostname)
-	num(MetaClientPort, &s.ClientPort)
-	at(MetaBackendStart, &s.BackendStart)
-	at(MetaXactStart, &s.XactStart)
-	at(MetaQueryStart, &s.QueryStart)
-	at(MetaStateChange, &s.StateChange)
-	text(MetaState, &s.State)
-	flag(MetaWaiting, &s.Waiting)
-	text(MetaWaitingReason, &s.WaitingReason)
-	text(MetaWaitEventType, &s.WaitEventType)
-	text(MetaWaitEvent, &s.WaitEvent)
-	text(MetaBackendType, &s.BackendType)
-	text(MetaBackendXID, &s.BackendXID)
-	text(MetaBackendXmin, &s.BackendXmin)
-	num(MetaRsgID, &s.RsgID)
-	text(MetaRsgName, &s.RsgName)
-	text(MetaRsgQueueDuration, &s.RsgQueueDuration)
+// columns passes every nullable pg_stat_activity column, with its Metadata
+// key in the order written, through the function of its type and keeps
+// what it returns: the one list put and read share. (Values, not
+// pointers: a pointer into the state handed to a func value would move
+// every state read to the heap.)
+func (s *SessionState) columns(text func(string, Null[string]) Null[string], num func(string, Null[int64]) Null[int64],
+	at func(string, Null[time.Time]) Null[time.Time], flag func(string, Null[bool]) Null[bool]) {
+	s.ApplicationName = text(MetaApplicationName, s.ApplicationName)
+	s.ClientAddr = text(MetaClientAddr, s.ClientAddr)
+	s.ClientHostname = text(MetaClientHostname, s.ClientHostname)
+	s.ClientPort = num(MetaClientPort, s.ClientPort)
+	s.BackendStart = at(MetaBackendStart, s.BackendStart)
+	s.XactStart = at(MetaXactStart, s.XactStart)
+	s.QueryStart = at(MetaQueryStart, s.QueryStart)
+	s.StateChange = at(MetaStateChange, s.StateChange)
+	s.State = text(MetaState, s.State)
+	s.Waiting = flag(MetaWaiting, s.Waiting)
+	s.WaitingReason = text(MetaWaitingReason, s.WaitingReason)
+	s.WaitEventType = text(MetaWaitEventType, s.WaitEventType)
+	s.WaitEvent = text(MetaWaitEvent, s.WaitEvent)
+	s.BackendType = text(MetaBackendType, s.BackendType)
+	s.BackendXID = text(MetaBackendXID, s.BackendXID)
+	s.BackendXmin = text(MetaBackendXmin, s.BackendXmin)
+	s.RsgID = num(MetaRsgID, s.RsgID)
+	s.RsgName = text(MetaRsgName, s.RsgName)
+	s.RsgQueueDuration = text(MetaRsgQueueDuration, s.RsgQueueDuration)
 }
 
 // put writes the state into a gpotel.session.info Metadata map.
 func (s *SessionState) put(m pcommon.Map) {
-	s.columns(func(k string, v *Null[string]) {
+	written := *s // columns stores what it passes through; the caller's state stays untouched
+	written.columns(func(k string, v Null[string]) Null[string] {
 		if v.Valid {
 			m.PutStr(k, v.V)
 		}
-	}, func(k string, v *Null[int64]) {
+		return v
+	}, func(k string, v Null[int64]) Null[int64] {
 		if v.Valid {
 			m.PutInt(k, v.V)
 		}
-	}, func(k string, v *Null[time.Time]) {
+		return v
+	}, func(k string, v Null[time.Time]) Null[time.Time] {
 		if v.Valid {
 			m.PutStr(k, v.V.UTC().Format(time.RFC3339Nano))
 		}
-	}, func(k string, v *Null[bool]) {
+		return v
+	}, func(k string, v Null[bool]) Null[bool] {
 		if v.Valid {
 			m.PutBool(k, v.V)
 		}
+		return v
 	})
 	if s.Query.Valid {
 		m.PutStr(MetaQuery, s.Query.V)
@@ -118,10 +126,10 @@ func (s *SessionState) put(m pcommon.Map) {
 // left out.
 func readSessionState(m pcommon.Map) SessionState {
 	var s SessionState
-	s.columns(func(k string, v *Null[string]) { *v = attrStr(m, k) },
-		func(k string, v *Null[int64]) { *v = attrInt(m, k) },
-		func(k string, v *Null[time.Time]) { *v = attrTime(m, k) },
-		func(k string, v *Null[bool]) { *v = attrBool(m, k) })
+	s.columns(func(k string, _ Null[string]) Null[string] { return attrStr(m, k) },
+		func(k string, _ Null[int64]) Null[int64] { return attrInt(m, k) },
+		func(k string, _ Null[time.Time]) Null[time.Time] { return attrTime(m, k) },
+		func(k string, _ Null[bool]) Null[bool] { return attrBool(m, k) })
 	s.Query = attrStr(m, MetaQuery)
 	s.QueryTruncated = attrBool(m, MetaQueryTruncated).V
 	if v, ok := m.Get(MetaBackends); ok && v.Type() == pcommon.ValueTypeSlice {
