@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -86,28 +87,14 @@ type processView struct {
 func processesOf(mds []pmetric.Metrics, kind pipeline.ResourceKind) map[int64]processView {
 	out := map[int64]processView{}
 	for _, md := range mds {
-		rms := md.ResourceMetrics()
-		for i := range rms.Len() {
-			a := rms.At(i).Resource().Attributes()
+		pipelinetest.Points(md, pipeline.MetricProcessInfo, func(a pcommon.Map, dp pmetric.NumberDataPoint) {
 			if k, _ := a.Get(pipeline.AttrResourceKind); k.Str() != kind.String() {
-				continue
+				return
 			}
-			sms := rms.At(i).ScopeMetrics()
-			for j := range sms.Len() {
-				ms := sms.At(j).Metrics()
-				for k := range ms.Len() {
-					if ms.At(k).Name() != pipeline.MetricProcessInfo {
-						continue
-					}
-					dps := ms.At(k).Gauge().DataPoints()
-					for d := range dps.Len() {
-						pid, _ := dps.At(d).Attributes().Get(pipeline.AttrProcessPID)
-						seg, _ := dps.At(d).Attributes().Get(pipeline.AttrSegmentID)
-						out[pid.Int()] = processView{resource: a, start: dps.At(d).StartTimestamp(), segment: seg.Int()}
-					}
-				}
-			}
-		}
+			pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+			seg, _ := dp.Attributes().Get(pipeline.AttrSegmentID)
+			out[pid.Int()] = processView{resource: a, start: dp.StartTimestamp(), segment: seg.Int()}
+		})
 	}
 	return out
 }

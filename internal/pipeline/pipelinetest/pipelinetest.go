@@ -213,20 +213,28 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process) {
 
 // dropSegments takes gpotel.segment.id off the info points of the pids.
 func dropSegments(md pmetric.Metrics, pids map[int64]bool) {
+	Points(md, pipeline.MetricProcessInfo, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+		if pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID); pids[pid.Int()] {
+			dp.Attributes().Remove(pipeline.AttrSegmentID)
+		}
+	})
+}
+
+// Points calls fn with every point of the metric named, and the attributes
+// of its resource, in the order of the batch.
+func Points(md pmetric.Metrics, name string, fn func(resource pcommon.Map, dp pmetric.NumberDataPoint)) {
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
-				if ms.At(k).Name() != pipeline.MetricProcessInfo {
+				if ms.At(k).Name() != name {
 					continue
 				}
-				dps := ms.At(k).Gauge().DataPoints()
+				dps := pipeline.NumberPoints(ms.At(k))
 				for d := range dps.Len() {
-					if pid, _ := dps.At(d).Attributes().Get(pipeline.AttrProcessPID); pids[pid.Int()] {
-						dps.At(d).Attributes().Remove(pipeline.AttrSegmentID)
-					}
+					fn(rms.At(i).Resource().Attributes(), dps.At(d))
 				}
 			}
 		}
