@@ -85,6 +85,9 @@ type hostExits struct {
 	// a child whose record was fetched is already in their cutime/cstime.
 	parents    []parentReading
 	parentsErr error
+	// parentsComplete: the agent answered for every postmaster asked, or
+	// said that it vanished; only then is one missing from parents gone.
+	parentsComplete bool
 }
 
 // parentReading is one postmaster's account of the children it reaped.
@@ -138,7 +141,7 @@ func (t *exitTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 		g.Go(func() error {
 			out[i] = fetchHostExits(ctx, cfg, dir, host, cur)
 			if out[i].err == nil && len(parents[host]) > 0 {
-				out[i].parents, out[i].parentsErr = readParents(ctx, cfg, dir, host, parents[host])
+				out[i].parents, out[i].parentsComplete, out[i].parentsErr = readParents(ctx, cfg, dir, host, parents[host])
 			}
 			return nil
 		})
@@ -182,20 +185,20 @@ func (t *exitTracker) postmastersByHost() map[string][]*yagpcc.SegmentProcess {
 
 // readParents reads the postmasters' stat through the host's agent, as any
 // process: cutime and cstime are what their reaped children used.
-func readParents(ctx context.Context, cfg *Config, dir *agentDirectory, host string, pms []*yagpcc.SegmentProcess) ([]parentReading, error) {
+func readParents(ctx context.Context, cfg *Config, dir *agentDirectory, host string, pms []*yagpcc.SegmentProcess) (readings []parentReading, complete bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
 	defer cancel()
 	r, err := dir.reader(ctx, host)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	resp, err := r.GetPidProcStat(ctx, &yagpcc.GetPidProcInfoReq{SegmentProcess: pms})
 	if err != nil {
-		return nil, fmt.Errorf("host %s: reading the postmasters: %w", host, err)
+		return nil, false, fmt.Errorf("host %s: reading the postmasters: %w", host, err)
 	}
 	consts, err := kernelunits.HostFromProto(resp.GetHost())
 	if err != nil {
-		return nil, fmt.Errorf("host %s: postmasters' answer: %w", host, err)
+		return nil, false, fmt.Errorf("host %s: postmasters' answer: %w", host, err)
 	}
 	out := make([]parentReading, 0, len(pms))
 	for _, info := range resp.GetPidProcData() {
@@ -206,7 +209,10 @@ func readParents(ctx context.Context, cfg *Config, dir *agentDirectory, host str
 		out = append(out, parentReading{pid: info.GetPid(), segment: info.GetGpSegmentId(), creation: consts.SinceBoot(st.GetStarttime()),
 			childUser: consts.Seconds(st.GetCutime()), childSys: consts.Seconds(st.GetCstime())})
 	}
-	return out, nil
+	// A postmaster left out because it could not be read (failed, denied)
+	// is not gone: its account must outlive the answer.
+	sum := resp.GetSummary()
+	return out, sum.GetFailed() == 0 && sum.GetDenied() == 0, nil
 }
 
 func fetchHostExits(ctx context.Context, cfg *Config, dir *agentDirectory, host string, cur exitCursor) hostExits {
@@ -385,23 +391,35 @@ func (t *exitTracker) unrecorded(h hostExits) pipeline.ProcessBatch {
 		}
 		acc.unrecUser = max(acc.unrecUser, r.childUser-acc.baseUser-acc.recUser)
 		acc.unrecSys = max(acc.unrecSys, r.childSys-acc.baseSys-acc.recSys)
-		e := pipeline.ProcessEntry{Session: pipeline.NoSession, Segment: r.segment, System: true}
-		e.Process = pipeline.Process{PID: r.pid, CreationTime: r.creation, HasStat: true}
-		e.Process.Set(pipeline.CPUUser, acc.unrecUser, 0)
-		e.Process.Set(pipeline.CPUSystem, acc.unrecSys, 0)
-		batch.Entries = append(batch.Entries, e)
+		batch.Entries = append(batch.Entries, unrecordedEntry(r.pid, r.segment, acc))
 	}
-	if h.parentsErr == nil {
-		// A postmaster the agent no longer has (restarted, or the host moved):
-		// forget it; a live one is learnt again from its children.
-		for k := range t.postmasters {
-			if k.host == h.host && !read[k.pid] && t.reaped[k] != nil {
-				delete(t.postmasters, k)
-				delete(t.reaped, k)
-			}
+	complete := h.err == nil && h.parentsErr == nil && h.parentsComplete
+	for k, seg := range t.postmasters {
+		acc := t.reaped[k]
+		if k.host != h.host || read[k.pid] || acc == nil {
+			continue
 		}
+		if complete {
+			// A postmaster the agent no longer has (restarted, or the host
+			// moved): forget it; a live one is learnt again from its children.
+			delete(t.postmasters, k)
+			delete(t.reaped, k)
+			continue
+		}
+		// Not read this scrape (the agent was slow or failed): the counter
+		// keeps its last value, and the account goes on at the next reading.
+		batch.Entries = append(batch.Entries, unrecordedEntry(k.pid, seg, acc))
 	}
 	return batch
+}
+
+// unrecordedEntry is one postmaster's unrecorded CPU so far.
+func unrecordedEntry(pid, segment int64, acc *reapedAccount) pipeline.ProcessEntry {
+	e := pipeline.ProcessEntry{Session: pipeline.NoSession, Segment: segment, System: true}
+	e.Process = pipeline.Process{PID: pid, CreationTime: acc.creation, HasStat: true}
+	e.Process.Set(pipeline.CPUUser, acc.unrecUser, 0)
+	e.Process.Set(pipeline.CPUSystem, acc.unrecSys, 0)
+	return e
 }
 
 func absDuration(d time.Duration) time.Duration {

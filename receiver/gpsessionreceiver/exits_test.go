@@ -22,6 +22,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"go.uber.org/zap"
+
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -292,4 +294,52 @@ func cpuOf(md pmetric.Metrics, kind pipeline.ResourceKind, pid int64) float64 {
 		}
 	}
 	return total
+}
+
+// TestAPostmasterAccountOutlivesAFailedRead: a host whose exit records or
+// postmasters could not be read in one scrape (an agent slow under load)
+// keeps its postmasters' reaped accounts, and the unrecorded counter goes on
+// from where it was; only a complete answer without a postmaster forgets it.
+func TestAPostmasterAccountOutlivesAFailedRead(t *testing.T) {
+	tr := newExitTracker(zap.NewNop())
+	pm := hostPID{"sdw1", 100}
+	born := time.Unix(1_700_000_000, 0)
+	tr.postmasters[pm] = 0
+	reading := func(user float64) []parentReading {
+		return []parentReading{{pid: pm.pid, segment: 0, creation: born, childUser: user}}
+	}
+	unrecordedUser := func(h hostExits) (float64, bool) {
+		t.Helper()
+		tr.beginTick()
+		b := tr.unrecorded(h)
+		for _, e := range b.Entries {
+			if e.Process.PID == pm.pid {
+				return e.Process.Values[pipeline.CPUUser].Float, true
+			}
+		}
+		return 0, false
+	}
+
+	unrecordedUser(hostExits{host: "sdw1", parents: reading(10), parentsComplete: true}) // the account begins
+	if got, ok := unrecordedUser(hostExits{host: "sdw1", parents: reading(12), parentsComplete: true}); !ok || got != 2 {
+		t.Fatalf("unrecorded after the second reading = %v (present %v), want 2", got, ok)
+	}
+	for _, failed := range []hostExits{
+		{host: "sdw1", err: context.DeadlineExceeded},        // the records timed out: postmasters not asked
+		{host: "sdw1", parentsErr: context.DeadlineExceeded}, // the postmasters timed out
+		{host: "sdw1", parents: nil, parentsComplete: false}, // the agent failed to read it
+	} {
+		if got, ok := unrecordedUser(failed); !ok || got != 2 {
+			t.Errorf("after a failed read (%+v) unrecorded = %v (present %v), want the last value 2", failed, got, ok)
+		}
+	}
+	if got, ok := unrecordedUser(hostExits{host: "sdw1", parents: reading(15), parentsComplete: true}); !ok || got != 5 {
+		t.Errorf("unrecorded after the failed reads = %v (present %v), want 5: the account goes on", got, ok)
+	}
+	if _, ok := unrecordedUser(hostExits{host: "sdw1", parentsComplete: true}); ok {
+		t.Error("a complete answer without the postmaster should forget it (restarted or moved)")
+	}
+	if _, ok := tr.reaped[pm]; ok {
+		t.Error("the forgotten postmaster's account is still kept")
+	}
 }

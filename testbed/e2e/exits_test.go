@@ -112,6 +112,7 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 	}
 	defer func() {
 		if t.Failed() {
+			logExitAccounting(t, s)
 			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
 		}
 		if err := s.Close(); err != nil {
@@ -205,6 +206,27 @@ func exitRecordsCPU(s *Stack, postmasters []int, from, to time.Time) (float64, e
 			return total, nil
 		}
 		req = &gpotelv1.GetExitRecordsRequest{Epoch: resp.GetEpoch(), Cursor: resp.GetNextCursor()}
+	}
+}
+
+// logExitAccounting logs what each agent lost of the exit records (buffer
+// full or too old; lost by the kernel when its listener fell behind), so a
+// failed comparison says which side lost them.
+func logExitAccounting(t *testing.T, s *Stack) {
+	for host, addr := range s.AgentEndpoints {
+		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			t.Logf("agent %s: %v", host, err)
+			continue
+		}
+		resp, err := gpotelv1.NewTaskStatsClient(conn).GetExitRecords(context.Background(), &gpotelv1.GetExitRecordsRequest{})
+		_ = conn.Close()
+		if err != nil {
+			t.Logf("agent %s: GetExitRecords: %v", host, err)
+			continue
+		}
+		a := resp.GetAccounting()
+		t.Logf("agent %s: exit records dropped %d, exit messages skipped or lost by the kernel %d", host, a.GetExitRecordsDropped(), a.GetExitMessagesSkipped())
 	}
 }
 
