@@ -96,7 +96,7 @@ no-binaries:
 # (generated files are left to their generators).
 spdx:
 	@for f in $$(git ls-files '*.go'); do \
-		head -1 "$$f" | grep -q '^// Code generated' && continue; \
+		grep -q '^// Code generated .* DO NOT EDIT\.$$' "$$f" && continue; \
 		grep -q 'SPDX-License-Identifier' "$$f" && continue; \
 		printf '// Copyright The gpotel Authors\n// SPDX-License-Identifier: Apache-2.0\n\n' | cat - "$$f" > "$$f.spdx" && mv "$$f.spdx" "$$f"; \
 	done

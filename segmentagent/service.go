@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package segmentagent is gpotel's segment-host agent: a stateless gRPC
 // service (yagpcc.GetQueryInfo) that reads /proc for the database processes
 // the coordinator names. The Service is usable in-process; the Agent serves

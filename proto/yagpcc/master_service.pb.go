@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // The coordinator ("master") service of the yagpcc protocol: what clients ask
 // about sessions and queries. Wire-compatible with yagpcc, see metrics.proto.
 

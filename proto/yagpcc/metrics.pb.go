@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // Common metric messages of the yagpcc protocol.
 //
 // gpotel's own definitions, written to be wire-compatible with yagpcc:

@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // The segment-host service of the yagpcc protocol. GetMetricQueries is
 // yagpcc's; GetPidProcStat is gpotel's: raw /proc readings for the database
 // processes the coordinator names. Wire-compatible with yagpcc, see metrics.proto.

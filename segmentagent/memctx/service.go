@@ -1,3 +1,6 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
 // Package memctx answers GetMemoryContexts: the memory contexts of any
 // backend of an instance on this host, read from the server log after
 // pg_log_backend_memory_contexts(pid), or from the server's rows-returning

@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // What the cluster is doing right now, like top: cluster and per-host
 // totals and the sessions that use the most of a chosen resource, in one
 // call. Served by the sessionstate exporter beside yagpcc's GetGPInfo (same

@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // Memory-context statistics of any backend, on demand.
 //
 // The agent's MemoryContexts service answers for one backend of a segment

@@ -1,6 +1,3 @@
-// Copyright The gpotel Authors
-// SPDX-License-Identifier: Apache-2.0
-
 // Pressure stall information and control-group task states, as the segment
 // agent reads them. These messages ride in extension fields of
 // yagpcc.GetPidProcStat's answer (segment_service.proto, numbers 1020-1039):
