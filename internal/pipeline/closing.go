@@ -28,6 +28,7 @@ type Closing struct {
 	Hosts       []HostAnswer
 	Readings    []HostReading
 	Sessions    []Session
+	Departed    []HostDepartures // processes that left since the previous snapshot (Framer.Close)
 }
 
 // HostAnswer is one host the receiver asked in a scrape.
@@ -38,6 +39,11 @@ type HostAnswer struct {
 	// answer: its processes are unknown this time, not exited.
 	Up        bool
 	Processes int64 // processes it was asked about
+	// Batches is how many process batches the receiver sent for the host
+	// in this snapshot and Sequence the last one's number (rule 8); 0
+	// when it sent none.
+	Batches  int64
+	Sequence uint64
 }
 
 // HostReading is what a host's agent said beside its processes.
@@ -103,6 +109,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 	ra.str(AttrHostName, c.Coordinator)
 	// Exactly one per snapshot (rule 2), with or without hosts asked.
 	w.emit(rms, e.scope, ra.m, true)
+	if rms.Len() > 0 {
+		appendHostSequences(rms.At(rms.Len()-1), e.start, ts, c.Hosts)
+	}
 
 	for _, r := range c.Readings {
 		if r.Pressure != nil {
@@ -140,7 +149,36 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		ra.str(AttrHostName, c.Coordinator)
 		w.emit(rms, e.scope, ra.m, false)
 	}
+	for i := range c.Departed {
+		appendDepartures(rms, e.scope, ts, c.TmID, &c.Departed[i])
+	}
 	return md
+}
+
+// appendHostSequences adds the framing points of the hosts that sent
+// process batches to the snapshot resource: never switched off.
+func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp, hosts []HostAnswer) {
+	if rm.ScopeMetrics().Len() == 0 || !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
+		return
+	}
+	ms := rm.ScopeMetrics().At(0).Metrics()
+	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, rule 8).", "{batch}", false)
+	sequence := appendMetric(ms, MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
+	for _, h := range hosts {
+		if h.Batches == 0 {
+			continue
+		}
+		for _, p := range []struct {
+			dps pmetric.NumberDataPointSlice
+			v   int64
+		}{{batches, h.Batches}, {sequence, int64(h.Sequence)}} { // #nosec G115 -- one per batch
+			dp := p.dps.AppendEmpty()
+			dp.SetStartTimestamp(start)
+			dp.SetTimestamp(ts)
+			dp.SetIntValue(p.v)
+			dp.Attributes().PutStr(AttrHostName, h.Host)
+		}
+	}
 }
 
 func (e *ClosingEncoder) encodeCgroup(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, c *Closing, host string, cg Cgroup) {
@@ -260,7 +298,7 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 		h.Coordinator = v.AsString()
 	}
 	h.Time = firstPointTime(rm)
-	processes := map[string]int64{}
+	processes, batches, sequences := map[string]int64{}, map[string]int64{}, map[string]int64{}
 	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		host, ok := dp.Attributes().Get(AttrHostName)
 		if !ok {
@@ -271,10 +309,16 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: intValue(dp) != 0})
 		case MetricHostProcesses:
 			processes[host.AsString()] = intValue(dp)
+		case MetricHostBatches:
+			batches[host.AsString()] = intValue(dp)
+		case MetricHostSequence:
+			sequences[host.AsString()] = intValue(dp)
 		}
 	})
 	for i := range h.Hosts {
-		h.Hosts[i].Processes = processes[h.Hosts[i].Host]
+		name := h.Hosts[i].Host
+		h.Hosts[i].Processes = processes[name]
+		h.Hosts[i].Batches, h.Hosts[i].Sequence = max(batches[name], 0), uint64(max(sequences[name], 0)) // #nosec G115 -- not negative
 	}
 	return h
 }

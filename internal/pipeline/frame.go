@@ -4,12 +4,8 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
-	"sync"
-	"time"
 
-	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -27,8 +23,8 @@ type BatchKind uint8
 const (
 	// BatchForeign holds neither processes nor a snapshot resource: not ours.
 	BatchForeign BatchKind = iota
-	// BatchProcesses holds processes and no snapshot resource: part of
-	// the snapshot of its time.
+	// BatchProcesses holds processes, or a batch header, and no snapshot
+	// resource: part of the snapshot of its time.
 	BatchProcesses
 	// BatchClosing holds one snapshot resource: it closes its snapshot.
 	BatchClosing
@@ -44,6 +40,7 @@ type Batch struct {
 	Snapshot  int            // index of the snapshot resource; -1 without one
 	Snapshots int
 	Processes int // resources that hold processes
+	Header    int // index of the batch resource (rule 8); -1 without one
 }
 
 // ErrMergedBatch is why a batch with more than one snapshot gets no figures.
@@ -52,7 +49,7 @@ var ErrMergedBatch = errors.New("batch holds more than one snapshot (is a batch 
 // Frame reads what a batch is.
 func Frame(md pmetric.Metrics) Batch {
 	rms := md.ResourceMetrics()
-	b := Batch{Kinds: make([]ResourceKind, rms.Len()), Snapshot: -1}
+	b := Batch{Kinds: make([]ResourceKind, rms.Len()), Snapshot: -1, Header: -1}
 	for i := range rms.Len() {
 		k := KindOf(rms.At(i).Resource().Attributes())
 		b.Kinds[i] = k
@@ -62,6 +59,8 @@ func Frame(md pmetric.Metrics) Batch {
 			b.Snapshots++
 		case k.HoldsProcesses():
 			b.Processes++
+		case k == KindBatch:
+			b.Header = i
 		}
 	}
 	switch {
@@ -69,7 +68,7 @@ func Frame(md pmetric.Metrics) Batch {
 		b.Kind = BatchMerged
 	case b.Snapshots == 1:
 		b.Kind = BatchClosing
-	case b.Processes > 0:
+	case b.Processes > 0 || b.Header >= 0:
 		b.Kind = BatchProcesses
 	}
 	return b
@@ -90,55 +89,4 @@ func (b *Batch) Time(md pmetric.Metrics) pcommon.Timestamp {
 		}
 	}
 	return 0
-}
-
-// Framer sends one snapshot's process batches on. It remembers the hosts
-// whose batch the next consumer refused, so that the closing batch marks
-// them as not answered (Close). Safe for concurrent use by the hosts'
-// emission workers.
-type Framer struct {
-	Time time.Time
-	next consumer.Metrics
-
-	mu      sync.Mutex
-	refused map[string]bool
-}
-
-// NewFramer frames the snapshot taken at t.
-func NewFramer(t time.Time, next consumer.Metrics) *Framer {
-	return &Framer{Time: t, next: next}
-}
-
-// Timestamp is the time every point of the snapshot carries.
-func (f *Framer) Timestamp() pcommon.Timestamp { return pcommon.NewTimestampFromTime(f.Time) }
-
-// Send hands one host's process batch on; an error means its processes
-// did not reach the pipeline, and the host will close as not answered.
-func (f *Framer) Send(ctx context.Context, host string, md pmetric.Metrics) error {
-	if md.ResourceMetrics().Len() == 0 {
-		return nil
-	}
-	err := f.next.ConsumeMetrics(ctx, md)
-	if err != nil {
-		f.mu.Lock()
-		if f.refused == nil {
-			f.refused = map[string]bool{}
-		}
-		f.refused[host] = true
-		f.mu.Unlock()
-	}
-	return err
-}
-
-// Close stamps the closing batch's hosts: one whose process batch was
-// refused did not answer, whatever its agent said.
-func (f *Framer) Close(c *Closing) {
-	c.Time = f.Time
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for i := range c.Hosts {
-		if f.refused[c.Hosts[i].Host] {
-			c.Hosts[i].Up = false
-		}
-	}
 }

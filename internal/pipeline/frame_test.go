@@ -14,13 +14,18 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
+// testEntry is process 100 of session 7.
+func testEntry() ProcessEntry {
+	p := Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
+	p.Set(CPUUser, 1.5, 0)
+	return ProcessEntry{Session: 7, Process: p}
+}
+
 // processBatch is one process of session 7 on host, at t.
 func processBatch(host string, t pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
-	p := Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
-	p.Set(CPUUser, 1.5, 0)
 	NewProcessEncoder(Scope{}, Switches{}).Append(md.ResourceMetrics(),
-		&ProcessBatch{Time: t, TmID: 1, Host: host, Kind: KindProcess, Entries: []ProcessEntry{{Session: 7, Process: p}}}, nil)
+		&ProcessBatch{Time: t, TmID: 1, Host: host, Kind: KindProcess, Entries: []ProcessEntry{testEntry()}}, nil)
 	return md
 }
 
@@ -34,9 +39,9 @@ func TestARefusedProcessBatchClosesItsHostAsNotAnswered(t *testing.T) {
 		return nil
 	})
 	f, _ := consumer.NewMetrics(refuse)
-	fr := NewFramer(time.Unix(1_700_000_500, 0), f)
+	fr := NewSender(NewProcessEncoder(Scope{}, Switches{}), f).Snapshot(time.Unix(1_700_000_500, 0), 1)
 	for _, h := range []string{"sdw1", "sdw2"} {
-		err := fr.Send(context.Background(), h, processBatch(h, fr.Timestamp()))
+		_, _, err := fr.Send(context.Background(), h, []ProcessEntry{testEntry()}, nil)
 		if (err != nil) != (h == "sdw2") {
 			t.Fatalf("%s: send error %v", h, err)
 		}

@@ -35,6 +35,13 @@ const (
 	KindHost
 	KindCgroup
 	KindQuery
+	// KindBatch heads every process batch of the receiver: its host's
+	// batch sequence number and whether the snapshot lists the host's
+	// processes in full (docs/pipeline.md, rule 8).
+	KindBatch
+	// KindDeparted lists, in the closing batch, one host's processes that
+	// left since the previous snapshot.
+	KindDeparted
 	// KindUnknown carries gpotel.resource.kind with a value this version
 	// does not know.
 	KindUnknown
@@ -50,6 +57,8 @@ var kindNames = [...]string{
 	KindHost:       "host",
 	KindCgroup:     "cgroup",
 	KindQuery:      "query",
+	KindBatch:      "batch",
+	KindDeparted:   "departed",
 }
 
 // String is the AttrResourceKind value; "" for KindForeign and KindUnknown.
@@ -159,6 +168,16 @@ const (
 const (
 	MetricHostUp        = "gpotel.host.up"
 	MetricHostProcesses = "gpotel.host.processes"
+)
+
+// Framing metrics (receiver): always written, never switched off
+// (docs/pipeline.md, rule 8).
+const (
+	MetricBatchSequence   = "gpotel.batch.sequence"
+	MetricBatchFull       = "gpotel.batch.full"
+	MetricHostBatches     = "gpotel.host.batches"
+	MetricHostSequence    = "gpotel.host.sequence"
+	MetricProcessDeparted = "gpotel.process.departed"
 )
 
 // Session state metric (receiver) and the keys of its Metadata map.
@@ -448,5 +467,6 @@ func MetricNames() []string {
 		MetricHostCPUUsageSmoothed, MetricHostDiskIORateSmoothed, MetricHostMemoryUsageSmoothed,
 		MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed,
 		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
-		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial)
+		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
+		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted)
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -29,6 +30,23 @@ type ProcessSample struct {
 	Values   [NumFigures]int64
 	Present  uint64 // bit f set: Values[f] was reported (absent is not zero)
 	Segment  int32  // gpotel.process.info's content id; UnknownSegment without one
+	// BackendType and System are gpotel.process.info's.
+	BackendType string
+	System      bool
+}
+
+// Entry is the sample as the process encoder writes it: seconds back
+// from nanoseconds. The processor writes the processes it carried
+// unchanged with it (docs/pipeline.md, rule 8).
+func (s *ProcessSample) Entry() ProcessEntry {
+	e := ProcessEntry{Session: s.Session, Segment: int64(s.Segment), BackendType: s.BackendType, System: s.System,
+		Process: Process{PID: int64(s.PID), CreationTime: time.Unix(0, s.Creation).UTC(), HasStat: true}}
+	for f := range NumFigures {
+		if s.Has(f) {
+			e.Process.Set(f, float64(s.Values[f])/1e9, s.Values[f])
+		}
+	}
+	return e
 }
 
 // Has tells whether the figure was reported.
@@ -192,8 +210,15 @@ func (d *ProcessDecoder) find(first, cur int, pid int32, creation int64) int {
 // apply puts one point of metric pm into its process's sample.
 func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 	if pm == ProcessInfo {
-		if seg, ok := dp.Attributes().Get(AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
+		attrs := dp.Attributes()
+		if seg, ok := attrs.Get(AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
 			s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
+		}
+		if bt, ok := attrs.Get(AttrBackendType); ok {
+			s.BackendType = bt.Str()
+		}
+		if sys, ok := attrs.Get(AttrProcessSystem); ok {
+			s.System = sys.Bool()
 		}
 		return
 	}

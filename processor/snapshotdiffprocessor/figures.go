@@ -7,6 +7,8 @@ import (
 	"cmp"
 	"slices"
 
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
@@ -45,6 +47,9 @@ type figures struct {
 	queries         []queryFigures   // with query figures on
 	hostNames       []string         // by host row, for the query figures
 	segments        *segmentFigures
+	// carried are the processes the store carried unchanged, as process
+	// resources (emit_process_metrics on).
+	carried *pmetric.ResourceMetricsSlice
 }
 
 // sessionFigures is one session's view of figures.

@@ -4,6 +4,7 @@
 package snapshotdiffprocessor
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -38,6 +39,9 @@ type snapshotDiff struct {
 	store *store
 
 	decoders sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
+	// carriedEncoder writes the processes carried unchanged, so that the
+	// per-process output stays dense (rule 8).
+	carriedEncoder *pipeline.ProcessEncoder
 }
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
@@ -50,6 +54,10 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 	}
 	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
+	if cfg.EmitProcessMetrics {
+		p.store.keepSamples = true
+		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
+	}
 	if cfg.Queries.Enabled {
 		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished)
 		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
@@ -69,10 +77,13 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 	case pipeline.BatchForeign:
 		return md, nil
 	case pipeline.BatchProcesses:
-		p.collect(ctx, md, &b)
+		if err := p.collect(ctx, md, &b); err != nil {
+			return md, err
+		}
 		if !p.emitProcesses {
 			return md, processorhelper.ErrSkipProcessingData
 		}
+		dropFraming(md, &b)
 		return md, nil
 	case pipeline.BatchMerged:
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
@@ -87,25 +98,55 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 			p.telemetry.SnapshotdiffSnapshots.Add(ctx, 1)
 		}
 	}
-	if !p.emitProcesses && b.Processes > 0 {
-		i := 0
-		md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
-			// Resources past Kinds are the ones appendFigures added (query resources).
-			drop := i < len(b.Kinds) && b.Kinds[i].HoldsProcesses()
-			i++
-			return drop
-		})
-	}
+	i := 0
+	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
+		// Resources past Kinds are the ones appendFigures added (query and carried process resources).
+		drop := i < len(b.Kinds) && (isFraming(b.Kinds[i]) || (!p.emitProcesses && b.Kinds[i].HoldsProcesses()))
+		i++
+		return drop
+	})
 	return md, nil
 }
 
-// collect adds a process batch to the snapshot of its time. It decodes
-// before it takes the lock, so batches of many hosts decode at once.
-func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) {
-	t := b.Time(md)
-	if t == 0 {
-		p.logger.Warn("process batch without a timestamp; skipped")
+// isFraming tells the resources that serve the contract between the
+// receiver and the processor alone (rule 8): never forwarded.
+func isFraming(k pipeline.ResourceKind) bool {
+	return k == pipeline.KindBatch || k == pipeline.KindDeparted
+}
+
+// dropFraming removes a process batch's batch resource.
+func dropFraming(md pmetric.Metrics, b *pipeline.Batch) {
+	if b.Header < 0 {
 		return
+	}
+	i := 0
+	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
+		drop := i == b.Header
+		i++
+		return drop
+	})
+}
+
+// collect adds a process batch to the snapshot of its time. It decodes
+// before it takes the lock, so batches of many hosts decode at once. A
+// batch with a batch resource that cannot be ingested is refused, so
+// that the receiver sends its host in full next time (rule 8).
+func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) error {
+	t := b.Time(md)
+	var header pipeline.BatchHeader
+	var err error
+	if b.Header >= 0 {
+		header, err = pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+	}
+	if err == nil && t == 0 {
+		err = errors.New("process batch without a timestamp")
+	}
+	if err != nil {
+		p.logger.Warn("process batch not ingested", zap.Error(err))
+		if b.Header >= 0 {
+			return err
+		}
+		return nil
 	}
 	d := p.decoders.Get().(*pipeline.ProcessDecoder)
 	defer p.decoders.Put(d)
@@ -115,9 +156,19 @@ func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipel
 	defer p.mu.Unlock()
 	if err := p.openSnapshot(ctx, int64(t)); err != nil {
 		p.logger.Warn("process batch not ingested", zap.Error(err))
-		return
+		if b.Header >= 0 {
+			return err
+		}
+		return nil
+	}
+	if b.Header >= 0 {
+		if err := p.store.acceptBatch(header); err != nil {
+			p.logger.Warn("process batch refused", zap.Error(err))
+			return err
+		}
 	}
 	p.addDecoded(ctx, d)
+	return nil
 }
 
 // openSnapshot makes the store collect the snapshot of time t. A snapshot
@@ -191,8 +242,13 @@ func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeli
 		return nil, err
 	}
 	p.addDecoded(ctx, d)
+	p.departures(ctx, rms, b)
 	if err := p.store.commit(hosts); err != nil {
 		return nil, err
+	}
+	if n := p.store.unaccounted; n > 0 {
+		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch of each is due",
+			zap.Int("hosts", n))
 	}
 	figs := p.store.computeFigures()
 	figs.hostNames = slices.Clone(p.store.hostNames)
@@ -203,7 +259,53 @@ func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeli
 		figs.queries = p.queries.update(p.store, acts)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
+	if p.carriedEncoder != nil {
+		figs.carried = p.carriedResources(pcommon.Timestamp(figs.time))
+	}
 	return figs, nil
+}
+
+// carriedResources writes the processes the store carried unchanged, per
+// host, from their last sightings; the caller holds p.mu.
+func (p *snapshotDiff) carriedResources(ts pcommon.Timestamp) *pmetric.ResourceMetricsSlice {
+	rms := pmetric.NewResourceMetricsSlice()
+	rows := p.store.carried
+	slices.SortFunc(rows, func(a, b uint32) int {
+		return cmp.Or(cmp.Compare(p.store.procKeys[a].host, p.store.procKeys[b].host), cmp.Compare(a, b))
+	})
+	var entries []pipeline.ProcessEntry
+	var order []int32
+	for from := 0; from < len(rows); {
+		host := p.store.procKeys[rows[from]].host
+		tmID := p.store.procSample[rows[from]].TmID
+		entries = entries[:0]
+		to := from
+		for ; to < len(rows) && p.store.procKeys[rows[to]].host == host && p.store.procSample[rows[to]].TmID == tmID; to++ {
+			entries = append(entries, p.store.procSample[rows[to]].Entry())
+		}
+		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hostNames[host],
+			Kind: pipeline.KindProcess, Entries: entries}, order)
+		from = to
+	}
+	return &rms
+}
+
+// departures marks the processes the closing batch lists as departed;
+// the caller holds p.mu.
+func (p *snapshotDiff) departures(ctx context.Context, rms pmetric.ResourceMetricsSlice, b *pipeline.Batch) {
+	for i, kind := range b.Kinds {
+		if kind != pipeline.KindDeparted {
+			continue
+		}
+		d, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
+		if skipped > 0 {
+			p.logger.Warn("departed processes skipped", zap.Int("skipped", skipped), zap.Error(err))
+			p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(skipped))
+		}
+		for _, proc := range d.Processes {
+			p.store.depart(d.Host, tmID, proc)
+		}
+	}
 }
 
 // appendFigures adds the cluster figures to the snapshot resource, the
@@ -226,6 +328,9 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, b *pipeline.Batch, figs
 	}
 	for i := range figs.queries {
 		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.queries[i], figs.hostNames))
+	}
+	if figs.carried != nil {
+		figs.carried.MoveAndAppendTo(rms)
 	}
 }
 

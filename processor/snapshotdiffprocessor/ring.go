@@ -6,9 +6,11 @@ package snapshotdiffprocessor
 import (
 	"encoding/binary"
 	"errors"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"fmt"
 	"math/bits"
 	"time"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // memoryGauges are bytes per memory type (pipeline.MemoryTypes).
@@ -97,6 +99,10 @@ type store struct {
 	hostIndex    map[string]uint32
 	hostAnswered []uint64 // seq of the last snapshot the host answered fully in
 	hostDown     []bool   // the host did not answer in the newest snapshot
+	// hostExpect is the sequence number the host's next batch must have
+	// unless it starts a full run; 0: a full batch is due (rule 8).
+	hostExpect []uint64
+	hostRuns   []hostRun // this snapshot's batches per host
 
 	sessionKeys  []pipeline.SessionKey
 	sessionIndex map[pipeline.SessionKey]uint32
@@ -112,8 +118,13 @@ type store struct {
 	procSeg   []int32             // content id, for the unattributed exits' figures
 	procFirst []uint64            // seq of the first sighting
 	procCcnt  []int64             // title command count at the last sighting; 0: none
-	procFree  []uint32
-	procIndex map[processKey]uint32
+	procMem   []memoryGauges      // memory at the last sighting, for a process carried unchanged
+	// procSample is each process's last sighting whole, kept only for the
+	// dense per-process output (emit_process_metrics).
+	procSample  []pipeline.ProcessSample
+	keepSamples bool
+	procFree    []uint32
+	procIndex   map[processKey]uint32
 
 	// acc[w] holds, per row, the sum of its steps in (old snapshot, newest].
 	acc    [][]int64
@@ -133,6 +144,39 @@ type store struct {
 	memIndex   map[uint64]int32
 	memBySH    []sessionHostMemory
 	sortCounts []uint32
+	departed   map[uint32]bool // rows the closing batch lists as departed
+	// unaccounted counts the hosts the last commit found up in the closing
+	// batch but whose batches the sequence did not account for.
+	unaccounted int
+	// carried are the rows the last commit carried unchanged: listed by
+	// neither a sparse batch nor the departures.
+	carried []uint32
+}
+
+// hostRun is one host's process batches of the snapshot being ingested.
+type hostRun struct {
+	count  int64
+	last   uint64 // sequence number of the last batch accepted
+	full   bool
+	broken bool // a batch was refused
+	carry  bool // set by commit: the run was sparse and complete
+}
+
+// errFullBatchDue refuses a batch the sequence does not account for: the
+// receiver learns of it from ConsumeMetrics' error and sends the host in
+// full next time.
+type errFullBatchDue struct {
+	host     string
+	seq      uint64
+	expected uint64
+	full     bool
+}
+
+func (e errFullBatchDue) Error() string {
+	if e.expected == 0 {
+		return fmt.Sprintf("process batch %d of host %s refused: a full batch of the host is due (docs/pipeline.md, rule 8)", e.seq, e.host)
+	}
+	return fmt.Sprintf("process batch %d of host %s refused: batch %d was due (lost or reordered; docs/pipeline.md, rule 8)", e.seq, e.host, e.expected)
 }
 
 type sessionHostMemory struct {
@@ -148,6 +192,7 @@ func newStore(windows []time.Duration, maxPoints int) *store {
 		sessionIndex: map[pipeline.SessionKey]uint32{},
 		procIndex:    map[processKey]uint32{},
 		memIndex:     map[uint64]int32{},
+		departed:     map[uint32]bool{},
 		nextSeq:      1,
 	}
 	for _, w := range windows {
@@ -178,7 +223,110 @@ func (s *store) begin(t int64) error {
 	s.scratch = s.scratch[:0]
 	clear(s.memIndex)
 	s.memBySH = s.memBySH[:0]
+	clear(s.hostRuns)
+	clear(s.departed)
+	s.carried = s.carried[:0]
 	return nil
+}
+
+// acceptBatch checks a process batch's header against the host's
+// sequence: a full batch may start the host's run of a snapshot; every
+// other batch must be the next number. A refused batch breaks the run,
+// and the host needs a full batch.
+func (s *store) acceptBatch(h pipeline.BatchHeader) error {
+	if !s.ingesting {
+		return errNoSnapshot
+	}
+	row := s.hostRow(h.Host)
+	r := &s.hostRuns[row]
+	expect := s.hostExpect[row]
+	ok := !r.broken && ((h.Full && r.count == 0) || (expect != 0 && h.Seq == expect && (r.count == 0 || r.full == h.Full)))
+	if !ok {
+		r.broken = true
+		s.hostExpect[row] = 0
+		return errFullBatchDue{host: h.Host, seq: h.Seq, expected: expect, full: h.Full}
+	}
+	r.count++
+	r.last, r.full = h.Seq, h.Full
+	s.hostExpect[row] = h.Seq + 1
+	return nil
+}
+
+// depart marks a process the closing batch lists as departed: it is not
+// carried. One the store does not hold is nothing to forget.
+func (s *store) depart(host string, tmID int64, d pipeline.Departure) {
+	h, ok := s.hostIndex[host]
+	if !ok {
+		return
+	}
+	sess, ok := s.sessionIndex[pipeline.SessionKey{TmID: tmID, ID: d.Session}]
+	if !ok {
+		return
+	}
+	if row, ok := s.procIndex[processKey{creation: d.Creation, session: sess, pid: int32(d.PID), host: h}]; ok { // #nosec G115 -- a pid
+		s.departed[row] = true
+	}
+}
+
+// answered settles a host's answer in the snapshot being committed: a
+// host at 0, or whose batches the sequence does not account for (one
+// lost, refused or out of order), did not answer and needs a full batch;
+// a complete sparse run carries its unlisted processes.
+func (s *store) answered(row uint32, h *pipeline.HostAnswer) bool {
+	r := &s.hostRuns[row]
+	switch {
+	case !h.Up:
+	case h.Batches == 0 && r.count == 0 && !r.broken:
+		return true // not sequenced: the batches list every process
+	case !r.broken && r.count == h.Batches && r.last == h.Sequence:
+		r.carry = !r.full
+		return true
+	default:
+		s.unaccounted++
+	}
+	s.hostExpect[row] = 0
+	return false
+}
+
+// carryUnchanged adds to the snapshot being committed, as unchanged, every
+// process of a sparse host that the previous snapshot saw and that neither
+// a batch nor the departures listed.
+func (s *store) carryUnchanged() {
+	prev := s.nextSeq - 1
+	if prev == 0 {
+		return
+	}
+	for row, seen := range s.procSeen {
+		if seen != prev || s.procGone[row] || !s.hostRuns[s.procKeys[row].host].carry || s.departed[uint32(row)] {
+			continue
+		}
+		s.carryRow(uint32(row))
+	}
+}
+
+// carryRow records a process unchanged: no step, its last memory.
+func (s *store) carryRow(row uint32) {
+	key := s.procKeys[row]
+	s.procSeen[row] = s.nextSeq
+	off := len(s.scratch)
+	s.scratch = append(s.scratch, 0) // a record with an empty mask
+	s.records = append(s.records, pendingRecord{session: key.session, row: row, off: uint32(off), size: 1})
+	s.addMemory(key.session, key.host, &s.procMem[row])
+	s.carried = append(s.carried, row)
+}
+
+// addMemory adds a process's memory to its session's on its host.
+func (s *store) addMemory(sess, host uint32, mem *memoryGauges) {
+	shKey := uint64(sess)<<32 | uint64(host)
+	i, ok := s.memIndex[shKey]
+	if !ok {
+		i = int32(len(s.memBySH))
+		s.memIndex[shKey] = i
+		s.memBySH = append(s.memBySH, sessionHostMemory{session: sess, host: host})
+	}
+	for k, v := range mem {
+		s.memBySH[i].memory[k] += v
+	}
 }
 
 // restartTimeline forgets the window history and keeps every process's
@@ -201,6 +349,8 @@ func (s *store) hostRow(name string) uint32 {
 	s.hostIndex[name] = row
 	s.hostAnswered = append(s.hostAnswered, 0)
 	s.hostDown = append(s.hostDown, false)
+	s.hostExpect = append(s.hostExpect, 0)
+	s.hostRuns = append(s.hostRuns, hostRun{})
 	return row
 }
 
@@ -248,6 +398,10 @@ func (s *store) allocRow(key processKey) uint32 {
 		s.procSeg = append(s.procSeg, 0)
 		s.procFirst = append(s.procFirst, 0)
 		s.procCcnt = append(s.procCcnt, 0)
+		s.procMem = append(s.procMem, memoryGauges{})
+		if s.keepSamples {
+			s.procSample = append(s.procSample, pipeline.ProcessSample{})
+		}
 		for w := range s.acc {
 			s.acc[w] = append(s.acc[w], make([]int64, pipeline.NumCounters)...)
 		}
@@ -269,6 +423,10 @@ func (s *store) freeRow(row uint32) {
 	s.procSeg[row] = 0
 	s.procFirst[row] = 0
 	s.procCcnt[row] = 0
+	s.procMem[row] = memoryGauges{}
+	if s.keepSamples {
+		s.procSample[row] = pipeline.ProcessSample{}
+	}
 	for w := range s.acc {
 		clear(s.acc[w][int(row)*pipeline.NumCounters : int(row+1)*pipeline.NumCounters])
 	}
@@ -354,15 +512,10 @@ func (s *store) add(p *pipeline.ProcessSample) error {
 	if exited {
 		return nil
 	}
-	shKey := uint64(sess)<<32 | uint64(host)
-	i, ok := s.memIndex[shKey]
-	if !ok {
-		i = int32(len(s.memBySH))
-		s.memIndex[shKey] = i
-		s.memBySH = append(s.memBySH, sessionHostMemory{session: sess, host: host})
-	}
-	for k, v := range p.Memory() {
-		s.memBySH[i].memory[k] += v
+	s.procMem[row] = p.Memory()
+	s.addMemory(sess, host, &s.procMem[row])
+	if s.keepSamples {
+		s.procSample[row] = *p
 	}
 	return nil
 }
@@ -377,14 +530,29 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	s.ingesting = false
 	s.pendDown = s.pendDown[:0]
 	s.pendUp = s.pendUp[:0]
-	for _, h := range hosts {
-		row := s.hostRow(h.Host)
-		if h.Up {
+	s.unaccounted = 0
+	rows := make([]uint32, len(hosts))
+	for i := range hosts {
+		rows[i] = s.hostRow(hosts[i].Host)
+	}
+	listed := make([]bool, len(s.hostNames))
+	for i, row := range rows {
+		listed[row] = true
+		if s.answered(row, &hosts[i]) {
 			s.pendUp = append(s.pendUp, row)
 		} else {
 			s.pendDown = append(s.pendDown, row)
 		}
 	}
+	// A host whose batches came but whose answer did not (the closing
+	// batch was lost) is not known to have answered.
+	for row := range s.hostRuns {
+		if r := &s.hostRuns[row]; !listed[row] && (r.count > 0 || r.broken) {
+			s.hostExpect[row] = 0
+			s.pendDown = append(s.pendDown, uint32(row))
+		}
+	}
+	s.carryUnchanged()
 	sn := s.packSnapshot()
 	s.prevOrder = s.prevOrder[:0]
 	for _, r := range s.records {

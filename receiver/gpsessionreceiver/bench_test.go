@@ -16,13 +16,14 @@ import (
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
-	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -184,7 +185,6 @@ func BenchmarkEmitAnswers(b *testing.B) {
 			}
 			queries, _ := groupByHost(src.state.Backends, topo, true)
 			answers := make([]answerWrite, len(queries))
-			ts := pcommon.NewTimestampFromTime(time.Now())
 			for i, q := range queries {
 				req := &yagpcc.GetPidProcInfoReq{}
 				byPID := map[int64]*Backend{}
@@ -200,7 +200,7 @@ func BenchmarkEmitAnswers(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				answers[i] = answerWrite{time: ts, tmID: 1, host: q.host, consts: consts, infos: resp.GetPidProcData(), byPID: byPID}
+				answers[i] = answerWrite{host: q.host, consts: consts, infos: resp.GetPidProcData(), byPID: byPID}
 			}
 			emitter, err := newSnapshotEmitter(createDefaultConfig().MetricsBuilderConfig, receivertest.NewNopSettings(metadata.Type), time.Now())
 			if err != nil {
@@ -213,9 +213,11 @@ func BenchmarkEmitAnswers(b *testing.B) {
 			written := 0
 			for i := 0; i < b.N; i++ {
 				written = 0
+				// A new sender each time: every answer is written in full.
+				framer := pipeline.NewSender(emitter.procs, consumertest.NewNop()).Snapshot(time.Now(), 1)
 				for j := range answers {
-					_, n, _ := emitter.emitAnswer(&answers[j])
-					written += n
+					sent, _, _ := emitter.emitAnswer(context.Background(), framer, &answers[j])
+					written += sent.Written
 				}
 			}
 			b.StopTimer()

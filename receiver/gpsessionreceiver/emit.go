@@ -4,10 +4,10 @@
 package gpsessionreceiver
 
 import (
+	"context"
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 
@@ -72,20 +72,18 @@ func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Set
 
 // answerWrite is one agent answer and what the emission needs around it.
 type answerWrite struct {
-	time   pcommon.Timestamp
-	tmID   int64
 	host   string
 	consts kernelunits.Host
 	infos  []*yagpcc.GpPidProcInfo
 	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
 }
 
-// emitAnswer writes one agent answer as a batch of process resources
-// (docs/pipeline.md, process resources); it may run on many goroutines at
-// once. It returns how many processes it wrote and how many it left out
-// for want of a stat.
-func (e *snapshotEmitter) emitAnswer(a *answerWrite) (md pmetric.Metrics, written, withoutStat int) {
-	md = pmetric.NewMetrics()
+// emitAnswer hands one agent answer on as a process batch
+// (docs/pipeline.md, process resources and rule 8); it may run on many
+// goroutines at once, one per host. It returns what it sent and how many
+// processes it left out for want of a stat; an error means the batch did
+// not reach the pipeline.
+func (e *snapshotEmitter) emitAnswer(ctx context.Context, framer *pipeline.Framer, a *answerWrite) (sent pipeline.Sent, withoutStat int, err error) {
 	sc := e.scratch.Get().(*answerScratch)
 	defer e.scratch.Put(sc)
 	sc.entries = sc.entries[:0]
@@ -99,9 +97,8 @@ func (e *snapshotEmitter) emitAnswer(a *answerWrite) (md pmetric.Metrics, writte
 			sc.entries = sc.entries[:len(sc.entries)-1]
 		}
 	}
-	batch := pipeline.ProcessBatch{Time: a.time, TmID: a.tmID, Host: a.host, Kind: pipeline.KindProcess, Entries: sc.entries}
-	written, sc.order = e.procs.Append(md.ResourceMetrics(), &batch, sc.order)
-	return md, written, withoutStat
+	sent, sc.order, err = framer.Send(ctx, a.host, sc.entries, sc.order)
+	return sent, withoutStat, err
 }
 
 // emitSnapshot writes the batch that closes a snapshot: the snapshot

@@ -4,10 +4,12 @@
 package gpsessionreceiver
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/filter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -86,8 +88,8 @@ func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEm
 // then the closing batch. It returns them joined, closing batch first.
 func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emitStats) {
 	t.Helper()
-	var batches []pmetric.Metrics
-	ts := pcommon.NewTimestampFromTime(em.snap.time)
+	sink := new(consumertest.MetricsSink)
+	framer := pipeline.NewSender(e.procs, sink).Snapshot(em.snap.time, em.snap.tmID)
 	for i, infos := range em.answers {
 		if infos == nil {
 			continue
@@ -96,12 +98,14 @@ func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emit
 		for j := range em.snap.queries[i].procs {
 			byPID[em.snap.queries[i].procs[j].PID] = &em.snap.queries[i].procs[j]
 		}
-		md, written, withoutStat := e.emitAnswer(&answerWrite{time: ts, tmID: em.snap.tmID, host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
-		em.snap.results[i].written, em.snap.results[i].withoutStat = written, withoutStat
-		batches = append(batches, md)
+		sent, withoutStat, err := e.emitAnswer(context.Background(), framer, &answerWrite{host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		em.snap.results[i].written, em.snap.results[i].withoutStat = sent.Written, withoutStat
 	}
-	md, st := e.emitSnapshot(em.snap, nil)
-	for _, b := range batches {
+	md, st := e.emitSnapshot(em.snap, framer)
+	for _, b := range sink.AllMetrics() {
 		b.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}
 	return md, st

@@ -36,6 +36,7 @@ type sessionScraper struct {
 	newLocal  func() (localReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
 	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
+	sender    *pipeline.Sender // sends to next
 	telemetry *metadata.TelemetryBuilder
 	exits     *exitTracker
 	// emitSlots bounds how many agent answers are turned into pdata and
@@ -70,6 +71,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		source:    source,
 		emitter:   emitter,
 		next:      next,
+		sender:    pipeline.NewSender(emitter.procs, next),
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
 		emitSlots: make(chan struct{}, emitSlotCount()),
@@ -171,14 +173,14 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		markSilentHosts(queries, exits)
 	}
 	// The snapshot time comes first: process batches carry it as they go out.
-	framer := pipeline.NewFramer(time.Now(), s.next)
+	framer := s.sender.Snapshot(time.Now(), state.TmID)
 	ts := framer.Timestamp()
 	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
 		if s.cfg.ExitRecords {
 			s.exits.rememberAnswer(host, consts, infos, asked)
 		}
-		md, written, withoutStat := s.emitter.emitAnswer(&answerWrite{time: ts, tmID: state.TmID, host: host, consts: consts, infos: infos, byPID: asked})
-		return written, withoutStat, framer.Send(ctx, host, md)
+		sent, withoutStat, err := s.emitter.emitAnswer(ctx, framer, &answerWrite{host: host, consts: consts, infos: infos, byPID: asked})
+		return sent.Written + sent.Unchanged, withoutStat, err
 	}))
 	snap := &scrapeResult{
 		time:            framer.Time,

@@ -410,11 +410,12 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 				t.Errorf("batch %d at %v while the snapshot at %v is open", i, ts, open)
 			}
 			snaps, procs := len(resourcesOfKind(md, pipeline.KindSnapshot)), len(resourcesOfKind(md, pipeline.KindProcess))
+			headers := len(resourcesOfKind(md, pipeline.KindBatch))
 			switch {
 			case snaps == 1:
 				open = 0
 				closed++
-			case snaps == 0 && procs == md.ResourceMetrics().Len():
+			case snaps == 0 && headers == 1 && procs+headers == md.ResourceMetrics().Len():
 				open = ts
 			default:
 				t.Errorf("batch %d: %d snapshot and %d process resources of %d", i, snaps, procs, md.ResourceMetrics().Len())

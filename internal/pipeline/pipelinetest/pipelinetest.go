@@ -9,6 +9,7 @@ package pipelinetest
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -154,6 +156,11 @@ func (s Snapshot) Batches() []pmetric.Metrics {
 }
 
 func (s Snapshot) closing() pmetric.Metrics {
+	c := s.closingBatch()
+	return pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+}
+
+func (s Snapshot) closingBatch() pipeline.Closing {
 	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
 		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes})
@@ -167,7 +174,61 @@ func (s Snapshot) closing() pmetric.Metrics {
 		}
 		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st})
 	}
-	return pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	return c
+}
+
+// Receiver sends snapshots as the gpsession receiver does
+// (docs/pipeline.md, rule 8): each answering host's live processes
+// through one pipeline.Sender, kept from snapshot to snapshot, in batches
+// of at most BatchSize processes (0: one batch per host), then the
+// closing batch its Framer stamped, with the exited and unrecorded
+// processes.
+type Receiver struct {
+	BatchSize int
+	sender    *pipeline.Sender
+	next      consumer.Metrics
+}
+
+// NewReceiver sends to next.
+func NewReceiver(next consumer.Metrics) *Receiver {
+	return &Receiver{sender: pipeline.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next), next: next}
+}
+
+// Send sends the snapshot; a host that is down sends nothing. It returns
+// the errors of the process batches by host, and the closing batch's.
+func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, error) {
+	framer := r.sender.Snapshot(s.Time, s.TmID)
+	byHost := map[string][]pipeline.ProcessEntry{}
+	var rest []Process
+	for i := range s.Processes {
+		p := &s.Processes[i]
+		if p.Exited || p.Unrecorded {
+			rest = append(rest, *p)
+			continue
+		}
+		byHost[p.Host] = append(byHost[p.Host], pipeline.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()})
+	}
+	errs := map[string]error{}
+	for _, h := range s.Hosts {
+		if !h.Up {
+			continue
+		}
+		entries := byHost[h.Name]
+		size := r.BatchSize
+		if size <= 0 {
+			size = max(len(entries), 1)
+		}
+		for from := 0; from == 0 || from < len(entries); from += size {
+			if _, _, err := framer.Send(ctx, h.Name, entries[from:min(from+size, len(entries))], nil); err != nil && errs[h.Name] == nil {
+				errs[h.Name] = err
+			}
+		}
+	}
+	c := s.closingBatch()
+	framer.Close(&c)
+	md := pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	s.appendProcesses(md, rest)
+	return errs, r.next.ConsumeMetrics(ctx, md)
 }
 
 // appendProcesses writes one resource per (host, kind) batch and session,

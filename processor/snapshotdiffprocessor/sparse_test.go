@@ -1,0 +1,339 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package snapshotdiffprocessor
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+)
+
+// A fault is what the wire between the receiver and the processor does
+// to one process batch.
+type fault int
+
+const (
+	pass   fault = iota
+	lose         // dropped, and the receiver told it went through
+	refuse       // refused on the way (a memory_limiter, say)
+	hold         // handed on after the batch that follows it
+)
+
+// delivery is a process batch that reached the processor.
+type delivery struct {
+	at     time.Time
+	header pipeline.BatchHeader
+	err    error
+}
+
+// wire hands batches from the receiver to the processor, doing to each
+// process batch what fault says.
+type wire struct {
+	t          testing.TB
+	next       consumer.Metrics
+	fault      func(at time.Time, h pipeline.BatchHeader) fault
+	held       []pmetric.Metrics
+	deliveries []delivery
+}
+
+func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
+	b := pipeline.Frame(md)
+	if b.Header < 0 {
+		return w.next.ConsumeMetrics(ctx, md)
+	}
+	h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	at := b.Time(md).AsTime()
+	switch w.fault(at, h) {
+	case lose:
+		return nil
+	case refuse:
+		return errors.New("refused on the way")
+	case hold:
+		w.held = append(w.held, md)
+		return nil
+	}
+	err = w.deliver(ctx, at, h, md)
+	for _, late := range w.held {
+		lb := pipeline.Frame(late)
+		lh, _ := pipeline.DecodeBatchHeader(late.ResourceMetrics().At(lb.Header))
+		_ = w.deliver(ctx, lb.Time(late).AsTime(), lh, late) // the sender was long told it went through
+	}
+	w.held = nil
+	return err
+}
+
+func (w *wire) deliver(ctx context.Context, at time.Time, h pipeline.BatchHeader, md pmetric.Metrics) error {
+	err := w.next.ConsumeMetrics(ctx, md)
+	w.deliveries = append(w.deliveries, delivery{at: at, header: h, err: err})
+	return err
+}
+
+// sparseTick is tick k of the sparse tests: on sdw1, process 100 moves
+// every tick and 101 never does; process 102 leaves after tick 2; on
+// sdw2, process 200 moves every tick. One session.
+func sparseTick(k int) pipelinetest.Snapshot {
+	procs := []pipelinetest.Process{
+		proc("sdw1", 0, 1, 100, -10, float64(1+k), 0),
+		proc("sdw1", 0, 1, 101, -10, 10, 0),
+		proc("sdw2", 1, 1, 200, -10, float64(20+k), 0),
+	}
+	if k <= 2 {
+		procs = append(procs, proc("sdw1", 0, 1, 102, -10, float64(30+k), 0))
+	}
+	return snap(float64(60*k), nil, []int64{1}, procs...)
+}
+
+// sparseRun sends ticks 0..6 through the wire, from a receiver and a
+// processor that restart where asked, and returns the processor's output
+// per tick and what reached it.
+type sparseRun struct {
+	fault             func(at time.Time, h pipeline.BatchHeader) fault
+	restartReceiverAt int // tick; 0: never
+	restartProcessAt  int
+	batchSize         int
+}
+
+func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []map[string]error) {
+	t.Helper()
+	newProcessor := func() (processor.Metrics, *consumertest.MetricsSink) {
+		return newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
+	}
+	p, sink := newProcessor()
+	w = &wire{t: t, fault: r.fault, next: p}
+	if w.fault == nil {
+		w.fault = func(time.Time, pipeline.BatchHeader) fault { return pass }
+	}
+	into, err := consumer.NewMetrics(w.consume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := pipelinetest.NewReceiver(into)
+	rec.BatchSize = r.batchSize
+	for k := 0; k <= 6; k++ {
+		if k > 0 && k == r.restartReceiverAt {
+			rec = pipelinetest.NewReceiver(into)
+			rec.BatchSize = r.batchSize
+		}
+		if k > 0 && k == r.restartProcessAt {
+			p, sink = newProcessor()
+			w.next = p
+		}
+		errs, err := rec.Send(context.Background(), sparseTick(k))
+		if err != nil {
+			t.Fatalf("tick %d: closing batch: %v", k, err)
+		}
+		refused = append(refused, errs)
+		all := sink.AllMetrics()
+		out = append(out, all[len(all)-1])
+	}
+	return out, w, refused
+}
+
+// checkSparseEnd checks the figures of the last tick, the same whatever
+// happened at tick 2: over 2m (from tick 4) processes 100 and 200 moved
+// 2 s each; lifetime is every live process's total (7 + 10 + 26).
+func checkSparseEnd(t *testing.T, out []pmetric.Metrics) {
+	t.Helper()
+	last := out[len(out)-1]
+	for _, c := range []struct {
+		what string
+		got  float64
+		want float64
+	}{
+		{"user CPU over 2m", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "2m", pipeline.AttrCPUMode, pipeline.CPUModeUser), 4},
+		{"lifetime user CPU", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser), 43},
+		{"2m partial", figure(t, last, 1, pipeline.MetricSessionPartial, pipeline.AttrWindow, "2m"), 0},
+		{"processes", figure(t, last, 1, pipeline.MetricSessionProcesses), 3},
+		{"hosts", figure(t, last, 1, pipeline.MetricSessionHosts), 2},
+	} {
+		if c.got != c.want {
+			t.Errorf("tick 6: %s = %v, want %v", c.what, c.got, c.want)
+		}
+	}
+}
+
+// partialAt is the session's 2m partial flag at tick k.
+func partialAt(t *testing.T, out []pmetric.Metrics, k int) float64 {
+	t.Helper()
+	return figure(t, out[k], 1, pipeline.MetricSessionPartial, pipeline.AttrWindow, "2m")
+}
+
+// firstAccepted is the first batch of host the processor accepted at or
+// after tick k.
+func firstAccepted(w *wire, host string, k int) (delivery, bool) {
+	for _, d := range w.deliveries {
+		if d.header.Host == host && d.err == nil && !d.at.Before(at(float64(60*k))) {
+			return d, true
+		}
+	}
+	return delivery{}, false
+}
+
+func mustBeFullAt(t *testing.T, w *wire, host string, k int) {
+	t.Helper()
+	d, ok := firstAccepted(w, host, k)
+	switch {
+	case !ok:
+		t.Errorf("no batch of %s accepted from tick %d on", host, k)
+	case !d.header.Full || !d.at.Equal(at(float64(60*k))):
+		t.Errorf("first batch of %s accepted from tick %d on: at %v, full %v; want a full batch at tick %d", host, k, d.at, d.header.Full, k)
+	}
+}
+
+// Without faults, only what changed travels, and the figures are the
+// dense ones: the unchanged process is carried, the departed one is not.
+func TestSparseBatchesCarryTheUnchangedAndDropTheDeparted(t *testing.T) {
+	out, w, _ := sparseRun{}.run(t)
+	checkSparseEnd(t, out)
+	sent := 0
+	for _, d := range w.deliveries {
+		if d.header.Host == "sdw1" && !d.header.Full && d.err != nil {
+			t.Errorf("sparse batch of sdw1 at %v refused: %v", d.at, d.err)
+		}
+		if d.header.Full && !d.at.Equal(at(0)) {
+			t.Errorf("full batch of %s at %v; only the first tick's should be", d.header.Host, d.at)
+		}
+		sent++
+	}
+	if sent != 2*7 {
+		t.Errorf("%d process batches delivered, want one per host and tick (14)", sent)
+	}
+	if got := figure(t, out[3], 1, pipeline.MetricSessionProcesses); got != 3 {
+		t.Errorf("tick 3: %v processes, want 3 (102 departed)", got)
+	}
+}
+
+// A batch refused on the way: its host counts as not answered in that
+// snapshot (partial, not exited) and is sent in full next time.
+func TestRefusedBatchEndsInAFullBatch(t *testing.T) {
+	out, w, refused := sparseRun{fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
+		if h.Host == "sdw1" && at_.Equal(at(120)) {
+			return refuse
+		}
+		return pass
+	}}.run(t)
+	if refused[2]["sdw1"] == nil {
+		t.Error("the receiver was not told of the refusal")
+	}
+	if got := partialAt(t, out, 2); got != 1 {
+		t.Errorf("tick 2: partial %v, want 1 (sdw1 did not answer)", got)
+	}
+	mustBeFullAt(t, w, "sdw1", 3)
+	checkSparseEnd(t, out)
+}
+
+// A batch lost without a word: the closing batch's count gives it away,
+// the host counts as not answered, its next sparse batch is refused, and
+// the one after is full.
+func TestLostBatchEndsInAFullBatch(t *testing.T) {
+	out, w, refused := sparseRun{fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
+		if h.Host == "sdw1" && at_.Equal(at(120)) {
+			return lose
+		}
+		return pass
+	}}.run(t)
+	if got := partialAt(t, out, 2); got != 1 {
+		t.Errorf("tick 2: partial %v, want 1 (sdw1's batch never came)", got)
+	}
+	if refused[3]["sdw1"] == nil {
+		t.Error("tick 3: sdw1's sparse batch after the lost one was accepted")
+	}
+	mustBeFullAt(t, w, "sdw1", 4)
+	checkSparseEnd(t, out)
+}
+
+// Two batches of one host swapped on the way: the second to arrive is not
+// the one due, so both are refused, and the host is sent in full next time.
+func TestReorderedBatchesEndInAFullBatch(t *testing.T) {
+	held := false
+	out, w, refused := sparseRun{batchSize: 2, fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
+		if h.Host == "sdw1" && at_.Equal(at(120)) && !held {
+			held = true
+			return hold
+		}
+		return pass
+	}}.run(t)
+	if refused[2]["sdw1"] == nil {
+		t.Error("tick 2: the batch that overtook its predecessor was accepted")
+	}
+	if got := partialAt(t, out, 2); got != 1 {
+		t.Errorf("tick 2: partial %v, want 1", got)
+	}
+	mustBeFullAt(t, w, "sdw1", 3)
+	checkSparseEnd(t, out)
+}
+
+// A restarted receiver remembers nothing: its first batches are full, and
+// the processor takes them without a gap.
+func TestReceiverRestartSendsInFull(t *testing.T) {
+	out, w, refused := sparseRun{restartReceiverAt: 2}.run(t)
+	if len(refused[2]) > 0 {
+		t.Errorf("tick 2: batches refused after the receiver restarted: %v", refused[2])
+	}
+	if got := partialAt(t, out, 2); got != 0 {
+		t.Errorf("tick 2: partial %v, want 0", got)
+	}
+	mustBeFullAt(t, w, "sdw1", 2)
+	mustBeFullAt(t, w, "sdw2", 2)
+	checkSparseEnd(t, out)
+}
+
+// A restarted processor knows no host: it refuses their sparse batches,
+// they count as not answered, and come in full next time.
+func TestProcessorRestartGetsAFullBatch(t *testing.T) {
+	out, w, refused := sparseRun{restartProcessAt: 2}.run(t)
+	if refused[2]["sdw1"] == nil || refused[2]["sdw2"] == nil {
+		t.Errorf("tick 2: sparse batches accepted by a processor that never saw the hosts: %v", refused[2])
+	}
+	mustBeFullAt(t, w, "sdw1", 3)
+	mustBeFullAt(t, w, "sdw2", 3)
+	checkSparseEnd(t, out)
+}
+
+// With emit_process_metrics the per-process output stays dense: every
+// live process every tick, the unchanged ones written by the processor
+// from their last sighting.
+func TestPerProcessOutputStaysDense(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}, EmitProcessMetrics: true})
+	rec := pipelinetest.NewReceiver(p)
+	for k := 0; k <= 4; k++ {
+		sink.Reset()
+		if errs, err := rec.Send(context.Background(), sparseTick(k)); err != nil || len(errs) > 0 {
+			t.Fatalf("tick %d: %v %v", k, errs, err)
+		}
+		cpu := map[int64]float64{}
+		for _, md := range sink.AllMetrics() {
+			if n := countKind(md, pipeline.KindBatch) + countKind(md, pipeline.KindDeparted); n > 0 {
+				t.Errorf("tick %d: %d framing resources forwarded", k, n)
+			}
+			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+				if mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() == pipeline.CPUModeUser {
+					pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+					cpu[pid.Int()] = dp.DoubleValue()
+				}
+			})
+		}
+		want := map[int64]float64{100: float64(1 + k), 101: 10, 200: float64(20 + k)}
+		if k <= 2 {
+			want[102] = float64(30 + k)
+		}
+		if !maps.Equal(cpu, want) {
+			t.Errorf("tick %d: per-process user CPU %v, want %v", k, cpu, want)
+		}
+	}
+}
