@@ -8,6 +8,7 @@ export PATH := $(BIN):/usr/local/go/bin:$(PATH)
 # Pinned tool versions.
 PROTOC_GEN_GO_VERSION := v1.36.12
 PROTOC_GEN_GO_GRPC_VERSION := v1.6.1
+PROTOC_GEN_GO_VTPROTO_VERSION := v0.6.1-0.20240319094008-0393e58bdf10
 OCB_VERSION := v0.155.0
 MDATAGEN_VERSION := v0.155.0
 # v2.46 and later need go.digitalxero.dev/rpm, which the Go module proxy does not serve.
@@ -63,15 +64,23 @@ $(BIN)/protoc-gen-go:
 $(BIN)/protoc-gen-go-grpc:
 	GOBIN=$(BIN) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
 
-tools: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/mdatagen $(BIN)/nfpm
+$(BIN)/protoc-gen-go-vtproto:
+	GOBIN=$(BIN) $(GO) install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@$(PROTOC_GEN_GO_VTPROTO_VERSION)
+
+tools: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-go-vtproto $(BIN)/mdatagen $(BIN)/nfpm
 
 # protoc comes from Debian's protobuf-compiler (installed by .ci/run).
 # yagpcc/ is the wire-compatible protocol; gpotel/v1/ is gpotel's extension API
 # (one .proto per capability, each its own service on the same gRPC servers).
 PROTO_FILES := $(wildcard proto/yagpcc/*.proto proto/gpotel/v1/*.proto)
-proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc
+# The agents' answers (GetPidProcStat, exit records) are decoded by
+# vtprotobuf's generated code instead of reflection, on the same wire
+# format: *_vtproto.pb.go for their protos (proto/README.md says why).
+VTPROTO_FILES := proto/yagpcc/segment_service.proto proto/yagpcc/metrics.proto proto/gpotel/v1/taskstats.proto proto/gpotel/v1/pressure.proto
+proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-go-vtproto
 	protoc -I proto --go_out=proto --go_opt=paths=source_relative \
 		--go-grpc_out=proto --go-grpc_opt=paths=source_relative $(PROTO_FILES)
+	protoc -I proto --go-vtproto_out=proto --go-vtproto_opt=paths=source_relative,features=marshal+unmarshal+size $(VTPROTO_FILES)
 
 # Fails when the committed generated code differs from what `make proto` makes.
 proto-check: proto

@@ -127,7 +127,7 @@ func (p *Pool) Conn(ctx context.Context, host string) (*grpc.ClientConn, error) 
 	cc.Endpoint = p.cfg.Endpoint(host)
 	cc.TLS = clientTLS(cc.TLS)
 	conn, err := cc.ToClientConn(ctx, p.extensions, p.telemetry,
-		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxAnswerBytes))))
+		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxAnswerBytes), grpc.ForceCodec(Codec))))
 	if err != nil {
 		return nil, fmt.Errorf("agent of %s at %s: %w", host, cc.Endpoint, err)
 	}

@@ -1,0 +1,108 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package agentconn
+
+import (
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// answer is an agent answer with every kind of field the decoder meets.
+func answer() *yagpcc.GetPidProcInfoResponse {
+	cmd := int64(7)
+	return &yagpcc.GetPidProcInfoResponse{
+		PidProcData: []*yagpcc.GpPidProcInfo{
+			{Pid: 4000, ProcStat: &yagpcc.ProcStat{Utime: 250, Stime: 50, Starttime: 1000, Vsize: 1 << 20, Rss: 3},
+				ProcStatus: &yagpcc.ProcStatus{VmRssKb: &cmd, Threads: 1, VoluntaryCtxtSwitches: 4},
+				ProcIo:     &yagpcc.ProcIO{ReadBytes: 4096}, CommandCount: &cmd},
+			{Pid: 4001},
+		},
+		Host:    &yagpcc.ProcHost{ClkTck: 100, PageSize: 4096},
+		Summary: &yagpcc.ProcReadSummary{Requested: 2, Answered: 2},
+	}
+}
+
+// The generated decoder reads what the reflection decoder reads, and
+// what either encoder writes.
+func TestCodecDecodesAsReflectionDoes(t *testing.T) {
+	want := answer()
+	wire, err := proto.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got yagpcc.GetPidProcInfoResponse
+	if err := Codec.Unmarshal(wire, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !proto.Equal(want, &got) {
+		t.Errorf("decoded %v, want %v", &got, want)
+	}
+	vt, err := Codec.Marshal(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back yagpcc.GetPidProcInfoResponse
+	if err := proto.Unmarshal(vt, &back); err != nil || !proto.Equal(want, &back) {
+		t.Errorf("generated encoding read back as %v (%v), want %v", &back, err, want)
+	}
+	if _, ok := any(&got).(vtMessage); !ok {
+		t.Error("GetPidProcInfoResponse has no generated decoder: run make proto")
+	}
+	if _, ok := any(&gpotelv1.GetExitRecordsResponse{}).(vtMessage); !ok {
+		t.Error("GetExitRecordsResponse has no generated decoder: run make proto")
+	}
+}
+
+// Wherever both decoders accept an input they read the same known
+// fields. They differ on malformed input: the generated one refuses a
+// known field with the wrong wire type (reflection keeps it as an unknown
+// field) and skips an unknown group reflection refuses as malformed;
+// neither reads a known field wrong.
+func FuzzCodecMatchesReflection(f *testing.F) {
+	wire, err := proto.Marshal(answer())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(wire)
+	f.Add([]byte{0x0a, 0x02, 0x08})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var byReflection, generated yagpcc.GetPidProcInfoResponse
+		errR := proto.Unmarshal(b, &byReflection)
+		errG := Codec.Unmarshal(b, &generated)
+		if errG != nil || errR != nil {
+			return
+		}
+		// Unknown fields are kept as read, which neither decoder promises byte for byte.
+		discardUnknown(byReflection.ProtoReflect())
+		discardUnknown(generated.ProtoReflect())
+		if !proto.Equal(&byReflection, &generated) {
+			t.Fatalf("reflection read %v, generated %v", &byReflection, &generated)
+		}
+	})
+}
+
+func discardUnknown(m protoreflect.Message) {
+	m.SetUnknown(nil)
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		switch {
+		case fd.IsList() && fd.Message() != nil:
+			for i := range v.List().Len() {
+				discardUnknown(v.List().Get(i).Message())
+			}
+		case fd.IsMap() && fd.MapValue().Message() != nil:
+			v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+				discardUnknown(mv.Message())
+				return true
+			})
+		case !fd.IsList() && !fd.IsMap() && fd.Message() != nil:
+			discardUnknown(v.Message())
+		}
+		return true
+	})
+}
