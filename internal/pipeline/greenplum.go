@@ -73,6 +73,22 @@ var (
 		Description: "On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0."}
 )
 
+// The query's workfiles (processor), from the Greenplum session figures:
+// held now, and the most held at once over its life as far as the reads saw.
+const (
+	MetricQuerySpillSize     = "gpotel.query.spill.size"
+	MetricQuerySpillFiles    = "gpotel.query.spill.files"
+	MetricQuerySpillSizeMax  = "gpotel.query.spill.size.max"
+	MetricQuerySpillFilesMax = "gpotel.query.spill.files.max"
+)
+
+// QuerySpill is a query's workfiles: held now (0 once it ended) and the
+// most held at once.
+type QuerySpill struct {
+	Bytes, Files       int64
+	MaxBytes, MaxFiles int64
+}
+
 // intAttrs are the data-point attributes of closing-batch metrics that
 // are integers (the others are strings).
 var intAttrs = map[string]bool{AttrSegmentID: true, AttrQueryCommandCount: true, AttrLockBlockerSessionID: true}
@@ -149,6 +165,14 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 	}
 	slices.SortFunc(g.Memory, func(a, b SegmentMemory) int { return cmp.Compare(a.Segment, b.Segment) })
 	return &g
+}
+
+// LockWait is the session's lock wait; nil when it waits for none.
+func (g *GreenplumSession) LockWait() *LockWait {
+	if g == nil {
+		return nil
+	}
+	return g.Wait
 }
 
 // SpillTotal sums the session's workfiles over its commands and segments.
