@@ -28,7 +28,7 @@ func (s *pgSource) ReadGreenplumFigures(ctx context.Context) (*greenplumFigures,
 	dialect, columns := s.dialect, s.columns
 	s.mu.Unlock()
 	if dialect == "" || columns == nil {
-		return nil, errors.New("no discovery yet: the server's shape is unknown")
+		return nil, errNoShapeYet
 	}
 	pool, err := s.getPool()
 	if err != nil {
@@ -41,6 +41,10 @@ func (s *pgSource) ReadGreenplumFigures(ctx context.Context) (*greenplumFigures,
 	defer conn.Release()
 	return readGreenplumFigures(ctx, conn.Conn(), s.shape(dialect, columns)), nil
 }
+
+// errNoShapeYet: no discovery has run, so the dialect and columns the
+// statements depend on are unknown; the next interval tries again.
+var errNoShapeYet = errors.New("no discovery yet: the server's shape is unknown")
 
 // greenplumReader reads the server's own figures on their own interval, so
 // a slow view never holds a snapshot back: each scrape takes the latest
@@ -99,6 +103,9 @@ func (r *greenplumReader) readOnce(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, r.cfg.StatementTimeout)
 	defer cancel()
 	f, err := r.source.ReadGreenplumFigures(ctx)
+	if errors.Is(err, errNoShapeYet) {
+		return // the collector just started: not a failure
+	}
 	if err != nil {
 		if ctx.Err() == nil || errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			r.telemetry.GpsessionGreenplumFiguresFailed.Add(ctx, 1)
