@@ -468,5 +468,6 @@ func MetricNames() []string {
 		MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed,
 		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
 		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
+		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax,
 		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted)
 }
