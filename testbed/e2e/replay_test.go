@@ -6,6 +6,9 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
+	"math"
+	"math/rand/v2"
 	"net"
 	"os"
 	"strconv"
@@ -24,9 +27,13 @@ import (
 )
 
 // replayGenerations is how many successive answers per process are
-// recorded; a process's counters grow from one to the next, and stay at the
-// last one after that.
-const replayGenerations = 64
+// recorded: a process moves to its next one each tick it is chosen to
+// move. A process chosen once more after the last makes the benchmark
+// fail (replayAgents.exhausted), so the stated activity is what was served.
+const replayGenerations = 96
+
+// replaySeed makes the choice of moving processes the same in every run.
+const replaySeed = 26
 
 // replayAgents answers GetPidProcStat for many hosts from pre-recorded
 // replies: the real agent read the fixture procfs once, and each answer is
@@ -40,9 +47,16 @@ type replayAgents struct {
 	entries []map[int64][]byte
 	host    []byte // field 2, the host constants
 
-	mu    sync.Mutex
-	calls map[string]int // per host and first pid of the batch: generations served
-	cpuNS atomic.Int64
+	// activity is the percentage of processes whose figures move per tick.
+	activity atomic.Int64
+	index    map[int64]int // pid -> its place in the recorded pids
+
+	mu        sync.Mutex
+	calls     map[string]uint64   // per host and first pid of the batch: answers served
+	gens      map[string][]uint16 // per host, each process's generation
+	exhausted bool                // a process chosen to move had no generation left
+	last      []byte              // the last answer served for sdw1's first batch
+	cpuNS     atomic.Int64
 }
 
 // rawMessage is a gRPC message that is already encoded.
@@ -87,7 +101,11 @@ func startReplayAgents(procRoot string, pids []int, hosts int) (*replayAgents, e
 	if len(resp.GetPidProcData()) != len(pids) {
 		return nil, fmt.Errorf("replay agent: the fixture answered %d of %d pids", len(resp.GetPidProcData()), len(pids))
 	}
-	r := &replayAgents{endpoints: map[string]string{}, calls: map[string]int{}}
+	r := &replayAgents{endpoints: map[string]string{}, calls: map[string]uint64{}, gens: map[string][]uint16{}, index: map[int64]int{}}
+	r.activity.Store(100)
+	for i, pid := range pids {
+		r.index[int64(pid)] = i
+	}
 	hostBytes, err := proto.Marshal(resp.GetHost())
 	if err != nil {
 		return nil, err
@@ -157,20 +175,16 @@ func (r *replayAgents) serve(host string, stream grpc.ServerStream) error {
 	if len(req.GetSegmentProcess()) == 0 {
 		return stream.SendMsg(&rawMessage{b: r.host})
 	}
-	key := host + "/" + strconv.FormatInt(req.GetSegmentProcess()[0].GetPid(), 10)
-	r.mu.Lock()
-	g := min(r.calls[key], replayGenerations-1)
-	r.calls[key]++
-	r.mu.Unlock()
-	gen := r.entries[g]
+	first := req.GetSegmentProcess()[0].GetPid()
+	gens := r.move(host, first, req.GetSegmentProcess())
 	size := len(r.host)
-	for _, sp := range req.GetSegmentProcess() {
-		size += len(gen[sp.GetPid()])
+	for i, sp := range req.GetSegmentProcess() {
+		size += len(r.entries[gens[i]][sp.GetPid()])
 	}
 	out := make([]byte, 0, size+16)
 	answered := 0
-	for _, sp := range req.GetSegmentProcess() {
-		if e, ok := gen[sp.GetPid()]; ok {
+	for i, sp := range req.GetSegmentProcess() {
+		if e, ok := r.entries[gens[i]][sp.GetPid()]; ok {
 			out = append(out, e...)
 			answered++
 		}
@@ -179,9 +193,73 @@ func (r *replayAgents) serve(host string, stream grpc.ServerStream) error {
 	summary := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(len(req.GetSegmentProcess())))
 	summary = protowire.AppendVarint(protowire.AppendTag(summary, 2, protowire.VarintType), uint64(answered))
 	out = protowire.AppendBytes(protowire.AppendTag(out, 3, protowire.BytesType), summary)
+	if host == "sdw1" && first == 10_000 {
+		r.mu.Lock()
+		r.last = out
+		r.mu.Unlock()
+	}
 	err := stream.SendMsg(&rawMessage{b: out})
 	r.cpuNS.Add(int64(time.Since(began)))
 	return err
+}
+
+// move picks, for this tick of the host's batch that starts at first,
+// the activity's share of its processes at random (the same picks in
+// every run) and moves them to their next generation; it returns every
+// process's generation, in the batch's order. The first answer is
+// generation 0 for all.
+func (r *replayAgents) move(host string, first int64, procs []*yagpcc.SegmentProcess) []uint16 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := host + "/" + strconv.FormatInt(first, 10)
+	tick := r.calls[key]
+	r.calls[key]++
+	hg := r.gens[host]
+	if hg == nil {
+		hg = make([]uint16, len(r.index))
+		r.gens[host] = hg
+	}
+	places := make([]int, 0, len(procs))
+	for _, sp := range procs {
+		if i, ok := r.index[sp.GetPid()]; ok {
+			places = append(places, i)
+		}
+	}
+	if tick > 0 {
+		rng := rand.New(rand.NewPCG(replaySeed, tick<<32^uint64(crc32.ChecksumIEEE([]byte(key)))))
+		moving := int(math.Round(float64(len(places)) * float64(r.activity.Load()) / 100))
+		// The first moving places of a random permutation.
+		for k := range moving {
+			j := k + rng.IntN(len(places)-k)
+			places[k], places[j] = places[j], places[k]
+			if hg[places[k]] == replayGenerations-1 {
+				r.exhausted = true
+				continue
+			}
+			hg[places[k]]++
+		}
+	}
+	out := make([]uint16, len(procs))
+	for i, sp := range procs {
+		if p, ok := r.index[sp.GetPid()]; ok {
+			out[i] = hg[p]
+		}
+	}
+	return out
+}
+
+// lastAnswer is the last answer served for sdw1's first batch.
+func (r *replayAgents) lastAnswer() []byte {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.last
+}
+
+// ranOut tells whether a process chosen to move had no generation left.
+func (r *replayAgents) ranOut() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.exhausted
 }
 
 // cpuShare is the wall time the replay handlers took in all, in seconds: an

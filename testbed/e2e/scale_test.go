@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -96,14 +99,23 @@ var scaleSizes = []struct {
 
 const scalePerHost = 2000
 
+// scaleActivities are the shares of processes whose figures move per
+// tick, in percent: the replay agents pick them at random each tick.
+var scaleActivities = []int{100, 30, 10}
+
 // BenchmarkCollectorScale is the ocb-built collector alone at cluster
 // scale: the real discovery SQL against a real coordinator whose catalog
 // lists hosts x 2000 backends, and agents that answer from pre-recorded
 // replies (one process, this one, serves every host's endpoint at almost
-// no CPU). 30 snapshots retained, emit_process_metrics off. Reported per
+// no CPU). 30 snapshots retained, emit_process_metrics off. Each size
+// runs at each activity (activeN: N % of the processes move per tick,
+// the rest answer exactly what they answered before). Reported per
 // tick: the collector's own CPU (from /proc/<pid>/stat), its peak RSS
-// (VmHWM) per process, and GetGPSessions p99 measured while ticks run.
-// The 1M size runs only with GPOTEL_SCALE_1M=1 (make bench-scale-1m).
+// (VmHWM) per process, GetGPSessions p99 measured while ticks run, the
+// points handed to the processor (the collector's own
+// otelcol_processor_incoming_items), and what decoding the agents'
+// answers costs (timed here, on one served answer, with the collector's
+// decoder). The 1M size runs only with GPOTEL_SCALE_1M=1 (make bench-scale-1m).
 func BenchmarkCollectorScale(b *testing.B) {
 	benchCollectorScale(b, false)
 }
@@ -123,8 +135,13 @@ func benchCollectorScale(b *testing.B, emit bool) {
 			if size.hosts*scalePerHost >= 1_000_000 && os.Getenv("GPOTEL_SCALE_1M") == "" {
 				b.Skip("1M processes: set GPOTEL_SCALE_1M=1 (make bench-scale-1m)")
 			}
-			st := scaleStackFor(b, size.hosts, size.interval, emit)
-			st.measure(b, b.N+1)
+			for _, act := range scaleActivities {
+				b.Run(fmt.Sprintf("active%d", act), func(b *testing.B) {
+					st := scaleStackFor(b, size.hosts, size.interval, emit)
+					st.replay.activity.Store(int64(act))
+					st.measure(b, b.N+1)
+				})
+			}
 		})
 	}
 }
@@ -135,6 +152,7 @@ func benchCollectorScale(b *testing.B, emit bool) {
 type scaleStack struct {
 	hosts     int
 	processes int
+	telemetry string // the collector's own metrics, Prometheus text
 	collector *Process
 	api       yagpcc.GetGPInfoClient
 	replay    *replayAgents
@@ -258,7 +276,8 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 		return nil, err
 	}
 	scaleCleanups = append(scaleCleanups, closeAPI)
-	return &scaleStack{hosts: hosts, processes: hosts * scalePerHost, collector: collector, api: client, replay: replay}, nil
+	return &scaleStack{hosts: hosts, processes: hosts * scalePerHost, collector: collector, api: client, replay: replay,
+		telemetry: "http://127.0.0.1:" + strconv.Itoa(telemetryPort) + "/metrics"}, nil
 }
 
 // newestSnapshot is the time of the newest complete snapshot the API serves.
@@ -298,7 +317,8 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 			time.Sleep(100 * time.Millisecond)
 		}
 	}
-	first := waitTick(time.Time{})
+	// A tick more: the one under way may have begun before the activity changed.
+	first := waitTick(waitTick(time.Time{}))
 	var latencies []time.Duration
 	stop := make(chan struct{})
 	done := make(chan struct{})
@@ -317,6 +337,7 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 		}
 	}()
 	before := UsageOf(st.collector.PID())
+	pointsBefore := st.processorPoints(b)
 	b.ResetTimer()
 	last := first
 	for range ticks {
@@ -324,6 +345,7 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	b.StopTimer()
 	after := UsageOf(st.collector.PID())
+	pointsAfter := st.processorPoints(b)
 	close(stop)
 	<-done
 	span := last.Sub(first)
@@ -345,6 +367,55 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 		b.ReportMetric(float64(latencies[len(latencies)*99/100].Microseconds())/1000, "GetGPSessions-p99-ms")
 	}
 	b.ReportMetric(st.replay.cpuShare(), "replay-agent-cpu-s")
+	b.ReportMetric((pointsAfter-pointsBefore)/float64(ticks), "points/tick")
+	b.ReportMetric(decodeSeconds(b, st.replay.lastAnswer())*float64(st.processes)/scalePerHost, "decode-s/tick")
+	if st.replay.ranOut() {
+		b.Fatal("a replay process ran out of recorded generations: raise replayGenerations")
+	}
+}
+
+// processorPoints is the data points snapshotdiff has taken in so far.
+func (st *scaleStack) processorPoints(b *testing.B) float64 {
+	resp, err := http.Get(st.telemetry) // #nosec G107 -- the collector this benchmark started
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	text, err := io.ReadAll(resp.Body)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var sum float64
+	for _, line := range strings.Split(string(text), "\n") {
+		if strings.HasPrefix(line, "otelcol_processor_incoming_items") && strings.Contains(line, `processor="snapshotdiff"`) {
+			if v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64); err == nil {
+				sum += v
+			}
+		}
+	}
+	if sum == 0 {
+		b.Fatalf("no otelcol_processor_incoming_items for snapshotdiff at %s", st.telemetry)
+	}
+	return sum
+}
+
+// decodeSeconds is what decoding one answer of scalePerHost processes
+// takes with the collector's decoder: the median of several rounds.
+func decodeSeconds(b *testing.B, answer []byte) float64 {
+	if len(answer) == 0 {
+		b.Fatal("no answer recorded")
+	}
+	var runs []time.Duration
+	for range 15 {
+		began := time.Now()
+		var resp yagpcc.GetPidProcInfoResponse
+		if err := agentconn.Codec.Unmarshal(answer, &resp); err != nil {
+			b.Fatal(err)
+		}
+		runs = append(runs, time.Since(began))
+	}
+	slices.Sort(runs)
+	return runs[len(runs)/2].Seconds()
 }
 
 // peakRSS is a process's high-water resident memory (VmHWM).
