@@ -178,3 +178,16 @@ func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
 		t.Errorf("/proc io, when read, wins: %v", p.Values[DiskRead].Int)
 	}
 }
+
+// Converting an answer allocates nothing: it runs once per process per
+// scrape.
+func TestConvertAllocatesNothing(t *testing.T) {
+	kb, cmd := int64(8), int64(3)
+	info := &yagpcc.GpPidProcInfo{Pid: 4000, ProcStat: &yagpcc.ProcStat{Utime: 250, Stime: 50, Starttime: 1000, Vsize: 1 << 20, Rss: 3},
+		ProcStatus: &yagpcc.ProcStatus{VmRssKb: &kb, Threads: 1, VoluntaryCtxtSwitches: 4},
+		ProcIo:     &yagpcc.ProcIO{ReadBytes: 4096}, CommandCount: &cmd}
+	h := kernelunits.Host{ClkTck: 100, PageSize: 4096}
+	if n := testing.AllocsPerRun(100, func() { _ = Convert(info, h) }); n != 0 {
+		t.Errorf("%v allocations per process, want 0", n)
+	}
+}

@@ -334,12 +334,9 @@ func queryBackends(ctx context.Context, conn *pgx.Conn, sql string, expect int) 
 	}
 	out := make([]Backend, 0, expect+expect/8)
 	var b Backend
-	var backendType *string
+	backendType := internedText{seen: map[string]string{}}
 	_, err = pgx.ForEachRow(rows, []any{&b.SegmentID, &b.PID, &b.SessionID, &backendType}, func() error {
-		b.BackendType = ""
-		if backendType != nil {
-			b.BackendType = *backendType
-		}
+		b.BackendType = backendType.v
 		if b.SessionID < 0 {
 			b.SessionID = 0
 		}
@@ -350,6 +347,28 @@ func queryBackends(ctx context.Context, conn *pgx.Conn, sql string, expect int) 
 		return nil, fmt.Errorf("query backends (gp_dist_random/pg_stat_activity): %w", err)
 	}
 	return out, nil
+}
+
+// internedText scans a text column (NULL as "") into one shared string per
+// distinct value, so that rows repeating a few values (backend types) are
+// read without an allocation each. It keeps at most maxInterned values.
+type internedText struct {
+	v    string
+	seen map[string]string
+}
+
+const maxInterned = 64
+
+func (t *internedText) ScanBytes(b []byte) error {
+	if s, ok := t.seen[string(b)]; ok {
+		t.v = s
+		return nil
+	}
+	t.v = string(b)
+	if len(t.seen) < maxInterned {
+		t.seen[t.v] = t.v
+	}
+	return nil
 }
 
 func querySessions(ctx context.Context, conn *pgx.Conn, sql, dialect string) ([]SessionRow, error) {

@@ -71,6 +71,34 @@ type sighting struct {
 	tick        uint64
 }
 
+// hostSightings are one host's sightings, by pid.
+type hostSightings struct {
+	mu sync.Mutex
+	m  map[int64]sighting
+}
+
+// hostSightingsOf returns the host's sightings, made on first use.
+func (t *exitTracker) hostSightingsOf(host string) *hostSightings {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	hs := t.sightings[host]
+	if hs == nil {
+		hs = &hostSightings{m: map[int64]sighting{}}
+		t.sightings[host] = hs
+	}
+	return hs
+}
+
+// sighting is the last sighting of (host, pid), if a scrape still remembers it.
+func (t *exitTracker) sighting(key hostPID) (sighting, bool) {
+	hs := t.sightings[key.host]
+	if hs == nil {
+		return sighting{}, false
+	}
+	s, ok := hs.m[key.pid]
+	return s, ok
+}
+
 type exitCursor struct{ epoch, cursor uint64 }
 
 // hostExits is one host's exit records fetched in one scrape.
@@ -102,11 +130,13 @@ type parentReading struct {
 // one no scrape saw goes to its parent postmaster's segment, unattributed.
 // It is used by the serial scrape only.
 type exitTracker struct {
-	mu          sync.Mutex // answers of several hosts are remembered at once
-	logger      *zap.Logger
-	tick        uint64
-	cursors     map[string]exitCursor
-	sightings   map[hostPID]sighting
+	mu      sync.Mutex // answers of several hosts are remembered at once
+	logger  *zap.Logger
+	tick    uint64
+	cursors map[string]exitCursor
+	// sightings are per host, so that the hosts' answers, remembered at
+	// once, take only their own host's lock and map.
+	sightings   map[string]*hostSightings
 	postmasters map[hostPID]int64 // (host, postmaster pid) → its segment
 	reaped      map[hostPID]*reapedAccount
 }
@@ -125,7 +155,7 @@ type reapedAccount struct {
 }
 
 func newExitTracker(logger *zap.Logger) *exitTracker {
-	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, sightings: map[hostPID]sighting{},
+	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, sightings: map[string]*hostSightings{},
 		postmasters: map[hostPID]int64{}, reaped: map[hostPID]*reapedAccount{}}
 }
 
@@ -253,33 +283,52 @@ func (t *exitTracker) beginTick() {
 // rememberAnswer records the answered processes and, from their parent
 // pids, each segment's postmaster.
 func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) {
+	hs := t.hostSightingsOf(host)
 	t.mu.Lock()
-	defer t.mu.Unlock()
+	tick := t.tick
+	t.mu.Unlock()
+	type postmasterOf struct {
+		key     hostPID
+		segment int64
+	}
+	var parents []postmasterOf
 	var parent hostPID
 	var parentSegment int64
+	hs.mu.Lock()
 	for _, info := range infos {
 		st := info.GetProcStat()
 		b := asked[info.GetPid()]
 		if st == nil || b == nil {
 			continue
 		}
-		t.sightings[hostPID{host, info.GetPid()}] = sighting{creation: consts.SinceBoot(st.GetStarttime()),
-			session: b.SessionID, segment: b.SegmentID, backendType: b.BackendType, tick: t.tick}
+		hs.m[info.GetPid()] = sighting{creation: consts.SinceBoot(st.GetStarttime()),
+			session: b.SessionID, segment: b.SegmentID, backendType: b.BackendType, tick: tick}
 		// The processes of a segment come one after another with the same
 		// postmaster: write it once per run, not once per process.
 		if p := (hostPID{host, st.GetPpid()}); p != parent || b.SegmentID != parentSegment {
 			parent, parentSegment = p, b.SegmentID
-			t.postmasters[p] = b.SegmentID
+			parents = append(parents, postmasterOf{p, parentSegment})
 		}
+	}
+	hs.mu.Unlock()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, p := range parents {
+		t.postmasters[p.key] = p.segment
 	}
 }
 
 func (t *exitTracker) endTick() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, s := range t.sightings {
-		if t.tick-s.tick > sightingTicks {
-			delete(t.sightings, k)
+	for host, hs := range t.sightings {
+		for pid, s := range hs.m {
+			if t.tick-s.tick > sightingTicks {
+				delete(hs.m, pid)
+			}
+		}
+		if len(hs.m) == 0 {
+			delete(t.sightings, host)
 		}
 	}
 }
@@ -328,14 +377,14 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			p := pipeline.ConvertExit(rec, h.delayacct)
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
-			if s, ok := t.sightings[key]; ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
+			if s, ok := t.sighting(key); ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
 				if s.tick == t.tick {
 					st.live++
 					continue
 				}
 				p.CreationTime = s.creation // the identity the processor already holds
 				e.Segment, e.Session, e.BackendType = s.segment, s.session, s.backendType
-				delete(t.sightings, key)
+				delete(t.sightings[key.host].m, key.pid)
 				st.attributed++
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
 				e.Segment = seg

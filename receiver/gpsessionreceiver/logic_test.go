@@ -454,3 +454,28 @@ func TestHostSilentOnExitRecordsIsNotAskedInTheSameScrape(t *testing.T) {
 			refused.calls.Load(), ok.calls.Load(), res[1].up, res[2].up)
 	}
 }
+
+// A backend type the rows repeat is read without an allocation; NULL
+// reads as ""; a flood of distinct values is read right but not all kept.
+func TestInternedTextSharesRepeatedValues(t *testing.T) {
+	it := internedText{seen: map[string]string{}}
+	row := []byte("client backend")
+	if err := it.ScanBytes(row); err != nil || it.v != "client backend" {
+		t.Fatalf("read %q, %v", it.v, err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _ = it.ScanBytes(row) }); n != 0 {
+		t.Errorf("%v allocations per repeated value, want 0", n)
+	}
+	if _ = it.ScanBytes(nil); it.v != "" {
+		t.Errorf("NULL read as %q", it.v)
+	}
+	for i := range 2 * maxInterned {
+		v := fmt.Sprintf("type %d", i)
+		if _ = it.ScanBytes([]byte(v)); it.v != v {
+			t.Fatalf("read %q, want %q", it.v, v)
+		}
+	}
+	if len(it.seen) > maxInterned {
+		t.Errorf("%d values kept, at most %d", len(it.seen), maxInterned)
+	}
+}
