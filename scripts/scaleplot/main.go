@@ -17,6 +17,7 @@ import (
 	"math"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -24,13 +25,17 @@ import (
 
 // point is one sub-benchmark's figures.
 type point struct {
-	series    string // "off" or "on": emit_process_metrics
+	series    string // "off" or "on": emit_process_metrics, then the activity
+	emit      string
+	activity  string // "active30": the share of processes that move per tick
 	processes float64
 	cpuPerTick,
 	rssPerProcess,
 	tick,
 	p99,
-	peakMiB float64
+	peakMiB,
+	points,
+	decode float64
 }
 
 var benchLine = regexp.MustCompile(`^BenchmarkCollectorScale(EmitProcesses)?/(\S+?)(-\d+)?\s+\d+\s+(.*)$`)
@@ -44,10 +49,14 @@ func parse(r io.Reader) ([]point, error) {
 		if m == nil {
 			continue
 		}
-		p := point{series: "off"}
+		p := point{emit: "off"}
 		if m[1] != "" {
-			p.series = "on"
+			p.emit = "on"
 		}
+		if _, act, ok := strings.Cut(m[2], "/"); ok {
+			p.activity = act
+		}
+		p.series = strings.TrimSpace(p.emit + " " + p.activity)
 		fields := strings.Fields(m[4])
 		for i := 0; i+1 < len(fields); i += 2 {
 			v, err := strconv.ParseFloat(fields[i], 64)
@@ -67,6 +76,10 @@ func parse(r io.Reader) ([]point, error) {
 				p.p99 = v
 			case "peak-rss-MiB":
 				p.peakMiB = v
+			case "points/tick":
+				p.points = v
+			case "decode-s/tick":
+				p.decode = v
 			}
 		}
 		if p.processes == 0 {
@@ -80,13 +93,37 @@ func parse(r io.Reader) ([]point, error) {
 	if len(out) == 0 {
 		return nil, errors.New("no BenchmarkCollectorScale lines in the input")
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if out[i].series != out[j].series {
-			return out[i].series < out[j].series
+	// emit off first, the most active first, then by size.
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].emit != out[j].emit {
+			return out[i].emit < out[j].emit
+		}
+		if a, b := activityOf(out[i]), activityOf(out[j]); a != b {
+			return a > b
 		}
 		return out[i].processes < out[j].processes
 	})
 	return out, nil
+}
+
+// activityOf is the point's share of moving processes in percent; 100
+// without an activity in its name.
+func activityOf(p point) int {
+	if n, err := strconv.Atoi(strings.TrimPrefix(p.activity, "active")); err == nil {
+		return n
+	}
+	return 100
+}
+
+// seriesOf lists the series in the order they first appear.
+func seriesOf(pts []point) []string {
+	var out []string
+	for _, p := range pts {
+		if !slices.Contains(out, p.series) {
+			out = append(out, p.series)
+		}
+	}
+	return out
 }
 
 func cpuMicrosPerProcess(p point) float64 { return p.cpuPerTick / p.processes * 1e6 }
@@ -94,13 +131,25 @@ func cpuMicrosPerProcess(p point) float64 { return p.cpuPerTick / p.processes * 
 // table writes the Markdown table of docs/performance.md.
 func table(out io.Writer, pts []point) error {
 	w := &printer{w: out}
-	w.println("| emit_process_metrics | processes | collector CPU per tick | CPU per process | peak RSS | RSS per process | tick | GetGPSessions p99 |")
-	w.println("| --- | --- | --- | --- | --- | --- | --- | --- |")
+	w.println("| emit_process_metrics | activity | processes | collector CPU per tick | CPU per process | points per tick | decoding per tick | peak RSS | RSS per process | tick | GetGPSessions p99 |")
+	w.println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, p := range pts {
-		w.printf("| %s | %s | %.2f s | %.1f µs | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
-			p.series, count(p.processes), p.cpuPerTick, cpuMicrosPerProcess(p), p.peakMiB, p.rssPerProcess, p.tick, p.p99)
+		w.printf("| %s | %s | %s | %.2f s | %.1f µs | %s | %.3f s | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
+			p.emit, strings.TrimPrefix(p.activity, "active")+" %", count(p.processes), p.cpuPerTick, cpuMicrosPerProcess(p),
+			approx(p.points), p.decode, p.peakMiB, p.rssPerProcess, p.tick, p.p99)
 	}
 	return w.err
+}
+
+// approx writes a large figure in millions or thousands.
+func approx(n float64) string {
+	switch {
+	case n >= 1e6:
+		return fmt.Sprintf("%.2fM", n/1e6)
+	case n >= 1e3:
+		return fmt.Sprintf("%.0fk", n/1e3)
+	}
+	return fmt.Sprintf("%.0f", n)
 }
 
 // printer keeps the first write error, so drawing code stays readable.
@@ -151,7 +200,7 @@ func svg(out io.Writer, pts []point) error {
 		{"collector CPU per process and tick (µs)", cpuMicrosPerProcess},
 		{"collector peak RSS per process (bytes)", func(p point) float64 { return p.rssPerProcess }},
 	}
-	colors := map[string]string{"off": "#1f77b4", "on": "#d62728"}
+	colors := map[string]string{"active100": "#d62728", "active30": "#1f77b4", "active10": "#2ca02c", "": "#1f77b4"}
 	for i, panel := range panels {
 		y0 := float64(top + i*(panelH+70))
 		maxY := 0.0
@@ -170,27 +219,34 @@ func svg(out io.Writer, pts []point) error {
 			v := maxY * float64(k) / 4
 			w.printf(`<text x="%d" y="%.0f" text-anchor="end">%.4g</text>`+"\n", left-6, yOf(v)+4, v)
 		}
+		labelled := map[float64]bool{}
 		for _, p := range pts {
-			if p.series == "off" || len(pts) == 1 {
+			if !labelled[p.processes] {
+				labelled[p.processes] = true
 				w.printf(`<text x="%.0f" y="%.0f" text-anchor="middle">%s</text>`+"\n", xOf(p.processes), y0+panelH+16, count(p.processes))
 			}
 		}
-		for _, series := range []string{"off", "on"} {
+		for _, series := range seriesOf(pts) {
 			var path []string
+			var color, dash string
 			for _, p := range pts {
 				if p.series != series {
 					continue
 				}
+				color = colors[p.activity]
+				if p.emit == "on" {
+					dash = ` stroke-dasharray="6,4"`
+				}
 				x, y := xOf(p.processes), yOf(panel.value(p))
 				path = append(path, fmt.Sprintf("%.1f,%.1f", x, y))
-				w.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, colors[series])
+				w.printf(`<circle cx="%.1f" cy="%.1f" r="3" fill="%s"/>`+"\n", x, y, color)
 			}
 			if len(path) > 1 {
-				w.printf(`<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`+"\n", strings.Join(path, " "), colors[series])
+				w.printf(`<polyline points="%s" fill="none" stroke="%s" stroke-width="2"%s/>`+"\n", strings.Join(path, " "), color, dash)
 			}
 		}
 	}
-	w.printf(`<text x="%d" y="%d">processes (log scale); blue: emit_process_metrics off, red: on</text>`+"\n", left, height-12)
+	w.printf(`<text x="%d" y="%d">processes (log scale); moving per tick: red 100 %%, blue 30 %%, green 10 %%; dashed: emit_process_metrics on</text>`+"\n", left, height-12)
 	w.println(`</svg>`)
 	return w.err
 }

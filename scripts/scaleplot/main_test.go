@@ -10,9 +10,10 @@ import (
 )
 
 const sample = `goos: linux
-BenchmarkCollectorScale/10k-2         	       3	 2000000000 ns/op	         0.05000 collector-cpu-s/tick	      4000 rss-bytes/process	         3.000 ticks	         2.000 s/tick	     10000 processes	        38.00 peak-rss-MiB	         1.500 GetGPSessions-p99-ms
-BenchmarkCollectorScale/200k-2        	       3	 6000000000 ns/op	         1.000 collector-cpu-s/tick	      5000 rss-bytes/process	         3.000 ticks	         6.000 s/tick	    200000 processes	       954.0 peak-rss-MiB	         4.000 GetGPSessions-p99-ms
-BenchmarkCollectorScaleEmitProcesses/10k-2  	       3	 2000000000 ns/op	         0.1200 collector-cpu-s/tick	      6000 rss-bytes/process	         3.000 ticks	         2.000 s/tick	     10000 processes	        57.00 peak-rss-MiB	         2.000 GetGPSessions-p99-ms
+BenchmarkCollectorScale/10k/active30-2         	       3	 2000000000 ns/op	         0.05000 collector-cpu-s/tick	      4000 rss-bytes/process	         3.000 ticks	         2.000 s/tick	     10000 processes	        38.00 peak-rss-MiB	         1.500 GetGPSessions-p99-ms	     75000 points/tick	 0.002 decode-s/tick
+BenchmarkCollectorScale/200k/active30-2        	       3	 6000000000 ns/op	         1.000 collector-cpu-s/tick	      5000 rss-bytes/process	         3.000 ticks	         6.000 s/tick	    200000 processes	       954.0 peak-rss-MiB	         4.000 GetGPSessions-p99-ms	   1500000 points/tick	 0.040 decode-s/tick
+BenchmarkCollectorScale/200k/active100-2        	       3	 6000000000 ns/op	         2.000 collector-cpu-s/tick	      5000 rss-bytes/process	         3.000 ticks	         6.000 s/tick	    200000 processes	       954.0 peak-rss-MiB	         4.000 GetGPSessions-p99-ms	   5000000 points/tick	 0.040 decode-s/tick
+BenchmarkCollectorScaleEmitProcesses/10k/active30-2  	       3	 2000000000 ns/op	         0.1200 collector-cpu-s/tick	      6000 rss-bytes/process	         3.000 ticks	         2.000 s/tick	     10000 processes	        57.00 peak-rss-MiB	         2.000 GetGPSessions-p99-ms
 PASS
 `
 
@@ -21,10 +22,12 @@ func TestParseReadsEverySubBenchmarkInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pts) != 3 || pts[0].series != "off" || pts[0].processes != 10_000 || pts[1].processes != 200_000 || pts[2].series != "on" {
+	// emit off first, the most active first, then by size.
+	if len(pts) != 4 || pts[0].activity != "active100" || pts[1].series != "off active30" || pts[1].processes != 10_000 ||
+		pts[2].processes != 200_000 || pts[3].series != "on active30" {
 		t.Fatalf("points %+v", pts)
 	}
-	if got := cpuMicrosPerProcess(pts[1]); got != 5 {
+	if got := cpuMicrosPerProcess(pts[2]); got != 5 {
 		t.Errorf("200k: %v µs per process, want 5", got)
 	}
 }
@@ -47,7 +50,7 @@ func TestTableAndPlotNameEverySize(t *testing.T) {
 	if err := svg(&plot, pts); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| off | 10k | 0.05 s | 5.0 µs |", "| off | 200k | 1.00 s | 5.0 µs | 954 MiB | 5000 B |"} {
+	for _, want := range []string{"| off | 30 % | 10k | 0.05 s | 5.0 µs | 75k | 0.002 s |", "| off | 30 % | 200k | 1.00 s | 5.0 µs | 1.50M | 0.040 s | 954 MiB | 5000 B |"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}

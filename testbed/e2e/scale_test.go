@@ -266,7 +266,12 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 	// For profiling a run, e.g. the pprof extension:
 	// GPOTEL_SCALE_COLLECTOR_ARGS='--set=extensions::pprof::endpoint=127.0.0.1:1777 --set=service::extensions=[health_check,pprof]'
 	args = append(args, strings.Fields(os.Getenv("GPOTEL_SCALE_COLLECTOR_ARGS"))...)
-	collector, err := StartProcess("collector", filepath.Join(dir, "collector.log"), env, bins.Collector, args...)
+	// GPOTEL_SCALE_LOG keeps the collector's log (with GODEBUG=gctrace=1, its GC trace).
+	logPath := filepath.Join(dir, "collector.log")
+	if p := os.Getenv("GPOTEL_SCALE_LOG"); p != "" {
+		logPath = p
+	}
+	collector, err := StartProcess("collector", logPath, env, bins.Collector, args...)
 	if err != nil {
 		return nil, err
 	}
