@@ -337,3 +337,28 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 		}
 	}
 }
+
+// A process batch whose batch resource does not say its number is
+// refused, not read as a listing of every process of its host.
+func TestBatchWithoutASequenceIsRefused(t *testing.T) {
+	p, _ := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	var batch pmetric.Metrics
+	capture, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		if pipeline.Frame(md).Header >= 0 && batch == (pmetric.Metrics{}) {
+			batch = md
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pipelinetest.NewReceiver(capture).Send(context.Background(), sparseTick(0)); err != nil {
+		t.Fatal(err)
+	}
+	b := pipeline.Frame(batch)
+	header := batch.ResourceMetrics().At(b.Header).ScopeMetrics().At(0).Metrics()
+	header.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == pipeline.MetricBatchSequence })
+	if err := p.ConsumeMetrics(context.Background(), batch); err == nil {
+		t.Error("a batch without its sequence number was accepted")
+	}
+}
