@@ -373,7 +373,7 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	b.ReportMetric(st.replay.cpuShare(), "replay-agent-cpu-s")
 	b.ReportMetric((pointsAfter-pointsBefore)/float64(ticks), "points/tick")
-	b.ReportMetric(decodeSeconds(b, st.replay.lastAnswer())*float64(st.processes)/scalePerHost, "decode-s/tick")
+	b.ReportMetric(decodeSeconds(b, st.replay.lastAnswer())*float64(st.processes), "decode-s/tick")
 	if st.replay.ranOut() {
 		b.Fatal("a replay process ran out of recorded generations: raise replayGenerations")
 	}
@@ -404,13 +404,14 @@ func (st *scaleStack) processorPoints(b *testing.B) float64 {
 	return sum
 }
 
-// decodeSeconds is what decoding one answer of scalePerHost processes
-// takes with the collector's decoder: the median of several rounds.
+// decodeSeconds is what decoding an answer takes per process with the
+// collector's decoder: the median of several rounds over one served answer.
 func decodeSeconds(b *testing.B, answer []byte) float64 {
 	if len(answer) == 0 {
 		b.Fatal("no answer recorded")
 	}
 	var runs []time.Duration
+	processes := 0
 	for range 15 {
 		began := time.Now()
 		var resp yagpcc.GetPidProcInfoResponse
@@ -418,9 +419,13 @@ func decodeSeconds(b *testing.B, answer []byte) float64 {
 			b.Fatal(err)
 		}
 		runs = append(runs, time.Since(began))
+		processes = len(resp.GetPidProcData())
+	}
+	if processes == 0 {
+		b.Fatal("the recorded answer holds no process")
 	}
 	slices.Sort(runs)
-	return runs[len(runs)/2].Seconds()
+	return runs[len(runs)/2].Seconds() / float64(processes)
 }
 
 // peakRSS is a process's high-water resident memory (VmHWM).
