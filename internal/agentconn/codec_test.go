@@ -106,3 +106,37 @@ func discardUnknown(m protoreflect.Message) {
 		return true
 	})
 }
+
+// BenchmarkDecodeAnswer decodes one 1000-process answer by reflection and
+// by the generated code.
+func BenchmarkDecodeAnswer(b *testing.B) {
+	a := answer()
+	one := a.GetPidProcData()[0]
+	a.PidProcData = nil
+	for i := range 1000 {
+		p := proto.Clone(one).(*yagpcc.GpPidProcInfo)
+		p.Pid = int64(10_000 + i)
+		a.PidProcData = append(a.PidProcData, p)
+	}
+	wire, err := proto.Marshal(a)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		name   string
+		decode func([]byte, *yagpcc.GetPidProcInfoResponse) error
+	}{
+		{"reflection", func(w []byte, r *yagpcc.GetPidProcInfoResponse) error { return proto.Unmarshal(w, r) }},
+		{"generated", func(w []byte, r *yagpcc.GetPidProcInfoResponse) error { return Codec.Unmarshal(w, r) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var r yagpcc.GetPidProcInfoResponse
+				if err := c.decode(wire, &r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
