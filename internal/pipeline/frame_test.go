@@ -39,7 +39,7 @@ func TestARefusedProcessBatchClosesItsHostAsNotAnswered(t *testing.T) {
 		return nil
 	})
 	f, _ := consumer.NewMetrics(refuse)
-	fr := NewSender(NewProcessEncoder(Scope{}, Switches{}), f).Snapshot(time.Unix(1_700_000_500, 0), 1)
+	fr := NewSender(NewProcessEncoder(Scope{}, Switches{}), f, false).Snapshot(time.Unix(1_700_000_500, 0), 1)
 	for _, h := range []string{"sdw1", "sdw2"} {
 		_, _, err := fr.Send(context.Background(), h, []ProcessEntry{testEntry()}, nil)
 		if (err != nil) != (h == "sdw2") {
@@ -93,5 +93,34 @@ func TestThePointOfAnotherSnapshotIsLeftOut(t *testing.T) {
 	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
 	if len(d.Samples) != 1 || d.Skipped == 0 || d.Err == nil {
 		t.Errorf("%d samples, %d skipped (%v); want the first snapshot's process alone", len(d.Samples), d.Skipped, d.Err)
+	}
+}
+
+// After a host's first snapshot a sender leaves out the unchanged
+// processes, in sparse batches; a dense one sends them again, in full ones.
+func TestDenseSenderSendsEveryProcessInFull(t *testing.T) {
+	for _, dense := range []bool{false, true} {
+		var headers []BatchHeader
+		var processes []int
+		sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+			b := Frame(md)
+			h, err := DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+			if err != nil {
+				t.Fatal(err)
+			}
+			headers, processes = append(headers, h), append(processes, b.Processes)
+			return nil
+		})
+		s := NewSender(NewProcessEncoder(Scope{}, Switches{}), sink, dense)
+		for k := range 2 {
+			fr := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
+			if _, _, err := fr.Send(context.Background(), "sdw1", []ProcessEntry{testEntry()}, nil); err != nil {
+				t.Fatal(err)
+			}
+			fr.Close(&Closing{Hosts: []HostAnswer{{Host: "sdw1", Up: true}}})
+		}
+		if len(headers) != 2 || !headers[0].Full || headers[1].Full != dense || (processes[1] > 0) != dense || headers[1].Seq != 2 {
+			t.Errorf("dense %v: batches %+v with %v process resources; want the second full and holding the process only when dense", dense, headers, processes)
+		}
 	}
 }

@@ -25,15 +25,17 @@ type Sender struct {
 	scope Scope
 	next  consumer.Metrics
 	seed  maphash.Seed
+	dense bool // every batch full: every process every snapshot
 
 	mu    sync.Mutex
 	hosts map[string]*sentHost
 	tick  uint64
 }
 
-// NewSender sends through enc to next.
-func NewSender(enc *ProcessEncoder, next consumer.Metrics) *Sender {
-	return &Sender{enc: enc, scope: enc.scope, next: next, seed: maphash.MakeSeed(), hosts: map[string]*sentHost{}}
+// NewSender sends through enc to next; dense sends every host in full
+// every snapshot.
+func NewSender(enc *ProcessEncoder, next consumer.Metrics, dense bool) *Sender {
+	return &Sender{enc: enc, scope: enc.scope, next: next, seed: maphash.MakeSeed(), dense: dense, hosts: map[string]*sentHost{}}
 }
 
 // Framer sends one snapshot's process batches (rule 1). Safe for
@@ -67,8 +69,8 @@ func (f *Framer) host(name string) *sentHost {
 	}
 	if hs.tick != f.tick {
 		hs.tick, hs.batches, hs.refused, hs.departed = f.tick, 0, false, nil
-		hs.full = hs.procs == nil
-		if hs.full {
+		hs.full = hs.procs == nil || f.s.dense
+		if hs.procs == nil {
 			hs.procs = map[int64]sentProcess{}
 		}
 	}

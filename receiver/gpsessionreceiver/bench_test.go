@@ -216,7 +216,7 @@ func BenchmarkEmitAnswers(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				written = 0
 				// A new sender each time: every answer is written in full.
-				framer := pipeline.NewSender(emitter.procs, consumertest.NewNop()).Snapshot(time.Now(), 1)
+				framer := pipeline.NewSender(emitter.procs, consumertest.NewNop(), false).Snapshot(time.Now(), 1)
 				for j := range answers {
 					sent, _, _ := emitter.emitAnswer(context.Background(), framer, &answers[j])
 					written += sent.Written

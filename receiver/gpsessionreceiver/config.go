@@ -98,6 +98,11 @@ type Config struct {
 	// the database processes that exited (taskstats; needs CAP_NET_ADMIN on
 	// the agent), so short-lived backends are counted.
 	ExitRecords bool `mapstructure:"exit_records"`
+	// SendUnchangedProcesses sends every process every scrape instead of
+	// only those whose figures changed (docs/pipeline.md, rule 8): for a
+	// pipeline whose snapshotdiff emits per-process metrics, so that they
+	// stream out with their batches instead of leaving in the closing one.
+	SendUnchangedProcesses bool `mapstructure:"send_unchanged_processes"`
 	// GreenplumFigures reads what the server keeps itself about its
 	// sessions: spill, lock waits, session memory.
 	GreenplumFigures GreenplumFiguresConfig `mapstructure:"greenplum_figures"`

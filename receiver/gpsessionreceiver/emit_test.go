@@ -89,7 +89,7 @@ func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEm
 func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emitStats) {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
-	framer := pipeline.NewSender(e.procs, sink).Snapshot(em.snap.time, em.snap.tmID)
+	framer := pipeline.NewSender(e.procs, sink, false).Snapshot(em.snap.time, em.snap.tmID)
 	for i, infos := range em.answers {
 		if infos == nil {
 			continue

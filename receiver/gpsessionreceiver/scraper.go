@@ -77,7 +77,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		source:    source,
 		emitter:   emitter,
 		next:      next,
-		sender:    pipeline.NewSender(emitter.procs, next),
+		sender:    pipeline.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
 		emitSlots: make(chan struct{}, emitSlotCount()),

@@ -195,7 +195,7 @@ type Receiver struct {
 
 // NewReceiver sends to next.
 func NewReceiver(next consumer.Metrics) *Receiver {
-	return &Receiver{sender: pipeline.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next), next: next}
+	return &Receiver{sender: pipeline.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next, false), next: next}
 }
 
 // Send sends the snapshot; a host that is down sends nothing. It returns
