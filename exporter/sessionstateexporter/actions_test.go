@@ -5,6 +5,8 @@ package sessionstateexporter
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,13 +15,17 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	grpcmetadata "google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -351,4 +357,43 @@ func TestActionTokenFileIsRead(t *testing.T) {
 			t.Errorf("%s token file: %v", bad, err)
 		}
 	}
+}
+
+// Under mutual TLS, a client certificate named in allowed_clients may act;
+// another the same CA signed may read, not act.
+func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
+	ca := newTestAuthority(t)
+	serverCert, serverKey := ca.issue("127.0.0.1", x509.ExtKeyUsageServerAuth)
+	cfg := testConfig()
+	tlsCfg := configtls.NewDefaultServerConfig()
+	tlsCfg.CertFile, tlsCfg.KeyFile, tlsCfg.ClientCAFile = serverCert, serverKey, ca.file
+	cfg.TLS = configoptional.Some(tlsCfg)
+	cfg.Actions.Enabled = true
+	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "127.0.0.1", "postgres", testActionRole
+	cfg.Actions.AllowedClients = []string{"ops"}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	srv := startServer(t, cfg, nopHost())
+	clientAs := func(cn string) *grpc.ClientConn {
+		certFile, keyFile := ca.issue(cn, x509.ExtKeyUsageClientAuth)
+		pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dial(t, srv.addr, grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{
+			RootCAs: ca.roots, Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12})))
+	}
+	unknown := &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(99)}
+
+	viewer := clientAs("viewer")
+	if _, err := yagpcc.NewGetGPInfoClient(viewer).GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{}); err != nil {
+		t.Fatalf("viewer cannot read: %v", err)
+	}
+	_, err := yagpcc.NewActionServiceClient(viewer).TerminateSession(ctxTimeout(t), unknown)
+	assertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
+
+	// Past the guard: the session is unknown.
+	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
+	assertCode(t, err, codes.NotFound, "sess_id 99")
 }
