@@ -193,7 +193,27 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 	if avgs := st.GetProcAvg(); len(avgs) > 0 {
 		top.CpuCoresSmoothed = avgs[0].GetCpuCores() // shortest time constant first
 	}
+	addGreenplum(top, ss.greenplum)
 	return top
+}
+
+// addGreenplum puts the server's own figures of a session on its line.
+func addGreenplum(top *gpotelv1.SessionTop, g *pipeline.GreenplumSession) {
+	if g == nil {
+		return
+	}
+	if bytes, files := g.SpillTotal(); len(g.Spill) > 0 {
+		b := uint64(max(bytes, 0)) // #nosec G115 -- not negative
+		top.SpillBytes, top.SpillFiles = &b, uint32(min(max(files, 0), math.MaxUint32)) // #nosec G115 -- capped
+	}
+	if w := g.Wait; w != nil {
+		top.BlockedBySessId = &w.Blocker
+		top.LockWaitMode, top.LockedItem, top.BlockerMode = w.Mode, w.Object, w.BlockerMode
+	}
+	if bytes, runaway, ok := g.VmemTotal(); ok {
+		b := uint64(max(bytes, 0)) // #nosec G115 -- not negative
+		top.VmemBytes, top.Runaway = &b, runaway
+	}
 }
 
 func topValue(t *gpotelv1.SessionTop, key gpotelv1.TopKey) float64 {
@@ -212,6 +232,8 @@ func topValue(t *gpotelv1.SessionTop, key gpotelv1.TopKey) float64 {
 			return 0
 		}
 		return t.GetCpuSkew()
+	case gpotelv1.TopKey_TOP_KEY_SPILL:
+		return float64(t.GetSpillBytes())
 	}
 	return u.GetCpuCores()
 }

@@ -5,6 +5,7 @@ package sessionstateexporter
 
 import (
 	"cmp"
+	"math"
 	"slices"
 	"strings"
 
@@ -24,6 +25,9 @@ func queryTop(q *queryRecord) *gpotelv1.QueryTop {
 	}
 	if q.id.ccnt != 0 {
 		qt.CommandCount = &q.id.ccnt
+	}
+	if sp := q.spill; sp != nil {
+		qt.SpillBytes, qt.SpillFiles, qt.SpillBytesMax = uint64(max(sp.Bytes, 0)), uint32(min(max(sp.Files, 0), math.MaxUint32)), uint64(max(sp.MaxBytes, 0)) // #nosec G115 -- clamped
 	}
 	// Averages over the query's duration; 0 for a query of no duration.
 	rate := func(v float64) float64 {
@@ -67,6 +71,8 @@ func topQueries(v *view, key gpotelv1.TopKey, limit int) []*gpotelv1.QueryTop {
 			return u.GetWriteBytesPerSecond()
 		case gpotelv1.TopKey_TOP_KEY_MEMORY:
 			return 0 // no memory figure per query
+		case gpotelv1.TopKey_TOP_KEY_SPILL:
+			return float64(q.GetSpillBytesMax())
 		case gpotelv1.TopKey_TOP_KEY_SKEW:
 			if u.GetCpuCores() < skewMinCores {
 				return 0

@@ -29,11 +29,12 @@ type queryRecord struct {
 	text      string             // db.query.text, when the processor writes it
 	stat      *yagpcc.SystemStat // immutable once read: shared by every answer
 	segments  []*yagpcc.SegmentMetrics
+	spill     *pipeline.QuerySpill // nil: no read saw it hold workfiles
 }
 
 func newQueryRecord(q pipeline.QueryOutput) *queryRecord {
 	r := &queryRecord{id: queryID{session: q.Session, ccnt: q.CommandCount}, start: q.Start, completed: q.Completed,
-		duration: q.Duration, text: q.Text, stat: q.Stat, segments: q.Segments}
+		duration: q.Duration, text: q.Text, stat: q.Stat, segments: q.Segments, spill: q.Spill}
 	if q.CommandCount == 0 {
 		r.id.start = q.Start.UnixNano()
 	}
@@ -65,9 +66,20 @@ func attachQueries(sessions []*session, queries []*queryRecord) map[queryID]*que
 		}
 		s.query = q
 		s.state.RunningQuery = q.key()
-		s.state.QueryMetrics = &yagpcc.GPMetrics{SystemStat: q.stat}
+		s.state.QueryMetrics = q.metrics()
 	}
 	return byID
+}
+
+// metrics is the query's GPMetrics. Its spill is the most the query held
+// at once (yagpcc's totals are over the query's life; gpotel sees the
+// workfiles held at each read, not the bytes ever written).
+func (q *queryRecord) metrics() *yagpcc.GPMetrics {
+	m := &yagpcc.GPMetrics{SystemStat: q.stat}
+	if sp := q.spill; sp != nil {
+		m.Spill = spillInfo(sp.MaxBytes, sp.MaxFiles)
+	}
+	return m
 }
 
 // totalQueryData is GetGPQuery's answer for one query.
@@ -89,7 +101,7 @@ func (q *queryRecord) totalQueryData(s *session, collect time.Time) *yagpcc.Tota
 		EndTime:     end,
 		Completed:   q.completed,
 	}
-	stat.TotalQueryMetrics = &yagpcc.GPMetrics{SystemStat: q.stat}
+	stat.TotalQueryMetrics = q.metrics()
 	if s != nil {
 		st := s.state
 		stat.ClusterId, stat.Hostname = st.GetClusterId(), st.GetHostname()

@@ -4,6 +4,7 @@
 package sessionstateexporter
 
 import (
+	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -33,6 +34,9 @@ type session struct {
 	query *queryRecord
 	// hosts is its per-host breakdown over the last_metrics window, when the processor emits one.
 	hosts []*gpotelv1.SessionHostUsage
+	// greenplum is the server's own figures of the session (spill, lock
+	// wait, vmem); nil without them.
+	greenplum *pipeline.GreenplumSession
 }
 
 // processorOutput is what one ConsumeMetrics call delivered, as the
@@ -134,6 +138,10 @@ func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		t = at.AsTime().UTC()
 	}
 	info := sessionInfo(h, &st)
+	gp := pipeline.DecodeGreenplum(rm)
+	if w := gp.LockWait(); w != nil {
+		info.BlockedBySessId, info.WaitMode, info.LockedItem, info.LockedMode = w.Blocker, w.Mode, w.Object, w.BlockerMode
+	}
 	state := &yagpcc.SessionState{
 		ClusterId:   p.clusterID,
 		Hostname:    h.Host,
@@ -142,11 +150,13 @@ func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 	}
 	figs := pipeline.DecodeSessionFigures(rm, &p.windows)
 	state.ProcAvg = figs.ProcAvg
+	// Workfiles are a gauge: the bytes and files held now stand in both.
+	spill := spillInfo(gp.SpillTotal())
 	if figs.Last != nil {
-		state.LastMetrics = &yagpcc.GPMetrics{SystemStat: figs.Last}
+		state.LastMetrics = &yagpcc.GPMetrics{SystemStat: figs.Last, Spill: spill}
 	}
 	if figs.Total != nil {
-		state.TotalMetrics = &yagpcc.GPMetrics{SystemStat: figs.Total}
+		state.TotalMetrics = &yagpcc.GPMetrics{SystemStat: figs.Total, Spill: spill}
 	}
 	running := st.Running()
 	if running {
@@ -160,12 +170,13 @@ func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		}
 	}
 	return &session{
-		key:      h.Key,
-		state:    state,
-		system:   h.System,
-		running:  running,
-		backends: st.Backends,
-		hosts:    figs.Hosts,
+		key:       h.Key,
+		state:     state,
+		system:    h.System,
+		running:   running,
+		backends:  st.Backends,
+		hosts:     figs.Hosts,
+		greenplum: gp,
 	}, t, figs.Last != nil, true
 }
 
@@ -196,6 +207,15 @@ func sessionInfo(h pipeline.SessionHeader, st *pipeline.SessionState) *yagpcc.Se
 		Rsgname:          st.RsgName.V,
 		Rsgqueueduration: st.RsgQueueDuration.V,
 	}
+}
+
+// spillInfo is yagpcc's SpillInfo of workfile bytes and files; nil when
+// none are held.
+func spillInfo(bytes, files int64) *yagpcc.SpillInfo {
+	if bytes == 0 && files == 0 {
+		return nil
+	}
+	return &yagpcc.SpillInfo{TotalBytes: bytes, FileCount: int32(min(files, math.MaxInt32))} // #nosec G115 -- capped
 }
 
 func timestamp(t pipeline.Null[time.Time]) *timestamppb.Timestamp {

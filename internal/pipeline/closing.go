@@ -62,6 +62,9 @@ type Session struct {
 	Database, User *string // nil: NULL
 	State          SessionState
 	CgroupPressure []GroupPressure
+	// Greenplum is the server's own figures of the session from the
+	// receiver's latest read of them; nil when there are none.
+	Greenplum *GreenplumSession
 }
 
 // GroupPressure is a session's pressure in one of its groups: the largest
@@ -125,6 +128,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		s.State.put(w.metadata(SessionInfo))
 		for _, p := range s.CgroupPressure {
 			w.record(SessionCgroupPressure, 0, kernelunits.PercentToRatio(p.Avg10), p.Name, p.Resource, p.Kind)
+		}
+		if s.Greenplum != nil {
+			e.encodeGreenplum(w, s.Greenplum)
 		}
 		ra := newResourceAttrs(sw, KindSession)
 		ra.int(AttrTmID, c.TmID)

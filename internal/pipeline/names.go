@@ -448,5 +448,6 @@ func MetricNames() []string {
 		MetricHostCPUUsageSmoothed, MetricHostDiskIORateSmoothed, MetricHostMemoryUsageSmoothed,
 		MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed,
 		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
-		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial)
+		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
+		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax)
 }

@@ -120,6 +120,7 @@ type QueryFigures struct {
 	Segments     []SegmentUse // UnknownSegment ones are not written
 	Skew         SkewPair
 	Partial      bool
+	Spill        *QuerySpill // nil: no read saw it hold workfiles
 }
 
 // OutputEncoder writes the processor's figures.
@@ -454,4 +455,10 @@ func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon
 	g.point(g.metric(MetricQueryDuration, "s"), "").SetDoubleValue(float64(max(end-q.Start, 0)) / 1e9)
 	g.point(g.metric(MetricQueryCompleted, "1"), "").SetIntValue(boolInt(q.End != 0))
 	g.point(g.metric(MetricQueryPartial, "1"), "").SetIntValue(boolInt(q.Partial))
+	if sp := q.Spill; sp != nil {
+		g.point(g.metric(MetricQuerySpillSize, "By"), "").SetIntValue(sp.Bytes)
+		g.point(g.metric(MetricQuerySpillFiles, "{file}"), "").SetIntValue(sp.Files)
+		g.point(g.metric(MetricQuerySpillSizeMax, "By"), "").SetIntValue(sp.MaxBytes)
+		g.point(g.metric(MetricQuerySpillFilesMax, "{file}"), "").SetIntValue(sp.MaxFiles)
+	}
 }

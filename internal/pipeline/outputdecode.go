@@ -346,6 +346,7 @@ type QueryOutput struct {
 	Completed    bool
 	Stat         *yagpcc.SystemStat
 	Segments     []*yagpcc.SegmentMetrics // by content id
+	Spill        *QuerySpill              // nil: none written
 }
 
 // DecodeQuery reads one query resource; ok is false without its identity.
@@ -383,6 +384,21 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 			q.Duration = pointFloat(dp)
 		case MetricQueryCompleted:
 			q.Completed = pointFloat(dp) != 0
+		case MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax:
+			if q.Spill == nil {
+				q.Spill = &QuerySpill{}
+			}
+			v := intValue(dp)
+			switch m.Name() {
+			case MetricQuerySpillSize:
+				q.Spill.Bytes = v
+			case MetricQuerySpillFiles:
+				q.Spill.Files = v
+			case MetricQuerySpillSizeMax:
+				q.Spill.MaxBytes = v
+			default:
+				q.Spill.MaxFiles = v
+			}
 		case MetricQuerySegmentCPUTime:
 			if st := segment(dp.Attributes()); st != nil {
 				st.RunningTimeSeconds = pointFloat(dp)

@@ -6,6 +6,7 @@ package pipeline
 import (
 	"cmp"
 	"slices"
+	"strconv"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -41,7 +42,9 @@ var (
 )
 
 // ClosingMetrics lists them.
-var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, SessionInfo, SessionCgroupPressure, PressureStallTime, PressureStallRatio, CgroupTasks}
+var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, SessionInfo, SessionCgroupPressure,
+	SessionSpillSize, SessionSpillFiles, SessionLockWait, SessionVmemUsage, SessionVmemRunaway,
+	PressureStallTime, PressureStallRatio, CgroupTasks}
 
 // resourceWriter collects one resource's points of closing-batch metrics
 // and writes them as mdatagen's builder does: a switched-off attribute is
@@ -162,7 +165,12 @@ func (w *resourceWriter) emit(rms pmetric.ResourceMetricsSlice, scope Scope, att
 			dp.SetStartTimestamp(w.start)
 			dp.SetTimestamp(w.ts)
 			for k, v := range pt.attrs {
-				if v != "\x00off" {
+				switch {
+				case v == "\x00off":
+				case intAttrs[p.Attrs[k]]:
+					n, _ := strconv.ParseInt(v, 10, 64) // written by FormatInt
+					dp.Attributes().PutInt(p.Attrs[k], n)
+				default:
 					dp.Attributes().PutStr(p.Attrs[k], v)
 				}
 			}

@@ -284,6 +284,10 @@ func (p *snapshotDiff) clusterFigures(f *figures) *pipeline.ClusterFigures {
 func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
 	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
 		Totals: q.totals, Partial: q.partial, Skew: sessionSkews(q.segments)}
+	if q.spill != nil {
+		sp := *q.spill
+		out.Spill = &sp
+	}
 	if p.queryText {
 		text, _ := pipeline.CutUTF8(q.text, p.queryTextMax)
 		out.Text = &text

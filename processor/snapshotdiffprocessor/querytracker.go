@@ -21,6 +21,9 @@ type sessionActivity struct {
 	queryStart  int64 // unix ns; 0 when NULL
 	stateChange int64 // unix ns; 0 when NULL
 	text        string
+	// spill is the workfiles the session's commands hold now (Greenplum),
+	// from the receiver's latest read; nil without one.
+	spill []pipeline.Spill
 }
 
 // readActivities reads every session resource of a closing batch; one
@@ -35,8 +38,12 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 		if !ok || !hasInfo {
 			continue
 		}
-		acts[h.Key] = sessionActivity{pid: h.PID, running: st.Running(), queryStart: unixNano(st.QueryStart),
+		act := sessionActivity{pid: h.PID, running: st.Running(), queryStart: unixNano(st.QueryStart),
 			stateChange: unixNano(st.StateChange), text: st.Query.V}
+		if g := pipeline.DecodeGreenplum(rms.At(i)); g != nil {
+			act.spill = g.Spill
+		}
+		acts[h.Key] = act
 	}
 	return acts
 }
@@ -62,6 +69,8 @@ type query struct {
 	// partial: its start was before the session was first seen, or a host
 	// of its processes did not answer while it ran.
 	partial bool
+	// spill is its workfiles; nil until a read saw it hold some.
+	spill *pipeline.QuerySpill
 }
 
 func (q *query) add(st *pipeline.Counters, share float64, hs hostSegment) {
@@ -127,6 +136,33 @@ func (sq *sessionQueries) owner(c int64) *query {
 		last = q
 	}
 	return last
+}
+
+// holdSpill sets what each query holds now from the session's workfile
+// rows, each the owner's of its command count (an executor's count is
+// past its statement's title count), and keeps the most each held.
+func (sq *sessionQueries) holdSpill(rows []pipeline.Spill) {
+	for _, q := range sq.queries {
+		if q.spill != nil {
+			q.spill.Bytes, q.spill.Files = 0, 0
+		}
+	}
+	for _, r := range rows {
+		q := sq.owner(r.CommandCount)
+		if q == nil {
+			continue
+		}
+		if q.spill == nil {
+			q.spill = &pipeline.QuerySpill{}
+		}
+		q.spill.Bytes += r.Bytes
+		q.spill.Files += r.Files
+	}
+	for _, q := range sq.queries {
+		if sp := q.spill; sp != nil {
+			sp.MaxBytes, sp.MaxFiles = max(sp.MaxBytes, sp.Bytes), max(sp.MaxFiles, sp.Files)
+		}
+	}
 }
 
 // mayHaveRun tells whether a process whose title counts went from lo to hi
@@ -213,6 +249,9 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 	now := newest.time
 	for key, act := range acts {
 		t.observe(s, newest, key, act, now)
+		if sq := t.sessions[key]; sq != nil {
+			sq.holdSpill(act.spill)
+		}
 	}
 	for key, sq := range t.sessions {
 		if _, ok := acts[key]; ok {

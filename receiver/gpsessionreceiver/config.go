@@ -99,8 +99,22 @@ type Config struct {
 	// the database processes that exited (taskstats; needs CAP_NET_ADMIN on
 	// the agent), so short-lived backends are counted.
 	ExitRecords bool `mapstructure:"exit_records"`
+	// GreenplumFigures reads what the server keeps itself about its
+	// sessions: spill, lock waits, session memory.
+	GreenplumFigures GreenplumFiguresConfig `mapstructure:"greenplum_figures"`
 
 	_ struct{}
+}
+
+// GreenplumFiguresConfig paces the reads of the server's own views. They
+// run on the coordinator and dispatch to every segment, so they have their
+// own interval, slower than the scrape's, and their own timeout; a scrape
+// never waits for them but takes the latest read not older than MaxAge.
+type GreenplumFiguresConfig struct {
+	Enabled          bool          `mapstructure:"enabled"`
+	Interval         time.Duration `mapstructure:"interval"`
+	StatementTimeout time.Duration `mapstructure:"statement_timeout"`
+	MaxAge           time.Duration `mapstructure:"max_age"`
 }
 
 func createDefaultConfig() *Config {
@@ -124,6 +138,8 @@ func createDefaultConfig() *Config {
 		HostTimeout:             5 * time.Second,
 		IncludeSystemProcesses:  true,
 		ExitRecords:             true,
+		GreenplumFigures: GreenplumFiguresConfig{Enabled: true, Interval: 30 * time.Second, StatementTimeout: 10 * time.Second,
+			MaxAge: 90 * time.Second},
 	}
 }
 
@@ -152,6 +168,18 @@ func (c *Config) Validate() error {
 	}
 	if c.ReconnectBackoff <= 0 || c.ReconnectBackoffMax < c.ReconnectBackoff {
 		add("reconnect_backoff %s / reconnect_backoff_max %s: want 0 < reconnect_backoff <= reconnect_backoff_max", c.ReconnectBackoff, c.ReconnectBackoffMax)
+	}
+
+	if g := c.GreenplumFigures; g.Enabled {
+		if g.Interval <= 0 {
+			add("greenplum_figures::interval %s: must be positive", g.Interval)
+		}
+		if g.StatementTimeout <= 0 || g.StatementTimeout > g.Interval {
+			add("greenplum_figures::statement_timeout %s: must be positive and at most the interval %s", g.StatementTimeout, g.Interval)
+		}
+		if g.MaxAge < g.Interval {
+			add("greenplum_figures::max_age %s: must be at least the interval %s, or no read would ever be used", g.MaxAge, g.Interval)
+		}
 	}
 
 	errs = append(errs, c.Problems("")...)

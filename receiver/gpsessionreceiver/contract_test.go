@@ -222,7 +222,10 @@ func contractClosing() *pipeline.Closing {
 		},
 		Sessions: []pipeline.Session{
 			{ID: 77, PID: 4000, Database: &db, User: &user, State: pipeline.SessionState{State: pipeline.NullOf(&state)},
-				CgroupPressure: []pipeline.GroupPressure{{Name: "default_group", Resource: "memory", Kind: "some", Avg10: 4}, {Name: "default_group", Resource: "memory", Kind: "full", Avg10: 3}}},
+				CgroupPressure: []pipeline.GroupPressure{{Name: "default_group", Resource: "memory", Kind: "some", Avg10: 4}, {Name: "default_group", Resource: "memory", Kind: "full", Avg10: 3}},
+				Greenplum: &pipeline.GreenplumSession{Spill: []pipeline.Spill{{Segment: 0, CommandCount: 5, Bytes: 1 << 30, Files: 3}, {Segment: 1, CommandCount: 5, Bytes: 1 << 20, Files: 1}},
+					Wait:   &pipeline.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 78, BlockerMode: "AccessExclusiveLock"},
+					Memory: []pipeline.SegmentMemory{{Segment: 0, Bytes: 96 << 20, Runaway: true}}}},
 			{ID: 78, PID: 4001, System: true},
 		},
 	}
@@ -305,6 +308,23 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 		for _, p := range s.CgroupPressure {
 			mb.RecordGpotelSessionCgroupPressureDataPoint(ts, p.Avg10/100, p.Name,
 				metadata.MapAttributePressureResource[p.Resource], metadata.MapAttributePressureKind[p.Kind])
+		}
+		if g := s.Greenplum; g != nil {
+			for _, sp := range g.Spill {
+				mb.RecordGpotelSessionSpillSizeDataPoint(ts, sp.Bytes, sp.Segment, sp.CommandCount)
+				mb.RecordGpotelSessionSpillFilesDataPoint(ts, sp.Files, sp.Segment, sp.CommandCount)
+			}
+			if w := g.Wait; w != nil {
+				mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, w.Segment, w.Mode, w.Object, w.Blocker, w.BlockerMode)
+			}
+			for _, m := range g.Memory {
+				runaway := int64(0)
+				if m.Runaway {
+					runaway = 1
+				}
+				mb.RecordGpotelSessionVmemUsageDataPoint(ts, m.Bytes, m.Segment)
+				mb.RecordGpotelSessionVmemRunawayDataPoint(ts, runaway, m.Segment)
+			}
 		}
 		rb.SetGpotelResourceKindSession()
 		rb.SetGpotelTmID(c.TmID)

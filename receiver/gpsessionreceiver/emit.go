@@ -29,6 +29,9 @@ type scrapeResult struct {
 	results         []hostResult // in the order of queries
 	queryMaxLength  int
 	resourceGroups  map[uint32]string // resource group oid -> name
+	// greenplum is the server's own figures per session, from the latest
+	// read not older than max_age; nil without one.
+	greenplum map[int64]*pipeline.GreenplumSession
 }
 
 // emitStats counts what the emission kept and dropped.
@@ -128,6 +131,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer)
 			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Database: row.Datname, User: row.Usename,
 			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
 			CgroupPressure: pressure.of(row.SessionID),
+			Greenplum:      s.greenplum[row.SessionID],
 		})
 	}
 	if framer != nil {

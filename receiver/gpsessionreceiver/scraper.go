@@ -38,6 +38,7 @@ type sessionScraper struct {
 	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
 	telemetry *metadata.TelemetryBuilder
 	exits     *exitTracker
+	greenplum *greenplumReader // nil: greenplum_figures off, or a source without them
 	// emitSlots bounds how many agent answers are turned into pdata and
 	// handed on at once (see emitSlotCount).
 	emitSlots chan struct{}
@@ -63,7 +64,12 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 	if err != nil {
 		return nil, err
 	}
+	var gp *greenplumReader
+	if src, ok := source.(greenplumSource); ok && cfg.GreenplumFigures.Enabled {
+		gp = newGreenplumReader(cfg.GreenplumFigures, src, settings.Logger, tb)
+	}
 	return &sessionScraper{
+		greenplum: gp,
 		cfg:       cfg,
 		settings:  settings,
 		logger:    settings.Logger,
@@ -103,6 +109,9 @@ func (s *sessionScraper) start(_ context.Context, host component.Host) error {
 		}
 	}
 	s.dir = newAgentDirectory(s.cfg, host, s.settings.TelemetrySettings, s.local)
+	if s.greenplum != nil {
+		s.greenplum.start()
+	}
 	return nil
 }
 
@@ -115,6 +124,9 @@ func (s *sessionScraper) shutdown(context.Context) error {
 	}
 	if s.local != nil {
 		s.local.StopExitRecords()
+	}
+	if s.greenplum != nil {
+		s.greenplum.shutdown()
 	}
 	if s.source != nil {
 		s.source.Close()
@@ -190,6 +202,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 		resourceGroups:  state.ResourceGroups,
+		greenplum:       s.greenplum.current(ctx, framer.Time),
 	}
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap, framer)

@@ -42,6 +42,9 @@ const (
 	// cpu_skew; a session or query under 0.05 cores ranks as 0 (the skew of
 	// next to nothing is noise).
 	TopKey_TOP_KEY_SKEW TopKey = 6
+	// spill_bytes: workfile bytes held now (Greenplum); for queries the
+	// largest the query held
+	TopKey_TOP_KEY_SPILL TopKey = 7
 )
 
 // Enum value maps for TopKey.
@@ -54,6 +57,7 @@ var (
 		4: "TOP_KEY_WRITE",
 		5: "TOP_KEY_MEMORY",
 		6: "TOP_KEY_SKEW",
+		7: "TOP_KEY_SPILL",
 	}
 	TopKey_value = map[string]int32{
 		"TOP_KEY_UNSPECIFIED":  0,
@@ -63,6 +67,7 @@ var (
 		"TOP_KEY_WRITE":        4,
 		"TOP_KEY_MEMORY":       5,
 		"TOP_KEY_SKEW":         6,
+		"TOP_KEY_SPILL":        7,
 	}
 )
 
@@ -513,9 +518,19 @@ type SessionTop struct {
 	IoHottestSegment  *int32  `protobuf:"varint,16,opt,name=io_hottest_segment,json=ioHottestSegment,proto3,oneof" json:"io_hottest_segment,omitempty"`
 	// Per host, in host-name order; empty unless the snapshotdiff processor
 	// has emit_session_host_figures: true.
-	Hosts         []*SessionHostUsage `protobuf:"bytes,17,rep,name=hosts,proto3" json:"hosts,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Hosts []*SessionHostUsage `protobuf:"bytes,17,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// Greenplum's own figures, from the receiver's latest read of the
+	// server's views; absent where the server has none.
+	SpillBytes      *uint64 `protobuf:"varint,18,opt,name=spill_bytes,json=spillBytes,proto3,oneof" json:"spill_bytes,omitempty"` // workfiles held now, every segment
+	SpillFiles      uint32  `protobuf:"varint,19,opt,name=spill_files,json=spillFiles,proto3" json:"spill_files,omitempty"`
+	BlockedBySessId *int64  `protobuf:"varint,20,opt,name=blocked_by_sess_id,json=blockedBySessId,proto3,oneof" json:"blocked_by_sess_id,omitempty"` // set while the session waits for a lock
+	LockWaitMode    string  `protobuf:"bytes,21,opt,name=lock_wait_mode,json=lockWaitMode,proto3" json:"lock_wait_mode,omitempty"`                   // the mode it waits for
+	LockedItem      string  `protobuf:"bytes,22,opt,name=locked_item,json=lockedItem,proto3" json:"locked_item,omitempty"`                           // schema.relation, transaction <xid>, or the lock type
+	BlockerMode     string  `protobuf:"bytes,23,opt,name=blocker_mode,json=blockerMode,proto3" json:"blocker_mode,omitempty"`                        // the mode the blocking session holds
+	VmemBytes       *uint64 `protobuf:"varint,24,opt,name=vmem_bytes,json=vmemBytes,proto3,oneof" json:"vmem_bytes,omitempty"`                       // Greenplum's vmem account, every segment (GP6 gp_internal_tools)
+	Runaway         bool    `protobuf:"varint,25,opt,name=runaway,proto3" json:"runaway,omitempty"`                                                  // a segment marked the session runaway
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *SessionTop) Reset() {
@@ -667,6 +682,62 @@ func (x *SessionTop) GetHosts() []*SessionHostUsage {
 	return nil
 }
 
+func (x *SessionTop) GetSpillBytes() uint64 {
+	if x != nil && x.SpillBytes != nil {
+		return *x.SpillBytes
+	}
+	return 0
+}
+
+func (x *SessionTop) GetSpillFiles() uint32 {
+	if x != nil {
+		return x.SpillFiles
+	}
+	return 0
+}
+
+func (x *SessionTop) GetBlockedBySessId() int64 {
+	if x != nil && x.BlockedBySessId != nil {
+		return *x.BlockedBySessId
+	}
+	return 0
+}
+
+func (x *SessionTop) GetLockWaitMode() string {
+	if x != nil {
+		return x.LockWaitMode
+	}
+	return ""
+}
+
+func (x *SessionTop) GetLockedItem() string {
+	if x != nil {
+		return x.LockedItem
+	}
+	return ""
+}
+
+func (x *SessionTop) GetBlockerMode() string {
+	if x != nil {
+		return x.BlockerMode
+	}
+	return ""
+}
+
+func (x *SessionTop) GetVmemBytes() uint64 {
+	if x != nil && x.VmemBytes != nil {
+		return *x.VmemBytes
+	}
+	return 0
+}
+
+func (x *SessionTop) GetRunaway() bool {
+	if x != nil {
+		return x.Runaway
+	}
+	return false
+}
+
 type GetClusterTopResponse struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	SnapshotTimeUnixNano int64                  `protobuf:"varint,1,opt,name=snapshot_time_unix_nano,json=snapshotTimeUnixNano,proto3" json:"snapshot_time_unix_nano,omitempty"`
@@ -795,7 +866,12 @@ type QueryTop struct {
 	IoMaxOverAvg      float64 `protobuf:"fixed64,17,opt,name=io_max_over_avg,json=ioMaxOverAvg,proto3" json:"io_max_over_avg,omitempty"`
 	IoHottestSegment  *int32  `protobuf:"varint,18,opt,name=io_hottest_segment,json=ioHottestSegment,proto3,oneof" json:"io_hottest_segment,omitempty"`
 	// Per host, in host-name order: averages over its duration.
-	Hosts         []*SessionHostUsage `protobuf:"bytes,19,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	Hosts []*SessionHostUsage `protobuf:"bytes,19,rep,name=hosts,proto3" json:"hosts,omitempty"`
+	// Workfiles (Greenplum): held now while it runs, and the most it held
+	// at once over its life, as far as the reads saw.
+	SpillBytes    uint64 `protobuf:"varint,20,opt,name=spill_bytes,json=spillBytes,proto3" json:"spill_bytes,omitempty"`
+	SpillFiles    uint32 `protobuf:"varint,21,opt,name=spill_files,json=spillFiles,proto3" json:"spill_files,omitempty"`
+	SpillBytesMax uint64 `protobuf:"varint,22,opt,name=spill_bytes_max,json=spillBytesMax,proto3" json:"spill_bytes_max,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -963,6 +1039,27 @@ func (x *QueryTop) GetHosts() []*SessionHostUsage {
 	return nil
 }
 
+func (x *QueryTop) GetSpillBytes() uint64 {
+	if x != nil {
+		return x.SpillBytes
+	}
+	return 0
+}
+
+func (x *QueryTop) GetSpillFiles() uint32 {
+	if x != nil {
+		return x.SpillFiles
+	}
+	return 0
+}
+
+func (x *QueryTop) GetSpillBytesMax() uint64 {
+	if x != nil {
+		return x.SpillBytesMax
+	}
+	return 0
+}
+
 var File_gpotel_v1_cluster_top_proto protoreflect.FileDescriptor
 
 const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
@@ -996,7 +1093,7 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\aqueries\x18\x05 \x01(\rR\aqueries\"V\n" +
 	"\x10SessionHostUsage\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xec\x04\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xc3\a\n" +
 	"\n" +
 	"SessionTop\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
@@ -1016,9 +1113,24 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\aio_skew\x18\x0e \x01(\x01R\x06ioSkew\x12%\n" +
 	"\x0fio_max_over_avg\x18\x0f \x01(\x01R\fioMaxOverAvg\x121\n" +
 	"\x12io_hottest_segment\x18\x10 \x01(\x05H\x01R\x10ioHottestSegment\x88\x01\x01\x121\n" +
-	"\x05hosts\x18\x11 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hostsB\x16\n" +
+	"\x05hosts\x18\x11 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hosts\x12$\n" +
+	"\vspill_bytes\x18\x12 \x01(\x04H\x02R\n" +
+	"spillBytes\x88\x01\x01\x12\x1f\n" +
+	"\vspill_files\x18\x13 \x01(\rR\n" +
+	"spillFiles\x120\n" +
+	"\x12blocked_by_sess_id\x18\x14 \x01(\x03H\x03R\x0fblockedBySessId\x88\x01\x01\x12$\n" +
+	"\x0elock_wait_mode\x18\x15 \x01(\tR\flockWaitMode\x12\x1f\n" +
+	"\vlocked_item\x18\x16 \x01(\tR\n" +
+	"lockedItem\x12!\n" +
+	"\fblocker_mode\x18\x17 \x01(\tR\vblockerMode\x12\"\n" +
+	"\n" +
+	"vmem_bytes\x18\x18 \x01(\x04H\x04R\tvmemBytes\x88\x01\x01\x12\x18\n" +
+	"\arunaway\x18\x19 \x01(\bR\arunawayB\x16\n" +
 	"\x14_cpu_hottest_segmentB\x15\n" +
-	"\x13_io_hottest_segment\"\x8e\x03\n" +
+	"\x13_io_hottest_segmentB\x0e\n" +
+	"\f_spill_bytesB\x15\n" +
+	"\x13_blocked_by_sess_idB\r\n" +
+	"\v_vmem_bytes\"\x8e\x03\n" +
 	"\x15GetClusterTopResponse\x125\n" +
 	"\x17snapshot_time_unix_nano\x18\x01 \x01(\x03R\x14snapshotTimeUnixNano\x12%\n" +
 	"\x0ewindow_seconds\x18\x02 \x01(\x01R\rwindowSeconds\x122\n" +
@@ -1027,7 +1139,7 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\x05hosts\x18\x05 \x03(\v2\x12.gpotel.v1.HostTopR\x05hosts\x12#\n" +
 	"\x03key\x18\x06 \x01(\x0e2\x11.gpotel.v1.TopKeyR\x03key\x121\n" +
 	"\bsessions\x18\a \x03(\v2\x15.gpotel.v1.SessionTopR\bsessions\x12-\n" +
-	"\aqueries\x18\b \x03(\v2\x13.gpotel.v1.QueryTopR\aqueries\"\xec\x05\n" +
+	"\aqueries\x18\b \x03(\v2\x13.gpotel.v1.QueryTopR\aqueries\"\xd6\x06\n" +
 	"\bQueryTop\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12(\n" +
@@ -1051,10 +1163,15 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\aio_skew\x18\x10 \x01(\x01R\x06ioSkew\x12%\n" +
 	"\x0fio_max_over_avg\x18\x11 \x01(\x01R\fioMaxOverAvg\x121\n" +
 	"\x12io_hottest_segment\x18\x12 \x01(\x05H\x02R\x10ioHottestSegment\x88\x01\x01\x121\n" +
-	"\x05hosts\x18\x13 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hostsB\x10\n" +
+	"\x05hosts\x18\x13 \x03(\v2\x1b.gpotel.v1.SessionHostUsageR\x05hosts\x12\x1f\n" +
+	"\vspill_bytes\x18\x14 \x01(\x04R\n" +
+	"spillBytes\x12\x1f\n" +
+	"\vspill_files\x18\x15 \x01(\rR\n" +
+	"spillFiles\x12&\n" +
+	"\x0fspill_bytes_max\x18\x16 \x01(\x04R\rspillBytesMaxB\x10\n" +
 	"\x0e_command_countB\x16\n" +
 	"\x14_cpu_hottest_segmentB\x15\n" +
-	"\x13_io_hottest_segment*\x97\x01\n" +
+	"\x13_io_hottest_segment*\xaa\x01\n" +
 	"\x06TopKey\x12\x17\n" +
 	"\x13TOP_KEY_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vTOP_KEY_CPU\x10\x01\x12\x18\n" +
@@ -1062,7 +1179,8 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\fTOP_KEY_READ\x10\x03\x12\x11\n" +
 	"\rTOP_KEY_WRITE\x10\x04\x12\x12\n" +
 	"\x0eTOP_KEY_MEMORY\x10\x05\x12\x10\n" +
-	"\fTOP_KEY_SKEW\x10\x062`\n" +
+	"\fTOP_KEY_SKEW\x10\x06\x12\x11\n" +
+	"\rTOP_KEY_SPILL\x10\a2`\n" +
 	"\n" +
 	"ClusterTop\x12R\n" +
 	"\rGetClusterTop\x12\x1f.gpotel.v1.GetClusterTopRequest\x1a .gpotel.v1.GetClusterTopResponseB3Z1github.com/gpotel/gpotel/proto/gpotel/v1;gpotelv1b\x06proto3"

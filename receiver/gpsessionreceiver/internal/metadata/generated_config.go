@@ -905,6 +905,252 @@ func (ms *GpotelSessionInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 	return nil
 }
 
+// GpotelSessionLockWaitMetricAttributeKey specifies the key of an attribute for the gpotel.session.lock.wait metric.
+type GpotelSessionLockWaitMetricAttributeKey string
+
+const (
+	GpotelSessionLockWaitMetricAttributeKeySegmentID            GpotelSessionLockWaitMetricAttributeKey = "gpotel.segment.id"
+	GpotelSessionLockWaitMetricAttributeKeyLockMode             GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.mode"
+	GpotelSessionLockWaitMetricAttributeKeyLockObject           GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.object"
+	GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.blocker.session.id"
+	GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode      GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.blocker.mode"
+)
+
+// GpotelSessionLockWaitMetricConfig provides config for the gpotel.session.lock.wait metric.
+type GpotelSessionLockWaitMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                    `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionLockWaitMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionLockWaitMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionLockWaitMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode:
+		default:
+			return fmt.Errorf("metric gpotel.session.lock.wait doesn't have an attribute %v, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.object, gpotel.lock.blocker.session.id, gpotel.lock.blocker.mode]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelSessionSpillFilesMetricAttributeKey specifies the key of an attribute for the gpotel.session.spill.files metric.
+type GpotelSessionSpillFilesMetricAttributeKey string
+
+const (
+	GpotelSessionSpillFilesMetricAttributeKeySegmentID    GpotelSessionSpillFilesMetricAttributeKey = "gpotel.segment.id"
+	GpotelSessionSpillFilesMetricAttributeKeyCommandCount GpotelSessionSpillFilesMetricAttributeKey = "gpotel.query.command_count"
+)
+
+// GpotelSessionSpillFilesMetricConfig provides config for the gpotel.session.spill.files metric.
+type GpotelSessionSpillFilesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                      `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionSpillFilesMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionSpillFilesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionSpillFilesMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionSpillFilesMetricAttributeKeySegmentID, GpotelSessionSpillFilesMetricAttributeKeyCommandCount:
+		default:
+			return fmt.Errorf("metric gpotel.session.spill.files doesn't have an attribute %v, valid attributes: [gpotel.segment.id, gpotel.query.command_count]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelSessionSpillSizeMetricAttributeKey specifies the key of an attribute for the gpotel.session.spill.size metric.
+type GpotelSessionSpillSizeMetricAttributeKey string
+
+const (
+	GpotelSessionSpillSizeMetricAttributeKeySegmentID    GpotelSessionSpillSizeMetricAttributeKey = "gpotel.segment.id"
+	GpotelSessionSpillSizeMetricAttributeKeyCommandCount GpotelSessionSpillSizeMetricAttributeKey = "gpotel.query.command_count"
+)
+
+// GpotelSessionSpillSizeMetricConfig provides config for the gpotel.session.spill.size metric.
+type GpotelSessionSpillSizeMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionSpillSizeMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionSpillSizeMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionSpillSizeMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionSpillSizeMetricAttributeKeySegmentID, GpotelSessionSpillSizeMetricAttributeKeyCommandCount:
+		default:
+			return fmt.Errorf("metric gpotel.session.spill.size doesn't have an attribute %v, valid attributes: [gpotel.segment.id, gpotel.query.command_count]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelSessionVmemRunawayMetricAttributeKey specifies the key of an attribute for the gpotel.session.vmem.runaway metric.
+type GpotelSessionVmemRunawayMetricAttributeKey string
+
+const (
+	GpotelSessionVmemRunawayMetricAttributeKeySegmentID GpotelSessionVmemRunawayMetricAttributeKey = "gpotel.segment.id"
+)
+
+// GpotelSessionVmemRunawayMetricConfig provides config for the gpotel.session.vmem.runaway metric.
+type GpotelSessionVmemRunawayMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                       `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionVmemRunawayMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionVmemRunawayMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionVmemRunawayMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionVmemRunawayMetricAttributeKeySegmentID:
+		default:
+			return fmt.Errorf("metric gpotel.session.vmem.runaway doesn't have an attribute %v, valid attributes: [gpotel.segment.id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
+// GpotelSessionVmemUsageMetricAttributeKey specifies the key of an attribute for the gpotel.session.vmem.usage metric.
+type GpotelSessionVmemUsageMetricAttributeKey string
+
+const (
+	GpotelSessionVmemUsageMetricAttributeKeySegmentID GpotelSessionVmemUsageMetricAttributeKey = "gpotel.segment.id"
+)
+
+// GpotelSessionVmemUsageMetricConfig provides config for the gpotel.session.vmem.usage metric.
+type GpotelSessionVmemUsageMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                     `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelSessionVmemUsageMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelSessionVmemUsageMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelSessionVmemUsageMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelSessionVmemUsageMetricAttributeKeySegmentID:
+		default:
+			return fmt.Errorf("metric gpotel.session.vmem.usage doesn't have an attribute %v, valid attributes: [gpotel.segment.id]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // ProcessContextSwitchesMetricAttributeKey specifies the key of an attribute for the process.context_switches metric.
 type ProcessContextSwitchesMetricAttributeKey string
 
@@ -1266,6 +1512,11 @@ type MetricsConfig struct {
 	GpotelProcessMemoryVirtualPeak  GpotelProcessMemoryVirtualPeakMetricConfig  `mapstructure:"gpotel.process.memory.virtual_peak"`
 	GpotelSessionCgroupPressure     GpotelSessionCgroupPressureMetricConfig     `mapstructure:"gpotel.session.cgroup.pressure"`
 	GpotelSessionInfo               GpotelSessionInfoMetricConfig               `mapstructure:"gpotel.session.info"`
+	GpotelSessionLockWait           GpotelSessionLockWaitMetricConfig           `mapstructure:"gpotel.session.lock.wait"`
+	GpotelSessionSpillFiles         GpotelSessionSpillFilesMetricConfig         `mapstructure:"gpotel.session.spill.files"`
+	GpotelSessionSpillSize          GpotelSessionSpillSizeMetricConfig          `mapstructure:"gpotel.session.spill.size"`
+	GpotelSessionVmemRunaway        GpotelSessionVmemRunawayMetricConfig        `mapstructure:"gpotel.session.vmem.runaway"`
+	GpotelSessionVmemUsage          GpotelSessionVmemUsageMetricConfig          `mapstructure:"gpotel.session.vmem.usage"`
 	ProcessContextSwitches          ProcessContextSwitchesMetricConfig          `mapstructure:"process.context_switches"`
 	ProcessCPUTime                  ProcessCPUTimeMetricConfig                  `mapstructure:"process.cpu.time"`
 	ProcessDiskIo                   ProcessDiskIoMetricConfig                   `mapstructure:"process.disk.io"`
@@ -1369,6 +1620,31 @@ func DefaultMetricsConfig() MetricsConfig {
 		},
 		GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 			Enabled: true,
+		},
+		GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+		},
+		GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionSpillFilesMetricAttributeKey{GpotelSessionSpillFilesMetricAttributeKeySegmentID, GpotelSessionSpillFilesMetricAttributeKeyCommandCount},
+		},
+		GpotelSessionSpillSize: GpotelSessionSpillSizeMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionSpillSizeMetricAttributeKey{GpotelSessionSpillSizeMetricAttributeKeySegmentID, GpotelSessionSpillSizeMetricAttributeKeyCommandCount},
+		},
+		GpotelSessionVmemRunaway: GpotelSessionVmemRunawayMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionVmemRunawayMetricAttributeKey{GpotelSessionVmemRunawayMetricAttributeKeySegmentID},
+		},
+		GpotelSessionVmemUsage: GpotelSessionVmemUsageMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelSessionVmemUsageMetricAttributeKey{GpotelSessionVmemUsageMetricAttributeKeySegmentID},
 		},
 		ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 			Enabled:             true,

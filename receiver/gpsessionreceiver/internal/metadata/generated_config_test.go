@@ -119,6 +119,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: true,
 					},
+					GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+					},
+					GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionSpillFilesMetricAttributeKey{GpotelSessionSpillFilesMetricAttributeKeySegmentID, GpotelSessionSpillFilesMetricAttributeKeyCommandCount},
+					},
+					GpotelSessionSpillSize: GpotelSessionSpillSizeMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionSpillSizeMetricAttributeKey{GpotelSessionSpillSizeMetricAttributeKeySegmentID, GpotelSessionSpillSizeMetricAttributeKeyCommandCount},
+					},
+					GpotelSessionVmemRunaway: GpotelSessionVmemRunawayMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionVmemRunawayMetricAttributeKey{GpotelSessionVmemRunawayMetricAttributeKeySegmentID},
+					},
+					GpotelSessionVmemUsage: GpotelSessionVmemUsageMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionVmemUsageMetricAttributeKey{GpotelSessionVmemUsageMetricAttributeKeySegmentID},
+					},
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategySum,
@@ -271,6 +296,31 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelSessionInfo: GpotelSessionInfoMetricConfig{
 						Enabled: false,
 					},
+					GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+					},
+					GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionSpillFilesMetricAttributeKey{GpotelSessionSpillFilesMetricAttributeKeySegmentID, GpotelSessionSpillFilesMetricAttributeKeyCommandCount},
+					},
+					GpotelSessionSpillSize: GpotelSessionSpillSizeMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionSpillSizeMetricAttributeKey{GpotelSessionSpillSizeMetricAttributeKeySegmentID, GpotelSessionSpillSizeMetricAttributeKeyCommandCount},
+					},
+					GpotelSessionVmemRunaway: GpotelSessionVmemRunawayMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionVmemRunawayMetricAttributeKey{GpotelSessionVmemRunawayMetricAttributeKeySegmentID},
+					},
+					GpotelSessionVmemUsage: GpotelSessionVmemUsageMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelSessionVmemUsageMetricAttributeKey{GpotelSessionVmemUsageMetricAttributeKeySegmentID},
+					},
 					ProcessContextSwitches: ProcessContextSwitchesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategySum,
@@ -330,7 +380,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, GpotelSessionLockWaitMetricConfig{}, GpotelSessionSpillFilesMetricConfig{}, GpotelSessionSpillSizeMetricConfig{}, GpotelSessionVmemRunawayMetricConfig{}, GpotelSessionVmemUsageMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -547,6 +597,66 @@ func TestGpotelSessionCgroupPressureMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.cgroup.pressure doesn't have an attribute invalid, valid attributes: [gpotel.cgroup.name, gpotel.pressure.resource, gpotel.pressure.kind]")
 
 	cfg = DefaultMetricsConfig().GpotelSessionCgroupPressure
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionLockWaitMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionLockWait
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionLockWaitMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.lock.wait doesn't have an attribute invalid, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.object, gpotel.lock.blocker.session.id, gpotel.lock.blocker.mode]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionLockWait
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionSpillFilesMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionSpillFiles
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionSpillFilesMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.spill.files doesn't have an attribute invalid, valid attributes: [gpotel.segment.id, gpotel.query.command_count]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionSpillFiles
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionSpillSizeMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionSpillSize
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionSpillSizeMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.spill.size doesn't have an attribute invalid, valid attributes: [gpotel.segment.id, gpotel.query.command_count]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionSpillSize
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionVmemRunawayMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionVmemRunaway
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionVmemRunawayMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.vmem.runaway doesn't have an attribute invalid, valid attributes: [gpotel.segment.id]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionVmemRunaway
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelSessionVmemUsageMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelSessionVmemUsage
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelSessionVmemUsageMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.vmem.usage doesn't have an attribute invalid, valid attributes: [gpotel.segment.id]")
+
+	cfg = DefaultMetricsConfig().GpotelSessionVmemUsage
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -403,6 +403,26 @@ var MetricsInfo = metricsInfo{
 	GpotelSessionInfo: metricInfo{
 		Name: "gpotel.session.info",
 	},
+	GpotelSessionLockWait: metricInfo{
+		Name:       "gpotel.session.lock.wait",
+		Attributes: []string{"segment_id", "lock_mode", "lock_object", "lock_blocker_session_id", "lock_blocker_mode"},
+	},
+	GpotelSessionSpillFiles: metricInfo{
+		Name:       "gpotel.session.spill.files",
+		Attributes: []string{"segment_id", "command_count"},
+	},
+	GpotelSessionSpillSize: metricInfo{
+		Name:       "gpotel.session.spill.size",
+		Attributes: []string{"segment_id", "command_count"},
+	},
+	GpotelSessionVmemRunaway: metricInfo{
+		Name:       "gpotel.session.vmem.runaway",
+		Attributes: []string{"segment_id"},
+	},
+	GpotelSessionVmemUsage: metricInfo{
+		Name:       "gpotel.session.vmem.usage",
+		Attributes: []string{"segment_id"},
+	},
 	ProcessContextSwitches: metricInfo{
 		Name:       "process.context_switches",
 		Attributes: []string{"process_pid", "context_switch_type"},
@@ -453,6 +473,11 @@ type metricsInfo struct {
 	GpotelProcessMemoryVirtualPeak  metricInfo
 	GpotelSessionCgroupPressure     metricInfo
 	GpotelSessionInfo               metricInfo
+	GpotelSessionLockWait           metricInfo
+	GpotelSessionSpillFiles         metricInfo
+	GpotelSessionSpillSize          metricInfo
+	GpotelSessionVmemRunaway        metricInfo
+	GpotelSessionVmemUsage          metricInfo
 	ProcessContextSwitches          metricInfo
 	ProcessCPUTime                  metricInfo
 	ProcessDiskIo                   metricInfo
@@ -2169,6 +2194,469 @@ func newMetricGpotelSessionInfo(cfg GpotelSessionInfoMetricConfig) metricGpotelS
 	return m
 }
 
+type metricGpotelSessionLockWait struct {
+	data          pmetric.Metric                    // data buffer for generated metric.
+	config        GpotelSessionLockWaitMetricConfig // metric config provided by user.
+	capacity      int                               // max observed number of data points added to the metric.
+	aggDataPoints []int64                           // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.lock.wait metric with initial data.
+func (m *metricGpotelSessionLockWait) init() {
+	m.data.SetName("gpotel.session.lock.wait")
+	m.data.SetDescription("On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionLockWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockObjectAttributeValue string, lockBlockerSessionIDAttributeValue int64, lockBlockerModeAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockMode) {
+		dp.Attributes().PutStr("gpotel.lock.mode", lockModeAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockObject) {
+		dp.Attributes().PutStr("gpotel.lock.object", lockObjectAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID) {
+		dp.Attributes().PutInt("gpotel.lock.blocker.session.id", lockBlockerSessionIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode) {
+		dp.Attributes().PutStr("gpotel.lock.blocker.mode", lockBlockerModeAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionLockWait) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionLockWait) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionLockWait(cfg GpotelSessionLockWaitMetricConfig) metricGpotelSessionLockWait {
+	m := metricGpotelSessionLockWait{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelSessionSpillFiles struct {
+	data          pmetric.Metric                      // data buffer for generated metric.
+	config        GpotelSessionSpillFilesMetricConfig // metric config provided by user.
+	capacity      int                                 // max observed number of data points added to the metric.
+	aggDataPoints []int64                             // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.spill.files metric with initial data.
+func (m *metricGpotelSessionSpillFiles) init() {
+	m.data.SetName("gpotel.session.spill.files")
+	m.data.SetDescription("On Greenplum session resources: workfiles the session's command holds now on the segment.")
+	m.data.SetUnit("{file}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionSpillFiles) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, commandCountAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionSpillFilesMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionSpillFilesMetricAttributeKeyCommandCount) {
+		dp.Attributes().PutInt("gpotel.query.command_count", commandCountAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionSpillFiles) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionSpillFiles) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionSpillFiles(cfg GpotelSessionSpillFilesMetricConfig) metricGpotelSessionSpillFiles {
+	m := metricGpotelSessionSpillFiles{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelSessionSpillSize struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpotelSessionSpillSizeMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.spill.size metric with initial data.
+func (m *metricGpotelSessionSpillSize) init() {
+	m.data.SetName("gpotel.session.spill.size")
+	m.data.SetDescription("On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it.")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionSpillSize) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, commandCountAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionSpillSizeMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionSpillSizeMetricAttributeKeyCommandCount) {
+		dp.Attributes().PutInt("gpotel.query.command_count", commandCountAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionSpillSize) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionSpillSize) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionSpillSize(cfg GpotelSessionSpillSizeMetricConfig) metricGpotelSessionSpillSize {
+	m := metricGpotelSessionSpillSize{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelSessionVmemRunaway struct {
+	data          pmetric.Metric                       // data buffer for generated metric.
+	config        GpotelSessionVmemRunawayMetricConfig // metric config provided by user.
+	capacity      int                                  // max observed number of data points added to the metric.
+	aggDataPoints []int64                              // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.vmem.runaway metric with initial data.
+func (m *metricGpotelSessionVmemRunaway) init() {
+	m.data.SetName("gpotel.session.vmem.runaway")
+	m.data.SetDescription("On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0.")
+	m.data.SetUnit("1")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionVmemRunaway) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionVmemRunawayMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionVmemRunaway) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionVmemRunaway) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionVmemRunaway(cfg GpotelSessionVmemRunawayMetricConfig) metricGpotelSessionVmemRunaway {
+	m := metricGpotelSessionVmemRunaway{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelSessionVmemUsage struct {
+	data          pmetric.Metric                     // data buffer for generated metric.
+	config        GpotelSessionVmemUsageMetricConfig // metric config provided by user.
+	capacity      int                                // max observed number of data points added to the metric.
+	aggDataPoints []int64                            // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.session.vmem.usage metric with initial data.
+func (m *metricGpotelSessionVmemUsage) init() {
+	m.data.SetName("gpotel.session.vmem.usage")
+	m.data.SetDescription("On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment.")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelSessionVmemUsage) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelSessionVmemUsageMetricAttributeKeySegmentID) {
+		dp.Attributes().PutInt("gpotel.segment.id", segmentIDAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelSessionVmemUsage) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelSessionVmemUsage) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelSessionVmemUsage(cfg GpotelSessionVmemUsageMetricConfig) metricGpotelSessionVmemUsage {
+	m := metricGpotelSessionVmemUsage{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
 type metricProcessContextSwitches struct {
 	data          pmetric.Metric                     // data buffer for generated metric.
 	config        ProcessContextSwitchesMetricConfig // metric config provided by user.
@@ -2841,6 +3329,11 @@ type MetricsBuilder struct {
 	metricGpotelProcessMemoryVirtualPeak  metricGpotelProcessMemoryVirtualPeak
 	metricGpotelSessionCgroupPressure     metricGpotelSessionCgroupPressure
 	metricGpotelSessionInfo               metricGpotelSessionInfo
+	metricGpotelSessionLockWait           metricGpotelSessionLockWait
+	metricGpotelSessionSpillFiles         metricGpotelSessionSpillFiles
+	metricGpotelSessionSpillSize          metricGpotelSessionSpillSize
+	metricGpotelSessionVmemRunaway        metricGpotelSessionVmemRunaway
+	metricGpotelSessionVmemUsage          metricGpotelSessionVmemUsage
 	metricProcessContextSwitches          metricProcessContextSwitches
 	metricProcessCPUTime                  metricProcessCPUTime
 	metricProcessDiskIo                   metricProcessDiskIo
@@ -2892,6 +3385,11 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelProcessMemoryVirtualPeak:  newMetricGpotelProcessMemoryVirtualPeak(mbc.Metrics.GpotelProcessMemoryVirtualPeak),
 		metricGpotelSessionCgroupPressure:     newMetricGpotelSessionCgroupPressure(mbc.Metrics.GpotelSessionCgroupPressure),
 		metricGpotelSessionInfo:               newMetricGpotelSessionInfo(mbc.Metrics.GpotelSessionInfo),
+		metricGpotelSessionLockWait:           newMetricGpotelSessionLockWait(mbc.Metrics.GpotelSessionLockWait),
+		metricGpotelSessionSpillFiles:         newMetricGpotelSessionSpillFiles(mbc.Metrics.GpotelSessionSpillFiles),
+		metricGpotelSessionSpillSize:          newMetricGpotelSessionSpillSize(mbc.Metrics.GpotelSessionSpillSize),
+		metricGpotelSessionVmemRunaway:        newMetricGpotelSessionVmemRunaway(mbc.Metrics.GpotelSessionVmemRunaway),
+		metricGpotelSessionVmemUsage:          newMetricGpotelSessionVmemUsage(mbc.Metrics.GpotelSessionVmemUsage),
 		metricProcessContextSwitches:          newMetricProcessContextSwitches(mbc.Metrics.ProcessContextSwitches),
 		metricProcessCPUTime:                  newMetricProcessCPUTime(mbc.Metrics.ProcessCPUTime),
 		metricProcessDiskIo:                   newMetricProcessDiskIo(mbc.Metrics.ProcessDiskIo),
@@ -3080,6 +3578,11 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelProcessMemoryVirtualPeak.emit(ils.Metrics())
 	mb.metricGpotelSessionCgroupPressure.emit(ils.Metrics())
 	mb.metricGpotelSessionInfo.emit(ils.Metrics())
+	mb.metricGpotelSessionLockWait.emit(ils.Metrics())
+	mb.metricGpotelSessionSpillFiles.emit(ils.Metrics())
+	mb.metricGpotelSessionSpillSize.emit(ils.Metrics())
+	mb.metricGpotelSessionVmemRunaway.emit(ils.Metrics())
+	mb.metricGpotelSessionVmemUsage.emit(ils.Metrics())
 	mb.metricProcessContextSwitches.emit(ils.Metrics())
 	mb.metricProcessCPUTime.emit(ils.Metrics())
 	mb.metricProcessDiskIo.emit(ils.Metrics())
@@ -3211,6 +3714,31 @@ func (mb *MetricsBuilder) RecordGpotelSessionCgroupPressureDataPoint(ts pcommon.
 // RecordGpotelSessionInfoDataPoint adds a data point to gpotel.session.info metric.
 func (mb *MetricsBuilder) RecordGpotelSessionInfoDataPoint(ts pcommon.Timestamp, val int64) {
 	mb.metricGpotelSessionInfo.recordDataPoint(mb.startTime, ts, val)
+}
+
+// RecordGpotelSessionLockWaitDataPoint adds a data point to gpotel.session.lock.wait metric.
+func (mb *MetricsBuilder) RecordGpotelSessionLockWaitDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockObjectAttributeValue string, lockBlockerSessionIDAttributeValue int64, lockBlockerModeAttributeValue string) {
+	mb.metricGpotelSessionLockWait.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue, lockModeAttributeValue, lockObjectAttributeValue, lockBlockerSessionIDAttributeValue, lockBlockerModeAttributeValue)
+}
+
+// RecordGpotelSessionSpillFilesDataPoint adds a data point to gpotel.session.spill.files metric.
+func (mb *MetricsBuilder) RecordGpotelSessionSpillFilesDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, commandCountAttributeValue int64) {
+	mb.metricGpotelSessionSpillFiles.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue, commandCountAttributeValue)
+}
+
+// RecordGpotelSessionSpillSizeDataPoint adds a data point to gpotel.session.spill.size metric.
+func (mb *MetricsBuilder) RecordGpotelSessionSpillSizeDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, commandCountAttributeValue int64) {
+	mb.metricGpotelSessionSpillSize.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue, commandCountAttributeValue)
+}
+
+// RecordGpotelSessionVmemRunawayDataPoint adds a data point to gpotel.session.vmem.runaway metric.
+func (mb *MetricsBuilder) RecordGpotelSessionVmemRunawayDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64) {
+	mb.metricGpotelSessionVmemRunaway.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue)
+}
+
+// RecordGpotelSessionVmemUsageDataPoint adds a data point to gpotel.session.vmem.usage metric.
+func (mb *MetricsBuilder) RecordGpotelSessionVmemUsageDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64) {
+	mb.metricGpotelSessionVmemUsage.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue)
 }
 
 // RecordProcessContextSwitchesDataPoint adds a data point to process.context_switches metric.

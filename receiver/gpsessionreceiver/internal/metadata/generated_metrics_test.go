@@ -85,6 +85,11 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpotel.process.memory.swap"] = mb.metricGpotelProcessMemorySwap.config.AggregationStrategy
 			aggMap["gpotel.process.memory.virtual_peak"] = mb.metricGpotelProcessMemoryVirtualPeak.config.AggregationStrategy
 			aggMap["gpotel.session.cgroup.pressure"] = mb.metricGpotelSessionCgroupPressure.config.AggregationStrategy
+			aggMap["gpotel.session.lock.wait"] = mb.metricGpotelSessionLockWait.config.AggregationStrategy
+			aggMap["gpotel.session.spill.files"] = mb.metricGpotelSessionSpillFiles.config.AggregationStrategy
+			aggMap["gpotel.session.spill.size"] = mb.metricGpotelSessionSpillSize.config.AggregationStrategy
+			aggMap["gpotel.session.vmem.runaway"] = mb.metricGpotelSessionVmemRunaway.config.AggregationStrategy
+			aggMap["gpotel.session.vmem.usage"] = mb.metricGpotelSessionVmemUsage.config.AggregationStrategy
 			aggMap["process.context_switches"] = mb.metricProcessContextSwitches.config.AggregationStrategy
 			aggMap["process.cpu.time"] = mb.metricProcessCPUTime.config.AggregationStrategy
 			aggMap["process.disk.io"] = mb.metricProcessDiskIo.config.AggregationStrategy
@@ -213,6 +218,36 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelSessionInfoDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
+			mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, 10, "lock_mode-val", "lock_object-val", 23, "lock_blocker_mode-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionLockWaitDataPoint(ts, 3, 11, "lock_mode-val-2", "lock_object-val-2", 24, "lock_blocker_mode-val-2")
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelSessionSpillFilesDataPoint(ts, 1, 10, 13)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionSpillFilesDataPoint(ts, 3, 11, 14)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelSessionSpillSizeDataPoint(ts, 1, 10, 13)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionSpillSizeDataPoint(ts, 3, 11, 14)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelSessionVmemRunawayDataPoint(ts, 1, 10)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionVmemRunawayDataPoint(ts, 3, 11)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelSessionVmemUsageDataPoint(ts, 1, 10)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelSessionVmemUsageDataPoint(ts, 3, 11)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
 			mb.RecordProcessContextSwitchesDataPoint(ts, 1, 11, AttributeContextSwitchTypeVoluntary)
 			if tt.name == "reaggregate_set" {
 				mb.RecordProcessContextSwitchesDataPoint(ts, 3, 12, AttributeContextSwitchTypeInvoluntary)
@@ -291,6 +326,11 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpotelProcessMemorySwap.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryVirtualPeak.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelSessionCgroupPressure.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionLockWait.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionSpillFiles.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionSpillSize.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionVmemRunaway.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelSessionVmemUsage.aggDataPoints)
 				assert.Empty(t, mb.metricProcessContextSwitches.aggDataPoints)
 				assert.Empty(t, mb.metricProcessCPUTime.aggDataPoints)
 				assert.Empty(t, mb.metricProcessDiskIo.aggDataPoints)
@@ -1145,6 +1185,236 @@ func TestMetricsBuilder(t *testing.T) {
 					assert.Equal(t, ts, dp.Timestamp())
 					assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
 					assert.Equal(t, int64(1), dp.IntValue())
+				case "gpotel.session.lock.wait":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.lock.wait"], "Found a duplicate in the metrics slice: gpotel.session.lock.wait")
+						validatedMetrics["gpotel.session.lock.wait"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+						lockModeAttrVal, ok := dp.Attributes().Get("gpotel.lock.mode")
+						assert.True(t, ok)
+						assert.Equal(t, "lock_mode-val", lockModeAttrVal.Str())
+						lockObjectAttrVal, ok := dp.Attributes().Get("gpotel.lock.object")
+						assert.True(t, ok)
+						assert.Equal(t, "lock_object-val", lockObjectAttrVal.Str())
+						lockBlockerSessionIDAttrVal, ok := dp.Attributes().Get("gpotel.lock.blocker.session.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 23, lockBlockerSessionIDAttrVal.Int())
+						lockBlockerModeAttrVal, ok := dp.Attributes().Get("gpotel.lock.blocker.mode")
+						assert.True(t, ok)
+						assert.Equal(t, "lock_blocker_mode-val", lockBlockerModeAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.lock.wait"], "Found a duplicate in the metrics slice: gpotel.session.lock.wait")
+						validatedMetrics["gpotel.session.lock.wait"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.session.lock.wait"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.lock.mode")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.lock.object")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.lock.blocker.session.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.lock.blocker.mode")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.spill.files":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.spill.files"], "Found a duplicate in the metrics slice: gpotel.session.spill.files")
+						validatedMetrics["gpotel.session.spill.files"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources: workfiles the session's command holds now on the segment.", mi.Description())
+						assert.Equal(t, "{file}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+						commandCountAttrVal, ok := dp.Attributes().Get("gpotel.query.command_count")
+						assert.True(t, ok)
+						assert.EqualValues(t, 13, commandCountAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.spill.files"], "Found a duplicate in the metrics slice: gpotel.session.spill.files")
+						validatedMetrics["gpotel.session.spill.files"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources: workfiles the session's command holds now on the segment.", mi.Description())
+						assert.Equal(t, "{file}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.session.spill.files"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.query.command_count")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.spill.size":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.spill.size"], "Found a duplicate in the metrics slice: gpotel.session.spill.size")
+						validatedMetrics["gpotel.session.spill.size"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+						commandCountAttrVal, ok := dp.Attributes().Get("gpotel.query.command_count")
+						assert.True(t, ok)
+						assert.EqualValues(t, 13, commandCountAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.spill.size"], "Found a duplicate in the metrics slice: gpotel.session.spill.size")
+						validatedMetrics["gpotel.session.spill.size"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.session.spill.size"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.query.command_count")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.vmem.runaway":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.vmem.runaway"], "Found a duplicate in the metrics slice: gpotel.session.vmem.runaway")
+						validatedMetrics["gpotel.session.vmem.runaway"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.vmem.runaway"], "Found a duplicate in the metrics slice: gpotel.session.vmem.runaway")
+						validatedMetrics["gpotel.session.vmem.runaway"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0.", mi.Description())
+						assert.Equal(t, "1", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.session.vmem.runaway"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+					}
+				case "gpotel.session.vmem.usage":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.session.vmem.usage"], "Found a duplicate in the metrics slice: gpotel.session.vmem.usage")
+						validatedMetrics["gpotel.session.vmem.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						segmentIDAttrVal, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.True(t, ok)
+						assert.EqualValues(t, 10, segmentIDAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.session.vmem.usage"], "Found a duplicate in the metrics slice: gpotel.session.vmem.usage")
+						validatedMetrics["gpotel.session.vmem.usage"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment.", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.session.vmem.usage"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("gpotel.segment.id")
+						assert.False(t, ok)
+					}
 				case "process.context_switches":
 					if tt.name != "reaggregate_set" {
 						assert.False(t, validatedMetrics["process.context_switches"], "Found a duplicate in the metrics slice: process.context_switches")

@@ -23,17 +23,19 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                   metric.Meter
-	mu                      sync.Mutex
-	registrations           []metric.Registration
-	GpsessionHostsFailed    metric.Int64Counter
-	GpsessionHostsOk        metric.Int64Counter
-	GpsessionPidsAnswered   metric.Int64Counter
-	GpsessionPidsAsked      metric.Int64Counter
-	GpsessionPidsDenied     metric.Int64Counter
-	GpsessionPidsFailed     metric.Int64Counter
-	GpsessionPidsVanished   metric.Int64Counter
-	GpsessionScrapeDuration metric.Float64Histogram
+	meter                            metric.Meter
+	mu                               sync.Mutex
+	registrations                    []metric.Registration
+	GpsessionGreenplumFiguresDropped metric.Int64Counter
+	GpsessionGreenplumFiguresFailed  metric.Int64Counter
+	GpsessionHostsFailed             metric.Int64Counter
+	GpsessionHostsOk                 metric.Int64Counter
+	GpsessionPidsAnswered            metric.Int64Counter
+	GpsessionPidsAsked               metric.Int64Counter
+	GpsessionPidsDenied              metric.Int64Counter
+	GpsessionPidsFailed              metric.Int64Counter
+	GpsessionPidsVanished            metric.Int64Counter
+	GpsessionScrapeDuration          metric.Float64Histogram
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -65,6 +67,18 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.GpsessionGreenplumFiguresDropped, err = builder.meter.Int64Counter(
+		"otelcol_gpsession_greenplum_figures_dropped",
+		metric.WithDescription("Reads of the server's own figures (spill, lock waits, session memory) left out of snapshots because they grew older than greenplum_figures::max_age before another read replaced them. [Development]"),
+		metric.WithUnit("{read}"),
+	)
+	errs = errors.Join(errs, err)
+	builder.GpsessionGreenplumFiguresFailed, err = builder.meter.Int64Counter(
+		"otelcol_gpsession_greenplum_figures_failed",
+		metric.WithDescription("Reads of one of the server's own figures that failed (timed out, refused, or the view is missing); that figure is absent until a read succeeds. [Development]"),
+		metric.WithUnit("{read}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.GpsessionHostsFailed, err = builder.meter.Int64Counter(
 		"otelcol_gpsession_hosts_failed",
 		metric.WithDescription("Hosts whose agent did not answer every call of a scrape. [Development]"),

@@ -19,6 +19,8 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.GpsessionGreenplumFiguresDropped.Add(context.Background(), 1)
+	tb.GpsessionGreenplumFiguresFailed.Add(context.Background(), 1)
 	tb.GpsessionHostsFailed.Add(context.Background(), 1)
 	tb.GpsessionHostsOk.Add(context.Background(), 1)
 	tb.GpsessionPidsAnswered.Add(context.Background(), 1)
@@ -27,6 +29,12 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.GpsessionPidsFailed.Add(context.Background(), 1)
 	tb.GpsessionPidsVanished.Add(context.Background(), 1)
 	tb.GpsessionScrapeDuration.Record(context.Background(), 1)
+	AssertEqualGpsessionGreenplumFiguresDropped(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualGpsessionGreenplumFiguresFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualGpsessionHostsFailed(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

@@ -1,0 +1,216 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipeline
+
+import (
+	"cmp"
+	"slices"
+	"strconv"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+)
+
+// GreenplumSession is what a Greenplum server keeps itself about one
+// session, from the receiver's latest read of its views (workfiles, lock
+// waits, session memory): figures beside the ones the agents read from
+// /proc, on the session resource of the closing batch.
+type GreenplumSession struct {
+	Spill  []Spill         // workfiles held now, per command and segment
+	Wait   *LockWait       // nil: the session waits for no lock
+	Memory []SegmentMemory // nil: the server keeps no such view
+}
+
+// Spill is the workfiles one command of the session holds on one segment.
+type Spill struct {
+	Segment, CommandCount int64
+	Bytes, Files          int64
+}
+
+// LockWait is the lock a session waits for and the session that holds it.
+type LockWait struct {
+	Segment     int64  // where it waits; -1 the coordinator
+	Mode        string // the mode it wants (pg_locks.mode)
+	Object      string // schema.relation, "transaction <xid>", or the lock type
+	Blocker     int64  // the holder's sess_id
+	BlockerMode string
+}
+
+// SegmentMemory is Greenplum's vmem account of the session on one segment.
+type SegmentMemory struct {
+	Segment, Bytes int64
+	Runaway        bool
+}
+
+// Data-point attributes of the Greenplum session figures.
+const (
+	AttrLockMode             = "gpotel.lock.mode"
+	AttrLockObject           = "gpotel.lock.object"
+	AttrLockBlockerSessionID = "gpotel.lock.blocker.session.id"
+	AttrLockBlockerMode      = "gpotel.lock.blocker.mode"
+)
+
+// The Greenplum session metrics of the closing batch (receiver).
+const (
+	MetricSessionSpillSize   = "gpotel.session.spill.size"
+	MetricSessionSpillFiles  = "gpotel.session.spill.files"
+	MetricSessionLockWait    = "gpotel.session.lock.wait"
+	MetricSessionVmemUsage   = "gpotel.session.vmem.usage"
+	MetricSessionVmemRunaway = "gpotel.session.vmem.runaway"
+)
+
+var (
+	SessionSpillSize = &ClosingMetric{Name: MetricSessionSpillSize, Unit: "By", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
+		Description: "On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it."}
+	SessionSpillFiles = &ClosingMetric{Name: MetricSessionSpillFiles, Unit: "{file}", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
+		Description: "On Greenplum session resources: workfiles the session's command holds now on the segment."}
+	SessionLockWait = &ClosingMetric{Name: MetricSessionLockWait, Unit: "1",
+		Attrs:       []string{AttrSegmentID, AttrLockMode, AttrLockObject, AttrLockBlockerSessionID, AttrLockBlockerMode},
+		Description: "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum)."}
+	SessionVmemUsage = &ClosingMetric{Name: MetricSessionVmemUsage, Unit: "By", Attrs: []string{AttrSegmentID},
+		Description: "On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment."}
+	SessionVmemRunaway = &ClosingMetric{Name: MetricSessionVmemRunaway, Unit: "1", Attrs: []string{AttrSegmentID},
+		Description: "On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0."}
+)
+
+// The query's workfiles (processor), from the Greenplum session figures:
+// held now, and the most held at once over its life as far as the reads saw.
+const (
+	MetricQuerySpillSize     = "gpotel.query.spill.size"
+	MetricQuerySpillFiles    = "gpotel.query.spill.files"
+	MetricQuerySpillSizeMax  = "gpotel.query.spill.size.max"
+	MetricQuerySpillFilesMax = "gpotel.query.spill.files.max"
+)
+
+// QuerySpill is a query's workfiles: held now (0 once it ended) and the
+// most held at once.
+type QuerySpill struct {
+	Bytes, Files       int64
+	MaxBytes, MaxFiles int64
+}
+
+// intAttrs are the data-point attributes of closing-batch metrics that
+// are integers (the others are strings).
+var intAttrs = map[string]bool{AttrSegmentID: true, AttrQueryCommandCount: true, AttrLockBlockerSessionID: true}
+
+func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession) {
+	for _, s := range g.Spill {
+		seg, ccnt := strconv.FormatInt(s.Segment, 10), strconv.FormatInt(s.CommandCount, 10)
+		w.record(SessionSpillSize, s.Bytes, 0, seg, ccnt)
+		w.record(SessionSpillFiles, s.Files, 0, seg, ccnt)
+	}
+	if l := g.Wait; l != nil {
+		w.record(SessionLockWait, 1, 0, strconv.FormatInt(l.Segment, 10), l.Mode, l.Object, strconv.FormatInt(l.Blocker, 10), l.BlockerMode)
+	}
+	for _, m := range g.Memory {
+		seg := strconv.FormatInt(m.Segment, 10)
+		w.record(SessionVmemUsage, m.Bytes, 0, seg)
+		w.record(SessionVmemRunaway, boolInt(m.Runaway), 0, seg)
+	}
+}
+
+// DecodeGreenplum reads a session resource's Greenplum figures; nil when
+// it has none.
+func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
+	var g GreenplumSession
+	found := false
+	spill := map[[2]int64]*Spill{}
+	memory := map[int64]*SegmentMemory{}
+	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		a := dp.Attributes()
+		seg := attrInt(a, AttrSegmentID).V
+		switch m.Name() {
+		case MetricSessionSpillSize, MetricSessionSpillFiles:
+			k := [2]int64{seg, attrInt(a, AttrQueryCommandCount).V}
+			s := spill[k]
+			if s == nil {
+				s = &Spill{Segment: k[0], CommandCount: k[1]}
+				spill[k] = s
+			}
+			if m.Name() == MetricSessionSpillSize {
+				s.Bytes = intValue(dp)
+			} else {
+				s.Files = intValue(dp)
+			}
+		case MetricSessionLockWait:
+			g.Wait = &LockWait{Segment: seg, Mode: str(a, AttrLockMode), Object: str(a, AttrLockObject),
+				Blocker: attrInt(a, AttrLockBlockerSessionID).V, BlockerMode: str(a, AttrLockBlockerMode)}
+		case MetricSessionVmemUsage, MetricSessionVmemRunaway:
+			s := memory[seg]
+			if s == nil {
+				s = &SegmentMemory{Segment: seg}
+				memory[seg] = s
+			}
+			if m.Name() == MetricSessionVmemUsage {
+				s.Bytes = intValue(dp)
+			} else {
+				s.Runaway = intValue(dp) != 0
+			}
+		default:
+			return
+		}
+		found = true
+	})
+	if !found {
+		return nil
+	}
+	for _, s := range spill {
+		g.Spill = append(g.Spill, *s)
+	}
+	slices.SortFunc(g.Spill, func(a, b Spill) int {
+		return cmp.Or(cmp.Compare(a.Segment, b.Segment), cmp.Compare(a.CommandCount, b.CommandCount))
+	})
+	for _, m := range memory {
+		g.Memory = append(g.Memory, *m)
+	}
+	slices.SortFunc(g.Memory, func(a, b SegmentMemory) int { return cmp.Compare(a.Segment, b.Segment) })
+	return &g
+}
+
+// LockWait is the session's lock wait; nil when it waits for none.
+func (g *GreenplumSession) LockWait() *LockWait {
+	if g == nil {
+		return nil
+	}
+	return g.Wait
+}
+
+// SpillTotal sums the session's workfiles over its commands and segments.
+func (g *GreenplumSession) SpillTotal() (bytes, files int64) {
+	if g == nil {
+		return 0, 0
+	}
+	for _, s := range g.Spill {
+		bytes += s.Bytes
+		files += s.Files
+	}
+	return bytes, files
+}
+
+// CommandSpill sums the workfiles of one command over its segments.
+func (g *GreenplumSession) CommandSpill(ccnt int64) (bytes, files int64) {
+	if g == nil {
+		return 0, 0
+	}
+	for _, s := range g.Spill {
+		if s.CommandCount == ccnt {
+			bytes += s.Bytes
+			files += s.Files
+		}
+	}
+	return bytes, files
+}
+
+// VmemTotal sums the session's vmem over the segments; ok is false where
+// the server keeps no such view. runaway tells whether any segment marked
+// the session runaway.
+func (g *GreenplumSession) VmemTotal() (bytes int64, runaway, ok bool) {
+	if g == nil || g.Memory == nil {
+		return 0, false, false
+	}
+	for _, m := range g.Memory {
+		bytes += m.Bytes
+		runaway = runaway || m.Runaway
+	}
+	return bytes, runaway, true
+}

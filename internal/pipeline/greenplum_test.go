@@ -1,0 +1,49 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipeline
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func greenplumRoundTrip(t *testing.T, g *GreenplumSession) *GreenplumSession {
+	t.Helper()
+	at := time.Unix(1_700_000_000, 0)
+	md := NewClosingEncoder(Scope{Name: "test"}, at, Switches{}).Encode(&Closing{Time: at, TmID: 1, Dialect: "gp6",
+		Sessions: []Session{{ID: 7, PID: 700, Greenplum: g}}})
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if KindOf(rms.At(i).Resource().Attributes()) == KindSession {
+			return DecodeGreenplum(rms.At(i))
+		}
+	}
+	t.Fatal("no session resource written")
+	return nil
+}
+
+// The Greenplum figures of a session come back as written: spill per
+// segment and command, the lock wait with its blocker, vmem per segment.
+func TestGreenplumSessionFiguresRoundTrip(t *testing.T) {
+	in := &GreenplumSession{
+		Spill: []Spill{{Segment: -1, CommandCount: 3, Bytes: 1 << 20, Files: 2}, {Segment: 0, CommandCount: 3, Bytes: 5 << 30, Files: 9},
+			{Segment: 1, CommandCount: 4, Bytes: 7, Files: 1}},
+		Wait:   &LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 42, BlockerMode: "AccessExclusiveLock"},
+		Memory: []SegmentMemory{{Segment: 0, Bytes: 64 << 20}, {Segment: 1, Bytes: 1 << 30, Runaway: true}},
+	}
+	if diff := cmp.Diff(in, greenplumRoundTrip(t, in)); diff != "" {
+		t.Errorf("round trip (-written +read):\n%s", diff)
+	}
+	if b, f := in.CommandSpill(3); b != 1<<20+5<<30 || f != 11 {
+		t.Errorf("command 3 spill = %d B, %d files", b, f)
+	}
+	if b, runaway, ok := in.VmemTotal(); b != 64<<20+1<<30 || !runaway || !ok {
+		t.Errorf("vmem total = %d, runaway %v, ok %v", b, runaway, ok)
+	}
+	if got := greenplumRoundTrip(t, nil); got != nil {
+		t.Errorf("a session without Greenplum figures reads back %+v, want none", got)
+	}
+}
