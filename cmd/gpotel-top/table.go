@@ -107,6 +107,8 @@ type SessionRow struct {
 	WindowSecond float64
 	Partial      bool
 	Query        string // the first line of the running query
+	// RunningQuery is the running query's key, what k cancels; nil: none.
+	RunningQuery *yagpcc.QueryKey
 	// CPUSkew is 1 - avg/max of CPU over the segments in the window, with
 	// its hottest segment (nil: no segment used CPU).
 	CPUSkew float64
@@ -134,6 +136,7 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 		row.Database = s.GetRunningQueryInfo().GetDatabaseName()
 	}
 	row.Query = firstLine(s.GetRunningQueryInfo().GetQueryText())
+	row.RunningQuery = s.GetRunningQuery()
 
 	st := s.GetLastMetrics().GetSystemStat()
 	row.WindowSecond = st.GetWindowSeconds()

@@ -14,11 +14,6 @@ import (
 	"github.com/gpotel/gpotel/internal/clientname"
 )
 
-// ActionTokenHeader is the gRPC metadata key a client sends the action token
-// in: apart from "authorization", which the server's auth extension checks
-// for every call, so that a token that reads cannot act.
-const ActionTokenHeader = "gpotel-action-token" //nolint:gosec // G101: a header's name, not a credential
-
 // actionGuard says which clients may act: one that sends the action token,
 // or one whose verified certificate is named in allowed_clients.
 type actionGuard struct {
@@ -44,14 +39,14 @@ func newActionGuard(cfg ActionsConfig) (actionGuard, error) {
 }
 
 // errNotAllowed is the answer to a client that may not act.
-var errNotAllowed = errors.New("this client may not act: send the action token in the " + ActionTokenHeader +
+var errNotAllowed = errors.New("this client may not act: send the action token in the " + clientname.ActionTokenHeader +
 	" header, or call with a client certificate named in the exporter's actions::allowed_clients")
 
 // admit names the client when it may act.
 func (g actionGuard) admit(ctx context.Context) (string, error) {
 	if len(g.token) > 0 {
 		md, _ := metadata.FromIncomingContext(ctx)
-		for _, v := range md.Get(ActionTokenHeader) {
+		for _, v := range md.Get(clientname.ActionTokenHeader) {
 			if subtle.ConstantTimeCompare([]byte(v), g.token) == 1 {
 				return "action token", nil
 			}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
+	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -120,7 +121,7 @@ func newActionTest(t *testing.T, sessions ...*session) *actionTest {
 
 // authorized is a call context that carries the action token.
 func authorized(t *testing.T) context.Context {
-	return grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(ActionTokenHeader, testActionToken))
+	return grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, testActionToken))
 }
 
 func sessionKey(id int64) *yagpcc.SessionKey { return &yagpcc.SessionKey{SessId: id, TmId: testTmID} }
@@ -140,12 +141,12 @@ func TestActionsNeedTheActionToken(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "active", 3))
 	for name, ctx := range map[string]context.Context{
 		"no token":    ctxTimeout(t),
-		"wrong token": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(ActionTokenHeader, "act-later")),
+		"wrong token": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "act-later")),
 		// The API's read token, however valid, is not the action token.
 		"read token only": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs("authorization", "Bearer "+testActionToken)),
 	} {
 		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-		assertCode(t, err, codes.PermissionDenied, ActionTokenHeader)
+		assertCode(t, err, codes.PermissionDenied, clientname.ActionTokenHeader)
 		_, err = at.svc.TerminateQuery(ctx, &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
 		assertCode(t, err, codes.PermissionDenied, "may not act")
 		_, err = at.svc.TerminateSessions(ctx, &yagpcc.TerminateSessionsRequest{Username: "alice"})

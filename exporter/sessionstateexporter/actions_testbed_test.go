@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -90,7 +91,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
 			assertCode(t, err, codes.PermissionDenied, "may not act")
 
-			actor := grpcmetadata.AppendToOutgoingContext(reader, ActionTokenHeader, testActionToken)
+			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
 			if d == cluster.DialectPostgreSQL {

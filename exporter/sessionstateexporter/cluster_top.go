@@ -203,7 +203,7 @@ func addGreenplum(top *gpotelv1.SessionTop, g *pipeline.GreenplumSession) {
 		return
 	}
 	if bytes, files := g.SpillTotal(); len(g.Spill) > 0 {
-		b := uint64(max(bytes, 0)) // #nosec G115 -- not negative
+		b := uint64(max(bytes, 0))                                                      // #nosec G115 -- not negative
 		top.SpillBytes, top.SpillFiles = &b, uint32(min(max(files, 0), math.MaxUint32)) // #nosec G115 -- capped
 	}
 	if w := g.Wait; w != nil {

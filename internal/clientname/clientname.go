@@ -1,9 +1,10 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package clientname tells who a gRPC client is by its verified client
-// certificate, and whether that name is on an allow-list: the agent's
-// allowed_clients and the collector's actions::allowed_clients.
+// Package clientname tells who a gRPC client is: by its verified client
+// certificate, and whether that name is on an allow-list (the agent's
+// allowed_clients and the collector's actions::allowed_clients), or by the
+// collector's action token.
 package clientname
 
 import (
@@ -14,6 +15,11 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 )
+
+// ActionTokenHeader is the gRPC metadata key a client sends the collector's
+// action token in: apart from "authorization", which the server's auth
+// extension checks for every call, so that a token that reads cannot act.
+const ActionTokenHeader = "gpotel-action-token" //nolint:gosec // G101: a header's name, not a credential
 
 // Verified is the leaf of the call's verified client certificate chain;
 // nil when the client presented none or the server does not verify clients.
