@@ -51,6 +51,8 @@ func (k SortKey) topKey() gpotelv1.TopKey {
 		return gpotelv1.TopKey_TOP_KEY_SKEW
 	case SortSmoothed:
 		return gpotelv1.TopKey_TOP_KEY_CPU_SMOOTHED
+	case SortSpill:
+		return gpotelv1.TopKey_TOP_KEY_SPILL
 	}
 	return gpotelv1.TopKey_TOP_KEY_CPU
 }
@@ -207,6 +209,8 @@ var queryColumns = []struct {
 	{"READ/s", 8, func(q *gpotelv1.QueryTop) string { return formatBytes(q.GetUsage().GetReadBytesPerSecond()) }},
 	{"WRITE/s", 8, func(q *gpotelv1.QueryTop) string { return formatBytes(q.GetUsage().GetWriteBytesPerSecond()) }},
 	{"SKEW", 7, func(q *gpotelv1.QueryTop) string { return skewText(q.GetCpuSkew(), q.CpuHottestSegment) }},
+	// The most workfile bytes the query held at once (Greenplum).
+	{"SPILL", 7, func(q *gpotelv1.QueryTop) string { return formatBytes(float64(q.GetSpillBytesMax())) }},
 }
 
 // queryTable is the queries view: the server's top queries in its order

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -75,6 +76,7 @@ func sixHosts() *fixedTop {
 			Usage: &gpotelv1.Usage{CpuCores: 1.5 - 0.5*float64(i)}, Query: "select * from big_table_" + fmt.Sprint(i) + " order by x"}
 		if i == 0 {
 			q.CpuSkew, q.CpuHottestSegment = 0.72, proto.Int32(3)
+			q.SpillBytesMax = 3 << 30
 		}
 		resp.Queries = append(resp.Queries, q)
 	}
@@ -193,7 +195,7 @@ func TestQueriesViewListsTheServersTopQueriesWithSkew(t *testing.T) {
 	if len(rows) != 3 {
 		t.Fatalf("no query table:\n%s", strings.Join(lines, "\n"))
 	}
-	if f := strings.Fields(rows[0]); f[0] != "11" || f[1] != "4" || f[2] != "run" || f[3] != "12.5s" || f[4] != "150.0" || f[7] != "72%@3" || f[8] != "select" {
+	if f := strings.Fields(rows[0]); f[0] != "11" || f[1] != "4" || f[2] != "run" || f[3] != "12.5s" || f[4] != "150.0" || f[7] != "72%@3" || f[8] != "3.0G" || f[9] != "select" {
 		t.Errorf("first query row %q", rows[0])
 	}
 	if f := strings.Fields(rows[2]); f[0] != "13" || f[7] != "-" {
@@ -242,5 +244,21 @@ func TestOnceViewPrintsQueriesOrHosts(t *testing.T) {
 		if err := run(context.Background(), append([]string{"--addr", addr}, args...), &strings.Builder{}); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// The VMEM column shows Greenplum's vmem from GetClusterTop for the
+// sessions it lists, "-" for the others (and where the server keeps none).
+func TestVmemComesFromTheClusterTop(t *testing.T) {
+	rows := []SessionRow{{TmID: 1700000000, SessID: 11}, {TmID: 1700000000, SessID: 12}}
+	addVmem(rows, &gpotelv1.GetClusterTopResponse{Sessions: []*gpotelv1.SessionTop{
+		{TmId: 1700000000, SessId: 11, VmemBytes: proto.Uint64(45 << 20)}, {TmId: 1700000000, SessId: 12}}})
+	out := formatTable(rows, 0)
+	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
+	if f := strings.Fields(lines[1]); !slices.Contains(f, "45.0M") {
+		t.Errorf("session 11 row %q lacks its 45.0M vmem", lines[1])
+	}
+	if rows[1].HasVmem {
+		t.Errorf("session 12 has no vmem figure, yet the row has one")
 	}
 }

@@ -45,7 +45,7 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one GetGPSessions call")
 	interval := fs.Duration("interval", 2*time.Second, "refresh interval")
 	once := fs.Bool("once", false, "print one plain-text table and exit")
-	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay, skew, avg")
+	sortName := fs.String("sort", "cpu", "initial sort: cpu, memory, read, write, delay, skew, avg, spill")
 	width := fs.Int("width", 0, "cut --once lines to this many columns (0: $COLUMNS, else no cut)")
 	memSess := fs.Int64("memory", 0, "with --once: print this session's memory contexts by name (GetSessionMemoryContexts)")
 	memBackend := fs.Int("backend", 0, "with --memory: print backend N's context tree instead (N as listed)")
@@ -104,6 +104,7 @@ func printOnce(ctx context.Context, c *sessionClient, k SortKey, width int, out 
 	// The cluster header, every host, when the server has GetClusterTop.
 	if top, err := c.clusterTop(ctx, k); err == nil {
 		header = clusterHeader(top, len(top.GetHosts())+1, width)
+		addVmem(rows, top)
 	}
 	if _, err = fmt.Fprintf(out, "%s\n%s%s", summary(c.opts.Addr, rows, k), header, formatTable(rows, width)); err != nil {
 		return err

@@ -73,6 +73,8 @@ type sessionFigures struct {
 	reclaim         float64
 	partial         bool
 	avgCPU          float64 // smoothed cores; 0: no proc_avg
+	spill           int64   // workfile bytes held now
+	blockedBy       int64
 	skew            float64
 	hottest         *int32
 }
@@ -85,7 +87,7 @@ func state(f sessionFigures) *yagpcc.SessionState {
 	return &yagpcc.SessionState{
 		ProcAvg:          avgs,
 		SessionKey:       &yagpcc.SessionKey{SessId: f.sessID, TmId: 1700000000},
-		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state},
+		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state, BlockedBySessId: f.blockedBy},
 		RunningQueryInfo: &yagpcc.QueryInfo{QueryText: f.query},
 		LastMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{
 			UserTimeSeconds:   f.userCPU,
@@ -99,7 +101,7 @@ func state(f sessionFigures) *yagpcc.SessionState {
 			BlkioDelaySeconds: f.blkio, SwapinDelaySeconds: f.swapin, FreepagesDelaySeconds: f.reclaim,
 			Partial: f.partial,
 			CpuSkew: f.skew, CpuHottestSegment: f.hottest,
-		}},
+		}, Spill: &yagpcc.SpillInfo{TotalBytes: f.spill}},
 	}
 }
 
@@ -112,7 +114,7 @@ func threeSessions() *fixedSessions {
 		state(sessionFigures{sessID: 12, user: "bob", db: "sales", state: "active",
 			query: "insert into t select * from generate_series(1, 1e7)", userCPU: 2, sysCPU: 3, window: 10,
 			rssAnon: 512 << 20, rss: 600 << 20, readB: 100 << 20, writeB: 50 << 20, runDelay: 0.1, blkio: 1.25, swapin: 0.5, reclaim: 0.25,
-			skew: 0.75, hottest: proto.Int32(2)}),
+			skew: 0.75, hottest: proto.Int32(2), spill: 96 << 20, blockedBy: 11}),
 		state(sessionFigures{sessID: 13, user: "carol", db: "hr", state: "idle",
 			userCPU: 0.1, window: 10, rssAnon: 1 << 20, rss: 20 << 20, runDelay: 3, partial: true}),
 	}}
@@ -148,13 +150,14 @@ func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
 	}
 	// Session 11: (15+5) s over 10 s = 200 %, 10 MiB written in 10 s = 1.0M/s.
 	// Its smoothed CPU at the shortest time constant is 1.50 cores.
-	want := []string{"11", "alice", "sales", "active", "200.0", "1.50", "-", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0.00s", "0.00s", "select", "burn_cpu(30)"}
+	want := []string{"11", "alice", "sales", "active", "200.0", "1.50", "-", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0", "-", "0.00s", "0.00s", "select", "burn_cpu(30)"}
 	if got := strings.Fields(rows[0]); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Errorf("first row\n got %q\nwant %q", got, want)
 	}
 	// Session 12 waited 1.25 s for block I/O and 0.5 + 0.25 s for memory;
-	// its CPU is 75 % skewed, segment 2 the hottest.
-	want = []string{"12", "bob", "sales", "active", "50.0", "-", "75%@2", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "1.25s", "0.75s", "insert"}
+	// its CPU is 75 % skewed, segment 2 the hottest; it holds 96 MiB of
+	// workfiles and waits for a lock session 11 holds.
+	want = []string{"12", "bob", "sales", "active", "50.0", "-", "75%@2", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "96.0M", "-", "<11", "1.25s", "0.75s", "insert"}
 	if got := strings.Fields(rows[1]); strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {
 		t.Errorf("second row\n got %q\nwant %q", got, want)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/charmbracelet/x/ansi"
 
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -26,6 +27,7 @@ const (
 	SortRunDelay
 	SortSkew     // CPU skew over the segments; under 5 % CPU counts as 0 (noise)
 	SortSmoothed // the smoothed CPU at the shortest time constant
+	SortSpill    // Greenplum workfile bytes held now
 )
 
 var sortKeyNames = map[SortKey]string{
@@ -36,6 +38,7 @@ var sortKeyNames = map[SortKey]string{
 	SortRunDelay: "delay",
 	SortSkew:     "skew",
 	SortSmoothed: "avg",
+	SortSpill:    "spill",
 }
 
 func (k SortKey) String() string { return sortKeyNames[k] }
@@ -57,6 +60,8 @@ func sortKeyForKey(key string) (SortKey, bool) {
 		return SortSkew, true
 	case "a":
 		return SortSmoothed, true
+	case "p":
+		return SortSpill, true
 	}
 	return 0, false
 }
@@ -71,7 +76,7 @@ func parseSortKey(s string) (SortKey, error) {
 			return k, nil
 		}
 	}
-	return 0, fmt.Errorf("unknown sort %q: want cpu, memory, read, write, delay, skew or avg", s)
+	return 0, fmt.Errorf("unknown sort %q: want cpu, memory, read, write, delay, skew, avg or spill", s)
 }
 
 // serverField is the GetGPSessions sort field matching the key, so a server that
@@ -117,6 +122,13 @@ type SessionRow struct {
 	// HasAvg is false when the server sends no smoothed figures.
 	AvgCPU float64
 	HasAvg bool
+	// Greenplum's own figures: workfile bytes held now, the session
+	// holding the lock this one waits for (0: none), and the server's
+	// vmem account (HasVmem false where it keeps none; from GetClusterTop).
+	SpillBytes int64
+	BlockedBy  int64
+	Vmem       uint64
+	HasVmem    bool
 }
 
 // rowFromState reads the last-window figures of one session.
@@ -137,6 +149,8 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	}
 	row.Query = firstLine(s.GetRunningQueryInfo().GetQueryText())
 	row.RunningQuery = s.GetRunningQuery()
+	row.BlockedBy = info.GetBlockedBySessId()
+	row.SpillBytes = s.GetLastMetrics().GetSpill().GetTotalBytes()
 
 	st := s.GetLastMetrics().GetSystemStat()
 	row.WindowSecond = st.GetWindowSeconds()
@@ -191,6 +205,8 @@ func (r SessionRow) sortValue(k SortKey) float64 {
 		return r.CPUSkew
 	case SortSmoothed:
 		return r.AvgCPU
+	case SortSpill:
+		return float64(r.SpillBytes)
 	}
 	return r.CPUPercent
 }
@@ -244,6 +260,33 @@ var columns = []column{
 	{"READ/s", 8, true, func(r SessionRow) string { return rateOrDash(r, r.ReadPerSec) }},
 	{"WRITE/s", 8, true, func(r SessionRow) string { return rateOrDash(r, r.WritePerSec) }},
 	{"RUNQ", 7, true, func(r SessionRow) string { return strconv.FormatFloat(r.RunDelay, 'f', 2, 64) + "s" }},
+	{"SPILL", 7, true, func(r SessionRow) string { return formatBytes(float64(r.SpillBytes)) }},
+	{"VMEM", 7, true, func(r SessionRow) string {
+		if !r.HasVmem {
+			return "-"
+		}
+		return formatBytes(float64(r.Vmem))
+	}},
+	// The session holding the lock this one waits for, marked with '<'.
+	{"BLOCKED", 8, true, func(r SessionRow) string {
+		if r.BlockedBy == 0 {
+			return ""
+		}
+		return "<" + strconv.FormatInt(r.BlockedBy, 10)
+	}},
+}
+
+// addVmem puts GetClusterTop's vmem figures on the rows of the sessions it lists.
+func addVmem(rows []SessionRow, top *gpotelv1.GetClusterTopResponse) {
+	vmem := map[[2]int64]uint64{}
+	for _, s := range top.GetSessions() {
+		if s.VmemBytes != nil {
+			vmem[[2]int64{s.GetTmId(), s.GetSessId()}] = s.GetVmemBytes()
+		}
+	}
+	for i := range rows {
+		rows[i].Vmem, rows[i].HasVmem = vmem[[2]int64{rows[i].TmID, rows[i].SessID}]
+	}
 }
 
 func rateOrDash(r SessionRow, v float64) string {

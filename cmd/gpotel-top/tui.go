@@ -147,6 +147,7 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		}
 		m.hosts, m.pressErr = msg.hosts, msg.pressureErr
 		m.top, m.topErr = msg.top, msg.topErr
+		addVmem(m.rows, m.top)
 	}
 	return m, nil
 }

@@ -165,7 +165,7 @@ func (s *Service) read(ctx context.Context, in instance, ps processState, pid in
 	}
 	if !settings.hasLogFunction {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"server %q has neither %s nor %s: it cannot show another backend's memory contexts (Greenplum 6 lacks both; use gp_toolkit.session_level_memory_consumption there)",
+			"server %q has neither %s nor %s: it cannot show another backend's memory contexts; on Greenplum 6 the server's own account of a session's memory is session_state.session_level_memory_consumption (extension gp_internal_tools), which gpotel reads as gpotel.session.vmem.usage and GetClusterTop's vmem_bytes",
 			settings.version, gpsql.LogFunction, gpsql.ContextsFunction)
 	}
 	format, src, err := chooseLog(ctx, conn, settings, in, s.procRoot)

@@ -720,3 +720,25 @@ func TestMemoryContextsOnGreenplum6AreAFailedPrecondition(t *testing.T) {
 		t.Fatalf("got %v %q, want FailedPrecondition naming the version and the function", code, msg)
 	}
 }
+
+// TestMemoryContextsOnGreenplum6PointToItsSessionMemory: Greenplum 6 has no
+// way to show another backend's memory contexts; the agent answers
+// FailedPrecondition and names the version's alternative, the per-session
+// vmem view gpotel reads.
+func TestMemoryContextsOnGreenplum6PointToItsSessionMemory(t *testing.T) {
+	needTestbed(t)
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	agent := startMemctxAgent(t, c, c.HostOf(0), nil)
+	ctx := await.Context(t)
+	s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: time.Minute, MemoryBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = s.Stop() }()
+	waitHeld(t, s)
+	pid := s.Pids()[0][0]
+	_, err = agent.client.GetMemoryContexts(ctx, &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid)})
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "session_state.session_level_memory_consumption") {
+		t.Fatalf("GetMemoryContexts on Greenplum 6: %v, want FailedPrecondition naming session_state.session_level_memory_consumption", err)
+	}
+}
