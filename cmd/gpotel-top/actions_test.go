@@ -4,6 +4,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"os"
@@ -145,5 +146,22 @@ func TestKeysKAndShiftKActOnlyAfterConfirmation(t *testing.T) {
 	m = pressAndRun(m, "k")
 	if v := m.View(); !strings.Contains(v, "session 13 runs no query") || strings.Contains(v, "y/N") {
 		t.Fatalf("k on an idle session:\n%s", v)
+	}
+}
+
+// The action token, like the bearer token, goes only over TLS or to loopback.
+func TestActionTokenNeedsTLSBeyondLoopback(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "action.token")
+	if err := os.WriteFile(file, []byte("act-now"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err := run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--action-token-file", file, "--timeout", "1s"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--tls") {
+		t.Errorf("--action-token-file: err = %v, want a refusal to send it in plaintext", err)
+	}
+	t.Setenv(actionTokenEnv, "act-now")
+	err = run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--timeout", "1s"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "--tls") {
+		t.Errorf("token from %s: err = %v, want a refusal to send it in plaintext", actionTokenEnv, err)
 	}
 }
