@@ -201,6 +201,7 @@ func (s *Stack) startCollector(ctx context.Context) error {
 	s.Telemetry = net.JoinHostPort("127.0.0.1", strconv.Itoa(telemetryPort))
 	env := []string{
 		"GPOTEL_COORDINATOR_DSN=" + s.Cluster.CoordinatorDSN,
+		"GPOTEL_COORDINATOR_PORT=" + strconv.Itoa(s.Cluster.Coordinator.Port),
 		"GPOTEL_AGENTS=" + agentsYAML(s.AgentEndpoints),
 		"GPOTEL_PG_OS_USER=" + s.pgOSUser,
 		"GPOTEL_API_ENDPOINT=" + s.API,
