@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -108,7 +109,7 @@ func (c *actionCall) answer(result string, code yagpcc.TerminateResponseStatusCo
 }
 
 func (svc *actionService) record(action, result, detail string, fields []zap.Field) {
-	svc.logger.Info("session action", append(fields[:len(fields):len(fields)], zap.String("result", result), zap.String("detail", detail))...)
+	svc.logger.Info("session action", append(slices.Clip(fields), zap.String("result", result), zap.String("detail", detail))...)
 	if svc.telemetry != nil {
 		svc.telemetry.SessionstateActions.Add(context.Background(), 1, metric.WithAttributeSet(
 			attribute.NewSet(attribute.String("action", action), attribute.String("result", result))))
@@ -176,7 +177,7 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	}
 	resp := &yagpcc.TerminateResponses{}
 	for _, s := range matched {
-		one := &actionCall{svc: svc, action: actionTerminateSessions, fields: call.fields}
+		one := &actionCall{svc: svc, action: actionTerminateSessions, fields: slices.Clip(call.fields)}
 		one.on(s)
 		var answer *yagpcc.TerminateResponse
 		if why := collectorOwn(s); why != "" {

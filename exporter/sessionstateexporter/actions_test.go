@@ -277,6 +277,14 @@ func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	if strings.Join(at.db.calls, ",") != "terminate 1005" {
 		t.Errorf("sent %v, want only pid 1005's terminate", at.db.calls)
 	}
+	var logged []string
+	for _, e := range at.logs.FilterMessage("session action").All() {
+		m := e.ContextMap()
+		logged = append(logged, fmt.Sprintf("%v %v %v %v", m["action"], m["match_user"], m["sess_id"], m["result"]))
+	}
+	if got := strings.Join(logged, ", "); got != "terminate_sessions alice 5 done, terminate_sessions alice 6 refused" {
+		t.Errorf("logged %q, want each session's line", got)
+	}
 
 	_, err = at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{})
 	assertCode(t, err, codes.InvalidArgument, "database or username")
