@@ -162,6 +162,7 @@ func (c *sessionClient) sessions(ctx context.Context, k SortKey) ([]SessionRow, 
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
+	markBlockChains(rows)
 	sortRows(rows, k)
 	return rows, nil
 }

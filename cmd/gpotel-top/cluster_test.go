@@ -262,3 +262,15 @@ func TestVmemComesFromTheClusterTop(t *testing.T) {
 		t.Errorf("session 12 has no vmem figure, yet the row has one")
 	}
 }
+
+// A blocked session shows the chain of sessions it waits behind; a wait
+// cycle ends in "…" instead of looping.
+func TestBlockedSessionsShowTheChain(t *testing.T) {
+	rows := []SessionRow{{SessID: 1, BlockedBy: 2}, {SessID: 2, BlockedBy: 3}, {SessID: 3}, {SessID: 4, BlockedBy: 5}, {SessID: 5, BlockedBy: 4}}
+	markBlockChains(rows)
+	for i, want := range []string{"<2<3", "<3", "", "<5…", "<4…"} {
+		if rows[i].BlockChain != want {
+			t.Errorf("session %d chain %q, want %q", rows[i].SessID, rows[i].BlockChain, want)
+		}
+	}
+}

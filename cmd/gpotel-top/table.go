@@ -129,6 +129,9 @@ type SessionRow struct {
 	BlockedBy  int64
 	Vmem       uint64
 	HasVmem    bool
+	// BlockChain is who blocks whom from this session on: "<12<7" waits
+	// for 12, which waits for 7 (markBlockChains).
+	BlockChain string
 }
 
 // rowFromState reads the last-window figures of one session.
@@ -267,13 +270,37 @@ var columns = []column{
 		}
 		return formatBytes(float64(r.Vmem))
 	}},
-	// The session holding the lock this one waits for, marked with '<'.
-	{"BLOCKED", 8, true, func(r SessionRow) string {
-		if r.BlockedBy == 0 {
-			return ""
+	// The chain of sessions holding the locks this one waits for.
+	{"BLOCKED", 12, true, func(r SessionRow) string { return r.BlockChain }},
+}
+
+// maxChainHops bounds how far a chain is followed: a wait cycle (a
+// deadlock before the server breaks it) must not loop.
+const maxChainHops = 4
+
+// markBlockChains writes each blocked row's chain: the session it waits
+// for, the one that one waits for, and so on, "…" past maxChainHops or
+// at a session seen already in the chain.
+func markBlockChains(rows []SessionRow) {
+	blockedBy := map[[2]int64]int64{}
+	for _, r := range rows {
+		if r.BlockedBy != 0 {
+			blockedBy[[2]int64{r.TmID, r.SessID}] = r.BlockedBy
 		}
-		return "<" + strconv.FormatInt(r.BlockedBy, 10)
-	}},
+	}
+	for i := range rows {
+		var b strings.Builder
+		seen := map[int64]bool{rows[i].SessID: true}
+		for next, hops := rows[i].BlockedBy, 0; next != 0; next, hops = blockedBy[[2]int64{rows[i].TmID, next}], hops+1 {
+			if hops == maxChainHops || seen[next] {
+				b.WriteString("…")
+				break
+			}
+			seen[next] = true
+			b.WriteString("<" + strconv.FormatInt(next, 10))
+		}
+		rows[i].BlockChain = b.String()
+	}
 }
 
 // addVmem puts GetClusterTop's vmem figures on the rows of the sessions it lists.

@@ -59,6 +59,7 @@ const (
 	MetricSessionVmemRunaway = "gpotel.session.vmem.runaway"
 )
 
+// The Greenplum session metrics' descriptions, for the closing batch.
 var (
 	SessionSpillSize = &ClosingMetric{Name: MetricSessionSpillSize, Unit: "By", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
 		Description: "On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it."}

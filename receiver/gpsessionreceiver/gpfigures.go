@@ -6,8 +6,6 @@ package gpsessionreceiver
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -58,7 +56,7 @@ type lockWait struct {
 func readGreenplumFigures(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape) *greenplumFigures {
 	f := &greenplumFigures{}
 	if ok, err := guard(ctx, conn, gpsql.HasWorkfiles(shape)); err != nil || !ok {
-		f.SpillErr = cmp.Or(err, errors.New("the server has no workfile view the monitoring role may read"))
+		f.SpillErr = cmp.Or(err, error(absentError("the server has no workfile view the monitoring role may read")))
 	} else {
 		f.Spill, f.SpillErr = collect(ctx, conn, gpsql.Workfiles(shape), func(r pgx.CollectableRow) (spillRow, error) {
 			var s spillRow
@@ -84,16 +82,22 @@ func readGreenplumFigures(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape
 func readSessionMemory(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape) ([]sessionMemoryRow, error) {
 	guardText := gpsql.HasSessionMemory(shape)
 	if guardText == "" {
-		return nil, fmt.Errorf("%s keeps no per-session memory view", shape.Dialect)
+		return nil, absentError(shape.Dialect + " keeps no per-session memory view")
 	}
 	if ok, err := guard(ctx, conn, guardText); err != nil || !ok {
-		return nil, cmp.Or(err, errors.New(gpsql.SessionMemoryMissing(shape.Dialect)))
+		return nil, cmp.Or(err, error(absentError(gpsql.SessionMemoryMissing(shape.Dialect))))
 	}
 	return collect(ctx, conn, gpsql.SessionMemory(shape), func(r pgx.CollectableRow) (sessionMemoryRow, error) {
 		var m sessionMemoryRow
 		return m, r.Scan(&m.Session, &m.Segment, &m.VmemMB, &m.Runaway, &m.QEs, &m.ActiveQEs)
 	})
 }
+
+// absentError says why the server offers no view for a figure: the figure
+// is absent, which is no failed read.
+type absentError string
+
+func (e absentError) Error() string { return string(e) }
 
 func guard(ctx context.Context, conn *pgx.Conn, sql string) (bool, error) {
 	var ok bool

@@ -117,7 +117,8 @@ func (r *greenplumReader) readOnce(ctx context.Context) {
 		name string
 		err  error
 	}{{"spill", f.SpillErr}, {"lock waits", f.WaitsErr}, {"session memory", f.MemoryErr}} {
-		if fe.err != nil {
+		var absent absentError
+		if fe.err != nil && !errors.As(fe.err, &absent) {
 			r.telemetry.GpsessionGreenplumFiguresFailed.Add(ctx, 1)
 		}
 		r.note(fe.name, fe.err)
@@ -136,11 +137,15 @@ func (r *greenplumReader) note(figure string, err error) {
 		return
 	}
 	r.reasons[figure] = reason
-	if reason == "" {
+	var absent absentError
+	switch {
+	case reason == "":
 		r.logger.Info("Greenplum figure readable again", zap.String("figure", figure))
-		return
+	case errors.As(err, &absent):
+		r.logger.Info("Greenplum figure absent: the server offers no view for it", zap.String("figure", figure), zap.String("reason", reason))
+	default:
+		r.logger.Warn("Greenplum figure not read; it is absent from snapshots until a read succeeds", zap.String("figure", figure), zap.String("reason", reason))
 	}
-	r.logger.Warn("Greenplum figure not read; it is absent from snapshots until a read succeeds", zap.String("figure", figure), zap.String("reason", reason))
 }
 
 // current is the latest read for a snapshot taken at now; nil when there

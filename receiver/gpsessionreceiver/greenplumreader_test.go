@@ -42,11 +42,16 @@ func TestGreenplumFiguresAreCarriedThenDroppedWhenTooOld(t *testing.T) {
 	src := &scriptedFigures{figures: &greenplumFigures{at: read,
 		Spill:     []spillRow{{Session: 7, CommandCount: 3, Segment: 0, Bytes: 1 << 20, Files: 1}},
 		Waits:     []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7, BlockerMode: "AccessExclusiveLock"}},
-		MemoryErr: errors.New("gp_internal_tools is not installed"),
+		// A view the server does not offer is no failed read; a refused one is.
+		MemoryErr: absentError("gp_internal_tools is not installed"),
 	}}
 	cfg := GreenplumFiguresConfig{Enabled: true, Interval: 10 * time.Second, StatementTimeout: time.Second, MaxAge: 30 * time.Second}
 	r := newGreenplumReader(cfg, src, zap.NewNop(), tb)
 	ctx := context.Background()
+	r.readOnce(ctx)
+	src.figures.at, src.figures.Waits, src.figures.WaitsErr = read, nil, errors.New("permission denied for view pg_locks")
+	r.readOnce(ctx)
+	src.figures.Waits, src.figures.WaitsErr = []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7, BlockerMode: "AccessExclusiveLock"}}, nil
 	r.readOnce(ctx)
 
 	for _, at := range []time.Duration{0, 10 * time.Second, 30 * time.Second} {

@@ -23,6 +23,11 @@ func DemoWorkloads() []workload.Spec {
 		{Name: "churn", Kind: workload.Churn, Duration: 30 * time.Second, Interval: time.Second},
 		// A sort held open in a cursor: a large memory context to look at with GetSessionMemoryContexts.
 		{Name: "held-sort", Kind: workload.HeldSort, Duration: 90 * time.Second, MemoryBytes: 16 << 20},
+		// Greenplum's own figures: a sort that spills to workfiles, and a
+		// session waiting for a lock another holds.
+		{Name: "spill", Kind: workload.Spill, Duration: 60 * time.Second, SpillBytes: 16 << 20},
+		{Name: "lock-holder", Kind: workload.LockHolder, Table: "gpotel_demo_locked", Duration: 50 * time.Second},
+		{Name: "lock-waiter", Kind: workload.LockWaiter, Table: "gpotel_demo_locked", Duration: 50 * time.Second},
 	}
 }
 

@@ -5,6 +5,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math"
@@ -137,9 +138,12 @@ var tempFile = regexp.MustCompile(`^pgsql_tmp[0-9]+\.`)
 func workfilesOnDisk(c *cluster.Cluster) (int64, error) {
 	var total int64
 	for _, root := range []string{c.Dir, c.DiskDir} {
-		err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-			if err != nil {
+		err := filepath.WalkDir(root, func(_ string, d fs.DirEntry, err error) error {
+			if errors.Is(err, fs.ErrNotExist) {
 				return nil // a file that went while walking
+			}
+			if err != nil {
+				return err
 			}
 			if d.Type().IsRegular() && tempFile.MatchString(d.Name()) {
 				if info, err := d.Info(); err == nil {

@@ -71,6 +71,11 @@ func (s *Session) lockWaiter(ctx context.Context, b *backend) error {
 	if b.content != cluster.CoordinatorContent {
 		return nil
 	}
+	// Started before its holder (the demo restarts both on their own), it
+	// must not fail on a table the holder has not made yet.
+	if _, err := b.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (g integer)", s.spec.Table)); err != nil {
+		return err
+	}
 	_, err := b.conn.Exec(ctx, fmt.Sprintf("SELECT count(*) FROM %s", s.spec.Table))
 	return err
 }

@@ -55,6 +55,9 @@ type Session struct {
 	// QueryStart, StateChange (zero: NULL) and Query go into the metadata too.
 	QueryStart, StateChange time.Time
 	Query                   string
+	// Greenplum is the server's own figures of the session (spill, a lock
+	// wait, vmem) the receiver read; nil without them.
+	Greenplum *pipeline.GreenplumSession
 }
 
 // Process is one process an agent answered for, in SI units.
@@ -165,7 +168,8 @@ func (s Snapshot) closing() pmetric.Metrics {
 			StateChange: pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
 			Query:       pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
 		}
-		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st})
+		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st,
+			Greenplum: ss.Greenplum})
 	}
 	return pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
 }
