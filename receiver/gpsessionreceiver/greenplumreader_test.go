@@ -40,8 +40,8 @@ func TestGreenplumFiguresAreCarriedThenDroppedWhenTooOld(t *testing.T) {
 	}
 	read := time.Now()
 	src := &scriptedFigures{figures: &greenplumFigures{at: read,
-		Spill:     []spillRow{{Session: 7, CommandCount: 3, Segment: 0, Bytes: 1 << 20, Files: 1}},
-		Waits:     []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7, BlockerMode: "AccessExclusiveLock"}},
+		Spill: []spillRow{{Session: 7, CommandCount: 3, Segment: 0, Bytes: 1 << 20, Files: 1}},
+		Waits: []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7, BlockerMode: "AccessExclusiveLock"}},
 		// A view the server does not offer is no failed read; a refused one is.
 		MemoryErr: absentError("gp_internal_tools is not installed"),
 	}}
