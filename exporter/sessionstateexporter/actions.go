@@ -128,7 +128,12 @@ func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.Termin
 	if why := queryMismatch(s, req.GetQueryKey()); why != "" {
 		return call.answer(resultRefused, terminateError, why+": nothing cancelled"), nil
 	}
-	done, err := svc.db.cancel(ctx, s.state.GetSessionInfo().GetPid())
+	// The server cancels only while the backend runs the snapshot's query.
+	var started time.Time
+	if qs := s.state.GetSessionInfo().GetQueryStart(); qs != nil {
+		started = qs.AsTime()
+	}
+	done, err := svc.db.cancel(ctx, s.state.GetSessionInfo().GetPid(), started)
 	return svc.signalled(call, s, "sent a cancel to the running query of", done, err)
 }
 
@@ -300,6 +305,8 @@ func (svc *actionService) signalled(call *actionCall, s *session, did string, do
 	switch {
 	case errors.Is(err, errOwnSession):
 		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), err))
+	case errors.Is(err, errOtherQuery):
+		return call.answer(resultRefused, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
 	case err != nil:
 		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
 	case !done:

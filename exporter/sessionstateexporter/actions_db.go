@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -22,8 +23,9 @@ import (
 // signaller sends the action statements; actionDB is the real one.
 type signaller interface {
 	// cancel and terminate signal a coordinator backend; false: the server
-	// found no such backend to signal.
-	cancel(ctx context.Context, pid int64) (bool, error)
+	// found no such backend to signal. cancel with a start signals only
+	// while the backend runs the query that started then (else errOtherQuery).
+	cancel(ctx context.Context, pid int64, started time.Time) (bool, error)
 	terminate(ctx context.Context, pid int64) (bool, error)
 	// move moves a session to a resource group.
 	move(ctx context.Context, sessID int64, group string) (bool, error)
@@ -34,6 +36,9 @@ var (
 	errOwnSession = errors.New("it is the collector's own action connection")
 	// errNoResourceGroups: the server's dialect has no resource groups.
 	errNoResourceGroups = errors.New("the server has no resource groups")
+	// errOtherQuery: the backend no longer runs the query that started then.
+	errOtherQuery = errors.New("the server shows the backend running another query, or none, or cannot show the action role its query_start " +
+		"(grant it pg_read_all_stats): nothing cancelled")
 )
 
 // actionDB is one connection to the coordinator with the action role,
@@ -108,27 +113,35 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 	}
 	err := fn(ctx, d.conn, d.dialect)
 	var pgErr *pgconn.PgError
-	if err != nil && !errors.As(err, &pgErr) && !errors.Is(err, errOwnSession) && !errors.Is(err, errNoResourceGroups) {
+	if err != nil && !errors.As(err, &pgErr) && !errors.Is(err, errOwnSession) && !errors.Is(err, errNoResourceGroups) && !errors.Is(err, errOtherQuery) {
 		_ = d.conn.Close(context.Background())
 		d.conn = nil
 	}
 	return err
 }
 
-// signal runs a statement that takes a backend pid and answers a boolean.
-func (d *actionDB) signal(ctx context.Context, sql string, pid int64) (bool, error) {
+// signal runs a statement that takes a backend pid (and more arguments)
+// and answers a boolean.
+func (d *actionDB) signal(ctx context.Context, sql string, pid int64, args ...any) (bool, error) {
 	var done bool
 	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, _ string) error {
 		if int64(conn.PgConn().PID()) == pid {
 			return errOwnSession
 		}
-		return conn.QueryRow(ctx, sql, pid).Scan(&done)
+		return conn.QueryRow(ctx, sql, append([]any{pid}, args...)...).Scan(&done)
 	})
 	return done, err
 }
 
-func (d *actionDB) cancel(ctx context.Context, pid int64) (bool, error) {
-	return d.signal(ctx, gpsql.CancelQuery, pid)
+func (d *actionDB) cancel(ctx context.Context, pid int64, started time.Time) (bool, error) {
+	if started.IsZero() {
+		return d.signal(ctx, gpsql.CancelQuery, pid)
+	}
+	done, err := d.signal(ctx, gpsql.CancelQueryStartedAt, pid, started)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, errOtherQuery
+	}
+	return done, err
 }
 
 func (d *actionDB) terminate(ctx context.Context, pid int64) (bool, error) {

@@ -44,8 +44,8 @@ type fakeSignaller struct {
 	err   error
 }
 
-func (f *fakeSignaller) cancel(_ context.Context, pid int64) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("cancel %d", pid))
+func (f *fakeSignaller) cancel(_ context.Context, pid int64, started time.Time) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("cancel %d started %s", pid, started.Format(time.TimeOnly)))
 	return f.done, f.err
 }
 
@@ -236,8 +236,10 @@ func TestTerminateQueryCancelsOnlyTheNamedRunningQuery(t *testing.T) {
 			t.Errorf("%v: %v %v, want SUCCESS", key, resp, err)
 		}
 	}
-	if got := strings.Join(at.db.calls, ","); got != "cancel 1005,cancel 1005,cancel 1005" {
-		t.Errorf("sent %q, want three cancels of pid 1005", got)
+	// Each asks the server to cancel only the query that started when the snapshot says.
+	want := "cancel 1005 started " + queryStarted.Format(time.TimeOnly)
+	if got := strings.Join(at.db.calls, ","); got != strings.Join([]string{want, want, want}, ",") {
+		t.Errorf("sent %q, want three cancels of pid 1005's query started %s", got, queryStarted.Format(time.TimeOnly))
 	}
 }
 

@@ -6,6 +6,7 @@ package sessionstateexporter
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ import (
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
-// The action role of the test: pg_signal_backend, not a superuser.
+// The action role of the test: pg_signal_backend and pg_read_all_stats, not a superuser.
 const testActionRole = "gpotel_actions"
 
 // On every dialect of the testbed: a client that may read the API may not
@@ -48,7 +49,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
 			admin := connectAs(t, c, cluster.AdminRole)
-			for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend TO " + testActionRole} {
+			for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
 				if _, err := admin.Exec(ctx, sql); err != nil {
 					t.Fatalf("%s: %v", sql, err)
 				}
@@ -76,10 +77,12 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			}
 
 			srv, readToken := startWithActions(t, c)
-			srv.consume(t, buildSnapshot(time.Now(), []testSession{sleeping, idle}))
 			actions := yagpcc.NewActionServiceClient(srv.conn)
-			running := &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(sleeping.sessID), // #nosec G115 -- a backend's pid
-				QueryStart: timestamppb.New(mustTime(t, sleeping.meta[pipeline.MetaQueryStart]))}
+			keyOf := func(s testSession) *yagpcc.QueryKey {
+				return &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(s.sessID), // #nosec G115 -- a backend's pid
+					QueryStart: timestamppb.New(mustTime(t, s.meta[pipeline.MetaQueryStart]))}
+			}
+			running := keyOf(sleeping)
 
 			// May read, may not act.
 			reader := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken)
@@ -92,6 +95,23 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			assertCode(t, err, codes.PermissionDenied, "may not act")
 
 			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
+
+			// A snapshot whose running query has since been followed by
+			// another (an hour older here): the server cancels nothing.
+			stale := sleeping
+			stale.meta = maps.Clone(sleeping.meta)
+			stale.meta[pipeline.MetaQueryStart] = mustTime(t, sleeping.meta[pipeline.MetaQueryStart]).Add(-time.Hour).Format(time.RFC3339Nano)
+			srv.consume(t, buildSnapshot(time.Now(), []testSession{stale}))
+			resp, err := actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: keyOf(stale)})
+			if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
+				!strings.Contains(resp.GetStatusText(), "another query") {
+				t.Fatalf("TerminateQuery of a query the backend no longer runs: %v %v", resp, err)
+			}
+			if s, err := activityOf(ctx, admin, d, sleeper.PgConn().PID()); err != nil || s.meta[pipeline.MetaState] != "active" {
+				t.Fatalf("the sleeper's query after a stale cancel: %v %v, want still active", s.meta, err)
+			}
+			srv.consume(t, buildSnapshot(time.Now(), []testSession{sleeping, idle}))
+
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
 			if d == cluster.DialectPostgreSQL {
@@ -100,7 +120,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 				assertCode(t, err, codes.FailedPrecondition, "must be superuser")
 			}
 
-			resp, err := actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
+			resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
 			if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
 				t.Fatalf("TerminateQuery: %v %v", resp, err)
 			}
