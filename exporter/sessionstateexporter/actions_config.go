@@ -26,8 +26,7 @@ type ActionsConfig struct {
 
 	// The action connection to the coordinator: never the receiver's
 	// monitoring role. The role needs pg_signal_backend and pg_read_all_stats
-	// (or superuser) and,
-	// on Greenplum, the right to run pg_resgroup_move_query.
+	// (or superuser) and, on Greenplum, the right to run pg_resgroup_move_query.
 	Host     string `mapstructure:"host"`
 	Port     int    `mapstructure:"port"`
 	Database string `mapstructure:"database"`
