@@ -58,15 +58,15 @@ func (f *fixedActions) TerminateSession(ctx context.Context, req *yagpcc.Termina
 	return nil, status.Error(codes.FailedPrecondition, "session {sess_id 12}: gpotel does not act on it: it is a system process")
 }
 
-func serveWithActions(t *testing.T, f *fixedSessions, a *fixedActions) string {
+// serveOn starts an in-process gRPC server with what register adds.
+func serveOn(t *testing.T, register func(*grpc.Server)) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	yagpcc.RegisterGetGPInfoServer(srv, f)
-	yagpcc.RegisterActionServiceServer(srv, a)
+	register(srv)
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
 	return lis.Addr().String()
@@ -82,7 +82,11 @@ func actionScreen(t *testing.T, a *fixedActions) tea.Model {
 	if err := os.WriteFile(tokenFile, []byte("act-now\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := dial(context.Background(), clientOptions{Addr: serveWithActions(t, sessions, a), CallTimeout: 5 * time.Second, ActionTokenFile: tokenFile})
+	addr := serveOn(t, func(srv *grpc.Server) {
+		yagpcc.RegisterGetGPInfoServer(srv, sessions)
+		yagpcc.RegisterActionServiceServer(srv, a)
+	})
+	c, err := dial(context.Background(), clientOptions{Addr: addr, CallTimeout: 5 * time.Second, ActionTokenFile: tokenFile})
 	if err != nil {
 		t.Fatal(err)
 	}
