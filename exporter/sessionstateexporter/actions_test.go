@@ -408,3 +408,13 @@ func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
 	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
 	assertCode(t, err, codes.NotFound, "sess_id 99")
 }
+
+// Off by default: the server does not even offer ActionService.
+func TestActionServiceIsNotServedByDefault(t *testing.T) {
+	srv := startDefault(t)
+	srv.consume(t, buildSnapshot(t0, []testSession{fullSession()}))
+	_, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(
+		grpcmetadata.AppendToOutgoingContext(ctxTimeout(t), clientname.ActionTokenHeader, testActionToken),
+		&yagpcc.TerminateSessionRequest{SessionKey: sessionKey(42)})
+	assertCode(t, err, codes.Unimplemented, "yagpcc.ActionService")
+}
