@@ -217,7 +217,7 @@ func (m topModel) View() string {
 		errLine = errorStyle.Render(ansiCut(m.err.Error(), m.width))
 	}
 	put(errLine + "\n")
-	help := helpStyle.Render(ansiCut("sort c cpu m mem r rd w wr d delay s skew a avg | tab view | x memory | k cancel query K terminate | q quit", m.width))
+	help := helpStyle.Render(ansiCut("sort c cpu m mem r rd w wr d delay s skew a avg | tab view | x memory | q quit | k cancel K end", m.width))
 	room := m.height - lines - 1 // the help line
 	if m.height <= 0 {
 		room = 0 // size unknown yet: no cut
