@@ -30,10 +30,11 @@ func (p pendingAction) prompt() string {
 	if p.terminate {
 		what = "terminate session"
 	}
-	return fmt.Sprintf("%s %d (user %s): %s? y/N", what, p.row.SessID, p.row.User, p.row.Query)
+	return fmt.Sprintf("%s %d (user %s): %s? y/N", what, p.row.SessID, firstLine(p.row.User), p.row.Query)
 }
 
-// actionDoneMsg carries the server's answer into the model.
+// actionDoneMsg carries the server's answer into the model, as one line
+// without control characters (the text is the server's).
 type actionDoneMsg struct{ text string }
 
 // act sends the action with the action token (a client certificate, when

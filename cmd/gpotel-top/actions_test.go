@@ -30,6 +30,9 @@ import (
 type fixedActions struct {
 	yagpcc.UnimplementedActionServiceServer
 
+	// answer is TerminateQuery's status text; empty: a plain success text.
+	answer string
+
 	mu        sync.Mutex
 	cancelled []*yagpcc.QueryKey
 	ended     []*yagpcc.SessionKey
@@ -46,8 +49,11 @@ func (f *fixedActions) TerminateQuery(ctx context.Context, req *yagpcc.Terminate
 	defer f.mu.Unlock()
 	f.token(ctx)
 	f.cancelled = append(f.cancelled, req.GetQueryKey())
-	return &yagpcc.TerminateResponse{StatusCode: yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS,
-		StatusText: "sent a cancel to the running query of session {sess_id 11}"}, nil
+	text := f.answer
+	if text == "" {
+		text = "sent a cancel to the running query of session {sess_id 11}"
+	}
+	return &yagpcc.TerminateResponse{StatusCode: yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS, StatusText: text}, nil
 }
 
 func (f *fixedActions) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
@@ -167,5 +173,14 @@ func TestActionTokenNeedsTLSBeyondLoopback(t *testing.T) {
 	err = run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--timeout", "1s"}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--tls") {
 		t.Errorf("token from %s: err = %v, want a refusal to send it in plaintext", actionTokenEnv, err)
+	}
+}
+
+// The server's answer is shown as one line without control characters.
+func TestActionAnswerCannotDrawOnTheScreen(t *testing.T) {
+	m := actionScreen(t, &fixedActions{answer: "sent\x1b[2J a cancel\nsecond line"})
+	m = pressAndRun(pressAndRun(m, "k"), "y")
+	if v := m.View(); strings.Contains(v, "\x1b[2J") || strings.Contains(v, "second line") || !strings.Contains(v, "sent [2J a cancel") {
+		t.Fatalf("the answer reached the screen as %q", v)
 	}
 }

@@ -176,7 +176,7 @@ func (m topModel) confirm(key string) (tea.Model, tea.Cmd) {
 		return m, nil
 	}
 	m.notice = "sending: " + strings.TrimSuffix(p.prompt(), "? y/N")
-	return m, func() tea.Msg { return actionDoneMsg{text: m.client.act(m.ctx, p)} }
+	return m, func() tea.Msg { return actionDoneMsg{text: firstLine(m.client.act(m.ctx, p))} }
 }
 
 // View draws the screen. bubbletea's renderer rewrites only the lines that
