@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -205,8 +206,8 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 	}
 	group := req.GetResourceGroupName()
 	call.fields = append(call.fields, zap.String("resource_group", group))
-	if group == "" || len(group) > maxGroupNameBytes {
-		return nil, call.end(resultInvalid, status.Errorf(codes.InvalidArgument, "resource_group_name %q: must be 1 to %d bytes", group, maxGroupNameBytes))
+	if group == "" || len(group) > maxGroupNameBytes || strings.ContainsRune(group, 0) {
+		return nil, call.end(resultInvalid, status.Errorf(codes.InvalidArgument, "resource_group_name %q: must be 1 to %d bytes, without NUL", group, maxGroupNameBytes))
 	}
 	s, err := svc.queryTarget(call, req.GetQueryKey())
 	if err != nil {

@@ -312,8 +312,10 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 	assertCode(t, err, codes.FailedPrecondition, "ccnt 3, not 2")
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3)})
 	assertCode(t, err, codes.InvalidArgument, "resource_group_name")
-	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: strings.Repeat("g", 64)})
-	assertCode(t, err, codes.InvalidArgument, "resource_group_name")
+	for _, name := range []string{strings.Repeat("g", 64), "etl\x00"} {
+		_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: name})
+		assertCode(t, err, codes.InvalidArgument, "resource_group_name")
+	}
 
 	at.db.err = fmt.Errorf("%w (dialect postgresql)", errNoResourceGroups)
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
