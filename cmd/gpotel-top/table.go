@@ -91,6 +91,8 @@ func (k SortKey) serverField() yagpcc.SessionField {
 		return yagpcc.SessionField_LAST_WRITE_BYTES
 	case SortRunDelay:
 		return yagpcc.SessionField_LAST_RUN_DELAY_SECONDS
+	case SortSpill:
+		return yagpcc.SessionField_LAST_SPILL_TOTALBYTES
 	}
 	return yagpcc.SessionField_LAST_RUNNINGTIMESECONDS
 }
