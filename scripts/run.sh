@@ -21,6 +21,13 @@ stop_demo() {
 trap stop_demo EXIT
 trap 'exit 130' INT TERM
 
+# gpotel-top's k and K: the collector serves ActionService with a token made
+# here, for a role of its own created below (a superuser: the demo's
+# workloads run as one, and Greenplum 6 has no pg_signal_backend).
+ACTION_TOKEN="$OUT/action.token"
+(umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$ACTION_TOKEN")
+export GPOTEL_ACTIONS_ENABLED=true GPOTEL_ACTION_TOKEN_FILE="$ACTION_TOKEN"
+
 "$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
 demo_pid=$!
 echo "starting the testbed and gpotel (events: $OUT/demo.jsonl)..." >&2
@@ -40,4 +47,10 @@ done
 grep -q '"event":"running"' "$OUT/demo.jsonl" || { echo "the demo did not start within 5 minutes" >&2; exit 1; }
 cat "$OUT/demo.jsonl" >&2
 
-"$BUILD/gpotel-top" --addr "$API" --interval 2s
+testbed_dir=$(grep '"event":"testbed"' "$OUT/demo.jsonl" | sed -n 's/.*"dir":"\([^"]*\)".*/\1/p')
+if ! "$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qc "CREATE ROLE gpotel_actions LOGIN SUPERUSER" >"$OUT/actions-role.log" 2>&1; then
+	echo "the action role could not be created (k and K will fail): $OUT/actions-role.log" >&2
+fi
+echo "k and K act with the token in $ACTION_TOKEN (gpotel-top --action-token-file)" >&2
+
+"$BUILD/gpotel-top" --addr "$API" --interval 2s --action-token-file "$ACTION_TOKEN"

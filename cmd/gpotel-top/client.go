@@ -23,17 +23,19 @@ import (
 
 // clientOptions says how to reach the sessionstate exporter's GetGPInfo API.
 type clientOptions struct {
-	Addr        string
-	TLS         bool
-	CAFile      string
-	CertFile    string
-	KeyFile     string
-	ServerName  string
-	SkipVerify  bool
-	Token       string
-	TokenFile   string
-	ShowSystem  bool
-	CallTimeout time.Duration
+	Addr       string
+	TLS        bool
+	CAFile     string
+	CertFile   string
+	KeyFile    string
+	ServerName string
+	SkipVerify bool
+	Token      string
+	TokenFile  string
+	// ActionTokenFile holds the collector's action token (default $GPOTEL_ACTION_TOKEN).
+	ActionTokenFile string
+	ShowSystem      bool
+	CallTimeout     time.Duration
 }
 
 func (o clientOptions) Validate() error {
@@ -66,6 +68,8 @@ type sessionClient struct {
 	api     yagpcc.GetGPInfoClient
 	opts    clientOptions
 	timeout time.Duration
+	// actionToken is sent with actions only; "" when there is none.
+	actionToken string
 }
 
 func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
@@ -76,8 +80,12 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	if token != "" && !o.usesTLS() && !listenaddr.Loopback(o.Addr) {
-		return nil, fmt.Errorf("a bearer token goes to %s only over TLS: add --tls (or --tls-ca), or reach the API on a loopback address", o.Addr)
+	actionToken, err := readToken(o.ActionTokenFile, actionTokenEnv)
+	if err != nil {
+		return nil, fmt.Errorf("action %w", err)
+	}
+	if (token != "" || actionToken != "") && !o.usesTLS() && !listenaddr.Loopback(o.Addr) {
+		return nil, fmt.Errorf("a bearer or action token goes to %s only over TLS: add --tls (or --tls-ca), or reach the API on a loopback address", o.Addr)
 	}
 	creds := insecure.NewCredentials()
 	if o.usesTLS() {
@@ -101,7 +109,7 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", o.Addr, err)
 	}
-	return &sessionClient{conn: conn, api: yagpcc.NewGetGPInfoClient(conn), opts: o, timeout: o.CallTimeout}, nil
+	return &sessionClient{conn: conn, api: yagpcc.NewGetGPInfoClient(conn), opts: o, timeout: o.CallTimeout, actionToken: actionToken}, nil
 }
 
 // usesTLS: --tls, or implied by a CA or a client certificate.
@@ -110,11 +118,14 @@ func (o clientOptions) usesTLS() bool {
 }
 
 // bearerToken reads the token from --token-file, else from $GPOTEL_API_TOKEN.
-func (o clientOptions) bearerToken() (string, error) {
-	if o.TokenFile == "" {
-		return strings.TrimSpace(os.Getenv(tokenEnv)), nil
+func (o clientOptions) bearerToken() (string, error) { return readToken(o.TokenFile, tokenEnv) }
+
+// readToken reads a token from file, else from the environment variable env.
+func readToken(file, env string) (string, error) {
+	if file == "" {
+		return strings.TrimSpace(os.Getenv(env)), nil
 	}
-	f, err := os.Open(o.TokenFile)
+	f, err := os.Open(file) // #nosec G304 -- the user names their own token file
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
@@ -124,7 +135,7 @@ func (o clientOptions) bearerToken() (string, error) {
 		return "", fmt.Errorf("token file: %w", err)
 	}
 	if len(b) > maxTokenBytes {
-		return "", fmt.Errorf("token file %s: longer than %d bytes, not a token", o.TokenFile, maxTokenBytes)
+		return "", fmt.Errorf("token file %s: longer than %d bytes, not a token", file, maxTokenBytes)
 	}
 	return strings.TrimSpace(string(b)), nil
 }

@@ -91,6 +91,8 @@ func (k SortKey) serverField() yagpcc.SessionField {
 		return yagpcc.SessionField_LAST_WRITE_BYTES
 	case SortRunDelay:
 		return yagpcc.SessionField_LAST_RUN_DELAY_SECONDS
+	case SortSpill:
+		return yagpcc.SessionField_LAST_SPILL_TOTALBYTES
 	}
 	return yagpcc.SessionField_LAST_RUNNINGTIMESECONDS
 }
@@ -112,6 +114,8 @@ type SessionRow struct {
 	WindowSecond float64
 	Partial      bool
 	Query        string // the first line of the running query
+	// RunningQuery is the running query's key, what k cancels; nil: none.
+	RunningQuery *yagpcc.QueryKey
 	// CPUSkew is 1 - avg/max of CPU over the segments in the window, with
 	// its hottest segment (nil: no segment used CPU).
 	CPUSkew float64
@@ -149,6 +153,7 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 		row.Database = s.GetRunningQueryInfo().GetDatabaseName()
 	}
 	row.Query = firstLine(s.GetRunningQueryInfo().GetQueryText())
+	row.RunningQuery = s.GetRunningQuery()
 	row.BlockedBy = info.GetBlockedBySessId()
 	row.SpillBytes = s.GetLastMetrics().GetSpill().GetTotalBytes()
 

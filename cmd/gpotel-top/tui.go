@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -69,6 +70,9 @@ type topModel struct {
 	selected int
 	// mem is the memory-context view; nil shows the session list.
 	mem *memoryView
+	// pending is a k or K awaiting y/N; notice the last action's answer.
+	pending *pendingAction
+	notice  string
 }
 
 func (m topModel) fetch() tea.Cmd {
@@ -94,11 +98,16 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.mem != nil {
 			return m.updateMemory(key)
 		}
+		if m.pending != nil {
+			return m.confirm(key)
+		}
 		if key == "q" || key == "ctrl+c" || key == "esc" {
 			return m, tea.Quit
 		}
 		switch key {
-		case "up", "k":
+		case "k", "K":
+			return m.askToAct(key == "K"), nil
+		case "up":
 			m.selected = max(m.selected-1, 0)
 			return m, nil
 		case "down", "j":
@@ -122,6 +131,9 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.width, m.height = msg.Width, msg.Height
 	case tickMsg:
 		return m, tea.Batch(m.fetch(), m.tick())
+	case actionDoneMsg:
+		m.notice = msg.text
+		return m, m.fetch()
 	case memoryMsg:
 		if m.mem != nil && m.mem.sessID == msg.sessID {
 			m.mem.resp, m.mem.err, m.mem.loading = msg.resp, msg.err, false
@@ -138,6 +150,33 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		addVmem(m.rows, m.top)
 	}
 	return m, nil
+}
+
+// askToAct prompts for the selected session's k (cancel its query) or K
+// (terminate it); nothing is sent before y.
+func (m topModel) askToAct(terminate bool) topModel {
+	if m.view != viewSessions || m.selected >= len(m.rows) {
+		return m
+	}
+	row := m.rows[m.selected]
+	if !terminate && row.RunningQuery == nil {
+		m.notice = fmt.Sprintf("session %d runs no query: nothing to cancel", row.SessID)
+		return m
+	}
+	m.pending = &pendingAction{terminate: terminate, row: row}
+	return m
+}
+
+// confirm sends the pending action on y; any other key drops it.
+func (m topModel) confirm(key string) (tea.Model, tea.Cmd) {
+	p := *m.pending
+	m.pending = nil
+	if key != "y" && key != "Y" {
+		m.notice = "not sent: " + strings.TrimSuffix(p.prompt(), "? y/N")
+		return m, nil
+	}
+	m.notice = "sending: " + strings.TrimSuffix(p.prompt(), "? y/N")
+	return m, func() tea.Msg { return actionDoneMsg{text: firstLine(m.client.act(m.ctx, p))} }
 }
 
 // View draws the screen. bubbletea's renderer rewrites only the lines that
@@ -170,12 +209,15 @@ func (m topModel) View() string {
 	case m.top != nil:
 		put(clusterHeader(m.top, max((m.height-8)/4, 1), m.width))
 	}
-	errLine := ""
-	if m.err != nil {
+	errLine := ansiCut(m.notice, m.width)
+	switch {
+	case m.pending != nil:
+		errLine = titleStyle.Render(ansiCut(m.pending.prompt(), m.width))
+	case m.err != nil:
 		errLine = errorStyle.Render(ansiCut(m.err.Error(), m.width))
 	}
 	put(errLine + "\n")
-	help := helpStyle.Render(ansiCut("sort c cpu m mem r rd w wr d delay s skew a avg | tab view | x memory | q quit", m.width))
+	help := helpStyle.Render(ansiCut("sort c cpu m mem r rd w wr d delay s skew a avg | tab view | x memory | q quit | k cancel K end", m.width))
 	room := m.height - lines - 1 // the help line
 	if m.height <= 0 {
 		room = 0 // size unknown yet: no cut

@@ -54,6 +54,7 @@ type testSession struct {
 	memory          testMemory
 	processes, host int64
 	pressure        []pipeline.GroupPressure // its groups' pressure (avg10 in percent)
+	greenplum       *pipeline.GreenplumSession
 }
 
 const (
@@ -78,7 +79,7 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		one := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
 			Time: at, TmID: s.tmID, Coordinator: testCoordinator,
 			Sessions: []pipeline.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
-				State: stateOf(s.meta), CgroupPressure: s.pressure}},
+				State: stateOf(s.meta), CgroupPressure: s.pressure, Greenplum: s.greenplum}},
 		})
 		rm := one.ResourceMetrics().At(1) // after its snapshot resource
 		var windows []time.Duration

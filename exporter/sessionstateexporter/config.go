@@ -61,6 +61,8 @@ type Config struct {
 	MaxResponseBytes int `mapstructure:"max_response_bytes"`
 	// MemoryContexts configures GetSessionMemoryContexts (gpotel.v1).
 	MemoryContexts MemoryContextsConfig `mapstructure:"memory_contexts"`
+	// Actions configures yagpcc's ActionService; off by default.
+	Actions ActionsConfig `mapstructure:"actions"`
 }
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
@@ -111,6 +113,7 @@ func createDefaultConfig() *Config {
 		MaxPageSize:        defaultMaxPageSize,
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
+		Actions:            defaultActionsConfig(),
 	}
 }
 
@@ -145,5 +148,6 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
+	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	return errors.Join(errs...)
 }

@@ -52,6 +52,24 @@ func TestCustomConfig(t *testing.T) {
 		mc.Timeout != 10*time.Second || mc.MaxParallel != 4 || mc.TopBackends != 5 || mc.MaxBackends != 100 {
 		t.Fatalf("memory_contexts not read: %+v", mc)
 	}
+	ac := cfg.Actions
+	if !ac.Enabled || ac.Host != "mdw.example" || ac.Port != 6432 || ac.Database != "postgres" || ac.User != "gpotel_actions" ||
+		ac.PasswordFile != "/etc/gpotel/actions.password" || ac.SSLMode != "verify-full" || ac.SSLRootCert != "/etc/gpotel/db-ca.crt" ||
+		ac.StatementTimeout != 3*time.Second || ac.TokenFile != "/etc/gpotel/action.token" || ac.MaxSessionsPerCall != 20 {
+		t.Fatalf("actions not read: %+v", ac)
+	}
+}
+
+// Actions are off unless configured, and enabled they need their own
+// connection settings and a way to tell which clients may act.
+func TestActionsAreOffByDefaultAndNeedTheirOwnAuthorization(t *testing.T) {
+	if cfg := loadConfig(t, "sessionstate"); cfg.Actions.Enabled {
+		t.Fatal("actions are enabled by default")
+	}
+	err := xconfmap.Validate(loadConfig(t, "sessionstate/actions_without_authorization"))
+	if err == nil || !strings.Contains(err.Error(), `actions::token_file "": set token_file or allowed_clients`) {
+		t.Fatalf("actions without a token or allowed clients: %v", err)
+	}
 }
 
 func TestInvalidConfigNamesEveryProblem(t *testing.T) {
@@ -61,7 +79,10 @@ func TestInvalidConfigNamesEveryProblem(t *testing.T) {
 	}
 	for _, want := range []string{`endpoint ""`, "last_metrics_window 0s", "session_grace_period -1s", "max_sessions 0",
 		"default_page_size 600: must not exceed max_page_size 500", "max_response_bytes 10",
-		"memory_contexts::agent_port 0", "memory_contexts::timeout 2m0s", "memory_contexts::max_parallel 0", "memory_contexts::top_backends -1", "memory_contexts::max_backends 0"} {
+		"memory_contexts::agent_port 0", "memory_contexts::timeout 2m0s", "memory_contexts::max_parallel 0", "memory_contexts::top_backends -1", "memory_contexts::max_backends 0",
+		`actions::host ""`, "actions::port 70000", `actions::database ""`, `actions::user ""`,
+		`actions::password_file "/a": password_env "B" is set too`, `actions::sslmode "sometimes"`, "actions::statement_timeout 0s",
+		`actions::allowed_clients[1] " "`, "actions::allowed_clients [ops  ]: needs tls::client_ca_file", "actions::max_sessions_per_call 0"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error does not name %q: %v", want, err)
 		}

@@ -40,6 +40,8 @@ type sessionStateExporter struct {
 	health *health.Server
 	done   chan struct{}
 	agents *agentconn.Pool
+	// actions is the action connection; nil while actions are off.
+	actions *actionDB
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
@@ -80,6 +82,13 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	if err != nil {
 		return fmt.Errorf("sessionstate: listening on %s: %w", e.cfg.NetAddr.Endpoint, err)
 	}
+	var guard actionGuard
+	if e.cfg.Actions.Enabled {
+		if guard, err = newActionGuard(e.cfg.Actions); err != nil {
+			_ = listener.Close()
+			return fmt.Errorf("sessionstate: %w", err)
+		}
+	}
 	e.server = server
 	e.health = health.NewServer()
 	yagpcc.RegisterGetGPInfoServer(server, &getGPInfoService{
@@ -97,6 +106,16 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
 		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
 	})
+	if e.cfg.Actions.Enabled {
+		e.actions = newActionDB(e.cfg.Actions)
+		yagpcc.RegisterActionServiceServer(server, &actionService{
+			store: e.store, db: e.actions, guard: guard, logger: e.settings.Logger,
+			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
+		})
+		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
+			zap.String("user", e.cfg.Actions.User), zap.Bool("token", len(guard.token) > 0), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
+	}
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -139,5 +158,8 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 		<-stopped
 	}
 	<-e.done
+	if e.actions != nil {
+		e.actions.close()
+	}
 	return e.agents.Close()
 }

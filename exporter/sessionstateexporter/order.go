@@ -195,6 +195,16 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 		m[sf.blkioDelay] = statFloat(sf.of, (*yagpcc.SystemStat).GetBlkioDelaySeconds)
 	}
 	m[yagpcc.SessionField_LAST_RSS_MAX_HOST] = statUint(lastStat, (*yagpcc.SystemStat).GetRssMaxHost)
+	// Greenplum's own figures: the lock's holder, and the workfiles held
+	// now (a gauge: last and total carry the same; none held is 0).
+	m[yagpcc.SessionField_SESSION_FIELD_BLOCKED_BY] = infoInt((*yagpcc.SessionInfo).GetBlockedBySessId)
+	for field, of := range map[[2]yagpcc.SessionField]func(*yagpcc.SessionState) *yagpcc.GPMetrics{
+		{yagpcc.SessionField_LAST_SPILL_TOTALBYTES, yagpcc.SessionField_LAST_SPILL_FILECOUNT}:   (*yagpcc.SessionState).GetLastMetrics,
+		{yagpcc.SessionField_TOTAL_SPILL_TOTALBYTES, yagpcc.SessionField_TOTAL_SPILL_FILECOUNT}: (*yagpcc.SessionState).GetTotalMetrics,
+	} {
+		m[field[0]] = sortField{kindInt, func(s *session) sortValue { return num(of(s.state).GetSpill().GetTotalBytes()) }}
+		m[field[1]] = sortField{kindInt, func(s *session) sortValue { return num(int64(of(s.state).GetSpill().GetFileCount())) }}
+	}
 	return m
 }()
 

@@ -13,6 +13,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"errors"
+	"fmt"
 	"math/big"
 	"net"
 	"os"
@@ -38,36 +39,64 @@ import (
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// testCA writes a CA and a server certificate for 127.0.0.1 and returns
-// the cert/key paths and a pool that trusts the CA.
-func testCA(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
+// testAuthority is a CA that issues certificates into a test's directory.
+type testAuthority struct {
+	t      *testing.T
+	cert   *x509.Certificate
+	key    *ecdsa.PrivateKey
+	dir    string
+	serial int64
+	// file is the CA certificate, for client_ca_file.
+	file  string
+	roots *x509.CertPool
+}
+
+func newTestAuthority(t *testing.T) *testAuthority {
 	t.Helper()
-	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	caTmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpotel test CA"},
-		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
-	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caCert, _ := x509.ParseCertificate(caDER)
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "127.0.0.1"},
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "gpotel test CA"},
 		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
-		KeyUsage:    x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	ca := &testAuthority{t: t, cert: cert, key: key, dir: t.TempDir(), serial: 1, roots: x509.NewCertPool()}
+	ca.roots.AddCert(cert)
+	ca.file = filepath.Join(ca.dir, "ca.crt")
+	if err := os.WriteFile(ca.file, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return ca
+}
+
+// issue writes a certificate named cn, for 127.0.0.1 when it is the
+// server's, and returns its cert and key files.
+func (ca *testAuthority) issue(cn string, usage x509.ExtKeyUsage) (certFile, keyFile string) {
+	t := ca.t
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca.serial++
+	now := time.Now()
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(ca.serial), Subject: pkix.Name{CommonName: cn},
+		NotBefore: now.Add(-time.Hour), NotAfter: now.Add(time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{usage},
+	}
+	if usage == x509.ExtKeyUsageServerAuth {
+		tmpl.IPAddresses = []net.IP{net.ParseIP("127.0.0.1")}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,17 +104,24 @@ func testCA(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
-	certFile, keyFile = filepath.Join(dir, "server.crt"), filepath.Join(dir, "server.key")
+	name := fmt.Sprintf("%d-%s", ca.serial, cn)
+	certFile, keyFile = filepath.Join(ca.dir, name+".crt"), filepath.Join(ca.dir, name+".key")
 	if err := os.WriteFile(certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	roots = x509.NewCertPool()
-	roots.AddCert(caCert)
-	return certFile, keyFile, roots
+	return certFile, keyFile
+}
+
+// testCA writes a CA and a server certificate for 127.0.0.1 and returns
+// the cert/key paths and a pool that trusts the CA.
+func testCA(t *testing.T) (certFile, keyFile string, roots *x509.CertPool) {
+	t.Helper()
+	ca := newTestAuthority(t)
+	certFile, keyFile = ca.issue("127.0.0.1", x509.ExtKeyUsageServerAuth)
+	return certFile, keyFile, ca.roots
 }
 
 func TestTLS(t *testing.T) {

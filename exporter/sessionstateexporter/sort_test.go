@@ -44,6 +44,7 @@ func variedSessions(n int, seed uint64) []testSession {
 	}
 	last, total := fig(), fig()
 	rss, anon, shared, virt, vpeak, rssMax, anonMax := p(), p(), p(), p(), p(), p(), p()
+	spillBytes, spillFiles, blocker := p(), p(), p()
 	base := time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 	stampAt := func(k int) string { return base.Add(time.Duration(k) * time.Minute).Format(time.RFC3339Nano) }
 	word := func(prefix string, k int) string { return fmt.Sprintf("%s%03d", prefix, k) }
@@ -77,6 +78,9 @@ func variedSessions(n int, seed uint64) []testSession {
 				virtual: int64(virt[i]) << 30, virtualPeak: int64(vpeak[i]) << 30,
 				rssMaxHost: int64(rssMax[i]) << 20, rssAnonMaxHost: int64(anonMax[i]) << 20},
 			processes: 2, host: 1,
+			greenplum: &pipeline.GreenplumSession{
+				Spill: []pipeline.Spill{{Segment: 0, CommandCount: 2, Bytes: int64(spillBytes[i]) << 20, Files: int64(spillFiles[i])}},
+				Wait:  &pipeline.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: int64(100 + blocker[i]), BlockerMode: "AccessExclusiveLock"}},
 		})
 	}
 	return out
@@ -148,6 +152,12 @@ var sortableGetters = map[yagpcc.SessionField]func(*yagpcc.SessionState) any{
 	yagpcc.SessionField_LAST_RUN_DELAY_SECONDS:      last(func(s *yagpcc.SystemStat) any { return s.RunDelaySeconds }),
 	yagpcc.SessionField_LAST_BLKIO_DELAY_SECONDS:    last(func(s *yagpcc.SystemStat) any { return s.BlkioDelaySeconds }),
 	yagpcc.SessionField_LAST_RSS_MAX_HOST:           last(func(s *yagpcc.SystemStat) any { return s.RssMaxHost }),
+
+	yagpcc.SessionField_SESSION_FIELD_BLOCKED_BY: func(s *yagpcc.SessionState) any { return s.SessionInfo.BlockedBySessId },
+	yagpcc.SessionField_LAST_SPILL_TOTALBYTES:    func(s *yagpcc.SessionState) any { return s.LastMetrics.GetSpill().GetTotalBytes() },
+	yagpcc.SessionField_LAST_SPILL_FILECOUNT:     func(s *yagpcc.SessionState) any { return int64(s.LastMetrics.GetSpill().GetFileCount()) },
+	yagpcc.SessionField_TOTAL_SPILL_TOTALBYTES:   func(s *yagpcc.SessionState) any { return s.TotalMetrics.GetSpill().GetTotalBytes() },
+	yagpcc.SessionField_TOTAL_SPILL_FILECOUNT:    func(s *yagpcc.SessionState) any { return int64(s.TotalMetrics.GetSpill().GetFileCount()) },
 }
 
 func total(f func(*yagpcc.SystemStat) any) func(*yagpcc.SessionState) any {

@@ -9,6 +9,11 @@ package gpsql
 const (
 	// CancelQuery cancels the statement the backend runs.
 	CancelQuery = `SELECT pg_cancel_backend($1::integer)`
+	// CancelQueryStartedAt cancels it only while it is the statement that
+	// started at $2 (no row otherwise), so a snapshot's query is never
+	// mistaken for the next one; it needs query_start of other users'
+	// sessions to be visible (superuser or pg_read_all_stats).
+	CancelQueryStartedAt = `SELECT pg_cancel_backend(pid) FROM pg_stat_activity WHERE pid = $1::integer AND query_start = $2::timestamptz`
 	// TerminateSession ends the backend, and with it the session.
 	TerminateSession = `SELECT pg_terminate_backend($1::integer)`
 )

@@ -3,6 +3,8 @@
 
 package gpsql
 
+import "time"
+
 // Target is where a statement is sent.
 type Target string
 
@@ -47,7 +49,7 @@ func greenplumOnly(text string) func(Shape) string {
 // Statements is every statement gpotel sends.
 var Statements = []Statement{
 	{Name: "postmaster start (tm_id)", Sender: "receiver", Target: Coordinator, Text: always(PostmasterStart)},
-	{Name: "version", Sender: "receiver", Target: Coordinator, Text: always(Version)},
+	{Name: "version", Sender: "receiver, exporter (actions)", Target: Coordinator, Text: always(Version)},
 	{Name: "pg_stat_activity columns", Sender: "receiver", Target: Coordinator, Text: always(ActivityColumns)},
 	{Name: "backends (discovery)", Sender: "receiver", Target: Coordinator, Text: Backends},
 	{Name: "sessions", Sender: "receiver", Target: Coordinator, Text: Sessions},
@@ -61,6 +63,7 @@ var Statements = []Statement{
 	{Name: "has session memory", Sender: "receiver", Target: Coordinator, Text: HasSessionMemory},
 	{Name: "session memory", Sender: "receiver", Target: Coordinator, Text: SessionMemory, Guard: "has session memory"},
 	{Name: "cancel query", Sender: "exporter", Target: Coordinator, Text: always(CancelQuery), Args: []any{0}},
+	{Name: "cancel query started at", Sender: "exporter", Target: Coordinator, Text: always(CancelQueryStartedAt), Args: []any{0, time.Unix(0, 0)}},
 	{Name: "terminate session", Sender: "exporter", Target: Coordinator, Text: always(TerminateSession), Args: []any{0}},
 	{Name: "move to resource group", Sender: "exporter", Target: Coordinator, Text: MoveToResourceGroup, Args: []any{0, "default_group"}},
 	{Name: "server log settings", Sender: "agent", Target: Instance, Text: always(ServerLogSettings)},

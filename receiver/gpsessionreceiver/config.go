@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
 	"github.com/gpotel/gpotel/internal/agentconn"
+	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 )
@@ -34,7 +35,7 @@ const (
 	defaultMaxParallel     = 16
 	defaultQueryMaxLength  = 4096
 	defaultMaxResponseMiB  = 64
-	defaultApplicationName = "gpotel"
+	defaultApplicationName = gpsql.ApplicationName
 )
 
 var validSSLModes = []string{"disable", "allow", "prefer", "require", "verify-ca", "verify-full"}

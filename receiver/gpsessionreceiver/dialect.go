@@ -4,41 +4,11 @@
 package gpsessionreceiver
 
 import (
-	"fmt"
-	"regexp"
-	"strconv"
-	"strings"
-
 	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
-var greenplumVersion = regexp.MustCompile(`Greenplum Database (\d+)\.`)
-
 // detectDialect names the server's flavour from its version() string.
-func detectDialect(version string) (string, error) {
-	switch {
-	case strings.Contains(version, "Cloudberry"):
-		return DialectCloudberry, nil
-	case strings.Contains(version, "Greenplum"):
-		m := greenplumVersion.FindStringSubmatch(version)
-		if m == nil {
-			return "", fmt.Errorf("version() %q names Greenplum without a recognisable version", version)
-		}
-		major, _ := strconv.Atoi(m[1])
-		switch {
-		case major == 6:
-			return DialectGP6, nil
-		case major >= 7:
-			return DialectGP7, nil
-		default:
-			return "", fmt.Errorf("version() %q: Greenplum %d is not supported (6 or later)", version, major)
-		}
-	case strings.HasPrefix(version, "PostgreSQL "):
-		return DialectPostgreSQL, nil
-	default:
-		return "", fmt.Errorf("version() %q: not Greenplum, Cloudberry or PostgreSQL; set dialect explicitly", version)
-	}
-}
+var detectDialect = gpsql.DetectDialect
 
 // isGreenplumFamily tells whether the dialect has segments and gp_dist_random.
 func isGreenplumFamily(dialect string) bool { return gpsql.IsGreenplumFamily(dialect) }

@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -201,6 +202,7 @@ func (s *Stack) startCollector(ctx context.Context) error {
 	s.Telemetry = net.JoinHostPort("127.0.0.1", strconv.Itoa(telemetryPort))
 	env := []string{
 		"GPOTEL_COORDINATOR_DSN=" + s.Cluster.CoordinatorDSN,
+		"GPOTEL_COORDINATOR_PORT=" + strconv.Itoa(s.Cluster.Coordinator.Port),
 		"GPOTEL_AGENTS=" + agentsYAML(s.AgentEndpoints),
 		"GPOTEL_PG_OS_USER=" + s.pgOSUser,
 		"GPOTEL_API_ENDPOINT=" + s.API,
@@ -295,14 +297,33 @@ func instanceOwner(dataDir string) (string, error) {
 	return u.Username, nil
 }
 
+// freePort returns a port nothing listens on at ip now.
 func freePort(ip string) (int, error) {
-	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-	if err != nil {
-		return 0, err
+	// The kernel may hand the same ephemeral port to two binds in a row
+	// once the first is closed: a port is given out once per test binary.
+	for range 100 {
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+		if err != nil {
+			return 0, err
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		portsGiven.Lock()
+		given := portsGiven.m[port]
+		portsGiven.m[port] = true
+		portsGiven.Unlock()
+		if !given {
+			return port, nil
+		}
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	return 0, fmt.Errorf("no port on %s that this test binary has not given out already", ip)
 }
+
+// portsGiven are the ports freePort has returned.
+var portsGiven = struct {
+	sync.Mutex
+	m map[int]bool
+}{m: map[int]bool{}}
 
 // waitListening waits until p itself listens on endpoint (a listener of
 // another process on that port does not count), p exits, or limit passes.

@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                        metric.Meter
 	mu                           sync.Mutex
 	registrations                []metric.Registration
+	SessionstateActions          metric.Int64Counter
 	SessionstateSessionsDropped  metric.Int64Counter
 	SessionstateSessionsInvalid  metric.Int64Counter
 	SessionstateSnapshots        metric.Int64Counter
@@ -61,6 +62,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.SessionstateActions, err = builder.meter.Int64Counter(
+		"otelcol_sessionstate_actions",
+		metric.WithDescription("ActionService calls, by action and result; a TerminateSessions call counts once per session it answers for. [Development]"),
+		metric.WithUnit("{call}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.SessionstateSessionsDropped, err = builder.meter.Int64Counter(
 		"otelcol_sessionstate_sessions_dropped",
 		metric.WithDescription("Sessions of a snapshot, or kept for the grace period, left out because max_sessions was reached. [Development]"),

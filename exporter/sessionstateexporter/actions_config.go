@@ -1,0 +1,116 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sessionstateexporter
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
+)
+
+// ActionsConfig enables yagpcc's ActionService (cancel a query, end a
+// session, move it to a resource group) on the exporter's gRPC server. It
+// has its own database role and its own authorization: a client that may
+// read the API may not act unless one of these admits it.
+type ActionsConfig struct {
+	// Enabled serves ActionService; off by default.
+	Enabled bool `mapstructure:"enabled"`
+
+	// The action connection to the coordinator: never the receiver's
+	// monitoring role. The role needs pg_signal_backend and pg_read_all_stats
+	// (or superuser) and, on Greenplum, the right to run pg_resgroup_move_query.
+	Host     string `mapstructure:"host"`
+	Port     int    `mapstructure:"port"`
+	Database string `mapstructure:"database"`
+	User     string `mapstructure:"user"`
+	// At most one password source: a file, or an environment variable's name.
+	PasswordFile string `mapstructure:"password_file"`
+	PasswordEnv  string `mapstructure:"password_env"`
+	// SSLMode and SSLRootCert with libpq's meaning.
+	SSLMode     string `mapstructure:"sslmode"`
+	SSLRootCert string `mapstructure:"sslrootcert"`
+	// StatementTimeout bounds connecting and every action statement.
+	StatementTimeout time.Duration `mapstructure:"statement_timeout"`
+
+	// TokenFile holds the action token a client sends in the
+	// gpotel-action-token header.
+	TokenFile string `mapstructure:"token_file"`
+	// AllowedClients are client certificate names (subject CN or a DNS, URI
+	// or IP SAN) that may act; needs the server's tls.client_ca_file.
+	AllowedClients []string `mapstructure:"allowed_clients"`
+
+	// MaxSessionsPerCall bounds the sessions one TerminateSessions ends.
+	MaxSessionsPerCall int `mapstructure:"max_sessions_per_call"`
+}
+
+func defaultActionsConfig() ActionsConfig {
+	return ActionsConfig{Port: 5432, SSLMode: "prefer", StatementTimeout: 5 * time.Second, MaxSessionsPerCall: 100}
+}
+
+// validate checks the section when enabled; clientCA says whether the
+// server verifies client certificates.
+func (c ActionsConfig) validate(clientCA bool) []error {
+	if !c.Enabled {
+		return nil
+	}
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("actions::"+format, args...)) }
+	if c.Host == "" {
+		add(`host "": must be set (the coordinator, or its socket directory)`)
+	}
+	if c.Port <= 0 || c.Port > 65535 {
+		add("port %d: must be in [1, 65535]", c.Port)
+	}
+	if c.Database == "" {
+		add(`database "": must be set`)
+	}
+	if c.User == "" {
+		add(`user "": must be set (a role of its own, not the receiver's monitoring role)`)
+	}
+	if c.PasswordFile != "" && c.PasswordEnv != "" {
+		add("password_file %q: password_env %q is set too; give one", c.PasswordFile, c.PasswordEnv)
+	}
+	// pgx checks sslmode only for a TCP host, hence localhost.
+	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {c.SSLMode}}.Encode()); err != nil {
+		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", c.SSLMode)
+	}
+	if c.StatementTimeout <= 0 || c.StatementTimeout > time.Minute {
+		add("statement_timeout %s: must be in (0, 1m]", c.StatementTimeout)
+	}
+	if c.TokenFile == "" && len(c.AllowedClients) == 0 {
+		errs = append(errs, errors.New(`actions::token_file "": set token_file or allowed_clients: without either no client may act`))
+	}
+	for i, name := range c.AllowedClients {
+		if strings.TrimSpace(name) == "" {
+			add("allowed_clients[%d] %q: must not be empty", i, name)
+		}
+	}
+	if len(c.AllowedClients) > 0 && !clientCA {
+		add("allowed_clients %v: needs tls::client_ca_file: without client certificates there is no name to check", c.AllowedClients)
+	}
+	if c.MaxSessionsPerCall <= 0 {
+		add("max_sessions_per_call %d: must be positive", c.MaxSessionsPerCall)
+	}
+	return errs
+}
+
+// connString is the action connection's settings but the password, as a
+// URL whose query holds every field (a socket directory is a host too).
+func (c ActionsConfig) connString() string {
+	q := url.Values{
+		"host": {c.Host}, "port": {strconv.Itoa(c.Port)}, "dbname": {c.Database}, "user": {c.User},
+		"sslmode": {c.SSLMode}, "application_name": {gpsql.ActionsApplicationName},
+	}
+	if c.SSLRootCert != "" {
+		q.Set("sslrootcert", c.SSLRootCert)
+	}
+	return "postgres:///?" + q.Encode()
+}

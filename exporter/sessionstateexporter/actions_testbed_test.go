@@ -1,0 +1,243 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package sessionstateexporter
+
+import (
+	"context"
+	"errors"
+	"maps"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configauth"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"google.golang.org/grpc/codes"
+	grpcmetadata "google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/clientname"
+	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/cluster"
+)
+
+// The action role of the test: pg_signal_backend and pg_read_all_stats, not a superuser.
+const testActionRole = "gpotel_actions"
+
+// On every dialect of the testbed: a client that may read the API may not
+// act; with the action token, a running query is cancelled and a session
+// ended on the server, and the exporter's log says so.
+func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed per dialect")
+	}
+	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry, cluster.DialectPostgreSQL} {
+		t.Run(string(d), func(t *testing.T) {
+			opts := cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: d}
+			if d == cluster.DialectPostgreSQL {
+				opts = cluster.Options{Dialect: d}
+			}
+			c := cluster.Start(t, opts)
+			ctx := await.Context(t)
+			admin := connectAs(t, c, cluster.AdminRole)
+			for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
+				if _, err := admin.Exec(ctx, sql); err != nil {
+					t.Fatalf("%s: %v", sql, err)
+				}
+			}
+
+			// Two sessions of an ordinary user: one sleeping in a query, one idle.
+			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
+			slept := make(chan error, 1)
+			go func() {
+				_, err := sleeper.Exec(context.Background(), "SELECT pg_sleep(600)")
+				slept <- err
+			}()
+			var sleeping, idle testSession
+			await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
+				var err error
+				sleeping, err = activityOf(ctx, admin, d, sleeper.PgConn().PID())
+				if err == nil && sleeping.meta[pipeline.MetaState] != "active" {
+					err = errors.New("not active yet")
+				}
+				return err
+			})
+			idle, err := activityOf(ctx, admin, d, idler.PgConn().PID())
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			srv, readToken := startWithActions(t, c)
+			actions := yagpcc.NewActionServiceClient(srv.conn)
+			keyOf := func(s testSession) *yagpcc.QueryKey {
+				return &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(s.sessID), // #nosec G115 -- a backend's pid
+					QueryStart: timestamppb.New(mustTime(t, s.meta[pipeline.MetaQueryStart]))}
+			}
+			running := keyOf(sleeping)
+
+			// May read, may not act.
+			reader := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken)
+			if _, err := yagpcc.NewGetGPInfoClient(srv.conn).GetGPSessions(reader, &yagpcc.GetGPSessionsReq{}); err != nil {
+				t.Fatalf("the reader cannot read: %v", err)
+			}
+			_, err = actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
+			assertCode(t, err, codes.PermissionDenied, "may not act")
+			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
+			assertCode(t, err, codes.PermissionDenied, "may not act")
+
+			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
+
+			// A snapshot whose running query has since been followed by
+			// another (an hour older here): the server cancels nothing.
+			stale := sleeping
+			stale.meta = maps.Clone(sleeping.meta)
+			stale.meta[pipeline.MetaQueryStart] = mustTime(t, sleeping.meta[pipeline.MetaQueryStart]).Add(-time.Hour).Format(time.RFC3339Nano)
+			srv.consume(t, buildSnapshot(time.Now(), []testSession{stale}))
+			resp, err := actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: keyOf(stale)})
+			if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
+				!strings.Contains(resp.GetStatusText(), "another query") {
+				t.Fatalf("TerminateQuery of a query the backend no longer runs: %v %v", resp, err)
+			}
+			if s, err := activityOf(ctx, admin, d, sleeper.PgConn().PID()); err != nil || s.meta[pipeline.MetaState] != "active" {
+				t.Fatalf("the sleeper's query after a stale cancel: %v %v, want still active", s.meta, err)
+			}
+			srv.consume(t, buildSnapshot(time.Now(), []testSession{sleeping, idle}))
+
+			// Moving needs resource groups, and on Greenplum a superuser.
+			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
+			if d == cluster.DialectPostgreSQL {
+				assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+			} else {
+				assertCode(t, err, codes.FailedPrecondition, "must be superuser")
+			}
+
+			resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
+			if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
+				t.Fatalf("TerminateQuery: %v %v", resp, err)
+			}
+			var pgErr *pgconn.PgError
+			if err := <-slept; !errors.As(err, &pgErr) || pgErr.Code != "57014" {
+				t.Errorf("the sleeper's query ended with %v, want query_canceled (57014)", err)
+			}
+			await.NoError(t, "pg_stat_activity shows the sleeper idle", func() error {
+				s, err := activityOf(ctx, admin, d, sleeper.PgConn().PID())
+				if err == nil && s.meta[pipeline.MetaState] != "idle" {
+					err = errors.New("state " + s.meta[pipeline.MetaState].(string))
+				}
+				return err
+			})
+
+			resp, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
+			if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
+				t.Fatalf("TerminateSession: %v %v", resp, err)
+			}
+			await.NoError(t, "pg_stat_activity no longer lists the idle session", func() error {
+				if _, err := activityOf(ctx, admin, d, idler.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+					return errors.New("still listed")
+				}
+				return nil
+			})
+
+			// The action connection's own backend, however the snapshot names it.
+			var own testSession
+			await.NoError(t, "the action connection shows in pg_stat_activity", func() error {
+				var pid uint32
+				if err := admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE application_name = $1", gpsql.ActionsApplicationName).Scan(&pid); err != nil {
+					return err
+				}
+				own, err = activityOf(ctx, admin, d, pid)
+				return err
+			})
+			own.meta[pipeline.MetaApplicationName] = "psql"
+			srv.consume(t, buildSnapshot(time.Now(), []testSession{own}))
+			_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: own.sessID, TmId: testTmID}})
+			assertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
+
+			var done []string
+			for _, e := range srv.logs.FilterMessage("session action").All() {
+				m := e.ContextMap()
+				if m["result"] == resultDone && m["client"] == "action token" {
+					done = append(done, m["action"].(string))
+				}
+			}
+			if strings.Join(done, ",") != "cancel_query,terminate_session" {
+				t.Errorf("the log shows %v done, want cancel_query and terminate_session: %v", done, srv.logs.All())
+			}
+		})
+	}
+}
+
+// startWithActions starts the exporter with a read token (the bearer
+// authenticator) and actions on c's coordinator, admitting the action token.
+func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
+	t.Helper()
+	tokenFile := filepath.Join(t.TempDir(), "action.token")
+	if err := os.WriteFile(tokenFile, []byte(testActionToken+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const readToken = "read-only"
+	authID := component.MustNewID("bearertokenauth")
+	cfg := testConfig()
+	cfg.Auth = configoptional.Some(configauth.Config{AuthenticatorID: authID})
+	cfg.Actions.Enabled = true
+	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
+	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
+	cfg.Actions.TokenFile = tokenFile
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	return startServer(t, cfg, extensionHost{authID: bearerAuth{token: readToken}}), readToken
+}
+
+// connectAs opens a connection to c's coordinator as role.
+func connectAs(t *testing.T, c *cluster.Cluster, role string) *pgx.Conn {
+	t.Helper()
+	cc, err := pgx.ParseConfig(c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc.User = role
+	conn, err := pgx.ConnectConfig(await.Context(t), cc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+// activityOf is pid's coordinator session as the receiver would report it.
+func activityOf(ctx context.Context, conn *pgx.Conn, d cluster.Dialect, pid uint32) (testSession, error) {
+	sessID := "sess_id"
+	if d == cluster.DialectPostgreSQL {
+		sessID = "pid" // the receiver's session id on PostgreSQL
+	}
+	var s testSession
+	var app, state string
+	var start *time.Time
+	err := conn.QueryRow(ctx, "SELECT "+sessID+"::bigint, pid::bigint, datname::text, usename::text, application_name, state, query_start"+
+		" FROM pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&s.sessID, &s.pid, &s.db, &s.user, &app, &state, &start)
+	s.tmID = testTmID
+	s.meta = map[string]any{pipeline.MetaApplicationName: app, pipeline.MetaState: state, pipeline.MetaBackendType: "client backend"}
+	if start != nil {
+		s.meta[pipeline.MetaQueryStart] = start.UTC().Format(time.RFC3339Nano)
+	}
+	return s, err
+}
+
+func mustTime(t *testing.T, v any) time.Time {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, v.(string))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return at
+}

@@ -1,0 +1,48 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package gpsql
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The application_name of gpotel's own connections, by which the collector
+// knows its sessions among the ones it shows (and never acts on them).
+const (
+	// ApplicationName is the gpsession receiver's monitoring connection.
+	ApplicationName = "gpotel"
+	// ActionsApplicationName is the sessionstate exporter's action connection.
+	ActionsApplicationName = "gpotel-actions"
+)
+
+var greenplumVersion = regexp.MustCompile(`Greenplum Database (\d+)\.`)
+
+// DetectDialect names the server's flavour from its version() string.
+func DetectDialect(version string) (string, error) {
+	switch {
+	case strings.Contains(version, "Cloudberry"):
+		return Cloudberry, nil
+	case strings.Contains(version, "Greenplum"):
+		m := greenplumVersion.FindStringSubmatch(version)
+		if m == nil {
+			return "", fmt.Errorf("version() %q names Greenplum without a recognisable version", version)
+		}
+		major, _ := strconv.Atoi(m[1])
+		switch {
+		case major == 6:
+			return GP6, nil
+		case major >= 7:
+			return GP7, nil
+		default:
+			return "", fmt.Errorf("version() %q: Greenplum %d is not supported (6 or later)", version, major)
+		}
+	case strings.HasPrefix(version, "PostgreSQL "):
+		return PostgreSQL, nil
+	default:
+		return "", fmt.Errorf("version() %q: not Greenplum, Cloudberry or PostgreSQL; set dialect explicitly", version)
+	}
+}
