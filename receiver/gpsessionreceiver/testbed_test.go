@@ -495,7 +495,10 @@ func TestGreenplum7(t *testing.T) {
 	})
 
 	t.Run("a killed agent gives a partial snapshot on time", func(t *testing.T) {
-		s := startScraper(t, cfg)
+		// Every answered process in the second snapshot, changed or not.
+		kcfg := *cfg
+		kcfg.SendUnchangedProcesses = true
+		s := startScraper(t, &kcfg)
 		if _, err := scrapeOnce(t, s); err != nil {
 			t.Fatalf("first scrape: %v", err)
 		}
