@@ -167,6 +167,19 @@ func checkSparseEnd(t *testing.T, out []pmetric.Metrics) {
 	}
 }
 
+// onFirstBatchOfTick2 does f to sdw1's first batch of tick 2 and passes
+// every other batch.
+func onFirstBatchOfTick2(f fault) func(time.Time, pipeline.BatchHeader) fault {
+	done := false
+	return func(when time.Time, h pipeline.BatchHeader) fault {
+		if h.Host == "sdw1" && when.Equal(at(120)) && !done {
+			done = true
+			return f
+		}
+		return pass
+	}
+}
+
 // partialAt is the session's 2m partial flag at tick k.
 func partialAt(t *testing.T, out []pmetric.Metrics, k int) float64 {
 	t.Helper()
@@ -221,12 +234,7 @@ func TestSparseBatchesCarryTheUnchangedAndDropTheDeparted(t *testing.T) {
 // A batch refused on the way: its host counts as not answered in that
 // snapshot (partial, not exited) and is sent in full next time.
 func TestRefusedBatchEndsInAFullBatch(t *testing.T) {
-	out, w, refused := sparseRun{fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
-		if h.Host == "sdw1" && at_.Equal(at(120)) {
-			return refuse
-		}
-		return pass
-	}}.run(t)
+	out, w, refused := sparseRun{fault: onFirstBatchOfTick2(refuse)}.run(t)
 	if refused[2]["sdw1"] == nil {
 		t.Error("the receiver was not told of the refusal")
 	}
@@ -241,12 +249,7 @@ func TestRefusedBatchEndsInAFullBatch(t *testing.T) {
 // the host counts as not answered, its next sparse batch is refused, and
 // the one after is full.
 func TestLostBatchEndsInAFullBatch(t *testing.T) {
-	out, w, refused := sparseRun{fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
-		if h.Host == "sdw1" && at_.Equal(at(120)) {
-			return lose
-		}
-		return pass
-	}}.run(t)
+	out, w, refused := sparseRun{fault: onFirstBatchOfTick2(lose)}.run(t)
 	if got := partialAt(t, out, 2); got != 1 {
 		t.Errorf("tick 2: partial %v, want 1 (sdw1's batch never came)", got)
 	}
@@ -260,14 +263,7 @@ func TestLostBatchEndsInAFullBatch(t *testing.T) {
 // Two batches of one host swapped on the way: the second to arrive is not
 // the one due, so both are refused, and the host is sent in full next time.
 func TestReorderedBatchesEndInAFullBatch(t *testing.T) {
-	held := false
-	out, w, refused := sparseRun{batchSize: 2, fault: func(at_ time.Time, h pipeline.BatchHeader) fault {
-		if h.Host == "sdw1" && at_.Equal(at(120)) && !held {
-			held = true
-			return hold
-		}
-		return pass
-	}}.run(t)
+	out, w, refused := sparseRun{batchSize: 2, fault: onFirstBatchOfTick2(hold)}.run(t)
 	if refused[2]["sdw1"] == nil {
 		t.Error("tick 2: the batch that overtook its predecessor was accepted")
 	}
