@@ -358,3 +358,24 @@ func TestBatchWithoutASequenceIsRefused(t *testing.T) {
 		t.Error("a batch without its sequence number was accepted")
 	}
 }
+
+// A reused pid: the receiver lists the former process as departed when it
+// sends the new one, so the processor stops carrying the former.
+func TestReusedPIDDepartsTheFormerProcess(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
+	rec := pipelinetest.NewReceiver(p)
+	former, reused := proc("sdw1", 0, 1, 100, -10, 5, 0), proc("sdw1", 0, 1, 100, 90, 2, 0)
+	idle := proc("sdw1", 0, 1, 101, -10, 10, 0)
+	for k, procs := range [][]pipelinetest.Process{{former, idle}, {former, idle}, {reused, idle}, {reused, idle}} {
+		if errs, err := rec.Send(context.Background(), snap(float64(60*k), nil, []int64{1}, procs...)); err != nil || len(errs) > 0 {
+			t.Fatalf("tick %d: %v %v", k, errs, err)
+		}
+	}
+	out := sink.AllMetrics()[len(sink.AllMetrics())-1]
+	if got := figure(t, out, 1, pipeline.MetricSessionProcesses); got != 2 {
+		t.Errorf("%v processes, want 2 (the former pid 100 left)", got)
+	}
+	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 12 {
+		t.Errorf("lifetime user CPU %v, want 12 (the new pid 100's 2 and 101's 10)", got)
+	}
+}
