@@ -40,12 +40,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed per dialect")
 	}
-	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry, cluster.DialectPostgreSQL} {
+	for _, opts := range cluster.SmallClusters(1) {
+		d := opts.Dialect
 		t.Run(string(d), func(t *testing.T) {
-			opts := cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: d}
-			if d == cluster.DialectPostgreSQL {
-				opts = cluster.Options{Dialect: d}
-			}
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
 			admin := connectAs(t, c, cluster.AdminRole)

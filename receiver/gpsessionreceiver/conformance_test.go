@@ -56,12 +56,9 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed per dialect")
 	}
-	for _, d := range []cluster.Dialect{cluster.DialectGP6, cluster.DialectGP7, cluster.DialectCloudberry, cluster.DialectPostgreSQL} {
+	for _, opts := range cluster.SmallClusters(2) {
+		d := opts.Dialect
 		t.Run(string(d), func(t *testing.T) {
-			opts := cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: d}
-			if d == cluster.DialectPostgreSQL {
-				opts = cluster.Options{Dialect: d}
-			}
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
 

@@ -36,6 +36,17 @@ const (
 	DialectPostgreSQL Dialect = "postgresql"
 )
 
+// SmallClusters is one small cluster of each dialect, for a test that
+// must hold on every one: a host of segmentsPerHost segments for the
+// Greenplum family, the one instance for PostgreSQL.
+func SmallClusters(segmentsPerHost int) []Options {
+	var out []Options
+	for _, d := range []Dialect{DialectGP6, DialectGP7, DialectCloudberry} {
+		out = append(out, Options{Hosts: 1, SegmentsPerHost: segmentsPerHost, Dialect: d})
+	}
+	return append(out, Options{Dialect: DialectPostgreSQL})
+}
+
 // Greenplum names, used in the description and in gp_segment_configuration.
 const (
 	CoordinatorHost    = "mdw"

@@ -152,7 +152,13 @@ func launch(ctx context.Context, t *testing.T, c *cluster.Cluster, opts StackOpt
 // agents, the ocb-built collector on config/testbed.yaml, and the OTLP sink.
 func startStack(t *testing.T) *Stack {
 	t.Helper()
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	return launchStack(t, cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6}))
+}
+
+// launchStack starts the agents, the collector on config/testbed.yaml and
+// the OTLP sink on c, and stops them with the test.
+func launchStack(t *testing.T, c *cluster.Cluster) *Stack {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	dir := t.TempDir()

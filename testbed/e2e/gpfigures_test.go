@@ -22,33 +22,6 @@ import (
 	"github.com/gpotel/gpotel/testbed/workload"
 )
 
-// everyDialect is one small cluster of each dialect the testbed has.
-var everyDialect = []cluster.Options{
-	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP6},
-	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7},
-	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry},
-	{Dialect: cluster.DialectPostgreSQL},
-}
-
-// launchOn starts a cluster of o and the stack on it.
-func launchOn(t *testing.T, o cluster.Options) *Stack {
-	t.Helper()
-	c := cluster.Start(t, o)
-	s, err := Launch(await.Context(t), c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 100})
-	if err != nil {
-		t.Fatalf("launch: %v", err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Logf("collector log tail:\n%s", s.Collector.LogTail(4000))
-		}
-		if err := s.Close(); err != nil {
-			t.Errorf("stack close: %v", err)
-		}
-	})
-	return s
-}
-
 // clusterTop dials the API's gpotel.v1 ClusterTop service.
 func clusterTop(t *testing.T, addr string) gpotelv1.ClusterTopClient {
 	t.Helper()
@@ -90,17 +63,13 @@ func startWorkload(t *testing.T, c *cluster.Cluster, spec workload.Spec) *worklo
 // yagpcc's SessionInfo and in GetClusterTop, on every dialect.
 func TestBlockedSessionNamesItsBlocker(t *testing.T) {
 	needBinaries(t)
-	for _, o := range everyDialect {
+	for _, o := range cluster.SmallClusters(2) {
 		t.Run(string(o.Dialect), func(t *testing.T) {
-			s := launchOn(t, o)
+			s := launchStack(t, cluster.Start(t, o))
 			ctx := await.Context(t)
 			api, top := dialAPI(t, s.API), clusterTop(t, s.API)
 			holder := startWorkload(t, s.Cluster, workload.Spec{Name: "e2e-lock-holder", Kind: workload.LockHolder, Table: "gpotel_locked", Duration: untilStopped(t)})
-			select {
-			case <-holder.Held():
-			case <-ctx.Done():
-				t.Fatal("the holder never held the lock")
-			}
+			waitHeld(t, holder)
 			waiter := startWorkload(t, s.Cluster, workload.Spec{Name: "e2e-lock-waiter", Kind: workload.LockWaiter, Table: "gpotel_locked", Duration: untilStopped(t)})
 
 			const table, wants, holds = "public.gpotel_locked", "AccessShareLock", "AccessExclusiveLock"
@@ -165,17 +134,13 @@ func workfilesOnDisk(c *cluster.Cluster) (int64, error) {
 // keeps the workfile view (PostgreSQL has none: no figure, not zero).
 func TestSpillMatchesTheWorkfilesOnDisk(t *testing.T) {
 	needBinaries(t)
-	for _, o := range everyDialect {
+	for _, o := range cluster.SmallClusters(2) {
 		t.Run(string(o.Dialect), func(t *testing.T) {
-			s := launchOn(t, o)
+			s := launchStack(t, cluster.Start(t, o))
 			ctx := await.Context(t)
 			top := clusterTop(t, s.API)
 			w := startWorkload(t, s.Cluster, workload.Spec{Name: "e2e-spill", Kind: workload.Spill, SpillBytes: 24 << 20, Duration: untilStopped(t)})
-			select {
-			case <-w.Held():
-			case <-ctx.Done():
-				t.Fatal("the spill session never held its workfiles")
-			}
+			waitHeld(t, w)
 			if o.Dialect == cluster.DialectPostgreSQL {
 				waitFor(t, "the session's line, without a spill figure", func() (bool, string) {
 					line, err := sessionTop(ctx, top, gpotelv1.TopKey_TOP_KEY_SPILL, w.SessID())

@@ -138,15 +138,16 @@ func ownView(ctx context.Context, s *workload.Session, content int) ([]ownContex
 	return out, err
 }
 
-// waitHeld waits until every backend of s holds its sort.
+// waitHeld waits until every backend of s holds what its kind holds (a
+// sort, a lock, workfiles: workload.Session.Held).
 func waitHeld(t *testing.T, s *workload.Session) {
 	t.Helper()
-	await.NoError(t, "the held sort on every backend", func() error {
+	await.NoError(t, "the workload held on every backend", func() error {
 		select {
 		case <-s.Held():
 			return nil
 		case <-s.Done():
-			t.Fatalf("workload ended before holding its sort: %v", s.Wait())
+			t.Fatalf("workload ended before holding: %v", s.Wait())
 		default:
 		}
 		return errors.New("not yet")
