@@ -165,7 +165,8 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 		g.Memory = append(g.Memory, *m)
 	}
 	slices.SortFunc(g.Memory, func(a, b SegmentMemory) int { return cmp.Compare(a.Segment, b.Segment) })
-	return &g
+	out := g // to the heap only when the session has such figures
+	return &out
 }
 
 // LockWait is the session's lock wait; nil when it waits for none.

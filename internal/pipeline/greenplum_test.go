@@ -47,3 +47,19 @@ func TestGreenplumSessionFiguresRoundTrip(t *testing.T) {
 		t.Errorf("a session without Greenplum figures reads back %+v, want none", got)
 	}
 }
+
+// Every session resource is decoded for Greenplum figures and most have
+// none: reading one without them allocates nothing.
+func TestDecodingASessionWithoutGreenplumFiguresAllocatesNothing(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	md := NewClosingEncoder(Scope{Name: "test"}, at, Switches{}).Encode(&Closing{Time: at, TmID: 1, Sessions: []Session{{ID: 7, PID: 700}}})
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if KindOf(rms.At(i).Resource().Attributes()) != KindSession {
+			continue
+		}
+		if n := testing.AllocsPerRun(100, func() { _ = DecodeGreenplum(rms.At(i)) }); n != 0 {
+			t.Errorf("%v allocations per session without Greenplum figures, want 0", n)
+		}
+	}
+}
