@@ -203,14 +203,7 @@ func (sp sessionPressure) of(session int64) []pipeline.GroupPressure {
 // the resource groups have no names.
 func (s *sessionScraper) noteCgroupGaps(state *ClusterState, results []hostResult) {
 	note := func(key, msg string, fields ...zap.Field) {
-		if s.cgroupNotes == nil {
-			s.cgroupNotes = map[string]string{}
-		}
-		if s.cgroupNotes[key] == msg {
-			return
-		}
-		s.cgroupNotes[key] = msg
-		if msg != "" {
+		if s.cgroupNotes.changed(key, msg) && msg != "" {
 			s.logger.Info(msg, fields...)
 		}
 	}

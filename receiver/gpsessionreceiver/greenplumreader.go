@@ -56,11 +56,10 @@ type greenplumReader struct {
 	logger    *zap.Logger
 	telemetry *metadata.TelemetryBuilder
 
-	latest atomic.Pointer[greenplumReading]
-	stop   context.CancelFunc
-	done   chan struct{}
-	// reasons holds the last logged reason per figure, so each is logged once.
-	reasons map[string]string
+	latest  atomic.Pointer[greenplumReading]
+	stop    context.CancelFunc
+	done    chan struct{}
+	reasons reasonLog // per figure
 }
 
 // greenplumReading is one read, per session.
@@ -70,7 +69,7 @@ type greenplumReading struct {
 }
 
 func newGreenplumReader(cfg GreenplumFiguresConfig, source greenplumSource, logger *zap.Logger, tb *metadata.TelemetryBuilder) *greenplumReader {
-	return &greenplumReader{cfg: cfg, source: source, logger: logger, telemetry: tb, reasons: map[string]string{}}
+	return &greenplumReader{cfg: cfg, source: source, logger: logger, telemetry: tb}
 }
 
 // start reads at once and then every interval, until shutdown.
@@ -133,10 +132,9 @@ func (r *greenplumReader) note(figure string, err error) {
 	if err != nil {
 		reason = err.Error()
 	}
-	if r.reasons[figure] == reason {
+	if !r.reasons.changed(figure, reason) {
 		return
 	}
-	r.reasons[figure] = reason
 	var absent absentError
 	switch {
 	case reason == "":

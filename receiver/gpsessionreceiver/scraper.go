@@ -53,7 +53,23 @@ type sessionScraper struct {
 	backoff   time.Duration
 	lastError string
 	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
-	cgroupNotes map[string]string
+	cgroupNotes reasonLog
+}
+
+// reasonLog remembers the last reason noted per key, so that one that
+// persists is logged once, and again only after it changed.
+type reasonLog map[string]string
+
+// changed notes reason under key and tells whether it differs from the last.
+func (l *reasonLog) changed(key, reason string) bool {
+	if (*l)[key] == reason {
+		return false
+	}
+	if *l == nil {
+		*l = reasonLog{}
+	}
+	(*l)[key] = reason
+	return true
 }
 
 func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSource, next consumer.Metrics) (*sessionScraper, error) {
