@@ -111,8 +111,10 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 		t.Fatalf("launch: %v", err)
 	}
 	defer func() {
+		// Always: the comparisons come after this stack is gone, so a
+		// failure could not ask the agents any more.
+		logExitAccounting(t, s)
 		if t.Failed() {
-			logExitAccounting(t, s)
 			t.Logf("collector log tail:\n%s", s.Collector.LogTail(6000))
 		}
 		if err := s.Close(); err != nil {
