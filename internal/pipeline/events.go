@@ -1,0 +1,547 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipeline
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+// Finished work (docs/pipeline.md, finished work): one OpenTelemetry log
+// record, an event, per ended query and per ended session, with every
+// final figure. The fields of each event are declared once here, from
+// Figures for the counters: the connector writes them, the history
+// exporter makes one column of each, the docs list them.
+const (
+	EventQueryEnd   = "gpotel.query.end"
+	EventSessionEnd = "gpotel.session.end"
+)
+
+// EventType is the type of an event field's value.
+type EventType uint8
+
+// The value types: an attribute of that type, and a column of the
+// matching SQL type in the history tables.
+const (
+	EventInt      EventType = iota + 1 // int attribute; bigint
+	EventDouble                        // double attribute; double precision
+	EventString                        // string attribute; text
+	EventBool                          // bool attribute; boolean
+	EventTime                          // string attribute, RFC 3339 with nanoseconds, UTC; timestamptz
+	EventSegments                      // slice attribute of maps (QueryEventSegment keys); json
+)
+
+// EventField is one attribute of an event and one column of its history table.
+type EventField struct {
+	Key    string // the log record attribute
+	Column string // the history table's column
+	Type   EventType
+	Unit   string // UCUM, as the metrics: s, By, 1, {fault}
+	// Identity: the field is part of the event's key, the one a history
+	// row is written under once (tm_id, session, and the query's or
+	// session's start and command count).
+	Identity bool
+	// Optional: absent when not known (no text, not Greenplum, a figure
+	// the host does not measure); every other field is always there.
+	Optional bool
+	Brief    string
+	counter  Figure // the Figures row a counter field carries
+	counted  bool   // the field is a counter's
+}
+
+// Counter is the Figures row of a counter field; ok false for the others.
+func (f EventField) Counter() (fig Figure, ok bool) { return f.counter, f.counted }
+
+// Attribute keys of the events beyond the pipeline's own names.
+const (
+	AttrEventQueryEnd         = "gpotel.query.end"
+	AttrEventQueryStatus      = "gpotel.query.status"
+	AttrEventDuration         = "gpotel.duration"
+	AttrEventPartial          = "gpotel.partial"
+	AttrEventApplication      = "gpotel.session.application"
+	AttrEventClientAddress    = "client.address"
+	AttrEventClientPort       = "client.port"
+	AttrEventResourceGroup    = "gpotel.resource_group.name"
+	AttrEventCPUCoordinator   = "gpotel.cpu.time.coordinator"
+	AttrEventCPUSegments      = "gpotel.cpu.time.segments"
+	AttrEventSegments         = "gpotel.segments"
+	AttrEventSpillMax         = "gpotel.spill.size.max"
+	AttrEventSpillFilesMax    = "gpotel.spill.files.max"
+	AttrEventLockWait         = "gpotel.lock.wait.time"
+	AttrEventLockBlocker      = "gpotel.lock.blocker.session.id"
+	AttrEventVmemPeak         = "gpotel.vmem.peak"
+	AttrEventSessionStart     = "gpotel.session.start"
+	AttrEventSessionEnd       = "gpotel.session.end"
+	AttrEventSessionQueries   = "gpotel.session.queries"
+	AttrEventMemoryPeak       = "gpotel.memory.rss.max"
+	AttrEventSkewCPUPrefix    = "gpotel.skew.cpu."
+	AttrEventSkewIOPrefix     = "gpotel.skew.disk_io."
+	eventCounterPrefix        = "gpotel."
+	eventColumnSessionFigures = "gpotel.session."
+)
+
+// The keys of one element of AttrEventSegments: what the query's processes
+// used on one segment instance.
+const (
+	SegmentKeyHost    = "host"
+	SegmentKeySegment = "segment"
+	SegmentKeyCPU     = "cpu"   // seconds, user + system
+	SegmentKeyRead    = "read"  // bytes
+	SegmentKeyWritten = "write" // bytes
+)
+
+// The values of AttrEventQueryStatus: how a query ended, as far as
+// pg_stat_activity tells it.
+const (
+	// QueryCompleted: the session was seen idle (or idle in a transaction)
+	// after it. pg_stat_activity does not tell a statement that failed or
+	// was cancelled outside a transaction from one that completed.
+	QueryCompleted = "completed"
+	// QueryAborted: the session was seen idle in an aborted transaction
+	// after it: the statement, or one before it in the transaction,
+	// failed or was cancelled.
+	QueryAborted = "aborted"
+	// QuerySessionEnded: the session left while the query ran.
+	QuerySessionEnded = "session_ended"
+	// QuerySuperseded: the next statement had started before a snapshot
+	// saw this one end, so nothing tells how it ended.
+	QuerySuperseded = "unknown"
+)
+
+// QueryEventFields and SessionEventFields are the fields of each event, in
+// the order of the history table's columns.
+var QueryEventFields, SessionEventFields []EventField
+
+func init() {
+	QueryEventFields = append(eventIdentity(true), eventWho()...)
+	QueryEventFields = append(QueryEventFields,
+		EventField{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Brief: "query_start of the statement"},
+		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Brief: "the statement's command count (yagpcc's QueryKey ccnt); 0 where the server numbers none (PostgreSQL)"},
+		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the next statement's query_start, or the first snapshot without its session"},
+		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "query_end - query_start"},
+		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, aborted, session_ended or unknown (docs/pipeline.md, finished work)"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started before gpotel first saw its session: its figures are a lower bound"},
+		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's queries::text"},
+	)
+	QueryEventFields = append(QueryEventFields, eventCounters()...)
+	QueryEventFields = append(QueryEventFields,
+		EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes on the coordinator (segment -1)"},
+		EventField{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes on the segments"},
+	)
+	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU")...)
+	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O")...)
+	QueryEventFields = append(QueryEventFields,
+		EventField{Key: AttrEventSegments, Column: "segments", Type: EventSegments, Brief: "per segment instance: host, segment, CPU seconds, bytes read and written"},
+		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes it held at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
+		EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Type: EventInt, Unit: "{file}", Optional: true, Brief: "the most workfiles it held at once"},
+		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time it was seen waiting for a lock: the snapshot intervals in which pg_stat_activity showed it waiting"},
+		EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Type: EventInt, Optional: true, Brief: "the last session seen holding the lock it waited for (Greenplum's pg_locks read)"},
+		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to its session over every segment while it ran, where the server keeps it"},
+	)
+
+	SessionEventFields = append(eventIdentity(false), eventWho()...)
+	SessionEventFields = append(SessionEventFields,
+		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator backend; the first snapshot that saw it when the server has none"},
+		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "the first snapshot without it"},
+		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes did not answer: its figures are a lower bound"},
+		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
+	)
+	SessionEventFields = append(SessionEventFields, eventCounters()...)
+	SessionEventFields = append(SessionEventFields,
+		EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Type: EventInt, Unit: "By", Brief: "the largest resident memory of all its processes together in one snapshot"},
+		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes one of its queries held at once (Greenplum only)"},
+		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time its queries were seen waiting for a lock"},
+		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to it over every segment, where the server keeps it"},
+	)
+}
+
+// eventIdentity are the fields that name the session.
+func eventIdentity(query bool) []EventField {
+	whose := "the session"
+	if query {
+		whose = "its session"
+	}
+	return []EventField{
+		{Key: AttrTmID, Column: "tm_id", Type: EventInt, Identity: true, Brief: "the coordinator's start (yagpcc's tm_id)"},
+		{Key: AttrSessionID, Column: "sess_id", Type: EventInt, Identity: true, Brief: "sess_id of " + whose + " (the leader's pid on PostgreSQL)"},
+	}
+}
+
+// eventWho are the fields that say whose work it was; a database user
+// chooses every one of them.
+func eventWho() []EventField {
+	return []EventField{
+		{Key: AttrDBNamespace, Column: "database", Type: EventString, Brief: "datname"},
+		{Key: AttrSessionUser, Column: "username", Type: EventString, Brief: "usename"},
+		{Key: AttrEventApplication, Column: "application", Type: EventString, Optional: true, Brief: "application_name, as last seen"},
+		{Key: AttrEventClientAddress, Column: "client_address", Type: EventString, Optional: true, Brief: "client_addr; absent for a local socket"},
+		{Key: AttrEventClientPort, Column: "client_port", Type: EventInt, Optional: true, Brief: "client_port"},
+		{Key: AttrEventResourceGroup, Column: "resource_group", Type: EventString, Optional: true, Brief: "rsgname (Greenplum), as last seen"},
+	}
+}
+
+// eventCounters are one field per counter of Figures: the query's or the
+// session's total, named after the session figure and its attribute value
+// (gpotel.session.cpu.time, user → gpotel.cpu.time.user, cpu_time_user).
+func eventCounters() []EventField {
+	var out []EventField
+	for f := range Figure(NumCounters) {
+		row := &Figures[f]
+		key := eventCounterPrefix + strings.TrimPrefix(row.Metric.Session, eventColumnSessionFigures)
+		if row.Value != "" {
+			key += "." + row.Value
+		}
+		typ := EventInt
+		if row.Metric.Double {
+			typ = EventDouble
+		}
+		out = append(out, EventField{Key: key, Column: columnOf(key), Type: typ, Unit: row.Metric.Unit, Optional: true, counter: f, counted: true,
+			Brief: row.Metric.Description})
+	}
+	return out
+}
+
+// eventSkews are the skew figures of one figure over the segments.
+func eventSkews(keyPrefix, columnPrefix, what string) []EventField {
+	return []EventField{
+		{Key: keyPrefix + "ratio", Column: columnPrefix + "ratio", Type: EventDouble, Unit: "1", Optional: true, Brief: "1 - avg/max of " + what + " over the segments that took part"},
+		{Key: keyPrefix + "max_over_avg", Column: columnPrefix + "max_over_avg", Type: EventDouble, Unit: "1", Optional: true, Brief: "max/avg of " + what + " over the segments"},
+		{Key: keyPrefix + "hottest_segment", Column: columnPrefix + "hottest_segment", Type: EventInt, Optional: true, Brief: "the segment that used the most " + what},
+		{Key: keyPrefix + "segments", Column: columnPrefix + "segments", Type: EventInt, Unit: "{segment}", Optional: true, Brief: "segments that took part"},
+	}
+}
+
+// columnOf is the history column of an attribute key: without the gpotel.
+// prefix, dots as underscores.
+func columnOf(key string) string {
+	return strings.ReplaceAll(strings.TrimPrefix(key, eventCounterPrefix), ".", "_")
+}
+
+// EventTimeValue writes a time as an EventTime attribute holds it.
+func EventTimeValue(unixNano int64) string {
+	return time.Unix(0, unixNano).UTC().Format(time.RFC3339Nano)
+}
+
+// FinishedQuery is one ended query's event.
+type FinishedQuery struct {
+	Session      SessionKey
+	Who          SessionWho
+	CommandCount int64 // 0: the server numbers none
+	Start, End   int64 // unix ns
+	Status       string
+	Partial      bool
+	Text         *string // only with queries::text
+	Totals       Counters
+	Known        uint32 // the counters some process of it reported (bit per Figure)
+	Segments     []SegmentUse
+	Skew         SkewPair
+	Spill        *QuerySpill // nil: no Greenplum read saw it hold workfiles
+	LockWait     int64       // ns
+	LockBlocker  int64       // sess_id; 0: none seen
+	VmemPeak     int64       // bytes; 0: the server keeps no such figure
+}
+
+// EndedSession is one ended session's event.
+type EndedSession struct {
+	Session    SessionKey
+	Who        SessionWho
+	Start, End int64 // unix ns
+	Partial    bool
+	Queries    int64
+	Totals     Counters
+	Known      uint32
+	MemoryPeak int64 // bytes
+	SpillMax   int64 // bytes; 0: none seen
+	LockWait   int64 // ns
+	VmemPeak   int64 // bytes; 0: none
+}
+
+// SessionWho is whose work a session's is, as pg_stat_activity last said.
+type SessionWho struct {
+	Database, User             string
+	Application, ClientAddress Null[string]
+	ClientPort                 Null[int64]
+	ResourceGroup              Null[string]
+}
+
+// AppendQueryEvent writes q as one log record of lrs: event name, the
+// end as its time, every field of QueryEventFields it has.
+func AppendQueryEvent(lrs plog.LogRecordSlice, q *FinishedQuery, observed pcommon.Timestamp) {
+	lr := newEvent(lrs, EventQueryEnd, q.End, observed)
+	attrs := lr.Attributes()
+	for _, f := range QueryEventFields {
+		if c, ok := f.Counter(); ok {
+			putCounter(attrs, f, c, &q.Totals, q.Known)
+			continue
+		}
+		switch f.Key {
+		case AttrTmID, AttrSessionID:
+			putSessionKey(attrs, f.Key, q.Session)
+		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
+			putWho(attrs, f.Key, &q.Who)
+		case AttrQueryStart:
+			attrs.PutStr(f.Key, EventTimeValue(q.Start))
+		case AttrQueryCommandCount:
+			attrs.PutInt(f.Key, q.CommandCount)
+		case AttrEventQueryEnd:
+			attrs.PutStr(f.Key, EventTimeValue(q.End))
+		case AttrEventDuration:
+			attrs.PutDouble(f.Key, nsSeconds(q.End-q.Start))
+		case AttrEventQueryStatus:
+			attrs.PutStr(f.Key, q.Status)
+		case AttrEventPartial:
+			attrs.PutBool(f.Key, q.Partial)
+		case AttrDBQueryText:
+			if q.Text != nil {
+				attrs.PutStr(f.Key, *q.Text)
+			}
+		case AttrEventCPUCoordinator, AttrEventCPUSegments:
+			attrs.PutDouble(f.Key, nsSeconds(segmentCPU(q.Segments, f.Key == AttrEventCPUCoordinator)))
+		case AttrEventSegments:
+			putSegments(attrs.PutEmptySlice(f.Key), q.Segments)
+		case AttrEventSpillMax:
+			if q.Spill != nil {
+				attrs.PutInt(f.Key, q.Spill.MaxBytes)
+			}
+		case AttrEventSpillFilesMax:
+			if q.Spill != nil {
+				attrs.PutInt(f.Key, q.Spill.MaxFiles)
+			}
+		case AttrEventLockWait:
+			attrs.PutDouble(f.Key, nsSeconds(q.LockWait))
+		case AttrEventLockBlocker:
+			if q.LockBlocker != 0 {
+				attrs.PutInt(f.Key, q.LockBlocker)
+			}
+		case AttrEventVmemPeak:
+			if q.VmemPeak > 0 {
+				attrs.PutInt(f.Key, q.VmemPeak)
+			}
+		default:
+			if !putSkew(attrs, f.Key, q.Skew) {
+				panic(fmt.Sprintf("pipeline: query event field %s has no value", f.Key))
+			}
+		}
+	}
+}
+
+// AppendSessionEvent writes s as one log record of lrs.
+func AppendSessionEvent(lrs plog.LogRecordSlice, s *EndedSession, observed pcommon.Timestamp) {
+	lr := newEvent(lrs, EventSessionEnd, s.End, observed)
+	attrs := lr.Attributes()
+	for _, f := range SessionEventFields {
+		if c, ok := f.Counter(); ok {
+			putCounter(attrs, f, c, &s.Totals, s.Known)
+			continue
+		}
+		switch f.Key {
+		case AttrTmID, AttrSessionID:
+			putSessionKey(attrs, f.Key, s.Session)
+		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
+			putWho(attrs, f.Key, &s.Who)
+		case AttrEventSessionStart:
+			attrs.PutStr(f.Key, EventTimeValue(s.Start))
+		case AttrEventSessionEnd:
+			attrs.PutStr(f.Key, EventTimeValue(s.End))
+		case AttrEventDuration:
+			attrs.PutDouble(f.Key, nsSeconds(s.End-s.Start))
+		case AttrEventPartial:
+			attrs.PutBool(f.Key, s.Partial)
+		case AttrEventSessionQueries:
+			attrs.PutInt(f.Key, s.Queries)
+		case AttrEventMemoryPeak:
+			attrs.PutInt(f.Key, s.MemoryPeak)
+		case AttrEventSpillMax:
+			if s.SpillMax > 0 {
+				attrs.PutInt(f.Key, s.SpillMax)
+			}
+		case AttrEventLockWait:
+			attrs.PutDouble(f.Key, nsSeconds(s.LockWait))
+		case AttrEventVmemPeak:
+			if s.VmemPeak > 0 {
+				attrs.PutInt(f.Key, s.VmemPeak)
+			}
+		default:
+			panic(fmt.Sprintf("pipeline: session event field %s has no value", f.Key))
+		}
+	}
+}
+
+func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.Timestamp) plog.LogRecord {
+	lr := lrs.AppendEmpty()
+	lr.SetEventName(name)
+	lr.SetTimestamp(pcommon.Timestamp(at))
+	lr.SetObservedTimestamp(observed)
+	lr.SetSeverityNumber(plog.SeverityNumberInfo)
+	return lr
+}
+
+func putCounter(attrs pcommon.Map, f EventField, c Figure, totals *Counters, known uint32) {
+	if known&(1<<c) == 0 {
+		return
+	}
+	if f.Type == EventDouble {
+		attrs.PutDouble(f.Key, nsSeconds(totals[c]))
+	} else {
+		attrs.PutInt(f.Key, totals[c])
+	}
+}
+
+func putSessionKey(attrs pcommon.Map, key string, s SessionKey) {
+	if key == AttrTmID {
+		attrs.PutInt(key, s.TmID)
+	} else {
+		attrs.PutInt(key, s.ID)
+	}
+}
+
+func putWho(attrs pcommon.Map, key string, w *SessionWho) {
+	putNull := func(v Null[string]) {
+		if v.Valid {
+			attrs.PutStr(key, v.V)
+		}
+	}
+	switch key {
+	case AttrDBNamespace:
+		attrs.PutStr(key, w.Database)
+	case AttrSessionUser:
+		attrs.PutStr(key, w.User)
+	case AttrEventApplication:
+		putNull(w.Application)
+	case AttrEventClientAddress:
+		putNull(w.ClientAddress)
+	case AttrEventClientPort:
+		if w.ClientPort.Valid {
+			attrs.PutInt(key, w.ClientPort.V)
+		}
+	case AttrEventResourceGroup:
+		putNull(w.ResourceGroup)
+	}
+}
+
+// putSkew writes one skew field; false when key is none.
+func putSkew(attrs pcommon.Map, key string, p SkewPair) bool {
+	var sk Skew
+	var rest string
+	if r, ok := strings.CutPrefix(key, AttrEventSkewCPUPrefix); ok {
+		sk, rest = p.CPU, r
+	} else if r, ok := strings.CutPrefix(key, AttrEventSkewIOPrefix); ok {
+		sk, rest = p.IO, r
+	} else {
+		return false
+	}
+	if !sk.OK {
+		return true
+	}
+	switch rest {
+	case "ratio":
+		attrs.PutDouble(key, sk.Ratio)
+	case "max_over_avg":
+		attrs.PutDouble(key, sk.MaxOverAvg)
+	case "hottest_segment":
+		attrs.PutInt(key, int64(sk.Hottest))
+	case "segments":
+		attrs.PutInt(key, int64(sk.Segments))
+	default:
+		return false
+	}
+	return true
+}
+
+func putSegments(sl pcommon.Slice, segs []SegmentUse) {
+	sl.EnsureCapacity(len(segs))
+	for _, u := range segs {
+		m := sl.AppendEmpty().SetEmptyMap()
+		m.PutStr(SegmentKeyHost, u.Host)
+		m.PutInt(SegmentKeySegment, int64(u.Segment))
+		m.PutDouble(SegmentKeyCPU, nsSeconds(u.CPU))
+		m.PutInt(SegmentKeyRead, u.Read)
+		m.PutInt(SegmentKeyWritten, u.Written)
+	}
+}
+
+// segmentCPU sums the CPU of the coordinator's (segment -1) or the segments' entries.
+func segmentCPU(segs []SegmentUse, coordinator bool) int64 {
+	var ns int64
+	for _, u := range segs {
+		if (u.Segment == -1) == coordinator {
+			ns += u.CPU
+		}
+	}
+	return ns
+}
+
+func nsSeconds(ns int64) float64 { return float64(ns) / 1e9 }
+
+// EventValue reads field f of an event's attributes as its type's Go
+// value: int64, float64, string, bool, time.Time, or []SegmentUse (CPU in
+// ns). ok is false when it is absent or of another type (the record was
+// not written by this version).
+func EventValue(attrs pcommon.Map, f EventField) (v any, ok bool) {
+	a, ok := attrs.Get(f.Key)
+	if !ok {
+		return nil, false
+	}
+	switch f.Type {
+	case EventInt:
+		if a.Type() == pcommon.ValueTypeInt {
+			return a.Int(), true
+		}
+	case EventDouble:
+		if a.Type() == pcommon.ValueTypeDouble && !math.IsNaN(a.Double()) && !math.IsInf(a.Double(), 0) {
+			return a.Double(), true
+		}
+	case EventString:
+		if a.Type() == pcommon.ValueTypeStr {
+			return a.Str(), true
+		}
+	case EventBool:
+		if a.Type() == pcommon.ValueTypeBool {
+			return a.Bool(), true
+		}
+	case EventTime:
+		if a.Type() == pcommon.ValueTypeStr {
+			if t, err := time.Parse(time.RFC3339Nano, a.Str()); err == nil {
+				return t, true
+			}
+		}
+	case EventSegments:
+		if a.Type() == pcommon.ValueTypeSlice {
+			return readSegments(a.Slice()), true
+		}
+	}
+	return nil, false
+}
+
+// readSegments reads AttrEventSegments; an element that is not a map of
+// the right types is left out.
+func readSegments(sl pcommon.Slice) []SegmentUse {
+	out := make([]SegmentUse, 0, sl.Len())
+	for i := range sl.Len() {
+		e := sl.At(i)
+		if e.Type() != pcommon.ValueTypeMap {
+			continue
+		}
+		m := e.Map()
+		host, ok1 := m.Get(SegmentKeyHost)
+		seg, ok2 := m.Get(SegmentKeySegment)
+		cpu, ok3 := m.Get(SegmentKeyCPU)
+		read, ok4 := m.Get(SegmentKeyRead)
+		written, ok5 := m.Get(SegmentKeyWritten)
+		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || host.Type() != pcommon.ValueTypeStr || seg.Type() != pcommon.ValueTypeInt ||
+			cpu.Type() != pcommon.ValueTypeDouble || read.Type() != pcommon.ValueTypeInt || written.Type() != pcommon.ValueTypeInt ||
+			seg.Int() < math.MinInt32 || seg.Int() > math.MaxInt32 {
+			continue
+		}
+		out = append(out, SegmentUse{Host: host.Str(), Segment: int32(seg.Int()), CPU: int64(math.Round(cpu.Double() * 1e9)),
+			Read: read.Int(), Written: written.Int()})
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package pipeline
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/pdata/plog"
+)
+
+func fullQueryEvent() *FinishedQuery {
+	text := "select 1"
+	q := &FinishedQuery{
+		Session: SessionKey{TmID: 1700000000, ID: 42},
+		Who: SessionWho{Database: "db", User: "u", Application: NullOf(new("psql")), ClientAddress: NullOf(new("10.0.0.1")),
+			ClientPort: NullOf(new(int64(5000))), ResourceGroup: NullOf(new("default_group"))},
+		CommandCount: 7, Start: time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC).UnixNano(),
+		Status: QueryCompleted, Partial: true, Text: &text, Known: 1<<NumCounters - 1,
+		Segments: []SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
+			{Host: "sdw1", Segment: 1, CPU: 1e9}},
+		Skew:  SkewPair{CPU: Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true}, IO: Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
+		Spill: &QuerySpill{MaxBytes: 1 << 20, MaxFiles: 3}, LockWait: 2e9, LockBlocker: 41, VmemPeak: 1 << 25,
+	}
+	q.End = q.Start + 5e9
+	for c := range q.Totals {
+		q.Totals[c] = int64(c+1) * 1e9
+	}
+	return q
+}
+
+// Every field of an event is written with its declared type, so that the
+// history exporter reads each into its column.
+func TestEveryEventFieldIsWrittenWithItsType(t *testing.T) {
+	logs := plog.NewLogRecordSlice()
+	AppendQueryEvent(logs, fullQueryEvent(), 1)
+	AppendSessionEvent(logs, &EndedSession{Session: SessionKey{TmID: 1, ID: 2}, Who: SessionWho{Database: "d", User: "u",
+		Application: NullOf(new("a")), ClientAddress: NullOf(new("::1")), ClientPort: NullOf(new(int64(1))), ResourceGroup: NullOf(new("g"))},
+		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1<<NumCounters - 1, MemoryPeak: 5, SpillMax: 6, LockWait: 7, VmemPeak: 8}, 1)
+	for i, fields := range [][]EventField{QueryEventFields, SessionEventFields} {
+		lr := logs.At(i)
+		assert.Equal(t, []string{EventQueryEnd, EventSessionEnd}[i], lr.EventName())
+		assert.Equal(t, len(fields), lr.Attributes().Len(), "an attribute no field declares, or a field written twice")
+		for _, f := range fields {
+			_, ok := EventValue(lr.Attributes(), f)
+			assert.True(t, ok, "%s: %s missing or of another type", lr.EventName(), f.Key)
+		}
+	}
+}
+
+func TestQueryEventFigures(t *testing.T) {
+	q := fullQueryEvent()
+	logs := plog.NewLogRecordSlice()
+	AppendQueryEvent(logs, q, 1)
+	attrs := logs.At(0).Attributes()
+	get := func(key string) any {
+		for _, f := range QueryEventFields {
+			if f.Key == key {
+				v, ok := EventValue(attrs, f)
+				require.True(t, ok, key)
+				return v
+			}
+		}
+		t.Fatalf("no field %s", key)
+		return nil
+	}
+	assert.Equal(t, 1.0, get("gpotel.cpu.time.user"), "CPUUser is the first counter: 1 s")
+	assert.Equal(t, int64(3e9), get("gpotel.disk.io.read"), "bytes are integers")
+	assert.Equal(t, 1.0, get(AttrEventCPUCoordinator))
+	assert.Equal(t, 4.0, get(AttrEventCPUSegments))
+	assert.Equal(t, 5.0, get(AttrEventDuration))
+	assert.Equal(t, q.Segments, get(AttrEventSegments))
+	assert.Equal(t, time.Unix(0, q.End).UTC(), get(AttrEventQueryEnd))
+	assert.Equal(t, q.End, logs.At(0).Timestamp().AsTime().UnixNano(), "the record's time is the end")
+}
+
+// A counter no process reported is absent, not 0 (a host without delay
+// accounting measures no delays).
+func TestEventLeavesUnmeasuredCountersOut(t *testing.T) {
+	q := fullQueryEvent()
+	q.Known = 1 << CPUUser
+	logs := plog.NewLogRecordSlice()
+	AppendQueryEvent(logs, q, 1)
+	attrs := logs.At(0).Attributes()
+	_, ok := attrs.Get("gpotel.cpu.time.user")
+	assert.True(t, ok)
+	_, ok = attrs.Get("gpotel.delay.swapin")
+	assert.False(t, ok)
+}
+
+// Column names are SQL identifiers that need no quoting, unique per table.
+func TestEventColumnsAreIdentifiers(t *testing.T) {
+	for _, fields := range [][]EventField{QueryEventFields, SessionEventFields} {
+		seen := map[string]bool{}
+		keys := map[string]bool{}
+		for _, f := range fields {
+			assert.False(t, seen[f.Column], "column %s twice", f.Column)
+			assert.False(t, keys[f.Key], "key %s twice", f.Key)
+			seen[f.Column], keys[f.Key] = true, true
+			assert.Equal(t, strings.ToLower(f.Column), f.Column)
+			assert.NotContains(t, f.Column, ".")
+			assert.LessOrEqual(t, len(f.Column), 63, "PostgreSQL's NAMEDATALEN")
+		}
+	}
+}
