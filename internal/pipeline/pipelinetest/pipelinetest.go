@@ -54,9 +54,11 @@ type Session struct {
 	User   string
 	System bool
 	State  string
-	// QueryStart, StateChange (zero: NULL) and Query go into the metadata too.
-	QueryStart, StateChange time.Time
-	Query                   string
+	// QueryStart, StateChange, BackendStart (zero: NULL), Query and
+	// Waiting (for a lock) go into the metadata too.
+	QueryStart, StateChange, BackendStart time.Time
+	Query                                 string
+	Waiting                               bool
 	// Greenplum is the server's own figures of the session (spill, a lock
 	// wait, vmem) the receiver read; nil without them.
 	Greenplum *pipeline.GreenplumSession
@@ -170,10 +172,12 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 	}
 	for _, ss := range s.Sessions {
 		st := pipeline.SessionState{
-			State:       pipeline.Null[string]{V: ss.State, Valid: true},
-			QueryStart:  pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
-			StateChange: pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
-			Query:       pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
+			State:        pipeline.Null[string]{V: ss.State, Valid: true},
+			QueryStart:   pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
+			StateChange:  pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
+			Query:        pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
+			BackendStart: pipeline.Null[time.Time]{V: ss.BackendStart, Valid: !ss.BackendStart.IsZero()},
+			Waiting:      pipeline.Null[bool]{V: ss.Waiting, Valid: ss.Waiting},
 		}
 		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st,
 			Greenplum: ss.Greenplum})
