@@ -11,6 +11,8 @@ import (
 	"os"
 	"sync"
 
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
 	// Registers the zstd and snappy gRPC codecs the otlp exporter may compress with.
@@ -20,10 +22,13 @@ import (
 	_ "google.golang.org/grpc/encoding/gzip"
 )
 
-// OTLPSink is a real OTLP/gRPC metrics endpoint: it keeps the newest requests
-// in memory for tests and, given a file, appends each one as an OTLP/JSON line.
+// OTLPSink is a real OTLP/gRPC metrics and logs endpoint: it keeps the
+// newest metrics requests in memory for tests and, given a file, appends
+// each one as an OTLP/JSON line; it keeps every log record (the
+// finished-work events).
 type OTLPSink struct {
 	pmetricotlp.UnimplementedGRPCServer
+	logs logSink
 
 	lis  net.Listener
 	srv  *grpc.Server
@@ -55,6 +60,7 @@ func StartOTLPSink(addr, jsonlPath string, keep int) (*OTLPSink, error) {
 		s.out, s.w = f, bufio.NewWriter(f)
 	}
 	pmetricotlp.RegisterGRPCServer(s.srv, s)
+	plogotlp.RegisterGRPCServer(s.srv, &s.logs)
 	go func() { _ = s.srv.Serve(lis) }()
 	return s, nil
 }
@@ -114,4 +120,37 @@ func (s *OTLPSink) Stop() error {
 		s.out, s.w = nil, nil
 	}
 	return s.writeErr
+}
+
+// logSink is the sink's logs service.
+type logSink struct {
+	plogotlp.UnimplementedGRPCServer
+	mu      sync.Mutex
+	records []plog.LogRecord
+}
+
+// Export keeps every log record of one request.
+func (l *logSink) Export(_ context.Context, req plogotlp.ExportRequest) (plogotlp.ExportResponse, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	rls := req.Logs().ResourceLogs()
+	for i := range rls.Len() {
+		sls := rls.At(i).ScopeLogs()
+		for j := range sls.Len() {
+			lrs := sls.At(j).LogRecords()
+			for k := range lrs.Len() {
+				lr := plog.NewLogRecord()
+				lrs.At(k).CopyTo(lr)
+				l.records = append(l.records, lr)
+			}
+		}
+	}
+	return plogotlp.NewExportResponse(), nil
+}
+
+// LogRecords returns every log record received, oldest first.
+func (s *OTLPSink) LogRecords() []plog.LogRecord {
+	s.logs.mu.Lock()
+	defer s.logs.mu.Unlock()
+	return append([]plog.LogRecord(nil), s.logs.records...)
 }
