@@ -203,8 +203,12 @@ func eventCounters() []EventField {
 		if row.Metric.Double {
 			typ = EventDouble
 		}
+		brief := "its total of " + row.Metric.Session
+		if row.Value != "" {
+			brief += " " + row.Value
+		}
 		out = append(out, EventField{Key: key, Column: columnOf(key), Type: typ, Unit: row.Metric.Unit, Optional: true, counter: f, counted: true,
-			Brief: row.Metric.Description})
+			Brief: brief + ", over every process it had"})
 	}
 	return out
 }
@@ -783,4 +787,15 @@ func eventEnd(fields []EventField, key string) EventField {
 		}
 	}
 	panic("pipeline: no event field " + key)
+}
+
+// docName is the type as docs/pipeline.md writes it.
+func (t EventType) docName() string {
+	switch t {
+	case EventTime:
+		return "time"
+	case EventSegments:
+		return "segments"
+	}
+	return t.String()
 }
