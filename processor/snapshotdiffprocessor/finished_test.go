@@ -341,3 +341,83 @@ func TestEveryQueryOfABurstGetsItsEvent(t *testing.T) {
 		near(t, "CPU of a 0.3 s query", cpuSeconds(&q.Totals), 0.3+float64(cpuSlack)/1e9)
 	}
 }
+
+// busyTick is tick k (60 s apart) of a session that ends a query before
+// every tick (started 30 s and ended 10 s before it), of a second session
+// that lives from tick 1 to tick 3, running one query, and of a third that
+// connects after tick 1, runs one statement and stays idle after it.
+func busyTick(k int) pipelinetest.Snapshot {
+	sec := float64(60 * k)
+	s := sparseTick(k)
+	s.Sessions = []pipelinetest.Session{{ID: 1, PID: 1001, DB: "postgres", User: "gpadmin", State: "idle",
+		QueryStart: at(sec - 30), StateChange: at(sec - 10)}}
+	if k >= 1 && k <= 3 {
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: 2, PID: 1002, DB: "postgres", User: "gpuser", State: "active",
+			QueryStart: at(50), BackendStart: at(45)})
+		s.Processes = append(s.Processes, proc("sdw2", 1, 2, 300, 45, float64(k), 0))
+	}
+	if k >= 2 {
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: 3, PID: 1003, DB: "postgres", User: "gpuser", State: "idle",
+			QueryStart: at(70), StateChange: at(80), BackendStart: at(65)})
+		s.Processes = append(s.Processes, proc("sdw2", 1, 3, 301, 65, 1, 0))
+	}
+	return s
+}
+
+// eventKeys counts the events of the outputs by query (session and start)
+// and by ended session.
+func eventKeys(t *testing.T, outs []pmetric.Metrics) (queries map[[2]int64]int, sessions map[int64]int) {
+	queries, sessions = map[[2]int64]int{}, map[int64]int{}
+	for _, md := range outs {
+		ev := eventsOf(t, md)
+		for _, q := range ev.queries {
+			queries[[2]int64{q.Session.ID, q.Start}]++
+		}
+		for _, s := range ev.sessions {
+			sessions[s.Session.ID]++
+		}
+	}
+	return queries, sessions
+}
+
+// No query or session gets two events whatever happens between the
+// receiver and the processor: a refused, lost or reordered batch, a
+// restarted receiver or processor (a restarted collector).
+func TestEveryQueryEndsOnce(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{2 * time.Minute}
+	clean, _, _ := sparseRun{tick: busyTick, config: cfg}.run(t)
+	queries, sessions := eventKeys(t, clean)
+	// Queries of ticks 1..5 settle by tick 6 (tick 0's ended before the
+	// session was seen); the second session's query and the session end
+	// at tick 4 and settle at 5; the third session's statement settles at 3.
+	if len(queries) != 7 || len(sessions) != 1 {
+		t.Fatalf("without faults: query events %v, session events %v; want 7 and 1", queries, sessions)
+	}
+	for name, run := range map[string]sparseRun{
+		"refused":             {fault: onFirstBatchOfTick2(refuse)},
+		"lost":                {fault: onFirstBatchOfTick2(lose)},
+		"reordered":           {fault: onFirstBatchOfTick2(hold), batchSize: 2},
+		"receiver restarted":  {restartReceiverAt: 2},
+		"processor restarted": {restartProcessAt: 4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run.tick, run.config = busyTick, cfg
+			outs, _, _ := run.run(t)
+			queries, sessions := eventKeys(t, outs)
+			for k, n := range queries {
+				if n != 1 {
+					t.Errorf("query %v has %d events", k, n)
+				}
+			}
+			for k, n := range sessions {
+				if n != 1 {
+					t.Errorf("session %d has %d events", k, n)
+				}
+			}
+			if len(queries) < 4 {
+				t.Errorf("only %d query events: the faults cost more than the queries whose end they hid", len(queries))
+			}
+		})
+	}
+}
