@@ -151,7 +151,7 @@ func init() {
 		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator backend; the first snapshot that saw it when the server has none"},
 		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "the first snapshot without it"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes did not answer: its figures are a lower bound"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes was still silent when its event was written: its figures are a lower bound"},
 		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
 	)
 	SessionEventFields = append(SessionEventFields, eventCounters()...)

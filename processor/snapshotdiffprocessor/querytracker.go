@@ -535,20 +535,13 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 	}
 }
 
-// markPartial flags the queries running now, and the sessions, that have a
-// process on a host that did not answer.
+// markPartial flags the queries running now that have a process on a host
+// that did not answer.
 func (t *queryTracker) markPartial(s *store) {
 	if !slices.Contains(s.hostDown, true) {
 		return
 	}
 	for _, sq := range t.sessions {
-		if sq.life.gone == 0 {
-			for h := range sq.life.hosts {
-				if s.hostDown[h] {
-					sq.life.partial = true
-				}
-			}
-		}
 		for _, q := range sq.queries {
 			if q.end != 0 {
 				continue
