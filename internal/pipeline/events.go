@@ -115,9 +115,13 @@ const (
 	QuerySuperseded = "unknown"
 )
 
-// QueryEventFields and SessionEventFields are the fields of each event, in
-// the order of the history table's columns.
-var QueryEventFields, SessionEventFields []EventField
+// QueryEventFields are the query event's fields, in the order of the
+// history table's columns.
+var QueryEventFields []EventField
+
+// SessionEventFields are the session event's fields, in the order of the
+// history table's columns.
+var SessionEventFields []EventField
 
 func init() {
 	QueryEventFields = append(eventIdentity(true), eventWho()...)
