@@ -186,6 +186,9 @@ const (
 	MetricHostBatches     = "gpotel.host.batches"
 	MetricHostSequence    = "gpotel.host.sequence"
 	MetricProcessDeparted = "gpotel.process.departed"
+	// MetricHostReadDelay is how long after the snapshot time the host's
+	// last answer came: its processes were read no later than that.
+	MetricHostReadDelay = "gpotel.host.read_delay"
 )
 
 // Session state metric (receiver) and the keys of its Metadata map.
@@ -477,5 +480,5 @@ func MetricNames() []string {
 		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
 		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
 		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax,
-		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted)
+		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted, MetricHostReadDelay)
 }

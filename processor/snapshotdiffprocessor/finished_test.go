@@ -421,3 +421,23 @@ func TestEveryQueryEndsOnce(t *testing.T) {
 		})
 	}
 }
+
+// A process is read after the snapshot time, by its host's read delay:
+// the query's share runs to the read, so a backend busy on one core
+// until it was read keeps all of its CPU (with the snapshot time as the
+// end, the cap took 0.3 s of it).
+func TestQueryShareRunsToTheRead(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	late := func(s pipelinetest.Snapshot) pipelinetest.Snapshot {
+		for i := range s.Hosts {
+			s.Hosts[i].ReadDelay = 300 * time.Millisecond
+		}
+		return s
+	}
+	// One core from 0.5 s on; each read 0.3 s after its snapshot's time.
+	md := feed(t, p, sink,
+		late(querySnap(0, neverRan, nil, backend(0))),
+		late(querySnap(1, running(0.5), nil, backend(0.8))),
+		late(querySnap(2, running(0.5), nil, backend(1.8))))
+	near(t, "query CPU: all of the backend's", queryCPU(t, md, 0.5), 1.8)
+}

@@ -282,7 +282,7 @@ func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, know
 // rowSighting is what the tracker remembers of a process-table row.
 type rowSighting struct {
 	key  processKey // whose sighting it is: a reused row is a new process
-	at   int64      // time of the last sighting; 0: none
+	at   int64      // when it was last read (the snapshot time plus its host's read delay); 0: never
 	ccnt int64
 }
 
@@ -498,8 +498,15 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 		if rs.at != 0 && rs.key == key {
 			from, prevCcnt = rs.at, rs.ccnt
 		}
+		// The step runs to when the process was read: after the snapshot
+		// time by its host's read delay (an exit record's totals were
+		// final before the scrape).
+		readAt := now
+		if !s.procGone[row] {
+			readAt += s.hostReadDelay[key.host]
+		}
 		ccnt := s.procCcnt[row]
-		*rs = rowSighting{key: key, at: now, ccnt: ccnt}
+		*rs = rowSighting{key: key, at: readAt, ccnt: ccnt}
 		// A process that did nothing still takes part: its segment counts as
 		// 0 in the query's skew, and its host in the query's partial mark.
 		sq := timelines[key.session]
@@ -517,20 +524,20 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 			// on). The head's idle title keeps its last statement's count:
 			// it worked for that statement only while the statement ran.
 			q := sq.owner(ccnt)
-			if q == nil || q.start >= now {
+			if q == nil || q.start >= readAt {
 				break
 			}
 			if hs.segment == -1 && int64(key.pid) == sq.headPID {
-				if ns := q.ran(from, now, sq.since); ns > 0 {
+				if ns := q.ran(from, readAt, sq.since); ns > 0 {
 					q.add(&st, 1, ns, known, hs)
 				}
 				break
 			}
-			q.add(&st, 1, now-max(from, q.start), known, hs)
+			q.add(&st, 1, readAt-max(from, q.start), known, hs)
 		case ccnt > 0:
-			sq.shareAmong(&st, from, now, known, hs, func(q *query) bool { return q.mayHaveRun(prevCcnt, ccnt) })
+			sq.shareAmong(&st, from, readAt, known, hs, func(q *query) bool { return q.mayHaveRun(prevCcnt, ccnt) })
 		default:
-			sq.share(&st, from, now, known, hs)
+			sq.share(&st, from, readAt, known, hs)
 		}
 	}
 }

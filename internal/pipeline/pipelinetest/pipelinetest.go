@@ -39,11 +39,13 @@ type Snapshot struct {
 	Readings []pipeline.HostReading
 }
 
-// Host is one gpotel.host.up / gpotel.host.processes pair.
+// Host is one gpotel.host.up / gpotel.host.processes pair, and the
+// host's read delay (gpotel.host.read_delay; 0: not measured).
 type Host struct {
 	Name      string
 	Up        bool
 	Processes int64
+	ReadDelay time.Duration
 }
 
 // Session is one coordinator pg_stat_activity row heading a session.
@@ -168,7 +170,7 @@ func (s Snapshot) closing() pmetric.Metrics {
 func (s Snapshot) closingBatch() pipeline.Closing {
 	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
-		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes})
+		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay)})
 	}
 	for _, ss := range s.Sessions {
 		st := pipeline.SessionState{
