@@ -70,6 +70,8 @@ type topModel struct {
 	// page is shown over the lists (details, memory, help); nil: none.
 	page   page
 	scroll int
+	// fetching: a tick's fetch has not answered yet.
+	fetching bool
 	// pending is a k or K awaiting y/N; input a filter being typed.
 	pending  *pendingAction
 	input    *textInput
@@ -124,11 +126,16 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		if m.notice != "" && time.Since(m.noticeAt) > noticeLife {
 			m.notice = ""
 		}
+		if m.fetching { // a slow collector: do not pile calls up
+			return m, m.tick()
+		}
+		m.fetching = true
 		return m, tea.Batch(m.fetch(), m.tick())
 	case actionDoneMsg:
 		m.say(msg.text)
 		return m, m.fetch()
 	case fetchedMsg:
+		m.fetching = false
 		m.err = msg.err
 		if msg.err == nil {
 			m.rows, m.at = msg.rows, msg.at
@@ -203,10 +210,14 @@ func (m topModel) key(key string) (tea.Model, tea.Cmd) {
 		m.selected[m.view] = moveSelection(list.keys, m.selected[m.view], key, m.listRoom())
 		return m, nil
 	case "enter":
-		if i := list.index(m.selected[m.view]); i >= 0 && v.open != nil {
+		switch i := list.index(m.selected[m.view]); {
+		case v.open == nil:
+			m.say("the " + v.name + " view has no details page")
+		case i < 0:
+			m.say("select a row first (↑/↓)")
+		default:
 			return m.openPage(v.open(&m, list.keys[i]))
 		}
-		m.say("select a row first (↑/↓)")
 		return m, nil
 	case "k", "K", "x":
 		t, ok := m.target()
@@ -214,10 +225,7 @@ func (m topModel) key(key string) (tea.Model, tea.Cmd) {
 			m.say("select a session first (↑/↓)")
 			return m, nil
 		}
-		if key == "x" {
-			return m.openPage(newMemoryPage(&m, t.session))
-		}
-		return m.askToAct(t, key == "K"), nil
+		return m.act(t, key)
 	case "u":
 		return m.askFilter(userFilterLabel, m.filter.user, func(f *filter, s string) { f.user = s }), nil
 	case "D":
@@ -278,16 +286,26 @@ func (m topModel) pageKey(key string) (tea.Model, tea.Cmd) {
 		if !ok {
 			return m, nil
 		}
-		if key == "x" {
-			return m.openPage(newMemoryPage(&m, t.session))
-		}
-		return m.askToAct(t, key == "K"), nil
+		return m.act(t, key)
 	}
 	next, cmd := m.page.key(&m, key)
 	if next != nil {
 		m.page = next
 	}
 	return m, cmd
+}
+
+// act is k, K or x on a session: x opens its memory contexts (not of an
+// ended one), k and K ask first.
+func (m topModel) act(t actionTarget, key string) (tea.Model, tea.Cmd) {
+	if key != "x" {
+		return m.askToAct(t, key == "K"), nil
+	}
+	if t.session.Ended {
+		m.say(fmt.Sprintf("session %d has ended: it has no memory contexts to show", t.session.Key.sessID))
+		return m, nil
+	}
+	return m.openPage(newMemoryPage(&m, t.session))
 }
 
 // moveSelection moves the selection along keys; with nothing selected, a
