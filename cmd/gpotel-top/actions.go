@@ -124,9 +124,9 @@ func (c *sessionClient) act(ctx context.Context, p pendingAction) string {
 	switch {
 	case err == nil && resp.GetStatusCode() == yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS:
 		if p.terminate {
-			return fmt.Sprintf("done: session %d was sent a terminate (the collector said: %s)", id, resp.GetStatusText())
+			return fmt.Sprintf("done: session %d was sent a terminate; it leaves the list when the collector sees it gone", id)
 		}
-		return fmt.Sprintf("done: the query of session %d was sent a cancel; it stops at its next interrupt check (the collector said: %s)", id, resp.GetStatusText())
+		return fmt.Sprintf("done: the query of session %d was sent a cancel; it stops at its next interrupt check", id)
 	case err == nil:
 		return fmt.Sprintf("not done: %s (the collector said: %s)", p.what(), resp.GetStatusText())
 	case st.Code() == codes.Unimplemented:

@@ -106,13 +106,13 @@ func TestThePromptFitsAnyWidth(t *testing.T) {
 	}
 }
 
-// The answer is drawn as one line without control characters.
+// A refusal's reason is drawn as one line without control characters.
 func TestActionAnswerCannotDrawOnTheScreen(t *testing.T) {
 	f := threeSessions()
-	f.actionText = "sent\x1b[2J a cancel\nsecond line"
+	f.actionErr = status.Error(codes.FailedPrecondition, "refused\x1b[2J here\nsecond line")
 	h := actionScreen(t, f, 160)
 	h.press("k", "y")
-	if v := h.raw(); strings.Contains(v, "\x1b[2J") || !strings.Contains(v, "sent?[2J a cancel second line") {
+	if v := h.raw(); strings.Contains(v, "\x1b[2J") || !strings.Contains(v, "not done: refused?[2J here second line") {
 		t.Fatalf("the answer reached the screen as %q", v)
 	}
 }

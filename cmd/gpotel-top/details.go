@@ -423,8 +423,8 @@ func (p *queryPage) lines(m *topModel, width int) []string {
 	capa := capacityOf(m.top)
 	q := r.q
 	who := absentText
-	if r.session != nil {
-		who = r.session.User + ", " + r.session.Database
+	if r.who.User != "" {
+		who = r.who.User + ", " + r.who.Database
 	}
 	state := "running"
 	switch {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -231,3 +232,29 @@ func TestHostsViewShowsEachHostsPressureAndGroups(t *testing.T) {
 func durationOf(seconds float64) time.Duration { return time.Duration(seconds * float64(time.Second)) }
 
 func timestampOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
+
+// A query outlives its session in the API (the processor keeps ended
+// queries for its longest window): it still says whose it was, reads
+// ended, is hidden with gpotel's own, and k refuses it.
+func TestQueriesOfAGoneSessionSayWhoseTheyWere(t *testing.T) {
+	f := sixHosts()
+	own := state(sessionFigures{sessID: 99, user: "gpotel", db: "postgres", state: "active", query: "select from pg_stat_activity", userCPU: 1, window: 10})
+	own.SessionInfo.ApplicationName = gpsql.ApplicationName
+	f.sessions = append(f.sessions, own)
+	f.top.Queries = append(f.top.Queries, &gpotelv1.QueryTop{TmId: 1700000000, SessId: 99, DurationSeconds: 1, Completed: true,
+		Usage: &gpotelv1.Usage{CpuCores: 0.2}, Query: "select from pg_stat_activity"})
+	h := newTUI(t, f, 160, 40)
+	h.press("tab")
+	f.set(func(f *fakeAPI) { f.sessions = f.sessions[:1] }) // bob's (12), carol's (13) and gpotel's (99) are gone
+	h.refresh()
+	if l := h.line("big_table_1"); !strings.Contains(l, " bob ") || !strings.Contains(l, " ended ") {
+		t.Errorf("bob's query once his session is gone: %q\n%s", l, h.screen())
+	}
+	if h.line("pg_stat_activity") != "" {
+		t.Errorf("gpotel's own query is shown once its session is gone:\n%s", h.screen())
+	}
+	h.press("down", "k")
+	if !strings.Contains(h.screen(), "session 12 has ended") || h.line("y/N") != "" {
+		t.Errorf("k on the query of an ended session:\n%s", h.screen())
+	}
+}

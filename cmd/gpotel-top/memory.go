@@ -104,7 +104,11 @@ func reasons(resp *gpotelv1.GetSessionMemoryContextsResponse, width int) []strin
 	for _, r := range order {
 		out = append(out, paragraph(fmt.Sprintf("%s: %s", plural(count[r], "backend"), r), width)...)
 	}
-	if len(out) > 0 {
+	switch {
+	case len(out) == 0:
+	case answered(resp) == 0:
+		out = append([]string{"why:"}, out...)
+	default:
 		out = append([]string{"why the others did not answer:"}, out...)
 	}
 	return out

@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -62,6 +63,10 @@ type topModel struct {
 	topErr      error
 	pressure    []*gpotelv1.HostPressure
 	pressureErr error
+
+	// known is who each session seen lately was, for its queries once
+	// it has left the list.
+	known map[sessionKey]knownSession
 
 	view     int // index in views
 	selected [numViews]rowKey
@@ -139,6 +144,7 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.err = msg.err
 		if msg.err == nil {
 			m.rows, m.at = msg.rows, msg.at
+			m.known = remember(m.known, m.rows, msg.at)
 		}
 		m.top, m.topErr = msg.top, msg.topErr
 		m.pressure, m.pressureErr = msg.pressure, msg.pressureErr
@@ -168,6 +174,47 @@ func (m *topModel) selectFirstRows() {
 			m.selected[i] = l.keys[0]
 		}
 	}
+}
+
+// knownSession is who a session was: the processor keeps a query for its
+// longest window, longer than the exporter keeps an ended session.
+type knownSession struct {
+	user, database string
+	own            bool
+	seen           time.Time
+}
+
+// Sessions are remembered for knownFor, at most maxKnown of them (a churn
+// of short sessions must not grow the client without bound).
+const (
+	knownFor = 10 * time.Minute
+	maxKnown = 10000
+)
+
+// remember adds the rows to what is known and forgets the oldest.
+func remember(known map[sessionKey]knownSession, rows []SessionRow, now time.Time) map[sessionKey]knownSession {
+	if known == nil {
+		known = map[sessionKey]knownSession{}
+	}
+	for _, r := range rows {
+		known[r.Key] = knownSession{user: r.User, database: r.Database, own: r.Own, seen: now}
+	}
+	for k, v := range known {
+		if now.Sub(v.seen) > knownFor {
+			delete(known, k)
+		}
+	}
+	if over := len(known) - maxKnown; over > 0 {
+		keys := make([]sessionKey, 0, len(known))
+		for k := range known {
+			keys = append(keys, k)
+		}
+		slices.SortFunc(keys, func(a, b sessionKey) int { return known[a].seen.Compare(known[b].seen) })
+		for _, k := range keys[:over] {
+			delete(known, k)
+		}
+	}
+	return known
 }
 
 // say puts an answer on the status line until the next key or noticeLife.

@@ -17,6 +17,9 @@ import (
 type queryRow struct {
 	q       *gpotelv1.QueryTop
 	session *SessionRow // nil: the session is not in the list (ended and gone)
+	// who is the session, or what is known of it once gone (user,
+	// database, gpotel's own; empty when nothing is).
+	who SessionRow
 }
 
 // apiKey is the query's yagpcc key: what k cancels and GetGPQuery answers for.
@@ -45,12 +48,7 @@ func queryColumns(capa capacity) table[queryRow] {
 				}
 				return strconv.FormatInt(r.q.GetCommandCount(), 10)
 			}},
-			{"USER", 9, true, 2, func(r queryRow) string {
-				if r.session == nil {
-					return absentText
-				}
-				return r.session.User
-			}},
+			{"USER", 9, true, 2, func(r queryRow) string { return valueOr(r.who.User) }},
 			{"ST", 5, true, 1, func(r queryRow) string {
 				s := "run"
 				switch {

@@ -137,17 +137,25 @@ func sessionTarget(m *topModel, key rowKey) (actionTarget, bool) {
 }
 
 // queryRows are GetClusterTop's queries the filter lets through, in the
-// server's order, each with its session.
+// server's order, each with its session, or who its session was when it
+// has left the list.
 func (m *topModel) queryRows() []queryRow {
 	var out []queryRow
 	for _, q := range m.top.GetQueries() {
-		r := queryRow{q: q, session: m.session(sessionKey{q.GetTmId(), q.GetSessId()})}
-		if r.session == nil && m.filter.active() {
+		key := sessionKey{q.GetTmId(), q.GetSessId()}
+		r := queryRow{q: q, session: m.session(key)}
+		who := SessionRow{Key: key, Ended: true}
+		if r.session != nil {
+			who = *r.session
+		} else if k, ok := m.known[key]; ok {
+			who.User, who.Database, who.Own = k.user, k.database, k.own
+		} else if m.filter.active() {
 			continue // whose it was is unknown
 		}
-		if r.session != nil && !m.filter.shows(r.session) {
+		if !m.filter.shows(&who) {
 			continue
 		}
+		r.who = who
 		out = append(out, r)
 	}
 	return out
@@ -192,10 +200,10 @@ func (m *topModel) queryOf(key rowKey) (queryRow, bool) {
 
 func queryTarget(m *topModel, key rowKey) (actionTarget, bool) {
 	r, ok := m.queryOf(key)
-	if !ok || r.session == nil {
+	if !ok {
 		return actionTarget{}, false
 	}
-	t := actionTarget{session: *r.session, queryText: oneLine(r.q.GetQuery())}
+	t := actionTarget{session: r.who, queryText: oneLine(r.q.GetQuery())}
 	if r.running() {
 		t.query = r.apiKey()
 	}
