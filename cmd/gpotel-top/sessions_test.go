@@ -5,6 +5,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -88,5 +89,30 @@ func TestCleanMessageReachesEveryString(t *testing.T) {
 	if m.Hosts[0].Hostname != "h?" || m.Hosts[0].Groups[0].Name != "g?" || m.Hosts[0].Groups[0].Tasks["k?"] != 1 || len(m.Hosts[0].Groups[0].Tasks) != 1 ||
 		s.GetSessionInfo().GetUser() != "u?[8m" {
 		t.Errorf("not cleaned: %v %v", m, s)
+	}
+}
+
+// What the client remembers of gone sessions is bounded, by age and by
+// count: a churn of short sessions must not grow it without end.
+func TestRememberedSessionsAreBounded(t *testing.T) {
+	at := snapshotTime
+	var known map[sessionKey]knownSession
+	known = remember(known, []SessionRow{{Key: sessionKey{1, 1}, User: "old"}}, at)
+	rows := make([]SessionRow, maxKnown+5)
+	for i := range rows {
+		rows[i] = SessionRow{Key: sessionKey{1, int64(i + 10)}}
+	}
+	at = at.Add(time.Minute)
+	known = remember(known, rows[:5], at)
+	known = remember(known, rows[5:], at.Add(time.Second))
+	if len(known) != maxKnown {
+		t.Errorf("%d sessions remembered, want at most %d", len(known), maxKnown)
+	}
+	if _, ok := known[sessionKey{1, 1}]; ok {
+		t.Error("the oldest session is still remembered")
+	}
+	known = remember(known, nil, at.Add(knownFor+2*time.Second))
+	if len(known) != 0 {
+		t.Errorf("%d sessions remembered past %v", len(known), knownFor)
 	}
 }
