@@ -258,3 +258,25 @@ func TestQueriesOfAGoneSessionSayWhoseTheyWere(t *testing.T) {
 		t.Errorf("k on the query of an ended session:\n%s", h.screen())
 	}
 }
+
+// The title says how the list shown is ordered: a sort the queries have
+// no figure for is not claimed for them.
+func TestTheTitleSaysHowTheListShownIsOrdered(t *testing.T) {
+	h := newTUI(t, sixHosts(), 160, 30)
+	h.press("d")
+	if !strings.Contains(h.lines()[0], "sort delay") {
+		t.Errorf("sessions: %q", h.lines()[0])
+	}
+	h.press("tab")
+	if !strings.Contains(h.lines()[0], "sort cpu (queries have no delay)") {
+		t.Errorf("queries: %q", h.lines()[0])
+	}
+	h.press("m")
+	if !strings.Contains(h.lines()[0], "unsorted (queries have no memory)") {
+		t.Errorf("queries by memory: %q", h.lines()[0])
+	}
+	h.press("tab")
+	if !strings.Contains(h.lines()[0], "hosts by name") {
+		t.Errorf("hosts: %q", h.lines()[0])
+	}
+}

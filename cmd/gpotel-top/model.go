@@ -486,7 +486,7 @@ func (m topModel) titleBar(title string) string {
 	parts := []item{
 		{0, "gpotel-top"},
 		{0, title},
-		{1, "sort " + m.sort.String()},
+		{1, m.sortText()},
 		{1, fmt.Sprintf("sessions %d (%d active)", live, active)},
 		{2, fmt.Sprintf("ended %d", ended)},
 		{3, "window " + constantText(window)},
@@ -503,6 +503,27 @@ func (m topModel) titleBar(title string) string {
 	}
 	left := fitItems(parts, "  ", m.width-len(clock)-1)
 	return left + strings.Repeat(" ", max(m.width-ansi.StringWidth(left)-len(clock), 1)) + clock
+}
+
+// sortText says how the shown list is ordered: the queries have no memory
+// or delay figure (GetClusterTop ranks them by CPU for the delay, and
+// leaves them unordered for memory); the hosts are in name order.
+func (m topModel) sortText() string {
+	if m.page != nil {
+		return "sort " + m.sort.String()
+	}
+	switch views[m.view].name {
+	case "queries":
+		switch m.sort {
+		case SortRunDelay, SortSmoothed:
+			return "sort cpu (queries have no " + m.sort.String() + ")"
+		case SortMemory:
+			return "unsorted (queries have no memory)"
+		}
+	case "hosts":
+		return "hosts by name"
+	}
+	return "sort " + m.sort.String()
 }
 
 // headerLines are the cluster line and host bars over the lists (in the
