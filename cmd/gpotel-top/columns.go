@@ -95,7 +95,13 @@ func (t table[R]) header(cols []column[R], width int) string {
 func (t table[R]) row(cols []column[R], r R, selected bool, width int) string {
 	cells := make([]string, 0, len(cols)+1)
 	for _, c := range cols {
-		cells = append(cells, pad(c.value(r), c.width, !c.left))
+		v := c.value(r)
+		if c.left {
+			v = pad(v, c.width, false)
+		} else { // a figure is never cut: one too wide pushes the row on
+			v = strings.Repeat(" ", max(c.width-ansi.StringWidth(v), 0)) + v
+		}
+		cells = append(cells, v)
 	}
 	if t.text != nil {
 		cells = append(cells, t.text(r))

@@ -68,8 +68,8 @@ type topModel struct {
 	// it has left the list.
 	known map[sessionKey]knownSession
 
-	view     int // index in views
-	selected [numViews]rowKey
+	view     int      // index in views
+	selected []rowKey // per view
 	filter   filter
 
 	// page is shown over the lists (details, memory, help); nil: none.
@@ -86,7 +86,7 @@ type topModel struct {
 
 // newTopModel is the screen before its first answer.
 func newTopModel(ctx context.Context, c *sessionClient, interval time.Duration, k SortKey) topModel {
-	return topModel{ctx: ctx, client: c, interval: interval, sort: k}
+	return topModel{ctx: ctx, client: c, interval: interval, sort: k, selected: make([]rowKey, len(views))}
 }
 
 // fetch asks for the newest answers, and for what the page shows.

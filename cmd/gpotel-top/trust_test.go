@@ -395,3 +395,12 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 		}
 	}
 }
+
+// A figure wider than its column is shown whole, never cut: a cut one
+// would hide the collector's error it shows.
+func TestAFigureIsNeverCut(t *testing.T) {
+	h := newTUI(t, &fakeAPI{sessions: []*yagpcc.SessionState{busy(11, "alice", 1234567)}}, 120, 20)
+	if !strings.Contains(h.line("alice"), " 1234567 ") {
+		t.Errorf("the figure is cut: %q", h.line("alice"))
+	}
+}

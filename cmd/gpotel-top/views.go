@@ -24,9 +24,6 @@ type view struct {
 	footerFunc func(m *topModel, width, room int) []string
 }
 
-// numViews sizes the per-view selection; a test keeps it len(views).
-const numViews = 3
-
 var views = []view{
 	{name: "sessions", listing: sessionListing, open: openSession, target: sessionTarget},
 	{name: "queries", listing: queryListing, open: openQuery, target: queryTarget},
