@@ -57,7 +57,8 @@ func helpText(width int) []string {
 func hanging(label, text string, indent, width int) []string {
 	w := 0
 	if width > 0 {
-		w = max(width-indent-2, 20)
+		indent = min(indent, width/3)
+		w = max(width-indent-2, 10)
 	}
 	lines := wrap(text, w)
 	out := make([]string, len(lines))

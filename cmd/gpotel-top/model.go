@@ -421,7 +421,9 @@ func (m topModel) View() string {
 			room = len(lines)
 		}
 		scroll := min(m.scroll, max(len(lines)-room, 0))
-		body = lines[scroll:min(scroll+room, len(lines))]
+		for _, l := range lines[scroll:min(scroll+room, len(lines))] {
+			body = append(body, cutLine(l, m.width))
+		}
 		helpItems = m.page.help(&m)
 		if len(lines) > room {
 			helpItems = append(helpItems, item{3, fmt.Sprintf("↑↓ scroll (%d-%d of %d)", scroll+1, scroll+len(body), len(lines))})

@@ -404,3 +404,18 @@ func TestAFigureIsNeverCut(t *testing.T) {
 		t.Errorf("the figure is cut: %q", h.line("alice"))
 	}
 }
+
+// Smaller and larger than 80×24 alike, no view wraps or scrolls the
+// terminal: every line of every view and page is cut to the width, and
+// the lines fit the height.
+func TestEveryViewFitsAnySize(t *testing.T) {
+	for _, size := range [][2]int{{200, 50}, {120, 12}, {60, 15}, {40, 10}, {30, 8}} {
+		api := twoHostsOfTwoCPUs()
+		api.memory = memoryAnswer()
+		h := newTUI(t, api, size[0], size[1])
+		for _, keys := range [][]string{{}, {"tab"}, {"tab"}, {"tab", "enter"}, {"esc", "x"}, {"tab"}, {"esc", "esc", "?"}, {"esc", "K"}, {"n", "u"}} {
+			h.press(keys...)
+			h.fits(fmt.Sprint(size, keys))
+		}
+	}
+}
