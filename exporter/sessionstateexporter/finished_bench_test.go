@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
@@ -61,7 +62,8 @@ func benchFinishedQuery(n, segments int, end time.Time) pipeline.FinishedQuery {
 // run, pipeline.DecodeQueryEvent of the same resources alone, and their
 // ratio; the heap a retained query holds (live heap after a full
 // collection, before and after, the input gone), the bytes the store
-// counts against max_bytes for it, and what 1 h at 10 queries/s holds;
+// counts against max_bytes for it, and what 1 h at 10 queries/s holds,
+// beside (10k) the heap of a copy of its attribute map instead;
 // and the median of 11 ListFinishedQueries pages of 100 by cpu_time,
 // walked with their tokens over the whole store, without gRPC.
 func BenchmarkFinishedStore(b *testing.B) {
@@ -76,10 +78,12 @@ func BenchmarkFinishedStore(b *testing.B) {
 
 func benchFinishedStore(b *testing.B, events, segments int) {
 	const batch, listPages = 1000, 11
+	// The attribute maps of 100k queries on 65 segments would not fit here.
+	const mapReferenceEvents = 10_000
 	cfg := testConfig()
 	cfg.FinishedQueries.MaxEvents, cfg.FinishedQueries.MaxBytes = events, 1<<40
 	var ingest, ingestCPU, decode, decodeCPU time.Duration
-	var heapPer, countedPer, listMS float64
+	var heapPer, countedPer, listMS, mapPer float64
 	for range b.N {
 		b.StopTimer()
 		at := t0
@@ -131,6 +135,9 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 		slices.Sort(pages)
 		listMS = float64(pages[len(pages)/2].Microseconds()) / 1000
 		runtime.KeepAlive(w)
+		if events <= mapReferenceEvents {
+			mapPer = mapCopyBytes(events, segments)
+		}
 	}
 	total := float64(events * b.N)
 	b.ReportMetric(total/ingest.Seconds(), "events/s")
@@ -142,7 +149,28 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 	b.ReportMetric(countedPer, "counted_B/query")
 	b.ReportMetric(heapPer*36000/(1<<20), "1h@10/s_MiB")
 	b.ReportMetric(listMS, "list_page_ms")
+	if mapPer > 0 {
+		b.ReportMetric(mapPer, "map_copy_B/query")
+	}
 	if heapPer > countedPer {
 		b.Errorf("a retained query holds %.0f bytes of heap, the store counts %.0f: max_bytes would not bound the heap", heapPer, countedPer)
 	}
+}
+
+// mapCopyBytes is the heap a query holds kept as a copy of its resource's
+// attribute map instead of a row: the reference for heap_B/query.
+func mapCopyBytes(events, segments int) float64 {
+	base := benchmeter.LiveHeap()
+	kept := make([]pcommon.Map, 0, events)
+	for n := range events {
+		md := pmetric.NewMetrics()
+		q := benchFinishedQuery(n, segments, t0)
+		pipeline.AppendFinishedQuery(md.ResourceMetrics(), &q)
+		m := pcommon.NewMap()
+		md.ResourceMetrics().At(0).Resource().Attributes().CopyTo(m)
+		kept = append(kept, m)
+	}
+	per := float64(benchmeter.LiveHeap()-base) / float64(events)
+	runtime.KeepAlive(kept)
+	return per
 }
