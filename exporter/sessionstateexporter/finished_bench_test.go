@@ -62,10 +62,12 @@ func benchFinishedQuery(n, segments int, end time.Time) pipeline.FinishedQuery {
 // run, pipeline.DecodeQueryEvent of the same resources alone, and their
 // ratio; the heap a retained query holds (live heap after a full
 // collection, before and after, the input gone), the bytes the store
-// counts against max_bytes for it, and what 1 h at 10 queries/s holds,
-// beside (10k) the heap of a copy of its attribute map instead;
-// and the median CPU of 11 ListFinishedQueries pages of 100 by cpu_time,
-// walked with their tokens over the whole store, without gRPC.
+// counts against max_bytes for it, what 1 h at 10 queries/s holds and,
+// at 10k, the heap of a copy of its attribute map instead; the median CPU
+// of 11 ListFinishedQueries pages of 100 by cpu_time, walked with their
+// tokens over the whole store, without gRPC. It fails when the heap
+// exceeds what the store counts, or 1 h at 10 queries/s what the default
+// max_bytes holds.
 func BenchmarkFinishedStore(b *testing.B) {
 	for _, events := range []int{10_000, 100_000} {
 		for _, segments := range []int{5, 65} {
@@ -153,6 +155,9 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 	b.ReportMetric(listMS, "list_page_cpu_ms")
 	if mapPer > 0 {
 		b.ReportMetric(mapPer, "map_copy_B/query")
+	}
+	if hour := countedPer * 36000; hour > defaultFinishedMaxBytes {
+		b.Errorf("1 h at 10 queries/s counts %.0f bytes, more than the default max_bytes %d", hour, defaultFinishedMaxBytes)
 	}
 	if heapPer > countedPer {
 		b.Errorf("a retained query holds %.0f bytes of heap, the store counts %.0f: max_bytes would not bound the heap", heapPer, countedPer)
