@@ -844,3 +844,43 @@ func TestListWalksWhileEventsArrive(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// A page token is hostile input: whatever it holds, it decodes to a
+// cursor of the request's key length or to an error; one this server
+// issued decodes to the place it named.
+func FuzzDecodeFinishedToken(f *testing.F) {
+	sel, err := parseFinishedSelection("ListFinishedQueries", queryLayout, &gpotelv1.ListFinishedWorkRequest{SortBy: "query_text"})
+	if err != nil {
+		f.Fatal(err)
+	}
+	q := testFinishedQuery(1, t0)
+	text := "a\x00é\"\\"
+	q.Text = &text
+	r, err := queryLayout.read(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	if err != nil {
+		f.Fatal(err)
+	}
+	c := candidate{r: r, v: sel.column.get(r)}
+	issued := sel.token(&c)
+	f.Add(issued)
+	f.Add("")
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"` + sel.fingerprint + `","k":[1,2,3,4,5,6],"v":{"p":true,"f":1}}`)))
+	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"` + sel.fingerprint + `","k":{"a":1}}`)))
+	f.Fuzz(func(t *testing.T, tok string) {
+		cur, err := sel.decodeToken(tok)
+		if err == nil && len(cur.key) != len(queryLayout.identity) {
+			t.Fatalf("a cursor of %d key values, the key has %d", len(cur.key), len(queryLayout.identity))
+		}
+		if tok != issued {
+			return
+		}
+		if err != nil || cur.value != c.v {
+			t.Fatalf("the issued token decodes to %v, %v; it named %v", cur, err, c.v)
+		}
+		for j, i := range queryLayout.identity {
+			if cur.key[j] != r.num(i) {
+				t.Fatalf("key %v, the row's %d is %d", cur.key, j, r.num(i))
+			}
+		}
+	})
+}
