@@ -38,7 +38,7 @@ type eventLayout struct {
 	// end, whose it was; -1 where the table has none.
 	identity                                       []int
 	tmID, sessID, start, ccnt, end, user, database int
-	text, segments, cpuUser, cpuSystem             int
+	text, cpuUser, cpuSystem                       int
 	// columns are the sortable fields by their item field's name.
 	columns map[string]sortColumn
 	// message makes the item; item holds its field of each event field
@@ -93,8 +93,7 @@ func newEventLayout(kind pipeline.ResourceKind, fields []pipeline.EventField, st
 	}
 	l.tmID, l.sessID, l.start, l.ccnt, l.end = at(pipeline.AttrTmID), at(pipeline.AttrSessionID), at(startKey),
 		at(pipeline.AttrQueryCommandCount), at(endKey)
-	l.user, l.database, l.text, l.segments = at(pipeline.AttrSessionUser), at(pipeline.AttrDBNamespace),
-		at(pipeline.AttrDBQueryText), at(pipeline.AttrEventSegments)
+	l.user, l.database, l.text = at(pipeline.AttrSessionUser), at(pipeline.AttrDBNamespace), at(pipeline.AttrDBQueryText)
 
 	desc := message().Descriptor()
 	for i, f := range fields {
@@ -272,16 +271,23 @@ const rowQueueBytes = 120
 // no other row shared them) and its share of the store's indexes.
 func (r *eventRow) bytes() int {
 	n := int(unsafe.Sizeof(*r)) + cap(r.nums)*int(unsafe.Sizeof(int64(0))) + cap(r.strs)*int(unsafe.Sizeof(unique.Handle[string]{})) +
-		len(r.text) + cap(r.segments)*int(unsafe.Sizeof(segmentFigures{})) + len(r.coordinator.Value()) + rowQueueBytes
-	for i, h := range r.strs {
-		if h != (unique.Handle[string]{}) {
-			n += len(r.strs[i].Value())
-		}
+		len(r.text) + cap(r.segments)*int(unsafe.Sizeof(segmentFigures{})) + rowQueueBytes
+	n += handleLen(r.coordinator)
+	for _, h := range r.strs {
+		n += handleLen(h)
 	}
 	for _, s := range r.segments {
 		n += len(s.at.Value().host)
 	}
 	return n
+}
+
+// handleLen is the length of an interned string; 0 for none.
+func handleLen(h unique.Handle[string]) int {
+	if h == (unique.Handle[string]{}) {
+		return 0
+	}
+	return len(h.Value())
 }
 
 // message is the row as its gpotel.v1 item: every field of the event.
