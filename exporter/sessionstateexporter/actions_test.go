@@ -44,25 +44,33 @@ type fakeSignaller struct {
 	err   error
 }
 
-func (f *fakeSignaller) cancel(_ context.Context, pid int64, started time.Time) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("cancel %d started %s", pid, started.Format(time.TimeOnly)))
+func (f *fakeSignaller) cancel(_ context.Context, b backendID, started time.Time) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("cancel %s started %s", b, started.Format(time.TimeOnly)))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) terminate(_ context.Context, pid int64) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("terminate %d", pid))
+func (f *fakeSignaller) terminate(_ context.Context, b backendID) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("terminate %s", b))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) move(_ context.Context, sessID int64, group string) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("move %d %s", sessID, group))
+func (f *fakeSignaller) move(_ context.Context, b backendID, group string) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("move %s %s", b, group))
 	return f.done, f.err
+}
+
+func (b backendID) String() string {
+	return fmt.Sprintf("pid %d of %s session %d", b.pid, b.started.Format(time.TimeOnly), b.sessID)
 }
 
 const testActionToken = "act-now"
 
-// queryStarted is when every test session's running query started.
-var queryStarted = t0.Add(-time.Minute)
+// queryStarted is when every test session's running query started, and
+// backendStarted when its backend did.
+var (
+	queryStarted   = t0.Add(-time.Minute)
+	backendStarted = t0.Add(-time.Hour)
+)
 
 // actionSession is a live session with a coordinator backend of pid 1000+id;
 // ccnt > 0 gives it a running query of that command count.
@@ -71,7 +79,7 @@ func actionSession(id int64, app, state string, ccnt int64) *session {
 		key: pipeline.SessionKey{TmID: testTmID, ID: id},
 		state: &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: testTmID}, SessionInfo: &yagpcc.SessionInfo{
 			Pid: 1000 + id, Database: "sales", User: "alice", ApplicationName: app, State: state,
-			QueryStart: timestamppb.New(queryStarted),
+			QueryStart: timestamppb.New(queryStarted), BackendStart: timestamppb.New(backendStarted),
 		}},
 		running: state == "active",
 		seen:    t0,
@@ -93,12 +101,19 @@ type actionTest struct {
 
 func newActionTest(t *testing.T, sessions ...*session) *actionTest {
 	t.Helper()
-	store := newSessionStore(testConfig(), zap.NewNop(), "")
-	v := &view{time: t0, byKey: map[pipeline.SessionKey]*session{}}
+	// Stored just now, one 10 s interval after the view before it.
+	v := &view{time: t0, byKey: map[pipeline.SessionKey]*session{}, received: time.Now(), interval: 10 * time.Second}
 	for _, s := range sessions {
 		v.sessions = append(v.sessions, s)
 		v.byKey[s.key] = s
 	}
+	return newActionTestOf(t, v)
+}
+
+// newActionTestOf is an action service over the view v.
+func newActionTestOf(t *testing.T, v *view) *actionTest {
+	t.Helper()
+	store := newSessionStore(testConfig(), zap.NewNop(), "")
 	store.current.Store(v)
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
@@ -237,24 +252,117 @@ func TestTerminateQueryCancelsOnlyTheNamedRunningQuery(t *testing.T) {
 		}
 	}
 	// Each asks the server to cancel only the query that started when the snapshot says.
-	want := "cancel 1005 started " + queryStarted.Format(time.TimeOnly)
+	want := "cancel pid 1005 of " + backendStarted.Format(time.TimeOnly) + " session 5 started " + queryStarted.Format(time.TimeOnly)
 	if got := strings.Join(at.db.calls, ","); got != strings.Join([]string{want, want, want}, ",") {
 		t.Errorf("sent %q, want three cancels of pid 1005's query started %s", got, queryStarted.Format(time.TimeOnly))
 	}
+}
+
+// Every action is refused, nothing sent, while the newest snapshot is older
+// than twice the interval between the last two (or actions::max_view_age),
+// or when only one has come: its pids may name other backends by now.
+func TestActionsRefuseAStaleView(t *testing.T) {
+	everyAction := func(at *actionTest) []error {
+		ctx := authorized(t)
+		_, errQuery := at.svc.TerminateQuery(ctx, &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
+		_, errSession := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		_, errSessions := at.svc.TerminateSessions(ctx, &yagpcc.TerminateSessionsRequest{Username: "alice"})
+		_, errMove := at.svc.MoveQueryToResourceGroup(ctx, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
+		return []error{errQuery, errSession, errSessions, errMove}
+	}
+	withView := func(received time.Time, interval, maxViewAge time.Duration) *actionTest {
+		at := newActionTest(t, actionSession(5, "psql", "active", 3))
+		v := at.svc.store.load()
+		v.received, v.interval = received, interval
+		at.svc.maxViewAge = maxViewAge
+		return at
+	}
+	for name, tc := range map[string]struct {
+		at   *actionTest
+		want string
+	}{
+		"three intervals old":                {withView(time.Now().Add(-30*time.Second), 10*time.Second, 0), "more than 20s"},
+		"older than max_view_age":            {withView(time.Now().Add(-time.Minute), time.Hour, 50*time.Second), "more than 50s"},
+		"one snapshot: the interval unknown": {withView(time.Now(), 0, 0), "the collection interval is not known yet"},
+		"no snapshot":                        {newActionTestOf(t, &view{byKey: map[pipeline.SessionKey]*session{}}), "no snapshot yet"},
+	} {
+		for _, err := range everyAction(tc.at) {
+			assertCode(t, err, codes.FailedPrecondition, tc.want)
+		}
+		tc.at.assertNothingSent(t)
+		if t.Failed() {
+			t.Fatalf("case %s", name)
+		}
+	}
+
+	// Within the bound, the same calls reach the server.
+	fresh := withView(time.Now().Add(-15*time.Second), 10*time.Second, 0)
+	for _, err := range everyAction(fresh) {
+		if err != nil {
+			t.Errorf("a view 15 s old at a 10 s interval: %v", err)
+		}
+	}
+	if len(fresh.db.calls) != 4 {
+		t.Errorf("sent %v, want the four actions", fresh.db.calls)
+	}
+}
+
+// The exporter learns the collection interval from the snapshots it
+// receives: the time between the last two, on the monotonic clock.
+func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
+	store := newSessionStore(testConfig(), zap.NewNop(), "")
+	before := time.Now()
+	store.consume(buildSnapshot(before, []testSession{fullSession()}))
+	first := store.load()
+	if first.interval != 0 || first.received.Before(before) {
+		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.interval, first.received, before)
+	}
+	store.consume(buildSnapshot(before.Add(time.Second), []testSession{fullSession()}))
+	second := store.load()
+	if second.interval != second.received.Sub(first.received) || second.interval <= 0 {
+		t.Errorf("second view: interval %s, want %s", second.interval, second.received.Sub(first.received))
+	}
+	// A snapshot an hour old when it came is an hour old at once.
+	store.consume(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()}))
+	if age := store.load().age(time.Now()); age < time.Hour-3*time.Second {
+		t.Errorf("a snapshot taken an hour before it came: age %s", age)
+	}
+}
+
+// A session whose snapshot does not name its backend's start cannot be
+// told from a later backend of the pid: gpotel refuses to act on it.
+func TestActionsRefuseABackendWithoutItsStart(t *testing.T) {
+	unnamed := actionSession(5, "psql", "active", 3)
+	unnamed.state.SessionInfo.BackendStart = nil
+	at := newActionTest(t, unnamed)
+	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
+	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
+	if err != nil || len(resp.GetTerminateResponse()) != 1 || !strings.Contains(resp.GetTerminateResponse()[0].GetStatusText(), "does not name the start") {
+		t.Errorf("TerminateSessions: %v %v", resp, err)
+	}
+	at.assertNothingSent(t)
 }
 
 // A backend the server no longer has, or a server error, is the answer's
 // ERROR, with the server's reason.
 func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
-	at.db.done = false
-	resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
-		!strings.Contains(resp.GetStatusText(), "no backend pid 1005") {
-		t.Errorf("server found no backend: %v %v", resp, err)
+	for answer, want := range map[error]string{
+		errNoBackend:    "pid 1005): the server has no backend of this pid",
+		errOtherBackend: "pid 1005): the pid now names another backend",
+	} {
+		at.db.err = answer
+		resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
+			!strings.Contains(resp.GetStatusText(), want) {
+			t.Errorf("server answered %v: %v %v, want ERROR saying %q", answer, resp, err, want)
+		}
 	}
 	at.db.err = fmt.Errorf("connect as gpotel_actions: refused")
-	resp, err = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
 	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
 		!strings.Contains(resp.GetStatusText(), "connect as gpotel_actions: refused") {
 		t.Errorf("server unreachable: %v %v", resp, err)
@@ -276,7 +384,7 @@ func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 		!strings.Contains(got[1].GetStatusText(), "sess_id 6") || !strings.Contains(got[1].GetStatusText(), "the collector's own") {
 		t.Errorf("answers %v: want sess_id 5 terminated and 6 refused", got)
 	}
-	if strings.Join(at.db.calls, ",") != "terminate 1005" {
+	if strings.Join(at.db.calls, ",") != "terminate pid 1005 of "+backendStarted.Format(time.TimeOnly)+" session 5" {
 		t.Errorf("sent %v, want only pid 1005's terminate", at.db.calls)
 	}
 	var logged []string
@@ -305,7 +413,7 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 	if _, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(at.db.calls, ",") != "move 5 etl" {
+	if strings.Join(at.db.calls, ",") != "move pid 1005 of "+backendStarted.Format(time.TimeOnly)+" session 5 etl" {
 		t.Errorf("sent %v, want session 5 moved to etl", at.db.calls)
 	}
 	_, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 2), ResourceGroupName: "etl"})
@@ -406,9 +514,9 @@ func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
 	_, err := yagpcc.NewActionServiceClient(viewer).TerminateSession(ctxTimeout(t), unknown)
 	assertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
 
-	// Past the guard: the session is unknown.
+	// Past the guard: there is no snapshot to act on.
 	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
-	assertCode(t, err, codes.NotFound, "sess_id 99")
+	assertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
 }
 
 // Off by default: the server does not even offer ActionService.

@@ -46,11 +46,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
 			admin := connectAs(t, c, cluster.AdminRole)
-			for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
-				if _, err := admin.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
+			createActionRole(t, admin)
 
 			// Two sessions of an ordinary user: one sleeping in a query, one idle.
 			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
@@ -173,6 +169,101 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 	}
 }
 
+// On every dialect of the testbed: an action names the backend of the
+// snapshot, and the server acts only while the pid is still that backend
+// (its backend_start, and its session), so a pid the kernel gave to a later
+// backend while the view was old is never signalled or moved.
+func TestActionsNeverHitAReusedPid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed per dialect")
+	}
+	for _, opts := range cluster.SmallClusters(1) {
+		d := opts.Dialect
+		t.Run(string(d), func(t *testing.T) {
+			c := cluster.Start(t, opts)
+			ctx := await.Context(t)
+			admin := connectAs(t, c, cluster.AdminRole)
+			createActionRole(t, admin)
+
+			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
+			go func() { _, _ = sleeper.Exec(context.Background(), "SELECT pg_sleep(600)") }()
+			var sleeping testSession
+			await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
+				var err error
+				sleeping, err = activityOf(ctx, admin, d, sleeper.PgConn().PID())
+				if err == nil && sleeping.meta[pipeline.MetaState] != "active" {
+					err = errors.New("not active yet")
+				}
+				return err
+			})
+			idle, err := activityOf(ctx, admin, d, idler.PgConn().PID())
+			if err != nil {
+				t.Fatal(err)
+			}
+			srv, readToken := startWithActions(t, c)
+			actions := yagpcc.NewActionServiceClient(srv.conn)
+			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+
+			// The snapshot's backends under the same pids, but not the ones
+			// running now: an earlier start, or (same start) another session.
+			for _, earlier := range []func(testSession) testSession{
+				func(s testSession) testSession {
+					s.meta = maps.Clone(s.meta)
+					s.meta[pipeline.MetaBackendStart] = mustTime(t, s.meta[pipeline.MetaBackendStart]).Add(-time.Hour).Format(time.RFC3339Nano)
+					return s
+				},
+				func(s testSession) testSession { s.sessID += 100000; return s },
+			} {
+				was, wasIdle := earlier(sleeping), earlier(idle)
+				srv.consume(t, buildSnapshot(time.Now(), []testSession{was, wasIdle}))
+
+				resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: wasIdle.sessID, TmId: testTmID}})
+				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+					t.Errorf("TerminateSession of an earlier backend of pid %d: %v %v, want ERROR naming another backend", idle.pid, resp, err)
+				}
+				resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}}) // #nosec G115 -- a small id
+				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+					t.Errorf("TerminateQuery of an earlier backend of pid %d: %v %v, want ERROR naming another backend", sleeping.pid, resp, err)
+				}
+				many, err := actions.TerminateSessions(actor, &yagpcc.TerminateSessionsRequest{Username: cluster.UserRole})
+				if err != nil || len(many.GetTerminateResponse()) != 2 {
+					t.Fatalf("TerminateSessions: %v %v, want an answer for each of the two sessions", many, err)
+				}
+				for _, r := range many.GetTerminateResponse() {
+					if r.GetStatusCode() != terminateError || !strings.Contains(r.GetStatusText(), "another backend") {
+						t.Errorf("TerminateSessions answered %v, want ERROR naming another backend", r)
+					}
+				}
+				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
+					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
+				if d == cluster.DialectPostgreSQL {
+					assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+				} else {
+					assertCode(t, err, codes.FailedPrecondition, "another backend")
+				}
+			}
+
+			for _, s := range []testSession{sleeping, idle} {
+				now, err := activityOf(ctx, admin, d, uint32(s.pid)) // #nosec G115 -- a backend's pid
+				if err != nil || now.meta[pipeline.MetaState] != s.meta[pipeline.MetaState] {
+					t.Errorf("pid %d after the actions on earlier backends: %v %v, want it still %v", s.pid, now.meta, err, s.meta[pipeline.MetaState])
+				}
+			}
+		})
+	}
+}
+
+// createActionRole creates the test's action role: pg_signal_backend and
+// pg_read_all_stats, not a superuser.
+func createActionRole(t *testing.T, admin *pgx.Conn) {
+	t.Helper()
+	for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
+		if _, err := admin.Exec(await.Context(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 // startWithActions starts the exporter with a read token (the bearer
 // authenticator) and actions on c's coordinator, admitting the action token.
 func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
@@ -189,6 +280,8 @@ func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
 	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
 	cfg.Actions.TokenFile = tokenFile
+	// The tests send snapshots moments apart, not at a collection interval.
+	cfg.Actions.MaxViewAge = time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,13 +312,16 @@ func activityOf(ctx context.Context, conn *pgx.Conn, d cluster.Dialect, pid uint
 	}
 	var s testSession
 	var app, state string
-	var start *time.Time
-	err := conn.QueryRow(ctx, "SELECT "+sessID+"::bigint, pid::bigint, datname::text, usename::text, application_name, state, query_start"+
-		" FROM pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&s.sessID, &s.pid, &s.db, &s.user, &app, &state, &start)
+	var start, backendStart *time.Time
+	err := conn.QueryRow(ctx, "SELECT "+sessID+"::bigint, pid::bigint, datname::text, usename::text, application_name, state, query_start, backend_start"+
+		" FROM pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&s.sessID, &s.pid, &s.db, &s.user, &app, &state, &start, &backendStart)
 	s.tmID = testTmID
 	s.meta = map[string]any{pipeline.MetaApplicationName: app, pipeline.MetaState: state, pipeline.MetaBackendType: "client backend"}
 	if start != nil {
 		s.meta[pipeline.MetaQueryStart] = start.UTC().Format(time.RFC3339Nano)
+	}
+	if backendStart != nil {
+		s.meta[pipeline.MetaBackendStart] = backendStart.UTC().Format(time.RFC3339Nano)
 	}
 	return s, err
 }

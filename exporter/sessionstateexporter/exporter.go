@@ -110,7 +110,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		e.actions = newActionDB(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
 			store: e.store, db: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
+			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall, maxViewAge: e.cfg.Actions.MaxViewAge,
 		})
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
