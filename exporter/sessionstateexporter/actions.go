@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
-	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -306,13 +306,12 @@ func backendOf(s *session) backendID {
 // other.
 func untouchable(s *session) string {
 	info := s.state.GetSessionInfo()
-	switch app := info.GetApplicationName(); {
+	own, isOwn := ownbackends.Of(info.GetPid())
+	switch {
 	case s.system:
 		return "it is a system process, not a client session"
-	case app == gpsql.ApplicationName:
-		return "it is the collector's own monitoring connection (application_name " + app + ")"
-	case app == gpsql.ActionsApplicationName:
-		return "it is the collector's own action connection (application_name " + app + ")"
+	case isOwn:
+		return fmt.Sprintf("it is the collector's own %s (backend pid %d)", own, info.GetPid())
 	case info.GetPid() <= 0:
 		return "the snapshot names no coordinator backend to signal"
 	case info.GetBackendStart() == nil:

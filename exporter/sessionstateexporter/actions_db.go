@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
 // signaller sends the action statements; actionDB is the real one. Each
@@ -125,14 +126,21 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 			return err
 		}
 		d.conn = conn
+		ownbackends.Add(int64(conn.PgConn().PID()), "action connection")
 	}
 	err := fn(ctx, d.conn, d.dialect)
 	var pgErr *pgconn.PgError
 	if err != nil && !errors.As(err, &pgErr) && !isServersAnswer(err) {
-		_ = d.conn.Close(context.Background())
-		d.conn = nil
+		d.drop()
 	}
 	return err
+}
+
+// drop closes the connection; the next action connects afresh.
+func (d *actionDB) drop() {
+	ownbackends.Remove(int64(d.conn.PgConn().PID()))
+	_ = d.conn.Close(context.Background())
+	d.conn = nil
 }
 
 // act sends an action statement (gpsql's actOnBackend shape) on b, with
@@ -205,8 +213,7 @@ func (d *actionDB) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conn != nil {
-		_ = d.conn.Close(context.Background())
-		d.conn = nil
+		d.drop()
 	}
 }
 

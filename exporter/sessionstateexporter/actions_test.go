@@ -33,6 +33,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -201,15 +202,23 @@ func TestActionsRefuseSystemProcesses(t *testing.T) {
 	at.assertNothingSent(t)
 }
 
-// The receiver's monitoring session and the action connection's own are
-// the collector's: it never acts on them, whoever asks.
+// ownBackend makes pid one of the collector's own backends for the test.
+func ownBackend(t *testing.T, pid int64, what string) {
+	ownbackends.Add(pid, what)
+	t.Cleanup(func() { ownbackends.Remove(pid) })
+}
+
+// The receiver's monitoring connections and the action connection are the
+// collector's by their backend pid: it never acts on them, whoever asks.
 func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
-	at := newActionTest(t, actionSession(5, gpsql.ApplicationName, "active", 0), actionSession(6, gpsql.ActionsApplicationName, "active", 0))
-	for _, id := range []int64{5, 6} {
+	ownBackend(t, 1005, "monitoring connection")
+	ownBackend(t, 1006, "action connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "active", 0))
+	for id, what := range map[int64]string{5: "monitoring connection (backend pid 1005)", 6: "action connection (backend pid 1006)"} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 	}
 	at.assertNothingSent(t)
 
@@ -218,6 +227,29 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at.db.err = errOwnSession
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(7)})
 	assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+}
+
+// An application_name is anyone's to set (SET application_name = 'gpotel'):
+// a session that took the collector's names is not the collector's, and
+// gpotel acts on it like on any other.
+func TestApplicationNameDoesNotProtectASession(t *testing.T) {
+	at := newActionTest(t, actionSession(5, gpsql.ApplicationName, "active", 0), actionSession(6, gpsql.ActionsApplicationName, "idle", 0))
+	resp, err := at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 0)})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("cancel of a session named %q: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
+	}
+	resp, err = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(6)})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("end of a session named %q: %v %v, want SUCCESS", gpsql.ActionsApplicationName, resp, err)
+	}
+	many, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
+	if err != nil || len(many.GetTerminateResponse()) != 2 ||
+		many.GetTerminateResponse()[0].GetStatusCode() != terminateSuccess || many.GetTerminateResponse()[1].GetStatusCode() != terminateSuccess {
+		t.Errorf("TerminateSessions over both: %v %v, want both ended", many, err)
+	}
+	if len(at.db.calls) != 4 {
+		t.Errorf("sent %v, want a cancel and three ends", at.db.calls)
+	}
 }
 
 // TerminateQuery cancels only the query it names: the session's running
@@ -372,7 +404,8 @@ func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	bob := actionSession(7, "psql", "idle", 0)
 	bob.state.SessionInfo.User = "bob"
-	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, gpsql.ApplicationName, "idle", 0), bob)
+	ownBackend(t, 1006, "monitoring connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "idle", 0), bob)
 	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Database: "sales", Username: "alice"})
 	if err != nil {
 		t.Fatal(err)
@@ -433,7 +466,8 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 // Every action is logged with who asked, what, on which session and the
 // result, and counted by action and result.
 func TestEveryActionIsLoggedAndCounted(t *testing.T) {
-	at := newActionTest(t, actionSession(5, "psql", "active", 3), actionSession(6, gpsql.ApplicationName, "idle", 0))
+	ownBackend(t, 1006, "monitoring connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 3), actionSession(6, "psql", "idle", 0))
 	_, _ = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
 	_, _ = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(6)})
 	_, _ = at.svc.TerminateSession(ctxTimeout(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -25,6 +26,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -251,6 +253,71 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A user's session that set the collector's application_name is ended
+// like any other; a backend of the collector's own monitoring pool is
+// refused whatever the snapshot calls it.
+func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	admin := connectAs(t, c, cluster.AdminRole)
+	createActionRole(t, admin)
+	user := connectAs(t, c, cluster.UserRole)
+	if _, err := user.Exec(ctx, "SET application_name = '"+gpsql.ApplicationName+"'"); err != nil {
+		t.Fatal(err)
+	}
+	named, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	if err != nil || named.meta[pipeline.MetaApplicationName] != gpsql.ApplicationName {
+		t.Fatalf("the user's session: %v %v, want application_name %s", named.meta, err, gpsql.ApplicationName)
+	}
+
+	// The monitoring pool of the receiver, tracked as the receiver tracks it.
+	pc, err := pgxpool.ParseConfig(c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownbackends.Track(pc, "monitoring connection")
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	monitoring, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer monitoring.Release()
+	mine, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, monitoring.Conn().PgConn().PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.meta[pipeline.MetaApplicationName] = "psql"
+
+	srv, readToken := startWithActions(t, c)
+	srv.consume(t, buildSnapshot(time.Now(), []testSession{named, mine}))
+	actions := yagpcc.NewActionServiceClient(srv.conn)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+
+	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
+	assertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
+	if err := monitoring.Ping(ctx); err != nil {
+		t.Errorf("the monitoring connection after a refused end: %v", err)
+	}
+
+	resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: named.sessID, TmId: testTmID}})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Fatalf("TerminateSession of a user's session named %s: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
+	}
+	await.NoError(t, "pg_stat_activity no longer lists the user's session", func() error {
+		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("still listed")
+		}
+		return nil
+	})
 }
 
 // createActionRole creates the test's action role: pg_signal_backend and

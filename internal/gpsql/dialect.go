@@ -10,8 +10,9 @@ import (
 	"strings"
 )
 
-// The application_name of gpotel's own connections, by which the collector
-// knows its sessions among the ones it shows (and never acts on them).
+// The application_name of gpotel's own connections, for a DBA reading
+// pg_stat_activity. Any user may take these names too: the collector knows
+// its own sessions by their backend pid (internal/ownbackends).
 const (
 	// ApplicationName is the gpsession receiver's monitoring connection.
 	ApplicationName = "gpotel"

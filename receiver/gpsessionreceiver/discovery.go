@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
 // Backend is one database process, as the catalog lists it.
@@ -177,6 +178,8 @@ func (s *pgSource) poolConfig() (*pgxpool.Config, error) {
 	pc.MinConns = 0
 	pc.AfterConnect = bypassResourceGroups
 	pc.ConnConfig.Tracer = s.tracer
+	// Actions never touch these backends, whatever their application_name.
+	ownbackends.Track(pc, "monitoring connection")
 	return pc, nil
 }
 
