@@ -186,9 +186,14 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 			RssBytes:            last.GetRss(),
 			Processes:           last.GetProcesses(),
 		},
-		CpuSkew: last.GetCpuSkew(), CpuMaxOverAvg: last.GetCpuMaxOverAvg(), CpuHottestSegment: last.CpuHottestSegment,
-		IoSkew: last.GetIoSkew(), IoMaxOverAvg: last.GetIoMaxOverAvg(), IoHottestSegment: last.IoHottestSegment,
+		CpuSkew: last.GetCpuSkew(), CpuMaxOverAvg: last.GetCpuMaxOverAvg(),
+		IoSkew: last.GetIoSkew(), IoMaxOverAvg: last.GetIoMaxOverAvg(),
 		Hosts: ss.hosts,
+	}
+	// The hottest segments are optional fields, read through the message
+	// itself: a session without last_metrics (its window not filled yet) has none.
+	if last != nil {
+		top.CpuHottestSegment, top.IoHottestSegment = last.CpuHottestSegment, last.IoHottestSegment
 	}
 	if avgs := st.GetProcAvg(); len(avgs) > 0 {
 		top.CpuCoresSmoothed = avgs[0].GetCpuCores() // shortest time constant first
