@@ -83,7 +83,7 @@ func (svc *actionService) begin(ctx context.Context, action string) (*actionCall
 		c.fields = append(c.fields, zap.String("peer", p.Addr.String()))
 	}
 	if err != nil {
-		return c, c.end(resultDenied, status.Error(codes.PermissionDenied, err.Error()))
+		return c, c.end(resultDenied, err)
 	}
 	return c, nil
 }

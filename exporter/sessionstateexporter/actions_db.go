@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -220,13 +221,26 @@ func (d *actionDB) close() {
 // maxSecretBytes bounds what is read from a token or password file.
 const maxSecretBytes = 8192
 
-// readSecretFile reads a short secret, without its trailing newline.
+// readSecretFile reads a short secret, without its trailing newline, from a
+// regular file only its owner may read or write (0600 or 0400): a secret
+// others can read is no secret, and one others can write is theirs.
 func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path) // #nosec G304 -- the operator's configured file
+	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
 		return "", err

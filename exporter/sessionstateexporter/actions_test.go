@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,6 +33,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
@@ -64,7 +67,8 @@ func (b backendID) String() string {
 	return fmt.Sprintf("pid %d of %s session %d", b.pid, b.started.Format(time.TimeOnly), b.sessID)
 }
 
-const testActionToken = "act-now"
+// testActionToken is as long as the shortest token gpotel takes.
+const testActionToken = "act-now-act-now-act-now-act-now!"
 
 // queryStarted is when every test session's running query started, and
 // backendStarted when its backend did.
@@ -124,15 +128,27 @@ func newActionTestOf(t *testing.T, v *view) *actionTest {
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
 	db := &fakeSignaller{done: true}
+	guard := newGuard([]byte(testActionToken), nil)
+	guard.pause = func(context.Context) {} // the rule's own test waits
 	cfg := defaultActionsConfig()
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
 		svc: &actionService{
 			store: store, db: db, logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
-			guard: actionGuard{token: []byte(testActionToken)},
+			guard: guard,
 		},
 		db: db, logs: logs, tel: tel,
 	}
+}
+
+// writeTokenFile writes an action token file as an operator would: 0600.
+func writeTokenFile(t *testing.T, token string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "action.token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // authorized is a call context that carries the action token.
@@ -496,21 +512,92 @@ func TestEveryActionIsLoggedAndCounted(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 }
 
-func TestActionTokenFileIsRead(t *testing.T) {
+// The action token file is a regular file only its owner may read or
+// write, and its token 32 to 8192 bytes of visible ASCII; a FIFO in its
+// place is refused, not waited on.
+func TestActionTokenFileRules(t *testing.T) {
 	dir := t.TempDir()
-	for name, content := range map[string]string{"token": testActionToken + "\n", "empty": "\n", "huge": strings.Repeat("x", maxSecretBytes+1)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+	for name, f := range map[string]struct {
+		content string
+		mode    os.FileMode
+	}{
+		"token": {testActionToken + "\n", 0o600}, "read-only": {testActionToken, 0o400},
+		"empty": {"\n", 0o600}, "short": {testActionToken[1:], 0o600}, "huge": {strings.Repeat("x", maxSecretBytes+1), 0o600},
+		"spaced": {"act now " + testActionToken, 0o600}, "group-readable": {testActionToken, 0o640}, "world-writable": {testActionToken, 0o602},
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(f.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, f.mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, "token")})
-	if err != nil || string(g.token) != testActionToken {
-		t.Errorf("token file: %q, %v", g.token, err)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"empty", "huge", "absent"} {
-		if _, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, bad)}); err == nil || !strings.Contains(err.Error(), "actions::token_file") {
-			t.Errorf("%s token file: %v", bad, err)
+	for _, good := range []string{"token", "read-only"} {
+		g, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, good)})
+		if err != nil || string(g.token) != testActionToken {
+			t.Errorf("%s token file: %q, %v", good, g.token, err)
 		}
+	}
+	for bad, why := range map[string]string{
+		"empty": "0 bytes, fewer than 32", "short": "31 bytes, fewer than 32", "huge": "longer than 8192 bytes", "absent": "no such file",
+		"spaced": "byte 3 is 0x20", "group-readable": "mode 0640", "world-writable": "mode 0602", "fifo": "not a regular file",
+	} {
+		if _, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, bad)}); err == nil || !strings.Contains(err.Error(), "actions::token_file") ||
+			!strings.Contains(err.Error(), why) {
+			t.Errorf("%s token file: %v, want an error saying %q", bad, err, why)
+		}
+	}
+}
+
+// One call carries one action token: a call is not a list of guesses.
+func TestOneCallCarriesOneActionToken(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "active", 3))
+	ctx := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(
+		clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess", clientname.ActionTokenHeader, testActionToken))
+	_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.PermissionDenied, "2 gpotel-action-token headers")
+	at.assertNothingSent(t)
+}
+
+// A wrong action token is answered only after a delay, and while
+// maxDeniedInFlight of them wait, every further token is refused before it
+// is compared: guesses are bounded per delay, and so are the handlers held.
+func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
+	var paused atomic.Int32
+	release := make(chan struct{})
+	at.svc.guard.pause = func(context.Context) {
+		paused.Add(1)
+		<-release
+	}
+	wrong := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
+	answers := make(chan error, maxDeniedInFlight)
+	for range maxDeniedInFlight {
+		go func() {
+			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+			answers <- err
+		}()
+	}
+	await.Until(t, "every wrong token waits out its delay", func() bool { return paused.Load() == maxDeniedInFlight })
+
+	for _, ctx := range []context.Context{wrong, authorized(t)} {
+		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+	}
+	if paused.Load() != maxDeniedInFlight {
+		t.Errorf("%d calls held, want %d", paused.Load(), maxDeniedInFlight)
+	}
+	close(release)
+	for range maxDeniedInFlight {
+		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+	}
+	at.assertNothingSent(t)
+	if resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)}); err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("the action token once the wrong ones were answered: %v %v", resp, err)
 	}
 }
 

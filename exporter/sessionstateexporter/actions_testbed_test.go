@@ -7,8 +7,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -335,10 +333,6 @@ func createActionRole(t *testing.T, admin *pgx.Conn) {
 // authenticator) and actions on c's coordinator, admitting the action token.
 func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	t.Helper()
-	tokenFile := filepath.Join(t.TempDir(), "action.token")
-	if err := os.WriteFile(tokenFile, []byte(testActionToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const readToken = "read-only"
 	authID := component.MustNewID("bearertokenauth")
 	cfg := testConfig()
@@ -346,7 +340,7 @@ func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
 	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
-	cfg.Actions.TokenFile = tokenFile
+	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
 	// The tests send snapshots moments apart, not at a collection interval.
 	cfg.Actions.MaxViewAge = time.Hour
 	if err := cfg.Validate(); err != nil {

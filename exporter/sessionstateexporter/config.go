@@ -149,5 +149,11 @@ func (cfg *Config) Validate() error {
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
 	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
+	// insecure: true covers reading beyond loopback, never acting: the
+	// action token would cross the network in the clear.
+	if cfg.Actions.Enabled && listenaddr.PlaintextBeyondLoopback(cfg.NetAddr.Endpoint, cfg.TLS.HasValue()) {
+		errs = append(errs, fmt.Errorf("actions::enabled: endpoint %q is not a loopback address and tls is not configured: actions need tls beyond loopback (insecure: true does not cover them)",
+			cfg.NetAddr.Endpoint))
+	}
 	return errors.Join(errs...)
 }
