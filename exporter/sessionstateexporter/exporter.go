@@ -121,6 +121,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.ClusterTop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.PressureService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {
