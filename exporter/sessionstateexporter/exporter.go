@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -101,6 +102,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{
 		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
+		callers: newCallerBuckets(e.cfg.MemoryContexts.CallerMaxRate, e.cfg.MemoryContexts.CallerMaxBurst), now: time.Now,
 	})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
