@@ -92,6 +92,7 @@ func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
 		cc.Password = b
 	}
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.cfg.StatementTimeout.Milliseconds(), 10)
+	cc.RuntimeParams["search_path"] = gpsql.SearchPath
 	cc.ConnectTimeout = d.cfg.StatementTimeout
 	return cc, nil
 }

@@ -318,6 +318,48 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	})
 }
 
+// The action connection pins its search_path: a schema the action role's
+// own search_path puts before pg_catalog cannot shadow the pg_stat_activity
+// (or the function) the action statement names.
+func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	admin := connectAs(t, c, cluster.AdminRole)
+	createActionRole(t, admin)
+	for _, sql := range []string{
+		"CREATE SCHEMA shadow",
+		"GRANT USAGE ON SCHEMA shadow TO PUBLIC",
+		"CREATE TABLE shadow.pg_stat_activity AS SELECT * FROM pg_catalog.pg_stat_activity WHERE false",
+		"GRANT SELECT ON shadow.pg_stat_activity TO PUBLIC",
+		"ALTER ROLE " + testActionRole + " SET search_path = shadow, pg_catalog",
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	user := connectAs(t, c, cluster.UserRole)
+	idle, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, readToken := startWithActions(t, c)
+	srv.consume(t, buildSnapshot(time.Now(), []testSession{idle}))
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	resp, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Fatalf("TerminateSession through a role whose search_path starts with a shadow pg_stat_activity: %v %v, want SUCCESS", resp, err)
+	}
+	await.NoError(t, "pg_stat_activity no longer lists the session", func() error {
+		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("still listed")
+		}
+		return nil
+	})
+}
+
 // createActionRole creates the test's action role: pg_signal_backend and
 // pg_read_all_stats, not a superuser.
 func createActionRole(t *testing.T, admin *pgx.Conn) {

@@ -20,6 +20,13 @@ const (
 	ActionsApplicationName = "gpotel-actions"
 )
 
+// SearchPath is the search_path of every gpotel connection, set when it
+// connects: gpotel's statements name only the catalog's objects, so no
+// schema a database user can create objects in (public, or one a role's
+// own search_path puts first) may shadow a view, function or operator they
+// name. pg_temp last: a temporary object never shadows one either.
+const SearchPath = "pg_catalog, pg_temp"
+
 var greenplumVersion = regexp.MustCompile(`Greenplum Database (\d+)\.`)
 
 // DetectDialect names the server's flavour from its version() string.

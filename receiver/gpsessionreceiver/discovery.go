@@ -172,6 +172,10 @@ func (s *pgSource) poolConfig() (*pgxpool.Config, error) {
 		pc.ConnConfig.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	pc.ConnConfig.RuntimeParams["application_name"] = defaultApplicationName
+	// Pinned, unless the dsn names a search_path itself (trusted config).
+	if _, named := pc.ConnConfig.RuntimeParams["search_path"]; !named {
+		pc.ConnConfig.RuntimeParams["search_path"] = gpsql.SearchPath
+	}
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(c.StatementTimeout.Milliseconds(), 10)
 	pc.ConnConfig.ConnectTimeout = c.StatementTimeout
 	pc.MaxConns = 2
