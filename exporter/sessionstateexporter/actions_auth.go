@@ -17,12 +17,14 @@ import (
 	"github.com/gpotel/gpotel/internal/clientname"
 )
 
-// The action token's rules. A wrong token is answered only after
-// deniedTokenDelay, and at most maxDeniedInFlight wrong tokens wait at once:
-// a call that finds them all waiting is refused before its token is even
-// compared, so no caller learns more than maxDeniedInFlight guesses per
-// deniedTokenDelay (4 a second), however many calls it opens, and no more
-// than maxDeniedInFlight handlers are ever held.
+// The action token's rules. A wrong token holds one of maxDeniedInFlight
+// slots for deniedTokenDelay before it is answered, even when its caller
+// gives up at once (else the answer's absence would tell a wrong guess, and
+// the slot would be free again at once); a call that finds every slot
+// taken is refused before its token is even compared. So no caller learns
+// more than maxDeniedInFlight guesses per deniedTokenDelay (4 a second),
+// however many calls it opens, and no more than maxDeniedInFlight handlers
+// are ever held, each for at most deniedTokenDelay.
 const (
 	// minActionTokenBytes: `openssl rand -hex 32` makes 64.
 	minActionTokenBytes = 32
@@ -38,7 +40,7 @@ type actionGuard struct {
 	// denying holds a slot per wrong token waiting out its delay.
 	denying chan struct{}
 	// pause waits out a wrong token's delay; tests replace it.
-	pause func(ctx context.Context)
+	pause func()
 }
 
 // newActionGuard reads the token file, when one is configured.
@@ -75,14 +77,8 @@ func checkActionToken(token string) error {
 	return nil
 }
 
-func pauseDenied(ctx context.Context) {
-	t := time.NewTimer(deniedTokenDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
+// pauseDenied waits deniedTokenDelay whatever the call does meanwhile.
+func pauseDenied() { time.Sleep(deniedTokenDelay) }
 
 // errNotAllowed is the answer to a client that may not act.
 var errNotAllowed = errors.New("this client may not act: send the action token in the " + clientname.ActionTokenHeader +
@@ -110,7 +106,7 @@ func (g actionGuard) admit(ctx context.Context) (string, error) {
 		<-g.denying
 		return "action token", nil
 	}
-	g.pause(ctx)
+	g.pause()
 	<-g.denying
 	return "", status.Error(codes.PermissionDenied, errNotAllowed.Error())
 }

@@ -129,7 +129,7 @@ func newActionTestOf(t *testing.T, v *view) *actionTest {
 	core, logs := observer.New(zapcore.InfoLevel)
 	db := &fakeSignaller{done: true}
 	guard := newGuard([]byte(testActionToken), nil)
-	guard.pause = func(context.Context) {} // the rule's own test waits
+	guard.pause = func() {} // the rule's own test waits
 	cfg := defaultActionsConfig()
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
@@ -570,7 +570,7 @@ func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
 	var paused atomic.Int32
 	release := make(chan struct{})
-	at.svc.guard.pause = func(context.Context) {
+	at.svc.guard.pause = func() {
 		paused.Add(1)
 		<-release
 	}
