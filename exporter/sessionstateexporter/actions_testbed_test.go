@@ -48,26 +48,8 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			admin := connectAs(t, c, cluster.AdminRole)
 			createActionRole(t, admin)
 
-			// Two sessions of an ordinary user: one sleeping in a query, one idle.
-			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
-			slept := make(chan error, 1)
-			go func() {
-				_, err := sleeper.Exec(context.Background(), "SELECT pg_sleep(600)")
-				slept <- err
-			}()
-			var sleeping, idle testSession
-			await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
-				var err error
-				sleeping, err = activityOf(ctx, admin, d, sleeper.PgConn().PID())
-				if err == nil && sleeping.meta[pipeline.MetaState] != "active" {
-					err = errors.New("not active yet")
-				}
-				return err
-			})
-			idle, err := activityOf(ctx, admin, d, idler.PgConn().PID())
-			if err != nil {
-				t.Fatal(err)
-			}
+			u := startUserSessions(t, c, admin, d)
+			sleeper, idler, slept, sleeping, idle := u.sleeper, u.idler, u.slept, u.sleeping, u.idle
 
 			srv, readToken := startWithActions(t, c)
 			actions := yagpcc.NewActionServiceClient(srv.conn)
@@ -82,7 +64,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			if _, err := yagpcc.NewGetGPInfoClient(srv.conn).GetGPSessions(reader, &yagpcc.GetGPSessionsReq{}); err != nil {
 				t.Fatalf("the reader cannot read: %v", err)
 			}
-			_, err = actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
+			_, err := actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
 			assertCode(t, err, codes.PermissionDenied, "may not act")
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
 			assertCode(t, err, codes.PermissionDenied, "may not act")
@@ -185,21 +167,8 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 			admin := connectAs(t, c, cluster.AdminRole)
 			createActionRole(t, admin)
 
-			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
-			go func() { _, _ = sleeper.Exec(context.Background(), "SELECT pg_sleep(600)") }()
-			var sleeping testSession
-			await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
-				var err error
-				sleeping, err = activityOf(ctx, admin, d, sleeper.PgConn().PID())
-				if err == nil && sleeping.meta[pipeline.MetaState] != "active" {
-					err = errors.New("not active yet")
-				}
-				return err
-			})
-			idle, err := activityOf(ctx, admin, d, idler.PgConn().PID())
-			if err != nil {
-				t.Fatal(err)
-			}
+			u := startUserSessions(t, c, admin, d)
+			sleeping, idle := u.sleeping, u.idle
 			srv, readToken := startWithActions(t, c)
 			actions := yagpcc.NewActionServiceClient(srv.conn)
 			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
@@ -358,6 +327,38 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// userSessions are two sessions of an ordinary user: one sleeping in a
+// query (slept gets how it ended), one idle; and how the receiver would
+// report each.
+type userSessions struct {
+	sleeper, idler *pgx.Conn
+	slept          chan error
+	sleeping, idle testSession
+}
+
+func startUserSessions(t *testing.T, c *cluster.Cluster, admin *pgx.Conn, d cluster.Dialect) userSessions {
+	t.Helper()
+	ctx := await.Context(t)
+	u := userSessions{sleeper: connectAs(t, c, cluster.UserRole), idler: connectAs(t, c, cluster.UserRole), slept: make(chan error, 1)}
+	go func() {
+		_, err := u.sleeper.Exec(context.Background(), "SELECT pg_sleep(600)")
+		u.slept <- err
+	}()
+	await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
+		var err error
+		u.sleeping, err = activityOf(ctx, admin, d, u.sleeper.PgConn().PID())
+		if err == nil && u.sleeping.meta[pipeline.MetaState] != "active" {
+			err = errors.New("not active yet")
+		}
+		return err
+	})
+	var err error
+	if u.idle, err = activityOf(ctx, admin, d, u.idler.PgConn().PID()); err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // createActionRole creates the test's action role: pg_signal_backend and
