@@ -64,6 +64,8 @@ type Config struct {
 	MemoryContexts MemoryContextsConfig `mapstructure:"memory_contexts"`
 	// Actions configures yagpcc's ActionService; off by default.
 	Actions ActionsConfig `mapstructure:"actions"`
+	// FinishedQueries keeps finished queries and ended sessions answerable.
+	FinishedQueries FinishedQueriesConfig `mapstructure:"finished_queries"`
 }
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
@@ -134,6 +136,7 @@ func createDefaultConfig() *Config {
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
 		Actions:            defaultActionsConfig(),
+		FinishedQueries:    defaultFinishedQueriesConfig(),
 	}
 }
 
@@ -168,6 +171,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
+	errs = append(errs, cfg.FinishedQueries.validate()...)
 	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	// insecure: true covers reading beyond loopback, never acting: the
 	// action token would cross the network in the clear.
