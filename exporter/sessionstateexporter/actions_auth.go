@@ -39,8 +39,8 @@ type actionGuard struct {
 	allowed clientname.Allowed
 	// denying holds a slot per wrong token waiting out its delay.
 	denying chan struct{}
-	// pause waits out a wrong token's delay; tests replace it.
-	pause func()
+	// after starts a wrong token's delay (time.After); tests replace it.
+	after func(time.Duration) <-chan time.Time
 }
 
 // newActionGuard reads the token file, when one is configured.
@@ -60,7 +60,7 @@ func newActionGuard(cfg ActionsConfig) (actionGuard, error) {
 }
 
 func newGuard(token []byte, allowed clientname.Allowed) actionGuard {
-	return actionGuard{token: token, allowed: allowed, denying: make(chan struct{}, maxDeniedInFlight), pause: pauseDenied}
+	return actionGuard{token: token, allowed: allowed, denying: make(chan struct{}, maxDeniedInFlight), after: time.After}
 }
 
 // checkActionToken: long enough to resist guessing, and sendable as a gRPC
@@ -76,9 +76,6 @@ func checkActionToken(token string) error {
 	}
 	return nil
 }
-
-// pauseDenied waits deniedTokenDelay whatever the call does meanwhile.
-func pauseDenied() { time.Sleep(deniedTokenDelay) }
 
 // errNotAllowed is the answer to a client that may not act.
 var errNotAllowed = errors.New("this client may not act: send the action token in the " + clientname.ActionTokenHeader +
@@ -106,7 +103,7 @@ func (g actionGuard) admit(ctx context.Context) (string, error) {
 		<-g.denying
 		return "action token", nil
 	}
-	g.pause()
+	<-g.after(deniedTokenDelay) // not the call's context: its caller leaving ends nothing
 	<-g.denying
 	return "", status.Error(codes.PermissionDenied, errNotAllowed.Error())
 }

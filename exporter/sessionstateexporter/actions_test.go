@@ -129,7 +129,7 @@ func newActionTestOf(t *testing.T, v *view) *actionTest {
 	core, logs := observer.New(zapcore.InfoLevel)
 	db := &fakeSignaller{done: true}
 	guard := newGuard([]byte(testActionToken), nil)
-	guard.pause = func() {} // the rule's own test waits
+	guard.after = noDelay // the rule's own tests wait
 	cfg := defaultActionsConfig()
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
@@ -568,12 +568,7 @@ func TestOneCallCarriesOneActionToken(t *testing.T) {
 // is compared: guesses are bounded per delay, and so are the handlers held.
 func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
-	var paused atomic.Int32
-	release := make(chan struct{})
-	at.svc.guard.pause = func() {
-		paused.Add(1)
-		<-release
-	}
+	paused, release := holdDelays(at)
 	wrong := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
 	answers := make(chan error, maxDeniedInFlight)
 	for range maxDeniedInFlight {
@@ -599,6 +594,55 @@ func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
 	if resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)}); err != nil || resp.GetStatusCode() != terminateSuccess {
 		t.Errorf("the action token once the wrong ones were answered: %v %v", resp, err)
 	}
+}
+
+// A wrong token keeps its slot for the whole delay even when its caller
+// has given up: else a caller could send a guess, cancel when no answer
+// came at once (a right token is answered at once) and free the slot, and
+// the bound of maxDeniedInFlight guesses per delay would not hold.
+func TestAWrongTokenHoldsItsSlotWhenItsCallerLeaves(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
+	paused, release := holdDelays(at)
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	wrong := grpcmetadata.NewIncomingContext(gone, grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
+	answers := make(chan error, maxDeniedInFlight)
+	for range maxDeniedInFlight {
+		go func() {
+			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+			answers <- err
+		}()
+	}
+	await.Until(t, "every wrong token started its delay", func() bool { return paused.Load() == maxDeniedInFlight })
+	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+	select {
+	case err := <-answers:
+		t.Fatalf("a wrong token whose caller left was answered before its delay ended: %v", err)
+	default:
+	}
+	close(release)
+	for range maxDeniedInFlight {
+		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+	}
+}
+
+// noDelay is a wrong token's delay already over.
+func noDelay(time.Duration) <-chan time.Time {
+	over := make(chan time.Time)
+	close(over)
+	return over
+}
+
+// holdDelays makes every wrong token's delay last until release is closed;
+// paused counts the delays started.
+func holdDelays(at *actionTest) (paused *atomic.Int32, release chan time.Time) {
+	paused, release = new(atomic.Int32), make(chan time.Time)
+	at.svc.guard.after = func(time.Duration) <-chan time.Time {
+		paused.Add(1)
+		return release
+	}
+	return paused, release
 }
 
 // Under mutual TLS, a client certificate named in allowed_clients may act;
