@@ -313,8 +313,10 @@ func TestClusterTopServesASessionWithoutLastMetrics(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GetClusterTop with a session without last_metrics: %v", err)
 	}
-	if len(resp.GetSessions()) != 1 || resp.GetSessions()[0].GetSessId() != bare.sessID || resp.GetSessions()[0].GetUsage().GetCpuCores() != 0 ||
+	// No figures rather than zeros: a session in its first window may be
+	// burning CPU already.
+	if len(resp.GetSessions()) != 1 || resp.GetSessions()[0].GetSessId() != bare.sessID || resp.GetSessions()[0].GetUsage() != nil ||
 		resp.GetSessions()[0].CpuHottestSegment != nil {
-		t.Errorf("sessions %v, want session %d with no rates", resp.GetSessions(), bare.sessID)
+		t.Errorf("sessions %v, want session %d without usage", resp.GetSessions(), bare.sessID)
 	}
 }
