@@ -1720,6 +1720,7 @@ type ResourceAttributesConfig struct {
 	GpotelResourceGroupName ResourceAttributeConfig `mapstructure:"gpotel.resource_group.name"`
 	GpotelResourceGroupOid  ResourceAttributeConfig `mapstructure:"gpotel.resource_group.oid"`
 	GpotelSessionID         ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
+	GpotelSessionOwn        ResourceAttributeConfig `mapstructure:"gpotel.session.own"`
 	GpotelSessionPid        ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
 	GpotelSessionSystem     ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
 	GpotelSessionUser       ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
@@ -1757,6 +1758,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GpotelSessionID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelSessionOwn: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelSessionPid: ResourceAttributeConfig{
