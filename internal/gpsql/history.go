@@ -49,10 +49,10 @@ const (
   has_database_privilege(current_database(), 'CREATE'), has_database_privilege(current_database(), 'TEMPORARY'),
   (SELECT has_schema_privilege(n.oid, 'CREATE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1),
   (SELECT has_schema_privilege(n.oid, 'USAGE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1)`
-	// HistoryTableOwner reads the owner of relation $2 in schema $1 and
-	// whether the role has the owner's rights (it is the owner or a member);
-	// no row: it does not exist.
-	HistoryTableOwner = `SELECT pg_catalog.pg_get_userbyid(c.relowner)::text, pg_catalog.pg_has_role(c.relowner, 'USAGE')
+	// HistoryRelationOwner reads the owner of relation $2 (a table or an
+	// index) in schema $1 and whether the role has the owner's rights (it
+	// is the owner or a member); no row: it does not exist.
+	HistoryRelationOwner = `SELECT pg_catalog.pg_get_userbyid(c.relowner)::text, pg_catalog.pg_has_role(c.relowner, 'USAGE')
 FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`
 	// HistoryTableColumns lists the columns of table $2 in schema $1 with
 	// their types, in order.
@@ -126,6 +126,19 @@ func HistoryPartitionName(day time.Time) string { return "d" + day.UTC().Format(
 // dialects with declarative partitioning: queries_d20260124.
 func HistoryPartitionRelation(t HistoryTable, day time.Time) string {
 	return t.Name + "_" + HistoryPartitionName(day)
+}
+
+// HistoryPartitionDay is the day of a partition HistoryPartitions
+// listed; false for a partition the exporter did not name (a DBA's own).
+func HistoryPartitionDay(dialect string, t HistoryTable, name string) (time.Time, bool) {
+	if dialect != GP6 {
+		var ok bool
+		if name, ok = strings.CutPrefix(name, t.Name+"_"); !ok {
+			return time.Time{}, false
+		}
+	}
+	d, err := time.Parse("d20060102", name)
+	return d, err == nil
 }
 
 // AddHistoryPartition adds the partition of day (UTC midnight to midnight).

@@ -83,7 +83,7 @@ var Statements = []Statement{
 	{Name: "history: server version", Sender: "history", Target: History, Text: always(HistoryServerVersion)},
 	{Name: "history: rights", Sender: "history", Target: History, Text: always(HistoryRights), Args: []any{sampleHistoryTable.Schema}},
 	{Name: "history: create schema", Sender: "history", Target: History, Text: always(CreateHistorySchema(sampleHistoryTable.Schema))},
-	{Name: "history: table owner", Sender: "history", Target: History, Text: always(HistoryTableOwner),
+	{Name: "history: relation owner", Sender: "history", Target: History, Text: always(HistoryRelationOwner),
 		Args: []any{sampleHistoryTable.Schema, sampleHistoryTable.Name}},
 	{Name: "history: create table", Sender: "history", Target: History, Text: func(s Shape) string {
 		return CreateHistoryTable(s.Dialect, sampleHistoryTable, sampleHistoryDay)
