@@ -10,6 +10,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mdlayher/genetlink v1.4.0
 	github.com/mdlayher/netlink v1.9.0
+	github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage v0.155.0
 	github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest v0.155.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/procfs v0.23.0
@@ -31,6 +32,7 @@ require (
 	go.opentelemetry.io/collector/exporter/exporterhelper v0.155.0
 	go.opentelemetry.io/collector/exporter/exportertest v0.155.0
 	go.opentelemetry.io/collector/extension/extensionauth v1.61.0
+	go.opentelemetry.io/collector/extension/extensiontest v0.155.0
 	go.opentelemetry.io/collector/filter v0.155.0
 	go.opentelemetry.io/collector/pdata v1.61.0
 	go.opentelemetry.io/collector/processor v1.61.0
@@ -56,6 +58,8 @@ require (
 	google.golang.org/protobuf v1.36.12
 	gopkg.in/yaml.v3 v3.0.1
 )
+
+require go.etcd.io/bbolt v1.5.0 // indirect
 
 require (
 	github.com/Microsoft/go-winio v0.6.2 // indirect
@@ -123,7 +127,7 @@ require (
 	go.opentelemetry.io/collector/consumer/consumererror v0.155.0
 	go.opentelemetry.io/collector/consumer/xconsumer v0.155.0 // indirect
 	go.opentelemetry.io/collector/exporter/xexporter v0.155.0 // indirect
-	go.opentelemetry.io/collector/extension v1.61.0 // indirect
+	go.opentelemetry.io/collector/extension v1.61.0
 	go.opentelemetry.io/collector/extension/extensionmiddleware v0.155.0 // indirect
 	go.opentelemetry.io/collector/extension/xextension v0.155.0
 	go.opentelemetry.io/collector/featuregate v1.61.0 // indirect

@@ -44,7 +44,7 @@ func columnsOf(t *testing.T, row []byte) []string {
 }
 
 func TestEveryFieldIsAColumnOfItsRow(t *testing.T) {
-	b := batchOf(workload(queriesPerSession, testNow))
+	b := batchOf(workload(0, queriesPerSession, testNow))
 	for _, tr := range b.tables {
 		if tr.rows == 0 {
 			t.Fatalf("%s: no row", tr.t.Name)
@@ -144,7 +144,7 @@ func TestAnEventTwiceInOneBatchIsOneRow(t *testing.T) {
 }
 
 func TestRecordsThatAreNotEventsAreNotQueued(t *testing.T) {
-	ld := workload(queriesPerSession, testNow)
+	ld := workload(0, queriesPerSession, testNow)
 	lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 	lrs.AppendEmpty().Body().SetStr("an ordinary log line")
 	tables := historyTables(defaultSchema)

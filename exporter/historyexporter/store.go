@@ -170,13 +170,19 @@ func (s *store) setup(ctx context.Context) error {
 		return err
 	}
 	var role, database string
-	var createInDatabase, temporary bool
+	var superuser, createInDatabase, temporary bool
 	var createInSchema, usage *bool
-	if err := s.conn.QueryRow(ctx, gpsql.HistoryRights, s.cfg.Schema).Scan(&role, &database, &createInDatabase, &temporary, &createInSchema, &usage); err != nil {
+	if err := s.conn.QueryRow(ctx, gpsql.HistoryRights, s.cfg.Schema).Scan(&role, &superuser, &database, &createInDatabase, &temporary,
+		&createInSchema, &usage); err != nil {
 		return fmt.Errorf("read the role's rights: %w", err)
 	}
 	q := gpsql.QuoteIdent
 	switch {
+	case superuser:
+		// A superuser (Greenplum 6's monitoring role is one) may do far
+		// more than write history: the history gets a role of its own.
+		return refuse("role %s is a superuser: give the history a role of its own: CREATE ROLE gpotel_history LOGIN; GRANT CREATE, TEMPORARY ON DATABASE %s TO gpotel_history",
+			q(role), q(database))
 	case createInSchema == nil && !createInDatabase:
 		return refuse("role %s may not create schema %s in database %s: GRANT CREATE ON DATABASE %s TO %s (or have its owner create it: CREATE SCHEMA %s AUTHORIZATION %s)",
 			q(role), q(s.cfg.Schema), q(database), q(database), q(role), q(s.cfg.Schema), q(role))

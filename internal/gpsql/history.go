@@ -42,10 +42,11 @@ const (
 	// HistoryServerVersion is server_version_num (a PostgreSQL history
 	// database needs 11 or later: indexes on partitioned tables).
 	HistoryServerVersion = `SELECT current_setting('server_version_num')::integer`
-	// HistoryRights reads the role, the database, the role's CREATE and
-	// TEMPORARY rights on it, and its CREATE and USAGE rights on schema $1
-	// (NULL when the schema does not exist).
-	HistoryRights = `SELECT current_user::text, current_database()::text,
+	// HistoryRights reads the role, whether it is a superuser, the
+	// database, the role's CREATE and TEMPORARY rights on it, and its
+	// CREATE and USAGE rights on schema $1 (NULL when the schema does not
+	// exist).
+	HistoryRights = `SELECT current_user::text, current_setting('is_superuser') = 'on', current_database()::text,
   has_database_privilege(current_database(), 'CREATE'), has_database_privilege(current_database(), 'TEMPORARY'),
   (SELECT has_schema_privilege(n.oid, 'CREATE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1),
   (SELECT has_schema_privilege(n.oid, 'USAGE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1)`
