@@ -165,23 +165,20 @@ func (e *historyExporter) shutdown(ctx context.Context) error {
 	return nil
 }
 
-// consumeLogs queues the finished-work events of ld; other records are
-// not the exporter's. It never waits for the database.
+// consumeLogs encodes the finished-work events of ld as rows and queues
+// them; other records are not the exporter's. It never waits for the
+// database.
 func (e *historyExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
-	events, all := countEvents(ld, e.store.tables)
+	oldest, newest := e.window()
+	en := encodeEvents(ld, e.store.tables, oldest, newest)
+	for reason, n := range en.rejected {
+		e.noteRejected(ctx, reason, n, en.why[reason])
+	}
+	events := en.events()
 	if events == 0 {
 		return nil
 	}
-	if events != all {
-		ld = onlyEvents(ld, e.store.tables)
-	}
-	var m plog.ProtoMarshaler
-	payload, err := m.MarshalLogs(ld)
-	if err != nil {
-		e.noteDropped(ctx, reasonStorageError, events)
-		return consumererror.NewPermanent(fmt.Errorf("history: encode events: %w", err))
-	}
-	dropped, err := e.queue.push(ctx, events, payload)
+	dropped, err := e.queue.push(ctx, events, en.payload)
 	if err != nil {
 		e.noteDropped(ctx, reasonStorageError, events)
 		return consumererror.NewPermanent(fmt.Errorf("history: %w", err))
@@ -190,6 +187,17 @@ func (e *historyExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
 		e.noteDropped(ctx, reasonQueueFull, dropped)
 	}
 	return nil
+}
+
+// window is when an event may end: within the retention (an older day
+// is dropped, or about to be), and at most maxFutureEnd ahead.
+func (e *historyExporter) window() (oldest, newest time.Time) {
+	now := e.store.now()
+	oldest = earliestTime
+	if e.cfg.Retention > 0 {
+		oldest = now.Add(-e.cfg.Retention)
+	}
+	return oldest, now.Add(maxFutureEnd)
 }
 
 // run writes what is queued until ctx ends, waiting after a failed write
@@ -263,22 +271,17 @@ func (e *historyExporter) writeQueued(ctx context.Context) error {
 	return nil
 }
 
-// batchOf decodes the queued entries into one batch of rows.
+// batchOf gathers the queued entries into one batch of rows.
 func (e *historyExporter) batchOf(payloads [][]byte) *batch {
 	b := newBatch(e.store.tables)
-	now := e.store.now()
-	oldest, newest := earliestTime, now.Add(maxFutureEnd)
-	if e.cfg.Retention > 0 {
-		oldest = now.Add(-e.cfg.Retention)
-	}
-	var u plog.ProtoUnmarshaler
 	for _, p := range payloads {
-		ld, err := u.UnmarshalLogs(p)
+		en, err := unmarshalEntry(p)
 		if err != nil {
-			b.reject(reasonInvalid, fmt.Sprintf("a queued entry does not decode: %v", err))
+			// The queue's count of the entry is all that is known of it.
+			b.reject(reasonInvalid, 1, err.Error())
 			continue
 		}
-		b.addLogs(ld, oldest, newest)
+		b.add(en)
 	}
 	return b
 }
@@ -288,41 +291,25 @@ func (e *historyExporter) batchOf(payloads [][]byte) *batch {
 func (e *historyExporter) writeOneByOne(ctx context.Context, b *batch, cause error) (written [2]int64, err error) {
 	for i := range b.tables {
 		tr := &b.tables[i]
-		lines := splitRows(tr.data.Bytes())
-		for _, line := range lines {
-			one := newBatch(e.store.tables)
-			otr := &one.tables[i]
-			otr.data.Write(line)
-			otr.rows, otr.minEnd, otr.maxEnd = 1, tr.minEnd, tr.maxEnd
-			n, err := e.store.write(ctx, one)
-			switch {
-			case err == nil:
-				written[i] += n[i]
-			case dataError(err):
-				b.reject(reasonRejectedByDatabase, fmt.Sprintf("%s row: %v (the batch: %v)", tr.t.Name, err, cause))
-			default:
-				return written, err
+		for _, part := range tr.parts {
+			for line := range part.each {
+				one := newBatch(e.store.tables)
+				otr := &one.tables[i]
+				otr.parts = []*copyPart{{columns: part.columns, keyAt: part.keyAt, chunks: [][]byte{line}, rows: 1}}
+				otr.rows, otr.minEnd, otr.maxEnd = 1, tr.minEnd, tr.maxEnd
+				n, err := e.store.write(ctx, one)
+				switch {
+				case err == nil:
+					written[i] += n[i]
+				case dataError(err):
+					b.reject(reasonRejectedByDatabase, 1, fmt.Sprintf("%s row: %v (the batch: %v)", tr.t.Name, err, cause))
+				default:
+					return written, err
+				}
 			}
 		}
 	}
 	return written, nil
-}
-
-// splitRows cuts COPY text into its rows (a newline inside a value is
-// escaped, so every newline ends a row).
-func splitRows(data []byte) [][]byte {
-	var rows [][]byte
-	for len(data) > 0 {
-		end := 0
-		for end < len(data) && data[end] != '\n' {
-			end++
-		}
-		if end < len(data) {
-			end++
-		}
-		rows, data = append(rows, data[:end]), data[end:]
-	}
-	return rows
 }
 
 // dropOldDays runs the retention and counts what it dropped.
@@ -410,40 +397,4 @@ func (e *historyExporter) noteRejected(ctx context.Context, reason string, n int
 		e.logger.Warn("History events not written (logged once per reason; history_events_dropped counts them)",
 			zap.String("reason", reason), zap.Int64("events", n), zap.String("first", why))
 	}
-}
-
-// countEvents counts the finished-work events of ld, and every record.
-func countEvents(ld plog.Logs, tables [2]*historyTable) (events, all int64) {
-	rls := ld.ResourceLogs()
-	for i := range rls.Len() {
-		sls := rls.At(i).ScopeLogs()
-		for j := range sls.Len() {
-			lrs := sls.At(j).LogRecords()
-			for k := range lrs.Len() {
-				all++
-				if isEvent(lrs.At(k).EventName(), tables) {
-					events++
-				}
-			}
-		}
-	}
-	return events, all
-}
-
-func isEvent(name string, tables [2]*historyTable) bool {
-	return name == tables[0].event || name == tables[1].event
-}
-
-// onlyEvents copies ld without the records that are not events.
-func onlyEvents(ld plog.Logs, tables [2]*historyTable) plog.Logs {
-	out := plog.NewLogs()
-	ld.CopyTo(out)
-	out.ResourceLogs().RemoveIf(func(rl plog.ResourceLogs) bool {
-		rl.ScopeLogs().RemoveIf(func(sl plog.ScopeLogs) bool {
-			sl.LogRecords().RemoveIf(func(lr plog.LogRecord) bool { return !isEvent(lr.EventName(), tables) })
-			return sl.LogRecords().Len() == 0
-		})
-		return rl.ScopeLogs().Len() == 0
-	})
-	return out
 }

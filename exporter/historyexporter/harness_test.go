@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -24,10 +25,12 @@ import (
 
 // gp6DSNVariable names a superuser connection to a real Greenplum 6
 // (its coordinator, database postgres); with it the history tests run
-// there too. The role and database gpotel_history are dropped and made
-// anew on it, and its pg_hba.conf must let gpotel_history and
-// gpotel_monitor connect from 127.0.0.1 without a password.
+// there too. The roles and the database the tests make are dropped and
+// made anew on it.
 const gp6DSNVariable = "GPOTEL_HISTORY_GP6_DSN"
+
+// testPassword is every test role's.
+const testPassword = "history-test"
 
 // historyTarget is a server the history tests write into.
 type historyTarget struct {
@@ -51,7 +54,7 @@ func historyTargets(t *testing.T) []historyTarget {
 	if testing.Short() {
 		t.Skip("starts PostgreSQL")
 	}
-	targets := []historyTarget{{name: "postgresql", start: startTestbedHistoryDB}}
+	targets := []historyTarget{{name: "postgresql", start: func(t *testing.T) *historyDB { return startTestbedHistoryDB(t) }}}
 	if dsn := os.Getenv(gp6DSNVariable); dsn != "" {
 		targets = append(targets, historyTarget{name: "gp6 (real)", start: func(t *testing.T) *historyDB { return startRealHistoryDB(t, dsn) }})
 	} else {
@@ -60,7 +63,7 @@ func historyTargets(t *testing.T) []historyTarget {
 	return targets
 }
 
-func startTestbedHistoryDB(t *testing.T) *historyDB {
+func startTestbedHistoryDB(t testing.TB) *historyDB {
 	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
 	db := grantHistory(t, c.CoordinatorDSN)
 	db.cluster = c
@@ -74,7 +77,8 @@ func startRealHistoryDB(t *testing.T, dsn string) *historyDB {
 		t.Fatalf("%s: %v", gp6DSNVariable, err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	for _, stmt := range []string{"DROP DATABASE IF EXISTS gpotel_history", "DROP ROLE IF EXISTS gpotel_history", "DROP ROLE IF EXISTS gpotel_monitor"} {
+	for _, stmt := range []string{"DROP DATABASE IF EXISTS gpotel_history", "DROP ROLE IF EXISTS gpotel_history", "DROP ROLE IF EXISTS gpotel_monitor",
+		"DROP ROLE IF EXISTS gpotel_super"} {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)
 		}
@@ -84,7 +88,7 @@ func startRealHistoryDB(t *testing.T, dsn string) *historyDB {
 
 // grantHistory runs the documented grants as the superuser of dsn and
 // returns the exporter's settings for the history role.
-func grantHistory(t *testing.T, dsn string) *historyDB {
+func grantHistory(t testing.TB, dsn string) *historyDB {
 	t.Helper()
 	ctx := await.Context(t)
 	conn, err := pgx.Connect(ctx, dsn)
@@ -92,10 +96,16 @@ func grantHistory(t *testing.T, dsn string) *historyDB {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	for _, stmt := range statementsOf(documentedSQL(t, "grants")) {
+	// A real server may ask for a password (Greenplum 6 does, but of its
+	// own superuser); every role the tests make logs in with this one.
+	for _, stmt := range append(statementsOf(documentedSQL(t, "grants")), "ALTER ROLE gpotel_history PASSWORD '"+testPassword+"'") {
 		if _, err := conn.Exec(ctx, stmt); err != nil {
 			t.Fatalf("the documented grants: %s: %v", stmt, err)
 		}
+	}
+	passwordFile := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(passwordFile, []byte(testPassword+"\n"), 0o600); err != nil {
+		t.Fatal(err)
 	}
 	cc := conn.Config().Copy()
 	cc.Database = "gpotel_history"
@@ -106,6 +116,7 @@ func grantHistory(t *testing.T, dsn string) *historyDB {
 	t.Cleanup(func() { _ = admin.Close(context.Background()) })
 	cfg := createDefaultConfig()
 	cfg.Host, cfg.Port, cfg.Database, cfg.User, cfg.SSLMode = cc.Host, int(cc.Port), "gpotel_history", "gpotel_history", "disable"
+	cfg.PasswordFile = passwordFile
 	// Quick retries: the tests wait for conditions, not for a backoff.
 	cfg.Retry = RetryConfig{InitialInterval: 50 * time.Millisecond, MaxInterval: 500 * time.Millisecond}
 	cfg.Timeout = 20 * time.Second
@@ -128,7 +139,7 @@ func startExporter(t *testing.T, cfg *Config, host component.Host, tel *componen
 	return e
 }
 
-func newExporterAt(t *testing.T, cfg *Config, tel *componenttest.Telemetry, now func() time.Time) *historyExporter {
+func newExporterAt(t testing.TB, cfg *Config, tel *componenttest.Telemetry, now func() time.Time) *historyExporter {
 	t.Helper()
 	if tel == nil {
 		tel = componenttest.NewTelemetry()
@@ -145,7 +156,7 @@ func newExporterAt(t *testing.T, cfg *Config, tel *componenttest.Telemetry, now 
 }
 
 // count is a count(*) (or any one-number query) on the history database.
-func (db *historyDB) count(t *testing.T, query string, args ...any) int64 {
+func (db *historyDB) count(t testing.TB, query string, args ...any) int64 {
 	t.Helper()
 	var n int64
 	if err := db.admin.QueryRow(await.Context(t), query, args...).Scan(&n); err != nil {
@@ -172,7 +183,7 @@ func (db *historyDB) awaitRows(t *testing.T, table string, want int64) {
 
 // documentedSQL is the SQL docs/operations.md shows under
 // <!-- history-sql: name -->.
-func documentedSQL(t *testing.T, name string) string {
+func documentedSQL(t testing.TB, name string) string {
 	t.Helper()
 	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 
+	"github.com/gpotel/gpotel/deploy"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -50,6 +51,7 @@ func TestHistoryRowsMatchTheEvents(t *testing.T) {
 				checkRowsMatchTheEvents(t, db, table, ld)
 			}
 			t.Run("documented SQL", func(t *testing.T) { checkDocumentedSQL(t, db, n, end) })
+			t.Run("the dashboard's history panels", func(t *testing.T) { checkDashboardSQL(t, db, n, end) })
 		})
 	}
 }
@@ -313,7 +315,7 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			write := func(s *store) [2]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
-				b.addLogs(workload(0, n, now), now.Add(-day), now.Add(day))
+				b.add(encodeEvents(workload(0, n, now), s.tables, now.Add(-day), now.Add(day)))
 				written, err := s.write(ctx, b)
 				if err != nil {
 					t.Fatal(err)
@@ -335,6 +337,99 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			}
 			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n {
 				t.Errorf("%d rows, want %d", got, n)
+			}
+		})
+	}
+}
+
+// checkDashboardSQL runs the Grafana dashboard's history panels, their
+// macros expanded as Grafana does, over the hour around the workload.
+func checkDashboardSQL(t *testing.T, db *historyDB, n int, end time.Time) {
+	qs, err := deploy.DashboardSQL(end.Add(-time.Hour), end.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var most, total float64
+	for i := range n {
+		q := sampleQuery(i, end)
+		c := float64(q.Totals[pipeline.CPUUser])/1e9 + float64(q.Totals[pipeline.CPUSystem])/1e9
+		most, total = max(most, c), total+c
+	}
+	for _, q := range qs {
+		rows, err := db.admin.Query(await.Context(t), q.SQL)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", q.Source, err, q.SQL)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToMap)
+		if err != nil {
+			t.Fatalf("%s: %v", q.Source, err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s: no rows", q.Source)
+		}
+		switch {
+		case got[0]["cpu_s"] != nil:
+			if c := numericFloat(t, got[0]["cpu_s"]); c != math.Round(most*100)/100 {
+				t.Errorf("%s: the first query used %v CPU seconds, the busiest event %v", q.Source, c, most)
+			}
+		case got[0]["value"] != nil:
+			var sum float64
+			for _, row := range got {
+				sum += row["value"].(float64)
+			}
+			if math.Abs(sum-total) > 1e-6 {
+				t.Errorf("%s: %v CPU seconds over the users and times, the events %v", q.Source, sum, total)
+			}
+		default:
+			t.Errorf("%s: neither a CPU column nor a value: %v", q.Source, got[0])
+		}
+	}
+}
+
+// A field new to the events becomes a column of the existing table at
+// the next start, and rows queued before it (encoded without the field)
+// are written with NULL there.
+func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			e := startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if err := e.shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// The tables as an exporter made them that did not know the field.
+			const column = "vmem_peak"
+			if _, err := db.admin.Exec(ctx, "ALTER TABLE gpotel_history.queries DROP COLUMN "+column); err != nil {
+				t.Fatal(err)
+			}
+			older := historyTables(defaultSchema)
+			older[0] = newHistoryTable(defaultSchema, tableQueries, pipeline.EventQueryEnd,
+				slices.DeleteFunc(slices.Clone(pipeline.QueryEventFields), func(f pipeline.EventField) bool { return f.Column == column }),
+				pipeline.AttrEventQueryEnd)
+			end := middayToday()
+			withVmem := func(i int) plog.Logs {
+				q := sampleQuery(i, end.Add(time.Duration(i)*time.Second))
+				q.VmemPeak = 1 << 30
+				ld := plog.NewLogs()
+				pipeline.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
+				return ld
+			}
+			queuedBefore := encodeEvents(withVmem(0), older, end.Add(-day), end.Add(day))
+
+			e = startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if _, err := e.queue.push(ctx, queuedBefore.events(), queuedBefore.payload); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.consumeLogs(ctx, withVmem(1)); err != nil {
+				t.Fatal(err)
+			}
+			db.awaitRows(t, tableQueries, 2)
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE "+column+" IS NULL AND ccnt = 1"); n != 1 {
+				t.Errorf("the row queued before the field: %d with %s NULL, want 1", n, column)
+			}
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE "+column+" = 1073741824 AND ccnt = 2"); n != 1 {
+				t.Errorf("the row with the field: %d with its %s, want 1", n, column)
 			}
 		})
 	}

@@ -15,14 +15,15 @@ import (
 )
 
 // queue is a bounded first-in first-out list of entries, each the
-// finished-work events of one ConsumeLogs call encoded as OTLP, kept in a
+// finished-work events of one ConsumeLogs call (their rows), kept in a
 // storage client so that they outlive a database outage and a collector
 // restart. Past maxBytes the oldest entries make room for the new one.
 //
 // Storage layout: "meta" holds the sequence numbers of the oldest entry
 // and of the next one (8 bytes each, little endian); "e<seq>" holds an
-// entry: its event count (8 bytes) then the OTLP bytes. Each change is
-// one storage batch, so a crash leaves either the old or the new state.
+// entry as given, "n<seq>" its event count and size (8 bytes each), so
+// that opening reads only those. Each change is one storage batch, so a
+// crash leaves either the old or the new state.
 //
 // One writer takes entries from the front, writes them, and reports the
 // outcome. An entry dropped to make room while the writer has it is lost
@@ -59,11 +60,23 @@ type entryInfo struct {
 }
 
 const (
-	metaKey         = "meta"
-	entryHeaderSize = 8
+	metaKey = "meta"
+	// entryOverhead is what an entry costs beside its bytes: its "n" key.
+	entryOverhead = 16
 )
 
 func entryKey(seq uint64) string { return "e" + strconv.FormatUint(seq, 10) }
+func indexKey(seq uint64) string { return "n" + strconv.FormatUint(seq, 10) }
+
+func indexValue(e entryInfo) []byte {
+	v := binary.LittleEndian.AppendUint64(make([]byte, 0, entryOverhead), uint64(e.events))
+	return binary.LittleEndian.AppendUint64(v, uint64(e.bytes))
+}
+
+// deleteOps forget an entry.
+func deleteOps(ops []*storage.Operation, seq uint64) []*storage.Operation {
+	return append(ops, storage.DeleteOperation(entryKey(seq)), storage.DeleteOperation(indexKey(seq)))
+}
 
 // openQueue reads what an earlier run left in client. Entries beyond
 // maxBytes (a smaller bound than before) are dropped; their events are
@@ -79,18 +92,18 @@ func openQueue(ctx context.Context, client storage.Client, maxBytes int64) (q *q
 		head, q.next = binary.LittleEndian.Uint64(meta), binary.LittleEndian.Uint64(meta[8:])
 	}
 	for seq := head; seq < q.next; seq++ {
-		v, err := client.Get(ctx, entryKey(seq))
+		v, err := client.Get(ctx, indexKey(seq))
 		if err != nil {
-			return nil, 0, fmt.Errorf("queue storage: read %s: %w", entryKey(seq), err)
+			return nil, 0, fmt.Errorf("queue storage: read %s: %w", indexKey(seq), err)
 		}
-		if len(v) < entryHeaderSize {
+		if len(v) != entryOverhead {
 			continue // deleted in a batch whose meta update was not kept, or damaged
 		}
-		q.append(entryInfo{seq: seq, events: int64(binary.LittleEndian.Uint64(v)), bytes: int64(len(v))})
+		q.append(entryInfo{seq: seq, events: int64(binary.LittleEndian.Uint64(v)), bytes: int64(binary.LittleEndian.Uint64(v[8:]))})
 	}
 	var ops []*storage.Operation
 	for q.bytes > maxBytes {
-		ops = append(ops, storage.DeleteOperation(entryKey(q.entries[0].seq)))
+		ops = deleteOps(ops, q.entries[0].seq)
 		dropped += q.entries[0].events
 		q.removeFront(1)
 	}
@@ -107,24 +120,21 @@ func openQueue(ctx context.Context, client storage.Client, maxBytes int64) (q *q
 // entries the writer does not hold to make room; it returns the events
 // so dropped. An entry larger than the bound is itself dropped.
 func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped int64, err error) {
-	size := int64(entryHeaderSize + len(payload))
+	size := int64(entryOverhead + len(payload))
 	if size > q.maxBytes {
 		return events, nil
 	}
-	value := make([]byte, entryHeaderSize, size)
-	binary.LittleEndian.PutUint64(value, uint64(events))
-	value = append(value, payload...)
-
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
 	for freed := int64(0); q.bytes-freed+size > q.maxBytes; n++ {
 		freed += q.entries[n].bytes
 	}
-	ops := make([]*storage.Operation, 0, n+2)
-	ops = append(ops, storage.SetOperation(entryKey(q.next), value))
+	info := entryInfo{seq: q.next, events: events, bytes: size}
+	ops := make([]*storage.Operation, 0, 2*n+3)
+	ops = append(ops, storage.SetOperation(entryKey(info.seq), payload), storage.SetOperation(indexKey(info.seq), indexValue(info)))
 	for _, e := range q.entries[:n] {
-		ops = append(ops, storage.DeleteOperation(entryKey(e.seq)))
+		ops = deleteOps(ops, e.seq)
 	}
 	q.next++
 	ops = append(ops, q.metaOpAfter(n))
@@ -141,7 +151,7 @@ func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped
 		}
 	}
 	q.removeFront(n)
-	q.append(entryInfo{seq: q.next - 1, events: events, bytes: size})
+	q.append(info)
 	q.signalIfAny()
 	return dropped, nil
 }
@@ -171,8 +181,8 @@ func (q *queue) take(ctx context.Context, maxEvents int64) ([]entryInfo, [][]byt
 		if err != nil {
 			return infos, payloads, fmt.Errorf("queue storage: read %s: %w", entryKey(e.seq), err)
 		}
-		if len(v) >= entryHeaderSize {
-			payloads = append(payloads, v[entryHeaderSize:])
+		if v != nil {
+			payloads = append(payloads, v)
 		}
 	}
 	return infos, payloads, nil
@@ -193,9 +203,9 @@ func (q *queue) done(ctx context.Context, written bool) (lost int64, err error) 
 		return lost, nil
 	}
 	q.lostIfFailed = 0
-	ops := make([]*storage.Operation, 0, n+1)
+	ops := make([]*storage.Operation, 0, 2*n+1)
 	for _, e := range q.entries[:n] {
-		ops = append(ops, storage.DeleteOperation(entryKey(e.seq)))
+		ops = deleteOps(ops, e.seq)
 	}
 	ops = append(ops, q.metaOpAfter(n))
 	q.removeFront(n)

@@ -10,8 +10,8 @@ import (
 	"testing"
 )
 
-// entry is a payload of the given size whose text names it.
-func entry(name string, size int) []byte {
+// payload is a payload of the given size whose text names it.
+func payload(name string, size int) []byte {
 	b := []byte(name)
 	for len(b) < size {
 		b = append(b, '.')
@@ -33,7 +33,7 @@ func mustOpen(t *testing.T, client *memoryClient, maxBytes int64) *queue {
 
 func mustPush(t *testing.T, q *queue, name string, events int64, size int) int64 {
 	t.Helper()
-	dropped, err := q.push(context.Background(), events, entry(name, size))
+	dropped, err := q.push(context.Background(), events, payload(name, size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func names(t *testing.T, q *queue) []string {
 }
 
 func TestQueueDropsTheOldestPastItsBound(t *testing.T) {
-	q := mustOpen(t, newMemoryClient(), 3*(entryHeaderSize+100))
+	q := mustOpen(t, newMemoryClient(), 3*(entryOverhead+100))
 	for i, name := range []string{"a", "b", "c"} {
 		if d := mustPush(t, q, name, int64(i+1), 100); d != 0 {
 			t.Fatalf("push %s within the bound dropped %d", name, d)
@@ -71,8 +71,8 @@ func TestQueueDropsTheOldestPastItsBound(t *testing.T) {
 	if d := mustPush(t, q, "e", 5, 150); d != 2+3 {
 		t.Errorf("a larger entry dropped %d events, want b's and c's 5", d)
 	}
-	if events, bytes := q.size(); events != 9 || bytes != 2*entryHeaderSize+250 {
-		t.Errorf("queue holds %d events in %d bytes, want d and e: 9 in %d", events, bytes, 2*entryHeaderSize+250)
+	if events, bytes := q.size(); events != 9 || bytes != 2*entryOverhead+250 {
+		t.Errorf("queue holds %d events in %d bytes, want d and e: 9 in %d", events, bytes, 2*entryOverhead+250)
 	}
 	if got := names(t, q); !slices.Equal(got, []string{"d", "e"}) {
 		t.Errorf("queue holds %v, want the newest [d e]", got)
@@ -119,7 +119,7 @@ func TestQueueOpenedWithASmallerBoundDropsTheOldest(t *testing.T) {
 	for i := range 10 {
 		mustPush(t, q, fmt.Sprint(i), 1, 100)
 	}
-	smaller, dropped, err := openQueue(context.Background(), client, 3*(entryHeaderSize+100))
+	smaller, dropped, err := openQueue(context.Background(), client, 3*(entryOverhead+100))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +158,7 @@ func TestQueueTakeHonoursMaxEvents(t *testing.T) {
 func TestQueueEntryDroppedWhileWrittenIsLostOnlyIfTheWriteFails(t *testing.T) {
 	for _, written := range []bool{true, false} {
 		t.Run(fmt.Sprintf("written=%v", written), func(t *testing.T) {
-			q := mustOpen(t, newMemoryClient(), 2*(entryHeaderSize+100))
+			q := mustOpen(t, newMemoryClient(), 2*(entryOverhead+100))
 			mustPush(t, q, "a", 3, 100)
 			mustPush(t, q, "b", 4, 100)
 			if infos, _, err := q.take(context.Background(), 3); err != nil || len(infos) != 1 {

@@ -64,7 +64,7 @@ func TestHistoryNeedsItsOwnRight(t *testing.T) {
 			}
 
 			// The receiver's monitoring role: no right to create anything here.
-			monitor := "CREATE ROLE gpotel_monitor LOGIN"
+			monitor := "CREATE ROLE gpotel_monitor LOGIN PASSWORD '" + testPassword + "'"
 			if db.cluster != nil {
 				monitor += " IN ROLE pg_read_all_stats"
 			}
@@ -72,7 +72,7 @@ func TestHistoryNeedsItsOwnRight(t *testing.T) {
 			refused(as("gpotel_monitor"), `GRANT CREATE ON DATABASE "gpotel_history" TO "gpotel_monitor"`)
 
 			// A superuser may do everything, which is why it is refused.
-			su("CREATE ROLE gpotel_super LOGIN SUPERUSER")
+			su("CREATE ROLE gpotel_super LOGIN SUPERUSER PASSWORD '" + testPassword + "'")
 			refused(as("gpotel_super"), `role "gpotel_super" is a superuser: give the history a role of its own`)
 
 			// The history role starts, and makes the schema and tables.

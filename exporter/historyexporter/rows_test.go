@@ -5,6 +5,8 @@ package historyexporter
 
 import (
 	"bytes"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -27,12 +29,36 @@ func oneQuery(q *pipeline.FinishedQuery) plog.Logs {
 	return ld
 }
 
-func batchOf(lds ...plog.Logs) *batch {
-	b := newBatch(historyTables(defaultSchema))
+// batchOf is what the writer makes of lds, each queued by one
+// ConsumeLogs call, and what encoding them left out.
+func batchOf(t *testing.T, lds ...plog.Logs) (*batch, map[string]int64) {
+	t.Helper()
+	tables := historyTables(defaultSchema)
+	b := newBatch(tables)
+	rejected := map[string]int64{}
 	for _, ld := range lds {
-		b.addLogs(ld, testOldest, testNewest)
+		en := encodeEvents(ld, tables, testOldest, testNewest)
+		for reason, n := range en.rejected {
+			rejected[reason] += n
+		}
+		queued, err := unmarshalEntry(en.payload)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.add(queued)
 	}
-	return b
+	return b, rejected
+}
+
+// rowsText is a table's rows in a batch, every part's.
+func rowsText(tr *tableRows) []byte {
+	var out []byte
+	for _, p := range tr.parts {
+		for _, c := range p.chunks {
+			out = append(out, c...)
+		}
+	}
+	return out
 }
 
 func columnsOf(t *testing.T, row []byte) []string {
@@ -44,12 +70,12 @@ func columnsOf(t *testing.T, row []byte) []string {
 }
 
 func TestEveryFieldIsAColumnOfItsRow(t *testing.T) {
-	b := batchOf(workload(0, queriesPerSession, testNow))
+	b, _ := batchOf(t, workload(0, queriesPerSession, testNow))
 	for _, tr := range b.tables {
 		if tr.rows == 0 {
 			t.Fatalf("%s: no row", tr.t.Name)
 		}
-		row, _, _ := bytes.Cut(tr.data.Bytes(), []byte("\n"))
+		row, _, _ := bytes.Cut(rowsText(&tr), []byte("\n"))
 		cols := columnsOf(t, append(row, '\n'))
 		if len(cols) != len(tr.t.fields) || len(tr.t.Columns) != len(tr.t.fields) {
 			t.Fatalf("%s: %d values and %d columns for %d fields", tr.t.Name, len(cols), len(tr.t.Columns), len(tr.t.fields))
@@ -72,8 +98,8 @@ func TestHostileStringsStayInTheirColumn(t *testing.T) {
 	long := strings.Repeat("é", maxTextBytes) // 2 bytes each: twice the bound
 	q.Text = &long
 	q.Segments[1].Host = "sdw\"1\\\x01"
-	b := batchOf(oneQuery(q))
-	cols := columnsOf(t, b.tables[0].data.Bytes())
+	b, _ := batchOf(t, oneQuery(q))
+	cols := columnsOf(t, rowsText(&b.tables[0]))
 	if len(cols) != len(pipeline.QueryEventFields) {
 		t.Fatalf("%d columns, want %d", len(cols), len(pipeline.QueryEventFields))
 	}
@@ -114,46 +140,100 @@ func TestAnEventWithoutAFieldItMustHaveIsLeftOut(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ld := oneQuery(sampleQuery(0, testNow))
 			tc.spoil(ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0))
-			b := batchOf(ld)
-			if b.events() != 0 || b.rejected[reasonInvalid] != 1 {
-				t.Errorf("%d rows, rejected %v; want none and one invalid", b.events(), b.rejected)
+			b, rejected := batchOf(t, ld)
+			if b.events() != 0 || rejected[reasonInvalid] != 1 {
+				t.Errorf("%d rows, rejected %v; want none and one invalid", b.events(), rejected)
 			}
 		})
 	}
 }
 
 func TestAnEventEndingOutsideTheRetentionOrAheadOfTheClockIsLeftOut(t *testing.T) {
-	b := batchOf(oneQuery(sampleQuery(0, testOldest.Add(-time.Second))), oneQuery(sampleQuery(1, testNewest.Add(time.Second))),
+	b, rejected := batchOf(t, oneQuery(sampleQuery(0, testOldest.Add(-time.Second))), oneQuery(sampleQuery(1, testNewest.Add(time.Second))),
 		oneQuery(sampleQuery(2, testOldest.Add(time.Second))))
-	if b.events() != 1 || b.rejected[reasonEndOutOfRange] != 2 {
-		t.Errorf("%d rows, rejected %v; want the one within and two out of range", b.events(), b.rejected)
+	if b.events() != 1 || rejected[reasonEndOutOfRange] != 2 {
+		t.Errorf("%d rows, rejected %v; want the one within and two out of range", b.events(), rejected)
 	}
 }
 
 func TestAnEventTwiceInOneBatchIsOneRow(t *testing.T) {
 	ld := oneQuery(sampleQuery(3, testNow))
-	b := batchOf(ld, ld)
-	if b.events() != 1 || len(b.rejected) != 0 {
-		t.Errorf("%d rows, rejected %v; want 1 and none", b.events(), b.rejected)
+	b, rejected := batchOf(t, ld, ld)
+	if b.events() != 1 || len(rejected) != 0 {
+		t.Errorf("%d rows, rejected %v; want 1 and none", b.events(), rejected)
 	}
 	other := sampleQuery(3, testNow)
 	other.CommandCount++
-	if b := batchOf(ld, oneQuery(other)); b.events() != 2 {
+	if b, _ := batchOf(t, ld, oneQuery(other)); b.events() != 2 {
 		t.Errorf("two events of one session with different keys: %d rows, want 2", b.events())
 	}
 }
 
 func TestRecordsThatAreNotEventsAreNotQueued(t *testing.T) {
 	ld := workload(0, queriesPerSession, testNow)
-	lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
-	lrs.AppendEmpty().Body().SetStr("an ordinary log line")
-	tables := historyTables(defaultSchema)
-	events, all := countEvents(ld, tables)
-	if events != queriesPerSession+1 || all != events+1 {
-		t.Fatalf("counted %d events of %d records", events, all)
+	ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().AppendEmpty().Body().SetStr("an ordinary log line")
+	en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
+	if en.events() != queriesPerSession+1 || len(en.rejected) != 0 {
+		t.Errorf("%d rows, rejected %v; want the %d events and nothing else", en.events(), en.rejected, queriesPerSession+1)
 	}
-	only := onlyEvents(ld, tables)
-	if n, all := countEvents(only, tables); n != events || all != events {
-		t.Errorf("onlyEvents kept %d records, %d events; want the %d events alone", all, n, events)
+}
+
+func TestAnEntryReadsBackAsItWasQueued(t *testing.T) {
+	en := encodeEvents(workload(0, 2*queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest)
+	back, err := unmarshalEntry(en.payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	en.rejected, en.why = nil, nil
+	if !reflect.DeepEqual(back, en) {
+		t.Errorf("read back %+v\nwant %+v", back, en)
+	}
+}
+
+// A damaged entry (cut anywhere, or a byte changed) is an error, never a
+// panic or a huge allocation.
+func TestADamagedEntryIsRefused(t *testing.T) {
+	raw := encodeEvents(workload(0, queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest).payload
+	for n := range len(raw) {
+		if _, err := unmarshalEntry(raw[:n]); err == nil {
+			t.Fatalf("an entry cut at %d of %d bytes read back", n, len(raw))
+		}
+	}
+}
+
+func FuzzUnmarshalEntry(f *testing.F) {
+	f.Add(encodeEvents(workload(0, queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest).payload)
+	f.Add([]byte{entryVersion, 0xff, 0xff, 0xff, 0xff})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		e, err := unmarshalEntry(b)
+		if err != nil {
+			return
+		}
+		// Whatever decodes is added to a batch without a panic.
+		newBatch(historyTables(defaultSchema)).add(e)
+	})
+}
+
+// Rows queued by an exporter that knew fewer fields are written into the
+// columns they have; rows naming a column the table's fields lack are
+// left out, counted.
+func TestRowsQueuedForOtherColumns(t *testing.T) {
+	tables := historyTables(defaultSchema)
+	fewer := historyTables(defaultSchema)
+	fewer[0] = newHistoryTable(defaultSchema, tableQueries, pipeline.EventQueryEnd,
+		slices.DeleteFunc(slices.Clone(pipeline.QueryEventFields), func(f pipeline.EventField) bool { return f.Key == pipeline.AttrEventVmemPeak }),
+		pipeline.AttrEventQueryEnd)
+	old := encodeEvents(oneQuery(sampleQuery(0, testNow)), fewer, testOldest, testNewest)
+	b := newBatch(tables)
+	b.add(old)
+	b.add(encodeEvents(oneQuery(sampleQuery(1, testNow)), tables, testOldest, testNewest))
+	if len(b.tables[0].parts) != 2 || b.tables[0].rows != 2 {
+		t.Errorf("%d parts with %d rows; want the old columns' and the new, a row each", len(b.tables[0].parts), b.tables[0].rows)
+	}
+	unknown := encodeEvents(oneQuery(sampleQuery(2, testNow)), tables, testOldest, testNewest)
+	unknown.tables[0].columns = append(slices.Clone(unknown.tables[0].columns[:len(unknown.tables[0].columns)-1]), "a_field_gone")
+	b.add(unknown)
+	if b.rejected[reasonInvalid] != 1 || b.tables[0].rows != 2 {
+		t.Errorf("rows for an unknown column: rejected %v, %d rows; want 1 invalid and 2 rows", b.rejected, b.tables[0].rows)
 	}
 }

@@ -4,7 +4,6 @@
 package historyexporter
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -375,8 +374,10 @@ func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err erro
 		if tr.rows == 0 {
 			continue
 		}
-		if _, err := s.conn.PgConn().CopyFrom(ctx, bytes.NewReader(tr.data.Bytes()), gpsql.CopyHistoryStage(tr.t.HistoryTable)); err != nil {
-			return written, fmt.Errorf("copy %d rows into the staging table of %s: %w", tr.rows, tr.t.Name, err)
+		for _, part := range tr.parts {
+			if _, err := s.conn.PgConn().CopyFrom(ctx, part.reader(), gpsql.CopyHistoryStage(tr.t.HistoryTable, part.columns)); err != nil {
+				return written, fmt.Errorf("copy %d rows into the staging table of %s: %w", part.rows, tr.t.Name, err)
+			}
 		}
 		tag, err := tx.Exec(ctx, gpsql.InsertHistoryRows(tr.t.HistoryTable), tr.minEnd, tr.maxEnd)
 		if err != nil {

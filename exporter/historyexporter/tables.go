@@ -31,9 +31,11 @@ var sqlTypes = map[pipeline.EventType]string{
 // of the event, in the fields' order.
 type historyTable struct {
 	gpsql.HistoryTable
-	event  string
-	fields []pipeline.EventField
-	end    int // index in fields of the end time
+	event       string
+	fields      []pipeline.EventField
+	end         int // index in fields of the end time
+	columnNames []string
+	fieldIndex  map[string]int // attribute key → index in fields
 }
 
 // historyTables are the queries and sessions tables of schema, made from
@@ -46,13 +48,16 @@ func historyTables(schema string) [2]*historyTable {
 }
 
 func newHistoryTable(schema, name, event string, fields []pipeline.EventField, endKey string) *historyTable {
-	t := &historyTable{HistoryTable: gpsql.HistoryTable{Schema: schema, Name: name}, event: event, fields: fields, end: -1}
+	t := &historyTable{HistoryTable: gpsql.HistoryTable{Schema: schema, Name: name}, event: event, fields: fields, end: -1,
+		fieldIndex: map[string]int{}}
 	for i, f := range fields {
 		typ, ok := sqlTypes[f.Type]
 		if !ok {
 			panic(fmt.Sprintf("historyexporter: event field %s has type %d, which has no column type", f.Key, f.Type))
 		}
 		t.Columns = append(t.Columns, gpsql.HistoryColumn{Name: f.Column, Type: typ})
+		t.columnNames = append(t.columnNames, f.Column)
+		t.fieldIndex[f.Key] = i
 		if f.Identity {
 			t.Key = append(t.Key, f.Column)
 		}

@@ -179,10 +179,11 @@ func CreateHistoryStage(dialect string, t HistoryTable) string {
 	return stmt
 }
 
-// CopyHistoryStage loads rows into the staging table, in COPY's text
-// format (every dialect and version reads it).
-func CopyHistoryStage(t HistoryTable) string {
-	return fmt.Sprintf("COPY %s (%s) FROM STDIN", QuoteIdent(HistoryStage(t)), quoteList(t.columnNames()))
+// CopyHistoryStage loads rows of these columns into the staging table,
+// in COPY's text format (every dialect and version reads it); a column
+// not named is NULL (rows queued before a field was added).
+func CopyHistoryStage(t HistoryTable, columns []string) string {
+	return fmt.Sprintf("COPY %s (%s) FROM STDIN", QuoteIdent(HistoryStage(t)), quoteList(columns))
 }
 
 // InsertHistoryRows moves the staged rows into t, leaving out those whose

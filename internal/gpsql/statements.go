@@ -102,7 +102,7 @@ var Statements = []Statement{
 	{Name: "history: create stage", Sender: "history", Target: History, Text: func(s Shape) string {
 		return CreateHistoryStage(s.Dialect, sampleHistoryTable)
 	}},
-	{Name: "history: copy into stage", Sender: "history", Target: History, Text: always(CopyHistoryStage(sampleHistoryTable))},
+	{Name: "history: copy into stage", Sender: "history", Target: History, Text: always(CopyHistoryStage(sampleHistoryTable, sampleHistoryTable.columnNames()))},
 	{Name: "history: insert staged rows", Sender: "history", Target: History, Text: always(InsertHistoryRows(sampleHistoryTable)),
 		Args: []any{sampleHistoryDay, sampleHistoryDay.AddDate(0, 0, 2)}},
 	{Name: "history: drop partition", Sender: "history", Target: History, Text: func(s Shape) string {
