@@ -33,9 +33,9 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 		"password_file": "/p", "password_env": "P", "sslmode": "sometimes",
 		"dialect": "oracle", "schema": `history"; DROP TABLE x; --`,
 		"retention": "1h", "timeout": "0s",
-		"queue":     map[string]any{"max_bytes": 1024},
-		"batch":     map[string]any{"max_events": 0},
-		"retry":     map[string]any{"initial_interval": "10s", "max_interval": "1s"},
+		"queue": map[string]any{"max_bytes": 1024},
+		"batch": map[string]any{"max_events": 0},
+		"retry": map[string]any{"initial_interval": "10s", "max_interval": "1s"},
 	})
 	cfg := createDefaultConfig()
 	if err := cm.Unmarshal(cfg); err != nil {
