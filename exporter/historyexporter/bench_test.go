@@ -8,13 +8,13 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
@@ -88,7 +88,7 @@ func (st *benchStore) run(b *testing.B) {
 		queued += int64(len(rows.payload))
 		b.StartTimer()
 
-		began, cpuBefore := time.Now(), processCPU()
+		began, cpuBefore := time.Now(), benchmeter.ProcessCPU()
 		if err := e.consumeLogs(ctx, ld); err != nil {
 			b.Fatal(err)
 		}
@@ -96,7 +96,7 @@ func (st *benchStore) run(b *testing.B) {
 			b.Fatal(err)
 		}
 		exporterTime += time.Since(began)
-		cpu += processCPU() - cpuBefore
+		cpu += benchmeter.ProcessCPU() - cpuBefore
 
 		b.StopTimer()
 		began = time.Now()
@@ -155,13 +155,4 @@ func benchEvents(i, segments int, end time.Time) (plog.Logs, int64) {
 		}
 	}
 	return ld, n
-}
-
-// processCPU is this process's user and system CPU so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

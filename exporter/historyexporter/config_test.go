@@ -4,11 +4,14 @@
 package historyexporter
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/confmap"
+
+	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
 func validConfig() *Config {
@@ -58,5 +61,17 @@ func TestRetentionZeroKeepsEverything(t *testing.T) {
 	cfg.Retention = 0
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("retention 0: %v", err)
+	}
+}
+
+// The testbed (make run) creates the history role and database with the
+// statements docs/operations.md gives a DBA.
+func TestTheTestbedGrantsWhatTheDocsSay(t *testing.T) {
+	var documented []string
+	for _, stmt := range statementsOf(documentedSQL(t, "grants")) {
+		documented = append(documented, strings.TrimSuffix(stmt, ";"))
+	}
+	if !slices.Equal(documented, cluster.HistoryGrants) {
+		t.Errorf("docs/operations.md grants %q;\nthe testbed %q", documented, cluster.HistoryGrants)
 	}
 }
