@@ -204,7 +204,7 @@ func TestADamagedEntryIsRefused(t *testing.T) {
 func FuzzUnmarshalEntry(f *testing.F) {
 	f.Add(encodeEvents(workload(0, queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest).payload)
 	f.Add([]byte{entryVersion, 0xff, 0xff, 0xff, 0xff})
-	f.Fuzz(func(t *testing.T, b []byte) {
+	f.Fuzz(func(_ *testing.T, b []byte) {
 		e, err := unmarshalEntry(b)
 		if err != nil {
 			return
