@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -29,6 +30,14 @@ import (
 // made anew on it.
 const gp6DSNVariable = "GPOTEL_HISTORY_GP6_DSN"
 
+// gp6StopVariable and gp6StartVariable name shell commands that stop and
+// start that Greenplum 6 (e.g. /work/gp6/stop.sh); with both set the
+// outage test stops it too.
+const (
+	gp6StopVariable  = "GPOTEL_HISTORY_GP6_STOP"
+	gp6StartVariable = "GPOTEL_HISTORY_GP6_START"
+)
+
 // testPassword is every test role's.
 const testPassword = "history-test"
 
@@ -45,6 +54,9 @@ type historyDB struct {
 	admin    *pgx.Conn        // a superuser, on the history database
 	cfg      *Config          // the exporter's settings: the history role
 	cluster  *cluster.Cluster // the testbed's; nil for a real server
+	// stopServer and startServer stop and start the server; nil when the
+	// tests may not (a real server without gp6StopVariable and gp6StartVariable).
+	stopServer, startServer func(context.Context) error
 }
 
 // historyTargets are the testbed's PostgreSQL and, when configured, the
@@ -67,6 +79,7 @@ func startTestbedHistoryDB(t testing.TB) *historyDB {
 	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
 	db := grantHistory(t, c.CoordinatorDSN)
 	db.cluster = c
+	db.stopServer, db.startServer = c.StopCoordinator, c.StartCoordinator
 	return db
 }
 
@@ -83,7 +96,21 @@ func startRealHistoryDB(t *testing.T, dsn string) *historyDB {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	return grantHistory(t, dsn)
+	db := grantHistory(t, dsn)
+	if stop, start := os.Getenv(gp6StopVariable), os.Getenv(gp6StartVariable); stop != "" && start != "" {
+		db.stopServer, db.startServer = shellCommand(stop), shellCommand(start)
+	}
+	return db
+}
+
+// shellCommand runs command with sh; its output is in the error.
+func shellCommand(command string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if out, err := exec.CommandContext(ctx, "/bin/sh", "-c", command).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %w\n%s", command, err, out)
+		}
+		return nil
+	}
 }
 
 // grantHistory runs the documented grants as the superuser of dsn and

@@ -79,11 +79,18 @@ func (c *collector) failedAttempts() int64 {
 // of it: once the database is back, every event is in its table exactly
 // once, and none was dropped.
 func TestHistorySurvivesDatabaseOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts PostgreSQL")
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			if db.stopServer == nil {
+				t.Skipf("the test may not stop this server: set %s and %s", gp6StopVariable, gp6StartVariable)
+			}
+			survivesOutage(t, db)
+		})
 	}
-	// Only the testbed's server can be stopped by the test.
-	db := startTestbedHistoryDB(t)
+}
+
+func survivesOutage(t *testing.T, db *historyDB) {
 	cfg := *db.cfg
 	cfg.Storage = &fileStorageID
 	dir := t.TempDir()
@@ -115,7 +122,7 @@ func TestHistorySurvivesDatabaseOutage(t *testing.T) {
 	send(c)
 	db.awaitRows(t, tableQueries, perBatch)
 
-	if err := db.cluster.StopCoordinator(ctx); err != nil {
+	if err := db.stopServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	sendWhileDown(c)
@@ -126,7 +133,7 @@ func TestHistorySurvivesDatabaseOutage(t *testing.T) {
 		t.Errorf("after the restart the queue holds %d events, want the two batches sent during the outage", events)
 	}
 	sendWhileDown(c)
-	if err := db.cluster.StartCoordinator(ctx); err != nil {
+	if err := db.startServer(ctx); err != nil {
 		t.Fatal(err)
 	}
 	reconnectAdmin(t, db)
