@@ -140,7 +140,10 @@ func grantHistory(t testing.TB, dsn string) *historyDB {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = admin.Close(context.Background()) })
+	db := &historyDB{adminDSN: dsn, admin: admin}
+	// The connection open when the test ends (a server restart replaces
+	// it): one left open keeps the next test from dropping the database.
+	t.Cleanup(func() { _ = db.admin.Close(context.Background()) })
 	cfg := createDefaultConfig()
 	cfg.Host, cfg.Port, cfg.Database, cfg.User, cfg.SSLMode = cc.Host, int(cc.Port), "gpotel_history", "gpotel_history", "disable"
 	cfg.PasswordFile = passwordFile
@@ -150,7 +153,8 @@ func grantHistory(t testing.TB, dsn string) *historyDB {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	return &historyDB{adminDSN: dsn, admin: admin, cfg: cfg}
+	db.cfg = cfg
+	return db
 }
 
 // startExporter starts a history exporter on cfg (with host's

@@ -157,6 +157,7 @@ func reconnectAdmin(t *testing.T, db *historyDB) {
 	await.NoError(t, "the database answering again", func() error {
 		conn, err := pgx.ConnectConfig(context.Background(), cc)
 		if err == nil {
+			_ = db.admin.Close(context.Background())
 			db.admin = conn
 		}
 		return err
