@@ -11,9 +11,10 @@ demo_pid=""
 testbed_dir=""
 
 # history runs SQL in the history database (the history exporter's tables,
-# config/history.yaml) of the demo's coordinator.
+# config/history.yaml) of the demo's coordinator; without a pager, which
+# would hold gpotel-top back until it is left.
 history() {
-	"$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qX -c '\connect gpotel_history' "$@"
+	"$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qX -P pager=off -c '\connect gpotel_history' "$@"
 }
 HISTORY_ROWS="SELECT query_end, username, sess_id, ccnt, round(duration::numeric, 1) AS duration_s,
   round((cpu_time_user + cpu_time_system)::numeric, 2) AS cpu_s, status, left(query_text, 40) AS query
@@ -23,7 +24,7 @@ stop_demo() {
 	trap - EXIT INT TERM
 	if [ -n "$testbed_dir" ] && kill -0 "$demo_pid" 2>/dev/null; then
 		echo "the history tables kept these queries that used the most CPU:" >&2
-		history -c "$HISTORY_ROWS ORDER BY cpu_s DESC LIMIT 5" >&2 || true
+		history -c "$HISTORY_ROWS ORDER BY cpu_s DESC NULLS LAST LIMIT 5" >&2 || true
 	fi
 	if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
 		echo "stopping the demo (testbed, agents, collector)..." >&2
