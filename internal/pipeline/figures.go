@@ -174,7 +174,7 @@ var Figures = [NumFigures]FigureRow{
 		Exit: exit(record("cancelled_write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetCancelledWriteBytes)),
 		Stat: count("cancelled_write_bytes", func(s *yagpcc.SystemStat) *uint64 { return &s.CancelledWriteBytes })},
 	DiskDelay: {Metric: ProcessDiskDelay,
-		Live: live(stat("stat delayacct_blkio_ticks", kernelunits.Ticks, (*yagpcc.ProcStat).GetDelayacctBlkioTicks)),
+		Live: live(delayacctStat("stat delayacct_blkio_ticks", kernelunits.Ticks, (*yagpcc.ProcStat).GetDelayacctBlkioTicks)),
 		Exit: exit(delay("delays blkio", (*gpotelv1.TaskDelays).GetBlkio)),
 		Stat: seconds("blkio_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.BlkioDelaySeconds })},
 	CharsRead: {Metric: ProcessIOChars, Value: DirectionRead,
@@ -437,6 +437,14 @@ func stat(field string, u kernelunits.Unit, get func(*yagpcc.ProcStat) int64) So
 		s := i.GetProcStat()
 		return get(s), s != nil
 	}}
+}
+
+// delayacctStat is a stat field the kernel counts only while delay
+// accounting is on.
+func delayacctStat(field string, u kernelunits.Unit, get func(*yagpcc.ProcStat) int64) Source[*yagpcc.GpPidProcInfo] {
+	src := stat(field, u, get)
+	src.Delayacct = true
+	return src
 }
 
 func status(field string, get func(*yagpcc.ProcStatus) int64) Source[*yagpcc.GpPidProcInfo] {
