@@ -52,7 +52,9 @@ func source(t *testing.T, f Figure, i int, info *yagpcc.GpPidProcInfo, h kernelu
 
 func TestConvertFullReading(t *testing.T) {
 	info := fullReading()
-	p := Convert(info, host100)
+	host := host100
+	host.Delayacct = true
+	p := Convert(info, host)
 	for _, c := range []struct {
 		name string
 		got  any
@@ -154,6 +156,20 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 	}
 	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
 		t.Errorf("no samples: %v/%v ns, want all user as the kernel does", u, s)
+	}
+}
+
+// stat's delayacct_blkio_ticks counts only while kernel.task_delayacct is
+// on: with it off, the block I/O wait is not measured and is absent, as the
+// taskstats delays are, never a 0.
+func TestBlockIOWaitNeedsDelayAccounting(t *testing.T) {
+	host := host100
+	if p := Convert(fullReading(), host); p.Values[DiskDelay].OK {
+		t.Errorf("block I/O wait without delay accounting: %+v, want absent", p.Values[DiskDelay])
+	}
+	host.Delayacct = true
+	if p := Convert(fullReading(), host); p.Values[DiskDelay] != seconds0(0.07) {
+		t.Errorf("block I/O wait with delay accounting: %+v, want 0.07 s", p.Values[DiskDelay])
 	}
 }
 
