@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -341,5 +342,61 @@ func TestAPostmasterAccountOutlivesAFailedRead(t *testing.T) {
 	}
 	if _, ok := tr.reaped[pm]; ok {
 		t.Error("the forgotten postmaster's account is still kept")
+	}
+}
+
+// TestASegmentPostmasterIsLearntWithoutALiveBackend: a segment whose
+// backends all live for milliseconds (connection churn; on the testbed, the
+// discovery's own segment backends) never has one that a scrape reads
+// alive. Its postmaster is learnt from the exit record of a backend the
+// catalog listed on it, so that its children's records count from then on
+// (on that segment, unattributed) instead of being dropped as no database
+// process's.
+func TestASegmentPostmasterIsLearntWithoutALiveBackend(t *testing.T) {
+	tr := newExitTracker(zap.NewNop())
+	e := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig())
+	consts := kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_600_000_000, 0)}
+	const postmaster, listed, churned = 100, 200, 300
+	born := time.Now().Add(-time.Second)
+	record := func(pid int64, start time.Time) *gpotelv1.ExitRecord {
+		return &gpotelv1.ExitRecord{StartTimeUnixNano: start.UnixNano(), ExitTimeUnixNano: time.Now().UnixNano(),
+			Stats: &gpotelv1.TaskStatsRecord{Pid: pid, Ppid: postmaster, CpuRunVirtualNs: 5e7, CpuRunRealNs: 5e7}}
+	}
+	// A scrape lists a backend on segment 2 that is gone before the agent is
+	// asked: the agent answers nothing for it.
+	tr.beginTick()
+	tr.rememberAnswer("sdw2", consts, nil, map[int64]*Backend{listed: {SegmentID: 2, PID: listed, SessionID: 9, BackendType: "client backend"}})
+	tr.endTick()
+
+	// The next scrape fetches its record and one of a backend no scrape listed.
+	tr.beginTick()
+	md := pmetric.NewMetrics()
+	st := tr.emitExits(e.procs, md.ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+		[]hostExits{{host: "sdw2", records: []*gpotelv1.ExitRecord{record(churned, born), record(listed, born)}}})
+	tr.endTick()
+	if st.foreign != 0 || st.unattributed != 2 {
+		t.Errorf("exit records: %d unattributed, %d not a database process's; want 2 and 0", st.unattributed, st.foreign)
+	}
+	exited := processesOf([]pmetric.Metrics{md}, pipeline.KindExited)
+	for _, pid := range []int64{listed, churned} {
+		if v, ok := exited[pid]; !ok || v.segment != 2 {
+			t.Errorf("pid %d: exited %v on segment %d, want on segment 2 (its postmaster's)", pid, ok, v.segment)
+		}
+	}
+	if seg, ok := tr.postmasters[hostPID{"sdw2", postmaster}]; !ok || seg != 2 {
+		t.Errorf("postmaster %d known %v on segment %d, want segment 2: its reaped account must begin", postmaster, ok, seg)
+	}
+
+	// A pid the catalog listed and that was then reused by a process born
+	// after the listing is not that backend: its parent is learnt from nothing.
+	tr2 := newExitTracker(zap.NewNop())
+	tr2.beginTick()
+	tr2.rememberAnswer("sdw2", consts, nil, map[int64]*Backend{listed: {SegmentID: 2, PID: listed, SessionID: 9, BackendType: "client backend"}})
+	tr2.endTick()
+	tr2.beginTick()
+	st = tr2.emitExits(e.procs, pmetric.NewMetrics().ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+		[]hostExits{{host: "sdw2", records: []*gpotelv1.ExitRecord{record(listed, time.Now().Add(time.Minute))}}})
+	if st.foreign != 1 {
+		t.Errorf("a record of a pid reused after the listing: %+v, want it left out as no database process's", st)
 	}
 }
