@@ -192,8 +192,9 @@ func TestEveryDelayTypeIsCollected(t *testing.T) {
 // TestPostmasterUnrecordedCPU runs a real "postmaster" (a shell of user
 // nobody) that keeps one child the scrapes see and reaps short CPU burners
 // no scrape sees. Its unrecorded resource names it on its segment, and
-// unrecorded plus its children's exit records never exceed what its own
-// cutime+cstime grew by, read by the test from /proc.
+// unrecorded plus its children's exit records account for exactly what its
+// own cutime+cstime grew by, read by the test from /proc: never more, and
+// never less than it had grown before the last scrape read it.
 func TestPostmasterUnrecordedCPU(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting processes as nobody needs root")
@@ -228,9 +229,10 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	_, _ = s.scrape(context.Background()) // learns the postmaster from its child's ppid
 	_, _ = s.scrape(context.Background()) // reads it: the account begins
 	before := childCPU(t, pm.Process.Pid)
-	var records, unrecorded float64
+	var records, unrecorded, beforeLastScrape float64
 	var view processView
 	await.Until(t, "unrecorded CPU of the postmaster after a few scrapes of churn", func() bool {
+		beforeLastScrape = childCPU(t, pm.Process.Pid)
 		md, _ := s.scrape(context.Background())
 		for pid := range processesOf([]pmetric.Metrics{md}, pipeline.KindExited) {
 			records += cpuOf(md, pipeline.KindExited, pid)
@@ -242,7 +244,8 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 		return ok && records > 0.5
 	})
 	after := childCPU(t, pm.Process.Pid)
-	t.Logf("postmaster's reaped children: %.3f s; exit records %.3f s; unrecorded %.3f s", after-before, records, unrecorded)
+	t.Logf("postmaster's reaped children: %.3f s (%.3f s before the last scrape); exit records %.3f s; unrecorded %.3f s",
+		after-before, beforeLastScrape-before, records, unrecorded)
 	if _, ok := view.resource.Get(pipeline.AttrSessionID); ok {
 		t.Errorf("an unrecorded resource has no session: %v", view.resource.AsRaw())
 	}
@@ -254,6 +257,16 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	// exceed the parent's growth by more than a clock tick per read.
 	if slack := 0.05; records+unrecorded > after-before+slack {
 		t.Errorf("exit records %.3f s + unrecorded %.3f s exceed the postmaster's reaped %.3f s", records, unrecorded, after-before)
+	}
+	// The last scrape read the postmaster after this test's reading before
+	// it: the account holds at least that growth (the unrecorded share is
+	// Δcutime less the records, or more), to the rounding of a clock tick.
+	if tick := 1 / float64(groundtruth.ClockTicks()); records+unrecorded < beforeLastScrape-before-tick {
+		t.Errorf("exit records %.3f s + unrecorded %.3f s fall short of the %.3f s the postmaster had reaped before the last scrape read it",
+			records, unrecorded, beforeLastScrape-before)
+	}
+	if unrecorded <= 0 {
+		t.Errorf("no unrecorded CPU: the kernel's teardown after each exit record is never free")
 	}
 }
 
