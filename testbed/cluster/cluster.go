@@ -59,6 +59,8 @@ const (
 	Database = "postgres"
 	// SessionTagPrefix in a segment backend's application_name names the coordinator session it serves.
 	SessionTagPrefix = "gpotel_sess="
+	// MySessIDSQL returns the calling coordinator backend's sess_id.
+	MySessIDSQL = "SELECT " + internalSchema + ".my_sess_id()"
 	// descriptionFile is written into Dir by Up and read by Load.
 	descriptionFile = "cluster.json"
 )
