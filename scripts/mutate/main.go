@@ -348,8 +348,11 @@ func readList(path string) ([]mutation, error) {
 	return out, errors.Join(errs...)
 }
 
-// unescape turns \t into a tab, so that a text can begin with its indentation.
-func unescape(s string) string { return strings.ReplaceAll(s, `\t`, "\t") }
+// unescape turns \t into a tab and \n into a newline, so that a text can
+// begin with its indentation or span a few lines.
+func unescape(s string) string {
+	return strings.NewReplacer(`\t`, "\t", `\n`, "\n").Replace(s)
+}
 
 // splitArgs splits on blanks, keeping a single-quoted part whole.
 func splitArgs(s string) []string {

@@ -18,7 +18,7 @@ func TestReadHostFromFixtureRoot(t *testing.T) {
 	auxv := filepath.Join(t.TempDir(), "auxv")
 	// Not the fallbacks (CLK_TCK 100, the runtime's page size): a reader
 	// that ignored the auxiliary vector would not pass.
-	require.NoError(t, os.WriteFile(auxv, auxvBytes(atPageSz, 65536, atClkTck, 250, atNull, 0), 0o600))
+	require.NoError(t, os.WriteFile(auxv, auxvBytes(kernelAtPageSz, 65536, kernelAtClkTck, 250, kernelAtNull, 0), 0o600))
 	host, err := ReadHost(HostConfig{Root: fixtureRoot, AuxvPath: auxv, Hostname: "sdw1"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "sdw1", host.Hostname)
