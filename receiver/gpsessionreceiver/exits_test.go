@@ -434,8 +434,10 @@ func newExitTrackerWorld(t *testing.T) *exitTrackerWorld {
 		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_600_000_000, 0)}}
 }
 
-// born is a time a second after boot time plus sec seconds.
-func (w *exitTrackerWorld) born(sec int64) time.Time { return w.consts.BootTime.Add(time.Duration(sec) * time.Second) }
+// born is boot time plus sec seconds.
+func (w *exitTrackerWorld) born(sec int64) time.Time {
+	return w.consts.BootTime.Add(time.Duration(sec) * time.Second)
+}
 
 // scrape runs one scrape: the agent answers for the live processes (pid →
 // birth second, all children of the postmaster, session 9) and then the
