@@ -218,18 +218,18 @@ func TestSmoothedHostAndClusterCountExitRecordsAndUnrecordedCPU(t *testing.T) {
 // none turns negative.
 func TestACounterThatGoesDownAddsNothingToTheSmoothedRates(t *testing.T) {
 	p, sink := newTestProcessor(t, smoothingConfig())
-	worker := func(sec float64, cpuUser, cpuSys float64, read, written int64) pipelinetest.Process {
+	worker := func(cpuUser, cpuSys float64, read, written int64) pipelinetest.Process {
 		w := proc("sdw1", 0, 7, 4242, 0, cpuUser, read)
 		w.CPUSystem, w.WriteBytes, w.RSS = cpuSys, written, 100e6
 		return w
 	}
 	var snaps []pipelinetest.Snapshot
 	for _, sec := range seconds(0, 10, 1) {
-		snaps = append(snaps, snap(sec, nil, []int64{7}, worker(sec, sec/2, sec/2, int64(sec*1e6), int64(sec*1e6))))
+		snaps = append(snaps, snap(sec, nil, []int64{7}, worker(sec/2, sec/2, int64(sec*1e6), int64(sec*1e6))))
 	}
 	before := feed(t, p, sink, snaps...)
 	// At 11 s every counter reads half of what it read at 10 s.
-	after := feed(t, p, sink, snap(11, nil, []int64{7}, worker(11, 2.5, 2.5, 5e6, 5e6)))
+	after := feed(t, p, sink, snap(11, nil, []int64{7}, worker(2.5, 2.5, 5e6, 5e6)))
 	keep := math.Exp(-1 / smoothTau.Seconds())
 	type point struct {
 		metric, host string

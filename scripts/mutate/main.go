@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -91,6 +92,14 @@ func run(listPath, only, lock, outPath string, timeout time.Duration) error {
 		return err
 	}
 	defer func() { _ = os.RemoveAll(copyDir) }()
+	// Interrupted, the copy goes too.
+	interrupted := make(chan os.Signal, 1)
+	signal.Notify(interrupted, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-interrupted
+		_ = os.RemoveAll(copyDir)
+		os.Exit(1)
+	}()
 	if err := copyTracked(root, copyDir); err != nil {
 		return fmt.Errorf("copying the repository: %w", err)
 	}

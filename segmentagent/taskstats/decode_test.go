@@ -225,7 +225,7 @@ func TestDecodeReadsEveryFieldFromItsOwnPlace(t *testing.T) {
 	for i, c := range "postgres" {
 		x.Ac_comm[i] = int8(c)
 	}
-	raw := unsafe.Slice((*byte)(unsafe.Pointer(&x)), unsafe.Sizeof(x))[:offIRQDelay+8]
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&x)), unsafe.Sizeof(x))[:offIRQDelay+8] // #nosec G103 -- the struct's own bytes, read only
 	m, err := DecodeMessage(exitMessage(t, raw))
 	if err != nil {
 		t.Fatal(err)

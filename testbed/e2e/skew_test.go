@@ -320,4 +320,3 @@ func hottestOf(segment *int32) string {
 	}
 	return fmt.Sprint(*segment)
 }
-
