@@ -17,6 +17,11 @@ import (
 	"github.com/gpotel/gpotel/testbed/e2e"
 )
 
+// defaultOTLPMaxBytes bounds the demo's OTLP file, which grows by tens of
+// megabytes a minute (docs/performance.md): the file and its .1 keep the
+// last minutes in at most twice this.
+const defaultOTLPMaxBytes = 64 << 20
+
 func init() {
 	register(subcommand{name: "demo", summary: "run gpotel whole on a new testbed with a workload; print where its output goes", run: runDemo})
 }
@@ -25,6 +30,7 @@ func runDemo(ctx context.Context, args []string) error {
 	var (
 		dir, out, dialect, api, config, collectorBin, agentBin string
 		duration                                               time.Duration
+		otlpMax                                                int64
 		opts                                                   cluster.Options
 	)
 	fs := newFlags("demo", &dir, false)
@@ -37,11 +43,15 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.StringVar(&config, "config", "config/testbed.yaml", "collector configuration")
 	fs.StringVar(&collectorBin, "collector", "build/otelcol-gpotel", "the ocb-built collector (make collector)")
 	fs.StringVar(&agentBin, "agent", "build/gpotel-agent", "the agent binary (make agent)")
+	fs.Int64Var(&otlpMax, "otlp-max-bytes", defaultOTLPMaxBytes, "bound of the OTLP file: past it, it moves to .1 (replacing that) and starts again; 0: no bound")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if duration < 0 {
 		return errors.New("--duration must not be negative")
+	}
+	if otlpMax < 0 {
+		return errors.New("--otlp-max-bytes must not be negative")
 	}
 	opts.Dir = dir
 	opts.Dialect = cluster.Dialect(dialect)
@@ -76,11 +86,12 @@ func runDemo(ctx context.Context, args []string) error {
 		"hosts": len(c.Hosts) - 1, "segments": len(c.Segments), "dialect": c.Dialect})
 
 	stack, err := e2e.Launch(ctx, c, e2e.StackOptions{
-		Binaries:    e2e.Binaries{Collector: collectorBin, Agent: agentBin},
-		Config:      config,
-		Dir:         out,
-		APIEndpoint: api,
-		WriteOTLP:   true,
+		Binaries:         e2e.Binaries{Collector: collectorBin, Agent: agentBin},
+		Config:           config,
+		Dir:              out,
+		APIEndpoint:      api,
+		WriteOTLP:        true,
+		OTLPFileMaxBytes: otlpMax,
 	})
 	if err != nil {
 		return errors.Join(err, teardown())
@@ -94,7 +105,8 @@ func runDemo(ctx context.Context, args []string) error {
 		"health": "http://" + stack.Health + "/", "telemetry": "http://" + stack.Telemetry + "/metrics"})
 	emit(map[string]any{"event": "api", "endpoint": stack.API, "service": "yagpcc.GetGPInfo",
 		"try": "gpotel-top --addr " + stack.API})
-	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line"})
+	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line",
+		"max_bytes": otlpMax, "rotated_to": stack.OTLPFile + ".1"})
 
 	// --duration counts from here: start-up time is not part of it.
 	if duration > 0 {

@@ -101,7 +101,7 @@ func dial(ctx context.Context, o clientOptions) (*sessionClient, error) {
 		}
 		creds = credentials.NewTLS(tlsCfg)
 	}
-	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds)}
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(creds), grpc.WithChainUnaryInterceptor(cleanAnswers)}
 	if token != "" {
 		dialOpts = append(dialOpts, grpc.WithPerRPCCredentials(bearerToken{token: token, secure: o.usesTLS()}))
 	}
@@ -140,8 +140,10 @@ func readToken(file, env string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// sessions asks for every session's state, sorted server-side by the key too.
-func (c *sessionClient) sessions(ctx context.Context, k SortKey) ([]SessionRow, error) {
+// sessions asks for every session's state, sorted server-side by the key
+// too. newest is the newest snapshot's time when the caller knows it (zero
+// otherwise): a session seen before it has ended.
+func (c *sessionClient) sessions(ctx context.Context, k SortKey, newest time.Time) ([]SessionRow, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	req := &yagpcc.GetGPSessionsReq{
@@ -152,7 +154,7 @@ func (c *sessionClient) sessions(ctx context.Context, k SortKey) ([]SessionRow, 
 	for {
 		resp, err := c.api.GetGPSessions(ctx, req)
 		if err != nil {
-			return nil, fmt.Errorf("GetGPSessions %s: %w", c.opts.Addr, err)
+			return nil, c.callError("the session list", err)
 		}
 		for _, s := range resp.GetSessionsState() {
 			rows = append(rows, rowFromState(s))
@@ -162,9 +164,21 @@ func (c *sessionClient) sessions(ctx context.Context, k SortKey) ([]SessionRow, 
 		}
 		req.PageToken = resp.GetNextPageToken()
 	}
+	markEnded(rows, newest)
 	markBlockChains(rows)
 	sortRows(rows, k)
 	return rows, nil
+}
+
+// query asks for one query's figures, per segment too.
+func (c *sessionClient) query(ctx context.Context, key *yagpcc.QueryKey) (*yagpcc.TotalQueryData, error) {
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	resp, err := c.api.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: key})
+	if err != nil {
+		return nil, c.callError("the query's figures", err)
+	}
+	return resp.GetQueriesData(), nil
 }
 
 func (c *sessionClient) Close() error { return c.conn.Close() }

@@ -6,59 +6,19 @@ package main
 import (
 	"bytes"
 	"context"
+
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
-	tea "github.com/charmbracelet/bubbletea"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
-
-// fixedSessions is an in-process GetGPInfo server answering with a fixed list.
-type fixedSessions struct {
-	yagpcc.UnimplementedGetGPInfoServer
-	states []*yagpcc.SessionState
-	token  string
-
-	mu   sync.Mutex
-	reqs []*yagpcc.GetGPSessionsReq
-}
-
-func (f *fixedSessions) GetGPSessions(ctx context.Context, req *yagpcc.GetGPSessionsReq) (*yagpcc.GetGPSessionsResponse, error) {
-	if f.token != "" {
-		md, _ := metadata.FromIncomingContext(ctx)
-		if got := md.Get("authorization"); len(got) != 1 || got[0] != "Bearer "+f.token {
-			return nil, status.Error(codes.Unauthenticated, "bad token")
-		}
-	}
-	f.mu.Lock()
-	f.reqs = append(f.reqs, req)
-	f.mu.Unlock()
-	return &yagpcc.GetGPSessionsResponse{SessionsState: f.states}, nil
-}
-
-func serve(t *testing.T, f *fixedSessions) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	yagpcc.RegisterGetGPInfoServer(srv, f)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
-}
 
 type sessionFigures struct {
 	sessID          int64
@@ -79,12 +39,13 @@ type sessionFigures struct {
 	hottest         *int32
 }
 
+// state is one live session of the newest snapshot.
 func state(f sessionFigures) *yagpcc.SessionState {
 	var avgs []*yagpcc.ProcAvg
 	if f.avgCPU > 0 {
 		avgs = []*yagpcc.ProcAvg{{TimeConstantSeconds: 60, CpuCores: f.avgCPU}, {TimeConstantSeconds: 300, CpuCores: f.avgCPU / 2}}
 	}
-	return &yagpcc.SessionState{
+	return seenAt(&yagpcc.SessionState{
 		ProcAvg:          avgs,
 		SessionKey:       &yagpcc.SessionKey{SessId: f.sessID, TmId: 1700000000},
 		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state, BlockedBySessId: f.blockedBy},
@@ -102,12 +63,12 @@ func state(f sessionFigures) *yagpcc.SessionState {
 			Partial: f.partial,
 			CpuSkew: f.skew, CpuHottestSegment: f.hottest,
 		}, Spill: &yagpcc.SpillInfo{TotalBytes: f.spill}},
-	}
+	}, snapshotTime)
 }
 
-// Three sessions, each the largest in a different column.
-func threeSessions() *fixedSessions {
-	return &fixedSessions{states: []*yagpcc.SessionState{
+// threeSessions: each the largest in a different column.
+func threeSessions() *fakeAPI {
+	return &fakeAPI{sessions: []*yagpcc.SessionState{
 		state(sessionFigures{sessID: 11, user: "alice", db: "sales", state: "active",
 			query: "select burn_cpu(30)\nfrom gp_dist_random('gp_id')", userCPU: 15, sysCPU: 5, window: 10,
 			rssAnon: 8 << 20, rss: 64 << 20, readB: 0, writeB: 10 << 20, runDelay: 0.5, avgCPU: 1.5}),
@@ -129,55 +90,62 @@ func runOnce(t *testing.T, args ...string) string {
 	return out.String()
 }
 
-// tableRows returns the data lines of a --once output (after status and header).
-func tableRows(t *testing.T, out string) []string {
+// listRows are the lines after the column titles of a --once output.
+func listRows(t *testing.T, out, title string) (header string, rows []string) {
 	t.Helper()
 	lines := strings.Split(strings.TrimRight(out, "\n"), "\n")
-	if len(lines) < 2 || !strings.HasPrefix(strings.TrimSpace(lines[1]), "SESS") {
-		t.Fatalf("no table header in:\n%s", out)
+	for i, l := range lines {
+		if strings.HasPrefix(strings.TrimSpace(l), title+" ") {
+			return l, lines[i+1:]
+		}
 	}
-	return lines[2:]
+	t.Fatalf("no %s column in:\n%s", title, out)
+	return "", nil
 }
 
 func sessOf(line string) string { return strings.Fields(line)[0] }
 
-func TestOnceShowsWindowFiguresAsPercentAndRates(t *testing.T) {
-	addr := serve(t, threeSessions())
-	out := runOnce(t, "--addr", addr)
-	rows := tableRows(t, out)
+// The window's figures each in their one unit: CPU and waits in percent of
+// a core, bytes with their letter, rates per second; the query on one line.
+func TestOnceShowsWindowFiguresInOneUnitEach(t *testing.T) {
+	out := runOnce(t, "--addr", serveAPI(t, threeSessions()), "--width", "250")
+	header, rows := listRows(t, out, "SESS")
 	if len(rows) != 3 {
-		t.Fatalf("want 3 rows, got %d:\n%s", len(rows), out)
+		t.Fatalf("want 3 rows:\n%s", out)
 	}
-	// Session 11: (15+5) s over 10 s = 200 %, 10 MiB written in 10 s = 1.0M/s.
-	// Its smoothed CPU at the shortest time constant is 1.50 cores.
-	want := []string{"11", "alice", "sales", "active", "200.0", "1.50", "-", "8.0M", "64.0M", "0", "1.0M", "0.50s", "0", "-", "0.00s", "0.00s", "select", "burn_cpu(30)"}
-	if got := strings.Fields(rows[0]); strings.Join(got, " ") != strings.Join(want, " ") {
-		t.Errorf("first row\n got %q\nwant %q", got, want)
+	for who, want := range map[string]map[string]string{
+		// (15+5) s of CPU over 10 s: 200 % of a core; 10 MiB written in 10 s.
+		"alice": {"CPU%": "200", "AVG%": "150", "RD/s": "0B", "WR/s": "1.0M", "RUNQ%": "5.0", "PRIV": "8.0M", "RSS": "64M", "SPILL": "0B", "VMEM": "-", "IOW%": "0.0", "SKEW": "-"},
+		// Waited 1.25 s for block I/O and 0.75 s for memory in 10 s; 75 %
+		// skewed onto segment 2; holds 96 MiB of workfiles.
+		"bob": {"CPU%": "50.0", "RD/s": "10M", "WR/s": "5.0M", "IOW%": "12.5", "MEMW%": "7.5", "SKEW": "75%@2", "SPILL": "96M", "PRIV": "512M"},
+		// A host did not answer: *.
+		"carol": {"CPU%": "1.0*", "RUNQ%": "30.0"},
+	} {
+		row := lineWith(out, who)
+		for title, figure := range want {
+			if got := cellUnder(header, row, title); got != figure {
+				t.Errorf("%s's %s = %q, want %q\n%s\n%s", who, title, got, figure, header, row)
+			}
+		}
 	}
-	// Session 12 waited 1.25 s for block I/O and 0.5 + 0.25 s for memory;
-	// its CPU is 75 % skewed, segment 2 the hottest; it holds 96 MiB of
-	// workfiles and waits for a lock session 11 holds.
-	want = []string{"12", "bob", "sales", "active", "50.0", "-", "75%@2", "512.0M", "600.0M", "10.0M", "5.0M", "0.10s", "96.0M", "-", "<11", "1.25s", "0.75s", "insert"}
-	if got := strings.Fields(rows[1]); strings.Join(got[:len(want)], " ") != strings.Join(want, " ") {
-		t.Errorf("second row\n got %q\nwant %q", got, want)
+	if !strings.Contains(lineWith(out, "bob"), " <11 ") {
+		t.Errorf("bob waits for alice's lock: %q", lineWith(out, "bob"))
 	}
-	if strings.Contains(out, "gp_dist_random") {
-		t.Errorf("only the query's first line belongs in the table:\n%s", out)
+	if !strings.Contains(out, "select burn_cpu(30) from gp_dist_random('gp_id')") {
+		t.Errorf("the query is not on one line:\n%s", out)
 	}
-	if !strings.Contains(rows[2], " 1.0* ") || !strings.Contains(out, "partial 1") {
-		t.Errorf("partial session not marked:\n%s", out)
-	}
-	if !strings.Contains(out, "sessions 3") || !strings.Contains(out, "window 10s") {
-		t.Errorf("status line lacks counts:\n%s", out)
+	if !strings.Contains(out, "sessions 3 (2 active)") || !strings.Contains(out, "window 10s") {
+		t.Errorf("the title lacks the counts:\n%s", out)
 	}
 }
 
 func TestEachSortKeyPutsItsLargestSessionFirst(t *testing.T) {
-	addr := serve(t, threeSessions())
+	addr := serveAPI(t, threeSessions())
 	for sortName, wantFirst := range map[string]string{
-		"cpu": "11", "memory": "12", "read": "12", "write": "12", "delay": "13", "skew": "12", "avg": "11",
+		"cpu": "11", "memory": "12", "read": "12", "write": "12", "delay": "13", "skew": "12", "avg": "11", "spill": "12",
 	} {
-		rows := tableRows(t, runOnce(t, "--addr", addr, "--sort", sortName))
+		_, rows := listRows(t, runOnce(t, "--addr", addr, "--sort", sortName), "SESS")
 		if got := sessOf(rows[0]); got != wantFirst {
 			t.Errorf("--sort %s: first session %s, want %s", sortName, got, wantFirst)
 		}
@@ -186,18 +154,17 @@ func TestEachSortKeyPutsItsLargestSessionFirst(t *testing.T) {
 
 func TestSortKeyAsksServerForMatchingField(t *testing.T) {
 	f := threeSessions()
-	addr := serve(t, f)
-	runOnce(t, "--addr", addr, "--sort", "w")
+	runOnce(t, "--addr", serveAPI(t, f), "--sort", "w")
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	got := f.reqs[len(f.reqs)-1].GetField()
+	got := f.sessionReqs[len(f.sessionReqs)-1].GetField()
 	if len(got) != 1 || got[0].GetFieldName() != yagpcc.SessionField_LAST_WRITE_BYTES || got[0].GetOrder() != yagpcc.SortOrder_SORT_DESC {
 		t.Errorf("server sort fields = %v", got)
 	}
 }
 
 func TestKeysMapToSortOrders(t *testing.T) {
-	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay, "s": SortSkew, "a": SortSmoothed} {
+	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay, "s": SortSkew, "a": SortSmoothed, "p": SortSpill} {
 		if got, ok := sortKeyForKey(key); !ok || got != want {
 			t.Errorf("key %q → %v, %v; want %v", key, got, ok, want)
 		}
@@ -210,21 +177,23 @@ func TestKeysMapToSortOrders(t *testing.T) {
 	}
 }
 
-func TestZeroWindowShowsDashNotInfinity(t *testing.T) {
-	addr := serve(t, &fixedSessions{states: []*yagpcc.SessionState{
+// Figures of a window that spans no time are absent, not infinite.
+func TestZeroWindowShowsADash(t *testing.T) {
+	out := runOnce(t, "--addr", serveAPI(t, &fakeAPI{sessions: []*yagpcc.SessionState{
 		state(sessionFigures{sessID: 5, user: "u", db: "d", state: "active", userCPU: 1, readB: 10}),
-	}})
-	row := strings.Fields(tableRows(t, runOnce(t, "--addr", addr))[0])
-	if row[4] != "-" || row[9] != "-" || row[10] != "-" {
-		t.Errorf("figures without a window span must print '-': %q", row)
+	}}), "--width", "200")
+	header, rows := listRows(t, out, "SESS")
+	for _, title := range []string{"CPU%", "RD/s", "WR/s", "RUNQ%"} {
+		if got := cellUnder(header, rows[0], title); got != "-" {
+			t.Errorf("%s without a window span: %q", title, got)
+		}
 	}
 }
 
 func TestWidthCutsLines(t *testing.T) {
-	addr := serve(t, threeSessions())
-	out := runOnce(t, "--addr", addr, "--width", "40")
-	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n")[1:] {
-		if len(l) > 40 {
+	out := runOnce(t, "--addr", serveAPI(t, threeSessions()), "--width", "40")
+	for _, l := range strings.Split(strings.TrimRight(out, "\n"), "\n") {
+		if len([]rune(l)) > 40 {
 			t.Errorf("line longer than 40: %q", l)
 		}
 	}
@@ -233,8 +202,8 @@ func TestWidthCutsLines(t *testing.T) {
 func TestBearerTokenIsSent(t *testing.T) {
 	f := threeSessions()
 	f.token = "s3cret"
-	addr := serve(t, f)
-	if err := run(context.Background(), []string{"--once", "--addr", addr}, &bytes.Buffer{}); status.Code(unwrapStatus(err)) != codes.Unauthenticated {
+	addr := serveAPI(t, f)
+	if err := run(context.Background(), []string{"--once", "--addr", addr}, &bytes.Buffer{}); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("without a token: err = %v, want Unauthenticated", err)
 	}
 	file := filepath.Join(t.TempDir(), "token")
@@ -247,7 +216,7 @@ func TestBearerTokenIsSent(t *testing.T) {
 }
 
 func TestTokenIsNotTakenFromTheCommandLine(t *testing.T) {
-	addr := serve(t, threeSessions())
+	addr := serveAPI(t, threeSessions())
 	err := run(context.Background(), []string{"--once", "--addr", addr, "--token", "s3cret"}, &bytes.Buffer{})
 	if err == nil || !strings.Contains(err.Error(), "--token-file") || !strings.Contains(err.Error(), tokenEnv) {
 		t.Fatalf("--token on the command line (seen by ps): err = %v, want a refusal naming --token-file and %s", err, tokenEnv)
@@ -262,16 +231,21 @@ func TestTokenNeedsTLSBeyondLoopback(t *testing.T) {
 	for _, args := range [][]string{
 		{"--once", "--addr", "10.0.0.5:1432", "--token-file", file},
 		{"--once", "--addr", "coord:1432", "--token-file", file},
+		{"--once", "--addr", "10.0.0.5:1432", "--action-token-file", file},
 	} {
 		err := run(context.Background(), append(args, "--timeout", "1s"), &bytes.Buffer{})
 		if err == nil || !strings.Contains(err.Error(), "--tls") {
 			t.Errorf("%v: err = %v, want a refusal to send the token in plaintext", args, err)
 		}
 	}
-	t.Setenv(tokenEnv, "s3cret")
-	err := run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--timeout", "1s"}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "--tls") {
-		t.Errorf("token from %s: err = %v, want a refusal to send it in plaintext", tokenEnv, err)
+	for _, env := range []string{tokenEnv, actionTokenEnv} {
+		t.Run(env, func(t *testing.T) {
+			t.Setenv(env, "s3cret")
+			err := run(context.Background(), []string{"--once", "--addr", "10.0.0.5:1432", "--timeout", "1s"}, &bytes.Buffer{})
+			if err == nil || !strings.Contains(err.Error(), "--tls") {
+				t.Errorf("token from %s: err = %v, want a refusal to send it in plaintext", env, err)
+			}
+		})
 	}
 }
 
@@ -286,21 +260,8 @@ func TestOversizedTokenFileIsRefused(t *testing.T) {
 	}
 }
 
-func unwrapStatus(err error) error {
-	for e := err; e != nil; {
-		if _, ok := status.FromError(e); ok {
-			return e
-		}
-		u, ok := e.(interface{ Unwrap() error })
-		if !ok {
-			break
-		}
-		e = u.Unwrap()
-	}
-	return err
-}
-
-func TestUnreachableServerFailsWithinTimeout(t *testing.T) {
+// A collector that is not there is said in a sentence, not in gRPC's words.
+func TestUnreachableServerIsASentence(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -310,8 +271,12 @@ func TestUnreachableServerFailsWithinTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = run(context.Background(), []string{"--once", "--addr", addr, "--timeout", "2s"}, &bytes.Buffer{})
-	if err == nil {
-		t.Fatal("want an error for a closed port")
+	if err == nil || !strings.HasPrefix(err.Error(), "cannot reach the collector at "+addr+" (connection refused)") ||
+		strings.Contains(err.Error(), "rpc error") || strings.Contains(err.Error(), "desc =") {
+		t.Fatalf("err = %v", err)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("the sentence must keep the status for code that decides by it: %v", status.Code(err))
 	}
 }
 
@@ -320,6 +285,11 @@ func TestBadFlagsAreRejected(t *testing.T) {
 		{"--once", "--sort", "size"},
 		{"--once", "--tls-cert", "c.pem"},
 		{"--once", "--interval", "0s"},
+		{"--once", "--view", "tables"},
+		{"--view", "queries"},
+		{"--memory", "12"},
+		{"--no-such-flag"},
+		{"extra"},
 	} {
 		if err := run(context.Background(), args, &bytes.Buffer{}); err == nil {
 			t.Errorf("%v accepted", args)
@@ -327,55 +297,58 @@ func TestBadFlagsAreRejected(t *testing.T) {
 	}
 }
 
-func TestKeyPressResortsTheScreen(t *testing.T) {
-	f := threeSessions()
-	addr := serve(t, f)
-	c, err := dial(context.Background(), clientOptions{Addr: addr, CallTimeout: 5 * time.Second})
-	if err != nil {
+// --help succeeds, as every CLI's does, and lists the flags and the keys.
+func TestHelpListsTheKeysAndSucceeds(t *testing.T) {
+	for _, arg := range []string{"--help", "-h"} {
+		var out bytes.Buffer
+		if err := run(context.Background(), []string{arg}, &out); err != nil {
+			t.Fatalf("%s: %v", arg, err)
+		}
+		for _, want := range []string{"usage: gpotel-top", "-addr", "-once", "KEYS", "\n  K ", "\n  k ", "\n  esc ", "never quits", "COLUMNS", "CPU%"} {
+			if !strings.Contains(out.String(), want) {
+				t.Errorf("%s lacks %q:\n%s", arg, want, out.String())
+			}
+		}
+	}
+}
+
+func TestVersionNamesTheBuild(t *testing.T) {
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"--version"}, &out); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = c.Close() }()
-	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 20}
-	m, _ = m.Update(m.(topModel).fetch()())
-	m, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("d")})
-	if cmd == nil {
-		t.Fatal("a sort key must trigger a refetch")
+	if !strings.HasPrefix(out.String(), "gpotel-top ") || !strings.Contains(out.String(), "go1.") {
+		t.Errorf("--version printed %q", out.String())
 	}
-	m, _ = m.Update(cmd())
-	view := m.View()
-	lines := strings.Split(view, "\n")
-	if !strings.Contains(lines[0], "sort delay") {
-		t.Errorf("status line does not name the sort: %q", lines[0])
+}
+
+// A sort key re-sorts the screen at once and asks the server again.
+func TestKeyPressResortsTheScreen(t *testing.T) {
+	h := newTUI(t, threeSessions(), 120, 20)
+	h.press("d")
+	if !strings.Contains(h.lines()[0], "sort delay") {
+		t.Errorf("the title does not name the sort: %q", h.lines()[0])
 	}
-	if got := sessOf(lines[firstRow(t, lines)]); got != "13" {
-		t.Errorf("after 'd' the first session is %s, want 13\n%s", got, view)
+	_, rows := listRows(t, h.screen(), "SESS")
+	if got := sessOf(rows[0]); got != "13" {
+		t.Errorf("after 'd' the first session is %s, want 13\n%s", got, h.screen())
 	}
-	if _, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("q")}); cmd == nil || cmd() != tea.Quit() {
+	h.press("q")
+	if !h.quit {
 		t.Error("q must quit")
 	}
 }
 
-func TestQueryColumnHasNoControlCharacters(t *testing.T) {
-	got := firstLine("\tSELECT a,\tb\x1b[2J FROM t\n  WHERE x")
-	if got != "SELECT a, b [2J FROM t" {
-		t.Fatalf("firstLine = %q: a tab or escape would reach the terminal", got)
-	}
-	table := formatTable([]SessionRow{{Query: firstLine("SELECT\t1\t2\t3\t4\t5\t6\t7\t8\t9")}}, 60)
-	for _, line := range strings.Split(strings.TrimRight(table, "\n"), "\n") {
-		if strings.ContainsRune(line, '\t') || len(line) > 60 {
-			t.Fatalf("line %q is not cut to 60 plain columns", line)
+// Esc never quits: not on the list, not on a page, not in a prompt.
+func TestEscNeverQuits(t *testing.T) {
+	h := newTUI(t, threeSessions(), 120, 30)
+	for _, keys := range [][]string{{"esc"}, {"down", "enter", "esc", "esc"}, {"K", "esc"}, {"u", "esc"}, {"?", "esc", "esc"}} {
+		h.press(keys...)
+		if h.quit {
+			t.Fatalf("%v quit", keys)
 		}
 	}
-}
-
-// firstRow is the index of the first session line: the one after the table header.
-func firstRow(t *testing.T, lines []string) int {
-	t.Helper()
-	for i, l := range lines {
-		if strings.HasPrefix(strings.TrimSpace(l), "SESS ") {
-			return i + 1
-		}
+	if !strings.Contains(h.screen(), "SESS") {
+		t.Errorf("not back on the list:\n%s", h.screen())
 	}
-	t.Fatalf("no table header in:\n%s", strings.Join(lines, "\n"))
-	return 0
 }

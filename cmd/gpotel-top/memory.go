@@ -6,11 +6,13 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"slices"
 	"strings"
 	"time"
 
 	tea "github.com/charmbracelet/bubbletea"
-	"github.com/charmbracelet/x/ansi"
+	"google.golang.org/grpc/codes"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -19,13 +21,13 @@ import (
 const memoryWait = 10 * time.Second
 
 // memoryContexts asks the exporter's GetSessionMemoryContexts for one session.
-func (c *sessionClient) memoryContexts(ctx context.Context, tmID, sessID int64, summary bool) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
+func (c *sessionClient) memoryContexts(ctx context.Context, key sessionKey) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout+memoryWait)
 	defer cancel()
 	resp, err := gpotelv1.NewSessionMemoryContextsClient(c.conn).GetSessionMemoryContexts(ctx, &gpotelv1.GetSessionMemoryContextsRequest{
-		SessionKey: &gpotelv1.SessionKey{TmId: tmID, SessId: sessID}, Summary: summary})
+		SessionKey: &gpotelv1.SessionKey{TmId: key.tmID, SessId: key.sessID}})
 	if err != nil {
-		return nil, fmt.Errorf("GetSessionMemoryContexts %s sess %d: %w", c.opts.Addr, sessID, err)
+		return nil, c.callError(fmt.Sprintf("the memory contexts of session %d", key.sessID), err)
 	}
 	return resp, nil
 }
@@ -42,19 +44,93 @@ func bar(v, most int64) string {
 	return strings.Repeat("█", min(n, barWidth)) + strings.Repeat(" ", barWidth-min(n, barWidth))
 }
 
-func cut(s string, width int) string {
-	s = strings.TrimRight(s, " ")
-	if width > 0 {
-		s = ansi.Truncate(s, width, "")
+// backendReason is why a backend did not answer, as a sentence: the
+// exporter writes "<gRPC code>: <message>"; the code is for programs.
+func backendReason(errText string) string {
+	code, msg, ok := strings.Cut(errText, ": ")
+	if !ok {
+		return errText
 	}
-	return s + "\n"
+	for c := codes.OK; c <= codes.Unauthenticated; c++ {
+		if c.String() == code {
+			return msg
+		}
+	}
+	return errText
+}
+
+// answered counts the backends that answered.
+func answered(resp *gpotelv1.GetSessionMemoryContextsResponse) int {
+	n := 0
+	for _, be := range resp.GetBackends() {
+		if be.GetError() == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// memorySummary is the answer's first line: how many backends answered
+// and what they hold, or why none did.
+func memorySummary(resp *gpotelv1.GetSessionMemoryContextsResponse) string {
+	n := answered(resp)
+	switch {
+	case len(resp.GetBackends()) == 0:
+		return "the collector lists no backend of this session"
+	case n == 0:
+		return fmt.Sprintf("none of its %d backends answered", len(resp.GetBackends()))
+	case n < len(resp.GetBackends()):
+		return fmt.Sprintf("%d of %d backends answered: %s in all (partial)", n, len(resp.GetBackends()), bytesText(float64(resp.GetGrandTotalBytes())))
+	}
+	return fmt.Sprintf("%d backends: %s in all", n, bytesText(float64(resp.GetGrandTotalBytes())))
+}
+
+// reasons are the distinct reasons backends gave for not answering, each
+// with how many gave it, wrapped to width.
+func reasons(resp *gpotelv1.GetSessionMemoryContextsResponse, width int) []string {
+	count := map[string]int{}
+	var order []string
+	for _, be := range resp.GetBackends() {
+		if be.GetError() == "" {
+			continue
+		}
+		r := backendReason(be.GetError())
+		if count[r] == 0 {
+			order = append(order, r)
+		}
+		count[r]++
+	}
+	var out []string
+	for _, r := range order {
+		out = append(out, paragraph(fmt.Sprintf("%s: %s", plural(count[r], "backend"), r), width)...)
+	}
+	switch {
+	case len(out) == 0:
+	case answered(resp) == 0:
+		out = append([]string{"why:"}, out...)
+	default:
+		out = append([]string{"why the others did not answer:"}, out...)
+	}
+	return out
+}
+
+// plural is "1 backend", "2 backends".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }
 
 // formatRollup is the session's memory by context name, largest first,
 // then the backends (numbered for drilling into one).
-func formatRollup(resp *gpotelv1.GetSessionMemoryContextsResponse, width, rowsMax int) string {
-	var b strings.Builder
-	b.WriteString(cut(fmt.Sprintf("%-32s %8s %s %8s  %s", "CONTEXT", "TOTAL", pad("", barWidth, false), "BACKENDS", "LARGEST IN"), width))
+func formatRollup(resp *gpotelv1.GetSessionMemoryContextsResponse, width, rowsMax int) []string {
+	out := []string{memorySummary(resp)}
+	out = append(out, reasons(resp, width)...)
+	if answered(resp) == 0 {
+		return out
+	}
+	out = append(out, "", headerStyle.Render(cutLine(fmt.Sprintf("%-32s %6s %s %8s  %s", "CONTEXT", "TOTAL", pad("", barWidth, false), "BACKENDS", "LARGEST IN"), width)))
 	var most int64
 	if len(resp.GetRollup()) > 0 {
 		most = resp.GetRollup()[0].GetTotalBytes()
@@ -66,177 +142,172 @@ func formatRollup(resp *gpotelv1.GetSessionMemoryContextsResponse, width, rowsMa
 	for _, r := range rows {
 		largest := ""
 		if tb := r.GetTopBackends(); len(tb) > 0 {
-			largest = fmt.Sprintf("%s seg%d pid %d (%s)", tb[0].GetHostname(), tb[0].GetSegmentId(), tb[0].GetPid(), formatBytes(float64(tb[0].GetTotalBytes())))
+			largest = fmt.Sprintf("%s seg%d pid %d (%s)", tb[0].GetHostname(), tb[0].GetSegmentId(), tb[0].GetPid(), bytesText(float64(tb[0].GetTotalBytes())))
 		}
-		b.WriteString(cut(fmt.Sprintf("%-32s %8s %s %8d  %s", pad(r.GetName(), 32, false), formatBytes(float64(r.GetTotalBytes())),
+		out = append(out, cutLine(fmt.Sprintf("%s %6s %s %8d  %s", pad(r.GetName(), 32, false), bytesText(float64(r.GetTotalBytes())),
 			bar(r.GetTotalBytes(), most), r.GetBackends(), largest), width))
 	}
-	b.WriteString(cut("", width))
+	out = append(out, "")
 	for i, be := range resp.GetBackends() {
-		state := formatBytes(float64(be.GetGrandTotal().GetTotalBytes()))
+		state := bytesText(float64(be.GetGrandTotal().GetTotalBytes()))
 		if be.GetError() != "" {
-			state = "no answer: " + be.GetError()
+			state = "no answer: " + backendReason(be.GetError())
 		}
-		b.WriteString(cut(fmt.Sprintf("[%d] %s seg%d pid %d  %s", i+1, be.GetHostname(), be.GetSegmentId(), be.GetPid(), state), width))
+		out = append(out, cutLine(fmt.Sprintf("[%d] %s seg%d pid %d  %s", i+1, be.GetHostname(), be.GetSegmentId(), be.GetPid(), state), width))
 	}
-	return b.String()
+	return out
 }
 
 // formatBackendTree is one backend's contexts as an indented tree.
-func formatBackendTree(be *gpotelv1.BackendMemoryContexts, width, rowsMax int) string {
-	var b strings.Builder
+func formatBackendTree(be *gpotelv1.BackendMemoryContexts, width, rowsMax int) []string {
 	if be.GetError() != "" {
-		return cut(fmt.Sprintf("%s seg%d pid %d: no answer: %s", be.GetHostname(), be.GetSegmentId(), be.GetPid(), be.GetError()), width)
+		return append([]string{cutLine(fmt.Sprintf("%s seg%d pid %d did not answer:", be.GetHostname(), be.GetSegmentId(), be.GetPid()), width)},
+			paragraph(backendReason(be.GetError()), width)...)
 	}
-	b.WriteString(cut(fmt.Sprintf("%s seg%d pid %d  grand total %s  from %s", be.GetHostname(), be.GetSegmentId(), be.GetPid(),
-		formatBytes(float64(be.GetGrandTotal().GetTotalBytes())), be.GetSource()), width))
-	b.WriteString(cut(fmt.Sprintf("%-44s %8s %8s %s", "CONTEXT", "TOTAL", "USED", ""), width))
+	out := []string{
+		cutLine(fmt.Sprintf("%s seg%d pid %d  %s in all  from %s", be.GetHostname(), be.GetSegmentId(), be.GetPid(),
+			bytesText(float64(be.GetGrandTotal().GetTotalBytes())), be.GetSource()), width),
+		headerStyle.Render(cutLine(fmt.Sprintf("%-44s %6s %6s", "CONTEXT", "TOTAL", "USED"), width)),
+	}
 	var most int64
 	for _, c := range be.GetContexts() {
 		most = max(most, c.GetTotalBytes())
 	}
 	for i, c := range be.GetContexts() {
 		if rowsMax > 0 && i >= rowsMax {
-			b.WriteString(cut(fmt.Sprintf("… %d more", len(be.GetContexts())-i), width))
+			out = append(out, cutLine(fmt.Sprintf("… %d more", len(be.GetContexts())-i), width))
 			break
 		}
-		name := strings.Repeat("  ", max(int(c.GetLevel())-1, 0)) + c.GetName()
+		indent := strings.Repeat("  ", max(int(c.GetLevel())-1, 0))
+		name := indent + c.GetName()
 		if c.GetAggregatedContexts() > 0 && c.GetName() == "more child contexts" {
-			name = fmt.Sprintf("%s(%d more child contexts)", strings.Repeat("  ", max(int(c.GetLevel())-1, 0)), c.GetAggregatedContexts())
+			name = fmt.Sprintf("%s(%d more child contexts)", indent, c.GetAggregatedContexts())
 		}
 		if c.GetIdent() != "" {
 			name += ": " + c.GetIdent()
 		}
-		b.WriteString(cut(fmt.Sprintf("%s %8s %8s %s", pad(name, 44, false), formatBytes(float64(c.GetTotalBytes())),
-			formatBytes(float64(c.GetUsedBytes())), bar(c.GetTotalBytes(), most)), width))
+		out = append(out, cutLine(fmt.Sprintf("%s %6s %6s %s", pad(name, 44, false), bytesText(float64(c.GetTotalBytes())),
+			bytesText(float64(c.GetUsedBytes())), bar(c.GetTotalBytes(), most)), width))
 	}
-	return b.String()
+	return out
 }
 
 // printMemoryOnce prints one session's roll-up (or one backend's tree), for scripts.
-func printMemoryOnce(ctx context.Context, c *sessionClient, sessID int64, backend int, width int, out interface{ Write([]byte) (int, error) }) error {
-	rows, err := c.sessions(ctx, SortCPU)
+func printMemoryOnce(ctx context.Context, c *sessionClient, sessID int64, backend int, width int, out io.Writer) error {
+	rows, err := c.sessions(ctx, SortCPU, time.Time{})
 	if err != nil {
 		return err
 	}
-	for _, r := range rows {
-		if r.SessID != sessID {
-			continue
-		}
-		resp, err := c.memoryContexts(ctx, r.TmID, r.SessID, false)
-		if err != nil {
-			return err
-		}
-		text := formatRollup(resp, width, 0)
-		if backend > 0 {
-			if backend > len(resp.GetBackends()) {
-				return fmt.Errorf("session %d has %d backends, no [%d]", sessID, len(resp.GetBackends()), backend)
-			}
-			text = formatBackendTree(resp.GetBackends()[backend-1], width, 0)
-		}
-		_, err = fmt.Fprintf(out, "memory contexts of session %d (tm_id %d)%s\n%s", sessID, r.TmID, partialNote(resp), text)
+	i := slices.IndexFunc(rows, func(r SessionRow) bool { return r.Key.sessID == sessID })
+	if i < 0 {
+		return fmt.Errorf("no session %d at %s", sessID, c.opts.Addr)
+	}
+	resp, err := c.memoryContexts(ctx, rows[i].Key)
+	if err != nil {
 		return err
 	}
-	return fmt.Errorf("no session %d at %s", sessID, c.opts.Addr)
-}
-
-func partialNote(resp *gpotelv1.GetSessionMemoryContextsResponse) string {
-	if resp.GetPartial() {
-		return "  partial: some backends did not answer"
+	lines := formatRollup(resp, width, 0)
+	if backend > 0 {
+		if backend > len(resp.GetBackends()) {
+			return fmt.Errorf("session %d has %d backends, no [%d]", sessID, len(resp.GetBackends()), backend)
+		}
+		lines = formatBackendTree(resp.GetBackends()[backend-1], width, 0)
 	}
-	return ""
+	_, err = fmt.Fprintf(out, "memory contexts of session %d (tm_id %d)\n%s\n", sessID, rows[i].Key.tmID, strings.Join(lines, "\n"))
+	return err
 }
 
-// memoryView is the TUI's memory-context screen of one session.
-type memoryView struct {
-	tmID, sessID int64
-	resp         *gpotelv1.GetSessionMemoryContextsResponse
-	err          error
-	loading      bool
-	// backend is 0 for the roll-up, else the 1-based backend shown as a tree.
+// memoryPage is one session's memory contexts: the roll-up, or one
+// backend's tree (backend > 0).
+type memoryPage struct {
+	basePage
+	session SessionRow
+	resp    *gpotelv1.GetSessionMemoryContextsResponse
+	err     error
+	loading bool
 	backend int
 }
 
-// memoryMsg carries one GetSessionMemoryContexts answer into the model.
+// memoryMsg carries one GetSessionMemoryContexts answer into the page.
 type memoryMsg struct {
-	sessID int64
-	resp   *gpotelv1.GetSessionMemoryContextsResponse
-	err    error
+	key  sessionKey
+	resp *gpotelv1.GetSessionMemoryContextsResponse
+	err  error
 }
 
-func (m topModel) fetchMemory(tmID, sessID int64) tea.Cmd {
+// newMemoryPage asks for the session's memory contexts; asking makes each
+// backend log them, so it is asked once, and again only on r.
+func newMemoryPage(m *topModel, s SessionRow) (page, tea.Cmd) {
+	p := &memoryPage{session: s, loading: true}
+	return p, p.ask(m)
+}
+
+func (p *memoryPage) ask(m *topModel) tea.Cmd {
+	ctx, c, key := m.ctx, m.client, p.session.Key
 	return func() tea.Msg {
-		resp, err := m.client.memoryContexts(m.ctx, tmID, sessID, false)
-		return memoryMsg{sessID: sessID, resp: resp, err: err}
+		resp, err := c.memoryContexts(ctx, key)
+		return memoryMsg{key: key, resp: resp, err: err}
 	}
 }
 
-// openMemory shows the selected session's memory contexts.
-func (m topModel) openMemory() (tea.Model, tea.Cmd) {
-	if m.selected >= len(m.rows) {
-		return m, nil
-	}
-	r := m.rows[m.selected]
-	m.mem = &memoryView{tmID: r.TmID, sessID: r.SessID, loading: true}
-	return m, m.fetchMemory(r.TmID, r.SessID)
+func (p *memoryPage) title() string {
+	return fmt.Sprintf("memory contexts of session %d", p.session.Key.sessID)
 }
 
-// updateMemory handles keys on the memory screen: tab and shift+tab walk
-// the backends' trees, r asks again, esc goes back to the sessions.
-func (m topModel) updateMemory(key string) (tea.Model, tea.Cmd) {
-	v := *m.mem
-	n := len(v.resp.GetBackends())
+func (p *memoryPage) receive(msg tea.Msg) (page, tea.Cmd) {
+	if mm, ok := msg.(memoryMsg); ok && mm.key == p.session.Key {
+		next := *p
+		next.resp, next.err, next.loading = mm.resp, mm.err, false
+		return &next, nil
+	}
+	return nil, nil
+}
+
+func (p *memoryPage) target(*topModel) (actionTarget, bool) {
+	return actionTarget{session: p.session, query: p.session.Running, queryText: p.session.Query}, true
+}
+
+func (p *memoryPage) back() (page, bool) {
+	if p.backend == 0 {
+		return nil, false
+	}
+	next := *p
+	next.backend = 0
+	return &next, true
+}
+
+// key: tab and shift+tab walk the backends' trees, 1-9 opens one, r asks again.
+func (p *memoryPage) key(m *topModel, key string) (page, tea.Cmd) {
+	next := *p
+	n := len(p.resp.GetBackends())
 	switch key {
-	case "q", "ctrl+c":
-		return m, tea.Quit
-	case "esc", "backspace", "left":
-		if v.backend > 0 {
-			v.backend = 0
-		} else {
-			m.mem = nil
-			return m, nil
-		}
 	case "tab", "right":
-		v.backend = (v.backend + 1) % (n + 1)
+		next.backend = (p.backend + 1) % (n + 1)
 	case "shift+tab":
-		v.backend = (v.backend + n) % (n + 1)
+		next.backend = (p.backend + n) % (n + 1)
 	case "r":
-		v.loading = true
-		m.mem = &v
-		return m, m.fetchMemory(v.tmID, v.sessID)
+		next.loading = true
+		return &next, next.ask(m)
 	default:
 		if d := int(key[0] - '0'); len(key) == 1 && d >= 1 && d <= 9 && d <= n {
-			v.backend = d
+			next.backend = d
 		}
 	}
-	m.mem = &v
-	return m, nil
+	return &next, nil
 }
 
-func (m topModel) memoryScreen() string {
-	v := m.mem
-	var b strings.Builder
-	title := fmt.Sprintf("gpotel-top %s  memory contexts of session %d", m.client.opts.Addr, v.sessID)
+func (p *memoryPage) help(*topModel) []item {
+	return []item{{0, "esc back"}, {1, "tab/1-9 a backend's tree"}, {0, "r ask again"}, {0, "q quit"}}
+}
+
+func (p *memoryPage) lines(_ *topModel, width int) []string {
 	switch {
-	case v.loading:
-		title += "  asking the agents…"
-	case v.resp != nil:
-		title += fmt.Sprintf("  %d backends  grand total %s%s", len(v.resp.GetBackends()), formatBytes(float64(v.resp.GetGrandTotalBytes())), partialNote(v.resp))
+	case p.loading:
+		return []string{"asking the agents of its hosts… (each backend writes its contexts into its server log)"}
+	case p.err != nil:
+		return paragraph(p.err.Error(), width)
+	case p.backend > 0 && p.backend <= len(p.resp.GetBackends()):
+		return formatBackendTree(p.resp.GetBackends()[p.backend-1], width, 0)
 	}
-	b.WriteString(titleStyle.Render(pad(title, max(m.width, len(title)), false)))
-	b.WriteByte('\n')
-	if v.err != nil {
-		b.WriteString(errorStyle.Render(v.err.Error()))
-	}
-	b.WriteByte('\n')
-	rows := max(m.height-6, 0)
-	if v.resp != nil {
-		if v.backend == 0 {
-			b.WriteString(formatRollup(v.resp, m.width, max(rows-len(v.resp.GetBackends())-1, 3)))
-		} else {
-			b.WriteString(formatBackendTree(v.resp.GetBackends()[v.backend-1], m.width, rows))
-		}
-	}
-	b.WriteString(helpStyle.Render("tab/1-9 one backend's tree  esc back  r ask again  q quit"))
-	return b.String()
+	return formatRollup(p.resp, width, 0)
 }

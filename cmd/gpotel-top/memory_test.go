@@ -4,30 +4,17 @@
 package main
 
 import (
-	"context"
-	"net"
 	"strings"
 	"testing"
-	"time"
-
-	tea "github.com/charmbracelet/bubbletea"
-	"google.golang.org/grpc"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
-	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// fixedMemory answers GetSessionMemoryContexts with one fixed roll-up.
-type fixedMemory struct {
-	gpotelv1.UnimplementedSessionMemoryContextsServer
-	asked []*gpotelv1.SessionKey
-}
-
-func (f *fixedMemory) GetSessionMemoryContexts(_ context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
-	f.asked = append(f.asked, req.GetSessionKey())
+// memoryAnswer is one session's roll-up over two backends, one of which did not answer.
+func memoryAnswer() *gpotelv1.GetSessionMemoryContextsResponse {
 	return &gpotelv1.GetSessionMemoryContextsResponse{
-		SessionKey: req.GetSessionKey(),
-		Partial:    true,
+		Partial:         true,
+		GrandTotalBytes: 20 << 20,
 		Rollup: []*gpotelv1.ContextRollup{
 			{Name: "Caller tuples", TotalBytes: 48 << 20, Backends: 3, TopBackends: []*gpotelv1.BackendShare{{Hostname: "sdw1", SegmentId: 0, Pid: 501, TotalBytes: 16 << 20}}},
 			{Name: "CacheMemoryContext", TotalBytes: 3 << 20, Backends: 3},
@@ -42,50 +29,36 @@ func (f *fixedMemory) GetSessionMemoryContexts(_ context.Context, req *gpotelv1.
 				}},
 			{Hostname: "sdw2", SegmentId: 1, Pid: 601, Error: "Unavailable: connection refused"},
 		},
-	}, nil
-}
-
-func serveWithMemory(t *testing.T, f *fixedSessions, mem *fixedMemory) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
 	}
-	srv := grpc.NewServer()
-	yagpcc.RegisterGetGPInfoServer(srv, f)
-	gpotelv1.RegisterSessionMemoryContextsServer(srv, mem)
-	go func() { _ = srv.Serve(lis) }()
-	t.Cleanup(srv.Stop)
-	return lis.Addr().String()
 }
 
 func TestMemoryOnceShowsTheRollupLargestFirstWithBars(t *testing.T) {
-	mem := &fixedMemory{}
-	addr := serveWithMemory(t, threeSessions(), mem)
-	out := runOnce(t, "--addr", addr, "--memory", "12")
-	lines := strings.Split(out, "\n")
-	if !strings.Contains(lines[0], "session 12") || !strings.Contains(lines[0], "partial") {
-		t.Fatalf("title %q", lines[0])
+	f := threeSessions()
+	f.memory = memoryAnswer()
+	out := runOnce(t, "--addr", serveAPI(t, f), "--memory", "12")
+	for _, want := range []string{"memory contexts of session 12", "1 of 2 backends answered: 20M in all (partial)",
+		"why the others did not answer:", "1 backend: connection refused", "[2] sdw2 seg1 pid 601  no answer: connection refused"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("lacks %q:\n%s", want, out)
+		}
 	}
-	if !strings.HasPrefix(lines[2], "Caller tuples") || !strings.Contains(lines[2], "48.0M") || strings.Count(lines[2], "█") != barWidth ||
-		!strings.Contains(lines[2], "sdw1 seg0 pid 501") {
-		t.Fatalf("first roll-up row %q", lines[2])
+	first, second := lineWith(out, "Caller tuples"), lineWith(out, "CacheMemoryContext")
+	if !strings.Contains(first, "48M") || strings.Count(first, "█") != barWidth || !strings.Contains(first, "sdw1 seg0 pid 501") {
+		t.Errorf("first roll-up row %q", first)
 	}
-	if !strings.HasPrefix(lines[3], "CacheMemoryContext") || strings.Count(lines[3], "█") >= barWidth/4 {
-		t.Fatalf("second roll-up row %q: its bar must be short", lines[3])
+	if strings.Count(second, "█") >= barWidth/4 {
+		t.Errorf("second roll-up row %q: its bar must be short", second)
 	}
-	if !strings.Contains(out, "[2] sdw2 seg1 pid 601  no answer: Unavailable") {
-		t.Fatalf("the unanswered backend is not listed:\n%s", out)
-	}
-	if len(mem.asked) != 1 || mem.asked[0].GetSessId() != 12 {
-		t.Fatalf("asked %v", mem.asked)
+	if len(f.memoryAsked) != 1 || f.memoryAsked[0].GetSessId() != 12 {
+		t.Fatalf("asked %v", f.memoryAsked)
 	}
 }
 
 func TestMemoryOnceDrillsIntoOneBackendsTree(t *testing.T) {
-	addr := serveWithMemory(t, threeSessions(), &fixedMemory{})
-	out := runOnce(t, "--addr", addr, "--memory", "12", "--backend", "1")
-	for _, want := range []string{"sdw1 seg0 pid 501  grand total 20.0M  from stderr", "\nTopMemoryContext ", "\n  TopPortalContext ",
+	f := threeSessions()
+	f.memory = memoryAnswer()
+	out := runOnce(t, "--addr", serveAPI(t, f), "--memory", "12", "--backend", "1")
+	for _, want := range []string{"sdw1 seg0 pid 501  20M in all  from stderr", "\nTopMemoryContext ", "\n  TopPortalContext ",
 		"\n    PortalContext: gpotel_held ", "\n    (4 more child contexts) "} {
 		if !strings.Contains(out, want) {
 			t.Errorf("tree lacks %q:\n%s", want, out)
@@ -94,35 +67,49 @@ func TestMemoryOnceDrillsIntoOneBackendsTree(t *testing.T) {
 }
 
 func TestKeyXOpensTheSelectedSessionsMemory(t *testing.T) {
-	mem := &fixedMemory{}
-	addr := serveWithMemory(t, threeSessions(), mem)
-	c, err := dial(context.Background(), clientOptions{Addr: addr, CallTimeout: 5 * time.Second})
-	if err != nil {
-		t.Fatal(err)
+	f := threeSessions()
+	f.memory = memoryAnswer()
+	h := newTUI(t, f, 120, 30)
+	h.press("down") // from the first row to the second by CPU: bob's, 12
+	h.press("x")
+	if len(f.memoryAsked) != 1 || f.memoryAsked[0].GetSessId() != 12 {
+		t.Fatalf("asked %v, want the selected session 12", f.memoryAsked)
 	}
-	defer func() { _ = c.Close() }()
-	var m tea.Model = topModel{ctx: context.Background(), client: c, interval: time.Second, width: 120, height: 30}
-	m, _ = m.Update(m.(topModel).fetch()())
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyDown})
-	want := m.(topModel).rows[1].SessID
-	m, cmd := m.Update(tea.KeyMsg{Type: tea.KeyRunes, Runes: []rune("x")})
-	if cmd == nil {
-		t.Fatal("x must ask for the memory contexts")
+	if !strings.Contains(h.screen(), "Caller tuples") || !strings.Contains(h.lines()[0], "memory contexts of session 12") {
+		t.Fatalf("memory screen:\n%s", h.screen())
 	}
-	m, _ = m.Update(cmd())
-	if len(mem.asked) != 1 || mem.asked[0].GetSessId() != want {
-		t.Fatalf("asked %v, want the selected session %d", mem.asked, want)
+	h.press("tab")
+	if !strings.Contains(h.screen(), "PortalContext: gpotel_held") {
+		t.Fatalf("tab should show the first backend's tree:\n%s", h.screen())
 	}
-	if v := m.View(); !strings.Contains(v, "Caller tuples") || !strings.Contains(v, "memory contexts of session") {
-		t.Fatalf("memory screen:\n%s", v)
+	h.press("esc")
+	if !strings.Contains(h.screen(), "Caller tuples") {
+		t.Fatalf("esc from a tree goes back to the roll-up:\n%s", h.screen())
 	}
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyTab})
-	if v := m.View(); !strings.Contains(v, "PortalContext: gpotel_held") {
-		t.Fatalf("tab should show the first backend's tree:\n%s", v)
+	h.press("esc")
+	if !strings.Contains(h.screen(), " SESS ") || h.quit {
+		t.Fatalf("esc from the roll-up goes back to the list:\n%s", h.screen())
 	}
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEsc})
-	m, _ = m.Update(tea.KeyMsg{Type: tea.KeyEsc})
-	if v := m.View(); !strings.Contains(v, "SESS") {
-		t.Fatalf("esc twice should return to the sessions:\n%s", v)
+}
+
+// A server that cannot log memory contexts (Greenplum 6 has no
+// pg_log_backend_memory_contexts) is told as its reason, whole, without a
+// gRPC code and without a grand total of nothing.
+func TestMemoryOfAServerWithoutTheFunctionSaysWhy(t *testing.T) {
+	why := "the server cannot log a backend's memory contexts: PostgreSQL 9.4.26 (Greenplum Database 6.24.3) has no pg_log_backend_memory_contexts (it came in PostgreSQL 14)"
+	f := threeSessions()
+	f.memory = &gpotelv1.GetSessionMemoryContextsResponse{Partial: true, Backends: []*gpotelv1.BackendMemoryContexts{
+		{Hostname: "mdw", SegmentId: -1, Pid: 100, Error: "FailedPrecondition: " + why},
+		{Hostname: "sdw1", SegmentId: 0, Pid: 200, Error: "FailedPrecondition: " + why},
+	}}
+	h := newTUI(t, f, 80, 24)
+	h.press("down", "x")
+	h.fits("memory of a gp6 session")
+	screen := strings.Join(strings.Fields(h.screen()), " ")
+	if !strings.Contains(screen, "none of its 2 backends answered") || !strings.Contains(screen, "2 backends: "+why) {
+		t.Errorf("the reason is not said whole:\n%s", h.screen())
+	}
+	if strings.Contains(screen, "FailedPrecondition") || strings.Contains(screen, "grand total") || strings.Contains(screen, " 0B in all") {
+		t.Errorf("a code or a total of nothing:\n%s", h.screen())
 	}
 }

@@ -15,7 +15,7 @@ import (
 )
 
 // errNoPressure: the server predates gpotel.v1.PressureService.
-var errNoPressure = fmt.Errorf("pressure: not served by this collector (no gpotel.v1.PressureService)")
+var errNoPressure = fmt.Errorf("this collector does not serve host pressure (gpotel.v1.PressureService)")
 
 // hostPressure asks for the latest snapshot's per-host pressure.
 func (c *sessionClient) hostPressure(ctx context.Context) ([]*gpotelv1.HostPressure, error) {
@@ -26,7 +26,7 @@ func (c *sessionClient) hostPressure(ctx context.Context) ([]*gpotelv1.HostPress
 		return nil, errNoPressure
 	}
 	if err != nil {
-		return nil, fmt.Errorf("GetHostPressure %s: %w", c.opts.Addr, err)
+		return nil, c.callError("host pressure", err)
 	}
 	return resp.GetHosts(), nil
 }
@@ -34,35 +34,27 @@ func (c *sessionClient) hostPressure(ctx context.Context) ([]*gpotelv1.HostPress
 // pressurePane is one line per host: the share of the last 10 s in which
 // tasks stalled for CPU, memory and I/O (some/full), then each control
 // group's CPU stall (cgroup v2) or its tasks by state (cgroup v1).
-func pressurePane(hosts []*gpotelv1.HostPressure, width int) string {
+func pressurePane(hosts []*gpotelv1.HostPressure, width int) []string {
 	if len(hosts) == 0 {
-		return ""
+		return nil
 	}
-	var b strings.Builder
-	line := func(s string) {
-		if width > 0 && len(s) > width {
-			s = s[:width]
-		}
-		b.WriteString(s)
-		b.WriteByte('\n')
-	}
-	line(fmt.Sprintf("%-12s %-6s %-11s %-11s %s", "HOST", "CPU", "MEM", "IO", "GROUPS (stalled share of the last 10 s)"))
+	out := []string{headerStyle.Render(cutLine(fmt.Sprintf("%-12s %-6s %-11s %-11s %s", "HOST", "CPU", "MEM", "IO", "GROUPS (stalled share of the last 10 s)"), width))}
 	for _, h := range hosts {
 		var groups []string
 		for _, g := range h.GetGroups() {
 			if f := figure(g.GetPressure(), "cpu", "some"); f != nil {
-				groups = append(groups, fmt.Sprintf("%s cpu %s", g.GetName(), percent(f.GetAvg10())))
+				groups = append(groups, fmt.Sprintf("%s cpu %s", g.GetName(), shareText(f.GetAvg10())))
 			} else if t := g.GetTasks(); t != nil {
 				groups = append(groups, fmt.Sprintf("%s R%d S%d D%d", g.GetName(), t["running"], t["sleeping"], t["uninterruptible"]))
 			}
 		}
-		line(fmt.Sprintf("%-12s %-6s %-11s %-11s %s", h.GetHostname(),
+		out = append(out, cutLine(fmt.Sprintf("%s %-6s %-11s %-11s %s", pad(h.GetHostname(), 12, false),
 			avg10(h.GetPressure(), "cpu", "some"),
 			avg10(h.GetPressure(), "memory", "some")+"/"+avg10(h.GetPressure(), "memory", "full"),
 			avg10(h.GetPressure(), "io", "some")+"/"+avg10(h.GetPressure(), "io", "full"),
-			strings.Join(groups, "  ")))
+			strings.Join(groups, "  ")), width))
 	}
-	return b.String()
+	return out
 }
 
 func figure(fs []*gpotelv1.PressureFigures, resource, kind string) *gpotelv1.PressureFigures {
@@ -76,9 +68,7 @@ func figure(fs []*gpotelv1.PressureFigures, resource, kind string) *gpotelv1.Pre
 
 func avg10(fs []*gpotelv1.PressureFigures, resource, kind string) string {
 	if f := figure(fs, resource, kind); f != nil {
-		return percent(f.GetAvg10())
+		return shareText(f.GetAvg10())
 	}
-	return "-"
+	return absentText
 }
-
-func percent(share float64) string { return fmt.Sprintf("%.0f%%", share*100) }

@@ -195,7 +195,7 @@ func checkForeignClient(t *testing.T, conn *grpc.ClientConn, files *protoregistr
 func TestHealthReportsServing(t *testing.T) {
 	srv := startDefault(t)
 	h := healthpb.NewHealthClient(srv.conn)
-	for _, service := range []string{"", "yagpcc.GetGPInfo"} {
+	for _, service := range []string{"", "yagpcc.GetGPInfo", "gpotel.v1.FinishedWork"} {
 		resp, err := h.Check(ctxTimeout(t), &healthpb.HealthCheckRequest{Service: service})
 		if err != nil {
 			t.Fatalf("health %q: %v", service, err)

@@ -63,6 +63,8 @@ type Config struct {
 	MemoryContexts MemoryContextsConfig `mapstructure:"memory_contexts"`
 	// Actions configures yagpcc's ActionService; off by default.
 	Actions ActionsConfig `mapstructure:"actions"`
+	// FinishedQueries keeps finished queries and ended sessions answerable.
+	FinishedQueries FinishedQueriesConfig `mapstructure:"finished_queries"`
 }
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
@@ -114,6 +116,7 @@ func createDefaultConfig() *Config {
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
 		Actions:            defaultActionsConfig(),
+		FinishedQueries:    defaultFinishedQueriesConfig(),
 	}
 }
 
@@ -148,6 +151,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
+	errs = append(errs, cfg.FinishedQueries.validate()...)
 	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	return errors.Join(errs...)
 }

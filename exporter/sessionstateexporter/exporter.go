@@ -33,6 +33,7 @@ type sessionStateExporter struct {
 	cfg      *Config
 	settings exporter.Settings
 	store    *sessionStore
+	finished *finishedWork
 	pressure pressureStore
 	tops     hostTops
 
@@ -55,15 +56,19 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateE
 	}
 	store := newSessionStore(cfg, set.Logger, fallback)
 	store.telemetry = tb
+	finished := newFinishedWork(cfg, set.Logger, fallback)
+	finished.telemetry = tb
 	return &sessionStateExporter{
 		cfg:      cfg,
 		settings: set,
 		store:    store,
+		finished: finished,
 	}, nil
 }
 
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
 	e.store.consume(md)
+	e.finished.consume(md, e.store.load().time)
 	e.pressure.consume(md)
 	e.tops.consume(md)
 	return nil
@@ -93,6 +98,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health = health.NewServer()
 	yagpcc.RegisterGetGPInfoServer(server, &getGPInfoService{
 		store:            e.store,
+		finished:         e.finished,
 		defaultPageSize:  e.cfg.DefaultPageSize,
 		maxPageSize:      e.cfg.MaxPageSize,
 		maxResponseBytes: e.cfg.MaxResponseBytes,
@@ -103,6 +109,9 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
+	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
+		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
+	})
 	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
 		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
 	})
@@ -121,6 +130,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.ClusterTop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.FinishedWork_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {

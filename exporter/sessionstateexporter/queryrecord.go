@@ -30,6 +30,16 @@ type queryRecord struct {
 	stat      *yagpcc.SystemStat // immutable once read: shared by every answer
 	segments  []*yagpcc.SegmentMetrics
 	spill     *pipeline.QuerySpill // nil: no read saw it hold workfiles
+	// A finished query's event also gives its exact end, how it ended and
+	// whose it was (its session may be long gone).
+	end    time.Time
+	status yagpcc.QueryStatus
+	owner  *queryOwner
+}
+
+// queryOwner is whose a finished query was, and who serves it.
+type queryOwner struct {
+	clusterID, hostname, user, database, rsgname string
 }
 
 func newQueryRecord(q pipeline.QueryOutput) *queryRecord {
@@ -90,6 +100,12 @@ func (q *queryRecord) totalQueryData(s *session, collect time.Time) *yagpcc.Tota
 		status = yagpcc.QueryStatus_QUERY_STATUS_DONE
 		end = timestamppb.New(q.start.Add(time.Duration(q.duration * float64(time.Second))))
 	}
+	if !q.end.IsZero() {
+		end = timestamppb.New(q.end)
+	}
+	if q.status != yagpcc.QueryStatus_QUERY_STATUS_UNSPECIFIED {
+		status = q.status
+	}
 	info := &yagpcc.QueryInfo{QueryText: q.text, StartTime: timestamppb.New(q.start), EndTime: end}
 	stat := &yagpcc.QueryStat{
 		CollectTime: timestamppb.New(collect),
@@ -102,6 +118,10 @@ func (q *queryRecord) totalQueryData(s *session, collect time.Time) *yagpcc.Tota
 		Completed:   q.completed,
 	}
 	stat.TotalQueryMetrics = q.metrics()
+	if o := q.owner; o != nil {
+		stat.ClusterId, stat.Hostname = o.clusterID, o.hostname
+		info.UserName, info.DatabaseName, info.Rsgname = o.user, o.database, o.rsgname
+	}
 	if s != nil {
 		st := s.state
 		stat.ClusterId, stat.Hostname = st.GetClusterId(), st.GetHostname()

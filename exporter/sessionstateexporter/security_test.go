@@ -200,6 +200,8 @@ func TestBearerTokenAuth(t *testing.T) {
 			// gpotel.v1 services on the same server share the authenticator.
 			_, err = gpotelv1.NewClusterTopClient(srv.conn).GetClusterTop(ctx, &gpotelv1.GetClusterTopRequest{})
 			assertCode(t, err, tc.want, "")
+			_, err = gpotelv1.NewFinishedWorkClient(srv.conn).ListFinishedQueries(ctx, &gpotelv1.ListFinishedWorkRequest{})
+			assertCode(t, err, tc.want, "")
 		})
 	}
 

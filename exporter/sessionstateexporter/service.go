@@ -21,6 +21,7 @@ type getGPInfoService struct {
 	yagpcc.UnimplementedGetGPInfoServer
 
 	store            *sessionStore
+	finished         *finishedWork // nil: none kept
 	defaultPageSize  int
 	maxPageSize      int
 	maxResponseBytes int
@@ -190,20 +191,32 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	}
 	// A key names one query by its command count, or (ccnt 0) by its
 	// query_start; ccnt 0 without query_start asks for the running query.
-	var q *queryRecord
+	var id queryID
+	keyed := true
 	switch {
 	case k.GetCcnt() != 0:
-		q = v.queries[queryID{session: sk, ccnt: int64(k.GetCcnt())}]
+		id = queryID{session: sk, ccnt: int64(k.GetCcnt())}
 	case k.GetQueryStart() != nil:
-		q = v.queries[queryID{session: sk, start: k.GetQueryStart().AsTime().UnixNano()}]
-	case s != nil:
+		id = queryID{session: sk, start: k.GetQueryStart().AsTime().UnixNano()}
+	default:
+		keyed = false
+	}
+	var q *queryRecord
+	if keyed {
+		q = v.queries[id]
+	} else if s != nil {
 		q = s.query
 	}
 	if q != nil {
 		return &yagpcc.GetGPQueryResponse{QueriesData: q.totalQueryData(s, v.time)}, nil
 	}
-	if k.GetCcnt() != 0 || k.GetQueryStart() != nil || s == nil || !s.running {
-		return nil, status.Error(codes.NotFound, notFoundMessage(k))
+	if keyed {
+		// Gone from the processor's output: finished, kept for the retention.
+		return svc.finished.getGPQuery(id, k, v.time)
+	}
+	if s == nil || !s.running {
+		return nil, status.Errorf(codes.NotFound, "no running query of session {ssid %d, tmid %d} in the latest snapshot; "+
+			"a key with ccnt or query_start names a finished one", k.GetSsid(), k.GetTmid())
 	}
 	// No query figures (the processor's queries are off): the session's recent window.
 	st := s.state
@@ -222,8 +235,7 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	}}, nil
 }
 
-func notFoundMessage(k *yagpcc.QueryKey) string {
-	return fmt.Sprintf("no query {ssid %d, tmid %d, ccnt %d, query_start %s} in the latest snapshot; "+
-		"gpotel serves running queries and those that ended within the processor's longest window",
+func queryKeyString(k *yagpcc.QueryKey) string {
+	return fmt.Sprintf("{ssid %d, tmid %d, ccnt %d, query_start %s}",
 		k.GetSsid(), k.GetTmid(), k.GetCcnt(), k.GetQueryStart().AsTime().Format(time.RFC3339Nano))
 }

@@ -44,6 +44,10 @@ type HostAnswer struct {
 	// when it sent none.
 	Batches  int64
 	Sequence uint64
+	// ReadDelay is how long after the snapshot time the host's last
+	// answer came (ns): its processes were read no later than that. 0:
+	// not measured.
+	ReadDelay int64
 }
 
 // HostReading is what a host's agent said beside its processes.
@@ -164,10 +168,25 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 // appendHostSequences adds the framing points of the hosts that sent
 // process batches to the snapshot resource: never switched off.
 func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp, hosts []HostAnswer) {
-	if rm.ScopeMetrics().Len() == 0 || !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
+	if rm.ScopeMetrics().Len() == 0 {
 		return
 	}
 	ms := rm.ScopeMetrics().At(0).Metrics()
+	if slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.ReadDelay > 0 }) {
+		delays := appendMetric(ms, MetricHostReadDelay, "How long after the snapshot time the host's last answer came: its processes were read no later than that (docs/pipeline.md, query figures).", "s", false)
+		for _, h := range hosts {
+			if h.ReadDelay > 0 {
+				dp := delays.AppendEmpty()
+				dp.SetStartTimestamp(start)
+				dp.SetTimestamp(ts)
+				dp.SetDoubleValue(float64(h.ReadDelay) / 1e9)
+				dp.Attributes().PutStr(AttrHostName, h.Host)
+			}
+		}
+	}
+	if !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
+		return
+	}
 	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, rule 8).", "{batch}", false)
 	sequence := appendMetric(ms, MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
 	for _, h := range hosts {
@@ -304,7 +323,7 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 		h.Coordinator = v.AsString()
 	}
 	h.Time = firstPointTime(rm)
-	processes, batches, sequences := map[string]int64{}, map[string]int64{}, map[string]int64{}
+	processes, batches, sequences, delays := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
 	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		host, ok := dp.Attributes().Get(AttrHostName)
 		if !ok {
@@ -319,12 +338,17 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 			batches[host.AsString()] = intValue(dp)
 		case MetricHostSequence:
 			sequences[host.AsString()] = intValue(dp)
+		case MetricHostReadDelay:
+			if v := pointFloat(dp); v > 0 && v < 3600 {
+				delays[host.AsString()] = int64(v * 1e9)
+			}
 		}
 	})
 	for i := range h.Hosts {
 		name := h.Hosts[i].Host
 		h.Hosts[i].Processes = processes[name]
 		h.Hosts[i].Batches, h.Hosts[i].Sequence = max(batches[name], 0), uint64(max(sequences[name], 0)) // #nosec G115 -- not negative
+		h.Hosts[i].ReadDelay = delays[name]
 	}
 	return h
 }

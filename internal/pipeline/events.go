@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 // Finished work (docs/pipeline.md, finished work): one OpenTelemetry log
@@ -114,9 +115,13 @@ const (
 	QuerySuperseded = "unknown"
 )
 
-// QueryEventFields and SessionEventFields are the fields of each event, in
-// the order of the history table's columns.
-var QueryEventFields, SessionEventFields []EventField
+// QueryEventFields are the query event's fields, in the order of the
+// history table's columns.
+var QueryEventFields []EventField
+
+// SessionEventFields are the session event's fields, in the order of the
+// history table's columns.
+var SessionEventFields []EventField
 
 func init() {
 	QueryEventFields = append(eventIdentity(true), eventWho()...)
@@ -150,7 +155,7 @@ func init() {
 		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator backend; the first snapshot that saw it when the server has none"},
 		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "the first snapshot without it"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes did not answer: its figures are a lower bound"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes was still silent when its event was written: its figures are a lower bound"},
 		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
 	)
 	SessionEventFields = append(SessionEventFields, eventCounters()...)
@@ -202,8 +207,12 @@ func eventCounters() []EventField {
 		if row.Metric.Double {
 			typ = EventDouble
 		}
+		brief := "its total of " + row.Metric.Session
+		if row.Value != "" {
+			brief += " " + row.Value
+		}
 		out = append(out, EventField{Key: key, Column: columnOf(key), Type: typ, Unit: row.Metric.Unit, Optional: true, counter: f, counted: true,
-			Brief: row.Metric.Description})
+			Brief: brief + ", over every process it had"})
 	}
 	return out
 }
@@ -274,8 +283,16 @@ type SessionWho struct {
 // AppendQueryEvent writes q as one log record of lrs: event name, the
 // end as its time, every field of QueryEventFields it has.
 func AppendQueryEvent(lrs plog.LogRecordSlice, q *FinishedQuery, observed pcommon.Timestamp) {
-	lr := newEvent(lrs, EventQueryEnd, q.End, observed)
-	attrs := lr.Attributes()
+	PutQueryEvent(newEvent(lrs, EventQueryEnd, q.End, observed).Attributes(), q)
+}
+
+// AppendSessionEvent writes s as one log record of lrs.
+func AppendSessionEvent(lrs plog.LogRecordSlice, s *EndedSession, observed pcommon.Timestamp) {
+	PutSessionEvent(newEvent(lrs, EventSessionEnd, s.End, observed).Attributes(), s)
+}
+
+// PutQueryEvent writes every field of QueryEventFields that q has into attrs.
+func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 	for _, f := range QueryEventFields {
 		if c, ok := f.Counter(); ok {
 			putCounter(attrs, f, c, &q.Totals, q.Known)
@@ -332,10 +349,8 @@ func AppendQueryEvent(lrs plog.LogRecordSlice, q *FinishedQuery, observed pcommo
 	}
 }
 
-// AppendSessionEvent writes s as one log record of lrs.
-func AppendSessionEvent(lrs plog.LogRecordSlice, s *EndedSession, observed pcommon.Timestamp) {
-	lr := newEvent(lrs, EventSessionEnd, s.End, observed)
-	attrs := lr.Attributes()
+// PutSessionEvent writes every field of SessionEventFields that s has into attrs.
+func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 	for _, f := range SessionEventFields {
 		if c, ok := f.Counter(); ok {
 			putCounter(attrs, f, c, &s.Totals, s.Known)
@@ -544,4 +559,247 @@ func readSegments(sl pcommon.Slice) []SegmentUse {
 			Read: read.Int(), Written: written.Int()})
 	}
 	return out
+}
+
+// DecodeQueryEvent reads a query event's attributes back (a finished_query
+// resource's, or a log record's); an error names the first field that is
+// required and missing or of another type.
+func DecodeQueryEvent(attrs pcommon.Map) (FinishedQuery, error) {
+	var q FinishedQuery
+	err := decodeEvent(attrs, QueryEventFields, &q.Totals, &q.Known, func(f EventField, v any) {
+		if decodeWho(f.Key, v, &q.Session, &q.Who) {
+			return
+		}
+		switch f.Key {
+		case AttrQueryStart:
+			q.Start = v.(time.Time).UnixNano()
+		case AttrQueryCommandCount:
+			q.CommandCount = v.(int64)
+		case AttrEventQueryEnd:
+			q.End = v.(time.Time).UnixNano()
+		case AttrEventQueryStatus:
+			q.Status = v.(string)
+		case AttrEventPartial:
+			q.Partial = v.(bool)
+		case AttrDBQueryText:
+			text := v.(string)
+			q.Text = &text
+		case AttrEventSegments:
+			q.Segments = v.([]SegmentUse)
+		case AttrEventSpillMax, AttrEventSpillFilesMax:
+			if q.Spill == nil {
+				q.Spill = &QuerySpill{}
+			}
+			if f.Key == AttrEventSpillMax {
+				q.Spill.MaxBytes = v.(int64)
+			} else {
+				q.Spill.MaxFiles = v.(int64)
+			}
+		case AttrEventLockWait:
+			q.LockWait = fromSeconds(v.(float64))
+		case AttrEventLockBlocker:
+			q.LockBlocker = v.(int64)
+		case AttrEventVmemPeak:
+			q.VmemPeak = v.(int64)
+		default:
+			readSkew(f.Key, v, &q.Skew)
+		}
+	})
+	return q, err
+}
+
+// DecodeSessionEvent reads a session event's attributes back.
+func DecodeSessionEvent(attrs pcommon.Map) (EndedSession, error) {
+	var s EndedSession
+	err := decodeEvent(attrs, SessionEventFields, &s.Totals, &s.Known, func(f EventField, v any) {
+		if decodeWho(f.Key, v, &s.Session, &s.Who) {
+			return
+		}
+		switch f.Key {
+		case AttrEventSessionStart:
+			s.Start = v.(time.Time).UnixNano()
+		case AttrEventSessionEnd:
+			s.End = v.(time.Time).UnixNano()
+		case AttrEventPartial:
+			s.Partial = v.(bool)
+		case AttrEventSessionQueries:
+			s.Queries = v.(int64)
+		case AttrEventMemoryPeak:
+			s.MemoryPeak = v.(int64)
+		case AttrEventSpillMax:
+			s.SpillMax = v.(int64)
+		case AttrEventLockWait:
+			s.LockWait = fromSeconds(v.(float64))
+		case AttrEventVmemPeak:
+			s.VmemPeak = v.(int64)
+		}
+	})
+	return s, err
+}
+
+// decodeEvent reads every field present, the counters into totals and
+// known, the rest through set; a required field missing is an error.
+func decodeEvent(attrs pcommon.Map, fields []EventField, totals *Counters, known *uint32, set func(EventField, any)) error {
+	for _, f := range fields {
+		v, ok := EventValue(attrs, f)
+		switch {
+		case !ok && !f.Optional:
+			return fmt.Errorf("event field %s is missing or not a %s", f.Key, f.Type)
+		case !ok:
+			continue
+		}
+		if c, isCounter := f.Counter(); isCounter {
+			if f.Type == EventDouble {
+				totals[c] = fromSeconds(v.(float64))
+			} else {
+				totals[c] = v.(int64)
+			}
+			*known |= 1 << c
+			continue
+		}
+		set(f, v)
+	}
+	return nil
+}
+
+// decodeWho sets the identity and who fields; false for any other key.
+func decodeWho(key string, v any, session *SessionKey, w *SessionWho) bool {
+	switch key {
+	case AttrTmID:
+		session.TmID = v.(int64)
+	case AttrSessionID:
+		session.ID = v.(int64)
+	case AttrDBNamespace:
+		w.Database = v.(string)
+	case AttrSessionUser:
+		w.User = v.(string)
+	case AttrEventApplication:
+		w.Application = Null[string]{V: v.(string), Valid: true}
+	case AttrEventClientAddress:
+		w.ClientAddress = Null[string]{V: v.(string), Valid: true}
+	case AttrEventClientPort:
+		w.ClientPort = Null[int64]{V: v.(int64), Valid: true}
+	case AttrEventResourceGroup:
+		w.ResourceGroup = Null[string]{V: v.(string), Valid: true}
+	default:
+		return false
+	}
+	return true
+}
+
+// readSkew sets one skew field; a skew with any field present is OK.
+func readSkew(key string, v any, p *SkewPair) {
+	sk, rest := &p.CPU, ""
+	if r, ok := strings.CutPrefix(key, AttrEventSkewCPUPrefix); ok {
+		rest = r
+	} else if r, ok := strings.CutPrefix(key, AttrEventSkewIOPrefix); ok {
+		sk, rest = &p.IO, r
+	} else {
+		return
+	}
+	sk.OK = true
+	switch rest {
+	case "ratio":
+		sk.Ratio = v.(float64)
+	case "max_over_avg":
+		sk.MaxOverAvg = v.(float64)
+	case "hottest_segment":
+		sk.Hottest = int32(max(min(v.(int64), math.MaxInt32), math.MinInt32))
+	case "segments":
+		sk.Segments = int(max(v.(int64), 0))
+	}
+}
+
+// fromSeconds is seconds as integer ns, saturating.
+func fromSeconds(s float64) int64 {
+	ns := math.Round(s * 1e9)
+	switch {
+	case ns >= math.MaxInt64:
+		return math.MaxInt64
+	case ns <= math.MinInt64:
+		return math.MinInt64
+	}
+	return int64(ns)
+}
+
+// String names a value type in an error.
+func (t EventType) String() string {
+	switch t {
+	case EventInt:
+		return "int"
+	case EventDouble:
+		return "double"
+	case EventString:
+		return "string"
+	case EventBool:
+		return "bool"
+	case EventTime:
+		return "RFC 3339 time string"
+	case EventSegments:
+		return "slice of segment maps"
+	}
+	return "value"
+}
+
+// AppendFinishedQuery appends q as a finished_query resource: the event's
+// fields as resource attributes, no metrics (docs/pipeline.md, finished work).
+func AppendFinishedQuery(rms pmetric.ResourceMetricsSlice, q *FinishedQuery) {
+	attrs := rms.AppendEmpty().Resource().Attributes()
+	attrs.PutStr(AttrResourceKind, KindFinishedQuery.String())
+	PutQueryEvent(attrs, q)
+}
+
+// AppendEndedSession appends s as an ended_session resource.
+func AppendEndedSession(rms pmetric.ResourceMetricsSlice, s *EndedSession) {
+	attrs := rms.AppendEmpty().Resource().Attributes()
+	attrs.PutStr(AttrResourceKind, KindEndedSession.String())
+	PutSessionEvent(attrs, s)
+}
+
+// AppendEventOf writes the event a finished_query or ended_session
+// resource carries as one log record of lrs; false for any other resource.
+func AppendEventOf(lrs plog.LogRecordSlice, res pcommon.Resource, observed pcommon.Timestamp) bool {
+	var name string
+	var end EventField
+	switch KindOf(res.Attributes()) {
+	case KindFinishedQuery:
+		name, end = EventQueryEnd, eventEnd(QueryEventFields, AttrEventQueryEnd)
+	case KindEndedSession:
+		name, end = EventSessionEnd, eventEnd(SessionEventFields, AttrEventSessionEnd)
+	default:
+		return false
+	}
+	var at int64
+	if v, ok := EventValue(res.Attributes(), end); ok {
+		at = v.(time.Time).UnixNano()
+	}
+	lr := newEvent(lrs, name, at, observed)
+	lr.Attributes().EnsureCapacity(res.Attributes().Len() - 1)
+	res.Attributes().Range(func(k string, v pcommon.Value) bool {
+		if k != AttrResourceKind {
+			v.CopyTo(lr.Attributes().PutEmpty(k))
+		}
+		return true
+	})
+	return true
+}
+
+func eventEnd(fields []EventField, key string) EventField {
+	for _, f := range fields {
+		if f.Key == key {
+			return f
+		}
+	}
+	panic("pipeline: no event field " + key)
+}
+
+// docName is the type as docs/pipeline.md writes it.
+func (t EventType) docName() string {
+	switch t {
+	case EventTime:
+		return "time"
+	case EventSegments:
+		return "segments"
+	}
+	return t.String()
 }

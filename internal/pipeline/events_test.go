@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 func fullQueryEvent() *FinishedQuery {
@@ -107,3 +108,48 @@ func TestEventColumnsAreIdentifiers(t *testing.T) {
 		}
 	}
 }
+
+// What the processor writes into a finished_query or ended_session
+// resource is what the connector's log record and the exporter read back.
+func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
+	q := fullQueryEvent()
+	s := &EndedSession{Session: SessionKey{TmID: 1, ID: 2}, Who: SessionWho{Database: "d", User: "u"},
+		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1 << CPUSystem, MemoryPeak: 5, LockWait: 7}
+	s.Totals[CPUSystem] = 2e9
+	rms := pmetric.NewResourceMetricsSlice()
+	AppendFinishedQuery(rms, q)
+	AppendEndedSession(rms, s)
+	logs := plog.NewLogRecordSlice()
+	for i := range rms.Len() {
+		require.True(t, AppendEventOf(logs, rms.At(i).Resource(), 9))
+	}
+	require.False(t, AppendEventOf(logs, pmetric.NewResourceMetrics().Resource(), 9), "a resource of another kind carries no event")
+	require.Equal(t, 2, logs.Len())
+
+	gotQ, err := DecodeQueryEvent(logs.At(0).Attributes())
+	require.NoError(t, err)
+	assert.Equal(t, *q, gotQ)
+	assert.Equal(t, EventQueryEnd, logs.At(0).EventName())
+	assert.Equal(t, q.End, int64(logs.At(0).Timestamp()))
+	_, hasKind := logs.At(0).Attributes().Get(AttrResourceKind)
+	assert.False(t, hasKind, "the resource kind is the processor's framing, not the event's")
+
+	gotS, err := DecodeSessionEvent(logs.At(1).Attributes())
+	require.NoError(t, err)
+	assert.Equal(t, *s, gotS)
+	assert.Equal(t, EventSessionEnd, logs.At(1).EventName())
+}
+
+// A record that lacks a required field is refused with the field's name.
+func TestDecodeEventNamesTheMissingField(t *testing.T) {
+	logs := plog.NewLogRecordSlice()
+	AppendQueryEvent(logs, fullQueryEvent(), 1)
+	logs.At(0).Attributes().PutStr(AttrEventQueryStatus+"x", "")
+	logs.At(0).Attributes().Remove(AttrEventDuration)
+	_, err := DecodeQueryEvent(logs.At(0).Attributes())
+	require.ErrorContains(t, err, AttrEventDuration)
+	logs.At(0).Attributes().PutStr(AttrEventDuration, "5")
+	_, err = DecodeQueryEvent(logs.At(0).Attributes())
+	require.ErrorContains(t, err, "not a double")
+}
+

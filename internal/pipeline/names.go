@@ -42,6 +42,12 @@ const (
 	// KindDeparted lists, in the closing batch, one host's processes that
 	// left since the previous snapshot.
 	KindDeparted
+	// KindFinishedQuery carries, once, an ended query's event: its fields
+	// as resource attributes, no metrics (processor; docs/pipeline.md,
+	// finished work).
+	KindFinishedQuery
+	// KindEndedSession carries, once, an ended session's event.
+	KindEndedSession
 	// KindUnknown carries gpotel.resource.kind with a value this version
 	// does not know.
 	KindUnknown
@@ -49,16 +55,18 @@ const (
 
 // kindNames are the AttrResourceKind values.
 var kindNames = [...]string{
-	KindSnapshot:   "snapshot",
-	KindSession:    "session",
-	KindProcess:    "process",
-	KindExited:     "exited",
-	KindUnrecorded: "unrecorded",
-	KindHost:       "host",
-	KindCgroup:     "cgroup",
-	KindQuery:      "query",
-	KindBatch:      "batch",
-	KindDeparted:   "departed",
+	KindSnapshot:      "snapshot",
+	KindSession:       "session",
+	KindProcess:       "process",
+	KindExited:        "exited",
+	KindUnrecorded:    "unrecorded",
+	KindHost:          "host",
+	KindCgroup:        "cgroup",
+	KindQuery:         "query",
+	KindBatch:         "batch",
+	KindDeparted:      "departed",
+	KindFinishedQuery: "finished_query",
+	KindEndedSession:  "ended_session",
 }
 
 // String is the AttrResourceKind value; "" for KindForeign and KindUnknown.
@@ -178,6 +186,9 @@ const (
 	MetricHostBatches     = "gpotel.host.batches"
 	MetricHostSequence    = "gpotel.host.sequence"
 	MetricProcessDeparted = "gpotel.process.departed"
+	// MetricHostReadDelay is how long after the snapshot time the host's
+	// last answer came: its processes were read no later than that.
+	MetricHostReadDelay = "gpotel.host.read_delay"
 )
 
 // Session state metric (receiver) and the keys of its Metadata map.
@@ -469,5 +480,5 @@ func MetricNames() []string {
 		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
 		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
 		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax,
-		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted)
+		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted, MetricHostReadDelay)
 }

@@ -44,7 +44,7 @@ type figures struct {
 	memoryMaxHost   []memoryGauges
 	sessionIndex    map[pipeline.SessionKey]uint32
 	smoothed        *smoothedFigures // nil when smoothing is off
-	queries         []queryFigures   // with query figures on
+	work            trackedWork      // with query figures on
 	hostNames       []string         // by host row, for the query figures
 	segments        *segmentFigures
 	// carried are the processes the store carried unchanged, as process

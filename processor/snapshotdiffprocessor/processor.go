@@ -59,8 +59,12 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
 	}
 	if cfg.Queries.Enabled {
-		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished)
 		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
+		var text func(string) *string
+		if p.queryText {
+			text = p.cutText
+		}
+		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished, text)
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -256,7 +260,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeli
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
-		figs.queries = p.queries.update(p.store, acts)
+		figs.work = p.queries.update(p.store, acts)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	if p.carriedEncoder != nil {
@@ -326,8 +330,14 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, b *pipeline.Batch, figs
 			p.out.AppendSession(rms.At(i), ts, p.sessionFigures(figs, key))
 		}
 	}
-	for i := range figs.queries {
-		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.queries[i], figs.hostNames))
+	for i := range figs.work.queries {
+		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.work.queries[i], figs.hostNames))
+	}
+	for i := range figs.work.finished {
+		pipeline.AppendFinishedQuery(rms, &figs.work.finished[i])
+	}
+	for i := range figs.work.ended {
+		pipeline.AppendEndedSession(rms, &figs.work.ended[i])
 	}
 	if figs.carried != nil {
 		figs.carried.MoveAndAppendTo(rms)
@@ -385,6 +395,12 @@ func (p *snapshotDiff) clusterFigures(f *figures) *pipeline.ClusterFigures {
 	return out
 }
 
+// cutText is a query's text as the output writes it: cut to queries::text_max_length.
+func (p *snapshotDiff) cutText(text string) *string {
+	cut, _ := pipeline.CutUTF8(text, p.queryTextMax)
+	return &cut
+}
+
 // queryFigures is one query as the output writes it.
 func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
 	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
@@ -394,8 +410,7 @@ func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeli
 		out.Spill = &sp
 	}
 	if p.queryText {
-		text, _ := pipeline.CutUTF8(q.text, p.queryTextMax)
-		out.Text = &text
+		out.Text = p.cutText(q.text)
 	}
 	for _, u := range q.segments {
 		out.Segments = append(out.Segments, pipeline.SegmentUse{Host: hostNames[u.at.host], Segment: u.at.segment, CPU: u.cpu, Read: u.read, Written: u.written})

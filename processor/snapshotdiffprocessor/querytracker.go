@@ -4,6 +4,7 @@
 package snapshotdiffprocessor
 
 import (
+	"cmp"
 	"math"
 	"slices"
 	"time"
@@ -16,15 +17,28 @@ import (
 // sessionActivity is what a session resource's gpotel.session.info says
 // about the session's current (or last) query.
 type sessionActivity struct {
-	pid         int64 // gpotel.session.pid: the head process
-	running     bool
-	queryStart  int64 // unix ns; 0 when NULL
-	stateChange int64 // unix ns; 0 when NULL
-	text        string
+	pid          int64 // gpotel.session.pid: the head process
+	system       bool  // not a client session: it gets no session event
+	running      bool
+	aborted      bool  // idle in an aborted transaction
+	waiting      bool  // waiting for a lock
+	queryStart   int64 // unix ns; 0 when NULL
+	stateChange  int64 // unix ns; 0 when NULL
+	backendStart int64 // unix ns; 0 when NULL
+	text         string
+	who          pipeline.SessionWho
 	// spill is the workfiles the session's commands hold now (Greenplum),
 	// from the receiver's latest read; nil without one.
 	spill []pipeline.Spill
+	// blocker is the session holding the lock it waits for; 0: none known.
+	blocker int64
+	// vmem is Greenplum's vmem account of the session over every segment; 0: none.
+	vmem int64
 }
+
+// stateIdleAborted is pg_stat_activity's state after a failed or
+// cancelled statement inside a transaction.
+const stateIdleAborted = "idle in transaction (aborted)"
 
 // readActivities reads every session resource of a closing batch; one
 // without its identity or its gpotel.session.info has no activity.
@@ -38,14 +52,33 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 		if !ok || !hasInfo {
 			continue
 		}
-		act := sessionActivity{pid: h.PID, running: st.Running(), queryStart: unixNano(st.QueryStart),
-			stateChange: unixNano(st.StateChange), text: st.Query.V}
+		act := sessionActivity{pid: h.PID, system: h.System, running: st.Running(), aborted: st.State.V == stateIdleAborted,
+			waiting: waitsForLock(&st), queryStart: unixNano(st.QueryStart), stateChange: unixNano(st.StateChange),
+			backendStart: unixNano(st.BackendStart), text: st.Query.V,
+			who: pipeline.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,
+				ClientAddress: st.ClientAddr, ClientPort: st.ClientPort, ResourceGroup: st.RsgName}}
 		if g := pipeline.DecodeGreenplum(rms.At(i)); g != nil {
 			act.spill = g.Spill
+			if g.Wait != nil {
+				act.waiting, act.blocker = true, g.Wait.Blocker
+			}
+			for _, m := range g.Memory {
+				act.vmem += m.Bytes
+			}
 		}
 		acts[h.Key] = act
 	}
 	return acts
+}
+
+// waitsForLock tells a session pg_stat_activity shows waiting for a lock:
+// waiting for a lock (Greenplum 6: waiting, waiting_reason 'lock') or a
+// Lock wait event (PostgreSQL 9.6 on, Greenplum 7).
+func waitsForLock(st *pipeline.SessionState) bool {
+	if st.Waiting.V {
+		return !st.WaitingReason.Valid || st.WaitingReason.V == "lock"
+	}
+	return st.WaitEventType.V == "Lock"
 }
 
 // unixNano is a time as unix ns; 0 when NULL.
@@ -66,14 +99,38 @@ type query struct {
 	text           string
 	totals         pipeline.Counters
 	segments       map[hostSegment]*segmentUse
+	// known are the counters some process of it reported (bit per Figure).
+	known uint32
 	// partial: its start was before the session was first seen, or a host
 	// of its processes did not answer while it ran.
 	partial bool
 	// spill is its workfiles; nil until a read saw it hold some.
 	spill *pipeline.QuerySpill
+	// status is how it ended (pipeline.Query*); "" while it runs.
+	status string
+	// endSeen is the sequence number of the snapshot that first saw it
+	// ended; 0 while it runs.
+	endSeen uint64
+	// finished: its event was written, or it ended before its session was
+	// first seen and gets none.
+	finished    bool
+	lockWait    int64 // ns it was seen waiting for a lock
+	lockBlocker int64 // the last session seen holding that lock
+	vmemPeak    int64 // the largest vmem account of its session while it ran
 }
 
-func (q *query) add(st *pipeline.Counters, share float64, hs hostSegment) {
+// cpuSlack is what a tick-sampled CPU step may exceed the wall time it
+// was used in by: two ticks of a 100 Hz kernel (utime and stime are each
+// sampled at tick granularity).
+const cpuSlack = int64(20 * time.Millisecond)
+
+// add hands q the share of one process's step st that falls to it, the
+// process having worked for it ranNs of the step's interval. A process
+// runs on one CPU at a time (PostgreSQL backends are single-threaded), so
+// q gets at most ranNs of CPU from it: when the share would give more (the
+// step holds work of a statement no snapshot saw), the whole share is
+// scaled down to fit, and the rest belongs to no query.
+func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uint32, hs hostSegment) {
 	if q.segments == nil {
 		q.segments = map[hostSegment]*segmentUse{}
 	}
@@ -81,6 +138,10 @@ func (q *query) add(st *pipeline.Counters, share float64, hs hostSegment) {
 	if u == nil {
 		u = &segmentUse{at: hs}
 		q.segments[hs] = u
+	}
+	q.known |= known
+	if cpu := float64(st[pipeline.CPUUser]+st[pipeline.CPUSystem]) * share; cpu > float64(ranNs+cpuSlack) {
+		share *= float64(ranNs+cpuSlack) / cpu
 	}
 	part := func(v int64) int64 { return int64(math.Round(float64(v) * share)) }
 	for c, v := range st {
@@ -93,12 +154,18 @@ func (q *query) add(st *pipeline.Counters, share float64, hs hostSegment) {
 	u.written += part(st[pipeline.DiskWrite])
 }
 
-// sessionQueries is one session's timeline of queries.
+// sessionQueries is one session's timeline of queries, and what its
+// event will say once it ends (finished.go).
 type sessionQueries struct {
 	// since is when the session's activity was first seen: what happened
 	// before is unknown and is attributed to no query.
 	since   int64
 	queries []*query // by start
+	headPID int64    // gpotel.session.pid: the coordinator backend
+	// forgotten is the latest start of a query dropped after its event:
+	// pg_stat_activity may name it for long after, and it is not new.
+	forgotten int64
+	life      sessionLife
 }
 
 // find returns the query a head sighting names: while it runs, the one with
@@ -171,14 +238,23 @@ func (q *query) mayHaveRun(lo, hi int64) bool {
 	return q.ccnt <= hi && (q.lastCcnt == 0 || q.lastCcnt >= lo)
 }
 
+// ran is how long q ran inside (from, to] after since.
+func (q *query) ran(from, to, since int64) int64 {
+	lo, hi := max(from, q.start, since), to
+	if q.end != 0 {
+		hi = min(hi, q.end)
+	}
+	return max(hi-lo, 0)
+}
+
 // share hands the steps of (from, to] to the queries that ran in it, by
 // how long each ran there; time before since is nobody's to claim.
-func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, hs hostSegment) {
-	sq.shareAmong(st, from, to, hs, func(*query) bool { return true })
+func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment) {
+	sq.shareAmong(st, from, to, known, hs, func(*query) bool { return true })
 }
 
 // shareAmong is share over the queries for which eligible holds.
-func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, hs hostSegment, eligible func(*query) bool) {
+func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment, eligible func(*query) bool) {
 	if to <= from {
 		return
 	}
@@ -193,25 +269,20 @@ func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, hs h
 		if !eligible(q) {
 			continue
 		}
-		lo := max(from, q.start, sq.since)
-		hi := to
-		if q.end != 0 {
-			hi = min(hi, q.end)
-		}
-		if hi > lo {
-			overlaps = append(overlaps, overlap{q, hi - lo})
-			total += hi - lo
+		if ns := q.ran(from, to, sq.since); ns > 0 {
+			overlaps = append(overlaps, overlap{q, ns})
+			total += ns
 		}
 	}
 	for _, o := range overlaps {
-		o.q.add(st, float64(o.ns)/float64(total), hs)
+		o.q.add(st, float64(o.ns)/float64(total), o.ns, known, hs)
 	}
 }
 
 // rowSighting is what the tracker remembers of a process-table row.
 type rowSighting struct {
 	key  processKey // whose sighting it is: a reused row is a new process
-	at   int64      // time of the last sighting; 0: none
+	at   int64      // when it was last read (the snapshot time plus its host's read delay); 0: never
 	ccnt int64
 }
 
@@ -221,18 +292,29 @@ type queryTracker struct {
 	keep        int64 // ns an ended query stays: the longest window
 	maxFinished int
 	sessions    map[pipeline.SessionKey]*sessionQueries
-	rows        []rowSighting // by store row
+	// retired are sessions whose key a new session took (a reused pid on
+	// PostgreSQL) while their event was still due.
+	retired []retiredSession
+	rows    []rowSighting // by store row
+	// first is the time of the first snapshot of this timeline: a session
+	// seen in it started before gpotel saw it.
+	first int64
+	// text is a query's text as its event carries it; nil: none (queries::text off).
+	text func(string) *string
 }
 
-func newQueryTracker(keep time.Duration, maxFinished int) *queryTracker {
-	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[pipeline.SessionKey]*sessionQueries{}}
+func newQueryTracker(keep time.Duration, maxFinished int, text func(string) *string) *queryTracker {
+	return &queryTracker{keep: int64(keep), maxFinished: maxFinished, sessions: map[pipeline.SessionKey]*sessionQueries{}, text: text}
 }
 
 // restart forgets every timeline: their times belong to a clock that was
-// stepped back. Queries seen again are marked partial.
+// stepped back. Queries seen again are marked partial; what was due an
+// event and had not settled gets none (its figures span two clocks).
 func (t *queryTracker) restart() {
 	clear(t.sessions)
+	t.retired = nil
 	t.rows = t.rows[:0]
+	t.first = 0
 }
 
 // queryFigures is one query as written after a snapshot.
@@ -242,41 +324,74 @@ type queryFigures struct {
 	segments []segmentUse // by host row, then content id
 }
 
+// trackedWork is what the tracker writes after a snapshot: every query to
+// write figures of, and the events of the queries and sessions that
+// finished (finished.go).
+type trackedWork struct {
+	queries  []queryFigures
+	finished []pipeline.FinishedQuery
+	ended    []pipeline.EndedSession
+}
+
 // update takes in the newest committed snapshot of s with the activity of
-// its sessions and returns every query to write.
-func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity) []queryFigures {
+// its sessions and returns every query to write, and what finished.
+func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity) trackedWork {
 	newest := s.ring[len(s.ring)-1]
 	now := newest.time
+	if t.first == 0 {
+		t.first = now
+	}
+	var prev int64
+	if len(s.ring) > 1 && t.first != now {
+		prev = s.ring[len(s.ring)-2].time
+	}
 	for key, act := range acts {
-		t.observe(s, newest, key, act, now)
+		t.observe(s, newest, key, &act, now, prev)
 		if sq := t.sessions[key]; sq != nil {
 			sq.holdSpill(act.spill)
+			sq.life.holdSpill(sq.queries)
 		}
 	}
 	for key, sq := range t.sessions {
-		if _, ok := acts[key]; ok {
-			continue
-		}
-		for _, q := range sq.queries {
-			if q.end == 0 {
-				q.end = now // the session is gone: so is its query
-			}
+		if _, ok := acts[key]; !ok {
+			sq.life.leave(sq.queries, newest.seq, now) // the session is gone: so is its query
 		}
 	}
 	t.attribute(s, newest, now)
 	t.markPartial(s)
-	return t.figures(acts, now)
+	t.noteMemory(s)
+	var out trackedWork
+	t.settle(s, newest.seq, now, &out)
+	out.queries = t.figures(acts, now)
+	return out
 }
 
-// observe updates one session's timeline from its activity.
-func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.SessionKey, act sessionActivity, now int64) {
+// observe updates one session's timeline from its activity; prev is the
+// previous snapshot's time, 0 in the timeline's first.
+func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.SessionKey, act *sessionActivity, now, prev int64) {
 	sq := t.sessions[key]
+	if sq != nil && sq.life.reusedBy(act) {
+		// The key names another session now (PostgreSQL's session id is the
+		// leader's pid): the former one ended by this snapshot.
+		t.retire(sq, newest.seq, now)
+		sq = nil
+	}
 	if sq == nil {
+		// A session whose backend started after the previous snapshot was
+		// seen from its start; of any other, what came before now is unknown.
 		sq = &sessionQueries{since: now}
+		if prev != 0 && act.backendStart > prev && act.backendStart < now {
+			sq.since = act.backendStart
+		}
+		sq.life.begin(act, now, t.first)
 		t.sessions[key] = sq
 	}
-	if act.queryStart == 0 {
-		return // the session never ran a query
+	sq.life.see(act)
+	sq.headPID = act.pid
+	prevSeen := sq.life.lastSeen
+	sq.life.lastSeen = now
+	if act.queryStart == 0 || act.queryStart <= sq.forgotten {
+		return // the session never ran a query, or its query's event is past
 	}
 	ccnt := headCommandCount(s, newest, key, act.pid)
 	q := sq.find(ccnt, act.queryStart, act.running)
@@ -291,6 +406,7 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 			q.ccnt = ccnt
 		}
 		sq.queries = append(sq.queries, q)
+		sq.life.queries++
 		slices.SortStableFunc(sq.queries, func(a, b *query) int { return int(sign(a.start - b.start)) })
 	}
 	if !act.running {
@@ -299,17 +415,48 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 	// A query still open that started before this one ended by its start at the latest.
 	for _, o := range sq.queries {
 		if o != q && o.end == 0 && o.start <= q.start {
-			o.end = q.start
+			o.endAt(q.start, pipeline.QuerySuperseded, newest.seq)
 		}
 	}
 	switch {
 	case act.running:
-		q.end = 0
-	case act.stateChange >= q.start:
-		q.end = act.stateChange
+		q.end, q.status, q.endSeen = 0, "", 0
+		if act.waiting && prevSeen != 0 {
+			// Seen waiting now: count the interval since the previous sighting.
+			waited := q.ran(prevSeen, now, sq.since)
+			q.lockWait += waited
+			sq.life.lockWait += waited
+			q.lockBlocker = cmp.Or(act.blocker, q.lockBlocker)
+		}
+		q.vmemPeak = max(q.vmemPeak, act.vmem)
 	default:
-		q.end = now
+		end, status := act.stateChange, pipeline.QueryCompleted
+		if end < q.start {
+			end = now
+		}
+		if act.aborted {
+			status = pipeline.QueryAborted
+		}
+		q.endAt(end, status, newest.seq)
 	}
+}
+
+// endAt ends q at end, how it ended, first seen in snapshot seq; a query
+// already ended keeps the end and status it was first seen with.
+func (q *query) endAt(end int64, status string, seq uint64) {
+	if q.end != 0 {
+		return
+	}
+	q.end, q.status, q.endSeen = end, status, seq
+}
+
+// forget tells whether to drop q: its event is past and old is true.
+func (sq *sessionQueries) forget(q *query, old bool) bool {
+	if !q.finished || !old {
+		return false
+	}
+	sq.forgotten = max(sq.forgotten, q.start)
+	return true
 }
 
 // headCommandCount is the title command count of the session's head
@@ -351,8 +498,15 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 		if rs.at != 0 && rs.key == key {
 			from, prevCcnt = rs.at, rs.ccnt
 		}
+		// The step runs to when the process was read: after the snapshot
+		// time by its host's read delay (an exit record's totals were
+		// final before the scrape).
+		readAt := now
+		if !s.procGone[row] {
+			readAt += s.hostReadDelay[key.host]
+		}
 		ccnt := s.procCcnt[row]
-		*rs = rowSighting{key: key, at: now, ccnt: ccnt}
+		*rs = rowSighting{key: key, at: readAt, ccnt: ccnt}
 		// A process that did nothing still takes part: its segment counts as
 		// 0 in the query's skew, and its host in the query's partial mark.
 		sq := timelines[key.session]
@@ -360,17 +514,30 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 			continue
 		}
 		hs := hostSegment{key.host, s.procSeg[row]}
+		known := s.procKnown[row]
+		sq.addSessionStep(&st, known, key.host)
 		switch {
 		case ccnt > 0 && ccnt == prevCcnt:
 			// Greenplum bumps the title at every dispatch: the same count at
-			// both ends means the process ran only that command in between.
-			if q := sq.owner(ccnt); q != nil && q.start < now {
-				q.add(&st, 1, hs)
+			// both ends means the process ran only that command in between
+			// (an executor may finish its slice after the dispatcher moved
+			// on). The head's idle title keeps its last statement's count:
+			// it worked for that statement only while the statement ran.
+			q := sq.owner(ccnt)
+			if q == nil || q.start >= readAt {
+				break
 			}
+			if hs.segment == -1 && int64(key.pid) == sq.headPID {
+				if ns := q.ran(from, readAt, sq.since); ns > 0 {
+					q.add(&st, 1, ns, known, hs)
+				}
+				break
+			}
+			q.add(&st, 1, readAt-max(from, q.start), known, hs)
 		case ccnt > 0:
-			sq.shareAmong(&st, from, now, hs, func(q *query) bool { return q.mayHaveRun(prevCcnt, ccnt) })
+			sq.shareAmong(&st, from, readAt, known, hs, func(q *query) bool { return q.mayHaveRun(prevCcnt, ccnt) })
 		default:
-			sq.share(&st, from, now, hs)
+			sq.share(&st, from, readAt, known, hs)
 		}
 	}
 }
@@ -398,15 +565,18 @@ func (t *queryTracker) markPartial(s *store) {
 // figures drops what is too old and copies out every query left: the
 // running ones and those that ended within the longest window, at most
 // maxFinished of the latter (the most recently ended).
+//
+// A query whose event is still due stays whatever its age or number (settle
+// bounds how long that is).
 func (t *queryTracker) figures(acts map[pipeline.SessionKey]sessionActivity, now int64) []queryFigures {
 	var ended []int64
 	for key, sq := range t.sessions {
-		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return q.end != 0 && q.end < now-t.keep })
-		if _, live := acts[key]; !live && len(sq.queries) == 0 {
+		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return sq.forget(q, q.end < now-t.keep) })
+		if _, live := acts[key]; !live && len(sq.queries) == 0 && sq.life.ended {
 			delete(t.sessions, key)
 		}
 		for _, q := range sq.queries {
-			if q.end != 0 {
+			if q.finished {
 				ended = append(ended, q.end)
 			}
 		}
@@ -418,19 +588,10 @@ func (t *queryTracker) figures(acts map[pipeline.SessionKey]sessionActivity, now
 	}
 	var out []queryFigures
 	for key, sq := range t.sessions {
-		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return q.end != 0 && q.end < cutoff })
+		sq.queries = slices.DeleteFunc(sq.queries, func(q *query) bool { return sq.forget(q, q.end < cutoff) })
 		for _, q := range sq.queries {
-			f := queryFigures{session: key, query: *q}
+			f := queryFigures{session: key, query: *q, segments: sortedSegments(q.segments)}
 			f.query.segments = nil
-			for _, u := range q.segments {
-				f.segments = append(f.segments, *u)
-			}
-			slices.SortFunc(f.segments, func(a, b segmentUse) int {
-				if a.at.host != b.at.host {
-					return int(sign(int64(a.at.host) - int64(b.at.host)))
-				}
-				return int(sign(int64(a.at.segment) - int64(b.at.segment)))
-			})
 			out = append(out, f)
 		}
 	}

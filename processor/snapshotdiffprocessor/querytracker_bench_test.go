@@ -16,7 +16,7 @@ import (
 // 5m window) and reports it as a ratio of the window figures computed for
 // the same snapshot (reference).
 func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
-	qt := newQueryTracker(5*time.Minute, 1000)
+	qt := newQueryTracker(5*time.Minute, 1000, nil)
 	var acts map[pipeline.SessionKey]sessionActivity
 	var start int64
 	var written int
@@ -32,7 +32,7 @@ func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
 				acts[key] = sessionActivity{pid: p.Session, running: true, queryStart: start}
 			}
 		},
-		run: func(s *store) { written = len(qt.update(s, acts)) },
+		run: func(s *store) { written = len(qt.update(s, acts).queries) },
 	})
 	b.ReportMetric(queries, "cpu-ns/query-update")
 	b.ReportMetric(figures, "cpu-ns/window-figures")

@@ -99,6 +99,9 @@ type store struct {
 	hostIndex    map[string]uint32
 	hostAnswered []uint64 // seq of the last snapshot the host answered fully in
 	hostDown     []bool   // the host did not answer in the newest snapshot
+	// hostReadDelay is how long after the newest snapshot's time the
+	// host's processes were read at the latest (ns; 0: not measured).
+	hostReadDelay []int64
 	// hostExpect is the sequence number the host's next batch must have
 	// unless it starts a full run; 0: a full batch is due (rule 8).
 	hostExpect []uint64
@@ -349,6 +352,7 @@ func (s *store) hostRow(name string) uint32 {
 	s.hostIndex[name] = row
 	s.hostAnswered = append(s.hostAnswered, 0)
 	s.hostDown = append(s.hostDown, false)
+	s.hostReadDelay = append(s.hostReadDelay, 0)
 	s.hostExpect = append(s.hostExpect, 0)
 	s.hostRuns = append(s.hostRuns, hostRun{})
 	return row
@@ -536,8 +540,10 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 		rows[i] = s.hostRow(hosts[i].Host)
 	}
 	listed := make([]bool, len(s.hostNames))
+	clear(s.hostReadDelay)
 	for i, row := range rows {
 		listed[row] = true
+		s.hostReadDelay[row] = hosts[i].ReadDelay
 		if s.answered(row, &hosts[i]) {
 			s.pendUp = append(s.pendUp, row)
 		} else {

@@ -103,15 +103,24 @@ func sparseTick(k int) pipelinetest.Snapshot {
 // per tick and what reached it.
 type sparseRun struct {
 	fault             func(at time.Time, h pipeline.BatchHeader) fault
-	restartReceiverAt int // tick; 0: never
+	tick              func(k int) pipelinetest.Snapshot // nil: sparseTick
+	config            *Config                           // nil: a 2m window
+	restartReceiverAt int                               // tick; 0: never
 	restartProcessAt  int
 	batchSize         int
 }
 
 func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []map[string]error) {
 	t.Helper()
+	cfg, tick := r.config, r.tick
+	if cfg == nil {
+		cfg = &Config{Windows: []time.Duration{2 * time.Minute}}
+	}
+	if tick == nil {
+		tick = sparseTick
+	}
 	newProcessor := func() (processor.Metrics, *consumertest.MetricsSink) {
-		return newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}})
+		return newTestProcessor(t, cfg)
 	}
 	p, sink := newProcessor()
 	w = &wire{t: t, fault: r.fault, next: p}
@@ -133,7 +142,7 @@ func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []
 			p, sink = newProcessor()
 			w.next = p
 		}
-		errs, err := rec.Send(context.Background(), sparseTick(k))
+		errs, err := rec.Send(context.Background(), tick(k))
 		if err != nil {
 			t.Fatalf("tick %d: closing batch: %v", k, err)
 		}

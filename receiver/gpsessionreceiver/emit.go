@@ -118,7 +118,11 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer)
 		}
 		st.processes += r.written
 		st.withoutStat += r.withoutStat
-		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs))})
+		h := pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs))}
+		if r.up && r.answeredAt.After(s.time) {
+			h.ReadDelay = int64(r.answeredAt.Sub(s.time))
+		}
+		c.Hosts = append(c.Hosts, h)
 	}
 	c.Readings = hostReadings(s)
 	pressure := sessionPressureOf(s)

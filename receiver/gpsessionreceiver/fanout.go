@@ -116,6 +116,7 @@ type hostResult struct {
 	withoutStat int // of them, processes without a stat, so without identity
 	summary     readCounts
 	cgroups     hostCgroups // host pressure and the processes' control groups
+	answeredAt  time.Time   // when its last sane answer came; zero: none
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
@@ -196,6 +197,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			fail(fmt.Errorf("host %s: unusable GetPidProcStat answer: %w", q.host, err))
 			break
 		}
+		res.answeredAt = time.Now()
 		res.answered += len(resp.GetPidProcData())
 		res.cgroups.add(resp, asked)
 		written, withoutStat, err := sink(ctx, q.host, consts, resp.GetPidProcData(), asked)

@@ -13,21 +13,25 @@ import (
 
 // DemoWorkloads keep a testbed busy in every way gpotel measures, sized for a
 // small machine: `gpotel-testbed demo`, `make run` and the steady-state
-// benchmark run these, each restarted when its run ends.
+// benchmark run these, each restarted when its run ends. Each kind that
+// works runs one statement on its coordinator backend for its whole run
+// (cpu: one on every backend), so that a DBA trying gpotel-top's k finds
+// the query still running: a minute and a half, not a statement of 100 ms.
 func DemoWorkloads() []workload.Spec {
+	const calm = 90 * time.Second
 	return []workload.Spec{
-		{Name: "cpu", Kind: workload.CPU, Duration: 45 * time.Second},
-		{Name: "io", Kind: workload.IO, Duration: 40 * time.Second, IOBytes: 16 << 20},
-		{Name: "memory", Kind: workload.Memory, Duration: 50 * time.Second, MemoryBytes: 32 << 20},
+		{Name: "cpu", Kind: workload.CPU, Duration: calm, QueryDuration: calm},
+		{Name: "io", Kind: workload.IO, Duration: calm, IOBytes: 16 << 20, Dispatched: true},
+		{Name: "memory", Kind: workload.Memory, Duration: calm, MemoryBytes: 32 << 20, Dispatched: true},
 		{Name: "idle-in-transaction", Kind: workload.IdleInTransaction, Duration: 60 * time.Second},
 		{Name: "churn", Kind: workload.Churn, Duration: 30 * time.Second, Interval: time.Second},
 		// A sort held open in a cursor: a large memory context to look at with GetSessionMemoryContexts.
-		{Name: "held-sort", Kind: workload.HeldSort, Duration: 90 * time.Second, MemoryBytes: 16 << 20},
+		{Name: "held-sort", Kind: workload.HeldSort, Duration: calm, MemoryBytes: 16 << 20},
 		// Greenplum's own figures: a sort that spills to workfiles, and a
 		// session waiting for a lock another holds.
-		{Name: "spill", Kind: workload.Spill, Duration: 60 * time.Second, SpillBytes: 16 << 20},
-		{Name: "lock-holder", Kind: workload.LockHolder, Table: "gpotel_demo_locked", Duration: 50 * time.Second},
-		{Name: "lock-waiter", Kind: workload.LockWaiter, Table: "gpotel_demo_locked", Duration: 50 * time.Second},
+		{Name: "spill", Kind: workload.Spill, Duration: calm, SpillBytes: 16 << 20},
+		{Name: "lock-holder", Kind: workload.LockHolder, Table: "gpotel_demo_locked", Duration: calm},
+		{Name: "lock-waiter", Kind: workload.LockWaiter, Table: "gpotel_demo_locked", Duration: calm},
 	}
 }
 

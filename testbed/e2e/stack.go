@@ -45,6 +45,9 @@ type StackOptions struct {
 	OTLPKeep int
 	// WriteOTLP appends every OTLP request to Dir/otlp-metrics.jsonl.
 	WriteOTLP bool
+	// OTLPFileMaxBytes > 0 bounds that file (OTLPSink.RotateAt): at most
+	// twice this on disk.
+	OTLPFileMaxBytes int64
 }
 
 // Stack is gpotel running on a testbed.
@@ -89,6 +92,7 @@ func Launch(ctx context.Context, c *cluster.Cluster, o StackOptions) (*Stack, er
 	if s.Sink, err = StartOTLPSink("127.0.0.1:0", s.OTLPFile, o.OTLPKeep); err != nil {
 		return nil, err
 	}
+	s.Sink.RotateAt(o.OTLPFileMaxBytes)
 	// Every host gets an agent; the coordinator's serves only the exporter's
 	// memory-context requests (the receiver reads its /proc itself, local_hosts).
 	for _, h := range c.Hosts {

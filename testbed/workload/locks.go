@@ -9,6 +9,8 @@ import (
 	"regexp"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -56,7 +58,7 @@ func (s *Session) spill(ctx context.Context, b *backend, backends int) error {
 // table and works on does.
 func (s *Session) lockHolder(ctx context.Context, b *backend, backends int) error {
 	t := s.spec.Table
-	if _, err := b.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (g integer)", t)); err != nil {
+	if err := createTable(ctx, b.conn, t); err != nil {
 		return err
 	}
 	hold := ""
@@ -73,11 +75,24 @@ func (s *Session) lockWaiter(ctx context.Context, b *backend) error {
 	}
 	// Started before its holder (the demo restarts both on their own), it
 	// must not fail on a table the holder has not made yet.
-	if _, err := b.conn.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (g integer)", s.spec.Table)); err != nil {
+	if err := createTable(ctx, b.conn, s.spec.Table); err != nil {
 		return err
 	}
 	_, err := b.conn.Exec(ctx, fmt.Sprintf("SELECT count(*) FROM %s", s.spec.Table))
 	return err
+}
+
+// createTable makes the table if it is missing. CREATE TABLE IF NOT EXISTS
+// is not safe against a concurrent one (a duplicate key in pg_type): the
+// makers of one table take turns under a transaction-level advisory lock.
+func createTable(ctx context.Context, conn *pgx.Conn, table string) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", "gpotel workload table "+table); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (g integer)", table))
+		return err
+	})
 }
 
 // holdInTransaction runs steps on the backend, counts it as holding (Held

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,4 +92,31 @@ func TestLockWaiterWaitsBehindTheHolder(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// A holder and a waiter started at once both make their table if it is
+// missing: neither fails on the other's CREATE (PostgreSQL's CREATE TABLE
+// IF NOT EXISTS is not safe against a concurrent one: a duplicate key in
+// pg_type).
+func TestLockWorkloadsStartTogether(t *testing.T) {
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	for i := range 20 {
+		table := fmt.Sprintf("gpotel_together_%d", i)
+		errs := make(chan error, 2)
+		for _, kind := range []workload.Kind{workload.LockHolder, workload.LockWaiter} {
+			go func() {
+				s, err := workload.Start(ctx, c, workload.Spec{Name: string(kind), Kind: kind, Table: table, Duration: 200 * time.Millisecond})
+				if err == nil {
+					err = s.Wait()
+				}
+				errs <- err
+			}()
+		}
+		for range 2 {
+			if err := <-errs; err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+		}
+	}
 }

@@ -50,6 +50,23 @@ func (s *Session) dispatch(ctx context.Context, g gang, works func(*backend) boo
 	return nil
 }
 
+// maybeDispatched runs work on every backend, or, with Spec.Dispatched and
+// segments to work on, on the segment backends while the coordinator
+// backend waits in one statement until the end. The statement says what
+// the session does, as its query text.
+func (s *Session) maybeDispatched(ctx context.Context, g gang, work func(context.Context, *backend) error) error {
+	if !s.spec.Dispatched || len(g) == 1 {
+		return eachBackend(ctx, g, work)
+	}
+	return eachBackend(ctx, g, func(ctx context.Context, b *backend) error {
+		if b.content != cluster.CoordinatorContent {
+			return work(ctx, b)
+		}
+		_, err := b.conn.Exec(ctx, fmt.Sprintf("/* gpotel workload %s: %s on every segment */ SELECT pg_sleep_until('%s')", s.Name, s.Kind, pgTime(s.until)))
+		return err
+	})
+}
+
 // cpuUntil is one statement that burns CPU until end (the instances share the host's clock).
 func cpuUntil(end time.Time) string {
 	return fmt.Sprintf(`DO $$ BEGIN

@@ -83,6 +83,11 @@ type Spec struct {
 	SpillBytes int64
 	// Table is what a lock_holder session locks and a lock_waiter reads.
 	Table string
+	// Dispatched (io, memory): the coordinator backend runs one statement
+	// for the whole Duration while the segment backends work, as
+	// Greenplum's dispatcher waits in a query for its executors: the
+	// session runs one long query, and cancelling it ends the work.
+	Dispatched bool
 }
 
 func (s Spec) withDefaults() Spec {
@@ -457,9 +462,9 @@ func (s *Session) run(ctx context.Context, g gang) error {
 	case ParallelCPU:
 		return eachBackend(ctx, g, s.parallelCPU)
 	case IO:
-		return eachBackend(ctx, g, s.ioLoop)
+		return s.maybeDispatched(ctx, g, s.ioLoop)
 	case Memory:
-		return eachBackend(ctx, g, s.memoryLoop)
+		return s.maybeDispatched(ctx, g, s.memoryLoop)
 	case IdleInTransaction:
 		return eachBackend(ctx, g, s.idleInTransaction)
 	case Churn:

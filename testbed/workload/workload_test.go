@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -398,6 +399,63 @@ func TestWorkloads(t *testing.T) {
 		}
 		if err := s.Stop(); err != nil {
 			t.Fatal(err)
+		}
+		assertExited(t, s.History())
+	})
+
+	// A dispatched I/O session is one long query: the coordinator backend
+	// stays in one statement while every segment backend writes, and
+	// cancelling that statement, as a DBA would, ends the whole session.
+	t.Run("DispatchedIOIsOneQueryThatACancelEnds", func(t *testing.T) {
+		s := start(t, c, workload.Spec{Name: "io", Kind: workload.IO, Duration: untilStopped, IOBytes: 4 << 20, Dispatched: true})
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		coordinatorQuery := func() (string, time.Time) {
+			var query string
+			var start time.Time
+			if err := conn.QueryRow(ctx, "SELECT query, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND state = 'active'", s.CoordinatorPID()).Scan(&query, &start); err != nil {
+				return "", time.Time{}
+			}
+			return query, start
+		}
+		var query string
+		var started time.Time
+		await.Until(t, "the coordinator backend in its one statement", func() bool {
+			mustRun(t, s)
+			query, started = coordinatorQuery()
+			return strings.Contains(query, "pg_sleep_until")
+		})
+		var segments []int
+		for content, p := range s.Pids() {
+			if content != cluster.CoordinatorContent {
+				segments = append(segments, p...)
+			}
+		}
+		for pid, r := range untilAll(t, segments, func(before, now groundtruth.Process) bool {
+			return now.WriteBytes >= before.WriteBytes+1<<20
+		}) {
+			t.Errorf("segment pid %d: write_bytes %d did not grow from %d", pid, r[1].WriteBytes, r[0].WriteBytes)
+		}
+		if q, at := coordinatorQuery(); q != query || !at.Equal(started) {
+			t.Errorf("the coordinator ran %q from %v, then %q from %v: want one statement", query, started, q, at)
+		}
+		if _, err := conn.Exec(ctx, "SELECT pg_cancel_backend($1)", s.CoordinatorPID()); err != nil {
+			t.Fatal(err)
+		}
+		await.Until(t, "the session to end", func() bool {
+			select {
+			case <-s.Done():
+				return true
+			default:
+				return false
+			}
+		})
+		if err := s.Wait(); err == nil || !strings.Contains(err.Error(), "57014") {
+			t.Errorf("the workload ended with %v, want the cancel (SQLSTATE 57014)", err)
 		}
 		assertExited(t, s.History())
 	})

@@ -39,11 +39,13 @@ type Snapshot struct {
 	Readings []pipeline.HostReading
 }
 
-// Host is one gpotel.host.up / gpotel.host.processes pair.
+// Host is one gpotel.host.up / gpotel.host.processes pair, and the
+// host's read delay (gpotel.host.read_delay; 0: not measured).
 type Host struct {
 	Name      string
 	Up        bool
 	Processes int64
+	ReadDelay time.Duration
 }
 
 // Session is one coordinator pg_stat_activity row heading a session.
@@ -54,9 +56,11 @@ type Session struct {
 	User   string
 	System bool
 	State  string
-	// QueryStart, StateChange (zero: NULL) and Query go into the metadata too.
-	QueryStart, StateChange time.Time
-	Query                   string
+	// QueryStart, StateChange, BackendStart (zero: NULL), Query and
+	// Waiting (for a lock) go into the metadata too.
+	QueryStart, StateChange, BackendStart time.Time
+	Query                                 string
+	Waiting                               bool
 	// Greenplum is the server's own figures of the session (spill, a lock
 	// wait, vmem) the receiver read; nil without them.
 	Greenplum *pipeline.GreenplumSession
@@ -166,14 +170,16 @@ func (s Snapshot) closing() pmetric.Metrics {
 func (s Snapshot) closingBatch() pipeline.Closing {
 	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
-		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes})
+		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay)})
 	}
 	for _, ss := range s.Sessions {
 		st := pipeline.SessionState{
-			State:       pipeline.Null[string]{V: ss.State, Valid: true},
-			QueryStart:  pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
-			StateChange: pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
-			Query:       pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
+			State:        pipeline.Null[string]{V: ss.State, Valid: true},
+			QueryStart:   pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
+			StateChange:  pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
+			Query:        pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
+			BackendStart: pipeline.Null[time.Time]{V: ss.BackendStart, Valid: !ss.BackendStart.IsZero()},
+			Waiting:      pipeline.Null[bool]{V: ss.Waiting, Valid: ss.Waiting},
 		}
 		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st,
 			Greenplum: ss.Greenplum})

@@ -303,9 +303,13 @@ type HostTop struct {
 	// Every database process of the host, smoothed at the response's
 	// time_constant_seconds; processes: those the collector asked about in
 	// the latest snapshot. Absent while the host has no averages yet.
-	Usage         *Usage     `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
-	Up            bool       `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`            // the host's agent answered the latest snapshot
-	Pressure      *HostStall `protobuf:"bytes,4,opt,name=pressure,proto3" json:"pressure,omitempty"` // absent when the host reports no pressure
+	Usage    *Usage     `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
+	Up       bool       `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`            // the host's agent answered the latest snapshot
+	Pressure *HostStall `protobuf:"bytes,4,opt,name=pressure,proto3" json:"pressure,omitempty"` // absent when the host reports no pressure
+	// CPUs the host's kernel has online (/proc/stat cpuN lines): what its
+	// usage cannot exceed, so a client can tell an impossible figure. Absent
+	// where the host's agent does not report it.
+	Cpus          *uint32 `protobuf:"varint,5,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -366,6 +370,13 @@ func (x *HostTop) GetPressure() *HostStall {
 		return x.Pressure
 	}
 	return nil
+}
+
+func (x *HostTop) GetCpus() uint32 {
+	if x != nil && x.Cpus != nil {
+		return *x.Cpus
+	}
+	return 0
 }
 
 type ClusterTotals struct {
@@ -1079,12 +1090,14 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\tHostStall\x12\x10\n" +
 	"\x03cpu\x18\x01 \x01(\x01R\x03cpu\x12\x16\n" +
 	"\x06memory\x18\x02 \x01(\x01R\x06memory\x12\x0e\n" +
-	"\x02io\x18\x03 \x01(\x01R\x02io\"\x8f\x01\n" +
+	"\x02io\x18\x03 \x01(\x01R\x02io\"\xb1\x01\n" +
 	"\aHostTop\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x0e\n" +
 	"\x02up\x18\x03 \x01(\bR\x02up\x120\n" +
-	"\bpressure\x18\x04 \x01(\v2\x14.gpotel.v1.HostStallR\bpressure\"\x9e\x01\n" +
+	"\bpressure\x18\x04 \x01(\v2\x14.gpotel.v1.HostStallR\bpressure\x12\x17\n" +
+	"\x04cpus\x18\x05 \x01(\rH\x00R\x04cpus\x88\x01\x01B\a\n" +
+	"\x05_cpus\"\x9e\x01\n" +
 	"\rClusterTotals\x12&\n" +
 	"\x05usage\x18\x01 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x14\n" +
 	"\x05hosts\x18\x02 \x01(\rR\x05hosts\x12\x19\n" +
@@ -1240,6 +1253,7 @@ func file_gpotel_v1_cluster_top_proto_init() {
 	if File_gpotel_v1_cluster_top_proto != nil {
 		return
 	}
+	file_gpotel_v1_cluster_top_proto_msgTypes[3].OneofWrappers = []any{}
 	file_gpotel_v1_cluster_top_proto_msgTypes[6].OneofWrappers = []any{}
 	file_gpotel_v1_cluster_top_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}

@@ -27,6 +27,7 @@ type TelemetryBuilder struct {
 	mu                           sync.Mutex
 	registrations                []metric.Registration
 	SessionstateActions          metric.Int64Counter
+	SessionstateFinishedDropped  metric.Int64Counter
 	SessionstateSessionsDropped  metric.Int64Counter
 	SessionstateSessionsInvalid  metric.Int64Counter
 	SessionstateSnapshots        metric.Int64Counter
@@ -68,6 +69,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 		metric.WithUnit("{call}"),
 	)
 	errs = errors.Join(errs, err)
+	builder.SessionstateFinishedDropped, err = builder.meter.Int64Counter(
+		"otelcol_sessionstate_finished_dropped",
+		metric.WithDescription("Finished queries and ended sessions dropped before their retention passed, the oldest first, because a finished_queries bound was reached. [Development]"),
+		metric.WithUnit("{event}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.SessionstateSessionsDropped, err = builder.meter.Int64Counter(
 		"otelcol_sessionstate_sessions_dropped",
 		metric.WithDescription("Sessions of a snapshot, or kept for the grace period, left out because max_sessions was reached. [Development]"),
@@ -76,7 +83,7 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.SessionstateSessionsInvalid, err = builder.meter.Int64Counter(
 		"otelcol_sessionstate_sessions_invalid",
-		metric.WithDescription("Session and query resources left out for want of their identity (gpotel.tm_id, gpotel.session.id). [Development]"),
+		metric.WithDescription("Session, query, finished_query and ended_session resources left out for want of their identity (gpotel.tm_id, gpotel.session.id) or, for the events, of a required field. [Development]"),
 		metric.WithUnit("{resource}"),
 	)
 	errs = errors.Join(errs, err)

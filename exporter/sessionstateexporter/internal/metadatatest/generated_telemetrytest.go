@@ -37,6 +37,22 @@ func AssertEqualSessionstateActions(t *testing.T, tt *componenttest.Telemetry, d
 	metricdatatest.AssertEqual(t, want, got, opts...)
 }
 
+func AssertEqualSessionstateFinishedDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
+	want := metricdata.Metrics{
+		Name:        "otelcol_sessionstate_finished_dropped",
+		Description: "Finished queries and ended sessions dropped before their retention passed, the oldest first, because a finished_queries bound was reached. [Development]",
+		Unit:        "{event}",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality,
+			IsMonotonic: true,
+			DataPoints:  dps,
+		},
+	}
+	got, err := tt.GetMetric("otelcol_sessionstate_finished_dropped")
+	require.NoError(t, err)
+	metricdatatest.AssertEqual(t, want, got, opts...)
+}
+
 func AssertEqualSessionstateSessionsDropped(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_sessionstate_sessions_dropped",
@@ -56,7 +72,7 @@ func AssertEqualSessionstateSessionsDropped(t *testing.T, tt *componenttest.Tele
 func AssertEqualSessionstateSessionsInvalid(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_sessionstate_sessions_invalid",
-		Description: "Session and query resources left out for want of their identity (gpotel.tm_id, gpotel.session.id). [Development]",
+		Description: "Session, query, finished_query and ended_session resources left out for want of their identity (gpotel.tm_id, gpotel.session.id) or, for the events, of a required field. [Development]",
 		Unit:        "{resource}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,

@@ -20,11 +20,15 @@ func TestSetupTelemetry(t *testing.T) {
 	require.NoError(t, err)
 	defer tb.Shutdown()
 	tb.SessionstateActions.Add(context.Background(), 1)
+	tb.SessionstateFinishedDropped.Add(context.Background(), 1)
 	tb.SessionstateSessionsDropped.Add(context.Background(), 1)
 	tb.SessionstateSessionsInvalid.Add(context.Background(), 1)
 	tb.SessionstateSnapshots.Add(context.Background(), 1)
 	tb.SessionstateSnapshotsIgnored.Add(context.Background(), 1)
 	AssertEqualSessionstateActions(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
+	AssertEqualSessionstateFinishedDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
 	AssertEqualSessionstateSessionsDropped(t, testTel,

@@ -1,0 +1,468 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	tea "github.com/charmbracelet/bubbletea"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// queryMsg carries GetGPQuery's answer for the page that asked.
+type queryMsg struct {
+	asked *yagpcc.QueryKey
+	data  *yagpcc.TotalQueryData
+	err   error
+}
+
+func (m *topModel) fetchQuery(key *yagpcc.QueryKey) tea.Cmd {
+	ctx, c := m.ctx, m.client
+	return func() tea.Msg {
+		data, err := c.query(ctx, key)
+		return queryMsg{asked: key, data: data, err: err}
+	}
+}
+
+// sessionPage is Enter on a session: who it is, what it waits for and
+// blocks, its figures over the window and over its life, per host, its
+// running query per segment, and the query's text whole.
+type sessionPage struct {
+	basePage
+	of sessionKey
+	// The running query's per-segment figures, for asked.
+	asked *yagpcc.QueryKey
+	query *yagpcc.TotalQueryData
+	err   error
+}
+
+func openSession(m *topModel, key rowKey) (page, tea.Cmd) {
+	p := &sessionPage{of: sessionKey{key.tmID, key.sessID}}
+	return p, p.refresh(m)
+}
+
+func (p *sessionPage) title() string { return fmt.Sprintf("session %d", p.of.sessID) }
+
+func (p *sessionPage) refresh(m *topModel) tea.Cmd {
+	r := m.session(p.of)
+	if r == nil || r.Running == nil || r.Ended {
+		return nil
+	}
+	return m.fetchQuery(r.Running)
+}
+
+func (p *sessionPage) receive(msg tea.Msg) (page, tea.Cmd) {
+	if q, ok := msg.(queryMsg); ok && sessionOf(q.asked) == p.of {
+		next := *p
+		next.asked, next.query, next.err = q.asked, q.data, q.err
+		return &next, nil
+	}
+	return nil, nil
+}
+
+func sessionOf(k *yagpcc.QueryKey) sessionKey {
+	return sessionKey{int64(k.GetTmid()), int64(k.GetSsid())}
+}
+
+func (p *sessionPage) target(m *topModel) (actionTarget, bool) {
+	return sessionTarget(m, rowKey{tmID: p.of.tmID, sessID: p.of.sessID})
+}
+
+func (p *sessionPage) help(*topModel) []item {
+	return []item{{0, "esc back"}, {0, "k cancel"}, {0, "K terminate"}, {1, "x memory"}, {0, "q quit"}}
+}
+
+func (p *sessionPage) impossible(m *topModel, c capacity) bool {
+	r := m.session(p.of)
+	if r == nil {
+		return false
+	}
+	if r.HasWindow && !r.Ended && !possible(r.CPU, c.cluster) {
+		return true
+	}
+	for _, h := range sessionTopOf(m.top, p.of).GetHosts() {
+		if !possible(h.GetUsage().GetCpuCores(), c.host[h.GetHostname()]) {
+			return true
+		}
+	}
+	return segmentsImpossible(p.query, c)
+}
+
+// sessionTopOf is the cluster top's line of the session; nil when it has none.
+func sessionTopOf(top *gpotelv1.GetClusterTopResponse, key sessionKey) *gpotelv1.SessionTop {
+	for _, s := range top.GetSessions() {
+		if s.GetTmId() == key.tmID && s.GetSessId() == key.sessID {
+			return s
+		}
+	}
+	return nil
+}
+
+func (p *sessionPage) lines(m *topModel, width int) []string {
+	r := m.session(p.of)
+	if r == nil {
+		return paragraph(fmt.Sprintf("session %d is not in the collector's answer any more: it ended, and its grace period is over.", p.of.sessID), width)
+	}
+	capa := capacityOf(m.top)
+	s := r.state
+	info := s.GetSessionInfo()
+	now := m.at
+	state := r.stateText()
+	if r.Ended {
+		state = fmt.Sprintf("ended (last seen %s, %s before this answer)", clockText(r.Seen.Local()), durationText(now.Sub(r.Seen).Seconds()))
+	}
+	out := []string{
+		field(fmt.Sprintf("session %d", r.Key.sessID), joinNonEmpty("  ", state, "tm_id "+strconv.FormatInt(r.Key.tmID, 10), pidText(info.GetPid()), info.GetBackendType()), width),
+		field("user, database", r.User+", "+r.Database, width),
+		field("application", valueOr(r.App), width),
+		field("client", clientText(info), width),
+		field("started", timeAgo(info.GetBackendStart(), now), width),
+		field("transaction since", timeAgo(info.GetXactStart(), now), width),
+		field("query since", timeAgo(info.GetQueryStart(), now), width),
+		field("state since", timeAgo(info.GetStateChange(), now), width),
+		field("waits for", valueOr(joinNonEmpty(" ", info.GetWaitEventType(), info.GetWaitEvent(), info.GetWaitingReason())), width),
+		field("resource group", valueOr(info.GetRsgname()), width),
+		field("lock", lockText(r, info), width),
+		field("blocks", blocksText(r.Blocks), width),
+		"",
+	}
+	out = append(out, p.figureLines(r, capa, width)...)
+	out = append(out, "")
+	out = append(out, hostLines("per host, over the window", sessionTopOf(m.top, p.of).GetHosts(), capa, width,
+		"none: the collector's snapshotdiff has emit_session_host_figures off, or the session is not among the cluster top's")...)
+	if r.Running != nil && !r.Ended {
+		out = append(out, "")
+		out = append(out, segmentLines("the running query per segment, since it started", p.query, p.err, capa, width)...)
+	}
+	out = append(out, "", "query"+queryState(r))
+	return append(out, paragraph(valueOr(oneLine(s.GetRunningQueryInfo().GetQueryText())), width)...)
+}
+
+func queryState(r *SessionRow) string {
+	if r.Running == nil || r.Ended {
+		return " (the last one; it does not run now)"
+	}
+	return " (running)"
+}
+
+// figureLines: the window's figures beside the lifetime's.
+func (p *sessionPage) figureLines(r *SessionRow, capa capacity, width int) []string {
+	last := r.state.GetLastMetrics().GetSystemStat()
+	life := r.state.GetTotalMetrics().GetSystemStat()
+	windowTitle := "LAST " + constantText(r.Window)
+	if r.Ended {
+		windowTitle += " (as last seen)"
+	}
+	row := func(label string, f func(st *yagpcc.SystemStat, window float64) string) string {
+		w, l := absentText, absentText
+		if last != nil && r.HasWindow {
+			w = f(last, r.Window)
+		}
+		if life != nil {
+			l = f(life, 0)
+		}
+		return cutLine(fmt.Sprintf("%-22s %-30s %s", label, w, l), width)
+	}
+	pair := func(a, b float64, unit func(float64) string) string { return unit(a) + " / " + unit(b) }
+	count := func(v float64) string { return strconv.FormatFloat(v, 'f', 0, 64) }
+	bytes := func(v float64) string { return bytesText(v) }
+	out := []string{
+		headerStyle.Render(cutLine(fmt.Sprintf("%-22s %-30s %s", "FIGURE", windowTitle, "LIFETIME (live processes)"), width)),
+		row("CPU user / system", func(st *yagpcc.SystemStat, w float64) string {
+			s := pair(st.GetUserTimeSeconds(), st.GetKernelTimeSeconds(), secondsText)
+			if w > 0 {
+				s += "  " + cpuPercent((st.GetUserTimeSeconds()+st.GetKernelTimeSeconds())/w, capa.cluster)
+			}
+			return s
+		}),
+		row("storage read / write", func(st *yagpcc.SystemStat, _ float64) string {
+			return pair(float64(st.GetReadBytes()), float64(st.GetWriteBytes()), bytes)
+		}),
+		row("chars read / written", func(st *yagpcc.SystemStat, _ float64) string {
+			return pair(float64(st.GetRchar()), float64(st.GetWchar()), bytes)
+		}),
+		row("read / write calls", func(st *yagpcc.SystemStat, _ float64) string {
+			return pair(float64(st.GetSyscr()), float64(st.GetSyscw()), count)
+		}),
+		row("faults minor / major", func(st *yagpcc.SystemStat, _ float64) string {
+			return pair(float64(st.GetMinorFaults()), float64(st.GetMajorFaults()), count)
+		}),
+		row("switches vol / invol", func(st *yagpcc.SystemStat, _ float64) string {
+			return pair(float64(st.GetVoluntaryCtxtSwitches()), float64(st.GetNonvoluntaryCtxtSwitches()), count)
+		}),
+		row("run-queue wait", func(st *yagpcc.SystemStat, _ float64) string { return secondsText(st.GetRunDelaySeconds()) }),
+		row("block I/O wait", func(st *yagpcc.SystemStat, _ float64) string { return secondsText(st.GetBlkioDelaySeconds()) }),
+		row("memory wait", func(st *yagpcc.SystemStat, _ float64) string {
+			return secondsText(st.GetSwapinDelaySeconds() + st.GetFreepagesDelaySeconds() + st.GetThrashingDelaySeconds() + st.GetCompactDelaySeconds())
+		}),
+	}
+	memory := absentText
+	if last != nil {
+		memory = fmt.Sprintf("private %s  resident %s  largest host %s  in %d processes on %d hosts", bytesText(float64(r.RSSAnon)), bytesText(float64(r.RSS)),
+			bytesText(float64(last.GetRssMaxHost())), r.Processes, r.Hosts)
+		if r.Partial {
+			memory += " (partial: a host did not answer)"
+		}
+	}
+	if r.HasVmem {
+		memory += "  vmem " + bytesText(float64(r.Vmem))
+	}
+	spill := absentText
+	if sp := r.state.GetLastMetrics().GetSpill(); sp != nil {
+		spill = fmt.Sprintf("%s in %d files", bytesText(float64(sp.GetTotalBytes())), sp.GetFileCount())
+	}
+	var smoothed []string
+	for _, a := range r.state.GetProcAvg() {
+		smoothed = append(smoothed, cpuPercent(a.GetCpuCores(), capa.cluster)+" over "+constantText(a.GetTimeConstantSeconds()))
+	}
+	return append(out,
+		field("memory now", memory, width),
+		field("spill now", spill, width),
+		field("CPU smoothed", valueOr(strings.Join(smoothed, ", ")), width))
+}
+
+// hostLines is a per-host breakdown.
+func hostLines(title string, hosts []*gpotelv1.SessionHostUsage, capa capacity, width int, none string) []string {
+	if len(hosts) == 0 {
+		return []string{title + ": " + none}
+	}
+	out := []string{title, headerStyle.Render(cutLine(fmt.Sprintf("  %-12s %6s %6s %6s %6s %6s", "HOST", "CPU%", "RD/s", "WR/s", "MEM", "PROCS"), width))}
+	for _, h := range hosts {
+		u := h.GetUsage()
+		out = append(out, cutLine(fmt.Sprintf("  %-12s %6s %6s %6s %6s %6d", pad(h.GetHostname(), 12, false), cpuText(u.GetCpuCores(), capa.host[h.GetHostname()]),
+			bytesText(u.GetReadBytesPerSecond()), bytesText(u.GetWriteBytesPerSecond()), bytesText(float64(u.GetRssBytes())), u.GetProcesses()), width))
+	}
+	return out
+}
+
+// segmentLines is a query's figures per segment instance (content -1 is
+// the coordinator), from GetGPQuery.
+func segmentLines(title string, data *yagpcc.TotalQueryData, err error, capa capacity, width int) []string {
+	switch {
+	case status.Code(err) == codes.NotFound:
+		return []string{title + ": none (the collector has no figures of this query: it has just started, or the snapshotdiff writes no query figures)"}
+	case err != nil:
+		return append([]string{title + ":"}, paragraph(err.Error(), width)...)
+	case data == nil:
+		return []string{title + ": asking…"}
+	case len(data.GetSegmentQueryMetrics()) == 0:
+		return []string{title + ": none (the collector has no per-segment figures of it)"}
+	}
+	duration := queryDuration(data.GetQueryStat())
+	out := []string{title, headerStyle.Render(cutLine(fmt.Sprintf("  %4s %-12s %8s %6s %6s %6s", "SEG", "HOST", "CPU", "CPU%", "READ", "WRITE"), width))}
+	segs := slices.Clone(data.GetSegmentQueryMetrics())
+	slices.SortFunc(segs, func(a, b *yagpcc.SegmentMetrics) int {
+		return int(a.GetSegmentKey().GetSegindex() - b.GetSegmentKey().GetSegindex())
+	})
+	for _, s := range segs {
+		st := s.GetSegmentMetrics().GetSystemStat()
+		cpu := st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()
+		if cpu == 0 {
+			cpu = st.GetRunningTimeSeconds()
+		}
+		percent := absentText
+		if duration > 0 {
+			percent = cpuText(cpu/duration, capa.host[s.GetHostname()])
+		}
+		out = append(out, cutLine(fmt.Sprintf("  %4d %-12s %8s %6s %6s %6s", s.GetSegmentKey().GetSegindex(), pad(s.GetHostname(), 12, false), secondsText(cpu), percent,
+			bytesText(float64(st.GetReadBytes())), bytesText(float64(st.GetWriteBytes()))), width))
+	}
+	return out
+}
+
+// queryDuration is how long the query has run (or ran), in seconds; 0: unknown.
+func queryDuration(q *yagpcc.QueryStat) float64 {
+	start := q.GetStartTime()
+	if start == nil {
+		start = q.GetQueryInfo().GetStartTime()
+	}
+	end := q.GetEndTime()
+	if end == nil {
+		end = q.GetCollectTime()
+	}
+	if start == nil || end == nil {
+		return 0
+	}
+	return max(end.AsTime().Sub(start.AsTime()).Seconds(), 0)
+}
+
+func segmentsImpossible(data *yagpcc.TotalQueryData, c capacity) bool {
+	d := queryDuration(data.GetQueryStat())
+	if d <= 0 {
+		return false
+	}
+	for _, s := range data.GetSegmentQueryMetrics() {
+		st := s.GetSegmentMetrics().GetSystemStat()
+		if !possible((st.GetUserTimeSeconds()+st.GetKernelTimeSeconds())/d, c.host[s.GetHostname()]) {
+			return true
+		}
+	}
+	return false
+}
+
+func pidText(pid int64) string {
+	if pid == 0 {
+		return ""
+	}
+	return "pid " + strconv.FormatInt(pid, 10)
+}
+
+func valueOr(s string) string {
+	if s == "" {
+		return absentText
+	}
+	return s
+}
+
+func clientText(info *yagpcc.SessionInfo) string {
+	addr := info.GetClientAddr()
+	if addr == "" {
+		return "local (Unix socket)"
+	}
+	if info.GetClientPort() > 0 {
+		addr += ":" + strconv.FormatInt(info.GetClientPort(), 10)
+	}
+	if h := info.GetClientHostname(); h != "" {
+		addr += " (" + h + ")"
+	}
+	return addr
+}
+
+// timeAgo is a moment and how long before now it was.
+func timeAgo(t *timestamppb.Timestamp, now time.Time) string {
+	if t == nil {
+		return absentText
+	}
+	at := t.AsTime()
+	return fmt.Sprintf("%s (%s ago)", at.Local().Format("2006-01-02 15:04:05"), durationText(now.Sub(at).Seconds()))
+}
+
+// lockText is the lock the session waits for: its mode and object, the
+// holder and its mode, and the chain.
+func lockText(r *SessionRow, info *yagpcc.SessionInfo) string {
+	if r.BlockedBy == 0 {
+		return "waits for none"
+	}
+	return fmt.Sprintf("waits for %s on %s, held in %s by session %d (chain %s)", valueOr(info.GetWaitMode()), valueOr(info.GetLockedItem()),
+		valueOr(info.GetLockedMode()), r.BlockedBy, r.BlockChain)
+}
+
+func blocksText(blocks []int64) string {
+	if len(blocks) == 0 {
+		return "none"
+	}
+	ids := make([]string, len(blocks))
+	for i, b := range blocks {
+		ids[i] = strconv.FormatInt(b, 10)
+	}
+	return plural(len(blocks), "session") + ": " + strings.Join(ids, ", ")
+}
+
+// queryPage is Enter on a query: its figures over its life, per host and
+// per segment, and its text.
+type queryPage struct {
+	basePage
+	of   rowKey
+	data *yagpcc.TotalQueryData
+	err  error
+}
+
+func openQuery(m *topModel, key rowKey) (page, tea.Cmd) {
+	p := &queryPage{of: key}
+	return p, p.refresh(m)
+}
+
+func (p *queryPage) title() string { return fmt.Sprintf("query of session %d", p.of.sessID) }
+
+func (p *queryPage) refresh(m *topModel) tea.Cmd {
+	r, ok := m.queryOf(p.of)
+	if !ok {
+		return nil
+	}
+	return m.fetchQuery(r.apiKey())
+}
+
+func (p *queryPage) receive(msg tea.Msg) (page, tea.Cmd) {
+	if q, ok := msg.(queryMsg); ok && sessionOf(q.asked) == (sessionKey{p.of.tmID, p.of.sessID}) {
+		next := *p
+		next.data, next.err = q.data, q.err
+		return &next, nil
+	}
+	return nil, nil
+}
+
+func (p *queryPage) target(m *topModel) (actionTarget, bool) { return queryTarget(m, p.of) }
+
+func (p *queryPage) help(*topModel) []item {
+	return []item{{0, "esc back"}, {0, "k cancel"}, {0, "K terminate"}, {0, "q quit"}}
+}
+
+func (p *queryPage) impossible(m *topModel, c capacity) bool {
+	r, ok := m.queryOf(p.of)
+	if ok && r.q.GetUsage() != nil && !possible(r.q.GetUsage().GetCpuCores(), c.cluster) {
+		return true
+	}
+	return segmentsImpossible(p.data, c)
+}
+
+func (p *queryPage) lines(m *topModel, width int) []string {
+	r, ok := m.queryOf(p.of)
+	if !ok {
+		return paragraph(fmt.Sprintf("the query of session %d is not among the cluster top's queries any more.", p.of.sessID), width)
+	}
+	capa := capacityOf(m.top)
+	q := r.q
+	who := absentText
+	if r.who.User != "" {
+		who = r.who.User + ", " + r.who.Database
+	}
+	state := "running"
+	switch {
+	case q.GetCompleted():
+		state = "completed"
+	case !r.running():
+		state = "its session has ended"
+	}
+	if q.GetPartial() {
+		state += " (partial: a host did not answer while it ran)"
+	}
+	cpu := absentText
+	if u := q.GetUsage(); u != nil {
+		cpu = cpuPercent(u.GetCpuCores(), capa.cluster) + " on average"
+	}
+	ccnt := absentText
+	if q.CommandCount != nil {
+		ccnt = strconv.FormatInt(q.GetCommandCount(), 10)
+	}
+	out := []string{
+		field(fmt.Sprintf("session %d", q.GetSessId()), "command "+ccnt+"  "+state, width),
+		field("user, database", who, width),
+		field("started", timeAgo(timestamppb.New(time.Unix(0, q.GetStartUnixNano())), m.at), width),
+		field("duration", durationText(q.GetDurationSeconds()), width),
+		field("CPU", secondsText(q.GetCpuSeconds())+"  "+cpu, width),
+		field("storage read / write", bytesText(float64(q.GetReadBytes()))+" / "+bytesText(float64(q.GetWriteBytes())), width),
+		field("CPU skew", skewText(q.GetCpuSkew(), q.CpuHottestSegment)+" (most / average "+strconv.FormatFloat(q.GetCpuMaxOverAvg(), 'f', 2, 64)+")", width),
+		field("I/O skew", skewText(q.GetIoSkew(), q.IoHottestSegment), width),
+		field("spill now / most", bytesText(float64(q.GetSpillBytes()))+" / "+bytesText(float64(q.GetSpillBytesMax())), width),
+		"",
+	}
+	out = append(out, hostLines("per host, averaged over its duration", q.GetHosts(), capa, width, "none")...)
+	out = append(out, "")
+	out = append(out, segmentLines("per segment, since it started", p.data, p.err, capa, width)...)
+	out = append(out, "", "query")
+	text := q.GetQuery()
+	if full := p.data.GetQueryStat().GetQueryInfo().GetQueryText(); len(full) > len(text) {
+		text = full
+	}
+	return append(out, paragraph(valueOr(oneLine(text)), width)...)
+}

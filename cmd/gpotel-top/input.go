@@ -1,0 +1,79 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	tea "github.com/charmbracelet/bubbletea"
+)
+
+// maxInput bounds what may be typed into a filter: a role or database
+// name is at most 63 bytes (NAMEDATALEN - 1).
+const maxInput = 63
+
+// textInput is a filter being typed on the status line.
+type textInput struct {
+	label string
+	text  string
+	apply func(f *filter, text string)
+	// offered: text is the value offered, untouched: typing replaces it.
+	offered bool
+}
+
+// askFilter starts typing a filter, from its current value, or else the
+// selected session's (the likely next filter).
+func (m topModel) askFilter(label, current string, apply func(*filter, string)) topModel {
+	text := current
+	if t, ok := m.target(); ok && text == "" {
+		switch label {
+		case userFilterLabel:
+			text = t.session.User
+		case databaseFilterLabel:
+			text = t.session.Database
+		}
+	}
+	m.input = &textInput{label: label, text: text, apply: apply, offered: text != ""}
+	return m
+}
+
+const (
+	userFilterLabel     = "show only the user"
+	databaseFilterLabel = "show only the database"
+)
+
+// typeInto edits the text: enter applies it (empty: no filter), esc
+// leaves the filter as it was.
+func (m topModel) typeInto(key string) (tea.Model, tea.Cmd) {
+	in := *m.input
+	switch key {
+	case "enter":
+		in.apply(&m.filter, in.text)
+		m.input = nil
+		return m, nil
+	case "esc":
+		m.input = nil
+		return m, nil
+	case "backspace":
+		r := []rune(in.text)
+		in.text = string(r[:max(len(r)-1, 0)])
+		if in.offered {
+			in.text = ""
+		}
+	case "ctrl+u":
+		in.text = ""
+	default:
+		r := []rune(key)
+		if len(r) != 1 || r[0] < ' ' {
+			return m, nil
+		}
+		if in.offered {
+			in.text = ""
+		}
+		if len(in.text)+len(key) <= maxInput {
+			in.text += key
+		}
+	}
+	in.offered = false
+	m.input = &in
+	return m, nil
+}

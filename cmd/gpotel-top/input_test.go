@@ -1,0 +1,66 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package main
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/proto/yagpcc"
+)
+
+// u and D show one user's, one database's sessions (and queries); g shows
+// gpotel's own sessions, hidden at first and counted in the title.
+func TestFiltersShowOneUserOrDatabaseAndHideGpotelsOwn(t *testing.T) {
+	f := sixHosts()
+	own := state(sessionFigures{sessID: 99, user: "gpotel", db: "postgres", state: "active", query: "select from pg_stat_activity", userCPU: 1, window: 10})
+	own.SessionInfo.ApplicationName = gpsql.ApplicationName
+	f.sessions = append(f.sessions, own)
+	h := newTUI(t, f, 160, 40)
+	if h.line("pg_stat_activity") != "" || !strings.Contains(h.lines()[0], "gpotel's own 1 hidden") {
+		t.Errorf("gpotel's own session is shown, or not counted:\n%s", h.screen())
+	}
+	h.press("g")
+	if h.line("pg_stat_activity") == "" {
+		t.Errorf("g does not show gpotel's own session:\n%s", h.screen())
+	}
+	h.press("g")
+
+	h.press("u", "ctrl+u")
+	h.typeText("bob")
+	h.press("enter")
+	if h.line("alice") != "" || h.line("carol") != "" || h.line(" bob ") == "" || !strings.Contains(h.lines()[0], "user bob (of 3)") {
+		t.Errorf("u bob:\n%s", h.screen())
+	}
+	h.press("tab")
+	if h.line("big_table_0") != "" || h.line("big_table_1") == "" {
+		t.Errorf("the queries view is not filtered by user:\n%s", h.screen())
+	}
+	h.press("tab", "tab", "u", "ctrl+u", "enter") // empty: everyone again
+	h.press("D")
+	h.typeText("hr")
+	h.press("enter")
+	if h.line("alice") != "" || h.line("carol") == "" {
+		t.Errorf("D hr:\n%s", h.screen())
+	}
+	h.press("D", "esc")
+	if h.line("carol") == "" || h.line("alice") != "" {
+		t.Errorf("esc leaves the filter as it was:\n%s", h.screen())
+	}
+}
+
+// The filter prompt starts from the selected session's user: the likely
+// next filter is "only this one's".
+func TestUserFilterStartsFromTheSelectedSession(t *testing.T) {
+	h := newTUI(t, &fakeAPI{sessions: []*yagpcc.SessionState{busy(11, "alice", 50), busy(12, "bob", 10)}}, 120, 20)
+	h.press("down", "u")
+	if !strings.Contains(h.screen(), "show only the user: bob_") {
+		t.Errorf("prompt:\n%s", h.screen())
+	}
+	h.press("enter")
+	if h.line("alice") != "" {
+		t.Errorf("enter applies bob:\n%s", h.screen())
+	}
+}

@@ -1,0 +1,443 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package snapshotdiffprocessor
+
+import (
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+	"go.opentelemetry.io/collector/processor"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+)
+
+// events are the finished_query and ended_session resources of one output.
+type events struct {
+	queries  []pipeline.FinishedQuery
+	sessions []pipeline.EndedSession
+}
+
+func eventsOf(t testing.TB, md pmetric.Metrics) events {
+	t.Helper()
+	var ev events
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		attrs := rms.At(i).Resource().Attributes()
+		switch pipeline.KindOf(attrs) {
+		case pipeline.KindFinishedQuery:
+			q, err := pipeline.DecodeQueryEvent(attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.queries = append(ev.queries, q)
+		case pipeline.KindEndedSession:
+			s, err := pipeline.DecodeSessionEvent(attrs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ev.sessions = append(ev.sessions, s)
+		}
+	}
+	return ev
+}
+
+// feedEach feeds the snapshots one at a time and gathers the events of
+// every output.
+func feedEach(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...pipelinetest.Snapshot) events {
+	t.Helper()
+	var all events
+	for _, s := range snaps {
+		sink.Reset()
+		ev := eventsOf(t, feed(t, p, sink, s))
+		all.queries = append(all.queries, ev.queries...)
+		all.sessions = append(all.sessions, ev.sessions...)
+	}
+	return all
+}
+
+// noSession is a snapshot at sec in which sdw1 answers with no process
+// and no session is left.
+func noSession(sec float64) pipelinetest.Snapshot {
+	s := snap(sec, nil, nil)
+	s.Hosts = []pipelinetest.Host{{Name: "sdw1", Up: true}}
+	return s
+}
+
+func cpuSeconds(c *pipeline.Counters) float64 {
+	return float64(c[pipeline.CPUUser]+c[pipeline.CPUSystem]) / 1e9
+}
+
+// A query is given at most the CPU its processes could run while it ran:
+// when an interval holds work of statements no snapshot saw, the query
+// seen in it does not take their CPU (gpotel-top showed 1334 % of a core
+// for a query 0.1 s old).
+func TestQueryCPUNeverExceedsWhatItsProcessesCouldRun(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		querySnap(0, idle(-2, -1), nil, backend(0)),
+		// Between 0 and 2 the backend ran statements no snapshot saw for
+		// 1.9 s of CPU; the one seen started at 1.9.
+		querySnap(2, running(1.9), nil, backend(1.95)))
+	got := queryCPU(t, md, 1.9)
+	if got > 0.1+float64(cpuSlack)/1e9+1e-9 {
+		t.Errorf("query 0.1 s old has %.3f s of CPU from one single-threaded process", got)
+	}
+	near(t, "its CPU: its time's worth, the cap", got, 0.1+float64(cpuSlack)/1e9)
+}
+
+// A query that ended before the interval began gets nothing of the head's
+// step, though the idle title still shows its count.
+func TestIdleHeadTitleGivesNothingToAnEndedQuery(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 1, 0, 2, 0),
+		gpSnap(1, idle(0, 0.5), 2, 0.5, 0, 0),
+		// The idle head burns 0.2 s (a client's idle chatter) with cmd2.
+		gpSnap(2, idle(0, 0.5), 2, 0.7, 0, 0))
+	near(t, "the ended statement's CPU", queryCPU(t, md, 0), 0.5)
+}
+
+func TestEveryEndedQueryGetsOneEventAfterItSettles(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	snaps := []pipelinetest.Snapshot{
+		querySnap(0, running(0), nil, backend(0)),
+		querySnap(1, running(0), nil, backend(1)),
+		querySnap(2, idle(0, 1.5), nil, backend(1.5)), // seen ended
+		querySnap(3, idle(0, 1.5), nil, backend(1.5)), // settled: its event
+		querySnap(4, idle(0, 1.5), nil, backend(1.5)),
+		querySnap(5, running(4.5), nil, backend(2)),
+	}
+	for i, s := range snaps {
+		sink.Reset()
+		ev := eventsOf(t, feed(t, p, sink, s))
+		want := 0
+		if i == 3 {
+			want = 1
+		}
+		if len(ev.queries) != want {
+			t.Fatalf("snapshot %d: %d query events, want %d", i, len(ev.queries), want)
+		}
+		if want == 1 {
+			q := ev.queries[0]
+			near(t, "event CPU", cpuSeconds(&q.Totals), 1.5)
+			near(t, "duration", float64(q.End-q.Start)/1e9, 1.5)
+			if q.Status != pipeline.QueryCompleted || q.Partial || q.Who.Database != "postgres" || q.Who.User != "gpadmin" {
+				t.Errorf("event %+v: want completed, not partial, db postgres, user gpadmin", q)
+			}
+		}
+	}
+}
+
+// The status says how the query ended, as far as pg_stat_activity tells.
+func TestQueryEventSaysHowItEnded(t *testing.T) {
+	aborted := querySnap(2, idle(0, 1.5), nil, backend(1.5))
+	aborted.Sessions[0].State = stateIdleAborted
+	for _, tc := range []struct {
+		name  string
+		snaps []pipelinetest.Snapshot
+		want  string
+	}{
+		{"idle after it", []pipelinetest.Snapshot{querySnap(2, idle(0, 1.5), nil, backend(1.5))}, pipeline.QueryCompleted},
+		{"aborted transaction after it", []pipelinetest.Snapshot{aborted}, pipeline.QueryAborted},
+		{"the next one started", []pipelinetest.Snapshot{querySnap(2, running(1.5), nil, backend(1.5))}, pipeline.QuerySuperseded},
+		{"the session left", []pipelinetest.Snapshot{snap(2, nil, nil, backend(1.5))}, pipeline.QuerySessionEnded},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p, sink := newTestProcessor(t, queryConfig())
+			snaps := append([]pipelinetest.Snapshot{querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1))}, tc.snaps...)
+			snaps = append(snaps, noSession(3), noSession(4))
+			ev := feedEach(t, p, sink, snaps...)
+			var first *pipeline.FinishedQuery
+			for i := range ev.queries {
+				if ev.queries[i].Start == at(0).UnixNano() {
+					if first != nil {
+						t.Fatal("the query has two events")
+					}
+					first = &ev.queries[i]
+				}
+			}
+			if first == nil || first.Status != tc.want {
+				t.Fatalf("event %+v, want status %q", first, tc.want)
+			}
+		})
+	}
+}
+
+// A query that ended before its session was first seen (the collector
+// restarted after it) gets no event: its event, if any, is past.
+func TestQueryEndedBeforeTheSessionWasSeenGetsNoEvent(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		querySnap(10, idle(2, 3), nil, backend(1)),
+		querySnap(11, idle(2, 3), nil, backend(1)),
+		querySnap(12, idle(2, 3), nil, backend(1)))
+	if len(ev.queries) != 0 {
+		t.Fatalf("events %+v, want none", ev.queries)
+	}
+}
+
+// A query that runs when its session is first seen is partial.
+func TestQueryRunningWhenFirstSeenIsPartial(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		querySnap(10, running(2), nil, backend(1)),
+		querySnap(11, idle(2, 10.5), nil, backend(1.5)),
+		querySnap(12, idle(2, 10.5), nil, backend(1.5)))
+	if len(ev.queries) != 1 || !ev.queries[0].Partial {
+		t.Fatalf("events %+v, want one, partial", ev.queries)
+	}
+}
+
+// An ended query waits for the hosts it ran on: a step held back by a
+// silent host is part of its final figures.
+func TestQueryEventWaitsForASilentHost(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		querySnap(0, running(0), nil, backend(0)),
+		querySnap(1, running(0), nil, backend(1)),
+		querySnap(2, idle(0, 1.5), []string{"sdw1"}),
+		querySnap(3, idle(0, 1.5), []string{"sdw1"}))
+	if len(ev.queries) != 0 {
+		t.Fatalf("event while its host is silent: %+v", ev.queries)
+	}
+	ev = feedEach(t, p, sink, querySnap(4, idle(0, 1.5), nil, backend(1.5)))
+	if len(ev.queries) != 1 {
+		t.Fatalf("%d events once the host answered, want 1", len(ev.queries))
+	}
+	near(t, "CPU with the held-back step", cpuSeconds(&ev.queries[0].Totals), 1.5)
+}
+
+// A query whose host stays silent longer than the longest window gets its
+// event then, partial.
+func TestQueryEventOfAHostSilentPastTheWindowIsPartial(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{5 * time.Second}
+	p, sink := newTestProcessor(t, cfg)
+	snaps := []pipelinetest.Snapshot{querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1))}
+	for sec := 2.0; sec <= 9; sec++ {
+		snaps = append(snaps, querySnap(sec, idle(0, 1.5), []string{"sdw1"}))
+	}
+	ev := feedEach(t, p, sink, snaps...)
+	if len(ev.queries) != 1 || !ev.queries[0].Partial {
+		t.Fatalf("events %+v, want one, partial", ev.queries)
+	}
+}
+
+// A session's event counts every process it had, the ones whose exit
+// record came after the session left included.
+func TestSessionEventCountsItsExitedProcesses(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	head := func(cpu float64) pipelinetest.Process { return proc("mdw", -1, 7, 1007, -100, cpu, 0) }
+	exited := func(pr pipelinetest.Process) pipelinetest.Process { pr.Exited = true; return pr }
+	start := querySnap(0, running(0), nil, head(1), backend(0))
+	start.Sessions[0].BackendStart = at(-100)
+	second := querySnap(1, idle(0, 0.5), nil, head(1.5), backend(2))
+	second.Sessions[0].BackendStart = at(-100)
+	ev := feedEach(t, p, sink,
+		start, second,
+		// Gone at 2; its processes' exit records come at 2 and 3.
+		snap(2, nil, nil, exited(head(1.6))),
+		snap(3, nil, nil, exited(backend(2.5))),
+		noSession(4))
+	if len(ev.sessions) != 1 {
+		t.Fatalf("%d session events, want 1", len(ev.sessions))
+	}
+	s := ev.sessions[0]
+	near(t, "lifetime CPU: the final totals of both processes", cpuSeconds(&s.Totals), 1.6+2.5)
+	if s.Queries != 1 || s.Start != at(-100).UnixNano() || s.End != at(2).UnixNano() || !s.Partial {
+		t.Errorf("session event %+v: want 1 query, start -100 s, end 2 s, partial (it started before the first snapshot)", s)
+	}
+}
+
+// PostgreSQL's session id is the leader's pid: a new backend with the
+// same pid is another session, and each gets its event.
+func TestReusedSessionKeyIsAnotherSession(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	withStart := func(s pipelinetest.Snapshot, backendStart float64) pipelinetest.Snapshot {
+		s.Sessions[0].BackendStart = at(backendStart)
+		return s
+	}
+	ev := feedEach(t, p, sink,
+		withStart(querySnap(0, running(0), nil, backend(0)), -1),
+		withStart(querySnap(1, idle(0, 0.5), nil, backend(0.5)), -1),
+		withStart(querySnap(2, idle(1.5, 1.8), nil, proc("sdw1", 0, 7, 4243, 1.2, 0.3, 0)), 1.2),
+		withStart(querySnap(3, idle(1.5, 1.8), nil, proc("sdw1", 0, 7, 4243, 1.2, 0.3, 0)), 1.2),
+		noSession(4), noSession(5))
+	if len(ev.sessions) != 2 {
+		t.Fatalf("%d session events, want 2: %+v", len(ev.sessions), ev.sessions)
+	}
+	if len(ev.queries) != 2 {
+		t.Fatalf("%d query events, want 2: %+v", len(ev.queries), ev.queries)
+	}
+}
+
+// A system process's session row gets no session event.
+func TestSystemSessionGetsNoEvent(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	sys := querySnap(0, neverRan, nil, backend(0))
+	sys.Sessions[0].System = true
+	ev := feedEach(t, p, sink, sys, noSession(1), noSession(2))
+	if len(ev.sessions) != 0 {
+		t.Fatalf("session events %+v, want none", ev.sessions)
+	}
+}
+
+// The time a query is seen waiting for a lock is counted, with the blocker.
+func TestQueryEventCountsLockWaits(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	waiting := func(sec float64) pipelinetest.Snapshot {
+		s := querySnap(sec, running(0), nil, backend(0))
+		s.Sessions[0].Waiting = true
+		s.Sessions[0].Greenplum = &pipeline.GreenplumSession{Wait: &pipeline.LockWait{Blocker: 99, Mode: "AccessShareLock"}}
+		return s
+	}
+	ev := feedEach(t, p, sink, querySnap(0, running(0), nil, backend(0)), waiting(1), waiting(2),
+		querySnap(3, idle(0, 2.5), nil, backend(0.1)), noSession(4))
+	if len(ev.queries) != 1 {
+		t.Fatalf("%d events", len(ev.queries))
+	}
+	near(t, "lock wait", float64(ev.queries[0].LockWait)/1e9, 2)
+	if ev.queries[0].LockBlocker != 99 {
+		t.Errorf("blocker %d, want 99", ev.queries[0].LockBlocker)
+	}
+}
+
+// A counter no process of the query reported is absent from its event.
+func TestQueryEventKnowsWhatWasMeasured(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink, querySnap(0, running(0), nil, backend(0)), querySnap(1, idle(0, 0.5), nil, backend(0.5)), noSession(2))
+	if len(ev.queries) != 1 {
+		t.Fatal(len(ev.queries))
+	}
+	known := ev.queries[0].Known
+	if known&(1<<pipeline.CPUUser) == 0 || known&(1<<pipeline.DelaySwapin) != 0 {
+		t.Errorf("known %b: want CPU, not the swap-in delay no process reported", known)
+	}
+}
+
+// Events are not held back by max_finished: a burst of ended queries
+// larger than it still gets one event each.
+func TestEveryQueryOfABurstGetsItsEvent(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Queries.MaxFinished = 1
+	p, sink := newTestProcessor(t, cfg)
+	var snaps []pipelinetest.Snapshot
+	for i := range 5 {
+		sec := float64(i)
+		snaps = append(snaps, querySnap(sec, idle(sec-0.5, sec-0.2), nil, backend(sec)))
+	}
+	snaps = append(snaps, noSession(5), noSession(6))
+	ev := feedEach(t, p, sink, snaps...)
+	// The first one ended before the session was seen.
+	if len(ev.queries) != 4 {
+		t.Fatalf("%d events, want 4", len(ev.queries))
+	}
+	for _, q := range ev.queries {
+		// 1 s of CPU per interval, 0.3 s of it its own: the cap.
+		near(t, "CPU of a 0.3 s query", cpuSeconds(&q.Totals), 0.3+float64(cpuSlack)/1e9)
+	}
+}
+
+// busyTick is tick k (60 s apart) of a session that ends a query before
+// every tick (started 30 s and ended 10 s before it), of a second session
+// that lives from tick 1 to tick 3, running one query, and of a third that
+// connects after tick 1, runs one statement and stays idle after it.
+func busyTick(k int) pipelinetest.Snapshot {
+	sec := float64(60 * k)
+	s := sparseTick(k)
+	s.Sessions = []pipelinetest.Session{{ID: 1, PID: 1001, DB: "postgres", User: "gpadmin", State: "idle",
+		QueryStart: at(sec - 30), StateChange: at(sec - 10)}}
+	if k >= 1 && k <= 3 {
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: 2, PID: 1002, DB: "postgres", User: "gpuser", State: "active",
+			QueryStart: at(50), BackendStart: at(45)})
+		s.Processes = append(s.Processes, proc("sdw2", 1, 2, 300, 45, float64(k), 0))
+	}
+	if k >= 2 {
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: 3, PID: 1003, DB: "postgres", User: "gpuser", State: "idle",
+			QueryStart: at(70), StateChange: at(80), BackendStart: at(65)})
+		s.Processes = append(s.Processes, proc("sdw2", 1, 3, 301, 65, 1, 0))
+	}
+	return s
+}
+
+// eventKeys counts the events of the outputs by query (session and start)
+// and by ended session.
+func eventKeys(t *testing.T, outs []pmetric.Metrics) (queries map[[2]int64]int, sessions map[int64]int) {
+	queries, sessions = map[[2]int64]int{}, map[int64]int{}
+	for _, md := range outs {
+		ev := eventsOf(t, md)
+		for _, q := range ev.queries {
+			queries[[2]int64{q.Session.ID, q.Start}]++
+		}
+		for _, s := range ev.sessions {
+			sessions[s.Session.ID]++
+		}
+	}
+	return queries, sessions
+}
+
+// No query or session gets two events whatever happens between the
+// receiver and the processor: a refused, lost or reordered batch, a
+// restarted receiver or processor (a restarted collector).
+func TestEveryQueryEndsOnce(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{2 * time.Minute}
+	clean, _, _ := sparseRun{tick: busyTick, config: cfg}.run(t)
+	queries, sessions := eventKeys(t, clean)
+	// Queries of ticks 1..5 settle by tick 6 (tick 0's ended before the
+	// session was seen); the second session's query and the session end
+	// at tick 4 and settle at 5; the third session's statement settles at 3.
+	if len(queries) != 7 || len(sessions) != 1 {
+		t.Fatalf("without faults: query events %v, session events %v; want 7 and 1", queries, sessions)
+	}
+	for name, run := range map[string]sparseRun{
+		"refused":             {fault: onFirstBatchOfTick2(refuse)},
+		"lost":                {fault: onFirstBatchOfTick2(lose)},
+		"reordered":           {fault: onFirstBatchOfTick2(hold), batchSize: 2},
+		"receiver restarted":  {restartReceiverAt: 2},
+		"processor restarted": {restartProcessAt: 4},
+	} {
+		t.Run(name, func(t *testing.T) {
+			run.tick, run.config = busyTick, cfg
+			outs, _, _ := run.run(t)
+			queries, sessions := eventKeys(t, outs)
+			for k, n := range queries {
+				if n != 1 {
+					t.Errorf("query %v has %d events", k, n)
+				}
+			}
+			for k, n := range sessions {
+				if n != 1 {
+					t.Errorf("session %d has %d events", k, n)
+				}
+			}
+			if len(queries) < 4 {
+				t.Errorf("only %d query events: the faults cost more than the queries whose end they hid", len(queries))
+			}
+		})
+	}
+}
+
+// A process is read after the snapshot time, by its host's read delay:
+// the query's share runs to the read, so a backend busy on one core
+// until it was read keeps all of its CPU (with the snapshot time as the
+// end, the cap took 0.3 s of it).
+func TestQueryShareRunsToTheRead(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	late := func(s pipelinetest.Snapshot) pipelinetest.Snapshot {
+		for i := range s.Hosts {
+			s.Hosts[i].ReadDelay = 300 * time.Millisecond
+		}
+		return s
+	}
+	// One core from 0.5 s on; each read 0.3 s after its snapshot's time.
+	md := feed(t, p, sink,
+		late(querySnap(0, neverRan, nil, backend(0))),
+		late(querySnap(1, running(0.5), nil, backend(0.8))),
+		late(querySnap(2, running(0.5), nil, backend(1.8))))
+	near(t, "query CPU: all of the backend's", queryCPU(t, md, 0.5), 1.8)
+}
