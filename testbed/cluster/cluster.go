@@ -178,6 +178,17 @@ func (d *Description) Instance(content int) (Instance, bool) {
 	return Instance{}, false
 }
 
+// DataDirsOf lists the data directories of the instances on an emulated host.
+func (d *Description) DataDirsOf(host string) []string {
+	var out []string
+	for _, in := range d.Instances() {
+		if in.Host == host {
+			out = append(out, in.DataDir)
+		}
+	}
+	return out
+}
+
 // HostOf names the emulated host a content id lives on.
 func (d *Description) HostOf(content int) string {
 	for _, h := range d.Hosts {
