@@ -56,7 +56,7 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 
 	with := measureChurn(t, c, true)
 	t.Logf("with exit records:    gpotel %.3f s (of which unrecorded %.3f s), postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
-		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped); smoothed cluster CPU %.4f cores, postmasters' %.4f, ratio %.3f",
+		"the kernel's exit records of the reaped children, read from the agents: %.3f s (%.3f of reaped); smoothed cluster CPU %.4f cores, postmasters' %.4f, ratio %.3f",
 		with.gpotel, with.unrecorded, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped,
 		with.smoothed, with.smoothedTruth, with.smoothed/with.smoothedTruth)
 	without := measureChurn(t, c, false)
@@ -201,25 +201,35 @@ func measureChurn(t *testing.T, c *cluster.Cluster, exitRecords bool) churnResul
 	return res
 }
 
-// exitRecordsCPU sums, straight from one agent (every agent of the testbed
-// shares the kernel, so each keeps every database exit), the CPU of the exit
-// records of the postmasters' children received in (from, to].
+// exitRecordsCPU sums, straight from the agents (each keeps the exits of
+// its own host's postmasters' children), the CPU of the exit records of the
+// postmasters' children received in (from, to].
 func exitRecordsCPU(s *Stack, postmasters []int, from, to time.Time) (float64, error) {
-	var addr string
-	for _, a := range s.AgentEndpoints {
-		addr = a
-		break
+	parents := map[int64]bool{}
+	for _, pm := range postmasters {
+		parents[int64(pm)] = true
 	}
+	// Every host's agent, each for its own host's postmasters' children.
+	var total float64
+	for _, addr := range s.AgentEndpoints {
+		cpu, err := agentExitRecordsCPU(addr, parents, from, to)
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
+// agentExitRecordsCPU sums the CPU of the exit records one agent holds of
+// the children of parents that exited between from and to.
+func agentExitRecordsCPU(addr string, parents map[int64]bool, from, to time.Time) (float64, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = conn.Close() }()
 	client := gpotelv1.NewTaskStatsClient(conn)
-	parents := map[int64]bool{}
-	for _, pm := range postmasters {
-		parents[int64(pm)] = true
-	}
 	var total float64
 	req := &gpotelv1.GetExitRecordsRequest{}
 	for {
