@@ -128,6 +128,15 @@ BEGIN
   IF FOUND THEN
     RETURN id;
   END IF;
+  -- Statements that number backends take turns: two that met each other's
+  -- new rows in different orders deadlocked (three churn workloads asking
+  -- for their sess_ids at once). Held to the end of the transaction, so
+  -- every row written is written by the holder.
+  PERFORM pg_advisory_xact_lock(hashtext('%[1]s.sessions'));
+  SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
+  IF FOUND THEN
+    RETURN id;
+  END IF;
   DELETE FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start < started;
   INSERT INTO %[1]s.sessions VALUES (backend, started, nextval('%[1]s.sess_ids')) ON CONFLICT DO NOTHING;
   SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
