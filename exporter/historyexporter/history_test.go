@@ -304,7 +304,7 @@ func numericFloat(t *testing.T, v any) float64 {
 
 // A batch written again, as after a timeout whose first attempt did
 // commit, or by a restarted collector before its queue forgot the batch,
-// adds no row.
+// adds no row; grown by newer events meanwhile, it adds only those.
 func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 	for _, target := range historyTargets(t) {
 		t.Run(target.name, func(t *testing.T) {
@@ -335,8 +335,20 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			if w := write(restarted); w != [2]int64{} {
 				t.Errorf("the same batch on a new connection: %v rows written, want none", w)
 			}
-			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n {
-				t.Errorf("%d rows, want %d", got, n)
+			// Retried after more events were queued: the batch grew.
+			const more = 10
+			grown := newBatch(first.tables)
+			grown.add(encodeEvents(workload(0, n, now), first.tables, now.Add(-day), now.Add(day)))
+			grown.add(encodeEvents(workload(n, more, now.Add(more*time.Second)), first.tables, now.Add(-day), now.Add(day)))
+			w, err := first.write(ctx, grown)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w != [2]int64{more, more / queriesPerSession} {
+				t.Errorf("the batch grown by %d events: %v rows written, want %d and %d", more, w, more, more/queriesPerSession)
+			}
+			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n+more {
+				t.Errorf("%d rows, want %d", got, n+more)
 			}
 		})
 	}

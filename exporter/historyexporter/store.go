@@ -345,9 +345,8 @@ func (s *store) ensurePartition(ctx context.Context, i int, d time.Time) error {
 	return nil
 }
 
-// write writes the batch in one transaction: each table's rows are
-// copied into its staging table, then inserted where their key is not
-// already. It returns the rows each table gained.
+// write writes the batch in one transaction (writeTable per table). It
+// returns the rows each table gained.
 func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err error) {
 	if err := s.open(ctx); err != nil {
 		return written, err
@@ -370,25 +369,50 @@ func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err erro
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	for i := range b.tables {
-		tr := &b.tables[i]
-		if tr.rows == 0 {
+		if b.tables[i].rows == 0 {
 			continue
 		}
-		for _, part := range tr.parts {
-			if _, err := s.conn.PgConn().CopyFrom(ctx, part.reader(), gpsql.CopyHistoryStage(tr.t.HistoryTable, part.columns)); err != nil {
-				return written, fmt.Errorf("copy %d rows into the staging table of %s: %w", part.rows, tr.t.Name, err)
-			}
+		if written[i], err = s.writeTable(ctx, tx, &b.tables[i]); err != nil {
+			return written, err
 		}
-		tag, err := tx.Exec(ctx, gpsql.InsertHistoryRows(tr.t.HistoryTable), tr.minEnd, tr.maxEnd)
-		if err != nil {
-			return written, fmt.Errorf("insert the staged rows into %s: %w", tr.t.Name, err)
-		}
-		written[i] = tag.RowsAffected()
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return [2]int64{}, fmt.Errorf("commit: %w", err)
 	}
 	return written, nil
+}
+
+// writeTable writes one table's rows of a batch in transaction tx. A
+// batch's keys were written before only if the table holds a row ending
+// within the batch's end times: the usual batch, newer than every row,
+// is copied straight into the table; else its rows are staged and
+// inserted where their key is not already (the look-up reads the rows
+// ending in that range).
+func (s *store) writeTable(ctx context.Context, tx pgx.Tx, tr *tableRows) (int64, error) {
+	var held bool
+	if err := tx.QueryRow(ctx, gpsql.HistoryRowsEndBetween(tr.t.HistoryTable), tr.minEnd, tr.maxEnd).Scan(&held); err != nil {
+		return 0, fmt.Errorf("look for rows of %s ending from %s to %s: %w", tr.t.Name, tr.minEnd.Format(time.RFC3339), tr.maxEnd.Format(time.RFC3339), err)
+	}
+	copyInto, into := gpsql.CopyHistoryRows, tr.t.Name
+	if held {
+		copyInto, into = gpsql.CopyHistoryStage, "the staging table of "+tr.t.Name
+	}
+	var copied int64
+	for _, part := range tr.parts {
+		tag, err := s.conn.PgConn().CopyFrom(ctx, part.reader(), copyInto(tr.t.HistoryTable, part.columns))
+		if err != nil {
+			return 0, fmt.Errorf("copy %d rows into %s: %w", part.rows, into, err)
+		}
+		copied += tag.RowsAffected()
+	}
+	if !held {
+		return copied, nil
+	}
+	tag, err := tx.Exec(ctx, gpsql.InsertHistoryRows(tr.t.HistoryTable), tr.minEnd, tr.maxEnd)
+	if err != nil {
+		return 0, fmt.Errorf("insert the staged rows into %s: %w", tr.t.Name, err)
+	}
+	return tag.RowsAffected(), nil
 }
 
 // forget drops what an error may have made stale: the connection when it

@@ -186,6 +186,22 @@ func CopyHistoryStage(t HistoryTable, columns []string) string {
 	return fmt.Sprintf("COPY %s (%s) FROM STDIN", QuoteIdent(HistoryStage(t)), quoteList(columns))
 }
 
+// HistoryRowsEndBetween tells whether t holds a row ending between $1 and
+// $2: when it holds none, no event of a batch ending there can be in it
+// (an event's end time is part of it), and the batch is copied straight
+// into t. The end time's index answers it at the first row.
+func HistoryRowsEndBetween(t HistoryTable) string {
+	return fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE %s BETWEEN $1::timestamptz AND $2::timestamptz)",
+		t.qualified(), QuoteIdent(t.End))
+}
+
+// CopyHistoryRows loads rows of these columns straight into t (its
+// partitions take them by end time), as CopyHistoryStage does into the
+// staging table.
+func CopyHistoryRows(t HistoryTable, columns []string) string {
+	return fmt.Sprintf("COPY %s (%s) FROM STDIN", t.qualified(), quoteList(columns))
+}
+
 // InsertHistoryRows moves the staged rows into t, leaving out those whose
 // key t already holds: a batch written again after a commit the exporter
 // did not hear of adds nothing. $1 and $2 bound the end times of the

@@ -101,6 +101,9 @@ var Statements = []Statement{
 	{Name: "history: create stage", Sender: "history", Target: History, Text: func(s Shape) string {
 		return CreateHistoryStage(s.Dialect, sampleHistoryTable)
 	}},
+	{Name: "history: rows ending between", Sender: "history", Target: History, Text: always(HistoryRowsEndBetween(sampleHistoryTable)),
+		Args: []any{sampleHistoryDay, sampleHistoryDay.AddDate(0, 0, 2)}},
+	{Name: "history: copy into table", Sender: "history", Target: History, Text: always(CopyHistoryRows(sampleHistoryTable, sampleHistoryTable.columnNames()))},
 	{Name: "history: copy into stage", Sender: "history", Target: History, Text: always(CopyHistoryStage(sampleHistoryTable, sampleHistoryTable.columnNames()))},
 	{Name: "history: insert staged rows", Sender: "history", Target: History, Text: always(InsertHistoryRows(sampleHistoryTable)),
 		Args: []any{sampleHistoryDay, sampleHistoryDay.AddDate(0, 0, 2)}},
