@@ -23,27 +23,49 @@ const benchBatch = defaultBatchMaxEvents
 
 // BenchmarkHistoryStore writes batches of benchBatch events (queries and
 // one session per five) through the exporter's own path (queue, decode,
-// rows, COPY into the staging table, the insert that leaves out known
-// keys, commit) into the testbed's PostgreSQL, and beside it, in the same
-// run, COPYs the same rows into a plain table (no partitions, indexes or
-// key look-up): the reference. It reports query rows/s of each and their
-// ratio, the exporter's own CPU (this process: encoding, pgx) per 1000
-// events, and what a query row takes on disk with its indexes, for
-// segments instances per query and a 200-character query text.
+// rows, the look-up of rows in the batch's range of end times, the COPY
+// and, where earlier rows lie in that range, the insert that leaves out
+// known keys; commit) into the testbed's PostgreSQL, and beside it, in
+// the same run, COPYs the same rows into a plain table (no partitions,
+// indexes or key look-up): the reference. It reports query rows/s of each
+// and their ratio, the exporter's own CPU (this process: encoding, pgx)
+// per 1000 events, and what a query row takes on disk with its indexes,
+// for segments instances per query and a 200-character query text, and
+// for each way the batches' end times lie (benchWindows).
 func BenchmarkHistoryStore(b *testing.B) {
 	db := startTestbedHistoryDB(b)
 	for _, segments := range []int{3, 64} {
-		// The benchmark function runs more than once (b.N grows); each run
-		// writes keys new to the tables.
-		st := newBenchStore(b, db, segments)
-		b.Run(fmt.Sprintf("segments=%d", segments), st.run)
+		b.Run(fmt.Sprintf("segments=%d", segments), func(b *testing.B) {
+			for _, window := range benchWindows {
+				// The benchmark function runs more than once (b.N grows); each
+				// run writes keys new to the tables.
+				st := newBenchStore(b, db, segments, window)
+				b.Run("window="+window, st.run)
+			}
+		})
 	}
 }
+
+// How a run's batches' end times lie.
+const (
+	// windowOwn: each batch ends after the one before, as a running
+	// cluster's events arrive (a batch holds the queries that ended since
+	// the last): the table holds no row in a batch's range, and the batch
+	// is copied straight in.
+	windowOwn = "own"
+	// windowShared: every batch ends over the same two hours and more, the
+	// worst case: each is staged, and its look-up reads the rows of every
+	// batch before it.
+	windowShared = "shared"
+)
+
+var benchWindows = []string{windowOwn, windowShared}
 
 // benchStore is one schema's exporter and reference table.
 type benchStore struct {
 	db          *historyDB
 	segments    int
+	window      string
 	e           *historyExporter
 	queries     string // the exporter's table
 	reference   string // the plain one
@@ -51,10 +73,10 @@ type benchStore struct {
 	rowsInTable int64
 }
 
-func newBenchStore(b *testing.B, db *historyDB, segments int) *benchStore {
+func newBenchStore(b *testing.B, db *historyDB, segments int, window string) *benchStore {
 	ctx := await.Context(b)
 	cfg := *db.cfg
-	cfg.Schema = fmt.Sprintf("bench_%d", segments)
+	cfg.Schema = fmt.Sprintf("bench_%d_%s", segments, window)
 	e := newExporterAt(b, &cfg, nil, nil)
 	q, _, err := openQueue(ctx, newMemoryClient(), cfg.Queue.MaxBytes)
 	if err != nil {
@@ -65,22 +87,33 @@ func newBenchStore(b *testing.B, db *historyDB, segments int) *benchStore {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { e.store.close(context.Background()) })
-	st := &benchStore{db: db, segments: segments, e: e, queries: cfg.Schema + ".queries", reference: cfg.Schema + ".reference"}
+	st := &benchStore{db: db, segments: segments, window: window, e: e, queries: cfg.Schema + ".queries", reference: cfg.Schema + ".reference"}
 	if _, err := db.admin.Exec(ctx, fmt.Sprintf("CREATE TABLE %s (LIKE %s)", st.reference, st.queries)); err != nil {
 		b.Fatal(err)
 	}
 	return st
 }
 
+// batchEnd is when the last query of batch i ends. The own windows start
+// three days back, so that the runs' batches (a few dozen, of some two
+// hours each) end before the clock.
+func (st *benchStore) batchEnd(i int) time.Time {
+	if st.window == windowShared {
+		return middayToday()
+	}
+	span := time.Duration(benchQueries()+1) * time.Second
+	return middayToday().Add(-3*day + time.Duration(i)*span)
+}
+
 func (st *benchStore) run(b *testing.B) {
 	ctx := await.Context(b)
 	e, db := st.e, st.db
-	end := middayToday()
 	var exporterTime, referenceTime, cpu time.Duration
 	var queryRows, events, queued int64
 	b.ResetTimer()
 	for range b.N {
 		b.StopTimer()
+		end := st.batchEnd(st.nextBatch)
 		ld, n := benchEvents(st.nextBatch, st.segments, end)
 		st.nextBatch++
 		// The reference's input: the same rows, already in COPY's text.
@@ -126,10 +159,14 @@ func (st *benchStore) run(b *testing.B) {
 	b.ReportMetric(bytesPerRow*10*86400/(1<<20), "MiB/day_at_10_queries/s")
 }
 
+// benchQueries is how many of a batch's events are queries.
+func benchQueries() int { return benchBatch * queriesPerSession / (queriesPerSession + 1) }
+
 // benchEvents is iteration i's events: benchBatch of them, their keys
-// new to the tables.
+// new to the tables, the last ending at end one second after the one
+// before.
 func benchEvents(i, segments int, end time.Time) (plog.Logs, int64) {
-	queries := benchBatch * queriesPerSession / (queriesPerSession + 1)
+	queries := benchQueries()
 	ld := workload(i*queries, queries, end)
 	text := strings.Repeat("SELECT x, count(*) FROM t GROUP BY x; ", 6)[:200]
 	rls := ld.ResourceLogs()
