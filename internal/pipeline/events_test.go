@@ -152,4 +152,3 @@ func TestDecodeEventNamesTheMissingField(t *testing.T) {
 	_, err = DecodeQueryEvent(logs.At(0).Attributes())
 	require.ErrorContains(t, err, "not a double")
 }
-
