@@ -37,7 +37,7 @@ const (
 	KindQuery
 	// KindBatch heads every process batch of the receiver: its host's
 	// batch sequence number and whether the snapshot lists the host's
-	// processes in full (docs/pipeline.md, rule 8).
+	// processes in full (docs/pipeline.md, sparse batches).
 	KindBatch
 	// KindDeparted lists, in the closing batch, one host's processes that
 	// left since the previous snapshot.
@@ -179,7 +179,7 @@ const (
 )
 
 // Framing metrics (receiver): always written, never switched off
-// (docs/pipeline.md, rule 8).
+// (docs/pipeline.md, sparse batches).
 const (
 	MetricBatchSequence   = "gpotel.batch.sequence"
 	MetricBatchFull       = "gpotel.batch.full"
