@@ -67,6 +67,8 @@ var (
 		Description: "Peak virtual memory (status VmPeak times 1024)."}
 	ProcessMemorySwap = &ProcessMetric{Name: MetricProcessMemorySwap, Unit: "By",
 		Description: "Swapped-out memory (status VmSwap times 1024)."}
+	ProcessMemoryPageTables = &ProcessMetric{Name: MetricProcessMemoryPageTable, Unit: "By",
+		Description: "Memory the kernel holds for the process's page tables (status VmPTE times 1024)."}
 	ProcessThreadCount = &ProcessMetric{Name: MetricProcessThreadCount, Unit: "{thread}",
 		Description: "Threads in the process (status Threads)."}
 	ProcessCommandCount = &ProcessMetric{Name: MetricProcessCommandCount, Unit: "1",
@@ -111,6 +113,7 @@ const (
 	MemoryPeak
 	MemoryVirtualPeak
 	MemorySwap
+	MemoryPageTables
 	ThreadCount
 	CommandCount
 
@@ -258,6 +261,8 @@ var Figures = [NumFigures]FigureRow{
 		Exit: exit(record("hiwater_vm_kb", kernelunits.KiB, (*gpotelv1.TaskStatsRecord).GetHiwaterVmKb))},
 	MemorySwap: {Metric: ProcessMemorySwap,
 		Live: live(statusKiB("status VmSwap", func(s *yagpcc.ProcStatus) *int64 { return s.VmSwapKb }))},
+	MemoryPageTables: {Metric: ProcessMemoryPageTables,
+		Live: live(statusKiB("status VmPTE", func(s *yagpcc.ProcStatus) *int64 { return s.VmPteKb }))},
 	ThreadCount: {Metric: ProcessThreadCount,
 		Live: live(statusThreads(), stat("stat num_threads", kernelunits.Count, (*yagpcc.ProcStat).GetNumThreads))},
 	CommandCount: {Metric: ProcessCommandCount,

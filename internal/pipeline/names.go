@@ -241,6 +241,7 @@ const (
 	MetricProcessMemoryPeak      = "gpotel.process.memory.peak"
 	MetricProcessMemoryVirtPeak  = "gpotel.process.memory.virtual_peak"
 	MetricProcessMemorySwap      = "gpotel.process.memory.swap"
+	MetricProcessMemoryPageTable = "gpotel.process.memory.page_tables"
 	MetricProcessThreadCount     = "process.thread.count"
 )
 

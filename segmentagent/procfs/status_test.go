@@ -16,11 +16,11 @@ func TestParseStatus(t *testing.T) {
 		Threads: 1, VoluntaryCtxtSwitches: 4512, NonvoluntaryCtxtSwitches: 37,
 	}
 	withLines(&modern, map[StatusLine]int64{VmPeak: 221340, VmSize: 221200, VmHWM: 28812, VmRSS: 27640,
-		RssAnon: 6120, RssFile: 9480, RssShmem: 12040, VmData: 5620, VmSwap: 12})
+		RssAnon: 6120, RssFile: 9480, RssShmem: 12040, VmData: 5620, VmSwap: 12, VmPTE: 148})
 	old := modern
 	old.Tgid = 1002
 	old.KiB, old.Present = [numStatusLines]int64{}, 0
-	withLines(&old, map[StatusLine]int64{VmPeak: 221340, VmSize: 221200, VmHWM: 28812, VmRSS: 27640, VmData: 5620})
+	withLines(&old, map[StatusLine]int64{VmPeak: 221340, VmSize: 221200, VmHWM: 28812, VmRSS: 27640, VmData: 5620, VmPTE: 148})
 	spaced := modern
 	spaced.Tgid, spaced.Name = 1003, []byte("postgres: (x) y")
 	kthread := Status{

@@ -16,6 +16,7 @@ const (
 	RssShmem
 	VmData
 	VmSwap
+	VmPTE
 
 	numStatusLines
 )
@@ -31,6 +32,7 @@ var statusLineNames = [numStatusLines]string{
 	RssShmem: "RssShmem",
 	VmData:   "VmData",
 	VmSwap:   "VmSwap",
+	VmPTE:    "VmPTE",
 }
 
 // setStatusLine points the line's yagpcc.ProcStatus field at v.
@@ -54,5 +56,7 @@ func setStatusLine(s *yagpcc.ProcStatus, l StatusLine, v *int64) {
 		s.VmDataKb = v // field 13
 	case VmSwap:
 		s.VmSwapKb = v // field 14
+	case VmPTE:
+		s.VmPteKb = v // field 18
 	}
 }
