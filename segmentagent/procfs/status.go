@@ -3,7 +3,11 @@
 
 package procfs
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+)
 
 // StatusLine is an optional kB line of /proc/<pid>/status: kernel threads
 // have no Vm* lines, and kernels before 4.5 print no RssAnon/RssFile/RssShmem.
@@ -59,7 +63,7 @@ var statusRequired = [...]string{"Name", "Tgid", "PPid", "Uid", "Threads", "volu
 // ParseStatus parses the content of /proc/<pid>/status without allocating.
 func ParseStatus(b []byte) (Status, error) {
 	var s Status
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return s, ErrTruncated
 	}
 	seen := 0
@@ -86,7 +90,7 @@ func ParseStatus(b []byte) (Status, error) {
 		case "Uid":
 			realUID, eff, ok := parseUIDs(val)
 			if !ok {
-				return s, shapeError("status: Uid line %q", val)
+				return s, kerneltext.ShapeError("status: Uid line %q", val)
 			}
 			s.UIDReal, s.UIDEffective = realUID, eff
 			seen |= seenUID
@@ -112,20 +116,20 @@ func ParseStatus(b []byte) (Status, error) {
 		val = trimSpace(val)
 		if optional {
 			if !bytes.HasSuffix(val, []byte(" kB")) {
-				return s, shapeError("status: %s value %q has no kB unit", key, val)
+				return s, kerneltext.ShapeError("status: %s value %q has no kB unit", key, val)
 			}
 			val = trimSpace(val[:len(val)-3])
 		}
 		v, ok := parseInt(val)
 		if !ok {
-			return s, shapeError("status: %s value %q is not a number", key, val)
+			return s, kerneltext.ShapeError("status: %s value %q is not a number", key, val)
 		}
 		*dst = v
 	}
 	if seen != seenAllRequired {
 		for i, name := range statusRequired {
 			if seen&(1<<i) == 0 {
-				return s, shapeError("status: no %s line", name)
+				return s, kerneltext.ShapeError("status: no %s line", name)
 			}
 		}
 	}
