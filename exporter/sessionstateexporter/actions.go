@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
-	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -56,6 +56,8 @@ type actionService struct {
 	logger      *zap.Logger
 	telemetry   *metadata.TelemetryBuilder
 	maxSessions int
+	// maxViewAge is actions::max_view_age; 0: twice the collection interval.
+	maxViewAge time.Duration
 }
 
 var _ yagpcc.ActionServiceServer = (*actionService)(nil)
@@ -81,7 +83,7 @@ func (svc *actionService) begin(ctx context.Context, action string) (*actionCall
 		c.fields = append(c.fields, zap.String("peer", p.Addr.String()))
 	}
 	if err != nil {
-		return c, c.end(resultDenied, status.Error(codes.PermissionDenied, err.Error()))
+		return c, c.end(resultDenied, err)
 	}
 	return c, nil
 }
@@ -134,7 +136,7 @@ func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.Termin
 	if qs := s.state.GetSessionInfo().GetQueryStart(); qs != nil {
 		started = qs.AsTime()
 	}
-	done, err := svc.db.cancel(ctx, s.state.GetSessionInfo().GetPid(), started)
+	done, err := svc.db.cancel(ctx, backendOf(s), started)
 	return svc.signalled(call, s, "sent a cancel to the running query of", done, err)
 }
 
@@ -151,7 +153,7 @@ func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.Term
 	if err != nil {
 		return nil, err
 	}
-	done, err := svc.db.terminate(ctx, s.state.GetSessionInfo().GetPid())
+	done, err := svc.db.terminate(ctx, backendOf(s))
 	return svc.signalled(call, s, "terminated", done, err)
 }
 
@@ -168,7 +170,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	case req.GetDatabase() == "" && req.GetUsername() == "":
 		return nil, call.end(resultInvalid, status.Error(codes.InvalidArgument, "name a database or username (or both): gpotel does not end every session at once"))
 	}
-	v := svc.store.load()
+	v, err := svc.freshView(call)
+	if err != nil {
+		return nil, err
+	}
 	var matched []*session
 	for _, s := range v.sessions {
 		info := s.state.GetSessionInfo()
@@ -186,10 +191,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 		one := &actionCall{svc: svc, action: actionTerminateSessions, fields: slices.Clip(call.fields)}
 		one.on(s)
 		var answer *yagpcc.TerminateResponse
-		if why := collectorOwn(s); why != "" {
+		if why := untouchable(s); why != "" {
 			answer = one.answer(resultRefused, terminateError, fmt.Sprintf("%s: not ended: %s", sessionName(s), why))
 		} else {
-			done, err := svc.db.terminate(ctx, s.state.GetSessionInfo().GetPid())
+			done, err := svc.db.terminate(ctx, backendOf(s))
 			if answer, err = svc.signalled(one, s, "terminated", done, err); err != nil {
 				answer = &yagpcc.TerminateResponse{StatusCode: terminateError, StatusText: status.Convert(err).Message()}
 			}
@@ -216,11 +221,15 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 	if why := queryMismatch(s, req.GetQueryKey()); why != "" {
 		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition, why+": not moved"))
 	}
-	done, err := svc.db.move(ctx, s.key.ID, group)
+	done, err := svc.db.move(ctx, backendOf(s), group)
 	var pgErr *pgconn.PgError
 	switch {
 	case errors.Is(err, errOwnSession):
 		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: not moved: the collector's own session", sessionName(s)))
+	case errors.Is(err, errNoBackend):
+		return nil, call.end(resultNotFound, status.Errorf(codes.NotFound, "%s (pid %d): not moved: %v", sessionName(s), s.state.GetSessionInfo().GetPid(), err))
+	case errors.Is(err, errOtherBackend), errors.Is(err, errBackendUnseen):
+		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s (pid %d): not moved: %v", sessionName(s), s.state.GetSessionInfo().GetPid(), err))
 	case errors.Is(err, errNoResourceGroups), errors.As(err, &pgErr):
 		return nil, call.end(resultFailed, status.Errorf(codes.FailedPrecondition, "%s: not moved: %v", sessionName(s), err))
 	case err != nil:
@@ -245,32 +254,69 @@ func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*se
 
 // target is a live session of the newest snapshot that gpotel may act on.
 func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*session, error) {
-	v := svc.store.load()
+	v, err := svc.freshView(call)
+	if err != nil {
+		return nil, err
+	}
 	s := v.byKey[key]
 	if s == nil || !v.live(s) {
 		call.fields = append(call.fields, zap.Int64("sess_id", key.ID), zap.Int64("tm_id", key.TmID))
 		return nil, call.end(resultNotFound, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the newest snapshot", key.ID, key.TmID))
 	}
 	call.on(s)
-	if why := collectorOwn(s); why != "" {
+	if why := untouchable(s); why != "" {
 		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %s", sessionName(s), why))
-	}
-	if s.state.GetSessionInfo().GetPid() <= 0 {
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: the snapshot names no coordinator backend to signal", sessionName(s)))
 	}
 	return s, nil
 }
 
-// collectorOwn says why gpotel never acts on a session: a system process,
-// or one of the collector's own connections; "" for any other.
-func collectorOwn(s *session) string {
-	switch app := s.state.GetSessionInfo().GetApplicationName(); {
+// freshView is the newest snapshot's view, unless it is older than
+// actions::max_view_age (or twice the interval between the last two
+// snapshots): a receiver that stopped producing snapshots leaves a view
+// whose pids the kernel may have given to other backends since.
+func (svc *actionService) freshView(call *actionCall) (*view, error) {
+	v := svc.store.load()
+	limit := svc.maxViewAge
+	if limit == 0 {
+		limit = 2 * v.interval
+	}
+	switch age := v.age(time.Now()); {
+	case v.time.IsZero():
+		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition, "no snapshot yet: nothing to act on"))
+	case limit == 0:
+		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition,
+			"one snapshot only: the collection interval is not known yet, so neither is how old a view may be to act on (actions::max_view_age 0: twice the interval between the last two snapshots); try again after the next snapshot"))
+	case age > limit:
+		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition,
+			"the newest snapshot is %s old, more than %s (actions::max_view_age, or twice the collection interval): the receiver is not producing snapshots and pids may have been reused, so gpotel acts on nothing",
+			age.Round(time.Millisecond), limit))
+	}
+	return v, nil
+}
+
+// backendOf names the session's coordinator backend for the server's check.
+func backendOf(s *session) backendID {
+	info := s.state.GetSessionInfo()
+	return backendID{pid: info.GetPid(), started: info.GetBackendStart().AsTime(), sessID: s.key.ID}
+}
+
+// untouchable says why gpotel never acts on a session: a system process,
+// one of the collector's own connections, or one the snapshot does not name
+// well enough for the server to tell it from a later backend; "" for any
+// other.
+func untouchable(s *session) string {
+	info := s.state.GetSessionInfo()
+	own, isOwn := ownbackends.Of(info.GetPid())
+	switch {
 	case s.system:
 		return "it is a system process, not a client session"
-	case app == gpsql.ApplicationName:
-		return "it is the collector's own monitoring connection (application_name " + app + ")"
-	case app == gpsql.ActionsApplicationName:
-		return "it is the collector's own action connection (application_name " + app + ")"
+	case isOwn:
+		return fmt.Sprintf("it is the collector's own %s (backend pid %d)", own, info.GetPid())
+	case info.GetPid() <= 0:
+		return "the snapshot names no coordinator backend to signal"
+	case info.GetBackendStart() == nil:
+		return fmt.Sprintf("the snapshot does not name the start of its backend (pid %d), so the server could not tell it from a later backend of the same pid "+
+			"(the receiver's role cannot see other users' backend_start?)", info.GetPid())
 	}
 	return ""
 }
@@ -306,12 +352,14 @@ func (svc *actionService) signalled(call *actionCall, s *session, did string, do
 	switch {
 	case errors.Is(err, errOwnSession):
 		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), err))
-	case errors.Is(err, errOtherQuery):
+	case errors.Is(err, errNoBackend):
+		return call.answer(resultNotFound, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
+	case isServersAnswer(err):
 		return call.answer(resultRefused, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
 	case err != nil:
 		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
 	case !done:
-		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s: the server has no backend pid %d to signal (the session ended?)", sessionName(s), pid)), nil
+		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s: the server did not signal its backend pid %d", sessionName(s), pid)), nil
 	}
 	return call.answer(resultDone, terminateSuccess, fmt.Sprintf("%s %s (pid %d)", did, sessionName(s), pid)), nil
 }

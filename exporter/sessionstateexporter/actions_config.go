@@ -49,6 +49,10 @@ type ActionsConfig struct {
 
 	// MaxSessionsPerCall bounds the sessions one TerminateSessions ends.
 	MaxSessionsPerCall int `mapstructure:"max_sessions_per_call"`
+	// MaxViewAge refuses every action while the newest snapshot is older;
+	// 0: twice the interval between the last two snapshots the exporter
+	// received (the receiver's collection_interval).
+	MaxViewAge time.Duration `mapstructure:"max_view_age"`
 }
 
 func defaultActionsConfig() ActionsConfig {
@@ -98,6 +102,9 @@ func (c ActionsConfig) validate(clientCA bool) []error {
 	}
 	if c.MaxSessionsPerCall <= 0 {
 		add("max_sessions_per_call %d: must be positive", c.MaxSessionsPerCall)
+	}
+	if c.MaxViewAge < 0 {
+		add("max_view_age %s: must not be negative (0: twice the collection interval)", c.MaxViewAge)
 	}
 	return errs
 }

@@ -12,23 +12,34 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
-// signaller sends the action statements; actionDB is the real one.
+// signaller sends the action statements; actionDB is the real one. Each
+// acts on the backend b names only while the server still shows it under
+// its pid (else errNoBackend, errOtherBackend or errBackendUnseen).
 type signaller interface {
-	// cancel and terminate signal a coordinator backend; false: the server
-	// found no such backend to signal. cancel with a start signals only
-	// while the backend runs the query that started then (else errOtherQuery).
-	cancel(ctx context.Context, pid int64, started time.Time) (bool, error)
-	terminate(ctx context.Context, pid int64) (bool, error)
-	// move moves a session to a resource group.
-	move(ctx context.Context, sessID int64, group string) (bool, error)
+	// cancel cancels the query b runs; with a start, only while it runs the
+	// query that started then (else errOtherQuery).
+	cancel(ctx context.Context, b backendID, queryStart time.Time) (bool, error)
+	terminate(ctx context.Context, b backendID) (bool, error)
+	// move moves b's session to a resource group.
+	move(ctx context.Context, b backendID, group string) (bool, error)
+}
+
+// backendID names a session's coordinator backend as the snapshot saw it:
+// a pid alone may by now be a later backend's.
+type backendID struct {
+	pid     int64
+	started time.Time // backend_start
+	sessID  int64     // sess_id on the Greenplum family, the pid on PostgreSQL
 }
 
 var (
@@ -36,9 +47,15 @@ var (
 	errOwnSession = errors.New("it is the collector's own action connection")
 	// errNoResourceGroups: the server's dialect has no resource groups.
 	errNoResourceGroups = errors.New("the server has no resource groups")
+	// errNoBackend: the server has no backend of the pid (the session ended).
+	errNoBackend = errors.New("the server has no backend of this pid (the session ended?): nothing done")
+	// errOtherBackend: the pid now names a later backend than the snapshot's.
+	errOtherBackend = errors.New("the pid now names another backend than the snapshot's: nothing done")
+	// errBackendUnseen: the action role may not see the backend's start.
+	errBackendUnseen = errors.New("the server does not show the action role this backend's backend_start, so it cannot be told from a later backend " +
+		"of the same pid (grant it pg_read_all_stats; on Greenplum 6 it must be a superuser): nothing done")
 	// errOtherQuery: the backend no longer runs the query that started then.
-	errOtherQuery = errors.New("the server shows the backend running another query, or none, or cannot show the action role its query_start " +
-		"(grant it pg_read_all_stats): nothing cancelled")
+	errOtherQuery = errors.New("the server shows the backend running another query, or none: nothing cancelled")
 )
 
 // actionDB is one connection to the coordinator with the action role,
@@ -75,6 +92,7 @@ func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
 		cc.Password = b
 	}
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.cfg.StatementTimeout.Milliseconds(), 10)
+	cc.RuntimeParams["search_path"] = gpsql.SearchPath
 	cc.ConnectTimeout = d.cfg.StatementTimeout
 	return cc, nil
 }
@@ -110,54 +128,86 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 			return err
 		}
 		d.conn = conn
+		ownbackends.Add(int64(conn.PgConn().PID()), "action connection")
 	}
 	err := fn(ctx, d.conn, d.dialect)
 	var pgErr *pgconn.PgError
-	if err != nil && !errors.As(err, &pgErr) && !errors.Is(err, errOwnSession) && !errors.Is(err, errNoResourceGroups) && !errors.Is(err, errOtherQuery) {
-		_ = d.conn.Close(context.Background())
-		d.conn = nil
+	if err != nil && !errors.As(err, &pgErr) && !isServersAnswer(err) {
+		d.drop()
 	}
 	return err
 }
 
-// signal runs a statement that takes a backend pid (and more arguments)
-// and answers a boolean.
-func (d *actionDB) signal(ctx context.Context, sql string, pid int64, args ...any) (bool, error) {
-	var done bool
-	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, _ string) error {
-		if int64(conn.PgConn().PID()) == pid {
-			return errOwnSession
-		}
-		return conn.QueryRow(ctx, sql, append([]any{pid}, args...)...).Scan(&done)
-	})
-	return done, err
+// drop closes the connection; the next action connects afresh.
+func (d *actionDB) drop() {
+	ownbackends.Remove(int64(d.conn.PgConn().PID()))
+	_ = d.conn.Close(context.Background())
+	d.conn = nil
 }
 
-func (d *actionDB) cancel(ctx context.Context, pid int64, started time.Time) (bool, error) {
-	if started.IsZero() {
-		return d.signal(ctx, gpsql.CancelQuery, pid)
-	}
-	done, err := d.signal(ctx, gpsql.CancelQueryStartedAt, pid, started)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return false, errOtherQuery
-	}
-	return done, err
-}
-
-func (d *actionDB) terminate(ctx context.Context, pid int64) (bool, error) {
-	return d.signal(ctx, gpsql.TerminateSession, pid)
-}
-
-func (d *actionDB) move(ctx context.Context, sessID int64, group string) (bool, error) {
+// act sends an action statement (gpsql's actOnBackend shape) on b, with
+// its own further argument, and says what the server did.
+func (d *actionDB) act(ctx context.Context, statement func(gpsql.Shape) string, b backendID, arg any) (bool, error) {
 	var done bool
 	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, dialect string) error {
-		sql := gpsql.MoveToResourceGroup(gpsql.Shape{Dialect: dialect})
+		if int64(conn.PgConn().PID()) == b.pid {
+			return errOwnSession
+		}
+		sql := statement(gpsql.Shape{Dialect: dialect})
 		if sql == "" {
 			return fmt.Errorf("%w (dialect %s)", errNoResourceGroups, dialect)
 		}
-		return conn.QueryRow(ctx, sql, sessID, group).Scan(&done)
+		args := []any{b.pid, b.started, b.sessID}
+		if arg != nil {
+			args = append(args, arg)
+		}
+		var started, queryStarted *time.Time
+		var sessID *int64
+		var answer *bool
+		switch err := conn.QueryRow(ctx, sql, args...).Scan(&started, &sessID, &queryStarted, &answer); {
+		case errors.Is(err, pgx.ErrNoRows):
+			return errNoBackend
+		case err != nil:
+			return err
+		case answer != nil:
+			done = *answer
+			return nil
+		case started == nil:
+			return errBackendUnseen
+		case !started.Equal(b.started) || sessID == nil || *sessID != b.sessID:
+			return fmt.Errorf("%w (it started at %s, the snapshot's at %s)", errOtherBackend,
+				started.UTC().Format(time.RFC3339Nano), b.started.UTC().Format(time.RFC3339Nano))
+		}
+		return errOtherQuery
 	})
 	return done, err
+}
+
+func (d *actionDB) cancel(ctx context.Context, b backendID, queryStart time.Time) (bool, error) {
+	var start *time.Time
+	if !queryStart.IsZero() {
+		start = &queryStart
+	}
+	return d.act(ctx, gpsql.CancelQuery, b, start)
+}
+
+func (d *actionDB) terminate(ctx context.Context, b backendID) (bool, error) {
+	return d.act(ctx, gpsql.TerminateSession, b, nil)
+}
+
+func (d *actionDB) move(ctx context.Context, b backendID, group string) (bool, error) {
+	return d.act(ctx, gpsql.MoveToResourceGroup, b, group)
+}
+
+// isServersAnswer tells the refusals that are the server's answer, after
+// which the connection stays good.
+func isServersAnswer(err error) bool {
+	for _, answer := range []error{errOwnSession, errNoResourceGroups, errNoBackend, errOtherBackend, errBackendUnseen, errOtherQuery} {
+		if errors.Is(err, answer) {
+			return true
+		}
+	}
+	return false
 }
 
 // close ends the connection.
@@ -165,21 +215,33 @@ func (d *actionDB) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conn != nil {
-		_ = d.conn.Close(context.Background())
-		d.conn = nil
+		d.drop()
 	}
 }
 
 // maxSecretBytes bounds what is read from a token or password file.
 const maxSecretBytes = 8192
 
-// readSecretFile reads a short secret, without its trailing newline.
+// readSecretFile reads a short secret, without its trailing newline, from a
+// regular file only its owner may read or write (0600 or 0400): a secret
+// others can read is no secret, and one others can write is theirs.
 func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path) // #nosec G304 -- the operator's configured file
+	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
 	if err != nil {
 		return "", err
 	}
 	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
 	if err != nil {
 		return "", err

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,8 +33,10 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -44,25 +48,34 @@ type fakeSignaller struct {
 	err   error
 }
 
-func (f *fakeSignaller) cancel(_ context.Context, pid int64, started time.Time) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("cancel %d started %s", pid, started.Format(time.TimeOnly)))
+func (f *fakeSignaller) cancel(_ context.Context, b backendID, started time.Time) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("cancel %s started %s", b, started.Format(time.TimeOnly)))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) terminate(_ context.Context, pid int64) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("terminate %d", pid))
+func (f *fakeSignaller) terminate(_ context.Context, b backendID) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("terminate %s", b))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) move(_ context.Context, sessID int64, group string) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("move %d %s", sessID, group))
+func (f *fakeSignaller) move(_ context.Context, b backendID, group string) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("move %s %s", b, group))
 	return f.done, f.err
 }
 
-const testActionToken = "act-now"
+func (b backendID) String() string {
+	return fmt.Sprintf("pid %d of %s session %d", b.pid, b.started.Format(time.TimeOnly), b.sessID)
+}
 
-// queryStarted is when every test session's running query started.
-var queryStarted = t0.Add(-time.Minute)
+// testActionToken is as long as the shortest token gpotel takes.
+const testActionToken = "act-now-act-now-act-now-act-now!"
+
+// queryStarted is when every test session's running query started, and
+// backendStarted when its backend did.
+var (
+	queryStarted   = t0.Add(-time.Minute)
+	backendStarted = t0.Add(-time.Hour)
+)
 
 // actionSession is a live session with a coordinator backend of pid 1000+id;
 // ccnt > 0 gives it a running query of that command count.
@@ -71,7 +84,7 @@ func actionSession(id int64, app, state string, ccnt int64) *session {
 		key: pipeline.SessionKey{TmID: testTmID, ID: id},
 		state: &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: testTmID}, SessionInfo: &yagpcc.SessionInfo{
 			Pid: 1000 + id, Database: "sales", User: "alice", ApplicationName: app, State: state,
-			QueryStart: timestamppb.New(queryStarted),
+			QueryStart: timestamppb.New(queryStarted), BackendStart: timestamppb.New(backendStarted),
 		}},
 		running: state == "active",
 		seen:    t0,
@@ -93,12 +106,19 @@ type actionTest struct {
 
 func newActionTest(t *testing.T, sessions ...*session) *actionTest {
 	t.Helper()
-	store := newSessionStore(testConfig(), zap.NewNop(), "")
-	v := &view{time: t0, byKey: map[pipeline.SessionKey]*session{}}
+	// Stored just now, one 10 s interval after the view before it.
+	v := &view{time: t0, byKey: map[pipeline.SessionKey]*session{}, received: time.Now(), interval: 10 * time.Second}
 	for _, s := range sessions {
 		v.sessions = append(v.sessions, s)
 		v.byKey[s.key] = s
 	}
+	return newActionTestOf(t, v)
+}
+
+// newActionTestOf is an action service over the view v.
+func newActionTestOf(t *testing.T, v *view) *actionTest {
+	t.Helper()
+	store := newSessionStore(testConfig(), zap.NewNop(), "")
 	store.current.Store(v)
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
@@ -108,15 +128,27 @@ func newActionTest(t *testing.T, sessions ...*session) *actionTest {
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
 	db := &fakeSignaller{done: true}
+	guard := newGuard([]byte(testActionToken), nil)
+	guard.after = noDelay // the rule's own tests wait
 	cfg := defaultActionsConfig()
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
 		svc: &actionService{
 			store: store, db: db, logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
-			guard: actionGuard{token: []byte(testActionToken)},
+			guard: guard,
 		},
 		db: db, logs: logs, tel: tel,
 	}
+}
+
+// writeTokenFile writes an action token file as an operator would: 0600.
+func writeTokenFile(t *testing.T, token string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "action.token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // authorized is a call context that carries the action token.
@@ -186,15 +218,23 @@ func TestActionsRefuseSystemProcesses(t *testing.T) {
 	at.assertNothingSent(t)
 }
 
-// The receiver's monitoring session and the action connection's own are
-// the collector's: it never acts on them, whoever asks.
+// ownBackend makes pid one of the collector's own backends for the test.
+func ownBackend(t *testing.T, pid int64, what string) {
+	ownbackends.Add(pid, what)
+	t.Cleanup(func() { ownbackends.Remove(pid) })
+}
+
+// The receiver's monitoring connections and the action connection are the
+// collector's by their backend pid: it never acts on them, whoever asks.
 func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
-	at := newActionTest(t, actionSession(5, gpsql.ApplicationName, "active", 0), actionSession(6, gpsql.ActionsApplicationName, "active", 0))
-	for _, id := range []int64{5, 6} {
+	ownBackend(t, 1005, "monitoring connection")
+	ownBackend(t, 1006, "action connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "active", 0))
+	for id, what := range map[int64]string{5: "monitoring connection (backend pid 1005)", 6: "action connection (backend pid 1006)"} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 	}
 	at.assertNothingSent(t)
 
@@ -203,6 +243,29 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at.db.err = errOwnSession
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(7)})
 	assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+}
+
+// An application_name is anyone's to set (SET application_name = 'gpotel'):
+// a session that took the collector's names is not the collector's, and
+// gpotel acts on it like on any other.
+func TestApplicationNameDoesNotProtectASession(t *testing.T) {
+	at := newActionTest(t, actionSession(5, gpsql.ApplicationName, "active", 0), actionSession(6, gpsql.ActionsApplicationName, "idle", 0))
+	resp, err := at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 0)})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("cancel of a session named %q: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
+	}
+	resp, err = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(6)})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("end of a session named %q: %v %v, want SUCCESS", gpsql.ActionsApplicationName, resp, err)
+	}
+	many, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
+	if err != nil || len(many.GetTerminateResponse()) != 2 ||
+		many.GetTerminateResponse()[0].GetStatusCode() != terminateSuccess || many.GetTerminateResponse()[1].GetStatusCode() != terminateSuccess {
+		t.Errorf("TerminateSessions over both: %v %v, want both ended", many, err)
+	}
+	if len(at.db.calls) != 4 {
+		t.Errorf("sent %v, want a cancel and three ends", at.db.calls)
+	}
 }
 
 // TerminateQuery cancels only the query it names: the session's running
@@ -237,24 +300,117 @@ func TestTerminateQueryCancelsOnlyTheNamedRunningQuery(t *testing.T) {
 		}
 	}
 	// Each asks the server to cancel only the query that started when the snapshot says.
-	want := "cancel 1005 started " + queryStarted.Format(time.TimeOnly)
+	want := "cancel pid 1005 of " + backendStarted.Format(time.TimeOnly) + " session 5 started " + queryStarted.Format(time.TimeOnly)
 	if got := strings.Join(at.db.calls, ","); got != strings.Join([]string{want, want, want}, ",") {
 		t.Errorf("sent %q, want three cancels of pid 1005's query started %s", got, queryStarted.Format(time.TimeOnly))
 	}
+}
+
+// Every action is refused, nothing sent, while the newest snapshot is older
+// than twice the interval between the last two (or actions::max_view_age),
+// or when only one has come: its pids may name other backends by now.
+func TestActionsRefuseAStaleView(t *testing.T) {
+	everyAction := func(at *actionTest) []error {
+		ctx := authorized(t)
+		_, errQuery := at.svc.TerminateQuery(ctx, &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
+		_, errSession := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		_, errSessions := at.svc.TerminateSessions(ctx, &yagpcc.TerminateSessionsRequest{Username: "alice"})
+		_, errMove := at.svc.MoveQueryToResourceGroup(ctx, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
+		return []error{errQuery, errSession, errSessions, errMove}
+	}
+	withView := func(received time.Time, interval, maxViewAge time.Duration) *actionTest {
+		at := newActionTest(t, actionSession(5, "psql", "active", 3))
+		v := at.svc.store.load()
+		v.received, v.interval = received, interval
+		at.svc.maxViewAge = maxViewAge
+		return at
+	}
+	for name, tc := range map[string]struct {
+		at   *actionTest
+		want string
+	}{
+		"three intervals old":                {withView(time.Now().Add(-30*time.Second), 10*time.Second, 0), "more than 20s"},
+		"older than max_view_age":            {withView(time.Now().Add(-time.Minute), time.Hour, 50*time.Second), "more than 50s"},
+		"one snapshot: the interval unknown": {withView(time.Now(), 0, 0), "the collection interval is not known yet"},
+		"no snapshot":                        {newActionTestOf(t, &view{byKey: map[pipeline.SessionKey]*session{}}), "no snapshot yet"},
+	} {
+		for _, err := range everyAction(tc.at) {
+			assertCode(t, err, codes.FailedPrecondition, tc.want)
+		}
+		tc.at.assertNothingSent(t)
+		if t.Failed() {
+			t.Fatalf("case %s", name)
+		}
+	}
+
+	// Within the bound, the same calls reach the server.
+	fresh := withView(time.Now().Add(-15*time.Second), 10*time.Second, 0)
+	for _, err := range everyAction(fresh) {
+		if err != nil {
+			t.Errorf("a view 15 s old at a 10 s interval: %v", err)
+		}
+	}
+	if len(fresh.db.calls) != 4 {
+		t.Errorf("sent %v, want the four actions", fresh.db.calls)
+	}
+}
+
+// The exporter learns the collection interval from the snapshots it
+// receives: the time between the last two, on the monotonic clock.
+func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
+	store := newSessionStore(testConfig(), zap.NewNop(), "")
+	before := time.Now()
+	store.consume(buildSnapshot(before, []testSession{fullSession()}))
+	first := store.load()
+	if first.interval != 0 || first.received.Before(before) {
+		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.interval, first.received, before)
+	}
+	store.consume(buildSnapshot(before.Add(time.Second), []testSession{fullSession()}))
+	second := store.load()
+	if second.interval != second.received.Sub(first.received) || second.interval <= 0 {
+		t.Errorf("second view: interval %s, want %s", second.interval, second.received.Sub(first.received))
+	}
+	// A snapshot an hour old when it came is an hour old at once.
+	store.consume(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()}))
+	if age := store.load().age(time.Now()); age < time.Hour-3*time.Second {
+		t.Errorf("a snapshot taken an hour before it came: age %s", age)
+	}
+}
+
+// A session whose snapshot does not name its backend's start cannot be
+// told from a later backend of the pid: gpotel refuses to act on it.
+func TestActionsRefuseABackendWithoutItsStart(t *testing.T) {
+	unnamed := actionSession(5, "psql", "active", 3)
+	unnamed.state.SessionInfo.BackendStart = nil
+	at := newActionTest(t, unnamed)
+	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
+	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
+	if err != nil || len(resp.GetTerminateResponse()) != 1 || !strings.Contains(resp.GetTerminateResponse()[0].GetStatusText(), "does not name the start") {
+		t.Errorf("TerminateSessions: %v %v", resp, err)
+	}
+	at.assertNothingSent(t)
 }
 
 // A backend the server no longer has, or a server error, is the answer's
 // ERROR, with the server's reason.
 func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
-	at.db.done = false
-	resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
-		!strings.Contains(resp.GetStatusText(), "no backend pid 1005") {
-		t.Errorf("server found no backend: %v %v", resp, err)
+	for answer, want := range map[error]string{
+		errNoBackend:    "pid 1005): the server has no backend of this pid",
+		errOtherBackend: "pid 1005): the pid now names another backend",
+	} {
+		at.db.err = answer
+		resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
+			!strings.Contains(resp.GetStatusText(), want) {
+			t.Errorf("server answered %v: %v %v, want ERROR saying %q", answer, resp, err, want)
+		}
 	}
 	at.db.err = fmt.Errorf("connect as gpotel_actions: refused")
-	resp, err = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
 	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR ||
 		!strings.Contains(resp.GetStatusText(), "connect as gpotel_actions: refused") {
 		t.Errorf("server unreachable: %v %v", resp, err)
@@ -264,7 +420,8 @@ func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	bob := actionSession(7, "psql", "idle", 0)
 	bob.state.SessionInfo.User = "bob"
-	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, gpsql.ApplicationName, "idle", 0), bob)
+	ownBackend(t, 1006, "monitoring connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "idle", 0), bob)
 	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Database: "sales", Username: "alice"})
 	if err != nil {
 		t.Fatal(err)
@@ -276,7 +433,7 @@ func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 		!strings.Contains(got[1].GetStatusText(), "sess_id 6") || !strings.Contains(got[1].GetStatusText(), "the collector's own") {
 		t.Errorf("answers %v: want sess_id 5 terminated and 6 refused", got)
 	}
-	if strings.Join(at.db.calls, ",") != "terminate 1005" {
+	if strings.Join(at.db.calls, ",") != "terminate pid 1005 of "+backendStarted.Format(time.TimeOnly)+" session 5" {
 		t.Errorf("sent %v, want only pid 1005's terminate", at.db.calls)
 	}
 	var logged []string
@@ -305,7 +462,7 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 	if _, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"}); err != nil {
 		t.Fatal(err)
 	}
-	if strings.Join(at.db.calls, ",") != "move 5 etl" {
+	if strings.Join(at.db.calls, ",") != "move pid 1005 of "+backendStarted.Format(time.TimeOnly)+" session 5 etl" {
 		t.Errorf("sent %v, want session 5 moved to etl", at.db.calls)
 	}
 	_, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 2), ResourceGroupName: "etl"})
@@ -325,7 +482,8 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 // Every action is logged with who asked, what, on which session and the
 // result, and counted by action and result.
 func TestEveryActionIsLoggedAndCounted(t *testing.T) {
-	at := newActionTest(t, actionSession(5, "psql", "active", 3), actionSession(6, gpsql.ApplicationName, "idle", 0))
+	ownBackend(t, 1006, "monitoring connection")
+	at := newActionTest(t, actionSession(5, "psql", "active", 3), actionSession(6, "psql", "idle", 0))
 	_, _ = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
 	_, _ = at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(6)})
 	_, _ = at.svc.TerminateSession(ctxTimeout(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
@@ -354,22 +512,137 @@ func TestEveryActionIsLoggedAndCounted(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 }
 
-func TestActionTokenFileIsRead(t *testing.T) {
+// The action token file is a regular file only its owner may read or
+// write, and its token 32 to 8192 bytes of visible ASCII; a FIFO in its
+// place is refused, not waited on.
+func TestActionTokenFileRules(t *testing.T) {
 	dir := t.TempDir()
-	for name, content := range map[string]string{"token": testActionToken + "\n", "empty": "\n", "huge": strings.Repeat("x", maxSecretBytes+1)} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o600); err != nil {
+	for name, f := range map[string]struct {
+		content string
+		mode    os.FileMode
+	}{
+		"token": {testActionToken + "\n", 0o600}, "read-only": {testActionToken, 0o400},
+		"empty": {"\n", 0o600}, "short": {testActionToken[1:], 0o600}, "huge": {strings.Repeat("x", maxSecretBytes+1), 0o600},
+		"spaced": {"act now " + testActionToken, 0o600}, "group-readable": {testActionToken, 0o640}, "world-writable": {testActionToken, 0o602},
+	} {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(f.content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, f.mode); err != nil {
 			t.Fatal(err)
 		}
 	}
-	g, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, "token")})
-	if err != nil || string(g.token) != testActionToken {
-		t.Errorf("token file: %q, %v", g.token, err)
+	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
+		t.Fatal(err)
 	}
-	for _, bad := range []string{"empty", "huge", "absent"} {
-		if _, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, bad)}); err == nil || !strings.Contains(err.Error(), "actions::token_file") {
-			t.Errorf("%s token file: %v", bad, err)
+	for _, good := range []string{"token", "read-only"} {
+		g, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, good)})
+		if err != nil || string(g.token) != testActionToken {
+			t.Errorf("%s token file: %q, %v", good, g.token, err)
 		}
 	}
+	for bad, why := range map[string]string{
+		"empty": "0 bytes, fewer than 32", "short": "31 bytes, fewer than 32", "huge": "longer than 8192 bytes", "absent": "no such file",
+		"spaced": "byte 3 is 0x20", "group-readable": "mode 0640", "world-writable": "mode 0602", "fifo": "not a regular file",
+	} {
+		if _, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, bad)}); err == nil || !strings.Contains(err.Error(), "actions::token_file") ||
+			!strings.Contains(err.Error(), why) {
+			t.Errorf("%s token file: %v, want an error saying %q", bad, err, why)
+		}
+	}
+}
+
+// One call carries one action token: a call is not a list of guesses.
+func TestOneCallCarriesOneActionToken(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "active", 3))
+	ctx := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(
+		clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess", clientname.ActionTokenHeader, testActionToken))
+	_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.PermissionDenied, "2 gpotel-action-token headers")
+	at.assertNothingSent(t)
+}
+
+// A wrong action token is answered only after a delay, and while
+// maxDeniedInFlight of them wait, every further token is refused before it
+// is compared: guesses are bounded per delay, and so are the handlers held.
+func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
+	paused, release := holdDelays(at)
+	wrong := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
+	answers := make(chan error, maxDeniedInFlight)
+	for range maxDeniedInFlight {
+		go func() {
+			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+			answers <- err
+		}()
+	}
+	await.Until(t, "every wrong token waits out its delay", func() bool { return paused.Load() == maxDeniedInFlight })
+
+	for _, ctx := range []context.Context{wrong, authorized(t)} {
+		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+		assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+	}
+	if paused.Load() != maxDeniedInFlight {
+		t.Errorf("%d calls held, want %d", paused.Load(), maxDeniedInFlight)
+	}
+	close(release)
+	for range maxDeniedInFlight {
+		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+	}
+	at.assertNothingSent(t)
+	if resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)}); err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Errorf("the action token once the wrong ones were answered: %v %v", resp, err)
+	}
+}
+
+// A wrong token keeps its slot for the whole delay even when its caller
+// has given up: else a caller could send a guess, cancel when no answer
+// came at once (a right token is answered at once) and free the slot, and
+// the bound of maxDeniedInFlight guesses per delay would not hold.
+func TestAWrongTokenHoldsItsSlotWhenItsCallerLeaves(t *testing.T) {
+	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
+	paused, release := holdDelays(at)
+	gone, leave := context.WithCancel(context.Background())
+	leave()
+	wrong := grpcmetadata.NewIncomingContext(gone, grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
+	answers := make(chan error, maxDeniedInFlight)
+	for range maxDeniedInFlight {
+		go func() {
+			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+			answers <- err
+		}()
+	}
+	await.Until(t, "every wrong token started its delay", func() bool { return paused.Load() == maxDeniedInFlight })
+	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
+	assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+	select {
+	case err := <-answers:
+		t.Fatalf("a wrong token whose caller left was answered before its delay ended: %v", err)
+	default:
+	}
+	close(release)
+	for range maxDeniedInFlight {
+		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+	}
+}
+
+// noDelay is a wrong token's delay already over.
+func noDelay(time.Duration) <-chan time.Time {
+	over := make(chan time.Time)
+	close(over)
+	return over
+}
+
+// holdDelays makes every wrong token's delay last until release is closed;
+// paused counts the delays started.
+func holdDelays(at *actionTest) (paused *atomic.Int32, release chan time.Time) {
+	paused, release = new(atomic.Int32), make(chan time.Time)
+	at.svc.guard.after = func(time.Duration) <-chan time.Time {
+		paused.Add(1)
+		return release
+	}
+	return paused, release
 }
 
 // Under mutual TLS, a client certificate named in allowed_clients may act;
@@ -406,9 +679,9 @@ func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
 	_, err := yagpcc.NewActionServiceClient(viewer).TerminateSession(ctxTimeout(t), unknown)
 	assertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
 
-	// Past the guard: the session is unknown.
+	// Past the guard: there is no snapshot to act on.
 	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
-	assertCode(t, err, codes.NotFound, "sess_id 99")
+	assertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
 }
 
 // Off by default: the server does not even offer ActionService.

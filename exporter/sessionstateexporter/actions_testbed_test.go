@@ -7,14 +7,13 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/config/configauth"
 	"go.opentelemetry.io/collector/config/configoptional"
@@ -25,6 +24,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -46,32 +46,10 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
 			admin := connectAs(t, c, cluster.AdminRole)
-			for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
-				if _, err := admin.Exec(ctx, sql); err != nil {
-					t.Fatalf("%s: %v", sql, err)
-				}
-			}
+			createActionRole(t, admin)
 
-			// Two sessions of an ordinary user: one sleeping in a query, one idle.
-			sleeper, idler := connectAs(t, c, cluster.UserRole), connectAs(t, c, cluster.UserRole)
-			slept := make(chan error, 1)
-			go func() {
-				_, err := sleeper.Exec(context.Background(), "SELECT pg_sleep(600)")
-				slept <- err
-			}()
-			var sleeping, idle testSession
-			await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
-				var err error
-				sleeping, err = activityOf(ctx, admin, d, sleeper.PgConn().PID())
-				if err == nil && sleeping.meta[pipeline.MetaState] != "active" {
-					err = errors.New("not active yet")
-				}
-				return err
-			})
-			idle, err := activityOf(ctx, admin, d, idler.PgConn().PID())
-			if err != nil {
-				t.Fatal(err)
-			}
+			u := startUserSessions(t, c, admin, d)
+			sleeper, idler, slept, sleeping, idle := u.sleeper, u.idler, u.slept, u.sleeping, u.idle
 
 			srv, readToken := startWithActions(t, c)
 			actions := yagpcc.NewActionServiceClient(srv.conn)
@@ -86,7 +64,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			if _, err := yagpcc.NewGetGPInfoClient(srv.conn).GetGPSessions(reader, &yagpcc.GetGPSessionsReq{}); err != nil {
 				t.Fatalf("the reader cannot read: %v", err)
 			}
-			_, err = actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
+			_, err := actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
 			assertCode(t, err, codes.PermissionDenied, "may not act")
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
 			assertCode(t, err, codes.PermissionDenied, "may not act")
@@ -173,14 +151,231 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 	}
 }
 
+// On every dialect of the testbed: an action names the backend of the
+// snapshot, and the server acts only while the pid is still that backend
+// (its backend_start, and its session), so a pid the kernel gave to a later
+// backend while the view was old is never signalled or moved.
+func TestActionsNeverHitAReusedPid(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed per dialect")
+	}
+	for _, opts := range cluster.SmallClusters(1) {
+		d := opts.Dialect
+		t.Run(string(d), func(t *testing.T) {
+			c := cluster.Start(t, opts)
+			ctx := await.Context(t)
+			admin := connectAs(t, c, cluster.AdminRole)
+			createActionRole(t, admin)
+
+			u := startUserSessions(t, c, admin, d)
+			sleeping, idle := u.sleeping, u.idle
+			srv, readToken := startWithActions(t, c)
+			actions := yagpcc.NewActionServiceClient(srv.conn)
+			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+
+			// The snapshot's backends under the same pids, but not the ones
+			// running now: an earlier start, or (same start) another session.
+			for _, earlier := range []func(testSession) testSession{
+				func(s testSession) testSession {
+					s.meta = maps.Clone(s.meta)
+					s.meta[pipeline.MetaBackendStart] = mustTime(t, s.meta[pipeline.MetaBackendStart]).Add(-time.Hour).Format(time.RFC3339Nano)
+					return s
+				},
+				func(s testSession) testSession { s.sessID += 100000; return s },
+			} {
+				was, wasIdle := earlier(sleeping), earlier(idle)
+				srv.consume(t, buildSnapshot(time.Now(), []testSession{was, wasIdle}))
+
+				resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: wasIdle.sessID, TmId: testTmID}})
+				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+					t.Errorf("TerminateSession of an earlier backend of pid %d: %v %v, want ERROR naming another backend", idle.pid, resp, err)
+				}
+				resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}}) // #nosec G115 -- a small id
+				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+					t.Errorf("TerminateQuery of an earlier backend of pid %d: %v %v, want ERROR naming another backend", sleeping.pid, resp, err)
+				}
+				many, err := actions.TerminateSessions(actor, &yagpcc.TerminateSessionsRequest{Username: cluster.UserRole})
+				if err != nil || len(many.GetTerminateResponse()) != 2 {
+					t.Fatalf("TerminateSessions: %v %v, want an answer for each of the two sessions", many, err)
+				}
+				for _, r := range many.GetTerminateResponse() {
+					if r.GetStatusCode() != terminateError || !strings.Contains(r.GetStatusText(), "another backend") {
+						t.Errorf("TerminateSessions answered %v, want ERROR naming another backend", r)
+					}
+				}
+				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
+					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
+				if d == cluster.DialectPostgreSQL {
+					assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+				} else {
+					assertCode(t, err, codes.FailedPrecondition, "another backend")
+				}
+			}
+
+			for _, s := range []testSession{sleeping, idle} {
+				now, err := activityOf(ctx, admin, d, uint32(s.pid)) // #nosec G115 -- a backend's pid
+				if err != nil || now.meta[pipeline.MetaState] != s.meta[pipeline.MetaState] {
+					t.Errorf("pid %d after the actions on earlier backends: %v %v, want it still %v", s.pid, now.meta, err, s.meta[pipeline.MetaState])
+				}
+			}
+		})
+	}
+}
+
+// A user's session that set the collector's application_name is ended
+// like any other; a backend of the collector's own monitoring pool is
+// refused whatever the snapshot calls it.
+func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	admin := connectAs(t, c, cluster.AdminRole)
+	createActionRole(t, admin)
+	user := connectAs(t, c, cluster.UserRole)
+	if _, err := user.Exec(ctx, "SET application_name = '"+gpsql.ApplicationName+"'"); err != nil {
+		t.Fatal(err)
+	}
+	named, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	if err != nil || named.meta[pipeline.MetaApplicationName] != gpsql.ApplicationName {
+		t.Fatalf("the user's session: %v %v, want application_name %s", named.meta, err, gpsql.ApplicationName)
+	}
+
+	// The monitoring pool of the receiver, tracked as the receiver tracks it.
+	pc, err := pgxpool.ParseConfig(c.CoordinatorDSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ownbackends.Track(pc, "monitoring connection")
+	pool, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	monitoring, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer monitoring.Release()
+	mine, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, monitoring.Conn().PgConn().PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine.meta[pipeline.MetaApplicationName] = "psql"
+
+	srv, readToken := startWithActions(t, c)
+	srv.consume(t, buildSnapshot(time.Now(), []testSession{named, mine}))
+	actions := yagpcc.NewActionServiceClient(srv.conn)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+
+	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
+	assertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
+	if err := monitoring.Ping(ctx); err != nil {
+		t.Errorf("the monitoring connection after a refused end: %v", err)
+	}
+
+	resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: named.sessID, TmId: testTmID}})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Fatalf("TerminateSession of a user's session named %s: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
+	}
+	await.NoError(t, "pg_stat_activity no longer lists the user's session", func() error {
+		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("still listed")
+		}
+		return nil
+	})
+}
+
+// The action connection pins its search_path: a schema the action role's
+// own search_path puts before pg_catalog cannot shadow the pg_stat_activity
+// (or the function) the action statement names.
+func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	admin := connectAs(t, c, cluster.AdminRole)
+	createActionRole(t, admin)
+	for _, sql := range []string{
+		"CREATE SCHEMA shadow",
+		"GRANT USAGE ON SCHEMA shadow TO PUBLIC",
+		"CREATE TABLE shadow.pg_stat_activity AS SELECT * FROM pg_catalog.pg_stat_activity WHERE false",
+		"GRANT SELECT ON shadow.pg_stat_activity TO PUBLIC",
+		"ALTER ROLE " + testActionRole + " SET search_path = shadow, pg_catalog",
+	} {
+		if _, err := admin.Exec(ctx, sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	user := connectAs(t, c, cluster.UserRole)
+	idle, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, readToken := startWithActions(t, c)
+	srv.consume(t, buildSnapshot(time.Now(), []testSession{idle}))
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	resp, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
+	if err != nil || resp.GetStatusCode() != terminateSuccess {
+		t.Fatalf("TerminateSession through a role whose search_path starts with a shadow pg_stat_activity: %v %v, want SUCCESS", resp, err)
+	}
+	await.NoError(t, "pg_stat_activity no longer lists the session", func() error {
+		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+			return errors.New("still listed")
+		}
+		return nil
+	})
+}
+
+// userSessions are two sessions of an ordinary user: one sleeping in a
+// query (slept gets how it ended), one idle; and how the receiver would
+// report each.
+type userSessions struct {
+	sleeper, idler *pgx.Conn
+	slept          chan error
+	sleeping, idle testSession
+}
+
+func startUserSessions(t *testing.T, c *cluster.Cluster, admin *pgx.Conn, d cluster.Dialect) userSessions {
+	t.Helper()
+	ctx := await.Context(t)
+	u := userSessions{sleeper: connectAs(t, c, cluster.UserRole), idler: connectAs(t, c, cluster.UserRole), slept: make(chan error, 1)}
+	go func() {
+		_, err := u.sleeper.Exec(context.Background(), "SELECT pg_sleep(600)")
+		u.slept <- err
+	}()
+	await.NoError(t, "the sleeper's query shows in pg_stat_activity", func() error {
+		var err error
+		u.sleeping, err = activityOf(ctx, admin, d, u.sleeper.PgConn().PID())
+		if err == nil && u.sleeping.meta[pipeline.MetaState] != "active" {
+			err = errors.New("not active yet")
+		}
+		return err
+	})
+	var err error
+	if u.idle, err = activityOf(ctx, admin, d, u.idler.PgConn().PID()); err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// createActionRole creates the test's action role: pg_signal_backend and
+// pg_read_all_stats, not a superuser.
+func createActionRole(t *testing.T, admin *pgx.Conn) {
+	t.Helper()
+	for _, sql := range []string{"CREATE ROLE " + testActionRole + " LOGIN", "GRANT pg_signal_backend, pg_read_all_stats TO " + testActionRole} {
+		if _, err := admin.Exec(await.Context(t), sql); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+}
+
 // startWithActions starts the exporter with a read token (the bearer
 // authenticator) and actions on c's coordinator, admitting the action token.
 func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	t.Helper()
-	tokenFile := filepath.Join(t.TempDir(), "action.token")
-	if err := os.WriteFile(tokenFile, []byte(testActionToken+"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
 	const readToken = "read-only"
 	authID := component.MustNewID("bearertokenauth")
 	cfg := testConfig()
@@ -188,7 +383,9 @@ func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
 	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
-	cfg.Actions.TokenFile = tokenFile
+	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	// The tests send snapshots moments apart, not at a collection interval.
+	cfg.Actions.MaxViewAge = time.Hour
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -219,13 +416,16 @@ func activityOf(ctx context.Context, conn *pgx.Conn, d cluster.Dialect, pid uint
 	}
 	var s testSession
 	var app, state string
-	var start *time.Time
-	err := conn.QueryRow(ctx, "SELECT "+sessID+"::bigint, pid::bigint, datname::text, usename::text, application_name, state, query_start"+
-		" FROM pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&s.sessID, &s.pid, &s.db, &s.user, &app, &state, &start)
+	var start, backendStart *time.Time
+	err := conn.QueryRow(ctx, "SELECT "+sessID+"::bigint, pid::bigint, datname::text, usename::text, application_name, state, query_start, backend_start"+
+		" FROM pg_stat_activity WHERE pid = $1", int64(pid)).Scan(&s.sessID, &s.pid, &s.db, &s.user, &app, &state, &start, &backendStart)
 	s.tmID = testTmID
 	s.meta = map[string]any{pipeline.MetaApplicationName: app, pipeline.MetaState: state, pipeline.MetaBackendType: "client backend"}
 	if start != nil {
 		s.meta[pipeline.MetaQueryStart] = start.UTC().Format(time.RFC3339Nano)
+	}
+	if backendStart != nil {
+		s.meta[pipeline.MetaBackendStart] = backendStart.UTC().Format(time.RFC3339Nano)
 	}
 	return s, err
 }

@@ -179,16 +179,21 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 		User: info.GetUser(), Database: info.GetDatabase(), State: info.GetState(),
 		Query:  cutText(st.GetRunningQueryInfo().GetQueryText()),
 		System: ss.system, Partial: last.GetPartial(),
-		Usage: &gpotelv1.Usage{
+		CpuSkew: last.GetCpuSkew(), CpuMaxOverAvg: last.GetCpuMaxOverAvg(),
+		IoSkew: last.GetIoSkew(), IoMaxOverAvg: last.GetIoMaxOverAvg(),
+		Hosts: ss.hosts,
+	}
+	// A session without last_metrics (its window not filled yet) has no
+	// usage and no hottest segment: absent, not zero.
+	if last != nil {
+		top.Usage = &gpotelv1.Usage{
 			CpuCores:            rate(last.GetUserTimeSeconds() + last.GetKernelTimeSeconds()),
 			ReadBytesPerSecond:  rate(float64(last.GetReadBytes())),
 			WriteBytesPerSecond: rate(float64(last.GetWriteBytes())),
 			RssBytes:            last.GetRss(),
 			Processes:           last.GetProcesses(),
-		},
-		CpuSkew: last.GetCpuSkew(), CpuMaxOverAvg: last.GetCpuMaxOverAvg(), CpuHottestSegment: last.CpuHottestSegment,
-		IoSkew: last.GetIoSkew(), IoMaxOverAvg: last.GetIoMaxOverAvg(), IoHottestSegment: last.IoHottestSegment,
-		Hosts: ss.hosts,
+		}
+		top.CpuHottestSegment, top.IoHottestSegment = last.CpuHottestSegment, last.IoHottestSegment
 	}
 	if avgs := st.GetProcAvg(); len(avgs) > 0 {
 		top.CpuCoresSmoothed = avgs[0].GetCpuCores() // shortest time constant first

@@ -300,3 +300,23 @@ func TestClusterTopListsTopQueries(t *testing.T) {
 		t.Errorf("query hosts %v, want mdw idle, sdw1, sdw2 with 0.4 cores on sdw2", q.GetHosts())
 	}
 }
+
+// A live session the snapshot has no last_metrics for (its window not
+// filled yet) is a line without rates, never an Internal error that would
+// hide every other session from every caller.
+func TestClusterTopServesASessionWithoutLastMetrics(t *testing.T) {
+	srv := startDefault(t)
+	bare := fullSession()
+	bare.last, bare.total = nil, nil
+	srv.consume(t, buildSnapshot(t0, []testSession{bare}))
+	resp, err := gpotelv1.NewClusterTopClient(srv.conn).GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{})
+	if err != nil {
+		t.Fatalf("GetClusterTop with a session without last_metrics: %v", err)
+	}
+	// No figures rather than zeros: a session in its first window may be
+	// burning CPU already.
+	if len(resp.GetSessions()) != 1 || resp.GetSessions()[0].GetSessId() != bare.sessID || resp.GetSessions()[0].GetUsage() != nil ||
+		resp.GetSessions()[0].CpuHottestSegment != nil {
+		t.Errorf("sessions %v, want session %d without usage", resp.GetSessions(), bare.sessID)
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -192,16 +193,41 @@ func checkForeignClient(t *testing.T, conn *grpc.ClientConn, files *protoregistr
 	}
 }
 
-func TestHealthReportsServing(t *testing.T) {
-	srv := startDefault(t)
-	h := healthpb.NewHealthClient(srv.conn)
-	for _, service := range []string{"", "yagpcc.GetGPInfo", "gpotel.v1.FinishedWork"} {
-		resp, err := h.Check(ctxTimeout(t), &healthpb.HealthCheckRequest{Service: service})
-		if err != nil {
-			t.Fatalf("health %q: %v", service, err)
+// Every service the server offers (as its reflection lists them, actions
+// on) reports SERVING to the health service, and so does the server.
+func TestHealthReportsEveryServiceServing(t *testing.T) {
+	cfg := testConfig()
+	cfg.Actions.Enabled = true
+	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "127.0.0.1", "postgres", testActionRole
+	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	srv := startServer(t, cfg, nopHost())
+
+	stream, err := reflectionpb.NewServerReflectionClient(srv.conn).ServerReflectionInfo(ctxTimeout(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{
+		MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{ListServices: "*"}}); err != nil {
+		t.Fatal(err)
+	}
+	listed, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	services := []string{""}
+	for _, s := range listed.GetListServicesResponse().GetService() {
+		if !strings.HasPrefix(s.GetName(), "grpc.") { // health and reflection themselves
+			services = append(services, s.GetName())
 		}
-		if resp.Status != healthpb.HealthCheckResponse_SERVING {
-			t.Fatalf("health %q: %s", service, resp.Status)
+	}
+	if len(services) < 7 {
+		t.Fatalf("reflection lists %v, want the API's six services", services)
+	}
+	h := healthpb.NewHealthClient(srv.conn)
+	for _, service := range services {
+		resp, err := h.Check(ctxTimeout(t), &healthpb.HealthCheckRequest{Service: service})
+		if err != nil || resp.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q: %v %v, want SERVING", service, resp.GetStatus(), err)
 		}
 	}
 }

@@ -6,6 +6,7 @@ package sessionstateexporter
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
@@ -80,10 +81,23 @@ type MemoryContextsConfig struct {
 	TopBackends int `mapstructure:"top_backends"`
 	// MaxBackends bounds the backends one request asks.
 	MaxBackends int `mapstructure:"max_backends"`
+	// CallerMaxRate (requests a second) and CallerMaxBurst are each caller's
+	// token bucket (by client certificate, else by address).
+	CallerMaxRate  float64 `mapstructure:"caller_max_rate"`
+	CallerMaxBurst int     `mapstructure:"caller_max_burst"`
 }
 
+// Each caller may ask about 5 sessions at once and then one a minute: every
+// backend asked writes a block into its server's log, which the agents
+// bound again per host (segmentagent memory_contexts.max_rate).
+const (
+	defaultCallerMaxRate  = 1.0 / 60
+	defaultCallerMaxBurst = 5
+)
+
 func defaultMemoryContextsConfig() MemoryContextsConfig {
-	return MemoryContextsConfig{Config: agentconn.NewDefaultConfig(), Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3, MaxBackends: defaultMaxBackends}
+	return MemoryContextsConfig{Config: agentconn.NewDefaultConfig(), Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3, MaxBackends: defaultMaxBackends,
+		CallerMaxRate: defaultCallerMaxRate, CallerMaxBurst: defaultCallerMaxBurst}
 }
 
 func (c MemoryContextsConfig) validate() []error {
@@ -99,6 +113,12 @@ func (c MemoryContextsConfig) validate() []error {
 	}
 	if c.MaxBackends <= 0 {
 		errs = append(errs, fmt.Errorf("memory_contexts::max_backends %d: must be positive", c.MaxBackends))
+	}
+	if !(c.CallerMaxRate > 0) || math.IsInf(c.CallerMaxRate, 0) {
+		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_rate %g: must be a positive number of requests a second", c.CallerMaxRate))
+	}
+	if c.CallerMaxBurst <= 0 {
+		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_burst %d: must be positive", c.CallerMaxBurst))
 	}
 	return errs
 }
@@ -153,5 +173,11 @@ func (cfg *Config) Validate() error {
 	errs = append(errs, cfg.MemoryContexts.validate()...)
 	errs = append(errs, cfg.FinishedQueries.validate()...)
 	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
+	// insecure: true covers reading beyond loopback, never acting: the
+	// action token would cross the network in the clear.
+	if cfg.Actions.Enabled && listenaddr.PlaintextBeyondLoopback(cfg.NetAddr.Endpoint, cfg.TLS.HasValue()) {
+		errs = append(errs, fmt.Errorf("actions::enabled: endpoint %q is not a loopback address and tls is not configured: actions need tls beyond loopback (insecure: true does not cover them)",
+			cfg.NetAddr.Endpoint))
+	}
 	return errors.Join(errs...)
 }

@@ -4,6 +4,8 @@
 package sessionstateexporter
 
 import (
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
 	"strings"
 	"testing"
 	"time"
@@ -97,5 +99,31 @@ func TestPlaintextBeyondLoopbackNeedsInsecure(t *testing.T) {
 	cfg := loadConfig(t, "sessionstate/insecure")
 	if err := xconfmap.Validate(cfg); err != nil || !cfg.Insecure {
 		t.Fatalf("insecure: true on 0.0.0.0: %v (insecure %v)", err, cfg.Insecure)
+	}
+}
+
+// Actions need TLS beyond loopback: insecure: true lets a plaintext API be
+// read from other hosts, never acted through, where anyone on the path
+// could take the action token.
+func TestActionsNeedTLSBeyondLoopback(t *testing.T) {
+	withActions := func(endpoint string) *Config {
+		cfg := testConfig()
+		cfg.NetAddr.Endpoint, cfg.Insecure = endpoint, true
+		cfg.Actions.Enabled = true
+		cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "127.0.0.1", "postgres", testActionRole
+		cfg.Actions.TokenFile = "/etc/gpotel/action.token"
+		return cfg
+	}
+	err := withActions("0.0.0.0:1432").Validate()
+	if err == nil || !strings.Contains(err.Error(), `actions::enabled: endpoint "0.0.0.0:1432" is not a loopback address`) {
+		t.Errorf("actions in plaintext on 0.0.0.0 with insecure: true: %v", err)
+	}
+	if err := withActions("127.0.0.1:1432").Validate(); err != nil {
+		t.Errorf("actions in plaintext on loopback: %v", err)
+	}
+	tlsOn := withActions("0.0.0.0:1432")
+	tlsOn.TLS = configoptional.Some(configtls.NewDefaultServerConfig())
+	if err := tlsOn.Validate(); err != nil {
+		t.Errorf("actions with tls on 0.0.0.0: %v", err)
 	}
 }

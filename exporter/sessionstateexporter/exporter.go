@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -107,6 +108,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
 	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{
 		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
+		callers: newCallerBuckets(e.cfg.MemoryContexts.CallerMaxRate, e.cfg.MemoryContexts.CallerMaxBurst), now: time.Now,
 	})
 	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
 	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
@@ -119,7 +121,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		e.actions = newActionDB(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
 			store: e.store, db: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
+			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall, maxViewAge: e.cfg.Actions.MaxViewAge,
 		})
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
@@ -130,6 +132,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health.SetServingStatus(yagpcc.GetGPInfo_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.SessionMemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.ClusterTop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.PressureService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.FinishedWork_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))

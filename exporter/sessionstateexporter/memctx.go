@@ -37,6 +37,8 @@ type sessionMemoryService struct {
 	agents           *agentconn.Pool
 	cfg              MemoryContextsConfig
 	maxResponseBytes int
+	callers          *callerBuckets
+	now              func() time.Time
 }
 
 var _ gpotelv1.SessionMemoryContextsServer = (*sessionMemoryService)(nil)
@@ -62,6 +64,12 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 	}
 	if len(s.backends) == 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "session tm_id %d sess_id %d: the snapshot lists none of its backends (gpotel.session.info has no \"backends\")", key.GetTmId(), key.GetSessId())
+	}
+	// Only a request that would signal backends takes a token.
+	caller := callerOf(ctx)
+	if wait, ok := svc.callers.take(caller, svc.now()); !ok {
+		return nil, status.Errorf(codes.ResourceExhausted, "%s: at most %d memory-context requests at once and then one every %s (memory_contexts::caller_max_burst, caller_max_rate): try again in %s",
+			caller, svc.cfg.CallerMaxBurst, everyOf(svc.cfg.CallerMaxRate), wait.Round(time.Second))
 	}
 	asked := s.backends[:min(len(s.backends), svc.cfg.MaxBackends)]
 	backends := make([]*gpotelv1.BackendMemoryContexts, len(asked))
@@ -213,4 +221,9 @@ func rollUp(backends []*gpotelv1.BackendMemoryContexts, top int) ([]*gpotelv1.Co
 		return out[i].Name < out[j].Name
 	})
 	return out, grand, partial
+}
+
+// everyOf is the time between two requests at r a second.
+func everyOf(r float64) time.Duration {
+	return time.Duration(float64(time.Second) / r).Round(time.Millisecond)
 }

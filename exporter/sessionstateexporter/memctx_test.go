@@ -7,10 +7,12 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"google.golang.org/grpc/codes"
 	"net"
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -169,5 +171,47 @@ func TestMemoryContextsClientUsesTLSForTheSystemCAPool(t *testing.T) {
 	// agent's certificate, where a plaintext one fails otherwise.
 	if got := memoryContextsOf(t, srv).GetBackends()[0].GetError(); !strings.Contains(got, "certificate") {
 		t.Fatalf("backend error %q: the client did not speak TLS to the agent", got)
+	}
+}
+
+// Every caller's requests that would signal backends take a token from its
+// own bucket: caller_max_burst at once, then caller_max_rate a second. A
+// refused request asks no agent.
+func TestMemoryContextRequestsAreRateLimited(t *testing.T) {
+	agent := &fakeAgent{contexts: 1}
+	cfg := testConfig()
+	cfg.MemoryContexts.Agents = map[string]string{"sdw1": startAgent(t, agent)}
+	srv := startServer(t, cfg, nopHost())
+	srv.consume(t, buildSnapshot(t0, []testSession{sessionWithBackends(2)}))
+	for range defaultCallerMaxBurst {
+		memoryContextsOf(t, srv)
+	}
+	_, err := gpotelv1.NewSessionMemoryContextsClient(srv.conn).GetSessionMemoryContexts(ctxTimeout(t),
+		&gpotelv1.GetSessionMemoryContextsRequest{SessionKey: &gpotelv1.SessionKey{SessId: 7, TmId: testTmID}})
+	assertCode(t, err, codes.ResourceExhausted, "address 127.0.0.1: at most 5 memory-context requests at once and then one every 1m0s")
+	if n := agent.calls.Load(); n != 2*defaultCallerMaxBurst {
+		t.Errorf("%d backends asked, want 2 for each of the %d admitted requests", n, defaultCallerMaxBurst)
+	}
+
+	// Each caller has its own bucket, refilled at the rate; the callers
+	// remembered are bounded, the ones beyond share a bucket.
+	b := newCallerBuckets(0.5, 2)
+	now := time.Now()
+	for _, caller := range []string{"a", "a", "b", "b"} {
+		if _, ok := b.take(caller, now); !ok {
+			t.Fatalf("caller %s within its burst refused", caller)
+		}
+	}
+	if wait, ok := b.take("a", now); ok || wait != 2*time.Second {
+		t.Errorf("caller a past its burst: %v %s, want refused for 2s", ok, wait)
+	}
+	if _, ok := b.take("a", now.Add(2*time.Second)); !ok {
+		t.Error("caller a 2 s later: refused, want one token back")
+	}
+	for i := range 3 * maxTrackedCallers {
+		b.take(fmt.Sprintf("spray-%d", i), now)
+	}
+	if n := len(b.byCaller); n > maxTrackedCallers {
+		t.Errorf("%d callers remembered, more than %d", n, maxTrackedCallers)
 	}
 }

@@ -30,6 +30,20 @@ type view struct {
 	orders   orderCache
 	// queries are the newest snapshot's query resources by key.
 	queries map[queryID]*queryRecord
+
+	// received is when the exporter stored the view (monotonic clock), lag
+	// how old the snapshot already was then; interval is the time since the
+	// view before it was stored: the collection interval as seen here.
+	received time.Time
+	lag      time.Duration
+	interval time.Duration
+}
+
+// age is how old the view's snapshot is at now: measured from when it was
+// stored on the monotonic clock, so a wall-clock step does not make a
+// frozen view look new.
+func (v *view) age(now time.Time) time.Duration {
+	return v.lag + now.Sub(v.received)
 }
 
 // live reports whether the newest snapshot holds the session, as opposed to
@@ -122,6 +136,11 @@ func (st *sessionStore) consume(md pmetric.Metrics) {
 			zap.Duration("last_metrics_window", st.lastWindow), zap.Int("sessions", snap.lastWindowMissing))
 	}
 	next := st.nextView(base, snap)
+	next.received = time.Now()
+	next.lag = max(0, next.received.Sub(snap.time))
+	if !old.received.IsZero() {
+		next.interval = next.received.Sub(old.received)
+	}
 	next.prebuildOrders(old)
 	st.current.Store(next)
 	st.count(func(tb *metadata.TelemetryBuilder) metric.Int64Counter { return tb.SessionstateSnapshots }, 1)

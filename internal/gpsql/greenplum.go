@@ -3,7 +3,11 @@
 
 package gpsql
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // The figures Greenplum keeps itself (spill, lock waits, session memory),
 // read on their own interval; each is read only where its guard says the
@@ -44,12 +48,67 @@ JOIN pg_stat_activity a ON a.pid = substring(f.name FROM '^pgsql_tmp([0-9]+)[.]'
 WHERE t.spcname <> 'pg_global' GROUP BY 1`, session)
 }
 
-// LockWaits pairs every lock a session waits for with the granted locks of
-// other sessions on the same object of the same instance: (waiting
-// session, segment, wanted mode, lock type, schema-qualified relation,
-// transaction id, holding session, held mode). Which held modes conflict
-// with the wanted one is decided by the reader. Greenplum's coordinator
-// pg_locks holds every segment's rows, tagged with their session.
+// MaxLockWaits bounds the waiting sessions LockWaits reads (the lowest
+// session ids); it answers one row more when more wait.
+const MaxLockWaits = 1000
+
+// LockModes are PostgreSQL's table-level lock modes, weakest first; the
+// same for every lock type.
+var LockModes = []string{"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock",
+	"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"}
+
+// lockConflicts is PostgreSQL's conflict table: the held modes each wanted
+// mode waits for.
+var lockConflicts = map[string][]string{
+	"AccessShareLock":          {"AccessExclusiveLock"},
+	"RowShareLock":             {"ExclusiveLock", "AccessExclusiveLock"},
+	"RowExclusiveLock":         {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+	"ShareUpdateExclusiveLock": {"ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+	"ShareLock":                {"RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+	"ShareRowExclusiveLock":    {"RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+	"ExclusiveLock":            {"RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+	"AccessExclusiveLock":      {"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
+}
+
+// LockModesConflict tells whether a session wanting mode waits for one
+// holding held; a mode the table does not know (another lock method's, or
+// a Greenplum-specific one) is taken to conflict, since the server made
+// the session wait.
+func LockModesConflict(wanted, held string) bool {
+	c, known := lockConflicts[wanted]
+	return !known || !slices.Contains(LockModes, held) || slices.Contains(c, held)
+}
+
+// lockModeTables are the VALUES lists LockWaits joins: each mode's
+// strength, and the (wanted, held) pairs of known modes that do not conflict.
+func lockModeTables() (strength, compatible string) {
+	var st, co []string
+	for i, held := range LockModes {
+		st = append(st, fmt.Sprintf("('%s', %d)", held, i+1))
+		for _, wanted := range LockModes {
+			if !LockModesConflict(wanted, held) {
+				co = append(co, fmt.Sprintf("('%s', '%s')", wanted, held))
+			}
+		}
+	}
+	return strings.Join(st, ", "), strings.Join(co, ", ")
+}
+
+// LockWaits answers, for each session waiting for a lock, the one session
+// holding a conflicting lock on the same object of the same instance:
+// (waiting session, segment, wanted mode, lock type, schema-qualified
+// relation, transaction id, holding session, held mode). Of several
+// holders, a wait on the coordinator first (it names the statement's own
+// lock), then the lowest segment, the strongest held mode, the lowest
+// holding session. Greenplum's coordinator pg_locks holds every segment's
+// rows, tagged with their session.
+//
+// Rows: one per waiting session, at most MaxLockWaits+1, so a queued ALTER
+// TABLE behind hundreds of readers is one row, not waiters × holders. The
+// object's lock tag is one text (NULLs empty, '|' between fields; no field
+// holds a '|'), so the waiter-holder join is an equality a hash join takes,
+// and only holders of an object someone waits for enter it. A session
+// queued behind another waiter rather than a holder has no row.
 func LockWaits(s Shape) string {
 	session, segment, from := "mppsessionid", "gp_segment_id", "pg_locks"
 	if !IsGreenplumFamily(s.Dialect) {
@@ -59,17 +118,25 @@ func LockWaits(s Shape) string {
 		}
 		from = "pg_locks l LEFT JOIN pg_stat_activity a ON a.pid = l.pid"
 	}
-	same := ""
-	for _, c := range []string{"database", "relation", "page", "tuple", "virtualxid", "transactionid", "classid", "objid", "objsubid"} {
-		same += fmt.Sprintf(" AND h.%[1]s IS NOT DISTINCT FROM w.%[1]s", c)
-	}
-	return fmt.Sprintf(`WITH l AS (SELECT locktype, database, relation, page, tuple, virtualxid, transactionid, classid, objid, objsubid,
-  mode, granted, %s AS session, %s AS segment FROM %s)
-SELECT w.session::bigint, w.segment::bigint, w.mode, w.locktype,
-  (SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = w.relation),
-  w.transactionid::text, h.session::bigint, h.mode
-FROM l w JOIN l h ON NOT w.granted AND h.granted AND h.session <> w.session AND h.segment = w.segment
-  AND h.locktype = w.locktype%s`, session, segment, from, same)
+	strength, compatible := lockModeTables()
+	return fmt.Sprintf(`WITH l AS (
+  SELECT locktype, relation, transactionid, mode, granted, %[1]s AS session, %[2]s AS segment,
+    concat(locktype, '|', database, '|', relation, '|', page, '|', tuple, '|', virtualxid, '|', transactionid, '|', classid, '|', objid, '|', objsubid) AS tag
+  FROM %[3]s),
+waiting AS (SELECT * FROM l WHERE NOT granted),
+holding AS (SELECT * FROM l WHERE granted AND (tag, segment) IN (SELECT tag, segment FROM waiting)),
+strength(mode, rank) AS (VALUES %[4]s),
+compatible(wanted, held) AS (VALUES %[5]s),
+blocked AS (
+  SELECT DISTINCT ON (w.session) w.session, w.segment, w.mode, w.locktype, w.relation, w.transactionid, h.session AS blocker, h.mode AS blocker_mode
+  FROM waiting w JOIN holding h ON h.tag = w.tag AND h.segment = w.segment AND h.session <> w.session
+  LEFT JOIN strength s ON s.mode = h.mode
+  WHERE NOT EXISTS (SELECT 1 FROM compatible c WHERE c.wanted = w.mode AND c.held = h.mode)
+  ORDER BY w.session, w.segment = -1 DESC, w.segment, coalesce(s.rank, 0) DESC, h.session)
+SELECT b.session::bigint, b.segment::bigint, b.mode, b.locktype,
+  (SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = b.relation),
+  b.transactionid::text, b.blocker::bigint, b.blocker_mode
+FROM blocked b ORDER BY b.session LIMIT %[6]d`, session, segment, from, strength, compatible, MaxLockWaits+1)
 }
 
 // sessionMemoryView is Greenplum's per-session vmem by segment:

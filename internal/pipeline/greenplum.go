@@ -44,10 +44,18 @@ type SegmentMemory struct {
 
 // Data-point attributes of the Greenplum session figures.
 const (
-	AttrLockMode             = "gpotel.lock.mode"
-	AttrLockObject           = "gpotel.lock.object"
-	AttrLockBlockerSessionID = "gpotel.lock.blocker.session.id"
-	AttrLockBlockerMode      = "gpotel.lock.blocker.mode"
+	AttrLockMode        = "gpotel.lock.mode"
+	AttrLockBlockerMode = "gpotel.lock.blocker.mode"
+)
+
+// Keys of gpotel.session.lock.wait's Metric.Metadata(): they name one wait
+// (a relation name a user chose, a transaction id, the blocking session),
+// so as data-point attributes every row-lock wait would start a series of
+// its own in a backend such as Prometheus. In the metadata they travel
+// with the point and identify nothing.
+const (
+	MetaLockObject           = "gpotel.lock.object"
+	MetaLockBlockerSessionID = "gpotel.lock.blocker.session.id"
 )
 
 // The Greenplum session metrics of the closing batch (receiver).
@@ -66,8 +74,8 @@ var (
 	SessionSpillFiles = &ClosingMetric{Name: MetricSessionSpillFiles, Unit: "{file}", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
 		Description: "On Greenplum session resources: workfiles the session's command holds now on the segment."}
 	SessionLockWait = &ClosingMetric{Name: MetricSessionLockWait, Unit: "1",
-		Attrs:       []string{AttrSegmentID, AttrLockMode, AttrLockObject, AttrLockBlockerSessionID, AttrLockBlockerMode},
-		Description: "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum)."}
+		Attrs:       []string{AttrSegmentID, AttrLockMode, AttrLockBlockerMode},
+		Description: "On session resources, only while the session waits for a lock: 1, with the mode it wants and the mode a session holding a conflicting lock holds (pg_locks, cluster-wide on Greenplum); Metric.Metadata() names the object and that session."}
 	SessionVmemUsage = &ClosingMetric{Name: MetricSessionVmemUsage, Unit: "By", Attrs: []string{AttrSegmentID},
 		Description: "On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment."}
 	SessionVmemRunaway = &ClosingMetric{Name: MetricSessionVmemRunaway, Unit: "1", Attrs: []string{AttrSegmentID},
@@ -92,7 +100,7 @@ type QuerySpill struct {
 
 // intAttrs are the data-point attributes of closing-batch metrics that
 // are integers (the others are strings).
-var intAttrs = map[string]bool{AttrSegmentID: true, AttrQueryCommandCount: true, AttrLockBlockerSessionID: true}
+var intAttrs = map[string]bool{AttrSegmentID: true, AttrQueryCommandCount: true}
 
 func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession) {
 	for _, s := range g.Spill {
@@ -101,7 +109,10 @@ func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession)
 		w.record(SessionSpillFiles, s.Files, 0, seg, ccnt)
 	}
 	if l := g.Wait; l != nil {
-		w.record(SessionLockWait, 1, 0, strconv.FormatInt(l.Segment, 10), l.Mode, l.Object, strconv.FormatInt(l.Blocker, 10), l.BlockerMode)
+		w.record(SessionLockWait, 1, 0, strconv.FormatInt(l.Segment, 10), l.Mode, l.BlockerMode)
+		meta := w.metadata(SessionLockWait)
+		meta.PutStr(MetaLockObject, l.Object)
+		meta.PutInt(MetaLockBlockerSessionID, l.Blocker)
 	}
 	for _, m := range g.Memory {
 		seg := strconv.FormatInt(m.Segment, 10)
@@ -134,8 +145,9 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 				s.Files = intValue(dp)
 			}
 		case MetricSessionLockWait:
-			g.Wait = &LockWait{Segment: seg, Mode: str(a, AttrLockMode), Object: str(a, AttrLockObject),
-				Blocker: attrInt(a, AttrLockBlockerSessionID).V, BlockerMode: str(a, AttrLockBlockerMode)}
+			meta := m.Metadata()
+			g.Wait = &LockWait{Segment: seg, Mode: str(a, AttrLockMode), Object: str(meta, MetaLockObject),
+				Blocker: attrInt(meta, MetaLockBlockerSessionID).V, BlockerMode: str(a, AttrLockBlockerMode)}
 		case MetricSessionVmemUsage, MetricSessionVmemRunaway:
 			s := memory[seg]
 			if s == nil {

@@ -4,10 +4,12 @@
 package pipeline
 
 import (
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
 func greenplumRoundTrip(t *testing.T, g *GreenplumSession) *GreenplumSession {
@@ -61,5 +63,40 @@ func TestDecodingASessionWithoutGreenplumFiguresAllocatesNothing(t *testing.T) {
 		if n := testing.AllocsPerRun(100, func() { _ = DecodeGreenplum(rms.At(i)) }); n != 0 {
 			t.Errorf("%v allocations per session without Greenplum figures, want 0", n)
 		}
+	}
+}
+
+// The locked object (a relation name a user chose, a transaction id) and
+// the blocking session name one wait: as data-point attributes each
+// row-lock wait would be a series of its own in Prometheus. They travel in
+// the metric's metadata; the point's attributes are the segment and the modes.
+func TestLockWaitObjectAndBlockerStayOutOfSeriesIdentity(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	wait := &LockWait{Segment: 0, Mode: "ShareLock", Object: "transaction 74211", Blocker: 42, BlockerMode: "ExclusiveLock"}
+	md := NewClosingEncoder(Scope{Name: "test"}, at, Switches{}).Encode(&Closing{Time: at, TmID: 1, Dialect: "gp6",
+		Sessions: []Session{{ID: 7, PID: 700, Greenplum: &GreenplumSession{Wait: wait}}}})
+	found := false
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		eachPoint(rms.At(i), func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+			if m.Name() != MetricSessionLockWait {
+				return
+			}
+			found = true
+			var keys []string
+			for k := range dp.Attributes().All() {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			if want := []string{AttrLockBlockerMode, AttrLockMode, AttrSegmentID}; !slices.Equal(keys, want) {
+				t.Errorf("lock wait point attributes %v, want only %v", keys, want)
+			}
+			if got := m.Metadata().AsRaw(); got[MetaLockObject] != wait.Object || got[MetaLockBlockerSessionID] != wait.Blocker {
+				t.Errorf("lock wait metadata %v, want %s %q and %s %d", got, MetaLockObject, wait.Object, MetaLockBlockerSessionID, wait.Blocker)
+			}
+		})
+	}
+	if !found {
+		t.Fatal("no gpotel.session.lock.wait point written")
 	}
 }

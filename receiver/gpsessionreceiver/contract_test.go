@@ -318,7 +318,7 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 				mb.RecordGpotelSessionSpillFilesDataPoint(ts, sp.Files, sp.Segment, sp.CommandCount)
 			}
 			if w := g.Wait; w != nil {
-				mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, w.Segment, w.Mode, w.Object, w.Blocker, w.BlockerMode)
+				mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, w.Segment, w.Mode, w.BlockerMode)
 			}
 			for _, m := range g.Memory {
 				runaway := int64(0)
@@ -346,29 +346,29 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 	return mb.Emit()
 }
 
-// copyMetadata gives want's gpotel.session.info the Metadata got's carries:
-// the builder writes none (the golden file checks it).
+// copyMetadata gives want's metrics the Metadata got's carry, metric by
+// metric of each name in order (gpotel.session.info's state, the lock
+// wait's object and blocker): the builder writes none (the golden file
+// checks it).
 func copyMetadata(got, want pmetric.Metrics) {
-	var metas []pcommon.Map
-	eachSessionInfo(got, func(m pmetric.Metric) { metas = append(metas, m.Metadata()) })
-	i := 0
-	eachSessionInfo(want, func(m pmetric.Metric) {
-		if i < len(metas) {
-			metas[i].CopyTo(m.Metadata())
+	metas := map[string][]pcommon.Map{}
+	eachMetric(got, func(m pmetric.Metric) { metas[m.Name()] = append(metas[m.Name()], m.Metadata()) })
+	seen := map[string]int{}
+	eachMetric(want, func(m pmetric.Metric) {
+		if i := seen[m.Name()]; i < len(metas[m.Name()]) {
+			metas[m.Name()][i].CopyTo(m.Metadata())
 		}
-		i++
+		seen[m.Name()]++
 	})
 }
 
-func eachSessionInfo(md pmetric.Metrics, fn func(pmetric.Metric)) {
+func eachMetric(md pmetric.Metrics, fn func(pmetric.Metric)) {
 	for i := range md.ResourceMetrics().Len() {
 		sms := md.ResourceMetrics().At(i).ScopeMetrics()
 		for j := range sms.Len() {
 			ms := sms.At(j).Metrics()
 			for k := range ms.Len() {
-				if ms.At(k).Name() == pipeline.MetricSessionInfo {
-					fn(ms.At(k))
-				}
+				fn(ms.At(k))
 			}
 		}
 	}

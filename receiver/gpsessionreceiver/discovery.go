@@ -20,6 +20,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
 // Backend is one database process, as the catalog lists it.
@@ -171,12 +172,18 @@ func (s *pgSource) poolConfig() (*pgxpool.Config, error) {
 		pc.ConnConfig.Password = strings.TrimRight(string(b), "\r\n")
 	}
 	pc.ConnConfig.RuntimeParams["application_name"] = defaultApplicationName
+	// Pinned, unless the dsn names a search_path itself (trusted config).
+	if _, named := pc.ConnConfig.RuntimeParams["search_path"]; !named {
+		pc.ConnConfig.RuntimeParams["search_path"] = gpsql.SearchPath
+	}
 	pc.ConnConfig.RuntimeParams["statement_timeout"] = strconv.FormatInt(c.StatementTimeout.Milliseconds(), 10)
 	pc.ConnConfig.ConnectTimeout = c.StatementTimeout
 	pc.MaxConns = 2
 	pc.MinConns = 0
 	pc.AfterConnect = bypassResourceGroups
 	pc.ConnConfig.Tracer = s.tracer
+	// Actions never touch these backends, whatever their application_name.
+	ownbackends.Track(pc, "monitoring connection")
 	return pc, nil
 }
 

@@ -6,7 +6,7 @@ package gpsessionreceiver
 import (
 	"cmp"
 	"context"
-	"slices"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -23,7 +23,7 @@ type greenplumFigures struct {
 	Spill    []spillRow
 	SpillErr error
 	// Waits are the sessions waiting for a lock, each with the one that
-	// blocks it.
+	// blocks it (the statement picks it: gpsql.LockWaits).
 	Waits    []lockWait
 	WaitsErr error
 	// Memory is Greenplum's vmem per session and segment; MemoryErr says
@@ -63,15 +63,19 @@ func readGreenplumFigures(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape
 			return s, r.Scan(&s.Session, &s.CommandCount, &s.Segment, &s.Bytes, &s.Files)
 		})
 	}
-	var held []lockPair
-	held, f.WaitsErr = collect(ctx, conn, gpsql.LockWaits(shape), func(r pgx.CollectableRow) (lockPair, error) {
-		var p lockPair
+	f.Waits, f.WaitsErr = collect(ctx, conn, gpsql.LockWaits(shape), func(r pgx.CollectableRow) (lockWait, error) {
+		var w lockWait
+		var lockType string
 		var relation, xid *string
-		err := r.Scan(&p.Session, &p.Segment, &p.WantedMode, &p.lockType, &relation, &xid, &p.Blocker, &p.BlockerMode)
-		p.Object = lockObject(p.lockType, relation, xid)
-		return p, err
+		err := r.Scan(&w.Session, &w.Segment, &w.WantedMode, &lockType, &relation, &xid, &w.Blocker, &w.BlockerMode)
+		w.Object = lockObject(lockType, relation, xid)
+		return w, err
 	})
-	f.Waits = blockers(held)
+	if len(f.Waits) > gpsql.MaxLockWaits {
+		f.Waits = f.Waits[:gpsql.MaxLockWaits]
+		f.WaitsErr = partialError(fmt.Sprintf("more than %d sessions wait for a lock: the %d of the lowest session ids were read (gpsql.MaxLockWaits)",
+			gpsql.MaxLockWaits, gpsql.MaxLockWaits))
+	}
 	f.Memory, f.MemoryErr = readSessionMemory(ctx, conn, shape)
 	f.at = time.Now()
 	return f
@@ -99,6 +103,12 @@ type absentError string
 
 func (e absentError) Error() string { return string(e) }
 
+// partialError says what a read left out past a bound: the figure holds
+// what was read.
+type partialError string
+
+func (e partialError) Error() string { return string(e) }
+
 func guard(ctx context.Context, conn *pgx.Conn, sql string) (bool, error) {
 	var ok bool
 	err := conn.QueryRow(ctx, sql).Scan(&ok)
@@ -113,13 +123,6 @@ func collect[T any](ctx context.Context, conn *pgx.Conn, sql string, scan func(p
 	return pgx.CollectRows(rows, scan)
 }
 
-// lockPair is one lock a session waits for beside one granted lock of
-// another session on the same object.
-type lockPair struct {
-	lockWait
-	lockType string
-}
-
 func lockObject(lockType string, relation, xid *string) string {
 	switch {
 	case relation != nil:
@@ -128,73 +131,4 @@ func lockObject(lockType string, relation, xid *string) string {
 		return "transaction " + *xid
 	}
 	return lockType
-}
-
-// blockers keeps, per waiting session, the one holder whose mode conflicts
-// with the wanted one: a wait on the coordinator first (it names the
-// statement's own lock), then the strongest held mode, then the lowest
-// session id, so the answer does not depend on row order.
-func blockers(pairs []lockPair) []lockWait {
-	best := map[int64]lockWait{}
-	for _, p := range pairs {
-		if !lockModesConflict(p.WantedMode, p.BlockerMode) {
-			continue
-		}
-		if cur, ok := best[p.Session]; !ok || blocksBefore(p.lockWait, cur) {
-			best[p.Session] = p.lockWait
-		}
-	}
-	out := make([]lockWait, 0, len(best))
-	for _, w := range best {
-		out = append(out, w)
-	}
-	slices.SortFunc(out, func(a, b lockWait) int { return cmp.Compare(a.Session, b.Session) })
-	return out
-}
-
-func blocksBefore(a, b lockWait) bool {
-	if (a.Segment == -1) != (b.Segment == -1) {
-		return a.Segment == -1
-	}
-	if a.Segment != b.Segment {
-		return a.Segment < b.Segment
-	}
-	if sa, sb := lockStrength[a.BlockerMode], lockStrength[b.BlockerMode]; sa != sb {
-		return sa > sb
-	}
-	return a.Blocker < b.Blocker
-}
-
-// lockStrength orders PostgreSQL's table-level lock modes, weakest first.
-var lockStrength = map[string]int{
-	"AccessShareLock": 1, "RowShareLock": 2, "RowExclusiveLock": 3, "ShareUpdateExclusiveLock": 4,
-	"ShareLock": 5, "ShareRowExclusiveLock": 6, "ExclusiveLock": 7, "AccessExclusiveLock": 8,
-}
-
-// lockConflicts is PostgreSQL's conflict table: the held modes each
-// wanted mode waits for (the same for every lock type).
-var lockConflicts = map[string][]string{
-	"AccessShareLock":          {"AccessExclusiveLock"},
-	"RowShareLock":             {"ExclusiveLock", "AccessExclusiveLock"},
-	"RowExclusiveLock":         {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-	"ShareUpdateExclusiveLock": {"ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-	"ShareLock":                {"RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-	"ShareRowExclusiveLock":    {"RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-	"ExclusiveLock":            {"RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-	"AccessExclusiveLock":      {"AccessShareLock", "RowShareLock", "RowExclusiveLock", "ShareUpdateExclusiveLock", "ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"},
-}
-
-// lockModesConflict tells whether a session wanting mode waits for one
-// holding held; a mode the table does not know (another lock method's, as
-// an advisory or a Greenplum-specific one) is taken to conflict, since the
-// server made the session wait.
-func lockModesConflict(wanted, held string) bool {
-	c, ok := lockConflicts[wanted]
-	if !ok {
-		return true
-	}
-	if _, known := lockStrength[held]; !known {
-		return true
-	}
-	return slices.Contains(c, held)
 }

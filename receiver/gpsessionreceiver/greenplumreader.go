@@ -117,7 +117,8 @@ func (r *greenplumReader) readOnce(ctx context.Context) {
 		err  error
 	}{{"spill", f.SpillErr}, {"lock waits", f.WaitsErr}, {"session memory", f.MemoryErr}} {
 		var absent absentError
-		if fe.err != nil && !errors.As(fe.err, &absent) {
+		var partial partialError
+		if fe.err != nil && !errors.As(fe.err, &absent) && !errors.As(fe.err, &partial) {
 			r.telemetry.GpsessionGreenplumFiguresFailed.Add(ctx, 1)
 		}
 		r.note(fe.name, fe.err)
@@ -136,11 +137,14 @@ func (r *greenplumReader) note(figure string, err error) {
 		return
 	}
 	var absent absentError
+	var partial partialError
 	switch {
 	case reason == "":
 		r.logger.Info("Greenplum figure readable again", zap.String("figure", figure))
 	case errors.As(err, &absent):
 		r.logger.Info("Greenplum figure absent: the server offers no view for it", zap.String("figure", figure), zap.String("reason", reason))
+	case errors.As(err, &partial):
+		r.logger.Warn("Greenplum figure partial", zap.String("figure", figure), zap.String("reason", reason))
 	default:
 		r.logger.Warn("Greenplum figure not read; it is absent from snapshots until a read succeeds", zap.String("figure", figure), zap.String("reason", reason))
 	}

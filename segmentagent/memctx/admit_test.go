@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,11 +20,11 @@ import (
 )
 
 // fixtureService serves one fake instance whose postmaster (pid 900, as
-// procfixture writes every parent) has the one backend pid in a fixture procfs.
-func fixtureService(t *testing.T, pid int) *Service {
+// procfixture writes every parent) has the backend pids in a fixture procfs.
+func fixtureService(t *testing.T, pids ...int) *Service {
 	t.Helper()
 	root := t.TempDir()
-	if err := procfixture.Write(filepath.Join(root, "proc"), []int{pid}, os.Getuid()); err != nil {
+	if err := procfixture.Write(filepath.Join(root, "proc"), pids, os.Getuid()); err != nil {
 		t.Fatal(err)
 	}
 	dataDir := filepath.Join(root, "data")
@@ -94,5 +95,45 @@ func TestAdmissionsExpireAfterMinInterval(t *testing.T) {
 	}
 	if err := l.admit(1, start.Add(100*time.Second)); err != nil {
 		t.Fatalf("the first pid long after: %v", err)
+	}
+}
+
+// TestMemoryContextRequestsAreRateLimited: every request that would signal a
+// backend (and so write a block into the server log) takes a token from
+// the host's bucket, whoever asks and for whichever backend: max_burst at
+// once, then max_rate a second. A refusal signals nothing.
+func TestMemoryContextRequestsAreRateLimited(t *testing.T) {
+	backends := make([]int, DefaultMaxBurst+2)
+	for i := range backends {
+		backends[i] = 5000 + i
+	}
+	s := fixtureService(t, backends...)
+	now := time.Now()
+	s.now = func() time.Time { return now }
+	ask := func(pid int) error {
+		_, err := s.GetMemoryContexts(context.Background(), &gpotelv1.GetMemoryContextsRequest{Pid: int64(pid)})
+		return err
+	}
+	for _, pid := range backends[:DefaultMaxBurst] {
+		if err := ask(pid); status.Code(err) != codes.Unavailable {
+			t.Fatalf("pid %d within the burst: %v, want admitted (then Unavailable: no server listens)", pid, err)
+		}
+	}
+	err := ask(backends[DefaultMaxBurst])
+	if status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "at most 32 memory-context requests at once and then one every 10s") ||
+		!strings.Contains(err.Error(), "try again in 10s") {
+		t.Fatalf("a backend past the burst: %v, want ResourceExhausted naming the bucket", err)
+	}
+	if n := s.limit.tracked(); n != DefaultMaxBurst {
+		t.Errorf("the refused request left the pid limiter tracking %d pids, want the %d admitted", n, DefaultMaxBurst)
+	}
+
+	// One token comes back every 10 s, and goes to one request.
+	now = now.Add(10 * time.Second)
+	if err := ask(backends[DefaultMaxBurst]); status.Code(err) != codes.Unavailable {
+		t.Fatalf("10 s later: %v, want admitted", err)
+	}
+	if err := ask(backends[DefaultMaxBurst+1]); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("a second request on the same token: %v, want ResourceExhausted", err)
 	}
 }

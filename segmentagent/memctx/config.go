@@ -6,6 +6,7 @@ package memctx
 import (
 	"errors"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -16,6 +17,11 @@ const (
 	DefaultMinInterval = 10 * time.Second
 	DefaultMaxInFlight = 4
 	DefaultMaxLogBytes = 256 << 20
+	// Every request makes a backend write its memory contexts into the
+	// server log (10-100 KiB): on this host at most DefaultMaxBurst at once
+	// and then one every 10 s, whoever asks: 32 + 360 = 392 blocks an hour.
+	DefaultMaxRate  = 0.1
+	DefaultMaxBurst = 32
 	// MaxTimeout caps what a request may ask to wait.
 	MaxTimeout = time.Minute
 )
@@ -39,12 +45,16 @@ type Config struct {
 	MaxInFlight int `mapstructure:"max_in_flight"`
 	// MaxLogBytes bounds how much server log one request reads.
 	MaxLogBytes int64 `mapstructure:"max_log_bytes"`
+	// MaxRate (requests a second) and MaxBurst are the host's token bucket
+	// over every request that would signal a backend, from every caller.
+	MaxRate  float64 `mapstructure:"max_rate"`
+	MaxBurst int     `mapstructure:"max_burst"`
 }
 
 // NewDefaultConfig returns the defaults (no instances: the feature is off).
 func NewDefaultConfig() Config {
 	return Config{Database: DefaultDatabase, Timeout: DefaultTimeout, MinInterval: DefaultMinInterval,
-		MaxInFlight: DefaultMaxInFlight, MaxLogBytes: DefaultMaxLogBytes}
+		MaxInFlight: DefaultMaxInFlight, MaxLogBytes: DefaultMaxLogBytes, MaxRate: DefaultMaxRate, MaxBurst: DefaultMaxBurst}
 }
 
 // Validate reports every problem at once.
@@ -67,6 +77,12 @@ func (c Config) Validate() error {
 	if c.MaxLogBytes < 0 {
 		errs = append(errs, fmt.Errorf("memory_contexts.max_log_bytes %d is negative", c.MaxLogBytes))
 	}
+	if c.MaxRate < 0 || math.IsNaN(c.MaxRate) || math.IsInf(c.MaxRate, 0) {
+		errs = append(errs, fmt.Errorf("memory_contexts.max_rate %g must be a finite number of requests a second, at least 0 (0: the default %g)", c.MaxRate, DefaultMaxRate))
+	}
+	if c.MaxBurst < 0 {
+		errs = append(errs, fmt.Errorf("memory_contexts.max_burst %d is negative", c.MaxBurst))
+	}
 	return errors.Join(errs...)
 }
 
@@ -83,6 +99,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxLogBytes == 0 {
 		c.MaxLogBytes = d.MaxLogBytes
+	}
+	if c.MaxRate == 0 {
+		c.MaxRate = d.MaxRate
+	}
+	if c.MaxBurst == 0 {
+		c.MaxBurst = d.MaxBurst
 	}
 	return c
 }

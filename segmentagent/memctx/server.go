@@ -126,6 +126,7 @@ func connect(ctx context.Context, procRoot string, in instance, user, database s
 		}
 		cfg.Host, cfg.Port, cfg.User, cfg.Database = host, uint16(in.port), user, database
 		cfg.RuntimeParams["application_name"] = "gpotel-agent memory contexts"
+		cfg.RuntimeParams["search_path"] = gpsql.SearchPath
 		mode := "normal"
 		if opt != "" {
 			cfg.RuntimeParams["options"] = opt

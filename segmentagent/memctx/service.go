@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/time/rate"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -40,6 +41,9 @@ type Service struct {
 	logger   *zap.Logger
 	inFlight chan struct{}
 	limit    *pidLimiter
+	// hostRate is the host's bucket over the requests that signal a backend.
+	hostRate *rate.Limiter
+	now      func() time.Time
 }
 
 var _ gpotelv1.MemoryContextsServer = (*Service)(nil)
@@ -61,7 +65,8 @@ func NewService(cfg Config, procRoot, hostname string, allow func(uid int64) boo
 		logger = zap.NewNop()
 	}
 	return &Service{cfg: cfg, procRoot: procRoot, hostname: hostname, allow: allow, logger: logger,
-		inFlight: make(chan struct{}, cfg.MaxInFlight), limit: newPIDLimiter(cfg.MinInterval)}, nil
+		inFlight: make(chan struct{}, cfg.MaxInFlight), limit: newPIDLimiter(cfg.MinInterval),
+		hostRate: rate.NewLimiter(rate.Limit(cfg.MaxRate), cfg.MaxBurst), now: time.Now}, nil
 }
 
 // GetMemoryContexts implements gpotelv1.MemoryContextsServer.
@@ -86,7 +91,17 @@ func (s *Service) GetMemoryContexts(ctx context.Context, req *gpotelv1.GetMemory
 	if err != nil {
 		return nil, err
 	}
-	if err := s.limit.admit(pid, time.Now()); err != nil {
+	// The host's bucket, then the pid's: a refusal by either signals nothing
+	// and takes nothing from the other.
+	now := s.now()
+	reservation := s.hostRate.ReserveN(now, 1)
+	if wait := reservation.DelayFrom(now); !reservation.OK() || wait > 0 {
+		reservation.CancelAt(now)
+		return nil, status.Errorf(codes.ResourceExhausted, "%s answers at most %d memory-context requests at once and then one every %s, from every caller (memory_contexts.max_burst, max_rate): try again in %s",
+			s.hostname, s.cfg.MaxBurst, time.Duration(float64(time.Second)/s.cfg.MaxRate).Round(time.Millisecond), wait.Round(time.Millisecond))
+	}
+	if err := s.limit.admit(pid, now); err != nil {
+		reservation.CancelAt(now)
 		return nil, err
 	}
 	defer s.limit.release(pid)

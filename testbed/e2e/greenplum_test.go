@@ -147,8 +147,9 @@ func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	if !strings.Contains(string(out), " "+strconv.Itoa(w.SessID())+" ") {
 		t.Errorf("gpotel-top does not list session %d:\n%s", w.SessID(), out)
 	}
-	if out, err := exec.CommandContext(ctx, top, topArgs...).CombinedOutput(); err == nil || !strings.Contains(string(out), "Unauthenticated") {
-		t.Errorf("gpotel-top without the token: err %v, want Unauthenticated\n%s", err, out)
+	if out, err := exec.CommandContext(ctx, top, topArgs...).CombinedOutput(); err == nil || !strings.Contains(string(out), "the reading token") {
+		// gpotel-top words an Unauthenticated answer as a refusal that names the token.
+		t.Errorf("gpotel-top without the token: err %v, want a refusal naming the reading token\n%s", err, out)
 	}
 	noCert := []string{"--once", "--addr", api, "--tls-ca", filepath.Join(tlsDir, "ca.pem"), "--token-file", token}
 	if out, err := exec.CommandContext(ctx, top, noCert...).CombinedOutput(); err == nil {

@@ -240,7 +240,9 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 	healthPort, _ := freePort("127.0.0.1")
 	telemetryPort, _ := freePort("127.0.0.1")
 	api := net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort))
-	dsn := strings.Replace(c.CoordinatorDSN, cluster.AdminRole+"@", scaleRole+"@", 1)
+	// The collector pins its search_path unless the dsn names one: this one
+	// puts the synthetic catalog first, as the scale role's own does.
+	dsn := strings.Replace(c.CoordinatorDSN, cluster.AdminRole+"@", scaleRole+"@", 1) + "&search_path=" + scaleRole + ",pg_catalog"
 	env := []string{
 		"GPOTEL_COORDINATOR_DSN=" + dsn,
 		"GPOTEL_AGENTS=" + agentsYAML(replay.endpoints),

@@ -518,7 +518,7 @@ type SessionTop struct {
 	Query            string                 `protobuf:"bytes,6,opt,name=query,proto3" json:"query,omitempty"` // the running or last statement, cut to 200 bytes on a UTF-8 boundary
 	System           bool                   `protobuf:"varint,7,opt,name=system,proto3" json:"system,omitempty"`
 	Partial          bool                   `protobuf:"varint,8,opt,name=partial,proto3" json:"partial,omitempty"`                                               // a host of the session did not answer
-	Usage            *Usage                 `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`                                                    // over the window (rates); rss and processes now
+	Usage            *Usage                 `protobuf:"bytes,9,opt,name=usage,proto3" json:"usage,omitempty"`                                                    // over the window (rates); rss and processes now; absent until the session has a window
 	CpuCoresSmoothed float64                `protobuf:"fixed64,10,opt,name=cpu_cores_smoothed,json=cpuCoresSmoothed,proto3" json:"cpu_cores_smoothed,omitempty"` // at time_constant_seconds; 0 without smoothing
 	// Skew over the segments over the window (yagpcc SystemStat 1063-1069).
 	CpuSkew           float64 `protobuf:"fixed64,11,opt,name=cpu_skew,json=cpuSkew,proto3" json:"cpu_skew,omitempty"`

@@ -957,11 +957,9 @@ func (ms *GpotelSessionInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 type GpotelSessionLockWaitMetricAttributeKey string
 
 const (
-	GpotelSessionLockWaitMetricAttributeKeySegmentID            GpotelSessionLockWaitMetricAttributeKey = "gpotel.segment.id"
-	GpotelSessionLockWaitMetricAttributeKeyLockMode             GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.mode"
-	GpotelSessionLockWaitMetricAttributeKeyLockObject           GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.object"
-	GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.blocker.session.id"
-	GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode      GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.blocker.mode"
+	GpotelSessionLockWaitMetricAttributeKeySegmentID       GpotelSessionLockWaitMetricAttributeKey = "gpotel.segment.id"
+	GpotelSessionLockWaitMetricAttributeKeyLockMode        GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.mode"
+	GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode GpotelSessionLockWaitMetricAttributeKey = "gpotel.lock.blocker.mode"
 )
 
 // GpotelSessionLockWaitMetricConfig provides config for the gpotel.session.lock.wait metric.
@@ -990,9 +988,9 @@ func (ms *GpotelSessionLockWaitMetricConfig) Unmarshal(parser *confmap.Conf) err
 func (ms *GpotelSessionLockWaitMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode:
+		case GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode:
 		default:
-			return fmt.Errorf("metric gpotel.session.lock.wait doesn't have an attribute %v, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.object, gpotel.lock.blocker.session.id, gpotel.lock.blocker.mode]", val)
+			return fmt.Errorf("metric gpotel.session.lock.wait doesn't have an attribute %v, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.blocker.mode]", val)
 		}
 	}
 
@@ -1678,7 +1676,7 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+			EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
 		},
 		GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
 			Enabled:             true,

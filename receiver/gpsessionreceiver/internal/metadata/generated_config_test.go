@@ -127,7 +127,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
 					},
 					GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
 						Enabled:             true,
@@ -309,7 +309,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelSessionLockWait: GpotelSessionLockWaitMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockObject, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
+						EnabledAttributes:   []GpotelSessionLockWaitMetricAttributeKey{GpotelSessionLockWaitMetricAttributeKeySegmentID, GpotelSessionLockWaitMetricAttributeKeyLockMode, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode},
 					},
 					GpotelSessionSpillFiles: GpotelSessionSpillFilesMetricConfig{
 						Enabled:             false,
@@ -628,7 +628,7 @@ func TestGpotelSessionLockWaitMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelSessionLockWaitMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.lock.wait doesn't have an attribute invalid, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.object, gpotel.lock.blocker.session.id, gpotel.lock.blocker.mode]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.session.lock.wait doesn't have an attribute invalid, valid attributes: [gpotel.segment.id, gpotel.lock.mode, gpotel.lock.blocker.mode]")
 
 	cfg = DefaultMetricsConfig().GpotelSessionLockWait
 	cfg.AggregationStrategy = "invalid"

@@ -409,7 +409,7 @@ var MetricsInfo = metricsInfo{
 	},
 	GpotelSessionLockWait: metricInfo{
 		Name:       "gpotel.session.lock.wait",
-		Attributes: []string{"segment_id", "lock_mode", "lock_object", "lock_blocker_session_id", "lock_blocker_mode"},
+		Attributes: []string{"segment_id", "lock_mode", "lock_blocker_mode"},
 	},
 	GpotelSessionSpillFiles: metricInfo{
 		Name:       "gpotel.session.spill.files",
@@ -2298,14 +2298,14 @@ type metricGpotelSessionLockWait struct {
 // init fills gpotel.session.lock.wait metric with initial data.
 func (m *metricGpotelSessionLockWait) init() {
 	m.data.SetName("gpotel.session.lock.wait")
-	m.data.SetDescription("On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).")
+	m.data.SetDescription("On session resources, only while the session waits for a lock: 1, with the mode it wants and the mode a session holding a conflicting lock holds (pg_locks, cluster-wide on Greenplum); Metric.Metadata() names the object and that session.")
 	m.data.SetUnit("1")
 	m.data.SetEmptyGauge()
 	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelSessionLockWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockObjectAttributeValue string, lockBlockerSessionIDAttributeValue int64, lockBlockerModeAttributeValue string) {
+func (m *metricGpotelSessionLockWait) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockBlockerModeAttributeValue string) {
 	if !m.config.Enabled {
 		return
 	}
@@ -2318,12 +2318,6 @@ func (m *metricGpotelSessionLockWait) recordDataPoint(start pcommon.Timestamp, t
 	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockMode) {
 		dp.Attributes().PutStr("gpotel.lock.mode", lockModeAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockObject) {
-		dp.Attributes().PutStr("gpotel.lock.object", lockObjectAttributeValue)
-	}
-	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockBlockerSessionID) {
-		dp.Attributes().PutInt("gpotel.lock.blocker.session.id", lockBlockerSessionIDAttributeValue)
 	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelSessionLockWaitMetricAttributeKeyLockBlockerMode) {
 		dp.Attributes().PutStr("gpotel.lock.blocker.mode", lockBlockerModeAttributeValue)
@@ -3819,8 +3813,8 @@ func (mb *MetricsBuilder) RecordGpotelSessionInfoDataPoint(ts pcommon.Timestamp,
 }
 
 // RecordGpotelSessionLockWaitDataPoint adds a data point to gpotel.session.lock.wait metric.
-func (mb *MetricsBuilder) RecordGpotelSessionLockWaitDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockObjectAttributeValue string, lockBlockerSessionIDAttributeValue int64, lockBlockerModeAttributeValue string) {
-	mb.metricGpotelSessionLockWait.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue, lockModeAttributeValue, lockObjectAttributeValue, lockBlockerSessionIDAttributeValue, lockBlockerModeAttributeValue)
+func (mb *MetricsBuilder) RecordGpotelSessionLockWaitDataPoint(ts pcommon.Timestamp, val int64, segmentIDAttributeValue int64, lockModeAttributeValue string, lockBlockerModeAttributeValue string) {
+	mb.metricGpotelSessionLockWait.recordDataPoint(mb.startTime, ts, val, segmentIDAttributeValue, lockModeAttributeValue, lockBlockerModeAttributeValue)
 }
 
 // RecordGpotelSessionSpillFilesDataPoint adds a data point to gpotel.session.spill.files metric.

@@ -225,9 +225,9 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelSessionInfoDataPoint(ts, 1)
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, 10, "lock_mode-val", "lock_object-val", 23, "lock_blocker_mode-val")
+			mb.RecordGpotelSessionLockWaitDataPoint(ts, 1, 10, "lock_mode-val", "lock_blocker_mode-val")
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpotelSessionLockWaitDataPoint(ts, 3, 11, "lock_mode-val-2", "lock_object-val-2", 24, "lock_blocker_mode-val-2")
+				mb.RecordGpotelSessionLockWaitDataPoint(ts, 3, 11, "lock_mode-val-2", "lock_blocker_mode-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -1239,7 +1239,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.session.lock.wait"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).", mi.Description())
+						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants and the mode a session holding a conflicting lock holds (pg_locks, cluster-wide on Greenplum); Metric.Metadata() names the object and that session.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -1252,12 +1252,6 @@ func TestMetricsBuilder(t *testing.T) {
 						lockModeAttrVal, ok := dp.Attributes().Get("gpotel.lock.mode")
 						assert.True(t, ok)
 						assert.Equal(t, "lock_mode-val", lockModeAttrVal.Str())
-						lockObjectAttrVal, ok := dp.Attributes().Get("gpotel.lock.object")
-						assert.True(t, ok)
-						assert.Equal(t, "lock_object-val", lockObjectAttrVal.Str())
-						lockBlockerSessionIDAttrVal, ok := dp.Attributes().Get("gpotel.lock.blocker.session.id")
-						assert.True(t, ok)
-						assert.EqualValues(t, 23, lockBlockerSessionIDAttrVal.Int())
 						lockBlockerModeAttrVal, ok := dp.Attributes().Get("gpotel.lock.blocker.mode")
 						assert.True(t, ok)
 						assert.Equal(t, "lock_blocker_mode-val", lockBlockerModeAttrVal.Str())
@@ -1266,7 +1260,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.session.lock.wait"] = true
 						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
 						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
-						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants, the object, and the session holding a conflicting lock (pg_locks, cluster-wide on Greenplum).", mi.Description())
+						assert.Equal(t, "On session resources, only while the session waits for a lock: 1, with the mode it wants and the mode a session holding a conflicting lock holds (pg_locks, cluster-wide on Greenplum); Metric.Metadata() names the object and that session.", mi.Description())
 						assert.Equal(t, "1", mi.Unit())
 						dp := mi.Gauge().DataPoints().At(0)
 						assert.Equal(t, start, dp.StartTimestamp())
@@ -1285,10 +1279,6 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("gpotel.segment.id")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpotel.lock.mode")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("gpotel.lock.object")
-						assert.False(t, ok)
-						_, ok = dp.Attributes().Get("gpotel.lock.blocker.session.id")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpotel.lock.blocker.mode")
 						assert.False(t, ok)
