@@ -262,7 +262,7 @@ func (p *process) fillStatus(s *Status) {
 		VoluntaryCtxtSwitches:    s.VoluntaryCtxtSwitches,
 		NonvoluntaryCtxtSwitches: s.NonvoluntaryCtxtSwitches,
 	}
-	for l := range StatusLine(numStatusLines) {
+	for l := range numStatusLines {
 		if s.Has(l) {
 			p.kb[l] = s.KiB[l]
 			setStatusLine(&p.status, l, &p.kb[l])

@@ -7,8 +7,8 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"io/fs"
 	"os"
-	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
@@ -34,7 +34,8 @@ type output struct {
 
 // generate returns every file figuregen writes, as it would write it.
 func generate(root string) ([]output, error) {
-	doc, err := os.ReadFile(filepath.Join(root, docPath))
+	files := os.DirFS(root)
+	doc, err := fs.ReadFile(files, docPath)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +49,7 @@ func generate(root string) ([]output, error) {
 			return nil, fmt.Errorf("%s: %w", docPath, err)
 		}
 	}
-	metadata, err := os.ReadFile(filepath.Join(root, metadataPath))
+	metadata, err := fs.ReadFile(files, metadataPath)
 	if err != nil {
 		return nil, err
 	}
