@@ -366,12 +366,6 @@ func (m *ProcessMetric) figureOf(v string) (Figure, bool) {
 	return 0, false
 }
 
-// CounterMetricOfSession finds the counter metric of a session figure name.
-func CounterMetricOfSession(session string) (*ProcessMetric, bool) {
-	m, ok := counterMetricBySession[session]
-	return m, ok
-}
-
 // StatField is a yagpcc SystemStat field a figure fills.
 type StatField struct {
 	Name    string // as metrics.proto spells it
