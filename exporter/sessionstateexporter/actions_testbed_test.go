@@ -247,7 +247,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ownbackends.Track(pc, "monitoring connection")
+	new(ownbackends.Pool).Track(pc, "monitoring connection")
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		t.Fatal(err)

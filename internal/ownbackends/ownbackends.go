@@ -51,9 +51,26 @@ func Of(pid int64) (what string, ok bool) {
 	return what, ok
 }
 
+// Pool is the backend pids of one pool's open connections. Unlike the
+// process's set, its pids are all of one server, so a backend of another
+// server with the same pid is never taken for one of them. The zero value
+// is an empty Pool.
+type Pool struct {
+	mu   sync.Mutex
+	pids map[int64]struct{}
+}
+
+// Has tells whether pid serves one of the pool's open connections.
+func (p *Pool) Has(pid int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, ok := p.pids[pid]
+	return ok
+}
+
 // Track records every connection pc's pool opens, from after its
-// AfterConnect succeeds until it is closed.
-func Track(pc *pgxpool.Config, what string) {
+// AfterConnect succeeds until it is closed, in the process's set and in p.
+func (p *Pool) Track(pc *pgxpool.Config, what string) {
 	after, before := pc.AfterConnect, pc.BeforeClose
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		if after != nil {
@@ -61,11 +78,22 @@ func Track(pc *pgxpool.Config, what string) {
 				return err
 			}
 		}
-		Add(int64(conn.PgConn().PID()), what)
+		pid := int64(conn.PgConn().PID())
+		Add(pid, what)
+		p.mu.Lock()
+		if p.pids == nil {
+			p.pids = map[int64]struct{}{}
+		}
+		p.pids[pid] = struct{}{}
+		p.mu.Unlock()
 		return nil
 	}
 	pc.BeforeClose = func(conn *pgx.Conn) {
-		Remove(int64(conn.PgConn().PID()))
+		pid := int64(conn.PgConn().PID())
+		Remove(pid)
+		p.mu.Lock()
+		delete(p.pids, pid)
+		p.mu.Unlock()
 		if before != nil {
 			before(conn)
 		}

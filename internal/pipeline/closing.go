@@ -67,8 +67,11 @@ type Cgroup struct {
 
 // Session is one coordinator row heading a session.
 type Session struct {
-	ID, PID        int64
-	System         bool
+	ID, PID int64
+	System  bool
+	// Own is one of the collector's own monitoring connections: its
+	// statements are gpotel's, not the cluster's work.
+	Own            bool
 	Database, User *string // nil: NULL
 	State          SessionState
 	CgroupPressure []GroupPressure
@@ -150,6 +153,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		ra.int(AttrSessionID, s.ID)
 		ra.int(AttrSessionPID, s.PID)
 		ra.bool(AttrSessionSystem, s.System)
+		if s.Own {
+			ra.bool(AttrSessionOwn, true)
+		}
 		if s.Database != nil {
 			ra.str(AttrDBNamespace, *s.Database)
 		}
@@ -357,7 +363,7 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 type SessionHeader struct {
 	Key            SessionKey
 	PID            int64
-	System         bool
+	System, Own    bool
 	Database, User string
 	Host           string // the coordinator's
 }
@@ -373,6 +379,7 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	}
 	h.PID = attrInt(attrs, AttrSessionPID).V
 	h.System = attrBool(attrs, AttrSessionSystem).V
+	h.Own = attrBool(attrs, AttrSessionOwn).V
 	h.Database, h.User, h.Host = str(attrs, AttrDBNamespace), str(attrs, AttrSessionUser), str(attrs, AttrHostName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {

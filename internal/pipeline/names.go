@@ -123,6 +123,7 @@ const (
 	AttrProcessSystem       = "gpotel.process.system"
 	AttrSessionPID          = "gpotel.session.pid"
 	AttrSessionSystem       = "gpotel.session.system"
+	AttrSessionOwn          = "gpotel.session.own"
 	AttrDBNamespace         = "db.namespace"
 	AttrSessionUser         = "gpotel.session.user"
 )

@@ -24,6 +24,7 @@ type sessionLife struct {
 	backendStart int64 // 0: the server reported none
 	who          pipeline.SessionWho
 	system       bool // not a client session: no event
+	own          bool // the collector's own connection: no event, none of its queries either
 	lastSeen     int64
 	queries      int64
 	totals       pipeline.Counters
@@ -56,6 +57,7 @@ func (l *sessionLife) reusedBy(act *sessionActivity) bool {
 // see takes in what the newest snapshot says of whose session it is.
 func (l *sessionLife) see(act *sessionActivity) {
 	l.who, l.system = act.who, act.system
+	l.own = l.own || act.own
 	l.vmemPeak = max(l.vmemPeak, act.vmem)
 }
 
@@ -147,8 +149,10 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 		if q.finished || q.end == 0 {
 			continue
 		}
-		if q.end <= sq.since {
-			q.finished = true // it ended before gpotel saw its session: its event, if any, is past
+		if q.end <= sq.since || sq.life.own {
+			// It ended before gpotel saw its session (its event, if any, is
+			// past), or it was gpotel's own statement, not the cluster's work.
+			q.finished = true
 			continue
 		}
 		waited := now-q.end > t.keep
@@ -163,7 +167,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 	if l.ended || l.gone == 0 {
 		return
 	}
-	if l.system {
+	if l.system || l.own {
 		l.ended = true
 		return
 	}

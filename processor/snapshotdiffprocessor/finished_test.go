@@ -441,3 +441,30 @@ func TestQueryShareRunsToTheRead(t *testing.T) {
 		late(querySnap(2, running(0.5), nil, backend(1.8))))
 	near(t, "query CPU: all of the backend's", queryCPU(t, md, 0.5), 1.8)
 }
+
+// The collector's own monitoring connection runs a statement every scrape:
+// neither those statements nor the session are the cluster's finished work.
+func TestCollectorsOwnSessionGetsNoEvent(t *testing.T) {
+	for _, own := range []bool{false, true} {
+		p, sink := newTestProcessor(t, queryConfig())
+		snaps := []pipelinetest.Snapshot{
+			querySnap(0, running(0), nil, backend(0)),
+			querySnap(1, idle(0, 0.5), nil, backend(0.5)),
+			querySnap(2, running(1.5), nil, backend(1)),
+			querySnap(3, idle(1.5, 2.5), nil, backend(1.5)),
+			noSession(4), noSession(5), noSession(6),
+		}
+		for i := range snaps {
+			for j := range snaps[i].Sessions {
+				snaps[i].Sessions[j].Own = own
+			}
+		}
+		ev := feedEach(t, p, sink, snaps...)
+		if own && (len(ev.queries) != 0 || len(ev.sessions) != 0) {
+			t.Errorf("own session: %d query and %d session events, want none", len(ev.queries), len(ev.sessions))
+		}
+		if !own && (len(ev.queries) != 2 || len(ev.sessions) != 1) {
+			t.Errorf("a user's session: %d query and %d session events, want 2 and 1", len(ev.queries), len(ev.sessions))
+		}
+	}
+}

@@ -19,6 +19,7 @@ import (
 type sessionActivity struct {
 	pid          int64 // gpotel.session.pid: the head process
 	system       bool  // not a client session: it gets no session event
+	own          bool  // the collector's own connection: no event of it or its queries
 	running      bool
 	aborted      bool  // idle in an aborted transaction
 	waiting      bool  // waiting for a lock
@@ -52,7 +53,7 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 		if !ok || !hasInfo {
 			continue
 		}
-		act := sessionActivity{pid: h.PID, system: h.System, running: st.Running(), aborted: st.State.V == stateIdleAborted,
+		act := sessionActivity{pid: h.PID, system: h.System, own: h.Own, running: st.Running(), aborted: st.State.V == stateIdleAborted,
 			waiting: waitsForLock(&st), queryStart: unixNano(st.QueryStart), stateChange: unixNano(st.StateChange),
 			backendStart: unixNano(st.BackendStart), text: st.Query.V,
 			who: pipeline.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,

@@ -42,6 +42,43 @@ func TestMonitoringConnectionsAreKnownByTheirPid(t *testing.T) {
 	}
 }
 
+// Discovery marks the session rows of the monitoring pool's own backends,
+// by pid: a user's session that takes the collector's application_name is
+// not marked, so its finished work is kept.
+func TestDiscoveryMarksOnlyItsOwnSessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	ctx := await.Context(t)
+	user, err := pgx.Connect(ctx, c.CoordinatorDSN+"&application_name="+defaultApplicationName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = user.Close(context.Background()) }()
+	userPID := int64(user.PgConn().PID())
+	src := newPGSource(testbedConfig(c))
+	t.Cleanup(src.Close)
+	st, err := src.Discover(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, sawUser := 0, false
+	for _, r := range st.Sessions {
+		_, isPools := ownbackends.Of(r.PID)
+		if r.Own != isPools {
+			t.Errorf("session row of pid %d: Own %v, want %v", r.PID, r.Own, isPools)
+		}
+		if r.Own {
+			own++
+		}
+		sawUser = sawUser || r.PID == userPID
+	}
+	if own == 0 || !sawUser {
+		t.Errorf("%d own session rows (want at least the discovering one), user's session seen %v", own, sawUser)
+	}
+}
+
 // The monitoring connection pins its search_path: a schema the role's own
 // search_path puts before pg_catalog (one a user could create objects in)
 // cannot shadow what discovery reads.

@@ -334,6 +334,9 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 		rb.SetGpotelSessionID(s.ID)
 		rb.SetGpotelSessionPid(s.PID)
 		rb.SetGpotelSessionSystem(s.System)
+		if s.Own {
+			rb.SetGpotelSessionOwn(true)
+		}
 		if s.Database != nil {
 			rb.SetDbNamespace(*s.Database)
 		}

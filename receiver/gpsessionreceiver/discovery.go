@@ -59,6 +59,9 @@ type SessionRow struct {
 	RsgName          *string
 	RsgQueueDuration *string
 	Query            *string
+	// Own is true for a backend of the receiver's own monitoring pool,
+	// known by its pid (not a column: nothing a database user can set).
+	Own bool
 }
 
 // ClusterState is what one discovery read from the coordinator.
@@ -90,6 +93,7 @@ type pgSource struct {
 
 	mu      sync.Mutex
 	pool    *pgxpool.Pool
+	own     ownbackends.Pool // the backends of pool's connections
 	tmID    int64
 	dialect string          // detected or configured; reset when tm_id changes
 	columns map[string]bool // pg_stat_activity columns; reset when tm_id changes
@@ -182,8 +186,6 @@ func (s *pgSource) poolConfig() (*pgxpool.Config, error) {
 	pc.MinConns = 0
 	pc.AfterConnect = bypassResourceGroups
 	pc.ConnConfig.Tracer = s.tracer
-	// Actions never touch these backends, whatever their application_name.
-	ownbackends.Track(pc, "monitoring connection")
 	return pc, nil
 }
 
@@ -217,6 +219,9 @@ func (s *pgSource) getPool() (*pgxpool.Pool, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Actions never touch these backends, whatever their application_name,
+	// and their statements are no finished work of the cluster's.
+	s.own.Track(pc, "monitoring connection")
 	pool, err := pgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {
 		return nil, fmt.Errorf("database pool: %w", err)
@@ -282,6 +287,9 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	s.backendsSeen.Store(int64(len(st.Backends)))
 	if st.Sessions, err = querySessions(ctx, conn.Conn(), gpsql.Sessions(s.shape(dialect, columns)), dialect); err != nil {
 		return nil, err
+	}
+	for i := range st.Sessions {
+		st.Sessions[i].Own = s.own.Has(st.Sessions[i].PID)
 	}
 	if isGreenplumFamily(dialect) {
 		// Names only label cgroup figures: a failure costs the names, not the scrape.

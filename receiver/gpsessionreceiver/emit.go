@@ -129,7 +129,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer)
 	backends := sessionBackends(s)
 	for _, row := range s.sessions {
 		c.Sessions = append(c.Sessions, pipeline.Session{
-			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Database: row.Datname, User: row.Usename,
+			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Own: row.Own, Database: row.Datname, User: row.Usename,
 			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
 			CgroupPressure: pressure.of(row.SessionID),
 			Greenplum:      s.greenplum[row.SessionID],

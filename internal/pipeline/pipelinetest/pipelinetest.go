@@ -55,6 +55,7 @@ type Session struct {
 	DB     string
 	User   string
 	System bool
+	Own    bool // one of the collector's own connections
 	State  string
 	// QueryStart, StateChange, BackendStart (zero: NULL), Query and
 	// Waiting (for a lock) go into the metadata too.
@@ -181,7 +182,7 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 			BackendStart: pipeline.Null[time.Time]{V: ss.BackendStart, Valid: !ss.BackendStart.IsZero()},
 			Waiting:      pipeline.Null[bool]{V: ss.Waiting, Valid: ss.Waiting},
 		}
-		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Database: &ss.DB, User: &ss.User, State: st,
+		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Own: ss.Own, Database: &ss.DB, User: &ss.User, State: st,
 			Greenplum: ss.Greenplum})
 	}
 	return c

@@ -1774,6 +1774,7 @@ type ResourceAttributesConfig struct {
 	GpotelResourceGroupName ResourceAttributeConfig `mapstructure:"gpotel.resource_group.name"`
 	GpotelResourceGroupOid  ResourceAttributeConfig `mapstructure:"gpotel.resource_group.oid"`
 	GpotelSessionID         ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
+	GpotelSessionOwn        ResourceAttributeConfig `mapstructure:"gpotel.session.own"`
 	GpotelSessionPid        ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
 	GpotelSessionSystem     ResourceAttributeConfig `mapstructure:"gpotel.session.system"`
 	GpotelSessionUser       ResourceAttributeConfig `mapstructure:"gpotel.session.user"`
@@ -1811,6 +1812,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GpotelSessionID: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelSessionOwn: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelSessionPid: ResourceAttributeConfig{

@@ -3550,6 +3550,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GpotelSessionID.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.session.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionID.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GpotelSessionOwn.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.session.own"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionOwn.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelSessionOwn.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.session.own"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionOwn.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GpotelSessionPid.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.session.pid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionPid.MetricsInclude)
 	}

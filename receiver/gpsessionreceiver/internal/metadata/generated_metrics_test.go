@@ -307,6 +307,7 @@ func TestMetricsBuilder(t *testing.T) {
 			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
 			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
+			rb.SetGpotelSessionOwn(true)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
 			rb.SetGpotelSessionUser("gpotel.session.user-val")

@@ -140,6 +140,13 @@ func (rb *ResourceBuilder) SetGpotelSessionID(val int64) {
 	}
 }
 
+// SetGpotelSessionOwn sets provided value as "gpotel.session.own" attribute.
+func (rb *ResourceBuilder) SetGpotelSessionOwn(val bool) {
+	if rb.config.GpotelSessionOwn.Enabled {
+		rb.res.Attributes().PutBool("gpotel.session.own", val)
+	}
+}
+
 // SetGpotelSessionPid sets provided value as "gpotel.session.pid" attribute.
 func (rb *ResourceBuilder) SetGpotelSessionPid(val int64) {
 	if rb.config.GpotelSessionPid.Enabled {

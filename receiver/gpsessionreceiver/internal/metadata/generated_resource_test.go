@@ -23,6 +23,7 @@ func TestResourceBuilder(t *testing.T) {
 			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
 			rb.SetGpotelResourceGroupOid(25)
 			rb.SetGpotelSessionID(17)
+			rb.SetGpotelSessionOwn(true)
 			rb.SetGpotelSessionPid(18)
 			rb.SetGpotelSessionSystem(false)
 			rb.SetGpotelSessionUser("gpotel.session.user-val")
@@ -34,9 +35,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 15, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 15, res.Attributes().Len())
+				assert.Equal(t, 16, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -92,6 +93,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.EqualValues(t, 17, gpotelSessionIDAttrVal.Int())
+			}
+			gpotelSessionOwnAttrVal, ok := res.Attributes().Get("gpotel.session.own")
+			assert.True(t, ok)
+			if ok {
+				assert.True(t, gpotelSessionOwnAttrVal.Bool())
 			}
 			gpotelSessionPidAttrVal, ok := res.Attributes().Get("gpotel.session.pid")
 			assert.True(t, ok)
