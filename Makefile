@@ -21,7 +21,7 @@ TEST_TIMEOUT ?= 15m
 # One package's bound: testbed/e2e alone runs about 12 minutes of drills and truth tests.
 DB_TEST_TIMEOUT ?= 40m
 
-.PHONY: all build agent collector test test-stress unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools testbed-deps run clean package
+.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools testbed-deps run clean package
 
 all: build
 
@@ -164,6 +164,15 @@ STRESS_COUNT ?= 3
 test-stress: testbed-deps agent collector
 	@./scripts/burn-cpu.sh 2 & burner=$$!; trap 'kill $$burner 2>/dev/null' EXIT; \
 	$(GO) test -count=$(STRESS_COUNT) -timeout 60m -p 1 ./testbed/...
+
+# Breaks each rule of scripts/mutate/mutations.txt in one line, in a copy,
+# runs the tests the list names and reports the mutations no test caught
+# (build/mutate.txt); not part of `make test`. Heavy mutations (their tests
+# start PostgreSQL) run only with MUTATE_LOCK, a file flocked while each of
+# their tests runs: on a shared machine, MUTATE_LOCK=/tmp/gpotel-heavy.lock.
+MUTATE_LOCK ?=
+mutate:
+	$(GO) run ./scripts/mutate $(if $(MUTATE_LOCK),-lock $(MUTATE_LOCK)) $(if $(MUTATE_ONLY),-only '$(MUTATE_ONLY)')
 
 # Figures go to the terminal and build/bench.txt; a failing benchmark fails the target.
 bench: testbed-deps

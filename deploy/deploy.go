@@ -12,7 +12,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -50,8 +52,9 @@ type panel struct {
 	Title   string  `json:"title"`
 	Panels  []panel `json:"panels"` // a collapsed row's panels
 	Targets []struct {
-		RefID string `json:"refId"`
-		Expr  string `json:"expr"`
+		RefID  string `json:"refId"`
+		Expr   string `json:"expr"`
+		RawSQL string `json:"rawSql"`
 	} `json:"targets"`
 }
 
@@ -79,6 +82,9 @@ func DashboardQueries() ([]Expression, error) {
 	walk = func(ps []panel) error {
 		for _, p := range ps {
 			for _, t := range p.Targets {
+				if t.RawSQL != "" {
+					continue // a history panel's SQL: DashboardSQL
+				}
 				var missing []string
 				expr := dashboardVariable.ReplaceAllStringFunc(t.Expr, func(m string) string {
 					name := dashboardVariable.FindStringSubmatch(m)[1]
@@ -101,6 +107,52 @@ func DashboardQueries() ([]Expression, error) {
 	}
 	if err := walk(d.Panels); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// SQLQuery is one SQL statement of a panel on the history data source
+// (PostgreSQL), with Grafana's macros expanded.
+type SQLQuery struct {
+	Source string // "dashboard: <panel> (<refId>)"
+	SQL    string
+}
+
+var (
+	timeFilterMacro     = regexp.MustCompile(`\$__timeFilter\((\w+)\)`)
+	timeGroupAliasMacro = regexp.MustCompile(`\$__timeGroupAlias\((\w+), '(\d+)m'\)`)
+)
+
+// DashboardSQL are the dashboard's SQL panel queries with the macros
+// they use expanded as Grafana's PostgreSQL data source expands them for
+// the time range [from, to].
+func DashboardSQL(from, to time.Time) ([]SQLQuery, error) {
+	b, err := files.ReadFile(DashboardFile)
+	if err != nil {
+		return nil, err
+	}
+	var d dashboard
+	if err := json.Unmarshal(b, &d); err != nil {
+		return nil, fmt.Errorf("%s: %w", DashboardFile, err)
+	}
+	const layout = "2006-01-02T15:04:05Z"
+	var out []SQLQuery
+	for _, p := range d.Panels {
+		for _, t := range p.Targets {
+			if t.RawSQL == "" {
+				continue
+			}
+			sql := timeFilterMacro.ReplaceAllString(t.RawSQL, fmt.Sprintf("$1 BETWEEN '%s' AND '%s'", from.UTC().Format(layout), to.UTC().Format(layout)))
+			sql = timeGroupAliasMacro.ReplaceAllStringFunc(sql, func(m string) string {
+				sub := timeGroupAliasMacro.FindStringSubmatch(m)
+				minutes, _ := strconv.Atoi(sub[2])
+				return fmt.Sprintf(`floor(extract(epoch from %s)/%d)*%d AS "time"`, sub[1], minutes*60, minutes*60)
+			})
+			if strings.Contains(sql, "$") {
+				return nil, fmt.Errorf("%s: panel %q: a macro or variable left in %q", DashboardFile, p.Title, sql)
+			}
+			out = append(out, SQLQuery{Source: fmt.Sprintf("dashboard: %s (%s)", p.Title, t.RefID), SQL: sql})
+		}
 	}
 	return out, nil
 }

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // promtool comes from Debian's prometheus package (.ci/run installs it).
@@ -81,6 +82,22 @@ func TestDashboardQueriesUseTheDefaultWindow(t *testing.T) {
 	for _, q := range qs {
 		if strings.Contains(q.PromQL, "$") {
 			t.Errorf("%s: a variable is left in %q", q.Source, q.PromQL)
+		}
+	}
+}
+
+func TestDashboardHasTheHistoryPanels(t *testing.T) {
+	from := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	qs, err := DashboardSQL(from, from.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(qs) < 2 {
+		t.Fatalf("%d SQL panel queries; want the top queries table and CPU by user", len(qs))
+	}
+	for _, q := range qs {
+		if !strings.Contains(q.SQL, "gpotel_history.queries") {
+			t.Errorf("%s reads no history table: %s", q.Source, q.SQL)
 		}
 	}
 }

@@ -8,9 +8,24 @@ BUILD=${BUILD:-build}
 API=${GPOTEL_API:-127.0.0.1:1432}
 OUT=$(mktemp -d /tmp/gpotel-run-XXXXXX)
 demo_pid=""
+testbed_dir=""
+
+# history runs SQL in the history database (the history exporter's tables,
+# config/history.yaml) of the demo's coordinator; without a pager, which
+# would hold gpotel-top back until it is left.
+history() {
+	"$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qX -P pager=off -c '\connect gpotel_history' "$@"
+}
+HISTORY_ROWS="SELECT query_end, username, sess_id, ccnt, round(duration::numeric, 1) AS duration_s,
+  round((cpu_time_user + cpu_time_system)::numeric, 2) AS cpu_s, status, left(query_text, 40) AS query
+FROM gpotel_history.queries"
 
 stop_demo() {
 	trap - EXIT INT TERM
+	if [ -n "$testbed_dir" ] && kill -0 "$demo_pid" 2>/dev/null; then
+		echo "the history tables kept these queries that used the most CPU:" >&2
+		history -c "$HISTORY_ROWS ORDER BY cpu_s DESC NULLS LAST LIMIT 5" >&2 || true
+	fi
 	if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
 		echo "stopping the demo (testbed, agents, collector)..." >&2
 		kill -TERM "$demo_pid" 2>/dev/null || true
@@ -28,7 +43,7 @@ ACTION_TOKEN="$OUT/action.token"
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$ACTION_TOKEN")
 export GPOTEL_ACTIONS_ENABLED=true GPOTEL_ACTION_TOKEN_FILE="$ACTION_TOKEN"
 
-"$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
+"$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" --history "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
 demo_pid=$!
 echo "starting the testbed and gpotel (events: $OUT/demo.jsonl)..." >&2
 
@@ -52,5 +67,14 @@ if ! "$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qc "CREATE ROLE gpote
 	echo "the action role could not be created (k and K will fail): $OUT/actions-role.log" >&2
 fi
 echo "k and K act with the token in $ACTION_TOKEN (gpotel-top --action-token-file)" >&2
+
+# The first finished queries, as the history exporter wrote them.
+echo "waiting for the first rows of gpotel_history.queries..." >&2
+for _ in $(seq 1 120); do
+	rows=$(history -At -c 'SELECT count(*) FROM gpotel_history.queries' 2>/dev/null | tail -1 || true)
+	[ "${rows:-0}" -gt 0 ] 2>/dev/null && break
+	sleep 0.5
+done
+history -c "$HISTORY_ROWS ORDER BY query_end LIMIT 10" >&2 || echo "no history rows yet: $OUT/collector.log says why" >&2
 
 "$BUILD/gpotel-top" --addr "$API" --interval 2s --action-token-file "$ACTION_TOKEN"

@@ -6,8 +6,12 @@ package segmentagent
 import (
 	"bytes"
 	"errors"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -92,9 +96,33 @@ func logTaskstatsOnce(logger *zap.Logger, p taskstatsProbe, procRoot string) {
 }
 
 // delayacctEnabled reads kernel.task_delayacct; it can change at any time.
+// A kernel before 5.14 (RHEL 7 and 8) has no such sysctl: there delay
+// accounting is on unless the kernel was booted with nodelayacct.
 func delayacctEnabled(procRoot string) bool {
 	b, err := os.ReadFile(filepath.Join(procRoot, "sys/kernel/task_delayacct"))
+	if errors.Is(err, fs.ErrNotExist) {
+		return !bootedWith(procRoot, "nodelayacct")
+	}
 	return err == nil && bytes.Equal(bytes.TrimSpace(b), []byte("1"))
+}
+
+// maxCmdlineBytes bounds /proc/cmdline: the kernel's COMMAND_LINE_SIZE is
+// at most a few KiB on every architecture.
+const maxCmdlineBytes = 64 << 10
+
+// bootedWith tells a word of the kernel's command line; true, to claim
+// nothing, when the command line cannot be read whole.
+func bootedWith(procRoot, word string) bool {
+	f, err := os.Open(filepath.Join(procRoot, "cmdline")) // #nosec G304 -- under the configured proc root
+	if err != nil {
+		return true
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxCmdlineBytes+1))
+	if err != nil || len(b) > maxCmdlineBytes {
+		return true
+	}
+	return slices.Contains(strings.Fields(string(b)), word)
 }
 
 // taskRecord keeps the messages of one record in one allocation.

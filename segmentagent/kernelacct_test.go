@@ -4,6 +4,8 @@
 package segmentagent
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -86,3 +88,40 @@ func TestRecordLeavesOutDelaysTheKernelDoesNotHave(t *testing.T) {
 		t.Fatalf("delays %v", d)
 	}
 }
+
+// Delay accounting is on where kernel.task_delayacct is 1, and on a kernel
+// before 5.14 (no such sysctl: on unless booted with nodelayacct).
+func TestDelayacctEnabled(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		sysctl, cmdline *string
+		want            bool
+	}{
+		{"sysctl 1", ptr("1\n"), ptr("ro quiet\n"), true},
+		{"sysctl 0", ptr("0\n"), ptr("ro quiet delayacct\n"), false},
+		{"no sysctl (before 5.14)", nil, ptr("BOOT_IMAGE=/vmlinuz-3.10.0 ro quiet\n"), true},
+		{"no sysctl, booted with nodelayacct", nil, ptr("ro nodelayacct quiet\n"), false},
+		{"no sysctl, no cmdline", nil, nil, false},
+	} {
+		root := t.TempDir()
+		write := func(name string, v *string) {
+			if v == nil {
+				return
+			}
+			path := filepath.Join(root, name)
+			if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, []byte(*v), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write("sys/kernel/task_delayacct", c.sysctl)
+		write("cmdline", c.cmdline)
+		if got := delayacctEnabled(root); got != c.want {
+			t.Errorf("%s: delay accounting %v, want %v", c.name, got, c.want)
+		}
+	}
+}
+
+func ptr(s string) *string { return &s }

@@ -32,6 +32,7 @@ func runDemo(ctx context.Context, args []string) error {
 		duration                                               time.Duration
 		otlpMax                                                int64
 		opts                                                   cluster.Options
+		history                                                bool
 	)
 	fs := newFlags("demo", &dir, false)
 	fs.DurationVar(&duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
@@ -44,6 +45,7 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.StringVar(&collectorBin, "collector", "build/otelcol-gpotel", "the ocb-built collector (make collector)")
 	fs.StringVar(&agentBin, "agent", "build/gpotel-agent", "the agent binary (make agent)")
 	fs.Int64Var(&otlpMax, "otlp-max-bytes", defaultOTLPMaxBytes, "bound of the OTLP file: past it, it moves to .1 (replacing that) and starts again; 0: no bound")
+	fs.BoolVar(&history, "history", false, "also write the finished-work events into database gpotel_history of the coordinator (config/history.yaml)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -58,7 +60,8 @@ func runDemo(ctx context.Context, args []string) error {
 	if opts.Dialect != cluster.DialectGP6 && opts.Dialect != cluster.DialectGP7 && opts.Dialect != cluster.DialectCloudberry {
 		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6, gp7 or cloudberry", dialect)
 	}
-	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin}
+	historyConfig := "config/history.yaml"
+	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin, "--history": &historyConfig}
 	for flagName, path := range files {
 		resolved, err := repoFile(*path)
 		if err != nil {
@@ -85,9 +88,17 @@ func runDemo(ctx context.Context, args []string) error {
 	emit(map[string]any{"event": "testbed", "id": c.ID, "dir": c.Dir, "coordinator_dsn": c.CoordinatorDSN,
 		"hosts": len(c.Hosts) - 1, "segments": len(c.Segments), "dialect": c.Dialect})
 
+	var collectorArgs []string
+	if history {
+		if err := c.CreateHistoryDatabase(ctx); err != nil {
+			return errors.Join(fmt.Errorf("history database: %w", err), teardown())
+		}
+		collectorArgs = append(collectorArgs, "--config", historyConfig)
+	}
 	stack, err := e2e.Launch(ctx, c, e2e.StackOptions{
 		Binaries:         e2e.Binaries{Collector: collectorBin, Agent: agentBin},
 		Config:           config,
+		CollectorArgs:    collectorArgs,
 		Dir:              out,
 		APIEndpoint:      api,
 		WriteOTLP:        true,
@@ -105,6 +116,10 @@ func runDemo(ctx context.Context, args []string) error {
 		"health": "http://" + stack.Health + "/", "telemetry": "http://" + stack.Telemetry + "/metrics"})
 	emit(map[string]any{"event": "api", "endpoint": stack.API, "service": "yagpcc.GetGPInfo",
 		"try": "gpotel-top --addr " + stack.API})
+	if history {
+		emit(map[string]any{"event": "history", "database": "gpotel_history", "tables": []string{"gpotel_history.queries", "gpotel_history.sessions"},
+			"try": fmt.Sprintf("gpotel-testbed psql --dir %s -- -c '\\connect gpotel_history' -c 'TABLE gpotel_history.queries LIMIT 5'", c.Dir)})
+	}
 	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line",
 		"max_bytes": otlpMax, "rotated_to": stack.OTLPFile + ".1"})
 

@@ -200,10 +200,13 @@ func (p *sessionPage) figureLines(r *SessionRow, capa capacity, width int) []str
 		row("switches vol / invol", func(st *yagpcc.SystemStat, _ float64) string {
 			return pair(float64(st.GetVoluntaryCtxtSwitches()), float64(st.GetNonvoluntaryCtxtSwitches()), count)
 		}),
-		row("run-queue wait", func(st *yagpcc.SystemStat, _ float64) string { return secondsText(st.GetRunDelaySeconds()) }),
-		row("block I/O wait", func(st *yagpcc.SystemStat, _ float64) string { return secondsText(st.GetBlkioDelaySeconds()) }),
+		row("run-queue wait", func(st *yagpcc.SystemStat, _ float64) string { return waitText(st.RunDelaySeconds) }),
+		row("block I/O wait", func(st *yagpcc.SystemStat, _ float64) string { return waitText(st.BlkioDelaySeconds) }),
 		row("memory wait", func(st *yagpcc.SystemStat, _ float64) string {
-			return secondsText(st.GetSwapinDelaySeconds() + st.GetFreepagesDelaySeconds() + st.GetThrashingDelaySeconds() + st.GetCompactDelaySeconds())
+			if w, ok := memoryWaits(st); ok {
+				return secondsText(w)
+			}
+			return absentText
 		}),
 	}
 	memory := absentText
@@ -229,6 +232,14 @@ func (p *sessionPage) figureLines(r *SessionRow, capa capacity, width int) []str
 		field("memory now", memory, width),
 		field("spill now", spill, width),
 		field("CPU smoothed", valueOr(strings.Join(smoothed, ", ")), width))
+}
+
+// waitText is a wait in seconds; absent where the hosts do not measure it.
+func waitText(seconds *float64) string {
+	if seconds == nil {
+		return absentText
+	}
+	return secondsText(*seconds)
 }
 
 // hostLines is a per-host breakdown.

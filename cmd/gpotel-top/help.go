@@ -29,7 +29,7 @@ var keyHelp = []struct{ keys, what string }{
 var columnHelp = []struct{ title, what string }{
 	{"CPU%", "CPU (user + system) over the window, in percent of one core: 150 = one and a half cores; * = a host did not answer; " + impossibleMark + " = more than the hosts' CPUs (the collector's figure is wrong, shown as it came)"},
 	{"AVG%", "CPU smoothed at the collector's shortest time constant, in percent of one core"},
-	{"RUNQ%, IOW%, MEMW%", "time spent waiting for a CPU, for block I/O, for memory (swap-in, reclaim, thrashing, compaction) over the window, in percent of one process waiting all the time: 300 = three processes on average; IOW% and MEMW% need kernel.task_delayacct=1 on the hosts (the API cannot yet say when it is off: then they read 0)"},
+	{"RUNQ%, IOW%, MEMW%", "time spent waiting for a CPU, for block I/O, for memory (swap-in, reclaim, thrashing, compaction) over the window, in percent of one process waiting all the time: 300 = three processes on average; IOW% and MEMW% need kernel.task_delayacct=1 on the hosts: - where they do not measure them"},
 	{"RD/s, WR/s", "storage bytes read and written per second over the window (not the page cache)"},
 	{"PRIV, RSS, VMEM", "private resident memory, resident memory, Greenplum's vmem account, now, every host"},
 	{"SPILL", "workfile bytes held now (Greenplum); in the queries view the most the query held at once"},

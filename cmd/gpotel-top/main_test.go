@@ -37,6 +37,9 @@ type sessionFigures struct {
 	blockedBy       int64
 	skew            float64
 	hottest         *int32
+	// unmeasuredWaits: the hosts measure no waits (no schedstat,
+	// kernel.task_delayacct off): the API leaves them absent.
+	unmeasuredWaits bool
 }
 
 // state is one live session of the newest snapshot.
@@ -45,7 +48,7 @@ func state(f sessionFigures) *yagpcc.SessionState {
 	if f.avgCPU > 0 {
 		avgs = []*yagpcc.ProcAvg{{TimeConstantSeconds: 60, CpuCores: f.avgCPU}, {TimeConstantSeconds: 300, CpuCores: f.avgCPU / 2}}
 	}
-	return seenAt(&yagpcc.SessionState{
+	st := seenAt(&yagpcc.SessionState{
 		ProcAvg:          avgs,
 		SessionKey:       &yagpcc.SessionKey{SessId: f.sessID, TmId: 1700000000},
 		SessionInfo:      &yagpcc.SessionInfo{User: f.user, Database: f.db, State: f.state, BlockedBySessId: f.blockedBy},
@@ -58,12 +61,18 @@ func state(f sessionFigures) *yagpcc.SessionState {
 			Rss:               f.rss,
 			ReadBytes:         f.readB,
 			WriteBytes:        f.writeB,
-			RunDelaySeconds:   f.runDelay,
-			BlkioDelaySeconds: f.blkio, SwapinDelaySeconds: f.swapin, FreepagesDelaySeconds: f.reclaim,
+			RunDelaySeconds:   proto.Float64(f.runDelay),
+			BlkioDelaySeconds: proto.Float64(f.blkio), SwapinDelaySeconds: proto.Float64(f.swapin), FreepagesDelaySeconds: proto.Float64(f.reclaim),
 			Partial: f.partial,
 			CpuSkew: f.skew, CpuHottestSegment: f.hottest,
 		}, Spill: &yagpcc.SpillInfo{TotalBytes: f.spill}},
 	}, snapshotTime)
+	if f.unmeasuredWaits {
+		last := st.LastMetrics.SystemStat
+		last.RunDelaySeconds, last.BlkioDelaySeconds, last.SwapinDelaySeconds, last.FreepagesDelaySeconds = nil, nil, nil, nil
+		st.TotalMetrics = &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{UserTimeSeconds: f.userCPU}}
+	}
+	return st
 }
 
 // threeSessions: each the largest in a different column.

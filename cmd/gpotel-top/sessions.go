@@ -131,6 +131,9 @@ type SessionRow struct {
 	Hottest     *int32 // the segment that used the most CPU; nil: none used any
 	Processes   uint32
 	Hosts       uint32
+	// The waits the hosts measure (schedstat, kernel.task_delayacct);
+	// false: the API leaves them absent.
+	HasRunDelay, HasIOWait, HasMemoryWait bool
 
 	// AvgCPU is the smoothed CPU in cores at the shortest time constant.
 	AvgCPU float64
@@ -194,12 +197,25 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 		row.CPU = (st.GetUserTimeSeconds() + st.GetKernelTimeSeconds()) / w
 		row.ReadPerSec = float64(st.GetReadBytes()) / w
 		row.WritePerSec = float64(st.GetWriteBytes()) / w
-		row.RunDelay = st.GetRunDelaySeconds() / w
-		row.IOWait = st.GetBlkioDelaySeconds() / w
-		row.MemoryWait = (st.GetSwapinDelaySeconds() + st.GetFreepagesDelaySeconds() + st.GetThrashingDelaySeconds() + st.GetCompactDelaySeconds()) / w
+		row.RunDelay, row.HasRunDelay = st.GetRunDelaySeconds()/w, st.RunDelaySeconds != nil
+		row.IOWait, row.HasIOWait = st.GetBlkioDelaySeconds()/w, st.BlkioDelaySeconds != nil
+		memory, ok := memoryWaits(st)
+		row.MemoryWait, row.HasMemoryWait = memory/w, ok
 		row.CPUSkew, row.Hottest = st.GetCpuSkew(), st.CpuHottestSegment
 	}
 	return row
+}
+
+// memoryWaits is the seconds waited for memory (swap-in, reclaim,
+// thrashing, compaction); false when the API has none of them.
+func memoryWaits(st *yagpcc.SystemStat) (float64, bool) {
+	sum, measured := 0.0, false
+	for _, w := range []*float64{st.SwapinDelaySeconds, st.FreepagesDelaySeconds, st.ThrashingDelaySeconds, st.CompactDelaySeconds} {
+		if w != nil {
+			sum, measured = sum+*w, true
+		}
+	}
+	return sum, measured
 }
 
 // sortValue is the figure the key orders by; an absent one sorts last.
@@ -222,6 +238,9 @@ func (r SessionRow) sortValue(k SortKey) float64 {
 	case SortWrite:
 		return window(r.WritePerSec)
 	case SortRunDelay:
+		if !r.HasRunDelay {
+			return absent
+		}
 		return window(r.RunDelay)
 	case SortSkew:
 		if r.CPU < 0.05 {
@@ -361,8 +380,13 @@ func sessionColumns(capa capacity) table[SessionRow] {
 			return f(r)
 		}
 	}
-	percent := func(v func(SessionRow) float64) func(SessionRow) string {
-		return window(func(r SessionRow) string { return percentText(v(r) * 100) })
+	wait := func(v func(SessionRow) (float64, bool)) func(SessionRow) string {
+		return window(func(r SessionRow) string {
+			if w, ok := v(r); ok {
+				return percentText(w * 100)
+			}
+			return absentText
+		})
 	}
 	rate := func(v func(SessionRow) float64) func(SessionRow) string {
 		return window(func(r SessionRow) string { return bytesText(v(r)) })
@@ -406,9 +430,9 @@ func sessionColumns(capa capacity) table[SessionRow] {
 				}
 				return bytesText(float64(r.Vmem))
 			}},
-			{"RUNQ%", 6, false, 11, percent(func(r SessionRow) float64 { return r.RunDelay })},
-			{"IOW%", 5, false, 15, percent(func(r SessionRow) float64 { return r.IOWait })},
-			{"MEMW%", 5, false, 16, percent(func(r SessionRow) float64 { return r.MemoryWait })},
+			{"RUNQ%", 6, false, 11, wait(func(r SessionRow) (float64, bool) { return r.RunDelay, r.HasRunDelay })},
+			{"IOW%", 5, false, 15, wait(func(r SessionRow) (float64, bool) { return r.IOWait, r.HasIOWait })},
+			{"MEMW%", 5, false, 16, wait(func(r SessionRow) (float64, bool) { return r.MemoryWait, r.HasMemoryWait })},
 			{"SKEW", 7, false, 12, window(func(r SessionRow) string { return skewText(r.CPUSkew, r.Hottest) })},
 		},
 		textTitle: "QUERY",

@@ -162,8 +162,9 @@ func TestAbsentFiguresShowADash(t *testing.T) {
 	}, snapshotTime)
 	noSpill := busy(22, "frank", 40)
 	noSpill.LastMetrics.Spill = nil
+	noWaits := state(sessionFigures{sessID: 23, user: "gina", db: "sales", state: "active", userCPU: 2, window: 10, unmeasuredWaits: true})
 	api := &fakeAPI{
-		sessions: []*yagpcc.SessionState{noWindow, noSpill},
+		sessions: []*yagpcc.SessionState{noWindow, noSpill, noWaits},
 		top: &gpotelv1.GetClusterTopResponse{
 			SnapshotTimeUnixNano: snapshotTime.UnixNano(), WindowSeconds: 10,
 			Cluster: &gpotelv1.ClusterTotals{Hosts: 1},
@@ -176,12 +177,19 @@ func TestAbsentFiguresShowADash(t *testing.T) {
 	for _, c := range []struct{ row, title string }{
 		{"erin", "CPU%"}, {"erin", "RD/s"}, {"erin", "WR/s"}, {"erin", "PRIV"}, {"erin", "SPILL"}, {"erin", "AVG%"}, {"erin", "RUNQ%"},
 		{"frank", "SPILL"}, {"frank", "AVG%"}, {"frank", "VMEM"},
+		{"gina", "RUNQ%"}, {"gina", "IOW%"}, {"gina", "MEMW%"},
 	} {
 		if got := cellUnder(header, h.line(c.row), c.title); got != "-" {
 			t.Errorf("%s of %s's session: %q, want -\n%s", c.title, c.row, got, h.screen())
 		}
 	}
-	h.press("tab")
+	h.press("down", "enter") // gina's: the waits neither over the window nor over its life
+	for _, wait := range []string{"run-queue wait", "block I/O wait", "memory wait"} {
+		if f := strings.Fields(strings.TrimPrefix(h.line(wait), wait)); len(f) != 2 || f[0] != "-" || f[1] != "-" {
+			t.Errorf("gina's %s reads %q, want - over the window and - over its life\n%s", wait, h.line(wait), h.screen())
+		}
+	}
+	h.press("esc", "tab")
 	if got := cellUnder(h.line(" SESS "), h.line("work_of_frank"), "CCNT"); got != "-" {
 		t.Errorf("a query without a command count shows CCNT %q\n%s", got, h.screen())
 	}

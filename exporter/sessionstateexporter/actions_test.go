@@ -174,6 +174,9 @@ func TestActionsNeedTheActionToken(t *testing.T) {
 	for name, ctx := range map[string]context.Context{
 		"no token":    ctxTimeout(t),
 		"wrong token": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "act-later")),
+		// The whole token and nothing else: neither a prefix of it nor more.
+		"its prefix":      grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, testActionToken[:3])),
+		"it and one more": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, testActionToken+"!")),
 		// The API's read token, however valid, is not the action token.
 		"read token only": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs("authorization", "Bearer "+testActionToken)),
 	} {

@@ -110,6 +110,42 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 	}
 }
 
+// The bounds hold at their edge: one more than the bound is refused, the
+// bound itself is served (the oversized requests above are refused by any
+// bound below theirs).
+func TestSortAndFilterBoundsHoldAtTheirEdge(t *testing.T) {
+	fields := slices.Sorted(maps.Keys(sortFields))
+	if len(fields) <= maxSortFields {
+		t.Fatalf("%d sort fields, need more than %d distinct ones", len(fields), maxSortFields)
+	}
+	order := func(n int) []*yagpcc.SessionFieldWrapper {
+		var ws []*yagpcc.SessionFieldWrapper
+		for _, f := range fields[:n] {
+			ws = append(ws, &yagpcc.SessionFieldWrapper{FieldName: f})
+		}
+		return ws
+	}
+	if _, err := parseSortSpec(order(maxSortFields)); err != nil {
+		t.Errorf("%d sort fields: %v", maxSortFields, err)
+	}
+	if _, err := parseSortSpec(order(maxSortFields + 1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d sort fields", maxSortFields)) {
+		t.Errorf("%d sort fields: %v, want refused", maxSortFields+1, err)
+	}
+	users := func(n int) []*yagpcc.SessionFilter {
+		out := make([]*yagpcc.SessionFilter, n)
+		for i := range out {
+			out[i] = &yagpcc.SessionFilter{FieldName: yagpcc.SessionFilterEnum_SESSION_FILTER_USER, Value: strconv.Itoa(i)}
+		}
+		return out
+	}
+	if _, err := parseFilters(users(maxFilterValues)); err != nil {
+		t.Errorf("%d filter values: %v", maxFilterValues, err)
+	}
+	if _, err := parseFilters(users(maxFilterValues + 1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d filter values", maxFilterValues)) {
+		t.Errorf("%d filter values: %v, want refused", maxFilterValues+1, err)
+	}
+}
+
 func TestEachSortFieldAppearsOnce(t *testing.T) {
 	pid := &yagpcc.SessionFieldWrapper{FieldName: yagpcc.SessionField_SESSION_FIELD_PID}
 	user := &yagpcc.SessionFieldWrapper{FieldName: yagpcc.SessionField_SESSION_FIELD_USER, Order: yagpcc.SortOrder_SORT_DESC}

@@ -55,6 +55,9 @@ type testSession struct {
 	processes, host int64
 	pressure        []pipeline.GroupPressure // its groups' pressure (avg10 in percent)
 	greenplum       *pipeline.GreenplumSession
+	// unreported are the counters none of its processes reported (bit
+	// per Figure): the processor leaves them out.
+	unreported uint32
 }
 
 const (
@@ -83,7 +86,7 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		})
 		rm := one.ResourceMetrics().At(1) // after its snapshot resource
 		var windows []time.Duration
-		figs := &pipeline.SessionFigures{Processes: s.processes, Hosts: s.host}
+		figs := &pipeline.SessionFigures{Processes: s.processes, Hosts: s.host, Known: pipeline.EveryCounter &^ s.unreported}
 		for _, w := range []struct {
 			d time.Duration
 			f *testFigures

@@ -228,6 +228,11 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 			t.Errorf("query %d: figures %v, want user %v s, write %d bytes, cpu skew %v, io hottest %d", n, m.GetSystemStat(), user,
 				q.Totals[pipeline.DiskWrite], q.Skew.CPU.Ratio, q.Skew.IO.Hottest)
 		}
+		// Query 0's processes reported no block I/O wait: absent, not 0.
+		if measured := q.Known&(1<<pipeline.DiskDelay) != 0; measured != (m.GetSystemStat().BlkioDelaySeconds != nil) {
+			t.Errorf("query %d: block I/O wait %v; want it exactly when some process reported it (%v)", n,
+				m.GetSystemStat().BlkioDelaySeconds, measured)
+		}
 		if q.Text != nil && (stat.GetQueryInfo().GetQueryText() != *q.Text || m.GetSpill().GetTotalBytes() != q.Spill.MaxBytes) {
 			t.Errorf("query %d: text %q spill %v, want %q and %d bytes", n, stat.GetQueryInfo().GetQueryText(), m.GetSpill(), *q.Text, q.Spill.MaxBytes)
 		}

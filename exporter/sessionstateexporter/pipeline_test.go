@@ -125,6 +125,8 @@ func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
 		UserTimeSeconds: 9, KernelTimeSeconds: 1, RunningTimeSeconds: 10,
 		ReadBytes: 2500, Rchar: 6000, Rss: 42 << 20, RssMaxHost: 30 << 20,
 		WindowSeconds: 60, Processes: 2, Hosts: 2,
+		// The processes reported their waits, as 0: measured, so set.
+		RunDelaySeconds: proto.Float64(0), BlkioDelaySeconds: proto.Float64(0),
 		// One segment took part (the coordinator does not count): nothing uneven.
 		CpuMaxOverAvg: 1, CpuHottestSegment: proto.Int32(0), IoMaxOverAvg: 1, IoHottestSegment: proto.Int32(0), SkewSegments: 1,
 	})
@@ -132,7 +134,7 @@ func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
 	assertProtoEqual(t, total, &yagpcc.SystemStat{
 		UserTimeSeconds: 39, KernelTimeSeconds: 4, RunningTimeSeconds: 43,
 		ReadBytes: 5500, Rchar: 17000, Rss: 42 << 20, RssMaxHost: 30 << 20,
-		Processes: 2, Hosts: 2,
+		Processes: 2, Hosts: 2, RunDelaySeconds: proto.Float64(0), BlkioDelaySeconds: proto.Float64(0),
 		CpuMaxOverAvg: 1, CpuHottestSegment: proto.Int32(0), IoMaxOverAvg: 1, IoHottestSegment: proto.Int32(0), SkewSegments: 1,
 	})
 }

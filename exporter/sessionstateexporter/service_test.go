@@ -78,6 +78,10 @@ func wantFullState() *yagpcc.SessionState {
 		st.VmPeakKb = (4 << 30) / 1024
 		st.RssMaxHost, st.RssAnonMaxHost = 150<<20, 60<<20
 		st.Processes, st.Hosts = 9, 3
+		// The memory waits were reported, as 0: measured, so set.
+		zero := proto.Float64(0)
+		st.SwapinDelaySeconds, st.FreepagesDelaySeconds, st.ThrashingDelaySeconds = zero, zero, zero
+		st.CompactDelaySeconds, st.WpcopyDelaySeconds, st.IrqDelaySeconds = zero, zero, zero
 		return st
 	}
 	return &yagpcc.SessionState{
@@ -102,14 +106,14 @@ func wantFullState() *yagpcc.SessionState {
 		LastMetrics: &yagpcc.GPMetrics{SystemStat: memory(&yagpcc.SystemStat{
 			RunningTimeSeconds: 1.75, UserTimeSeconds: 1.5, KernelTimeSeconds: 0.25,
 			Rchar: 10000, Wchar: 20000, Syscr: 11, Syscw: 22, ReadBytes: 4096, WriteBytes: 8192,
-			CancelledWriteBytes: 512, RunDelaySeconds: 0.0625, BlkioDelaySeconds: 0.125,
+			CancelledWriteBytes: 512, RunDelaySeconds: proto.Float64(0.0625), BlkioDelaySeconds: proto.Float64(0.125),
 			MinorFaults: 300, MajorFaults: 3, VoluntaryCtxtSwitches: 40, NonvoluntaryCtxtSwitches: 4,
 			WindowSeconds: 299.5, Partial: true,
 		})},
 		TotalMetrics: &yagpcc.GPMetrics{SystemStat: memory(&yagpcc.SystemStat{
 			RunningTimeSeconds: 120.75, UserTimeSeconds: 100.5, KernelTimeSeconds: 20.25,
 			Rchar: 100000, Wchar: 200000, Syscr: 110, Syscw: 220, ReadBytes: 40960, WriteBytes: 81920,
-			CancelledWriteBytes: 5120, RunDelaySeconds: 2.5, BlkioDelaySeconds: 1.5,
+			CancelledWriteBytes: 5120, RunDelaySeconds: proto.Float64(2.5), BlkioDelaySeconds: proto.Float64(1.5),
 			MinorFaults: 3000, MajorFaults: 30, VoluntaryCtxtSwitches: 400, NonvoluntaryCtxtSwitches: 40,
 		})},
 	}
@@ -144,6 +148,30 @@ func TestGetGPSessionsFillsEveryKnownField(t *testing.T) {
 		t.Fatalf("want one session and no next page, got %d, %q", len(resp.SessionsState), resp.NextPageToken)
 	}
 	assertProtoEqual(t, resp.SessionsState[0], wantFullState())
+}
+
+// A wait no process of the session reported (kernel.task_delayacct off)
+// is absent from GetGPSessions' figures, over the window and the
+// lifetime, never 0; a wait reported stays.
+func TestUnreportedWaitsAreAbsent(t *testing.T) {
+	srv := startDefault(t)
+	s := fullSession()
+	s.unreported = 1<<pipeline.DiskDelay | 1<<pipeline.DelaySwapin
+	srv.consume(t, buildSnapshot(t0, []testSession{s}))
+	resp, err := srv.client.GetGPSession(ctxTimeout(t), &yagpcc.GetGPSessionReq{SessionKey: &yagpcc.SessionKey{SessId: 42, TmId: testTmID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, st := range map[string]*yagpcc.SystemStat{
+		"last": resp.GetSessionsState().GetLastMetrics().GetSystemStat(), "total": resp.GetSessionsState().GetTotalMetrics().GetSystemStat(),
+	} {
+		if st.BlkioDelaySeconds != nil || st.SwapinDelaySeconds != nil {
+			t.Errorf("%s: block I/O wait %v, swap-in wait %v: want both absent", what, st.BlkioDelaySeconds, st.SwapinDelaySeconds)
+		}
+		if st.RunDelaySeconds == nil {
+			t.Errorf("%s: the run-queue wait some process reported is absent", what)
+		}
+	}
 }
 
 func TestIdleSessionHasNoRunningQuery(t *testing.T) {

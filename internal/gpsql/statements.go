@@ -16,6 +16,11 @@ const (
 	// Instance: an agent's local connection to one instance of its host, in
 	// utility mode on a Greenplum segment.
 	Instance Target = "instance"
+	// History: the history exporter's connection, with its own role, to
+	// the database it writes the history tables into (the cluster's own,
+	// or any PostgreSQL). Its statements depend on one another and run in
+	// the table's order.
+	History Target = "history"
 )
 
 // Statement is one entry of the table of everything gpotel sends.
@@ -49,7 +54,7 @@ func greenplumOnly(text string) func(Shape) string {
 // Statements is every statement gpotel sends.
 var Statements = []Statement{
 	{Name: "postmaster start (tm_id)", Sender: "receiver", Target: Coordinator, Text: always(PostmasterStart)},
-	{Name: "version", Sender: "receiver, exporter (actions)", Target: Coordinator, Text: always(Version)},
+	{Name: "version", Sender: "receiver, exporter (actions, history)", Target: Coordinator, Text: always(Version)},
 	{Name: "pg_stat_activity columns", Sender: "receiver", Target: Coordinator, Text: always(ActivityColumns)},
 	{Name: "backends (discovery)", Sender: "receiver", Target: Coordinator, Text: Backends},
 	{Name: "sessions", Sender: "receiver", Target: Coordinator, Text: Sessions},
@@ -74,4 +79,47 @@ var Statements = []Statement{
 		Guard: "has pg_log_backend_memory_contexts"},
 	{Name: "process memory contexts", Sender: "agent", Target: Instance, Text: always(ProcessMemoryContexts), Args: []any{0, true, 1.0},
 		Guard: "has pg_get_process_memory_contexts"},
+	{Name: "history: server version", Sender: "history", Target: History, Text: always(HistoryServerVersion)},
+	{Name: "history: rights", Sender: "history", Target: History, Text: always(HistoryRights), Args: []any{sampleHistoryTable.Schema}},
+	{Name: "history: create schema", Sender: "history", Target: History, Text: always(CreateHistorySchema(sampleHistoryTable.Schema))},
+	{Name: "history: relation owner", Sender: "history", Target: History, Text: always(HistoryRelationOwner),
+		Args: []any{sampleHistoryTable.Schema, sampleHistoryTable.Name}},
+	{Name: "history: create table", Sender: "history", Target: History, Text: func(s Shape) string {
+		return CreateHistoryTable(s.Dialect, sampleHistoryTable, sampleHistoryDay)
+	}},
+	{Name: "history: table columns", Sender: "history", Target: History, Text: always(HistoryTableColumns),
+		Args: []any{sampleHistoryTable.Schema, sampleHistoryTable.Name}},
+	{Name: "history: add column", Sender: "history", Target: History,
+		Text: always(AddHistoryColumn(sampleHistoryTable, HistoryColumn{Name: "added_later", Type: "bigint"}))},
+	{Name: "history: create index", Sender: "history", Target: History,
+		Text: always(CreateHistoryIndex(sampleHistoryTable, "sample_key", sampleHistoryTable.Key))},
+	{Name: "history: partitions", Sender: "history", Target: History, Text: func(s Shape) string { return HistoryPartitions(s.Dialect) },
+		Args: []any{sampleHistoryTable.Schema, sampleHistoryTable.Name}},
+	{Name: "history: add partition", Sender: "history", Target: History, Text: func(s Shape) string {
+		return AddHistoryPartition(s.Dialect, sampleHistoryTable, sampleHistoryDay.AddDate(0, 0, 1))
+	}},
+	{Name: "history: create stage", Sender: "history", Target: History, Text: func(s Shape) string {
+		return CreateHistoryStage(s.Dialect, sampleHistoryTable)
+	}},
+	{Name: "history: copy into stage", Sender: "history", Target: History, Text: always(CopyHistoryStage(sampleHistoryTable, sampleHistoryTable.columnNames()))},
+	{Name: "history: insert staged rows", Sender: "history", Target: History, Text: always(InsertHistoryRows(sampleHistoryTable)),
+		Args: []any{sampleHistoryDay, sampleHistoryDay.AddDate(0, 0, 2)}},
+	{Name: "history: drop partition", Sender: "history", Target: History, Text: func(s Shape) string {
+		return DropHistoryPartition(s.Dialect, sampleHistoryTable, sampleHistoryDay.AddDate(0, 0, 1))
+	}},
 }
+
+// The history statements' conformance run creates this table (one
+// column of each type the events have) and partitions of these days.
+var (
+	sampleHistoryTable = HistoryTable{
+		Schema: "gpotel_history_conformance", Name: "queries",
+		Columns: []HistoryColumn{
+			{"tm_id", "bigint"}, {"sess_id", "bigint"}, {"query_start", "timestamp with time zone"}, {"ccnt", "bigint"},
+			{"query_end", "timestamp with time zone"}, {"username", "text"}, {"duration", "double precision"},
+			{"partial", "boolean"}, {"segments", "json"},
+		},
+		Key: []string{"tm_id", "sess_id", "query_start", "ccnt"}, End: "query_end", DistributeBy: []string{"tm_id", "sess_id"},
+	}
+	sampleHistoryDay = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+)

@@ -504,6 +504,13 @@ func EventValue(attrs pcommon.Map, f EventField) (v any, ok bool) {
 	if !ok {
 		return nil, false
 	}
+	return EventValueOf(a, f)
+}
+
+// EventValueOf reads a, the attribute of field f, as EventValue does: a
+// reader that walks the attributes in order (the writers put them in the
+// fields' order) need not look each one up.
+func EventValueOf(a pcommon.Value, f EventField) (v any, ok bool) {
 	switch f.Type {
 	case EventInt:
 		if a.Type() == pcommon.ValueTypeInt {

@@ -7,8 +7,11 @@ import "github.com/gpotel/gpotel/proto/yagpcc"
 
 // SetSeconds writes a figure's seconds into st, when its field holds seconds.
 func (f StatField) SetSeconds(st *yagpcc.SystemStat, v float64) {
-	if f.seconds != nil {
+	switch {
+	case f.seconds != nil:
 		*f.seconds(st) = v
+	case f.optional != nil:
+		*f.optional(st) = &v
 	}
 }
 

@@ -42,7 +42,7 @@ var (
 	ProcessCancelledWrite = &ProcessMetric{Name: MetricProcessCancelledWrite, Unit: "By", Sum: true, Session: MetricSessionCancelledWrite,
 		Description: "Bytes the process caused not to be written after all (io cancelled_write_bytes)."}
 	ProcessDiskDelay = &ProcessMetric{Name: MetricProcessDiskDelay, Unit: "s", Sum: true, Double: true, Session: MetricSessionDiskDelay,
-		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck)."}
+		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then."}
 	ProcessIOChars = &ProcessMetric{Name: MetricProcessIOChars, Unit: "By", Sum: true, Attr: AttrDirection, Session: MetricSessionIOChars,
 		Description: "Bytes passed to read-like and write-like syscalls (io rchar, wchar)."}
 	ProcessIOSyscalls = &ProcessMetric{Name: MetricProcessIOSyscalls, Unit: "{syscall}", Sum: true, Attr: AttrDirection, Session: MetricSessionIOSyscalls,
@@ -127,6 +127,9 @@ const NumCounters = int(MemoryUsage)
 // A process's counters fit one uint32 mask in the processor.
 var _ [32 - NumCounters]struct{}
 
+// EveryCounter is the mask (bit per Figure) of every counter.
+const EveryCounter = uint32(1)<<NumCounters - 1
+
 // IsCounter tells the cumulative counters from the gauges.
 func (f Figure) IsCounter() bool { return int(f) < NumCounters }
 
@@ -177,9 +180,9 @@ var Figures = [NumFigures]FigureRow{
 		Exit: exit(record("cancelled_write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetCancelledWriteBytes)),
 		Stat: count("cancelled_write_bytes", func(s *yagpcc.SystemStat) *uint64 { return &s.CancelledWriteBytes })},
 	DiskDelay: {Metric: ProcessDiskDelay,
-		Live: live(stat("stat delayacct_blkio_ticks", kernelunits.Ticks, (*yagpcc.ProcStat).GetDelayacctBlkioTicks)),
+		Live: live(delayacctStat("stat delayacct_blkio_ticks", kernelunits.Ticks, (*yagpcc.ProcStat).GetDelayacctBlkioTicks)),
 		Exit: exit(delay("delays blkio", (*gpotelv1.TaskDelays).GetBlkio)),
-		Stat: seconds("blkio_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.BlkioDelaySeconds })},
+		Stat: optionalSeconds("blkio_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.BlkioDelaySeconds })},
 	CharsRead: {Metric: ProcessIOChars, Value: DirectionRead,
 		Live: live(io("io rchar", (*yagpcc.ProcIO).GetRchar), taskstats("taskstats read_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadChars)),
 		Exit: exit(record("read_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadChars)),
@@ -216,31 +219,31 @@ var Figures = [NumFigures]FigureRow{
 		Live: live(schedstat("schedstat run_delay", (*yagpcc.ProcSchedstat).GetRunDelayNs),
 			taskstats("taskstats delays cpu", kernelunits.Nanoseconds, func(r *gpotelv1.TaskStatsRecord) uint64 { return r.GetDelays().GetCpu().GetTotalNs() })),
 		Exit: exit(record("delays cpu", kernelunits.Nanoseconds, func(r *gpotelv1.TaskStatsRecord) uint64 { return r.GetDelays().GetCpu().GetTotalNs() })),
-		Stat: seconds("run_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.RunDelaySeconds })},
+		Stat: optionalSeconds("run_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.RunDelaySeconds })},
 	DelaySwapin: {Metric: ProcessDelay, Value: "swapin", // waiting for a page to be swapped in
 		Live: live(taskDelay("taskstats delays swapin", (*gpotelv1.TaskDelays).GetSwapin)),
 		Exit: exit(delay("delays swapin", (*gpotelv1.TaskDelays).GetSwapin)),
-		Stat: seconds("swapin_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.SwapinDelaySeconds })},
+		Stat: optionalSeconds("swapin_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.SwapinDelaySeconds })},
 	DelayFreepages: {Metric: ProcessDelay, Value: "freepages", // waiting for memory reclaim
 		Live: live(taskDelay("taskstats delays freepages", (*gpotelv1.TaskDelays).GetFreepages)),
 		Exit: exit(delay("delays freepages", (*gpotelv1.TaskDelays).GetFreepages)),
-		Stat: seconds("freepages_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.FreepagesDelaySeconds })},
+		Stat: optionalSeconds("freepages_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.FreepagesDelaySeconds })},
 	DelayThrashing: {Metric: ProcessDelay, Value: "thrashing", // refaulting pages of the working set
 		Live: live(taskDelay("taskstats delays thrashing", (*gpotelv1.TaskDelays).GetThrashing)),
 		Exit: exit(delay("delays thrashing", (*gpotelv1.TaskDelays).GetThrashing)),
-		Stat: seconds("thrashing_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.ThrashingDelaySeconds })},
+		Stat: optionalSeconds("thrashing_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.ThrashingDelaySeconds })},
 	DelayCompact: {Metric: ProcessDelay, Value: "compact", // waiting for memory compaction
 		Live: live(taskDelay("taskstats delays compact", (*gpotelv1.TaskDelays).GetCompact)),
 		Exit: exit(delay("delays compact", (*gpotelv1.TaskDelays).GetCompact)),
-		Stat: seconds("compact_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.CompactDelaySeconds })},
+		Stat: optionalSeconds("compact_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.CompactDelaySeconds })},
 	DelayWpcopy: {Metric: ProcessDelay, Value: "wpcopy", // copying on a write-protect fault
 		Live: live(taskDelay("taskstats delays wpcopy", (*gpotelv1.TaskDelays).GetWpcopy)),
 		Exit: exit(delay("delays wpcopy", (*gpotelv1.TaskDelays).GetWpcopy)),
-		Stat: seconds("wpcopy_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.WpcopyDelaySeconds })},
+		Stat: optionalSeconds("wpcopy_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.WpcopyDelaySeconds })},
 	DelayIRQ: {Metric: ProcessDelay, Value: "irq", // interrupts handled while the task ran
 		Live: live(taskDelay("taskstats delays irq", (*gpotelv1.TaskDelays).GetIrq)),
 		Exit: exit(delay("delays irq", (*gpotelv1.TaskDelays).GetIrq)),
-		Stat: seconds("irq_delay_seconds", func(s *yagpcc.SystemStat) *float64 { return &s.IrqDelaySeconds })},
+		Stat: optionalSeconds("irq_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.IrqDelaySeconds })},
 
 	MemoryUsage: {Metric: ProcessMemoryUsage,
 		Live: live(statusKiB("status VmRSS", func(s *yagpcc.ProcStatus) *int64 { return s.VmRssKb }),
@@ -370,19 +373,31 @@ func (m *ProcessMetric) figureOf(v string) (Figure, bool) {
 type StatField struct {
 	Name    string // as metrics.proto spells it
 	seconds func(*yagpcc.SystemStat) *float64
-	count   func(*yagpcc.SystemStat) *uint64
-	perKiB  bool // the field is in KiB and the figure in bytes
+	// optional is a field with presence (gpotel's waits): unset where no
+	// process reported the figure, never 0.
+	optional func(*yagpcc.SystemStat) **float64
+	count    func(*yagpcc.SystemStat) *uint64
+	perKiB   bool // the field is in KiB and the figure in bytes
 }
 
 // IsZero tells a figure that fills no SystemStat field.
-func (f StatField) IsZero() bool { return f.seconds == nil && f.count == nil }
+func (f StatField) IsZero() bool { return f.seconds == nil && f.optional == nil && f.count == nil }
+
+// StatValues is where the optional fields of one SystemStat point, one
+// slot per figure: a decoder keeps it in the stat's own allocation, so
+// that a field present costs no allocation of its own.
+type StatValues [NumCounters]float64
 
 // set writes one data point's value into st: seconds as they are, counts
-// and bytes clamped to what a uint64 holds (a negative count is bad input).
-func (f StatField) set(st *yagpcc.SystemStat, dp pmetric.NumberDataPoint) {
+// and bytes clamped to what a uint64 holds (a negative count is bad input);
+// an optional field points at its slot of room.
+func (f StatField) set(st *yagpcc.SystemStat, room *float64, dp pmetric.NumberDataPoint) {
 	switch {
 	case f.seconds != nil:
 		*f.seconds(st) = pointFloat(dp)
+	case f.optional != nil:
+		*room = pointFloat(dp)
+		*f.optional(st) = room
 	case f.count != nil && f.perKiB:
 		*f.count(st) = pointUint(dp) / 1024
 	case f.count != nil:
@@ -392,6 +407,10 @@ func (f StatField) set(st *yagpcc.SystemStat, dp pmetric.NumberDataPoint) {
 
 func seconds(name string, field func(*yagpcc.SystemStat) *float64) StatField {
 	return StatField{Name: name, seconds: field}
+}
+
+func optionalSeconds(name string, field func(*yagpcc.SystemStat) **float64) StatField {
+	return StatField{Name: name, optional: field}
 }
 
 func count(name string, field func(*yagpcc.SystemStat) *uint64) StatField {
@@ -436,6 +455,14 @@ func stat(field string, u kernelunits.Unit, get func(*yagpcc.ProcStat) int64) So
 		s := i.GetProcStat()
 		return get(s), s != nil
 	}}
+}
+
+// delayacctStat is a stat field the kernel counts only while delay
+// accounting is on.
+func delayacctStat(field string, u kernelunits.Unit, get func(*yagpcc.ProcStat) int64) Source[*yagpcc.GpPidProcInfo] {
+	src := stat(field, u, get)
+	src.Delayacct = true
+	return src
 }
 
 func status(field string, get func(*yagpcc.ProcStatus) int64) Source[*yagpcc.GpPidProcInfo] {

@@ -6,6 +6,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -123,4 +124,45 @@ func TestDenseSenderSendsEveryProcessInFull(t *testing.T) {
 			t.Errorf("dense %v: batches %+v with %v process resources; want the second full and holding the process only when dense", dense, headers, processes)
 		}
 	}
+}
+
+// A sparse batch leaves out a process whose figures did not change and
+// carries one whose figures did, whichever figure (rule 8): one figure
+// moved, the process is sent again with it.
+func TestSparseBatchCarriesAProcessWhoseFiguresChanged(t *testing.T) {
+	var sent [][]int64 // pids of each batch, in order
+	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		var pids []int64
+		for _, s := range decodeSamples(t, md) {
+			pids = append(pids, int64(s.PID))
+		}
+		sent = append(sent, pids)
+		return nil
+	})
+	s := NewSender(NewProcessEncoder(Scope{}, Switches{}), sink, false)
+	steady, moving := testEntry(), testEntry()
+	moving.Process.PID = 101
+	for k, readBytes := range []int64{0, 0, 4096} {
+		moving.Process.Set(DiskRead, 0, readBytes)
+		fr := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
+		if _, _, err := fr.Send(context.Background(), "sdw1", []ProcessEntry{steady, moving}, nil); err != nil {
+			t.Fatal(err)
+		}
+		fr.Close(&Closing{Hosts: []HostAnswer{{Host: "sdw1", Up: true}}})
+	}
+	if want := [][]int64{{100, 101}, nil, {101}}; !reflect.DeepEqual(sent, want) {
+		t.Errorf("pids sent per snapshot %v, want %v: the full batch, none unchanged, then the one whose read bytes moved", sent, want)
+	}
+}
+
+// decodeSamples reads the process samples of one process batch.
+func decodeSamples(t *testing.T, md pmetric.Metrics) []ProcessSample {
+	t.Helper()
+	b := Frame(md)
+	var d ProcessDecoder
+	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
+	if d.Err != nil {
+		t.Fatal(d.Err)
+	}
+	return d.Samples
 }

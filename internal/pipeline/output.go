@@ -58,10 +58,13 @@ type SessionFigures struct {
 	Windows         []WindowFigures // one per OutputEncoder window
 	Lifetime        Counters
 	LifetimePartial bool
-	Processes       int64
-	Hosts           int64
-	MemoryCluster   [NumMemory]int64
-	MemoryMaxHost   [NumMemory]int64
+	// Known are the counters some process of the session reported (bit
+	// per Figure): the others are not written, absent rather than 0.
+	Known         uint32
+	Processes     int64
+	Hosts         int64
+	MemoryCluster [NumMemory]int64
+	MemoryMaxHost [NumMemory]int64
 	// Smoothed has one entry per time constant; nil when smoothing is off.
 	Smoothed []Averages
 	// Skews has one entry per window, then lifetime; nil for a session
@@ -117,6 +120,7 @@ type QueryFigures struct {
 	Start, End   int64   // unix ns; End is 0 while it runs
 	Text         *string // db.query.text, only with queries::text
 	Totals       Counters
+	Known        uint32       // as in SessionFigures
 	Segments     []SegmentUse // UnknownSegment ones are not written
 	Skew         SkewPair
 	Partial      bool
@@ -171,12 +175,18 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
 	for _, m := range CounterMetrics {
+		if !m.anyOf(f.Known) {
+			continue
+		}
 		totals := g.metric(m.Session, m.Unit)
 		rates := g.metric(m.Session+RateSuffix, m.Unit+"/s")
 		for w, name := range e.Windows {
 			wf := &f.Windows[w]
 			span := float64(wf.Span) / 1e9
 			for _, fig := range m.figures {
+				if f.Known&(1<<fig) == 0 {
+					continue
+				}
 				v := wf.Deltas[fig]
 				setCounter(g.point(totals, name), fig, v)
 				r := g.point(rates, name)
@@ -192,7 +202,9 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 			}
 		}
 		for _, fig := range m.figures {
-			setCounter(g.point(totals, WindowLifetime), fig, f.Lifetime[fig])
+			if f.Known&(1<<fig) != 0 {
+				setCounter(g.point(totals, WindowLifetime), fig, f.Lifetime[fig])
+			}
 		}
 	}
 	spans := g.metric(MetricSessionWindowSpan, "s")
@@ -225,6 +237,16 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 	if f.HostRates != nil {
 		e.appendHosts(g, f)
 	}
+}
+
+// anyOf tells a metric with a figure in the mask (bit per Figure).
+func (m *ProcessMetric) anyOf(mask uint32) bool {
+	for _, f := range m.figures {
+		if mask&(1<<f) != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // setCounter writes a counter figure: seconds as a double, the rest as an int.
@@ -421,9 +443,14 @@ func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
 	for _, m := range CounterMetrics {
+		if !m.anyOf(q.Known) {
+			continue
+		}
 		dps := g.metric(QueryMetric(m.Session), m.Unit)
 		for _, fig := range m.figures {
-			setCounter(g.point(dps, ""), fig, q.Totals[fig])
+			if q.Known&(1<<fig) != 0 {
+				setCounter(g.point(dps, ""), fig, q.Totals[fig])
+			}
 		}
 	}
 	cpu := g.metric(MetricQuerySegmentCPUTime, "s")

@@ -74,9 +74,13 @@ type SessionOutput struct {
 // figures into SystemStat (Figures' Stat column, MemoryTypes, skew,
 // pressure), the smoothed ones into ProcAvg, the per-host ones.
 func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) SessionOutput {
-	// One allocation for both stats: a snapshot reads one per session.
-	stats := new([2]yagpcc.SystemStat)
-	last, total := &stats[0], &stats[1]
+	// One allocation for both stats and where their optional fields
+	// point: a snapshot reads one per session.
+	block := new(struct {
+		stats [2]yagpcc.SystemStat
+		rooms [2]StatValues
+	})
+	last, total := &block.stats[0], &block.stats[1]
 	var lastFound, totalFound bool
 	var avgs procAvgs
 	var hosts sessionHosts
@@ -112,10 +116,10 @@ func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) Session
 		switch wm.Of(a) {
 		case WindowLast:
 			lastFound = true
-			setSystemStat(last, name, a, dp)
+			setSystemStat(last, &block.rooms[0], name, a, dp)
 		case WindowLifetimeTotals:
 			totalFound = true
-			setSystemStat(total, name, a, dp)
+			setSystemStat(total, &block.rooms[1], name, a, dp)
 		}
 	})
 	out := SessionOutput{ProcAvg: avgs.messages(), Hosts: hosts.list()}
@@ -136,8 +140,8 @@ func finishStat(st *yagpcc.SystemStat) {
 }
 
 // setSystemStat folds one point of a session figure (or of a query
-// figure, under its session name) into st.
-func setSystemStat(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
+// figure, under its session name) into st; its optional fields point into room.
+func setSystemStat(st *yagpcc.SystemStat, room *StatValues, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	if m, ok := counterMetricBySession[name]; ok {
 		f := m.figures[0]
 		if m.Attr != "" {
@@ -149,7 +153,7 @@ func setSystemStat(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric
 				return
 			}
 		}
-		Figures[f].Stat.set(st, dp)
+		Figures[f].Stat.set(st, &room[f], dp)
 		return
 	}
 	switch name {
@@ -203,7 +207,7 @@ func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint)
 		if maxHost {
 			field = mt.MaxHost
 		}
-		field.set(st, dp)
+		field.set(st, nil, dp)
 		return
 	}
 }
@@ -357,7 +361,11 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 	if !ok || err != nil {
 		return QueryOutput{}, false
 	}
-	q := QueryOutput{Session: key, Start: start.UTC(), Text: str(attrs, AttrDBQueryText), Stat: &yagpcc.SystemStat{}}
+	stat := new(struct {
+		stat yagpcc.SystemStat
+		room StatValues
+	})
+	q := QueryOutput{Session: key, Start: start.UTC(), Text: str(attrs, AttrDBQueryText), Stat: &stat.stat}
 	if ccnt := attrInt(attrs, AttrQueryCommandCount); ccnt.V > 0 {
 		q.CommandCount = ccnt.V
 	}
@@ -414,7 +422,7 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 			}
 		default:
 			if name, ok := SessionMetricOfQuery(m.Name()); ok {
-				setSystemStat(q.Stat, name, dp.Attributes(), dp)
+				setSystemStat(q.Stat, &stat.room, name, dp.Attributes(), dp)
 			}
 		}
 	})

@@ -15,7 +15,10 @@ import (
 
 func ptr(v int64) *int64 { return &v }
 
-var host100 = kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_700_000_000, 0).UTC()}
+// testHost's constants differ from the agent's fallbacks (CLK_TCK 100, a
+// 4096-byte page), so a conversion that assumed them instead of the host's
+// would be caught.
+var testHost = kernelunits.Host{ClkTck: 250, PageSize: 16384, BootTime: time.Unix(1_700_000_000, 0).UTC()}
 
 func seconds0(v float64) Value { return Value{Float: v, OK: true} }
 func bytes0(v int64) Value     { return Value{Int: v, OK: true} }
@@ -52,22 +55,24 @@ func source(t *testing.T, f Figure, i int, info *yagpcc.GpPidProcInfo, h kernelu
 
 func TestConvertFullReading(t *testing.T) {
 	info := fullReading()
-	p := Convert(info, host100)
+	host := testHost
+	host.Delayacct = true
+	p := Convert(info, host)
 	for _, c := range []struct {
 		name string
 		got  any
 		want any
 	}{
 		{"identity", p.PID, int64(4242)},
-		{"creation", p.CreationTime, host100.BootTime.Add(10 * time.Second)},
-		{"user cpu", p.Values[CPUUser], seconds0(1.5)},
-		{"system cpu", p.Values[CPUSystem], seconds0(0.5)},
-		{"blkio delay", p.Values[DiskDelay], seconds0(0.07)},
+		{"creation", p.CreationTime, testHost.BootTime.Add(4 * time.Second)},
+		{"user cpu", p.Values[CPUUser], seconds0(0.6)},
+		{"system cpu", p.Values[CPUSystem], seconds0(0.2)},
+		{"blkio delay", p.Values[DiskDelay], seconds0(0.028)},
 		{"minflt", p.Values[FaultsMinor], bytes0(11)},
 		{"majflt", p.Values[FaultsMajor], bytes0(3)},
 		{"vsize stays bytes", p.Values[MemoryVirtual], bytes0(1 << 30)},
-		{"stat rss pages", source(t, MemoryUsage, 1, info, host100), bytes0(40960)},
-		{"VmRSS kB", source(t, MemoryUsage, 0, info, host100), bytes0(409600)},
+		{"stat rss pages", source(t, MemoryUsage, 1, info, testHost), bytes0(163840)},
+		{"VmRSS kB", source(t, MemoryUsage, 0, info, testHost), bytes0(409600)},
 		{"memory usage prefers VmRSS", p.Values[MemoryUsage], bytes0(409600)},
 		{"rss anon", p.Values[RSSAnon], bytes0(102400)},
 		{"rss file", p.Values[RSSFile], bytes0(204800)},
@@ -98,7 +103,7 @@ func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
 	in.ProcIo = nil
 	in.ProcSchedstat = nil
 	in.ProcStatus.RssAnonKb, in.ProcStatus.RssFileKb, in.ProcStatus.RssShmemKb = nil, nil, nil
-	p := Convert(in, host100)
+	p := Convert(in, testHost)
 	if p.Values[DiskRead].OK || p.Values[CancelledWrite].OK {
 		t.Error("io readings present although /proc/<pid>/io was not read")
 	}
@@ -116,7 +121,7 @@ func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
 func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
 	in := fullReading()
 	in.ProcStatus.VmRssKb = nil // kernel threads print no VmRSS
-	p := Convert(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: host100.BootTime})
+	p := Convert(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: testHost.BootTime})
 	if got := p.Values[MemoryUsage]; got != bytes0(10*65536) {
 		t.Fatalf("memory usage %v, want stat rss × the host's 64 KiB pages", got)
 	}
@@ -125,7 +130,7 @@ func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
 func TestConvertWithoutStatHasNoCreationTime(t *testing.T) {
 	in := fullReading()
 	in.ProcStat = nil
-	p := Convert(in, host100)
+	p := Convert(in, testHost)
 	if p.HasStat || !p.CreationTime.IsZero() || p.Values[CPUUser].OK {
 		t.Fatalf("stat-derived readings invented: %+v", p)
 	}
@@ -154,6 +159,20 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 	}
 	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
 		t.Errorf("no samples: %v/%v ns, want all user as the kernel does", u, s)
+	}
+}
+
+// stat's delayacct_blkio_ticks counts only while kernel.task_delayacct is
+// on: with it off, the block I/O wait is not measured and is absent, as the
+// taskstats delays are, never a 0.
+func TestBlockIOWaitNeedsDelayAccounting(t *testing.T) {
+	host := testHost
+	if p := Convert(fullReading(), host); p.Values[DiskDelay].OK {
+		t.Errorf("block I/O wait without delay accounting: %+v, want absent", p.Values[DiskDelay])
+	}
+	host.Delayacct = true
+	if p := Convert(fullReading(), host); p.Values[DiskDelay] != seconds0(7.0/250) {
+		t.Errorf("block I/O wait with delay accounting: %+v, want 7 ticks at 250 Hz", p.Values[DiskDelay])
 	}
 }
 

@@ -6,6 +6,7 @@ package pipeline
 import (
 	"encoding/binary"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,7 +97,7 @@ func checkRoundTrip(t *testing.T, v [NumFigures]int64) {
 	rm := pmetric.NewResourceMetrics()
 	enc := NewOutputEncoder([]time.Duration{5 * time.Minute}, nil)
 	enc.AppendSession(rm, ts, &SessionFigures{Windows: []WindowFigures{{Span: 300e9, Deltas: counters}}, Lifetime: counters,
-		MemoryCluster: mem, MemoryMaxHost: mem})
+		Known: EveryCounter, MemoryCluster: mem, MemoryMaxHost: mem})
 	out := DecodeSessionFigures(rm, &WindowMatcher{Last: 5 * time.Minute})
 	if out.Last == nil || out.Total == nil {
 		t.Fatal("the window's or the lifetime figures were not read")
@@ -112,7 +113,8 @@ func checkRoundTrip(t *testing.T, v [NumFigures]int64) {
 
 	// And a query's totals, the same way.
 	rms := pmetric.NewResourceMetricsSlice()
-	enc.AppendQuery(rms, ts, &QueryFigures{Session: SessionKey{TmID: 7, ID: 42}, CommandCount: 3, Start: 1_700_000_400e9, Totals: counters})
+	enc.AppendQuery(rms, ts, &QueryFigures{Session: SessionKey{TmID: 7, ID: 42}, CommandCount: 3, Start: 1_700_000_400e9, Totals: counters,
+		Known: EveryCounter})
 	q, ok := DecodeQuery(rms.At(0))
 	if !ok || q.Session != (SessionKey{TmID: 7, ID: 42}) || q.CommandCount != 3 {
 		t.Fatalf("query identity %+v", q)
@@ -127,6 +129,10 @@ func checkStat(t *testing.T, field StatField, st *yagpcc.SystemStat, v int64, se
 	t.Helper()
 	switch {
 	case field.IsZero():
+	case field.optional != nil:
+		if got := *field.optional(st); got == nil || *got != float64(v)/1e9 {
+			t.Errorf("%s = %v, want %v", field.Name, got, float64(v)/1e9)
+		}
 	case seconds:
 		if got := *field.seconds(st); got != float64(v)/1e9 {
 			t.Errorf("%s = %v, want %v", field.Name, got, float64(v)/1e9)
@@ -165,6 +171,45 @@ func FuzzEveryFigureRoundTrips(f *testing.F) {
 	f.Fuzz(func(t *testing.T, seed []byte) {
 		checkRoundTrip(t, figureValues(seed))
 	})
+}
+
+// A counter no process of a session (or query) reported is absent from its
+// figures, in every window and the lifetime, never a 0: with
+// kernel.task_delayacct off its block I/O and memory waits are unmeasured,
+// and SystemStat leaves them unset. A counter reported as 0 stays a 0.
+func TestCountersNoProcessReportedAreAbsent(t *testing.T) {
+	known := EveryCounter &^ (1<<DiskDelay | 1<<DelaySwapin | 1<<DelayFreepages)
+	var zeros Counters
+	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
+	enc := NewOutputEncoder([]time.Duration{10 * time.Second, time.Minute}, nil)
+	rm := pmetric.NewResourceMetrics()
+	enc.AppendSession(rm, ts, &SessionFigures{Windows: []WindowFigures{{Span: 10e9}, {Span: 60e9}}, Known: known})
+	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		c, ok := counterMetricBySession[strings.TrimSuffix(m.Name(), RateSuffix)]
+		if !ok {
+			return
+		}
+		f := c.figures[0]
+		if c.Attr != "" {
+			v, _ := dp.Attributes().Get(c.Attr)
+			f, _ = c.figureOf(v.AsString())
+		}
+		if known&(1<<f) == 0 {
+			t.Errorf("%s has a point %v, yet no process reported it", m.Name(), dp.Attributes().AsRaw())
+		}
+	})
+	rms := pmetric.NewResourceMetricsSlice()
+	enc.AppendQuery(rms, ts, &QueryFigures{Session: SessionKey{TmID: 7, ID: 42}, Start: 1_700_000_400e9, Totals: zeros, Known: known})
+	q, _ := DecodeQuery(rms.At(0))
+	out := DecodeSessionFigures(rm, &WindowMatcher{Last: 10 * time.Second})
+	for what, st := range map[string]*yagpcc.SystemStat{"window": out.Last, "lifetime": out.Total, "query": q.Stat} {
+		if st.BlkioDelaySeconds != nil || st.SwapinDelaySeconds != nil || st.FreepagesDelaySeconds != nil {
+			t.Errorf("%s: unreported waits are set: blkio %v, swapin %v, freepages %v", what, st.BlkioDelaySeconds, st.SwapinDelaySeconds, st.FreepagesDelaySeconds)
+		}
+		if st.RunDelaySeconds == nil || st.ThrashingDelaySeconds == nil {
+			t.Errorf("%s: waits reported as 0 are absent: run %v, thrashing %v", what, st.RunDelaySeconds, st.ThrashingDelaySeconds)
+		}
+	}
 }
 
 // Every row of the table is complete: a metric, an attribute value exactly
@@ -225,9 +270,13 @@ func TestEveryStatFieldIsNamedAfterItsProtoField(t *testing.T) {
 			continue
 		}
 		var st yagpcc.SystemStat
-		if field.seconds != nil {
+		switch {
+		case field.seconds != nil:
 			*field.seconds(&st) = 1
-		} else {
+		case field.optional != nil:
+			one := 1.0
+			*field.optional(&st) = &one
+		default:
 			*field.count(&st) = 1
 		}
 		var set []string

@@ -38,15 +38,18 @@ type figures struct {
 	windows         []windowFigures
 	lifetime        []pipeline.Counters
 	lifetimePartial []bool
-	processes       []int32
-	hosts           []int32
-	memoryCluster   []memoryGauges
-	memoryMaxHost   []memoryGauges
-	sessionIndex    map[pipeline.SessionKey]uint32
-	smoothed        *smoothedFigures // nil when smoothing is off
-	work            trackedWork      // with query figures on
-	hostNames       []string         // by host row, for the query figures
-	segments        *segmentFigures
+	// known are the counters some process of the session reported (bit
+	// per Figure): the others are absent from its figures, not 0.
+	known         []uint32
+	processes     []int32
+	hosts         []int32
+	memoryCluster []memoryGauges
+	memoryMaxHost []memoryGauges
+	sessionIndex  map[pipeline.SessionKey]uint32
+	smoothed      *smoothedFigures // nil when smoothing is off
+	work          trackedWork      // with query figures on
+	hostNames     []string         // by host row, for the query figures
+	segments      *segmentFigures
 	// carried are the processes the store carried unchanged, as process
 	// resources (emit_process_metrics on).
 	carried *pmetric.ResourceMetricsSlice
@@ -72,6 +75,7 @@ func (s *store) computeFigures() *figures {
 		windows:         make([]windowFigures, len(s.windows)),
 		lifetime:        make([]pipeline.Counters, nSessions),
 		lifetimePartial: make([]bool, nSessions),
+		known:           make([]uint32, nSessions),
 		processes:       make([]int32, nSessions),
 		hosts:           make([]int32, nSessions),
 		memoryCluster:   make([]memoryGauges, nSessions),
@@ -143,6 +147,22 @@ func (s *store) computeFigures() *figures {
 		t := &f.lifetime[key.session]
 		for c, v := range s.procLast[row] {
 			t[c] += v
+		}
+	}
+
+	// Every process the store holds for a session, exited ones too: those
+	// the windows and the lifetime count.
+	held := make([]bool, nSessions)
+	for row, seen := range s.procSeen {
+		if seen != 0 {
+			session := s.procKeys[row].session
+			f.known[session] |= s.procKnown[row]
+			held[session] = true
+		}
+	}
+	for session, h := range held {
+		if !h {
+			f.known[session] = pipeline.EveryCounter
 		}
 	}
 

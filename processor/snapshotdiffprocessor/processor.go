@@ -355,7 +355,9 @@ func (p *snapshotDiff) sessionFigures(f *figures, key pipeline.SessionKey) *pipe
 			wf.Deltas, wf.Partial = f.windows[w].deltas[sf.row], f.windows[w].partial[sf.row]
 		}
 	}
+	out.Known = pipeline.EveryCounter // a session no process has
 	if sf.known {
+		out.Known = f.known[sf.row]
 		out.Lifetime, out.LifetimePartial = f.lifetime[sf.row], f.lifetimePartial[sf.row]
 		out.Processes, out.Hosts = int64(f.processes[sf.row]), int64(f.hosts[sf.row])
 		out.MemoryCluster, out.MemoryMaxHost = f.memoryCluster[sf.row], f.memoryMaxHost[sf.row]
@@ -404,7 +406,7 @@ func (p *snapshotDiff) cutText(text string) *string {
 // queryFigures is one query as the output writes it.
 func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
 	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
-		Totals: q.totals, Partial: q.partial, Skew: sessionSkews(q.segments)}
+		Totals: q.totals, Known: q.known, Partial: q.partial, Skew: sessionSkews(q.segments)}
 	if q.spill != nil {
 		sp := *q.spill
 		out.Spill = &sp

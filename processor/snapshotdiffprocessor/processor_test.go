@@ -222,6 +222,52 @@ func TestCounterFirstReportedLateStartsAsBaseline(t *testing.T) {
 	}
 }
 
+// A counter no process of a session reported (an unreadable io file,
+// kernel.task_delayacct off) is left out of the session's and its query's
+// figures, never written as 0; one process reporting it is enough.
+func TestCountersNoProcessReportedAreNotWritten(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	unmeasured := func(pid int64, cpu float64) pipelinetest.Process {
+		pr := proc("sdw1", 0, 7, pid, -10, cpu, 0)
+		pr.NoIO, pr.NoDelayacct = true, true
+		return pr
+	}
+	measured := func(cpu float64) pipelinetest.Process {
+		pr := proc("sdw2", 1, 8, 300, -10, cpu, 100)
+		pr.DiskDelay = cpu / 4
+		return pr
+	}
+	unmeasuredToo := proc("sdw1", 0, 8, 301, -10, 1, 0)
+	unmeasuredToo.NoDelayacct = true
+	at := func(sec float64, procs ...pipelinetest.Process) pipelinetest.Snapshot {
+		s := querySnap(sec, running(-5), nil, procs...)
+		s.Sessions = append(s.Sessions, pipelinetest.Session{ID: 8, PID: 1008, DB: "postgres", User: "gpadmin", State: "active"})
+		return s
+	}
+	out := feed(t, p, sink,
+		at(0, unmeasured(100, 1), measured(1), unmeasuredToo),
+		at(30, unmeasured(100, 2), measured(3), unmeasuredToo))
+	for _, f := range [][]string{
+		{pipeline.MetricSessionDiskIO, pipeline.AttrDirection, pipeline.DirectionRead},
+		{pipeline.MetricSessionDiskDelay}, {pipeline.MetricSessionDiskDelay + pipeline.RateSuffix},
+	} {
+		if v, err := lookupFigure(out, 7, f[0], append([]string{pipeline.AttrWindow, "1m"}, f[1:]...)...); err == nil {
+			t.Errorf("session 7 has %v = %v over 1m, yet none of its processes reported it", f, v)
+		}
+	}
+	if rm, ok := queryResource(out, -5); !ok {
+		t.Error("no query resource of session 7")
+	} else if v, ok := lookupQueryFigure(rm, pipeline.QueryMetric(pipeline.MetricSessionDiskDelay)); ok {
+		t.Errorf("session 7's query has a block I/O wait %v, yet none of its processes reported one", v)
+	}
+	if got := figure(t, out, 8, pipeline.MetricSessionDiskDelay, pipeline.AttrWindow, "1m"); got != 0.5 {
+		t.Errorf("session 8's block I/O wait over 1m = %v, want 0.5 (one of its processes reported it)", got)
+	}
+	if got := figure(t, out, 7, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "1m", pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 1 {
+		t.Errorf("session 7's CPU over 1m = %v, want 1", got)
+	}
+}
+
 func TestProcessBatchesAreHeldForTheirClosingBatch(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	s := snap(0, nil, []int64{1}, proc("sdw1", 0, 1, 100, -10, 1, 0), proc("sdw2", 1, 1, 200, -10, 2, 0))
@@ -323,8 +369,8 @@ func TestProcessPointWithoutPIDIsSkipped(t *testing.T) {
 	if err := p.ConsumeMetrics(context.Background(), md); err != nil {
 		t.Fatal(err)
 	}
-	if got := figure(t, sink.AllMetrics()[0], 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 0 {
-		t.Errorf("lifetime user CPU = %v, want 0 (the point without a pid is not anybody's)", got)
+	if got, err := lookupFigure(sink.AllMetrics()[0], 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); err == nil {
+		t.Errorf("lifetime user CPU = %v, want none (the point without a pid is not anybody's: no process reported user CPU)", got)
 	}
 }
 

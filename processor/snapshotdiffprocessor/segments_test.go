@@ -112,3 +112,36 @@ func TestSessionHostFiguresAreOptIn(t *testing.T) {
 	_, err = lookupFigure(md, 7, pipeline.MetricSessionHostMemory, pipeline.AttrHostName, "sdw1")
 	assert.NoError(t, err)
 }
+
+// A counter that went down over the window (the same process, so not pid
+// reuse) counts 0 on its segment, never less, before it is added to the
+// other counter of its figure: a segment whose user CPU went down by 2 s
+// while its system CPU went up by 3 s used 3 s, not 1 s. Each of user CPU,
+// system CPU, read and written bytes goes down on its own segment.
+func TestACounterThatWentDownCountsZeroOnItsSegment(t *testing.T) {
+	// worker's counters move by the given amounts from 0 s to 10 s.
+	worker := func(seg, pid int64, sec, user, sys float64, read, written int64) pipelinetest.Process {
+		frac := sec / 10
+		p := proc("sdw1", seg, 7, pid, 0, 10+user*frac, 10e6+int64(float64(read)*frac))
+		p.CPUSystem, p.WriteBytes = 10+sys*frac, 10e6+int64(float64(written)*frac)
+		return p
+	}
+	snapshotAt := func(sec float64) pipelinetest.Snapshot {
+		return snap(sec, nil, []int64{7},
+			worker(0, 100, sec, 5, 0, 5e6, 0),
+			worker(1, 101, sec, -2, 3, 0, 0),
+			worker(2, 102, sec, 3, -2, 0, 0),
+			worker(3, 103, sec, 0, 0, -2e6, 3e6),
+			worker(4, 104, sec, 0, 0, 3e6, -2e6))
+	}
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
+	md := feed(t, p, sink, snapshotAt(0), snapshotAt(10))
+	// CPU by segment: 5, 3, 3, 0, 0 s; I/O: 5, 0, 0, 3, 3 MB. Either way
+	// the average is 2.2 and the hottest is segment 0 with 5.
+	for _, fig := range []string{pipeline.SkewFigureCPU, pipeline.SkewFigureIO} {
+		attrs := []string{pipeline.AttrWindow, "1m", pipeline.AttrSkewFigure, fig}
+		assert.InDelta(t, 1-2.2/5, figure(t, md, 7, pipeline.MetricSessionSkewRatio, attrs...), 1e-9, fig)
+		assert.InDelta(t, 5/2.2, figure(t, md, 7, pipeline.MetricSessionSkewMaxOverAvg, attrs...), 1e-9, fig)
+		assert.Equal(t, 0.0, figure(t, md, 7, pipeline.MetricSessionSkewHottestSegment, attrs...), fig)
+	}
+}

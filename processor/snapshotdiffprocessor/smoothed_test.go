@@ -211,3 +211,48 @@ func TestSmoothedHostAndClusterCountExitRecordsAndUnrecordedCPU(t *testing.T) {
 		t.Errorf("windowed cluster CPU %.3f s over 60 s, want 60", got)
 	}
 }
+
+// A counter that goes down between two snapshots (the same process, so not
+// pid reuse) adds nothing to a smoothed rate: the averages only decay, on
+// the session, its host and the cluster, for CPU and each I/O direction;
+// none turns negative.
+func TestACounterThatGoesDownAddsNothingToTheSmoothedRates(t *testing.T) {
+	p, sink := newTestProcessor(t, smoothingConfig())
+	worker := func(cpuUser, cpuSys float64, read, written int64) pipelinetest.Process {
+		w := proc("sdw1", 0, 7, 4242, 0, cpuUser, read)
+		w.CPUSystem, w.WriteBytes, w.RSS = cpuSys, written, 100e6
+		return w
+	}
+	var snaps []pipelinetest.Snapshot
+	for _, sec := range seconds(0, 10, 1) {
+		snaps = append(snaps, snap(sec, nil, []int64{7}, worker(sec/2, sec/2, int64(sec*1e6), int64(sec*1e6))))
+	}
+	before := feed(t, p, sink, snaps...)
+	// At 11 s every counter reads half of what it read at 10 s.
+	after := feed(t, p, sink, snap(11, nil, []int64{7}, worker(2.5, 2.5, 5e6, 5e6)))
+	keep := math.Exp(-1 / smoothTau.Seconds())
+	type point struct {
+		metric, host string
+		attrs        []string
+	}
+	for _, pt := range []point{
+		{pipeline.MetricHostCPUUsageSmoothed, "sdw1", nil},
+		{pipeline.MetricClusterCPUUsageSmoothed, "", nil},
+	} {
+		was, is := smoothedPoint(t, before, pt.metric, pt.host, "10s"), smoothedPoint(t, after, pt.metric, pt.host, "10s")
+		if math.Abs(is-was*keep) > 1e-9 {
+			t.Errorf("%s %s: %.6f after the counters went down, want %.6f (only decayed from %.6f)", pt.metric, pt.host, is, was*keep, was)
+		}
+	}
+	for _, pt := range []point{
+		{pipeline.MetricSessionCPUUsageSmoothed, "", nil},
+		{pipeline.MetricSessionDiskIORateSmoothed, "", []string{pipeline.AttrDirection, pipeline.DirectionRead}},
+		{pipeline.MetricSessionDiskIORateSmoothed, "", []string{pipeline.AttrDirection, pipeline.DirectionWrite}},
+	} {
+		attrs := append([]string{pipeline.AttrTimeConstant, "10s"}, pt.attrs...)
+		was, is := figure(t, before, 7, pt.metric, attrs...), figure(t, after, 7, pt.metric, attrs...)
+		if was <= 0 || math.Abs(is-was*keep) > 1e-9 {
+			t.Errorf("session %s %v: %.6f after the counters went down, want %.6f (only decayed from %.6f)", pt.metric, pt.attrs, is, was*keep, was)
+		}
+	}
+}

@@ -610,28 +610,32 @@ type SystemStat struct {
 	WriteBytes          uint64 `protobuf:"varint,13,opt,name=write_bytes,json=writeBytes,proto3" json:"write_bytes,omitempty"` // bytes sent to storage
 	CancelledWriteBytes uint64 `protobuf:"varint,14,opt,name=cancelled_write_bytes,json=cancelledWriteBytes,proto3" json:"cancelled_write_bytes,omitempty"`
 	// gpotel additions.
-	RssAnon                  uint64  `protobuf:"varint,1001,opt,name=rss_anon,json=rssAnon,proto3" json:"rss_anon,omitempty"`                                  // private resident memory, bytes
-	RssShared                uint64  `protobuf:"varint,1002,opt,name=rss_shared,json=rssShared,proto3" json:"rss_shared,omitempty"`                            // file-backed + shmem resident memory, bytes
-	RssMaxHost               uint64  `protobuf:"varint,1003,opt,name=rss_max_host,json=rssMaxHost,proto3" json:"rss_max_host,omitempty"`                       // largest per-host resident total, bytes
-	RunDelaySeconds          float64 `protobuf:"fixed64,1004,opt,name=run_delay_seconds,json=runDelaySeconds,proto3" json:"run_delay_seconds,omitempty"`       // time spent runnable but waiting for a CPU
-	BlkioDelaySeconds        float64 `protobuf:"fixed64,1005,opt,name=blkio_delay_seconds,json=blkioDelaySeconds,proto3" json:"blkio_delay_seconds,omitempty"` // time spent waiting for block I/O
-	MinorFaults              uint64  `protobuf:"varint,1006,opt,name=minor_faults,json=minorFaults,proto3" json:"minor_faults,omitempty"`
-	MajorFaults              uint64  `protobuf:"varint,1007,opt,name=major_faults,json=majorFaults,proto3" json:"major_faults,omitempty"`
-	VoluntaryCtxtSwitches    uint64  `protobuf:"varint,1008,opt,name=voluntary_ctxt_switches,json=voluntaryCtxtSwitches,proto3" json:"voluntary_ctxt_switches,omitempty"`
-	NonvoluntaryCtxtSwitches uint64  `protobuf:"varint,1009,opt,name=nonvoluntary_ctxt_switches,json=nonvoluntaryCtxtSwitches,proto3" json:"nonvoluntary_ctxt_switches,omitempty"`
-	WindowSeconds            float64 `protobuf:"fixed64,1010,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`       // span the figures cover; 0 for lifetime totals
-	Partial                  bool    `protobuf:"varint,1011,opt,name=partial,proto3" json:"partial,omitempty"`                                         // some host of the session did not answer
-	Processes                uint32  `protobuf:"varint,1012,opt,name=processes,proto3" json:"processes,omitempty"`                                     // processes counted
-	Hosts                    uint32  `protobuf:"varint,1013,opt,name=hosts,proto3" json:"hosts,omitempty"`                                             // hosts those processes run on
-	RssAnonMaxHost           uint64  `protobuf:"varint,1014,opt,name=rss_anon_max_host,json=rssAnonMaxHost,proto3" json:"rss_anon_max_host,omitempty"` // largest per-host private resident total, bytes
+	RssAnon    uint64 `protobuf:"varint,1001,opt,name=rss_anon,json=rssAnon,proto3" json:"rss_anon,omitempty"`            // private resident memory, bytes
+	RssShared  uint64 `protobuf:"varint,1002,opt,name=rss_shared,json=rssShared,proto3" json:"rss_shared,omitempty"`      // file-backed + shmem resident memory, bytes
+	RssMaxHost uint64 `protobuf:"varint,1003,opt,name=rss_max_host,json=rssMaxHost,proto3" json:"rss_max_host,omitempty"` // largest per-host resident total, bytes
+	// The waits (run_delay, blkio and 1020-1025) are absent, never 0, when
+	// no process counted reported them (no schedstat, kernel.task_delayacct
+	// off, no taskstats): proto3 optional, the same wire form as before.
+	RunDelaySeconds          *float64 `protobuf:"fixed64,1004,opt,name=run_delay_seconds,json=runDelaySeconds,proto3,oneof" json:"run_delay_seconds,omitempty"`       // time spent runnable but waiting for a CPU
+	BlkioDelaySeconds        *float64 `protobuf:"fixed64,1005,opt,name=blkio_delay_seconds,json=blkioDelaySeconds,proto3,oneof" json:"blkio_delay_seconds,omitempty"` // time spent waiting for block I/O
+	MinorFaults              uint64   `protobuf:"varint,1006,opt,name=minor_faults,json=minorFaults,proto3" json:"minor_faults,omitempty"`
+	MajorFaults              uint64   `protobuf:"varint,1007,opt,name=major_faults,json=majorFaults,proto3" json:"major_faults,omitempty"`
+	VoluntaryCtxtSwitches    uint64   `protobuf:"varint,1008,opt,name=voluntary_ctxt_switches,json=voluntaryCtxtSwitches,proto3" json:"voluntary_ctxt_switches,omitempty"`
+	NonvoluntaryCtxtSwitches uint64   `protobuf:"varint,1009,opt,name=nonvoluntary_ctxt_switches,json=nonvoluntaryCtxtSwitches,proto3" json:"nonvoluntary_ctxt_switches,omitempty"`
+	WindowSeconds            float64  `protobuf:"fixed64,1010,opt,name=window_seconds,json=windowSeconds,proto3" json:"window_seconds,omitempty"`       // span the figures cover; 0 for lifetime totals
+	Partial                  bool     `protobuf:"varint,1011,opt,name=partial,proto3" json:"partial,omitempty"`                                         // some host of the session did not answer
+	Processes                uint32   `protobuf:"varint,1012,opt,name=processes,proto3" json:"processes,omitempty"`                                     // processes counted
+	Hosts                    uint32   `protobuf:"varint,1013,opt,name=hosts,proto3" json:"hosts,omitempty"`                                             // hosts those processes run on
+	RssAnonMaxHost           uint64   `protobuf:"varint,1014,opt,name=rss_anon_max_host,json=rssAnonMaxHost,proto3" json:"rss_anon_max_host,omitempty"` // largest per-host private resident total, bytes
 	// gpotel additions (1020-1059): delay-accounting waits from
-	// taskstats, seconds; 0 while kernel.task_delayacct is 0 or without taskstats.
-	SwapinDelaySeconds    float64 `protobuf:"fixed64,1020,opt,name=swapin_delay_seconds,json=swapinDelaySeconds,proto3" json:"swapin_delay_seconds,omitempty"`          // waiting for pages to be swapped in
-	FreepagesDelaySeconds float64 `protobuf:"fixed64,1021,opt,name=freepages_delay_seconds,json=freepagesDelaySeconds,proto3" json:"freepages_delay_seconds,omitempty"` // waiting for memory reclaim
-	ThrashingDelaySeconds float64 `protobuf:"fixed64,1022,opt,name=thrashing_delay_seconds,json=thrashingDelaySeconds,proto3" json:"thrashing_delay_seconds,omitempty"` // refaulting pages of the working set
-	CompactDelaySeconds   float64 `protobuf:"fixed64,1023,opt,name=compact_delay_seconds,json=compactDelaySeconds,proto3" json:"compact_delay_seconds,omitempty"`       // waiting for memory compaction
-	WpcopyDelaySeconds    float64 `protobuf:"fixed64,1024,opt,name=wpcopy_delay_seconds,json=wpcopyDelaySeconds,proto3" json:"wpcopy_delay_seconds,omitempty"`          // copying on write-protect faults
-	IrqDelaySeconds       float64 `protobuf:"fixed64,1025,opt,name=irq_delay_seconds,json=irqDelaySeconds,proto3" json:"irq_delay_seconds,omitempty"`                   // handling interrupts
+	// taskstats, seconds; absent while kernel.task_delayacct is 0 or without
+	// taskstats.
+	SwapinDelaySeconds    *float64 `protobuf:"fixed64,1020,opt,name=swapin_delay_seconds,json=swapinDelaySeconds,proto3,oneof" json:"swapin_delay_seconds,omitempty"`          // waiting for pages to be swapped in
+	FreepagesDelaySeconds *float64 `protobuf:"fixed64,1021,opt,name=freepages_delay_seconds,json=freepagesDelaySeconds,proto3,oneof" json:"freepages_delay_seconds,omitempty"` // waiting for memory reclaim
+	ThrashingDelaySeconds *float64 `protobuf:"fixed64,1022,opt,name=thrashing_delay_seconds,json=thrashingDelaySeconds,proto3,oneof" json:"thrashing_delay_seconds,omitempty"` // refaulting pages of the working set
+	CompactDelaySeconds   *float64 `protobuf:"fixed64,1023,opt,name=compact_delay_seconds,json=compactDelaySeconds,proto3,oneof" json:"compact_delay_seconds,omitempty"`       // waiting for memory compaction
+	WpcopyDelaySeconds    *float64 `protobuf:"fixed64,1024,opt,name=wpcopy_delay_seconds,json=wpcopyDelaySeconds,proto3,oneof" json:"wpcopy_delay_seconds,omitempty"`          // copying on write-protect faults
+	IrqDelaySeconds       *float64 `protobuf:"fixed64,1025,opt,name=irq_delay_seconds,json=irqDelaySeconds,proto3,oneof" json:"irq_delay_seconds,omitempty"`                   // handling interrupts
 	// Pressure of the session's control groups (gpotel, 1060-1079): the largest
 	// share of the last 10 s (0..1) in which some task of a cgroup v2 group the
 	// session's processes run in stalled, over those groups and hosts. 0 when
@@ -808,15 +812,15 @@ func (x *SystemStat) GetRssMaxHost() uint64 {
 }
 
 func (x *SystemStat) GetRunDelaySeconds() float64 {
-	if x != nil {
-		return x.RunDelaySeconds
+	if x != nil && x.RunDelaySeconds != nil {
+		return *x.RunDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetBlkioDelaySeconds() float64 {
-	if x != nil {
-		return x.BlkioDelaySeconds
+	if x != nil && x.BlkioDelaySeconds != nil {
+		return *x.BlkioDelaySeconds
 	}
 	return 0
 }
@@ -885,43 +889,43 @@ func (x *SystemStat) GetRssAnonMaxHost() uint64 {
 }
 
 func (x *SystemStat) GetSwapinDelaySeconds() float64 {
-	if x != nil {
-		return x.SwapinDelaySeconds
+	if x != nil && x.SwapinDelaySeconds != nil {
+		return *x.SwapinDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetFreepagesDelaySeconds() float64 {
-	if x != nil {
-		return x.FreepagesDelaySeconds
+	if x != nil && x.FreepagesDelaySeconds != nil {
+		return *x.FreepagesDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetThrashingDelaySeconds() float64 {
-	if x != nil {
-		return x.ThrashingDelaySeconds
+	if x != nil && x.ThrashingDelaySeconds != nil {
+		return *x.ThrashingDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetCompactDelaySeconds() float64 {
-	if x != nil {
-		return x.CompactDelaySeconds
+	if x != nil && x.CompactDelaySeconds != nil {
+		return *x.CompactDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetWpcopyDelaySeconds() float64 {
-	if x != nil {
-		return x.WpcopyDelaySeconds
+	if x != nil && x.WpcopyDelaySeconds != nil {
+		return *x.WpcopyDelaySeconds
 	}
 	return 0
 }
 
 func (x *SystemStat) GetIrqDelaySeconds() float64 {
-	if x != nil {
-		return x.IrqDelaySeconds
+	if x != nil && x.IrqDelaySeconds != nil {
+		return *x.IrqDelaySeconds
 	}
 	return 0
 }
@@ -1581,7 +1585,7 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"SegmentKey\x12\x12\n" +
 	"\x04dbid\x18\x01 \x01(\x05R\x04dbid\x12\x1a\n" +
-	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xd7\r\n" +
+	"\bsegindex\x18\x02 \x01(\x05R\bsegindex\"\xc7\x0f\n" +
 	"\n" +
 	"SystemStat\x12.\n" +
 	"\x12runningTimeSeconds\x18\x01 \x01(\x01R\x12runningTimeSeconds\x12(\n" +
@@ -1605,9 +1609,9 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\n" +
 	"rss_shared\x18\xea\a \x01(\x04R\trssShared\x12!\n" +
 	"\frss_max_host\x18\xeb\a \x01(\x04R\n" +
-	"rssMaxHost\x12+\n" +
-	"\x11run_delay_seconds\x18\xec\a \x01(\x01R\x0frunDelaySeconds\x12/\n" +
-	"\x13blkio_delay_seconds\x18\xed\a \x01(\x01R\x11blkioDelaySeconds\x12\"\n" +
+	"rssMaxHost\x120\n" +
+	"\x11run_delay_seconds\x18\xec\a \x01(\x01H\x00R\x0frunDelaySeconds\x88\x01\x01\x124\n" +
+	"\x13blkio_delay_seconds\x18\xed\a \x01(\x01H\x01R\x11blkioDelaySeconds\x88\x01\x01\x12\"\n" +
 	"\fminor_faults\x18\xee\a \x01(\x04R\vminorFaults\x12\"\n" +
 	"\fmajor_faults\x18\xef\a \x01(\x04R\vmajorFaults\x127\n" +
 	"\x17voluntary_ctxt_switches\x18\xf0\a \x01(\x04R\x15voluntaryCtxtSwitches\x12=\n" +
@@ -1616,24 +1620,32 @@ const file_yagpcc_metrics_proto_rawDesc = "" +
 	"\apartial\x18\xf3\a \x01(\bR\apartial\x12\x1d\n" +
 	"\tprocesses\x18\xf4\a \x01(\rR\tprocesses\x12\x15\n" +
 	"\x05hosts\x18\xf5\a \x01(\rR\x05hosts\x12*\n" +
-	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\x121\n" +
-	"\x14swapin_delay_seconds\x18\xfc\a \x01(\x01R\x12swapinDelaySeconds\x127\n" +
-	"\x17freepages_delay_seconds\x18\xfd\a \x01(\x01R\x15freepagesDelaySeconds\x127\n" +
-	"\x17thrashing_delay_seconds\x18\xfe\a \x01(\x01R\x15thrashingDelaySeconds\x123\n" +
-	"\x15compact_delay_seconds\x18\xff\a \x01(\x01R\x13compactDelaySeconds\x121\n" +
-	"\x14wpcopy_delay_seconds\x18\x80\b \x01(\x01R\x12wpcopyDelaySeconds\x12+\n" +
-	"\x11irq_delay_seconds\x18\x81\b \x01(\x01R\x0firqDelaySeconds\x12\"\n" +
+	"\x11rss_anon_max_host\x18\xf6\a \x01(\x04R\x0erssAnonMaxHost\x126\n" +
+	"\x14swapin_delay_seconds\x18\xfc\a \x01(\x01H\x02R\x12swapinDelaySeconds\x88\x01\x01\x12<\n" +
+	"\x17freepages_delay_seconds\x18\xfd\a \x01(\x01H\x03R\x15freepagesDelaySeconds\x88\x01\x01\x12<\n" +
+	"\x17thrashing_delay_seconds\x18\xfe\a \x01(\x01H\x04R\x15thrashingDelaySeconds\x88\x01\x01\x128\n" +
+	"\x15compact_delay_seconds\x18\xff\a \x01(\x01H\x05R\x13compactDelaySeconds\x88\x01\x01\x126\n" +
+	"\x14wpcopy_delay_seconds\x18\x80\b \x01(\x01H\x06R\x12wpcopyDelaySeconds\x88\x01\x01\x120\n" +
+	"\x11irq_delay_seconds\x18\x81\b \x01(\x01H\aR\x0firqDelaySeconds\x88\x01\x01\x12\"\n" +
 	"\fcpu_pressure\x18\xa4\b \x01(\x01R\vcpuPressure\x12(\n" +
 	"\x0fmemory_pressure\x18\xa5\b \x01(\x01R\x0ememoryPressure\x12 \n" +
 	"\vio_pressure\x18\xa6\b \x01(\x01R\n" +
 	"ioPressure\x12\x1a\n" +
 	"\bcpu_skew\x18\xa7\b \x01(\x01R\acpuSkew\x12(\n" +
 	"\x10cpu_max_over_avg\x18\xa8\b \x01(\x01R\rcpuMaxOverAvg\x124\n" +
-	"\x13cpu_hottest_segment\x18\xa9\b \x01(\x05H\x00R\x11cpuHottestSegment\x88\x01\x01\x12\x18\n" +
+	"\x13cpu_hottest_segment\x18\xa9\b \x01(\x05H\bR\x11cpuHottestSegment\x88\x01\x01\x12\x18\n" +
 	"\aio_skew\x18\xaa\b \x01(\x01R\x06ioSkew\x12&\n" +
 	"\x0fio_max_over_avg\x18\xab\b \x01(\x01R\fioMaxOverAvg\x122\n" +
-	"\x12io_hottest_segment\x18\xac\b \x01(\x05H\x01R\x10ioHottestSegment\x88\x01\x01\x12$\n" +
-	"\rskew_segments\x18\xad\b \x01(\rR\fskewSegmentsB\x16\n" +
+	"\x12io_hottest_segment\x18\xac\b \x01(\x05H\tR\x10ioHottestSegment\x88\x01\x01\x12$\n" +
+	"\rskew_segments\x18\xad\b \x01(\rR\fskewSegmentsB\x14\n" +
+	"\x12_run_delay_secondsB\x16\n" +
+	"\x14_blkio_delay_secondsB\x17\n" +
+	"\x15_swapin_delay_secondsB\x1a\n" +
+	"\x18_freepages_delay_secondsB\x1a\n" +
+	"\x18_thrashing_delay_secondsB\x18\n" +
+	"\x16_compact_delay_secondsB\x17\n" +
+	"\x15_wpcopy_delay_secondsB\x14\n" +
+	"\x12_irq_delay_secondsB\x16\n" +
 	"\x14_cpu_hottest_segmentB\x15\n" +
 	"\x13_io_hottest_segment\"\xdc\x01\n" +
 	"\vNetworkStat\x12\x1f\n" +

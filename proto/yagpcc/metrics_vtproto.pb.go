@@ -519,49 +519,49 @@ func (m *SystemStat) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0xa1
 	}
-	if m.IrqDelaySeconds != 0 {
+	if m.IrqDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.IrqDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.IrqDelaySeconds))))
 		i--
 		dAtA[i] = 0x40
 		i--
 		dAtA[i] = 0x89
 	}
-	if m.WpcopyDelaySeconds != 0 {
+	if m.WpcopyDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.WpcopyDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.WpcopyDelaySeconds))))
 		i--
 		dAtA[i] = 0x40
 		i--
 		dAtA[i] = 0x81
 	}
-	if m.CompactDelaySeconds != 0 {
+	if m.CompactDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.CompactDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.CompactDelaySeconds))))
 		i--
 		dAtA[i] = 0x3f
 		i--
 		dAtA[i] = 0xf9
 	}
-	if m.ThrashingDelaySeconds != 0 {
+	if m.ThrashingDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.ThrashingDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.ThrashingDelaySeconds))))
 		i--
 		dAtA[i] = 0x3f
 		i--
 		dAtA[i] = 0xf1
 	}
-	if m.FreepagesDelaySeconds != 0 {
+	if m.FreepagesDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.FreepagesDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.FreepagesDelaySeconds))))
 		i--
 		dAtA[i] = 0x3f
 		i--
 		dAtA[i] = 0xe9
 	}
-	if m.SwapinDelaySeconds != 0 {
+	if m.SwapinDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.SwapinDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.SwapinDelaySeconds))))
 		i--
 		dAtA[i] = 0x3f
 		i--
@@ -636,17 +636,17 @@ func (m *SystemStat) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i--
 		dAtA[i] = 0xf0
 	}
-	if m.BlkioDelaySeconds != 0 {
+	if m.BlkioDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.BlkioDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.BlkioDelaySeconds))))
 		i--
 		dAtA[i] = 0x3e
 		i--
 		dAtA[i] = 0xe9
 	}
-	if m.RunDelaySeconds != 0 {
+	if m.RunDelaySeconds != nil {
 		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.RunDelaySeconds))))
+		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(*m.RunDelaySeconds))))
 		i--
 		dAtA[i] = 0x3e
 		i--
@@ -1385,10 +1385,10 @@ func (m *SystemStat) SizeVT() (n int) {
 	if m.RssMaxHost != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.RssMaxHost))
 	}
-	if m.RunDelaySeconds != 0 {
+	if m.RunDelaySeconds != nil {
 		n += 10
 	}
-	if m.BlkioDelaySeconds != 0 {
+	if m.BlkioDelaySeconds != nil {
 		n += 10
 	}
 	if m.MinorFaults != 0 {
@@ -1418,22 +1418,22 @@ func (m *SystemStat) SizeVT() (n int) {
 	if m.RssAnonMaxHost != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.RssAnonMaxHost))
 	}
-	if m.SwapinDelaySeconds != 0 {
+	if m.SwapinDelaySeconds != nil {
 		n += 10
 	}
-	if m.FreepagesDelaySeconds != 0 {
+	if m.FreepagesDelaySeconds != nil {
 		n += 10
 	}
-	if m.ThrashingDelaySeconds != 0 {
+	if m.ThrashingDelaySeconds != nil {
 		n += 10
 	}
-	if m.CompactDelaySeconds != 0 {
+	if m.CompactDelaySeconds != nil {
 		n += 10
 	}
-	if m.WpcopyDelaySeconds != 0 {
+	if m.WpcopyDelaySeconds != nil {
 		n += 10
 	}
-	if m.IrqDelaySeconds != 0 {
+	if m.IrqDelaySeconds != nil {
 		n += 10
 	}
 	if m.CpuPressure != 0 {
@@ -3066,7 +3066,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.RunDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.RunDelaySeconds = &v2
 		case 1005:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field BlkioDelaySeconds", wireType)
@@ -3077,7 +3078,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.BlkioDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.BlkioDelaySeconds = &v2
 		case 1006:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field MinorFaults", wireType)
@@ -3252,7 +3254,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.SwapinDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.SwapinDelaySeconds = &v2
 		case 1021:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field FreepagesDelaySeconds", wireType)
@@ -3263,7 +3266,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.FreepagesDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.FreepagesDelaySeconds = &v2
 		case 1022:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field ThrashingDelaySeconds", wireType)
@@ -3274,7 +3278,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.ThrashingDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.ThrashingDelaySeconds = &v2
 		case 1023:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field CompactDelaySeconds", wireType)
@@ -3285,7 +3290,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.CompactDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.CompactDelaySeconds = &v2
 		case 1024:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field WpcopyDelaySeconds", wireType)
@@ -3296,7 +3302,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.WpcopyDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.WpcopyDelaySeconds = &v2
 		case 1025:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field IrqDelaySeconds", wireType)
@@ -3307,7 +3314,8 @@ func (m *SystemStat) UnmarshalVT(dAtA []byte) error {
 			}
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
-			m.IrqDelaySeconds = float64(math.Float64frombits(v))
+			v2 := float64(math.Float64frombits(v))
+			m.IrqDelaySeconds = &v2
 		case 1060:
 			if wireType != 1 {
 				return fmt.Errorf("proto: wrong wireType = %d for field CpuPressure", wireType)

@@ -6,6 +6,7 @@ package gpsessionreceiver
 import (
 	"testing"
 
+	"github.com/gpotel/gpotel/internal/hostcaps"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -17,6 +18,9 @@ import (
 func TestResourceGroupsNamedWithPressure(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
+	}
+	if err := hostcaps.PSI(); err != nil {
+		t.Skip(err)
 	}
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
 	if c.Cgroups.Root == "" {

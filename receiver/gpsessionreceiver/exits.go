@@ -75,6 +75,17 @@ type sighting struct {
 type hostSightings struct {
 	mu sync.Mutex
 	m  map[int64]sighting
+	// listed are the backends the catalog listed on this host that were
+	// gone before the agent read them: their exit records name their
+	// segments' postmasters.
+	listed map[int64]listing
+}
+
+// listing is a backend the catalog listed that no scrape read alive.
+type listing struct {
+	segment int64
+	at      time.Time // the scrape's: the backend was born before it
+	tick    uint64
 }
 
 // hostSightingsOf returns the host's sightings, made on first use.
@@ -83,7 +94,7 @@ func (t *exitTracker) hostSightingsOf(host string) *hostSightings {
 	defer t.mu.Unlock()
 	hs := t.sightings[host]
 	if hs == nil {
-		hs = &hostSightings{m: map[int64]sighting{}}
+		hs = &hostSightings{m: map[int64]sighting{}, listed: map[int64]listing{}}
 		t.sightings[host] = hs
 	}
 	return hs
@@ -133,6 +144,7 @@ type exitTracker struct {
 	mu      sync.Mutex // answers of several hosts are remembered at once
 	logger  *zap.Logger
 	tick    uint64
+	tickAt  time.Time // when the scrape began, after its discovery
 	cursors map[string]exitCursor
 	// sightings are per host, so that the hosts' answers, remembered at
 	// once, take only their own host's lock and map.
@@ -278,14 +290,16 @@ func (t *exitTracker) beginTick() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.tick++
+	t.tickAt = time.Now()
 }
 
 // rememberAnswer records the answered processes and, from their parent
-// pids, each segment's postmaster.
+// pids, each segment's postmaster; and the asked ones the agent no longer
+// found, whose exit records will name their postmasters.
 func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) {
 	hs := t.hostSightingsOf(host)
 	t.mu.Lock()
-	tick := t.tick
+	tick, at := t.tick, t.tickAt
 	t.mu.Unlock()
 	type postmasterOf struct {
 		key     hostPID
@@ -310,6 +324,15 @@ func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos
 			parents = append(parents, postmasterOf{p, parentSegment})
 		}
 	}
+	if len(infos) < len(asked) {
+		// A segment whose backends all live for milliseconds has none that
+		// a scrape reads alive; without this its postmaster stays unknown.
+		for pid, b := range asked {
+			if s, ok := hs.m[pid]; !ok || s.tick != tick {
+				hs.listed[pid] = listing{segment: b.SegmentID, at: at, tick: tick}
+			}
+		}
+	}
 	hs.mu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -327,7 +350,12 @@ func (t *exitTracker) endTick() {
 				delete(hs.m, pid)
 			}
 		}
-		if len(hs.m) == 0 {
+		for pid, l := range hs.listed {
+			if t.tick-l.tick > sightingTicks {
+				delete(hs.listed, pid)
+			}
+		}
+		if len(hs.m) == 0 && len(hs.listed) == 0 {
 			delete(t.sightings, host)
 		}
 	}
@@ -370,6 +398,7 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 		if h.err != nil && len(h.records) == 0 {
 			t.logger.Debug("exit records not read", zap.String("host", h.host), zap.Error(h.err))
 		}
+		t.learnPostmasters(h)
 		batch := pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: h.host, Kind: pipeline.KindExited}
 		for _, rec := range h.records {
 			pid := rec.GetStats().GetPid()
@@ -407,6 +436,27 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			zap.Int("missed", st.missed))
 	}
 	return st
+}
+
+// learnPostmasters learns, from the records of backends the catalog listed
+// on a segment and no scrape read alive, that their parents are that
+// segment's postmasters. A record of a process born after the listing is
+// of a reused pid, not of that backend.
+func (t *exitTracker) learnPostmasters(h hostExits) {
+	hs := t.sightings[h.host]
+	if hs == nil || len(hs.listed) == 0 {
+		return
+	}
+	for _, rec := range h.records {
+		l, ok := hs.listed[rec.GetStats().GetPid()]
+		if !ok || time.Unix(0, rec.GetStartTimeUnixNano()).After(l.at.Add(startSlack)) {
+			continue
+		}
+		parent := hostPID{h.host, rec.GetStats().GetPpid()}
+		if _, known := t.postmasters[parent]; !known {
+			t.postmasters[parent] = l.segment
+		}
+	}
 }
 
 // addToParent counts an exit record against its parent's reaped account,

@@ -7,9 +7,11 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,11 +24,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -191,8 +195,9 @@ func TestEveryDelayTypeIsCollected(t *testing.T) {
 // TestPostmasterUnrecordedCPU runs a real "postmaster" (a shell of user
 // nobody) that keeps one child the scrapes see and reaps short CPU burners
 // no scrape sees. Its unrecorded resource names it on its segment, and
-// unrecorded plus its children's exit records never exceed what its own
-// cutime+cstime grew by, read by the test from /proc.
+// unrecorded plus its children's exit records account for exactly what its
+// own cutime+cstime grew by, read by the test from /proc: never more, and
+// never less than it had grown before the last scrape read it.
 func TestPostmasterUnrecordedCPU(t *testing.T) {
 	if os.Getuid() != 0 {
 		t.Skip("starting processes as nobody needs root")
@@ -227,9 +232,10 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	_, _ = s.scrape(context.Background()) // learns the postmaster from its child's ppid
 	_, _ = s.scrape(context.Background()) // reads it: the account begins
 	before := childCPU(t, pm.Process.Pid)
-	var records, unrecorded float64
+	var records, unrecorded, beforeLastScrape float64
 	var view processView
 	await.Until(t, "unrecorded CPU of the postmaster after a few scrapes of churn", func() bool {
+		beforeLastScrape = childCPU(t, pm.Process.Pid)
 		md, _ := s.scrape(context.Background())
 		for pid := range processesOf([]pmetric.Metrics{md}, pipeline.KindExited) {
 			records += cpuOf(md, pipeline.KindExited, pid)
@@ -241,7 +247,8 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 		return ok && records > 0.5
 	})
 	after := childCPU(t, pm.Process.Pid)
-	t.Logf("postmaster's reaped children: %.3f s; exit records %.3f s; unrecorded %.3f s", after-before, records, unrecorded)
+	t.Logf("postmaster's reaped children: %.3f s (%.3f s before the last scrape); exit records %.3f s; unrecorded %.3f s",
+		after-before, beforeLastScrape-before, records, unrecorded)
 	if _, ok := view.resource.Get(pipeline.AttrSessionID); ok {
 		t.Errorf("an unrecorded resource has no session: %v", view.resource.AsRaw())
 	}
@@ -253,6 +260,16 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 	// exceed the parent's growth by more than a clock tick per read.
 	if slack := 0.05; records+unrecorded > after-before+slack {
 		t.Errorf("exit records %.3f s + unrecorded %.3f s exceed the postmaster's reaped %.3f s", records, unrecorded, after-before)
+	}
+	// The last scrape read the postmaster after this test's reading before
+	// it: the account holds at least that growth (the unrecorded share is
+	// Δcutime less the records, or more), to the rounding of a clock tick.
+	if tick := 1 / float64(groundtruth.ClockTicks()); records+unrecorded < beforeLastScrape-before-tick {
+		t.Errorf("exit records %.3f s + unrecorded %.3f s fall short of the %.3f s the postmaster had reaped before the last scrape read it",
+			records, unrecorded, beforeLastScrape-before)
+	}
+	if unrecorded <= 0 {
+		t.Errorf("no unrecorded CPU: the kernel's teardown after each exit record is never free")
 	}
 }
 
@@ -341,5 +358,167 @@ func TestAPostmasterAccountOutlivesAFailedRead(t *testing.T) {
 	}
 	if _, ok := tr.reaped[pm]; ok {
 		t.Error("the forgotten postmaster's account is still kept")
+	}
+}
+
+// TestASegmentPostmasterIsLearntWithoutALiveBackend: a segment whose
+// backends all live for milliseconds (connection churn; on the testbed, the
+// discovery's own segment backends) never has one that a scrape reads
+// alive. Its postmaster is learnt from the exit record of a backend the
+// catalog listed on it, so that its children's records count from then on
+// (on that segment, unattributed) instead of being dropped as no database
+// process's.
+func TestASegmentPostmasterIsLearntWithoutALiveBackend(t *testing.T) {
+	tr := newExitTracker(zap.NewNop())
+	e := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig())
+	consts := kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_600_000_000, 0)}
+	const postmaster, listed, churned = 100, 200, 300
+	born := time.Now().Add(-time.Second)
+	record := func(pid int64, start time.Time) *gpotelv1.ExitRecord {
+		return &gpotelv1.ExitRecord{StartTimeUnixNano: start.UnixNano(), ExitTimeUnixNano: time.Now().UnixNano(),
+			Stats: &gpotelv1.TaskStatsRecord{Pid: pid, Ppid: postmaster, CpuRunVirtualNs: 5e7, CpuRunRealNs: 5e7}}
+	}
+	// A scrape lists a backend on segment 2 that is gone before the agent is
+	// asked: the agent answers nothing for it.
+	tr.beginTick()
+	tr.rememberAnswer("sdw2", consts, nil, map[int64]*Backend{listed: {SegmentID: 2, PID: listed, SessionID: 9, BackendType: "client backend"}})
+	tr.endTick()
+
+	// The next scrape fetches its record and one of a backend no scrape listed.
+	tr.beginTick()
+	md := pmetric.NewMetrics()
+	st := tr.emitExits(e.procs, md.ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+		[]hostExits{{host: "sdw2", records: []*gpotelv1.ExitRecord{record(churned, born), record(listed, born)}}})
+	tr.endTick()
+	if st.foreign != 0 || st.unattributed != 2 {
+		t.Errorf("exit records: %d unattributed, %d not a database process's; want 2 and 0", st.unattributed, st.foreign)
+	}
+	exited := processesOf([]pmetric.Metrics{md}, pipeline.KindExited)
+	for _, pid := range []int64{listed, churned} {
+		if v, ok := exited[pid]; !ok || v.segment != 2 {
+			t.Errorf("pid %d: exited %v on segment %d, want on segment 2 (its postmaster's)", pid, ok, v.segment)
+		}
+	}
+	if seg, ok := tr.postmasters[hostPID{"sdw2", postmaster}]; !ok || seg != 2 {
+		t.Errorf("postmaster %d known %v on segment %d, want segment 2: its reaped account must begin", postmaster, ok, seg)
+	}
+
+	// A pid the catalog listed and that was then reused by a process born
+	// after the listing is not that backend: its parent is learnt from nothing.
+	tr2 := newExitTracker(zap.NewNop())
+	tr2.beginTick()
+	tr2.rememberAnswer("sdw2", consts, nil, map[int64]*Backend{listed: {SegmentID: 2, PID: listed, SessionID: 9, BackendType: "client backend"}})
+	tr2.endTick()
+	tr2.beginTick()
+	st = tr2.emitExits(e.procs, pmetric.NewMetrics().ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+		[]hostExits{{host: "sdw2", records: []*gpotelv1.ExitRecord{record(listed, time.Now().Add(time.Minute))}}})
+	if st.foreign != 1 {
+		t.Errorf("a record of a pid reused after the listing: %+v, want it left out as no database process's", st)
+	}
+}
+
+// exitTrackerWorld drives an exitTracker scrape by scrape with synthetic
+// agent answers and exit records, on host sdw1 whose postmaster 100 serves
+// segment 1 (boot time and CLK_TCK chosen so that start ticks are exact).
+type exitTrackerWorld struct {
+	t      *testing.T
+	tr     *exitTracker
+	e      *snapshotEmitter
+	consts kernelunits.Host
+}
+
+const worldPostmaster = 100
+
+func newExitTrackerWorld(t *testing.T) *exitTrackerWorld {
+	return &exitTrackerWorld{t: t, tr: newExitTracker(zap.NewNop()), e: newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig()),
+		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(1_600_000_000, 0)}}
+}
+
+// born is boot time plus sec seconds.
+func (w *exitTrackerWorld) born(sec int64) time.Time {
+	return w.consts.BootTime.Add(time.Duration(sec) * time.Second)
+}
+
+// scrape runs one scrape: the agent answers for the live processes (pid →
+// birth second, all children of the postmaster, session 9) and then the
+// host's exit records and postmaster reading (cutime in s; < 0: not read)
+// are emitted. It returns the closing batch's resources.
+func (w *exitTrackerWorld) scrape(live map[int64]int64, records []*gpotelv1.ExitRecord, cutime float64) (pmetric.Metrics, exitStats) {
+	w.t.Helper()
+	w.tr.beginTick()
+	var infos []*yagpcc.GpPidProcInfo
+	asked := map[int64]*Backend{}
+	for pid, sec := range live {
+		infos = append(infos, &yagpcc.GpPidProcInfo{Pid: pid, ProcStat: &yagpcc.ProcStat{Ppid: worldPostmaster, Starttime: sec * w.consts.ClkTck}})
+		asked[pid] = &Backend{SegmentID: 1, PID: pid, SessionID: 9, BackendType: "client backend"}
+	}
+	w.tr.rememberAnswer("sdw1", w.consts, infos, asked)
+	h := hostExits{host: "sdw1", records: records, parentsComplete: true}
+	if cutime >= 0 {
+		h.parents = []parentReading{{pid: worldPostmaster, segment: 1, creation: w.born(0), childUser: cutime}}
+	}
+	md := pmetric.NewMetrics()
+	st := w.tr.emitExits(w.e.procs, md.ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1, []hostExits{h})
+	w.tr.endTick()
+	return md, st
+}
+
+// record is an exit record of a child of ppid born at start that ran cpu seconds, all user time.
+func worldRecord(pid, ppid int64, start time.Time, cpu float64) *gpotelv1.ExitRecord {
+	return &gpotelv1.ExitRecord{StartTimeUnixNano: start.UnixNano(), ExitTimeUnixNano: time.Now().UnixNano(),
+		Stats: &gpotelv1.TaskStatsRecord{Pid: pid, Ppid: ppid, CpuRunVirtualNs: uint64(cpu * 1e9), UserUs: uint64(cpu * 1e6)}}
+}
+
+// An exit record goes to the process it is of: to the session of the
+// backend a scrape saw only when pid and start time both match (a reused
+// pid's record is unattributed, on its parent's segment); a process this
+// very scrape read (a zombie) is left out, its reading holds the same
+// totals; a child of no postmaster (a shell of the database user) is left out.
+func TestAnExitRecordGoesToTheProcessItIsOf(t *testing.T) {
+	w := newExitTrackerWorld(t)
+	w.scrape(map[int64]int64{200: 1000}, nil, 5) // sees 200; learns the postmaster; its account begins
+
+	md, st := w.scrape(map[int64]int64{300: 1010}, []*gpotelv1.ExitRecord{
+		worldRecord(200, worldPostmaster, w.born(1030), 0.5), // pid 200 again, born 30 s after the one seen
+		worldRecord(300, worldPostmaster, w.born(1010), 0.5), // read in this very scrape
+		worldRecord(400, 555, w.born(1020), 0.5),             // a shell's child
+	}, 6.5)
+	if st.attributed != 0 || st.unattributed != 1 || st.live != 1 || st.foreign != 1 {
+		t.Errorf("exit records: %+v, want 1 unattributed (the reused pid), 1 read live, 1 not a database process's", st)
+	}
+	exited := processesOf([]pmetric.Metrics{md}, pipeline.KindExited)
+	if v, ok := exited[200]; !ok {
+		t.Error("the reused pid's record is missing")
+	} else if sess, has := v.resource.Get(pipeline.AttrSessionID); has || v.segment != 1 {
+		t.Errorf("the reused pid's record went to session %v (%v) on segment %d: want no session, segment 1", sess.AsRaw(), has, v.segment)
+	}
+	for _, pid := range []int64{300, 400} {
+		if _, ok := exited[pid]; ok {
+			t.Errorf("pid %d's record is in the snapshot: want it left out", pid)
+		}
+	}
+}
+
+// The unrecorded counter never goes down: a record fetched a scrape before
+// its parent's cutime shows the reap makes Δcutime − records negative for a
+// moment, and the counter holds its value instead.
+func TestUnrecordedCPUNeverGoesDown(t *testing.T) {
+	w := newExitTrackerWorld(t)
+	w.scrape(map[int64]int64{200: 1000}, nil, -1) // learns the postmaster
+	w.scrape(nil, nil, 10)                        // the account begins at cutime 10
+	var got []float64
+	for _, step := range []struct {
+		records []*gpotelv1.ExitRecord
+		cutime  float64
+	}{
+		{nil, 10.5}, // 0.5 s reaped without a record
+		{[]*gpotelv1.ExitRecord{worldRecord(201, worldPostmaster, w.born(1100), 2)}, 10.5}, // a record before its reap shows
+		{nil, 12.75}, // the reap shows, with 0.25 s of teardown
+	} {
+		md, _ := w.scrape(nil, step.records, step.cutime)
+		got = append(got, cpuOf(md, pipeline.KindUnrecorded, worldPostmaster))
+	}
+	if want := []float64{0.5, 0.5, 0.75}; !slices.EqualFunc(got, want, func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }) {
+		t.Errorf("unrecorded CPU scrape by scrape %v, want %v", got, want)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -71,16 +72,24 @@ func (s countingService) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidP
 	return a.service.GetPidProcStat(ctx, req)
 }
 
-// startAgents runs one counting agent per emulated host, on its 127.0.0.x address.
+// startAgents runs one counting agent per emulated host, on its 127.0.0.x
+// address. Each answers only for its own host's postmasters and their
+// children (postmaster_pid_files): the emulated hosts share one kernel, and
+// an agent answering for another host's backends would hide a receiver
+// that asks the wrong host.
 func startAgents(t *testing.T, c *cluster.Cluster) map[string]*countingAgent {
 	t.Helper()
-	svc, err := segmentagent.NewService(segmentagent.NewDefaultServiceConfig(), zap.NewNop(), nil)
-	if err != nil {
-		t.Fatalf("agent service: %v", err)
-	}
 	var inFlight, peak atomic.Int32
 	agents := map[string]*countingAgent{}
 	for _, h := range c.Hosts {
+		scfg := segmentagent.NewDefaultServiceConfig()
+		for _, dir := range c.DataDirsOf(h.Name) {
+			scfg.PostmasterPidFiles = append(scfg.PostmasterPidFiles, filepath.Join(dir, "postmaster.pid"))
+		}
+		svc, err := segmentagent.NewService(scfg, zap.NewNop(), nil)
+		if err != nil {
+			t.Fatalf("agent service of %s: %v", h.Name, err)
+		}
 		lis, err := net.Listen("tcp", net.JoinHostPort(h.AgentAddress, "0"))
 		if err != nil {
 			t.Fatalf("listen for %s: %v", h.Name, err)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/hostcaps"
 )
 
 // These tests read this machine's real cgroups and pressure files through
@@ -64,8 +66,8 @@ func start(t *testing.T, cmd *exec.Cmd) int64 {
 func testGroupName() string { return fmt.Sprintf("gpotel-cgroup-test-%d", os.Getpid()) }
 
 func TestHostPressureIsReadFromProc(t *testing.T) {
-	if _, err := os.Stat("/proc/pressure/cpu"); err != nil {
-		t.Skipf("this kernel has no /proc/pressure: %v", err)
+	if err := hostcaps.PSI(); err != nil {
+		t.Skip(err)
 	}
 	in := NewInspector(InspectorConfig{})
 	set := in.HostPressure()
@@ -81,6 +83,9 @@ func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 	v2 := in.Layout().V2
 	if v2 == nil {
 		t.Skip("cgroup v2 is not mounted on this host")
+	}
+	if err := hostcaps.PSI(); err != nil {
+		t.Skipf("no cpu.pressure to grow: %v", err)
 	}
 	dir := makeGroup(t, v2.MountPoint, filepath.Join(testGroupName(), "gpdb", "6437"))
 	fd, err := syscall.Open(dir, syscall.O_RDONLY|syscall.O_DIRECTORY, 0)
@@ -120,24 +125,52 @@ func TestCPUContendedV2GroupShowsGrowingCPUPressure(t *testing.T) {
 	}
 }
 
+// TestCgroupstatsCountsAV1GroupsTasksByState counts a v1 group's tasks by
+// state through CGROUPSTATS: in the cpu hierarchy where this host mounts
+// one (Greenplum 6's resource groups), and in a v1 hierarchy the test
+// mounts itself, so that the v1 path meets the real kernel on a host that
+// mounts only cgroup v2 (Debian 12's default) as long as the kernel has v1.
 func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
 	requireRoot(t)
-	in := NewInspector(InspectorConfig{CgroupStats: true})
-	var cpu *Mount
-	for _, m := range in.Layout().V1 {
-		if sameSet(m.Controllers, []string{"cpu"}) || sameSet(m.Controllers, []string{"cpu", "cpuacct"}) {
-			cpu = &m
+	t.Run("the host's cpu hierarchy", func(t *testing.T) {
+		in := NewInspector(InspectorConfig{CgroupStats: true})
+		var cpu *Mount
+		for _, m := range in.Layout().V1 {
+			if sameSet(m.Controllers, []string{"cpu"}) || sameSet(m.Controllers, []string{"cpu", "cpuacct"}) {
+				cpu = &m
+			}
 		}
-	}
-	if cpu == nil {
-		t.Skip("no cgroup v1 cpu hierarchy on this host")
-	}
+		if cpu == nil {
+			t.Skip("this host mounts no cgroup v1 cpu hierarchy (the next subtest mounts a v1 hierarchy of its own)")
+		}
+		checkCgroupstats(t, in, cpu.MountPoint, strings.Join(cpu.Controllers, ","))
+	})
+	t.Run("a v1 hierarchy the test mounts", func(t *testing.T) {
+		name := "name=" + testGroupName()
+		dir := t.TempDir()
+		if err := syscall.Mount("cgroup", dir, "cgroup", 0, "none,"+name); err != nil {
+			t.Skipf("this kernel mounts no cgroup v1 hierarchy: %v", err)
+		}
+		// Unmounted after the group is removed (cleanups run last-in first-out).
+		t.Cleanup(func() {
+			if err := syscall.Unmount(dir, 0); err != nil {
+				t.Errorf("unmounting %s: %v", dir, err)
+			}
+		})
+		checkCgroupstats(t, NewInspector(InspectorConfig{CgroupStats: true}), dir, name)
+	})
+}
+
+// checkCgroupstats puts a sleeping and a stopped process in a resource
+// group of the v1 hierarchy mounted at mountPoint and reads its task states.
+func checkCgroupstats(t *testing.T, in *Inspector, mountPoint, hierarchy string) {
+	t.Helper()
 	for _, c := range in.Capabilities() {
 		if c.Name == "cgroup v1 task states (cgroupstats)" && c.Off != nil {
 			t.Skipf("cgroupstats unavailable: %v", c.Off)
 		}
 	}
-	dir := makeGroup(t, cpu.MountPoint, filepath.Join(testGroupName(), "gpdb", "6438"))
+	dir := makeGroup(t, mountPoint, filepath.Join(testGroupName(), "gpdb", "6438"))
 	// A reader blocked on an empty pipe sleeps in plain TASK_INTERRUPTIBLE, as a
 	// backend waiting for its client does; sleep(1) would not do: since Linux 6.1
 	// nanosleep adds TASK_FREEZABLE to the state word, and cgroupstats counts
@@ -155,7 +188,7 @@ func TestCgroupstatsCountsAV1GroupsTasksByState(t *testing.T) {
 
 	g, err := in.GroupOf(sleeping)
 	require.NoError(t, err)
-	assert.Equal(t, Group{Version: 1, Hierarchy: "cpu", Path: "/" + testGroupName() + "/gpdb/6438", ResourceGroupOID: 6438}, g)
+	assert.Equal(t, Group{Version: 1, Hierarchy: hierarchy, Path: "/" + testGroupName() + "/gpdb/6438", ResourceGroupOID: 6438}, g)
 
 	want := TaskStates{Sleeping: 1, Stopped: 1, HasIOWait: true}
 	end := await.Deadline(t)

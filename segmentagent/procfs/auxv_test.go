@@ -12,6 +12,14 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
+// The auxiliary vector's keys as linux/auxvec.h numbers them, written out
+// here so that a wrong constant in auxv.go shows.
+const (
+	kernelAtNull   = 0
+	kernelAtPageSz = 6
+	kernelAtClkTck = 17
+)
+
 func auxvBytes(pairs ...uint64) []byte {
 	var b []byte
 	for _, v := range pairs {
@@ -27,9 +35,9 @@ func TestParseAuxv(t *testing.T) {
 		want    Auxv
 		wantErr bool
 	}{
-		{name: "both entries before AT_NULL", in: auxvBytes(33, 7, atPageSz, 4096, atClkTck, 100, atNull, 0), want: Auxv{ClkTck: 100, PageSize: 4096}},
-		{name: "entries after AT_NULL are ignored", in: auxvBytes(atPageSz, 4096, atNull, 0, atClkTck, 100), wantErr: true},
-		{name: "odd trailing bytes are ignored", in: append(auxvBytes(atPageSz, 65536, atClkTck, 250), 1, 2, 3), want: Auxv{ClkTck: 250, PageSize: 65536}},
+		{name: "both entries before AT_NULL", in: auxvBytes(33, 7, kernelAtPageSz, 4096, kernelAtClkTck, 100, kernelAtNull, 0), want: Auxv{ClkTck: 100, PageSize: 4096}},
+		{name: "entries after AT_NULL are ignored", in: auxvBytes(kernelAtPageSz, 4096, kernelAtNull, 0, kernelAtClkTck, 100), wantErr: true},
+		{name: "odd trailing bytes are ignored", in: append(auxvBytes(kernelAtPageSz, 65536, kernelAtClkTck, 250), 1, 2, 3), want: Auxv{ClkTck: 250, PageSize: 65536}},
 		{name: "empty", in: nil, wantErr: true},
 	}
 	for _, tt := range tests {
@@ -57,7 +65,7 @@ func TestParseAuxvOfThisProcessMatchesTheRuntime(t *testing.T) {
 }
 
 func FuzzParseAuxv(f *testing.F) {
-	f.Add(auxvBytes(atPageSz, 4096, atClkTck, 100, atNull, 0))
+	f.Add(auxvBytes(kernelAtPageSz, 4096, kernelAtClkTck, 100, kernelAtNull, 0))
 	if raw, err := os.ReadFile(SelfAuxvPath); err == nil {
 		f.Add(raw)
 	}

@@ -16,12 +16,14 @@ import (
 
 func TestReadHostFromFixtureRoot(t *testing.T) {
 	auxv := filepath.Join(t.TempDir(), "auxv")
-	require.NoError(t, os.WriteFile(auxv, auxvBytes(atPageSz, 4096, atClkTck, 100, atNull, 0), 0o600))
+	// Not the fallbacks (CLK_TCK 100, the runtime's page size): a reader
+	// that ignored the auxiliary vector would not pass.
+	require.NoError(t, os.WriteFile(auxv, auxvBytes(kernelAtPageSz, 65536, kernelAtClkTck, 250, kernelAtNull, 0), 0o600))
 	host, err := ReadHost(HostConfig{Root: fixtureRoot, AuxvPath: auxv, Hostname: "sdw1"}, nil)
 	require.NoError(t, err)
 	assert.Equal(t, "sdw1", host.Hostname)
-	assert.Equal(t, int64(100), host.ClkTck)
-	assert.Equal(t, int64(4096), host.PageSize)
+	assert.Equal(t, int64(250), host.ClkTck)
+	assert.Equal(t, int64(65536), host.PageSize)
 	assert.Equal(t, int64(1795246391), host.BootTimeUnix)
 	assert.Equal(t, "6.1.0-fixture", host.KernelRelease)
 }

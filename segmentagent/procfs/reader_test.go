@@ -40,14 +40,11 @@ func TestReaderReadsEveryFileOfAModernKernel(t *testing.T) {
 	assert.Nil(t, info.CommandCount, "an idle title without cmd<N>")
 	assert.Empty(t, info.Unread)
 
-	st := info.ProcStat
-	assert.Equal(t, "postgres", st.Comm)
-	assert.Equal(t, "S", st.State)
-	assert.Equal(t, int64(1234), st.Utime)
-	assert.Equal(t, int64(567), st.Stime)
-	assert.Equal(t, int64(54400), st.Starttime)
-	assert.Equal(t, int64(6910), st.Rss)
-	assert.Equal(t, int64(42), st.DelayacctBlkioTicks)
+	// Every stat field, each with its own value in the fixture.
+	assert.Equal(t, &yagpcc.ProcStat{Pid: 1001, Comm: "postgres", State: "S", Ppid: 900, Pgrp: 900, Session: 900, TtyNr: 0, Tpgid: -1,
+		Flags: 4194560, Minflt: 8123, Cminflt: 31, Majflt: 12, Cmajflt: 2, Utime: 1234, Stime: 567, Cutime: 3310, Cstime: 1420,
+		Priority: 20, Nice: 5, NumThreads: 1, Starttime: 54400, Vsize: 226508800, Rss: 6910, Rsslim: -1,
+		Processor: 1, DelayacctBlkioTicks: 42, GuestTime: 7, CguestTime: 9}, info.ProcStat)
 
 	ss := info.ProcStatus
 	assert.Equal(t, int64(101), ss.UidReal)

@@ -23,6 +23,10 @@ func TestParseStat(t *testing.T) {
 		s.PID, s.Comm = pid, []byte(comm)
 		return s
 	}
+	// 1001 has a distinct value in every field gpotel keeps (its children's
+	// times and faults too), so a field read from its neighbour shows.
+	full := modern
+	full.CMinFlt, full.CMajFlt, full.CUTime, full.CSTime, full.Nice, full.GuestTime, full.CGuestTime = 31, 2, 3310, 1420, 5, 7, 9
 	old := withComm(modern, 1002, "postgres")
 	old.Flags = 4202752
 
@@ -32,7 +36,7 @@ func TestParseStat(t *testing.T) {
 		want    Stat
 		wantErr error
 	}{
-		{name: "modern kernel prints 52 fields", pid: "1001", want: modern},
+		{name: "modern kernel prints 52 fields", pid: "1001", want: full},
 		{name: "2.6.32 kernel prints 44 fields", pid: "1002", want: old},
 		{name: "comm with spaces and parentheses parses whole", pid: "1003", want: withComm(modern, 1003, "postgres: (x) y")},
 		{name: "truncated file is an error", pid: "1004", wantErr: ErrTruncated},

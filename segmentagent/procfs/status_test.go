@@ -27,7 +27,8 @@ func TestParseStatus(t *testing.T) {
 		Name: []byte("kworker/0:1"), Tgid: 1009, PPid: 2, Threads: 1, VoluntaryCtxtSwitches: 99,
 	}
 	other := modern
-	other.Tgid, other.Name, other.UIDReal, other.UIDEffective = 1006, []byte("bash"), 65534, 65534
+	// Its effective uid is the database user's, its real one not: the real one decides.
+	other.Tgid, other.Name, other.UIDReal, other.UIDEffective = 1006, []byte("bash"), 65534, 101
 
 	tests := []struct {
 		name    string

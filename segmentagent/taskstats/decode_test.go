@@ -6,6 +6,7 @@ package taskstats
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
 	"unsafe"
 
@@ -205,4 +206,83 @@ func FuzzDecodeMessage(f *testing.F) {
 			t.Fatalf("fields present out of version order: %+v", s)
 		}
 	})
+}
+
+// TestDecodeReadsEveryFieldFromItsOwnPlace lays a struct taskstats out as
+// golang.org/x/sys/unix declares it for this architecture, every field with
+// a value of its own, and checks each decoded field against it: a field read
+// from its neighbour's place shows, which rawStats (written with the
+// decoder's own offsets) cannot.
+func TestDecodeReadsEveryFieldFromItsOwnPlace(t *testing.T) {
+	var x unix.Taskstats
+	v := reflect.ValueOf(&x).Elem()
+	for i := range v.NumField() {
+		if f := v.Field(i); f.CanSet() && f.Kind() >= reflect.Uint8 && f.Kind() <= reflect.Uint64 {
+			f.SetUint(uint64(101 + i)) // distinct, and small enough for a byte
+		}
+	}
+	x.Version, x.Ac_flag = 14, acGroup
+	for i, c := range "postgres" {
+		x.Ac_comm[i] = int8(c)
+	}
+	raw := unsafe.Slice((*byte)(unsafe.Pointer(&x)), unsafe.Sizeof(x))[:offIRQDelay+8] // #nosec G103 -- the struct's own bytes, read only
+	m, err := DecodeMessage(exitMessage(t, raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := m.Process()
+	for _, c := range []struct {
+		name      string
+		got, want uint64
+	}{
+		{"ac_exitcode", uint64(s.ExitCode), uint64(x.Ac_exitcode)},
+		{"ac_nice", uint64(s.Nice), uint64(x.Ac_nice)},
+		{"ac_uid", uint64(s.UID), uint64(x.Ac_uid)},
+		{"ac_gid", uint64(s.GID), uint64(x.Ac_gid)},
+		{"ac_pid", uint64(s.PID), uint64(x.Ac_pid)},
+		{"ac_ppid", uint64(s.PPID), uint64(x.Ac_ppid)},
+		{"ac_tgid", uint64(s.TGID), uint64(x.Ac_tgid)},
+		{"ac_btime64", s.BeginTime, x.Ac_btime64},
+		{"ac_etime", s.ElapsedUs, x.Ac_etime},
+		{"ac_utime", s.UserUs, x.Ac_utime},
+		{"ac_stime", s.SystemUs, x.Ac_stime},
+		{"cpu_run_real_total", s.CPURunRealNs, x.Cpu_run_real_total},
+		{"cpu_run_virtual_total", s.CPURunVirtualNs, x.Cpu_run_virtual_total},
+		{"ac_minflt", s.MinorFaults, x.Ac_minflt},
+		{"ac_majflt", s.MajorFaults, x.Ac_majflt},
+		{"hiwater_rss", s.HiwaterRSSKiB, x.Hiwater_rss},
+		{"hiwater_vm", s.HiwaterVMKiB, x.Hiwater_vm},
+		{"read_char", s.ReadChars, x.Read_char},
+		{"write_char", s.WriteChars, x.Write_char},
+		{"read_syscalls", s.ReadSyscalls, x.Read_syscalls},
+		{"write_syscalls", s.WriteSyscalls, x.Write_syscalls},
+		{"read_bytes", s.ReadBytes, x.Read_bytes},
+		{"write_bytes", s.WriteBytes, x.Write_bytes},
+		{"cancelled_write_bytes", s.CancelledWrite, x.Cancelled_write_bytes},
+		{"nvcsw", s.VoluntaryCtxSw, x.Nvcsw},
+		{"nivcsw", s.InvoluntaryCtxSw, x.Nivcsw},
+		{"cpu_count", s.CPUDelay.Count, x.Cpu_count},
+		{"cpu_delay_total", s.CPUDelay.TotalNs, x.Cpu_delay_total},
+		{"blkio_count", s.BlkioDelay.Count, x.Blkio_count},
+		{"blkio_delay_total", s.BlkioDelay.TotalNs, x.Blkio_delay_total},
+		{"swapin_count", s.SwapinDelay.Count, x.Swapin_count},
+		{"swapin_delay_total", s.SwapinDelay.TotalNs, x.Swapin_delay_total},
+		{"freepages_count", s.FreepagesDelay.Count, x.Freepages_count},
+		{"freepages_delay_total", s.FreepagesDelay.TotalNs, x.Freepages_delay_total},
+		{"thrashing_count", s.ThrashingDelay.Count, x.Thrashing_count},
+		{"thrashing_delay_total", s.ThrashingDelay.TotalNs, x.Thrashing_delay_total},
+		{"compact_count", s.CompactDelay.Count, x.Compact_count},
+		{"compact_delay_total", s.CompactDelay.TotalNs, x.Compact_delay_total},
+		{"wpcopy_count", s.WpcopyDelay.Count, x.Wpcopy_count},
+		{"wpcopy_delay_total", s.WpcopyDelay.TotalNs, x.Wpcopy_delay_total},
+		{"irq_count", s.IRQDelay.Count, x.Irq_count},
+		{"irq_delay_total", s.IRQDelay.TotalNs, x.Irq_delay_total},
+	} {
+		if c.got != c.want {
+			t.Errorf("%s = %d, want %d", c.name, c.got, c.want)
+		}
+	}
+	if s.Comm != "postgres" || s.Flag != acGroup {
+		t.Errorf("comm %q flag %#x", s.Comm, s.Flag)
+	}
 }

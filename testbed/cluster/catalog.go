@@ -16,6 +16,12 @@ import (
 // receiver should name.
 const internalSchema = "gpotel_testbed"
 
+// firstSessionID is the coordinator's first sess_id: above PID_MAX_LIMIT
+// (2^22, the largest pid_max a 64-bit Linux allows), so that no sess_id
+// equals any pid and code that takes one for the other fails here as it
+// would on a real Greenplum, whose gp_session_id is a counter.
+const firstSessionID = 1<<22 + 1
+
 // Greenplum's built-in resource group oids.
 const (
 	rsgDefaultGroup = 6437
@@ -102,8 +108,45 @@ CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
 -- Sessions moved to another resource group (pg_resgroup_move_query).
 CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
 
+-- The coordinator's session counter, as Greenplum's gp_session_id: each
+-- client backend gets the next number the first time any statement reads
+-- its row, kept by (pid, backend_start). It counts from above the kernel's
+-- pid_max, so that no sess_id equals any pid. A row is dropped when its pid
+-- comes back as a new backend: the table holds at most one row per pid.
+CREATE TABLE %[1]s.sessions (pid integer NOT NULL, backend_start timestamptz NOT NULL, sess_id integer NOT NULL,
+  PRIMARY KEY (pid, backend_start));
+CREATE SEQUENCE %[1]s.sess_ids AS integer START WITH %[9]d;
+CREATE FUNCTION %[1]s.session_of(backend integer, started timestamptz) RETURNS integer
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog AS $fn$
+DECLARE
+  id integer;
+BEGIN
+  IF backend IS NULL OR started IS NULL THEN
+    RETURN 0;
+  END IF;
+  SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
+  IF FOUND THEN
+    RETURN id;
+  END IF;
+  -- Statements that number backends take turns: two that met each other's
+  -- new rows in different orders deadlocked (three churn workloads asking
+  -- for their sess_ids at once). Held to the end of the transaction, so
+  -- every row written is written by the holder.
+  PERFORM pg_advisory_xact_lock(hashtext('%[1]s.sessions'));
+  SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
+  IF FOUND THEN
+    RETURN id;
+  END IF;
+  DELETE FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start < started;
+  INSERT INTO %[1]s.sessions VALUES (backend, started, nextval('%[1]s.sess_ids')) ON CONFLICT DO NOTHING;
+  SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
+  RETURN id;
+END
+$fn$;
+
 -- PostgreSQL's pg_stat_activity plus the testbed's sess_id rule (testbed/README.md):
--- coordinator: a client backend's sess_id is its pid, a parallel worker's its leader's pid;
+-- coordinator: a client backend's sess_id is the session counter's number
+-- for it, a parallel worker's its leader's;
 -- segment: the number tagged in application_name as '%[2]s<id>' (the leader's, for a parallel worker);
 -- everything else: 0.
 CREATE VIEW %[1]s.activity AS
@@ -111,7 +154,7 @@ WITH tagged AS (
   SELECT a.*,
     CASE
       WHEN a.backend_type NOT IN ('client backend', 'parallel worker') THEN 0
-      WHEN %[1]s.content_id() = -1 THEN coalesce(a.leader_pid, a.pid)
+      WHEN %[1]s.content_id() = -1 THEN %[1]s.session_of(coalesce(a.leader_pid, a.pid), coalesce(l.backend_start, a.backend_start))
       ELSE coalesce(substring(coalesce(l.application_name, a.application_name) FROM '^%[2]s([0-9]+)')::integer, 0)
     END AS sess_id,
     regexp_replace(a.application_name, '^%[2]s[0-9]+ ?', '') AS app_name,
@@ -123,8 +166,9 @@ WITH tagged AS (
 SELECT t.*, coalesce(m.rsgid, t.role_rsgid) AS rsgid, %[8]s AS rsgname
 FROM tagged t LEFT JOIN %[1]s.moved m ON m.sess_id = t.sess_id AND t.sess_id > 0;
 
-CREATE FUNCTION %[1]s.my_sess_id() RETURNS integer LANGUAGE sql STABLE
-  AS $$ SELECT coalesce((SELECT sess_id FROM %[1]s.activity WHERE pid = pg_backend_pid()), pg_backend_pid()) $$;
+-- Any role may ask for its own sess_id (the activity view is not public).
+CREATE FUNCTION %[1]s.my_sess_id() RETURNS integer LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog
+  AS $$ SELECT coalesce((SELECT sess_id FROM %[1]s.activity WHERE pid = pg_backend_pid()), 0) $$;
 
 -- Which instance executes the row: this one, or inside gp_dist_random the
 -- segment whose row it is (%[5]s is set per row there).
@@ -134,7 +178,7 @@ CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOL
 CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[6]s::text $$;
 `, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
-		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"))
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"), firstSessionID)
 
 	exprs := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {

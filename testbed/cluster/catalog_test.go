@@ -105,6 +105,9 @@ func TestCatalogIsAsStrictAsTheRealOne(t *testing.T) {
 					t.Errorf("rows checked by executing segment %v, want some on each of %d instances", checked, len(c.Instances()))
 				}
 			})
+			t.Run("SessionIDIsACounterNotAPid", func(t *testing.T) {
+				checkSessionIDs(ctx, t, c, conn)
+			})
 			t.Run("AbsentFunctionsDoNotExist", func(t *testing.T) {
 				for _, f := range []string{"pg_log_backend_memory_contexts", "pg_blocking_pids"} {
 					var n int
@@ -136,6 +139,75 @@ func TestCatalogIsAsStrictAsTheRealOne(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// checkSessionIDs: on the coordinator a session's sess_id is a counter, as
+// Greenplum's gp_session_id is: two backends connected one after the other
+// get increasing numbers, each keeps its own across reads, and none is any
+// backend's pid; a segment backend tagged with the session carries it.
+func checkSessionIDs(ctx context.Context, t *testing.T, c *Cluster, conn *pgx.Conn) {
+	t.Helper()
+	var ids []int
+	for range 2 {
+		other, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = other.Close(context.Background()) }()
+		var id, again int
+		if err := other.QueryRow(ctx, MySessIDSQL).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if err := other.QueryRow(ctx, MySessIDSQL).Scan(&again); err != nil {
+			t.Fatal(err)
+		}
+		if again != id {
+			t.Errorf("a backend's sess_id changed from %d to %d between two reads", id, again)
+		}
+		ids = append(ids, id)
+	}
+	if ids[1] <= ids[0] {
+		t.Errorf("sess_ids %v of two backends connected one after the other: want a counter", ids)
+	}
+	seg := c.Segments[0]
+	cfg, err := pgx.ParseConfig(seg.DSN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.RuntimeParams["application_name"] = SessionTagPrefix + strconv.Itoa(ids[1])
+	tagged, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tagged.Close(context.Background()) }()
+
+	rows, _ := conn.Query(ctx, `SELECT gp_execution_segment(), pid, sess_id FROM gp_dist_random('pg_stat_activity')
+		UNION ALL SELECT -1, pid, sess_id FROM pg_stat_activity`)
+	type row struct{ content, pid, sess int }
+	var all []row
+	var r row
+	if _, err := pgx.ForEachRow(rows, []any{&r.content, &r.pid, &r.sess}, func() error { all = append(all, r); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	pids := map[int]bool{}
+	for _, r := range all {
+		pids[r.pid] = true
+	}
+	taggedSeen := false
+	for _, r := range all {
+		if r.sess > 0 && pids[r.sess] {
+			t.Errorf("content %d pid %d: sess_id %d is the pid of a backend", r.content, r.pid, r.sess)
+		}
+		if r.pid == int(tagged.PgConn().PID()) {
+			taggedSeen = true
+			if r.sess != ids[1] {
+				t.Errorf("the segment backend tagged with session %d has sess_id %d", ids[1], r.sess)
+			}
+		}
+	}
+	if !taggedSeen {
+		t.Errorf("the tagged segment backend %d is not among the rows %v", tagged.PgConn().PID(), all)
 	}
 }
 

@@ -59,6 +59,8 @@ const (
 	Database = "postgres"
 	// SessionTagPrefix in a segment backend's application_name names the coordinator session it serves.
 	SessionTagPrefix = "gpotel_sess="
+	// MySessIDSQL returns the calling coordinator backend's sess_id.
+	MySessIDSQL = "SELECT " + internalSchema + ".my_sess_id()"
 	// descriptionFile is written into Dir by Up and read by Load.
 	descriptionFile = "cluster.json"
 )
@@ -174,6 +176,17 @@ func (d *Description) Instance(content int) (Instance, bool) {
 		}
 	}
 	return Instance{}, false
+}
+
+// DataDirsOf lists the data directories of the instances on an emulated host.
+func (d *Description) DataDirsOf(host string) []string {
+	var out []string
+	for _, in := range d.Instances() {
+		if in.Host == host {
+			out = append(out, in.DataDir)
+		}
+	}
+	return out
 }
 
 // HostOf names the emulated host a content id lives on.

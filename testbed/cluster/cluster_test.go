@@ -45,13 +45,23 @@ func backendPID(t *testing.T, conn *pgx.Conn) int {
 	return pid
 }
 
+// sessIDOf is a coordinator backend's sess_id.
+func sessIDOf(t *testing.T, conn *pgx.Conn) int {
+	t.Helper()
+	var id int
+	if err := conn.QueryRow(context.Background(), cluster.MySessIDSQL).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
 // testbedSession opens a coordinator backend and one tagged backend per segment,
 // the shape the workload package uses.
 func testbedSession(t *testing.T, c *cluster.Cluster) (sessID int, pids map[int]int) {
 	t.Helper()
 	coord := connect(t, c.CoordinatorDSN, nil)
-	sessID = backendPID(t, coord)
-	pids = map[int]int{-1: sessID}
+	sessID = sessIDOf(t, coord)
+	pids = map[int]int{-1: backendPID(t, coord)}
 	for _, seg := range c.Segments {
 		conn := connect(t, seg.DSN, map[string]string{"application_name": fmt.Sprintf("%s%d", cluster.SessionTagPrefix, sessID)})
 		pids[seg.Content] = backendPID(t, conn)
@@ -93,7 +103,7 @@ const (
 func checkAllSessions(t *testing.T, c *cluster.Cluster, query string) {
 	sessID, pids := testbedSession(t, c)
 	receiver := connect(t, c.CoordinatorDSN, nil)
-	receiverPID := backendPID(t, receiver)
+	receiverSession := sessIDOf(t, receiver)
 	rows := allSessions(t, receiver, query)
 
 	found := map[int]activityRow{}
@@ -102,7 +112,7 @@ func checkAllSessions(t *testing.T, c *cluster.Cluster, query string) {
 		if r.sessID == sessID {
 			found[r.segment] = r
 		}
-		if r.sessID == receiverPID && r.segment >= 0 {
+		if r.sessID == receiverSession && r.segment >= 0 {
 			receiverSegments[r.segment] = true
 		}
 	}
@@ -122,7 +132,7 @@ func checkAllSessions(t *testing.T, c *cluster.Cluster, query string) {
 	// The query's own dblink backends serve the receiver's session, as Greenplum's QEs do.
 	for _, seg := range c.Segments {
 		if !receiverSegments[seg.Content] {
-			t.Errorf("receiver session %d has no backend on content %d", receiverPID, seg.Content)
+			t.Errorf("receiver session %d has no backend on content %d", receiverSession, seg.Content)
 		}
 	}
 }

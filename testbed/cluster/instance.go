@@ -309,9 +309,20 @@ func (c *Cluster) stop(ctx context.Context, in Instance, mode string) error {
 // RestartCoordinator stops and starts the coordinator on the same port: its
 // postmaster start time (and so the tm_id) changes, the catalog stays.
 func (c *Cluster) RestartCoordinator(ctx context.Context) error {
-	if err := c.stop(ctx, c.Coordinator, "fast"); err != nil {
+	if err := c.StopCoordinator(ctx); err != nil {
 		return err
 	}
+	return c.StartCoordinator(ctx)
+}
+
+// StopCoordinator stops the coordinator (an outage of the database
+// itself); StartCoordinator starts it again on the same port.
+func (c *Cluster) StopCoordinator(ctx context.Context) error {
+	return c.stop(ctx, c.Coordinator, "fast")
+}
+
+// StartCoordinator starts the coordinator StopCoordinator stopped.
+func (c *Cluster) StartCoordinator(ctx context.Context) error {
 	if err := c.start(ctx, &c.Coordinator, false); err != nil {
 		return err
 	}

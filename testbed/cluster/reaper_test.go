@@ -74,15 +74,20 @@ func TestReaperIgnoresForeignDescriptions(t *testing.T) {
 		if os.Geteuid() != 0 {
 			t.Skip("planting a description owned by nobody needs root")
 		}
-		target := canary(t)
-		dir := plantDescription(t, target)
+		// A description that passes every other rule (its paths are its
+		// own directory's, as in "our own orphan is reaped" below), so only
+		// the owner stands between the reaper and the directory.
+		dir := ownOrphanDescription(t)
+		if err := os.WriteFile(filepath.Join(dir, "keep"), []byte("still here\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
 		for _, p := range []string{filepath.Join(dir, descriptionFile), dir} {
 			if err := os.Chown(p, 65534, 65534); err != nil {
 				t.Fatal(err)
 			}
 		}
 		reapOrphans()
-		assertSurvives(t, target)
+		assertSurvives(t, dir)
 	})
 	t.Run("a symlink to a description elsewhere", func(t *testing.T) {
 		target := canary(t)
@@ -111,19 +116,28 @@ func TestReaperIgnoresForeignDescriptions(t *testing.T) {
 	})
 	// The rules must leave the reaper its job: our own orphan still goes.
 	t.Run("our own orphan is reaped", func(t *testing.T) {
-		dir, err := os.MkdirTemp(os.TempDir(), "gpotel-testbed-")
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = os.RemoveAll(dir) })
-		d := Description{ID: "0badf00d", Dir: dir, DiskDir: filepath.Join(dir, "disk"), SocketDir: filepath.Join(dir, "sock"), Owner: deadOwner(t),
-			Coordinator: Instance{Content: CoordinatorContent, DataDir: filepath.Join(dir, CoordinatorHost, "gpseg-1")}}
-		if err := os.WriteFile(filepath.Join(dir, descriptionFile), d.JSON(), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		dir := ownOrphanDescription(t)
 		reapOrphans()
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("our own orphan %s was left: %v", dir, err)
 		}
 	})
+}
+
+// ownOrphanDescription writes, in a new gpotel-testbed-* directory, the
+// description of an orphan of ours whose every path is its own directory's,
+// and returns that directory.
+func ownOrphanDescription(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp(os.TempDir(), "gpotel-testbed-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	d := Description{ID: "0badf00d", Dir: dir, DiskDir: filepath.Join(dir, "disk"), SocketDir: filepath.Join(dir, "sock"), Owner: deadOwner(t),
+		Coordinator: Instance{Content: CoordinatorContent, DataDir: filepath.Join(dir, CoordinatorHost, "gpseg-1")}}
+	if err := os.WriteFile(filepath.Join(dir, descriptionFile), d.JSON(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -6,19 +6,24 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"math"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
 
 const delayacctSysctl = "/proc/sys/kernel/task_delayacct"
 
 // TestDelayAccounting turns kernel.task_delayacct on for its duration and
-// checks that an I/O-heavy session shows block-I/O delay and a CPU-contended
-// one shows CPU (run-queue) delay, through the whole pipeline to GetGPSessions.
+// checks that an I/O-heavy session's block-I/O delay and a CPU-contended
+// one's CPU (run-queue) delay, through the whole pipeline to GetGPSessions,
+// are what /proc says the sessions' backends waited over the same window.
 func TestDelayAccounting(t *testing.T) {
 	needBinaries(t)
 	if os.Geteuid() != 0 {
@@ -56,19 +61,66 @@ func TestDelayAccounting(t *testing.T) {
 			Contents: []int{1}}))
 	}
 
-	waitFor(t, "block-I/O delay on the I/O session and CPU delay on a CPU session", func() (bool, string) {
-		st, err := stateOf(ctx, api, io.SessID())
-		if err != nil || st == nil {
-			return false, fmt.Sprintf("I/O session %d: %v", io.SessID(), err)
-		}
-		blkio := st.GetLastMetrics().GetSystemStat().GetBlkioDelaySeconds()
-		runq := 0.0
-		for _, w := range cpus {
-			if cs, err := stateOf(ctx, api, w.SessID()); err == nil && cs != nil {
-				runq = max(runq, cs.GetLastMetrics().GetSystemStat().GetRunDelaySeconds())
+	var pids []int
+	for _, w := range append([]*workload.Session{io}, cpus...) {
+		pids = append(pids, w.AllPids()...)
+	}
+	truth := sampleTruth(pids, 50*time.Millisecond)
+	stopTruth := sync.OnceValue(truth.Stop)
+	t.Cleanup(func() { _ = stopTruth() })
+
+	// A snapshot of each session whose window lies inside the ground truth
+	// and in which it has grown a delay of its kind.
+	states := map[*workload.Session]*yagpcc.SessionState{}
+	waitFor(t, "block-I/O delay on the I/O session and run-queue delay on every CPU session, over windows /proc covers", func() (bool, string) {
+		var missing []string
+		for _, w := range append([]*workload.Session{io}, cpus...) {
+			if states[w] != nil {
+				continue
 			}
+			st, err := stateOf(ctx, api, w.SessID())
+			if err != nil || st == nil {
+				missing = append(missing, fmt.Sprintf("%s: %v", w.Name, err))
+				continue
+			}
+			sys := st.GetLastMetrics().GetSystemStat()
+			delay := sys.GetRunDelaySeconds()
+			if w == io {
+				delay = sys.GetBlkioDelaySeconds()
+			}
+			at := st.GetTime().AsTime()
+			from := at.Add(-time.Duration(sys.GetWindowSeconds() * float64(time.Second)))
+			first, last := truth.span()
+			if delay <= 0 || sys.GetPartial() || int(sys.GetProcesses()) != len(w.AllPids()) || from.Before(first) || !at.Before(last) {
+				missing = append(missing, fmt.Sprintf("%s: delay %.3f s over %s..%s", w.Name, delay, from.Format(time.TimeOnly), at.Format(time.TimeOnly)))
+				continue
+			}
+			states[w] = st
 		}
-		t.Logf("I/O session blkio delay %.3f s, largest CPU session run delay %.3f s (last window)", blkio, runq)
-		return blkio > 0 && runq > 0, fmt.Sprintf("blkio %.3f s, run delay %.3f s", blkio, runq)
+		return len(missing) == 0, strings.Join(missing, "; ")
 	})
+	if err := stopTruth(); err != nil {
+		t.Fatalf("ground truth: %v", err)
+	}
+
+	// Each against what /proc says over the same window: the I/O session's
+	// block-I/O delay against stat field 42 (delayacct_blkio_ticks), each
+	// CPU session's run-queue delay against schedstat's second field.
+	check := func(w *workload.Session, what string, got float64, f func(groundtruth.Process) float64, resolution float64) {
+		want := windowTruth(t, truth, states[w], w.AllPids(), f)
+		// Two readings of each process at the window's edges, each to the
+		// kernel's resolution of the figure.
+		slack := 2 * resolution * float64(len(w.AllPids()))
+		t.Logf("%s: %s %.3f s over the last window, /proc %.3f s", w.Name, what, got, want)
+		if math.Abs(got-want) > tolerance*want+slack {
+			t.Errorf("%s: %s %.3f s, /proc over the same window %.3f s: off by more than %.0f %% + %.2f s", w.Name, what, got, want, tolerance*100, slack)
+		}
+	}
+	tick := 1 / float64(groundtruth.ClockTicks())
+	check(io, "block-I/O delay", states[io].GetLastMetrics().GetSystemStat().GetBlkioDelaySeconds(),
+		func(p groundtruth.Process) float64 { return p.BlkioDelaySeconds }, tick)
+	for _, w := range cpus {
+		check(w, "run-queue delay", states[w].GetLastMetrics().GetSystemStat().GetRunDelaySeconds(),
+			func(p groundtruth.Process) float64 { return p.RunDelaySeconds }, 0)
+	}
 }

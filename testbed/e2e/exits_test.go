@@ -18,12 +18,14 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -31,7 +33,15 @@ import (
 )
 
 // churnWindow is the config/testbed.yaml window the churn is measured over.
-const churnWindow = "30s"
+const churnWindow = 30 * time.Second
+
+const (
+	// churnDuration is how long the churn workloads run.
+	churnDuration = 12 * time.Second
+	// recordsTail is how long after the churn a snapshot must be (two
+	// scrapes of config/testbed.yaml) for the last exits' records to be in.
+	recordsTail = 5 * time.Second
+)
 
 // TestExitedBackendsAreCounted runs connection churn (every backend lives
 // far less than a collection interval) across the coordinator and the
@@ -44,12 +54,12 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 
-	with := measureChurn(t, c, nil)
+	with := measureChurn(t, c, true)
 	t.Logf("with exit records:    gpotel %.3f s (of which unrecorded %.3f s), postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+
-		"the kernel's exit records of the reaped children, read from an agent: %.3f s (%.3f of reaped); smoothed cluster CPU %.4f cores, postmasters' %.4f, ratio %.3f",
+		"the kernel's exit records of the reaped children, read from the agents: %.3f s (%.3f of reaped); smoothed cluster CPU %.4f cores, postmasters' %.4f, ratio %.3f",
 		with.gpotel, with.unrecorded, with.truth(), with.reaped, with.live, with.span, with.gpotel/with.truth(), with.records, with.records/with.reaped,
 		with.smoothed, with.smoothedTruth, with.smoothed/with.smoothedTruth)
-	without := measureChurn(t, c, []string{"--set=receivers::gpsession::exit_records=false"})
+	without := measureChurn(t, c, false)
 	t.Logf("without exit records: gpotel %.3f s, postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f",
 		without.gpotel, without.truth(), without.reaped, without.live, without.span, without.gpotel/without.truth())
 
@@ -64,8 +74,13 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	if got, want := with.gpotel-with.unrecorded, with.live+with.records; math.Abs(got-want) > tolerance*want {
 		t.Errorf("with exit records gpotel's window total less unrecorded %.3f s is not within %.0f %% of live %.3f s + exit records %.3f s", got, tolerance*100, with.live, with.records)
 	}
-	if with.unrecorded > maxUnrecordedShare*with.reaped {
-		t.Errorf("unrecorded %.3f s is more than %.0f %% of the reaped children's %.3f s: the exit records should carry most of it", with.unrecorded, maxUnrecordedShare*100, with.reaped)
+	if with.records < (1-maxUnrecordedShare)*with.reaped {
+		t.Errorf("the kernel's exit records hold %.3f s, less than %.0f %% of the reaped children's %.3f s: they should carry most of it", with.records, (1-maxUnrecordedShare)*100, with.reaped)
+	}
+	// The teardown after do_exit is never free: a receiver that reports no
+	// unrecorded CPU has lost the postmasters' accounts.
+	if with.unrecorded <= 0 || with.unrecorded > maxUnrecordedShare*with.reaped {
+		t.Errorf("unrecorded %.3f s, want more than 0 and at most %.0f %% of the reaped children's %.3f s", with.unrecorded, maxUnrecordedShare*100, with.reaped)
 	}
 	// The smoothed cluster line (gpotel-top's header, GetClusterTop's
 	// cluster) counts the same CPU: gpotel's average against the same
@@ -80,14 +95,14 @@ func TestExitedBackendsAreCounted(t *testing.T) {
 	}
 }
 
-// maxUnrecordedShare bounds the postmasters' unrecorded CPU: the exit
-// records must carry most of the reaped children's CPU. A taskstats exit
-// record is taken inside do_exit before the kernel tears the process down
-// (exit_mm, closing its files); the parent's cutime+cstime get that
-// teardown at reap time. For backends that live a few milliseconds the
+// maxUnrecordedShare bounds the postmasters' unrecorded CPU, and so from
+// below what the exit records carry of the reaped children's CPU. A
+// taskstats exit record is taken inside do_exit before the kernel tears the
+// process down (exit_mm, closing its files); the parent's cutime+cstime get
+// that teardown at reap time. For backends that live a few milliseconds the
 // teardown's share depends on the kernel and the virtualisation (page-table
-// teardown under a hypervisor costs more): the test logs it, and
-// docs/performance.md lists it per machine.
+// teardown under a hypervisor costs more); docs/performance.md lists it per
+// machine.
 const maxUnrecordedShare = 0.5
 
 // churnResult is one window's CPU seconds by gpotel, by the postmasters, and
@@ -100,13 +115,14 @@ type churnResult struct {
 
 func (r churnResult) truth() float64 { return r.reaped + r.live }
 
-// measureChurn starts a stack (collector args added), runs the churn inside
-// quiet margins, and reads the first snapshot whose window covers it all.
-func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) churnResult {
+// measureChurn starts a stack (exit records on or off), runs the churn once
+// gpotel keeps an account of every postmaster, and reads the first
+// snapshot after it whose window covers it all.
+func measureChurn(t *testing.T, c *cluster.Cluster, exitRecords bool) churnResult {
 	t.Helper()
 	ctx := await.Context(t)
 	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 400,
-		CollectorArgs: collectorArgs})
+		CollectorArgs: []string{fmt.Sprintf("--set=receivers::gpsession::exit_records=%t", exitRecords)}})
 	if err != nil {
 		t.Fatalf("launch: %v", err)
 	}
@@ -124,12 +140,28 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 
 	sampler := startPostmasterSampler(t, c)
 	defer sampler.stop()
-	time.Sleep(16 * time.Second) // quiet margin: the 30s window ending after the churn starts after the sampler
+	// The churn starts when every postmaster's reaped children count (with
+	// exit records: gpotel reports each one's unrecorded CPU, so it holds
+	// its account and takes its children's records), and when a window
+	// ending after the churn and its records would begin after the
+	// sampler's first sample.
+	lead := churnWindow - churnDuration - recordsTail
+	waitFor(t, "an account of every postmaster, and samples for the window", func() (bool, string) {
+		if exitRecords {
+			if got, want := accountedSegments(s.Sink.Received()), c.Instances(); len(got) != len(want) {
+				return false, fmt.Sprintf("gpotel holds the accounts of the postmasters of segments %v, not yet of all %d instances", got, len(want))
+			}
+		}
+		if since := time.Since(sampler.first()); since < lead {
+			return false, fmt.Sprintf("the sampler has run %v, a window ending after the churn would begin %v before it", since.Round(time.Second), (lead - since).Round(time.Second))
+		}
+		return true, ""
+	})
 	churnStart := time.Now()
 	var churns []*workload.Session
 	for i := range 3 {
 		w, err := workload.Start(context.Background(), c, workload.Spec{Name: fmt.Sprintf("e2e-churn-%d", i), Kind: workload.Churn,
-			Duration: 12 * time.Second, Interval: 20 * time.Millisecond})
+			Duration: churnDuration, Interval: 20 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("churn workload: %v", err)
 		}
@@ -143,22 +175,19 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 	churnEnd := time.Now()
 
 	var res churnResult
-	waitFor(t, "a snapshot whose "+churnWindow+" window covers the churn", func() (bool, string) {
-		at, span, cpu, unrecorded, ok := newestClusterCPU(s.Sink.Received(), churnWindow)
+	waitFor(t, fmt.Sprintf("a snapshot %v after the churn", recordsTail), func() (bool, string) {
+		at, span, cpu, unrecorded, ok := clusterCPUFrom(s.Sink.Received(), churnWindow, churnEnd.Add(recordsTail))
 		if !ok {
-			return false, "no snapshot resource with cluster figures yet"
-		}
-		// Two scrapes after the churn: the last exits' records have been fetched.
-		if at.Before(churnEnd.Add(5 * time.Second)) {
-			return false, fmt.Sprintf("newest snapshot %s is before the churn ended + 5s", at.Format(time.TimeOnly))
+			return false, "no snapshot with cluster figures yet after the churn ended + " + recordsTail.String()
 		}
 		from := at.Add(-time.Duration(span * float64(time.Second)))
 		if !from.Before(churnStart) {
-			return false, fmt.Sprintf("window from %s does not cover the churn start %s", from.Format(time.TimeOnly), churnStart.Format(time.TimeOnly))
+			t.Fatalf("the first snapshot %s after the churn's records has a window from %s, after the churn began at %s: the churn ran longer than the window allows",
+				at.Format(time.TimeOnly), from.Format(time.TimeOnly), churnStart.Format(time.TimeOnly))
 		}
 		reaped, live, err := sampler.between(from, at)
 		if err != nil {
-			return false, err.Error()
+			t.Fatalf("postmaster samples for the window: %v", err)
 		}
 		res = churnResult{gpotel: cpu, unrecorded: unrecorded, reaped: reaped, live: live, span: span}
 		if res.records, err = exitRecordsCPU(s, sampler.postmasters, from, at); err != nil {
@@ -172,25 +201,35 @@ func measureChurn(t *testing.T, c *cluster.Cluster, collectorArgs []string) chur
 	return res
 }
 
-// exitRecordsCPU sums, straight from one agent (every agent of the testbed
-// shares the kernel, so each keeps every database exit), the CPU of the exit
-// records of the postmasters' children received in (from, to].
+// exitRecordsCPU sums, straight from the agents (each keeps the exits of
+// its own host's postmasters' children), the CPU of the exit records of the
+// postmasters' children received in (from, to].
 func exitRecordsCPU(s *Stack, postmasters []int, from, to time.Time) (float64, error) {
-	var addr string
-	for _, a := range s.AgentEndpoints {
-		addr = a
-		break
+	parents := map[int64]bool{}
+	for _, pm := range postmasters {
+		parents[int64(pm)] = true
 	}
+	// Every host's agent, each for its own host's postmasters' children.
+	var total float64
+	for _, addr := range s.AgentEndpoints {
+		cpu, err := agentExitRecordsCPU(addr, parents, from, to)
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
+// agentExitRecordsCPU sums the CPU of the exit records one agent holds of
+// the children of parents that exited between from and to.
+func agentExitRecordsCPU(addr string, parents map[int64]bool, from, to time.Time) (float64, error) {
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return 0, err
 	}
 	defer func() { _ = conn.Close() }()
 	client := gpotelv1.NewTaskStatsClient(conn)
-	parents := map[int64]bool{}
-	for _, pm := range postmasters {
-		parents[int64(pm)] = true
-	}
 	var total float64
 	req := &gpotelv1.GetExitRecordsRequest{}
 	for {
@@ -232,10 +271,11 @@ func logExitAccounting(t *testing.T, s *Stack) {
 	}
 }
 
-// newestClusterCPU finds the newest snapshot resource in the OTLP output and
-// returns its time, the window's span, gpotel.cluster.cpu.time and
-// gpotel.unrecorded.cpu.time (user+system, every segment).
-func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, float64, float64, float64, bool) {
+// clusterCPUFrom finds the earliest snapshot resource at or after notBefore
+// in the OTLP output and returns its time, the window's span,
+// gpotel.cluster.cpu.time and gpotel.unrecorded.cpu.time (user+system,
+// every segment).
+func clusterCPUFrom(batches []pmetric.Metrics, window time.Duration, notBefore time.Time) (time.Time, float64, float64, float64, bool) {
 	var best time.Time
 	var span, cpu, unrecorded float64
 	found := false
@@ -259,7 +299,7 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 					dps := m.Gauge().DataPoints()
 					for d := range dps.Len() {
 						dp := dps.At(d)
-						if w, _ := dp.Attributes().Get(pipeline.AttrWindow); w.Str() != window {
+						if w, _ := dp.Attributes().Get(pipeline.AttrWindow); w.Str() != window.String() {
 							continue
 						}
 						switch m.Name() {
@@ -274,12 +314,34 @@ func newestClusterCPU(batches []pmetric.Metrics, window string) (time.Time, floa
 					}
 				}
 			}
-			if hasSpan && hasCPU && at.After(best) {
+			if hasSpan && hasCPU && !at.Before(notBefore) && (!found || at.Before(best)) {
 				best, span, cpu, unrecorded, found = at, sp, total, unrec, true
 			}
 		}
 	}
 	return best, span, cpu, unrecorded, found
+}
+
+// accountedSegments lists the segments whose postmasters gpotel holds a
+// reaped account of in the newest snapshot: those with a
+// gpotel.unrecorded.cpu.time point.
+func accountedSegments(batches []pmetric.Metrics) []int64 {
+	var newest time.Time
+	var segs []int64
+	for _, md := range batches {
+		pipelinetest.Points(md, pipeline.MetricUnrecordedCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+			at := dp.Timestamp().AsTime()
+			if at.After(newest) {
+				newest, segs = at, nil
+			}
+			seg, _ := dp.Attributes().Get(pipeline.AttrSegmentID)
+			if at.Equal(newest) && !slices.Contains(segs, seg.Int()) {
+				segs = append(segs, seg.Int())
+			}
+		})
+	}
+	slices.Sort(segs)
+	return segs
 }
 
 // smoothedAgainstTruth returns gpotel's smoothed cluster CPU at its shortest
@@ -293,9 +355,7 @@ func smoothedAgainstTruth(batches []pmetric.Metrics, sampler *postmasterSampler,
 	if tau <= 0 {
 		return 0, 0, errors.New("no smoothed cluster CPU in the output")
 	}
-	sampler.mu.Lock()
-	first := sampler.samples[0].at
-	sampler.mu.Unlock()
+	first := sampler.first()
 	start := slices.IndexFunc(series, func(p smoothedPoint) bool { return !p.at.Before(first) })
 	end := slices.IndexFunc(series, func(p smoothedPoint) bool { return p.at.Equal(at) })
 	if start < 0 || end < 0 || end <= start {
@@ -378,9 +438,11 @@ func startPostmasterSampler(t *testing.T, c *cluster.Cluster) *postmasterSampler
 	for _, in := range c.Instances() {
 		s.postmasters = append(s.postmasters, in.PostmasterPID)
 	}
-	if _, err := s.read(); err != nil {
+	smp, err := s.read()
+	if err != nil {
 		t.Fatalf("postmaster sampler: %v", err)
 	}
+	s.samples = append(s.samples, smp)
 	go func() {
 		defer close(s.stopped)
 		tick := time.NewTicker(50 * time.Millisecond)
@@ -402,6 +464,13 @@ func startPostmasterSampler(t *testing.T, c *cluster.Cluster) *postmasterSampler
 }
 
 func (s *postmasterSampler) stop() { close(s.done); <-s.stopped }
+
+// first is when the sampler took its first sample.
+func (s *postmasterSampler) first() time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.samples[0].at
+}
 
 func (s *postmasterSampler) read() (postmasterSample, error) {
 	smp := postmasterSample{at: time.Now()}

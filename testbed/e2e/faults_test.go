@@ -5,8 +5,13 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,14 +26,6 @@ import (
 
 // testbedInterval is config/testbed.yaml's collection_interval.
 const testbedInterval = 2 * time.Second
-
-// hungScrapeGap is the gap between two snapshots that says a scrape waited
-// on an unanswering agent instead of giving it up after host_timeout (1.5 s).
-// A scrape bounded by host_timeout can still slip past one or two ticks when
-// other work starves the collector of CPU, so the bound is five intervals;
-// a missing timeout holds the tick for as long as the agent stays silent.
-// The down counts beside it are what prove host_timeout is applied.
-const hungScrapeGap = 5 * testbedInterval
 
 // sinkSnapshot is one snapshot as the OTLP sink received it: its time and
 // gpotel.host.up per host.
@@ -80,6 +77,17 @@ func snapshotsOf(sink *OTLPSink) [][]sinkSnapshot {
 	return out
 }
 
+// snapshotsBetween counts the snapshots in (from, to].
+func snapshotsBetween(snaps []sinkSnapshot, from, to time.Time) int {
+	n := 0
+	for _, s := range snaps {
+		if s.at.After(from) && !s.at.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
 // largestGap is the longest time between consecutive snapshots in [from, to].
 func largestGap(snaps []sinkSnapshot, from, to time.Time) (gap time.Duration, n int) {
 	var prev time.Time
@@ -94,6 +102,53 @@ func largestGap(snaps []sinkSnapshot, from, to time.Time) (gap time.Duration, n 
 		prev = s.at
 	}
 	return gap, n
+}
+
+// closedSnapshot is a line of the collector's own metrics that counts the
+// snapshots the processor closed with their figures (snapshotdiff_snapshots).
+var closedSnapshot = regexp.MustCompile(`(?m)^otelcol_snapshotdiff_snapshots(?:_total)?(?:\{[^}]*\})? ([0-9.e+]+)$`)
+
+// snapshotsClosed reads, from the collector's own Prometheus metrics, how
+// many snapshots its processor has closed with their figures.
+func snapshotsClosed(s *Stack) (int, error) {
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Get("http://" + s.Telemetry + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	found := false
+	for _, m := range closedSnapshot.FindAllSubmatch(b, -1) {
+		v, err := strconv.ParseFloat(string(m[1]), 64)
+		if err != nil {
+			return 0, err
+		}
+		total += v
+		found = true
+	}
+	if !found {
+		return 0, errors.New("no otelcol_snapshotdiff_snapshots in the collector's metrics")
+	}
+	return int(total), nil
+}
+
+// checkNoSnapshotLost: every snapshot the collector's processor closed
+// reaches the OTLP sink, as one snapshot. The ticks are counted, not timed:
+// on a loaded machine a tick may come late, but none may be lost.
+func checkNoSnapshotLost(t *testing.T, s *Stack) {
+	t.Helper()
+	closed, err := snapshotsClosed(s)
+	if err != nil {
+		t.Fatalf("the collector's own metrics: %v", err)
+	}
+	waitFor(t, fmt.Sprintf("the %d snapshots the processor closed at the OTLP sink", closed), func() (bool, string) {
+		got := len(sinkSnapshots(snapshotsOf(s.Sink)))
+		return got >= closed, fmt.Sprintf("%d snapshots at the sink", got)
+	})
 }
 
 // TestAgentFrozenForThreeIntervals stops one agent with SIGSTOP for three
@@ -185,9 +240,7 @@ func TestAgentFrozenForThreeIntervals(t *testing.T) {
 	}
 	t.Logf("counts: %d snapshots from one interval before the freeze to the first complete one after it, largest gap %s; "+
 		"%d during the freeze with %s down; partial seen in the API: %v", ticks, gap.Round(time.Millisecond), down, victim, partialSeen)
-	if gap >= hungScrapeGap {
-		t.Errorf("a scrape hung on the frozen agent: %s between two snapshots (interval %s)", gap, testbedInterval)
-	}
+	checkNoSnapshotLost(t, s)
 	if down < int(frozen/testbedInterval)-1 {
 		t.Errorf("%d snapshots marked %s down during a %s freeze; want at least %d", down, victim, frozen, int(frozen/testbedInterval)-1)
 	}
@@ -243,9 +296,17 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	t.Logf("injected: SIGKILL to the collector at %s, restarted on %s", killedAt.Format("15:04:05.000"), s.API)
 
 	var first *yagpcc.SessionState
+	// The snapshots of the restarted collector at the sink when the API
+	// last answered without the session: the sink gets them after the
+	// API does, so this never counts one the API had not yet seen.
+	unservedAfter := 0
 	waitFor(t, "the restarted API serves the session", func() (bool, string) {
+		atSink := snapshotsBetween(sinkSnapshots(snapshotsOf(s.Sink)), killedAt, time.Now())
 		st, err := stateOf(ctx, api, w.SessID())
 		first = st
+		if err == nil && st == nil {
+			unservedAfter = atSink
+		}
 		return err == nil && st != nil, fmt.Sprint(err)
 	})
 	servedAfter := time.Since(startedAt)
@@ -262,8 +323,10 @@ func TestCollectorKilledAndRestarted(t *testing.T) {
 	at := first.GetTime().AsTime()
 	t.Logf("the API served the session %s after the restart began, from the snapshot at %s (the restarted collector's first: %s), window %.1fs",
 		servedAfter.Round(time.Millisecond), at.Format("15:04:05.000"), firstSnapshot.Format("15:04:05.000"), first.GetLastMetrics().GetSystemStat().GetWindowSeconds())
-	if at.Sub(firstSnapshot) > testbedInterval+testbedInterval/2 {
-		t.Errorf("the first snapshot served is %s after the restarted collector's first: more than two intervals", at.Sub(firstSnapshot))
+	// Served from the restarted collector's first or second snapshot: the
+	// API never answers without the session once two have gone out.
+	if unservedAfter >= 2 {
+		t.Errorf("the API answered without the session after the restarted collector had sent %d snapshots: want it served from the first or second", unservedAfter)
 	}
 
 	var spans []string

@@ -7,7 +7,9 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,49 +61,72 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = even.Stop() })
+	// What /proc says each backend used, to derive the skew gpotel must report.
+	truth := sampleTruth(append(skewed.AllPids(), even.AllPids()...), 50*time.Millisecond)
+	stopTruth := sync.OnceValue(truth.Stop)
+	t.Cleanup(func() { _ = stopTruth() })
 
 	// A state whose last window (10 s in testbed.yaml) lies wholly inside
-	// both runs, with every segment counted.
+	// both runs and the ground truth, with every segment counted.
+	var skewedState, evenState *yagpcc.SessionState
 	var skewedStat, evenStat *yagpcc.SystemStat
 	waitFor(t, "both sessions' skew over a window inside their run", func() (bool, string) {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		for _, w := range []struct {
-			sess *workload.Session
-			stat **yagpcc.SystemStat
-		}{{skewed, &skewedStat}, {even, &evenStat}} {
+			sess  *workload.Session
+			state **yagpcc.SessionState
+			stat  **yagpcc.SystemStat
+		}{{skewed, &skewedState, &skewedStat}, {even, &evenState, &evenStat}} {
 			st, err := stateOf(cctx, api, w.sess.SessID())
 			if err != nil || st == nil {
 				return false, fmt.Sprintf("session %s: %v", w.sess.Name, err)
 			}
 			last := st.GetLastMetrics().GetSystemStat()
-			old := st.GetTime().AsTime().Add(-time.Duration(last.GetWindowSeconds() * float64(time.Second)))
+			at := st.GetTime().AsTime()
+			old := at.Add(-time.Duration(last.GetWindowSeconds() * float64(time.Second)))
+			first, newest := truth.span()
 			switch {
 			case last.GetWindowSeconds() < 9 || old.Before(started.Add(2*time.Second)):
 				return false, fmt.Sprintf("session %s: window of %.1fs from %s", w.sess.Name, last.GetWindowSeconds(), old.Sub(started))
 			case last.GetSkewSegments() != uint32(len(c.Segments)):
 				return false, fmt.Sprintf("session %s: %d segments took part, want %d", w.sess.Name, last.GetSkewSegments(), len(c.Segments))
+			case old.Before(first) || !at.Before(newest):
+				return false, fmt.Sprintf("session %s: window %s..%s outside the ground truth", w.sess.Name, old.Format(time.TimeOnly), at.Format(time.TimeOnly))
 			}
-			*w.stat = last
+			*w.state, *w.stat = st, last
 		}
 		return true, ""
 	})
-
-	// What /proc says the runs did, per segment, so a failure tells a
-	// wrong figure from a workload that did not do what it should.
-	t.Logf("skewed (hot segment %d): cpu skew %.3f, max/avg %.2f, hottest %v; /proc CPU by content %s",
-		hot, skewedStat.GetCpuSkew(), skewedStat.GetCpuMaxOverAvg(), hottestText(skewedStat), cpuByContent(skewed))
-	t.Logf("even: cpu skew %.3f, max/avg %.2f, hottest %v; /proc CPU by content %s",
-		evenStat.GetCpuSkew(), evenStat.GetCpuMaxOverAvg(), hottestText(evenStat), cpuByContent(even))
-
-	if skewedStat.CpuHottestSegment == nil || skewedStat.GetCpuHottestSegment() != int32(hot) {
-		t.Errorf("skewed session: hottest segment %s, want %d", hottestText(skewedStat), hot)
+	if err := stopTruth(); err != nil {
+		t.Fatalf("ground truth: %v", err)
 	}
-	if got := skewedStat.GetCpuSkew(); got <= skewedAbove {
-		t.Errorf("skewed session: cpu skew %.3f, want above %.2f", got, skewedAbove)
+
+	// The skew /proc gives over the same window: each segment's backends'
+	// CPU, the coordinator left out, 1 - avg/max, and the hottest segment.
+	for _, w := range []struct {
+		name  string
+		sess  *workload.Session
+		state *yagpcc.SessionState
+	}{{"skewed", skewed, skewedState}, {"even", even, evenState}} {
+		stat := w.state.GetLastMetrics().GetSystemStat()
+		want, wantHottest, bySegment := procSkew(t, truth, w.state, w.sess)
+		t.Logf("%s: cpu skew %.3f, max/avg %.2f, hottest %s; /proc over the same window: skew %.3f, hottest %d, CPU by segment %v",
+			w.name, stat.GetCpuSkew(), stat.GetCpuMaxOverAvg(), hottestText(stat), want, wantHottest, bySegment)
+		if math.Abs(stat.GetCpuSkew()-want) > skewTolerance {
+			t.Errorf("%s session: cpu skew %.3f, /proc's over the same window %.3f (by segment %v)", w.name, stat.GetCpuSkew(), want, bySegment)
+		}
+		if w.name == "skewed" && (stat.CpuHottestSegment == nil || stat.GetCpuHottestSegment() != int32(wantHottest)) {
+			t.Errorf("skewed session: hottest segment %s, /proc's %d", hottestText(stat), wantHottest)
+		}
 	}
-	if got := evenStat.GetCpuSkew(); got >= evenBelow {
-		t.Errorf("even session: cpu skew %.3f, want below %.2f", got, evenBelow)
+	// The workloads did what the test is about: one on a single segment,
+	// the other spread.
+	if want, hottest, _ := procSkew(t, truth, skewedState, skewed); want <= skewedAbove || hottest != hot {
+		t.Errorf("the skewed workload was not skewed: /proc's skew %.3f, hottest %d (want above %.2f on %d)", want, hottest, skewedAbove, hot)
+	}
+	if want, _, _ := procSkew(t, truth, evenState, even); want >= evenBelow {
+		t.Errorf("the even workload was not even: /proc's skew %.3f (want below %.2f)", want, evenBelow)
 	}
 
 	// GetClusterTop ranked by skew puts the skewed session before the even
@@ -199,6 +224,39 @@ func TestSkewNamesTheHotSegment(t *testing.T) {
 // backends there used: the clock-tick rounding of two /proc reads.
 const idleSlack = 0.02
 
+// skewTolerance is how far gpotel's skew may be from /proc's over the same
+// window: each segment's CPU agrees to a few percent (tolerance), and
+// 1 - avg/max moves by about that much.
+const skewTolerance = 0.05
+
+// procSkew is the CPU skew of a session over the state's window as /proc
+// tells it: its backends' CPU per segment (the coordinator left out), 1 -
+// avg/max, and the hottest segment (a tie goes to the lowest content id).
+func procSkew(t *testing.T, truth *truthSeries, st *yagpcc.SessionState, w *workload.Session) (skew float64, hottest int, bySegment map[int]float64) {
+	t.Helper()
+	bySegment = map[int]float64{}
+	cpu := func(p groundtruth.Process) float64 { return p.CPUSeconds() }
+	for content, pids := range w.History() {
+		if content == cluster.CoordinatorContent {
+			continue
+		}
+		bySegment[content] = windowTruth(t, truth, st, pids, cpu)
+	}
+	var sum, top float64
+	hottest = cluster.CoordinatorContent
+	for _, content := range slices.Sorted(maps.Keys(bySegment)) {
+		v := max(bySegment[content], 0)
+		sum += v
+		if v > top {
+			top, hottest = v, content
+		}
+	}
+	if top <= 0 {
+		t.Fatalf("session %s used no CPU on any segment over the window: %v", w.Name, bySegment)
+	}
+	return 1 - sum/float64(len(bySegment))/top, hottest, bySegment
+}
+
 // idleCPUByContent is the lifetime CPU seconds, read from /proc now, of a
 // session's live backends on every content but hot.
 func idleCPUByContent(t *testing.T, w *workload.Session, hot int) map[int]float64 {
@@ -261,20 +319,4 @@ func hottestOf(segment *int32) string {
 		return "none"
 	}
 	return fmt.Sprint(*segment)
-}
-
-// cpuByContent is the lifetime CPU seconds of a session's live backends by
-// content id, read from /proc.
-func cpuByContent(w *workload.Session) string {
-	out := ""
-	byContent := w.Pids()
-	for _, content := range slices.Sorted(maps.Keys(byContent)) {
-		total, err := groundtruth.Sum(byContent[content])
-		if err != nil {
-			out += fmt.Sprintf(" %d:%v", content, err)
-			continue
-		}
-		out += fmt.Sprintf(" %d:%.1fs", content, total.CPUSeconds())
-	}
-	return out
 }

@@ -131,14 +131,13 @@ func (s *Stack) StartAgent(host string) error {
 	if h.Name == "" {
 		return fmt.Errorf("no emulated host %q", host)
 	}
-	var dataDirs []string
-	for _, in := range s.Cluster.Instances() {
-		if in.Host == host {
-			dataDirs = append(dataDirs, in.DataDir)
-		}
-	}
+	dataDirs := s.Cluster.DataDirsOf(host)
+	// Only its own host's postmasters: every emulated host shares one
+	// kernel, and an agent that answered for another host's backends
+	// would hide a receiver that asks the wrong host.
 	p, endpoint, err := startAgent(host, s.AgentEndpoints[host], h.AgentAddress, filepath.Join(s.opts.Dir, "agent-"+host+".log"),
 		s.opts.Agent, "--hostname", host, "--allowed-users", s.pgOSUser, "--log-level", "warn",
+		"--postmaster-pid-files", strings.Join(pidFiles(dataDirs), ","),
 		"--memory-contexts-data-dirs", strings.Join(dataDirs, ","), "--memory-contexts-database-user", cluster.AdminRole,
 		"--memory-contexts-min-interval", "2s")
 	if err != nil {
@@ -209,6 +208,7 @@ func (s *Stack) startCollector(ctx context.Context) error {
 		"GPOTEL_COORDINATOR_PORT=" + strconv.Itoa(s.Cluster.Coordinator.Port),
 		"GPOTEL_AGENTS=" + agentsYAML(s.AgentEndpoints),
 		"GPOTEL_PG_OS_USER=" + s.pgOSUser,
+		"GPOTEL_LOCAL_PID_FILES=[" + strings.Join(pidFiles(s.Cluster.DataDirsOf(cluster.CoordinatorHost)), ", ") + "]",
 		"GPOTEL_API_ENDPOINT=" + s.API,
 		"GPOTEL_OTLP_ENDPOINT=" + s.Sink.Addr(),
 		"GPOTEL_HEALTH_ENDPOINT=" + s.Health,
@@ -221,6 +221,15 @@ func (s *Stack) startCollector(ctx context.Context) error {
 	}
 	s.Collector = p
 	return s.waitCollectorReady(ctx, 2*time.Minute)
+}
+
+// pidFiles are the postmaster.pid files of data directories.
+func pidFiles(dataDirs []string) []string {
+	out := make([]string, len(dataDirs))
+	for i, d := range dataDirs {
+		out[i] = filepath.Join(d, "postmaster.pid")
+	}
+	return out
 }
 
 // agentsYAML renders the receiver's agents map as a YAML flow mapping.

@@ -40,6 +40,12 @@ type Process struct {
 	RSSShmemBytes uint64 // RssShmem
 	VoluntaryCtxt uint64
 	ForcedCtxt    uint64
+	// BlkioDelaySeconds is stat field 42, delayacct_blkio_ticks: time spent
+	// waiting for block I/O (0 without delay accounting).
+	BlkioDelaySeconds float64
+	// RunDelaySeconds is the second field of schedstat: time spent runnable
+	// on a run queue, waiting for a CPU (0 where the kernel has no schedstat).
+	RunDelaySeconds float64
 }
 
 // CPUSeconds is user plus system time.
@@ -65,6 +71,21 @@ func Read(pid int) (Process, error) {
 	p.UserSeconds = float64(st.utimeTicks) / tick
 	p.SystemSeconds = float64(st.stimeTicks) / tick
 	p.MinorFaults, p.MajorFaults = st.minflt, st.majflt
+	p.BlkioDelaySeconds = float64(st.blkioTicks) / tick
+
+	if sched, err := os.ReadFile(filepath.Join(dir, "schedstat")); err == nil {
+		f := strings.Fields(string(sched))
+		if len(f) < 2 {
+			return p, fmt.Errorf("%s/schedstat: %d fields", dir, len(f))
+		}
+		ns, err := strconv.ParseUint(f[1], 10, 64)
+		if err != nil {
+			return p, fmt.Errorf("%s/schedstat: %w", dir, err)
+		}
+		p.RunDelaySeconds = float64(ns) / 1e9
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return p, err
+	}
 
 	io, err := os.ReadFile(filepath.Join(dir, "io"))
 	if err != nil {
@@ -97,7 +118,7 @@ func Read(pid int) (Process, error) {
 }
 
 type statFields struct {
-	minflt, majflt, utimeTicks, stimeTicks, startTicks uint64
+	minflt, majflt, utimeTicks, stimeTicks, startTicks, blkioTicks uint64
 }
 
 // parseStat reads the fields after the command name, which may itself hold spaces and parens.
@@ -121,6 +142,14 @@ func parseStat(b []byte) (statFields, error) {
 			return statFields{}, fmt.Errorf("field %d: %w", x.field, err)
 		}
 		*x.dst = v
+	}
+	// Field 42 came with Linux 2.6.18; an older kernel's line is shorter.
+	if len(f) > 42-3 {
+		v, err := strconv.ParseUint(f[42-3], 10, 64)
+		if err != nil {
+			return statFields{}, fmt.Errorf("field 42: %w", err)
+		}
+		out.blkioTicks = v
 	}
 	return out, nil
 }

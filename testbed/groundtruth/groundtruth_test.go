@@ -27,7 +27,8 @@ func TestReadConvertsKernelUnits(t *testing.T) {
 	want := Process{PID: 4242, StartTicks: 123456, UserSeconds: 250 / tick, SystemSeconds: 75 / tick,
 		MinorFaults: 1500, MajorFaults: 7, ReadChars: 10000, WriteChars: 20000, ReadSyscalls: 30, WriteSyscalls: 40,
 		ReadBytes: 4096, WriteBytes: 8192, RSSBytes: 16000 * 1024, RSSAnonBytes: 2000 * 1024,
-		RSSFileBytes: 4000 * 1024, RSSShmemBytes: 10000 * 1024, VoluntaryCtxt: 55, ForcedCtxt: 6}
+		RSSFileBytes: 4000 * 1024, RSSShmemBytes: 10000 * 1024, VoluntaryCtxt: 55, ForcedCtxt: 6,
+		BlkioDelaySeconds: 31 / tick, RunDelaySeconds: 2.5}
 	if p != want {
 		t.Errorf("got  %+v\nwant %+v", p, want)
 	}

@@ -223,7 +223,9 @@ func (s *Session) segmentReplace(ctx context.Context, g gang) error {
 			return err
 		}
 		s.closeGang(segs)
-		fresh, err := s.connectSegments(ctx, coord.pid)
+		// The new backends serve the same session: its sess_id, which on
+		// Greenplum is a counter and not the coordinator's pid.
+		fresh, err := s.connectSegments(ctx, s.SessID())
 		if err != nil {
 			segs = nil
 			s.closeGang(gang{coord})

@@ -352,9 +352,16 @@ func (s *Session) open(ctx context.Context) (gang, error) {
 	if err != nil {
 		return nil, err
 	}
-	// The coordinator's sess_id is its backend pid (testbed/README.md).
-	sessID := coord.pid
+	// On Greenplum the coordinator's sess_id is its session counter's
+	// number (testbed/README.md); on PostgreSQL a session is its backend.
 	g := gang{coord}
+	sessID := coord.pid
+	if s.cluster.Dialect != cluster.DialectPostgreSQL {
+		if err := coord.conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
+			s.closeGang(g)
+			return nil, fmt.Errorf("sess_id of the coordinator backend: %w", err)
+		}
+	}
 	segs, err := s.connectSegments(ctx, sessID)
 	if err != nil {
 		s.closeGang(g)

@@ -63,6 +63,28 @@ func sessionRows(t *testing.T, c *cluster.Cluster, sessID int) map[int][]int {
 	return out
 }
 
+// segmentSessIDs is the sess_id the segments' pg_stat_activity shows for
+// each of pids that it lists.
+func segmentSessIDs(t *testing.T, conn *pgx.Conn, pids []int) map[int]int {
+	t.Helper()
+	rows, err := conn.Query(context.Background(), `SELECT pid, sess_id FROM gp_dist_random('pg_stat_activity') WHERE pid = ANY($1)`, pids)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int]int{}
+	for rows.Next() {
+		var pid, id int
+		if err := rows.Scan(&pid, &id); err != nil {
+			t.Fatal(err)
+		}
+		out[pid] = id
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func samePids(a, b map[int][]int) bool {
 	if len(a) != len(b) {
 		return false
@@ -284,9 +306,34 @@ func TestWorkloads(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "replace", Kind: workload.SegmentReplace, Duration: untilStopped, Interval: 400 * time.Millisecond})
 		sessID, coord := s.SessID(), s.CoordinatorPID()
 		first := s.Pids()
-		await.Until(t, "the segment backends replaced", func() bool {
+		// Replaced means every segment has a live backend that is not one of
+		// the first ones and that the catalog shows in the session: between
+		// closing the old backends and connecting the new ones a content has
+		// none, which differs from first as well.
+		ctx := context.Background()
+		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = conn.Close(ctx) }()
+		await.Until(t, "a new backend of the session on every segment", func() bool {
 			mustRun(t, s)
-			return !samePids(s.Pids(), first)
+			live := s.Pids()
+			var fresh []int
+			for _, seg := range c.Segments {
+				p := live[seg.Content]
+				if len(p) == 0 || slices.ContainsFunc(p, func(pid int) bool { return slices.Contains(first[seg.Content], pid) }) {
+					return false
+				}
+				fresh = append(fresh, p...)
+			}
+			shown := segmentSessIDs(t, conn, fresh)
+			for _, pid := range fresh {
+				if id, ok := shown[pid]; ok && id != sessID {
+					t.Fatalf("replacement backend %d is in session %d, want %d", pid, id, sessID)
+				}
+			}
+			return len(shown) == len(fresh)
 		})
 		if s.SessID() != sessID || s.CoordinatorPID() != coord {
 			t.Errorf("sess_id %d coordinator %d changed to %d %d", sessID, coord, s.SessID(), s.CoordinatorPID())

@@ -89,6 +89,9 @@ type Process struct {
 	Virtual, Peak, VirtualPeak      int64
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
+	// NoDelayacct: kernel.task_delayacct was off on its host, so its block
+	// I/O wait is absent.
+	NoDelayacct bool
 	// NoSegment leaves gpotel.segment.id off its gpotel.process.info point
 	// (input no receiver writes, for the consumers' tests).
 	NoSegment bool
@@ -107,8 +110,10 @@ type Process struct {
 // agent answer with stat, status and (unless NoIO) io gives.
 func (p *Process) figures() pipeline.Process {
 	r := pipeline.Process{PID: p.PID, CreationTime: p.Created, HasStat: true}
-	seconds := map[pipeline.Figure]float64{pipeline.CPUUser: p.CPUUser, pipeline.CPUSystem: p.CPUSystem,
-		pipeline.DiskDelay: p.DiskDelay, pipeline.RunDelay: p.RunDelay}
+	seconds := map[pipeline.Figure]float64{pipeline.CPUUser: p.CPUUser, pipeline.CPUSystem: p.CPUSystem, pipeline.RunDelay: p.RunDelay}
+	if !p.NoDelayacct {
+		seconds[pipeline.DiskDelay] = p.DiskDelay
+	}
 	ints := map[pipeline.Figure]int64{
 		pipeline.FaultsMajor: p.MajorFaults, pipeline.FaultsMinor: p.MinorFault,
 		pipeline.SwitchesVoluntary: p.Voluntary, pipeline.SwitchesInvoluntary: p.Involuntary,

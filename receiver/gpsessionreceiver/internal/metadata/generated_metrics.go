@@ -1328,7 +1328,7 @@ type metricGpotelProcessDiskDelay struct {
 // init fills gpotel.process.disk.delay metric with initial data.
 func (m *metricGpotelProcessDiskDelay) init() {
 	m.data.SetName("gpotel.process.disk.delay")
-	m.data.SetDescription("Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).")
+	m.data.SetDescription("Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)

@@ -776,7 +776,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.process.disk.delay"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -793,7 +793,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.process.disk.delay"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())

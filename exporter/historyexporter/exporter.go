@@ -1,0 +1,400 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package historyexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/consumer/consumererror"
+	"go.opentelemetry.io/collector/exporter"
+	"go.opentelemetry.io/collector/extension/xextension/storage"
+	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.uber.org/zap"
+
+	"github.com/gpotel/gpotel/exporter/historyexporter/internal/metadata"
+)
+
+// The reasons of history_events_dropped.
+const (
+	reasonQueueFull          = "queue_full"
+	reasonInvalid            = "invalid"
+	reasonEndOutOfRange      = "end_out_of_range"
+	reasonRejectedByDatabase = "rejected_by_database"
+	reasonStorageError       = "storage_error"
+)
+
+// retentionInterval: how often old days are looked for; a day is dropped
+// within this of its last instant passing the retention.
+const retentionInterval = time.Hour
+
+// historyExporter takes the finished-work events into its queue at once
+// (a slow or absent database never holds the pipeline back) and writes
+// them from there in a goroutine of its own.
+type historyExporter struct {
+	cfg       *Config
+	set       exporter.Settings
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
+	store     *store
+
+	client storage.Client
+	queue  *queue
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu sync.Mutex
+	// droppedInOutage counts queue_full drops since the database last took
+	// a batch; the first of them is logged, the total when it takes one.
+	droppedInOutage int64
+	// failedAttempts counts failed writes since the last one that worked;
+	// the first is logged as a warning, the rest at debug.
+	failedAttempts int64
+	// rejectionLogged: each reason of a rejected event is logged once.
+	rejectionLogged map[string]bool
+}
+
+func newHistoryExporter(cfg *Config, set exporter.Settings) (*historyExporter, error) {
+	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
+	if err != nil {
+		return nil, err
+	}
+	return &historyExporter{cfg: cfg, set: set, logger: set.Logger, telemetry: tb, store: newStore(cfg), rejectionLogged: map[string]bool{}}, nil
+}
+
+func (e *historyExporter) start(ctx context.Context, host component.Host) error {
+	client, err := e.storageClient(ctx, host)
+	if err != nil {
+		return err
+	}
+	q, dropped, err := openQueue(ctx, client, e.cfg.Queue.MaxBytes)
+	if err != nil {
+		_ = client.Close(ctx)
+		return err
+	}
+	e.client, e.queue = client, q
+	if events, _ := q.size(); events > 0 {
+		e.logger.Info("History events left queued by the last run", zap.Int64("events", events))
+	}
+	if dropped > 0 {
+		e.noteDropped(ctx, reasonQueueFull, dropped)
+	}
+	if err := errors.Join(
+		e.telemetry.RegisterHistoryQueueEventsCallback(func(_ context.Context, o metric.Int64Observer) error {
+			events, _ := q.size()
+			o.Observe(events)
+			return nil
+		}),
+		e.telemetry.RegisterHistoryQueueSizeCallback(func(_ context.Context, o metric.Int64Observer) error {
+			_, bytes := q.size()
+			o.Observe(bytes)
+			return nil
+		})); err != nil {
+		return err
+	}
+
+	// A database that is down is an outage to ride out; one that answers
+	// but refuses (a right missing, a server too old) needs a person.
+	openCtx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	err = e.store.open(openCtx)
+	cancel()
+	if err != nil {
+		if !unreachable(err) {
+			e.store.close(ctx)
+			return fmt.Errorf("history: %w", err)
+		}
+		e.logger.Warn("History database unreachable at start; events wait in the queue until it answers", zap.Error(err))
+	} else {
+		e.logger.Info("History tables ready", zap.String("dialect", e.store.dialect), zap.String("schema", e.cfg.Schema))
+	}
+
+	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel, e.done = stop, make(chan struct{})
+	go e.run(runCtx)
+	return nil
+}
+
+func (e *historyExporter) storageClient(ctx context.Context, host component.Host) (storage.Client, error) {
+	if e.cfg.Storage == nil {
+		e.logger.Info("No storage extension configured: the history queue is in memory and does not outlive a restart")
+		return newMemoryClient(), nil
+	}
+	ext, ok := host.GetExtensions()[*e.cfg.Storage]
+	if !ok {
+		return nil, fmt.Errorf("history: storage %s: no such extension in the service", e.cfg.Storage)
+	}
+	se, ok := ext.(storage.Extension)
+	if !ok {
+		return nil, fmt.Errorf("history: storage %s is not a storage extension", e.cfg.Storage)
+	}
+	client, err := se.GetClient(ctx, component.KindExporter, e.set.ID, "events")
+	if err != nil {
+		return nil, fmt.Errorf("history: storage %s: %w", e.cfg.Storage, err)
+	}
+	return client, nil
+}
+
+func (e *historyExporter) shutdown(ctx context.Context) error {
+	if e.cancel != nil {
+		e.cancel()
+		select {
+		case <-e.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	e.store.close(ctx)
+	e.telemetry.Shutdown()
+	if e.client != nil {
+		if events, _ := e.queue.size(); events > 0 {
+			msg := "History events stay queued for the next run"
+			if e.cfg.Storage == nil {
+				msg = "History events lost at shutdown: the queue is in memory (configure storage)"
+			}
+			e.logger.Info(msg, zap.Int64("events", events))
+		}
+		return e.client.Close(ctx)
+	}
+	return nil
+}
+
+// consumeLogs encodes the finished-work events of ld as rows and queues
+// them; other records are not the exporter's. It never waits for the
+// database.
+func (e *historyExporter) consumeLogs(ctx context.Context, ld plog.Logs) error {
+	oldest, newest := e.window()
+	en := encodeEvents(ld, e.store.tables, oldest, newest)
+	for reason, n := range en.rejected {
+		e.noteRejected(ctx, reason, n, en.why[reason])
+	}
+	events := en.events()
+	if events == 0 {
+		return nil
+	}
+	dropped, err := e.queue.push(ctx, events, en.payload)
+	if err != nil {
+		e.noteDropped(ctx, reasonStorageError, events)
+		return consumererror.NewPermanent(fmt.Errorf("history: %w", err))
+	}
+	if dropped > 0 {
+		e.noteDropped(ctx, reasonQueueFull, dropped)
+	}
+	return nil
+}
+
+// window is when an event may end: within the retention (an older day
+// is dropped, or about to be), and at most maxFutureEnd ahead.
+func (e *historyExporter) window() (oldest, newest time.Time) {
+	now := e.store.now()
+	oldest = earliestTime
+	if e.cfg.Retention > 0 {
+		oldest = now.Add(-e.cfg.Retention)
+	}
+	return oldest, now.Add(maxFutureEnd)
+}
+
+// run writes what is queued until ctx ends, waiting after a failed write
+// (doubling the wait up to retry::max_interval), and drops old days once
+// an hour.
+func (e *historyExporter) run(ctx context.Context) {
+	defer close(e.done)
+	retention := time.NewTicker(retentionInterval)
+	defer retention.Stop()
+	retentionDue := true
+	wait := e.cfg.Retry.InitialInterval
+	for {
+		if retentionDue && e.dropOldDays(ctx) == nil {
+			retentionDue = false
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-retention.C:
+			retentionDue = true
+			continue
+		case <-e.queue.ready:
+		}
+		if err := e.writeQueued(ctx); err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.noteFailure(err, wait)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+			wait = min(2*wait, e.cfg.Retry.MaxInterval)
+			continue
+		}
+		wait = e.cfg.Retry.InitialInterval
+	}
+}
+
+// writeQueued writes the oldest queued events, up to batch::max_events,
+// in one transaction.
+func (e *historyExporter) writeQueued(ctx context.Context) error {
+	infos, payloads, err := e.queue.take(ctx, int64(e.cfg.Batch.MaxEvents))
+	if err != nil {
+		e.finish(ctx, false)
+		return err
+	}
+	if len(infos) == 0 {
+		e.finish(ctx, true)
+		return nil
+	}
+	b := e.batchOf(payloads)
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	written, err := e.store.write(wctx, b)
+	if err != nil && dataError(err) {
+		written, err = e.writeOneByOne(wctx, b, err)
+	}
+	if err != nil {
+		e.finish(ctx, false)
+		return err
+	}
+	e.finish(ctx, true)
+	for i, n := range written {
+		e.telemetry.HistoryEventsWritten.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("table", e.store.tables[i].Name))))
+	}
+	for reason, n := range b.rejected {
+		e.noteRejected(ctx, reason, n, b.why[reason])
+	}
+	return nil
+}
+
+// batchOf gathers the queued entries into one batch of rows.
+func (e *historyExporter) batchOf(payloads [][]byte) *batch {
+	b := newBatch(e.store.tables)
+	for _, p := range payloads {
+		en, err := unmarshalEntry(p)
+		if err != nil {
+			// The queue's count of the entry is all that is known of it.
+			b.reject(reasonInvalid, 1, err.Error())
+			continue
+		}
+		b.add(en)
+	}
+	return b
+}
+
+// writeOneByOne writes a batch the server refused for its data row by
+// row, so that one row it will never take does not hold the others back.
+func (e *historyExporter) writeOneByOne(ctx context.Context, b *batch, cause error) (written [2]int64, err error) {
+	for i := range b.tables {
+		tr := &b.tables[i]
+		for _, part := range tr.parts {
+			for line := range part.each {
+				one := newBatch(e.store.tables)
+				otr := &one.tables[i]
+				otr.parts = []*copyPart{{columns: part.columns, keyAt: part.keyAt, chunks: [][]byte{line}, rows: 1}}
+				otr.rows, otr.minEnd, otr.maxEnd = 1, tr.minEnd, tr.maxEnd
+				n, err := e.store.write(ctx, one)
+				switch {
+				case err == nil:
+					written[i] += n[i]
+				case dataError(err):
+					b.reject(reasonRejectedByDatabase, 1, fmt.Sprintf("%s row: %v (the batch: %v)", tr.t.Name, err, cause))
+				default:
+					return written, err
+				}
+			}
+		}
+	}
+	return written, nil
+}
+
+// dropOldDays runs the retention and counts what it dropped.
+func (e *historyExporter) dropOldDays(ctx context.Context) error {
+	rctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	dropped, err := e.store.dropOldDays(rctx)
+	for i, n := range dropped {
+		if n > 0 {
+			e.telemetry.HistoryPartitionsDropped.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("table", e.store.tables[i].Name))))
+			e.logger.Info("History retention dropped whole days", zap.String("table", e.store.tables[i].Name), zap.Int64("partitions", n),
+				zap.Duration("retention", e.cfg.Retention))
+		}
+	}
+	if err != nil && ctx.Err() == nil {
+		e.logger.Debug("History retention did not run", zap.Error(err))
+	}
+	return err
+}
+
+// finish reports a write's outcome to the queue and closes an outage
+// when the database took the batch.
+func (e *historyExporter) finish(ctx context.Context, written bool) {
+	lost, err := e.queue.done(ctx, written)
+	if err != nil {
+		e.logger.Warn("History queue storage could not forget written events; they may be offered again (and left out) after a restart", zap.Error(err))
+	}
+	if lost > 0 {
+		e.noteDropped(ctx, reasonQueueFull, lost)
+	}
+	if !written {
+		return
+	}
+	e.mu.Lock()
+	dropped, failed := e.droppedInOutage, e.failedAttempts
+	e.droppedInOutage, e.failedAttempts = 0, 0
+	e.mu.Unlock()
+	if failed > 0 || dropped > 0 {
+		e.logger.Info("History database takes events again", zap.Int64("failed_attempts", failed), zap.Int64("events_dropped", dropped))
+	}
+}
+
+func (e *historyExporter) noteFailure(err error, wait time.Duration) {
+	e.telemetry.HistoryWritesFailed.Add(context.Background(), 1)
+	e.mu.Lock()
+	e.failedAttempts++
+	first := e.failedAttempts == 1
+	e.mu.Unlock()
+	if first || !unreachable(err) {
+		e.logger.Warn("History write failed; the events stay queued", zap.Error(err), zap.Duration("retry_in", wait))
+	} else {
+		e.logger.Debug("History write failed again", zap.Error(err), zap.Duration("retry_in", wait))
+	}
+}
+
+// noteDropped counts dropped events; queue_full drops are logged once
+// per outage, the others once per reason.
+func (e *historyExporter) noteDropped(ctx context.Context, reason string, n int64) {
+	e.telemetry.HistoryEventsDropped.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reason))))
+	e.mu.Lock()
+	first := false
+	if reason == reasonQueueFull {
+		first = e.droppedInOutage == 0
+		e.droppedInOutage += n
+	} else {
+		first = !e.rejectionLogged[reason]
+		e.rejectionLogged[reason] = true
+	}
+	e.mu.Unlock()
+	if first {
+		e.logger.Warn("History events dropped", zap.String("reason", reason), zap.Int64("events", n),
+			zap.Int64("queue_max_bytes", e.cfg.Queue.MaxBytes))
+	}
+}
+
+// noteRejected counts events a batch left out, logging each reason once
+// with its first explanation.
+func (e *historyExporter) noteRejected(ctx context.Context, reason string, n int64, why string) {
+	e.telemetry.HistoryEventsDropped.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("reason", reason))))
+	e.mu.Lock()
+	first := !e.rejectionLogged[reason]
+	e.rejectionLogged[reason] = true
+	e.mu.Unlock()
+	if first {
+		e.logger.Warn("History events not written (logged once per reason; history_events_dropped counts them)",
+			zap.String("reason", reason), zap.Int64("events", n), zap.String("first", why))
+	}
+}

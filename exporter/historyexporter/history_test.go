@@ -1,0 +1,436 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package historyexporter
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/gpotel/gpotel/deploy"
+	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// middayToday ends the sample queries within today's UTC day, whatever
+// the hour, and within the bound on how far ahead of the clock an event
+// may end.
+func middayToday() time.Time { return time.Now().UTC().Truncate(day).Add(12 * time.Hour) }
+
+// Each event is one row of its table with the same figures, and the
+// statements docs/operations.md gives a DBA answer what the events say.
+func TestHistoryRowsMatchTheEvents(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			const n = 40
+			end := middayToday()
+			ld := workload(0, n, end)
+			e := startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if err := e.consumeLogs(context.Background(), ld); err != nil {
+				t.Fatal(err)
+			}
+			db.awaitRows(t, tableQueries, n)
+			db.awaitRows(t, tableSessions, int64(sessionsOf(n)))
+			for _, table := range e.store.tables {
+				checkRowsMatchTheEvents(t, db, table, ld)
+			}
+			t.Run("documented SQL", func(t *testing.T) { checkDocumentedSQL(t, db, n, end) })
+			t.Run("the dashboard's history panels", func(t *testing.T) { checkDashboardSQL(t, db, n, end) })
+		})
+	}
+}
+
+// checkRowsMatchTheEvents reads every row of table and compares each
+// column with its field in the event of the same key.
+func checkRowsMatchTheEvents(t *testing.T, db *historyDB, table *historyTable, ld plog.Logs) {
+	t.Helper()
+	events := map[string]pcommon.Map{}
+	rls := ld.ResourceLogs()
+	for i := range rls.Len() {
+		lrs := rls.At(i).ScopeLogs().At(0).LogRecords()
+		for j := range lrs.Len() {
+			if lrs.At(j).EventName() == table.event {
+				events[eventKey(t, table, lrs.At(j).Attributes())] = lrs.At(j).Attributes()
+			}
+		}
+	}
+	names := make([]string, len(table.Columns))
+	for i, c := range table.Columns {
+		names[i] = gpsql.QuoteIdent(c.Name)
+	}
+	rows, err := db.admin.Query(await.Context(t), fmt.Sprintf("SELECT %s FROM gpotel_history.%s", strings.Join(names, ", "), table.Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen++
+		var key []string
+		for i, f := range table.fields {
+			if f.Identity {
+				key = append(key, fmt.Sprint(normalise(values[i])))
+			}
+		}
+		attrs, ok := events[strings.Join(key, "|")]
+		if !ok {
+			t.Errorf("%s: row %v is no event's", table.Name, key)
+			continue
+		}
+		for i, f := range table.fields {
+			want, present := pipeline.EventValue(attrs, f)
+			if !present {
+				want = nil
+			}
+			if got, want := normalise(values[i]), normalise(want); !reflect.DeepEqual(got, want) {
+				t.Errorf("%s %v: %s is %v (%T), the event says %v (%T)", table.Name, key, f.Column, got, got, want, want)
+			}
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if seen != len(events) {
+		t.Errorf("%s: %d rows for %d events", table.Name, seen, len(events))
+	}
+}
+
+func eventKey(t *testing.T, table *historyTable, attrs pcommon.Map) string {
+	t.Helper()
+	var key []string
+	for _, f := range table.fields {
+		if f.Identity {
+			v, _ := pipeline.EventValue(attrs, f)
+			key = append(key, fmt.Sprint(normalise(v)))
+		}
+	}
+	return strings.Join(key, "|")
+}
+
+// normalise makes a column's value and an event's comparable: times to
+// the server's microseconds in UTC, the per-segment figures as the JSON
+// the column holds, decoded.
+func normalise(v any) any {
+	switch v := v.(type) {
+	case time.Time:
+		return v.UTC().Truncate(time.Microsecond)
+	case []pipeline.SegmentUse:
+		var out any
+		if err := json.Unmarshal(segmentsJSON(v), &out); err != nil {
+			panic(err)
+		}
+		return out
+	}
+	return v
+}
+
+// checkDocumentedSQL runs each statement of docs/operations.md on the
+// rows of workload(0, n, end) and checks its answer against the events.
+func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
+	ctx := await.Context(t)
+	if _, err := db.admin.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
+	queries := make([]*pipeline.FinishedQuery, n)
+	for i := range n {
+		queries[i] = sampleQuery(i, endOf(i, n, end))
+	}
+	cpu := func(q *pipeline.FinishedQuery) float64 {
+		return float64(q.Totals[pipeline.CPUUser])/1e9 + float64(q.Totals[pipeline.CPUSystem])/1e9
+	}
+	vars := map[string]string{"day": end.Format(time.DateOnly)}
+	answer := func(name string, extra map[string]string) []map[string]any {
+		t.Helper()
+		for k, v := range vars {
+			extra[k] = v
+		}
+		sql := withVariables(t, documentedSQL(t, name), extra)
+		rows, err := db.admin.Query(ctx, sql)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", name, err, sql)
+		}
+		out, err := pgx.CollectRows(rows, pgx.RowToMap)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		return out
+	}
+	// top asserts the first rows of an answer name queries of these
+	// indexes (by session and ccnt), in order.
+	top := func(name string, got []map[string]any, want []int) {
+		t.Helper()
+		if len(got) < len(want) {
+			t.Fatalf("%s: %d rows, want at least %d", name, len(got), len(want))
+		}
+		for k, i := range want {
+			q := queries[i]
+			if got[k]["sess_id"] != q.Session.ID || got[k]["ccnt"] != q.CommandCount {
+				t.Errorf("%s row %d: session %v ccnt %v, want query %d (session %d ccnt %d)", name, k, got[k]["sess_id"], got[k]["ccnt"], i, q.Session.ID, q.CommandCount)
+			}
+		}
+	}
+	byFigure := func(figure func(*pipeline.FinishedQuery) (float64, bool)) []int {
+		var idx []int
+		for i, q := range queries {
+			if _, ok := figure(q); ok {
+				idx = append(idx, i)
+			}
+		}
+		slices.SortStableFunc(idx, func(a, b int) int {
+			fa, _ := figure(queries[a])
+			fb, _ := figure(queries[b])
+			return cmp.Compare(fb, fa)
+		})
+		return idx
+	}
+
+	t.Run("top CPU queries of a day", func(t *testing.T) {
+		got := answer("top-cpu", map[string]string{})
+		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return cpu(q), true })
+		top("top-cpu", got, want[:20])
+		if len(got) != 20 {
+			t.Errorf("%d rows, want the LIMIT of 20", len(got))
+		}
+	})
+	t.Run("the most skewed", func(t *testing.T) {
+		got := answer("most-skewed", map[string]string{})
+		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return q.Skew.CPU.Ratio, true })
+		if len(got) != 20 || got[0]["skew_cpu_ratio"] != queries[want[0]].Skew.CPU.Ratio {
+			t.Errorf("%d rows, the first skew %v; want 20 and %v", len(got), got[0]["skew_cpu_ratio"], queries[want[0]].Skew.CPU.Ratio)
+		}
+		for k := 1; k < len(got); k++ {
+			if got[k]["skew_cpu_ratio"].(float64) > got[k-1]["skew_cpu_ratio"].(float64) {
+				t.Errorf("row %d is more skewed than the one before", k)
+			}
+		}
+	})
+	t.Run("the biggest spillers", func(t *testing.T) {
+		got := answer("spillers", map[string]string{})
+		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) {
+			if q.Spill == nil {
+				return 0, false
+			}
+			return float64(q.Spill.MaxBytes), true
+		})
+		if len(got) != min(20, len(want)) {
+			t.Errorf("%d rows, want the %d queries that spilled", len(got), len(want))
+		}
+		top("spillers", got, want[:min(20, len(want))])
+	})
+	t.Run("each user's share of the CPU", func(t *testing.T) {
+		got := answer("user-share", map[string]string{})
+		sums := map[string]float64{}
+		var total float64
+		for i, q := range queries {
+			sums[sampleUser(i)] += cpu(q)
+			total += cpu(q)
+		}
+		if len(got) != len(sums) {
+			t.Fatalf("%d users, want %d", len(got), len(sums))
+		}
+		for _, row := range got {
+			user := row["username"].(string)
+			if c := row["cpu_s"].(float64); math.Abs(c-sums[user]) > 1e-9 {
+				t.Errorf("%s: %v CPU seconds, the events say %v", user, c, sums[user])
+			}
+			wantPct := math.Round(1000*sums[user]/total) / 10
+			if got := numericFloat(t, row["share_pct"]); got != wantPct {
+				t.Errorf("%s: share %v %%, the events say %v %%", user, got, wantPct)
+			}
+		}
+	})
+	t.Run("the longest lock waits", func(t *testing.T) {
+		got := answer("lock-waits", map[string]string{})
+		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return float64(q.LockWait), q.LockWait > 0 })
+		if len(got) != min(20, len(want)) {
+			t.Errorf("%d rows, want %d", len(got), min(20, len(want)))
+		}
+		if got[0]["lock_wait_time"] != float64(queries[want[0]].LockWait)/1e9 || got[0]["lock_blocker_sess_id"] != queries[want[0]].LockBlocker {
+			t.Errorf("first row waited %v for %v, want %v for %v", got[0]["lock_wait_time"], got[0]["lock_blocker_sess_id"],
+				float64(queries[want[0]].LockWait)/1e9, queries[want[0]].LockBlocker)
+		}
+	})
+	t.Run("a session's queries in order", func(t *testing.T) {
+		q := queries[7]
+		got := answer("session-queries", map[string]string{"tm_id": fmt.Sprint(q.Session.TmID), "sess_id": fmt.Sprint(q.Session.ID)})
+		var want []int64
+		for _, other := range queries {
+			if other.Session == q.Session {
+				want = append(want, other.CommandCount)
+			}
+		}
+		var ccnts []int64
+		for _, row := range got {
+			ccnts = append(ccnts, row["ccnt"].(int64))
+		}
+		if !slices.Equal(ccnts, want) {
+			t.Errorf("session %d: queries %v, want %v in order", q.Session.ID, ccnts, want)
+		}
+	})
+}
+
+// numericFloat reads a numeric column.
+func numericFloat(t *testing.T, v any) float64 {
+	t.Helper()
+	n, ok := v.(pgtype.Numeric)
+	if !ok {
+		t.Fatalf("%v is a %T, not a numeric", v, v)
+	}
+	f, err := n.Float64Value()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Float64
+}
+
+// A batch written again, as after a timeout whose first attempt did
+// commit, or by a restarted collector before its queue forgot the batch,
+// adds no row.
+func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			const n = 20
+			now := middayToday()
+			write := func(s *store) [2]int64 {
+				t.Helper()
+				b := newBatch(s.tables)
+				b.add(encodeEvents(workload(0, n, now), s.tables, now.Add(-day), now.Add(day)))
+				written, err := s.write(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return written
+			}
+			first := newStore(db.cfg)
+			defer first.close(context.Background())
+			if w := write(first); w != [2]int64{n, n / queriesPerSession} {
+				t.Fatalf("first write: %v rows, want %d and %d", w, n, n/queriesPerSession)
+			}
+			if w := write(first); w != [2]int64{} {
+				t.Errorf("the same batch again: %v rows written, want none", w)
+			}
+			restarted := newStore(db.cfg)
+			defer restarted.close(context.Background())
+			if w := write(restarted); w != [2]int64{} {
+				t.Errorf("the same batch on a new connection: %v rows written, want none", w)
+			}
+			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n {
+				t.Errorf("%d rows, want %d", got, n)
+			}
+		})
+	}
+}
+
+// checkDashboardSQL runs the Grafana dashboard's history panels, their
+// macros expanded as Grafana does, over the hour around the workload.
+func checkDashboardSQL(t *testing.T, db *historyDB, n int, end time.Time) {
+	qs, err := deploy.DashboardSQL(end.Add(-time.Hour), end.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var most, total float64
+	for i := range n {
+		q := sampleQuery(i, end)
+		c := float64(q.Totals[pipeline.CPUUser])/1e9 + float64(q.Totals[pipeline.CPUSystem])/1e9
+		most, total = max(most, c), total+c
+	}
+	for _, q := range qs {
+		rows, err := db.admin.Query(await.Context(t), q.SQL)
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", q.Source, err, q.SQL)
+		}
+		got, err := pgx.CollectRows(rows, pgx.RowToMap)
+		if err != nil {
+			t.Fatalf("%s: %v", q.Source, err)
+		}
+		if len(got) == 0 {
+			t.Fatalf("%s: no rows", q.Source)
+		}
+		switch {
+		case got[0]["cpu_s"] != nil:
+			if c := numericFloat(t, got[0]["cpu_s"]); c != math.Round(most*100)/100 {
+				t.Errorf("%s: the first query used %v CPU seconds, the busiest event %v", q.Source, c, most)
+			}
+		case got[0]["value"] != nil:
+			var sum float64
+			for _, row := range got {
+				sum += row["value"].(float64)
+			}
+			if math.Abs(sum-total) > 1e-6 {
+				t.Errorf("%s: %v CPU seconds over the users and times, the events %v", q.Source, sum, total)
+			}
+		default:
+			t.Errorf("%s: neither a CPU column nor a value: %v", q.Source, got[0])
+		}
+	}
+}
+
+// A field new to the events becomes a column of the existing table at
+// the next start, and rows queued before it (encoded without the field)
+// are written with NULL there.
+func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			e := startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if err := e.shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			// The tables as an exporter made them that did not know the field.
+			const column = "vmem_peak"
+			if _, err := db.admin.Exec(ctx, "ALTER TABLE gpotel_history.queries DROP COLUMN "+column); err != nil {
+				t.Fatal(err)
+			}
+			older := historyTables(defaultSchema)
+			older[0] = newHistoryTable(defaultSchema, tableQueries, pipeline.EventQueryEnd,
+				slices.DeleteFunc(slices.Clone(pipeline.QueryEventFields), func(f pipeline.EventField) bool { return f.Column == column }),
+				pipeline.AttrEventQueryEnd)
+			end := middayToday()
+			withVmem := func(i int) plog.Logs {
+				q := sampleQuery(i, end.Add(time.Duration(i)*time.Second))
+				q.VmemPeak = 1 << 30
+				ld := plog.NewLogs()
+				pipeline.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
+				return ld
+			}
+			queuedBefore := encodeEvents(withVmem(0), older, end.Add(-day), end.Add(day))
+
+			e = startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if _, err := e.queue.push(ctx, queuedBefore.events(), queuedBefore.payload); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.consumeLogs(ctx, withVmem(1)); err != nil {
+				t.Fatal(err)
+			}
+			db.awaitRows(t, tableQueries, 2)
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE "+column+" IS NULL AND ccnt = 1"); n != 1 {
+				t.Errorf("the row queued before the field: %d with %s NULL, want 1", n, column)
+			}
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE "+column+" = 1073741824 AND ccnt = 2"); n != 1 {
+				t.Errorf("the row with the field: %d with its %s, want 1", n, column)
+			}
+		})
+	}
+}

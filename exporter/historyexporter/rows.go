@@ -1,0 +1,580 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package historyexporter
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// Bounds on what an event may carry (an event may come from any OTLP
+// sender, not only gpotel's connector).
+const (
+	// maxTextBytes cuts a longer string (a query text) at a character
+	// boundary; the server's own names are far shorter.
+	maxTextBytes = 1 << 20
+	// maxFutureEnd: an event that ends further ahead of the collector's
+	// clock would open a partition of a day that has not come.
+	maxFutureEnd = 24 * time.Hour
+)
+
+// The times a column may hold: the server's timestamptz holds far more,
+// but a year outside these is a broken clock or a hostile sender.
+var (
+	earliestTime = time.Date(1900, 1, 1, 0, 0, 0, 0, time.UTC)
+	latestTime   = time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC)
+)
+
+// entry is the rows of one ConsumeLogs call, per table, in COPY's text
+// format, as the queue keeps them: encoded once, when they arrive.
+type entry struct {
+	tables [2]entryTable
+	// payload is the entry as the queue keeps it (marshal); the tables'
+	// data are slices of it.
+	payload []byte
+	// rejected counts the events left out, by reason; why is the first
+	// explanation of each, for the log.
+	rejected map[string]int64
+	why      map[string]string
+}
+
+// entryTable is one table's rows of an entry, with the columns they were
+// encoded for (a later version of the exporter may have more).
+type entryTable struct {
+	event          string
+	columns        []string
+	rows           int64
+	minEnd, maxEnd int64   // unix ns
+	days           []int64 // the UTC days the rows end on, unix s
+	data           []byte
+}
+
+func (e *entry) events() int64 { return e.tables[0].rows + e.tables[1].rows }
+
+func (e *entry) reject(reason, why string) {
+	if e.rejected == nil {
+		e.rejected, e.why = map[string]int64{}, map[string]string{}
+	}
+	e.rejected[reason]++
+	if _, ok := e.why[reason]; !ok {
+		e.why[reason] = why
+	}
+}
+
+// The queue's layout of an entry (little endian): a version byte, each
+// table's rows (a 4-byte length, then the bytes), then per table its
+// event name, its columns (comma-separated), rows, first and last end and
+// days. The first table's rows are encoded in place, the other's (the
+// sessions, fewer) beside and copied after: a batch's rows are megabytes,
+// which copying and growing again cost more than encoding them.
+const (
+	entryVersion = 1
+	lengthSize   = 4
+	// minRowRoom is the room left for the next row before the buffer grows.
+	minRowRoom = 64 << 10
+)
+
+// encodeEvents encodes every finished-work event of ld as a row of its
+// table; records that are not such events are not the exporter's. An
+// event must end within [oldest, newest].
+func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Time) *entry {
+	e := &entry{}
+	days := [2]map[int64]struct{}{{}, {}}
+	for i, t := range tables {
+		e.tables[i].event, e.tables[i].columns = t.event, t.columnNames
+	}
+	// bufs[0] is the entry itself, from the version byte on; bufs[1] the
+	// second table's rows.
+	var bufs [2][]byte
+	bufs[0] = append(bufs[0], entryVersion, 0, 0, 0, 0)
+	var r rowReader
+	left := ld.LogRecordCount()
+	rls := ld.ResourceLogs()
+	for i := range rls.Len() {
+		sls := rls.At(i).ScopeLogs()
+		for j := range sls.Len() {
+			lrs := sls.At(j).LogRecords()
+			for k := range lrs.Len() {
+				left--
+				lr := lrs.At(k)
+				ti := slices.IndexFunc(tables[:], func(t *historyTable) bool { return t.event == lr.EventName() })
+				if ti < 0 {
+					continue
+				}
+				et, t, buf := &e.tables[ti], tables[ti], &bufs[ti]
+				if cap(*buf)-len(*buf) < minRowRoom {
+					// Doubling: append's own growth of a large slice (a
+					// quarter) copies the rows several times over.
+					*buf = slices.Grow(*buf, max(len(*buf), minRowRoom))
+				}
+				before := len(*buf)
+				var end time.Time
+				var err error
+				if *buf, end, err = r.encodeRow(*buf, t, lr); err != nil {
+					*buf = (*buf)[:before]
+					e.reject(reasonInvalid, fmt.Sprintf("%s event: %v", t.event, err))
+					continue
+				}
+				if end.Before(oldest) || end.After(newest) {
+					*buf = (*buf)[:before]
+					e.reject(reasonEndOutOfRange, fmt.Sprintf("%s event ended %s, outside [%s, %s]", t.event,
+						end.Format(time.RFC3339), oldest.Format(time.RFC3339), newest.Format(time.RFC3339)))
+					continue
+				}
+				if ti == 0 && et.rows == 0 {
+					// Room for the rest at this row's size: one allocation.
+					*buf = slices.Grow(*buf, (len(*buf)-before)*left)
+				}
+				ns := end.UnixNano()
+				if et.rows == 0 || ns < et.minEnd {
+					et.minEnd = ns
+				}
+				if et.rows == 0 || ns > et.maxEnd {
+					et.maxEnd = ns
+				}
+				et.rows++
+				days[ti][end.UTC().Truncate(day).Unix()] = struct{}{}
+			}
+		}
+	}
+	out := bufs[0]
+	binary.LittleEndian.PutUint32(out[1:], uint32(len(out)-1-lengthSize))
+	first, second := len(out)-1-lengthSize, len(out)+lengthSize
+	out = appendBytes(out, bufs[1])
+	for i := range e.tables {
+		et := &e.tables[i]
+		et.days = slices.Sorted(maps.Keys(days[i]))
+		out = appendBytes(out, []byte(et.event))
+		out = appendBytes(out, []byte(strings.Join(et.columns, ",")))
+		out = binary.LittleEndian.AppendUint64(out, uint64(et.rows))
+		out = binary.LittleEndian.AppendUint64(out, uint64(et.minEnd))
+		out = binary.LittleEndian.AppendUint64(out, uint64(et.maxEnd))
+		out = binary.LittleEndian.AppendUint32(out, uint32(len(et.days)))
+		for _, d := range et.days {
+			out = binary.LittleEndian.AppendUint64(out, uint64(d))
+		}
+	}
+	e.tables[0].data = out[1+lengthSize : 1+lengthSize+first]
+	e.tables[1].data = out[second : second+len(bufs[1])]
+	e.payload = out
+	return e
+}
+
+func appendBytes(out, b []byte) []byte {
+	return append(binary.LittleEndian.AppendUint32(out, uint32(len(b))), b...)
+}
+
+// errEntry: a queued entry that does not decode (damaged storage, or
+// written by a version that laid entries out otherwise).
+var errEntry = errors.New("a queued entry does not decode")
+
+// unmarshalEntry reads what encodeEvents wrote; the rows alias b.
+func unmarshalEntry(b []byte) (*entry, error) {
+	if len(b) < 1 || b[0] != entryVersion {
+		return nil, errEntry
+	}
+	r := entryReader{b: b[1:]}
+	e := &entry{payload: b}
+	for i := range e.tables {
+		e.tables[i].data = r.bytes()
+	}
+	for i := range e.tables {
+		et := &e.tables[i]
+		et.event = string(r.bytes())
+		if cols := string(r.bytes()); cols != "" {
+			et.columns = strings.Split(cols, ",")
+		}
+		et.rows, et.minEnd, et.maxEnd = int64(r.uint64()), int64(r.uint64()), int64(r.uint64())
+		n := r.uint32()
+		if uint64(n)*8 > uint64(len(r.b)) {
+			return nil, errEntry
+		}
+		et.days = make([]int64, n)
+		for j := range et.days {
+			et.days[j] = int64(r.uint64())
+		}
+	}
+	if r.bad || len(r.b) != 0 {
+		return nil, errEntry
+	}
+	return e, nil
+}
+
+type entryReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *entryReader) take(n uint64) []byte {
+	if r.bad || n > uint64(len(r.b)) {
+		r.bad = true
+		return nil
+	}
+	out := r.b[:n]
+	r.b = r.b[n:]
+	return out
+}
+
+func (r *entryReader) uint32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *entryReader) uint64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *entryReader) bytes() []byte { return r.take(uint64(r.uint32())) }
+
+// batch is one write: per table, its rows grouped by the columns they
+// were encoded for (one COPY each).
+type batch struct {
+	tables [2]tableRows
+	// rejected counts rows left out at the write, by reason.
+	rejected map[string]int64
+	why      map[string]string
+}
+
+// tableRows are the rows of one table in a batch.
+type tableRows struct {
+	t     *historyTable
+	parts []*copyPart
+	rows  int64
+	// keys are the staged rows' keys: an event twice in one batch is one row.
+	keys           map[string]struct{}
+	minEnd, maxEnd time.Time
+	days           map[time.Time]struct{}
+}
+
+// copyPart is rows encoded for the same columns: one COPY.
+type copyPart struct {
+	columns []string
+	keyAt   []int // where the key columns are among columns, ascending
+	chunks  [][]byte
+	rows    int64
+}
+
+// reader reads the part's rows.
+func (p *copyPart) reader() io.Reader {
+	readers := make([]io.Reader, len(p.chunks))
+	for i, c := range p.chunks {
+		readers[i] = bytes.NewReader(c)
+	}
+	return io.MultiReader(readers...)
+}
+
+// each yields each row of the part.
+func (p *copyPart) each(yield func([]byte) bool) {
+	for _, c := range p.chunks {
+		for line := range rowsOf(c) {
+			if !yield(line) {
+				return
+			}
+		}
+	}
+}
+
+func newBatch(tables [2]*historyTable) *batch {
+	b := &batch{rejected: map[string]int64{}, why: map[string]string{}}
+	for i, t := range tables {
+		b.tables[i] = tableRows{t: t, keys: map[string]struct{}{}, days: map[time.Time]struct{}{}}
+	}
+	return b
+}
+
+func (b *batch) events() int64 { return b.tables[0].rows + b.tables[1].rows }
+
+func (b *batch) reject(reason string, n int64, why string) {
+	b.rejected[reason] += n
+	if _, ok := b.why[reason]; !ok {
+		b.why[reason] = why
+	}
+}
+
+// add adds an entry's rows, leaving out those whose key the batch has.
+// Rows for columns the table does not have (an entry of an exporter that
+// knew other fields) are left out, counted as invalid.
+func (b *batch) add(e *entry) {
+	for _, et := range e.tables {
+		ti := slices.IndexFunc(b.tables[:], func(tr tableRows) bool { return tr.t.event == et.event })
+		if ti < 0 {
+			if et.rows > 0 {
+				b.reject(reasonInvalid, et.rows, fmt.Sprintf("queued rows of an unknown event %q", et.event))
+			}
+			continue
+		}
+		if et.rows == 0 {
+			continue
+		}
+		tr := &b.tables[ti]
+		part, err := tr.part(et.columns)
+		if err != nil {
+			b.reject(reasonInvalid, et.rows, err.Error())
+			continue
+		}
+		// The rows stay where the entry holds them unless one is left out.
+		kept, copied := et.data, false
+		for off := 0; off < len(et.data); {
+			end := bytes.IndexByte(et.data[off:], '\n') + 1
+			if end == 0 {
+				end = len(et.data) - off
+			}
+			line := et.data[off : off+end]
+			key := part.key(line)
+			if _, dup := tr.keys[key]; dup {
+				if !copied {
+					kept, copied = append([]byte(nil), et.data[:off]...), true
+				}
+			} else {
+				tr.keys[key] = struct{}{}
+				part.rows++
+				tr.rows++
+				if copied {
+					kept = append(kept, line...)
+				}
+			}
+			off += end
+		}
+		part.chunks = append(part.chunks, kept)
+		minEnd, maxEnd := time.Unix(0, et.minEnd).UTC(), time.Unix(0, et.maxEnd).UTC()
+		if tr.minEnd.IsZero() || minEnd.Before(tr.minEnd) {
+			tr.minEnd = minEnd
+		}
+		if maxEnd.After(tr.maxEnd) {
+			tr.maxEnd = maxEnd
+		}
+		for _, d := range et.days {
+			tr.days[time.Unix(d, 0).UTC()] = struct{}{}
+		}
+	}
+}
+
+// part is the batch's part for rows of these columns.
+func (tr *tableRows) part(columns []string) (*copyPart, error) {
+	for _, p := range tr.parts {
+		if slices.Equal(p.columns, columns) {
+			return p, nil
+		}
+	}
+	for _, c := range columns {
+		if !slices.Contains(tr.t.columnNames, c) {
+			return nil, fmt.Errorf("queued %s rows have column %s, which the table's fields do not", tr.t.Name, c)
+		}
+	}
+	p := &copyPart{columns: columns}
+	for _, k := range tr.t.Key {
+		i := slices.Index(columns, k)
+		if i < 0 {
+			return nil, fmt.Errorf("queued %s rows lack the key column %s", tr.t.Name, k)
+		}
+		p.keyAt = append(p.keyAt, i)
+	}
+	slices.Sort(p.keyAt)
+	tr.parts = append(tr.parts, p)
+	return p, nil
+}
+
+// key is a row's key columns' text.
+func (p *copyPart) key(line []byte) string {
+	var key []byte
+	next, col, start := 0, 0, 0
+	for i := 0; i <= len(line) && next < len(p.keyAt); i++ {
+		if i < len(line) && line[i] != '\t' && line[i] != '\n' {
+			continue
+		}
+		if col == p.keyAt[next] {
+			key = append(append(key, line[start:i]...), '\t')
+			next++
+		}
+		col, start = col+1, i+1
+	}
+	return string(key)
+}
+
+// rowsOf yields each row of COPY text (a newline inside a value is
+// escaped, so every newline ends a row).
+func rowsOf(data []byte) func(func([]byte) bool) {
+	return func(yield func([]byte) bool) {
+		for len(data) > 0 {
+			end := bytes.IndexByte(data, '\n') + 1
+			if end == 0 {
+				end = len(data)
+			}
+			if !yield(data[:end]) {
+				return
+			}
+			data = data[end:]
+		}
+	}
+}
+
+// rowReader reads an event's attributes by field, each once: a look-up
+// per field would search the fifty-odd attributes every time.
+type rowReader struct {
+	values  []pcommon.Value
+	present []bool
+}
+
+// encodeRow appends lr's row in COPY's text format (tab between columns,
+// \N for NULL, a newline at the end) to dst, and returns it with the
+// row's end time.
+func (r *rowReader) encodeRow(dst []byte, t *historyTable, lr plog.LogRecord) (row []byte, end time.Time, err error) {
+	n := len(t.fields)
+	r.values, r.present = slices.Grow(r.values[:0], n)[:n], slices.Grow(r.present[:0], n)[:n]
+	clear(r.present)
+	for k, v := range lr.Attributes().All() {
+		if i, ok := t.fieldIndex[k]; ok {
+			r.values[i], r.present[i] = v, true
+		}
+	}
+	for i, f := range t.fields {
+		if i > 0 {
+			dst = append(dst, '\t')
+		}
+		if !r.present[i] {
+			if !f.Optional {
+				return dst, time.Time{}, fmt.Errorf("field %s is missing", f.Key)
+			}
+			dst = append(dst, `\N`...)
+			continue
+		}
+		v, ok := pipeline.EventValueOf(r.values[i], f)
+		if !ok {
+			return dst, time.Time{}, fmt.Errorf("field %s is not a %s", f.Key, sqlTypes[f.Type])
+		}
+		if dst, err = appendValue(dst, v); err != nil {
+			return dst, time.Time{}, fmt.Errorf("field %s: %w", f.Key, err)
+		}
+		if i == t.end {
+			end = v.(time.Time)
+		}
+	}
+	return append(dst, '\n'), end, nil
+}
+
+// appendValue appends one value as COPY's text format spells it.
+func appendValue(dst []byte, v any) ([]byte, error) {
+	switch v := v.(type) {
+	case int64:
+		return strconv.AppendInt(dst, v, 10), nil
+	case float64:
+		return strconv.AppendFloat(dst, v, 'g', -1, 64), nil
+	case string:
+		return appendCopyText(dst, v), nil
+	case bool:
+		if v {
+			return append(dst, 't'), nil
+		}
+		return append(dst, 'f'), nil
+	case time.Time:
+		if v.Before(earliestTime) || v.After(latestTime) {
+			return dst, fmt.Errorf("time %s outside [%d, %d]", v.Format(time.RFC3339), earliestTime.Year(), latestTime.Year())
+		}
+		// Microseconds, as the server keeps them.
+		return v.UTC().AppendFormat(dst, "2006-01-02 15:04:05.999999-07"), nil
+	case []pipeline.SegmentUse:
+		return appendCopyText(dst, string(segmentsJSON(v))), nil
+	}
+	return dst, fmt.Errorf("no column type for %T", v)
+}
+
+// segmentsJSON writes the per-segment figures as the event carries them:
+// CPU in seconds, bytes read and written.
+func segmentsJSON(segs []pipeline.SegmentUse) []byte {
+	out := []byte{'['}
+	for i, u := range segs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, `{"`+pipeline.SegmentKeyHost+`":`...)
+		out = appendJSONString(out, u.Host)
+		out = append(out, `,"`+pipeline.SegmentKeySegment+`":`...)
+		out = strconv.AppendInt(out, int64(u.Segment), 10)
+		out = append(out, `,"`+pipeline.SegmentKeyCPU+`":`...)
+		out = strconv.AppendFloat(out, float64(u.CPU)/1e9, 'g', -1, 64)
+		out = append(out, `,"`+pipeline.SegmentKeyRead+`":`...)
+		out = strconv.AppendInt(out, u.Read, 10)
+		out = append(out, `,"`+pipeline.SegmentKeyWritten+`":`...)
+		out = strconv.AppendInt(out, u.Written, 10)
+		out = append(out, '}')
+	}
+	return append(out, ']')
+}
+
+// appendJSONString appends s as a JSON string: quotes, backslashes and
+// control characters escaped, invalid UTF-8 as U+FFFD.
+func appendJSONString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for _, r := range clean(s) {
+		switch {
+		case r == '"' || r == '\\':
+			dst = append(dst, '\\', byte(r))
+		case r < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[r>>4], hex[r&0xf])
+		default:
+			dst = utf8.AppendRune(dst, r)
+		}
+	}
+	return append(dst, '"')
+}
+
+// appendCopyText appends s as a text-format COPY field: backslash,
+// newline, carriage return and tab escaped. A server's text holds no NUL
+// and only valid characters of its encoding, so both are replaced (by
+// U+FFFD), and a string longer than maxTextBytes is cut.
+func appendCopyText(dst []byte, s string) []byte {
+	if len(s) <= maxTextBytes && !strings.ContainsAny(s, "\\\n\r\t\x00") && utf8.ValidString(s) {
+		return append(dst, s...)
+	}
+	for _, r := range clean(s) {
+		switch r {
+		case '\\':
+			dst = append(dst, '\\', '\\')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		case 0:
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+		default:
+			dst = utf8.AppendRune(dst, r)
+		}
+	}
+	return dst
+}
+
+// clean cuts s at maxTextBytes on a character boundary; ranging over the
+// result yields U+FFFD for every invalid byte.
+func clean(s string) string {
+	if len(s) <= maxTextBytes {
+		return s
+	}
+	cut := maxTextBytes
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut]
+}

@@ -1,0 +1,445 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package historyexporter
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
+)
+
+const (
+	// minPostgreSQL: indexes on partitioned tables came with 11.
+	minPostgreSQL = 110000
+	// maxSecretBytes bounds a password file.
+	maxSecretBytes = 4096
+	day            = 24 * time.Hour
+)
+
+// store is the exporter's connection to the history database and what it
+// knows of the tables there. Only the writer goroutine uses it (and
+// start, before the writer runs).
+type store struct {
+	cfg    *Config
+	tables [2]*historyTable
+	now    func() time.Time
+	tracer pgx.QueryTracer // tests record what is sent
+
+	conn    *pgx.Conn
+	dialect string
+	// ready: the schema, tables, columns and staging tables were checked
+	// on this connection.
+	ready bool
+	// days holds, per table, the UTC days that have a partition.
+	days [2]map[time.Time]bool
+}
+
+// rightError is a refusal the exporter cannot get past by waiting: a
+// right the role lacks, a server too old, a column of another type.
+type rightError struct{ msg string }
+
+func (e *rightError) Error() string { return e.msg }
+
+func refuse(format string, args ...any) error { return &rightError{fmt.Sprintf(format, args...)} }
+
+// unreachable tells an error that may pass by itself (the server is down,
+// starting, out of connections, or the network failed) from one that
+// needs a person.
+func unreachable(err error) bool {
+	var re *rightError
+	if errors.As(err, &re) {
+		return false
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return true
+	}
+	switch pgErr.Code[:2] {
+	case "08", "53", "57", "58":
+		return true
+	}
+	return false
+}
+
+// dataError: the server refused the rows themselves (SQLSTATE class 22),
+// which writing them again will not change.
+func dataError(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && strings.HasPrefix(pgErr.Code, "22")
+}
+
+func newStore(cfg *Config) *store {
+	return &store{cfg: cfg, tables: historyTables(cfg.Schema), now: time.Now}
+}
+
+func (s *store) close(ctx context.Context) {
+	if s.conn != nil {
+		_ = s.conn.Close(ctx)
+		s.conn = nil
+	}
+	s.ready = false
+}
+
+// open connects when needed and checks the schema once per connection.
+func (s *store) open(ctx context.Context) error {
+	if s.conn != nil && !s.conn.IsClosed() && s.ready {
+		return nil
+	}
+	if s.conn == nil || s.conn.IsClosed() {
+		s.close(ctx)
+		cc, err := s.connConfig()
+		if err != nil {
+			return err
+		}
+		conn, err := pgx.ConnectConfig(ctx, cc)
+		if err != nil {
+			return fmt.Errorf("connect to %s as %s: %w", s.cfg.Database, s.cfg.User, err)
+		}
+		s.conn = conn
+	}
+	if err := s.setup(ctx); err != nil {
+		if unreachable(err) {
+			s.close(ctx)
+		}
+		return err
+	}
+	s.ready = true
+	return nil
+}
+
+func (s *store) connConfig() (*pgx.ConnConfig, error) {
+	cc, err := pgx.ParseConfig(s.cfg.connString())
+	if err != nil {
+		return nil, refuse("connection settings: %v", err)
+	}
+	switch {
+	case s.cfg.PasswordEnv != "":
+		v, ok := os.LookupEnv(s.cfg.PasswordEnv)
+		if !ok {
+			return nil, refuse("password_env %s: the environment variable is not set", s.cfg.PasswordEnv)
+		}
+		cc.Password = v
+	case s.cfg.PasswordFile != "":
+		b, err := readSecretFile(s.cfg.PasswordFile)
+		if err != nil {
+			return nil, refuse("password_file %s: %v", s.cfg.PasswordFile, err)
+		}
+		cc.Password = b
+	}
+	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10)
+	cc.ConnectTimeout = s.cfg.Timeout
+	cc.Tracer = s.tracer
+	return cc, nil
+}
+
+func readSecretFile(path string) (string, error) {
+	f, err := os.Open(path) // #nosec G304 -- the operator's configured file
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > maxSecretBytes {
+		return "", fmt.Errorf("longer than %d bytes, not a secret", maxSecretBytes)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
+
+// setup learns the dialect, checks the role's rights, and makes what is
+// missing: the schema, the tables with their indexes, new columns, and
+// this session's staging tables.
+func (s *store) setup(ctx context.Context) error {
+	if err := s.learnDialect(ctx); err != nil {
+		return err
+	}
+	var role, database string
+	var superuser, createInDatabase, temporary bool
+	var createInSchema, usage *bool
+	if err := s.conn.QueryRow(ctx, gpsql.HistoryRights, s.cfg.Schema).Scan(&role, &superuser, &database, &createInDatabase, &temporary,
+		&createInSchema, &usage); err != nil {
+		return fmt.Errorf("read the role's rights: %w", err)
+	}
+	q := gpsql.QuoteIdent
+	switch {
+	case superuser:
+		// A superuser (Greenplum 6's monitoring role is one) may do far
+		// more than write history: the history gets a role of its own.
+		return refuse("role %s is a superuser: give the history a role of its own: CREATE ROLE gpotel_history LOGIN; GRANT CREATE, TEMPORARY ON DATABASE %s TO gpotel_history",
+			q(role), q(database))
+	case createInSchema == nil && !createInDatabase:
+		return refuse("role %s may not create schema %s in database %s: GRANT CREATE ON DATABASE %s TO %s (or have its owner create it: CREATE SCHEMA %s AUTHORIZATION %s)",
+			q(role), q(s.cfg.Schema), q(database), q(database), q(role), q(s.cfg.Schema), q(role))
+	case createInSchema != nil && (!*createInSchema || !*usage):
+		return refuse("role %s may not create tables in schema %s (partitions are tables): GRANT USAGE, CREATE ON SCHEMA %s TO %s",
+			q(role), q(s.cfg.Schema), q(s.cfg.Schema), q(role))
+	case !temporary:
+		return refuse("role %s may not create temporary tables in database %s (each write is staged in one): GRANT TEMPORARY ON DATABASE %s TO %s",
+			q(role), q(database), q(database), q(role))
+	}
+	if createInSchema == nil {
+		if _, err := s.conn.Exec(ctx, gpsql.CreateHistorySchema(s.cfg.Schema)); err != nil {
+			return fmt.Errorf("create schema %s: %w", s.cfg.Schema, err)
+		}
+	}
+	for i, t := range s.tables {
+		if err := s.setupTable(ctx, role, t); err != nil {
+			return err
+		}
+		days, err := s.partitionDays(ctx, t)
+		if err != nil {
+			return err
+		}
+		s.days[i] = days
+	}
+	return nil
+}
+
+func (s *store) learnDialect(ctx context.Context) error {
+	s.dialect = s.cfg.Dialect
+	if s.dialect == dialectAuto {
+		var version string
+		if err := s.conn.QueryRow(ctx, gpsql.Version).Scan(&version); err != nil {
+			return fmt.Errorf("%s: %w", gpsql.Version, err)
+		}
+		d, err := gpsql.DetectDialect(version)
+		if err != nil {
+			return refuse("%v", err)
+		}
+		s.dialect = d
+	}
+	if s.dialect != gpsql.PostgreSQL {
+		return nil
+	}
+	var num int
+	if err := s.conn.QueryRow(ctx, gpsql.HistoryServerVersion).Scan(&num); err != nil {
+		return fmt.Errorf("%s: %w", gpsql.HistoryServerVersion, err)
+	}
+	if num < minPostgreSQL {
+		return refuse("PostgreSQL %d: the history tables need 11 or later (indexes on partitioned tables)", num)
+	}
+	return nil
+}
+
+// setupTable creates t with its indexes when it is missing, else checks
+// that the role owns it (adding columns and partitions and dropping old
+// days is the owner's right) and adds the columns it lacks.
+func (s *store) setupTable(ctx context.Context, role string, t *historyTable) error {
+	name := gpsql.QuoteIdent(t.Schema) + "." + gpsql.QuoteIdent(t.Name)
+	var owner string
+	var ownerRights bool
+	err := s.conn.QueryRow(ctx, gpsql.HistoryRelationOwner, t.Schema, t.Name).Scan(&owner, &ownerRights)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		if _, err := s.conn.Exec(ctx, gpsql.CreateHistoryTable(s.dialect, t.HistoryTable, s.now())); err != nil {
+			return fmt.Errorf("create table %s: %w", name, err)
+		}
+	case err != nil:
+		return fmt.Errorf("read the owner of %s: %w", name, err)
+	case !ownerRights:
+		return refuse("table %s belongs to %s, and role %s adds its columns and partitions and drops old days, which only the owner may: ALTER TABLE %s OWNER TO %s",
+			name, gpsql.QuoteIdent(owner), gpsql.QuoteIdent(role), name, gpsql.QuoteIdent(role))
+	}
+	have, err := s.columns(ctx, t)
+	if err != nil {
+		return err
+	}
+	for _, c := range t.Columns {
+		typ, ok := have[c.Name]
+		switch {
+		case !ok:
+			if _, err := s.conn.Exec(ctx, gpsql.AddHistoryColumn(t.HistoryTable, c)); err != nil {
+				return fmt.Errorf("add column %s to %s: %w", c.Name, name, err)
+			}
+		case typ != c.Type:
+			return refuse("column %s of %s is %s; the events need %s (rename it, and the exporter adds the column anew)", c.Name, name, typ, c.Type)
+		}
+	}
+	indexes := gpsql.HistoryIndexes(t.HistoryTable)
+	for _, idx := range slices.Sorted(maps.Keys(indexes)) {
+		var exists bool
+		err := s.conn.QueryRow(ctx, gpsql.HistoryRelationOwner, t.Schema, idx).Scan(&owner, &exists)
+		if errors.Is(err, pgx.ErrNoRows) {
+			if _, err := s.conn.Exec(ctx, gpsql.CreateHistoryIndex(t.HistoryTable, idx, indexes[idx])); err != nil {
+				return fmt.Errorf("create index %s on %s: %w", idx, name, err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("look for index %s: %w", idx, err)
+		}
+	}
+	if _, err := s.conn.Exec(ctx, gpsql.CreateHistoryStage(s.dialect, t.HistoryTable)); err != nil {
+		return fmt.Errorf("create the staging table of %s: %w", name, err)
+	}
+	return nil
+}
+
+func (s *store) columns(ctx context.Context, t *historyTable) (map[string]string, error) {
+	rows, err := s.conn.Query(ctx, gpsql.HistoryTableColumns, t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t.Name, err)
+	}
+	have := map[string]string{}
+	var name, typ string
+	_, err = pgx.ForEachRow(rows, []any{&name, &typ}, func() error {
+		have[name] = typ
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the columns of %s: %w", t.Name, err)
+	}
+	return have, nil
+}
+
+// partitionDays reads the days t has a partition of. Partitions that are
+// not named as the exporter names them (a DBA's own) are left alone.
+func (s *store) partitionDays(ctx context.Context, t *historyTable) (map[time.Time]bool, error) {
+	rows, err := s.conn.Query(ctx, gpsql.HistoryPartitions(s.dialect), t.Schema, t.Name)
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of %s: %w", t.Name, err)
+	}
+	days := map[time.Time]bool{}
+	var name string
+	_, err = pgx.ForEachRow(rows, []any{&name}, func() error {
+		if d, ok := gpsql.HistoryPartitionDay(s.dialect, t.HistoryTable, name); ok {
+			days[d] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list the partitions of %s: %w", t.Name, err)
+	}
+	return days, nil
+}
+
+// ensurePartition adds the partition of a day t lacks. Greenplum 6 has no
+// IF NOT EXISTS there: a partition another writer added meanwhile is
+// found by listing again.
+func (s *store) ensurePartition(ctx context.Context, i int, d time.Time) error {
+	if s.days[i][d] {
+		return nil
+	}
+	t := s.tables[i]
+	if _, err := s.conn.Exec(ctx, gpsql.AddHistoryPartition(s.dialect, t.HistoryTable, d)); err != nil {
+		days, listErr := s.partitionDays(ctx, t)
+		if listErr != nil || !days[d] {
+			return fmt.Errorf("add the partition of %s to %s: %w", d.Format(time.DateOnly), t.Name, err)
+		}
+		s.days[i] = days
+	}
+	s.days[i][d] = true
+	return nil
+}
+
+// write writes the batch in one transaction: each table's rows are
+// copied into its staging table, then inserted where their key is not
+// already. It returns the rows each table gained.
+func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err error) {
+	if err := s.open(ctx); err != nil {
+		return written, err
+	}
+	defer func() {
+		if err != nil {
+			s.forget(ctx, err)
+		}
+	}()
+	for i := range b.tables {
+		for d := range b.tables[i].days {
+			if err := s.ensurePartition(ctx, i, d); err != nil {
+				return written, err
+			}
+		}
+	}
+	tx, err := s.conn.Begin(ctx)
+	if err != nil {
+		return written, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	for i := range b.tables {
+		tr := &b.tables[i]
+		if tr.rows == 0 {
+			continue
+		}
+		for _, part := range tr.parts {
+			if _, err := s.conn.PgConn().CopyFrom(ctx, part.reader(), gpsql.CopyHistoryStage(tr.t.HistoryTable, part.columns)); err != nil {
+				return written, fmt.Errorf("copy %d rows into the staging table of %s: %w", part.rows, tr.t.Name, err)
+			}
+		}
+		tag, err := tx.Exec(ctx, gpsql.InsertHistoryRows(tr.t.HistoryTable), tr.minEnd, tr.maxEnd)
+		if err != nil {
+			return written, fmt.Errorf("insert the staged rows into %s: %w", tr.t.Name, err)
+		}
+		written[i] = tag.RowsAffected()
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return [2]int64{}, fmt.Errorf("commit: %w", err)
+	}
+	return written, nil
+}
+
+// forget drops what an error may have made stale: the connection when it
+// broke, the checked schema when the server answered with an error
+// (someone may have dropped a table or taken a right).
+func (s *store) forget(ctx context.Context, err error) {
+	if unreachable(err) || s.conn == nil || s.conn.IsClosed() {
+		s.close(ctx)
+		return
+	}
+	if !dataError(err) {
+		s.ready = false
+	}
+}
+
+// dropOldDays drops, per table, the partitions of every day whose last
+// instant is older than the retention, never deleting a row. Today's
+// partition is made first: Greenplum 6 will not drop a table's last one.
+func (s *store) dropOldDays(ctx context.Context) (dropped [2]int64, err error) {
+	if s.cfg.Retention <= 0 {
+		return dropped, nil
+	}
+	if err := s.open(ctx); err != nil {
+		return dropped, err
+	}
+	defer func() {
+		if err != nil {
+			s.forget(ctx, err)
+		}
+	}()
+	now := s.now()
+	cutoff := now.Add(-s.cfg.Retention)
+	for i, t := range s.tables {
+		days, err := s.partitionDays(ctx, t)
+		if err != nil {
+			return dropped, err
+		}
+		s.days[i] = days
+		if err := s.ensurePartition(ctx, i, now.UTC().Truncate(day)); err != nil {
+			return dropped, err
+		}
+		for _, d := range slices.SortedFunc(maps.Keys(s.days[i]), time.Time.Compare) {
+			if d.Add(day).After(cutoff) {
+				break
+			}
+			if _, err := s.conn.Exec(ctx, gpsql.DropHistoryPartition(s.dialect, t.HistoryTable, d)); err != nil {
+				return dropped, fmt.Errorf("drop the partition of %s from %s: %w", d.Format(time.DateOnly), t.Name, err)
+			}
+			delete(s.days[i], d)
+			dropped[i]++
+		}
+	}
+	return dropped, nil
+}
