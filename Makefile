@@ -21,7 +21,7 @@ TEST_TIMEOUT ?= 15m
 # One package's bound: testbed/e2e alone runs about 12 minutes of drills and truth tests.
 DB_TEST_TIMEOUT ?= 40m
 
-.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check lint fmt vet tidy-check no-binaries spdx tools testbed-deps run clean package
+.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools testbed-deps run clean package
 
 all: build
 
@@ -86,6 +86,18 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-go-vtpro
 proto-check: proto
 	@git diff --exit-code -- proto || { echo "proto: generated code is stale; run make proto and commit"; exit 1; }
 
+# What follows from internal/pipeline.Figures (figuregen: docs/pipeline.md's
+# metric tables, the receiver's process metrics in metadata.yaml, the agent's
+# status lines), then mdatagen's code and documentation from every metadata.yaml.
+# internal/pipeline/figuregen's test fails while figuregen's copies are stale.
+generate: $(BIN)/mdatagen
+	$(GO) generate ./internal/pipeline/
+	$(GO) generate ./receiver/... ./processor/... ./exporter/... ./connector/...
+
+# Fails when the committed generated files differ from what `make generate` makes.
+generate-check: generate
+	@git diff --exit-code -- docs receiver processor exporter connector segmentagent || { echo "generate: generated files are stale; run make generate and commit"; exit 1; }
+
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
@@ -142,7 +154,7 @@ OTHER_PACKAGES = $(filter-out $(DB_PACKAGES),$(shell $(GO) list ./...))
 
 # The e2e tests start build/otelcol-gpotel and build/gpotel-agent: building
 # them first keeps the build out of the tests' timeout.
-test: testbed-deps proto-check lint agent collector
+test: testbed-deps proto-check generate-check lint agent collector
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(OTHER_PACKAGES)
 	$(GO) test -count=1 -timeout $(DB_TEST_TIMEOUT) -p 1 $(DB_PACKAGES)
 

@@ -157,44 +157,23 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 		yagpcc.SessionField_QUERY_DATABASENAME: queryString((*yagpcc.QueryInfo).GetDatabaseName),
 		yagpcc.SessionField_QUERY_RSGNAME:      queryString((*yagpcc.QueryInfo).GetRsgname),
 	}
-	type statFields struct {
-		of                                                 statOf
-		running, user, kernel, vsize, rss, vmpeak          yagpcc.SessionField
-		rchar, wchar, syscr, syscw, read, write, cancelled yagpcc.SessionField
-		rssAnon, runDelay, blkioDelay                      yagpcc.SessionField
+	// Every SystemStat field a figure fills is sortable where the enum has
+	// TOTAL_ and LAST_ values named after it; runningTimeSeconds is no figure.
+	for prefix, of := range map[string]statOf{"TOTAL_": totalStat, "LAST_": lastStat} {
+		if v, ok := yagpcc.SessionField_value[prefix+"RUNNINGTIMESECONDS"]; ok {
+			m[yagpcc.SessionField(v)] = statFloat(of, (*yagpcc.SystemStat).GetRunningTimeSeconds)
+		}
+		for _, f := range pipeline.StatFields() {
+			v, ok := yagpcc.SessionField_value[prefix+strings.ToUpper(f.Name)]
+			switch {
+			case !ok:
+			case f.IsSeconds():
+				m[yagpcc.SessionField(v)] = statFloat(of, f.Seconds)
+			default:
+				m[yagpcc.SessionField(v)] = statUint(of, f.Count)
+			}
+		}
 	}
-	for _, sf := range []statFields{
-		{totalStat, yagpcc.SessionField_TOTAL_RUNNINGTIMESECONDS, yagpcc.SessionField_TOTAL_USERTIMESECONDS,
-			yagpcc.SessionField_TOTAL_KERNELTIMESECONDS, yagpcc.SessionField_TOTAL_VSIZE, yagpcc.SessionField_TOTAL_RSS,
-			yagpcc.SessionField_TOTAL_VMPEAKKB, yagpcc.SessionField_TOTAL_RCHAR, yagpcc.SessionField_TOTAL_WCHAR,
-			yagpcc.SessionField_TOTAL_SYSCR, yagpcc.SessionField_TOTAL_SYSCW, yagpcc.SessionField_TOTAL_READ_BYTES,
-			yagpcc.SessionField_TOTAL_WRITE_BYTES, yagpcc.SessionField_TOTAL_CANCELLED_WRITE_BYTES,
-			yagpcc.SessionField_TOTAL_RSS_ANON, yagpcc.SessionField_TOTAL_RUN_DELAY_SECONDS, yagpcc.SessionField_TOTAL_BLKIO_DELAY_SECONDS},
-		{lastStat, yagpcc.SessionField_LAST_RUNNINGTIMESECONDS, yagpcc.SessionField_LAST_USERTIMESECONDS,
-			yagpcc.SessionField_LAST_KERNELTIMESECONDS, yagpcc.SessionField_LAST_VSIZE, yagpcc.SessionField_LAST_RSS,
-			yagpcc.SessionField_LAST_VMPEAKKB, yagpcc.SessionField_LAST_RCHAR, yagpcc.SessionField_LAST_WCHAR,
-			yagpcc.SessionField_LAST_SYSCR, yagpcc.SessionField_LAST_SYSCW, yagpcc.SessionField_LAST_READ_BYTES,
-			yagpcc.SessionField_LAST_WRITE_BYTES, yagpcc.SessionField_LAST_CANCELLED_WRITE_BYTES,
-			yagpcc.SessionField_LAST_RSS_ANON, yagpcc.SessionField_LAST_RUN_DELAY_SECONDS, yagpcc.SessionField_LAST_BLKIO_DELAY_SECONDS},
-	} {
-		m[sf.running] = statFloat(sf.of, (*yagpcc.SystemStat).GetRunningTimeSeconds)
-		m[sf.user] = statFloat(sf.of, (*yagpcc.SystemStat).GetUserTimeSeconds)
-		m[sf.kernel] = statFloat(sf.of, (*yagpcc.SystemStat).GetKernelTimeSeconds)
-		m[sf.vsize] = statUint(sf.of, (*yagpcc.SystemStat).GetVsize)
-		m[sf.rss] = statUint(sf.of, (*yagpcc.SystemStat).GetRss)
-		m[sf.vmpeak] = statUint(sf.of, (*yagpcc.SystemStat).GetVmPeakKb)
-		m[sf.rchar] = statUint(sf.of, (*yagpcc.SystemStat).GetRchar)
-		m[sf.wchar] = statUint(sf.of, (*yagpcc.SystemStat).GetWchar)
-		m[sf.syscr] = statUint(sf.of, (*yagpcc.SystemStat).GetSyscr)
-		m[sf.syscw] = statUint(sf.of, (*yagpcc.SystemStat).GetSyscw)
-		m[sf.read] = statUint(sf.of, (*yagpcc.SystemStat).GetReadBytes)
-		m[sf.write] = statUint(sf.of, (*yagpcc.SystemStat).GetWriteBytes)
-		m[sf.cancelled] = statUint(sf.of, (*yagpcc.SystemStat).GetCancelledWriteBytes)
-		m[sf.rssAnon] = statUint(sf.of, (*yagpcc.SystemStat).GetRssAnon)
-		m[sf.runDelay] = statFloat(sf.of, (*yagpcc.SystemStat).GetRunDelaySeconds)
-		m[sf.blkioDelay] = statFloat(sf.of, (*yagpcc.SystemStat).GetBlkioDelaySeconds)
-	}
-	m[yagpcc.SessionField_LAST_RSS_MAX_HOST] = statUint(lastStat, (*yagpcc.SystemStat).GetRssMaxHost)
 	// Greenplum's own figures: the lock's holder, and the workfiles held
 	// now (a gauge: last and total carry the same; none held is 0).
 	m[yagpcc.SessionField_SESSION_FIELD_BLOCKED_BY] = infoInt((*yagpcc.SessionInfo).GetBlockedBySessId)

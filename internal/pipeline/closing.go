@@ -40,7 +40,7 @@ type HostAnswer struct {
 	Up        bool
 	Processes int64 // processes it was asked about
 	// Batches is how many process batches the receiver sent for the host
-	// in this snapshot and Sequence the last one's number (rule 8); 0
+	// in this snapshot and Sequence the last one's number (sparse batches); 0
 	// when it sent none.
 	Batches  int64
 	Sequence uint64

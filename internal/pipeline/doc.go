@@ -15,3 +15,5 @@
 // (OutputEncoder, OutputDecoder). The components stay thin around it;
 // docs/pipeline.md describes it, and a test keeps the two in step.
 package pipeline
+
+//go:generate go run ./figuregen ../..

@@ -94,51 +94,6 @@ func TestPipelineDocListsExactlyTheContractsKindsAndMetrics(t *testing.T) {
 	}
 }
 
-// The page's SystemStat table is the Stat column of Figures and MemoryTypes.
-func TestPipelineDocMapsEveryFigureToItsSystemStatField(t *testing.T) {
-	got := map[string]string{}
-	for _, table := range docTables(t) {
-		if table[0][0] != "session figure" {
-			continue
-		}
-		for _, row := range table[1:] {
-			key := strings.Join(append(ticked(row[0]), ticked(row[1])...), " ")
-			if f := ticked(row[2]); len(f) > 0 {
-				got[key] = f[0]
-			}
-		}
-	}
-	want := map[string]string{}
-	for f := range Figure(NumCounters) {
-		r := &Figures[f]
-		key := r.Metric.Session
-		if r.Value != "" {
-			key += " " + r.Value
-		}
-		want[key] = r.Stat.Name
-	}
-	for _, mt := range MemoryTypes {
-		for _, agg := range []struct {
-			name  string
-			field StatField
-		}{{MemoryAggregationCluster, mt.Cluster}, {MemoryAggregationMaxHost, mt.MaxHost}} {
-			if !agg.field.IsZero() {
-				want[MetricSessionMemoryUsage+" "+mt.Name+" "+agg.name] = agg.field.Name
-			}
-		}
-	}
-	for k, v := range want {
-		if got[k] != v {
-			t.Errorf("docs/pipeline.md maps %s to %q, the contract to %q", k, got[k], v)
-		}
-	}
-	for k := range got {
-		if _, ok := want[k]; !ok {
-			t.Errorf("docs/pipeline.md maps %s, which the contract does not", k)
-		}
-	}
-}
-
 // eventDocRows are the rows docs/pipeline.md's event tables hold, one per
 // field, as the tables parse.
 func eventDocRows(fields []EventField) [][]string {

@@ -42,7 +42,7 @@ var (
 	ProcessCancelledWrite = &ProcessMetric{Name: MetricProcessCancelledWrite, Unit: "By", Sum: true, Session: MetricSessionCancelledWrite,
 		Description: "Bytes the process caused not to be written after all (io cancelled_write_bytes)."}
 	ProcessDiskDelay = &ProcessMetric{Name: MetricProcessDiskDelay, Unit: "s", Sum: true, Double: true, Session: MetricSessionDiskDelay,
-		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck)."}
+		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then."}
 	ProcessIOChars = &ProcessMetric{Name: MetricProcessIOChars, Unit: "By", Sum: true, Attr: AttrDirection, Session: MetricSessionIOChars,
 		Description: "Bytes passed to read-like and write-like syscalls (io rchar, wchar)."}
 	ProcessIOSyscalls = &ProcessMetric{Name: MetricProcessIOSyscalls, Unit: "{syscall}", Sum: true, Attr: AttrDirection, Session: MetricSessionIOSyscalls,
@@ -67,6 +67,8 @@ var (
 		Description: "Peak virtual memory (status VmPeak times 1024)."}
 	ProcessMemorySwap = &ProcessMetric{Name: MetricProcessMemorySwap, Unit: "By",
 		Description: "Swapped-out memory (status VmSwap times 1024)."}
+	ProcessMemoryPageTables = &ProcessMetric{Name: MetricProcessMemoryPageTable, Unit: "By",
+		Description: "Memory the kernel holds for the process's page tables (status VmPTE times 1024)."}
 	ProcessThreadCount = &ProcessMetric{Name: MetricProcessThreadCount, Unit: "{thread}",
 		Description: "Threads in the process (status Threads)."}
 	ProcessCommandCount = &ProcessMetric{Name: MetricProcessCommandCount, Unit: "1",
@@ -111,6 +113,7 @@ const (
 	MemoryPeak
 	MemoryVirtualPeak
 	MemorySwap
+	MemoryPageTables
 	ThreadCount
 	CommandCount
 
@@ -261,6 +264,8 @@ var Figures = [NumFigures]FigureRow{
 		Exit: exit(record("hiwater_vm_kb", kernelunits.KiB, (*gpotelv1.TaskStatsRecord).GetHiwaterVmKb))},
 	MemorySwap: {Metric: ProcessMemorySwap,
 		Live: live(statusKiB("status VmSwap", func(s *yagpcc.ProcStatus) *int64 { return s.VmSwapKb }))},
+	MemoryPageTables: {Metric: ProcessMemoryPageTables,
+		Live: live(statusKiB("status VmPTE", func(s *yagpcc.ProcStatus) *int64 { return s.VmPteKb }))},
 	ThreadCount: {Metric: ProcessThreadCount,
 		Live: live(statusThreads(), stat("stat num_threads", kernelunits.Count, (*yagpcc.ProcStat).GetNumThreads))},
 	CommandCount: {Metric: ProcessCommandCount,
@@ -362,12 +367,6 @@ func (m *ProcessMetric) figureOf(v string) (Figure, bool) {
 		}
 	}
 	return 0, false
-}
-
-// CounterMetricOfSession finds the counter metric of a session figure name.
-func CounterMetricOfSession(session string) (*ProcessMetric, bool) {
-	m, ok := counterMetricBySession[session]
-	return m, ok
 }
 
 // StatField is a yagpcc SystemStat field a figure fills.

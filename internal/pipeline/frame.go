@@ -40,7 +40,7 @@ type Batch struct {
 	Snapshot  int            // index of the snapshot resource; -1 without one
 	Snapshots int
 	Processes int // resources that hold processes
-	Header    int // index of the batch resource (rule 8); -1 without one
+	Header    int // index of the batch resource (sparse batches); -1 without one
 }
 
 // ErrMergedBatch is why a batch with more than one snapshot gets no figures.

@@ -37,7 +37,7 @@ const (
 	KindQuery
 	// KindBatch heads every process batch of the receiver: its host's
 	// batch sequence number and whether the snapshot lists the host's
-	// processes in full (docs/pipeline.md, rule 8).
+	// processes in full (docs/pipeline.md, sparse batches).
 	KindBatch
 	// KindDeparted lists, in the closing batch, one host's processes that
 	// left since the previous snapshot.
@@ -180,7 +180,7 @@ const (
 )
 
 // Framing metrics (receiver): always written, never switched off
-// (docs/pipeline.md, rule 8).
+// (docs/pipeline.md, sparse batches).
 const (
 	MetricBatchSequence   = "gpotel.batch.sequence"
 	MetricBatchFull       = "gpotel.batch.full"
@@ -242,6 +242,7 @@ const (
 	MetricProcessMemoryPeak      = "gpotel.process.memory.peak"
 	MetricProcessMemoryVirtPeak  = "gpotel.process.memory.virtual_peak"
 	MetricProcessMemorySwap      = "gpotel.process.memory.swap"
+	MetricProcessMemoryPageTable = "gpotel.process.memory.page_tables"
 	MetricProcessThreadCount     = "process.thread.count"
 )
 

@@ -37,7 +37,7 @@ type ProcessSample struct {
 
 // Entry is the sample as the process encoder writes it: seconds back
 // from nanoseconds. The processor writes the processes it carried
-// unchanged with it (docs/pipeline.md, rule 8).
+// unchanged with it (docs/pipeline.md, sparse batches).
 func (s *ProcessSample) Entry() ProcessEntry {
 	e := ProcessEntry{Session: s.Session, Segment: int64(s.Segment), BackendType: s.BackendType, System: s.System,
 		Process: Process{PID: int64(s.PID), CreationTime: time.Unix(0, s.Creation).UTC(), HasStat: true}}

@@ -16,7 +16,7 @@ import (
 
 // Sender is the receiver's end of the process batches, kept from scrape
 // to scrape: per host, its batch sequence and what it last sent of each
-// process (docs/pipeline.md, rule 8). A host gets a full batch when it
+// process (docs/pipeline.md, sparse batches). A host gets a full batch when it
 // has no memory: the first scrape, the first after a restart, and after
 // any scrape it did not answer in (an agent failure, or a batch the next
 // consumer refused).

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// Sparse process batches (docs/pipeline.md, rule 8): the receiver sends a
+// Sparse process batches (docs/pipeline.md, sparse batches): the receiver sends a
 // process only when one of its figures changed since it last sent it, or
 // when a full batch is due; every process batch carries its host's batch
 // sequence number; the closing batch says how many batches each host sent

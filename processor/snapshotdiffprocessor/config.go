@@ -64,28 +64,8 @@ func (cfg *Config) Validate() error {
 	if len(cfg.Windows) == 0 {
 		errs = append(errs, errors.New("windows []: at least one window is required"))
 	}
-	seen := make(map[time.Duration]bool, len(cfg.Windows))
-	for i, w := range cfg.Windows {
-		if w <= 0 {
-			errs = append(errs, fmt.Errorf("windows[%d] %s: must be positive", i, w))
-			continue
-		}
-		if seen[w] {
-			errs = append(errs, fmt.Errorf("windows[%d] %s: listed twice", i, w))
-		}
-		seen[w] = true
-	}
-	seenTC := make(map[time.Duration]bool, len(cfg.TimeConstants))
-	for i, tc := range cfg.TimeConstants {
-		if tc <= 0 {
-			errs = append(errs, fmt.Errorf("time_constants[%d] %s: must be positive", i, tc))
-			continue
-		}
-		if seenTC[tc] {
-			errs = append(errs, fmt.Errorf("time_constants[%d] %s: listed twice", i, tc))
-		}
-		seenTC[tc] = true
-	}
+	errs = append(errs, distinctPositive("windows", cfg.Windows)...)
+	errs = append(errs, distinctPositive("time_constants", cfg.TimeConstants)...)
 	if cfg.MaxStoredPoints < 0 {
 		errs = append(errs, fmt.Errorf("max_stored_points %d: must not be negative (0 means automatic)", cfg.MaxStoredPoints))
 	} else if cfg.MaxStoredPoints == 1 {
@@ -98,4 +78,21 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("queries::max_finished %d: must not be negative", cfg.Queries.MaxFinished))
 	}
 	return errors.Join(errs...)
+}
+
+// distinctPositive checks a list of durations: each positive, none twice.
+func distinctPositive(key string, ds []time.Duration) []error {
+	var errs []error
+	seen := make(map[time.Duration]bool, len(ds))
+	for i, d := range ds {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("%s[%d] %s: must be positive", key, i, d))
+			continue
+		}
+		if seen[d] {
+			errs = append(errs, fmt.Errorf("%s[%d] %s: listed twice", key, i, d))
+		}
+		seen[d] = true
+	}
+	return errs
 }

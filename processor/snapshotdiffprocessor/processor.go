@@ -40,7 +40,7 @@ type snapshotDiff struct {
 
 	decoders sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
 	// carriedEncoder writes the processes carried unchanged, so that the
-	// per-process output stays dense (rule 8).
+	// per-process output stays dense (sparse batches).
 	carriedEncoder *pipeline.ProcessEncoder
 }
 
@@ -113,7 +113,7 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 }
 
 // isFraming tells the resources that serve the contract between the
-// receiver and the processor alone (rule 8): never forwarded.
+// receiver and the processor alone (sparse batches): never forwarded.
 func isFraming(k pipeline.ResourceKind) bool {
 	return k == pipeline.KindBatch || k == pipeline.KindDeparted
 }
@@ -134,7 +134,7 @@ func dropFraming(md pmetric.Metrics, b *pipeline.Batch) {
 // collect adds a process batch to the snapshot of its time. It decodes
 // before it takes the lock, so batches of many hosts decode at once. A
 // batch with a batch resource that cannot be ingested is refused, so
-// that the receiver sends its host in full next time (rule 8).
+// that the receiver sends its host in full next time (sparse batches).
 func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) error {
 	t := b.Time(md)
 	var header pipeline.BatchHeader

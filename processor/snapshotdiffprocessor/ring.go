@@ -103,7 +103,7 @@ type store struct {
 	// host's processes were read at the latest (ns; 0: not measured).
 	hostReadDelay []int64
 	// hostExpect is the sequence number the host's next batch must have
-	// unless it starts a full run; 0: a full batch is due (rule 8).
+	// unless it starts a full run; 0: a full batch is due (sparse batches).
 	hostExpect []uint64
 	hostRuns   []hostRun // this snapshot's batches per host
 
@@ -177,9 +177,9 @@ type errFullBatchDue struct {
 
 func (e errFullBatchDue) Error() string {
 	if e.expected == 0 {
-		return fmt.Sprintf("process batch %d of host %s refused: a full batch of the host is due (docs/pipeline.md, rule 8)", e.seq, e.host)
+		return fmt.Sprintf("process batch %d of host %s refused: a full batch of the host is due (docs/pipeline.md, sparse batches)", e.seq, e.host)
 	}
-	return fmt.Sprintf("process batch %d of host %s refused: batch %d was due (lost or reordered; docs/pipeline.md, rule 8)", e.seq, e.host, e.expected)
+	return fmt.Sprintf("process batch %d of host %s refused: batch %d was due (lost or reordered; docs/pipeline.md, sparse batches)", e.seq, e.host, e.expected)
 }
 
 type sessionHostMemory struct {

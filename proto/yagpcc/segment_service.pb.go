@@ -1069,6 +1069,7 @@ type ProcStatus struct {
 	Threads                  int64                  `protobuf:"varint,15,opt,name=threads,proto3" json:"threads,omitempty"`
 	VoluntaryCtxtSwitches    int64                  `protobuf:"varint,16,opt,name=voluntary_ctxt_switches,json=voluntaryCtxtSwitches,proto3" json:"voluntary_ctxt_switches,omitempty"`
 	NonvoluntaryCtxtSwitches int64                  `protobuf:"varint,17,opt,name=nonvoluntary_ctxt_switches,json=nonvoluntaryCtxtSwitches,proto3" json:"nonvoluntary_ctxt_switches,omitempty"`
+	VmPteKb                  *int64                 `protobuf:"varint,18,opt,name=vm_pte_kb,json=vmPteKb,proto3,oneof" json:"vm_pte_kb,omitempty"` // page tables
 	unknownFields            protoimpl.UnknownFields
 	sizeCache                protoimpl.SizeCache
 }
@@ -1218,6 +1219,13 @@ func (x *ProcStatus) GetVoluntaryCtxtSwitches() int64 {
 func (x *ProcStatus) GetNonvoluntaryCtxtSwitches() int64 {
 	if x != nil {
 		return x.NonvoluntaryCtxtSwitches
+	}
+	return 0
+}
+
+func (x *ProcStatus) GetVmPteKb() int64 {
+	if x != nil && x.VmPteKb != nil {
+		return *x.VmPteKb
 	}
 	return 0
 }
@@ -1484,7 +1492,7 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\n" +
 	"guest_time\x18+ \x01(\x03R\tguestTime\x12\x1f\n" +
 	"\vcguest_time\x18, \x01(\x03R\n" +
-	"cguestTime\"\xe0\x05\n" +
+	"cguestTime\"\x8f\x06\n" +
 	"\n" +
 	"ProcStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
@@ -1509,7 +1517,8 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"vm_swap_kb\x18\x0e \x01(\x03H\bR\bvmSwapKb\x88\x01\x01\x12\x18\n" +
 	"\athreads\x18\x0f \x01(\x03R\athreads\x126\n" +
 	"\x17voluntary_ctxt_switches\x18\x10 \x01(\x03R\x15voluntaryCtxtSwitches\x12<\n" +
-	"\x1anonvoluntary_ctxt_switches\x18\x11 \x01(\x03R\x18nonvoluntaryCtxtSwitchesB\r\n" +
+	"\x1anonvoluntary_ctxt_switches\x18\x11 \x01(\x03R\x18nonvoluntaryCtxtSwitches\x12\x1f\n" +
+	"\tvm_pte_kb\x18\x12 \x01(\x03H\tR\avmPteKb\x88\x01\x01B\r\n" +
 	"\v_vm_peak_kbB\r\n" +
 	"\v_vm_size_kbB\f\n" +
 	"\n" +
@@ -1520,7 +1529,9 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\f_rss_file_kbB\x0f\n" +
 	"\r_rss_shmem_kbB\r\n" +
 	"\v_vm_data_kbB\r\n" +
-	"\v_vm_swap_kb\"\xd4\x01\n" +
+	"\v_vm_swap_kbB\f\n" +
+	"\n" +
+	"_vm_pte_kb\"\xd4\x01\n" +
 	"\x06ProcIO\x12\x14\n" +
 	"\x05rchar\x18\x01 \x01(\x03R\x05rchar\x12\x14\n" +
 	"\x05wchar\x18\x02 \x01(\x03R\x05wchar\x12\x14\n" +

@@ -972,6 +972,13 @@ func (m *ProcStatus) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.VmPteKb != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.VmPteKb))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x90
+	}
 	if m.NonvoluntaryCtxtSwitches != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.NonvoluntaryCtxtSwitches))
 		i--
@@ -1620,6 +1627,9 @@ func (m *ProcStatus) SizeVT() (n int) {
 	}
 	if m.NonvoluntaryCtxtSwitches != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.NonvoluntaryCtxtSwitches))
+	}
+	if m.VmPteKb != nil {
+		n += 2 + protohelpers.SizeOfVarint(uint64(*m.VmPteKb))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -4535,6 +4545,26 @@ func (m *ProcStatus) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 18:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field VmPteKb", wireType)
+			}
+			var v int64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.VmPteKb = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

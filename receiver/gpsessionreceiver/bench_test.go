@@ -134,7 +134,7 @@ func BenchmarkScrape(b *testing.B) {
 			b.StopTimer()
 			reportPerProcess(b, before, size.hosts*size.pids)
 			// The fixture never changes, so after the first scrape an agent
-			// answer is its batch resource alone (docs/pipeline.md, rule 8);
+			// answer is its batch resource alone (docs/pipeline.md, sparse batches);
 			// then every session, the snapshot.
 			want := size.hosts*(size.pids/cfg.MaxPidsPerCall) + 50 + 1
 			if resources != want {

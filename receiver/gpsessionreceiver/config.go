@@ -100,7 +100,7 @@ type Config struct {
 	// the agent), so short-lived backends are counted.
 	ExitRecords bool `mapstructure:"exit_records"`
 	// SendUnchangedProcesses sends every process every scrape instead of
-	// only those whose figures changed (docs/pipeline.md, rule 8): for a
+	// only those whose figures changed (docs/pipeline.md, sparse batches): for a
 	// pipeline whose snapshotdiff emits per-process metrics, so that they
 	// stream out with their batches instead of leaving in the closing one.
 	SendUnchangedProcesses bool `mapstructure:"send_unchanged_processes"`

@@ -82,7 +82,7 @@ type answerWrite struct {
 }
 
 // emitAnswer hands one agent answer on as a process batch
-// (docs/pipeline.md, process resources and rule 8); it may run on many
+// (docs/pipeline.md, process resources and sparse batches); it may run on many
 // goroutines at once, one per host. It returns what it sent and how many
 // processes it left out for want of a stat; an error means the batch did
 // not reach the pipeline.

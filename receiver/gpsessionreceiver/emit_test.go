@@ -41,7 +41,7 @@ func testEmission(t *testing.T) emission {
 	started := time.Unix(1_700_000_100, 0)
 	long := "select '" + string(make([]byte, 50)) + "'"
 	return emission{
-		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot},
+		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot, Delayacct: true}, // delay accounting on: the golden file holds the block I/O wait
 		snap: &scrapeResult{
 			time:            time.Unix(1_700_000_500, 123),
 			dialect:         DialectGP7,

@@ -45,12 +45,25 @@ func TestLockWaitsNameOneBlockerPerWaitingSession(t *testing.T) {
 					}
 				}
 			}
+			// A Greenplum session's id is the coordinator's session counter's
+			// number, never its backend's pid (testbed/README.md).
+			sessionOf := func(conn *pgx.Conn) int64 {
+				if opts.Dialect == cluster.DialectPostgreSQL {
+					return int64(conn.PgConn().PID())
+				}
+				var id int64
+				if err := conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&id); err != nil {
+					t.Fatal(err)
+				}
+				return id
+			}
 			admin := connect()
 			exec(admin, "CREATE TABLE gpotel_contended (i integer)")
 			for range readers {
 				exec(connect(), "BEGIN", "SELECT count(*) FROM gpotel_contended")
 			}
 			writer := connect()
+			writerSession := sessionOf(writer)
 			exec(writer, "BEGIN", "LOCK TABLE gpotel_contended IN ROW EXCLUSIVE MODE")
 
 			// Statements that wait until the test ends and closes their connections.
@@ -58,6 +71,7 @@ func TestLockWaitsNameOneBlockerPerWaitingSession(t *testing.T) {
 				go func() { _, _ = conn.Exec(context.Background(), sql) }()
 			}
 			alter := connect()
+			alterSession := sessionOf(alter)
 			waitIn(alter, "ALTER TABLE gpotel_contended ADD COLUMN j integer")
 			await.NoError(t, "the ALTER TABLE waits", func() error { return waiting(ctx, admin, 1) })
 			for range queued {
@@ -93,7 +107,7 @@ func TestLockWaitsNameOneBlockerPerWaitingSession(t *testing.T) {
 					t.Errorf("session %d answered twice", session)
 				}
 				seen[session] = true
-				if session == int64(alter.PgConn().PID()) {
+				if session == alterSession {
 					alterBlocker, alterBlockerMode = blocker, blockerMode
 				}
 			}
@@ -103,8 +117,8 @@ func TestLockWaitsNameOneBlockerPerWaitingSession(t *testing.T) {
 			if n > 1+queued {
 				t.Errorf("%d rows for %d waiting sessions", n, 1+queued)
 			}
-			if alterBlocker != int64(writer.PgConn().PID()) || alterBlockerMode != "RowExclusiveLock" {
-				t.Errorf("the ALTER TABLE's blocker: session %d in %q, want the writer %d in RowExclusiveLock", alterBlocker, alterBlockerMode, writer.PgConn().PID())
+			if alterBlocker != writerSession || alterBlockerMode != "RowExclusiveLock" {
+				t.Errorf("the ALTER TABLE's blocker: session %d in %q, want the writer %d in RowExclusiveLock", alterBlocker, alterBlockerMode, writerSession)
 			}
 		})
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 
 	"github.com/mdlayher/netlink"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Numbers from linux/cgroupstats.h and linux/taskstats.h.
@@ -28,7 +30,7 @@ const (
 func DecodeCgroupStats(b []byte) (TaskStates, error) {
 	ad, err := netlink.NewAttributeDecoder(b)
 	if err != nil {
-		return TaskStates{}, shapeError("cgroupstats: %v", err)
+		return TaskStates{}, kerneltext.ShapeError("cgroupstats: %v", err)
 	}
 	ad.ByteOrder = binary.NativeEndian
 	var (
@@ -38,7 +40,7 @@ func DecodeCgroupStats(b []byte) (TaskStates, error) {
 	)
 	for ad.Next() {
 		if n++; n > maxCgroupstatsAttributes {
-			return TaskStates{}, shapeError("cgroupstats: more than %d attributes", maxCgroupstatsAttributes)
+			return TaskStates{}, kerneltext.ShapeError("cgroupstats: more than %d attributes", maxCgroupstatsAttributes)
 		}
 		if ad.Type() != cgroupstatsTypeStats {
 			continue
@@ -52,10 +54,10 @@ func DecodeCgroupStats(b []byte) (TaskStates, error) {
 		found = true
 	}
 	if err := ad.Err(); err != nil {
-		return TaskStates{}, shapeError("cgroupstats: %v", err)
+		return TaskStates{}, kerneltext.ShapeError("cgroupstats: %v", err)
 	}
 	if !found {
-		return TaskStates{}, shapeError("cgroupstats: reply has no stats attribute")
+		return TaskStates{}, kerneltext.ShapeError("cgroupstats: reply has no stats attribute")
 	}
 	return s, nil
 }

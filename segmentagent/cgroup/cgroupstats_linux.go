@@ -10,6 +10,8 @@ import (
 	"github.com/mdlayher/genetlink"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // StatsClient asks the kernel for cgroup v1 task states over the TASKSTATS
@@ -62,7 +64,7 @@ func (c *StatsClient) TaskStates(dir string) (TaskStates, error) {
 		return TaskStates{}, fmt.Errorf("CGROUPSTATS_CMD_GET: %w", err)
 	}
 	if len(msgs) != 1 {
-		return TaskStates{}, shapeError("cgroupstats: %d replies, want 1", len(msgs))
+		return TaskStates{}, kerneltext.ShapeError("cgroupstats: %d replies, want 1", len(msgs))
 	}
 	return DecodeCgroupStats(msgs[0].Data)
 }

@@ -6,6 +6,8 @@ package cgroup
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Membership is one line of /proc/<pid>/cgroup: the process's group in one hierarchy.
@@ -22,7 +24,7 @@ type Membership struct {
 // ("hierarchy-ID:controller-list:cgroup-path" per line). A group's path may
 // itself hold colons, so a line splits at its first two only.
 func ParseProcCgroup(b []byte) ([]Membership, error) {
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return nil, ErrTruncated
 	}
 	var ms []Membership
@@ -33,11 +35,11 @@ func ParseProcCgroup(b []byte) ([]Membership, error) {
 		idText, rest, ok1 := bytes.Cut(line, []byte(":"))
 		controllers, path, ok2 := bytes.Cut(rest, []byte(":"))
 		if !ok1 || !ok2 || len(path) == 0 || path[0] != '/' {
-			return nil, shapeError("cgroup: line %q is not id:controllers:/path", line)
+			return nil, kerneltext.ShapeError("cgroup: line %q is not id:controllers:/path", line)
 		}
 		id, err := strconv.Atoi(string(idText))
 		if err != nil || id < 0 {
-			return nil, shapeError("cgroup: hierarchy id %q", idText)
+			return nil, kerneltext.ShapeError("cgroup: hierarchy id %q", idText)
 		}
 		m := Membership{HierarchyID: id, Path: string(path)}
 		if len(controllers) > 0 {
@@ -46,7 +48,7 @@ func ParseProcCgroup(b []byte) ([]Membership, error) {
 			}
 		}
 		if (id == 0) != (len(m.Controllers) == 0) {
-			return nil, shapeError("cgroup: line %q mixes v1 and v2", line)
+			return nil, kerneltext.ShapeError("cgroup: line %q mixes v1 and v2", line)
 		}
 		ms = append(ms, m)
 	}

@@ -6,6 +6,8 @@ package cgroup
 import (
 	"bytes"
 	"strings"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Mount is one cgroup file system mount from /proc/self/mountinfo.
@@ -25,7 +27,7 @@ type Mount struct {
 // of /proc/<pid>/mountinfo, in file order. Other file systems are skipped; a
 // line of another shape is an error (the format is fixed since Linux 2.6.26).
 func ParseMountinfo(b []byte) ([]Mount, error) {
-	if len(b) > 0 && !endsWithNewline(b) {
+	if len(b) > 0 && !kerneltext.EndsWithNewline(b) {
 		return nil, ErrTruncated
 	}
 	var mounts []Mount
@@ -36,12 +38,12 @@ func ParseMountinfo(b []byte) ([]Mount, error) {
 		// id parent major:minor root mount-point options [optional...] - fstype source super-options
 		pre, post, ok := bytes.Cut(line, []byte(" - "))
 		if !ok {
-			return nil, shapeError("mountinfo: line %q has no separator", line)
+			return nil, kerneltext.ShapeError("mountinfo: line %q has no separator", line)
 		}
 		head := bytes.Fields(pre)
 		tail := bytes.Fields(post)
 		if len(head) < 6 || len(tail) < 3 {
-			return nil, shapeError("mountinfo: line %q has too few fields", line)
+			return nil, kerneltext.ShapeError("mountinfo: line %q has too few fields", line)
 		}
 		var version int
 		switch string(tail[0]) {

@@ -6,6 +6,8 @@ package cgroup
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Stall is one line of a pressure file: the share of wall time in which
@@ -33,7 +35,7 @@ type Pressure struct {
 // unknown keys are ignored so a later kernel's additions do not break it.
 func ParsePressure(b []byte) (Pressure, error) {
 	var p Pressure
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return p, ErrTruncated
 	}
 	hasSome := false
@@ -53,12 +55,12 @@ func ParsePressure(b []byte) (Pressure, error) {
 		}
 		s, err := parseStall(rest)
 		if err != nil {
-			return Pressure{}, shapeError("pressure: %s line: %v", kind, err)
+			return Pressure{}, kerneltext.ShapeError("pressure: %s line: %v", kind, err)
 		}
 		*dst = s
 	}
 	if !hasSome {
-		return Pressure{}, shapeError("pressure: no some line")
+		return Pressure{}, kerneltext.ShapeError("pressure: no some line")
 	}
 	return p, nil
 }
@@ -70,7 +72,7 @@ func parseStall(b []byte) (Stall, error) {
 	for _, field := range bytes.Fields(b) {
 		key, value, ok := bytes.Cut(field, []byte("="))
 		if !ok {
-			return s, shapeError("field %q is not key=value", field)
+			return s, kerneltext.ShapeError("field %q is not key=value", field)
 		}
 		var err error
 		switch string(key) {
@@ -88,11 +90,11 @@ func parseStall(b []byte) (Stall, error) {
 			seen |= total
 		}
 		if err != nil {
-			return s, shapeError("%s=%q", key, value)
+			return s, kerneltext.ShapeError("%s=%q", key, value)
 		}
 	}
 	if seen != avg10|avg60|avg300|total {
-		return s, shapeError("missing avg10, avg60, avg300 or total")
+		return s, kerneltext.ShapeError("missing avg10, avg60, avg300 or total")
 	}
 	return s, nil
 }

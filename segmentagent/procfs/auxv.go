@@ -6,6 +6,8 @@ package procfs
 import (
 	"encoding/binary"
 	"unsafe"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Auxiliary vector entries the kernel hands every process (linux/auxvec.h).
@@ -45,7 +47,7 @@ func ParseAuxv(b []byte) (Auxv, error) {
 		}
 	}
 	if a.ClkTck <= 0 || a.PageSize <= 0 {
-		return a, shapeError("auxv: no AT_CLKTCK or AT_PAGESZ entry")
+		return a, kerneltext.ShapeError("auxv: no AT_CLKTCK or AT_PAGESZ entry")
 	}
 	return a, nil
 }

@@ -12,6 +12,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 // Fallbacks when the agent cannot read its own auxiliary vector: USER_HZ has
@@ -90,10 +92,10 @@ func ParseBootTime(b []byte) (int64, error) {
 		if rest, ok := bytes.CutPrefix(line, []byte("btime ")); ok {
 			v, ok := parseInt(trimSpace(rest))
 			if !ok || v <= 0 {
-				return 0, shapeError("stat: btime %q is not a positive number", rest)
+				return 0, kerneltext.ShapeError("stat: btime %q is not a positive number", rest)
 			}
 			return v, nil
 		}
 	}
-	return 0, shapeError("stat: no btime line")
+	return 0, kerneltext.ShapeError("stat: no btime line")
 }

@@ -3,7 +3,11 @@
 
 package procfs
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+)
 
 // IO is /proc/<pid>/io: bytes and counts.
 type IO struct {
@@ -22,7 +26,7 @@ var ioKeys = [...]string{"rchar", "wchar", "syscr", "syscw", "read_bytes", "writ
 // lines are required; unknown lines are ignored.
 func ParseIO(b []byte) (IO, error) {
 	var io IO
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return io, ErrTruncated
 	}
 	seen := 0
@@ -32,7 +36,7 @@ func ParseIO(b []byte) (IO, error) {
 		b = b[nl+1:]
 		colon := bytes.IndexByte(line, ':')
 		if colon < 0 {
-			return io, shapeError("io: line %q has no colon", line)
+			return io, kerneltext.ShapeError("io: line %q has no colon", line)
 		}
 		var dst *int64
 		var bit int
@@ -56,14 +60,14 @@ func ParseIO(b []byte) (IO, error) {
 		}
 		v, ok := parseInt(trimSpace(line[colon+1:]))
 		if !ok {
-			return io, shapeError("io: %s value %q is not a number", line[:colon], line[colon+1:])
+			return io, kerneltext.ShapeError("io: %s value %q is not a number", line[:colon], line[colon+1:])
 		}
 		*dst = v
 		seen |= 1 << bit
 	}
 	for i, key := range ioKeys {
 		if seen&(1<<i) == 0 {
-			return io, shapeError("io: no %s line", key)
+			return io, kerneltext.ShapeError("io: no %s line", key)
 		}
 	}
 	return io, nil

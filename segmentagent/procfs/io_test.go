@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 func TestParseIO(t *testing.T) {
@@ -61,7 +63,7 @@ func TestParseIODoesNotAllocate(t *testing.T) {
 func FuzzParseIO(f *testing.F) {
 	fixtureSeeds(f, "io")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := ParseIO(b); err == nil && !endsWithNewline(b) {
+		if _, err := ParseIO(b); err == nil && !kerneltext.EndsWithNewline(b) {
 			t.Fatal("accepted a file without its final newline")
 		}
 	})

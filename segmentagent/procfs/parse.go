@@ -10,22 +10,13 @@
 // Kernel units (clock ticks, pages, kB, ns) are kept as the kernel prints them.
 package procfs
 
-import (
-	"errors"
-	"fmt"
-)
+import "github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 
+// The parse errors, the same values as cgroup's.
 var (
-	// ErrTruncated reports a file that was cut short: every file parsed here
-	// ends with a newline when the kernel writes it whole.
-	ErrTruncated = errors.New("truncated")
-	// ErrShape reports content that is not laid out the way this parser knows.
-	ErrShape = errors.New("unexpected shape")
+	ErrTruncated = kerneltext.ErrTruncated
+	ErrShape     = kerneltext.ErrShape
 )
-
-func shapeError(format string, args ...any) error {
-	return fmt.Errorf("%w: %s", ErrShape, fmt.Sprintf(format, args...))
-}
 
 // maxUint64Div10 and maxUint64Mod10 bound a decimal accumulation without a division per digit.
 const (
@@ -74,9 +65,4 @@ func trimSpace(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// endsWithNewline is the completeness check shared by the line-oriented files.
-func endsWithNewline(b []byte) bool {
-	return len(b) > 0 && b[len(b)-1] == '\n'
 }

@@ -86,7 +86,7 @@ type process struct {
 	status yagpcc.ProcStatus
 	io     yagpcc.ProcIO
 	sched  yagpcc.ProcSchedstat
-	kb     [9]int64
+	kb     [numStatusLines]int64
 	ccnt   int64 // CommandCount points here, so the answer stays one allocation
 }
 
@@ -262,25 +262,10 @@ func (p *process) fillStatus(s *Status) {
 		VoluntaryCtxtSwitches:    s.VoluntaryCtxtSwitches,
 		NonvoluntaryCtxtSwitches: s.NonvoluntaryCtxtSwitches,
 	}
-	optional := [...]struct {
-		field StatusField
-		value int64
-		dst   **int64
-	}{
-		{VmPeak, s.VmPeakKB, &p.status.VmPeakKb},
-		{VmSize, s.VmSizeKB, &p.status.VmSizeKb},
-		{VmHWM, s.VmHWMKB, &p.status.VmHwmKb},
-		{VmRSS, s.VmRSSKB, &p.status.VmRssKb},
-		{RssAnon, s.RssAnonKB, &p.status.RssAnonKb},
-		{RssFile, s.RssFileKB, &p.status.RssFileKb},
-		{RssShmem, s.RssShmemKB, &p.status.RssShmemKb},
-		{VmData, s.VmDataKB, &p.status.VmDataKb},
-		{VmSwap, s.VmSwapKB, &p.status.VmSwapKb},
-	}
-	for i, o := range optional {
-		if s.Has(o.field) {
-			p.kb[i] = o.value
-			*o.dst = &p.kb[i]
+	for l := range numStatusLines {
+		if s.Has(l) {
+			p.kb[l] = s.KiB[l]
+			setStatusLine(&p.status, l, &p.kb[l])
 		}
 	}
 	p.info.ProcStatus = &p.status

@@ -3,7 +3,11 @@
 
 package procfs
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+)
 
 // Schedstat is /proc/<pid>/schedstat.
 type Schedstat struct {
@@ -15,7 +19,7 @@ type Schedstat struct {
 // ParseSchedstat parses "run_ns delay_ns timeslices\n" without allocating.
 func ParseSchedstat(b []byte) (Schedstat, error) {
 	var s Schedstat
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return s, ErrTruncated
 	}
 	rest := b[:len(b)-1]
@@ -27,19 +31,19 @@ func ParseSchedstat(b []byte) (Schedstat, error) {
 		}
 		v, ok := parseInt(rest[:end])
 		if !ok {
-			return s, shapeError("schedstat: field %d %q is not a number", i+1, rest[:end])
+			return s, kerneltext.ShapeError("schedstat: field %d %q is not a number", i+1, rest[:end])
 		}
 		f[i] = v
 		rest = rest[end:]
 		if i < len(f)-1 {
 			if len(rest) == 0 {
-				return s, shapeError("schedstat: %d fields, want 3", i+1)
+				return s, kerneltext.ShapeError("schedstat: %d fields, want 3", i+1)
 			}
 			rest = rest[1:]
 		}
 	}
 	if len(rest) != 0 {
-		return s, shapeError("schedstat: more than 3 fields")
+		return s, kerneltext.ShapeError("schedstat: more than 3 fields")
 	}
 	s.RunTimeNS, s.RunDelayNS, s.Timeslices = f[0], f[1], f[2]
 	return s, nil

@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 func TestParseSchedstat(t *testing.T) {
@@ -49,7 +51,7 @@ func TestParseSchedstatDoesNotAllocate(t *testing.T) {
 func FuzzParseSchedstat(f *testing.F) {
 	fixtureSeeds(f, "schedstat")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		if _, err := ParseSchedstat(b); err == nil && !endsWithNewline(b) {
+		if _, err := ParseSchedstat(b); err == nil && !kerneltext.EndsWithNewline(b) {
 			t.Fatal("accepted a file without its final newline")
 		}
 	})

@@ -3,7 +3,11 @@
 
 package procfs
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+)
 
 // Stat is /proc/<pid>/stat, the fields gpotel keeps, in kernel units.
 type Stat struct {
@@ -53,17 +57,17 @@ const (
 // holding spaces or parentheses parses whole.
 func ParseStat(b []byte) (Stat, error) {
 	var s Stat
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return s, ErrTruncated
 	}
 	open := bytes.IndexByte(b, '(')
 	closing := bytes.LastIndexByte(b, ')')
 	if open < 2 || closing < open || b[open-1] != ' ' {
-		return s, shapeError("stat: no \"pid (comm)\" prefix")
+		return s, kerneltext.ShapeError("stat: no \"pid (comm)\" prefix")
 	}
 	pid, ok := parseInt(b[:open-1])
 	if !ok {
-		return s, shapeError("stat: pid is not a number")
+		return s, kerneltext.ShapeError("stat: pid is not a number")
 	}
 	s.PID = pid
 	s.Comm = b[open+1 : closing]
@@ -73,7 +77,7 @@ func ParseStat(b []byte) (Stat, error) {
 	field := 2
 	for len(rest) > 0 {
 		if rest[0] != ' ' {
-			return s, shapeError("stat: field %d is not separated by a blank", field+1)
+			return s, kerneltext.ShapeError("stat: field %d is not separated by a blank", field+1)
 		}
 		rest = rest[1:]
 		end := bytes.IndexByte(rest, ' ')
@@ -86,19 +90,19 @@ func ParseStat(b []byte) (Stat, error) {
 		switch {
 		case field == 3:
 			if len(tok) != 1 {
-				return s, shapeError("stat: state %q is not one letter", tok)
+				return s, kerneltext.ShapeError("stat: state %q is not one letter", tok)
 			}
 			s.State = tok[0]
 		case field <= statLastParsed:
 			v, ok := parseInt(tok)
 			if !ok {
-				return s, shapeError("stat: field %d %q is not a number", field, tok)
+				return s, kerneltext.ShapeError("stat: field %d %q is not a number", field, tok)
 			}
 			f[field] = v
 		}
 	}
 	if field < statMinFields {
-		return s, shapeError("stat: %d fields, want at least %d", field, statMinFields)
+		return s, kerneltext.ShapeError("stat: %d fields, want at least %d", field, statMinFields)
 	}
 	s.PPID, s.PGRP, s.Session, s.TTYNr, s.TPGID, s.Flags = f[4], f[5], f[6], f[7], f[8], f[9]
 	s.MinFlt, s.CMinFlt, s.MajFlt, s.CMajFlt = f[10], f[11], f[12], f[13]

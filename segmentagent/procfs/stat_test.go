@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
 func TestParseStat(t *testing.T) {
@@ -96,7 +98,7 @@ func FuzzParseStat(f *testing.F) {
 		if !bytes.Contains(b, append(append([]byte("("), s.Comm...), ')')) {
 			t.Fatalf("comm %q is not a parenthesised part of the input", s.Comm)
 		}
-		if !endsWithNewline(b) {
+		if !kerneltext.EndsWithNewline(b) {
 			t.Fatal("accepted a file without its final newline")
 		}
 	})

@@ -3,24 +3,29 @@
 
 package procfs
 
-import "bytes"
+import (
+	"bytes"
 
-// StatusField names the optional lines of /proc/<pid>/status.
-type StatusField uint16
-
-// Optional status lines: kernel threads have no Vm* lines, and kernels
-// before 4.5 print no RssAnon/RssFile/RssShmem.
-const (
-	VmPeak StatusField = 1 << iota
-	VmSize
-	VmHWM
-	VmRSS
-	RssAnon
-	RssFile
-	RssShmem
-	VmData
-	VmSwap
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
+
+// StatusLine is an optional kB line of /proc/<pid>/status: kernel threads
+// have no Vm* lines, and kernels before 4.5 print no RssAnon/RssFile/RssShmem.
+// The lines are the ones the agent reports (statuslines.go, generated from
+// internal/pipeline's table of figures).
+type StatusLine uint8
+
+// The optional lines fit Status.Present.
+var _ [32 - numStatusLines]struct{}
+
+// statusLineOf finds an optional line by name.
+var statusLineOf = func() map[string]StatusLine {
+	m := make(map[string]StatusLine, numStatusLines)
+	for l, name := range statusLineNames {
+		m[name] = StatusLine(l)
+	}
+	return m
+}()
 
 // Status is /proc/<pid>/status, the lines that matter for accounting. Sizes in kB.
 type Status struct {
@@ -30,24 +35,16 @@ type Status struct {
 	PPid                     int64
 	UIDReal                  int64
 	UIDEffective             int64
-	VmPeakKB                 int64
-	VmSizeKB                 int64
-	VmHWMKB                  int64
-	VmRSSKB                  int64
-	RssAnonKB                int64
-	RssFileKB                int64
-	RssShmemKB               int64
-	VmDataKB                 int64
-	VmSwapKB                 int64
 	Threads                  int64
 	VoluntaryCtxtSwitches    int64
 	NonvoluntaryCtxtSwitches int64
-	// Present says which optional lines the file had.
-	Present StatusField
+	// KiB holds the optional lines' values, those Present says the file had.
+	KiB     [numStatusLines]int64
+	Present uint32 // bit l: line l was present
 }
 
-// Has reports whether the optional line f was present.
-func (s *Status) Has(f StatusField) bool { return s.Present&f != 0 }
+// Has reports whether the optional line l was present.
+func (s *Status) Has(l StatusLine) bool { return s.Present&(1<<l) != 0 }
 
 // Lines every supported kernel (2.6.23 on) prints.
 const (
@@ -66,7 +63,7 @@ var statusRequired = [...]string{"Name", "Tgid", "PPid", "Uid", "Threads", "volu
 // ParseStatus parses the content of /proc/<pid>/status without allocating.
 func ParseStatus(b []byte) (Status, error) {
 	var s Status
-	if !endsWithNewline(b) {
+	if !kerneltext.EndsWithNewline(b) {
 		return s, ErrTruncated
 	}
 	seen := 0
@@ -80,7 +77,7 @@ func ParseStatus(b []byte) (Status, error) {
 		}
 		key, val := line[:colon], line[colon+1:]
 		var dst *int64
-		var kb StatusField
+		optional := false
 		switch string(key) {
 		case "Name":
 			// Only the tab after the colon is layout; the name may itself start with blanks.
@@ -93,7 +90,7 @@ func ParseStatus(b []byte) (Status, error) {
 		case "Uid":
 			realUID, eff, ok := parseUIDs(val)
 			if !ok {
-				return s, shapeError("status: Uid line %q", val)
+				return s, kerneltext.ShapeError("status: Uid line %q", val)
 			}
 			s.UIDReal, s.UIDEffective = realUID, eff
 			seen |= seenUID
@@ -108,45 +105,31 @@ func ParseStatus(b []byte) (Status, error) {
 			dst, seen = &s.VoluntaryCtxtSwitches, seen|seenVoluntary
 		case "nonvoluntary_ctxt_switches":
 			dst, seen = &s.NonvoluntaryCtxtSwitches, seen|seenNonvoluntary
-		case "VmPeak":
-			dst, kb = &s.VmPeakKB, VmPeak
-		case "VmSize":
-			dst, kb = &s.VmSizeKB, VmSize
-		case "VmHWM":
-			dst, kb = &s.VmHWMKB, VmHWM
-		case "VmRSS":
-			dst, kb = &s.VmRSSKB, VmRSS
-		case "RssAnon":
-			dst, kb = &s.RssAnonKB, RssAnon
-		case "RssFile":
-			dst, kb = &s.RssFileKB, RssFile
-		case "RssShmem":
-			dst, kb = &s.RssShmemKB, RssShmem
-		case "VmData":
-			dst, kb = &s.VmDataKB, VmData
-		case "VmSwap":
-			dst, kb = &s.VmSwapKB, VmSwap
 		default:
-			continue
+			l, ok := statusLineOf[string(key)]
+			if !ok {
+				continue
+			}
+			dst, optional = &s.KiB[l], true
+			s.Present |= 1 << l
 		}
 		val = trimSpace(val)
-		if kb != 0 {
+		if optional {
 			if !bytes.HasSuffix(val, []byte(" kB")) {
-				return s, shapeError("status: %s value %q has no kB unit", key, val)
+				return s, kerneltext.ShapeError("status: %s value %q has no kB unit", key, val)
 			}
 			val = trimSpace(val[:len(val)-3])
-			s.Present |= kb
 		}
 		v, ok := parseInt(val)
 		if !ok {
-			return s, shapeError("status: %s value %q is not a number", key, val)
+			return s, kerneltext.ShapeError("status: %s value %q is not a number", key, val)
 		}
 		*dst = v
 	}
 	if seen != seenAllRequired {
 		for i, name := range statusRequired {
 			if seen&(1<<i) == 0 {
-				return s, shapeError("status: no %s line", name)
+				return s, kerneltext.ShapeError("status: no %s line", name)
 			}
 		}
 	}

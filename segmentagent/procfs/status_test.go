@@ -13,15 +13,14 @@ import (
 func TestParseStatus(t *testing.T) {
 	modern := Status{
 		Name: []byte("postgres"), Tgid: 1001, PPid: 900, UIDReal: 101, UIDEffective: 101,
-		VmPeakKB: 221340, VmSizeKB: 221200, VmHWMKB: 28812, VmRSSKB: 27640,
-		RssAnonKB: 6120, RssFileKB: 9480, RssShmemKB: 12040, VmDataKB: 5620, VmSwapKB: 12,
 		Threads: 1, VoluntaryCtxtSwitches: 4512, NonvoluntaryCtxtSwitches: 37,
-		Present: VmPeak | VmSize | VmHWM | VmRSS | RssAnon | RssFile | RssShmem | VmData | VmSwap,
 	}
+	withLines(&modern, map[StatusLine]int64{VmPeak: 221340, VmSize: 221200, VmHWM: 28812, VmRSS: 27640,
+		RssAnon: 6120, RssFile: 9480, RssShmem: 12040, VmData: 5620, VmSwap: 12, VmPTE: 148})
 	old := modern
 	old.Tgid = 1002
-	old.RssAnonKB, old.RssFileKB, old.RssShmemKB, old.VmSwapKB = 0, 0, 0, 0
-	old.Present = VmPeak | VmSize | VmHWM | VmRSS | VmData
+	old.KiB, old.Present = [numStatusLines]int64{}, 0
+	withLines(&old, map[StatusLine]int64{VmPeak: 221340, VmSize: 221200, VmHWM: 28812, VmRSS: 27640, VmData: 5620, VmPTE: 148})
 	spaced := modern
 	spaced.Tgid, spaced.Name = 1003, []byte("postgres: (x) y")
 	kthread := Status{
@@ -55,6 +54,14 @@ func TestParseStatus(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, tt.want, got)
 		})
+	}
+}
+
+// withLines sets the optional lines s has.
+func withLines(s *Status, kib map[StatusLine]int64) {
+	for l, v := range kib {
+		s.KiB[l] = v
+		s.Present |= 1 << l
 	}
 }
 
@@ -96,7 +103,7 @@ func FuzzParseStatus(f *testing.F) {
 		if s.UIDReal < 0 || s.UIDEffective < 0 {
 			t.Fatalf("accepted negative uids %d/%d", s.UIDReal, s.UIDEffective)
 		}
-		if s.Present&^(VmPeak|VmSize|VmHWM|VmRSS|RssAnon|RssFile|RssShmem|VmData|VmSwap) != 0 {
+		if s.Present>>numStatusLines != 0 {
 			t.Fatalf("unknown presence bits %b", s.Present)
 		}
 	})

@@ -20,27 +20,38 @@ import (
 
 const delayacctSysctl = "/proc/sys/kernel/task_delayacct"
 
-// TestDelayAccounting turns kernel.task_delayacct on for its duration and
-// checks that an I/O-heavy session's block-I/O delay and a CPU-contended
-// one's CPU (run-queue) delay, through the whole pipeline to GetGPSessions,
-// are what /proc says the sessions' backends waited over the same window.
-func TestDelayAccounting(t *testing.T) {
-	needBinaries(t)
+// turnDelayAccountingOn turns kernel.task_delayacct on for the test's
+// duration and back to what it was at its end; it says why not when it
+// cannot (the kernel's default is off, and only root may change it).
+func turnDelayAccountingOn(t *testing.T) (whyNot string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Skip("turning kernel.task_delayacct on needs root")
+		return "turning kernel.task_delayacct on needs root"
 	}
 	before, err := os.ReadFile(delayacctSysctl)
 	if err != nil {
-		t.Skipf("no %s on this kernel: %v", delayacctSysctl, err)
+		return fmt.Sprintf("no %s on this kernel: %v", delayacctSysctl, err)
 	}
 	if err := os.WriteFile(delayacctSysctl, []byte("1\n"), 0o644); err != nil { // #nosec G306 -- a sysctl
-		t.Skipf("cannot turn delay accounting on: %v", err)
+		return fmt.Sprintf("cannot turn delay accounting on: %v", err)
 	}
 	t.Cleanup(func() {
 		if err := os.WriteFile(delayacctSysctl, before, 0o644); err != nil { // #nosec G306 -- a sysctl
 			t.Errorf("restoring kernel.task_delayacct to %q: %v", strings.TrimSpace(string(before)), err)
 		}
 	})
+	return ""
+}
+
+// TestDelayAccounting turns kernel.task_delayacct on for its duration and
+// checks that an I/O-heavy session's block-I/O delay and a CPU-contended
+// one's CPU (run-queue) delay, through the whole pipeline to GetGPSessions,
+// are what /proc says the sessions' backends waited over the same window.
+func TestDelayAccounting(t *testing.T) {
+	needBinaries(t)
+	if why := turnDelayAccountingOn(t); why != "" {
+		t.Skip(why)
+	}
 
 	s := startStack(t)
 	api := dialAPI(t, s.API)

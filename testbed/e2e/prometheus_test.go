@@ -168,6 +168,10 @@ func prometheusStackArgs(pgOSUser string) []string {
 // expression of the shipped dashboard and rules through Prometheus's HTTP API.
 func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	needBinaries(t)
+	// The block I/O wait panels read a figure the kernel counts only with
+	// delay accounting on; off, the figure is absent (never 0) and so are
+	// their series.
+	delayacctOff := turnDelayAccountingOn(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
 	pgOSUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
@@ -252,6 +256,10 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 		var missing []string
 		for _, e := range exprs {
 			if _, ok := answered[e.Source]; ok {
+				continue
+			}
+			if delayacctOff != "" && strings.Contains(e.PromQL, "disk_delay") {
+				answered[e.Source] = "not asked: " + delayacctOff
 				continue
 			}
 			if why := answers(ctx, prom, e.PromQL, sessionsOf(e.PromQL), hosts); why != "" {

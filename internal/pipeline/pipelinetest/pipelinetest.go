@@ -194,7 +194,7 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 }
 
 // Receiver sends snapshots as the gpsession receiver does
-// (docs/pipeline.md, rule 8): each answering host's live processes
+// (docs/pipeline.md, sparse batches): each answering host's live processes
 // through one pipeline.Sender, kept from snapshot to snapshot, in batches
 // of at most BatchSize processes (0: one batch per host), then the
 // closing batch its Framer stamped, with the exited and unrecorded

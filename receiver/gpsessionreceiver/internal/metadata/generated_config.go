@@ -642,6 +642,54 @@ func (ms *GpotelProcessIoSyscallsMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelProcessMemoryPageTablesMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.page_tables metric.
+type GpotelProcessMemoryPageTablesMetricAttributeKey string
+
+const (
+	GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid GpotelProcessMemoryPageTablesMetricAttributeKey = "process.pid"
+)
+
+// GpotelProcessMemoryPageTablesMetricConfig provides config for the gpotel.process.memory.page_tables metric.
+type GpotelProcessMemoryPageTablesMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                                            `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelProcessMemoryPageTablesMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelProcessMemoryPageTablesMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelProcessMemoryPageTablesMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid:
+		default:
+			return fmt.Errorf("metric gpotel.process.memory.page_tables doesn't have an attribute %v, valid attributes: [process.pid]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelProcessMemoryPeakMetricAttributeKey specifies the key of an attribute for the gpotel.process.memory.peak metric.
 type GpotelProcessMemoryPeakMetricAttributeKey string
 
@@ -1504,6 +1552,7 @@ type MetricsConfig struct {
 	GpotelProcessInfo               GpotelProcessInfoMetricConfig               `mapstructure:"gpotel.process.info"`
 	GpotelProcessIoChars            GpotelProcessIoCharsMetricConfig            `mapstructure:"gpotel.process.io.chars"`
 	GpotelProcessIoSyscalls         GpotelProcessIoSyscallsMetricConfig         `mapstructure:"gpotel.process.io.syscalls"`
+	GpotelProcessMemoryPageTables   GpotelProcessMemoryPageTablesMetricConfig   `mapstructure:"gpotel.process.memory.page_tables"`
 	GpotelProcessMemoryPeak         GpotelProcessMemoryPeakMetricConfig         `mapstructure:"gpotel.process.memory.peak"`
 	GpotelProcessMemoryRss          GpotelProcessMemoryRssMetricConfig          `mapstructure:"gpotel.process.memory.rss"`
 	GpotelProcessMemorySwap         GpotelProcessMemorySwapMetricConfig         `mapstructure:"gpotel.process.memory.swap"`
@@ -1590,6 +1639,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategySum,
 			EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
+		},
+		GpotelProcessMemoryPageTables: GpotelProcessMemoryPageTablesMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelProcessMemoryPageTablesMetricAttributeKey{GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid},
 		},
 		GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
 			Enabled:             true,

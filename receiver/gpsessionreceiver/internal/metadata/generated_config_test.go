@@ -91,6 +91,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
+					GpotelProcessMemoryPageTables: GpotelProcessMemoryPageTablesMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPageTablesMetricAttributeKey{GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid},
+					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -269,6 +274,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategySum,
 						EnabledAttributes:   []GpotelProcessIoSyscallsMetricAttributeKey{GpotelProcessIoSyscallsMetricAttributeKeyProcessPid, GpotelProcessIoSyscallsMetricAttributeKeyDirection},
 					},
+					GpotelProcessMemoryPageTables: GpotelProcessMemoryPageTablesMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelProcessMemoryPageTablesMetricAttributeKey{GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid},
+					},
 					GpotelProcessMemoryPeak: GpotelProcessMemoryPeakMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -382,7 +392,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, GpotelSessionLockWaitMetricConfig{}, GpotelSessionSpillFilesMetricConfig{}, GpotelSessionSpillSizeMetricConfig{}, GpotelSessionVmemRunawayMetricConfig{}, GpotelSessionVmemUsageMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPageTablesMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, GpotelSessionLockWaitMetricConfig{}, GpotelSessionSpillFilesMetricConfig{}, GpotelSessionSpillSizeMetricConfig{}, GpotelSessionVmemRunawayMetricConfig{}, GpotelSessionVmemUsageMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -539,6 +549,18 @@ func TestGpotelProcessIoSyscallsMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.io.syscalls doesn't have an attribute invalid, valid attributes: [process.pid, disk.io.direction]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessIoSyscalls
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelProcessMemoryPageTablesMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelProcessMemoryPageTables
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelProcessMemoryPageTablesMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.memory.page_tables doesn't have an attribute invalid, valid attributes: [process.pid]")
+
+	cfg = DefaultMetricsConfig().GpotelProcessMemoryPageTables
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

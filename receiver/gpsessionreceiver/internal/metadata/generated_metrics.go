@@ -380,6 +380,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.process.io.syscalls",
 		Attributes: []string{"process_pid", "direction"},
 	},
+	GpotelProcessMemoryPageTables: metricInfo{
+		Name:       "gpotel.process.memory.page_tables",
+		Attributes: []string{"process_pid"},
+	},
 	GpotelProcessMemoryPeak: metricInfo{
 		Name:       "gpotel.process.memory.peak",
 		Attributes: []string{"process_pid"},
@@ -467,6 +471,7 @@ type metricsInfo struct {
 	GpotelProcessInfo               metricInfo
 	GpotelProcessIoChars            metricInfo
 	GpotelProcessIoSyscalls         metricInfo
+	GpotelProcessMemoryPageTables   metricInfo
 	GpotelProcessMemoryPeak         metricInfo
 	GpotelProcessMemoryRss          metricInfo
 	GpotelProcessMemorySwap         metricInfo
@@ -1323,7 +1328,7 @@ type metricGpotelProcessDiskDelay struct {
 // init fills gpotel.process.disk.delay metric with initial data.
 func (m *metricGpotelProcessDiskDelay) init() {
 	m.data.SetName("gpotel.process.disk.delay")
-	m.data.SetDescription("Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).")
+	m.data.SetDescription("Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.")
 	m.data.SetUnit("s")
 	m.data.SetEmptySum()
 	m.data.Sum().SetIsMonotonic(true)
@@ -1682,6 +1687,95 @@ func (m *metricGpotelProcessIoSyscalls) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelProcessIoSyscalls(cfg GpotelProcessIoSyscallsMetricConfig) metricGpotelProcessIoSyscalls {
 	m := metricGpotelProcessIoSyscalls{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelProcessMemoryPageTables struct {
+	data          pmetric.Metric                            // data buffer for generated metric.
+	config        GpotelProcessMemoryPageTablesMetricConfig // metric config provided by user.
+	capacity      int                                       // max observed number of data points added to the metric.
+	aggDataPoints []int64                                   // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.process.memory.page_tables metric with initial data.
+func (m *metricGpotelProcessMemoryPageTables) init() {
+	m.data.SetName("gpotel.process.memory.page_tables")
+	m.data.SetDescription("Memory the kernel holds for the process's page tables (status VmPTE times 1024).")
+	m.data.SetUnit("By")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelProcessMemoryPageTables) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessMemoryPageTablesMetricAttributeKeyProcessPid) {
+		dp.Attributes().PutInt("process.pid", processPidAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelProcessMemoryPageTables) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelProcessMemoryPageTables) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelProcessMemoryPageTables(cfg GpotelProcessMemoryPageTablesMetricConfig) metricGpotelProcessMemoryPageTables {
+	m := metricGpotelProcessMemoryPageTables{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3317,6 +3411,7 @@ type MetricsBuilder struct {
 	metricGpotelProcessInfo               metricGpotelProcessInfo
 	metricGpotelProcessIoChars            metricGpotelProcessIoChars
 	metricGpotelProcessIoSyscalls         metricGpotelProcessIoSyscalls
+	metricGpotelProcessMemoryPageTables   metricGpotelProcessMemoryPageTables
 	metricGpotelProcessMemoryPeak         metricGpotelProcessMemoryPeak
 	metricGpotelProcessMemoryRss          metricGpotelProcessMemoryRss
 	metricGpotelProcessMemorySwap         metricGpotelProcessMemorySwap
@@ -3373,6 +3468,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricGpotelProcessInfo:               newMetricGpotelProcessInfo(mbc.Metrics.GpotelProcessInfo),
 		metricGpotelProcessIoChars:            newMetricGpotelProcessIoChars(mbc.Metrics.GpotelProcessIoChars),
 		metricGpotelProcessIoSyscalls:         newMetricGpotelProcessIoSyscalls(mbc.Metrics.GpotelProcessIoSyscalls),
+		metricGpotelProcessMemoryPageTables:   newMetricGpotelProcessMemoryPageTables(mbc.Metrics.GpotelProcessMemoryPageTables),
 		metricGpotelProcessMemoryPeak:         newMetricGpotelProcessMemoryPeak(mbc.Metrics.GpotelProcessMemoryPeak),
 		metricGpotelProcessMemoryRss:          newMetricGpotelProcessMemoryRss(mbc.Metrics.GpotelProcessMemoryRss),
 		metricGpotelProcessMemorySwap:         newMetricGpotelProcessMemorySwap(mbc.Metrics.GpotelProcessMemorySwap),
@@ -3572,6 +3668,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	mb.metricGpotelProcessInfo.emit(ils.Metrics())
 	mb.metricGpotelProcessIoChars.emit(ils.Metrics())
 	mb.metricGpotelProcessIoSyscalls.emit(ils.Metrics())
+	mb.metricGpotelProcessMemoryPageTables.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryPeak.emit(ils.Metrics())
 	mb.metricGpotelProcessMemoryRss.emit(ils.Metrics())
 	mb.metricGpotelProcessMemorySwap.emit(ils.Metrics())
@@ -3684,6 +3781,11 @@ func (mb *MetricsBuilder) RecordGpotelProcessIoCharsDataPoint(ts pcommon.Timesta
 // RecordGpotelProcessIoSyscallsDataPoint adds a data point to gpotel.process.io.syscalls metric.
 func (mb *MetricsBuilder) RecordGpotelProcessIoSyscallsDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, directionAttributeValue AttributeDirection) {
 	mb.metricGpotelProcessIoSyscalls.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, directionAttributeValue.String())
+}
+
+// RecordGpotelProcessMemoryPageTablesDataPoint adds a data point to gpotel.process.memory.page_tables metric.
+func (mb *MetricsBuilder) RecordGpotelProcessMemoryPageTablesDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64) {
+	mb.metricGpotelProcessMemoryPageTables.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue)
 }
 
 // RecordGpotelProcessMemoryPeakDataPoint adds a data point to gpotel.process.memory.peak metric.

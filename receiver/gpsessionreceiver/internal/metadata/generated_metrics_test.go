@@ -80,6 +80,7 @@ func TestMetricsBuilder(t *testing.T) {
 			aggMap["gpotel.process.info"] = mb.metricGpotelProcessInfo.config.AggregationStrategy
 			aggMap["gpotel.process.io.chars"] = mb.metricGpotelProcessIoChars.config.AggregationStrategy
 			aggMap["gpotel.process.io.syscalls"] = mb.metricGpotelProcessIoSyscalls.config.AggregationStrategy
+			aggMap["gpotel.process.memory.page_tables"] = mb.metricGpotelProcessMemoryPageTables.config.AggregationStrategy
 			aggMap["gpotel.process.memory.peak"] = mb.metricGpotelProcessMemoryPeak.config.AggregationStrategy
 			aggMap["gpotel.process.memory.rss"] = mb.metricGpotelProcessMemoryRss.config.AggregationStrategy
 			aggMap["gpotel.process.memory.swap"] = mb.metricGpotelProcessMemorySwap.config.AggregationStrategy
@@ -182,6 +183,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 1, 11, AttributeDirectionRead)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelProcessIoSyscallsDataPoint(ts, 3, 12, AttributeDirectionWrite)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelProcessMemoryPageTablesDataPoint(ts, 1, 11)
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelProcessMemoryPageTablesDataPoint(ts, 3, 12)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -322,6 +329,7 @@ func TestMetricsBuilder(t *testing.T) {
 				assert.Empty(t, mb.metricGpotelProcessInfo.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoChars.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessIoSyscalls.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelProcessMemoryPageTables.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryPeak.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemoryRss.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelProcessMemorySwap.aggDataPoints)
@@ -768,7 +776,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.process.disk.delay"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -785,7 +793,7 @@ func TestMetricsBuilder(t *testing.T) {
 						validatedMetrics["gpotel.process.disk.delay"] = true
 						assert.Equal(t, pmetric.MetricTypeSum, mi.Type())
 						assert.Equal(t, 1, mi.Sum().DataPoints().Len())
-						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck).", mi.Description())
+						assert.Equal(t, "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then.", mi.Description())
 						assert.Equal(t, "s", mi.Unit())
 						assert.True(t, mi.Sum().IsMonotonic())
 						assert.Equal(t, pmetric.AggregationTemporalityCumulative, mi.Sum().AggregationTemporality())
@@ -957,6 +965,46 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok := dp.Attributes().Get("process.pid")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("disk.io.direction")
+						assert.False(t, ok)
+					}
+				case "gpotel.process.memory.page_tables":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.process.memory.page_tables"], "Found a duplicate in the metrics slice: gpotel.process.memory.page_tables")
+						validatedMetrics["gpotel.process.memory.page_tables"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Memory the kernel holds for the process's page tables (status VmPTE times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						processPidAttrVal, ok := dp.Attributes().Get("process.pid")
+						assert.True(t, ok)
+						assert.EqualValues(t, 11, processPidAttrVal.Int())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.process.memory.page_tables"], "Found a duplicate in the metrics slice: gpotel.process.memory.page_tables")
+						validatedMetrics["gpotel.process.memory.page_tables"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "Memory the kernel holds for the process's page tables (status VmPTE times 1024).", mi.Description())
+						assert.Equal(t, "By", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.process.memory.page_tables"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("process.pid")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.memory.peak":
