@@ -19,7 +19,7 @@ var keyHelp = []struct{ keys, what string }{
 	{"tab, shift+tab", "the next (previous) view: sessions, queries, hosts"},
 	{"c m r w d s a p", "sort by CPU, private memory, read, write, run-queue wait, CPU skew, smoothed CPU, spill"},
 	{"u, D", "show only one user, one database (enter applies, empty shows all, esc leaves it)"},
-	{"g", "show or hide gpotel's own sessions (known by their application_name, which any user can set: the title counts the hidden ones)"},
+	{"g", "show or hide gpotel's own sessions (the collector knows them by backend pid; a session merely named like gpotel is shown: the title counts the hidden ones)"},
 	{"?", "this help"},
 	{"esc", "back from a page, out of a prompt; never quits"},
 	{"q, ctrl+c", "quit"},

@@ -142,13 +142,13 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case fetchedMsg:
 		m.fetching = false
 		m.err = msg.err
+		m.top, m.topErr = msg.top, msg.topErr
 		if msg.err == nil {
 			m.rows, m.at = msg.rows, msg.at
+			addClusterTop(m.rows, m.top)
 			m.known = remember(m.known, m.rows, msg.at)
 		}
-		m.top, m.topErr = msg.top, msg.topErr
 		m.pressure, m.pressureErr = msg.pressure, msg.pressureErr
-		addVmem(m.rows, m.top)
 		m.selectFirstRows()
 	default:
 		if m.page != nil {
