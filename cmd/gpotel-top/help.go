@@ -16,7 +16,7 @@ var keyHelp = []struct{ keys, what string }{
 	{"k", "cancel the selected session's running query, after y at a prompt naming it"},
 	{"K", "terminate the selected session, after y at a prompt naming it"},
 	{"x", "the selected session's memory contexts (each backend logs them; r asks again)"},
-	{"tab, shift+tab", "the next (previous) view: sessions, queries, hosts"},
+	{"tab, shift+tab", "the next (previous) view: sessions, queries, hosts, history (finished queries and ended sessions, newest first)"},
 	{"c m r w d s a p", "sort by CPU, private memory, read, write, run-queue wait, CPU skew, smoothed CPU, spill"},
 	{"u, D", "show only one user, one database (enter applies, empty shows all, esc leaves it)"},
 	{"g", "show or hide gpotel's own sessions (the collector knows them by backend pid; a session merely named like gpotel is shown: the title counts the hidden ones)"},

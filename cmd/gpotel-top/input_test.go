@@ -37,7 +37,7 @@ func TestFiltersShowOneUserOrDatabaseAndHideGpotelsOwn(t *testing.T) {
 	if h.line("big_table_0") != "" || h.line("big_table_1") == "" {
 		t.Errorf("the queries view is not filtered by user:\n%s", h.screen())
 	}
-	h.press("tab", "tab", "u", "ctrl+u", "enter") // empty: everyone again
+	h.press("tab", "tab", "tab", "u", "ctrl+u", "enter") // back to the sessions; empty: everyone again
 	h.press("D")
 	h.typeText("hr")
 	h.press("enter")
