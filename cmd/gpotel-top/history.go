@@ -133,7 +133,9 @@ func historyColumns() table[historyRow] {
 			{"USER", 9, true, 2, func(r historyRow) string { return valueOr(r.who().User) }},
 			{"DATABASE", 9, true, 6, func(r historyRow) string { return valueOr(r.who().Database) }},
 			{"STATUS", 9, true, 1, figure(
-				func(q *gpotelv1.FinishedQuery) string { return partialMark(queryStatusText(q.GetStatus()), q.GetPartial()) },
+				func(q *gpotelv1.FinishedQuery) string {
+					return partialMark(queryStatusText(q.GetStatus()), q.GetPartial())
+				},
 				func(s *gpotelv1.EndedSession) string { return partialMark("ended", s.GetPartial()) })},
 			{"DUR", 6, false, 1, figure(
 				func(q *gpotelv1.FinishedQuery) string { return durationText(q.GetDuration()) },
