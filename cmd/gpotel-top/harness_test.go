@@ -6,6 +6,7 @@ package main
 import (
 	"context"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -33,12 +34,16 @@ type fakeAPI struct {
 	gpotelv1.UnimplementedClusterTopServer
 	gpotelv1.UnimplementedPressureServiceServer
 	gpotelv1.UnimplementedSessionMemoryContextsServer
+	gpotelv1.UnimplementedFinishedWorkServer
 
 	mu       sync.Mutex
 	sessions []*yagpcc.SessionState
 	top      *gpotelv1.GetClusterTopResponse
 	pressure []*gpotelv1.HostPressure
 	memory   *gpotelv1.GetSessionMemoryContextsResponse
+	// finished and ended are the FinishedWork service's items, in any order.
+	finished      []*gpotelv1.FinishedQuery
+	endedSessions []*gpotelv1.EndedSession
 	// queries answers GetGPQuery by session id.
 	queries map[int32]*yagpcc.TotalQueryData
 	// Errors to answer with instead; nil: answer.
@@ -179,6 +184,7 @@ func serveAPI(t *testing.T, f *fakeAPI) string {
 		gpotelv1.RegisterClusterTopServer(srv, f)
 		gpotelv1.RegisterPressureServiceServer(srv, f)
 		gpotelv1.RegisterSessionMemoryContextsServer(srv, f)
+		gpotelv1.RegisterFinishedWorkServer(srv, f)
 	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -326,4 +332,33 @@ func cellUnder(header, row, title string) string {
 		start--
 	}
 	return string(r[start:end])
+}
+
+// byEnd orders items by their end time as the exporter does when sort_by
+// is empty: newest first when descending.
+func byEnd[M proto.Message](items []M, end func(M) time.Time, descending bool) []M {
+	out := cloneAll(items)
+	slices.SortStableFunc(out, func(a, b M) int {
+		if descending {
+			return end(b).Compare(end(a))
+		}
+		return end(a).Compare(end(b))
+	})
+	return out
+}
+
+// ListFinishedQueries answers one page of every finished query, by end time.
+func (f *fakeAPI) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListFinishedQueriesResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	qs := byEnd(f.finished, func(q *gpotelv1.FinishedQuery) time.Time { return q.GetQueryEnd().AsTime() }, req.GetDescending())
+	return &gpotelv1.ListFinishedQueriesResponse{Queries: qs[:min(len(qs), int(req.GetPageSize()))]}, nil
+}
+
+// ListEndedSessions answers one page of every ended session, by end time.
+func (f *fakeAPI) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListEndedSessionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	ss := byEnd(f.endedSessions, func(s *gpotelv1.EndedSession) time.Time { return s.GetSessionEnd().AsTime() }, req.GetDescending())
+	return &gpotelv1.ListEndedSessionsResponse{Sessions: ss[:min(len(ss), int(req.GetPageSize()))]}, nil
 }

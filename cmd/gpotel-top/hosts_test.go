@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -238,9 +237,7 @@ func timestampOf(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t)
 // ended, is hidden with gpotel's own, and k refuses it.
 func TestQueriesOfAGoneSessionSayWhoseTheyWere(t *testing.T) {
 	f := sixHosts()
-	own := state(sessionFigures{sessID: 99, user: "gpotel", db: "postgres", state: "active", query: "select from pg_stat_activity", userCPU: 1, window: 10})
-	own.SessionInfo.ApplicationName = gpsql.ApplicationName
-	f.sessions = append(f.sessions, own)
+	addOwn(f, state(sessionFigures{sessID: 99, user: "gpotel", db: "postgres", state: "active", query: "select from pg_stat_activity", userCPU: 1, window: 10}))
 	f.top.Queries = append(f.top.Queries, &gpotelv1.QueryTop{TmId: 1700000000, SessId: 99, DurationSeconds: 1, Completed: true,
 		Usage: &gpotelv1.Usage{CpuCores: 0.2}, Query: "select from pg_stat_activity"})
 	h := newTUI(t, f, 160, 40)

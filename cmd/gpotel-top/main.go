@@ -35,7 +35,7 @@ func main() {
 }
 
 // onceViews are what --once --view prints.
-var onceViews = []string{"sessions", "queries", "hosts"}
+var onceViews = []string{"sessions", "queries", "hosts", "history"}
 
 func run(ctx context.Context, args []string, out io.Writer) error {
 	fs := flag.NewFlagSet("gpotel-top", flag.ContinueOnError)

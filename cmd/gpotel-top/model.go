@@ -40,6 +40,9 @@ type fetchedMsg struct {
 	// pressure is the hosts view's pane; pressureErr why it is missing.
 	pressure    []*gpotelv1.HostPressure
 	pressureErr error
+	// history is the history view's list; historyErr why it is missing.
+	history    []historyRow
+	historyErr error
 }
 
 type tickMsg struct{}
@@ -63,6 +66,8 @@ type topModel struct {
 	topErr      error
 	pressure    []*gpotelv1.HostPressure
 	pressureErr error
+	history     []historyRow
+	historyErr  error
 
 	// known is who each session seen lately was, for its queries once
 	// it has left the list.
@@ -112,6 +117,7 @@ func (m topModel) answers(k SortKey) fetchedMsg {
 	msg.rows, msg.err = m.client.sessions(m.ctx, k, newest)
 	msg.at = time.Now()
 	msg.pressure, msg.pressureErr = m.client.hostPressure(m.ctx)
+	msg.history, msg.historyErr = m.client.history(m.ctx)
 	return msg
 }
 
@@ -142,13 +148,14 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case fetchedMsg:
 		m.fetching = false
 		m.err = msg.err
+		m.top, m.topErr = msg.top, msg.topErr
 		if msg.err == nil {
 			m.rows, m.at = msg.rows, msg.at
+			addClusterTop(m.rows, m.top)
 			m.known = remember(m.known, m.rows, msg.at)
 		}
-		m.top, m.topErr = msg.top, msg.topErr
 		m.pressure, m.pressureErr = msg.pressure, msg.pressureErr
-		addVmem(m.rows, m.top)
+		m.history, m.historyErr = msg.history, msg.historyErr
 		m.selectFirstRows()
 	default:
 		if m.page != nil {
@@ -524,6 +531,8 @@ func (m topModel) sortText() string {
 		}
 	case "hosts":
 		return "hosts by name"
+	case "history":
+		return "newest first"
 	}
 	return "sort " + m.sort.String()
 }

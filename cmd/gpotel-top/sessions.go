@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -112,7 +111,8 @@ type SessionRow struct {
 	Seen     time.Time // the newest snapshot that held the session
 	// Ended: the newest snapshot no longer holds it (kept for the grace period).
 	Ended bool
-	// Own: one of gpotel's connections, by application_name.
+	// Own: one of the collector's own connections, as GetClusterTop marks
+	// it (by backend pid); never by application_name, which anyone sets.
 	Own bool
 
 	// The window figures (last_metrics); HasWindow false: absent.
@@ -178,7 +178,6 @@ func rowFromState(s *yagpcc.SessionState) SessionRow {
 	if row.Database == "" {
 		row.Database = s.GetRunningQueryInfo().GetDatabaseName()
 	}
-	row.Own = row.App == gpsql.ApplicationName || row.App == gpsql.ActionsApplicationName
 	if spill := s.GetLastMetrics().GetSpill(); spill != nil {
 		row.Spill, row.HasSpill = spill.GetTotalBytes(), true
 	}
@@ -340,16 +339,19 @@ func markBlockChains(rows []SessionRow) {
 	}
 }
 
-// addVmem puts GetClusterTop's vmem figures on the rows of the sessions it lists.
-func addVmem(rows []SessionRow, top *gpotelv1.GetClusterTopResponse) {
-	vmem := map[sessionKey]uint64{}
+// addClusterTop puts what GetClusterTop says of the sessions it lists on
+// their rows: the vmem figures, and which are the collector's own (it lists
+// every one of those whatever the limit). A session it does not list is
+// not the collector's: without the answer nothing is hidden.
+func addClusterTop(rows []SessionRow, top *gpotelv1.GetClusterTopResponse) {
+	byKey := map[sessionKey]*gpotelv1.SessionTop{}
 	for _, s := range top.GetSessions() {
-		if s.VmemBytes != nil {
-			vmem[sessionKey{s.GetTmId(), s.GetSessId()}] = s.GetVmemBytes()
-		}
+		byKey[sessionKey{s.GetTmId(), s.GetSessId()}] = s
 	}
 	for i := range rows {
-		rows[i].Vmem, rows[i].HasVmem = vmem[rows[i].Key]
+		s, listed := byKey[rows[i].Key]
+		rows[i].Own = s.GetOwn()
+		rows[i].Vmem, rows[i].HasVmem = s.GetVmemBytes(), listed && s.VmemBytes != nil
 	}
 }
 

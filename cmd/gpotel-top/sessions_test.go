@@ -33,7 +33,7 @@ func TestBlockedSessionsShowTheChain(t *testing.T) {
 // sessions it lists, "-" for the others (and where the server keeps none).
 func TestVmemComesFromTheClusterTop(t *testing.T) {
 	rows := []SessionRow{{Key: sessionKey{1700000000, 11}}, {Key: sessionKey{1700000000, 12}}}
-	addVmem(rows, &gpotelv1.GetClusterTopResponse{Sessions: []*gpotelv1.SessionTop{
+	addClusterTop(rows, &gpotelv1.GetClusterTopResponse{Sessions: []*gpotelv1.SessionTop{
 		{TmId: 1700000000, SessId: 11, VmemBytes: proto.Uint64(45 << 20)}, {TmId: 1700000000, SessId: 12}}})
 	if !rows[0].HasVmem || rows[0].Vmem != 45<<20 || rows[1].HasVmem {
 		t.Errorf("vmem %v %v", rows[0], rows[1])

@@ -129,7 +129,7 @@ func TestNoFigureExceedsWhatTheHostCanDo(t *testing.T) {
 	h.press("tab")
 	marked("hosts", "HOST ", "sdw1 ", "CPU%", "300!")
 	marked("hosts", "HOST ", "sdw2 ", "CPU%", "100")
-	h.press("tab") // back to the sessions; alice's is the first row
+	h.press("tab", "tab") // the history, and back to the sessions; alice's is the first row
 	h.press("enter")
 	if !strings.Contains(h.screen(), "1334%!") {
 		t.Errorf("session 11's details do not mark its CPU:\n%s", h.screen())
@@ -265,6 +265,8 @@ func TestEveryViewFitsEightyByTwentyFour(t *testing.T) {
 	h.press("tab")
 	check("hosts", "sdw1", "sdw2", "CPU%")
 	h.press("tab")
+	check("history", "END", "STATUS", "CPU", "READ", "SPILL")
+	h.press("tab")
 	h.press("enter")
 	check("details", "session 11 ", "alice")
 	h.press("esc")
@@ -354,6 +356,12 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 	for _, p := range api.pressure {
 		poison(p.ProtoReflect())
 	}
+	// Every string poisoned, and a known text after it to find the row by.
+	api.finished = []*gpotelv1.FinishedQuery{{TmId: 1, SessId: 21, QueryText: proto.String(""), CpuTime: proto.Float64(1)}}
+	api.endedSessions = []*gpotelv1.EndedSession{{TmId: 1, SessId: 23, Application: proto.String("")}}
+	poison(api.finished[0].ProtoReflect())
+	poison(api.endedSessions[0].ProtoReflect())
+	*api.finished[0].QueryText += "select_poisoned"
 	api.actionText = hostile
 
 	clean := func(what, screen string) {
@@ -371,6 +379,11 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 	clean("queries", h.raw())
 	h.press("tab")
 	clean("hosts", h.raw())
+	h.press("tab")
+	if !strings.Contains(h.screen(), "select_poisoned") {
+		t.Errorf("the history does not show its poisoned items:\n%s", h.screen())
+	}
+	clean("history", h.raw())
 	h.press("tab")
 	h.press("x")
 	clean("memory roll-up", h.raw())
@@ -394,7 +407,7 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 
 	api.set(func(f *fakeAPI) { f.sessionsErr, f.memoryErr = nil, nil })
 	addr := serveAPI(t, api)
-	for _, args := range [][]string{{}, {"--view", "queries"}, {"--view", "hosts"}, {"--memory", "11"}, {"--memory", "11", "--backend", "1"}} {
+	for _, args := range [][]string{{}, {"--view", "queries"}, {"--view", "hosts"}, {"--view", "history"}, {"--memory", "11"}, {"--memory", "11", "--backend", "1"}} {
 		var out bytes.Buffer
 		err := run(context.Background(), append([]string{"--once", "--addr", addr}, args...), &out)
 		clean(fmt.Sprint("--once ", args), out.String())
@@ -421,7 +434,7 @@ func TestEveryViewFitsAnySize(t *testing.T) {
 		api := twoHostsOfTwoCPUs()
 		api.memory = memoryAnswer()
 		h := newTUI(t, api, size[0], size[1])
-		for _, keys := range [][]string{{}, {"tab"}, {"tab"}, {"tab", "enter"}, {"esc", "x"}, {"tab"}, {"esc", "esc", "?"}, {"esc", "K"}, {"n", "u"}} {
+		for _, keys := range [][]string{{}, {"tab"}, {"tab"}, {"tab"}, {"tab", "enter"}, {"esc", "x"}, {"tab"}, {"esc", "esc", "?"}, {"esc", "K"}, {"n", "u"}} {
 			h.press(keys...)
 			h.fits(fmt.Sprint(size, keys))
 		}

@@ -28,6 +28,7 @@ var views = []view{
 	{name: "sessions", listing: sessionListing, open: openSession, target: sessionTarget},
 	{name: "queries", listing: queryListing, open: openQuery, target: queryTarget},
 	{name: "hosts", listing: hostListing, footerFunc: pressureFooter},
+	{name: "history", listing: historyListing, footerFunc: historyFooter},
 }
 
 func (v view) footer(m *topModel, width, room int) []string {

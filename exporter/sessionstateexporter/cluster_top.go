@@ -112,6 +112,18 @@ func (s *clusterTopService) GetClusterTop(_ context.Context, req *gpotelv1.GetCl
 	for _, r := range all[:min(limit, len(all))] {
 		resp.Sessions = append(resp.Sessions, r.top)
 	}
+	// Then the collector's own beyond the limit (the pools' few
+	// connections), in key order, so that a client can hide every one.
+	var own []*gpotelv1.SessionTop
+	for _, r := range all[min(limit, len(all)):] {
+		if r.top.GetOwn() {
+			own = append(own, r.top)
+		}
+	}
+	slices.SortFunc(own, func(a, b *gpotelv1.SessionTop) int {
+		return cmp.Or(cmp.Compare(a.GetTmId(), b.GetTmId()), cmp.Compare(a.GetSessId(), b.GetSessId()))
+	})
+	resp.Sessions = append(resp.Sessions, own...)
 	resp.Cluster.Queries = uint32(min(len(v.queries), math.MaxUint32)) //nolint:gosec // bounded above
 	resp.Queries = topQueries(v, key, limit)
 	return resp, nil
@@ -178,7 +190,7 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 		TmId: st.GetSessionKey().GetTmId(), SessId: st.GetSessionKey().GetSessId(),
 		User: info.GetUser(), Database: info.GetDatabase(), State: info.GetState(),
 		Query:  cutText(st.GetRunningQueryInfo().GetQueryText()),
-		System: ss.system, Partial: last.GetPartial(),
+		System: ss.system, Own: ss.own, Partial: last.GetPartial(),
 		CpuSkew: last.GetCpuSkew(), CpuMaxOverAvg: last.GetCpuMaxOverAvg(),
 		IoSkew: last.GetIoSkew(), IoMaxOverAvg: last.GetIoMaxOverAvg(),
 		Hosts: ss.hosts,

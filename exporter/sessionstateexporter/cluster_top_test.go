@@ -320,3 +320,38 @@ func TestClusterTopServesASessionWithoutLastMetrics(t *testing.T) {
 		t.Errorf("sessions %v, want session %d without usage", resp.GetSessions(), bare.sessID)
 	}
 }
+
+// The collector's own sessions are marked own, whatever they rank, so a
+// client can hide them by what no database user can set; every other
+// session is not.
+func TestClusterTopMarksTheCollectorsOwnSessions(t *testing.T) {
+	proc, client := topPipeline(t)
+	const sessions, own1, own2 = 30, 29, 30 // all idle: the own ones rank last
+	for i := range 2 {
+		s := receiverScrape(t0.Add(time.Duration(i)*time.Minute), nil, nil)
+		for id := int64(1); id <= sessions; id++ {
+			s.Sessions = append(s.Sessions, pipelinetest.Session{ID: id, PID: 7000 + id, DB: "postgres", User: "gpotel",
+				State: "idle", Own: id == own1 || id == own2})
+		}
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Limit: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, gotOwn []int64
+	for _, s := range resp.GetSessions() {
+		got = append(got, s.GetSessId())
+		if s.GetOwn() {
+			gotOwn = append(gotOwn, s.GetSessId())
+		}
+	}
+	if want := []int64{1, 2, 3, 4, 5, own1, own2}; !equalIDs(got, want) {
+		t.Errorf("sessions %v, want the top 5 and then the collector's own: %v", got, want)
+	}
+	if want := []int64{own1, own2}; !equalIDs(gotOwn, want) {
+		t.Errorf("own sessions %v, want %v", gotOwn, want)
+	}
+}

@@ -22,6 +22,8 @@ type session struct {
 	key    pipeline.SessionKey
 	state  *yagpcc.SessionState
 	system bool
+	// own: one of the collector's own monitoring connections (gpotel.session.own).
+	own bool
 	// running: the session is executing the statement in its query text.
 	running bool
 	// seen is the time of the newest snapshot that held the session.
@@ -173,6 +175,7 @@ func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		key:       h.Key,
 		state:     state,
 		system:    h.System,
+		own:       h.Own,
 		running:   running,
 		backends:  st.Backends,
 		hosts:     figs.Hosts,

@@ -540,8 +540,12 @@ type SessionTop struct {
 	BlockerMode     string  `protobuf:"bytes,23,opt,name=blocker_mode,json=blockerMode,proto3" json:"blocker_mode,omitempty"`                        // the mode the blocking session holds
 	VmemBytes       *uint64 `protobuf:"varint,24,opt,name=vmem_bytes,json=vmemBytes,proto3,oneof" json:"vmem_bytes,omitempty"`                       // Greenplum's vmem account, every segment (GP6 gp_internal_tools)
 	Runaway         bool    `protobuf:"varint,25,opt,name=runaway,proto3" json:"runaway,omitempty"`                                                  // a segment marked the session runaway
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// One of the collector's own monitoring connections (gpotel.session.own):
+	// known by its backend pid, never by application_name, which any user
+	// sets. What a client hides by default.
+	Own           bool `protobuf:"varint,26,opt,name=own,proto3" json:"own,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *SessionTop) Reset() {
@@ -749,6 +753,13 @@ func (x *SessionTop) GetRunaway() bool {
 	return false
 }
 
+func (x *SessionTop) GetOwn() bool {
+	if x != nil {
+		return x.Own
+	}
+	return false
+}
+
 type GetClusterTopResponse struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	SnapshotTimeUnixNano int64                  `protobuf:"varint,1,opt,name=snapshot_time_unix_nano,json=snapshotTimeUnixNano,proto3" json:"snapshot_time_unix_nano,omitempty"`
@@ -757,7 +768,10 @@ type GetClusterTopResponse struct {
 	Cluster              *ClusterTotals         `protobuf:"bytes,4,opt,name=cluster,proto3" json:"cluster,omitempty"`
 	Hosts                []*HostTop             `protobuf:"bytes,5,rep,name=hosts,proto3" json:"hosts,omitempty"`                    // in host-name order
 	Key                  TopKey                 `protobuf:"varint,6,opt,name=key,proto3,enum=gpotel.v1.TopKey" json:"key,omitempty"` // the key the sessions are ranked by
-	// Largest first; ties in (tm_id, sess_id) order.
+	// Largest first; ties in (tm_id, sess_id) order. After the limit's
+	// worth, every live session of the collector's own (own) that is not
+	// among them, in (tm_id, sess_id) order: at most the receivers' pools
+	// (2 connections each), so that a client can hide them all.
 	Sessions []*SessionTop `protobuf:"bytes,7,rep,name=sessions,proto3" json:"sessions,omitempty"`
 	// The top queries by the same key, largest first; ties in (tm_id,
 	// sess_id, start) order.
@@ -1106,7 +1120,7 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\aqueries\x18\x05 \x01(\rR\aqueries\"V\n" +
 	"\x10SessionHostUsage\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
-	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xc3\a\n" +
+	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xd5\a\n" +
 	"\n" +
 	"SessionTop\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
@@ -1138,7 +1152,8 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\fblocker_mode\x18\x17 \x01(\tR\vblockerMode\x12\"\n" +
 	"\n" +
 	"vmem_bytes\x18\x18 \x01(\x04H\x04R\tvmemBytes\x88\x01\x01\x12\x18\n" +
-	"\arunaway\x18\x19 \x01(\bR\arunawayB\x16\n" +
+	"\arunaway\x18\x19 \x01(\bR\arunaway\x12\x10\n" +
+	"\x03own\x18\x1a \x01(\bR\x03ownB\x16\n" +
 	"\x14_cpu_hottest_segmentB\x15\n" +
 	"\x13_io_hottest_segmentB\x0e\n" +
 	"\f_spill_bytesB\x15\n" +
