@@ -101,7 +101,11 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 		return pid
 	}
 	coord := open(c.CoordinatorDSN, nil)
-	sessID := pidOf(coord)
+	// The coordinator's sess_id is its session counter's number, never its pid.
+	var sessID int
+	if err := coord.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
+		t.Fatal(err)
+	}
 	conns := []*pgx.Conn{coord}
 	for _, seg := range c.Segments {
 		conns = append(conns, open(seg.DSN, map[string]string{"application_name": fmt.Sprintf("%s%d", cluster.SessionTagPrefix, sessID)}))
