@@ -154,7 +154,7 @@ func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 			return await.Poll(gctx, func() error {
 				var state string
 				var start time.Time
-				if err := monitor.QueryRow(gctx, "SELECT state, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1", sessID).Scan(&state, &start); err != nil {
+				if err := monitor.QueryRow(gctx, "SELECT state, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1", pids[0]).Scan(&state, &start); err != nil {
 					return err
 				}
 				if state != "active" || (i > 0 && !start.After(runs[i-1].start)) {
