@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -164,6 +165,30 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// The CPUs an answer carries are this machine's online CPUs, through the
+// agent's own path (the default sys_root): as many as /proc/stat's cpuN
+// lines (the kernel prints one per online CPU), and at least as many as
+// this process may run on (nproc, Go's NumCPU: a cpuset or affinity
+// bounds it, not the host).
+func TestAnswerCarriesTheHostsOnlineCPUs(t *testing.T) {
+	stat, err := os.ReadFile("/proc/stat")
+	require.NoError(t, err)
+	var online uint32
+	for _, l := range strings.Split(string(stat), "\n") {
+		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "cpu") && f[0] != "cpu" {
+			online++
+		}
+	}
+	require.Positive(t, online)
+	s := realService(t, strconv.Itoa(os.Getuid()))
+	resp, err := s.GetPidProcStat(context.Background(), request(int64(os.Getpid())))
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetHost().Cpus, "no CPUs in the answer")
+	assert.Equal(t, online, resp.GetHost().GetCpus(), "CPUs in the answer against /proc/stat's cpuN lines")
+	assert.GreaterOrEqual(t, int(resp.GetHost().GetCpus()), runtime.NumCPU(), "fewer CPUs than this process may run on")
+	t.Logf("online CPUs: %d (/proc/stat cpuN lines %d, NumCPU %d)", resp.GetHost().GetCpus(), online, runtime.NumCPU())
 }
 
 func TestRealChildThatExitedIsSkipped(t *testing.T) {
