@@ -24,6 +24,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/internal/proctest"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
 
 // childModeEnv makes the test binary act as a workload child instead of running tests.
@@ -173,20 +174,13 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 // this process may run on (nproc, Go's NumCPU: a cpuset or affinity
 // bounds it, not the host).
 func TestAnswerCarriesTheHostsOnlineCPUs(t *testing.T) {
-	stat, err := os.ReadFile("/proc/stat")
+	online, err := groundtruth.OnlineCPUs()
 	require.NoError(t, err)
-	var online uint32
-	for _, l := range strings.Split(string(stat), "\n") {
-		if f := strings.Fields(l); len(f) > 0 && strings.HasPrefix(f[0], "cpu") && f[0] != "cpu" {
-			online++
-		}
-	}
-	require.Positive(t, online)
 	s := realService(t, strconv.Itoa(os.Getuid()))
 	resp, err := s.GetPidProcStat(context.Background(), request(int64(os.Getpid())))
 	require.NoError(t, err)
 	require.NotNil(t, resp.GetHost().Cpus, "no CPUs in the answer")
-	assert.Equal(t, online, resp.GetHost().GetCpus(), "CPUs in the answer against /proc/stat's cpuN lines")
+	assert.Equal(t, online, int(resp.GetHost().GetCpus()), "CPUs in the answer against /proc/stat's cpuN lines")
 	assert.GreaterOrEqual(t, int(resp.GetHost().GetCpus()), runtime.NumCPU(), "fewer CPUs than this process may run on")
 	t.Logf("online CPUs: %d (/proc/stat cpuN lines %d, NumCPU %d)", resp.GetHost().GetCpus(), online, runtime.NumCPU())
 }

@@ -75,6 +75,7 @@ func TestHostBarsAreFullAtTheHostsCPUs(t *testing.T) {
 	for _, h := range f.top.Hosts {
 		h.Cpus = proto.Uint32(4)
 	}
+	f.top.Cluster.Cpus = proto.Uint32(24) // the API's sum
 	h := newTUI(t, f, 100, 40)
 	if l := h.line("sdw3 "); !strings.Contains(l, "[|||||||         ]   180%") {
 		t.Errorf("sdw3's 1.8 cores of 4 CPUs: %q", l)
