@@ -149,6 +149,14 @@ func TestEnterOnAQueryShowsItPerSegment(t *testing.T) {
 	if l := h.line("   1 sdw"); !strings.Contains(l, "15.00s") || !strings.Contains(l, " 120 ") {
 		t.Errorf("segment 1: 15 s of CPU over 12.5 s: %q\n%s", l, screen)
 	}
+	// A query has no memory or process count of its own per host (the API
+	// gives none): absent, never 0.
+	header, sdw3 := h.line("  HOST "), h.line("  sdw3 ")
+	for title, want := range map[string]string{"CPU%": "120", "MEM": "-", "PROCS": "-"} {
+		if got := cellUnder(header, sdw3, title); got != want {
+			t.Errorf("the query's %s on sdw3 reads %q, want %q\n%s", title, got, want, screen)
+		}
+	}
 }
 
 // segmentsOf is GetGPQuery's answer: CPU seconds per content id over duration.
