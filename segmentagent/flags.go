@@ -25,6 +25,7 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		configPath   = fs.String("config", "", "YAML configuration file; flags override it")
 		listen       = fs.String("listen", def.ListenAddress, "gRPC listen address host:port")
 		procRoot     = fs.String("proc-root", def.ProcRoot, "procfs root")
+		sysRoot      = fs.String("sys-root", def.SysRoot, "sysfs root (the host's online CPUs)")
 		allowedUsers = fs.String("allowed-users", "", "comma-separated user names or uids whose processes may be read (default: "+strings.Join(DefaultAllowedUsers, ",")+", those that exist)")
 		pidFiles     = fs.String("postmaster-pid-files", "", "comma-separated postmaster.pid files whose owners may be read")
 		maxPids      = fs.Int("max-pids-per-request", def.MaxPidsPerRequest, "most pids one request may name")
@@ -74,6 +75,8 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 			cfg.ListenAddress = *listen
 		case "proc-root":
 			cfg.ProcRoot = *procRoot
+		case "sys-root":
+			cfg.SysRoot = *sysRoot
 		case "allowed-users":
 			cfg.AllowedUsers = splitList(*allowedUsers)
 		case "postmaster-pid-files":

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,6 +24,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/internal/proctest"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
 
 // childModeEnv makes the test binary act as a workload child instead of running tests.
@@ -164,6 +166,23 @@ func TestRealChildShowsCPUAndWrittenBytesGrowing(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// The CPUs an answer carries are this machine's online CPUs, through the
+// agent's own path (the default sys_root): as many as /proc/stat's cpuN
+// lines (the kernel prints one per online CPU), and at least as many as
+// this process may run on (nproc, Go's NumCPU: a cpuset or affinity
+// bounds it, not the host).
+func TestAnswerCarriesTheHostsOnlineCPUs(t *testing.T) {
+	online, err := groundtruth.OnlineCPUs()
+	require.NoError(t, err)
+	s := realService(t, strconv.Itoa(os.Getuid()))
+	resp, err := s.GetPidProcStat(context.Background(), request(int64(os.Getpid())))
+	require.NoError(t, err)
+	require.NotNil(t, resp.GetHost().Cpus, "no CPUs in the answer")
+	assert.Equal(t, online, int(resp.GetHost().GetCpus()), "CPUs in the answer against /proc/stat's cpuN lines")
+	assert.GreaterOrEqual(t, int(resp.GetHost().GetCpus()), runtime.NumCPU(), "fewer CPUs than this process may run on")
+	t.Logf("online CPUs: %d (/proc/stat cpuN lines %d, NumCPU %d)", resp.GetHost().GetCpus(), online, runtime.NumCPU())
 }
 
 func TestRealChildThatExitedIsSkipped(t *testing.T) {

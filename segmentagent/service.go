@@ -92,6 +92,10 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 	s := &Service{cfg: cfg, host: host, allowed: allowed, logger: logger, tel: tel, pidMax: newPidMax(cfg.ProcRoot)}
 	s.postmasters = newPostmasters(cfg.ProcRoot, cfg.PostmasterPidFiles, s.AllowUID)
 	s.cgroups, s.unavailable = newCgroups(cfg, logger)
+	if _, err := procfs.ReadOnlineCPUs(cfg.SysRoot); err != nil {
+		logger.Warn("cannot read the host's online CPUs; answers leave them out, and gpotel-top cannot tell an impossible CPU figure on this host",
+			zap.String("sys_root", cfg.SysRoot), zap.Error(err))
+	}
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
 	s.clients = make(chan *taskstats.Client, max(cfg.ReadParallelism, 1))
 	if s.kernel, err = NewTaskStatsService(cfg, s.allowProcess, logger, meterProvider); err != nil {
@@ -117,10 +121,16 @@ func (s *Service) Host() *yagpcc.ProcHost { return s.copyHost() }
 // TaskStats is the exit-record service on the same host; Start it to listen.
 func (s *Service) TaskStats() *TaskStatsService { return s.kernel }
 
+// copyHost is the host's constants, and the CPUs online now: read at each
+// answer, since a CPU can be brought online or taken off at any time.
 func (s *Service) copyHost() *yagpcc.ProcHost {
-	return &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
+	h := &yagpcc.ProcHost{Hostname: s.host.Hostname, ClkTck: s.host.ClkTck, PageSize: s.host.PageSize,
 		BootTimeUnix: s.host.BootTimeUnix, KernelRelease: s.host.KernelRelease, Accounting: s.kernel.Accounting(),
 		Unavailable: s.unavailable}
+	if n, err := procfs.ReadOnlineCPUs(s.cfg.SysRoot); err == nil {
+		h.Cpus = &n
+	}
+	return h
 }
 
 // AllowUID is the uid guard: whether a process of this real uid may be looked at.

@@ -13,6 +13,7 @@ import (
 // Defaults of ServiceConfig.
 const (
 	DefaultProcRoot          = "/proc"
+	DefaultSysRoot           = "/sys"
 	DefaultMaxPidsPerRequest = 10000
 )
 
@@ -27,6 +28,9 @@ var DefaultAllowedUsers = []string{"postgres", "gpadmin"}
 type ServiceConfig struct {
 	// ProcRoot is where procfs is mounted (a fixture tree in tests).
 	ProcRoot string `mapstructure:"proc_root"`
+	// SysRoot is where sysfs is mounted: the host's online CPUs
+	// (devices/system/cpu/online) come from there.
+	SysRoot string `mapstructure:"sys_root"`
 	// AllowedUsers are the user names or numeric uids whose processes may be
 	// read, matched against a process's real uid. Every entry must resolve.
 	AllowedUsers []string `mapstructure:"allowed_users"`
@@ -58,7 +62,7 @@ type CgroupsConfig struct {
 
 // NewDefaultServiceConfig returns the configuration used when nothing is set.
 func NewDefaultServiceConfig() ServiceConfig {
-	return ServiceConfig{ProcRoot: DefaultProcRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest,
+	return ServiceConfig{ProcRoot: DefaultProcRoot, SysRoot: DefaultSysRoot, MaxPidsPerRequest: DefaultMaxPidsPerRequest,
 		Taskstats: newDefaultTaskstatsConfig()}
 }
 
@@ -102,6 +106,9 @@ func (c ServiceConfig) Validate() error {
 func (c ServiceConfig) withDefaults() ServiceConfig {
 	if c.ProcRoot == "" {
 		c.ProcRoot = DefaultProcRoot
+	}
+	if c.SysRoot == "" {
+		c.SysRoot = DefaultSysRoot
 	}
 	if c.MaxPidsPerRequest == 0 {
 		c.MaxPidsPerRequest = DefaultMaxPidsPerRequest

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -46,6 +47,31 @@ func TestAnswerCarriesHostConstants(t *testing.T) {
 	assert.Equal(t, "6.1.0-fixture", resp.Host.KernelRelease)
 	assert.Positive(t, resp.Host.ClkTck)
 	assert.Positive(t, resp.Host.PageSize)
+}
+
+// The host's online CPUs are read at each answer from sys_root: a CPU
+// brought online shows in the next answer; a host whose sysfs cannot be
+// read answers without them (absent, not 0).
+func TestAnswerCarriesTheOnlineCPUsOfItsSysRoot(t *testing.T) {
+	sysRoot := t.TempDir()
+	online := filepath.Join(sysRoot, "devices", "system", "cpu", "online")
+	require.NoError(t, os.MkdirAll(filepath.Dir(online), 0o755))
+	require.NoError(t, os.WriteFile(online, []byte("0-3,6\n"), 0o600))
+	s := fixtureService(t, func(c *ServiceConfig) { c.SysRoot = sysRoot })
+	cpus := func() *uint32 {
+		resp, err := s.GetPidProcStat(context.Background(), request(1001))
+		require.NoError(t, err)
+		return resp.GetHost().Cpus
+	}
+	if n := cpus(); assert.NotNil(t, n) {
+		assert.Equal(t, uint32(5), *n)
+	}
+	require.NoError(t, os.WriteFile(online, []byte("0-7\n"), 0o600))
+	if n := cpus(); assert.NotNil(t, n) {
+		assert.Equal(t, uint32(8), *n, "a CPU brought online after the start")
+	}
+	require.NoError(t, os.Remove(online))
+	assert.Nil(t, cpus())
 }
 
 func TestEmptyRequestIsAnEmptyAnswer(t *testing.T) {

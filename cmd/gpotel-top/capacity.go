@@ -19,26 +19,20 @@ const (
 )
 
 // capacity is what the hosts can do: the CPUs the snapshot reports per
-// host, and for the cluster their sum when every host reports its own (0:
-// unknown, nothing is marked).
+// host (HostTop.cpus), and the cluster's (ClusterTotals.cpus: the API
+// sums them only when every host reports its own). 0: unknown, nothing is
+// marked.
 type capacity struct {
 	host    map[string]float64
 	cluster float64
 }
 
 func capacityOf(top *gpotelv1.GetClusterTopResponse) capacity {
-	c := capacity{host: map[string]float64{}}
-	all := len(top.GetHosts()) > 0
+	c := capacity{host: map[string]float64{}, cluster: float64(top.GetCluster().GetCpus())}
 	for _, h := range top.GetHosts() {
-		if h.Cpus == nil || h.GetCpus() == 0 {
-			all = false
-			continue
+		if h.GetCpus() > 0 {
+			c.host[h.GetHostname()] = float64(h.GetCpus())
 		}
-		c.host[h.GetHostname()] = float64(h.GetCpus())
-		c.cluster += float64(h.GetCpus())
-	}
-	if !all {
-		c.cluster = 0
 	}
 	return c
 }

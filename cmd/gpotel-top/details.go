@@ -138,7 +138,7 @@ func (p *sessionPage) lines(m *topModel, width int) []string {
 	}
 	out = append(out, p.figureLines(r, capa, width)...)
 	out = append(out, "")
-	out = append(out, hostLines("per host, over the window", sessionTopOf(m.top, p.of).GetHosts(), capa, width,
+	out = append(out, hostLines("per host, over the window", sessionTopOf(m.top, p.of).GetHosts(), true, capa, width,
 		"none: the collector's snapshotdiff has emit_session_host_figures off, or the session is not among the cluster top's")...)
 	if r.Running != nil && !r.Ended {
 		out = append(out, "")
@@ -242,16 +242,22 @@ func waitText(seconds *float64) string {
 	return secondsText(*seconds)
 }
 
-// hostLines is a per-host breakdown.
-func hostLines(title string, hosts []*gpotelv1.SessionHostUsage, capa capacity, width int, none string) []string {
+// hostLines is a per-host breakdown; withMemory: the usage carries memory
+// and processes (a session's; a query's has none: its MEM and PROCS are
+// absent, never 0).
+func hostLines(title string, hosts []*gpotelv1.SessionHostUsage, withMemory bool, capa capacity, width int, none string) []string {
 	if len(hosts) == 0 {
 		return []string{title + ": " + none}
 	}
 	out := []string{title, headerStyle.Render(cutLine(fmt.Sprintf("  %-12s %6s %6s %6s %6s %6s", "HOST", "CPU%", "RD/s", "WR/s", "MEM", "PROCS"), width))}
 	for _, h := range hosts {
 		u := h.GetUsage()
-		out = append(out, cutLine(fmt.Sprintf("  %-12s %6s %6s %6s %6s %6d", pad(h.GetHostname(), 12, false), cpuText(u.GetCpuCores(), capa.host[h.GetHostname()]),
-			bytesText(u.GetReadBytesPerSecond()), bytesText(u.GetWriteBytesPerSecond()), bytesText(float64(u.GetRssBytes())), u.GetProcesses()), width))
+		memory, processes := absentText, absentText
+		if withMemory {
+			memory, processes = bytesText(float64(u.GetRssBytes())), strconv.FormatUint(uint64(u.GetProcesses()), 10)
+		}
+		out = append(out, cutLine(fmt.Sprintf("  %-12s %6s %6s %6s %6s %6s", pad(h.GetHostname(), 12, false), cpuText(u.GetCpuCores(), capa.host[h.GetHostname()]),
+			bytesText(u.GetReadBytesPerSecond()), bytesText(u.GetWriteBytesPerSecond()), memory, processes), width))
 	}
 	return out
 }
@@ -467,7 +473,7 @@ func (p *queryPage) lines(m *topModel, width int) []string {
 		field("spill now / most", bytesText(float64(q.GetSpillBytes()))+" / "+bytesText(float64(q.GetSpillBytesMax())), width),
 		"",
 	}
-	out = append(out, hostLines("per host, averaged over its duration", q.GetHosts(), capa, width, "none")...)
+	out = append(out, hostLines("per host, averaged over its duration", q.GetHosts(), false, capa, width, "none")...)
 	out = append(out, "")
 	out = append(out, segmentLines("per segment, since it started", p.data, p.err, capa, width)...)
 	out = append(out, "", "query")

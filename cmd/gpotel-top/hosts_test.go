@@ -75,6 +75,7 @@ func TestHostBarsAreFullAtTheHostsCPUs(t *testing.T) {
 	for _, h := range f.top.Hosts {
 		h.Cpus = proto.Uint32(4)
 	}
+	f.top.Cluster.Cpus = proto.Uint32(24) // the API's sum
 	h := newTUI(t, f, 100, 40)
 	if l := h.line("sdw3 "); !strings.Contains(l, "[|||||||         ]   180%") {
 		t.Errorf("sdw3's 1.8 cores of 4 CPUs: %q", l)
@@ -147,6 +148,14 @@ func TestEnterOnAQueryShowsItPerSegment(t *testing.T) {
 	}
 	if l := h.line("   1 sdw"); !strings.Contains(l, "15.00s") || !strings.Contains(l, " 120 ") {
 		t.Errorf("segment 1: 15 s of CPU over 12.5 s: %q\n%s", l, screen)
+	}
+	// A query has no memory or process count of its own per host (the API
+	// gives none): absent, never 0.
+	header, sdw3 := h.line("  HOST "), h.line("  sdw3 ")
+	for title, want := range map[string]string{"CPU%": "120", "MEM": "-", "PROCS": "-"} {
+		if got := cellUnder(header, sdw3, title); got != want {
+			t.Errorf("the query's %s on sdw3 reads %q, want %q\n%s", title, got, want, screen)
+		}
 	}
 }
 

@@ -89,7 +89,7 @@ func twoHostsOfTwoCPUs() *fakeAPI {
 		sessions: []*yagpcc.SessionState{sess11, sess12, busy(16, "dave", 20)},
 		top: &gpotelv1.GetClusterTopResponse{
 			SnapshotTimeUnixNano: snapshotTime.UnixNano(), WindowSeconds: 10, TimeConstantSeconds: 60,
-			Cluster: &gpotelv1.ClusterTotals{Hosts: 2, HostsUp: 2, Usage: &gpotelv1.Usage{CpuCores: 4}},
+			Cluster: &gpotelv1.ClusterTotals{Hosts: 2, HostsUp: 2, Cpus: proto.Uint32(4), Usage: &gpotelv1.Usage{CpuCores: 4}},
 			Hosts: []*gpotelv1.HostTop{
 				{Hostname: "sdw1", Up: true, Cpus: proto.Uint32(2), Usage: &gpotelv1.Usage{CpuCores: 3, RssBytes: 1 << 30, Processes: 4}},
 				{Hostname: "sdw2", Up: true, Cpus: proto.Uint32(2), Usage: &gpotelv1.Usage{CpuCores: 1, RssBytes: 1 << 30, Processes: 4}},
@@ -129,6 +129,7 @@ func TestNoFigureExceedsWhatTheHostCanDo(t *testing.T) {
 	h.press("tab")
 	marked("hosts", "HOST ", "sdw1 ", "CPU%", "300!")
 	marked("hosts", "HOST ", "sdw2 ", "CPU%", "100")
+	marked("hosts", "HOST ", "sdw1 ", "CPUS", "2")
 	h.press("tab", "tab") // the history, and back to the sessions; alice's is the first row
 	h.press("enter")
 	if !strings.Contains(h.screen(), "1334%!") {

@@ -67,6 +67,9 @@ type actionDB struct {
 	mu      sync.Mutex
 	conn    *pgx.Conn
 	dialect string
+	// own is conn's backend, one of the collector's own: actions refuse
+	// it, and the receiver marks its session as the collector's.
+	own ownbackends.Pool
 }
 
 func newActionDB(cfg ActionsConfig) *actionDB { return &actionDB{cfg: cfg} }
@@ -128,7 +131,10 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 			return err
 		}
 		d.conn = conn
-		ownbackends.Add(int64(conn.PgConn().PID()), "action connection")
+		if err := d.markOwn(cctx); err != nil {
+			d.drop()
+			return err
+		}
 	}
 	err := fn(ctx, d.conn, d.dialect)
 	var pgErr *pgconn.PgError
@@ -138,9 +144,21 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 	return err
 }
 
+// markOwn records the connection's backend as the collector's own, on
+// its server (read by its tm_id, as the receiver reads it), so that the
+// receiver marks its session gpotel.session.own while it is open.
+func (d *actionDB) markOwn(ctx context.Context) error {
+	var tmID int64
+	if err := d.conn.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
+		return fmt.Errorf("%s: %w", gpsql.PostmasterStart, err)
+	}
+	d.own.Add(int64(d.conn.PgConn().PID()), tmID, "action connection")
+	return nil
+}
+
 // drop closes the connection; the next action connects afresh.
 func (d *actionDB) drop() {
-	ownbackends.Remove(int64(d.conn.PgConn().PID()))
+	d.own.Remove(int64(d.conn.PgConn().PID()))
 	_ = d.conn.Close(context.Background())
 	d.conn = nil
 }

@@ -223,8 +223,9 @@ func TestActionsRefuseSystemProcesses(t *testing.T) {
 
 // ownBackend makes pid one of the collector's own backends for the test.
 func ownBackend(t *testing.T, pid int64, what string) {
-	ownbackends.Add(pid, what)
-	t.Cleanup(func() { ownbackends.Remove(pid) })
+	var own ownbackends.Pool
+	own.Add(pid, 0, what)
+	t.Cleanup(func() { own.Remove(pid) })
 }
 
 // The receiver's monitoring connections and the action connection are the

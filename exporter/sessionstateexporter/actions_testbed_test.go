@@ -285,6 +285,20 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 		}
 		return nil
 	})
+
+	// The action connection, open after the action, is the collector's own
+	// on this server (its tm_id): the receiver marks its session as such.
+	var tmID, actionPID int64
+	if err := admin.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.QueryRow(ctx, "SELECT pid FROM pg_stat_activity WHERE usename = $1", testActionRole).Scan(&actionPID); err != nil {
+		t.Fatalf("the action connection in pg_stat_activity: %v", err)
+	}
+	if what, ok := ownbackends.Of(actionPID); !ok || what != "action connection" || !ownbackends.OnServer(tmID, actionPID) {
+		t.Errorf("the action connection's backend %d on the server of tm_id %d: %q %v, OnServer %v; want the collector's action connection there",
+			actionPID, tmID, what, ok, ownbackends.OnServer(tmID, actionPID))
+	}
 }
 
 // The action connection pins its search_path: a schema the action role's

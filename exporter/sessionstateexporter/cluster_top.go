@@ -159,12 +159,19 @@ func (s *clusterTopService) addHosts(resp *gpotelv1.GetClusterTopResponse) {
 	}
 	slices.SortFunc(resp.Hosts, func(a, b *gpotelv1.HostTop) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 	c := resp.Cluster
+	// The cluster's CPUs are the hosts' sum only when every host listed
+	// reports its own: a partial sum would make a true figure look impossible.
+	cpus, everyHost := uint32(0), len(resp.Hosts) > 0
 	for _, h := range resp.Hosts {
 		h.Pressure = stalls[h.GetHostname()]
 		c.Hosts++
 		if h.GetUp() {
 			c.HostsUp++
 		}
+		if h.Cpus == nil {
+			everyHost = false
+		}
+		cpus += h.GetCpus() // at most kernelunits.MaxCPUs each
 		if u := h.GetUsage(); u != nil {
 			c.Usage.CpuCores += u.GetCpuCores()
 			c.Usage.ReadBytesPerSecond += u.GetReadBytesPerSecond()
@@ -172,6 +179,9 @@ func (s *clusterTopService) addHosts(resp *gpotelv1.GetClusterTopResponse) {
 			c.Usage.RssBytes += u.GetRssBytes()
 			c.Usage.Processes += u.GetProcesses()
 		}
+	}
+	if everyHost {
+		c.Cpus = &cpus
 	}
 }
 

@@ -192,6 +192,55 @@ func TestClusterTopTotalsAreTheHostsSum(t *testing.T) {
 	}
 }
 
+// Each host's CPUs, as its agent reported them to the receiver, come out of
+// the real processor into HostTop.cpus; the cluster's are their sum, and
+// absent (never a partial sum, never 0) once a host does not report its own.
+func TestClusterTopReportsEachHostsCPUs(t *testing.T) {
+	proc, client := topPipeline(t)
+	cpus := map[string]uint32{testCoordinator: 4, "sdw1": 16, "sdw2": 16}
+	for i := range 2 {
+		s := receiverScrape(t0.Add(time.Duration(i)*time.Minute), []int64{11, 12, 13}, threeSessions(float64(i)))
+		for j := range s.Hosts {
+			s.Hosts[j].CPUs = cpus[s.Hosts[j].Name]
+		}
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range resp.GetHosts() {
+		if h.Cpus == nil || h.GetCpus() != cpus[h.GetHostname()] {
+			t.Errorf("host %s: cpus %v, want %d", h.GetHostname(), h.Cpus, cpus[h.GetHostname()])
+		}
+	}
+	if c := resp.GetCluster(); c.Cpus == nil || c.GetCpus() != 36 {
+		t.Errorf("cluster cpus %v, want 36", c.Cpus)
+	}
+
+	delete(cpus, "sdw2") // an agent older than the field
+	s := receiverScrape(t0.Add(2*time.Minute), []int64{11, 12, 13}, threeSessions(2))
+	for j := range s.Hosts {
+		s.Hosts[j].CPUs = cpus[s.Hosts[j].Name]
+	}
+	if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err = client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range resp.GetHosts() {
+		if h.GetHostname() == "sdw2" && h.Cpus != nil {
+			t.Errorf("sdw2 reports no CPUs, yet cpus %d", h.GetCpus())
+		}
+	}
+	if c := resp.GetCluster(); c.Cpus != nil {
+		t.Errorf("a host without its CPUs, yet the cluster's are %d", c.GetCpus())
+	}
+}
+
 func TestClusterTopLimitIsCapped(t *testing.T) {
 	proc, client := topPipeline(t)
 	ids := make([]int64, 150)

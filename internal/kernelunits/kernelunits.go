@@ -21,6 +21,11 @@ import (
 // bytesPerKB is the unit /proc/<pid>/status prints sizes in ("kB" means KiB).
 const bytesPerKB = 1024
 
+// MaxCPUs bounds a host's CPU count: above any kernel's NR_CPUS (8192 on
+// x86_64 with CONFIG_MAXSMP), so a larger count is a broken or hostile
+// answer, never a host.
+const MaxCPUs = 1 << 16
+
 // Host holds the constants of one host that its kernel units depend on.
 type Host struct {
 	ClkTck   int64     // USER_HZ, ticks per second
@@ -29,6 +34,10 @@ type Host struct {
 	// Delayacct: kernel.task_delayacct was on when the host answered, so
 	// its delays (but the run-queue wait, always kept) were measured.
 	Delayacct bool
+	// CPUs the host had online when it answered (ProcHost.cpus): what
+	// its processes can use at most. 0: the agent did not say (an older
+	// agent, or it could not read them).
+	CPUs uint32
 }
 
 // HostFromProto checks and copies the constants an agent reported. A host
@@ -47,6 +56,9 @@ func HostFromProto(h *yagpcc.ProcHost) (Host, error) {
 	if h.GetBootTimeUnix() <= 0 {
 		errs = append(errs, fmt.Errorf("boot_time_unix %d is not positive", h.GetBootTimeUnix()))
 	}
+	if h.Cpus != nil && (h.GetCpus() == 0 || h.GetCpus() > MaxCPUs) {
+		errs = append(errs, fmt.Errorf("cpus %d is not between 1 and %d", h.GetCpus(), MaxCPUs))
+	}
 	if len(errs) > 0 {
 		return Host{}, fmt.Errorf("kernelunits: bad host constants for %q: %w", h.GetHostname(), errors.Join(errs...))
 	}
@@ -55,6 +67,7 @@ func HostFromProto(h *yagpcc.ProcHost) (Host, error) {
 		PageSize:  h.GetPageSize(),
 		BootTime:  time.Unix(h.GetBootTimeUnix(), 0).UTC(),
 		Delayacct: h.GetAccounting().GetDelayacctEnabled(),
+		CPUs:      h.GetCpus(),
 	}, nil
 }
 

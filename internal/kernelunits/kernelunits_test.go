@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -24,6 +26,8 @@ func TestHostFromProtoRejectsMissingOrNonPositiveConstants(t *testing.T) {
 		{"zero clk_tck", &yagpcc.ProcHost{ClkTck: 0, PageSize: 4096, BootTimeUnix: 1}, "clk_tck 0"},
 		{"negative page size", &yagpcc.ProcHost{ClkTck: 100, PageSize: -1, BootTimeUnix: 1}, "page_size -1"},
 		{"no boot time", &yagpcc.ProcHost{ClkTck: 100, PageSize: 4096}, "boot_time_unix 0"},
+		{"no CPU", &yagpcc.ProcHost{ClkTck: 100, PageSize: 4096, BootTimeUnix: 1, Cpus: proto.Uint32(0)}, "cpus 0"},
+		{"more CPUs than any kernel", &yagpcc.ProcHost{ClkTck: 100, PageSize: 4096, BootTimeUnix: 1, Cpus: proto.Uint32(MaxCPUs + 1)}, "cpus 65537"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := HostFromProto(tc.in)
@@ -41,6 +45,13 @@ func TestHostFromProtoKeepsTheHostsOwnConstants(t *testing.T) {
 	}
 	if h.ClkTck != 250 || h.PageSize != 65536 || !h.BootTime.Equal(time.Unix(1_600_000_000, 0)) {
 		t.Fatalf("got %+v", h)
+	}
+	if h.CPUs != 0 {
+		t.Fatalf("an answer without cpus (an older agent) gives %d CPUs, want 0 (unknown)", h.CPUs)
+	}
+	h, err = HostFromProto(&yagpcc.ProcHost{Hostname: "sdw1", ClkTck: 100, PageSize: 4096, BootTimeUnix: 1, Cpus: proto.Uint32(MaxCPUs)})
+	if err != nil || h.CPUs != MaxCPUs {
+		t.Fatalf("%d CPUs: got %+v, %v", MaxCPUs, h, err)
 	}
 }
 

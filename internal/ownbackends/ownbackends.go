@@ -7,11 +7,14 @@
 // application_name is anyone's to set, so it cannot tell the collector's
 // sessions from a user's that took the same name.
 //
-// The set is the process's: the receiver and the exporter are components of
-// one collector and need no configuration to know each other's backends.
-// A pid is a pid of some server gpotel connects to; one of another server's
-// backends with the same pid is taken for the collector's too, which only
-// ever refuses an action.
+// Every Pool's backends are also in the process's own set: the receiver
+// and the exporter are components of one collector and need no
+// configuration to know each other's backends. A pid alone is a pid of
+// some server gpotel connects to; one of another server's backends with
+// the same pid is taken for the collector's by Of, which only ever refuses
+// an action. Marking a session as the collector's (the receiver's
+// gpotel.session.own) needs the server too: OnServer matches the pid only
+// on the server whose tm_id (postmaster start) its connection read.
 package ownbackends
 
 import (
@@ -22,54 +25,69 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-var (
-	mu   sync.Mutex
-	byID = map[int64]string{} // pid → which connection
-)
-
-// Add records that the backend pid serves the connection named what (as
-// "monitoring connection"), until Remove.
-func Add(pid int64, what string) {
-	mu.Lock()
-	defer mu.Unlock()
-	byID[pid] = what
-}
-
-// Remove forgets the backend pid.
-func Remove(pid int64) {
-	mu.Lock()
-	defer mu.Unlock()
-	delete(byID, pid)
-}
-
-// Of names the connection the backend pid serves; ok is false for a
-// backend that is not this process's.
-func Of(pid int64) (what string, ok bool) {
-	mu.Lock()
-	defer mu.Unlock()
-	what, ok = byID[pid]
-	return what, ok
-}
-
-// Pool is the backend pids of one pool's open connections. Unlike the
-// process's set, its pids are all of one server, so a backend of another
-// server with the same pid is never taken for one of them. The zero value
-// is an empty Pool.
+// Pool is the backends of some of this process's own connections. Its
+// zero value is an empty Pool.
 type Pool struct {
-	mu   sync.Mutex
-	pids map[int64]struct{}
+	mu       sync.Mutex
+	backends map[int64]backend // by pid
 }
 
-// Has tells whether pid serves one of the pool's open connections.
-func (p *Pool) Has(pid int64) bool {
+// backend is one own connection's backend: what the connection is (as
+// "monitoring connection") and the tm_id of its server (0: not read).
+type backend struct {
+	what string
+	tmID int64
+}
+
+// process is every Pool's backends: the process's own set.
+var process Pool
+
+// Add records that the backend pid, on the server whose tm_id is tmID (0:
+// not known), serves the connection named what, in p and in the process's
+// set, until Remove.
+func (p *Pool) Add(pid, tmID int64, what string) {
+	b := backend{what: what, tmID: tmID}
+	p.put(pid, b)
+	process.put(pid, b)
+}
+
+// Remove forgets the backend pid, in p and in the process's set.
+func (p *Pool) Remove(pid int64) {
+	p.put(pid, backend{})
+	process.put(pid, backend{})
+}
+
+// put records b as pid's backend; a zero b forgets pid.
+func (p *Pool) put(pid int64, b backend) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	_, ok := p.pids[pid]
+	if b == (backend{}) {
+		delete(p.backends, pid)
+		return
+	}
+	if p.backends == nil {
+		p.backends = map[int64]backend{}
+	}
+	p.backends[pid] = b
+}
+
+func (p *Pool) get(pid int64) (backend, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b, ok := p.backends[pid]
+	return b, ok
+}
+
+// Has tells whether pid serves one of p's open connections. A Pool's
+// connections are all of one server (one pgxpool), so a backend of another
+// server with the same pid is never taken for one of them.
+func (p *Pool) Has(pid int64) bool {
+	_, ok := p.get(pid)
 	return ok
 }
 
 // Track records every connection pc's pool opens, from after its
-// AfterConnect succeeds until it is closed, in the process's set and in p.
+// AfterConnect succeeds until it is closed, in p and in the process's set.
 func (p *Pool) Track(pc *pgxpool.Config, what string) {
 	after, before := pc.AfterConnect, pc.BeforeClose
 	pc.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
@@ -78,24 +96,27 @@ func (p *Pool) Track(pc *pgxpool.Config, what string) {
 				return err
 			}
 		}
-		pid := int64(conn.PgConn().PID())
-		Add(pid, what)
-		p.mu.Lock()
-		if p.pids == nil {
-			p.pids = map[int64]struct{}{}
-		}
-		p.pids[pid] = struct{}{}
-		p.mu.Unlock()
+		p.Add(int64(conn.PgConn().PID()), 0, what)
 		return nil
 	}
 	pc.BeforeClose = func(conn *pgx.Conn) {
-		pid := int64(conn.PgConn().PID())
-		Remove(pid)
-		p.mu.Lock()
-		delete(p.pids, pid)
-		p.mu.Unlock()
+		p.Remove(int64(conn.PgConn().PID()))
 		if before != nil {
 			before(conn)
 		}
 	}
+}
+
+// Of names the connection the backend pid serves; ok is false for a
+// backend that is none of this process's, on any server.
+func Of(pid int64) (what string, ok bool) {
+	b, ok := process.get(pid)
+	return b.what, ok
+}
+
+// OnServer tells whether pid is the backend of one of this process's own
+// connections on the server whose tm_id is tmID.
+func OnServer(tmID, pid int64) bool {
+	b, ok := process.get(pid)
+	return ok && tmID != 0 && b.tmID == tmID
 }

@@ -48,6 +48,9 @@ type HostAnswer struct {
 	// answer came (ns): its processes were read no later than that. 0:
 	// not measured.
 	ReadDelay int64
+	// CPUs the host had online at its last answer of the scrape
+	// (kernelunits.Host.CPUs); 0: not reported.
+	CPUs uint32
 }
 
 // HostReading is what a host's agent said beside its processes.
@@ -112,6 +115,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 	for _, h := range c.Hosts {
 		w.record(HostUp, boolInt(h.Up), 0, h.Host)
 		w.record(HostProcesses, h.Processes, 0, h.Host)
+		if h.CPUs > 0 {
+			w.record(HostCPUs, int64(h.CPUs), 0, h.Host)
+		}
 	}
 	ra := newResourceAttrs(sw, KindSnapshot)
 	ra.int(AttrTmID, c.TmID)
@@ -330,6 +336,7 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 	}
 	h.Time = firstPointTime(rm)
 	processes, batches, sequences, delays := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
+	cpus := map[string]uint32{}
 	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		host, ok := dp.Attributes().Get(AttrHostName)
 		if !ok {
@@ -348,6 +355,10 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 			if v := pointFloat(dp); v > 0 && v < 3600 {
 				delays[host.AsString()] = int64(v * 1e9)
 			}
+		case MetricHostCPUs:
+			if n, ok := hostCPUs(dp); ok {
+				cpus[host.AsString()] = n
+			}
 		}
 	})
 	for i := range h.Hosts {
@@ -355,8 +366,19 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 		h.Hosts[i].Processes = processes[name]
 		h.Hosts[i].Batches, h.Hosts[i].Sequence = max(batches[name], 0), uint64(max(sequences[name], 0)) // #nosec G115 -- not negative
 		h.Hosts[i].ReadDelay = delays[name]
+		h.Hosts[i].CPUs = cpus[name]
 	}
 	return h
+}
+
+// hostCPUs reads a gpotel.host.cpus point: a count from 1 to
+// kernelunits.MaxCPUs, or none.
+func hostCPUs(dp pmetric.NumberDataPoint) (uint32, bool) {
+	v := intValue(dp)
+	if v < 1 || v > kernelunits.MaxCPUs {
+		return 0, false
+	}
+	return uint32(v), true // #nosec G115 -- bounded above
 }
 
 // SessionHeader is a session resource's identity and attributes.

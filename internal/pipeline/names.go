@@ -177,6 +177,7 @@ const (
 const (
 	MetricHostUp        = "gpotel.host.up"
 	MetricHostProcesses = "gpotel.host.processes"
+	MetricHostCPUs      = "gpotel.host.cpus"
 )
 
 // Framing metrics (receiver): always written, never switched off

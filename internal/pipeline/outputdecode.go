@@ -445,7 +445,8 @@ type HostTops struct {
 }
 
 // DecodeHostTops reads the snapshot resource's hosts: whether each
-// answered, how many processes it was asked about, and its smoothed usage.
+// answered, how many processes it was asked about, its online CPUs (absent
+// where not reported), and its smoothed usage.
 func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 	out := HostTops{Time: firstPointTime(rm), Hosts: map[string]*gpotelv1.HostTop{}}
 	host := func(name string) *gpotelv1.HostTop {
@@ -486,6 +487,11 @@ func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 			return
 		case m.Name() == MetricHostProcesses:
 			usage(name).Processes = uint32(min(pointUint(dp), math.MaxUint32))
+			return
+		case m.Name() == MetricHostCPUs:
+			if n, ok := hostCPUs(dp); ok {
+				host(name).Cpus = &n
+			}
 			return
 		case !smoothed(m.Name()):
 			return

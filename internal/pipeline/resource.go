@@ -26,6 +26,8 @@ var (
 		Description: "1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited."}
 	HostProcesses = &ClosingMetric{Name: MetricHostProcesses, Unit: "{process}", Attrs: []string{AttrHostName},
 		Description: "Processes the receiver asked that host about in this scrape. On the snapshot resource."}
+	HostCPUs = &ClosingMetric{Name: MetricHostCPUs, Unit: "{cpu}", Attrs: []string{AttrHostName},
+		Description: "CPUs the host's kernel had online when its agent answered in this scrape: what its processes can use at most. On the snapshot resource; absent for a host whose agent did not say."}
 	SessionInfo = &ClosingMetric{Name: MetricSessionInfo, Unit: "1",
 		Description: "Always 1, on each session resource. Metric.Metadata() carries the volatile pg_stat_activity state (state, query, wait event, timestamps, ...); see docs/pipeline.md."}
 	SessionCgroupPressure = &ClosingMetric{Name: MetricSessionCgroupPress, Unit: "1", Double: true,
@@ -42,7 +44,7 @@ var (
 )
 
 // ClosingMetrics lists them.
-var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, SessionInfo, SessionCgroupPressure,
+var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, HostCPUs, SessionInfo, SessionCgroupPressure,
 	SessionSpillSize, SessionSpillFiles, SessionLockWait, SessionVmemUsage, SessionVmemRunaway,
 	PressureStallTime, PressureStallRatio, CgroupTasks}
 

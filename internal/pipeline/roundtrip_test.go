@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -311,4 +312,38 @@ func TestHostReadDelayRoundTrips(t *testing.T) {
 		}
 	}
 	assert.Zero(t, DecodeSnapshot(md.ResourceMetrics().At(0)).Hosts[0].ReadDelay)
+}
+
+// Each host's online CPUs reach the processor and, on the snapshot
+// resource, the exporter's HostTop; a host without them stays without
+// (absent, not 0), and a hostile count (0, negative, above any kernel's)
+// reads as absent.
+func TestHostCPUsRoundTrip(t *testing.T) {
+	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
+	c := Closing{Time: at, TmID: 1, Coordinator: "mdw", Hosts: []HostAnswer{
+		{Host: "sdw1", Up: true, CPUs: 64},
+		{Host: "sdw2", Up: true},
+	}}
+	md := NewClosingEncoder(Scope{}, at, Switches{}).Encode(&c)
+	rm := md.ResourceMetrics().At(0)
+	h := DecodeSnapshot(rm)
+	require.Len(t, h.Hosts, 2)
+	assert.Equal(t, uint32(64), h.Hosts[0].CPUs)
+	assert.Zero(t, h.Hosts[1].CPUs)
+	tops := DecodeHostTops(rm)
+	if assert.NotNil(t, tops.Hosts["sdw1"].Cpus) {
+		assert.Equal(t, uint32(64), tops.Hosts["sdw1"].GetCpus())
+	}
+	assert.Nil(t, tops.Hosts["sdw2"].Cpus)
+
+	ms := rm.ScopeMetrics().At(0).Metrics()
+	for _, hostile := range []int64{0, -4, kernelunits.MaxCPUs + 1} {
+		for i := range ms.Len() {
+			if ms.At(i).Name() == MetricHostCPUs {
+				ms.At(i).Gauge().DataPoints().At(0).SetIntValue(hostile)
+			}
+		}
+		assert.Zero(t, DecodeSnapshot(rm).Hosts[0].CPUs, hostile)
+		assert.Nil(t, DecodeHostTops(rm).Hosts["sdw1"].Cpus, hostile)
+	}
 }

@@ -449,6 +449,10 @@ type ProcHost struct {
 	KernelRelease string                 `protobuf:"bytes,5,opt,name=kernel_release,json=kernelRelease,proto3" json:"kernel_release,omitempty"`
 	// gpotel additions (1001-1019).
 	Accounting *v1.KernelAccounting `protobuf:"bytes,1001,opt,name=accounting,proto3" json:"accounting,omitempty"`
+	// CPUs the kernel has online (sysfs devices/system/cpu/online), read at
+	// this answer: what the host's processes can use at most. Absent when
+	// the agent could not read them.
+	Cpus *uint32 `protobuf:"varint,1002,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
 	// Pressure and control groups (gpotel, 1020-1039).
 	// Each pressure or cgroup capability that is off on this host, as
 	// "capability: reason" (e.g. no cgroup v2 mount, so no group pressure).
@@ -527,6 +531,13 @@ func (x *ProcHost) GetAccounting() *v1.KernelAccounting {
 		return x.Accounting
 	}
 	return nil
+}
+
+func (x *ProcHost) GetCpus() uint32 {
+	if x != nil && x.Cpus != nil {
+		return *x.Cpus
+	}
+	return 0
 }
 
 func (x *ProcHost) GetUnavailable() []string {
@@ -1422,7 +1433,7 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x04host\x18\x02 \x01(\v2\x10.yagpcc.ProcHostR\x04host\x121\n" +
 	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\x129\n" +
 	"\rhost_pressure\x18\xfc\a \x01(\v2\x13.gpotel.v1.PressureR\fhostPressure\x12?\n" +
-	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\x8a\x02\n" +
+	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xad\x02\n" +
 	"\bProcHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x17\n" +
 	"\aclk_tck\x18\x02 \x01(\x03R\x06clkTck\x12\x1b\n" +
@@ -1431,8 +1442,10 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x0ekernel_release\x18\x05 \x01(\tR\rkernelRelease\x12<\n" +
 	"\n" +
 	"accounting\x18\xe9\a \x01(\v2\x1b.gpotel.v1.KernelAccountingR\n" +
-	"accounting\x12!\n" +
-	"\vunavailable\x18\xfc\a \x03(\tR\vunavailable\"\x97\x01\n" +
+	"accounting\x12\x18\n" +
+	"\x04cpus\x18\xea\a \x01(\rH\x00R\x04cpus\x88\x01\x01\x12!\n" +
+	"\vunavailable\x18\xfc\a \x03(\tR\vunavailableB\a\n" +
+	"\x05_cpus\"\x97\x01\n" +
 	"\x0fProcReadSummary\x12\x1c\n" +
 	"\trequested\x18\x01 \x01(\x03R\trequested\x12\x1a\n" +
 	"\banswered\x18\x02 \x01(\x03R\banswered\x12\x1a\n" +
@@ -1636,6 +1649,7 @@ func file_yagpcc_segment_service_proto_init() {
 		return
 	}
 	file_yagpcc_metrics_proto_init()
+	file_yagpcc_segment_service_proto_msgTypes[6].OneofWrappers = []any{}
 	file_yagpcc_segment_service_proto_msgTypes[8].OneofWrappers = []any{}
 	file_yagpcc_segment_service_proto_msgTypes[10].OneofWrappers = []any{}
 	type x struct{}

@@ -479,6 +479,13 @@ func (m *ProcHost) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 			dAtA[i] = 0xe2
 		}
 	}
+	if m.Cpus != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.Cpus))
+		i--
+		dAtA[i] = 0x3e
+		i--
+		dAtA[i] = 0xd0
+	}
 	if m.Accounting != nil {
 		size, err := m.Accounting.MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -1371,6 +1378,9 @@ func (m *ProcHost) SizeVT() (n int) {
 	if m.Accounting != nil {
 		l = m.Accounting.SizeVT()
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.Cpus != nil {
+		n += 2 + protohelpers.SizeOfVarint(uint64(*m.Cpus))
 	}
 	if len(m.Unavailable) > 0 {
 		for _, s := range m.Unavailable {
@@ -2894,6 +2904,26 @@ func (m *ProcHost) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 1002:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Cpus", wireType)
+			}
+			var v uint32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= uint32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Cpus = &v
 		case 1020:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field Unavailable", wireType)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -43,8 +44,11 @@ func TestMonitoringConnectionsAreKnownByTheirPid(t *testing.T) {
 }
 
 // Discovery marks the session rows of the monitoring pool's own backends,
-// by pid: a user's session that takes the collector's application_name is
-// not marked, so its finished work is kept.
+// and of the collector's other own connections to the same server (the
+// exporter's action connection, recorded with the server's tm_id), by pid:
+// a user's session that takes the collector's application_name is not
+// marked, so its finished work is kept, nor is a backend the collector
+// holds on another server that has the same pid here.
 func TestDiscoveryMarksOnlyItsOwnSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
@@ -57,26 +61,52 @@ func TestDiscoveryMarksOnlyItsOwnSessions(t *testing.T) {
 	}
 	defer func() { _ = user.Close(context.Background()) }()
 	userPID := int64(user.PgConn().PID())
+	var tmID int64
+	if err := user.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
+		t.Fatal(err)
+	}
+	// Two connections of the collector's own: one here, as the exporter
+	// records its action connection; one with the pid of the other on a
+	// server started at another time.
+	var actions, elsewhere ownbackends.Pool
+	here, other := connect(t, c.CoordinatorDSN), connect(t, c.CoordinatorDSN)
+	herePID, otherPID := int64(here.PgConn().PID()), int64(other.PgConn().PID())
+	actions.Add(herePID, tmID, "action connection")
+	t.Cleanup(func() { actions.Remove(herePID) })
+	elsewhere.Add(otherPID, tmID-1, "action connection")
+	t.Cleanup(func() { elsewhere.Remove(otherPID) })
+
 	src := newPGSource(testbedConfig(c))
 	t.Cleanup(src.Close)
 	st, err := src.Discover(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	own, sawUser := 0, false
+	own, seen := 0, map[int64]bool{}
 	for _, r := range st.Sessions {
-		_, isPools := ownbackends.Of(r.PID)
-		if r.Own != isPools {
-			t.Errorf("session row of pid %d: Own %v, want %v", r.PID, r.Own, isPools)
+		want := src.own.Has(r.PID) || r.PID == herePID
+		if r.Own != want {
+			t.Errorf("session row of pid %d: Own %v, want %v", r.PID, r.Own, want)
 		}
 		if r.Own {
 			own++
 		}
-		sawUser = sawUser || r.PID == userPID
+		seen[r.PID] = true
 	}
-	if own == 0 || !sawUser {
-		t.Errorf("%d own session rows (want at least the discovering one), user's session seen %v", own, sawUser)
+	if own < 2 || !seen[userPID] || !seen[herePID] || !seen[otherPID] {
+		t.Errorf("%d own session rows (want the discovering one and the action connection); seen: user's %v, action connection's %v, other's %v",
+			own, seen[userPID], seen[herePID], seen[otherPID])
 	}
+}
+
+func connect(t *testing.T, dsn string) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(await.Context(t), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
 }
 
 // The monitoring connection pins its search_path: a schema the role's own

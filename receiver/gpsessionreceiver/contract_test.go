@@ -208,7 +208,7 @@ func contractClosing() *pipeline.Closing {
 	state := "active"
 	return &pipeline.Closing{
 		Time: time.Unix(1_700_000_500, 0), TmID: 42, Dialect: DialectGP7, Coordinator: "mdw",
-		Hosts: []pipeline.HostAnswer{{Host: "mdw", Up: true, Processes: 1}, {Host: "sdw1", Up: true, Processes: 2}, {Host: "sdw2", Processes: 1}},
+		Hosts: []pipeline.HostAnswer{{Host: "mdw", Up: true, Processes: 1, CPUs: 8}, {Host: "sdw1", Up: true, Processes: 2, CPUs: 64}, {Host: "sdw2", Processes: 1}},
 		Readings: []pipeline.HostReading{
 			{Host: "sdw1", Pressure: &gpotelv1.Pressure{
 				Cpu: &gpotelv1.ResourcePressure{Some: stall(10)}, Io: &gpotelv1.ResourcePressure{Some: stall(2), Full: stall(1)}},
@@ -246,6 +246,9 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 		}
 		mb.RecordGpotelHostUpDataPoint(ts, up, h.Host)
 		mb.RecordGpotelHostProcessesDataPoint(ts, h.Processes, h.Host)
+		if h.CPUs > 0 {
+			mb.RecordGpotelHostCpusDataPoint(ts, int64(h.CPUs), h.Host)
+		}
 	}
 	rb.SetGpotelResourceKindSnapshot()
 	rb.SetGpotelTmID(c.TmID)

@@ -59,8 +59,10 @@ type SessionRow struct {
 	RsgName          *string
 	RsgQueueDuration *string
 	Query            *string
-	// Own is true for a backend of the receiver's own monitoring pool,
-	// known by its pid (not a column: nothing a database user can set).
+	// Own is true for a backend of the receiver's own monitoring pool or
+	// of another of the collector's connections to the same server (the
+	// exporter's action connection), known by its pid (not a column:
+	// nothing a database user can set).
 	Own bool
 }
 
@@ -289,7 +291,10 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 		return nil, err
 	}
 	for i := range st.Sessions {
-		st.Sessions[i].Own = s.own.Has(st.Sessions[i].PID)
+		// The pool's backends, and the collector's other own connections
+		// on this server (the exporter's action connection).
+		pid := st.Sessions[i].PID
+		st.Sessions[i].Own = s.own.Has(pid) || ownbackends.OnServer(tmID, pid)
 	}
 	if isGreenplumFamily(dialect) {
 		// Names only label cgroup figures: a failure costs the names, not the scrape.

@@ -118,7 +118,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer)
 		}
 		st.processes += r.written
 		st.withoutStat += r.withoutStat
-		h := pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs))}
+		h := pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs)), CPUs: r.cpus}
 		if r.up && r.answeredAt.After(s.time) {
 			h.ReadDelay = int64(r.answeredAt.Sub(s.time))
 		}

@@ -58,7 +58,7 @@ func testEmission(t *testing.T) emission {
 				{host: "sdw1", procs: []Backend{{SegmentID: 0, PID: 5000, SessionID: 77}, {SegmentID: 0, PID: 5001, SessionID: 77}}},
 				{host: "sdw2", procs: []Backend{{SegmentID: 1, PID: 6000, SessionID: 77}}},
 			},
-			results: []hostResult{{host: "mdw", up: true}, {host: "sdw1", up: true}, {host: "sdw2", up: false}},
+			results: []hostResult{{host: "mdw", up: true, cpus: 8}, {host: "sdw1", up: true, cpus: 64}, {host: "sdw2", up: false}},
 		},
 		answers: [][]*yagpcc.GpPidProcInfo{
 			{{Pid: 4000,

@@ -117,6 +117,7 @@ type hostResult struct {
 	summary     readCounts
 	cgroups     hostCgroups // host pressure and the processes' control groups
 	answeredAt  time.Time   // when its last sane answer came; zero: none
+	cpus        uint32      // CPUs online at its last sane answer; 0: not reported
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
@@ -197,7 +198,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			fail(fmt.Errorf("host %s: unusable GetPidProcStat answer: %w", q.host, err))
 			break
 		}
-		res.answeredAt = time.Now()
+		res.answeredAt, res.cpus = time.Now(), consts.CPUs
 		res.answered += len(resp.GetPidProcData())
 		res.cgroups.add(resp, asked)
 		written, withoutStat, err := sink(ctx, q.host, consts, resp.GetPidProcData(), asked)

@@ -30,6 +30,7 @@ import (
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/cluster"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
 
@@ -205,6 +206,23 @@ func hostGauge(md pmetric.Metrics, name string) map[string]int64 {
 	return out
 }
 
+// checkHostCPUs: every host asked reports this machine's online CPUs
+// (the testbed's hosts share it), counted apart from the agent's path.
+func checkHostCPUs(t *testing.T, md pmetric.Metrics, hosts map[string]int64) {
+	t.Helper()
+	online, err := groundtruth.OnlineCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpus := hostGauge(md, pipeline.MetricHostCPUs)
+	for h := range hosts {
+		if cpus[h] != int64(online) {
+			t.Errorf("host %s: gpotel.host.cpus %d, want %d (/proc/stat's cpuN lines)", h, cpus[h], online)
+		}
+	}
+	t.Logf("gpotel.host.cpus %v; this machine has %d online", cpus, online)
+}
+
 func tmIDOf(t *testing.T, md pmetric.Metrics) int64 {
 	t.Helper()
 	snaps := resourcesOfKind(md, pipeline.KindSnapshot)
@@ -331,6 +349,7 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != DialectGP6 {
 		t.Errorf("dialect %q", d.Str())
 	}
+	checkHostCPUs(t, md, hostUp(md))
 	// The pool keeps its connection: the server sees it as gpotel's.
 	conn, err := pgx.Connect(context.Background(), c.CoordinatorDSN)
 	if err != nil {
@@ -377,6 +396,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 	if up := hostUp(md); len(up) != 1 || up[cluster.CoordinatorHost] != 1 {
 		t.Errorf("host.up %v", up)
 	}
+	checkHostCPUs(t, md, hostUp(md))
 
 	t.Run("the receiver delivers each snapshot as process batches and one closing batch", func(t *testing.T) {
 		rcfg := *cfg

@@ -195,6 +195,30 @@ func ClockTicks() int {
 	return clockTicks
 }
 
+// OnlineCPUs counts the cpuN lines of /proc/stat: the kernel writes one
+// per online CPU. It is how a test checks the CPU count gpotel reports,
+// which the agent reads from sysfs instead.
+func OnlineCPUs() (int, error) {
+	b, err := os.ReadFile(filepath.Join(Root, "stat"))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, line := range strings.Split(string(b), "\n") {
+		name, _, _ := strings.Cut(line, " ")
+		if id, ok := strings.CutPrefix(name, "cpu"); ok && id != "" {
+			if _, err := strconv.Atoi(id); err != nil {
+				return 0, fmt.Errorf("%s/stat: line %q", Root, line)
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%s/stat: no cpuN line", Root)
+	}
+	return n, nil
+}
+
 // Total sums readings over a set of processes.
 type Total struct {
 	Processes     int

@@ -17,6 +17,17 @@ func withRoot(t *testing.T, root string) {
 	t.Cleanup(func() { Root = old })
 }
 
+func TestOnlineCPUsCountsTheCPULinesOfStat(t *testing.T) {
+	withRoot(t, "testdata/proc")
+	if n, err := OnlineCPUs(); err != nil || n != 3 {
+		t.Fatalf("online CPUs of the fixture: %d, %v; want 3 (cpu0, cpu1, cpu3)", n, err)
+	}
+	withRoot(t, t.TempDir())
+	if n, err := OnlineCPUs(); err == nil {
+		t.Fatalf("no stat file, yet %d CPUs", n)
+	}
+}
+
 func TestReadConvertsKernelUnits(t *testing.T) {
 	withRoot(t, "testdata/proc")
 	p, err := Read(4242)

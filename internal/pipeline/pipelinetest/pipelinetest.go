@@ -39,13 +39,15 @@ type Snapshot struct {
 	Readings []pipeline.HostReading
 }
 
-// Host is one gpotel.host.up / gpotel.host.processes pair, and the
-// host's read delay (gpotel.host.read_delay; 0: not measured).
+// Host is one gpotel.host.up / gpotel.host.processes pair, the host's
+// read delay (gpotel.host.read_delay; 0: not measured) and its online CPUs
+// (gpotel.host.cpus; 0: not reported).
 type Host struct {
 	Name      string
 	Up        bool
 	Processes int64
 	ReadDelay time.Duration
+	CPUs      uint32
 }
 
 // Session is one coordinator pg_stat_activity row heading a session.
@@ -176,7 +178,7 @@ func (s Snapshot) closing() pmetric.Metrics {
 func (s Snapshot) closingBatch() pipeline.Closing {
 	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
-		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay)})
+		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay), CPUs: h.CPUs})
 	}
 	for _, ss := range s.Sessions {
 		st := pipeline.SessionState{

@@ -306,9 +306,9 @@ type HostTop struct {
 	Usage    *Usage     `protobuf:"bytes,2,opt,name=usage,proto3" json:"usage,omitempty"`
 	Up       bool       `protobuf:"varint,3,opt,name=up,proto3" json:"up,omitempty"`            // the host's agent answered the latest snapshot
 	Pressure *HostStall `protobuf:"bytes,4,opt,name=pressure,proto3" json:"pressure,omitempty"` // absent when the host reports no pressure
-	// CPUs the host's kernel has online (/proc/stat cpuN lines): what its
-	// usage cannot exceed, so a client can tell an impossible figure. Absent
-	// where the host's agent does not report it.
+	// CPUs the host's kernel has online (its agent's ProcHost.cpus in the
+	// latest snapshot): what its usage cannot exceed, so a client can tell an
+	// impossible figure. Absent where the host's agent does not report it.
 	Cpus          *uint32 `protobuf:"varint,5,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -380,12 +380,14 @@ func (x *HostTop) GetCpus() uint32 {
 }
 
 type ClusterTotals struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Usage         *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"` // the sum of the hosts'
-	Hosts         uint32                 `protobuf:"varint,2,opt,name=hosts,proto3" json:"hosts,omitempty"`
-	HostsUp       uint32                 `protobuf:"varint,3,opt,name=hosts_up,json=hostsUp,proto3" json:"hosts_up,omitempty"`
-	Sessions      uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"` // live sessions (system ones only with show_system)
-	Queries       uint32                 `protobuf:"varint,5,opt,name=queries,proto3" json:"queries,omitempty"`   // queries the latest snapshot has figures for
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Usage    *Usage                 `protobuf:"bytes,1,opt,name=usage,proto3" json:"usage,omitempty"` // the sum of the hosts'
+	Hosts    uint32                 `protobuf:"varint,2,opt,name=hosts,proto3" json:"hosts,omitempty"`
+	HostsUp  uint32                 `protobuf:"varint,3,opt,name=hosts_up,json=hostsUp,proto3" json:"hosts_up,omitempty"`
+	Sessions uint32                 `protobuf:"varint,4,opt,name=sessions,proto3" json:"sessions,omitempty"` // live sessions (system ones only with show_system)
+	Queries  uint32                 `protobuf:"varint,5,opt,name=queries,proto3" json:"queries,omitempty"`   // queries the latest snapshot has figures for
+	// The hosts' CPUs summed; absent unless every host listed reports its own.
+	Cpus          *uint32 `protobuf:"varint,6,opt,name=cpus,proto3,oneof" json:"cpus,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +453,13 @@ func (x *ClusterTotals) GetSessions() uint32 {
 func (x *ClusterTotals) GetQueries() uint32 {
 	if x != nil {
 		return x.Queries
+	}
+	return 0
+}
+
+func (x *ClusterTotals) GetCpus() uint32 {
+	if x != nil && x.Cpus != nil {
+		return *x.Cpus
 	}
 	return 0
 }
@@ -1111,13 +1120,15 @@ const file_gpotel_v1_cluster_top_proto_rawDesc = "" +
 	"\x02up\x18\x03 \x01(\bR\x02up\x120\n" +
 	"\bpressure\x18\x04 \x01(\v2\x14.gpotel.v1.HostStallR\bpressure\x12\x17\n" +
 	"\x04cpus\x18\x05 \x01(\rH\x00R\x04cpus\x88\x01\x01B\a\n" +
-	"\x05_cpus\"\x9e\x01\n" +
+	"\x05_cpus\"\xc0\x01\n" +
 	"\rClusterTotals\x12&\n" +
 	"\x05usage\x18\x01 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\x12\x14\n" +
 	"\x05hosts\x18\x02 \x01(\rR\x05hosts\x12\x19\n" +
 	"\bhosts_up\x18\x03 \x01(\rR\ahostsUp\x12\x1a\n" +
 	"\bsessions\x18\x04 \x01(\rR\bsessions\x12\x18\n" +
-	"\aqueries\x18\x05 \x01(\rR\aqueries\"V\n" +
+	"\aqueries\x18\x05 \x01(\rR\aqueries\x12\x17\n" +
+	"\x04cpus\x18\x06 \x01(\rH\x00R\x04cpus\x88\x01\x01B\a\n" +
+	"\x05_cpus\"V\n" +
 	"\x10SessionHostUsage\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12&\n" +
 	"\x05usage\x18\x02 \x01(\v2\x10.gpotel.v1.UsageR\x05usage\"\xd5\a\n" +
@@ -1269,6 +1280,7 @@ func file_gpotel_v1_cluster_top_proto_init() {
 		return
 	}
 	file_gpotel_v1_cluster_top_proto_msgTypes[3].OneofWrappers = []any{}
+	file_gpotel_v1_cluster_top_proto_msgTypes[4].OneofWrappers = []any{}
 	file_gpotel_v1_cluster_top_proto_msgTypes[6].OneofWrappers = []any{}
 	file_gpotel_v1_cluster_top_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}

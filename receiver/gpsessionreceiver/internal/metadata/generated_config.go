@@ -57,6 +57,54 @@ func (ms *GpotelCgroupTasksMetricConfig) Validate() error {
 	return nil
 }
 
+// GpotelHostCpusMetricAttributeKey specifies the key of an attribute for the gpotel.host.cpus metric.
+type GpotelHostCpusMetricAttributeKey string
+
+const (
+	GpotelHostCpusMetricAttributeKeyHostName GpotelHostCpusMetricAttributeKey = "host.name"
+)
+
+// GpotelHostCpusMetricConfig provides config for the gpotel.host.cpus metric.
+type GpotelHostCpusMetricConfig struct {
+	Enabled          bool `mapstructure:"enabled"`
+	enabledSetByUser bool
+
+	AggregationStrategy string                             `mapstructure:"aggregation_strategy"`
+	EnabledAttributes   []GpotelHostCpusMetricAttributeKey `mapstructure:"attributes"`
+}
+
+func (ms *GpotelHostCpusMetricConfig) Unmarshal(parser *confmap.Conf) error {
+	if parser == nil {
+		return nil
+	}
+
+	err := parser.Unmarshal(ms)
+	if err != nil {
+		return err
+	}
+
+	ms.enabledSetByUser = parser.IsSet("enabled")
+	return nil
+}
+
+func (ms *GpotelHostCpusMetricConfig) Validate() error {
+	for _, val := range ms.EnabledAttributes {
+		switch val {
+		case GpotelHostCpusMetricAttributeKeyHostName:
+		default:
+			return fmt.Errorf("metric gpotel.host.cpus doesn't have an attribute %v, valid attributes: [host.name]", val)
+		}
+	}
+
+	switch ms.AggregationStrategy {
+	case AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax:
+	default:
+		return fmt.Errorf("invalid aggregation strategy %q, valid strategies: [%s, %s, %s, %s]", ms.AggregationStrategy, AggregationStrategySum, AggregationStrategyAvg, AggregationStrategyMin, AggregationStrategyMax)
+	}
+
+	return nil
+}
+
 // GpotelHostProcessesMetricAttributeKey specifies the key of an attribute for the gpotel.host.processes metric.
 type GpotelHostProcessesMetricAttributeKey string
 
@@ -1540,6 +1588,7 @@ func (ms *ProcessThreadCountMetricConfig) Validate() error {
 // MetricsConfig provides config for gpsession metrics.
 type MetricsConfig struct {
 	GpotelCgroupTasks               GpotelCgroupTasksMetricConfig               `mapstructure:"gpotel.cgroup.tasks"`
+	GpotelHostCpus                  GpotelHostCpusMetricConfig                  `mapstructure:"gpotel.host.cpus"`
 	GpotelHostProcesses             GpotelHostProcessesMetricConfig             `mapstructure:"gpotel.host.processes"`
 	GpotelHostUp                    GpotelHostUpMetricConfig                    `mapstructure:"gpotel.host.up"`
 	GpotelPressureStallRatio        GpotelPressureStallRatioMetricConfig        `mapstructure:"gpotel.pressure.stall.ratio"`
@@ -1579,6 +1628,11 @@ func DefaultMetricsConfig() MetricsConfig {
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
 			EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
+		},
+		GpotelHostCpus: GpotelHostCpusMetricConfig{
+			Enabled:             true,
+			AggregationStrategy: AggregationStrategyAvg,
+			EnabledAttributes:   []GpotelHostCpusMetricAttributeKey{GpotelHostCpusMetricAttributeKeyHostName},
 		},
 		GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 			Enabled:             true,

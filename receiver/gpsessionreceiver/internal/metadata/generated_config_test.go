@@ -31,6 +31,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
 					},
+					GpotelHostCpus: GpotelHostCpusMetricConfig{
+						Enabled:             true,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelHostCpusMetricAttributeKey{GpotelHostCpusMetricAttributeKeyHostName},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -214,6 +219,11 @@ func TestMetricsBuilderConfig(t *testing.T) {
 						AggregationStrategy: AggregationStrategyAvg,
 						EnabledAttributes:   []GpotelCgroupTasksMetricAttributeKey{GpotelCgroupTasksMetricAttributeKeyTaskState},
 					},
+					GpotelHostCpus: GpotelHostCpusMetricConfig{
+						Enabled:             false,
+						AggregationStrategy: AggregationStrategyAvg,
+						EnabledAttributes:   []GpotelHostCpusMetricAttributeKey{GpotelHostCpusMetricAttributeKeyHostName},
+					},
 					GpotelHostProcesses: GpotelHostProcessesMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
@@ -392,7 +402,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := loadMetricsBuilderConfig(t, tt.name)
-			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPageTablesMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, GpotelSessionLockWaitMetricConfig{}, GpotelSessionSpillFilesMetricConfig{}, GpotelSessionSpillSizeMetricConfig{}, GpotelSessionVmemRunawayMetricConfig{}, GpotelSessionVmemUsageMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
+			diff := cmp.Diff(tt.want, cfg, cmpopts.IgnoreUnexported(GpotelCgroupTasksMetricConfig{}, GpotelHostCpusMetricConfig{}, GpotelHostProcessesMetricConfig{}, GpotelHostUpMetricConfig{}, GpotelPressureStallRatioMetricConfig{}, GpotelPressureStallTimeMetricConfig{}, GpotelProcessCommandCountMetricConfig{}, GpotelProcessCPURunDelayMetricConfig{}, GpotelProcessDelayMetricConfig{}, GpotelProcessDiskCancelledWriteMetricConfig{}, GpotelProcessDiskDelayMetricConfig{}, GpotelProcessInfoMetricConfig{}, GpotelProcessIoCharsMetricConfig{}, GpotelProcessIoSyscallsMetricConfig{}, GpotelProcessMemoryPageTablesMetricConfig{}, GpotelProcessMemoryPeakMetricConfig{}, GpotelProcessMemoryRssMetricConfig{}, GpotelProcessMemorySwapMetricConfig{}, GpotelProcessMemoryVirtualPeakMetricConfig{}, GpotelSessionCgroupPressureMetricConfig{}, GpotelSessionInfoMetricConfig{}, GpotelSessionLockWaitMetricConfig{}, GpotelSessionSpillFilesMetricConfig{}, GpotelSessionSpillSizeMetricConfig{}, GpotelSessionVmemRunawayMetricConfig{}, GpotelSessionVmemUsageMetricConfig{}, ProcessContextSwitchesMetricConfig{}, ProcessCPUTimeMetricConfig{}, ProcessDiskIoMetricConfig{}, ProcessMemoryUsageMetricConfig{}, ProcessMemoryVirtualMetricConfig{}, ProcessPagingFaultsMetricConfig{}, ProcessThreadCountMetricConfig{}, ResourceAttributeConfig{}))
 			require.Emptyf(t, diff, "Config mismatch (-expected +actual):\n%s", diff)
 		})
 	}
@@ -405,6 +415,18 @@ func TestGpotelCgroupTasksMetricsConfig_Validate(t *testing.T) {
 	require.ErrorContains(t, cfg.Validate(), "metric gpotel.cgroup.tasks doesn't have an attribute invalid, valid attributes: [gpotel.task.state]")
 
 	cfg = DefaultMetricsConfig().GpotelCgroupTasks
+	cfg.AggregationStrategy = "invalid"
+	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
+}
+
+func TestGpotelHostCpusMetricsConfig_Validate(t *testing.T) {
+	cfg := DefaultMetricsConfig().GpotelHostCpus
+	require.NoError(t, cfg.Validate())
+
+	cfg.EnabledAttributes = []GpotelHostCpusMetricAttributeKey{"invalid"}
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.host.cpus doesn't have an attribute invalid, valid attributes: [host.name]")
+
+	cfg = DefaultMetricsConfig().GpotelHostCpus
 	cfg.AggregationStrategy = "invalid"
 	require.ErrorContains(t, cfg.Validate(), "invalid aggregation strategy")
 }

@@ -332,6 +332,10 @@ var MetricsInfo = metricsInfo{
 		Name:       "gpotel.cgroup.tasks",
 		Attributes: []string{"task_state"},
 	},
+	GpotelHostCpus: metricInfo{
+		Name:       "gpotel.host.cpus",
+		Attributes: []string{"host_name"},
+	},
 	GpotelHostProcesses: metricInfo{
 		Name:       "gpotel.host.processes",
 		Attributes: []string{"host_name"},
@@ -459,6 +463,7 @@ var MetricsInfo = metricsInfo{
 
 type metricsInfo struct {
 	GpotelCgroupTasks               metricInfo
+	GpotelHostCpus                  metricInfo
 	GpotelHostProcesses             metricInfo
 	GpotelHostUp                    metricInfo
 	GpotelPressureStallRatio        metricInfo
@@ -578,6 +583,95 @@ func (m *metricGpotelCgroupTasks) emit(metrics pmetric.MetricSlice) {
 
 func newMetricGpotelCgroupTasks(cfg GpotelCgroupTasksMetricConfig) metricGpotelCgroupTasks {
 	m := metricGpotelCgroupTasks{config: cfg}
+
+	if cfg.Enabled {
+		m.data = pmetric.NewMetric()
+		m.init()
+	}
+	return m
+}
+
+type metricGpotelHostCpus struct {
+	data          pmetric.Metric             // data buffer for generated metric.
+	config        GpotelHostCpusMetricConfig // metric config provided by user.
+	capacity      int                        // max observed number of data points added to the metric.
+	aggDataPoints []int64                    // slice containing number of aggregated datapoints at each index
+}
+
+// init fills gpotel.host.cpus metric with initial data.
+func (m *metricGpotelHostCpus) init() {
+	m.data.SetName("gpotel.host.cpus")
+	m.data.SetDescription("CPUs the host's kernel had online when its agent answered in this scrape: what its processes can use at most. On the snapshot resource; absent for a host whose agent did not say.")
+	m.data.SetUnit("{cpu}")
+	m.data.SetEmptyGauge()
+	m.data.Gauge().DataPoints().EnsureCapacity(m.capacity)
+	m.aggDataPoints = m.aggDataPoints[:0]
+}
+
+func (m *metricGpotelHostCpus) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, hostNameAttributeValue string) {
+	if !m.config.Enabled {
+		return
+	}
+
+	dp := pmetric.NewNumberDataPoint()
+	dp.SetStartTimestamp(start)
+	dp.SetTimestamp(ts)
+	if slices.Contains(m.config.EnabledAttributes, GpotelHostCpusMetricAttributeKeyHostName) {
+		dp.Attributes().PutStr("host.name", hostNameAttributeValue)
+	}
+
+	var s string
+	dps := m.data.Gauge().DataPoints()
+	for i := 0; i < dps.Len(); i++ {
+		dpi := dps.At(i)
+		if dp.Attributes().Equal(dpi.Attributes()) && dp.StartTimestamp() == dpi.StartTimestamp() && dp.Timestamp() == dpi.Timestamp() {
+			switch s = m.config.AggregationStrategy; s {
+			case AggregationStrategySum, AggregationStrategyAvg:
+				dpi.SetIntValue(dpi.IntValue() + val)
+				m.aggDataPoints[i] += 1
+				return
+			case AggregationStrategyMin:
+				if dpi.IntValue() > val {
+					dpi.SetIntValue(val)
+				}
+				return
+			case AggregationStrategyMax:
+				if dpi.IntValue() < val {
+					dpi.SetIntValue(val)
+				}
+				return
+			}
+		}
+	}
+
+	dp.SetIntValue(val)
+	m.aggDataPoints = append(m.aggDataPoints, 1)
+	dp.MoveTo(dps.AppendEmpty())
+}
+
+// updateCapacity saves max length of data point slices that will be used for the slice capacity.
+func (m *metricGpotelHostCpus) updateCapacity() {
+	if m.data.Gauge().DataPoints().Len() > m.capacity {
+		m.capacity = m.data.Gauge().DataPoints().Len()
+	}
+}
+
+// emit appends recorded metric data to a metrics slice and prepares it for recording another set of data points.
+func (m *metricGpotelHostCpus) emit(metrics pmetric.MetricSlice) {
+	if m.config.Enabled && m.data.Gauge().DataPoints().Len() > 0 {
+		if m.config.AggregationStrategy == AggregationStrategyAvg {
+			for i, aggCount := range m.aggDataPoints {
+				m.data.Gauge().DataPoints().At(i).SetIntValue(m.data.Gauge().DataPoints().At(i).IntValue() / aggCount)
+			}
+		}
+		m.updateCapacity()
+		m.data.MoveTo(metrics.AppendEmpty())
+		m.init()
+	}
+}
+
+func newMetricGpotelHostCpus(cfg GpotelHostCpusMetricConfig) metricGpotelHostCpus {
+	m := metricGpotelHostCpus{config: cfg}
 
 	if cfg.Enabled {
 		m.data = pmetric.NewMetric()
@@ -3399,6 +3493,7 @@ type MetricsBuilder struct {
 	resourceAttributeIncludeFilter        map[string]filter.Filter
 	resourceAttributeExcludeFilter        map[string]filter.Filter
 	metricGpotelCgroupTasks               metricGpotelCgroupTasks
+	metricGpotelHostCpus                  metricGpotelHostCpus
 	metricGpotelHostProcesses             metricGpotelHostProcesses
 	metricGpotelHostUp                    metricGpotelHostUp
 	metricGpotelPressureStallRatio        metricGpotelPressureStallRatio
@@ -3456,6 +3551,7 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 		metricsBuffer:                         pmetric.NewMetrics(),
 		buildInfo:                             settings.BuildInfo,
 		metricGpotelCgroupTasks:               newMetricGpotelCgroupTasks(mbc.Metrics.GpotelCgroupTasks),
+		metricGpotelHostCpus:                  newMetricGpotelHostCpus(mbc.Metrics.GpotelHostCpus),
 		metricGpotelHostProcesses:             newMetricGpotelHostProcesses(mbc.Metrics.GpotelHostProcesses),
 		metricGpotelHostUp:                    newMetricGpotelHostUp(mbc.Metrics.GpotelHostUp),
 		metricGpotelPressureStallRatio:        newMetricGpotelPressureStallRatio(mbc.Metrics.GpotelPressureStallRatio),
@@ -3656,6 +3752,7 @@ func (mb *MetricsBuilder) EmitForResource(options ...ResourceMetricsOption) {
 	ils.Scope().SetVersion(mb.buildInfo.Version)
 	ils.Metrics().EnsureCapacity(mb.metricsCapacity)
 	mb.metricGpotelCgroupTasks.emit(ils.Metrics())
+	mb.metricGpotelHostCpus.emit(ils.Metrics())
 	mb.metricGpotelHostProcesses.emit(ils.Metrics())
 	mb.metricGpotelHostUp.emit(ils.Metrics())
 	mb.metricGpotelPressureStallRatio.emit(ils.Metrics())
@@ -3721,6 +3818,11 @@ func (mb *MetricsBuilder) Emit(options ...ResourceMetricsOption) pmetric.Metrics
 // RecordGpotelCgroupTasksDataPoint adds a data point to gpotel.cgroup.tasks metric.
 func (mb *MetricsBuilder) RecordGpotelCgroupTasksDataPoint(ts pcommon.Timestamp, val int64, taskStateAttributeValue AttributeTaskState) {
 	mb.metricGpotelCgroupTasks.recordDataPoint(mb.startTime, ts, val, taskStateAttributeValue.String())
+}
+
+// RecordGpotelHostCpusDataPoint adds a data point to gpotel.host.cpus metric.
+func (mb *MetricsBuilder) RecordGpotelHostCpusDataPoint(ts pcommon.Timestamp, val int64, hostNameAttributeValue string) {
+	mb.metricGpotelHostCpus.recordDataPoint(mb.startTime, ts, val, hostNameAttributeValue)
 }
 
 // RecordGpotelHostProcessesDataPoint adds a data point to gpotel.host.processes metric.

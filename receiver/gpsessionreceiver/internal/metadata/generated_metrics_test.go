@@ -68,6 +68,7 @@ func TestMetricsBuilder(t *testing.T) {
 			mb := NewMetricsBuilder(loadMetricsBuilderConfig(t, tt.name), settings, WithStartTime(start))
 			aggMap := make(map[string]string) // contains the aggregation strategies for each metric name
 			aggMap["gpotel.cgroup.tasks"] = mb.metricGpotelCgroupTasks.config.AggregationStrategy
+			aggMap["gpotel.host.cpus"] = mb.metricGpotelHostCpus.config.AggregationStrategy
 			aggMap["gpotel.host.processes"] = mb.metricGpotelHostProcesses.config.AggregationStrategy
 			aggMap["gpotel.host.up"] = mb.metricGpotelHostUp.config.AggregationStrategy
 			aggMap["gpotel.pressure.stall.ratio"] = mb.metricGpotelPressureStallRatio.config.AggregationStrategy
@@ -111,6 +112,12 @@ func TestMetricsBuilder(t *testing.T) {
 			mb.RecordGpotelCgroupTasksDataPoint(ts, 1, AttributeTaskStateRunning)
 			if tt.name == "reaggregate_set" {
 				mb.RecordGpotelCgroupTasksDataPoint(ts, 3, AttributeTaskStateSleeping)
+			}
+			defaultMetricsCount++
+			allMetricsCount++
+			mb.RecordGpotelHostCpusDataPoint(ts, 1, "host_name-val")
+			if tt.name == "reaggregate_set" {
+				mb.RecordGpotelHostCpusDataPoint(ts, 3, "host_name-val-2")
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -317,6 +324,7 @@ func TestMetricsBuilder(t *testing.T) {
 			metrics := mb.Emit(WithResource(res))
 			if tt.name == "reaggregate_set" {
 				assert.Empty(t, mb.metricGpotelCgroupTasks.aggDataPoints)
+				assert.Empty(t, mb.metricGpotelHostCpus.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostProcesses.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelHostUp.aggDataPoints)
 				assert.Empty(t, mb.metricGpotelPressureStallRatio.aggDataPoints)
@@ -412,6 +420,46 @@ func TestMetricsBuilder(t *testing.T) {
 							assert.Equal(t, int64(3), dp.IntValue())
 						}
 						_, ok := dp.Attributes().Get("gpotel.task.state")
+						assert.False(t, ok)
+					}
+				case "gpotel.host.cpus":
+					if tt.name != "reaggregate_set" {
+						assert.False(t, validatedMetrics["gpotel.host.cpus"], "Found a duplicate in the metrics slice: gpotel.host.cpus")
+						validatedMetrics["gpotel.host.cpus"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "CPUs the host's kernel had online when its agent answered in this scrape: what its processes can use at most. On the snapshot resource; absent for a host whose agent did not say.", mi.Description())
+						assert.Equal(t, "{cpu}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						assert.Equal(t, int64(1), dp.IntValue())
+						hostNameAttrVal, ok := dp.Attributes().Get("host.name")
+						assert.True(t, ok)
+						assert.Equal(t, "host_name-val", hostNameAttrVal.Str())
+					} else {
+						assert.False(t, validatedMetrics["gpotel.host.cpus"], "Found a duplicate in the metrics slice: gpotel.host.cpus")
+						validatedMetrics["gpotel.host.cpus"] = true
+						assert.Equal(t, pmetric.MetricTypeGauge, mi.Type())
+						assert.Equal(t, 1, mi.Gauge().DataPoints().Len())
+						assert.Equal(t, "CPUs the host's kernel had online when its agent answered in this scrape: what its processes can use at most. On the snapshot resource; absent for a host whose agent did not say.", mi.Description())
+						assert.Equal(t, "{cpu}", mi.Unit())
+						dp := mi.Gauge().DataPoints().At(0)
+						assert.Equal(t, start, dp.StartTimestamp())
+						assert.Equal(t, ts, dp.Timestamp())
+						assert.Equal(t, pmetric.NumberDataPointValueTypeInt, dp.ValueType())
+						switch aggMap["gpotel.host.cpus"] {
+						case "sum":
+							assert.Equal(t, int64(4), dp.IntValue())
+						case "avg":
+							assert.Equal(t, int64(2), dp.IntValue())
+						case "min":
+							assert.Equal(t, int64(1), dp.IntValue())
+						case "max":
+							assert.Equal(t, int64(3), dp.IntValue())
+						}
+						_, ok := dp.Attributes().Get("host.name")
 						assert.False(t, ok)
 					}
 				case "gpotel.host.processes":
