@@ -97,6 +97,10 @@ type query struct {
 	// dispatcher hands its executors counts past its own title's); 0 unseen.
 	ccnt, lastCcnt int64
 	start, end     int64 // unix ns; end is 0 while it runs
+	// startStale: start is the previous statement's query_start, read
+	// before the title that showed this statement's count; its own start
+	// is the first later query_start seen.
+	startStale bool
 	text           string
 	totals         pipeline.Counters
 	segments       map[hostSegment]*segmentUse
@@ -179,6 +183,16 @@ func (sq *sessionQueries) find(ccnt, start int64, running bool) *query {
 				return q
 			}
 		} else if q.start == start {
+			return q
+		}
+	}
+	if running && ccnt > 0 {
+		return nil
+	}
+	// A statement first seen with its predecessor's query_start and seen
+	// again only with its own (idle, or running without a title count).
+	for _, q := range slices.Backward(sq.queries) {
+		if q.startStale && q.start < start {
 			return q
 		}
 	}
@@ -399,12 +413,13 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 	if q != nil && act.queryStart > q.start {
 		// pg_stat_activity is read before the titles: the first sighting of a
 		// command count may have carried the previous command's query_start.
-		q.start = act.queryStart
+		q.start, q.startStale = act.queryStart, false
 	}
 	if q == nil {
 		q = &query{start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
 		if act.running {
 			q.ccnt = ccnt
+			q.startStale = slices.ContainsFunc(sq.queries, func(o *query) bool { return o.start == q.start })
 		}
 		sq.queries = append(sq.queries, q)
 		sq.life.queries++
@@ -413,9 +428,12 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 	if !act.running {
 		q.lastCcnt = max(q.lastCcnt, ccnt)
 	}
-	// A query still open that started before this one ended by its start at the latest.
+	// A query still open that started before this one ended by its start at
+	// the latest. One with the same start is the statement whose query_start
+	// this one's first sighting carried: it ends at this one's own start,
+	// known at a later sighting.
 	for _, o := range sq.queries {
-		if o != q && o.end == 0 && o.start <= q.start {
+		if o != q && o.end == 0 && o.start < q.start {
 			o.endAt(q.start, pipeline.QuerySuperseded, newest.seq)
 		}
 	}

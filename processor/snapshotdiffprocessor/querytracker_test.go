@@ -348,6 +348,43 @@ func TestCommandCountSeenBeforeItsQueryStartTakesTheLaterStart(t *testing.T) {
 	if _, ok := queryResource(md, 0.9); !ok {
 		t.Fatal("command 4 not keyed at its own query_start 0.9")
 	}
+	// Command 3 ran until command 4 began, not until its own start.
+	near(t, "command 3's duration", queryFigure(t, md, 0, pipeline.MetricQueryDuration), 0.9)
+}
+
+// The statement whose first sighting carried the previous one's query_start
+// may end before a sighting shows its own: it is still one query, keyed at
+// its own start once known.
+func TestCommandCountSeenBeforeItsQueryStartEndsAsOneQuery(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 3, 0, 3, 0),
+		gpSnap(1, running(0), 4, 0, 4, 1),
+		gpSnap(2, idle(0.9, 1.5), 5, 0, 5, 1.5))
+	if n := queryResources(md); n != 2 {
+		t.Errorf("%d queries, want commands 3 and 4", n)
+	}
+	if _, ok := queryResource(md, 0.9); !ok {
+		t.Fatal("command 4 not keyed at its own query_start 0.9")
+	}
+	near(t, "command 3's duration", queryFigure(t, md, 0, pipeline.MetricQueryDuration), 0.9)
+	near(t, "command 4's duration", queryFigure(t, md, 0.9, pipeline.MetricQueryDuration), 0.6)
+}
+
+// A running statement with a title count of its own is never the one
+// whose own start is still unknown.
+func TestNextCommandCountIsNotTheStatementWithAnUnknownStart(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 3, 0, 3, 0),
+		gpSnap(1, running(0), 4, 0, 4, 1),
+		gpSnap(2, running(1.8), 5, 0, 5, 2))
+	if n := queryResources(md); n != 3 {
+		t.Errorf("%d queries, want commands 3, 4 and 5", n)
+	}
+	if _, ok := queryResource(md, 1.8); !ok {
+		t.Fatal("command 5 not keyed at its own query_start 1.8")
+	}
 }
 
 // queryResources counts session 7's query resources in md.
