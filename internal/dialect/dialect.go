@@ -77,6 +77,16 @@ type ServerLog struct {
 // greenplumLogFilename is Greenplum's default log_filename.
 const greenplumLogFilename = "gpdb-%Y-%m-%d_%H%M%S.csv"
 
+// greenplum7 are Greenplum 7's facts (gpdb-archive's 7.x line).
+var greenplum7 = Facts{
+	Greenplum:              true,
+	UtilityMode:            "-c gp_role=utility",
+	ServerLog:              ServerLog{Layout: LogGreenplumCSV, Directory: "log", Filename: greenplumLogFilename},
+	SessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
+	SessionMemoryExtension: "gp_toolkit",
+	MoveQuerySchema:        "pg_catalog",
+}
+
 // facts is each dialect's, read from the server's source (and, for
 // Greenplum 6, checked on a real 6.24.3: docs/compatibility.md).
 var facts = map[Dialect]Facts{
@@ -89,22 +99,9 @@ var facts = map[Dialect]Facts{
 		MoveQuerySchema:        "gp_toolkit",
 		LegacyPartitions:       true,
 	},
-	GP7: {
-		Greenplum:              true,
-		UtilityMode:            "-c gp_role=utility",
-		ServerLog:              ServerLog{Layout: LogGreenplumCSV, Directory: "log", Filename: greenplumLogFilename},
-		SessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
-		SessionMemoryExtension: "gp_toolkit",
-		MoveQuerySchema:        "pg_catalog",
-	},
-	Cloudberry: {
-		Greenplum:              true,
-		UtilityMode:            "-c gp_role=utility",
-		ServerLog:              ServerLog{Layout: LogGreenplumCSV, Directory: "log", Filename: greenplumLogFilename},
-		SessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
-		SessionMemoryExtension: "gp_toolkit",
-		MoveQuerySchema:        "pg_catalog",
-	},
+	GP7: greenplum7,
+	// Cloudberry is Greenplum 7's fork: what gpotel reads is the same.
+	Cloudberry: greenplum7,
 	PostgreSQL: {
 		ServerLog: ServerLog{Layout: LogStderr},
 	},
