@@ -119,10 +119,12 @@ func (d Dialect) Known() bool {
 	return ok
 }
 
-// UnmarshalText reads a dialect's name, or "auto", from configuration.
+// UnmarshalText reads a dialect's name, or "auto", from configuration or
+// a testbed's description. An empty text is the zero Dialect, no dialect,
+// which whoever needs one refuses (a config's Validate) or ignores.
 func (d *Dialect) UnmarshalText(text []byte) error {
 	v := Dialect(text)
-	if v != Auto && !v.Known() {
+	if v != "" && v != Auto && !v.Known() {
 		return fmt.Errorf("dialect %q: want %s", text, Names(true))
 	}
 	*d = v

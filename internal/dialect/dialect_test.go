@@ -92,13 +92,13 @@ func TestDetectRefusesWhatItDoesNotKnow(t *testing.T) {
 }
 
 func TestConfigurationTakesADialectsNameOrAuto(t *testing.T) {
-	for _, name := range []string{"auto", "gp6", "gp7", "cloudberry", "postgresql"} {
+	for _, name := range []string{"auto", "gp6", "gp7", "cloudberry", "postgresql", ""} {
 		var d Dialect
 		if err := d.UnmarshalText([]byte(name)); err != nil || string(d) != name {
 			t.Errorf("UnmarshalText(%q) = %q, %v", name, d, err)
 		}
 	}
-	for _, name := range []string{"", "gp5", "GP6", "greenplum"} {
+	for _, name := range []string{"gp5", "GP6", "greenplum", " gp6"} {
 		d := GP7
 		err := d.UnmarshalText([]byte(name))
 		if err == nil || !strings.Contains(err.Error(), "want auto, gp6, gp7, cloudberry or postgresql") {

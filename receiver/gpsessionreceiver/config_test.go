@@ -47,6 +47,7 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"bad sslmode", func(c *Config) { c.SSLMode = "sometimes" }, `sslmode "sometimes"`},
 		{"zero interval", func(c *Config) { c.CollectionInterval = 0 }, "collection_interval"},
 		{"unknown dialect", func(c *Config) { c.Dialect = "gp5" }, `dialect "gp5": want auto, gp6, gp7, cloudberry or postgresql`},
+		{"empty dialect", func(c *Config) { c.Dialect = "" }, `dialect "": want auto, gp6, gp7, cloudberry or postgresql`},
 		{"negative query length", func(c *Config) { c.QueryMaxLength = -1 }, "query_max_length"},
 		{"zero statement timeout", func(c *Config) { c.StatementTimeout = 0 }, "statement_timeout"},
 		{"zero topology ttl", func(c *Config) { c.TopologyTTL = 0 }, "topology_ttl"},
