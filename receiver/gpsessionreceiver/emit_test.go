@@ -144,7 +144,7 @@ func TestSnapshotHasOneSnapshotResourceWithHostStatus(t *testing.T) {
 		t.Fatalf("%d snapshot resources", len(snaps))
 	}
 	attrs := snaps[0].Resource().Attributes().AsRaw()
-	if attrs[pipeline.AttrDialect] != dialect.GP7 || attrs[pipeline.AttrTmID] != int64(1_699_999_999) || attrs[pipeline.AttrHostName] != "mdw" {
+	if attrs[pipeline.AttrDialect] != string(dialect.GP7) || attrs[pipeline.AttrTmID] != int64(1_699_999_999) || attrs[pipeline.AttrHostName] != "mdw" {
 		t.Errorf("snapshot attributes %v", attrs)
 	}
 	up, _ := metricNamed(snaps[0], pipeline.MetricHostUp)
