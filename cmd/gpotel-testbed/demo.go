@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/e2e"
 )
@@ -28,18 +29,18 @@ func init() {
 
 func runDemo(ctx context.Context, args []string) error {
 	var (
-		dir, out, dialect, api, config, collectorBin, agentBin string
-		duration                                               time.Duration
-		otlpMax                                                int64
-		opts                                                   cluster.Options
-		history                                                bool
+		dir, out, dialectName, api, config, collectorBin, agentBin string
+		duration                                                   time.Duration
+		otlpMax                                                    int64
+		opts                                                       cluster.Options
+		history                                                    bool
 	)
 	fs := newFlags("demo", &dir, false)
 	fs.DurationVar(&duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
 	fs.StringVar(&out, "out", "", "directory for the collector and agent logs and the OTLP output (kept); empty means a new temporary directory")
 	fs.IntVar(&opts.Hosts, "hosts", 2, "emulated segment hosts (sdw1..sdwN)")
 	fs.IntVar(&opts.SegmentsPerHost, "segments-per-host", 2, "primary segments per host")
-	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6, gp7 or cloudberry")
+	fs.StringVar(&dialectName, "dialect", string(dialect.GP6), "gp6, gp7 or cloudberry")
 	fs.StringVar(&api, "api", "127.0.0.1:1432", "where the collector serves GetGPInfo")
 	fs.StringVar(&config, "config", "config/testbed.yaml", "collector configuration")
 	fs.StringVar(&collectorBin, "collector", "build/otelcol-gpotel", "the ocb-built collector (make collector)")
@@ -56,9 +57,9 @@ func runDemo(ctx context.Context, args []string) error {
 		return errors.New("--otlp-max-bytes must not be negative")
 	}
 	opts.Dir = dir
-	opts.Dialect = cluster.Dialect(dialect)
-	if opts.Dialect != cluster.DialectGP6 && opts.Dialect != cluster.DialectGP7 && opts.Dialect != cluster.DialectCloudberry {
-		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6, gp7 or cloudberry", dialect)
+	opts.Dialect = dialect.Dialect(dialectName)
+	if !opts.Dialect.Greenplum() {
+		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6, gp7 or cloudberry", dialectName)
 	}
 	historyConfig := "config/history.yaml"
 	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin, "--history": &historyConfig}

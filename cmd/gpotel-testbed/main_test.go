@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -31,7 +32,7 @@ func TestUpStatusDownRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = c.Down(context.Background()) })
-	if len(c.Segments) != 1 || c.Dialect != cluster.DialectGP6 || c.Owner != nil {
+	if len(c.Segments) != 1 || c.Dialect != dialect.GP6 || c.Owner != nil {
 		t.Errorf("description: %d segments, dialect %s, owner %v", len(c.Segments), c.Dialect, c.Owner)
 	}
 	if err := runStatus(ctx, []string{"--dir", dir}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -19,20 +20,20 @@ func init() {
 
 func runUp(ctx context.Context, args []string) error {
 	var (
-		dir     string
-		opts    cluster.Options
-		dialect string
+		dir         string
+		opts        cluster.Options
+		dialectName string
 	)
 	fs := newFlags("up", &dir, false)
 	fs.IntVar(&opts.Hosts, "hosts", 2, "emulated segment hosts (sdw1..sdwN)")
 	fs.IntVar(&opts.SegmentsPerHost, "segments-per-host", 2, "primary segments per host")
-	fs.StringVar(&dialect, "dialect", string(cluster.DialectGP6), "gp6, gp7, cloudberry or postgresql")
+	fs.StringVar(&dialectName, "dialect", string(dialect.GP6), dialect.Names(false))
 	if err := parse(fs, args); err != nil {
 		return err
 	}
 	opts.Dir = dir
-	opts.Dialect = cluster.Dialect(dialect)
-	if opts.Dialect == cluster.DialectPostgreSQL && !flagSet(fs.Visit, "hosts") {
+	opts.Dialect = dialect.Dialect(dialectName)
+	if opts.Dialect.Known() && !opts.Dialect.Greenplum() && !flagSet(fs.Visit, "hosts") {
 		opts.Hosts = 0
 	}
 	begin := time.Now()

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/gpsql/gpsqltest"
 )
@@ -33,14 +34,14 @@ func TestEveryHistoryStatementRunsOnTheRealGreenplum6(t *testing.T) {
 	if err := conn.QueryRow(ctx, gpsql.Version).Scan(&version); err != nil {
 		t.Fatal(err)
 	}
-	dialect, err := gpsql.DetectDialect(version)
-	if err != nil || dialect != gpsql.GP6 {
+	d, err := dialect.Detect(version)
+	if err != nil || d != dialect.GP6 {
 		t.Fatalf("%s names %q (%v), not Greenplum 6", gp6DSNVariable, version, err)
 	}
 	if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS gpotel_history_conformance CASCADE"); err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range gpsqltest.RunHistory(ctx, conn, gpsql.Shape{Dialect: dialect}) {
+	for _, err := range gpsqltest.RunHistory(ctx, conn, gpsql.Shape{Dialect: d}) {
 		t.Error(err)
 	}
 	t.Logf("%s: every history statement ran", version)

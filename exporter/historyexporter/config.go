@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
-	"slices"
 	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/collector/component"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
@@ -30,7 +30,6 @@ const (
 	defaultBatchMaxEvents = 10000
 	defaultRetryInitial   = time.Second
 	defaultRetryMax       = 30 * time.Second
-	dialectAuto           = "auto"
 	// A queue smaller than this cannot hold one snapshot's events of a busy cluster.
 	minQueueMaxBytes = 1 << 20
 )
@@ -56,7 +55,7 @@ type Config struct {
 
 	// Dialect is auto (from the server's version()), gp6, gp7, cloudberry
 	// or postgresql: it chooses the tables' partitioning and distribution.
-	Dialect string `mapstructure:"dialect"`
+	Dialect dialect.Dialect `mapstructure:"dialect"`
 	// Schema holds the tables queries and sessions.
 	Schema string `mapstructure:"schema"`
 	// Retention keeps whole UTC days: a day is dropped once its last
@@ -99,7 +98,7 @@ func createDefaultConfig() *Config {
 	return &Config{
 		Port:      5432,
 		SSLMode:   "prefer",
-		Dialect:   dialectAuto,
+		Dialect:   dialect.Auto,
 		Schema:    defaultSchema,
 		Retention: defaultRetention,
 		Timeout:   defaultTimeout,
@@ -132,8 +131,8 @@ func (c *Config) Validate() error {
 	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {c.SSLMode}}.Encode()); err != nil {
 		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", c.SSLMode)
 	}
-	if c.Dialect != dialectAuto && !slices.Contains(gpsql.Dialects, c.Dialect) {
-		add("dialect %q: want auto, gp6, gp7, cloudberry or postgresql", c.Dialect)
+	if c.Dialect != dialect.Auto && !c.Dialect.Known() {
+		add("dialect %q: want %s", c.Dialect, dialect.Names(true))
 	}
 	if !schemaName.MatchString(c.Schema) {
 		add("schema %q: want a lower-case identifier (letters, digits, _; at most 63)", c.Schema)

@@ -34,7 +34,7 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 	cm := confmap.NewFromStringMap(map[string]any{
 		"host": "", "port": 70000, "database": "", "user": "",
 		"password_file": "/p", "password_env": "P", "sslmode": "sometimes",
-		"dialect": "oracle", "schema": `history"; DROP TABLE x; --`,
+		"schema":    `history"; DROP TABLE x; --`,
 		"retention": "1h", "timeout": "0s",
 		"queue": map[string]any{"max_bytes": 1024},
 		"batch": map[string]any{"max_events": 0},
@@ -44,15 +44,23 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 	if err := cm.Unmarshal(cfg); err != nil {
 		t.Fatal(err)
 	}
+	cfg.Dialect = "oracle" // configuration read from YAML never holds it: see the next test
 	err := cfg.Validate()
 	if err == nil {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{`host ""`, "port 70000", `database ""`, `user ""`, "password_env", `sslmode "sometimes"`,
-		`dialect "oracle"`, "schema ", "retention 1h0m0s", "timeout 0s", "queue::max_bytes 1024", "batch::max_events 0", "retry:"} {
+		`dialect "oracle": want auto, gp6, gp7, cloudberry or postgresql`, "schema ", "retention 1h0m0s", "timeout 0s", "queue::max_bytes 1024", "batch::max_events 0", "retry:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not name %q:\n%v", want, err)
 		}
+	}
+}
+
+func TestConfigRefusesAnUnknownDialectWhenRead(t *testing.T) {
+	err := confmap.NewFromStringMap(map[string]any{"dialect": "oracle"}).Unmarshal(createDefaultConfig())
+	if want := `dialect "oracle": want auto, gp6, gp7, cloudberry or postgresql`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("dialect oracle: %v, want an error saying %s", err, want)
 	}
 }
 

@@ -112,7 +112,7 @@ func (e *historyExporter) start(ctx context.Context, host component.Host) error 
 		}
 		e.logger.Warn("History database unreachable at start; events wait in the queue until it answers", zap.Error(err))
 	} else {
-		e.logger.Info("History tables ready", zap.String("dialect", e.store.dialect), zap.String("schema", e.cfg.Schema))
+		e.logger.Info("History tables ready", zap.String("dialect", string(e.store.dialect)), zap.String("schema", e.cfg.Schema))
 	}
 
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))

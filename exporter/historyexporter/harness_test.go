@@ -21,6 +21,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/historyexporter/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -76,7 +77,7 @@ func historyTargets(t *testing.T) []historyTarget {
 }
 
 func startTestbedHistoryDB(t testing.TB) *historyDB {
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	db := grantHistory(t, c.CoordinatorDSN)
 	db.cluster = c
 	db.stopServer, db.startServer = c.StopCoordinator, c.StartCoordinator

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/historyexporter/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
@@ -108,8 +109,8 @@ func (db *historyDB) physicalRows(t *testing.T, d time.Time) map[string]string {
 // partitionDays are the days of table's partitions, as the exporter names them.
 func (db *historyDB) partitionDays(t *testing.T, table string) []time.Time {
 	t.Helper()
-	dialect := db.dialect(t)
-	rows, err := db.admin.Query(await.Context(t), gpsql.HistoryPartitions(dialect), defaultSchema, table)
+	d := db.dialect(t)
+	rows, err := db.admin.Query(await.Context(t), gpsql.HistoryPartitions(d), defaultSchema, table)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,8 +120,8 @@ func (db *historyDB) partitionDays(t *testing.T, table string) []time.Time {
 	}
 	var days []time.Time
 	for _, name := range names {
-		if d, ok := gpsql.HistoryPartitionDay(dialect, gpsql.HistoryTable{Schema: defaultSchema, Name: table}, name); ok {
-			days = append(days, d)
+		if day, ok := gpsql.HistoryPartitionDay(d, gpsql.HistoryTable{Schema: defaultSchema, Name: table}, name); ok {
+			days = append(days, day)
 		}
 	}
 	slices.SortFunc(days, time.Time.Compare)
@@ -128,13 +129,13 @@ func (db *historyDB) partitionDays(t *testing.T, table string) []time.Time {
 }
 
 // dialect is the history database's, from its version().
-func (db *historyDB) dialect(t *testing.T) string {
+func (db *historyDB) dialect(t *testing.T) dialect.Dialect {
 	t.Helper()
 	var version string
 	if err := db.admin.QueryRow(await.Context(t), gpsql.Version).Scan(&version); err != nil {
 		t.Fatal(err)
 	}
-	d, err := gpsql.DetectDialect(version)
+	d, err := dialect.Detect(version)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
@@ -39,7 +40,7 @@ type store struct {
 	tracer pgx.QueryTracer // tests record what is sent
 
 	conn    *pgx.Conn
-	dialect string
+	dialect dialect.Dialect
 	// ready: the schema, tables, columns and staging tables were checked
 	// on this connection.
 	ready bool
@@ -212,18 +213,18 @@ func (s *store) setup(ctx context.Context) error {
 
 func (s *store) learnDialect(ctx context.Context) error {
 	s.dialect = s.cfg.Dialect
-	if s.dialect == dialectAuto {
+	if s.dialect == dialect.Auto {
 		var version string
 		if err := s.conn.QueryRow(ctx, gpsql.Version).Scan(&version); err != nil {
 			return fmt.Errorf("%s: %w", gpsql.Version, err)
 		}
-		d, err := gpsql.DetectDialect(version)
+		d, err := dialect.Detect(version)
 		if err != nil {
 			return refuse("%v", err)
 		}
 		s.dialect = d
 	}
-	if s.dialect != gpsql.PostgreSQL {
+	if s.dialect.Greenplum() {
 		return nil
 	}
 	var num int

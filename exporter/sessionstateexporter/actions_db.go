@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 )
@@ -66,7 +67,7 @@ type actionDB struct {
 
 	mu      sync.Mutex
 	conn    *pgx.Conn
-	dialect string
+	dialect dialect.Dialect
 	// own is conn's backend, one of the collector's own: actions refuse
 	// it, and the receiver marks its session as the collector's.
 	own ownbackends.Pool
@@ -103,7 +104,7 @@ func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
 // run connects when needed and calls fn with the connection, its backend
 // and the server's dialect. A failure that is not the server's answer
 // drops the connection, so the next action connects afresh.
-func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn, dialect string) error) error {
+func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn, server dialect.Dialect) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Connecting and the statement each within the timeout, should the
@@ -126,7 +127,7 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 			_ = conn.Close(context.Background())
 			return fmt.Errorf("%s: %w", gpsql.Version, err)
 		}
-		if d.dialect, err = gpsql.DetectDialect(version); err != nil {
+		if d.dialect, err = dialect.Detect(version); err != nil {
 			_ = conn.Close(context.Background())
 			return err
 		}
@@ -167,13 +168,13 @@ func (d *actionDB) drop() {
 // its own further argument, and says what the server did.
 func (d *actionDB) act(ctx context.Context, statement func(gpsql.Shape) string, b backendID, arg any) (bool, error) {
 	var done bool
-	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, dialect string) error {
+	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, server dialect.Dialect) error {
 		if int64(conn.PgConn().PID()) == b.pid {
 			return errOwnSession
 		}
-		sql := statement(gpsql.Shape{Dialect: dialect})
+		sql := statement(gpsql.Shape{Dialect: server})
 		if sql == "" {
-			return fmt.Errorf("%w (dialect %s)", errNoResourceGroups, dialect)
+			return fmt.Errorf("%w (dialect %s)", errNoResourceGroups, server)
 		}
 		args := []any{b.pid, b.started, b.sessID}
 		if arg != nil {

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -89,7 +90,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
-			if d == cluster.DialectPostgreSQL {
+			if d == dialect.PostgreSQL {
 				assertCode(t, err, codes.FailedPrecondition, "no resource groups")
 			} else {
 				assertCode(t, err, codes.FailedPrecondition, "must be superuser")
@@ -205,7 +206,7 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 				}
 				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
 					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
-				if d == cluster.DialectPostgreSQL {
+				if d == dialect.PostgreSQL {
 					assertCode(t, err, codes.FailedPrecondition, "no resource groups")
 				} else {
 					assertCode(t, err, codes.FailedPrecondition, "another backend")
@@ -229,7 +230,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	admin := connectAs(t, c, cluster.AdminRole)
 	createActionRole(t, admin)
@@ -237,7 +238,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	if _, err := user.Exec(ctx, "SET application_name = '"+gpsql.ApplicationName+"'"); err != nil {
 		t.Fatal(err)
 	}
-	named, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	named, err := activityOf(ctx, admin, dialect.PostgreSQL, user.PgConn().PID())
 	if err != nil || named.meta[pipeline.MetaApplicationName] != gpsql.ApplicationName {
 		t.Fatalf("the user's session: %v %v, want application_name %s", named.meta, err, gpsql.ApplicationName)
 	}
@@ -258,7 +259,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer monitoring.Release()
-	mine, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, monitoring.Conn().PgConn().PID())
+	mine, err := activityOf(ctx, admin, dialect.PostgreSQL, monitoring.Conn().PgConn().PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,7 +281,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 		t.Fatalf("TerminateSession of a user's session named %s: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the user's session", func() error {
-		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := activityOf(ctx, admin, dialect.PostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
 			return errors.New("still listed")
 		}
 		return nil
@@ -308,7 +309,7 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	admin := connectAs(t, c, cluster.AdminRole)
 	createActionRole(t, admin)
@@ -324,7 +325,7 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 		}
 	}
 	user := connectAs(t, c, cluster.UserRole)
-	idle, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID())
+	idle, err := activityOf(ctx, admin, dialect.PostgreSQL, user.PgConn().PID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +337,7 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 		t.Fatalf("TerminateSession through a role whose search_path starts with a shadow pg_stat_activity: %v %v, want SUCCESS", resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the session", func() error {
-		if _, err := activityOf(ctx, admin, cluster.DialectPostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
+		if _, err := activityOf(ctx, admin, dialect.PostgreSQL, user.PgConn().PID()); !errors.Is(err, pgx.ErrNoRows) {
 			return errors.New("still listed")
 		}
 		return nil
@@ -352,7 +353,7 @@ type userSessions struct {
 	sleeping, idle testSession
 }
 
-func startUserSessions(t *testing.T, c *cluster.Cluster, admin *pgx.Conn, d cluster.Dialect) userSessions {
+func startUserSessions(t *testing.T, c *cluster.Cluster, admin *pgx.Conn, d dialect.Dialect) userSessions {
 	t.Helper()
 	ctx := await.Context(t)
 	u := userSessions{sleeper: connectAs(t, c, cluster.UserRole), idler: connectAs(t, c, cluster.UserRole), slept: make(chan error, 1)}
@@ -423,9 +424,9 @@ func connectAs(t *testing.T, c *cluster.Cluster, role string) *pgx.Conn {
 }
 
 // activityOf is pid's coordinator session as the receiver would report it.
-func activityOf(ctx context.Context, conn *pgx.Conn, d cluster.Dialect, pid uint32) (testSession, error) {
+func activityOf(ctx context.Context, conn *pgx.Conn, d dialect.Dialect, pid uint32) (testSession, error) {
 	sessID := "sess_id"
-	if d == cluster.DialectPostgreSQL {
+	if d == dialect.PostgreSQL {
 		sessID = "pid" // the receiver's session id on PostgreSQL
 	}
 	var s testSession

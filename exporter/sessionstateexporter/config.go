@@ -46,7 +46,8 @@ type Config struct {
 	// SessionState.hostname; empty means the snapshot's host.name, else os.Hostname.
 	Hostname string `mapstructure:"hostname"`
 	// LastMetricsWindow selects the snapshotdiff window that fills
-	// last_metrics; it must be one of the processor's windows.
+	// last_metrics; it must be one of the processor's windows
+	// (converter/windowcheckconverter checks it when the collector starts).
 	LastMetricsWindow time.Duration `mapstructure:"last_metrics_window"`
 	// SessionGracePeriod keeps a session that left the newest snapshot
 	// visible this long (measured in snapshot time).

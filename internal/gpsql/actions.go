@@ -20,7 +20,7 @@ import "fmt"
 // reads NULL and nothing is done.
 func actOnBackend(s Shape, call, andAlso string) string {
 	session := "pid"
-	if IsGreenplumFamily(s.Dialect) {
+	if s.Dialect.Greenplum() {
 		session = "sess_id"
 	}
 	return fmt.Sprintf(`SELECT backend_start, %[1]s::bigint, query_start,
@@ -44,11 +44,8 @@ func TerminateSession(s Shape) string {
 // gp_toolkit's function on Greenplum 6, pg_catalog's on 7 and Cloudberry;
 // PostgreSQL has no resource groups.
 func MoveToResourceGroup(s Shape) string {
-	switch s.Dialect {
-	case GP6:
-		return actOnBackend(s, "gp_toolkit.pg_resgroup_move_query(sess_id, $4::text)", "")
-	case GP7, Cloudberry:
-		return actOnBackend(s, "pg_catalog.pg_resgroup_move_query(sess_id, $4::text)", "")
+	if schema := s.Dialect.Facts().MoveQuerySchema; schema != "" {
+		return actOnBackend(s, schema+".pg_resgroup_move_query(sess_id, $4::text)", "")
 	}
 	return ""
 }

@@ -11,27 +11,15 @@ package gpsql
 import (
 	"fmt"
 	"strings"
+
+	"github.com/gpotel/gpotel/internal/dialect"
 )
-
-// Dialect names, as the receiver's dialect setting takes them.
-const (
-	GP6        = "gp6"
-	GP7        = "gp7"
-	Cloudberry = "cloudberry"
-	PostgreSQL = "postgresql"
-)
-
-// Dialects lists every dialect gpotel speaks.
-var Dialects = []string{GP6, GP7, Cloudberry, PostgreSQL}
-
-// IsGreenplumFamily tells whether the dialect has segments and gp_dist_random.
-func IsGreenplumFamily(dialect string) bool { return dialect != PostgreSQL }
 
 // Shape is what the text of a statement depends on: the dialect, the
 // columns the server's pg_stat_activity has, and how much query text the
 // receiver is configured to read.
 type Shape struct {
-	Dialect         string
+	Dialect         dialect.Dialect
 	ActivityColumns map[string]bool
 	QueryMaxLength  int
 }
@@ -130,7 +118,7 @@ func Backends(s Shape) string {
 	if s.ActivityColumns["backend_type"] {
 		backendType = "backend_type::text"
 	}
-	if !IsGreenplumFamily(s.Dialect) {
+	if !s.Dialect.Greenplum() {
 		sess := "pid::bigint"
 		if s.ActivityColumns["leader_pid"] {
 			sess = "coalesce(leader_pid, pid)::bigint"

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // The figures Greenplum keeps itself (spill, lock waits, session memory),
@@ -24,7 +26,7 @@ const workfileView = "gp_toolkit.gp_workfile_usage_per_query"
 
 // HasWorkfiles is the spill guard.
 func HasWorkfiles(s Shape) string {
-	if IsGreenplumFamily(s.Dialect) {
+	if s.Dialect.Greenplum() {
 		return hasRelation(workfileView)
 	}
 	// PostgreSQL lists a tablespace's temporary files to pg_monitor.
@@ -35,7 +37,7 @@ func HasWorkfiles(s Shape) string {
 // PostgreSQL the files are pgsql_tmp<pid>.<n> in every tablespace's
 // temporary directory, and the session is the backend's leader.
 func Workfiles(s Shape) string {
-	if IsGreenplumFamily(s.Dialect) {
+	if s.Dialect.Greenplum() {
 		return "SELECT sess_id::bigint, command_cnt::bigint, segid::bigint, size::bigint, numfiles::bigint FROM " + workfileView
 	}
 	session := "a.pid"
@@ -111,7 +113,7 @@ func lockModeTables() (strength, compatible string) {
 // queued behind another waiter rather than a holder has no row.
 func LockWaits(s Shape) string {
 	session, segment, from := "mppsessionid", "gp_segment_id", "pg_locks"
-	if !IsGreenplumFamily(s.Dialect) {
+	if !s.Dialect.Greenplum() {
 		session, segment = "l.pid", "-1"
 		if s.ActivityColumns["leader_pid"] {
 			session = "coalesce(a.leader_pid, l.pid)"
@@ -139,22 +141,9 @@ SELECT b.session::bigint, b.segment::bigint, b.mode, b.locktype,
 FROM blocked b ORDER BY b.session LIMIT %[6]d`, session, segment, from, strength, compatible, MaxLockWaits+1)
 }
 
-// sessionMemoryView is Greenplum's per-session vmem by segment:
-// gp_internal_tools' on Greenplum 6 (after CREATE EXTENSION
-// gp_internal_tools), gp_toolkit's on 7 and Cloudberry.
-func sessionMemoryView(dialect string) string {
-	switch dialect {
-	case GP6:
-		return "session_state.session_level_memory_consumption"
-	case GP7, Cloudberry:
-		return "gp_toolkit.resgroup_session_level_memory_consumption"
-	}
-	return ""
-}
-
 // HasSessionMemory is the session-memory guard.
 func HasSessionMemory(s Shape) string {
-	if v := sessionMemoryView(s.Dialect); v != "" {
+	if v := s.Dialect.Facts().SessionMemoryView; v != "" {
 		return hasRelation(v)
 	}
 	return ""
@@ -162,16 +151,14 @@ func HasSessionMemory(s Shape) string {
 
 // SessionMemory reads (sess_id, segment, vmem MB, runaway, QEs, active QEs).
 func SessionMemory(s Shape) string {
-	if v := sessionMemoryView(s.Dialect); v != "" {
+	if v := s.Dialect.Facts().SessionMemoryView; v != "" {
 		return "SELECT sess_id::bigint, segid::bigint, vmem_mb::bigint, is_runaway, qe_count::bigint, active_qe_count::bigint FROM " + v
 	}
 	return ""
 }
 
 // SessionMemoryMissing says why a Greenplum server has no session memory view.
-func SessionMemoryMissing(dialect string) string {
-	if dialect == GP6 {
-		return "session_state.session_level_memory_consumption is missing: CREATE EXTENSION gp_internal_tools in the database gpotel connects to"
-	}
-	return sessionMemoryView(dialect) + " is missing: CREATE EXTENSION gp_toolkit in the database gpotel connects to"
+func SessionMemoryMissing(d dialect.Dialect) string {
+	f := d.Facts()
+	return f.SessionMemoryView + " is missing: CREATE EXTENSION " + f.SessionMemoryExtension + " in the database gpotel connects to"
 }

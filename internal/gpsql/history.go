@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // The history exporter's statements: it writes the finished-work events
@@ -65,8 +67,8 @@ WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped 
 // HistoryPartitions lists the partitions of table $2 in schema $1 by
 // name: Greenplum 6's own partition names (pg_partitions), else the
 // partitions' relation names (pg_inherits).
-func HistoryPartitions(dialect string) string {
-	if dialect == GP6 {
+func HistoryPartitions(d dialect.Dialect) string {
+	if d.Facts().LegacyPartitions {
 		return `SELECT partitionname::text FROM pg_catalog.pg_partitions WHERE schemaname = $1 AND tablename = $2 AND partitionname IS NOT NULL`
 	}
 	return `SELECT c.relname::text FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
@@ -81,17 +83,17 @@ func CreateHistorySchema(schema string) string {
 
 // CreateHistoryTable creates t partitioned by day of its end time, with
 // the partition of day on Greenplum 6 (which needs one at creation).
-func CreateHistoryTable(dialect string, t HistoryTable, day time.Time) string {
+func CreateHistoryTable(d dialect.Dialect, t HistoryTable, day time.Time) string {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = QuoteIdent(c.Name) + " " + c.Type
 	}
 	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n  %s\n)", t.qualified(), strings.Join(cols, ",\n  "))
-	switch dialect {
-	case GP6:
+	switch {
+	case d.Facts().LegacyPartitions:
 		return fmt.Sprintf("%s\nDISTRIBUTED BY (%s)\nPARTITION BY RANGE (%s) (PARTITION %s %s)",
 			create, quoteList(t.DistributeBy), QuoteIdent(t.End), QuoteIdent(HistoryPartitionName(day)), gp6Range(day))
-	case GP7, Cloudberry:
+	case d.Greenplum():
 		return fmt.Sprintf("%s\nPARTITION BY RANGE (%s)\nDISTRIBUTED BY (%s)", create, QuoteIdent(t.End), quoteList(t.DistributeBy))
 	}
 	return fmt.Sprintf("%s\nPARTITION BY RANGE (%s)", create, QuoteIdent(t.End))
@@ -131,20 +133,20 @@ func HistoryPartitionRelation(t HistoryTable, day time.Time) string {
 
 // HistoryPartitionDay is the day of a partition HistoryPartitions
 // listed; false for a partition the exporter did not name (a DBA's own).
-func HistoryPartitionDay(dialect string, t HistoryTable, name string) (time.Time, bool) {
-	if dialect != GP6 {
+func HistoryPartitionDay(d dialect.Dialect, t HistoryTable, name string) (time.Time, bool) {
+	if !d.Facts().LegacyPartitions {
 		var ok bool
 		if name, ok = strings.CutPrefix(name, t.Name+"_"); !ok {
 			return time.Time{}, false
 		}
 	}
-	d, err := time.Parse("d20060102", name)
-	return d, err == nil
+	day, err := time.Parse("d20060102", name)
+	return day, err == nil
 }
 
 // AddHistoryPartition adds the partition of day (UTC midnight to midnight).
-func AddHistoryPartition(dialect string, t HistoryTable, day time.Time) string {
-	if dialect == GP6 {
+func AddHistoryPartition(d dialect.Dialect, t HistoryTable, day time.Time) string {
+	if d.Facts().LegacyPartitions {
 		return fmt.Sprintf("ALTER TABLE %s ADD PARTITION %s %s", t.qualified(), QuoteIdent(HistoryPartitionName(day)), gp6Range(day))
 	}
 	from, to := dayBounds(day)
@@ -153,8 +155,8 @@ func AddHistoryPartition(dialect string, t HistoryTable, day time.Time) string {
 }
 
 // DropHistoryPartition drops a whole day: retention never deletes rows.
-func DropHistoryPartition(dialect string, t HistoryTable, day time.Time) string {
-	if dialect == GP6 {
+func DropHistoryPartition(d dialect.Dialect, t HistoryTable, day time.Time) string {
+	if d.Facts().LegacyPartitions {
 		return fmt.Sprintf("ALTER TABLE %s DROP PARTITION IF EXISTS %s", t.qualified(), QuoteIdent(HistoryPartitionName(day)))
 	}
 	return fmt.Sprintf("DROP TABLE IF EXISTS %s.%s", QuoteIdent(t.Schema), QuoteIdent(HistoryPartitionRelation(t, day)))
@@ -167,13 +169,13 @@ func HistoryStage(t HistoryTable) string { return "gpotel_stage_" + t.Name }
 // CreateHistoryStage creates t's staging table: emptied at every commit,
 // distributed as t on the Greenplum family so the key look-up stays on
 // each segment.
-func CreateHistoryStage(dialect string, t HistoryTable) string {
+func CreateHistoryStage(d dialect.Dialect, t HistoryTable) string {
 	cols := make([]string, len(t.Columns))
 	for i, c := range t.Columns {
 		cols[i] = QuoteIdent(c.Name) + " " + c.Type
 	}
 	stmt := fmt.Sprintf("CREATE TEMPORARY TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS", QuoteIdent(HistoryStage(t)), strings.Join(cols, ", "))
-	if IsGreenplumFamily(dialect) {
+	if d.Greenplum() {
 		stmt += fmt.Sprintf(" DISTRIBUTED BY (%s)", quoteList(t.DistributeBy))
 	}
 	return stmt

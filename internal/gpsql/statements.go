@@ -44,7 +44,7 @@ func always(text string) func(Shape) string { return func(Shape) string { return
 
 func greenplumOnly(text string) func(Shape) string {
 	return func(s Shape) string {
-		if IsGreenplumFamily(s.Dialect) {
+		if s.Dialect.Greenplum() {
 			return text
 		}
 		return ""

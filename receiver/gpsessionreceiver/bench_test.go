@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -44,7 +45,7 @@ func (m *memorySource) SegmentConfiguration(context.Context) ([]SegmentConfigRow
 func (m *memorySource) Close() {}
 
 func newMemorySource(hosts int, pids []int) *memorySource {
-	m := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000}}
+	m := &memorySource{state: &ClusterState{Dialect: dialect.GP7, TmID: 1_700_000_000}}
 	m.rows = append(m.rows, SegmentConfigRow{Content: -1, Role: "p", Status: "u", Hostname: "mdw"})
 	for h := 0; h < hosts; h++ {
 		m.rows = append(m.rows, SegmentConfigRow{Content: int64(h), Role: "p", Status: "u", Hostname: fmt.Sprintf("sdw%d", h+1)})

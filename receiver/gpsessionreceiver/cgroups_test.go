@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -84,7 +85,7 @@ func TestClosingBatchHasHostsCgroupsAndEachSessionsGroupPressureByName(t *testin
 	sdw2.add(answerIn([]*gpotelv1.ControlGroup{rg(6437, 30), rg(9999, 4)}, cpuPressure(2), map[int64]uint32{2: 0}), asked)
 
 	s := &scrapeResult{
-		time: time.Unix(1_700_000_500, 0), dialect: DialectGP7, tmID: 42, coordinatorHost: "mdw",
+		time: time.Unix(1_700_000_500, 0), dialect: dialect.GP7, tmID: 42, coordinatorHost: "mdw",
 		sessions:       []SessionRow{{PID: 4000, SessionID: 77}, {PID: 4001, SessionID: 78}},
 		queries:        []hostQuery{{host: "sdw1"}, {host: "sdw2"}},
 		results:        []hostResult{{host: "sdw1", up: true, cgroups: sdw1}, {host: "sdw2", up: true, cgroups: sdw2}},

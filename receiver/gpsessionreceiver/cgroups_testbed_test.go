@@ -6,6 +6,7 @@ package gpsessionreceiver
 import (
 	"testing"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/hostcaps"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -22,7 +23,7 @@ func TestResourceGroupsNamedWithPressure(t *testing.T) {
 	if err := hostcaps.PSI(); err != nil {
 		t.Skip(err)
 	}
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	if c.Cgroups.Root == "" {
 		t.Skipf("the testbed places no instance in a cgroup here: %s", c.Cgroups.Unavailable)
 	}

@@ -15,18 +15,10 @@ import (
 	"go.opentelemetry.io/collector/scraper/scraperhelper"
 
 	"github.com/gpotel/gpotel/internal/agentconn"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
-)
-
-// Dialect names accepted by the dialect setting and reported in gpotel.dialect.
-const (
-	DialectAuto       = "auto"
-	DialectGP6        = "gp6"
-	DialectGP7        = "gp7"
-	DialectCloudberry = "cloudberry"
-	DialectPostgreSQL = "postgresql"
 )
 
 const (
@@ -65,7 +57,7 @@ type Config struct {
 	SSLKey      string `mapstructure:"sslkey"`
 
 	// Dialect is auto (detected from version()), gp6, gp7, cloudberry or postgresql.
-	Dialect string `mapstructure:"dialect"`
+	Dialect dialect.Dialect `mapstructure:"dialect"`
 	// QueryMaxLength cuts session query text to this many bytes; 0 drops it.
 	QueryMaxLength int `mapstructure:"query_max_length"`
 	// StatementTimeout bounds every catalog query on the server side.
@@ -129,7 +121,7 @@ func createDefaultConfig() *Config {
 	return &Config{
 		ControllerConfig:        cc,
 		MetricsBuilderConfig:    metadata.NewDefaultMetricsBuilderConfig(),
-		Dialect:                 DialectAuto,
+		Dialect:                 dialect.Auto,
 		QueryMaxLength:          defaultQueryMaxLength,
 		StatementTimeout:        5 * time.Second,
 		TopologyTTL:             time.Minute,
@@ -159,8 +151,8 @@ func (c *Config) Validate() error {
 	}
 	errs = append(errs, c.validateDatabase()...)
 
-	if !validDialect(c.Dialect) {
-		add("dialect %q: want auto, gp6, gp7, cloudberry or postgresql", c.Dialect)
+	if c.Dialect != dialect.Auto && !c.Dialect.Known() {
+		add("dialect %q: want %s", c.Dialect, dialect.Names(true))
 	}
 	if c.QueryMaxLength < 0 {
 		add("query_max_length %d: must be 0 (no query text) or positive", c.QueryMaxLength)
@@ -260,8 +252,4 @@ func (c *Config) validateDatabase() []error {
 		add("sslmode %q: want one of %s", c.SSLMode, strings.Join(validSSLModes, ", "))
 	}
 	return errs
-}
-
-func validDialect(d string) bool {
-	return slices.Contains([]string{DialectAuto, DialectGP6, DialectGP7, DialectCloudberry, DialectPostgreSQL}, d)
 }

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/configtest"
+	"github.com/gpotel/gpotel/internal/dialect"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 )
 
@@ -26,7 +28,7 @@ func TestDefaultConfigWithADSNIsValid(t *testing.T) {
 
 func TestDefaultsMatchTheDocumentedValues(t *testing.T) {
 	c := createDefaultConfig()
-	if c.AgentPort != 1433 || c.MaxPidsPerCall != 1000 || c.MaxParallelHosts != 16 || !c.IncludeSystemProcesses || c.Dialect != DialectAuto {
+	if c.AgentPort != 1433 || c.MaxPidsPerCall != 1000 || c.MaxParallelHosts != 16 || !c.IncludeSystemProcesses || c.Dialect != dialect.Auto {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -44,7 +46,8 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 		{"two password sources", func(c *Config) { c.Password = "x"; c.PasswordEnv = "PGPW" }, "set at most one"},
 		{"bad sslmode", func(c *Config) { c.SSLMode = "sometimes" }, `sslmode "sometimes"`},
 		{"zero interval", func(c *Config) { c.CollectionInterval = 0 }, "collection_interval"},
-		{"unknown dialect", func(c *Config) { c.Dialect = "gp5" }, `dialect "gp5"`},
+		{"unknown dialect", func(c *Config) { c.Dialect = "gp5" }, `dialect "gp5": want auto, gp6, gp7, cloudberry or postgresql`},
+		{"empty dialect", func(c *Config) { c.Dialect = "" }, `dialect "": want auto, gp6, gp7, cloudberry or postgresql`},
 		{"negative query length", func(c *Config) { c.QueryMaxLength = -1 }, "query_max_length"},
 		{"zero statement timeout", func(c *Config) { c.StatementTimeout = 0 }, "statement_timeout"},
 		{"zero topology ttl", func(c *Config) { c.TopologyTTL = 0 }, "topology_ttl"},
@@ -69,6 +72,19 @@ func TestValidateNamesEveryProblem(t *testing.T) {
 				t.Fatalf("Validate() = %v, want an error mentioning %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// The dialect setting is a name in YAML: a known one is taken, anything
+// else refused when the configuration is read, naming what is allowed.
+func TestDialectSettingTakesOnlyADialectsName(t *testing.T) {
+	c := createDefaultConfig()
+	if err := confmap.NewFromStringMap(map[string]any{"dialect": "cloudberry"}).Unmarshal(c); err != nil || c.Dialect != "cloudberry" {
+		t.Fatalf("dialect cloudberry: %q, %v", c.Dialect, err)
+	}
+	err := confmap.NewFromStringMap(map[string]any{"dialect": "greenplum6"}).Unmarshal(createDefaultConfig())
+	if want := `dialect "greenplum6": want auto, gp6, gp7, cloudberry or postgresql`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("dialect greenplum6: %v, want an error saying %s", err, want)
 	}
 }
 

@@ -72,7 +72,7 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 			if err != nil {
 				t.Fatalf("discovery: %v", err)
 			}
-			if gpsql.IsGreenplumFamily(st.Dialect) {
+			if st.Dialect.Greenplum() {
 				if _, err := src.SegmentConfiguration(ctx); err != nil {
 					t.Fatalf("segment configuration: %v", err)
 				}
@@ -157,7 +157,7 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 // real Greenplum 6) or that it was not.
 func checkHistoryStatements(ctx context.Context, t *testing.T, coordinator *pgx.Conn, shape gpsql.Shape) {
 	t.Helper()
-	if gpsql.IsGreenplumFamily(shape.Dialect) {
+	if shape.Dialect.Greenplum() {
 		t.Logf("history statements of %s: not sent (the testbed's PostgreSQL cannot parse Greenplum's DDL)", shape.Dialect)
 		return
 	}

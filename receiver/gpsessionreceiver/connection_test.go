@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -21,7 +22,7 @@ func TestMonitoringConnectionsAreKnownByTheirPid(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	src := newPGSource(testbedConfig(c))
 	t.Cleanup(src.Close)
 	pool, err := src.getPool()
@@ -53,7 +54,7 @@ func TestDiscoveryMarksOnlyItsOwnSessions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	user, err := pgx.Connect(ctx, c.CoordinatorDSN+"&application_name="+defaultApplicationName)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestMonitoringConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	admin, err := pgx.Connect(ctx, c.CoordinatorDSN)
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -207,7 +208,7 @@ func contractClosing() *pipeline.Closing {
 	db, user := "postgres", "gpadmin"
 	state := "active"
 	return &pipeline.Closing{
-		Time: time.Unix(1_700_000_500, 0), TmID: 42, Dialect: DialectGP7, Coordinator: "mdw",
+		Time: time.Unix(1_700_000_500, 0), TmID: 42, Dialect: string(dialect.GP7), Coordinator: "mdw",
 		Hosts: []pipeline.HostAnswer{{Host: "mdw", Up: true, Processes: 1, CPUs: 8}, {Host: "sdw1", Up: true, Processes: 2, CPUs: 64}, {Host: "sdw2", Processes: 1}},
 		Readings: []pipeline.HostReading{
 			{Host: "sdw1", Pressure: &gpotelv1.Pressure{

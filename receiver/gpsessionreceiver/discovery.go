@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 )
@@ -68,7 +69,7 @@ type SessionRow struct {
 
 // ClusterState is what one discovery read from the coordinator.
 type ClusterState struct {
-	Dialect  string
+	Dialect  dialect.Dialect
 	TmID     int64
 	Backends []Backend
 	Sessions []SessionRow // every coordinator row; sessionHeads picks the sessions
@@ -97,7 +98,7 @@ type pgSource struct {
 	pool    *pgxpool.Pool
 	own     ownbackends.Pool // the backends of pool's connections
 	tmID    int64
-	dialect string          // detected or configured; reset when tm_id changes
+	dialect dialect.Dialect // detected or configured; reset when tm_id changes
 	columns map[string]bool // pg_stat_activity columns; reset when tm_id changes
 
 	// backendsSeen is how many backends the last discovery returned: the
@@ -278,16 +279,16 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	if err := conn.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
 		return nil, fmt.Errorf("query tm_id (pg_postmaster_start_time): %w", err)
 	}
-	dialect, columns, err := s.serverShape(ctx, conn.Conn(), tmID)
+	d, columns, err := s.serverShape(ctx, conn.Conn(), tmID)
 	if err != nil {
 		return nil, err
 	}
-	st := &ClusterState{Dialect: dialect, TmID: tmID}
-	if st.Backends, err = queryBackends(ctx, conn.Conn(), gpsql.Backends(s.shape(dialect, columns)), int(s.backendsSeen.Load())); err != nil {
+	st := &ClusterState{Dialect: d, TmID: tmID}
+	if st.Backends, err = queryBackends(ctx, conn.Conn(), gpsql.Backends(s.shape(d, columns)), int(s.backendsSeen.Load())); err != nil {
 		return nil, err
 	}
 	s.backendsSeen.Store(int64(len(st.Backends)))
-	if st.Sessions, err = querySessions(ctx, conn.Conn(), gpsql.Sessions(s.shape(dialect, columns)), dialect); err != nil {
+	if st.Sessions, err = querySessions(ctx, conn.Conn(), gpsql.Sessions(s.shape(d, columns)), d); err != nil {
 		return nil, err
 	}
 	for i := range st.Sessions {
@@ -296,7 +297,7 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 		pid := st.Sessions[i].PID
 		st.Sessions[i].Own = s.own.Has(pid) || ownbackends.OnServer(tmID, pid)
 	}
-	if isGreenplumFamily(dialect) {
+	if d.Greenplum() {
 		// Names only label cgroup figures: a failure costs the names, not the scrape.
 		st.ResourceGroups, st.ResourceGroupsErr = queryResourceGroups(ctx, conn.Conn())
 	}
@@ -305,7 +306,7 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 
 // serverShape returns the dialect and the pg_stat_activity columns, read once
 // per postmaster life (tm_id).
-func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) (string, map[string]bool, error) {
+func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) (dialect.Dialect, map[string]bool, error) {
 	s.mu.Lock()
 	if s.tmID == tmID && s.dialect != "" && s.columns != nil {
 		d, c := s.dialect, s.columns
@@ -314,14 +315,14 @@ func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) 
 	}
 	s.mu.Unlock()
 
-	dialect := s.cfg.Dialect
-	if dialect == DialectAuto || dialect == "" {
+	d := s.cfg.Dialect
+	if d == dialect.Auto || d == "" {
 		var version string
 		if err := conn.QueryRow(ctx, gpsql.Version).Scan(&version); err != nil {
 			return "", nil, fmt.Errorf("query version(): %w", err)
 		}
 		var err error
-		if dialect, err = detectDialect(version); err != nil {
+		if d, err = dialect.Detect(version); err != nil {
 			return "", nil, err
 		}
 	}
@@ -337,13 +338,13 @@ func (s *pgSource) serverShape(ctx context.Context, conn *pgx.Conn, tmID int64) 
 	for _, n := range names {
 		columns[n] = true
 	}
-	if isGreenplumFamily(dialect) && !columns["sess_id"] {
-		return "", nil, fmt.Errorf("dialect %s: pg_stat_activity has no sess_id column; is this really Greenplum?", dialect)
+	if d.Greenplum() && !columns["sess_id"] {
+		return "", nil, fmt.Errorf("dialect %s: pg_stat_activity has no sess_id column; is this really Greenplum?", d)
 	}
 	s.mu.Lock()
-	s.tmID, s.dialect, s.columns = tmID, dialect, columns
+	s.tmID, s.dialect, s.columns = tmID, d, columns
 	s.mu.Unlock()
-	return dialect, columns, nil
+	return d, columns, nil
 }
 
 // queryBackends reads every backend row; expect is how many are likely.
@@ -391,7 +392,7 @@ func (t *internedText) ScanBytes(b []byte) error {
 	return nil
 }
 
-func querySessions(ctx context.Context, conn *pgx.Conn, sql, dialect string) ([]SessionRow, error) {
+func querySessions(ctx context.Context, conn *pgx.Conn, sql string, d dialect.Dialect) ([]SessionRow, error) {
 	rows, err := conn.Query(ctx, sql)
 	if err != nil {
 		return nil, fmt.Errorf("query coordinator sessions (pg_stat_activity): %w", err)
@@ -408,9 +409,9 @@ func querySessions(ctx context.Context, conn *pgx.Conn, sql, dialect string) ([]
 			return nil, fmt.Errorf("query coordinator sessions (pg_stat_activity): %w", err)
 		}
 		switch {
-		case !isGreenplumFamily(dialect) && r.LeaderPID != nil:
+		case !d.Greenplum() && r.LeaderPID != nil:
 			r.SessionID = *r.LeaderPID
-		case !isGreenplumFamily(dialect):
+		case !d.Greenplum():
 			r.SessionID = r.PID
 		case sessID != nil && *sessID > 0:
 			r.SessionID = *sessID
@@ -424,8 +425,8 @@ func querySessions(ctx context.Context, conn *pgx.Conn, sql, dialect string) ([]
 }
 
 // shape is what the statements' texts depend on for this server.
-func (s *pgSource) shape(dialect string, columns map[string]bool) gpsql.Shape {
-	return gpsql.Shape{Dialect: dialect, ActivityColumns: columns, QueryMaxLength: s.cfg.QueryMaxLength}
+func (s *pgSource) shape(d dialect.Dialect, columns map[string]bool) gpsql.Shape {
+	return gpsql.Shape{Dialect: d, ActivityColumns: columns, QueryMaxLength: s.cfg.QueryMaxLength}
 }
 
 // SegmentConfiguration reads every gp_segment_configuration row.
@@ -459,8 +460,8 @@ func (s *pgSource) SegmentConfiguration(ctx context.Context) ([]SegmentConfigRow
 // coordinator backend of each sess_id (a client backend first, then the
 // earliest started, then the lowest pid); on PostgreSQL every backend that is
 // not a parallel worker. Greenplum rows without a sess_id are no session.
-func sessionHeads(dialect string, rows []SessionRow) []SessionRow {
-	if !isGreenplumFamily(dialect) {
+func sessionHeads(d dialect.Dialect, rows []SessionRow) []SessionRow {
+	if !d.Greenplum() {
 		out := make([]SessionRow, 0, len(rows))
 		for _, r := range rows {
 			if r.LeaderPID != nil && *r.LeaderPID != r.PID {

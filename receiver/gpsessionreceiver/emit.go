@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -21,7 +22,7 @@ import (
 // hosts' answers and the sessions.
 type scrapeResult struct {
 	time            time.Time
-	dialect         string
+	dialect         dialect.Dialect
 	tmID            int64
 	coordinatorHost string
 	sessions        []SessionRow // the session heads to emit
@@ -109,7 +110,7 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, framer *pipeline.Frame
 // groups, and one resource per session, every data point at s.time.
 func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer) (pmetric.Metrics, emitStats) {
 	var st emitStats
-	c := pipeline.Closing{Time: s.time, TmID: s.tmID, Dialect: s.dialect, Coordinator: s.coordinatorHost}
+	c := pipeline.Closing{Time: s.time, TmID: s.tmID, Dialect: string(s.dialect), Coordinator: s.coordinatorHost}
 	for i, r := range s.results {
 		if r.up {
 			st.answeredHosts++

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/receiver/receivertest"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -44,7 +45,7 @@ func testEmission(t *testing.T) emission {
 		consts: kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: boot, Delayacct: true}, // delay accounting on: the golden file holds the block I/O wait
 		snap: &scrapeResult{
 			time:            time.Unix(1_700_000_500, 123),
-			dialect:         DialectGP7,
+			dialect:         dialect.GP7,
 			tmID:            1_699_999_999,
 			coordinatorHost: "mdw",
 			queryMaxLength:  16,
@@ -143,7 +144,7 @@ func TestSnapshotHasOneSnapshotResourceWithHostStatus(t *testing.T) {
 		t.Fatalf("%d snapshot resources", len(snaps))
 	}
 	attrs := snaps[0].Resource().Attributes().AsRaw()
-	if attrs[pipeline.AttrDialect] != DialectGP7 || attrs[pipeline.AttrTmID] != int64(1_699_999_999) || attrs[pipeline.AttrHostName] != "mdw" {
+	if attrs[pipeline.AttrDialect] != string(dialect.GP7) || attrs[pipeline.AttrTmID] != int64(1_699_999_999) || attrs[pipeline.AttrHostName] != "mdw" {
 		t.Errorf("snapshot attributes %v", attrs)
 	}
 	up, _ := metricNamed(snaps[0], pipeline.MetricHostUp)

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"go.uber.org/zap"
 
@@ -118,7 +119,7 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 
 	stays := startNobody(t, "sleep", "600")
 	goes := startNobody(t, "sleep", "600")
-	src := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000, Backends: []Backend{
+	src := &memorySource{state: &ClusterState{Dialect: dialect.GP7, TmID: 1_700_000_000, Backends: []Backend{
 		{SegmentID: 0, PID: int64(stays.Process.Pid), SessionID: 7, BackendType: "client backend"},
 		{SegmentID: 0, PID: int64(goes.Process.Pid), SessionID: 8, BackendType: "client backend"},
 	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "mdw"}, {Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}}
@@ -219,7 +220,7 @@ func TestPostmasterUnrecordedCPU(t *testing.T) {
 		}
 		return false
 	})
-	src := &memorySource{state: &ClusterState{Dialect: DialectGP7, TmID: 1_700_000_000, Backends: []Backend{
+	src := &memorySource{state: &ClusterState{Dialect: dialect.GP7, TmID: 1_700_000_000, Backends: []Backend{
 		{SegmentID: 0, PID: int64(backend), SessionID: 7, BackendType: "client backend"},
 	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "mdw"}, {Content: 0, Role: "p", Status: "u", Hostname: "sdw1"}}}
 	cfg := validConfig()

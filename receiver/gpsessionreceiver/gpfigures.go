@@ -86,7 +86,7 @@ func readGreenplumFigures(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape
 func readSessionMemory(ctx context.Context, conn *pgx.Conn, shape gpsql.Shape) ([]sessionMemoryRow, error) {
 	guardText := gpsql.HasSessionMemory(shape)
 	if guardText == "" {
-		return nil, absentError(shape.Dialect + " keeps no per-session memory view")
+		return nil, absentError(string(shape.Dialect) + " keeps no per-session memory view")
 	}
 	if ok, err := guard(ctx, conn, guardText); err != nil || !ok {
 		return nil, cmp.Or(err, error(absentError(gpsql.SessionMemoryMissing(shape.Dialect))))

@@ -25,9 +25,9 @@ type greenplumSource interface {
 // the pool, in the shape the last discovery learnt.
 func (s *pgSource) ReadGreenplumFigures(ctx context.Context) (*greenplumFigures, error) {
 	s.mu.Lock()
-	dialect, columns := s.dialect, s.columns
+	d, columns := s.dialect, s.columns
 	s.mu.Unlock()
-	if dialect == "" || columns == nil {
+	if d == "" || columns == nil {
 		return nil, errNoShapeYet
 	}
 	pool, err := s.getPool()
@@ -39,7 +39,7 @@ func (s *pgSource) ReadGreenplumFigures(ctx context.Context) (*greenplumFigures,
 		return nil, &connectError{err}
 	}
 	defer conn.Release()
-	return readGreenplumFigures(ctx, conn.Conn(), s.shape(dialect, columns)), nil
+	return readGreenplumFigures(ctx, conn.Conn(), s.shape(d, columns)), nil
 }
 
 // errNoShapeYet: no discovery has run, so the dialect and columns the

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -48,7 +49,7 @@ func TestLockWaitsNameOneBlockerPerWaitingSession(t *testing.T) {
 			// A Greenplum session's id is the coordinator's session counter's
 			// number, never its backend's pid (testbed/README.md).
 			sessionOf := func(conn *pgx.Conn) int64 {
-				if opts.Dialect == cluster.DialectPostgreSQL {
+				if opts.Dialect == dialect.PostgreSQL {
 					return int64(conn.PgConn().PID())
 				}
 				var id int64

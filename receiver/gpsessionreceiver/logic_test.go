@@ -17,38 +17,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
-
-func TestDetectDialectFromVersionStrings(t *testing.T) {
-	for _, tc := range []struct{ version, want string }{
-		{"PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:abc) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit", DialectGP6},
-		{"PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:abc) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0, 64-bit", DialectGP7},
-		{"PostgreSQL 14.4 (Apache Cloudberry 1.6.0 build 1) on x86_64-pc-linux-gnu, compiled by gcc, 64-bit", DialectCloudberry},
-		{"PostgreSQL 14.4 (Cloudberry Database 1.5.4 build commit:abc) on x86_64-pc-linux-gnu", DialectCloudberry},
-		{"PostgreSQL 15.8 (Debian 15.8-0+deb12u1) on x86_64-pc-linux-gnu, compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit", DialectPostgreSQL},
-		{"PostgreSQL 17.0 on aarch64-apple-darwin", DialectPostgreSQL},
-	} {
-		got, err := detectDialect(tc.version)
-		if err != nil || got != tc.want {
-			t.Errorf("detectDialect(%q) = %q, %v; want %q", tc.version, got, err, tc.want)
-		}
-	}
-}
-
-func TestDetectDialectRejectsWhatItDoesNotKnow(t *testing.T) {
-	for _, v := range []string{
-		"PostgreSQL 8.3.23 (Greenplum Database 5.29.0 build commit:abc)",
-		"PostgreSQL 9.4 (Greenplum Database build dev)",
-		"CockroachDB CCL v23.1.0",
-		"",
-	} {
-		if d, err := detectDialect(v); err == nil {
-			t.Errorf("detectDialect(%q) = %q, want an error", v, d)
-		}
-	}
-}
 
 func gpRows() []SegmentConfigRow {
 	return []SegmentConfigRow{
@@ -187,7 +159,7 @@ func TestSessionHeadsGreenplumOnePerSessID(t *testing.T) {
 		{PID: 199, SessionID: 8, BackendStart: &t0},
 		{PID: 300, SessionID: 0, BackendType: strp("checkpointer")},
 	}
-	heads := sessionHeads(DialectGP7, rows)
+	heads := sessionHeads(dialect.GP7, rows)
 	if len(heads) != 2 || heads[0].PID != 101 || heads[1].PID != 199 {
 		t.Fatalf("heads %+v", heads)
 	}
@@ -199,7 +171,7 @@ func TestSessionHeadsPostgreSQLSkipsParallelWorkers(t *testing.T) {
 		{PID: 101, SessionID: 100, LeaderPID: i64p(100), BackendType: strp("parallel worker")},
 		{PID: 102, SessionID: 102, BackendType: strp("checkpointer")},
 	}
-	heads := sessionHeads(DialectPostgreSQL, rows)
+	heads := sessionHeads(dialect.PostgreSQL, rows)
 	if len(heads) != 2 || heads[0].PID != 100 || heads[1].PID != 102 || !isSystemSession(heads[1]) || isSystemSession(heads[0]) {
 		t.Fatalf("heads %+v", heads)
 	}

@@ -275,7 +275,7 @@ func (s *sessionScraper) noteDatabaseFailure(err error) {
 // forced, stale, or the coordinator restarted. A failed refresh keeps the old map.
 func (s *sessionScraper) currentTopology(ctx context.Context, state *ClusterState, force bool) (*HostTopology, error) {
 	now := time.Now()
-	if !isGreenplumFamily(state.Dialect) {
+	if !state.Dialect.Greenplum() {
 		if s.topology == nil || s.topology.Stale(now, s.cfg.TopologyTTL) {
 			name := s.cfg.CoordinatorHostName
 			if name == "" {

@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -245,7 +246,7 @@ func instanceBackends(t *testing.T, c *cluster.Cluster) map[int64]processKey {
 			t.Fatalf("connect gpseg%d: %v", in.Content, err)
 		}
 		sessExpr := "sess_id"
-		if c.Dialect == cluster.DialectPostgreSQL {
+		if c.Dialect == dialect.PostgreSQL {
 			sessExpr = "coalesce(leader_pid, pid)"
 		}
 		rows, err := conn.Query(ctx, fmt.Sprintf("SELECT pid::bigint, coalesce(%s, 0)::bigint FROM pg_stat_activity WHERE pid <> pg_backend_pid()", sessExpr))
@@ -339,14 +340,14 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	agents := startAgents(t, c)
 	w := startSession(t, c)
 	cfg := testbedConfig(c)
 	cfg.Agents = agentEndpoints(agents)
 	s := startScraper(t, cfg)
 	md := checkEveryBackendFound(t, c, s, w)
-	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != DialectGP6 {
+	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != string(dialect.GP6) {
 		t.Errorf("dialect %q", d.Str())
 	}
 	checkHostCPUs(t, md, hostUp(md))
@@ -368,14 +369,14 @@ func TestCloudberryEveryBackendFound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.Cloudberry})
 	agents := startAgents(t, c)
 	w := startSession(t, c)
 	cfg := testbedConfig(c)
 	cfg.Agents = agentEndpoints(agents)
 	md := checkEveryBackendFound(t, c, startScraper(t, cfg), w)
-	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != DialectCloudberry {
-		t.Errorf("dialect %q, want %q", d.Str(), DialectCloudberry)
+	if d, _ := resourcesOfKind(md, pipeline.KindSnapshot)[0].Resource().Attributes().Get(pipeline.AttrDialect); d.Str() != string(dialect.Cloudberry) {
+		t.Errorf("dialect %q, want %q", d.Str(), dialect.Cloudberry)
 	}
 }
 
@@ -383,7 +384,7 @@ func TestPostgreSQLLocalReadEveryBackendFound(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	w := startSession(t, c)
 	cfg := testbedConfig(c)
 	cfg.CoordinatorHostName = cluster.CoordinatorHost
@@ -482,7 +483,7 @@ func TestGreenplum7(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	agents := startAgents(t, c)
 	w := startSession(t, c)
 	cfg := testbedConfig(c)
@@ -630,7 +631,7 @@ func TestDatabaseDownAtStartThenUp(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	// A port where nothing listens yet; later a proxy to the coordinator opens there.
 	probe, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

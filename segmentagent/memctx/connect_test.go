@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -20,7 +21,7 @@ func TestAgentConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a testbed")
 	}
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	admin, err := pgx.Connect(ctx, c.CoordinatorDSN)
 	if err != nil {

@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // Record is one server log entry: who wrote it and its message.
@@ -189,7 +191,7 @@ const (
 var gpThreadRe = regexp.MustCompile(`^th-?\d+$`)
 
 // Name implements LogFormat.
-func (GreenplumCSVLog) Name() string { return "gpcsv" }
+func (GreenplumCSVLog) Name() string { return dialect.LogGreenplumCSV }
 
 // Parse implements LogFormat.
 func (GreenplumCSVLog) Parse(entry []byte) (Record, bool) {

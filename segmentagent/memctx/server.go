@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
 )
@@ -64,7 +65,7 @@ func readInstance(dataDir string) (instance, error) {
 // serverSettings are what a request needs to know about the instance.
 type serverSettings struct {
 	version         string
-	versionNum      int // server_version_num: the PostgreSQL it is based on
+	dialect         dialect.Dialect // from version(); "" for a server it does not name
 	logCollector    bool
 	logDestinations []string
 	logLinePrefix   string
@@ -75,15 +76,18 @@ type serverSettings struct {
 	gpLogFormat string
 }
 
-// greenplumVersion tells a Greenplum-family server by its version().
-var greenplumVersion = regexp.MustCompile(`Greenplum Database|Cloudberry`)
-
-// greenplum: the server is Greenplum 6, 7 or Cloudberry.
-func (s serverSettings) greenplum() bool { return greenplumVersion.MatchString(s.version) }
-
-// Greenplum's options for a direct connection to a segment instance: GP7
-// and Cloudberry spell it gp_role, GP6 gp_session_role.
-var utilityOptions = []string{"", "-c gp_role=utility", "-c gp_session_role=utility"}
+// connectModes are the startup options a connection to an instance tries
+// in turn: none, then each dialect's utility mode (a direct connection to
+// a Greenplum segment needs it, spelt differently by version).
+var connectModes = func() []string {
+	modes := []string{""}
+	for _, d := range dialect.All {
+		if m := d.Facts().UtilityMode; m != "" && !slices.Contains(modes, m) {
+			modes = append(modes, m)
+		}
+	}
+	return modes
+}()
 
 // maxSocketPath is the longest path a Unix socket address holds (sun_path less its NUL).
 const maxSocketPath = 107
@@ -109,7 +113,7 @@ func socketDir(procRoot string, in instance) string {
 // connect opens a local connection to the instance as the configured role:
 // over its Unix socket when it has one, so peer authentication works
 // without a password. A segment that refuses a normal connection is
-// retried in Greenplum's utility mode (GP7/Cloudberry spelling first).
+// retried in Greenplum's utility mode.
 func connect(ctx context.Context, procRoot string, in instance, user, database string) (*pgx.Conn, error) {
 	host := socketDir(procRoot, in)
 	if host == "" {
@@ -119,7 +123,7 @@ func connect(ctx context.Context, procRoot string, in instance, user, database s
 		}
 	}
 	var errs []error
-	for _, opt := range utilityOptions {
+	for _, opt := range connectModes {
 		cfg, err := pgx.ParseConfig("")
 		if err != nil {
 			return nil, err
@@ -151,10 +155,11 @@ func connect(ctx context.Context, procRoot string, in instance, user, database s
 // has. Greenplum 6 lists gp_log_format in pg_settings, not log_destination.
 func readSettings(ctx context.Context, conn *pgx.Conn) (serverSettings, error) {
 	var s serverSettings
-	var collector, dest, versionNum string
+	var collector, dest string
 	var gpLogFormat *string
+	// server_version_num (nil) is not needed: the dialect says what differs.
 	err := conn.QueryRow(ctx, gpsql.ServerLogSettings).
-		Scan(&s.version, &versionNum, &collector, &dest, &s.logLinePrefix, &s.currentUser, &gpLogFormat)
+		Scan(&s.version, nil, &collector, &dest, &s.logLinePrefix, &s.currentUser, &gpLogFormat)
 	if err != nil {
 		return s, fmt.Errorf("reading the server's log settings: %w", err)
 	}
@@ -164,7 +169,7 @@ func readSettings(ctx context.Context, conn *pgx.Conn) (serverSettings, error) {
 	if err := conn.QueryRow(ctx, gpsql.HasContextsFunction).Scan(&s.hasRowsFunction); err != nil {
 		return s, fmt.Errorf("looking for %s: %w", gpsql.ContextsFunction, err)
 	}
-	s.versionNum, _ = strconv.Atoi(versionNum)
+	s.dialect, _ = dialect.Detect(s.version)
 	if gpLogFormat != nil {
 		s.gpLogFormat = strings.ToLower(*gpLogFormat)
 	}
@@ -197,7 +202,7 @@ func chooseLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instanc
 		if has("jsonlog") {
 			return JSONLog{}, collectorLog{dataDir: in.dataDir, format: "jsonlog"}, nil
 		}
-		if s.greenplum() && s.gpLogFormat != "text" {
+		if s.dialect.Greenplum() && s.gpLogFormat != "text" {
 			src, err := readGreenplumLog(ctx, conn, s, in)
 			return GreenplumCSVLog{}, src, err
 		}
@@ -220,12 +225,10 @@ func chooseLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instanc
 }
 
 // readGreenplumLog reads where Greenplum's logging collector writes. A
-// role that may not read log_directory gets the server's defaults.
+// role that may not read log_directory gets the dialect's defaults.
 func readGreenplumLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instance) (greenplumLog, error) {
-	dir, pattern := "log", "gpdb-%Y-%m-%d_%H%M%S.csv"
-	if s.versionNum < 100000 {
-		dir = "pg_log" // Greenplum 6, on PostgreSQL 9.4
-	}
+	defaults := s.dialect.Facts().ServerLog
+	dir, pattern := defaults.Directory, defaults.Filename
 	var d, p string
 	err := conn.QueryRow(ctx, gpsql.LogLocation).Scan(&d, &p)
 	switch {

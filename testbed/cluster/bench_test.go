@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -28,7 +29,7 @@ func BenchmarkUp(b *testing.B) {
 			var rss, pss, procs float64
 			for i := 0; i < b.N; i++ {
 				begin := time.Now()
-				c, err := cluster.Up(context.Background(), cluster.Options{Hosts: shape.hosts, SegmentsPerHost: shape.perHost, Dialect: cluster.DialectGP6})
+				c, err := cluster.Up(context.Background(), cluster.Options{Hosts: shape.hosts, SegmentsPerHost: shape.perHost, Dialect: dialect.GP6})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -59,7 +60,7 @@ func BenchmarkUp(b *testing.B) {
 
 // BenchmarkAllSessionsQuery is the receiver's per-scrape query on 1+8 instances.
 func BenchmarkAllSessionsQuery(b *testing.B) {
-	c := cluster.Start(b, cluster.Options{Hosts: 4, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c := cluster.Start(b, cluster.Options{Hosts: 4, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	ctx := context.Background()
 	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
 	if err != nil {

@@ -47,7 +47,7 @@ GRANT CREATE ON SCHEMA public TO %[1]s;`, UserRole, DiskTablespace)
 	if err := execScript(ctx, in, users); err != nil {
 		return err
 	}
-	if c.Dialect == DialectPostgreSQL {
+	if !c.Dialect.Greenplum() {
 		return nil
 	}
 	return execScript(ctx, in, c.instanceSQL())
@@ -59,7 +59,7 @@ func (c *Cluster) diskLocation(in Instance) string {
 
 // installCoordinatorCatalog adds the cluster-wide objects once every port is known.
 func (c *Cluster) installCoordinatorCatalog(ctx context.Context) error {
-	if c.Dialect == DialectPostgreSQL {
+	if !c.Dialect.Greenplum() {
 		return nil
 	}
 	return execScript(ctx, c.Coordinator, c.coordinatorSQL())

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // The emulated catalog offers what the real server offers and rejects what
@@ -26,7 +27,7 @@ import (
 // gp_segment_id, gp_execution_segment() names the instance executing the
 // row, and the functions the version lacks do not exist.
 func TestCatalogIsAsStrictAsTheRealOne(t *testing.T) {
-	for _, d := range []Dialect{DialectGP6, DialectGP7, DialectCloudberry} {
+	for _, d := range []dialect.Dialect{dialect.GP6, dialect.GP7, dialect.Cloudberry} {
 		t.Run(string(d), func(t *testing.T) {
 			c := Start(t, Options{Hosts: 1, SegmentsPerHost: 2, Dialect: d})
 			cat := dialectCatalogs[d]
@@ -253,21 +254,21 @@ func TestGreenplumViewsHaveTheRealColumns(t *testing.T) {
 	memoryHead := "datname name, sess_id integer, "
 	memoryTail := "usename name, query text, segid integer, vmem_mb integer, is_runaway boolean, qe_count integer, active_qe_count integer, dirty_qe_count integer, runaway_vmem_mb integer, runaway_command_cnt integer, idle_start timestamp with time zone"
 	for _, tc := range []struct {
-		dialect Dialect
+		dialect dialect.Dialect
 		want    map[string]string
 	}{
-		{DialectGP6, map[string]string{
+		{dialect.GP6, map[string]string{
 			"pg_catalog.pg_locks":                            locks + gpLocks,
 			"gp_toolkit.gp_workfile_usage_per_query":         perQuery,
 			"gp_toolkit.gp_workfile_usage_per_segment":       perSegment,
 			"session_state.session_level_memory_consumption": memoryHead + memoryTail,
 		}},
-		{DialectGP7, map[string]string{
+		{dialect.GP7, map[string]string{
 			"pg_catalog.pg_locks":                                  locks + gpLocks,
 			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
 			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,
 		}},
-		{DialectCloudberry, map[string]string{
+		{dialect.Cloudberry, map[string]string{
 			"pg_catalog.pg_locks":                                  locks + ", waitstart timestamp with time zone" + gpLocks,
 			"gp_toolkit.gp_workfile_usage_per_query":               perQuery,
 			"gp_toolkit.resgroup_session_level_memory_consumption": memoryHead + "rsgid integer, rsgname text, " + memoryTail,

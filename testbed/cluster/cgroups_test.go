@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/hostcaps"
 	"github.com/gpotel/gpotel/segmentagent/cgroup"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -19,7 +20,7 @@ import (
 // oid, and Down removes the groups (assertGone).
 func TestInstancesRunInTheirResourceGroupCgroups(t *testing.T) {
 	ctx := context.Background()
-	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,17 +23,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// Dialect is the database flavour the testbed emulates.
-type Dialect string
-
-// The dialects a testbed can emulate.
-const (
-	DialectGP6        Dialect = "gp6"
-	DialectGP7        Dialect = "gp7"
-	DialectCloudberry Dialect = "cloudberry" // Apache Cloudberry: GP7's catalog shape, its own version()
-	DialectPostgreSQL Dialect = "postgresql"
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // SmallClusters is one small cluster of each dialect, for a test that
@@ -41,10 +32,14 @@ const (
 // Greenplum family, the one instance for PostgreSQL.
 func SmallClusters(segmentsPerHost int) []Options {
 	var out []Options
-	for _, d := range []Dialect{DialectGP6, DialectGP7, DialectCloudberry} {
-		out = append(out, Options{Hosts: 1, SegmentsPerHost: segmentsPerHost, Dialect: d})
+	for _, d := range dialect.All {
+		if d.Greenplum() {
+			out = append(out, Options{Hosts: 1, SegmentsPerHost: segmentsPerHost, Dialect: d})
+		} else {
+			out = append(out, Options{Dialect: d})
+		}
 	}
-	return append(out, Options{Dialect: DialectPostgreSQL})
+	return out
 }
 
 // Greenplum names, used in the description and in gp_segment_configuration.
@@ -71,9 +66,9 @@ type Options struct {
 	// when there is one, because creating data dirs on a loaded disk takes
 	// ten times longer.
 	Dir             string
-	Hosts           int     // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
-	SegmentsPerHost int     // primaries per segment host
-	Dialect         Dialect // gp6, gp7, cloudberry or postgresql
+	Hosts           int             // emulated segment hosts sdw1..sdwH (0 allowed for postgresql)
+	SegmentsPerHost int             // primaries per segment host
+	Dialect         dialect.Dialect // gp6, gp7, cloudberry or postgresql
 	// LogDestination is the server log layout of every instance (LogStderr,
 	// LogCSV, LogJSON, LogGreenplumCSV); empty = what the dialect's real
 	// server writes (DefaultLogDestination).
@@ -121,15 +116,15 @@ type CatalogRow struct {
 
 // Description is what Up writes to Dir/cluster.json.
 type Description struct {
-	ID             string       `json:"id"`
-	Dialect        Dialect      `json:"dialect"`
-	Dir            string       `json:"dir"`
-	Coordinator    Instance     `json:"coordinator"`
-	Segments       []Instance   `json:"segments"`
-	Hosts          []Host       `json:"hosts"`
-	CoordinatorDSN string       `json:"coordinator_dsn"`
-	CatalogOnly    []CatalogRow `json:"catalog_only,omitempty"`
-	SocketDir      string       `json:"socket_dir"`
+	ID             string          `json:"id"`
+	Dialect        dialect.Dialect `json:"dialect"`
+	Dir            string          `json:"dir"`
+	Coordinator    Instance        `json:"coordinator"`
+	Segments       []Instance      `json:"segments"`
+	Hosts          []Host          `json:"hosts"`
+	CoordinatorDSN string          `json:"coordinator_dsn"`
+	CatalogOnly    []CatalogRow    `json:"catalog_only,omitempty"`
+	SocketDir      string          `json:"socket_dir"`
 	// DiskDir holds the DiskTablespace of every instance on a disk-backed file
 	// system (Dir itself may be tmpfs, where writes show no write_bytes).
 	DiskDir   string    `json:"disk_dir"`
@@ -209,17 +204,15 @@ func (d *Description) JSON() []byte {
 
 func (o Options) validate() error {
 	var errs []error
-	switch o.Dialect {
-	case DialectGP6, DialectGP7, DialectCloudberry:
+	switch {
+	case !o.Dialect.Known():
+		errs = append(errs, fmt.Errorf("unknown dialect %q (want %s)", o.Dialect, dialect.Names(false)))
+	case o.Dialect.Greenplum():
 		if o.Hosts < 1 {
 			errs = append(errs, fmt.Errorf("dialect %s needs at least one segment host, got %d", o.Dialect, o.Hosts))
 		}
-	case DialectPostgreSQL:
-		if o.Hosts < 0 {
-			errs = append(errs, fmt.Errorf("hosts must not be negative, got %d", o.Hosts))
-		}
-	default:
-		errs = append(errs, fmt.Errorf("unknown dialect %q (want gp6, gp7, cloudberry or postgresql)", o.Dialect))
+	case o.Hosts < 0:
+		errs = append(errs, fmt.Errorf("hosts must not be negative, got %d", o.Hosts))
 	}
 	if o.Hosts > 0 && o.SegmentsPerHost < 1 {
 		errs = append(errs, fmt.Errorf("segments per host must be at least 1 when hosts > 0, got %d", o.SegmentsPerHost))
@@ -341,7 +334,7 @@ func (c *Cluster) plan(opts Options) {
 		}
 		c.Hosts = append(c.Hosts, host)
 	}
-	if c.Dialect == DialectPostgreSQL || len(c.Segments) == 0 {
+	if !c.Dialect.Greenplum() || len(c.Segments) == 0 {
 		return
 	}
 	n := len(c.Segments)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -138,7 +139,7 @@ func checkAllSessions(t *testing.T, c *cluster.Cluster, query string) {
 }
 
 func TestGP6(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.GP6})
 
 	t.Run("AllSessionsQuerySharesSessIDAcrossSegments", func(t *testing.T) {
 		checkAllSessions(t, c, gp6AllSessions)
@@ -197,7 +198,7 @@ func TestGP6(t *testing.T) {
 }
 
 func TestGP7(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	t.Run("AllSessionsQuerySharesSessIDAcrossSegments", func(t *testing.T) {
 		checkAllSessions(t, c, gp7AllSessions)
 	})
@@ -300,7 +301,7 @@ func checkSegmentConfiguration(t *testing.T, c *cluster.Cluster) {
 }
 
 func TestPostgreSQLInstallsNothing(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	if len(c.Segments) != 0 || len(c.Hosts) != 1 || c.Hosts[0].Name != cluster.CoordinatorHost {
 		t.Fatalf("hosts %+v segments %+v", c.Hosts, c.Segments)
 	}
@@ -319,7 +320,7 @@ func TestPostgreSQLInstallsNothing(t *testing.T) {
 
 func TestDownLeavesNothing(t *testing.T) {
 	ctx := context.Background()
-	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +359,7 @@ func assertGone(t *testing.T, c *cluster.Cluster) {
 // process and checks that its cluster is gone anyway.
 func TestCleanupAfterFailedTest(t *testing.T) {
 	if dir := os.Getenv("GPOTEL_TESTBED_FAILING_CHILD"); dir != "" {
-		cluster.Start(t, cluster.Options{Dir: dir, Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
+		cluster.Start(t, cluster.Options{Dir: dir, Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP7})
 		t.Fatal("failing on purpose with the cluster up")
 	}
 	parent, err := os.MkdirTemp("", "gpotel-testbed-fail-")
@@ -401,7 +402,7 @@ func taggedProcesses(dir string) []string {
 // (as a test timeout would) and checks that the next Up takes that cluster down.
 func TestOrphanOfKilledTestIsReaped(t *testing.T) {
 	if os.Getenv("GPOTEL_TESTBED_KILLED_CHILD") != "" {
-		c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+		c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 		fmt.Printf("DIR=%s\n", c.Dir)
 		_ = os.Stdout.Sync()
 		select {} // wait to be killed
@@ -434,12 +435,12 @@ func TestOrphanOfKilledTestIsReaped(t *testing.T) {
 	if len(orphan.Processes()) == 0 {
 		t.Fatal("the orphan's postgres should outlive the killed test")
 	}
-	cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	assertGone(t, orphan)
 }
 
 func TestDownAfterASegmentWasKilled(t *testing.T) {
-	c, err := cluster.Up(context.Background(), cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
+	c, err := cluster.Up(context.Background(), cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP7})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,8 @@
 
 package cluster
 
+import "github.com/gpotel/gpotel/internal/dialect"
+
 // What each emulated dialect's catalog offers, as data: the testbed offers
 // exactly these columns and functions and hides what the real version lacks,
 // so a statement the real server rejects fails on the testbed too. Each list
@@ -88,16 +90,13 @@ type dialectCatalog struct {
 	// workfilePIDIsCoordinators: gp_workfile_usage_per_query's pid is the
 	// session's coordinator backend, not the process on the segment.
 	workfilePIDIsCoordinators bool
-	// sessionMemoryView is Greenplum's per-session, per-segment vmem view;
-	// sessionMemoryHasGroups: it has rsgid and rsgname after sess_id.
-	sessionMemoryView      string
+	// sessionMemoryHasGroups: the dialect's session memory view
+	// (dialect.Facts) has rsgid and rsgname after sess_id.
 	sessionMemoryHasGroups bool
-	// moveQuerySchema holds pg_resgroup_move_query(session_id, groupid).
-	moveQuerySchema string
 }
 
-var dialectCatalogs = map[Dialect]dialectCatalog{
-	DialectGP6: {
+var dialectCatalogs = map[dialect.Dialect]dialectCatalog{
+	dialect.GP6: {
 		// The shape of a real 6.24.3 version() string.
 		version:            "PostgreSQL 9.4.26 (Greenplum Database 6.24.3 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
 		activity:           gp6Activity,
@@ -110,10 +109,8 @@ var dialectCatalogs = map[Dialect]dialectCatalog{
 		// Read on a real 6.24.3: gp_toolkit's views, and gp_internal_tools'
 		// session_state schema once the extension is created.
 		workfilePIDIsCoordinators: true,
-		sessionMemoryView:         "session_state.session_level_memory_consumption",
-		moveQuerySchema:           "gp_toolkit",
 	},
-	DialectGP7: {
+	dialect.GP7: {
 		version:  "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
 		activity: gp7Activity,
 		// Greenplum 7 back-ported PostgreSQL 14's pg_log_backend_memory_contexts
@@ -121,18 +118,14 @@ var dialectCatalogs = map[Dialect]dialectCatalog{
 		// and defines the other), and has pg_blocking_pids (PostgreSQL 9.6).
 		clusterActivity: true,
 		// gpcontrib/gp_toolkit (1.3 and later) and pg_proc.dat.
-		sessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
 		sessionMemoryHasGroups: true,
-		moveQuerySchema:        "pg_catalog",
 	},
-	DialectCloudberry: {
+	dialect.Cloudberry: {
 		version:         "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
 		activity:        cloudberryActivity,
 		clusterActivity: true,
 		// pg_proc.dat (waitstart from PostgreSQL 14), gpcontrib/gp_toolkit.
 		locksHaveWaitstart:     true,
-		sessionMemoryView:      "gp_toolkit.resgroup_session_level_memory_consumption",
 		sessionMemoryHasGroups: true,
-		moveQuerySchema:        "pg_catalog",
 	},
 }

@@ -373,7 +373,7 @@ func (c *Cluster) segment(content int) (*Instance, error) {
 }
 
 func (c *Cluster) setSegmentStatus(ctx context.Context, content int, status string) error {
-	if c.Dialect == DialectPostgreSQL {
+	if !c.Dialect.Greenplum() {
 		return nil
 	}
 	return execScript(ctx, c.Coordinator, fmt.Sprintf(

@@ -5,41 +5,30 @@ package cluster
 
 import (
 	"fmt"
+
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 // The server log layouts an instance can write (Description.LogDestination).
 const (
 	// LogStderr is text lines with log_line_prefix = '%m [%p] %q%u@%d ',
 	// without the logging collector, into the file pg_ctl -l names.
-	LogStderr = "stderr"
+	LogStderr = dialect.LogStderr
 	// LogCSV is PostgreSQL's csvlog through the logging collector into log/.
 	LogCSV = "csvlog"
 	// LogJSON is PostgreSQL 15's jsonlog through the logging collector into log/.
 	LogJSON = "jsonlog"
 	// LogGreenplumCSV is the layout Greenplum's logging collector writes with
-	// gp_log_format=csv (its default): 30 columns into
-	// <log_directory>/gpdb-%Y-%m-%d_%H%M%S.csv. PostgreSQL cannot write it, so
+	// gp_log_format=csv (its default): 30 columns into the dialect's
+	// ServerLog directory and file names. PostgreSQL cannot write it, so
 	// the testbed converts each instance's csvlog into it (gplog.go).
-	LogGreenplumCSV = "gpcsv"
+	LogGreenplumCSV = dialect.LogGreenplumCSV
 )
 
 // DefaultLogDestination is the layout the real server of a dialect writes
 // by default: Greenplum 6, 7 and Cloudberry their own CSV (log_destination
 // is defunct there), PostgreSQL stderr.
-func DefaultLogDestination(d Dialect) string {
-	if d == DialectPostgreSQL {
-		return LogStderr
-	}
-	return LogGreenplumCSV
-}
-
-// greenplumLogDirectory is the default log_directory of a Greenplum dialect.
-func greenplumLogDirectory(d Dialect) string {
-	if d == DialectGP6 {
-		return "pg_log"
-	}
-	return "log"
-}
+func DefaultLogDestination(d dialect.Dialect) string { return d.Facts().ServerLog.Layout }
 
 // logDestination is the layout opts ask for, checked against the dialect.
 func (o Options) logDestination() (string, error) {
@@ -49,7 +38,7 @@ func (o Options) logDestination() (string, error) {
 	case LogStderr, LogCSV, LogJSON:
 		return o.LogDestination, nil
 	case LogGreenplumCSV:
-		if o.Dialect == DialectPostgreSQL {
+		if !o.Dialect.Greenplum() {
 			return "", fmt.Errorf("log destination %s: only a Greenplum dialect writes it", LogGreenplumCSV)
 		}
 		return LogGreenplumCSV, nil
@@ -67,11 +56,8 @@ func (c *Cluster) logSettings() string {
 	case LogCSV, LogJSON:
 		return fmt.Sprintf("logging_collector = on\nlog_destination = '%s'\nlog_directory = 'log'\n", c.LogDestination)
 	case LogGreenplumCSV:
-		return fmt.Sprintf("logging_collector = on\nlog_destination = 'csvlog'\nlog_directory = '%s'\nlog_filename = '%s'\n",
-			greenplumLogDirectory(c.Dialect), greenplumLogFilename)
+		l := c.Dialect.Facts().ServerLog
+		return fmt.Sprintf("logging_collector = on\nlog_destination = 'csvlog'\nlog_directory = '%s'\nlog_filename = '%s'\n", l.Directory, l.Filename)
 	}
 	return "logging_collector = off\nlog_destination = 'stderr'\nlog_line_prefix = '%m [%p] %q%u@%d '\n"
 }
-
-// greenplumLogFilename is Greenplum's default log_filename.
-const greenplumLogFilename = "gpdb-%Y-%m-%d_%H%M%S.csv"

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -23,7 +24,7 @@ import (
 // 30 columns, the process as p<pid> and the segment as seg<content>, a
 // message with a quote and a newline in one quoted field.
 func TestGreenplumDialectsLogGreenplumsLayout(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	if c.LogDestination != cluster.LogGreenplumCSV {
 		t.Fatalf("gp6 logs %q, want %q", c.LogDestination, cluster.LogGreenplumCSV)
 	}

@@ -107,7 +107,8 @@ CREATE VIEW gp_toolkit.gp_workfile_usage_per_segment AS
 GRANT SELECT ON gp_toolkit.gp_workfile_usage_per_segment TO PUBLIC;
 `, internalSchema, pid)
 
-	schema, _, _ := strings.Cut(cat.sessionMemoryView, ".")
+	facts := c.Dialect.Facts()
+	schema, _, _ := strings.Cut(facts.SessionMemoryView, ".")
 	rsg := ""
 	if cat.sessionMemoryHasGroups {
 		rsg = "a.rsgid, a.rsgname, "
@@ -127,7 +128,7 @@ CREATE VIEW %[2]s AS
     coalesce(m.idle_start, '2000-01-01 00:00:00+00'::timestamptz) AS idle_start
   FROM m LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = m.sess_id;
 GRANT SELECT ON %[2]s TO PUBLIC;
-`, internalSchema, cat.sessionMemoryView, rsg)
+`, internalSchema, facts.SessionMemoryView, rsg)
 
 	// Moving a session records its new group, which its pg_stat_activity
 	// rows then show (testbed/README.md: the rsgid rule).
@@ -151,6 +152,6 @@ BEGIN
   RETURN true;
 END
 $fn$;
-`, internalSchema, cat.moveQuerySchema)
+`, internalSchema, facts.MoveQuerySchema)
 	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -152,7 +153,7 @@ func launch(ctx context.Context, t *testing.T, c *cluster.Cluster, opts StackOpt
 // agents, the ocb-built collector on config/testbed.yaml, and the OTLP sink.
 func startStack(t *testing.T) *Stack {
 	t.Helper()
-	return launchStack(t, cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6}))
+	return launchStack(t, cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6}))
 }
 
 // launchStack starts the agents, the collector on config/testbed.yaml and

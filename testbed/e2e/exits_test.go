@@ -24,6 +24,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -52,7 +53,7 @@ const (
 // the same churn is undercounted.
 func TestExitedBackendsAreCounted(t *testing.T) {
 	needBinaries(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 
 	with := measureChurn(t, c, true)
 	t.Logf("with exit records:    gpotel %.3f s (of which unrecorded %.3f s), postmasters %.3f s (reaped %.3f s + live children %.3f s) over %.1f s, ratio %.3f; "+

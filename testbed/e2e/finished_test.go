@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -50,7 +51,7 @@ type finishedRun struct {
 
 var (
 	finishedRunsMu sync.Mutex
-	finishedRuns   = map[cluster.Dialect]*finishedRun{}
+	finishedRuns   = map[dialect.Dialect]*finishedRun{}
 )
 
 // finishedWork runs the finished-work session on a small cluster of the
@@ -96,7 +97,7 @@ func runFinishedWork(t *testing.T, opts cluster.Options) *finishedRun {
 		},
 	})
 	api := dialAPI(t, s.API)
-	greenplum := opts.Dialect != cluster.DialectPostgreSQL
+	greenplum := opts.Dialect != dialect.PostgreSQL
 
 	connect := func(dsn, app string) *sessionBackend {
 		cfg, err := pgx.ParseConfig(dsn)

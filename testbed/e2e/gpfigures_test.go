@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -141,7 +142,7 @@ func TestSpillMatchesTheWorkfilesOnDisk(t *testing.T) {
 			top := clusterTop(t, s.API)
 			w := startWorkload(t, s.Cluster, workload.Spec{Name: "e2e-spill", Kind: workload.Spill, SpillBytes: 24 << 20, Duration: untilStopped(t)})
 			waitHeld(t, w)
-			if o.Dialect == cluster.DialectPostgreSQL {
+			if o.Dialect == dialect.PostgreSQL {
 				waitFor(t, "the session's line, without a spill figure", func() (bool, string) {
 					line, err := sessionTop(ctx, top, gpotelv1.TopKey_TOP_KEY_SPILL, w.SessID())
 					if err != nil || line == nil {

@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -41,7 +42,7 @@ import (
 func TestGreenplumConfigWithMutualTLS(t *testing.T) {
 	needBinaries(t)
 	ctx := await.Context(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	pgUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
 		t.Fatal(err)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -56,9 +57,9 @@ func forgedBlock(layout string, pid int) string {
 func TestForgedLogLinesAreIgnored(t *testing.T) {
 	needTestbed(t)
 	for _, opts := range []cluster.Options{
-		{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogStderr},
-		{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogCSV},
-		{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry},
+		{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogStderr},
+		{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogCSV},
+		{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.Cloudberry},
 	} {
 		t.Run(layoutName(opts), func(t *testing.T) {
 			c := cluster.Start(t, opts)

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -178,11 +179,11 @@ func sortedKeys(m map[string]bool) []string {
 // dialects (Greenplum 6 has no pg_log_backend_memory_contexts), the other
 // three on PostgreSQL.
 var logLayouts = []cluster.Options{
-	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7},
-	{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectCloudberry},
-	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogStderr},
-	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogCSV},
-	{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogJSON},
+	{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP7},
+	{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.Cloudberry},
+	{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogStderr},
+	{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogCSV},
+	{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogJSON},
 }
 
 // layoutName names a test case after its dialect and log layout.
@@ -312,7 +313,7 @@ func codeOf(err error) (codes.Code, string) {
 // TestMemoryContextsRefusals: the cases where gpotel must say no, clearly.
 func TestMemoryContextsRefusals(t *testing.T) {
 	needTestbed(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.Cloudberry})
 	ctx := await.Context(t)
 	s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: 3 * time.Minute, MemoryBytes: 4 << 20})
 	if err != nil {
@@ -451,8 +452,8 @@ const rowsFunctionStandIn = `CREATE FUNCTION pg_catalog.pg_get_process_memory_co
 func TestMemoryContextsFollowLogRotation(t *testing.T) {
 	needTestbed(t)
 	for _, opts := range []cluster.Options{
-		{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry},
-		{Dialect: cluster.DialectPostgreSQL, LogDestination: cluster.LogJSON},
+		{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.Cloudberry},
+		{Dialect: dialect.PostgreSQL, LogDestination: cluster.LogJSON},
 	} {
 		t.Run(layoutName(opts), func(t *testing.T) {
 			c := cluster.Start(t, opts)
@@ -593,7 +594,7 @@ func exitedPID(t *testing.T) int {
 // one sort per backend, and a host whose agent is gone makes it partial.
 func TestSessionMemoryContextsThroughTheCollector(t *testing.T) {
 	needBinaries(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectCloudberry})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.Cloudberry})
 	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir()})
 	const sortBytes = 16 << 20
@@ -706,7 +707,7 @@ func (k *sessionKey) summaryRequest() *gpotelv1.GetSessionMemoryContextsRequest 
 // so, naming the server's version, and sends the backend nothing.
 func TestMemoryContextsOnGreenplum6AreAFailedPrecondition(t *testing.T) {
 	needTestbed(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	ctx := await.Context(t)
 	seg, _ := c.Instance(0)
 	backend, err := pgx.Connect(ctx, seg.DSN)
@@ -728,7 +729,7 @@ func TestMemoryContextsOnGreenplum6AreAFailedPrecondition(t *testing.T) {
 // vmem view gpotel reads.
 func TestMemoryContextsOnGreenplum6PointToItsSessionMemory(t *testing.T) {
 	needTestbed(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	agent := startMemctxAgent(t, c, c.HostOf(0), nil)
 	ctx := await.Context(t)
 	s, err := workload.Start(ctx, c, workload.Spec{Name: "held", Kind: workload.HeldSort, Duration: time.Minute, MemoryBytes: 1 << 20})

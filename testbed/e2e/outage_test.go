@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -119,7 +120,7 @@ func receivedPoints(reqs []pmetric.Metrics) (perSnapshot map[time.Time]int, tota
 func TestOTLPBackendOutageLosesNothing(t *testing.T) {
 	needBinaries(t)
 	outage := envDuration(t, "GPOTEL_E2E_OUTAGE", 30*time.Second)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	ctx := await.Context(t)
 	queueDir := t.TempDir()
 	s := launch(ctx, t, c, StackOptions{

@@ -25,6 +25,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -318,7 +319,7 @@ func outsideTmp(t *testing.T, unpacked string) string {
 // packaged configuration, as the unit does (the instances' OS user, a
 // private /tmp), against a server whose Unix socket is in the host's /tmp.
 func checkPackagedAgentReachesTheSocket(t *testing.T, agentRoot string) {
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	if err := execAs(ctx, c.Coordinator.DSN, "ALTER SYSTEM SET unix_socket_directories = '/tmp'"); err != nil {
 		t.Fatal(err)

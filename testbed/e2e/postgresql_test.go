@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
@@ -21,7 +22,7 @@ import (
 func TestPostgreSQLConfig(t *testing.T) {
 	needBinaries(t)
 	ctx := await.Context(t)
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	pgUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
 		t.Fatal(err)

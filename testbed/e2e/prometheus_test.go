@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpotel/gpotel/deploy"
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -172,7 +173,7 @@ func TestPrometheusAnswersEveryDashboardQuery(t *testing.T) {
 	// delay accounting on; off, the figure is absent (never 0) and so are
 	// their series.
 	delayacctOff := turnDelayAccountingOn(t)
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	pgOSUser, err := instanceOwner(c.Coordinator.DataDir)
 	if err != nil {
 		t.Fatal(err)

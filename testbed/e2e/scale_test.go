@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/agentconn"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -191,7 +192,7 @@ func scaleStackFor(b *testing.B, hosts int, interval time.Duration, emit bool) *
 func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: cluster.DialectGP6, Ephemeral: true})
+	c, err := cluster.Up(ctx, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6, Ephemeral: true})
 	if err != nil {
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -24,7 +25,7 @@ import (
 func TestSmoothedCPUOfOneCoreBurnConverges(t *testing.T) {
 	needBinaries(t)
 	const tau = 6 * time.Second // three ticks of config/testbed.yaml
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	ctx := await.Context(t)
 	s := launch(ctx, t, c, StackOptions{
 		Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 10,

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -20,7 +21,7 @@ func BenchmarkDemoSteadyState(b *testing.B) {
 		b.Skip("end-to-end")
 	}
 	const warmUp, measure = 40 * time.Second, 60 * time.Second
-	c := cluster.Start(b, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(b, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: root0(b) + "/config/testbed.yaml", Dir: b.TempDir(), OTLPKeep: 10})

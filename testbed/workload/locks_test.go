@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
 )
@@ -21,7 +22,7 @@ import (
 // A spill session's segment backends hold sorts in temporary files, and
 // Greenplum's workfile view counts exactly those files per segment.
 func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP6})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	s := start(t, c, workload.Spec{Name: "spill", Kind: workload.Spill, Duration: untilStopped, SpillBytes: 8 << 20})
 	<-s.Held()
 	ctx := await.Context(t)
@@ -69,7 +70,7 @@ func tempFileBytes(t *testing.T, dataDir string, pids []int) int64 {
 // A session that reads a table another session locked waits for it, and
 // Greenplum's cluster-wide pg_locks shows the wait and every holder.
 func TestLockWaiterWaitsBehindTheHolder(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: cluster.DialectGP7})
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP7})
 	holder := start(t, c, workload.Spec{Name: "holder", Kind: workload.LockHolder, Table: "gpotel_locked", Duration: untilStopped})
 	<-holder.Held()
 	waiter := start(t, c, workload.Spec{Name: "waiter", Kind: workload.LockWaiter, Table: "gpotel_locked", Duration: untilStopped})
@@ -99,7 +100,7 @@ func TestLockWaiterWaitsBehindTheHolder(t *testing.T) {
 // IF NOT EXISTS is not safe against a concurrent one: a duplicate key in
 // pg_type).
 func TestLockWorkloadsStartTogether(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 	ctx := await.Context(t)
 	for i := range 20 {
 		table := fmt.Sprintf("gpotel_together_%d", i)

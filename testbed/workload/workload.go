@@ -356,7 +356,7 @@ func (s *Session) open(ctx context.Context) (gang, error) {
 	// number (testbed/README.md); on PostgreSQL a session is its backend.
 	g := gang{coord}
 	sessID := coord.pid
-	if s.cluster.Dialect != cluster.DialectPostgreSQL {
+	if s.cluster.Dialect.Greenplum() {
 		if err := coord.conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
 			s.closeGang(g)
 			return nil, fmt.Errorf("sess_id of the coordinator backend: %w", err)

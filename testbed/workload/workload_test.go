@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -169,7 +170,7 @@ func untilAll(t *testing.T, pids []int, ok func(before, now groundtruth.Process)
 }
 
 func TestWorkloads(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: cluster.DialectGP7})
+	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.GP7})
 
 	t.Run("CPUSessionBurnsUserTimeOnEveryBackend", func(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "cpu", Kind: workload.CPU, Duration: untilStopped})
@@ -515,7 +516,7 @@ func TestWorkloads(t *testing.T) {
 }
 
 func TestPostgreSQLDialect(t *testing.T) {
-	c := cluster.Start(t, cluster.Options{Dialect: cluster.DialectPostgreSQL})
+	c := cluster.Start(t, cluster.Options{Dialect: dialect.PostgreSQL})
 
 	t.Run("ParallelSessionShowsWorkersWithLeaderPID", func(t *testing.T) {
 		s := start(t, c, workload.Spec{Name: "parallel", Kind: workload.ParallelCPU, Duration: untilStopped})

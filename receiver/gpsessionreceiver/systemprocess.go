@@ -3,16 +3,6 @@
 
 package gpsessionreceiver
 
-import (
-	"github.com/gpotel/gpotel/internal/gpsql"
-)
-
-// detectDialect names the server's flavour from its version() string.
-var detectDialect = gpsql.DetectDialect
-
-// isGreenplumFamily tells whether the dialect has segments and gp_dist_random.
-func isGreenplumFamily(dialect string) bool { return gpsql.IsGreenplumFamily(dialect) }
-
 // clientBackendTypes are the backend_type values of processes that work for a client session.
 var clientBackendTypes = map[string]bool{"client backend": true, "parallel worker": true}
 
