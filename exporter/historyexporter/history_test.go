@@ -24,6 +24,7 @@ import (
 	"github.com/gpotel/gpotel/deploy"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
@@ -442,6 +443,33 @@ func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
 			}
 			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE "+column+" = 1073741824 AND ccnt = 2"); n != 1 {
 				t.Errorf("the row with the field: %d with its %s, want 1", n, column)
+			}
+		})
+	}
+}
+
+// The history connection is one of the collector's own on its server: in
+// the monitored cluster, its statements make no finished-work events (and
+// so no history rows of their own), and it is its own no longer once closed.
+func TestHistoryConnectionIsTheCollectorsOwn(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			e := startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			if err := e.consumeLogs(context.Background(), workload(0, 4, middayToday())); err != nil {
+				t.Fatal(err)
+			}
+			db.awaitRows(t, tableQueries, 4)
+			tmID := db.count(t, gpsql.PostmasterStart)
+			pid := db.count(t, "SELECT pid FROM pg_catalog.pg_stat_activity WHERE usename = $1 AND pid <> pg_backend_pid()", db.cfg.User)
+			if !ownbackends.OnServer(tmID, pid) {
+				t.Fatalf("the history connection's backend %d on tm_id %d is not the collector's own", pid, tmID)
+			}
+			if err := e.shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if ownbackends.OnServer(tmID, pid) {
+				t.Errorf("backend %d is still the collector's own after the exporter shut down", pid)
 			}
 		})
 	}

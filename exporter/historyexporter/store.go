@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
 const (
@@ -41,6 +42,10 @@ type store struct {
 
 	conn    *pgx.Conn
 	dialect dialect.Dialect
+	// own is conn's backend: written into the monitored cluster, the
+	// history's own statements are the collector's (gpotel.session.own),
+	// which give no finished-work events, so writing history makes none.
+	own ownbackends.Pool
 	// ready: the schema, tables, columns and staging tables were checked
 	// on this connection.
 	ready bool
@@ -88,6 +93,7 @@ func newStore(cfg *Config) *store {
 
 func (s *store) close(ctx context.Context) {
 	if s.conn != nil {
+		s.own.Remove(int64(s.conn.PgConn().PID()))
 		_ = s.conn.Close(ctx)
 		s.conn = nil
 	}
@@ -110,6 +116,10 @@ func (s *store) open(ctx context.Context) error {
 			return fmt.Errorf("connect to %s as %s: %w", s.cfg.Database, s.cfg.User, err)
 		}
 		s.conn = conn
+		if err := s.own.AddConnection(ctx, conn, "history connection"); err != nil {
+			s.close(ctx)
+			return err
+		}
 	}
 	if err := s.setup(ctx); err != nil {
 		if unreachable(err) {

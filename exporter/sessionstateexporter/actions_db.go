@@ -149,12 +149,7 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 // its server (read by its tm_id, as the receiver reads it), so that the
 // receiver marks its session gpotel.session.own while it is open.
 func (d *actionDB) markOwn(ctx context.Context) error {
-	var tmID int64
-	if err := d.conn.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
-		return fmt.Errorf("%s: %w", gpsql.PostmasterStart, err)
-	}
-	d.own.Add(int64(d.conn.PgConn().PID()), tmID, "action connection")
-	return nil
+	return d.own.AddConnection(ctx, d.conn, "action connection")
 }
 
 // drop closes the connection; the next action connects afresh.

@@ -53,7 +53,7 @@ func greenplumOnly(text string) func(Shape) string {
 
 // Statements is every statement gpotel sends.
 var Statements = []Statement{
-	{Name: "postmaster start (tm_id)", Sender: "receiver, exporter (actions)", Target: Coordinator, Text: always(PostmasterStart)},
+	{Name: "postmaster start (tm_id)", Sender: "receiver, exporter (actions, history)", Target: Coordinator, Text: always(PostmasterStart)},
 	{Name: "version", Sender: "receiver, exporter (actions, history)", Target: Coordinator, Text: always(Version)},
 	{Name: "pg_stat_activity columns", Sender: "receiver", Target: Coordinator, Text: always(ActivityColumns)},
 	{Name: "backends (discovery)", Sender: "receiver", Target: Coordinator, Text: Backends},

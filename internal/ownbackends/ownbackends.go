@@ -19,10 +19,13 @@ package ownbackends
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
 // Pool is the backends of some of this process's own connections. Its
@@ -49,6 +52,17 @@ func (p *Pool) Add(pid, tmID int64, what string) {
 	b := backend{what: what, tmID: tmID}
 	p.put(pid, b)
 	process.put(pid, b)
+}
+
+// AddConnection records conn's backend as in Add, on the server conn
+// reads its tm_id from, as the receiver reads it.
+func (p *Pool) AddConnection(ctx context.Context, conn *pgx.Conn, what string) error {
+	var tmID int64
+	if err := conn.QueryRow(ctx, gpsql.PostmasterStart).Scan(&tmID); err != nil {
+		return fmt.Errorf("%s: %w", gpsql.PostmasterStart, err)
+	}
+	p.Add(int64(conn.PgConn().PID()), tmID, what)
+	return nil
 }
 
 // Remove forgets the backend pid, in p and in the process's set.
