@@ -124,11 +124,6 @@ type query struct {
 	vmemPeak    int64 // the largest vmem account of its session while it ran
 }
 
-// cpuSlack is what a tick-sampled CPU step may exceed the wall time it
-// was used in by: two ticks of a 100 Hz kernel (utime and stime are each
-// sampled at tick granularity).
-const cpuSlack = int64(20 * time.Millisecond)
-
 // add hands q the share of one process's step st that falls to it, the
 // process having worked for it ranNs of the step's interval. A process
 // runs on one CPU at a time (PostgreSQL backends are single-threaded), so
@@ -145,8 +140,8 @@ func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uin
 		q.segments[hs] = u
 	}
 	q.known |= known
-	if cpu := float64(st[pipeline.CPUUser]+st[pipeline.CPUSystem]) * share; cpu > float64(ranNs+cpuSlack) {
-		share *= float64(ranNs+cpuSlack) / cpu
+	if cpu := float64(st[pipeline.CPUUser]+st[pipeline.CPUSystem]) * share; cpu > float64(ranNs) {
+		share *= float64(ranNs) / cpu
 	}
 	part := func(v int64) int64 { return int64(math.Round(float64(v) * share)) }
 	for c, v := range st {
