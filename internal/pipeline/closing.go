@@ -28,14 +28,14 @@ type Closing struct {
 	Hosts       []HostAnswer
 	Readings    []HostReading
 	Sessions    []Session
-	Departed    []HostDepartures // processes that left since the previous snapshot (Framer.Close)
+	Departed    []HostDepartures // processes that left since the previous snapshot (sparse.Outgoing.Close)
 }
 
 // HostAnswer is one host the receiver asked in a scrape.
 type HostAnswer struct {
 	Host string
 	// Up: its agent answered every call and the next consumer accepted
-	// every process batch of the host (Framer). A host not up did not
+	// every process batch of the host (sparse.Outgoing). A host not up did not
 	// answer: its processes are unknown this time, not exited.
 	Up        bool
 	Processes int64 // processes it was asked about

@@ -74,6 +74,9 @@ func NewProcessEncoder(scope Scope, sw Switches) *ProcessEncoder {
 	return e
 }
 
+// Scope is the instrumentation scope the encoder writes.
+func (e *ProcessEncoder) Scope() Scope { return e.scope }
+
 // Writes tells whether any process metric is on: with none, process
 // resources are never written.
 func (e *ProcessEncoder) Writes() bool { return len(e.metrics) > 0 }

@@ -250,7 +250,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeli
 	if err := p.store.commit(hosts); err != nil {
 		return nil, err
 	}
-	if n := p.store.unaccounted; n > 0 {
+	if n := p.store.batches.Unaccounted; n > 0 {
 		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch of each is due",
 			zap.Int("hosts", n))
 	}

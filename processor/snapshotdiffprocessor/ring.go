@@ -6,11 +6,11 @@ package snapshotdiffprocessor
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"math/bits"
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 )
 
 // memoryGauges are bytes per memory type (pipeline.MemoryTypes).
@@ -102,10 +102,8 @@ type store struct {
 	// hostReadDelay is how long after the newest snapshot's time the
 	// host's processes were read at the latest (ns; 0: not measured).
 	hostReadDelay []int64
-	// hostExpect is the sequence number the host's next batch must have
-	// unless it starts a full run; 0: a full batch is due (sparse batches).
-	hostExpect []uint64
-	hostRuns   []hostRun // this snapshot's batches per host
+	// batches checks each host's process batches (sparse batches).
+	batches sparse.Sequence
 
 	sessionKeys  []pipeline.SessionKey
 	sessionIndex map[pipeline.SessionKey]uint32
@@ -147,39 +145,9 @@ type store struct {
 	memIndex   map[uint64]int32
 	memBySH    []sessionHostMemory
 	sortCounts []uint32
-	departed   map[uint32]bool // rows the closing batch lists as departed
-	// unaccounted counts the hosts the last commit found up in the closing
-	// batch but whose batches the sequence did not account for.
-	unaccounted int
 	// carried are the rows the last commit carried unchanged: listed by
 	// neither a sparse batch nor the departures.
 	carried []uint32
-}
-
-// hostRun is one host's process batches of the snapshot being ingested.
-type hostRun struct {
-	count  int64
-	last   uint64 // sequence number of the last batch accepted
-	full   bool
-	broken bool // a batch was refused
-	carry  bool // set by commit: the run was sparse and complete
-}
-
-// errFullBatchDue refuses a batch the sequence does not account for: the
-// receiver learns of it from ConsumeMetrics' error and sends the host in
-// full next time.
-type errFullBatchDue struct {
-	host     string
-	seq      uint64
-	expected uint64
-	full     bool
-}
-
-func (e errFullBatchDue) Error() string {
-	if e.expected == 0 {
-		return fmt.Sprintf("process batch %d of host %s refused: a full batch of the host is due (docs/pipeline.md, sparse batches)", e.seq, e.host)
-	}
-	return fmt.Sprintf("process batch %d of host %s refused: batch %d was due (lost or reordered; docs/pipeline.md, sparse batches)", e.seq, e.host, e.expected)
 }
 
 type sessionHostMemory struct {
@@ -195,7 +163,6 @@ func newStore(windows []time.Duration, maxPoints int) *store {
 		sessionIndex: map[pipeline.SessionKey]uint32{},
 		procIndex:    map[processKey]uint32{},
 		memIndex:     map[uint64]int32{},
-		departed:     map[uint32]bool{},
 		nextSeq:      1,
 	}
 	for _, w := range windows {
@@ -226,33 +193,18 @@ func (s *store) begin(t int64) error {
 	s.scratch = s.scratch[:0]
 	clear(s.memIndex)
 	s.memBySH = s.memBySH[:0]
-	clear(s.hostRuns)
-	clear(s.departed)
+	s.batches.Begin()
 	s.carried = s.carried[:0]
 	return nil
 }
 
-// acceptBatch checks a process batch's header against the host's
-// sequence: a full batch may start the host's run of a snapshot; every
-// other batch must be the next number. A refused batch breaks the run,
-// and the host needs a full batch.
+// acceptBatch checks a process batch's header against its host's
+// sequence (sparse.Sequence.Accept).
 func (s *store) acceptBatch(h pipeline.BatchHeader) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
-	row := s.hostRow(h.Host)
-	r := &s.hostRuns[row]
-	expect := s.hostExpect[row]
-	ok := !r.broken && ((h.Full && r.count == 0) || (expect != 0 && h.Seq == expect && (r.count == 0 || r.full == h.Full)))
-	if !ok {
-		r.broken = true
-		s.hostExpect[row] = 0
-		return errFullBatchDue{host: h.Host, seq: h.Seq, expected: expect, full: h.Full}
-	}
-	r.count++
-	r.last, r.full = h.Seq, h.Full
-	s.hostExpect[row] = h.Seq + 1
-	return nil
+	return s.batches.Accept(s.hostRow(h.Host), h)
 }
 
 // depart marks a process the closing batch lists as departed: it is not
@@ -267,28 +219,8 @@ func (s *store) depart(host string, tmID int64, d pipeline.Departure) {
 		return
 	}
 	if row, ok := s.procIndex[processKey{creation: d.Creation, session: sess, pid: int32(d.PID), host: h}]; ok { // #nosec G115 -- a pid
-		s.departed[row] = true
+		s.batches.Depart(row)
 	}
-}
-
-// answered settles a host's answer in the snapshot being committed: a
-// host at 0, or whose batches the sequence does not account for (one
-// lost, refused or out of order), did not answer and needs a full batch;
-// a complete sparse run carries its unlisted processes.
-func (s *store) answered(row uint32, h *pipeline.HostAnswer) bool {
-	r := &s.hostRuns[row]
-	switch {
-	case !h.Up:
-	case h.Batches == 0 && r.count == 0 && !r.broken:
-		return true // not sequenced: the batches list every process
-	case !r.broken && r.count == h.Batches && r.last == h.Sequence:
-		r.carry = !r.full
-		return true
-	default:
-		s.unaccounted++
-	}
-	s.hostExpect[row] = 0
-	return false
 }
 
 // carryUnchanged adds to the snapshot being committed, as unchanged, every
@@ -300,7 +232,7 @@ func (s *store) carryUnchanged() {
 		return
 	}
 	for row, seen := range s.procSeen {
-		if seen != prev || s.procGone[row] || !s.hostRuns[s.procKeys[row].host].carry || s.departed[uint32(row)] {
+		if seen != prev || s.procGone[row] || !s.batches.Carries(s.procKeys[row].host, uint32(row)) {
 			continue
 		}
 		s.carryRow(uint32(row))
@@ -353,8 +285,7 @@ func (s *store) hostRow(name string) uint32 {
 	s.hostAnswered = append(s.hostAnswered, 0)
 	s.hostDown = append(s.hostDown, false)
 	s.hostReadDelay = append(s.hostReadDelay, 0)
-	s.hostExpect = append(s.hostExpect, 0)
-	s.hostRuns = append(s.hostRuns, hostRun{})
+	s.batches.AddHost()
 	return row
 }
 
@@ -534,7 +465,6 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	s.ingesting = false
 	s.pendDown = s.pendDown[:0]
 	s.pendUp = s.pendUp[:0]
-	s.unaccounted = 0
 	rows := make([]uint32, len(hosts))
 	for i := range hosts {
 		rows[i] = s.hostRow(hosts[i].Host)
@@ -544,7 +474,7 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	for i, row := range rows {
 		listed[row] = true
 		s.hostReadDelay[row] = hosts[i].ReadDelay
-		if s.answered(row, &hosts[i]) {
+		if s.batches.Answered(row, &hosts[i]) {
 			s.pendUp = append(s.pendUp, row)
 		} else {
 			s.pendDown = append(s.pendDown, row)
@@ -552,9 +482,8 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	}
 	// A host whose batches came but whose answer did not (the closing
 	// batch was lost) is not known to have answered.
-	for row := range s.hostRuns {
-		if r := &s.hostRuns[row]; !listed[row] && (r.count > 0 || r.broken) {
-			s.hostExpect[row] = 0
+	for row := range s.hostNames {
+		if !listed[row] && s.batches.Unlisted(uint32(row)) {
 			s.pendDown = append(s.pendDown, uint32(row))
 		}
 	}
