@@ -96,7 +96,7 @@ func (d *ProcessDecoder) fail(err error) {
 }
 
 // Decode replaces d's samples with those of every resource of rms whose
-// kind (kinds[i], from Frame) holds processes. A point not at the batch's
+// kind (kinds[i], from ReadBatch) holds processes. A point not at the batch's
 // time t belongs to another snapshot and is left out.
 func (d *ProcessDecoder) Decode(rms pmetric.ResourceMetricsSlice, kinds []ResourceKind, t pcommon.Timestamp) {
 	d.Samples, d.Skipped, d.Err = d.Samples[:0], 0, nil

@@ -65,12 +65,12 @@ func checkRoundTrip(t *testing.T, v [NumFigures]int64) {
 	if n, _ := NewProcessEncoder(Scope{}, Switches{}).Append(md.ResourceMetrics(), &batch, nil); n != 1 {
 		t.Fatalf("%d processes written, want 1", n)
 	}
-	b := Frame(md)
+	b := ReadBatch(md)
 	if b.Kind != BatchProcesses {
 		t.Fatalf("a process batch framed as %d", b.Kind)
 	}
 	var d ProcessDecoder
-	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
+	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time)
 	if d.Err != nil || len(d.Samples) != 1 {
 		t.Fatalf("decoded %d samples, error %v", len(d.Samples), d.Err)
 	}

@@ -96,7 +96,7 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
 			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType)})
 		pe := &sc.entries[len(sc.entries)-1]
-		if pe.Process = pipeline.Convert(info, a.consts); !pe.Process.HasStat {
+		if pe.Process = pipeline.ProcessFromAnswer(info, a.consts); !pe.Process.HasStat {
 			withoutStat++
 			sc.entries = sc.entries[:len(sc.entries)-1]
 		}

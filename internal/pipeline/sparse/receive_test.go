@@ -117,7 +117,7 @@ func TestSenderAndSequenceAgree(t *testing.T) {
 	lose := false
 	var refused []uint64
 	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-		b := pipeline.Frame(md)
+		b := pipeline.ReadBatch(md)
 		h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
 		if err != nil {
 			t.Fatal(err)

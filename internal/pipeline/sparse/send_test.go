@@ -57,7 +57,7 @@ func TestDenseSenderSendsEveryProcessInFull(t *testing.T) {
 		var headers []pipeline.BatchHeader
 		var processes []int
 		sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-			b := pipeline.Frame(md)
+			b := pipeline.ReadBatch(md)
 			h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
 			if err != nil {
 				t.Fatal(err)
@@ -111,9 +111,9 @@ func TestSparseBatchCarriesAProcessWhoseFiguresChanged(t *testing.T) {
 // decodeSamples reads the process samples of one process batch.
 func decodeSamples(t *testing.T, md pmetric.Metrics) []pipeline.ProcessSample {
 	t.Helper()
-	b := pipeline.Frame(md)
+	b := pipeline.ReadBatch(md)
 	var d pipeline.ProcessDecoder
-	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
+	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time)
 	if d.Err != nil {
 		t.Fatal(d.Err)
 	}

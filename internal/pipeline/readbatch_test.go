@@ -26,9 +26,9 @@ func processBatch(host string, t pcommon.Timestamp) pmetric.Metrics {
 	return md
 }
 
-// Frame tells a process batch, a closing batch, a merged one and a batch
+// ReadBatch tells a process batch, a closing batch, a merged one and a batch
 // that is not ours.
-func TestFrameTellsTheKindsOfBatch(t *testing.T) {
+func TestReadBatchTellsTheKindsOfBatch(t *testing.T) {
 	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
 	closing := NewClosingEncoder(Scope{}, time.Unix(0, 0), Switches{}).Encode(&Closing{Time: ts.AsTime(), TmID: 1, Coordinator: "mdw"})
 	merged := pmetric.NewMetrics()
@@ -45,7 +45,7 @@ func TestFrameTellsTheKindsOfBatch(t *testing.T) {
 		"merged":  {merged, BatchMerged},
 		"foreign": {foreign, BatchForeign},
 	} {
-		if got := Frame(c.md).Kind; got != c.want {
+		if got := ReadBatch(c.md).Kind; got != c.want {
 			t.Errorf("%s batch framed as %d, want %d", name, got, c.want)
 		}
 	}
@@ -58,9 +58,9 @@ func TestThePointOfAnotherSnapshotIsLeftOut(t *testing.T) {
 	md := processBatch("sdw1", ts)
 	later := processBatch("sdw1", ts+1)
 	later.ResourceMetrics().At(0).CopyTo(md.ResourceMetrics().AppendEmpty())
-	b := Frame(md)
+	b := ReadBatch(md)
 	var d ProcessDecoder
-	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time(md))
+	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time)
 	if len(d.Samples) != 1 || d.Skipped == 0 || d.Err == nil {
 		t.Errorf("%d samples, %d skipped (%v); want the first snapshot's process alone", len(d.Samples), d.Skipped, d.Err)
 	}
