@@ -54,7 +54,7 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 	}
 	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
 	if cfg.EmitProcessMetrics {
-		p.store.keepSamples = true
+		p.store.procs.keepSamples = true
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
 	}
 	if cfg.Queries.Enabled {
@@ -180,7 +180,7 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 			return err
 		}
 	}
-	if newest := p.store.newestTime(); newest != 0 && clockstep.SteppedBack(time.Unix(0, newest), time.Unix(0, t)) {
+	if newest := p.store.windows.newestTime(); newest != 0 && clockstep.SteppedBack(time.Unix(0, newest), time.Unix(0, t)) {
 		p.logger.Warn("snapshot much older than the newest: the wall clock went back; window figures start over from it",
 			zap.Time("snapshot", time.Unix(0, t)), zap.Time("newest", time.Unix(0, newest)))
 		p.store.restartTimeline()
@@ -238,12 +238,12 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 	if err := p.store.commit(in.hosts); err != nil {
 		return nil, err
 	}
-	if n := p.store.batches.Unaccounted; n > 0 {
+	if n := p.store.hosts.batches.Unaccounted; n > 0 {
 		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch of each is due",
 			zap.Int("hosts", n))
 	}
 	figs := p.store.computeFigures()
-	figs.hostNames = slices.Clone(p.store.hostNames)
+	figs.hostNames = slices.Clone(p.store.hosts.names)
 	if p.smoother != nil {
 		figs.smoothed = p.smoother.update(p.store)
 	}
@@ -263,19 +263,19 @@ func (p *snapshotDiff) carriedResources(ts pcommon.Timestamp) *pmetric.ResourceM
 	rms := pmetric.NewResourceMetricsSlice()
 	rows := p.store.carried
 	slices.SortFunc(rows, func(a, b uint32) int {
-		return cmp.Or(cmp.Compare(p.store.procKeys[a].host, p.store.procKeys[b].host), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(p.store.procs.keys[a].host, p.store.procs.keys[b].host), cmp.Compare(a, b))
 	})
 	var entries []pipeline.ProcessEntry
 	var order []int32
 	for from := 0; from < len(rows); {
-		host := p.store.procKeys[rows[from]].host
-		tmID := p.store.procSample[rows[from]].TmID
+		host := p.store.procs.keys[rows[from]].host
+		tmID := p.store.procs.sample[rows[from]].TmID
 		entries = entries[:0]
 		to := from
-		for ; to < len(rows) && p.store.procKeys[rows[to]].host == host && p.store.procSample[rows[to]].TmID == tmID; to++ {
-			entries = append(entries, p.store.procSample[rows[to]].Entry())
+		for ; to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID; to++ {
+			entries = append(entries, p.store.procs.sample[rows[to]].Entry())
 		}
-		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hostNames[host],
+		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hosts.names[host],
 			Kind: pipeline.KindProcess, Entries: entries}, order)
 		from = to
 	}
