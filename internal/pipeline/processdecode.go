@@ -239,18 +239,3 @@ func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 	}
 	s.Present |= 1 << f
 }
-
-func intValue(dp pmetric.NumberDataPoint) int64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
-		return int64(math.Round(dp.DoubleValue()))
-	}
-	return dp.IntValue()
-}
-
-// nanosValue reads a seconds value as integer nanoseconds.
-func nanosValue(dp pmetric.NumberDataPoint) int64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
-		return int64(math.Round(dp.DoubleValue() * 1e9))
-	}
-	return dp.IntValue() * 1e9
-}

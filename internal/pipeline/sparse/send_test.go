@@ -80,7 +80,7 @@ func TestDenseSenderSendsEveryProcessInFull(t *testing.T) {
 }
 
 // A sparse batch leaves out a process whose figures did not change and
-// carries one whose figures did, whichever figure (rule 8): one figure
+// carries one whose figures did, whichever figure (sparse batches): one figure
 // moved, the process is sent again with it.
 func TestSparseBatchCarriesAProcessWhoseFiguresChanged(t *testing.T) {
 	var sent [][]int64 // pids of each batch, in order
