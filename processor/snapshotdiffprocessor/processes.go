@@ -43,12 +43,8 @@ func newProcessTable() processTable {
 // add gives key a row, a freed one if there is one; grown tells that the
 // table grew by one row.
 func (t *processTable) add(key processKey) (row uint32, grown bool) {
-	row, reused := t.free.take()
-	if reused {
-		t.keys[row] = key
-	} else {
-		row = uint32(len(t.keys))
-		t.keys = append(t.keys, key)
+	row, grown = place(&t.free, &t.keys, key)
+	if grown {
 		t.last = append(t.last, pipeline.Counters{})
 		t.known = append(t.known, 0)
 		t.seen = append(t.seen, 0)
@@ -62,7 +58,7 @@ func (t *processTable) add(key processKey) (row uint32, grown bool) {
 		}
 	}
 	t.index[key] = row
-	return row, !reused
+	return row, grown
 }
 
 // remove frees a row.

@@ -23,12 +23,8 @@ func (t *sessionTable) row(key pipeline.SessionKey) uint32 {
 	if row, ok := t.index[key]; ok {
 		return row
 	}
-	row, reused := t.free.take()
-	if reused {
-		t.keys[row] = key
-	} else {
-		row = uint32(len(t.keys))
-		t.keys = append(t.keys, key)
+	row, grown := place(&t.free, &t.keys, key)
+	if grown {
 		t.refs = append(t.refs, 0)
 	}
 	t.index[key] = row
@@ -49,15 +45,18 @@ func (t *sessionTable) release(row uint32) {
 // freeRows are the freed rows of a table, taken again before it grows.
 type freeRows []uint32
 
-// take returns a freed row, if there is one.
-func (f *freeRows) take() (uint32, bool) {
-	n := len(*f)
-	if n == 0 {
-		return 0, false
-	}
-	row := (*f)[n-1]
-	*f = (*f)[:n-1]
-	return row, true
-}
-
 func (f *freeRows) put(row uint32) { *f = append(*f, row) }
+
+// place puts key in the last freed row of keys, or else in a new row at
+// the end; grown tells the latter, when the table's other columns must
+// grow too.
+func place[K any](f *freeRows, keys *[]K, key K) (row uint32, grown bool) {
+	if n := len(*f); n > 0 {
+		row = (*f)[n-1]
+		*f = (*f)[:n-1]
+		(*keys)[row] = key
+		return row, false
+	}
+	*keys = append(*keys, key)
+	return uint32(len(*keys) - 1), true
+}

@@ -6,6 +6,7 @@ package sparse
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -147,19 +148,7 @@ func TestSenderAndSequenceAgree(t *testing.T) {
 	if len(refused) != 2 || refused[0] != 7 || refused[1] != 8 {
 		t.Errorf("batches refused %v, want 7 and 8: the sparse ones after the lost snapshot", refused)
 	}
-	if want := []bool{true, true, false, false, true}; !equal(answered, want) {
+	if want := []bool{true, true, false, false, true}; !slices.Equal(answered, want) {
 		t.Errorf("answered per snapshot %v, want %v: the lost snapshot and the sparse one after it not, the full one after that again", answered, want)
 	}
-}
-
-func equal(a, b []bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
