@@ -40,7 +40,8 @@ type departedProcesses struct {
 }
 
 // decode reads a process or closing batch b of md; release gives its
-// decoder back.
+// decoder back. It runs before the lock, so that batches of many hosts
+// decode at once.
 func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	in := &incoming{Batch: b}
 	rms := md.ResourceMetrics()
