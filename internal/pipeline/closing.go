@@ -28,14 +28,14 @@ type Closing struct {
 	Hosts       []HostAnswer
 	Readings    []HostReading
 	Sessions    []Session
-	Departed    []HostDepartures // processes that left since the previous snapshot (Framer.Close)
+	Departed    []HostDepartures // processes that left since the previous snapshot (sparse.Outgoing.Close)
 }
 
 // HostAnswer is one host the receiver asked in a scrape.
 type HostAnswer struct {
 	Host string
 	// Up: its agent answered every call and the next consumer accepted
-	// every process batch of the host (Framer). A host not up did not
+	// every process batch of the host (sparse.Outgoing). A host not up did not
 	// answer: its processes are unknown this time, not exited.
 	Up        bool
 	Processes int64 // processes it was asked about
@@ -313,13 +313,6 @@ func recordTaskStates(w *resourceWriter, t *gpotelv1.TaskStates) {
 	}
 }
 
-func boolInt(b bool) int64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
 // SnapshotHeader is what a snapshot resource says.
 type SnapshotHeader struct {
 	Time        pcommon.Timestamp // its first point's; 0 without points
@@ -491,43 +484,4 @@ func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 // SortGroups orders a host's groups by name.
 func SortGroups(gs []*gpotelv1.GroupPressure) {
 	slices.SortFunc(gs, func(a, b *gpotelv1.GroupPressure) int { return strings.Compare(a.GetName(), b.GetName()) })
-}
-
-// firstPointTime is the timestamp of the resource's first data point.
-func firstPointTime(rm pmetric.ResourceMetrics) pcommon.Timestamp {
-	var t pcommon.Timestamp
-	eachPoint(rm, func(_ pmetric.Metric, dp pmetric.NumberDataPoint) {
-		if t == 0 {
-			t = dp.Timestamp()
-		}
-	})
-	return t
-}
-
-// eachPoint calls fn with every number point of the resource, gauges and
-// sums alike.
-func eachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.NumberDataPoint)) {
-	sms := rm.ScopeMetrics()
-	for i := range sms.Len() {
-		ms := sms.At(i).Metrics()
-		for j := range ms.Len() {
-			m := ms.At(j)
-			dps := NumberPoints(m)
-			for k := range dps.Len() {
-				fn(m, dps.At(k))
-			}
-		}
-	}
-}
-
-// NumberPoints accepts gauges and sums alike: the contract says which, a
-// consumer reads the figures either way (none of any other type).
-func NumberPoints(m pmetric.Metric) pmetric.NumberDataPointSlice {
-	switch m.Type() {
-	case pmetric.MetricTypeGauge:
-		return m.Gauge().DataPoints()
-	case pmetric.MetricTypeSum:
-		return m.Sum().DataPoints()
-	}
-	return pmetric.NewNumberDataPointSlice()
 }

@@ -799,14 +799,3 @@ func eventEnd(fields []EventField, key string) EventField {
 	}
 	panic("pipeline: no event field " + key)
 }
-
-// docName is the type as docs/pipeline.md writes it.
-func (t EventType) docName() string {
-	switch t {
-	case EventTime:
-		return "time"
-	case EventSegments:
-		return "segments"
-	}
-	return t.String()
-}

@@ -130,9 +130,6 @@ var _ [32 - NumCounters]struct{}
 // EveryCounter is the mask (bit per Figure) of every counter.
 const EveryCounter = uint32(1)<<NumCounters - 1
 
-// IsCounter tells the cumulative counters from the gauges.
-func (f Figure) IsCounter() bool { return int(f) < NumCounters }
-
 // Source is where an agent reports a figure: a field of its answer, in a
 // kernel unit that kernelunits converts (the one place that does).
 type Source[M any] struct {
@@ -419,29 +416,6 @@ func count(name string, field func(*yagpcc.SystemStat) *uint64) StatField {
 
 func kib(name string, field func(*yagpcc.SystemStat) *uint64) StatField {
 	return StatField{Name: name, count: field, perKiB: true}
-}
-
-// pointFloat reads a point as a float, whatever its value type.
-func pointFloat(dp pmetric.NumberDataPoint) float64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-		return float64(dp.IntValue())
-	}
-	return dp.DoubleValue()
-}
-
-// pointUint clamps: a negative or non-finite count is bad input, not a huge number.
-func pointUint(dp pmetric.NumberDataPoint) uint64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
-		return uint64(max(dp.IntValue(), 0))
-	}
-	v := dp.DoubleValue()
-	if !(v > 0) || math.IsInf(v, 1) {
-		return 0
-	}
-	if v >= math.MaxUint64 {
-		return math.MaxUint64
-	}
-	return uint64(math.Round(v))
 }
 
 // The sources' constructors: one per kind of agent field.

@@ -201,20 +201,6 @@ func (g *GreenplumSession) SpillTotal() (bytes, files int64) {
 	return bytes, files
 }
 
-// CommandSpill sums the workfiles of one command over its segments.
-func (g *GreenplumSession) CommandSpill(ccnt int64) (bytes, files int64) {
-	if g == nil {
-		return 0, 0
-	}
-	for _, s := range g.Spill {
-		if s.CommandCount == ccnt {
-			bytes += s.Bytes
-			files += s.Files
-		}
-	}
-	return bytes, files
-}
-
 // VmemTotal sums the session's vmem over the segments; ok is false where
 // the server keeps no such view. runaway tells whether any segment marked
 // the session runaway.

@@ -454,34 +454,3 @@ func SessionMetricOfQuery(query string) (session string, ok bool) {
 
 // QueryStartValue writes a query_start as AttrQueryStart holds it.
 func QueryStartValue(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-// MetricNames lists every metric the contract defines: the receiver's
-// (process and closing batch) and the processor's; docs/pipeline.md
-// lists the same.
-func MetricNames() []string {
-	var out []string
-	for _, m := range ProcessMetrics {
-		out = append(out, m.Name)
-	}
-	for _, m := range ClosingMetrics {
-		out = append(out, m.Name)
-	}
-	for _, m := range CounterMetrics {
-		out = append(out, m.Session, m.Session+RateSuffix, ClusterMetric(m.Session), UnattributedMetric(m.Session), QueryMetric(m.Session))
-	}
-	skews := []string{MetricSessionSkewRatio, MetricSessionSkewMaxOverAvg, MetricSessionSkewHottestSegment, MetricSessionSkewSegments}
-	out = append(out, skews...)
-	for _, s := range skews {
-		out = append(out, QueryMetric(s))
-	}
-	return append(out,
-		MetricSessionWindowSpan, MetricSessionPartial, MetricSessionProcesses, MetricSessionHosts, MetricSessionMemoryUsage,
-		ClusterMetric(MetricSessionWindowSpan), MetricUnrecordedCPUTime,
-		MetricSessionCPUUsageSmoothed, MetricSessionDiskIORateSmoothed, MetricSessionMemoryUsageSmoothed,
-		MetricHostCPUUsageSmoothed, MetricHostDiskIORateSmoothed, MetricHostMemoryUsageSmoothed,
-		MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed,
-		MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses,
-		MetricQuerySegmentCPUTime, MetricQuerySegmentDiskIO, MetricQueryDuration, MetricQueryCompleted, MetricQueryPartial,
-		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax,
-		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted, MetricHostReadDelay)
-}

@@ -96,7 +96,7 @@ func (d *ProcessDecoder) fail(err error) {
 }
 
 // Decode replaces d's samples with those of every resource of rms whose
-// kind (kinds[i], from Frame) holds processes. A point not at the batch's
+// kind (kinds[i], from ReadBatch) holds processes. A point not at the batch's
 // time t belongs to another snapshot and is left out.
 func (d *ProcessDecoder) Decode(rms pmetric.ResourceMetricsSlice, kinds []ResourceKind, t pcommon.Timestamp) {
 	d.Samples, d.Skipped, d.Err = d.Samples[:0], 0, nil
@@ -238,19 +238,4 @@ func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 		s.Values[f] = intValue(dp)
 	}
 	s.Present |= 1 << f
-}
-
-func intValue(dp pmetric.NumberDataPoint) int64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
-		return int64(math.Round(dp.DoubleValue()))
-	}
-	return dp.IntValue()
-}
-
-// nanosValue reads a seconds value as integer nanoseconds.
-func nanosValue(dp pmetric.NumberDataPoint) int64 {
-	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
-		return int64(math.Round(dp.DoubleValue() * 1e9))
-	}
-	return dp.IntValue() * 1e9
 }

@@ -74,9 +74,8 @@ func NewProcessEncoder(scope Scope, sw Switches) *ProcessEncoder {
 	return e
 }
 
-// Writes tells whether any process metric is on: with none, process
-// resources are never written.
-func (e *ProcessEncoder) Writes() bool { return len(e.metrics) > 0 }
+// Scope is the instrumentation scope the encoder writes.
+func (e *ProcessEncoder) Scope() Scope { return e.scope }
 
 // Append writes the batch as one resource per session, sessions in id
 // order, and returns how many processes went into resources the

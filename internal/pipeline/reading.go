@@ -49,10 +49,10 @@ func (p *Process) setRaw(f Figure, h kernelunits.Host, u kernelunits.Unit, raw i
 	}
 }
 
-// Convert turns one agent reading into seconds and bytes with the
+// ProcessFromAnswer turns one agent reading into seconds and bytes with the
 // answering host's constants: for each figure, the first of its Live
 // sources the answer has.
-func Convert(info *yagpcc.GpPidProcInfo, host kernelunits.Host) Process {
+func ProcessFromAnswer(info *yagpcc.GpPidProcInfo, host kernelunits.Host) Process {
 	p := Process{PID: info.GetPid()}
 	if st := info.GetProcStat(); st != nil {
 		p.HasStat = true
@@ -72,11 +72,11 @@ func Convert(info *yagpcc.GpPidProcInfo, host kernelunits.Host) Process {
 	return p
 }
 
-// ConvertExit turns one taskstats exit record into the exited process's
+// ProcessFromExit turns one taskstats exit record into the exited process's
 // final totals: every figure with an Exit source. Delays other than the
 // run-queue wait are read only when delay accounting was on: otherwise the
 // kernel left them 0, not measured.
-func ConvertExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
+func ProcessFromExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
 	s := r.GetStats()
 	p := Process{PID: s.GetPid(), CreationTime: time.Unix(0, r.GetStartTimeUnixNano()).UTC(), HasStat: true}
 	var noHost kernelunits.Host // exit records carry no ticks or pages

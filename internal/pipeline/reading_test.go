@@ -57,7 +57,7 @@ func TestConvertFullReading(t *testing.T) {
 	info := fullReading()
 	host := testHost
 	host.Delayacct = true
-	p := Convert(info, host)
+	p := ProcessFromAnswer(info, host)
 	for _, c := range []struct {
 		name string
 		got  any
@@ -103,7 +103,7 @@ func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
 	in.ProcIo = nil
 	in.ProcSchedstat = nil
 	in.ProcStatus.RssAnonKb, in.ProcStatus.RssFileKb, in.ProcStatus.RssShmemKb = nil, nil, nil
-	p := Convert(in, testHost)
+	p := ProcessFromAnswer(in, testHost)
 	if p.Values[DiskRead].OK || p.Values[CancelledWrite].OK {
 		t.Error("io readings present although /proc/<pid>/io was not read")
 	}
@@ -121,7 +121,7 @@ func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
 func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
 	in := fullReading()
 	in.ProcStatus.VmRssKb = nil // kernel threads print no VmRSS
-	p := Convert(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: testHost.BootTime})
+	p := ProcessFromAnswer(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: testHost.BootTime})
 	if got := p.Values[MemoryUsage]; got != bytes0(10*65536) {
 		t.Fatalf("memory usage %v, want stat rss × the host's 64 KiB pages", got)
 	}
@@ -130,7 +130,7 @@ func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
 func TestConvertWithoutStatHasNoCreationTime(t *testing.T) {
 	in := fullReading()
 	in.ProcStat = nil
-	p := Convert(in, testHost)
+	p := ProcessFromAnswer(in, testHost)
 	if p.HasStat || !p.CreationTime.IsZero() || p.Values[CPUUser].OK {
 		t.Fatalf("stat-derived readings invented: %+v", p)
 	}
@@ -144,7 +144,7 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 		Pid: 42, UserUs: 30_000, SystemUs: 10_000, CpuRunVirtualNs: 50_000_000,
 		ReadBytes: 4096, HiwaterRssKb: 2, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 7_000_000}, Blkio: &gpotelv1.Delay{TotalNs: 3_000_000}},
 	}}
-	p := ConvertExit(rec, false)
+	p := ProcessFromExit(rec, false)
 	if u, s := p.Values[CPUUser].Float, p.Values[CPUSystem].Float; math.Abs(u-0.0375) > 1e-12 || math.Abs(s-0.0125) > 1e-12 {
 		t.Errorf("cpu %v/%v, want 0.0375/0.0125 (50 ms split 3:1)", u, s)
 	}
@@ -154,7 +154,7 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 	if math.Abs(p.Values[RunDelay].Float-0.007) > 1e-12 || p.Values[DiskDelay].OK {
 		t.Errorf("run delay %v, blkio %+v: blkio must be absent without delay accounting", p.Values[RunDelay], p.Values[DiskDelay])
 	}
-	if p = ConvertExit(rec, true); math.Abs(p.Values[DiskDelay].Float-0.003) > 1e-12 {
+	if p = ProcessFromExit(rec, true); math.Abs(p.Values[DiskDelay].Float-0.003) > 1e-12 {
 		t.Errorf("blkio with delay accounting: %+v", p.Values[DiskDelay])
 	}
 	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
@@ -167,11 +167,11 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 // taskstats delays are, never a 0.
 func TestBlockIOWaitNeedsDelayAccounting(t *testing.T) {
 	host := testHost
-	if p := Convert(fullReading(), host); p.Values[DiskDelay].OK {
+	if p := ProcessFromAnswer(fullReading(), host); p.Values[DiskDelay].OK {
 		t.Errorf("block I/O wait without delay accounting: %+v, want absent", p.Values[DiskDelay])
 	}
 	host.Delayacct = true
-	if p := Convert(fullReading(), host); p.Values[DiskDelay] != seconds0(7.0/250) {
+	if p := ProcessFromAnswer(fullReading(), host); p.Values[DiskDelay] != seconds0(7.0/250) {
 		t.Errorf("block I/O wait with delay accounting: %+v, want 7 ticks at 250 Hz", p.Values[DiskDelay])
 	}
 }
@@ -181,7 +181,7 @@ func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
 	info := &yagpcc.GpPidProcInfo{Pid: 7, ProcStat: &yagpcc.ProcStat{Starttime: 100}, Taskstats: &gpotelv1.TaskStatsRecord{
 		ReadBytes: 8192, WriteChars: 3, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 2e9}, Swapin: &gpotelv1.Delay{TotalNs: 1e9}},
 	}}
-	p := Convert(info, host)
+	p := ProcessFromAnswer(info, host)
 	if !p.Values[DiskRead].OK || p.Values[DiskRead].Int != 8192 || p.Values[CharsWrite].Int != 3 || p.Values[RunDelay].Float != 2 {
 		t.Errorf("io/run delay from the record: %+v", p)
 	}
@@ -189,11 +189,11 @@ func TestTaskstatsRecordStandsInForIOAndSchedstat(t *testing.T) {
 		t.Error("swap-in delay without delay accounting must be absent, not 0")
 	}
 	host.Delayacct = true
-	if p = Convert(info, host); p.Values[DelaySwapin].Float != 1 || p.Values[DelayIRQ].OK {
+	if p = ProcessFromAnswer(info, host); p.Values[DelaySwapin].Float != 1 || p.Values[DelayIRQ].OK {
 		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Values[DelaySwapin:DelayIRQ+1])
 	}
 	info.ProcIo = &yagpcc.ProcIO{ReadBytes: 1}
-	if p = Convert(info, host); p.Values[DiskRead].Int != 1 {
+	if p = ProcessFromAnswer(info, host); p.Values[DiskRead].Int != 1 {
 		t.Errorf("/proc io, when read, wins: %v", p.Values[DiskRead].Int)
 	}
 }
@@ -206,7 +206,7 @@ func TestConvertAllocatesNothing(t *testing.T) {
 		ProcStatus: &yagpcc.ProcStatus{VmRssKb: &kb, Threads: 1, VoluntaryCtxtSwitches: 4},
 		ProcIo:     &yagpcc.ProcIO{ReadBytes: 4096}, CommandCount: &cmd}
 	h := kernelunits.Host{ClkTck: 100, PageSize: 4096}
-	if n := testing.AllocsPerRun(100, func() { _ = Convert(info, h) }); n != 0 {
+	if n := testing.AllocsPerRun(100, func() { _ = ProcessFromAnswer(info, h) }); n != 0 {
 		t.Errorf("%v allocations per process, want 0", n)
 	}
 }

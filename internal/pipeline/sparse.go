@@ -4,23 +4,16 @@
 package pipeline
 
 import (
-	"cmp"
-	"encoding/binary"
 	"fmt"
-	"hash/maphash"
-	"math"
-	"slices"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// Sparse process batches (docs/pipeline.md, sparse batches): the receiver sends a
-// process only when one of its figures changed since it last sent it, or
-// when a full batch is due; every process batch carries its host's batch
-// sequence number; the closing batch says how many batches each host sent
-// and which processes left. Comparing for equality is not diffing: the
-// processor alone computes steps.
+// The wire form of the sparse batches rule (docs/pipeline.md): every
+// process batch carries its host's batch sequence number in a batch
+// resource; the closing batch says how many batches each host sent and
+// which processes left. Package sparse holds the rule itself.
 
 // BatchHeader is what the batch resource of a process batch says.
 type BatchHeader struct {
@@ -35,9 +28,9 @@ type BatchHeader struct {
 	Full bool
 }
 
-// appendBatchHeader writes the batch resource. Its metrics are framing,
+// AppendBatchHeader writes the batch resource. Its metrics are framing,
 // never switched off.
-func appendBatchHeader(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.Timestamp, h BatchHeader) {
+func AppendBatchHeader(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.Timestamp, h BatchHeader) {
 	rm := rms.AppendEmpty()
 	attrs := rm.Resource().Attributes()
 	attrs.EnsureCapacity(3)
@@ -150,67 +143,4 @@ func DecodeDepartures(rm pmetric.ResourceMetrics) (d HostDepartures, tmID int64,
 		d.Processes = append(d.Processes, Departure{Session: sess.Int(), PID: pid.Int(), Creation: int64(dp.StartTimestamp())}) // #nosec G115 -- ns since 1970
 	})
 	return d, tmID, skipped, err
-}
-
-// sentProcess is what the receiver last sent of one process: enough to
-// tell whether any of its figures changed, not the figures.
-type sentProcess struct {
-	session  int64
-	creation int64
-	hash     uint64
-	tick     uint64 // the last snapshot that answered for it
-}
-
-// sentHost is the receiver's memory of one host.
-type sentHost struct {
-	seq   uint64                // of its last batch
-	procs map[int64]sentProcess // by pid; nil: a full batch is due
-	// This snapshot's.
-	tick     uint64
-	full     bool
-	batches  int64
-	refused  bool
-	departed []Departure // pids reused this snapshot: their old process left
-}
-
-// hashProcess fingerprints everything a process batch says of a process,
-// so that equal fingerprints mean nothing to send (a 64-bit hash with a
-// per-run random seed: a change goes unseen with odds of 2^-64).
-func hashProcess(seed maphash.Seed, e *ProcessEntry) uint64 {
-	var buf [8 * (int(NumFigures) + 4)]byte
-	b := buf[:0]
-	var present uint64
-	for f := range NumFigures {
-		v := e.Process.Values[f]
-		if v.OK {
-			present |= 1 << f
-		}
-		b = binary.LittleEndian.AppendUint64(b, uint64(v.Int)^math.Float64bits(v.Float)) // #nosec G115 -- bits
-	}
-	b = binary.LittleEndian.AppendUint64(b, present)
-	b = binary.LittleEndian.AppendUint64(b, uint64(e.Session)) // #nosec G115 -- bits
-	b = binary.LittleEndian.AppendUint64(b, uint64(e.Segment)) // #nosec G115 -- bits
-	b = binary.LittleEndian.AppendUint64(b, uint64(boolInt(e.System)))
-	var h maphash.Hash
-	h.SetSeed(seed)
-	_, _ = h.Write(b)
-	_, _ = h.WriteString(e.BackendType)
-	return h.Sum64()
-}
-
-// departures lists, in pid order, the processes of hs the snapshot of
-// tick did not answer for, and forgets them.
-func (hs *sentHost) departures(tick uint64) []Departure {
-	out := hs.departed
-	hs.departed = nil
-	for pid, p := range hs.procs {
-		if p.tick != tick {
-			out = append(out, Departure{Session: p.session, PID: pid, Creation: p.creation})
-			delete(hs.procs, pid)
-		}
-	}
-	slices.SortFunc(out, func(a, b Departure) int {
-		return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.Creation, b.Creation))
-	})
-	return out
 }

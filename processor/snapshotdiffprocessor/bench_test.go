@@ -163,7 +163,7 @@ func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
 		}
 		runtime.UnlockOSThread()
 		var retained, recordBytes int
-		for _, sn := range s.ring {
+		for _, sn := range s.windows.retained {
 			retained += len(sn.rows)
 			recordBytes += cap(sn.rows)*4 + cap(sn.steps) + cap(sn.bySession)*8
 		}

@@ -68,11 +68,11 @@ func (f *figures) session(key pipeline.SessionKey) sessionFigures {
 }
 
 func (s *store) computeFigures() *figures {
-	newest := s.ring[len(s.ring)-1]
-	nSessions := len(s.sessionKeys)
+	newest := s.windows.retained[len(s.windows.retained)-1]
+	nSessions := len(s.sessions.keys)
 	f := &figures{
 		time:            newest.time,
-		windows:         make([]windowFigures, len(s.windows)),
+		windows:         make([]windowFigures, len(s.windows.spans)),
 		lifetime:        make([]pipeline.Counters, nSessions),
 		lifetimePartial: make([]bool, nSessions),
 		known:           make([]uint32, nSessions),
@@ -80,28 +80,28 @@ func (s *store) computeFigures() *figures {
 		hosts:           make([]int32, nSessions),
 		memoryCluster:   make([]memoryGauges, nSessions),
 		memoryMaxHost:   make([]memoryGauges, nSessions),
-		sessionIndex:    make(map[pipeline.SessionKey]uint32, len(s.sessionIndex)),
+		sessionIndex:    make(map[pipeline.SessionKey]uint32, len(s.sessions.index)),
 	}
-	for k, v := range s.sessionIndex {
+	for k, v := range s.sessions.index {
 		f.sessionIndex[k] = v
 	}
 
-	for w := range s.windows {
-		oldSeq := s.oldSeq[w]
+	for w := range s.windows.spans {
+		oldSeq := s.windows.oldSeq[w]
 		wf := windowFigures{
-			span:    newest.time - s.snapshotBySeq(oldSeq).time,
+			span:    newest.time - s.windows.bySeq(oldSeq).time,
 			deltas:  make([]pipeline.Counters, nSessions),
 			partial: make([]bool, nSessions),
 		}
-		acc := s.acc[w]
-		for row, seen := range s.procSeen {
+		acc := s.windows.acc[w]
+		for row, seen := range s.procs.seen {
 			if seen == 0 || seen < oldSeq {
 				continue
 			}
-			key := &s.procKeys[row]
+			key := &s.procs.keys[row]
 			// Seen at old or later on a host that is silent now: we cannot
 			// tell whether it still runs or what it used since.
-			if s.hostDown[key.host] {
+			if s.hosts.down[key.host] {
 				wf.partial[key.session] = true
 			}
 			if seen == oldSeq {
@@ -109,11 +109,11 @@ func (s *store) computeFigures() *figures {
 			}
 			d := &wf.deltas[key.session]
 			var u *pipeline.Counters
-			switch s.sessionKeys[key.session].ID {
+			switch s.sessions.keys[key.session].ID {
 			case unattributedSession:
-				u = segmentEntry(&wf.unattributed, hostSegment{key.host, s.procSeg[row]})
+				u = segmentEntry(&wf.unattributed, hostSegment{key.host, s.procs.seg[row]})
 			case unrecordedSession:
-				u = segmentEntry(&wf.unrecorded, hostSegment{key.host, s.procSeg[row]})
+				u = segmentEntry(&wf.unrecorded, hostSegment{key.host, s.procs.seg[row]})
 			}
 			for c, v := range acc[row*pipeline.NumCounters : (row+1)*pipeline.NumCounters] {
 				if v > 0 { // a counter that went down over the window gives 0
@@ -130,14 +130,14 @@ func (s *store) computeFigures() *figures {
 
 	// Lifetime: live processes' cumulative counters; a silent host's
 	// processes count as last seen while it was answering.
-	for row, seen := range s.procSeen {
-		if seen == 0 || s.procGone[row] {
+	for row, seen := range s.procs.seen {
+		if seen == 0 || s.procs.gone[row] {
 			continue
 		}
-		key := &s.procKeys[row]
+		key := &s.procs.keys[row]
 		live := seen == newest.seq
-		if s.hostDown[key.host] {
-			if seen < s.hostAnswered[key.host] {
+		if s.hosts.down[key.host] {
+			if seen < s.hosts.answered[key.host] {
 				continue
 			}
 			f.lifetimePartial[key.session] = true
@@ -145,7 +145,7 @@ func (s *store) computeFigures() *figures {
 			continue
 		}
 		t := &f.lifetime[key.session]
-		for c, v := range s.procLast[row] {
+		for c, v := range s.procs.last[row] {
 			t[c] += v
 		}
 	}
@@ -153,10 +153,10 @@ func (s *store) computeFigures() *figures {
 	// Every process the store holds for a session, exited ones too: those
 	// the windows and the lifetime count.
 	held := make([]bool, nSessions)
-	for row, seen := range s.procSeen {
+	for row, seen := range s.procs.seen {
 		if seen != 0 {
-			session := s.procKeys[row].session
-			f.known[session] |= s.procKnown[row]
+			session := s.procs.keys[row].session
+			f.known[session] |= s.procs.known[row]
 			held[session] = true
 		}
 	}
@@ -168,7 +168,7 @@ func (s *store) computeFigures() *figures {
 
 	for _, span := range newest.bySession {
 		for _, row := range newest.sessionRows(span.session) {
-			if !s.procGone[row] {
+			if !s.procs.gone[row] {
 				f.processes[span.session]++
 			}
 		}

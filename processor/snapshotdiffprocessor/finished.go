@@ -124,7 +124,7 @@ func (t *queryTracker) noteMemory(s *store) {
 		rss[m.session] += m.memory[pipeline.MemRSS]
 	}
 	for key, sq := range t.sessions {
-		if row, ok := s.sessionIndex[key]; ok {
+		if row, ok := s.sessions.index[key]; ok {
 			sq.life.memoryPeak = max(sq.life.memoryPeak, rss[row])
 		}
 	}
@@ -173,7 +173,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 	}
 	silent := false
 	for h := range l.hosts {
-		silent = silent || s.hostDown[h]
+		silent = silent || s.hosts.down[h]
 	}
 	waited := now-l.gone > t.keep
 	if !waited && (seq < l.goneSeen+settleSnapshots || silent) {
@@ -189,7 +189,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 // in the newest snapshot.
 func (q *query) onSilentHost(s *store) bool {
 	for hs := range q.segments {
-		if s.hostDown[hs.host] {
+		if s.hosts.down[hs.host] {
 			return true
 		}
 	}
@@ -212,7 +212,7 @@ func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sess
 		if u.at.segment == pipeline.UnknownSegment {
 			continue
 		}
-		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: s.hostNames[u.at.host], Segment: u.at.segment,
+		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: s.hosts.names[u.at.host], Segment: u.at.segment,
 			CPU: u.cpu, Read: u.read, Written: u.written})
 	}
 	return f

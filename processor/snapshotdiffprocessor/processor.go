@@ -6,7 +6,6 @@ package snapshotdiffprocessor
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -55,7 +54,7 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 	}
 	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
 	if cfg.EmitProcessMetrics {
-		p.store.keepSamples = true
+		p.store.procs.keepSamples = true
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
 	}
 	if cfg.Queries.Enabled {
@@ -76,29 +75,34 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 // process batches closed by the batch with its snapshot resource
 // (docs/pipeline.md rule 1).
 func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
-	b := pipeline.Frame(md)
+	b := pipeline.ReadBatch(md)
 	switch b.Kind {
 	case pipeline.BatchForeign:
 		return md, nil
 	case pipeline.BatchProcesses:
-		if err := p.collect(ctx, md, &b); err != nil {
+		in := p.decode(md, b)
+		err := p.collect(ctx, in)
+		p.release(in)
+		if err != nil {
 			return md, err
 		}
 		if !p.emitProcesses {
 			return md, processorhelper.ErrSkipProcessingData
 		}
-		dropFraming(md, &b)
+		dropHeader(md, b.Header)
 		return md, nil
 	case pipeline.BatchMerged:
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
 		p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 	case pipeline.BatchClosing:
-		figs, err := p.ingest(ctx, md, &b)
+		in := p.decode(md, b)
+		figs, err := p.ingest(ctx, in)
+		p.release(in)
 		if err != nil {
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
 			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 		} else {
-			p.appendFigures(md, &b, figs)
+			p.appendFigures(md, b.Kinds, figs)
 			p.telemetry.SnapshotdiffSnapshots.Add(ctx, 1)
 		}
 	}
@@ -118,60 +122,46 @@ func isFraming(k pipeline.ResourceKind) bool {
 	return k == pipeline.KindBatch || k == pipeline.KindDeparted
 }
 
-// dropFraming removes a process batch's batch resource.
-func dropFraming(md pmetric.Metrics, b *pipeline.Batch) {
-	if b.Header < 0 {
+// dropHeader removes a process batch's batch resource, at header (-1: none).
+func dropHeader(md pmetric.Metrics, header int) {
+	if header < 0 {
 		return
 	}
 	i := 0
 	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
-		drop := i == b.Header
+		drop := i == header
 		i++
 		return drop
 	})
 }
 
-// collect adds a process batch to the snapshot of its time. It decodes
-// before it takes the lock, so batches of many hosts decode at once. A
-// batch with a batch resource that cannot be ingested is refused, so
-// that the receiver sends its host in full next time (sparse batches).
-func (p *snapshotDiff) collect(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) error {
-	t := b.Time(md)
-	var header pipeline.BatchHeader
-	var err error
-	if b.Header >= 0 {
-		header, err = pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
-	}
-	if err == nil && t == 0 {
-		err = errors.New("process batch without a timestamp")
-	}
-	if err != nil {
-		p.logger.Warn("process batch not ingested", zap.Error(err))
-		if b.Header >= 0 {
-			return err
+// collect adds a process batch to the snapshot of its time. A batch
+// with a batch resource that cannot be ingested is refused, so that the
+// receiver sends its host in full next time (sparse batches).
+func (p *snapshotDiff) collect(ctx context.Context, in *incoming) error {
+	if in.err != nil {
+		p.logger.Warn("process batch not ingested", zap.Error(in.err))
+		if in.Header >= 0 {
+			return in.err
 		}
 		return nil
 	}
-	d := p.decoders.Get().(*pipeline.ProcessDecoder)
-	defer p.decoders.Put(d)
-	d.Decode(md.ResourceMetrics(), b.Kinds, t)
-
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openSnapshot(ctx, int64(t)); err != nil {
+	if err := p.openSnapshot(ctx, int64(in.Time)); err != nil {
 		p.logger.Warn("process batch not ingested", zap.Error(err))
-		if b.Header >= 0 {
+		if in.Header >= 0 {
 			return err
 		}
 		return nil
 	}
-	if b.Header >= 0 {
-		if err := p.store.acceptBatch(header); err != nil {
+	if in.Header >= 0 {
+		if err := p.store.acceptBatch(in.header); err != nil {
 			p.logger.Warn("process batch refused", zap.Error(err))
 			return err
 		}
 	}
-	p.addDecoded(ctx, d)
+	p.addDecoded(ctx, in.processes)
 	return nil
 }
 
@@ -190,7 +180,7 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 			return err
 		}
 	}
-	if newest := p.store.newestTime(); newest != 0 && clockstep.SteppedBack(time.Unix(0, newest), time.Unix(0, t)) {
+	if newest := p.store.windows.newestTime(); newest != 0 && clockstep.SteppedBack(time.Unix(0, newest), time.Unix(0, t)) {
 		p.logger.Warn("snapshot much older than the newest: the wall clock went back; window figures start over from it",
 			zap.Time("snapshot", time.Unix(0, t)), zap.Time("newest", time.Unix(0, newest)))
 		p.store.restartTimeline()
@@ -225,42 +215,40 @@ func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecode
 }
 
 // ingest closes the snapshot with the batch that holds its snapshot resource.
-func (p *snapshotDiff) ingest(ctx context.Context, md pmetric.Metrics, b *pipeline.Batch) (*figures, error) {
-	rms := md.ResourceMetrics()
-	t := b.Time(md)
-	if t == 0 {
-		return nil, errors.New("snapshot has no data point to take its time from")
+func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, error) {
+	if in.err != nil {
+		return nil, in.err
 	}
-	hosts := pipeline.DecodeSnapshot(rms.At(b.Snapshot)).Hosts
-	d := p.decoders.Get().(*pipeline.ProcessDecoder)
-	defer p.decoders.Put(d)
-	d.Decode(rms, b.Kinds, t)
-	var acts map[pipeline.SessionKey]sessionActivity
-	if p.queries != nil {
-		acts = readActivities(rms, b.Kinds)
+	if in.departSkipped > 0 {
+		p.logger.Warn("departed processes skipped", zap.Int("skipped", in.departSkipped), zap.Error(in.departErr))
+		p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(in.departSkipped))
 	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.openSnapshot(ctx, int64(t)); err != nil {
+	if err := p.openSnapshot(ctx, int64(in.Time)); err != nil {
 		return nil, err
 	}
-	p.addDecoded(ctx, d)
-	p.departures(ctx, rms, b)
-	if err := p.store.commit(hosts); err != nil {
+	p.addDecoded(ctx, in.processes)
+	for _, d := range in.departed {
+		for _, proc := range d.Processes {
+			p.store.depart(d.Host, d.tmID, proc)
+		}
+	}
+	if err := p.store.commit(in.hosts); err != nil {
 		return nil, err
 	}
-	if n := p.store.unaccounted; n > 0 {
+	if n := p.store.hosts.batches.Unaccounted; n > 0 {
 		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch of each is due",
 			zap.Int("hosts", n))
 	}
 	figs := p.store.computeFigures()
-	figs.hostNames = slices.Clone(p.store.hostNames)
+	figs.hostNames = slices.Clone(p.store.hosts.names)
 	if p.smoother != nil {
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
-		figs.work = p.queries.update(p.store, acts)
+		figs.work = p.queries.update(p.store, in.activities)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	if p.carriedEncoder != nil {
@@ -275,49 +263,31 @@ func (p *snapshotDiff) carriedResources(ts pcommon.Timestamp) *pmetric.ResourceM
 	rms := pmetric.NewResourceMetricsSlice()
 	rows := p.store.carried
 	slices.SortFunc(rows, func(a, b uint32) int {
-		return cmp.Or(cmp.Compare(p.store.procKeys[a].host, p.store.procKeys[b].host), cmp.Compare(a, b))
+		return cmp.Or(cmp.Compare(p.store.procs.keys[a].host, p.store.procs.keys[b].host), cmp.Compare(a, b))
 	})
 	var entries []pipeline.ProcessEntry
 	var order []int32
 	for from := 0; from < len(rows); {
-		host := p.store.procKeys[rows[from]].host
-		tmID := p.store.procSample[rows[from]].TmID
+		host := p.store.procs.keys[rows[from]].host
+		tmID := p.store.procs.sample[rows[from]].TmID
 		entries = entries[:0]
 		to := from
-		for ; to < len(rows) && p.store.procKeys[rows[to]].host == host && p.store.procSample[rows[to]].TmID == tmID; to++ {
-			entries = append(entries, p.store.procSample[rows[to]].Entry())
+		for ; to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID; to++ {
+			entries = append(entries, p.store.procs.sample[rows[to]].Entry())
 		}
-		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hostNames[host],
+		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hosts.names[host],
 			Kind: pipeline.KindProcess, Entries: entries}, order)
 		from = to
 	}
 	return &rms
 }
 
-// departures marks the processes the closing batch lists as departed;
-// the caller holds p.mu.
-func (p *snapshotDiff) departures(ctx context.Context, rms pmetric.ResourceMetricsSlice, b *pipeline.Batch) {
-	for i, kind := range b.Kinds {
-		if kind != pipeline.KindDeparted {
-			continue
-		}
-		d, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
-		if skipped > 0 {
-			p.logger.Warn("departed processes skipped", zap.Int("skipped", skipped), zap.Error(err))
-			p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(skipped))
-		}
-		for _, proc := range d.Processes {
-			p.store.depart(d.Host, tmID, proc)
-		}
-	}
-}
-
 // appendFigures adds the cluster figures to the snapshot resource, the
 // session figures to every session resource, and the query resources.
-func (p *snapshotDiff) appendFigures(md pmetric.Metrics, b *pipeline.Batch, figs *figures) {
+func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.ResourceKind, figs *figures) {
 	rms := md.ResourceMetrics()
 	ts := pcommon.Timestamp(figs.time)
-	for i, kind := range b.Kinds {
+	for i, kind := range kinds {
 		switch kind {
 		case pipeline.KindSnapshot:
 			p.out.AppendCluster(rms.At(i), ts, p.clusterFigures(figs))

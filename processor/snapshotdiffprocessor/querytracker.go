@@ -101,9 +101,9 @@ type query struct {
 	// before the title that showed this statement's count; its own start
 	// is the first later query_start seen.
 	startStale bool
-	text           string
-	totals         pipeline.Counters
-	segments       map[hostSegment]*segmentUse
+	text       string
+	totals     pipeline.Counters
+	segments   map[hostSegment]*segmentUse
 	// known are the counters some process of it reported (bit per Figure).
 	known uint32
 	// partial: its start was before the session was first seen, or a host
@@ -346,14 +346,14 @@ type trackedWork struct {
 // update takes in the newest committed snapshot of s with the activity of
 // its sessions and returns every query to write, and what finished.
 func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity) trackedWork {
-	newest := s.ring[len(s.ring)-1]
+	newest := s.windows.retained[len(s.windows.retained)-1]
 	now := newest.time
 	if t.first == 0 {
 		t.first = now
 	}
 	var prev int64
-	if len(s.ring) > 1 && t.first != now {
-		prev = s.ring[len(s.ring)-2].time
+	if len(s.windows.retained) > 1 && t.first != now {
+		prev = s.windows.retained[len(s.windows.retained)-2].time
 	}
 	for key, act := range acts {
 		t.observe(s, newest, key, &act, now, prev)
@@ -476,13 +476,13 @@ func (sq *sessionQueries) forget(q *query, old bool) bool {
 // headCommandCount is the title command count of the session's head
 // process (its pid on the coordinator) in the newest snapshot; 0 when none.
 func headCommandCount(s *store, newest *storedSnapshot, key pipeline.SessionKey, pid int64) int64 {
-	row, ok := s.sessionIndex[key]
+	row, ok := s.sessions.index[key]
 	if !ok || pid == 0 {
 		return 0
 	}
 	for _, r := range newest.sessionRows(row) {
-		if int64(s.procKeys[r].pid) == pid && s.procSeg[r] == -1 {
-			return s.procCcnt[r]
+		if int64(s.procs.keys[r].pid) == pid && s.procs.seg[r] == -1 {
+			return s.procs.ccnt[r]
 		}
 	}
 	return 0
@@ -491,13 +491,13 @@ func headCommandCount(s *store, newest *storedSnapshot, key pipeline.SessionKey,
 // attribute shares every process's steps of the newest snapshot among its
 // session's queries.
 func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
-	for len(t.rows) < len(s.procKeys) {
+	for len(t.rows) < len(s.procs.keys) {
 		t.rows = append(t.rows, rowSighting{})
 	}
 	// By store session row: one map lookup per session, not per process.
-	timelines := make([]*sessionQueries, len(s.sessionKeys))
+	timelines := make([]*sessionQueries, len(s.sessions.keys))
 	for key, sq := range t.sessions {
-		if row, ok := s.sessionIndex[key]; ok {
+		if row, ok := s.sessions.index[key]; ok {
 			timelines[row] = sq
 		}
 	}
@@ -506,7 +506,7 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 		var st pipeline.Counters
 		buf, _ = nextStep(buf, &st)
 		clampSteps(&st)
-		key := s.procKeys[row]
+		key := s.procs.keys[row]
 		rs := &t.rows[row]
 		from, prevCcnt := key.creation, int64(0)
 		if rs.at != 0 && rs.key == key {
@@ -516,10 +516,10 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 		// time by its host's read delay (an exit record's totals were
 		// final before the scrape).
 		readAt := now
-		if !s.procGone[row] {
-			readAt += s.hostReadDelay[key.host]
+		if !s.procs.gone[row] {
+			readAt += s.hosts.readDelay[key.host]
 		}
-		ccnt := s.procCcnt[row]
+		ccnt := s.procs.ccnt[row]
 		*rs = rowSighting{key: key, at: readAt, ccnt: ccnt}
 		// A process that did nothing still takes part: its segment counts as
 		// 0 in the query's skew, and its host in the query's partial mark.
@@ -527,8 +527,8 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 		if sq == nil {
 			continue
 		}
-		hs := hostSegment{key.host, s.procSeg[row]}
-		known := s.procKnown[row]
+		hs := hostSegment{key.host, s.procs.seg[row]}
+		known := s.procs.known[row]
 		sq.addSessionStep(&st, known, key.host)
 		switch {
 		case ccnt > 0 && ccnt == prevCcnt:
@@ -559,7 +559,7 @@ func (t *queryTracker) attribute(s *store, newest *storedSnapshot, now int64) {
 // markPartial flags the queries running now that have a process on a host
 // that did not answer.
 func (t *queryTracker) markPartial(s *store) {
-	if !slices.Contains(s.hostDown, true) {
+	if !slices.Contains(s.hosts.down, true) {
 		return
 	}
 	for _, sq := range t.sessions {
@@ -568,7 +568,7 @@ func (t *queryTracker) markPartial(s *store) {
 				continue
 			}
 			for hs := range q.segments {
-				if s.hostDown[hs.host] {
+				if s.hosts.down[hs.host] {
 					q.partial = true
 				}
 			}

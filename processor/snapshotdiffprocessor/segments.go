@@ -38,26 +38,26 @@ type sessionHost struct {
 // (a window: every process seen at its old snapshot or later, exits
 // included; lifetime: the live ones), by segment instance.
 func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
-	newest := s.ring[len(s.ring)-1]
-	nSessions := len(s.sessionKeys)
-	sf := &segmentFigures{windows: make([][][]segmentUse, len(s.windows))}
+	newest := s.windows.retained[len(s.windows.retained)-1]
+	nSessions := len(s.sessions.keys)
+	sf := &segmentFigures{windows: make([][][]segmentUse, len(s.windows.spans))}
 	// Each live row's (session, segment instance) slot, looked up once for
 	// every window.
 	type slot struct {
 		session uint32
 		at      hostSegment
 	}
-	slotOf := make([]int32, len(s.procSeen))
+	slotOf := make([]int32, len(s.procs.seen))
 	var slotAt []hostSegment
 	sessionSlots := make([][]int32, nSessions)
-	index := make(map[slot]int32, len(s.procSeen)/2) // sized: growing it cost more than filling it
-	for row, seen := range s.procSeen {
-		key := &s.procKeys[row]
-		if seen == 0 || s.sessionKeys[key.session].ID == unattributedSession {
+	index := make(map[slot]int32, len(s.procs.seen)/2) // sized: growing it cost more than filling it
+	for row, seen := range s.procs.seen {
+		key := &s.procs.keys[row]
+		if seen == 0 || s.sessions.keys[key.session].ID == unattributedSession {
 			slotOf[row] = -1
 			continue
 		}
-		at := slot{key.session, hostSegment{key.host, s.procSeg[row]}}
+		at := slot{key.session, hostSegment{key.host, s.procs.seg[row]}}
 		i, ok := index[at]
 		if !ok {
 			i = int32(len(slotAt)) // #nosec G115 -- fewer slots than process rows
@@ -93,20 +93,20 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 		}
 		return out
 	}
-	for w := range s.windows {
-		oldSeq, acc := s.oldSeq[w], s.acc[w]
+	for w := range s.windows.spans {
+		oldSeq, acc := s.windows.oldSeq[w], s.windows.acc[w]
 		sf.windows[w] = gather(
-			func(row int) bool { return s.procSeen[row] >= oldSeq },
+			func(row int) bool { return s.procs.seen[row] >= oldSeq },
 			func(row int) []int64 { return acc[row*pipeline.NumCounters : (row+1)*pipeline.NumCounters] })
 	}
 	sf.lifetime = gather(
 		func(row int) bool {
-			return s.procSeen[row] == newest.seq && !s.procGone[row] && !s.hostDown[s.procKeys[row].host]
+			return s.procs.seen[row] == newest.seq && !s.procs.gone[row] && !s.hosts.down[s.procs.keys[row].host]
 		},
-		func(row int) []int64 { return s.procLast[row][:] })
+		func(row int) []int64 { return s.procs.last[row][:] })
 
 	if withHosts {
-		sf.hostNames = append([]string(nil), s.hostNames...)
+		sf.hostNames = append([]string(nil), s.hosts.names...)
 		sf.hosts = make([][]sessionHost, nSessions)
 		at := make(map[uint64]int, len(s.memBySH))
 		on := func(session, host uint32) *sessionHost {
@@ -121,8 +121,8 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 		}
 		for _, span := range newest.bySession {
 			for _, row := range newest.sessionRows(span.session) {
-				if !s.procGone[row] {
-					on(span.session, s.procKeys[row].host).processes++
+				if !s.procs.gone[row] {
+					on(span.session, s.procs.keys[row].host).processes++
 				}
 			}
 		}

@@ -76,27 +76,27 @@ func (sm *smoother) decay(avgs []averages, in *averages, dt int64) {
 // update takes in the newest committed snapshot of s and returns a copy of
 // every average for output.
 func (sm *smoother) update(s *store) *smoothedFigures {
-	newest := s.ring[len(s.ring)-1]
+	newest := s.windows.retained[len(s.windows.retained)-1]
 	var prevTime int64
-	if len(s.ring) > 1 {
-		prevTime = s.ring[len(s.ring)-2].time
+	if len(s.windows.retained) > 1 {
+		prevTime = s.windows.retained[len(s.windows.retained)-2].time
 	}
-	for len(sm.hosts) < len(s.hostNames) {
+	for len(sm.hosts) < len(s.hosts.names) {
 		sm.hosts = append(sm.hosts, make([]averages, len(sm.constants)))
 		sm.hostUpdated = append(sm.hostUpdated, 0)
 		sm.hostUpdatedBefore = append(sm.hostUpdatedBefore, 0)
 	}
 
 	// Per session and per host: what the newest snapshot's steps used.
-	sessIn := make([]averages, len(s.sessionKeys))
-	hostIn := make([]averages, len(s.hostNames))
+	sessIn := make([]averages, len(s.sessions.keys))
+	hostIn := make([]averages, len(s.hosts.names))
 	buf := newest.steps
 	for _, row := range newest.rows {
 		var st pipeline.Counters
 		buf, _ = nextStep(buf, &st)
 		clampSteps(&st)
-		key := &s.procKeys[row]
-		if s.procFirst[row] == newest.seq && !sm.countsFromBirth(s, row, prevTime) {
+		key := &s.procs.keys[row]
+		if s.procs.first[row] == newest.seq && !sm.countsFromBirth(s, row, prevTime) {
 			continue
 		}
 		in := [numAvg]float64{
@@ -119,7 +119,7 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 	// Sessions share the snapshot's interval; a host that missed snapshots
 	// is brought up to date over the whole time since it last answered.
 	if dt := newest.time - prevTime; prevTime > 0 && dt > 0 {
-		for key, row := range s.sessionIndex {
+		for key, row := range s.sessions.index {
 			avgs, ok := sm.sessions[key]
 			if !ok {
 				avgs = make([]averages, len(sm.constants))
@@ -131,12 +131,12 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 		}
 	}
 	for key := range sm.sessions {
-		if _, ok := s.sessionIndex[key]; !ok {
+		if _, ok := s.sessions.index[key]; !ok {
 			delete(sm.sessions, key)
 		}
 	}
-	for h := range s.hostNames {
-		if s.hostDown[h] {
+	for h := range s.hosts.names {
+		if s.hosts.down[h] {
 			continue // not answering is not idle: hold its averages
 		}
 		since := sm.hostUpdated[h]
@@ -162,15 +162,15 @@ func (sm *smoother) update(s *store) *smoothedFigures {
 // fetched. The postmasters' unrecorded CPU starts at the receiver's first
 // reading, a scrape before its first point.
 func (sm *smoother) countsFromBirth(s *store, row uint32, prevTime int64) bool {
-	key := &s.procKeys[row]
+	key := &s.procs.keys[row]
 	since, before := sm.hostUpdated[key.host], sm.hostUpdatedBefore[key.host]
 	if since == 0 {
 		since = prevTime
 	}
 	switch {
-	case s.sessionKeys[key.session].ID == unrecordedSession:
+	case s.sessions.keys[key.session].ID == unrecordedSession:
 		return true
-	case s.procGone[row]:
+	case s.procs.gone[row]:
 		return key.creation >= before
 	}
 	return key.creation >= since
@@ -197,7 +197,7 @@ func (sm *smoother) figures(s *store) *smoothedFigures {
 		if sm.hostUpdated[h] == 0 {
 			continue
 		}
-		f.hosts = append(f.hosts, hostAverages{host: s.hostNames[h], avgs: append([]averages(nil), avgs...)})
+		f.hosts = append(f.hosts, hostAverages{host: s.hosts.names[h], avgs: append([]averages(nil), avgs...)})
 		for k := range avgs {
 			for q := range avgs[k] {
 				f.cluster[k][q] += avgs[k][q]

@@ -49,7 +49,7 @@ type wire struct {
 }
 
 func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
-	b := pipeline.Frame(md)
+	b := pipeline.ReadBatch(md)
 	if b.Header < 0 {
 		return w.next.ConsumeMetrics(ctx, md)
 	}
@@ -57,7 +57,7 @@ func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
 	if err != nil {
 		w.t.Fatal(err)
 	}
-	at := b.Time(md).AsTime()
+	at := b.Time.AsTime()
 	switch w.fault(at, h) {
 	case lose:
 		return nil
@@ -69,9 +69,9 @@ func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
 	}
 	err = w.deliver(ctx, at, h, md)
 	for _, late := range w.held {
-		lb := pipeline.Frame(late)
+		lb := pipeline.ReadBatch(late)
 		lh, _ := pipeline.DecodeBatchHeader(late.ResourceMetrics().At(lb.Header))
-		_ = w.deliver(ctx, lb.Time(late).AsTime(), lh, late) // the sender was long told it went through
+		_ = w.deliver(ctx, lb.Time.AsTime(), lh, late) // the sender was long told it went through
 	}
 	w.held = nil
 	return err
@@ -349,7 +349,7 @@ func TestBatchWithoutASequenceIsRefused(t *testing.T) {
 	p, _ := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	var batch pmetric.Metrics
 	capture, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-		if pipeline.Frame(md).Header >= 0 && batch == (pmetric.Metrics{}) {
+		if pipeline.ReadBatch(md).Header >= 0 && batch == (pmetric.Metrics{}) {
 			batch = md
 		}
 		return nil
@@ -360,7 +360,7 @@ func TestBatchWithoutASequenceIsRefused(t *testing.T) {
 	if _, err := pipelinetest.NewReceiver(capture).Send(context.Background(), sparseTick(0)); err != nil {
 		t.Fatal(err)
 	}
-	b := pipeline.Frame(batch)
+	b := pipeline.ReadBatch(batch)
 	header := batch.ResourceMetrics().At(b.Header).ScopeMetrics().At(0).Metrics()
 	header.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == pipeline.MetricBatchSequence })
 	if err := p.ConsumeMetrics(context.Background(), batch); err == nil {

@@ -24,7 +24,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -217,9 +217,9 @@ func BenchmarkEmitAnswers(b *testing.B) {
 			for i := 0; i < b.N; i++ {
 				written = 0
 				// A new sender each time: every answer is written in full.
-				framer := pipeline.NewSender(emitter.procs, consumertest.NewNop(), false).Snapshot(time.Now(), 1)
+				outgoing := sparse.NewSender(emitter.procs, consumertest.NewNop(), false).Snapshot(time.Now(), 1)
 				for j := range answers {
-					sent, _, _ := emitter.emitAnswer(context.Background(), framer, &answers[j])
+					sent, _, _ := emitter.emitAnswer(context.Background(), outgoing, &answers[j])
 					written += sent.Written
 				}
 			}

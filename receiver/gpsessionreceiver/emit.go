@@ -14,6 +14,7 @@ import (
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -87,7 +88,7 @@ type answerWrite struct {
 // goroutines at once, one per host. It returns what it sent and how many
 // processes it left out for want of a stat; an error means the batch did
 // not reach the pipeline.
-func (e *snapshotEmitter) emitAnswer(ctx context.Context, framer *pipeline.Framer, a *answerWrite) (sent pipeline.Sent, withoutStat int, err error) {
+func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgoing, a *answerWrite) (sent sparse.Sent, withoutStat int, err error) {
 	sc := e.scratch.Get().(*answerScratch)
 	defer e.scratch.Put(sc)
 	sc.entries = sc.entries[:0]
@@ -96,19 +97,19 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, framer *pipeline.Frame
 		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
 			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType)})
 		pe := &sc.entries[len(sc.entries)-1]
-		if pe.Process = pipeline.Convert(info, a.consts); !pe.Process.HasStat {
+		if pe.Process = pipeline.ProcessFromAnswer(info, a.consts); !pe.Process.HasStat {
 			withoutStat++
 			sc.entries = sc.entries[:len(sc.entries)-1]
 		}
 	}
-	sent, sc.order, err = framer.Send(ctx, a.host, sc.entries, sc.order)
+	sent, sc.order, err = outgoing.Send(ctx, a.host, sc.entries, sc.order)
 	return sent, withoutStat, err
 }
 
 // emitSnapshot writes the batch that closes a snapshot: the snapshot
 // resource with each host's answer, the hosts' pressure and control
 // groups, and one resource per session, every data point at s.time.
-func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer) (pmetric.Metrics, emitStats) {
+func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoing) (pmetric.Metrics, emitStats) {
 	var st emitStats
 	c := pipeline.Closing{Time: s.time, TmID: s.tmID, Dialect: string(s.dialect), Coordinator: s.coordinatorHost}
 	for i, r := range s.results {
@@ -136,8 +137,8 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, framer *pipeline.Framer)
 			Greenplum:      s.greenplum[row.SessionID],
 		})
 	}
-	if framer != nil {
-		framer.Close(&c)
+	if outgoing != nil {
+		outgoing.Close(&c)
 	}
 	return e.closing.Encode(&c), st
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -90,7 +91,7 @@ func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEm
 func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emitStats) {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
-	framer := pipeline.NewSender(e.procs, sink, false).Snapshot(em.snap.time, em.snap.tmID)
+	outgoing := sparse.NewSender(e.procs, sink, false).Snapshot(em.snap.time, em.snap.tmID)
 	for i, infos := range em.answers {
 		if infos == nil {
 			continue
@@ -99,13 +100,13 @@ func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emit
 		for j := range em.snap.queries[i].procs {
 			byPID[em.snap.queries[i].procs[j].PID] = &em.snap.queries[i].procs[j]
 		}
-		sent, withoutStat, err := e.emitAnswer(context.Background(), framer, &answerWrite{host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
+		sent, withoutStat, err := e.emitAnswer(context.Background(), outgoing, &answerWrite{host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
 		if err != nil {
 			t.Fatal(err)
 		}
 		em.snap.results[i].written, em.snap.results[i].withoutStat = sent.Written, withoutStat
 	}
-	md, st := e.emitSnapshot(em.snap, framer)
+	md, st := e.emitSnapshot(em.snap, outgoing)
 	for _, b := range sink.AllMetrics() {
 		b.ResourceMetrics().MoveAndAppendTo(md.ResourceMetrics())
 	}

@@ -403,7 +403,7 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 		for _, rec := range h.records {
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
-			p := pipeline.ConvertExit(rec, h.delayacct)
+			p := pipeline.ProcessFromExit(rec, h.delayacct)
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
 			if s, ok := t.sighting(key); ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -36,7 +36,7 @@ type sessionScraper struct {
 	newLocal  func() (localReader, error) // nil when no host is read in-process
 	emitter   *snapshotEmitter
 	next      consumer.Metrics // takes the process batches; the closing batch goes back to the scraper controller
-	sender    *pipeline.Sender // sends to next
+	sender    *sparse.Sender   // sends to next
 	telemetry *metadata.TelemetryBuilder
 	exits     *exitTracker
 	greenplum *greenplumReader // nil: greenplum_figures off, or a source without them
@@ -93,7 +93,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		source:    source,
 		emitter:   emitter,
 		next:      next,
-		sender:    pipeline.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
+		sender:    sparse.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
 		emitSlots: make(chan struct{}, emitSlotCount()),
@@ -201,17 +201,17 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		markSilentHosts(queries, exits)
 	}
 	// The snapshot time comes first: process batches carry it as they go out.
-	framer := s.sender.Snapshot(time.Now(), state.TmID)
-	ts := framer.Timestamp()
+	outgoing := s.sender.Snapshot(time.Now(), state.TmID)
+	ts := outgoing.Timestamp()
 	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
 		if s.cfg.ExitRecords {
 			s.exits.rememberAnswer(host, consts, infos, asked)
 		}
-		sent, withoutStat, err := s.emitter.emitAnswer(ctx, framer, &answerWrite{host: host, consts: consts, infos: infos, byPID: asked})
+		sent, withoutStat, err := s.emitter.emitAnswer(ctx, outgoing, &answerWrite{host: host, consts: consts, infos: infos, byPID: asked})
 		return sent.Written + sent.Unchanged, withoutStat, err
 	}))
 	snap := &scrapeResult{
-		time:            framer.Time,
+		time:            outgoing.Time,
 		dialect:         state.Dialect,
 		tmID:            state.TmID,
 		coordinatorHost: topo.CoordinatorHost(),
@@ -220,10 +220,10 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 		resourceGroups:  state.ResourceGroups,
-		greenplum:       s.greenplum.current(ctx, framer.Time),
+		greenplum:       s.greenplum.current(ctx, outgoing.Time),
 	}
 	s.noteCgroupGaps(state, results)
-	md, st := s.emitter.emitSnapshot(snap, framer)
+	md, st := s.emitter.emitSnapshot(snap, outgoing)
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
 		s.exits.commit(exits)

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 )
 
 // Scope is the instrumentation scope of what the builders write.
@@ -197,25 +198,25 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 
 // Receiver sends snapshots as the gpsession receiver does
 // (docs/pipeline.md, sparse batches): each answering host's live processes
-// through one pipeline.Sender, kept from snapshot to snapshot, in batches
+// through one sparse.Sender, kept from snapshot to snapshot, in batches
 // of at most BatchSize processes (0: one batch per host), then the
-// closing batch its Framer stamped, with the exited and unrecorded
+// closing batch its sparse.Outgoing stamped, with the exited and unrecorded
 // processes.
 type Receiver struct {
 	BatchSize int
-	sender    *pipeline.Sender
+	sender    *sparse.Sender
 	next      consumer.Metrics
 }
 
 // NewReceiver sends to next.
 func NewReceiver(next consumer.Metrics) *Receiver {
-	return &Receiver{sender: pipeline.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next, false), next: next}
+	return &Receiver{sender: sparse.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next, false), next: next}
 }
 
 // Send sends the snapshot; a host that is down sends nothing. It returns
 // the errors of the process batches by host, and the closing batch's.
 func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, error) {
-	framer := r.sender.Snapshot(s.Time, s.TmID)
+	outgoing := r.sender.Snapshot(s.Time, s.TmID)
 	byHost := map[string][]pipeline.ProcessEntry{}
 	var rest []Process
 	for i := range s.Processes {
@@ -237,13 +238,13 @@ func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, erro
 			size = max(len(entries), 1)
 		}
 		for from := 0; from == 0 || from < len(entries); from += size {
-			if _, _, err := framer.Send(ctx, h.Name, entries[from:min(from+size, len(entries))], nil); err != nil && errs[h.Name] == nil {
+			if _, _, err := outgoing.Send(ctx, h.Name, entries[from:min(from+size, len(entries))], nil); err != nil && errs[h.Name] == nil {
 				errs[h.Name] = err
 			}
 		}
 	}
 	c := s.closingBatch()
-	framer.Close(&c)
+	outgoing.Close(&c)
 	md := pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
 	s.appendProcesses(md, rest)
 	return errs, r.next.ConsumeMetrics(ctx, md)

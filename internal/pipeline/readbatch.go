@@ -33,7 +33,8 @@ const (
 	BatchMerged
 )
 
-// Batch is a batch framed: the kind of each resource and of the whole.
+// Batch is an incoming batch as ReadBatch reads it: its kind, the kind of
+// each resource, and its time.
 type Batch struct {
 	Kind      BatchKind
 	Kinds     []ResourceKind // of each resource, in order
@@ -41,13 +42,18 @@ type Batch struct {
 	Snapshots int
 	Processes int // resources that hold processes
 	Header    int // index of the batch resource (sparse batches); -1 without one
+	// Time is the snapshot time: the snapshot resource's first point's,
+	// else the first point's of any resource; 0 without points or in a
+	// foreign batch.
+	Time pcommon.Timestamp
 }
 
 // ErrMergedBatch is why a batch with more than one snapshot gets no figures.
 var ErrMergedBatch = errors.New("batch holds more than one snapshot (is a batch processor in front of snapshotdiff?)")
 
-// Frame reads what a batch is.
-func Frame(md pmetric.Metrics) Batch {
+// ReadBatch reads what an incoming batch is: the consumer's end of the
+// framing rules, as sparse.Outgoing is the sender's.
+func ReadBatch(md pmetric.Metrics) Batch {
 	rms := md.ResourceMetrics()
 	b := Batch{Kinds: make([]ResourceKind, rms.Len()), Snapshot: -1, Header: -1}
 	for i := range rms.Len() {
@@ -70,16 +76,18 @@ func Frame(md pmetric.Metrics) Batch {
 		b.Kind = BatchClosing
 	case b.Processes > 0 || b.Header >= 0:
 		b.Kind = BatchProcesses
+	default:
+		return b
 	}
+	b.Time = batchTime(rms, b.Snapshot)
 	return b
 }
 
-// Time is the batch's snapshot time: its snapshot resource's first point's,
-// else the first point's of any resource; 0 without points.
-func (b *Batch) Time(md pmetric.Metrics) pcommon.Timestamp {
-	rms := md.ResourceMetrics()
-	if b.Snapshot >= 0 {
-		if t := firstPointTime(rms.At(b.Snapshot)); t != 0 {
+// batchTime is the time of the snapshot resource at snapshot (-1: none)
+// or else of the first resource with a point.
+func batchTime(rms pmetric.ResourceMetricsSlice, snapshot int) pcommon.Timestamp {
+	if snapshot >= 0 {
+		if t := firstPointTime(rms.At(snapshot)); t != 0 {
 			return t
 		}
 	}

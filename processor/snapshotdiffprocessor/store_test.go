@@ -73,8 +73,8 @@ func TestAutomaticBufferKeepsTheLongestWindowAndAtLeast30(t *testing.T) {
 			for i := range 100 {
 				ingest(t, s, time.Duration(i)*10*time.Second, sample("sdw1", 1, 10, int64(i)))
 			}
-			if len(s.ring) != tt.want {
-				t.Errorf("ring holds %d snapshots, want %d", len(s.ring), tt.want)
+			if len(s.windows.retained) != tt.want {
+				t.Errorf("ring holds %d snapshots, want %d", len(s.windows.retained), tt.want)
 			}
 		})
 	}
@@ -85,8 +85,8 @@ func TestExplicitMaxStoredPointsTrims(t *testing.T) {
 	for i := range 20 {
 		ingest(t, s, time.Duration(i)*10*time.Second, sample("sdw1", 1, 10, int64(i)*1e9))
 	}
-	if len(s.ring) != 5 {
-		t.Fatalf("ring holds %d snapshots, want 5", len(s.ring))
+	if len(s.windows.retained) != 5 {
+		t.Fatalf("ring holds %d snapshots, want 5", len(s.windows.retained))
 	}
 	f := s.computeFigures()
 	if got := f.windows[0].span; got != int64(40*time.Second) {
@@ -103,12 +103,12 @@ func TestExitedProcessesAreFreedOnceOutOfTheBuffer(t *testing.T) {
 	for i := 1; i <= 4; i++ {
 		ingest(t, s, time.Duration(i)*time.Minute, sample("sdw1", 1, 10, int64(i)))
 	}
-	if len(s.procIndex) != 1 || len(s.sessionIndex) != 1 {
-		t.Errorf("%d processes and %d sessions still indexed, want 1 and 1", len(s.procIndex), len(s.sessionIndex))
+	if len(s.procs.index) != 1 || len(s.sessions.index) != 1 {
+		t.Errorf("%d processes and %d sessions still indexed, want 1 and 1", len(s.procs.index), len(s.sessions.index))
 	}
 	ingest(t, s, 5*time.Minute, sample("sdw1", 1, 10, 5), sample("sdw1", 3, 30, 1))
-	if len(s.procKeys) != 2 || len(s.sessionKeys) != 2 {
-		t.Errorf("freed rows not reused: %d process rows, %d session rows", len(s.procKeys), len(s.sessionKeys))
+	if len(s.procs.keys) != 2 || len(s.sessions.keys) != 2 {
+		t.Errorf("freed rows not reused: %d process rows, %d session rows", len(s.procs.keys), len(s.sessions.keys))
 	}
 }
 
@@ -119,13 +119,13 @@ func TestSessionIndexFindsOneSessionsRows(t *testing.T) {
 		procs = append(procs, sample("sdw1", int64(i%7), int32(i), 0))
 	}
 	ingest(t, s, 0, procs...)
-	sn := s.ring[0]
+	sn := s.windows.retained[0]
 	total := 0
 	for id := range int64(7) {
-		rows := sn.sessionRows(s.sessionIndex[pipeline.SessionKey{TmID: testTmID, ID: id}])
+		rows := sn.sessionRows(s.sessions.index[pipeline.SessionKey{TmID: testTmID, ID: id}])
 		total += len(rows)
 		for _, r := range rows {
-			if got := s.sessionKeys[s.procKeys[r].session].ID; got != id {
+			if got := s.sessions.keys[s.procs.keys[r].session].ID; got != id {
 				t.Errorf("session %d's rows hold a process of session %d", id, got)
 			}
 		}

@@ -1,0 +1,90 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package snapshotdiffprocessor
+
+import (
+	"errors"
+
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// incoming is one batch of ours decoded once, before the lock, into what
+// the store takes: its kind and time (pipeline.Batch), the batch header
+// of a process batch, its processes, and of a closing batch the hosts'
+// answers, the departures and the sessions' activities.
+type incoming struct {
+	pipeline.Batch
+	// err says why the batch cannot be ingested (no time, a broken batch
+	// header).
+	err error
+
+	header    pipeline.BatchHeader // of a process batch, when Header >= 0
+	processes *pipeline.ProcessDecoder
+
+	hosts    []pipeline.HostAnswer
+	departed []departedProcesses
+	// departSkipped counts the departed points without an identity;
+	// departErr is the first one's error.
+	departSkipped int
+	departErr     error
+	activities    map[pipeline.SessionKey]sessionActivity // nil when query figures are off
+}
+
+// departedProcesses are the processes of one departed resource.
+type departedProcesses struct {
+	pipeline.HostDepartures
+	tmID int64
+}
+
+// decode reads a process or closing batch b of md; release gives its
+// decoder back. It runs before the lock, so that batches of many hosts
+// decode at once.
+func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
+	in := &incoming{Batch: b}
+	rms := md.ResourceMetrics()
+	if b.Kind == pipeline.BatchProcesses && b.Header >= 0 {
+		in.header, in.err = pipeline.DecodeBatchHeader(rms.At(b.Header))
+	}
+	if in.err == nil && b.Time == 0 {
+		if b.Kind == pipeline.BatchClosing {
+			in.err = errors.New("snapshot has no data point to take its time from")
+		} else {
+			in.err = errors.New("process batch without a timestamp")
+		}
+	}
+	if in.err != nil {
+		return in
+	}
+	in.processes = p.decoders.Get().(*pipeline.ProcessDecoder)
+	in.processes.Decode(rms, b.Kinds, b.Time)
+	if b.Kind != pipeline.BatchClosing {
+		return in
+	}
+	in.hosts = pipeline.DecodeSnapshot(rms.At(b.Snapshot)).Hosts
+	for i, kind := range b.Kinds {
+		if kind != pipeline.KindDeparted {
+			continue
+		}
+		d, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
+		in.departSkipped += skipped
+		if in.departErr == nil {
+			in.departErr = err
+		}
+		in.departed = append(in.departed, departedProcesses{HostDepartures: d, tmID: tmID})
+	}
+	if p.queries != nil {
+		in.activities = readActivities(rms, b.Kinds)
+	}
+	return in
+}
+
+// release gives in's decoder back for the next batch.
+func (p *snapshotDiff) release(in *incoming) {
+	if in.processes != nil {
+		p.decoders.Put(in.processes)
+		in.processes = nil
+	}
+}

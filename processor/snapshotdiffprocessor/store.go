@@ -1,0 +1,185 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package snapshotdiffprocessor
+
+import (
+	"errors"
+	"time"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// unattributedSession is the session id of exited processes no scrape saw.
+const unattributedSession = pipeline.NoSession
+
+// unrecordedSession is the session id of the postmasters' unrecorded CPU
+// (docs/pipeline.md, unrecorded resources): stored like an exited process,
+// reported per segment in gpotel.unrecorded.cpu.time.
+const unrecordedSession = -2
+
+var (
+	errDuplicateProcess = errors.New("process listed twice in one snapshot")
+	errNotNewer         = errors.New("snapshot is not newer than the newest stored one")
+	errNoSnapshot       = errors.New("no snapshot is being ingested")
+)
+
+// store is every table the window figures need: hosts, sessions,
+// processes, the retained snapshots with the windows' steps, and the
+// snapshot being ingested. It is not safe for concurrent use; the
+// processor serialises.
+type store struct {
+	hosts    hostTable
+	sessions sessionTable
+	procs    processTable
+	windows  windowTable
+	nextSeq  uint64
+
+	// The snapshot being ingested.
+	ingesting  bool
+	pendTime   int64
+	pendDown   []uint32
+	pendUp     []uint32
+	records    []pendingRecord
+	prevOrder  []uint32 // rows in the arrival order of the previous snapshot
+	scratch    []byte
+	memIndex   map[uint64]int32
+	memBySH    []sessionHostMemory
+	sortCounts []uint32
+	// carried are the rows the last commit carried unchanged: listed by
+	// neither a sparse batch nor the departures.
+	carried []uint32
+}
+
+func newStore(windows []time.Duration, maxPoints int) *store {
+	return &store{
+		hosts:    newHostTable(),
+		sessions: newSessionTable(),
+		procs:    newProcessTable(),
+		windows:  newWindowTable(windows, maxPoints),
+		memIndex: map[uint64]int32{},
+		nextSeq:  1,
+	}
+}
+
+// begin starts ingesting a snapshot taken at t (unix ns).
+func (s *store) begin(t int64) error {
+	if len(s.windows.retained) > 0 && t <= s.windows.newestTime() {
+		return errNotNewer
+	}
+	s.ingesting = true
+	s.pendTime = t
+	s.records = s.records[:0]
+	s.scratch = s.scratch[:0]
+	clear(s.memIndex)
+	s.memBySH = s.memBySH[:0]
+	s.hosts.batches.Begin()
+	s.carried = s.carried[:0]
+	return nil
+}
+
+// acceptBatch checks a process batch's header against its host's
+// sequence (sparse.Sequence.Accept).
+func (s *store) acceptBatch(h pipeline.BatchHeader) error {
+	if !s.ingesting {
+		return errNoSnapshot
+	}
+	return s.hosts.batches.Accept(s.hosts.row(h.Host), h)
+}
+
+// depart marks a process the closing batch lists as departed: it is not
+// carried. One the store does not hold is nothing to forget.
+func (s *store) depart(host string, tmID int64, d pipeline.Departure) {
+	h, ok := s.hosts.index[host]
+	if !ok {
+		return
+	}
+	sess, ok := s.sessions.index[pipeline.SessionKey{TmID: tmID, ID: d.Session}]
+	if !ok {
+		return
+	}
+	if row, ok := s.procs.index[processKey{creation: d.Creation, session: sess, pid: int32(d.PID), host: h}]; ok { // #nosec G115 -- a pid
+		s.hosts.batches.Depart(row)
+	}
+}
+
+// restartTimeline forgets the window history and keeps every process's
+// last values: the next snapshot starts a new timeline, whatever its time.
+func (s *store) restartTimeline() {
+	s.windows.restart(s.nextSeq - 1)
+}
+
+// addProcess gives a process a row, its session's reference and room in
+// the windows.
+func (s *store) addProcess(key processKey) uint32 {
+	row, grown := s.procs.add(key)
+	if grown {
+		s.windows.addRow()
+	}
+	s.sessions.refs[key.session]++
+	return row
+}
+
+// removeProcess frees a process row and its session's reference.
+func (s *store) removeProcess(row uint32) {
+	s.sessions.release(s.procs.keys[row].session)
+	s.procs.remove(row)
+	s.windows.clearRow(row)
+}
+
+// commit closes the snapshot being ingested with its hosts' answers, moves
+// every window's old snapshot and trims the ring; computeFigures then reads
+// the result.
+func (s *store) commit(hosts []pipeline.HostAnswer) error {
+	if !s.ingesting {
+		return errNoSnapshot
+	}
+	s.ingesting = false
+	s.pendDown = s.pendDown[:0]
+	s.pendUp = s.pendUp[:0]
+	rows := make([]uint32, len(hosts))
+	for i := range hosts {
+		rows[i] = s.hosts.row(hosts[i].Host)
+	}
+	listed := make([]bool, len(s.hosts.names))
+	clear(s.hosts.readDelay)
+	for i, row := range rows {
+		listed[row] = true
+		s.hosts.readDelay[row] = hosts[i].ReadDelay
+		if s.hosts.batches.Answered(row, &hosts[i]) {
+			s.pendUp = append(s.pendUp, row)
+		} else {
+			s.pendDown = append(s.pendDown, row)
+		}
+	}
+	// A host whose batches came but whose answer did not (the closing
+	// batch was lost) is not known to have answered.
+	for row := range s.hosts.names {
+		if !listed[row] && s.hosts.batches.Unlisted(uint32(row)) {
+			s.pendDown = append(s.pendDown, uint32(row))
+		}
+	}
+	s.carryUnchanged()
+	sn := s.packSnapshot()
+	s.prevOrder = s.prevOrder[:0]
+	for _, r := range s.records {
+		s.prevOrder = append(s.prevOrder, r.row)
+	}
+	s.nextSeq++
+	oldest := s.windows.push(sn)
+
+	clear(s.hosts.down)
+	for _, h := range sn.hostsDown {
+		s.hosts.down[h] = true
+	}
+	for _, h := range s.pendUp {
+		s.hosts.answered[h] = sn.seq
+	}
+
+	for row, seen := range s.procs.seen {
+		if seen != 0 && seen < oldest {
+			s.removeProcess(uint32(row))
+		}
+	}
+	return nil
+}
