@@ -77,9 +77,17 @@ func (p *postmasters) is(pid int64) bool {
 	return v.postmaster
 }
 
-// check reads the parent's status and the pid file that should name it.
+// check reads the pid file that should name the process, then its status.
+// The pid file comes first: the kernel's exit listener asks about every
+// process of an allowed uid that ends on the host, and for nearly all of
+// them no pid file names it, which settles the question without reading
+// and parsing their status.
 func (p *postmasters) check(pid int64) bool {
 	dir := filepath.Join(p.procRoot, strconv.FormatInt(pid, 10))
+	owner, named := p.namedByPidFile(dir, pid)
+	if !named {
+		return false
+	}
 	b, err := readBounded(filepath.Join(dir, "status"), maxStatusSize)
 	if err != nil {
 		return false
@@ -88,18 +96,27 @@ func (p *postmasters) check(pid int64) bool {
 	if err != nil || !p.allowUID(status.UIDReal) {
 		return false
 	}
+	// A postmaster.pid found through its working directory must be owned
+	// by its uid; the configured pid files are the administrator's word.
+	return len(p.pidFiles) > 0 || int64(owner) == status.UIDReal
+}
+
+// namedByPidFile reports whether a postmaster.pid names pid: one of the
+// configured pid files or, without them, the one in the process's working
+// directory (dir is its /proc directory), with that file's owner.
+func (p *postmasters) namedByPidFile(dir string, pid int64) (owner uint32, named bool) {
 	if len(p.pidFiles) > 0 {
 		for _, f := range p.pidFiles {
-			if named, _, err := readPidFile(f); err == nil && named == pid {
-				return true
+			if n, _, err := readPidFile(f); err == nil && n == pid {
+				return 0, true
 			}
 		}
-		return false
+		return 0, false
 	}
 	// <proc>/<pid>/cwd resolves in the process's own mount namespace, so a
 	// private /tmp or a container does not hide its data directory.
-	named, owner, err := readPidFile(filepath.Join(dir, "cwd", "postmaster.pid"))
-	return err == nil && named == pid && int64(owner) == status.UIDReal
+	n, owner, err := readPidFile(filepath.Join(dir, "cwd", "postmaster.pid"))
+	return owner, err == nil && n == pid
 }
 
 // readPidFile reads the pid on the first line of a postmaster.pid and the

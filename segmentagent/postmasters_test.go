@@ -66,3 +66,32 @@ func TestAPidFileThatIsNotARegularFileIsNotRead(t *testing.T) {
 		t.Errorf("a FIFO read as a postmaster.pid naming %d, want refused", pid)
 	}
 }
+
+// A postmaster is one of an allowed user, whether a configured pid file or
+// its working directory's names it: a server another user runs is not ours.
+func TestAPostmasterOfAUserNotAllowedIsNone(t *testing.T) {
+	root := t.TempDir()
+	me := int64(os.Geteuid())
+	const pid = 600
+	dir := filepath.Join(root, strconv.Itoa(pid))
+	if err := os.MkdirAll(filepath.Join(dir, "cwd"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	status := fmt.Sprintf("Name:\tpostgres\nTgid:\t%[1]d\nPPid:\t1\nUid:\t%[2]d\t%[2]d\t%[2]d\t%[2]d\nThreads:\t1\n"+
+		"voluntary_ctxt_switches:\t1\nnonvoluntary_ctxt_switches:\t1\n", pid, me)
+	if err := os.WriteFile(filepath.Join(dir, "status"), []byte(status), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pidFile := filepath.Join(dir, "cwd", "postmaster.pid")
+	if err := os.WriteFile(pidFile, fmt.Appendf(nil, "%d\n/data\n", pid), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, pidFiles := range [][]string{nil, {pidFile}} {
+		for _, allowed := range []bool{true, false} {
+			p := newPostmasters(root, pidFiles, func(uid int64) bool { return allowed && uid == me })
+			if got := p.check(pid); got != allowed {
+				t.Errorf("pid files %v, its uid allowed %v: postmaster %v, want %v", pidFiles, allowed, got, allowed)
+			}
+		}
+	}
+}

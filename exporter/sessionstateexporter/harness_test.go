@@ -43,9 +43,15 @@ func testConfig() *Config {
 // startServer starts the exporter on host and, without TLS, dials it.
 func startServer(t testing.TB, cfg *Config, host component.Host) *testServer {
 	t.Helper()
+	return startServerLogging(t, cfg, host, func(c zapcore.Core) zapcore.Core { return c })
+}
+
+// startServerLogging is startServer with the exporter's log going through wrap.
+func startServerLogging(t testing.TB, cfg *Config, host component.Host, wrap func(zapcore.Core) zapcore.Core) *testServer {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	set := exportertest.NewNopSettings(metadata.Type)
-	set.Logger = zap.New(core)
+	set.Logger = zap.New(wrap(core))
 	exp, err := NewFactory().CreateMetrics(context.Background(), set, cfg)
 	if err != nil {
 		t.Fatalf("CreateMetrics: %v", err)

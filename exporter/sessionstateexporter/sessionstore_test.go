@@ -4,11 +4,15 @@
 package sessionstateexporter
 
 import (
+	"context"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -169,5 +173,94 @@ func TestNextViewIsPresortedInTheOrdersClientsAsked(t *testing.T) {
 	}
 	if other := v.orders.orders[sortSpec(nil).String()]; other != nil {
 		t.Fatalf("an order nobody asked for was built")
+	}
+}
+
+// pausingCore holds the goroutine that logs a message containing snippet
+// until release is closed, after closing paused.
+type pausingCore struct {
+	zapcore.Core
+	snippet string
+	paused  chan struct{}
+	release chan struct{}
+}
+
+func (c *pausingCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if strings.Contains(e.Message, c.snippet) {
+		return ce.AddCore(e, c)
+	}
+	return c.Core.Check(e, ce)
+}
+
+func (c *pausingCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	close(c.paused)
+	<-c.release
+	return c.Core.Write(e, fields)
+}
+
+// The API serves the last whole snapshot while the next one is being
+// consumed: a consume held in the middle (its ingest lock taken, its
+// snapshot read, the new view not yet stored) does not block a read.
+func TestReadsAreNotBlockedByAConsumeInProgress(t *testing.T) {
+	pause := &pausingCore{snippet: "were skipped", paused: make(chan struct{}), release: make(chan struct{})}
+	srv := startServerLogging(t, testConfig(), nopHost(), func(c zapcore.Core) zapcore.Core {
+		pause.Core = c
+		return pause
+	})
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime([]int64{1}, 10)))
+
+	// The next snapshot holds a session resource without its id: its
+	// consume logs that while it holds the ingest lock, and is held there.
+	next := buildSnapshot(t0.Add(10*time.Second), sessionsWithUserTime([]int64{2}, 10))
+	bad := next.ResourceMetrics().AppendEmpty()
+	bad.Resource().Attributes().PutStr(pipeline.AttrResourceKind, pipeline.KindSession.String())
+	bad.Resource().Attributes().PutInt(pipeline.AttrTmID, testTmID)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(pause.release) }) }
+	t.Cleanup(release)
+	consumed := make(chan error, 1)
+	go func() { consumed <- srv.exp.ConsumeMetrics(context.Background(), next) }()
+	ctx := ctxTimeout(t)
+	select {
+	case <-pause.paused:
+	case <-ctx.Done():
+		t.Fatal("the consume never reached its log line")
+	}
+
+	type answer struct {
+		ids []int64
+		err error
+	}
+	read := make(chan answer, 1)
+	go func() {
+		resp, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{ShowSystem: true})
+		if err == nil {
+			_, err = srv.client.GetGPSession(ctx, &yagpcc.GetGPSessionReq{SessionKey: &yagpcc.SessionKey{SessId: 1, TmId: testTmID}})
+		}
+		read <- answer{sessIDs(resp), err}
+	}()
+	select {
+	case got := <-read:
+		if got.err != nil {
+			t.Fatalf("read during the consume: %v", got.err)
+		}
+		if !equalInts(got.ids, []int64{1}) {
+			t.Fatalf("read during the consume served %v, want the last whole snapshot's [1]", got.ids)
+		}
+	case <-ctx.Done():
+		t.Fatal("GetGPSessions did not answer while a consume was in progress")
+	}
+
+	release()
+	select {
+	case err := <-consumed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-ctx.Done():
+		t.Fatal("the consume did not finish once released")
+	}
+	if got := sessIDs(listAll(t, srv)); !equalInts(got, []int64{1, 2}) {
+		t.Fatalf("after the consume: %v, want [1 2] (1 inside its grace period)", got)
 	}
 }

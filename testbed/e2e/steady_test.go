@@ -5,6 +5,8 @@ package e2e
 
 import (
 	"context"
+	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,7 +26,10 @@ func BenchmarkDemoSteadyState(b *testing.B) {
 	c := cluster.Start(b, cluster.Options{Hosts: 2, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: root0(b) + "/config/testbed.yaml", Dir: b.TempDir(), OTLPKeep: 10})
+	// For profiling the collector, e.g. the pprof extension:
+	// GPOTEL_STEADY_COLLECTOR_ARGS='--set=extensions::pprof::endpoint=127.0.0.1:1777 --set=service::extensions=[health_check,pprof]'
+	s, err := Launch(ctx, c, StackOptions{Binaries: bins, Config: root0(b) + "/config/testbed.yaml", Dir: b.TempDir(), OTLPKeep: 10,
+		CollectorArgs: strings.Fields(os.Getenv("GPOTEL_STEADY_COLLECTOR_ARGS"))})
 	if err != nil {
 		b.Fatal(err)
 	}
