@@ -24,6 +24,10 @@ const (
 	maxUint64Mod10 = (1<<64 - 1) % 10
 )
 
+// newline and colon cut a "key: value" file (io, status) into lines and
+// each line at its key.
+var newline, colon = []byte{'\n'}, []byte{':'}
+
 // parseInt reads an optionally negative decimal integer. Values above
 // MaxInt64 keep their bits: the kernel prints some u64 fields (rsslim is
 // RLIM_INFINITY when unlimited), which then read as negative numbers.
