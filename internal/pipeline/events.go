@@ -283,15 +283,10 @@ type SessionWho struct {
 // PutQueryEvent writes every field of QueryEventFields that q has into attrs.
 func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 	for _, f := range QueryEventFields {
-		if c, ok := f.Counter(); ok {
-			putCounter(attrs, f, c, &q.Totals, q.Known)
+		if putSessionField(attrs, f, &q.Totals, q.Known, q.Session, &q.Who) {
 			continue
 		}
 		switch f.Key {
-		case AttrTmID, AttrSessionID:
-			putSessionKey(attrs, f.Key, q.Session)
-		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
-			putWho(attrs, f.Key, &q.Who)
 		case AttrQueryStart:
 			attrs.PutStr(f.Key, EventTimeValue(q.Start))
 		case AttrQueryCommandCount:
@@ -341,15 +336,10 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 // PutSessionEvent writes every field of SessionEventFields that s has into attrs.
 func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 	for _, f := range SessionEventFields {
-		if c, ok := f.Counter(); ok {
-			putCounter(attrs, f, c, &s.Totals, s.Known)
+		if putSessionField(attrs, f, &s.Totals, s.Known, s.Session, &s.Who) {
 			continue
 		}
 		switch f.Key {
-		case AttrTmID, AttrSessionID:
-			putSessionKey(attrs, f.Key, s.Session)
-		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
-			putWho(attrs, f.Key, &s.Who)
 		case AttrEventSessionStart:
 			attrs.PutStr(f.Key, EventTimeValue(s.Start))
 		case AttrEventSessionEnd:
@@ -385,6 +375,24 @@ func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.T
 	lr.SetObservedTimestamp(observed)
 	lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	return lr
+}
+
+// putSessionField writes f when both events have it (a counter, the
+// session's key, who it was); false for the event's own fields.
+func putSessionField(attrs pcommon.Map, f EventField, totals *Counters, known uint32, session SessionKey, who *SessionWho) bool {
+	if c, ok := f.Counter(); ok {
+		putCounter(attrs, f, c, totals, known)
+		return true
+	}
+	switch f.Key {
+	case AttrTmID, AttrSessionID:
+		putSessionKey(attrs, f.Key, session)
+	case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
+		putWho(attrs, f.Key, who)
+	default:
+		return false
+	}
+	return true
 }
 
 func putCounter(attrs pcommon.Map, f EventField, c Figure, totals *Counters, known uint32) {

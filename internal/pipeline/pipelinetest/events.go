@@ -36,10 +36,7 @@ func AppendSessionEvent(lrs plog.LogRecordSlice, s *pipeline.EndedSession, obser
 // required and missing or of another type.
 func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
 	var q pipeline.FinishedQuery
-	err := decodeEvent(attrs, pipeline.QueryEventFields, &q.Totals, &q.Known, func(f pipeline.EventField, v any) {
-		if decodeWho(f.Key, v, &q.Session, &q.Who) {
-			return
-		}
+	err := decodeEvent(attrs, pipeline.QueryEventFields, &q.Totals, &q.Known, &q.Session, &q.Who, func(f pipeline.EventField, v any) {
 		switch f.Key {
 		case pipeline.AttrQueryStart:
 			q.Start = v.(time.Time).UnixNano()
@@ -81,10 +78,7 @@ func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
 // DecodeSessionEvent reads a session event's attributes back.
 func DecodeSessionEvent(attrs pcommon.Map) (pipeline.EndedSession, error) {
 	var s pipeline.EndedSession
-	err := decodeEvent(attrs, pipeline.SessionEventFields, &s.Totals, &s.Known, func(f pipeline.EventField, v any) {
-		if decodeWho(f.Key, v, &s.Session, &s.Who) {
-			return
-		}
+	err := decodeEvent(attrs, pipeline.SessionEventFields, &s.Totals, &s.Known, &s.Session, &s.Who, func(f pipeline.EventField, v any) {
 		switch f.Key {
 		case pipeline.AttrEventSessionStart:
 			s.Start = v.(time.Time).UnixNano()
@@ -108,8 +102,11 @@ func DecodeSessionEvent(attrs pcommon.Map) (pipeline.EndedSession, error) {
 }
 
 // decodeEvent reads every field present, the counters into totals and
-// known, the rest through set; a required field missing is an error.
-func decodeEvent(attrs pcommon.Map, fields []pipeline.EventField, totals *pipeline.Counters, known *uint32, set func(pipeline.EventField, any)) error {
+// known, the session's key and who it was into session and who, the rest
+// through set; a required field missing is an error.
+func decodeEvent(attrs pcommon.Map, fields []pipeline.EventField, totals *pipeline.Counters, known *uint32,
+	session *pipeline.SessionKey, who *pipeline.SessionWho, set func(pipeline.EventField, any),
+) error {
 	for _, f := range fields {
 		v, ok := pipeline.EventValue(attrs, f)
 		switch {
@@ -127,7 +124,9 @@ func decodeEvent(attrs pcommon.Map, fields []pipeline.EventField, totals *pipeli
 			*known |= 1 << c
 			continue
 		}
-		set(f, v)
+		if !decodeWho(f.Key, v, session, who) {
+			set(f, v)
+		}
 	}
 	return nil
 }
