@@ -4,8 +4,6 @@
 package procfs
 
 import (
-	"bytes"
-
 	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
@@ -31,11 +29,11 @@ func ParseIO(b []byte) (IO, error) {
 	}
 	seen := 0
 	for len(b) > 0 {
-		var line []byte
-		line, b, _ = bytes.Cut(b, newline)
-		key, val, hasColon := bytes.Cut(line, colon)
+		var key, val []byte
+		var hasColon bool
+		key, val, b, hasColon = cutKeyLine(b)
 		if !hasColon {
-			return io, kerneltext.ShapeError("io: line %q has no colon", line)
+			return io, kerneltext.ShapeError("io: line %q has no colon", key)
 		}
 		var dst *int64
 		var bit int

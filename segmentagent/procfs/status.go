@@ -68,9 +68,9 @@ func ParseStatus(b []byte) (Status, error) {
 	}
 	seen := 0
 	for len(b) > 0 {
-		var line []byte
-		line, b, _ = bytes.Cut(b, newline)
-		key, val, hasColon := bytes.Cut(line, colon)
+		var key, val []byte
+		var hasColon bool
+		key, val, b, hasColon = cutKeyLine(b)
 		if !hasColon {
 			continue
 		}
