@@ -60,16 +60,24 @@ type panel struct {
 
 var dashboardVariable = regexp.MustCompile(`\$\{?(\w+)\}?`)
 
+func readDashboard() (dashboard, error) {
+	var d dashboard
+	b, err := files.ReadFile(DashboardFile)
+	if err != nil {
+		return d, err
+	}
+	if err := json.Unmarshal(b, &d); err != nil {
+		return d, fmt.Errorf("%s: %w", DashboardFile, err)
+	}
+	return d, nil
+}
+
 // DashboardQueries are the dashboard's panel queries with every template
 // variable replaced by the dashboard's default value (the window "5m").
 func DashboardQueries() ([]Expression, error) {
-	b, err := files.ReadFile(DashboardFile)
+	d, err := readDashboard()
 	if err != nil {
 		return nil, err
-	}
-	var d dashboard
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", DashboardFile, err)
 	}
 	defaults := map[string]string{}
 	for _, v := range d.Templating.List {
@@ -127,13 +135,9 @@ var (
 // they use expanded as Grafana's PostgreSQL data source expands them for
 // the time range [from, to].
 func DashboardSQL(from, to time.Time) ([]SQLQuery, error) {
-	b, err := files.ReadFile(DashboardFile)
+	d, err := readDashboard()
 	if err != nil {
 		return nil, err
-	}
-	var d dashboard
-	if err := json.Unmarshal(b, &d); err != nil {
-		return nil, fmt.Errorf("%s: %w", DashboardFile, err)
 	}
 	const layout = "2006-01-02T15:04:05Z"
 	var out []SQLQuery

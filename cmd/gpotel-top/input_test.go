@@ -4,8 +4,10 @@
 package main
 
 import (
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -100,5 +102,16 @@ func TestUserFilterStartsFromTheSelectedSession(t *testing.T) {
 	h.press("enter")
 	if h.line("alice") != "" {
 		t.Errorf("enter applies bob:\n%s", h.screen())
+	}
+}
+
+func TestAFailedRefreshKeepsTheLastSessionListAndSaysWhy(t *testing.T) {
+	h := newTUI(t, sixHosts(), 160, 40)
+	if h.line("alice") == "" {
+		t.Fatalf("no session of alice before the failure:\n%s", h.screen())
+	}
+	h.send(fetchedMsg{at: time.Now(), err: errors.New("collector unavailable")})
+	if h.line("alice") == "" || h.line("collector unavailable") == "" {
+		t.Errorf("a failed refresh emptied the list or hid its failure:\n%s", h.screen())
 	}
 }

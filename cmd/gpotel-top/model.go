@@ -57,17 +57,9 @@ type topModel struct {
 	width    int
 	height   int
 
-	// The newest answers; err is the session list's failure until the
-	// next success.
-	at          time.Time
-	rows        []SessionRow
-	err         error
-	top         *gpotelv1.GetClusterTopResponse
-	topErr      error
-	pressure    []*gpotelv1.HostPressure
-	pressureErr error
-	history     []historyRow
-	historyErr  error
+	// The newest answers, but rows and at are the last successful
+	// session list's: err is its failure until the next success.
+	fetchedMsg
 
 	// known is who each session seen lately was, for its queries once
 	// it has left the list.
@@ -147,15 +139,14 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		return m, m.fetch()
 	case fetchedMsg:
 		m.fetching = false
-		m.err = msg.err
-		m.top, m.topErr = msg.top, msg.topErr
+		rows, at := m.rows, m.at
+		m.fetchedMsg = msg
 		if msg.err == nil {
-			m.rows, m.at = msg.rows, msg.at
 			addClusterTop(m.rows, m.top)
 			m.known = remember(m.known, m.rows, msg.at)
+		} else {
+			m.rows, m.at = rows, at
 		}
-		m.pressure, m.pressureErr = msg.pressure, msg.pressureErr
-		m.history, m.historyErr = msg.history, msg.historyErr
 		m.selectFirstRows()
 	default:
 		if m.page != nil {

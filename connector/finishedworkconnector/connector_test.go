@@ -79,7 +79,7 @@ func TestOneEventPerEndedQueryAndSession(t *testing.T) {
 	q := all[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
 	assert.Equal(t, pipeline.EventQueryEnd, q.EventName())
 	assert.Equal(t, at(2.5), q.Timestamp().AsTime())
-	fq, err := pipeline.DecodeQueryEvent(q.Attributes())
+	fq, err := pipelinetest.DecodeQueryEvent(q.Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, "sales", fq.Who.Database)
 	assert.Equal(t, "alice", fq.Who.User)
@@ -93,7 +93,7 @@ func TestOneEventPerEndedQueryAndSession(t *testing.T) {
 
 	s := all[1].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
 	assert.Equal(t, pipeline.EventSessionEnd, s.EventName())
-	es, err := pipeline.DecodeSessionEvent(s.Attributes())
+	es, err := pipelinetest.DecodeSessionEvent(s.Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), es.Queries)
 	assert.InDelta(t, 1.5, float64(es.Totals[pipeline.CPUUser])/1e9, 1e-6, "the session's lifetime: the backend's whole CPU")

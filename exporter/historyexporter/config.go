@@ -6,16 +6,13 @@ package historyexporter
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
-	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
 // Defaults.
@@ -42,16 +39,7 @@ var schemaName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 type Config struct {
 	// The connection, with a role of its own (never the receiver's
 	// monitoring role): docs/operations.md lists its rights.
-	Host     string `mapstructure:"host"`
-	Port     int    `mapstructure:"port"`
-	Database string `mapstructure:"database"`
-	User     string `mapstructure:"user"`
-	// At most one password source: a file, or an environment variable's name.
-	PasswordFile string `mapstructure:"password_file"`
-	PasswordEnv  string `mapstructure:"password_env"`
-	// SSLMode and SSLRootCert with libpq's meaning.
-	SSLMode     string `mapstructure:"sslmode"`
-	SSLRootCert string `mapstructure:"sslrootcert"`
+	roleconn.Settings `mapstructure:",squash"`
 
 	// Dialect is auto (from the server's version()), gp6, gp7, cloudberry
 	// or postgresql: it chooses the tables' partitioning and distribution.
@@ -96,8 +84,7 @@ type RetryConfig struct {
 
 func createDefaultConfig() *Config {
 	return &Config{
-		Port:      5432,
-		SSLMode:   "prefer",
+		Settings:  roleconn.Settings{Port: 5432, SSLMode: "prefer"},
 		Dialect:   dialect.Auto,
 		Schema:    defaultSchema,
 		Retention: defaultRetention,
@@ -110,27 +97,8 @@ func createDefaultConfig() *Config {
 
 // Validate checks every setting and names each one that is wrong.
 func (c *Config) Validate() error {
-	var errs []error
+	errs := c.Problems("", "the database server")
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Host == "" {
-		add(`host "": must be set (the database server, or its socket directory)`)
-	}
-	if c.Port <= 0 || c.Port > 65535 {
-		add("port %d: must be in [1, 65535]", c.Port)
-	}
-	if c.Database == "" {
-		add(`database "": must be set`)
-	}
-	if c.User == "" {
-		add(`user "": must be set (a role of its own, not the receiver's monitoring role)`)
-	}
-	if c.PasswordFile != "" && c.PasswordEnv != "" {
-		add("password_file %q: password_env %q is set too; give one", c.PasswordFile, c.PasswordEnv)
-	}
-	// pgx checks sslmode only for a TCP host, hence localhost.
-	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {c.SSLMode}}.Encode()); err != nil {
-		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", c.SSLMode)
-	}
 	if c.Dialect != dialect.Auto && !c.Dialect.Known() {
 		add("dialect %q: want %s", c.Dialect, dialect.Names(true))
 	}
@@ -153,17 +121,4 @@ func (c *Config) Validate() error {
 		add("retry: initial_interval %s and max_interval %s: want 0 < initial_interval <= max_interval", c.Retry.InitialInterval, c.Retry.MaxInterval)
 	}
 	return errors.Join(errs...)
-}
-
-// connString is the connection's settings but the password, as a URL
-// whose query holds every field (a socket directory is a host too).
-func (c *Config) connString() string {
-	q := url.Values{
-		"host": {c.Host}, "port": {strconv.Itoa(c.Port)}, "dbname": {c.Database}, "user": {c.User},
-		"sslmode": {c.SSLMode}, "application_name": {gpsql.HistoryApplicationName},
-	}
-	if c.SSLRootCert != "" {
-		q.Set("sslrootcert", c.SSLRootCert)
-	}
-	return "postgres:///?" + q.Encode()
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // The sample workload: query i of a run belongs to session 100+i/5 (five
@@ -77,9 +78,9 @@ func workload(first, n int, end time.Time) plog.Logs {
 	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
 	for i := first; i < first+n; i++ {
 		at := endOf(i, first+n, end)
-		pipeline.AppendQueryEvent(lrs, sampleQuery(i, at), 1)
+		pipelinetest.AppendQueryEvent(lrs, sampleQuery(i, at), 1)
 		if i%queriesPerSession == queriesPerSession-1 {
-			pipeline.AppendSessionEvent(lrs, sampleSession(i-queriesPerSession+1, at), 1)
+			pipelinetest.AppendSessionEvent(lrs, sampleSession(i-queriesPerSession+1, at), 1)
 		}
 	}
 	return ld

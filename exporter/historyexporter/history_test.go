@@ -26,6 +26,7 @@ import (
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // middayToday ends the sample queries within today's UTC day, whatever
@@ -425,7 +426,7 @@ func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
 				q := sampleQuery(i, end.Add(time.Duration(i)*time.Second))
 				q.VmemPeak = 1 << 30
 				ld := plog.NewLogs()
-				pipeline.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
+				pipelinetest.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
 				return ld
 			}
 			queuedBefore := encodeEvents(withVmem(0), older, end.Add(-day), end.Add(day))

@@ -21,7 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // Retention drops the partition of every day that ended before the
@@ -143,5 +143,5 @@ func (db *historyDB) dialect(t *testing.T) dialect.Dialect {
 }
 
 func appendQuery(lrs plog.LogRecordSlice, i int, end time.Time) {
-	pipeline.AppendQueryEvent(lrs, sampleQuery(i, end), 1)
+	pipelinetest.AppendQueryEvent(lrs, sampleQuery(i, end), 1)
 }

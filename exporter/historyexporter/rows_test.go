@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 var (
@@ -25,7 +26,7 @@ var (
 
 func oneQuery(q *pipeline.FinishedQuery) plog.Logs {
 	ld := plog.NewLogs()
-	pipeline.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
+	pipelinetest.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
 	return ld
 }
 

@@ -7,9 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,9 +24,7 @@ import (
 const (
 	// minPostgreSQL: indexes on partitioned tables came with 11.
 	minPostgreSQL = 110000
-	// maxSecretBytes bounds a password file.
-	maxSecretBytes = 4096
-	day            = 24 * time.Hour
+	day           = 24 * time.Hour
 )
 
 // store is the exporter's connection to the history database and what it
@@ -132,44 +128,14 @@ func (s *store) open(ctx context.Context) error {
 }
 
 func (s *store) connConfig() (*pgx.ConnConfig, error) {
-	cc, err := pgx.ParseConfig(s.cfg.connString())
+	cc, err := s.cfg.ConnConfig(gpsql.HistoryApplicationName)
 	if err != nil {
-		return nil, refuse("connection settings: %v", err)
-	}
-	switch {
-	case s.cfg.PasswordEnv != "":
-		v, ok := os.LookupEnv(s.cfg.PasswordEnv)
-		if !ok {
-			return nil, refuse("password_env %s: the environment variable is not set", s.cfg.PasswordEnv)
-		}
-		cc.Password = v
-	case s.cfg.PasswordFile != "":
-		b, err := readSecretFile(s.cfg.PasswordFile)
-		if err != nil {
-			return nil, refuse("password_file %s: %v", s.cfg.PasswordFile, err)
-		}
-		cc.Password = b
+		return nil, refuse("%v", err)
 	}
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10)
 	cc.ConnectTimeout = s.cfg.Timeout
 	cc.Tracer = s.tracer
 	return cc, nil
-}
-
-func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path) // #nosec G304 -- the operator's configured file
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxSecretBytes {
-		return "", fmt.Errorf("longer than %d bytes, not a secret", maxSecretBytes)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }
 
 // setup learns the dialect, checks the role's rights, and makes what is

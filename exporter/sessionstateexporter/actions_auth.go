@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/clientname"
+	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
 // The action token's rules. A wrong token holds one of maxDeniedInFlight
@@ -49,7 +50,7 @@ func newActionGuard(cfg ActionsConfig) (actionGuard, error) {
 	if cfg.TokenFile == "" {
 		return newGuard(nil, allowed), nil
 	}
-	token, err := readSecretFile(cfg.TokenFile)
+	token, err := roleconn.ReadSecretFile(cfg.TokenFile)
 	if err == nil {
 		err = checkActionToken(token)
 	}

@@ -6,14 +6,10 @@ package sessionstateexporter
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
 // ActionsConfig enables yagpcc's ActionService (cancel a query, end a
@@ -27,16 +23,7 @@ type ActionsConfig struct {
 	// The action connection to the coordinator: never the receiver's
 	// monitoring role. The role needs pg_signal_backend and pg_read_all_stats
 	// (or superuser) and, on Greenplum, the right to run pg_resgroup_move_query.
-	Host     string `mapstructure:"host"`
-	Port     int    `mapstructure:"port"`
-	Database string `mapstructure:"database"`
-	User     string `mapstructure:"user"`
-	// At most one password source: a file, or an environment variable's name.
-	PasswordFile string `mapstructure:"password_file"`
-	PasswordEnv  string `mapstructure:"password_env"`
-	// SSLMode and SSLRootCert with libpq's meaning.
-	SSLMode     string `mapstructure:"sslmode"`
-	SSLRootCert string `mapstructure:"sslrootcert"`
+	roleconn.Settings `mapstructure:",squash"`
 	// StatementTimeout bounds connecting and every action statement.
 	StatementTimeout time.Duration `mapstructure:"statement_timeout"`
 
@@ -56,7 +43,7 @@ type ActionsConfig struct {
 }
 
 func defaultActionsConfig() ActionsConfig {
-	return ActionsConfig{Port: 5432, SSLMode: "prefer", StatementTimeout: 5 * time.Second, MaxSessionsPerCall: 100}
+	return ActionsConfig{Settings: roleconn.Settings{Port: 5432, SSLMode: "prefer"}, StatementTimeout: 5 * time.Second, MaxSessionsPerCall: 100}
 }
 
 // validate checks the section when enabled; clientCA says whether the
@@ -65,27 +52,8 @@ func (c ActionsConfig) validate(clientCA bool) []error {
 	if !c.Enabled {
 		return nil
 	}
-	var errs []error
+	errs := c.Problems("actions::", "the coordinator")
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("actions::"+format, args...)) }
-	if c.Host == "" {
-		add(`host "": must be set (the coordinator, or its socket directory)`)
-	}
-	if c.Port <= 0 || c.Port > 65535 {
-		add("port %d: must be in [1, 65535]", c.Port)
-	}
-	if c.Database == "" {
-		add(`database "": must be set`)
-	}
-	if c.User == "" {
-		add(`user "": must be set (a role of its own, not the receiver's monitoring role)`)
-	}
-	if c.PasswordFile != "" && c.PasswordEnv != "" {
-		add("password_file %q: password_env %q is set too; give one", c.PasswordFile, c.PasswordEnv)
-	}
-	// pgx checks sslmode only for a TCP host, hence localhost.
-	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {c.SSLMode}}.Encode()); err != nil {
-		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", c.SSLMode)
-	}
 	if c.StatementTimeout <= 0 || c.StatementTimeout > time.Minute {
 		add("statement_timeout %s: must be in (0, 1m]", c.StatementTimeout)
 	}
@@ -107,17 +75,4 @@ func (c ActionsConfig) validate(clientCA bool) []error {
 		add("max_view_age %s: must not be negative (0: twice the collection interval)", c.MaxViewAge)
 	}
 	return errs
-}
-
-// connString is the action connection's settings but the password, as a
-// URL whose query holds every field (a socket directory is a host too).
-func (c ActionsConfig) connString() string {
-	q := url.Values{
-		"host": {c.Host}, "port": {strconv.Itoa(c.Port)}, "dbname": {c.Database}, "user": {c.User},
-		"sslmode": {c.SSLMode}, "application_name": {gpsql.ActionsApplicationName},
-	}
-	if c.SSLRootCert != "" {
-		q.Set("sslrootcert", c.SSLRootCert)
-	}
-	return "postgres:///?" + q.Encode()
 }

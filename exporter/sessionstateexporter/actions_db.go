@@ -7,12 +7,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -77,23 +73,9 @@ func newActionDB(cfg ActionsConfig) *actionDB { return &actionDB{cfg: cfg} }
 
 // connConfig is the action connection's pgx settings, password included.
 func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
-	cc, err := pgx.ParseConfig(d.cfg.connString())
+	cc, err := d.cfg.ConnConfig(gpsql.ActionsApplicationName)
 	if err != nil {
-		return nil, fmt.Errorf("actions: connection settings: %w", err)
-	}
-	switch {
-	case d.cfg.PasswordEnv != "":
-		v, ok := os.LookupEnv(d.cfg.PasswordEnv)
-		if !ok {
-			return nil, fmt.Errorf("actions::password_env %s: the environment variable is not set", d.cfg.PasswordEnv)
-		}
-		cc.Password = v
-	case d.cfg.PasswordFile != "":
-		b, err := readSecretFile(d.cfg.PasswordFile)
-		if err != nil {
-			return nil, fmt.Errorf("actions::password_file %s: %w", d.cfg.PasswordFile, err)
-		}
-		cc.Password = b
+		return nil, fmt.Errorf("actions::%w", err)
 	}
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.cfg.StatementTimeout.Milliseconds(), 10)
 	cc.RuntimeParams["search_path"] = gpsql.SearchPath
@@ -231,37 +213,4 @@ func (d *actionDB) close() {
 	if d.conn != nil {
 		d.drop()
 	}
-}
-
-// maxSecretBytes bounds what is read from a token or password file.
-const maxSecretBytes = 8192
-
-// readSecretFile reads a short secret, without its trailing newline, from a
-// regular file only its owner may read or write (0600 or 0400): a secret
-// others can read is no secret, and one others can write is theirs.
-func readSecretFile(path string) (string, error) {
-	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = f.Close() }()
-	info, err := f.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !info.Mode().IsRegular() {
-		return "", fmt.Errorf("not a regular file (%s)", info.Mode().Type())
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
-	}
-	b, err := io.ReadAll(io.LimitReader(f, maxSecretBytes+1))
-	if err != nil {
-		return "", err
-	}
-	if len(b) > maxSecretBytes {
-		return "", fmt.Errorf("longer than %d bytes, not a secret", maxSecretBytes)
-	}
-	return strings.TrimRight(string(b), "\r\n"), nil
 }

@@ -38,6 +38,7 @@ import (
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/roleconn"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -526,7 +527,7 @@ func TestActionTokenFileRules(t *testing.T) {
 		mode    os.FileMode
 	}{
 		"token": {testActionToken + "\n", 0o600}, "read-only": {testActionToken, 0o400},
-		"empty": {"\n", 0o600}, "short": {testActionToken[1:], 0o600}, "huge": {strings.Repeat("x", maxSecretBytes+1), 0o600},
+		"empty": {"\n", 0o600}, "short": {testActionToken[1:], 0o600}, "huge": {strings.Repeat("x", roleconn.MaxSecretBytes+1), 0o600},
 		"spaced": {"act now " + testActionToken, 0o600}, "group-readable": {testActionToken, 0o640}, "world-writable": {testActionToken, 0o602},
 	} {
 		path := filepath.Join(dir, name)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -59,7 +60,7 @@ func benchFinishedQuery(n, segments int, end time.Time) pipeline.FinishedQuery {
 // small cluster (the coordinator and 4 segments) and a 64-segment one,
 // and reports: the store's ingest rate (events/s) and CPU per 1000 events
 // (the consuming thread's; decoding included), the reference in the same
-// run, pipeline.DecodeQueryEvent of the same resources alone, and their
+// run, pipelinetest.DecodeQueryEvent of the same resources alone, and their
 // ratio; the heap a retained query holds (live heap after a full
 // collection, before and after, the input gone), the bytes the store
 // counts against max_bytes for it, what 1 h at 10 queries/s holds and,
@@ -102,7 +103,7 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 			wall, cpu := time.Now(), benchmeter.ThreadCPU()
 			rms := md.ResourceMetrics()
 			for i := 1; i < rms.Len(); i++ {
-				if _, err := pipeline.DecodeQueryEvent(rms.At(i).Resource().Attributes()); err != nil {
+				if _, err := pipelinetest.DecodeQueryEvent(rms.At(i).Resource().Attributes()); err != nil {
 					b.Fatal(err)
 				}
 			}

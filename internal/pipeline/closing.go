@@ -199,7 +199,7 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 	if !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
 		return
 	}
-	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, rule 8).", "{batch}", false)
+	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, the sparse batches rule).", "{batch}", false)
 	sequence := appendMetric(ms, MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
 	for _, h := range hosts {
 		if h.Batches == 0 {

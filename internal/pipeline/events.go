@@ -280,29 +280,13 @@ type SessionWho struct {
 	ResourceGroup              Null[string]
 }
 
-// AppendQueryEvent writes q as one log record of lrs: event name, the
-// end as its time, every field of QueryEventFields it has.
-func AppendQueryEvent(lrs plog.LogRecordSlice, q *FinishedQuery, observed pcommon.Timestamp) {
-	PutQueryEvent(newEvent(lrs, EventQueryEnd, q.End, observed).Attributes(), q)
-}
-
-// AppendSessionEvent writes s as one log record of lrs.
-func AppendSessionEvent(lrs plog.LogRecordSlice, s *EndedSession, observed pcommon.Timestamp) {
-	PutSessionEvent(newEvent(lrs, EventSessionEnd, s.End, observed).Attributes(), s)
-}
-
 // PutQueryEvent writes every field of QueryEventFields that q has into attrs.
 func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 	for _, f := range QueryEventFields {
-		if c, ok := f.Counter(); ok {
-			putCounter(attrs, f, c, &q.Totals, q.Known)
+		if putSessionField(attrs, f, &q.Totals, q.Known, q.Session, &q.Who) {
 			continue
 		}
 		switch f.Key {
-		case AttrTmID, AttrSessionID:
-			putSessionKey(attrs, f.Key, q.Session)
-		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
-			putWho(attrs, f.Key, &q.Who)
 		case AttrQueryStart:
 			attrs.PutStr(f.Key, EventTimeValue(q.Start))
 		case AttrQueryCommandCount:
@@ -352,15 +336,10 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 // PutSessionEvent writes every field of SessionEventFields that s has into attrs.
 func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 	for _, f := range SessionEventFields {
-		if c, ok := f.Counter(); ok {
-			putCounter(attrs, f, c, &s.Totals, s.Known)
+		if putSessionField(attrs, f, &s.Totals, s.Known, s.Session, &s.Who) {
 			continue
 		}
 		switch f.Key {
-		case AttrTmID, AttrSessionID:
-			putSessionKey(attrs, f.Key, s.Session)
-		case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
-			putWho(attrs, f.Key, &s.Who)
 		case AttrEventSessionStart:
 			attrs.PutStr(f.Key, EventTimeValue(s.Start))
 		case AttrEventSessionEnd:
@@ -396,6 +375,24 @@ func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.T
 	lr.SetObservedTimestamp(observed)
 	lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	return lr
+}
+
+// putSessionField writes f when both events have it (a counter, the
+// session's key, who it was); false for the event's own fields.
+func putSessionField(attrs pcommon.Map, f EventField, totals *Counters, known uint32, session SessionKey, who *SessionWho) bool {
+	if c, ok := f.Counter(); ok {
+		putCounter(attrs, f, c, totals, known)
+		return true
+	}
+	switch f.Key {
+	case AttrTmID, AttrSessionID:
+		putSessionKey(attrs, f.Key, session)
+	case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
+		putWho(attrs, f.Key, who)
+	default:
+		return false
+	}
+	return true
 }
 
 func putCounter(attrs pcommon.Map, f EventField, c Figure, totals *Counters, known uint32) {
@@ -566,167 +563,6 @@ func readSegments(sl pcommon.Slice) []SegmentUse {
 			Read: read.Int(), Written: written.Int()})
 	}
 	return out
-}
-
-// DecodeQueryEvent reads a query event's attributes back (a finished_query
-// resource's, or a log record's); an error names the first field that is
-// required and missing or of another type.
-func DecodeQueryEvent(attrs pcommon.Map) (FinishedQuery, error) {
-	var q FinishedQuery
-	err := decodeEvent(attrs, QueryEventFields, &q.Totals, &q.Known, func(f EventField, v any) {
-		if decodeWho(f.Key, v, &q.Session, &q.Who) {
-			return
-		}
-		switch f.Key {
-		case AttrQueryStart:
-			q.Start = v.(time.Time).UnixNano()
-		case AttrQueryCommandCount:
-			q.CommandCount = v.(int64)
-		case AttrEventQueryEnd:
-			q.End = v.(time.Time).UnixNano()
-		case AttrEventQueryStatus:
-			q.Status = v.(string)
-		case AttrEventPartial:
-			q.Partial = v.(bool)
-		case AttrDBQueryText:
-			text := v.(string)
-			q.Text = &text
-		case AttrEventSegments:
-			q.Segments = v.([]SegmentUse)
-		case AttrEventSpillMax, AttrEventSpillFilesMax:
-			if q.Spill == nil {
-				q.Spill = &QuerySpill{}
-			}
-			if f.Key == AttrEventSpillMax {
-				q.Spill.MaxBytes = v.(int64)
-			} else {
-				q.Spill.MaxFiles = v.(int64)
-			}
-		case AttrEventLockWait:
-			q.LockWait = fromSeconds(v.(float64))
-		case AttrEventLockBlocker:
-			q.LockBlocker = v.(int64)
-		case AttrEventVmemPeak:
-			q.VmemPeak = v.(int64)
-		default:
-			readSkew(f.Key, v, &q.Skew)
-		}
-	})
-	return q, err
-}
-
-// DecodeSessionEvent reads a session event's attributes back.
-func DecodeSessionEvent(attrs pcommon.Map) (EndedSession, error) {
-	var s EndedSession
-	err := decodeEvent(attrs, SessionEventFields, &s.Totals, &s.Known, func(f EventField, v any) {
-		if decodeWho(f.Key, v, &s.Session, &s.Who) {
-			return
-		}
-		switch f.Key {
-		case AttrEventSessionStart:
-			s.Start = v.(time.Time).UnixNano()
-		case AttrEventSessionEnd:
-			s.End = v.(time.Time).UnixNano()
-		case AttrEventPartial:
-			s.Partial = v.(bool)
-		case AttrEventSessionQueries:
-			s.Queries = v.(int64)
-		case AttrEventMemoryPeak:
-			s.MemoryPeak = v.(int64)
-		case AttrEventSpillMax:
-			s.SpillMax = v.(int64)
-		case AttrEventLockWait:
-			s.LockWait = fromSeconds(v.(float64))
-		case AttrEventVmemPeak:
-			s.VmemPeak = v.(int64)
-		}
-	})
-	return s, err
-}
-
-// decodeEvent reads every field present, the counters into totals and
-// known, the rest through set; a required field missing is an error.
-func decodeEvent(attrs pcommon.Map, fields []EventField, totals *Counters, known *uint32, set func(EventField, any)) error {
-	for _, f := range fields {
-		v, ok := EventValue(attrs, f)
-		switch {
-		case !ok && !f.Optional:
-			return fmt.Errorf("event field %s is missing or not a %s", f.Key, f.Type)
-		case !ok:
-			continue
-		}
-		if c, isCounter := f.Counter(); isCounter {
-			if f.Type == EventDouble {
-				totals[c] = fromSeconds(v.(float64))
-			} else {
-				totals[c] = v.(int64)
-			}
-			*known |= 1 << c
-			continue
-		}
-		set(f, v)
-	}
-	return nil
-}
-
-// decodeWho sets the identity and who fields; false for any other key.
-func decodeWho(key string, v any, session *SessionKey, w *SessionWho) bool {
-	switch key {
-	case AttrTmID:
-		session.TmID = v.(int64)
-	case AttrSessionID:
-		session.ID = v.(int64)
-	case AttrDBNamespace:
-		w.Database = v.(string)
-	case AttrSessionUser:
-		w.User = v.(string)
-	case AttrEventApplication:
-		w.Application = Null[string]{V: v.(string), Valid: true}
-	case AttrEventClientAddress:
-		w.ClientAddress = Null[string]{V: v.(string), Valid: true}
-	case AttrEventClientPort:
-		w.ClientPort = Null[int64]{V: v.(int64), Valid: true}
-	case AttrEventResourceGroup:
-		w.ResourceGroup = Null[string]{V: v.(string), Valid: true}
-	default:
-		return false
-	}
-	return true
-}
-
-// readSkew sets one skew field; a skew with any field present is OK.
-func readSkew(key string, v any, p *SkewPair) {
-	sk, rest := &p.CPU, ""
-	if r, ok := strings.CutPrefix(key, AttrEventSkewCPUPrefix); ok {
-		rest = r
-	} else if r, ok := strings.CutPrefix(key, AttrEventSkewIOPrefix); ok {
-		sk, rest = &p.IO, r
-	} else {
-		return
-	}
-	sk.OK = true
-	switch rest {
-	case "ratio":
-		sk.Ratio = v.(float64)
-	case "max_over_avg":
-		sk.MaxOverAvg = v.(float64)
-	case "hottest_segment":
-		sk.Hottest = int32(max(min(v.(int64), math.MaxInt32), math.MinInt32))
-	case "segments":
-		sk.Segments = int(max(v.(int64), 0))
-	}
-}
-
-// fromSeconds is seconds as integer ns, saturating.
-func fromSeconds(s float64) int64 {
-	ns := math.Round(s * 1e9)
-	switch {
-	case ns >= math.MaxInt64:
-		return math.MaxInt64
-	case ns <= math.MinInt64:
-		return math.MinInt64
-	}
-	return int64(ns)
 }
 
 // String names a value type in an error.

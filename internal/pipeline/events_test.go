@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package pipeline_test
 
 import (
 	"strings"
@@ -12,20 +12,23 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
-func fullQueryEvent() *FinishedQuery {
+func fullQueryEvent() *pipeline.FinishedQuery {
 	text := "select 1"
-	q := &FinishedQuery{
-		Session: SessionKey{TmID: 1700000000, ID: 42},
-		Who: SessionWho{Database: "db", User: "u", Application: NullOf(new("psql")), ClientAddress: NullOf(new("10.0.0.1")),
-			ClientPort: NullOf(new(int64(5000))), ResourceGroup: NullOf(new("default_group"))},
+	q := &pipeline.FinishedQuery{
+		Session: pipeline.SessionKey{TmID: 1700000000, ID: 42},
+		Who: pipeline.SessionWho{Database: "db", User: "u", Application: pipeline.NullOf(new("psql")), ClientAddress: pipeline.NullOf(new("10.0.0.1")),
+			ClientPort: pipeline.NullOf(new(int64(5000))), ResourceGroup: pipeline.NullOf(new("default_group"))},
 		CommandCount: 7, Start: time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC).UnixNano(),
-		Status: QueryCompleted, Partial: true, Text: &text, Known: 1<<NumCounters - 1,
-		Segments: []SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
+		Status: pipeline.QueryCompleted, Partial: true, Text: &text, Known: 1<<pipeline.NumCounters - 1,
+		Segments: []pipeline.SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
 			{Host: "sdw1", Segment: 1, CPU: 1e9}},
-		Skew:  SkewPair{CPU: Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true}, IO: Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
-		Spill: &QuerySpill{MaxBytes: 1 << 20, MaxFiles: 3}, LockWait: 2e9, LockBlocker: 41, VmemPeak: 1 << 25,
+		Skew:  pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true}, IO: pipeline.Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
+		Spill: &pipeline.QuerySpill{MaxBytes: 1 << 20, MaxFiles: 3}, LockWait: 2e9, LockBlocker: 41, VmemPeak: 1 << 25,
 	}
 	q.End = q.Start + 5e9
 	for c := range q.Totals {
@@ -38,16 +41,16 @@ func fullQueryEvent() *FinishedQuery {
 // history exporter reads each into its column.
 func TestEveryEventFieldIsWrittenWithItsType(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
-	AppendQueryEvent(logs, fullQueryEvent(), 1)
-	AppendSessionEvent(logs, &EndedSession{Session: SessionKey{TmID: 1, ID: 2}, Who: SessionWho{Database: "d", User: "u",
-		Application: NullOf(new("a")), ClientAddress: NullOf(new("::1")), ClientPort: NullOf(new(int64(1))), ResourceGroup: NullOf(new("g"))},
-		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1<<NumCounters - 1, MemoryPeak: 5, SpillMax: 6, LockWait: 7, VmemPeak: 8}, 1)
-	for i, fields := range [][]EventField{QueryEventFields, SessionEventFields} {
+	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
+	pipelinetest.AppendSessionEvent(logs, &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u",
+		Application: pipeline.NullOf(new("a")), ClientAddress: pipeline.NullOf(new("::1")), ClientPort: pipeline.NullOf(new(int64(1))), ResourceGroup: pipeline.NullOf(new("g"))},
+		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1<<pipeline.NumCounters - 1, MemoryPeak: 5, SpillMax: 6, LockWait: 7, VmemPeak: 8}, 1)
+	for i, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields} {
 		lr := logs.At(i)
-		assert.Equal(t, []string{EventQueryEnd, EventSessionEnd}[i], lr.EventName())
+		assert.Equal(t, []string{pipeline.EventQueryEnd, pipeline.EventSessionEnd}[i], lr.EventName())
 		assert.Equal(t, len(fields), lr.Attributes().Len(), "an attribute no field declares, or a field written twice")
 		for _, f := range fields {
-			_, ok := EventValue(lr.Attributes(), f)
+			_, ok := pipeline.EventValue(lr.Attributes(), f)
 			assert.True(t, ok, "%s: %s missing or of another type", lr.EventName(), f.Key)
 		}
 	}
@@ -56,12 +59,12 @@ func TestEveryEventFieldIsWrittenWithItsType(t *testing.T) {
 func TestQueryEventFigures(t *testing.T) {
 	q := fullQueryEvent()
 	logs := plog.NewLogRecordSlice()
-	AppendQueryEvent(logs, q, 1)
+	pipelinetest.AppendQueryEvent(logs, q, 1)
 	attrs := logs.At(0).Attributes()
 	get := func(key string) any {
-		for _, f := range QueryEventFields {
+		for _, f := range pipeline.QueryEventFields {
 			if f.Key == key {
-				v, ok := EventValue(attrs, f)
+				v, ok := pipeline.EventValue(attrs, f)
 				require.True(t, ok, key)
 				return v
 			}
@@ -71,11 +74,11 @@ func TestQueryEventFigures(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, get("gpotel.cpu.time.user"), "CPUUser is the first counter: 1 s")
 	assert.Equal(t, int64(3e9), get("gpotel.disk.io.read"), "bytes are integers")
-	assert.Equal(t, 1.0, get(AttrEventCPUCoordinator))
-	assert.Equal(t, 4.0, get(AttrEventCPUSegments))
-	assert.Equal(t, 5.0, get(AttrEventDuration))
-	assert.Equal(t, q.Segments, get(AttrEventSegments))
-	assert.Equal(t, time.Unix(0, q.End).UTC(), get(AttrEventQueryEnd))
+	assert.Equal(t, 1.0, get(pipeline.AttrEventCPUCoordinator))
+	assert.Equal(t, 4.0, get(pipeline.AttrEventCPUSegments))
+	assert.Equal(t, 5.0, get(pipeline.AttrEventDuration))
+	assert.Equal(t, q.Segments, get(pipeline.AttrEventSegments))
+	assert.Equal(t, time.Unix(0, q.End).UTC(), get(pipeline.AttrEventQueryEnd))
 	assert.Equal(t, q.End, logs.At(0).Timestamp().AsTime().UnixNano(), "the record's time is the end")
 }
 
@@ -83,9 +86,9 @@ func TestQueryEventFigures(t *testing.T) {
 // accounting measures no delays).
 func TestEventLeavesUnmeasuredCountersOut(t *testing.T) {
 	q := fullQueryEvent()
-	q.Known = 1 << CPUUser
+	q.Known = 1 << pipeline.CPUUser
 	logs := plog.NewLogRecordSlice()
-	AppendQueryEvent(logs, q, 1)
+	pipelinetest.AppendQueryEvent(logs, q, 1)
 	attrs := logs.At(0).Attributes()
 	_, ok := attrs.Get("gpotel.cpu.time.user")
 	assert.True(t, ok)
@@ -95,7 +98,7 @@ func TestEventLeavesUnmeasuredCountersOut(t *testing.T) {
 
 // Column names are SQL identifiers that need no quoting, unique per table.
 func TestEventColumnsAreIdentifiers(t *testing.T) {
-	for _, fields := range [][]EventField{QueryEventFields, SessionEventFields} {
+	for _, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields} {
 		seen := map[string]bool{}
 		keys := map[string]bool{}
 		for _, f := range fields {
@@ -113,42 +116,42 @@ func TestEventColumnsAreIdentifiers(t *testing.T) {
 // resource is what the connector's log record and the exporter read back.
 func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	q := fullQueryEvent()
-	s := &EndedSession{Session: SessionKey{TmID: 1, ID: 2}, Who: SessionWho{Database: "d", User: "u"},
-		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1 << CPUSystem, MemoryPeak: 5, LockWait: 7}
-	s.Totals[CPUSystem] = 2e9
+	s := &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u"},
+		Start: 1e18, End: 1e18 + 1e9, Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
+	s.Totals[pipeline.CPUSystem] = 2e9
 	rms := pmetric.NewResourceMetricsSlice()
-	AppendFinishedQuery(rms, q)
-	AppendEndedSession(rms, s)
+	pipeline.AppendFinishedQuery(rms, q)
+	pipeline.AppendEndedSession(rms, s)
 	logs := plog.NewLogRecordSlice()
 	for i := range rms.Len() {
-		require.True(t, AppendEventOf(logs, rms.At(i).Resource(), 9))
+		require.True(t, pipeline.AppendEventOf(logs, rms.At(i).Resource(), 9))
 	}
-	require.False(t, AppendEventOf(logs, pmetric.NewResourceMetrics().Resource(), 9), "a resource of another kind carries no event")
+	require.False(t, pipeline.AppendEventOf(logs, pmetric.NewResourceMetrics().Resource(), 9), "a resource of another kind carries no event")
 	require.Equal(t, 2, logs.Len())
 
-	gotQ, err := DecodeQueryEvent(logs.At(0).Attributes())
+	gotQ, err := pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, *q, gotQ)
-	assert.Equal(t, EventQueryEnd, logs.At(0).EventName())
+	assert.Equal(t, pipeline.EventQueryEnd, logs.At(0).EventName())
 	assert.Equal(t, q.End, int64(logs.At(0).Timestamp()))
-	_, hasKind := logs.At(0).Attributes().Get(AttrResourceKind)
+	_, hasKind := logs.At(0).Attributes().Get(pipeline.AttrResourceKind)
 	assert.False(t, hasKind, "the resource kind is the processor's framing, not the event's")
 
-	gotS, err := DecodeSessionEvent(logs.At(1).Attributes())
+	gotS, err := pipelinetest.DecodeSessionEvent(logs.At(1).Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, *s, gotS)
-	assert.Equal(t, EventSessionEnd, logs.At(1).EventName())
+	assert.Equal(t, pipeline.EventSessionEnd, logs.At(1).EventName())
 }
 
 // A record that lacks a required field is refused with the field's name.
 func TestDecodeEventNamesTheMissingField(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
-	AppendQueryEvent(logs, fullQueryEvent(), 1)
-	logs.At(0).Attributes().PutStr(AttrEventQueryStatus+"x", "")
-	logs.At(0).Attributes().Remove(AttrEventDuration)
-	_, err := DecodeQueryEvent(logs.At(0).Attributes())
-	require.ErrorContains(t, err, AttrEventDuration)
-	logs.At(0).Attributes().PutStr(AttrEventDuration, "5")
-	_, err = DecodeQueryEvent(logs.At(0).Attributes())
+	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
+	logs.At(0).Attributes().PutStr(pipeline.AttrEventQueryStatus+"x", "")
+	logs.At(0).Attributes().Remove(pipeline.AttrEventDuration)
+	_, err := pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
+	require.ErrorContains(t, err, pipeline.AttrEventDuration)
+	logs.At(0).Attributes().PutStr(pipeline.AttrEventDuration, "5")
+	_, err = pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.ErrorContains(t, err, "not a double")
 }

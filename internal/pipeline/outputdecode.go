@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"cmp"
+	"maps"
 	"math"
 	"slices"
 	"strings"
@@ -278,15 +279,7 @@ func (pa *procAvgs) of(constant string) *yagpcc.ProcAvg {
 
 // messages lists the averages shortest time constant first; nil when none.
 func (pa *procAvgs) messages() []*yagpcc.ProcAvg {
-	if len(pa.byConstant) == 0 {
-		return nil
-	}
-	out := make([]*yagpcc.ProcAvg, 0, len(pa.byConstant))
-	for _, avg := range pa.byConstant {
-		out = append(out, avg)
-	}
-	slices.SortFunc(out, func(a, b *yagpcc.ProcAvg) int { return cmp.Compare(a.TimeConstantSeconds, b.TimeConstantSeconds) })
-	return out
+	return slices.SortedFunc(maps.Values(pa.byConstant), func(a, b *yagpcc.ProcAvg) int { return cmp.Compare(a.TimeConstantSeconds, b.TimeConstantSeconds) })
 }
 
 // sessionHosts collects a session's per-host figures of the reported window.
@@ -329,15 +322,7 @@ func (sh *sessionHosts) add(name string, dp pmetric.NumberDataPoint, wm *WindowM
 
 // list is the breakdown in host-name order; nil when there is none.
 func (sh *sessionHosts) list() []*gpotelv1.SessionHostUsage {
-	if len(sh.byName) == 0 {
-		return nil
-	}
-	out := make([]*gpotelv1.SessionHostUsage, 0, len(sh.byName))
-	for _, h := range sh.byName {
-		out = append(out, h)
-	}
-	slices.SortFunc(out, func(a, b *gpotelv1.SessionHostUsage) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
-	return out
+	return slices.SortedFunc(maps.Values(sh.byName), func(a, b *gpotelv1.SessionHostUsage) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 }
 
 // QueryOutput is one query resource in yagpcc's messages.

@@ -41,7 +41,7 @@ func AppendBatchHeader(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon
 	sm.Scope().SetName(scope.Name)
 	sm.Scope().SetVersion(scope.Version)
 	ms := sm.Metrics()
-	dp := appendMetric(ms, MetricBatchSequence, "The host's batch sequence number (docs/pipeline.md, rule 8).", "1", false).AppendEmpty()
+	dp := appendMetric(ms, MetricBatchSequence, "The host's batch sequence number (docs/pipeline.md, the sparse batches rule).", "1", false).AppendEmpty()
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(int64(h.Seq)) // #nosec G115 -- one per batch: never near 2^63
 	dp = appendMetric(ms, MetricBatchFull, "1 when the host's batches of this snapshot list every process it answered for.", "1", false).AppendEmpty()
@@ -103,7 +103,7 @@ func appendDepartures(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(scope.Name)
 	sm.Scope().SetVersion(scope.Version)
-	dps := appendMetric(sm.Metrics(), MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, rule 8).", "1", false)
+	dps := appendMetric(sm.Metrics(), MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, the sparse batches rule).", "1", false)
 	dps.EnsureCapacity(len(d.Processes))
 	for _, p := range d.Processes {
 		dp := dps.AppendEmpty()

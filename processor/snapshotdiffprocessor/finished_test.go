@@ -29,13 +29,13 @@ func eventsOf(t testing.TB, md pmetric.Metrics) events {
 		attrs := rms.At(i).Resource().Attributes()
 		switch pipeline.KindOf(attrs) {
 		case pipeline.KindFinishedQuery:
-			q, err := pipeline.DecodeQueryEvent(attrs)
+			q, err := pipelinetest.DecodeQueryEvent(attrs)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ev.queries = append(ev.queries, q)
 		case pipeline.KindEndedSession:
-			s, err := pipeline.DecodeSessionEvent(attrs)
+			s, err := pipelinetest.DecodeSessionEvent(attrs)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,8 +4,6 @@
 package procfs
 
 import (
-	"bytes"
-
 	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 
@@ -31,16 +29,15 @@ func ParseIO(b []byte) (IO, error) {
 	}
 	seen := 0
 	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n')
-		line := b[:nl]
-		b = b[nl+1:]
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 {
-			return io, kerneltext.ShapeError("io: line %q has no colon", line)
+		var key, val []byte
+		var hasColon bool
+		key, val, b, hasColon = cutKeyLine(b)
+		if !hasColon {
+			return io, kerneltext.ShapeError("io: line %q has no colon", key)
 		}
 		var dst *int64
 		var bit int
-		switch string(line[:colon]) {
+		switch string(key) {
 		case "rchar":
 			dst, bit = &io.RChar, 0
 		case "wchar":
@@ -58,9 +55,9 @@ func ParseIO(b []byte) (IO, error) {
 		default:
 			continue
 		}
-		v, ok := parseInt(trimSpace(line[colon+1:]))
+		v, ok := parseInt(trimSpace(val))
 		if !ok {
-			return io, kerneltext.ShapeError("io: %s value %q is not a number", line[:colon], line[colon+1:])
+			return io, kerneltext.ShapeError("io: %s value %q is not a number", key, val)
 		}
 		*dst = v
 		seen |= 1 << bit

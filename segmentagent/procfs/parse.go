@@ -10,7 +10,11 @@
 // Kernel units (clock ticks, pages, kB, ns) are kept as the kernel prints them.
 package procfs
 
-import "github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+import (
+	"bytes"
+
+	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
+)
 
 // The parse errors, the same values as cgroup's.
 var (
@@ -23,6 +27,15 @@ const (
 	maxUint64Div10 = (1<<64 - 1) / 10
 	maxUint64Mod10 = (1<<64 - 1) % 10
 )
+
+// cutKeyLine cuts the first line off b, a "key: value" kernel file (io,
+// status) that ends with a newline, and splits it at its first colon;
+// without a colon, key is the whole line.
+func cutKeyLine(b []byte) (key, val, rest []byte, hasColon bool) {
+	line, rest, _ := bytes.Cut(b, []byte{'\n'})
+	key, val, hasColon = bytes.Cut(line, []byte{':'})
+	return key, val, rest, hasColon
+}
 
 // parseInt reads an optionally negative decimal integer. Values above
 // MaxInt64 keep their bits: the kernel prints some u64 fields (rsslim is

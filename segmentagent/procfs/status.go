@@ -68,14 +68,12 @@ func ParseStatus(b []byte) (Status, error) {
 	}
 	seen := 0
 	for len(b) > 0 {
-		nl := bytes.IndexByte(b, '\n')
-		line := b[:nl]
-		b = b[nl+1:]
-		colon := bytes.IndexByte(line, ':')
-		if colon < 0 {
+		var key, val []byte
+		var hasColon bool
+		key, val, b, hasColon = cutKeyLine(b)
+		if !hasColon {
 			continue
 		}
-		key, val := line[:colon], line[colon+1:]
 		var dst *int64
 		optional := false
 		switch string(key) {

@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -321,12 +322,12 @@ func runFinishedWork(t *testing.T, opts cluster.Options) *finishedRun {
 		for _, lr := range s.Sink.LogRecords() {
 			switch lr.EventName() {
 			case pipeline.EventQueryEnd:
-				q, err := pipeline.DecodeQueryEvent(lr.Attributes())
+				q, err := pipelinetest.DecodeQueryEvent(lr.Attributes())
 				if err == nil && q.Session.ID == r.sessID {
 					r.queries = append(r.queries, q)
 				}
 			case pipeline.EventSessionEnd:
-				se, err := pipeline.DecodeSessionEvent(lr.Attributes())
+				se, err := pipelinetest.DecodeSessionEvent(lr.Attributes())
 				if err == nil && se.Session.ID == r.sessID {
 					r.sessions = append(r.sessions, se)
 				}

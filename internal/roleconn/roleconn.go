@@ -1,0 +1,135 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+// Package roleconn is the connection of a collector component that writes
+// or acts with a database role of its own (never the receiver's monitoring
+// role): the history exporter's and the sessionstate exporter's actions.
+// Its settings are squashed into the component's configuration, so the keys
+// are host, port, database, user, password_file, password_env, sslmode and
+// sslrootcert wherever it is used.
+package roleconn
+
+import (
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// MaxSecretBytes bounds what is read from a password or token file.
+const MaxSecretBytes = 8192
+
+// Settings are the connection's settings.
+type Settings struct {
+	Host     string `mapstructure:"host"`
+	Port     int    `mapstructure:"port"`
+	Database string `mapstructure:"database"`
+	User     string `mapstructure:"user"`
+	// At most one password source: a file, or an environment variable's name.
+	PasswordFile string `mapstructure:"password_file"`
+	PasswordEnv  string `mapstructure:"password_env"`
+	// SSLMode and SSLRootCert with libpq's meaning.
+	SSLMode     string `mapstructure:"sslmode"`
+	SSLRootCert string `mapstructure:"sslrootcert"`
+}
+
+// Problems lists what is wrong, each message led by prefix and the key;
+// hostIs says what the host is, for the message when it is missing.
+func (s Settings) Problems(prefix, hostIs string) []error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(prefix+format, args...)) }
+	if s.Host == "" {
+		add(`host "": must be set (%s, or its socket directory)`, hostIs)
+	}
+	if s.Port <= 0 || s.Port > 65535 {
+		add("port %d: must be in [1, 65535]", s.Port)
+	}
+	if s.Database == "" {
+		add(`database "": must be set`)
+	}
+	if s.User == "" {
+		add(`user "": must be set (a role of its own, not the receiver's monitoring role)`)
+	}
+	if s.PasswordFile != "" && s.PasswordEnv != "" {
+		add("password_file %q: password_env %q is set too; give one", s.PasswordFile, s.PasswordEnv)
+	}
+	// pgx checks sslmode only for a TCP host, hence localhost.
+	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {s.SSLMode}}.Encode()); err != nil {
+		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", s.SSLMode)
+	}
+	return errs
+}
+
+// ConnConfig is the pgx settings, the password read from its source, with
+// application_name set; a password source that cannot be read is an error
+// led by the key.
+func (s Settings) ConnConfig(applicationName string) (*pgx.ConnConfig, error) {
+	cc, err := pgx.ParseConfig(s.connString(applicationName))
+	if err != nil {
+		return nil, fmt.Errorf("connection settings: %w", err)
+	}
+	switch {
+	case s.PasswordEnv != "":
+		v, ok := os.LookupEnv(s.PasswordEnv)
+		if !ok {
+			return nil, fmt.Errorf("password_env %s: the environment variable is not set", s.PasswordEnv)
+		}
+		cc.Password = v
+	case s.PasswordFile != "":
+		b, err := ReadSecretFile(s.PasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("password_file %s: %w", s.PasswordFile, err)
+		}
+		cc.Password = b
+	}
+	return cc, nil
+}
+
+// connString is the settings but the password, as a URL whose query holds
+// every field (a socket directory is a host too).
+func (s Settings) connString(applicationName string) string {
+	q := url.Values{
+		"host": {s.Host}, "port": {strconv.Itoa(s.Port)}, "dbname": {s.Database}, "user": {s.User},
+		"sslmode": {s.SSLMode}, "application_name": {applicationName},
+	}
+	if s.SSLRootCert != "" {
+		q.Set("sslrootcert", s.SSLRootCert)
+	}
+	return "postgres:///?" + q.Encode()
+}
+
+// ReadSecretFile reads a short secret, without its trailing newline, from a
+// regular file only its owner may read or write (0600 or 0400): a secret
+// others can read is no secret, and one others can write is theirs.
+func ReadSecretFile(path string) (string, error) {
+	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = f.Close() }()
+	info, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !info.Mode().IsRegular() {
+		return "", fmt.Errorf("not a regular file (%s)", info.Mode().Type())
+	}
+	if perm := info.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxSecretBytes+1))
+	if err != nil {
+		return "", err
+	}
+	if len(b) > MaxSecretBytes {
+		return "", fmt.Errorf("longer than %d bytes, not a secret", MaxSecretBytes)
+	}
+	return strings.TrimRight(string(b), "\r\n"), nil
+}
