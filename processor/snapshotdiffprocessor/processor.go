@@ -6,6 +6,7 @@ package snapshotdiffprocessor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -81,7 +82,12 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		return md, nil
 	case pipeline.BatchProcesses:
 		in := p.decode(md, b)
+		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s pipeline.ProcessSample) bool { return s.Sparse })
 		err := p.collect(ctx, in)
+		rewrite := err == nil && sparse && p.emitProcesses
+		if rewrite {
+			p.rewriteWhole(md, b, in.processes.Samples)
+		}
 		p.release(in)
 		if err != nil {
 			return md, err
@@ -89,7 +95,9 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		if !p.emitProcesses {
 			return md, processorhelper.ErrSkipProcessingData
 		}
-		dropHeader(md, b.Header)
+		if !rewrite {
+			dropHeader(md, b.Header)
+		}
 		return md, nil
 	case pipeline.BatchMerged:
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
@@ -161,8 +169,7 @@ func (p *snapshotDiff) collect(ctx context.Context, in *incoming) error {
 			return err
 		}
 	}
-	p.addDecoded(ctx, in.processes)
-	return nil
+	return p.addDecoded(ctx, in.processes)
 }
 
 // openSnapshot makes the store collect the snapshot of time t. A snapshot
@@ -197,21 +204,30 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 	return nil
 }
 
-// addDecoded stores what d decoded; the caller holds p.mu.
-func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) {
+// addDecoded stores what d decoded; the caller holds p.mu. It returns the
+// first sparse entry the store could not carry from: the batch is then
+// refused, so that the receiver sends its host in full next time.
+func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) error {
 	skipped, firstErr := d.Skipped, d.Err
+	var refuse error
 	for i := range d.Samples {
-		if err := p.store.add(&d.Samples[i]); err != nil {
-			skipped++
-			if firstErr == nil {
-				firstErr = err
-			}
+		err := p.store.add(&d.Samples[i])
+		if err == nil {
+			continue
+		}
+		skipped++
+		if firstErr == nil {
+			firstErr = err
+		}
+		if refuse == nil && errors.As(err, new(errSparseUnknown)) {
+			refuse = err
 		}
 	}
 	if skipped > 0 {
 		p.logger.Warn("process data skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
 		p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(skipped))
 	}
+	return refuse
 }
 
 // ingest closes the snapshot with the batch that holds its snapshot resource.
@@ -229,7 +245,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 	if err := p.openSnapshot(ctx, int64(in.Time)); err != nil {
 		return nil, err
 	}
-	p.addDecoded(ctx, in.processes)
+	_ = p.addDecoded(ctx, in.processes) // the closing batch holds no sparse entry
 	for _, d := range in.departed {
 		for _, proc := range d.Processes {
 			p.store.depart(d.Host, d.tmID, proc)
@@ -255,6 +271,28 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		figs.carried = p.carriedResources(pcommon.Timestamp(figs.time))
 	}
 	return figs, nil
+}
+
+// rewriteWhole replaces the batch resource and the process resources of
+// a batch that held sparse entries with every process of it whole, as the
+// store filled them in: the per-process output never leaves a figure out
+// (sparse batches).
+func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, samples []pipeline.ProcessSample) {
+	i := 0
+	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
+		drop := i < len(b.Kinds) && (b.Kinds[i] == pipeline.KindProcess || b.Kinds[i] == pipeline.KindBatch)
+		i++
+		return drop
+	})
+	if len(samples) == 0 {
+		return
+	}
+	entries := make([]pipeline.ProcessEntry, len(samples))
+	for j := range samples {
+		entries[j] = samples[j].Entry()
+	}
+	p.carriedEncoder.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Time: b.Time, TmID: samples[0].TmID, Host: samples[0].Host,
+		Kind: pipeline.KindProcess, Entries: entries}, nil)
 }
 
 // carriedResources writes the processes the store carried unchanged, per

@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/dialect"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -381,6 +382,9 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/float64(ticks), "collector-cpu-s/tick")
 	b.ReportMetric(float64(peak)/float64(st.processes), "rss-bytes/process")
+	// What the receiver keeps per process to tell which figures changed:
+	// a bound on its share of rss-bytes/process.
+	b.ReportMetric(float64(sparse.KeptBytesPerProcess), "sender-kept-bytes/process")
 	b.ReportMetric(float64(ticks), "ticks")
 	b.ReportMetric(span.Seconds()/float64(ticks), "s/tick")
 	b.ReportMetric(float64(st.processes), "processes")
