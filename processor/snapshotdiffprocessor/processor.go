@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processorhelper"
@@ -42,6 +43,7 @@ type snapshotDiff struct {
 	// carriedEncoder writes the processes carried unchanged, so that the
 	// per-process output stays dense (sparse batches).
 	carriedEncoder *pipeline.ProcessEncoder
+	next           consumer.Metrics // where sendCarried hands the carried processes
 }
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
@@ -110,13 +112,14 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
 			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 		} else {
+			p.sendCarried(ctx, pcommon.Timestamp(figs.time), figs.carried)
 			p.appendFigures(md, b.Kinds, figs)
 			p.telemetry.SnapshotdiffSnapshots.Add(ctx, 1)
 		}
 	}
 	i := 0
 	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
-		// Resources past Kinds are the ones appendFigures added (query and carried process resources).
+		// Resources past Kinds are the ones appendFigures added (query resources and events).
 		drop := i < len(b.Kinds) && (isFraming(b.Kinds[i]) || (!p.emitProcesses && b.Kinds[i].HoldsProcesses()))
 		i++
 		return drop
@@ -268,7 +271,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	if p.carriedEncoder != nil {
-		figs.carried = p.carriedResources(pcommon.Timestamp(figs.time))
+		figs.carried = p.carriedByHost()
 	}
 	return figs, nil
 }
@@ -295,29 +298,53 @@ func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, sample
 		Kind: pipeline.KindProcess, Entries: entries}, nil)
 }
 
-// carriedResources writes the processes the store carried unchanged, per
-// host, from their last sightings; the caller holds p.mu.
-func (p *snapshotDiff) carriedResources(ts pcommon.Timestamp) *pmetric.ResourceMetricsSlice {
-	rms := pmetric.NewResourceMetricsSlice()
+// carriedByHost copies out the last sightings of the processes the store
+// carried unchanged, grouped by host (and tm_id); the caller holds p.mu.
+// A sample is far smaller than its points, and the points are written one
+// host at a time outside the lock (sendCarried).
+func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
 	rows := p.store.carried
 	slices.SortFunc(rows, func(a, b uint32) int {
 		return cmp.Or(cmp.Compare(p.store.procs.keys[a].host, p.store.procs.keys[b].host), cmp.Compare(a, b))
 	})
-	var entries []pipeline.ProcessEntry
-	var order []int32
+	var out [][]pipeline.ProcessSample
 	for from := 0; from < len(rows); {
 		host := p.store.procs.keys[rows[from]].host
 		tmID := p.store.procs.sample[rows[from]].TmID
-		entries = entries[:0]
-		to := from
-		for ; to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID; to++ {
-			entries = append(entries, p.store.procs.sample[rows[to]].Entry())
+		to := from + 1
+		for to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID {
+			to++
 		}
-		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hosts.names[host],
-			Kind: pipeline.KindProcess, Entries: entries}, order)
+		group := make([]pipeline.ProcessSample, to-from)
+		for i, row := range rows[from:to] {
+			group[i] = p.store.procs.sample[row]
+		}
+		out = append(out, group)
 		from = to
 	}
-	return &rms
+	return out
+}
+
+// sendCarried hands on the processes carried unchanged, one batch per
+// host, ahead of the snapshot's closing output, so that the per-process
+// output stays dense without a batch the size of the cluster. A batch the
+// next consumer refuses is logged and counted; the others still go.
+func (p *snapshotDiff) sendCarried(ctx context.Context, ts pcommon.Timestamp, carried [][]pipeline.ProcessSample) {
+	var entries []pipeline.ProcessEntry
+	var order []int32
+	for _, group := range carried {
+		entries = entries[:0]
+		for i := range group {
+			entries = append(entries, group[i].Entry())
+		}
+		md := pmetric.NewMetrics()
+		_, order = p.carriedEncoder.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Time: ts, TmID: group[0].TmID, Host: group[0].Host,
+			Kind: pipeline.KindProcess, Entries: entries}, order)
+		if err := p.next.ConsumeMetrics(ctx, md); err != nil {
+			p.logger.Warn("carried processes of a host not handed on", zap.String("host", group[0].Host), zap.Int("processes", len(group)), zap.Error(err))
+			p.telemetry.SnapshotdiffCarriedBatchesFailed.Add(ctx, 1)
+		}
+	}
 }
 
 // appendFigures adds the cluster figures to the snapshot resource, the
@@ -346,9 +373,6 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 	}
 	for i := range figs.work.ended {
 		pipeline.AppendEndedSession(rms, &figs.work.ended[i])
-	}
-	if figs.carried != nil {
-		figs.carried.MoveAndAppendTo(rms)
 	}
 }
 

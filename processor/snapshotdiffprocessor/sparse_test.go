@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -348,6 +349,12 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 			if n := countKind(md, pipeline.KindBatch) + countKind(md, pipeline.KindDeparted); n > 0 {
 				t.Errorf("tick %d: %d framing resources forwarded", k, n)
 			}
+			if countKind(md, pipeline.KindSnapshot) > 0 && countKind(md, pipeline.KindProcess) > 0 {
+				t.Errorf("tick %d: the closing output holds process resources; the carried ones go one batch per host", k)
+			}
+			if hosts := processHosts(md); len(hosts) > 1 {
+				t.Errorf("tick %d: one batch holds the processes of hosts %v", k, hosts)
+			}
 			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
 				if mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() == pipeline.CPUModeUser {
 					pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
@@ -517,4 +524,20 @@ func TestASparseEntryOfAnUnknownProcessIsRefused(t *testing.T) {
 	}
 	mustBeFullAt(t, w, "sdw1", 3)
 	checkSparseEnd(t, out)
+}
+
+// processHosts are the hosts whose process resources md holds.
+func processHosts(md pmetric.Metrics) []string {
+	var hosts []string
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		attrs := rms.At(i).Resource().Attributes()
+		if kind, _ := attrs.Get(pipeline.AttrResourceKind); kind.Str() != pipeline.KindProcess.String() {
+			continue
+		}
+		if h, _ := attrs.Get(pipeline.AttrHostName); !slices.Contains(hosts, h.Str()) {
+			hosts = append(hosts, h.Str())
+		}
+	}
+	return hosts
 }

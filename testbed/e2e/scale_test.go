@@ -125,8 +125,8 @@ func BenchmarkCollectorScale(b *testing.B) {
 }
 
 // BenchmarkCollectorScaleEmitProcesses is the same with emit_process_metrics
-// on, and the receiver's send_unchanged_processes with it: every process
-// batch goes on to the otlp_grpc exporter.
+// on: every process batch, and the processes carried unchanged one batch
+// per host, go on to the otlp_grpc exporter.
 func BenchmarkCollectorScaleEmitProcesses(b *testing.B) {
 	benchCollectorScale(b, true)
 }
@@ -266,8 +266,6 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 		"--set=processors::snapshotdiff::max_stored_points=30",
 		"--set=processors::snapshotdiff::windows=[" + (10 * interval).String() + "," + (29 * interval).String() + "]",
 		"--set=processors::snapshotdiff::emit_process_metrics=" + strconv.FormatBool(emit),
-		// Per-process output streams with the batches only when every process is sent (docs/operations.md).
-		"--set=receivers::gpsession::send_unchanged_processes=" + strconv.FormatBool(emit),
 		"--set=exporters::sessionstate::last_metrics_window=" + (10 * interval).String(),
 		"--set=exporters::debug::verbosity=basic",
 		"--set=service::telemetry::logs::level=warn",
