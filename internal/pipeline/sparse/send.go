@@ -91,7 +91,6 @@ func (o *Outgoing) host(name string) *sentHost {
 type Sent struct {
 	Written   int // processes written into resources the filters let through
 	Unchanged int // processes left out: nothing changed since last sent
-	Sparse    int // processes sent with only the figures that changed
 }
 
 // Send hands one agent answer of host on as one process batch: its batch
@@ -111,9 +110,6 @@ func (o *Outgoing) Send(ctx context.Context, host string, entries []pipeline.Pro
 		if !hs.remember(o.s.seed, o.tick, o.s.figureLevel, &e) {
 			sent.Unchanged++
 			continue
-		}
-		if e.Sparse {
-			sent.Sparse++
 		}
 		changed = append(changed, e)
 	}
