@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"slices"
 
-
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
