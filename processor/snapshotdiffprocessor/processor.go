@@ -287,14 +287,20 @@ func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, sample
 		i++
 		return drop
 	})
+	p.appendWhole(md.ResourceMetrics(), b.Time, samples)
+}
+
+// appendWhole writes samples of one host and tm_id, every figure they
+// hold, as process resources in the processor's scope.
+func (p *snapshotDiff) appendWhole(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, samples []pipeline.ProcessSample) {
 	if len(samples) == 0 {
 		return
 	}
 	entries := make([]pipeline.ProcessEntry, len(samples))
-	for j := range samples {
-		entries[j] = samples[j].Entry()
+	for i := range samples {
+		entries[i] = samples[i].Entry()
 	}
-	p.carriedEncoder.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Time: b.Time, TmID: samples[0].TmID, Host: samples[0].Host,
+	p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: samples[0].TmID, Host: samples[0].Host,
 		Kind: pipeline.KindProcess, Entries: entries}, nil)
 }
 
@@ -330,16 +336,9 @@ func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
 // output stays dense without a batch the size of the cluster. A batch the
 // next consumer refuses is logged and counted; the others still go.
 func (p *snapshotDiff) sendCarried(ctx context.Context, ts pcommon.Timestamp, carried [][]pipeline.ProcessSample) {
-	var entries []pipeline.ProcessEntry
-	var order []int32
 	for _, group := range carried {
-		entries = entries[:0]
-		for i := range group {
-			entries = append(entries, group[i].Entry())
-		}
 		md := pmetric.NewMetrics()
-		_, order = p.carriedEncoder.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Time: ts, TmID: group[0].TmID, Host: group[0].Host,
-			Kind: pipeline.KindProcess, Entries: entries}, order)
+		p.appendWhole(md.ResourceMetrics(), ts, group)
 		if err := p.next.ConsumeMetrics(ctx, md); err != nil {
 			p.logger.Warn("carried processes of a host not handed on", zap.String("host", group[0].Host), zap.Int("processes", len(group)), zap.Error(err))
 			p.telemetry.SnapshotdiffCarriedBatchesFailed.Add(ctx, 1)
