@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -310,26 +311,57 @@ func instanceOwner(dataDir string) (string, error) {
 	return u.Username, nil
 }
 
-// freePort returns a port nothing listens on at ip now.
+// freePort returns a port nothing listens on at ip now, for a process
+// this binary starts to bind. It picks outside the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range): a port from inside it may be handed to
+// any bind to port 0 or outgoing connection between this check and the
+// child's bind, and was (under make test-stress, a demo's own testbed
+// instance took the API port its test had picked). Within one binary no
+// port is given twice; two binaries collide only when their random picks
+// among the thousands below the range meet and the first has not bound
+// yet.
 func freePort(ip string) (int, error) {
-	// The kernel may hand the same ephemeral port to two binds in a row
-	// once the first is closed: a port is given out once per test binary.
-	for range 100 {
-		l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
-		if err != nil {
-			return 0, err
-		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
+	lo, hi := portsOutsideEphemeral()
+	for range 200 {
+		port := lo + rand.IntN(hi-lo) // #nosec G404 -- spreading picks, not a secret
 		portsGiven.Lock()
 		given := portsGiven.m[port]
 		portsGiven.m[port] = true
 		portsGiven.Unlock()
-		if !given {
-			return port, nil
+		if given {
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+		if err != nil {
+			continue // taken: try another
+		}
+		_ = l.Close()
+		return port, nil
+	}
+	return 0, fmt.Errorf("no port on %s in [%d, %d) that is free and this test binary has not given out already", ip, lo, hi)
+}
+
+// portsOutsideEphemeral is the range freePort picks from: the 10 000
+// ports below the ephemeral range, or the ports above it when fewer than
+// a thousand lie below (and at least a thousand above).
+func portsOutsideEphemeral() (lo, hi int) {
+	first, last := 32768, 60999 // the kernel's default range
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			a, errA := strconv.Atoi(f[0])
+			z, errZ := strconv.Atoi(f[1])
+			if errA == nil && errZ == nil && 0 < a && a <= z && z < 65536 {
+				first, last = a, z
+			}
 		}
 	}
-	return 0, fmt.Errorf("no port on %s that this test binary has not given out already", ip)
+	if first-1024 < 1000 && 65535-last >= 1000 {
+		return last + 1, 65536
+	}
+	if lo := max(1024, first-10_000); lo < first {
+		return lo, first
+	}
+	return 1024, 65536 // the range covers every port: any may collide
 }
 
 // portsGiven are the ports freePort has returned.

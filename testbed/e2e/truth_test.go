@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
+	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -234,4 +238,89 @@ func within(got, want, frac float64) bool {
 		d = -d
 	}
 	return d <= frac*want
+}
+
+// readBounds are how long after each edge of a window its processes were
+// read: the snapshot's time stamps the catalog read, and each host's agent
+// reads /proc up to gpotel.host.read_delay later (the longest over the
+// hosts is taken). On a loaded machine that is a good part of a second.
+type readBounds struct{ from, at time.Duration }
+
+// readBoundsOf waits until the OTLP sink holds both edge snapshots of st's
+// last_metrics window and returns their longest read delays.
+func readBoundsOf(t *testing.T, s *Stack, st *yagpcc.SessionState) readBounds {
+	t.Helper()
+	at := st.GetTime().AsTime()
+	from := at.Add(-time.Duration(st.GetLastMetrics().GetSystemStat().GetWindowSeconds() * float64(time.Second)))
+	var b readBounds
+	waitFor(t, "the window's edge snapshots in the OTLP sink", func() (bool, string) {
+		dFrom, okFrom := snapshotReadDelay(s.Sink.Received(), from)
+		dAt, okAt := snapshotReadDelay(s.Sink.Received(), at)
+		b = readBounds{from: dFrom, at: dAt}
+		return okFrom && okAt, fmt.Sprintf("snapshot %s received %v, %s received %v", from.Format(time.TimeOnly), okFrom, at.Format(time.TimeOnly), okAt)
+	})
+	return b
+}
+
+// snapshotReadDelay is the longest gpotel.host.read_delay of the snapshot
+// taken at t among mds, and whether any point of that snapshot is there.
+func snapshotReadDelay(mds []pmetric.Metrics, t time.Time) (time.Duration, bool) {
+	ts := pcommon.NewTimestampFromTime(t)
+	var longest time.Duration
+	found := false
+	for _, md := range mds {
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			sms := rms.At(i).ScopeMetrics()
+			for j := range sms.Len() {
+				ms := sms.At(j).Metrics()
+				for k := range ms.Len() {
+					m := ms.At(k)
+					if m.Type() != pmetric.MetricTypeGauge && m.Type() != pmetric.MetricTypeSum {
+						continue
+					}
+					dps := pipeline.NumberPoints(m)
+					for l := range dps.Len() {
+						dp := dps.At(l)
+						if dp.Timestamp() != ts {
+							continue
+						}
+						found = true
+						if m.Name() == pipeline.MetricHostReadDelay {
+							longest = max(longest, time.Duration(dp.DoubleValue()*float64(time.Second)))
+						}
+					}
+				}
+			}
+		}
+	}
+	return longest, found
+}
+
+// windowTruthRange is what the kernel counted over st's last_metrics
+// window as gpotel could have read it: at least from the latest reading of
+// the window's start to the earliest of its end, at most from the earliest
+// of its start to the latest of its end. A reading past the ground truth's
+// last sample is taken at that sample.
+func windowTruthRange(t *testing.T, truth *truthSeries, st *yagpcc.SessionState, reads readBounds, pids []int, f func(groundtruth.Process) float64) (lo, hi float64) {
+	t.Helper()
+	at := st.GetTime().AsTime()
+	from := at.Add(-time.Duration(st.GetLastMetrics().GetSystemStat().GetWindowSeconds() * float64(time.Second)))
+	_, last := truth.span()
+	cum := func(when time.Time) float64 {
+		if when.After(last) {
+			when = last
+		}
+		v, err := truth.cumulativeAt(when, pids, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	return cum(at) - cum(from.Add(reads.from)), cum(at.Add(reads.at)) - cum(from)
+}
+
+// withinRange tells whether got lies in [lo, hi] widened by frac.
+func withinRange(got, lo, hi, frac float64) bool {
+	return got >= lo*(1-frac) && got <= hi*(1+frac)
 }
