@@ -121,6 +121,7 @@ const (
 	AttrProcessCreationTime = "process.creation.time"
 	AttrBackendType         = "gpotel.backend.type"
 	AttrProcessSystem       = "gpotel.process.system"
+	AttrProcessSparse       = "gpotel.process.sparse"
 	AttrSessionPID          = "gpotel.session.pid"
 	AttrSessionSystem       = "gpotel.session.system"
 	AttrSessionOwn          = "gpotel.session.own"

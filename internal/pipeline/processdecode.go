@@ -33,6 +33,10 @@ type ProcessSample struct {
 	// BackendType and System are gpotel.process.info's.
 	BackendType string
 	System      bool
+	// Sparse is gpotel.process.info's: the sample holds only the figures
+	// that changed since the receiver last sent the process; the others
+	// are as they were (docs/pipeline.md, rule 8).
+	Sparse bool
 }
 
 // Entry is the sample as the process encoder writes it: seconds back
@@ -60,13 +64,56 @@ func (s *ProcessSample) CounterMask() uint32 { return uint32(s.Present & (1<<Num
 
 // Memory sums the sample's gauges by memory type (MemoryTypes).
 func (s *ProcessSample) Memory() [NumMemory]int64 {
+	g := s.Gauges()
+	return g.Memory()
+}
+
+// NumGauges is how many figures are gauges: the ones after the counters.
+const NumGauges = int(NumFigures) - NumCounters
+
+// A process's gauges fit one uint16 mask.
+var _ [16 - NumGauges]struct{}
+
+// Gauges are a process's gauges as last reported: what the processor
+// keeps of each process to carry the ones a sparse entry leaves out.
+type Gauges struct {
+	Values  [NumGauges]int64 // figure NumCounters+g at g
+	Present uint16           // bit g: Values[g] was reported
+}
+
+// Gauges are the sample's.
+func (s *ProcessSample) Gauges() Gauges {
+	g := Gauges{Present: uint16(s.Present >> NumCounters)} // #nosec G115 -- NumGauges bits
+	copy(g.Values[:], s.Values[NumCounters:])
+	return g
+}
+
+// Memory sums the gauges by memory type (MemoryTypes).
+func (g *Gauges) Memory() [NumMemory]int64 {
 	var out [NumMemory]int64
-	for f := Figure(NumCounters); f < NumFigures; f++ {
-		if mt := memoryOf[f]; mt >= 0 && s.Has(f) {
-			out[mt] += s.Values[f]
+	for i := range NumGauges {
+		if mt := memoryOf[NumCounters+i]; mt >= 0 && g.Present&(1<<i) != 0 {
+			out[mt] += g.Values[i]
 		}
 	}
 	return out
+}
+
+// Fill makes a sparse sample whole: each figure it leaves out is as at
+// the process's last sighting, the counters from last where known says
+// they were reported, the gauges from g (docs/pipeline.md, rule 8).
+func (s *ProcessSample) Fill(last *Counters, known uint32, g *Gauges) {
+	for c := range NumCounters {
+		if bit := uint64(1) << c; s.Present&bit == 0 && known&(1<<c) != 0 {
+			s.Values[c], s.Present = last[c], s.Present|bit
+		}
+	}
+	for i := range NumGauges {
+		if bit := uint64(1) << (NumCounters + i); s.Present&bit == 0 && g.Present&(1<<i) != 0 {
+			s.Values[NumCounters+i], s.Present = g.Values[i], s.Present|bit
+		}
+	}
+	s.Sparse = false
 }
 
 // CommandCount is the title's cmd<N>; 0 when it has none (Greenplum
@@ -219,6 +266,9 @@ func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 		}
 		if sys, ok := attrs.Get(AttrProcessSystem); ok {
 			s.System = sys.Bool()
+		}
+		if sparse, ok := attrs.Get(AttrProcessSparse); ok {
+			s.Sparse = sparse.Bool()
 		}
 		return
 	}

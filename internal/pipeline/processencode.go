@@ -23,6 +23,17 @@ type ProcessEntry struct {
 	BackendType string // "" when the server does not report it
 	System      bool   // not a client backend
 	Process     Process
+	// Sparse marks an entry of a sparse batch that lists only the figures
+	// in Changed: the others are as the receiver last sent them
+	// (docs/pipeline.md, rule 8). Its gpotel.process.info point says so.
+	Sparse  bool
+	Changed uint64 // bit f: figure f is listed; read only when Sparse
+}
+
+// Lists tells whether the entry carries figure f: one the process has,
+// and in a sparse entry one that changed.
+func (pe *ProcessEntry) Lists(f Figure) bool {
+	return pe.Process.Values[f].OK && (!pe.Sparse || pe.Changed&(1<<f) != 0)
 }
 
 // ProcessBatch is the processes of one host that one agent answer (or one
@@ -77,6 +88,17 @@ func NewProcessEncoder(scope Scope, sw Switches) *ProcessEncoder {
 // Scope is the instrumentation scope the encoder writes.
 func (e *ProcessEncoder) Scope() Scope { return e.scope }
 
+// MarksSparse tells whether the encoder writes gpotel.process.info, the
+// point that marks a sparse entry: without it, every entry must be whole.
+func (e *ProcessEncoder) MarksSparse() bool {
+	for i := range e.metrics {
+		if e.metrics[i].ProcessMetric == ProcessInfo {
+			return true
+		}
+	}
+	return false
+}
+
 // Append writes the batch as one resource per session, sessions in id
 // order, and returns how many processes went into resources the
 // resource filters let through. order is scratch space the caller may
@@ -125,7 +147,7 @@ func (e *ProcessEncoder) appendSession(rms pmetric.ResourceMetricsSlice, b *Proc
 		em := &e.metrics[i]
 		n := 0
 		for _, j := range group {
-			n += em.points(&b.Entries[j].Process)
+			n += em.points(&b.Entries[j])
 		}
 		if n == 0 {
 			continue
@@ -154,16 +176,16 @@ func (e *ProcessEncoder) putResource(attrs pcommon.Map, b *ProcessBatch, session
 	}
 }
 
-// points is how many points the process contributes to the metric: one
-// per figure read, or one for all of them when the attribute is off and
-// they merge.
-func (em *encodedMetric) points(p *Process) int {
+// points is how many points the entry contributes to the metric: one
+// per figure it lists, or one for all of them when the attribute is off
+// and they merge.
+func (em *encodedMetric) points(pe *ProcessEntry) int {
 	if em.ProcessMetric == ProcessInfo {
 		return 1
 	}
 	n := 0
 	for _, f := range em.figures {
-		if p.Values[f].OK {
+		if pe.Lists(f) {
 			n++
 		}
 	}
@@ -195,23 +217,29 @@ func (em *encodedMetric) write(dps pmetric.NumberDataPointSlice, ts pcommon.Time
 		dp := point()
 		dp.SetIntValue(1)
 		da := dp.Attributes()
-		da.EnsureCapacity(4)
+		da.EnsureCapacity(5)
 		da.PutInt(AttrProcessPID, p.PID)
 		da.PutInt(AttrSegmentID, pe.Segment)
 		if pe.BackendType != "" {
 			da.PutStr(AttrBackendType, pe.BackendType)
 		}
 		da.PutBool(AttrProcessSystem, pe.System)
+		da.PutBool(AttrProcessSparse, pe.Sparse)
 		return
 	}
 	if !em.attrOn && em.merges() {
+		// A merged point cannot say which of its figures changed: it is
+		// written whole whenever one of them is listed.
+		if em.points(pe) == 0 {
+			return
+		}
 		if v, ok := em.merged(p); ok {
 			em.set(point(), p.PID, "", v)
 		}
 		return
 	}
 	for _, f := range em.figures {
-		if v := p.Values[f]; v.OK {
+		if v := p.Values[f]; pe.Lists(f) {
 			value := Figures[f].Value
 			if !em.attrOn {
 				value = ""

@@ -31,6 +31,7 @@ func createMetrics(ctx context.Context, set processor.Settings, cfg component.Co
 		return nil, err
 	}
 	p := newSnapshotDiff(c, set.Logger, tb)
+	p.next = next
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),
 		processorhelper.WithShutdown(func(context.Context) error {

@@ -7,8 +7,6 @@ import (
 	"cmp"
 	"slices"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
-
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
@@ -50,9 +48,9 @@ type figures struct {
 	work          trackedWork      // with query figures on
 	hostNames     []string         // by host row, for the query figures
 	segments      *segmentFigures
-	// carried are the processes the store carried unchanged, as process
-	// resources (emit_process_metrics on).
-	carried *pmetric.ResourceMetricsSlice
+	// carried are the processes the store carried unchanged, by host, as
+	// last sighted (emit_process_metrics on).
+	carried [][]pipeline.ProcessSample
 }
 
 // sessionFigures is one session's view of figures.

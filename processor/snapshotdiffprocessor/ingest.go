@@ -63,6 +63,13 @@ func (s *store) add(p *pipeline.ProcessSample) error {
 	} else if s.procs.seen[row] == seq {
 		return errDuplicateProcess
 	}
+	if p.Sparse {
+		if !known {
+			s.hosts.batches.Break(host)
+			return errSparseUnknown{host: p.Host, pid: p.PID}
+		}
+		p.Fill(&s.procs.last[row], s.procs.known[row], &s.procs.gauges[row])
+	}
 
 	// A counter first reported after the process's first sighting starts
 	// as a baseline: what it counted before is outside what we saw.
@@ -103,8 +110,8 @@ func (s *store) add(p *pipeline.ProcessSample) error {
 	if exited {
 		return nil
 	}
-	s.procs.mem[row] = p.Memory()
-	s.addMemory(sess, host, &s.procs.mem[row])
+	s.procs.gauges[row] = p.Gauges()
+	s.addMemory(sess, host, &s.procs.gauges[row])
 	if s.procs.keepSamples {
 		s.procs.sample[row] = *p
 	}
@@ -134,12 +141,13 @@ func (s *store) carryRow(row uint32) {
 	off := len(s.scratch)
 	s.scratch = append(s.scratch, 0) // a record with an empty mask
 	s.records = append(s.records, pendingRecord{session: key.session, row: row, off: uint32(off), size: 1})
-	s.addMemory(key.session, key.host, &s.procs.mem[row])
+	s.addMemory(key.session, key.host, &s.procs.gauges[row])
 	s.carried = append(s.carried, row)
 }
 
 // addMemory adds a process's memory to its session's on its host.
-func (s *store) addMemory(sess, host uint32, mem *memoryGauges) {
+func (s *store) addMemory(sess, host uint32, g *pipeline.Gauges) {
+	mem := g.Memory()
 	shKey := uint64(sess)<<32 | uint64(host)
 	i, ok := s.memIndex[shKey]
 	if !ok {

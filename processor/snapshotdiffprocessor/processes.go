@@ -27,7 +27,9 @@ type processTable struct {
 	seg   []int32             // content id, for the unattributed exits' figures
 	first []uint64            // seq of the first sighting
 	ccnt  []int64             // title command count at the last sighting; 0: none
-	mem   []memoryGauges      // memory at the last sighting, for a process carried unchanged
+	// gauges at the last sighting: a process carried unchanged keeps its
+	// memory, and a sparse sample its unlisted gauges.
+	gauges []pipeline.Gauges
 	// sample is each process's last sighting whole, kept only for the
 	// dense per-process output (emit_process_metrics).
 	sample      []pipeline.ProcessSample
@@ -52,7 +54,7 @@ func (t *processTable) add(key processKey) (row uint32, grown bool) {
 		t.seg = append(t.seg, 0)
 		t.first = append(t.first, 0)
 		t.ccnt = append(t.ccnt, 0)
-		t.mem = append(t.mem, memoryGauges{})
+		t.gauges = append(t.gauges, pipeline.Gauges{})
 		if t.keepSamples {
 			t.sample = append(t.sample, pipeline.ProcessSample{})
 		}
@@ -72,7 +74,7 @@ func (t *processTable) remove(row uint32) {
 	t.seg[row] = 0
 	t.first[row] = 0
 	t.ccnt[row] = 0
-	t.mem[row] = memoryGauges{}
+	t.gauges[row] = pipeline.Gauges{}
 	if t.keepSamples {
 		t.sample[row] = pipeline.ProcessSample{}
 	}

@@ -6,11 +6,13 @@ package snapshotdiffprocessor
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processorhelper"
@@ -41,6 +43,7 @@ type snapshotDiff struct {
 	// carriedEncoder writes the processes carried unchanged, so that the
 	// per-process output stays dense (sparse batches).
 	carriedEncoder *pipeline.ProcessEncoder
+	next           consumer.Metrics // where sendCarried hands the carried processes
 }
 
 func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
@@ -81,7 +84,12 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		return md, nil
 	case pipeline.BatchProcesses:
 		in := p.decode(md, b)
+		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s pipeline.ProcessSample) bool { return s.Sparse })
 		err := p.collect(ctx, in)
+		rewrite := err == nil && sparse && p.emitProcesses
+		if rewrite {
+			p.rewriteWhole(md, b, in.processes.Samples)
+		}
 		p.release(in)
 		if err != nil {
 			return md, err
@@ -89,7 +97,9 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		if !p.emitProcesses {
 			return md, processorhelper.ErrSkipProcessingData
 		}
-		dropHeader(md, b.Header)
+		if !rewrite {
+			dropHeader(md, b.Header)
+		}
 		return md, nil
 	case pipeline.BatchMerged:
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
@@ -102,13 +112,14 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
 			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 		} else {
+			p.sendCarried(ctx, pcommon.Timestamp(figs.time), figs.carried)
 			p.appendFigures(md, b.Kinds, figs)
 			p.telemetry.SnapshotdiffSnapshots.Add(ctx, 1)
 		}
 	}
 	i := 0
 	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
-		// Resources past Kinds are the ones appendFigures added (query and carried process resources).
+		// Resources past Kinds are the ones appendFigures added (query resources and events).
 		drop := i < len(b.Kinds) && (isFraming(b.Kinds[i]) || (!p.emitProcesses && b.Kinds[i].HoldsProcesses()))
 		i++
 		return drop
@@ -161,8 +172,7 @@ func (p *snapshotDiff) collect(ctx context.Context, in *incoming) error {
 			return err
 		}
 	}
-	p.addDecoded(ctx, in.processes)
-	return nil
+	return p.addDecoded(ctx, in.processes)
 }
 
 // openSnapshot makes the store collect the snapshot of time t. A snapshot
@@ -197,21 +207,30 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 	return nil
 }
 
-// addDecoded stores what d decoded; the caller holds p.mu.
-func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) {
+// addDecoded stores what d decoded; the caller holds p.mu. It returns the
+// first sparse entry the store could not carry from: the batch is then
+// refused, so that the receiver sends its host in full next time.
+func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) error {
 	skipped, firstErr := d.Skipped, d.Err
+	var refuse error
 	for i := range d.Samples {
-		if err := p.store.add(&d.Samples[i]); err != nil {
-			skipped++
-			if firstErr == nil {
-				firstErr = err
-			}
+		err := p.store.add(&d.Samples[i])
+		if err == nil {
+			continue
+		}
+		skipped++
+		if firstErr == nil {
+			firstErr = err
+		}
+		if refuse == nil && errors.As(err, new(errSparseUnknown)) {
+			refuse = err
 		}
 	}
 	if skipped > 0 {
 		p.logger.Warn("process data skipped", zap.Int("skipped", skipped), zap.Error(firstErr))
 		p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(skipped))
 	}
+	return refuse
 }
 
 // ingest closes the snapshot with the batch that holds its snapshot resource.
@@ -229,7 +248,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 	if err := p.openSnapshot(ctx, int64(in.Time)); err != nil {
 		return nil, err
 	}
-	p.addDecoded(ctx, in.processes)
+	_ = p.addDecoded(ctx, in.processes) // the closing batch holds no sparse entry
 	for _, d := range in.departed {
 		for _, proc := range d.Processes {
 			p.store.depart(d.Host, d.tmID, proc)
@@ -252,34 +271,79 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	if p.carriedEncoder != nil {
-		figs.carried = p.carriedResources(pcommon.Timestamp(figs.time))
+		figs.carried = p.carriedByHost()
 	}
 	return figs, nil
 }
 
-// carriedResources writes the processes the store carried unchanged, per
-// host, from their last sightings; the caller holds p.mu.
-func (p *snapshotDiff) carriedResources(ts pcommon.Timestamp) *pmetric.ResourceMetricsSlice {
-	rms := pmetric.NewResourceMetricsSlice()
+// rewriteWhole replaces the batch resource and the process resources of
+// a batch that held sparse entries with every process of it whole, as the
+// store filled them in: the per-process output never leaves a figure out
+// (sparse batches).
+func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, samples []pipeline.ProcessSample) {
+	i := 0
+	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
+		drop := i < len(b.Kinds) && (b.Kinds[i] == pipeline.KindProcess || b.Kinds[i] == pipeline.KindBatch)
+		i++
+		return drop
+	})
+	p.appendWhole(md.ResourceMetrics(), b.Time, samples)
+}
+
+// appendWhole writes samples of one host and tm_id, every figure they
+// hold, as process resources in the processor's scope.
+func (p *snapshotDiff) appendWhole(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, samples []pipeline.ProcessSample) {
+	if len(samples) == 0 {
+		return
+	}
+	entries := make([]pipeline.ProcessEntry, len(samples))
+	for i := range samples {
+		entries[i] = samples[i].Entry()
+	}
+	p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: samples[0].TmID, Host: samples[0].Host,
+		Kind: pipeline.KindProcess, Entries: entries}, nil)
+}
+
+// carriedByHost copies out the last sightings of the processes the store
+// carried unchanged, grouped by host (and tm_id); the caller holds p.mu.
+// A sample is far smaller than its points, and the points are written one
+// host at a time outside the lock (sendCarried).
+func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
 	rows := p.store.carried
 	slices.SortFunc(rows, func(a, b uint32) int {
 		return cmp.Or(cmp.Compare(p.store.procs.keys[a].host, p.store.procs.keys[b].host), cmp.Compare(a, b))
 	})
-	var entries []pipeline.ProcessEntry
-	var order []int32
+	var out [][]pipeline.ProcessSample
 	for from := 0; from < len(rows); {
 		host := p.store.procs.keys[rows[from]].host
 		tmID := p.store.procs.sample[rows[from]].TmID
-		entries = entries[:0]
-		to := from
-		for ; to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID; to++ {
-			entries = append(entries, p.store.procs.sample[rows[to]].Entry())
+		to := from + 1
+		for to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID {
+			to++
 		}
-		_, order = p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: p.store.hosts.names[host],
-			Kind: pipeline.KindProcess, Entries: entries}, order)
+		group := make([]pipeline.ProcessSample, to-from)
+		for i, row := range rows[from:to] {
+			group[i] = p.store.procs.sample[row]
+		}
+		out = append(out, group)
 		from = to
 	}
-	return &rms
+	return out
+}
+
+// sendCarried hands on the processes carried unchanged, one batch per
+// host, ahead of the snapshot's closing output, so that the per-process
+// output stays dense without a batch the size of the cluster. A batch the
+// next consumer refuses is logged and counted; the others still go.
+func (p *snapshotDiff) sendCarried(ctx context.Context, ts pcommon.Timestamp, carried [][]pipeline.ProcessSample) {
+	for _, group := range carried {
+		md := pmetric.NewMetrics()
+		p.appendWhole(md.ResourceMetrics(), ts, group)
+		if err := p.next.ConsumeMetrics(ctx, md); err != nil {
+			p.logger.Warn("carried processes of a host not handed on", zap.String("host", group[0].Host), zap.Int("processes", len(group)), zap.Error(err))
+			p.telemetry.SnapshotdiffCarriedBatchesFailed.Add(ctx, 1)
+		}
+	}
 }
 
 // appendFigures adds the cluster figures to the snapshot resource, the
@@ -308,9 +372,6 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 	}
 	for i := range figs.work.ended {
 		pipeline.AppendEndedSession(rms, &figs.work.ended[i])
-	}
-	if figs.carried != nil {
-		figs.carried.MoveAndAppendTo(rms)
 	}
 }
 

@@ -4,6 +4,7 @@
 package snapshotdiffprocessor
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"math/rand"
@@ -27,6 +28,7 @@ type truthProcess struct {
 	cpuMS   []int64 // per snapshot
 	read    []int64
 	syscR   []int64
+	rss     []int64 // per snapshot; nil: none
 }
 
 type truthTimeline struct {
@@ -99,10 +101,14 @@ func (tl *truthTimeline) snapshot(k int) pipelinetest.Snapshot {
 		if !tl.seen(p, k) {
 			continue
 		}
-		s.Processes = append(s.Processes, pipelinetest.Process{
+		proc := pipelinetest.Process{
 			Host: p.host, Segment: p.seg, Session: p.session, PID: p.pid, Created: at(p.created),
 			CPUUser: float64(p.cpuMS[k]) / 1000, ReadBytes: p.read[k], SyscR: p.syscR[k],
-		})
+		}
+		if p.rss != nil {
+			proc.RSS = p.rss[k]
+		}
+		s.Processes = append(s.Processes, proc)
 	}
 	return s
 }
@@ -258,6 +264,78 @@ func TestSessionDeltaEqualsBruteForceOverTimeline(t *testing.T) {
 					}
 				}
 				lifeDone = true
+			}
+		}
+	}
+}
+
+// stillAndApart makes a timeline one a real host could show and sparse
+// batches could leave figures out of: each counter holds still on about
+// half the ticks, the memory changes on about a third, and no two
+// processes of a host hold one pid at the same time (a pid is reused only
+// after its process died).
+func stillAndApart(rng *rand.Rand, tl *truthTimeline) {
+	for i := range tl.procs {
+		p := &tl.procs[i]
+		for j := range tl.procs[:i] {
+			q := &tl.procs[j]
+			if q.host == p.host && q.pid == p.pid && p.born < q.died && q.born < p.died {
+				p.pid = int64(1000 + i)
+				break
+			}
+		}
+		rss := rng.Int63n(1 << 30)
+		for k := range tl.times {
+			for _, c := range [][]int64{p.cpuMS, p.read, p.syscR} {
+				if k > 0 && rng.Float64() < 0.5 && c[k] >= c[k-1] {
+					c[k] = c[k-1]
+				}
+			}
+			if rng.Float64() < 0.3 {
+				rss = rng.Int63n(1 << 30)
+			}
+			p.rss = append(p.rss, rss)
+		}
+	}
+}
+
+// Sparse batches, down to the figure, give the figures dense batches give:
+// the same random timelines (hosts that do not answer, pids reused,
+// counters that go back or hold still, memory that changes now and then)
+// sent through the receiver's sparse sender and as dense batches.
+func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
+	windows := []time.Duration{30 * time.Second, 4 * time.Minute}
+	names := []string{pipeline.WindowName(windows[0]), pipeline.WindowName(windows[1]), pipeline.WindowLifetime}
+	for seed := int64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		tl := randomTimeline(rng, 28, 40)
+		stillAndApart(rng, &tl)
+		dense, denseSink := newTestProcessor(t, &Config{Windows: windows})
+		sparse, sparseSink := newTestProcessor(t, &Config{Windows: windows})
+		rec := pipelinetest.NewReceiver(sparse)
+		for n := range tl.times {
+			want := feed(t, dense, denseSink, tl.snapshot(n))
+			if errs, err := rec.Send(context.Background(), tl.snapshot(n)); err != nil || len(errs) > 0 {
+				t.Fatalf("seed %d snapshot %d: %v %v", seed, n, errs, err)
+			}
+			all := sparseSink.AllMetrics()
+			got := all[len(all)-1]
+			for id := int64(1); id <= 4; id++ {
+				same := func(what, metric string, attrs ...string) {
+					t.Helper()
+					if g, w := figure(t, got, id, metric, attrs...), figure(t, want, id, metric, attrs...); g != w {
+						t.Fatalf("seed %d snapshot %d session %d: %s = %v sparse, %v dense", seed, n, id, what, g, w)
+					}
+				}
+				for _, name := range names {
+					same("user CPU "+name, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, name, pipeline.AttrCPUMode, pipeline.CPUModeUser)
+					same("read bytes "+name, pipeline.MetricSessionDiskIO, pipeline.AttrWindow, name, pipeline.AttrDirection, pipeline.DirectionRead)
+					same("read syscalls "+name, pipeline.MetricSessionIOSyscalls, pipeline.AttrWindow, name, pipeline.AttrDirection, pipeline.DirectionRead)
+					same("partial "+name, pipeline.MetricSessionPartial, pipeline.AttrWindow, name)
+				}
+				same("rss", pipeline.MetricSessionMemoryUsage, pipeline.AttrMemoryType, pipeline.MemoryTypeRSS, pipeline.AttrMemoryAggregation, pipeline.MemoryAggregationCluster)
+				same("processes", pipeline.MetricSessionProcesses)
+				same("hosts", pipeline.MetricSessionHosts)
 			}
 		}
 	}

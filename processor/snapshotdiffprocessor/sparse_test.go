@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,6 +45,7 @@ type wire struct {
 	t          testing.TB
 	next       consumer.Metrics
 	fault      func(at time.Time, h pipeline.BatchHeader) fault
+	forge      func(at time.Time, h pipeline.BatchHeader, md pmetric.Metrics) // nil: none
 	held       []pmetric.Metrics
 	deliveries []delivery
 }
@@ -58,6 +60,9 @@ func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
 		w.t.Fatal(err)
 	}
 	at := b.Time.AsTime()
+	if w.forge != nil {
+		w.forge(at, h, md)
+	}
 	switch w.fault(at, h) {
 	case lose:
 		return nil
@@ -83,17 +88,28 @@ func (w *wire) deliver(ctx context.Context, at time.Time, h pipeline.BatchHeader
 	return err
 }
 
-// sparseTick is tick k of the sparse tests: on sdw1, process 100 moves
-// every tick and 101 never does; process 102 leaves after tick 2; on
-// sdw2, process 200 moves every tick. One session.
+// sparseTick is tick k of the sparse tests: on sdw1, process 100's user
+// CPU moves every tick, and 101's system CPU only at tick 5, the rest of
+// it unchanged; process 102 leaves after tick 2; on sdw2, process 200's
+// user CPU moves every tick. One session; each process's memory stays
+// the same, so a batch sends the CPU figure that moved and nothing else.
 func sparseTick(k int) pipelinetest.Snapshot {
+	withRSS := func(p pipelinetest.Process, rss int64) pipelinetest.Process {
+		p.RSS = rss
+		return p
+	}
+	steady := withRSS(proc("sdw1", 0, 1, 101, -10, 10, 0), 2000)
+	steady.CPUSystem = 1
+	if k >= 5 {
+		steady.CPUSystem = 2
+	}
 	procs := []pipelinetest.Process{
-		proc("sdw1", 0, 1, 100, -10, float64(1+k), 0),
-		proc("sdw1", 0, 1, 101, -10, 10, 0),
-		proc("sdw2", 1, 1, 200, -10, float64(20+k), 0),
+		withRSS(proc("sdw1", 0, 1, 100, -10, float64(1+k), 0), 1000),
+		steady,
+		withRSS(proc("sdw2", 1, 1, 200, -10, float64(20+k), 0), 4000),
 	}
 	if k <= 2 {
-		procs = append(procs, proc("sdw1", 0, 1, 102, -10, float64(30+k), 0))
+		procs = append(procs, withRSS(proc("sdw1", 0, 1, 102, -10, float64(30+k), 0), 8000))
 	}
 	return snap(float64(60*k), nil, []int64{1}, procs...)
 }
@@ -103,6 +119,7 @@ func sparseTick(k int) pipelinetest.Snapshot {
 // per tick and what reached it.
 type sparseRun struct {
 	fault             func(at time.Time, h pipeline.BatchHeader) fault
+	forge             func(at time.Time, h pipeline.BatchHeader, md pmetric.Metrics)
 	tick              func(k int) pipelinetest.Snapshot // nil: sparseTick
 	config            *Config                           // nil: a 2m window
 	restartReceiverAt int                               // tick; 0: never
@@ -123,7 +140,7 @@ func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []
 		return newTestProcessor(t, cfg)
 	}
 	p, sink := newProcessor()
-	w = &wire{t: t, fault: r.fault, next: p}
+	w = &wire{t: t, fault: r.fault, forge: r.forge, next: p}
 	if w.fault == nil {
 		w.fault = func(time.Time, pipeline.BatchHeader) fault { return pass }
 	}
@@ -155,7 +172,9 @@ func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []
 
 // checkSparseEnd checks the figures of the last tick, the same whatever
 // happened at tick 2: over 2m (from tick 4) processes 100 and 200 moved
-// 2 s each; lifetime is every live process's total (7 + 10 + 26).
+// 2 s of user CPU each and 101 one of system CPU; lifetime is every live
+// process's total (user 7 + 10 + 26, system 2); the memory is the live
+// processes' (1000 + 2000 + 4000), carried whole although only CPU moved.
 func checkSparseEnd(t *testing.T, out []pmetric.Metrics) {
 	t.Helper()
 	last := out[len(out)-1]
@@ -166,6 +185,9 @@ func checkSparseEnd(t *testing.T, out []pmetric.Metrics) {
 	}{
 		{"user CPU over 2m", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "2m", pipeline.AttrCPUMode, pipeline.CPUModeUser), 4},
 		{"lifetime user CPU", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser), 43},
+		{"system CPU over 2m", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, "2m", pipeline.AttrCPUMode, pipeline.CPUModeSys), 1},
+		{"lifetime system CPU", figure(t, last, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeSys), 2},
+		{"rss", figure(t, last, 1, pipeline.MetricSessionMemoryUsage, pipeline.AttrMemoryType, pipeline.MemoryTypeRSS, pipeline.AttrMemoryAggregation, pipeline.MemoryAggregationCluster), 7000},
 		{"2m partial", figure(t, last, 1, pipeline.MetricSessionPartial, pipeline.AttrWindow, "2m"), 0},
 		{"processes", figure(t, last, 1, pipeline.MetricSessionProcesses), 3},
 		{"hosts", figure(t, last, 1, pipeline.MetricSessionHosts), 2},
@@ -311,26 +333,37 @@ func TestProcessorRestartGetsAFullBatch(t *testing.T) {
 }
 
 // With emit_process_metrics the per-process output stays dense: every
-// live process every tick, the unchanged ones written by the processor
-// from their last sighting.
+// live process every tick with every figure, the unchanged ones written by
+// the processor from their last sighting, and a changed one whole although
+// its batch carried only the figure that changed (101 at tick 5).
 func TestPerProcessOutputStaysDense(t *testing.T) {
 	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}, EmitProcessMetrics: true})
 	rec := pipelinetest.NewReceiver(p)
-	for k := 0; k <= 4; k++ {
+	for k := 0; k <= 6; k++ {
 		sink.Reset()
 		if errs, err := rec.Send(context.Background(), sparseTick(k)); err != nil || len(errs) > 0 {
 			t.Fatalf("tick %d: %v %v", k, errs, err)
 		}
-		cpu := map[int64]float64{}
+		cpu, rss := map[int64]float64{}, map[int64]int64{}
 		for _, md := range sink.AllMetrics() {
 			if n := countKind(md, pipeline.KindBatch) + countKind(md, pipeline.KindDeparted); n > 0 {
 				t.Errorf("tick %d: %d framing resources forwarded", k, n)
+			}
+			if countKind(md, pipeline.KindSnapshot) > 0 && countKind(md, pipeline.KindProcess) > 0 {
+				t.Errorf("tick %d: the closing output holds process resources; the carried ones go one batch per host", k)
+			}
+			if hosts := processHosts(md); len(hosts) > 1 {
+				t.Errorf("tick %d: one batch holds the processes of hosts %v", k, hosts)
 			}
 			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
 				if mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() == pipeline.CPUModeUser {
 					pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
 					cpu[pid.Int()] = dp.DoubleValue()
 				}
+			})
+			pipelinetest.Points(md, pipeline.MetricProcessMemoryUsage, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+				rss[pid.Int()] = dp.IntValue()
 			})
 		}
 		want := map[int64]float64{100: float64(1 + k), 101: 10, 200: float64(20 + k)}
@@ -339,6 +372,13 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 		}
 		if !maps.Equal(cpu, want) {
 			t.Errorf("tick %d: per-process user CPU %v, want %v", k, cpu, want)
+		}
+		wantRSS := map[int64]int64{100: 1000, 101: 2000, 200: 4000}
+		if k <= 2 {
+			wantRSS[102] = 8000
+		}
+		if !maps.Equal(rss, wantRSS) {
+			t.Errorf("tick %d: per-process rss %v, want %v", k, rss, wantRSS)
 		}
 	}
 }
@@ -387,4 +427,117 @@ func TestReusedPIDDepartsTheFormerProcess(t *testing.T) {
 	if got := figure(t, out, 1, pipeline.MetricSessionCPUTime, pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser); got != 12 {
 		t.Errorf("lifetime user CPU %v, want 12 (the new pid 100's 2 and 101's 10)", got)
 	}
+}
+
+// moveTick is tick k of TestAProcessThatChangesSessionOrSegment: process
+// 100 on sdw1 burns a second of user CPU per tick with 1000 bytes of rss;
+// at tick 2 its segment alone changes (0 to 3), at tick 4 its session
+// (1 to 2). Process 101 of session 1 never moves.
+func moveTick(k int) pipelinetest.Snapshot {
+	moving := proc("sdw1", 0, 1, 100, -10, float64(1+k), 0)
+	moving.RSS = 1000
+	if k >= 2 {
+		moving.Segment = 3
+	}
+	if k >= 4 {
+		moving.Session = 2
+	}
+	steady := proc("sdw1", 0, 1, 101, -10, 10, 0)
+	steady.RSS = 2000
+	return snap(float64(60*k), nil, []int64{1, 2}, moving, steady)
+}
+
+// A process whose segment alone changed is sent with no figure and keeps
+// its steps; one that moves to another session leaves the first (the
+// receiver departs its former identity) and is a new process of the
+// second, seen from its move on: no figure counts twice, and the first
+// session's memory drops by its rss.
+func TestAProcessThatChangesSessionOrSegment(t *testing.T) {
+	out, w, refused := sparseRun{tick: moveTick}.run(t)
+	for k, errs := range refused {
+		if len(errs) > 0 {
+			t.Errorf("tick %d: refused %v", k, errs)
+		}
+	}
+	for _, d := range w.deliveries {
+		if d.header.Full && !d.at.Equal(at(0)) {
+			t.Errorf("full batch of %s at %v; only the first tick's should be", d.header.Host, d.at)
+		}
+	}
+	type row struct {
+		k       int
+		session int64
+		what    string
+		metric  string
+		attrs   []string
+		want    float64
+	}
+	user2m := []string{pipeline.AttrWindow, "2m", pipeline.AttrCPUMode, pipeline.CPUModeUser}
+	userLife := []string{pipeline.AttrWindow, pipeline.WindowLifetime, pipeline.AttrCPUMode, pipeline.CPUModeUser}
+	rss := []string{pipeline.AttrMemoryType, pipeline.MemoryTypeRSS, pipeline.AttrMemoryAggregation, pipeline.MemoryAggregationCluster}
+	for _, c := range []row{
+		{3, 1, "user CPU over 2m across the segment change", pipeline.MetricSessionCPUTime, user2m, 2},
+		{3, 1, "rss across the segment change", pipeline.MetricSessionMemoryUsage, rss, 3000},
+		{3, 1, "processes across the segment change", pipeline.MetricSessionProcesses, nil, 2},
+		{6, 1, "session 1's user CPU over 2m after the move", pipeline.MetricSessionCPUTime, user2m, 0},
+		{6, 1, "session 1's rss after the move", pipeline.MetricSessionMemoryUsage, rss, 2000},
+		{6, 1, "session 1's processes after the move", pipeline.MetricSessionProcesses, nil, 1},
+		{6, 2, "session 2's user CPU over 2m", pipeline.MetricSessionCPUTime, user2m, 2},
+		{6, 2, "session 2's rss", pipeline.MetricSessionMemoryUsage, rss, 1000},
+		{6, 2, "session 2's processes", pipeline.MetricSessionProcesses, nil, 1},
+	} {
+		if got := figure(t, out[c.k], c.session, c.metric, c.attrs...); got != c.want {
+			t.Errorf("tick %d: %s = %v, want %v", c.k, c.what, got, c.want)
+		}
+	}
+	// Lifetime figures are the live processes' totals: the moved process's
+	// whole life counts in session 2 (7 s at tick 6), none of it in 1.
+	for s, want := range map[int64]float64{1: 10, 2: 7} {
+		if got := figure(t, out[6], s, pipeline.MetricSessionCPUTime, userLife...); got != want {
+			t.Errorf("tick 6: session %d lifetime user CPU %v, want %v", s, got, want)
+		}
+	}
+}
+
+// A sparse entry of a process the processor holds no sighting of has
+// nothing to carry its other figures from: the batch is refused, its host
+// counts as not answered, and it comes in full next time.
+func TestASparseEntryOfAnUnknownProcessIsRefused(t *testing.T) {
+	renumber := func(when time.Time, h pipeline.BatchHeader, md pmetric.Metrics) {
+		if h.Host != "sdw1" || !when.Equal(at(120)) {
+			return
+		}
+		for _, name := range []string{pipeline.MetricProcessInfo, pipeline.MetricProcessCPUTime} {
+			pipelinetest.Points(md, name, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+				if pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID); pid.Int() == 100 {
+					dp.Attributes().PutInt(pipeline.AttrProcessPID, 999)
+				}
+			})
+		}
+	}
+	out, w, refused := sparseRun{forge: renumber}.run(t)
+	if refused[2]["sdw1"] == nil {
+		t.Error("tick 2: a sparse entry of an unknown process was accepted")
+	}
+	if got := partialAt(t, out, 2); got != 1 {
+		t.Errorf("tick 2: partial %v, want 1 (sdw1's batch was refused)", got)
+	}
+	mustBeFullAt(t, w, "sdw1", 3)
+	checkSparseEnd(t, out)
+}
+
+// processHosts are the hosts whose process resources md holds.
+func processHosts(md pmetric.Metrics) []string {
+	var hosts []string
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		attrs := rms.At(i).Resource().Attributes()
+		if kind, _ := attrs.Get(pipeline.AttrResourceKind); kind.Str() != pipeline.KindProcess.String() {
+			continue
+		}
+		if h, _ := attrs.Get(pipeline.AttrHostName); !slices.Contains(hosts, h.Str()) {
+			hosts = append(hosts, h.Str())
+		}
+	}
+	return hosts
 }

@@ -5,6 +5,7 @@ package snapshotdiffprocessor
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -23,6 +24,18 @@ var (
 	errNotNewer         = errors.New("snapshot is not newer than the newest stored one")
 	errNoSnapshot       = errors.New("no snapshot is being ingested")
 )
+
+// errSparseUnknown refuses a sparse entry of a process the store does not
+// hold: what it leaves out is nowhere to carry from. Its host's run
+// breaks, so that the host is sent in full next time.
+type errSparseUnknown struct {
+	host string
+	pid  int32
+}
+
+func (e errSparseUnknown) Error() string {
+	return fmt.Sprintf("host %s: process %d sent with only its changed figures, but the processor holds no earlier sighting of it; a full batch of the host is due (docs/pipeline.md, sparse batches)", e.host, e.pid)
+}
 
 // store is every table the window figures need: hosts, sessions,
 // processes, the retained snapshots with the windows' steps, and the

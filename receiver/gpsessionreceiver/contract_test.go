@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/pkg/pdatatest/pmetrictest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/filter"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -18,6 +19,7 @@ import (
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -125,7 +127,7 @@ func builderProcessBatch(t *testing.T, mbc metadata.MetricsBuilderConfig, entrie
 			if e.Session != session {
 				continue
 			}
-			mb.RecordGpotelProcessInfoDataPoint(contractTime, 1, e.Process.PID, e.Segment, e.BackendType, e.System)
+			mb.RecordGpotelProcessInfoDataPoint(contractTime, 1, e.Process.PID, e.Segment, e.BackendType, e.System, e.Sparse)
 			for f := range pipeline.NumFigures {
 				if v := e.Process.Values[f]; v.OK {
 					record, ok := builderRecords[pipeline.Figures[f].Metric.Name]
@@ -411,4 +413,20 @@ func TestReceiverOutputMatchesTheGoldenFile(t *testing.T) {
 	em.snap.resourceGroups = map[uint32]string{6437: "default_group"}
 	md, _ := em.emit(t, newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig()))
 	pipelinetest.CompareGolden(t, filepath.Join("testdata", "golden", "scrape.json"), md, *update)
+}
+
+// The next scrape, in which only the coordinator backend's user CPU moved,
+// is the second golden file: sparse batches (docs/pipeline.md, rule 8),
+// the coordinator's holding that process with its user CPU alone, sdw1's
+// none, and sdw2, which did not answer before, in full.
+func TestSparseReceiverOutputMatchesTheGoldenFile(t *testing.T) {
+	em := testEmission(t)
+	e := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig())
+	sink := new(consumertest.MetricsSink)
+	s := sparse.NewSender(e.procs, sink, false)
+	em.emitThrough(t, e, s, sink)
+	em.snap.time = em.snap.time.Add(2 * time.Second)
+	em.answers[0][0].ProcStat.Utime += 10
+	md, _ := em.emitThrough(t, e, s, sink)
+	pipelinetest.CompareGolden(t, filepath.Join("testdata", "golden", "scrape-sparse.json"), md, *update)
 }

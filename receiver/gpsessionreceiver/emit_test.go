@@ -91,7 +91,15 @@ func newTestEmitter(t testing.TB, mbc metadata.MetricsBuilderConfig) *snapshotEm
 func (em emission) emit(t testing.TB, e *snapshotEmitter) (pmetric.Metrics, emitStats) {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
-	outgoing := sparse.NewSender(e.procs, sink, false).Snapshot(em.snap.time, em.snap.tmID)
+	return em.emitThrough(t, e, sparse.NewSender(e.procs, sink, false), sink)
+}
+
+// emitThrough is emit through a sender kept from scrape to scrape, which
+// sends into sink.
+func (em emission) emitThrough(t testing.TB, e *snapshotEmitter, s *sparse.Sender, sink *consumertest.MetricsSink) (pmetric.Metrics, emitStats) {
+	t.Helper()
+	sink.Reset()
+	outgoing := s.Snapshot(em.snap.time, em.snap.tmID)
 	for i, infos := range em.answers {
 		if infos == nil {
 			continue

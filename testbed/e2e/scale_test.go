@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/dialect"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -124,8 +125,8 @@ func BenchmarkCollectorScale(b *testing.B) {
 }
 
 // BenchmarkCollectorScaleEmitProcesses is the same with emit_process_metrics
-// on, and the receiver's send_unchanged_processes with it: every process
-// batch goes on to the otlp_grpc exporter.
+// on: every process batch, and the processes carried unchanged one batch
+// per host, go on to the otlp_grpc exporter.
 func BenchmarkCollectorScaleEmitProcesses(b *testing.B) {
 	benchCollectorScale(b, true)
 }
@@ -265,8 +266,6 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 		"--set=processors::snapshotdiff::max_stored_points=30",
 		"--set=processors::snapshotdiff::windows=[" + (10 * interval).String() + "," + (29 * interval).String() + "]",
 		"--set=processors::snapshotdiff::emit_process_metrics=" + strconv.FormatBool(emit),
-		// Per-process output streams with the batches only when every process is sent (docs/operations.md).
-		"--set=receivers::gpsession::send_unchanged_processes=" + strconv.FormatBool(emit),
 		"--set=exporters::sessionstate::last_metrics_window=" + (10 * interval).String(),
 		"--set=exporters::debug::verbosity=basic",
 		"--set=service::telemetry::logs::level=warn",
@@ -381,6 +380,9 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	b.ReportMetric((after.CPUSeconds-before.CPUSeconds)/float64(ticks), "collector-cpu-s/tick")
 	b.ReportMetric(float64(peak)/float64(st.processes), "rss-bytes/process")
+	// What the receiver keeps per process to tell which figures changed:
+	// a bound on its share of rss-bytes/process.
+	b.ReportMetric(float64(sparse.KeptBytesPerProcess), "sender-kept-bytes/process")
 	b.ReportMetric(float64(ticks), "ticks")
 	b.ReportMetric(span.Seconds()/float64(ticks), "s/tick")
 	b.ReportMetric(float64(st.processes), "processes")

@@ -154,6 +154,7 @@ var infoAttributes = []struct{ name, id string }{
 	{pipeline.AttrSegmentID, "segment_id"},
 	{pipeline.AttrBackendType, "backend_type"},
 	{pipeline.AttrProcessSystem, "process_system"},
+	{pipeline.AttrProcessSparse, "process_sparse"},
 }
 
 func processMetricTable() string {

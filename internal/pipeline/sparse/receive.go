@@ -83,6 +83,14 @@ func (q *Sequence) Accept(host uint32, h pipeline.BatchHeader) error {
 	return nil
 }
 
+// Break marks the host's run of this snapshot broken although its batches
+// were accepted (one held what the caller could not take): the host did
+// not answer, and a full batch of it is due.
+func (q *Sequence) Break(host uint32) {
+	q.runs[host].broken = true
+	q.expect[host] = 0
+}
+
 // Depart marks a process the closing batch lists as departed: it is not
 // carried.
 func (q *Sequence) Depart(process uint32) {

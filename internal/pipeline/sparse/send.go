@@ -9,9 +9,11 @@ import (
 	"encoding/binary"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pcommon"
@@ -30,6 +32,9 @@ type Sender struct {
 	next  consumer.Metrics
 	seed  maphash.Seed
 	dense bool // every batch full: every process every snapshot
+	// figureLevel: a changed process carries only its changed figures;
+	// false when the encoder cannot mark such an entry (process.info off).
+	figureLevel bool
 
 	mu    sync.Mutex
 	hosts map[string]*sentHost
@@ -39,7 +44,7 @@ type Sender struct {
 // NewSender sends through enc to next; dense sends every host in full
 // every snapshot.
 func NewSender(enc *pipeline.ProcessEncoder, next consumer.Metrics, dense bool) *Sender {
-	return &Sender{enc: enc, next: next, seed: maphash.MakeSeed(), dense: dense, hosts: map[string]*sentHost{}}
+	return &Sender{enc: enc, next: next, seed: maphash.MakeSeed(), dense: dense, figureLevel: enc.MarksSparse(), hosts: map[string]*sentHost{}}
 }
 
 // Outgoing sends one snapshot's process batches (docs/pipeline.md,
@@ -74,9 +79,9 @@ func (o *Outgoing) host(name string) *sentHost {
 	}
 	if hs.tick != o.tick {
 		hs.tick, hs.batches, hs.refused, hs.departed = o.tick, 0, false, nil
-		hs.full = hs.procs == nil || o.s.dense
-		if hs.procs == nil {
-			hs.procs = map[int64]sentProcess{}
+		hs.full = hs.index == nil || o.s.dense
+		if hs.index == nil {
+			hs.forget()
 		}
 	}
 	return hs
@@ -102,11 +107,11 @@ func (o *Outgoing) Send(ctx context.Context, host string, entries []pipeline.Pro
 	changed := entries[:0]
 	for i := range entries {
 		e := entries[i]
-		if hs.remember(o.s.seed, o.tick, &e) {
-			changed = append(changed, e)
-		} else {
+		if !hs.remember(o.s.seed, o.tick, o.s.figureLevel, &e) {
 			sent.Unchanged++
+			continue
 		}
+		changed = append(changed, e)
 	}
 	hs.seq++
 	hs.batches++
@@ -144,7 +149,7 @@ func (o *Outgoing) Close(c *pipeline.Closing) {
 		}
 		h.Batches, h.Sequence = hs.batches, hs.seq
 		if !h.Up {
-			hs.procs = nil
+			hs.index = nil
 			continue
 		}
 		if gone := hs.departures(o.tick); len(gone) > 0 {
@@ -158,68 +163,117 @@ func (o *Outgoing) Close(c *pipeline.Closing) {
 	}
 }
 
-// sentProcess is what the receiver last sent of one process: enough to
-// tell whether anything it says changed, not the figures.
+// sentProcess is what the receiver last sent of one process: every
+// figure's bits, to tell which changed, not to diff them.
 type sentProcess struct {
+	values   [pipeline.NumFigures]uint64
+	present  uint64 // bit f: figure f was sent
+	info     uint64 // fingerprint of its segment, backend type and system flag
 	session  int64
 	creation int64
-	hash     uint64
 	tick     uint64 // the last snapshot that answered for it
 }
 
+// KeptBytesPerProcess is what a Sender keeps per live process at the
+// least: its slot and its index entry (a key and a slot number, padded to
+// 16 bytes, and the map's control byte). The map's spare room and the
+// slots' spare capacity come on top (BenchmarkSenderMemory measures all).
+const KeptBytesPerProcess = int(unsafe.Sizeof(sentProcess{})) + 16 + 1
+
 // sentHost is the receiver's memory of one host.
 type sentHost struct {
-	seq   uint64                // of its last batch
-	procs map[int64]sentProcess // by pid; nil: a full batch is due
+	seq uint64 // of its last batch
+	// index finds a pid's slot; nil: a full batch is due.
+	index map[int64]uint32
+	slots []sentProcess
+	free  []uint32
 	// This snapshot's.
 	tick     uint64
 	full     bool
 	batches  int64
 	refused  bool
-	departed []pipeline.Departure // pids reused this snapshot: their old process left
+	departed []pipeline.Departure // processes that left although their pid is still listed
+}
+
+// forget empties the host's memory: every process is new to it.
+func (hs *sentHost) forget() {
+	hs.index = map[int64]uint32{}
+	hs.slots, hs.free = hs.slots[:0], hs.free[:0]
 }
 
 // remember records that the snapshot of tick answered for e, and tells
-// whether e goes into the host's batch: always in a full batch, else when
-// the process is new or anything it says changed. A pid that now names
-// another process (its creation time differs) departs the former one.
-func (hs *sentHost) remember(seed maphash.Seed, tick uint64, e *pipeline.ProcessEntry) bool {
-	h := hashProcess(seed, e)
-	creation := e.Process.CreationTime.UnixNano()
-	last, known := hs.procs[e.Process.PID]
-	if known && last.creation != creation {
-		hs.departed = append(hs.departed, pipeline.Departure{Session: last.session, PID: e.Process.PID, Creation: last.creation})
+// whether e goes into the host's batch, and how: whole in a full batch,
+// for a new process, or (figureLevel false) for any change; else with
+// only the figures that changed, or not at all when nothing did. A pid
+// that now names another process (its creation time differs), or a
+// process now counted in another session, departs the former one: the
+// processor keeps processes by session.
+func (hs *sentHost) remember(seed maphash.Seed, tick uint64, figureLevel bool, e *pipeline.ProcessEntry) bool {
+	pid := e.Process.PID
+	now := sentProcess{info: hashInfo(seed, e), session: e.Session, creation: e.Process.CreationTime.UnixNano(), tick: tick}
+	for f := range pipeline.NumFigures {
+		if v := e.Process.Values[f]; v.OK {
+			now.present |= 1 << f
+			now.values[f] = uint64(v.Int) ^ math.Float64bits(v.Float) // #nosec G115 -- bits
+		}
+	}
+	slot, known := hs.index[pid]
+	if !known {
+		slot = hs.place(pid)
+	}
+	last := &hs.slots[slot]
+	if known && (last.creation != now.creation || last.session != now.session) {
+		hs.departed = append(hs.departed, pipeline.Departure{Session: last.session, PID: pid, Creation: last.creation})
 		known = false
 	}
-	hs.procs[e.Process.PID] = sentProcess{session: e.Session, creation: creation, hash: h, tick: tick}
-	return hs.full || !known || last.hash != h || last.session != e.Session
+	var changed uint64
+	for m := now.present; m != 0; m &= m - 1 {
+		f := bits.TrailingZeros64(m)
+		if last.present&(1<<f) == 0 || last.values[f] != now.values[f] {
+			changed |= 1 << f
+		}
+	}
+	gone := last.present &^ now.present // a figure no longer read: only a whole entry says so
+	sameInfo := last.info == now.info
+	*last = now
+	switch {
+	case hs.full || !known || gone != 0 || (!figureLevel && (changed != 0 || !sameInfo)):
+		e.Sparse = false
+		return true
+	case changed == 0 && sameInfo:
+		return false
+	}
+	e.Sparse, e.Changed = true, changed
+	return true
 }
 
-// hashProcess fingerprints everything a process batch says of a process,
-// so that equal fingerprints mean nothing to send (a 64-bit hash with a
-// per-run random seed: a change goes unseen with odds of 2^-64).
-func hashProcess(seed maphash.Seed, e *pipeline.ProcessEntry) uint64 {
-	var buf [8 * (int(pipeline.NumFigures) + 4)]byte
-	b := buf[:0]
-	var present uint64
-	for f := range pipeline.NumFigures {
-		v := e.Process.Values[f]
-		if v.OK {
-			present |= 1 << f
-		}
-		b = binary.LittleEndian.AppendUint64(b, uint64(v.Int)^math.Float64bits(v.Float)) // #nosec G115 -- bits
+// place gives pid a slot, a freed one if there is one.
+func (hs *sentHost) place(pid int64) uint32 {
+	var slot uint32
+	if n := len(hs.free); n > 0 {
+		slot, hs.free = hs.free[n-1], hs.free[:n-1]
+	} else {
+		hs.slots = append(hs.slots, sentProcess{})
+		slot = uint32(len(hs.slots) - 1) // #nosec G115 -- an answer is bounded far below 2^32 processes
 	}
-	b = binary.LittleEndian.AppendUint64(b, present)
-	b = binary.LittleEndian.AppendUint64(b, uint64(e.Session)) // #nosec G115 -- bits
-	b = binary.LittleEndian.AppendUint64(b, uint64(e.Segment)) // #nosec G115 -- bits
-	system := uint64(0)
+	hs.slots[slot] = sentProcess{}
+	hs.index[pid] = slot
+	return slot
+}
+
+// hashInfo fingerprints what gpotel.process.info says of a process besides
+// its pid (a 64-bit hash with a per-run random seed: a change goes unseen
+// with odds of 2^-64).
+func hashInfo(seed maphash.Seed, e *pipeline.ProcessEntry) uint64 {
+	var buf [17]byte
+	binary.LittleEndian.PutUint64(buf[0:], uint64(e.Segment)) // #nosec G115 -- bits
+	binary.LittleEndian.PutUint64(buf[8:], uint64(len(e.BackendType)))
 	if e.System {
-		system = 1
+		buf[16] = 1
 	}
-	b = binary.LittleEndian.AppendUint64(b, system)
 	var h maphash.Hash
 	h.SetSeed(seed)
-	_, _ = h.Write(b)
+	_, _ = h.Write(buf[:])
 	_, _ = h.WriteString(e.BackendType)
 	return h.Sum64()
 }
@@ -229,10 +283,11 @@ func hashProcess(seed maphash.Seed, e *pipeline.ProcessEntry) uint64 {
 func (hs *sentHost) departures(tick uint64) []pipeline.Departure {
 	out := hs.departed
 	hs.departed = nil
-	for pid, p := range hs.procs {
-		if p.tick != tick {
+	for pid, slot := range hs.index {
+		if p := &hs.slots[slot]; p.tick != tick {
 			out = append(out, pipeline.Departure{Session: p.session, PID: pid, Creation: p.creation})
-			delete(hs.procs, pid)
+			delete(hs.index, pid)
+			hs.free = append(hs.free, slot)
 		}
 	}
 	slices.SortFunc(out, func(a, b pipeline.Departure) int {

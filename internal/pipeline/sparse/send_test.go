@@ -7,6 +7,8 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -118,4 +120,147 @@ func decodeSamples(t *testing.T, md pmetric.Metrics) []pipeline.ProcessSample {
 		t.Fatal(d.Err)
 	}
 	return d.Samples
+}
+
+// figureEntry is process 100 of session 7 on segment 0 with three figures.
+func figureEntry(user, system float64, rss int64) pipeline.ProcessEntry {
+	e := testEntry()
+	e.Process.Set(pipeline.CPUUser, user, 0)
+	e.Process.Set(pipeline.CPUSystem, system, 0)
+	e.Process.Set(pipeline.MemoryUsage, 0, rss)
+	return e
+}
+
+// sendTicks sends each tick's entries of host sdw1 through one sender
+// and returns the samples each batch carried and each closing's
+// departures.
+func sendTicks(t *testing.T, enc *pipeline.ProcessEncoder, ticks ...[]pipeline.ProcessEntry) (samples [][]pipeline.ProcessSample, departed [][]pipeline.Departure) {
+	t.Helper()
+	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
+		samples = append(samples, decodeSamples(t, md))
+		return nil
+	})
+	s := NewSender(enc, sink, false)
+	for k, entries := range ticks {
+		fr := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
+		if _, _, err := fr.Send(context.Background(), "sdw1", entries, nil); err != nil {
+			t.Fatal(err)
+		}
+		c := pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		fr.Close(&c)
+		var d []pipeline.Departure
+		for _, hd := range c.Departed {
+			d = append(d, hd.Processes...)
+		}
+		departed = append(departed, d)
+	}
+	return samples, departed
+}
+
+// listed is the figures a sample holds.
+func listed(s *pipeline.ProcessSample) []pipeline.Figure {
+	var out []pipeline.Figure
+	for f := range pipeline.NumFigures {
+		if s.Has(f) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// A process whose system CPU moved while its user CPU and memory did not
+// is sent with the system CPU alone, marked sparse; its first sighting
+// was whole.
+func TestAChangedProcessCarriesOnlyTheFiguresThatChanged(t *testing.T) {
+	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	samples, _ := sendTicks(t, enc,
+		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]pipeline.ProcessEntry{figureEntry(1, 3, 4096)})
+	first, second := samples[0][0], samples[1][0]
+	if first.Sparse || len(listed(&first)) != 3 {
+		t.Errorf("first sighting: sparse %v with %v, want whole with three figures", first.Sparse, listed(&first))
+	}
+	if !second.Sparse || !reflect.DeepEqual(listed(&second), []pipeline.Figure{pipeline.CPUSystem}) || second.Values[pipeline.CPUSystem] != 3e9 {
+		t.Errorf("after system CPU moved: sparse %v with %v = %v, want sparse with the system CPU alone at 3 s", second.Sparse, listed(&second), second.Values)
+	}
+}
+
+// A figure that is no longer read cannot be left out (left out means
+// unchanged): the process goes whole, without it.
+func TestAFigureThatIsNoLongerReadSendsTheProcessWhole(t *testing.T) {
+	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	withoutRSS := figureEntry(1, 2, 0)
+	withoutRSS.Process.Values[pipeline.MemoryUsage] = pipeline.Value{}
+	samples, _ := sendTicks(t, enc, []pipeline.ProcessEntry{figureEntry(1, 2, 4096)}, []pipeline.ProcessEntry{withoutRSS})
+	if s := samples[1][0]; s.Sparse || !reflect.DeepEqual(listed(&s), []pipeline.Figure{pipeline.CPUUser, pipeline.CPUSystem}) {
+		t.Errorf("after rss went unread: sparse %v with %v, want whole with both CPU figures", s.Sparse, listed(&s))
+	}
+}
+
+// A process whose segment alone changed is sent with no figure but its
+// description; one counted in another session goes whole, and the former
+// (pid, session) departs.
+func TestAProcessWhoseSessionOrSegmentChanged(t *testing.T) {
+	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	moved, resegmented := figureEntry(1, 2, 4096), figureEntry(1, 2, 4096)
+	resegmented.Segment = 3
+	moved.Segment, moved.Session = 3, 8
+	samples, departed := sendTicks(t, enc,
+		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]pipeline.ProcessEntry{resegmented},
+		[]pipeline.ProcessEntry{moved})
+	if s := samples[1][0]; !s.Sparse || len(listed(&s)) != 0 || s.Segment != 3 {
+		t.Errorf("segment changed: sparse %v, figures %v, segment %d; want sparse, none, 3", s.Sparse, listed(&s), s.Segment)
+	}
+	if s := samples[2][0]; s.Sparse || s.Session != 8 || len(listed(&s)) != 3 {
+		t.Errorf("session changed: sparse %v, session %d, figures %v; want whole in session 8", s.Sparse, s.Session, listed(&s))
+	}
+	want := []pipeline.Departure{{Session: 7, PID: 100, Creation: testEntry().Process.CreationTime.UnixNano()}}
+	if len(departed[1]) != 0 || !reflect.DeepEqual(departed[2], want) {
+		t.Errorf("departures %v, want none then %v", departed, want)
+	}
+}
+
+// Without gpotel.process.info nothing can mark an entry sparse: a changed
+// process goes whole.
+func TestWithoutProcessInfoChangedProcessesGoWhole(t *testing.T) {
+	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{Metrics: map[string]pipeline.MetricSwitch{
+		pipeline.MetricProcessInfo: {Off: true}}})
+	samples, _ := sendTicks(t, enc,
+		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]pipeline.ProcessEntry{figureEntry(1, 3, 4096)})
+	if s := samples[1][0]; len(listed(&s)) != 3 {
+		t.Errorf("process.info off: the changed process carried %v, want all three figures", listed(&s))
+	}
+}
+
+// What a Sender keeps per live process, measured on the heap after a
+// host of 100 000 processes was sent, beside the least it can be
+// (KeptBytesPerProcess).
+func BenchmarkSenderMemory(b *testing.B) {
+	const n = 100_000
+	entries := make([]pipeline.ProcessEntry, n)
+	for i := range entries {
+		entries[i] = figureEntry(float64(i), 1, 4096)
+		entries[i].Process.PID = int64(1000 + i)
+	}
+	discard, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	var kept float64
+	for range b.N {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), discard, false)
+		fr := s.Snapshot(time.Unix(1_700_000_500, 0), 1)
+		if _, _, err := fr.Send(context.Background(), "sdw1", slices.Clone(entries), nil); err != nil {
+			b.Fatal(err)
+		}
+		fr.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		kept = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(s)
+	}
+	b.ReportMetric(kept, "kept-bytes/process")
+	b.ReportMetric(kept/float64(KeptBytesPerProcess), "ratio-to-least")
 }

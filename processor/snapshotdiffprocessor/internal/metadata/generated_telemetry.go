@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                               metric.Meter
 	mu                                  sync.Mutex
 	registrations                       []metric.Registration
+	SnapshotdiffCarriedBatchesFailed    metric.Int64Counter
 	SnapshotdiffProcessDataSkipped      metric.Int64Counter
 	SnapshotdiffSnapshots               metric.Int64Counter
 	SnapshotdiffSnapshotsUnclosed       metric.Int64Counter
@@ -61,6 +62,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.SnapshotdiffCarriedBatchesFailed, err = builder.meter.Int64Counter(
+		"otelcol_snapshotdiff_carried_batches_failed",
+		metric.WithDescription("Batches of processes carried unchanged (emit_process_metrics, one per host and snapshot) that the next consumer refused. [Development]"),
+		metric.WithUnit("{batch}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.SnapshotdiffProcessDataSkipped, err = builder.meter.Int64Counter(
 		"otelcol_snapshotdiff_process_data_skipped",
 		metric.WithDescription("Process data points and resources left out as malformed (no process.pid, no creation time, another snapshot's time, a process listed twice). [Development]"),

@@ -19,10 +19,14 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.SnapshotdiffCarriedBatchesFailed.Add(context.Background(), 1)
 	tb.SnapshotdiffProcessDataSkipped.Add(context.Background(), 1)
 	tb.SnapshotdiffSnapshots.Add(context.Background(), 1)
 	tb.SnapshotdiffSnapshotsUnclosed.Add(context.Background(), 1)
 	tb.SnapshotdiffSnapshotsWithoutFigures.Add(context.Background(), 1)
+	AssertEqualSnapshotdiffCarriedBatchesFailed(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualSnapshotdiffProcessDataSkipped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())

@@ -549,6 +549,7 @@ const (
 	GpotelProcessInfoMetricAttributeKeySegmentID     GpotelProcessInfoMetricAttributeKey = "gpotel.segment.id"
 	GpotelProcessInfoMetricAttributeKeyBackendType   GpotelProcessInfoMetricAttributeKey = "gpotel.backend.type"
 	GpotelProcessInfoMetricAttributeKeyProcessSystem GpotelProcessInfoMetricAttributeKey = "gpotel.process.system"
+	GpotelProcessInfoMetricAttributeKeyProcessSparse GpotelProcessInfoMetricAttributeKey = "gpotel.process.sparse"
 )
 
 // GpotelProcessInfoMetricConfig provides config for the gpotel.process.info metric.
@@ -577,9 +578,9 @@ func (ms *GpotelProcessInfoMetricConfig) Unmarshal(parser *confmap.Conf) error {
 func (ms *GpotelProcessInfoMetricConfig) Validate() error {
 	for _, val := range ms.EnabledAttributes {
 		switch val {
-		case GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem:
+		case GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem, GpotelProcessInfoMetricAttributeKeyProcessSparse:
 		default:
-			return fmt.Errorf("metric gpotel.process.info doesn't have an attribute %v, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system]", val)
+			return fmt.Errorf("metric gpotel.process.info doesn't have an attribute %v, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system, gpotel.process.sparse]", val)
 		}
 	}
 
@@ -1682,7 +1683,7 @@ func DefaultMetricsConfig() MetricsConfig {
 		GpotelProcessInfo: GpotelProcessInfoMetricConfig{
 			Enabled:             true,
 			AggregationStrategy: AggregationStrategyAvg,
-			EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
+			EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem, GpotelProcessInfoMetricAttributeKeyProcessSparse},
 		},
 		GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 			Enabled:             true,

@@ -84,7 +84,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
 						Enabled:             true,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem, GpotelProcessInfoMetricAttributeKeyProcessSparse},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             true,
@@ -272,7 +272,7 @@ func TestMetricsBuilderConfig(t *testing.T) {
 					GpotelProcessInfo: GpotelProcessInfoMetricConfig{
 						Enabled:             false,
 						AggregationStrategy: AggregationStrategyAvg,
-						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem},
+						EnabledAttributes:   []GpotelProcessInfoMetricAttributeKey{GpotelProcessInfoMetricAttributeKeyProcessPid, GpotelProcessInfoMetricAttributeKeySegmentID, GpotelProcessInfoMetricAttributeKeyBackendType, GpotelProcessInfoMetricAttributeKeyProcessSystem, GpotelProcessInfoMetricAttributeKeyProcessSparse},
 					},
 					GpotelProcessIoChars: GpotelProcessIoCharsMetricConfig{
 						Enabled:             false,
@@ -544,7 +544,7 @@ func TestGpotelProcessInfoMetricsConfig_Validate(t *testing.T) {
 	require.NoError(t, cfg.Validate())
 
 	cfg.EnabledAttributes = []GpotelProcessInfoMetricAttributeKey{"invalid"}
-	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.info doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system]")
+	require.ErrorContains(t, cfg.Validate(), "metric gpotel.process.info doesn't have an attribute invalid, valid attributes: [process.pid, gpotel.segment.id, gpotel.backend.type, gpotel.process.system, gpotel.process.sparse]")
 
 	cfg = DefaultMetricsConfig().GpotelProcessInfo
 	cfg.AggregationStrategy = "invalid"

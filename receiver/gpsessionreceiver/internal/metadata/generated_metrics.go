@@ -374,7 +374,7 @@ var MetricsInfo = metricsInfo{
 	},
 	GpotelProcessInfo: metricInfo{
 		Name:       "gpotel.process.info",
-		Attributes: []string{"process_pid", "segment_id", "backend_type", "process_system"},
+		Attributes: []string{"process_pid", "segment_id", "backend_type", "process_system", "process_sparse"},
 	},
 	GpotelProcessIoChars: metricInfo{
 		Name:       "gpotel.process.io.chars",
@@ -1520,7 +1520,7 @@ func (m *metricGpotelProcessInfo) init() {
 	m.aggDataPoints = m.aggDataPoints[:0]
 }
 
-func (m *metricGpotelProcessInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
+func (m *metricGpotelProcessInfo) recordDataPoint(start pcommon.Timestamp, ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool, processSparseAttributeValue bool) {
 	if !m.config.Enabled {
 		return
 	}
@@ -1539,6 +1539,9 @@ func (m *metricGpotelProcessInfo) recordDataPoint(start pcommon.Timestamp, ts pc
 	}
 	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessSystem) {
 		dp.Attributes().PutBool("gpotel.process.system", processSystemAttributeValue)
+	}
+	if slices.Contains(m.config.EnabledAttributes, GpotelProcessInfoMetricAttributeKeyProcessSparse) {
+		dp.Attributes().PutBool("gpotel.process.sparse", processSparseAttributeValue)
 	}
 
 	var s string
@@ -3871,8 +3874,8 @@ func (mb *MetricsBuilder) RecordGpotelProcessDiskDelayDataPoint(ts pcommon.Times
 }
 
 // RecordGpotelProcessInfoDataPoint adds a data point to gpotel.process.info metric.
-func (mb *MetricsBuilder) RecordGpotelProcessInfoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool) {
-	mb.metricGpotelProcessInfo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, segmentIDAttributeValue, backendTypeAttributeValue, processSystemAttributeValue)
+func (mb *MetricsBuilder) RecordGpotelProcessInfoDataPoint(ts pcommon.Timestamp, val int64, processPidAttributeValue int64, segmentIDAttributeValue int64, backendTypeAttributeValue string, processSystemAttributeValue bool, processSparseAttributeValue bool) {
+	mb.metricGpotelProcessInfo.recordDataPoint(mb.startTime, ts, val, processPidAttributeValue, segmentIDAttributeValue, backendTypeAttributeValue, processSystemAttributeValue, processSparseAttributeValue)
 }
 
 // RecordGpotelProcessIoCharsDataPoint adds a data point to gpotel.process.io.chars metric.

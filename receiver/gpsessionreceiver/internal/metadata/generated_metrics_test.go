@@ -175,9 +175,9 @@ func TestMetricsBuilder(t *testing.T) {
 			}
 			defaultMetricsCount++
 			allMetricsCount++
-			mb.RecordGpotelProcessInfoDataPoint(ts, 1, 11, 10, "backend_type-val", true)
+			mb.RecordGpotelProcessInfoDataPoint(ts, 1, 11, 10, "backend_type-val", true, true)
 			if tt.name == "reaggregate_set" {
-				mb.RecordGpotelProcessInfoDataPoint(ts, 3, 12, 11, "backend_type-val-2", false)
+				mb.RecordGpotelProcessInfoDataPoint(ts, 3, 12, 11, "backend_type-val-2", false, false)
 			}
 			defaultMetricsCount++
 			allMetricsCount++
@@ -887,6 +887,9 @@ func TestMetricsBuilder(t *testing.T) {
 						processSystemAttrVal, ok := dp.Attributes().Get("gpotel.process.system")
 						assert.True(t, ok)
 						assert.True(t, processSystemAttrVal.Bool())
+						processSparseAttrVal, ok := dp.Attributes().Get("gpotel.process.sparse")
+						assert.True(t, ok)
+						assert.True(t, processSparseAttrVal.Bool())
 					} else {
 						assert.False(t, validatedMetrics["gpotel.process.info"], "Found a duplicate in the metrics slice: gpotel.process.info")
 						validatedMetrics["gpotel.process.info"] = true
@@ -915,6 +918,8 @@ func TestMetricsBuilder(t *testing.T) {
 						_, ok = dp.Attributes().Get("gpotel.backend.type")
 						assert.False(t, ok)
 						_, ok = dp.Attributes().Get("gpotel.process.system")
+						assert.False(t, ok)
+						_, ok = dp.Attributes().Get("gpotel.process.sparse")
 						assert.False(t, ok)
 					}
 				case "gpotel.process.io.chars":
