@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
@@ -263,36 +264,21 @@ func readBoundsOf(t *testing.T, s *Stack, st *yagpcc.SessionState) readBounds {
 }
 
 // snapshotReadDelay is the longest gpotel.host.read_delay of the snapshot
-// taken at t among mds, and whether any point of that snapshot is there.
+// taken at t among mds, and whether that snapshot is there (its
+// gpotel.host.up points, which every snapshot has).
 func snapshotReadDelay(mds []pmetric.Metrics, t time.Time) (time.Duration, bool) {
 	ts := pcommon.NewTimestampFromTime(t)
 	var longest time.Duration
 	found := false
 	for _, md := range mds {
-		rms := md.ResourceMetrics()
-		for i := range rms.Len() {
-			sms := rms.At(i).ScopeMetrics()
-			for j := range sms.Len() {
-				ms := sms.At(j).Metrics()
-				for k := range ms.Len() {
-					m := ms.At(k)
-					if m.Type() != pmetric.MetricTypeGauge && m.Type() != pmetric.MetricTypeSum {
-						continue
-					}
-					dps := pipeline.NumberPoints(m)
-					for l := range dps.Len() {
-						dp := dps.At(l)
-						if dp.Timestamp() != ts {
-							continue
-						}
-						found = true
-						if m.Name() == pipeline.MetricHostReadDelay {
-							longest = max(longest, time.Duration(dp.DoubleValue()*float64(time.Second)))
-						}
-					}
-				}
+		pipelinetest.Points(md, pipeline.MetricHostUp, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+			found = found || dp.Timestamp() == ts
+		})
+		pipelinetest.Points(md, pipeline.MetricHostReadDelay, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+			if dp.Timestamp() == ts {
+				longest = max(longest, time.Duration(dp.DoubleValue()*float64(time.Second)))
 			}
-		}
+		})
 	}
 	return longest, found
 }

@@ -73,8 +73,7 @@ func (q *Sequence) Accept(host uint32, h pipeline.BatchHeader) error {
 	expect := q.expect[host]
 	ok := !r.broken && ((h.Full && r.count == 0) || (expect != 0 && h.Seq == expect && (r.count == 0 || r.full == h.Full)))
 	if !ok {
-		r.broken = true
-		q.expect[host] = 0
+		q.Break(host)
 		return ErrFullBatchDue{Host: h.Host, Seq: h.Seq, Expected: expect, Full: h.Full}
 	}
 	r.count++
