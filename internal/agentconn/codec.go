@@ -8,6 +8,8 @@ import (
 
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/gpotel/gpotel/internal/cpuslots"
 )
 
 // Codec is the agents' wire codec: protobuf, marshalled and unmarshalled by
@@ -36,7 +38,18 @@ func (codec) Marshal(v any) ([]byte, error) {
 	return nil, fmt.Errorf("agent codec: cannot marshal %T", v)
 }
 
+// heavyAnswerBytes is the size from which decoding an answer takes a
+// pipeline CPU slot: a process answer of a few thousand processes is
+// hundreds of kilobytes and milliseconds of CPU, while small messages
+// (a memory-context answer, a health reply) are decoded at once, so an
+// API call that asks an agent never waits behind a tick.
+const heavyAnswerBytes = 64 << 10
+
 func (codec) Unmarshal(data []byte, v any) error {
+	if len(data) >= heavyAnswerBytes {
+		cpuslots.Pipeline.Acquire()
+		defer cpuslots.Pipeline.Release()
+	}
 	switch m := v.(type) {
 	case vtMessage:
 		return m.UnmarshalVT(data)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/gpotel/gpotel/internal/cpuslots"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -138,5 +139,40 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// slotProbe records how many pipeline CPU slots were taken while it was
+// decoded.
+type slotProbe struct{ inUse int }
+
+func (p *slotProbe) MarshalVT() ([]byte, error) { return nil, nil }
+func (p *slotProbe) UnmarshalVT([]byte) error {
+	p.inUse = cpuslots.Pipeline.InUse()
+	return nil
+}
+
+// A large answer is decoded inside a pipeline CPU slot, so decoding many
+// agents' answers at once cannot take every core from the API; a small
+// message is decoded at once, without waiting behind a tick.
+func TestLargeAnswersAreDecodedInACPUSlot(t *testing.T) {
+	for _, c := range []struct {
+		size int
+		want int
+	}{
+		{heavyAnswerBytes, 1},
+		{heavyAnswerBytes - 1, 0},
+		{0, 0},
+	} {
+		var p slotProbe
+		if err := Codec.Unmarshal(make([]byte, c.size), &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.inUse != c.want {
+			t.Errorf("a %d-byte message was decoded with %d slots taken, want %d", c.size, p.inUse, c.want)
+		}
+		if n := cpuslots.Pipeline.InUse(); n != 0 {
+			t.Fatalf("%d slots still taken after decoding", n)
+		}
 	}
 }

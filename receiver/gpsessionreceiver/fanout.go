@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/gpotel/gpotel/internal/agentconn"
+	"github.com/gpotel/gpotel/internal/cpuslots"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -126,11 +127,16 @@ type answerSink func(ctx context.Context, host string, consts kernelunits.Host, 
 
 // throughSlots lets at most cap(slots) answers through sink at once;
 // the others wait, without a deadline, as they would for the processor's
-// own lock.
-func throughSlots(slots chan struct{}, sink answerSink) answerSink {
+// own lock. Writing an answer's pdata and the processor's intake of it
+// are most of a scrape's CPU, and the processor takes one batch at a time
+// anyway: more writers would only hold more batches in memory while they
+// wait for it, and keep every core busy, so that API calls queue behind
+// them (docs/performance.md measures the difference). The agent calls
+// themselves stay max_parallel_hosts wide.
+func throughSlots(slots cpuslots.Slots, sink answerSink) answerSink {
 	return func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
-		slots <- struct{}{}
-		defer func() { <-slots }()
+		slots.Acquire()
+		defer slots.Release()
 		return sink(ctx, host, consts, infos, asked)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/cpuslots"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -334,7 +335,7 @@ func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) 
 		time.Sleep(10 * time.Millisecond) // a slow pipeline: time for answers to overlap, not a wait
 		return acceptAll(ctx, host, consts, infos, asked)
 	}
-	res := fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, throughSlots(make(chan struct{}, 1), slow))
+	res := fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, throughSlots(cpuslots.New(1), slow))
 	for _, r := range res {
 		if !r.up || r.written != 1 {
 			t.Fatalf("host %s up=%v written=%d err=%v, want every answer handed on", r.host, r.up, r.written, r.err)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"runtime"
 	"sort"
 	"sync"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/scraper/scrapererror"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/internal/cpuslots"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -41,8 +41,9 @@ type sessionScraper struct {
 	exits     *exitTracker
 	greenplum *greenplumReader // nil: greenplum_figures off, or a source without them
 	// emitSlots bounds how many agent answers are turned into pdata and
-	// handed on at once (see emitSlotCount).
-	emitSlots chan struct{}
+	// handed on at once: the pipeline's CPU slots, which the decoding of
+	// the answers takes too (internal/agentconn).
+	emitSlots cpuslots.Slots
 
 	mu        sync.Mutex // scrapes are serial; this guards against Shutdown racing one
 	dir       *agentDirectory
@@ -96,18 +97,9 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		sender:    sparse.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
-		emitSlots: make(chan struct{}, emitSlotCount()),
+		emitSlots: cpuslots.Pipeline,
 	}, nil
 }
-
-// emitSlotCount is one fewer than the cores Go runs on, at least one.
-// Writing an answer's pdata and the processor's decoding of it are most
-// of a scrape's CPU, and the processor takes one batch at a time anyway:
-// more writers only hold more batches in memory while they wait for it,
-// and keep every core busy, so API calls queue behind them
-// (docs/performance.md measures the difference). The agent calls
-// themselves stay max_parallel_hosts wide.
-func emitSlotCount() int { return max(1, runtime.GOMAXPROCS(0)-1) }
 
 // start prepares the agent connections. It never touches the database, so an
 // unreachable coordinator does not keep the collector from starting.
