@@ -19,6 +19,9 @@ import (
 	"go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/config/configtls"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+
+	"github.com/gpotel/gpotel/internal/cpuslots"
 )
 
 // DefaultPort is where the agents listen unless configured otherwise.
@@ -106,14 +109,34 @@ type Pool struct {
 	extensions     map[component.ID]component.Component
 	telemetry      component.TelemetrySettings
 	maxAnswerBytes int
+	codec          encoding.Codec
+	decodeSlots    cpuslots.Slots // nil: answers are decoded at once
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
+// PoolOption changes how a Pool's connections work.
+type PoolOption func(*Pool)
+
+// DecodeInSlots makes the pool's connections decode each large answer
+// inside one of slots, so that a tick's answers, decoded by many calls at
+// once, cannot take every core. An API call that asks an agent uses a
+// pool without it: it must not wait behind a tick.
+func DecodeInSlots(slots cpuslots.Slots) PoolOption {
+	return func(p *Pool) { p.codec, p.decodeSlots = slotCodec{slots: slots}, slots }
+}
+
+// DecodeSlots are the slots the pool decodes large answers in; nil: none.
+func (p *Pool) DecodeSlots() cpuslots.Slots { return p.decodeSlots }
+
 // NewPool connects with cfg; an answer above maxAnswerBytes fails its call.
-func NewPool(cfg Config, extensions map[component.ID]component.Component, telemetry component.TelemetrySettings, maxAnswerBytes int) *Pool {
-	return &Pool{cfg: cfg, extensions: extensions, telemetry: telemetry, maxAnswerBytes: maxAnswerBytes, conns: map[string]*grpc.ClientConn{}}
+func NewPool(cfg Config, extensions map[component.ID]component.Component, telemetry component.TelemetrySettings, maxAnswerBytes int, opts ...PoolOption) *Pool {
+	p := &Pool{cfg: cfg, extensions: extensions, telemetry: telemetry, maxAnswerBytes: maxAnswerBytes, codec: Codec, conns: map[string]*grpc.ClientConn{}}
+	for _, opt := range opts {
+		opt(p)
+	}
+	return p
 }
 
 // Conn is the connection to host's agent.
@@ -127,7 +150,7 @@ func (p *Pool) Conn(ctx context.Context, host string) (*grpc.ClientConn, error) 
 	cc.Endpoint = p.cfg.Endpoint(host)
 	cc.TLS = clientTLS(cc.TLS)
 	conn, err := cc.ToClientConn(ctx, p.extensions, p.telemetry,
-		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxAnswerBytes), grpc.ForceCodec(Codec))))
+		configgrpc.WithGrpcDialOption(grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(p.maxAnswerBytes), grpc.ForceCodec(p.codec))))
 	if err != nil {
 		return nil, fmt.Errorf("agent of %s at %s: %w", host, cc.Endpoint, err)
 	}

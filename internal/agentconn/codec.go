@@ -38,18 +38,7 @@ func (codec) Marshal(v any) ([]byte, error) {
 	return nil, fmt.Errorf("agent codec: cannot marshal %T", v)
 }
 
-// heavyAnswerBytes is the size from which decoding an answer takes a
-// pipeline CPU slot: a process answer of a few thousand processes is
-// hundreds of kilobytes and milliseconds of CPU, while small messages
-// (a memory-context answer, a health reply) are decoded at once, so an
-// API call that asks an agent never waits behind a tick.
-const heavyAnswerBytes = 64 << 10
-
 func (codec) Unmarshal(data []byte, v any) error {
-	if len(data) >= heavyAnswerBytes {
-		cpuslots.Pipeline.Acquire()
-		defer cpuslots.Pipeline.Release()
-	}
 	switch m := v.(type) {
 	case vtMessage:
 		return m.UnmarshalVT(data)
@@ -57,4 +46,25 @@ func (codec) Unmarshal(data []byte, v any) error {
 		return proto.Unmarshal(data, m)
 	}
 	return fmt.Errorf("agent codec: cannot unmarshal into %T", v)
+}
+
+// heavyAnswerBytes is the size from which slotCodec decodes an answer
+// inside a slot: a process answer of a few thousand processes is hundreds
+// of kilobytes and milliseconds of CPU, while a small message costs less
+// than waiting for a slot would.
+const heavyAnswerBytes = 64 << 10
+
+// slotCodec is Codec that decodes an answer of heavyAnswerBytes or more
+// inside one of its slots.
+type slotCodec struct {
+	codec
+	slots cpuslots.Slots
+}
+
+func (c slotCodec) Unmarshal(data []byte, v any) error {
+	if len(data) >= heavyAnswerBytes {
+		c.slots.Acquire()
+		defer c.slots.Release()
+	}
+	return c.codec.Unmarshal(data, v)
 }

@@ -6,6 +6,8 @@ package agentconn
 import (
 	"testing"
 
+	"go.opentelemetry.io/collector/component"
+	"google.golang.org/grpc/encoding"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
@@ -142,37 +144,46 @@ func BenchmarkDecodeAnswer(b *testing.B) {
 	}
 }
 
-// slotProbe records how many pipeline CPU slots were taken while it was
+// slotProbe records how many of its slots were taken while it was
 // decoded.
-type slotProbe struct{ inUse int }
+type slotProbe struct {
+	slots cpuslots.Slots
+	inUse int
+}
 
 func (p *slotProbe) MarshalVT() ([]byte, error) { return nil, nil }
 func (p *slotProbe) UnmarshalVT([]byte) error {
-	p.inUse = cpuslots.Pipeline.InUse()
+	p.inUse = p.slots.InUse()
 	return nil
 }
 
-// A large answer is decoded inside a pipeline CPU slot, so decoding many
-// agents' answers at once cannot take every core from the API; a small
-// message is decoded at once, without waiting behind a tick.
+// A pool built with DecodeInSlots decodes a large answer inside a slot, so
+// that many agents' answers decoded at once cannot take every core from
+// the API; a small message is decoded at once, and a pool without the
+// option (an API call's) never waits for a slot.
 func TestLargeAnswersAreDecodedInACPUSlot(t *testing.T) {
+	slots := cpuslots.New(2)
+	withSlots := NewPool(Config{}, nil, component.TelemetrySettings{}, 0, DecodeInSlots(slots)).codec
 	for _, c := range []struct {
-		size int
-		want int
+		name  string
+		codec encoding.Codec
+		size  int
+		want  int
 	}{
-		{heavyAnswerBytes, 1},
-		{heavyAnswerBytes - 1, 0},
-		{0, 0},
+		{"in slots, large", withSlots, heavyAnswerBytes, 1},
+		{"in slots, small", withSlots, heavyAnswerBytes - 1, 0},
+		{"in slots, empty", withSlots, 0, 0},
+		{"plain, large", NewPool(Config{}, nil, component.TelemetrySettings{}, 0).codec, heavyAnswerBytes, 0},
 	} {
-		var p slotProbe
-		if err := Codec.Unmarshal(make([]byte, c.size), &p); err != nil {
+		p := slotProbe{slots: slots}
+		if err := c.codec.Unmarshal(make([]byte, c.size), &p); err != nil {
 			t.Fatal(err)
 		}
 		if p.inUse != c.want {
-			t.Errorf("a %d-byte message was decoded with %d slots taken, want %d", c.size, p.inUse, c.want)
+			t.Errorf("%s: a %d-byte message was decoded with %d slots taken, want %d", c.name, c.size, p.inUse, c.want)
 		}
-		if n := cpuslots.Pipeline.InUse(); n != 0 {
-			t.Fatalf("%d slots still taken after decoding", n)
+		if n := slots.InUse(); n != 0 {
+			t.Fatalf("%s: %d slots still taken after decoding", c.name, n)
 		}
 	}
 }

@@ -48,7 +48,7 @@ func newAgentDirectory(cfg *Config, host component.Host, telemetry component.Tel
 		extensions = host.GetExtensions()
 	}
 	d := &agentDirectory{
-		agents:     agentconn.NewPool(cfg.Config, extensions, telemetry, cfg.AgentMaxResponseSizeMiB<<20),
+		agents:     agentconn.NewPool(cfg.Config, extensions, telemetry, cfg.AgentMaxResponseSizeMiB<<20, agentconn.DecodeInSlots(cpuslots.Pipeline)),
 		local:      local,
 		localHosts: map[string]bool{},
 		readers:    map[string]procReader{},

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -346,6 +347,22 @@ func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) 
 	}
 	if p := shared.peak.Load(); p < 2 {
 		t.Logf("agents were asked %d at a time: this run did not overlap them", p)
+	}
+}
+
+// The agents' answers are decoded in the process-wide pipeline slots the
+// writing of them takes too, so that at most GOMAXPROCS - 1 goroutines
+// of the receiver do CPU-heavy work while a tick is taken in and one P
+// stays free for the API (docs/performance.md, issue 36).
+func TestAnswersAreDecodedAndWrittenInThePipelineSlots(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	s := unitScraper(t, validConfig(), newMemorySource(1, nil), nil, tt)
+	if s.dir.agents.DecodeSlots() != cpuslots.Pipeline {
+		t.Error("the agents' answers are not decoded in the pipeline slots")
+	}
+	if s.emitSlots != cpuslots.Pipeline {
+		t.Error("the answers are not written in the pipeline slots")
 	}
 }
 
