@@ -247,3 +247,39 @@ func reportPerProcess(b *testing.B, before runtime.MemStats, processes int) {
 	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/n, "allocs/process")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "B/process")
 }
+
+// BenchmarkGroupByHost routes a 200k-backend discovery (100 hosts x 2000)
+// to its hosts, as every tick does: the rows segment by segment, and
+// interleaved (each row on another segment than the row before).
+func BenchmarkGroupByHost(b *testing.B) {
+	pids := make([]int, 2000)
+	for i := range pids {
+		pids[i] = 10_000 + i
+	}
+	src := newMemorySource(100, pids)
+	topo, err := buildTopology(src.rows, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	bySegment := src.state.Backends
+	interleaved := make([]Backend, 0, len(bySegment))
+	for i := range pids {
+		for h := range 100 {
+			interleaved = append(interleaved, bySegment[h*len(pids)+i])
+		}
+	}
+	for _, c := range []struct {
+		name     string
+		backends []Backend
+	}{{"by-segment", bySegment}, {"interleaved", interleaved}} {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if queries, _ := groupByHost(c.backends, topo, false); len(queries) != 100 {
+					b.Fatalf("%d hosts, want 100", len(queries))
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(c.backends)), "ns/backend")
+		})
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -315,42 +316,58 @@ func (s *sessionScraper) selectSessions(state *ClusterState) []SessionRow {
 }
 
 // groupByHost routes each backend to its segment's host, one query per host
-// in name order, each pid once. It returns the segment ids it could not place.
+// in name order, each pid once per host, in discovery order. It returns the
+// segment ids it could not place. It runs every tick over every backend
+// (200k at the scale benchmark's size): a segment's host name is looked up
+// and hashed once per tick, and a row costs an integer-keyed lookup only
+// when its segment differs from the row before (rows of one segment tend
+// to arrive together through the gather).
 func groupByHost(backends []Backend, topo *HostTopology, includeSystem bool) ([]hostQuery, []int64) {
-	byHost := map[string]*hostQuery{}
-	seen := map[string]map[int64]bool{}
-	unknown := map[int64]bool{}
+	const unplaced = -1
+	routes := map[int64]int{} // segment → index into queries, or unplaced
+	byHost := map[string]int{}
+	var queries []hostQuery
+	var seen []map[int64]struct{}
+	perHost := len(backends) / max(1, len(topo.Hosts()))
+	runSegment, runQuery := int64(0), unplaced
+	inRun := false
 	for _, b := range backends {
 		if !includeSystem && isSystemProcess(b.SessionID, b.BackendType) {
 			continue
 		}
-		host, ok := topo.HostOf(b.SegmentID)
-		if !ok {
-			unknown[b.SegmentID] = true
+		if !inRun || b.SegmentID != runSegment {
+			q, known := routes[b.SegmentID]
+			if !known {
+				q = unplaced
+				if host, ok := topo.HostOf(b.SegmentID); ok {
+					if q, ok = byHost[host]; !ok {
+						q = len(queries)
+						byHost[host] = q
+						queries = append(queries, hostQuery{host: host, procs: make([]Backend, 0, perHost)})
+						seen = append(seen, make(map[int64]struct{}, perHost))
+					}
+				}
+				routes[b.SegmentID] = q
+			}
+			runSegment, runQuery, inRun = b.SegmentID, q, true
+		}
+		if runQuery == unplaced {
 			continue
 		}
-		q := byHost[host]
-		if q == nil {
-			q = &hostQuery{host: host}
-			byHost[host] = q
-			seen[host] = map[int64]bool{}
-		}
-		if seen[host][b.PID] {
+		if _, dup := seen[runQuery][b.PID]; dup {
 			continue
 		}
-		seen[host][b.PID] = true
-		q.procs = append(q.procs, b)
-	}
-	queries := make([]hostQuery, 0, len(byHost))
-	for _, q := range byHost {
-		queries = append(queries, *q)
+		seen[runQuery][b.PID] = struct{}{}
+		queries[runQuery].procs = append(queries[runQuery].procs, b)
 	}
 	sort.Slice(queries, func(i, j int) bool { return queries[i].host < queries[j].host })
-	segs := make([]int64, 0, len(unknown))
-	for seg := range unknown {
-		segs = append(segs, seg)
+	var segs []int64
+	for seg, q := range routes {
+		if q == unplaced {
+			segs = append(segs, seg)
+		}
 	}
-	sort.Slice(segs, func(i, j int) bool { return segs[i] < segs[j] })
+	slices.Sort(segs)
 	return queries, segs
 }
 
