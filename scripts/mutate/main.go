@@ -59,7 +59,7 @@ func main() {
 	list := flag.String("list", "scripts/mutate/mutations.txt", "the mutations")
 	only := flag.String("only", "", "run only the mutations whose name matches this regular expression")
 	lock := flag.String("lock", "", "a file to flock while a heavy mutation's tests run; without it heavy mutations are skipped")
-	out := flag.String("out", "build/mutate.txt", "where the report is written too")
+	out := flag.String("out", "build/mutate.txt", "where the report is written too (relative: to the repository root)")
 	timeout := flag.Duration("timeout", 20*time.Minute, "the bound of one test command")
 	flag.Parse()
 	if err := run(*list, *only, *lock, *out, *timeout); err != nil {
@@ -137,10 +137,13 @@ func run(listPath, only, lock, outPath string, timeout time.Duration) error {
 	report := render(outcomes)
 	fmt.Print(report)
 	if outPath != "" {
-		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, outPath)), 0o755); err != nil {
+		if !filepath.IsAbs(outPath) {
+			outPath = filepath.Join(root, outPath)
+		}
+		if err := os.MkdirAll(filepath.Dir(outPath), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(filepath.Join(root, outPath), []byte(report), 0o644); err != nil {
+		if err := os.WriteFile(outPath, []byte(report), 0o644); err != nil {
 			return err
 		}
 	}
