@@ -110,7 +110,6 @@ type Pool struct {
 	telemetry      component.TelemetrySettings
 	maxAnswerBytes int
 	codec          encoding.Codec
-	decodeSlots    cpuslots.Slots // nil: answers are decoded at once
 
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
@@ -124,11 +123,16 @@ type PoolOption func(*Pool)
 // once, cannot take every core. An API call that asks an agent uses a
 // pool without it: it must not wait behind a tick.
 func DecodeInSlots(slots cpuslots.Slots) PoolOption {
-	return func(p *Pool) { p.codec, p.decodeSlots = slotCodec{slots: slots}, slots }
+	return func(p *Pool) { p.codec = slotCodec{slots: slots} }
 }
 
 // DecodeSlots are the slots the pool decodes large answers in; nil: none.
-func (p *Pool) DecodeSlots() cpuslots.Slots { return p.decodeSlots }
+func (p *Pool) DecodeSlots() cpuslots.Slots {
+	if c, ok := p.codec.(slotCodec); ok {
+		return c.slots
+	}
+	return nil
+}
 
 // NewPool connects with cfg; an answer above maxAnswerBytes fails its call.
 func NewPool(cfg Config, extensions map[component.ID]component.Component, telemetry component.TelemetrySettings, maxAnswerBytes int, opts ...PoolOption) *Pool {
