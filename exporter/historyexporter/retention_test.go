@@ -145,3 +145,55 @@ func (db *historyDB) dialect(t *testing.T) dialect.Dialect {
 func appendQuery(lrs plog.LogRecordSlice, i int, end time.Time) {
 	pipelinetest.AppendQueryEvent(lrs, sampleQuery(i, end), 1)
 }
+
+// Retention cuts both tables at one instant: a day goes once its last
+// instant is older than the retention, not a nanosecond sooner.
+func TestHistoryRetentionCutsBothTablesAtTheDaysLastInstant(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			d0 := time.Now().UTC().Truncate(day).AddDate(0, 0, -40)
+			days := []time.Time{d0.AddDate(0, 0, -2), d0.AddDate(0, 0, -1), d0}
+			s := newStore(db.cfg)
+			defer s.close(context.Background())
+			ld := plog.NewLogs()
+			lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+			for i, d := range days {
+				end := d.Add(time.Hour)
+				pipelinetest.AppendQueryEvent(lrs, sampleQuery(i*queriesPerSession, end), 1)
+				pipelinetest.AppendSessionEvent(lrs, sampleSession(i*queriesPerSession, end), 1)
+			}
+			b := newBatch(s.tables)
+			b.add(encodeEvents(ld, s.tables, days[0], d0.Add(day)))
+			if w, err := s.write(ctx, b); err != nil || w != [2]int64{3, 3} {
+				t.Fatalf("write: %v rows, %v; want 3 and 3", w, err)
+			}
+			for _, step := range []struct {
+				cutoff time.Time
+				kept   []time.Time
+			}{
+				// The day before d0 ends at d0's first instant: a nanosecond
+				// before it, that day is not wholly older yet.
+				{cutoff: d0.Add(-time.Nanosecond), kept: days[1:]},
+				{cutoff: d0, kept: days[2:]},
+			} {
+				s.now = func() time.Time { return step.cutoff.Add(s.cfg.Retention) }
+				if _, err := s.dropOldDays(ctx); err != nil {
+					t.Fatal(err)
+				}
+				for _, table := range []string{tableQueries, tableSessions} {
+					var got []time.Time
+					for _, d := range db.partitionDays(t, table) {
+						if d.Before(d0.Add(day)) {
+							got = append(got, d)
+						}
+					}
+					if !slices.EqualFunc(got, step.kept, time.Time.Equal) {
+						t.Errorf("retention beginning at %s: the %s partitions are %v, want %v", step.cutoff, table, got, step.kept)
+					}
+				}
+			}
+		})
+	}
+}

@@ -344,7 +344,7 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 		if errs, err := rec.Send(context.Background(), sparseTick(k)); err != nil || len(errs) > 0 {
 			t.Fatalf("tick %d: %v %v", k, errs, err)
 		}
-		cpu, rss := map[int64]float64{}, map[int64]int64{}
+		cpu, sys, rss := map[int64]float64{}, map[int64]float64{}, map[int64]int64{}
 		for _, md := range sink.AllMetrics() {
 			if n := countKind(md, pipeline.KindBatch) + countKind(md, pipeline.KindDeparted); n > 0 {
 				t.Errorf("tick %d: %d framing resources forwarded", k, n)
@@ -356,9 +356,12 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 				t.Errorf("tick %d: one batch holds the processes of hosts %v", k, hosts)
 			}
 			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
-				if mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() == pipeline.CPUModeUser {
-					pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+				switch mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() {
+				case pipeline.CPUModeUser:
 					cpu[pid.Int()] = dp.DoubleValue()
+				case pipeline.CPUModeSys:
+					sys[pid.Int()] = dp.DoubleValue()
 				}
 			})
 			pipelinetest.Points(md, pipeline.MetricProcessMemoryUsage, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
@@ -372,6 +375,17 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 		}
 		if !maps.Equal(cpu, want) {
 			t.Errorf("tick %d: per-process user CPU %v, want %v", k, cpu, want)
+		}
+		// Process 101's system CPU is the one figure of it that changes (tick 5).
+		wantSys := map[int64]float64{100: 0, 101: 1, 200: 0}
+		if k >= 5 {
+			wantSys[101] = 2
+		}
+		if k <= 2 {
+			wantSys[102] = 0
+		}
+		if !maps.Equal(sys, wantSys) {
+			t.Errorf("tick %d: per-process system CPU %v, want %v", k, sys, wantSys)
 		}
 		wantRSS := map[int64]int64{100: 1000, 101: 2000, 200: 4000}
 		if k <= 2 {
