@@ -6,7 +6,9 @@ package snapshotdiffprocessor
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
@@ -182,4 +184,49 @@ func forEachPoint(m pmetric.Metric, fn func(pmetric.NumberDataPoint)) {
 	for i := range dps.Len() {
 		fn(dps.At(i))
 	}
+}
+
+// everyPoint is every number data point of md by its resource's
+// attributes, its metric's name and its own attributes: two outputs with
+// equal maps say the same, whatever their order.
+func everyPoint(md pmetric.Metrics) map[string]float64 {
+	out := map[string]float64{}
+	attrs := func(m pcommon.Map) string {
+		var kv []string
+		for k, v := range m.All() {
+			kv = append(kv, k+"="+v.AsString())
+		}
+		slices.Sort(kv)
+		return strings.Join(kv, ",")
+	}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		res := attrs(rms.At(i).Resource().Attributes())
+		sms := rms.At(i).ScopeMetrics()
+		for j := range sms.Len() {
+			ms := sms.At(j).Metrics()
+			for k := range ms.Len() {
+				m := ms.At(k)
+				var dps pmetric.NumberDataPointSlice
+				switch m.Type() {
+				case pmetric.MetricTypeGauge:
+					dps = m.Gauge().DataPoints()
+				case pmetric.MetricTypeSum:
+					dps = m.Sum().DataPoints()
+				default:
+					out[res+"|"+m.Name()+"|type"] = float64(m.Type())
+					continue
+				}
+				for l := range dps.Len() {
+					dp := dps.At(l)
+					v := dp.DoubleValue()
+					if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
+						v = float64(dp.IntValue())
+					}
+					out[res+"|"+m.Name()+"|"+attrs(dp.Attributes())] = v
+				}
+			}
+		}
+	}
+	return out
 }
