@@ -186,11 +186,18 @@ func forEachPoint(m pmetric.Metric, fn func(pmetric.NumberDataPoint)) {
 	}
 }
 
-// everyPoint is every number data point of md by its resource's
+// everyPoint is every number data point of mds by its resource's
 // attributes, its metric's name and its own attributes: two outputs with
-// equal maps say the same, whatever their order.
-func everyPoint(md pmetric.Metrics) map[string]float64 {
+// equal maps say the same, whatever their order and batching.
+func everyPoint(mds ...pmetric.Metrics) map[string]float64 {
 	out := map[string]float64{}
+	for _, md := range mds {
+		addPoints(out, md)
+	}
+	return out
+}
+
+func addPoints(out map[string]float64, md pmetric.Metrics) {
 	attrs := func(m pcommon.Map) string {
 		var kv []string
 		for k, v := range m.All() {
@@ -228,5 +235,4 @@ func everyPoint(md pmetric.Metrics) map[string]float64 {
 			}
 		}
 	}
-	return out
 }

@@ -311,19 +311,24 @@ func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 		rng := rand.New(rand.NewSource(seed))
 		tl := randomTimeline(rng, 28, 40)
 		stillAndApart(rng, &tl)
-		dense, denseSink := newTestProcessor(t, &Config{Windows: windows})
-		sparse, sparseSink := newTestProcessor(t, &Config{Windows: windows})
+		// The per-process output too: a figure a sparse batch left out
+		// shows there even when no window moves.
+		cfg := &Config{Windows: windows, EmitProcessMetrics: true}
+		dense, denseSink := newTestProcessor(t, cfg)
+		sparse, sparseSink := newTestProcessor(t, cfg)
 		rec := pipelinetest.NewReceiver(sparse)
+		walk := figureWalk{rng: rng, at: map[string]*[walkedFigures]int64{}}
 		for n := range tl.times {
-			want := feed(t, dense, denseSink, tl.snapshot(n))
-			if errs, err := rec.Send(context.Background(), tl.snapshot(n)); err != nil || len(errs) > 0 {
+			snap := walk.fill(tl.snapshot(n))
+			denseSink.Reset()
+			sparseSink.Reset()
+			feed(t, dense, denseSink, snap)
+			if errs, err := rec.Send(context.Background(), snap); err != nil || len(errs) > 0 {
 				t.Fatalf("seed %d snapshot %d: %v %v", seed, n, errs, err)
 			}
-			all := sparseSink.AllMetrics()
-			got := all[len(all)-1]
 			// Every point but how the batches travelled (their count and
 			// sequence per host), which is what differs by design.
-			gotFigures, wantFigures := everyPoint(got), everyPoint(want)
+			gotFigures, wantFigures := everyPoint(sparseSink.AllMetrics()...), everyPoint(denseSink.AllMetrics()...)
 			for _, figs := range []map[string]float64{gotFigures, wantFigures} {
 				maps.DeleteFunc(figs, func(k string, _ float64) bool {
 					metric := strings.Split(k, "|")[1]
@@ -342,4 +347,44 @@ func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 			}
 		}
 	}
+}
+
+// walkedFigures are the figures figureWalk moves: every one of a process
+// the truth timeline leaves at zero.
+const walkedFigures = 27
+
+// figureWalk moves every figure of a process the truth timeline does not,
+// each on its own: a counter holds still or grows, a gauge holds or jumps.
+type figureWalk struct {
+	rng *rand.Rand
+	at  map[string]*[walkedFigures]int64 // by host, pid and start
+}
+
+func (w *figureWalk) fill(s pipelinetest.Snapshot) pipelinetest.Snapshot {
+	for i := range s.Processes {
+		p := &s.Processes[i]
+		key := fmt.Sprint(p.Host, "/", p.PID, "/", p.Created.UnixNano())
+		v := w.at[key]
+		if v == nil {
+			v = new([walkedFigures]int64)
+			w.at[key] = v
+		}
+		for f := range v {
+			switch {
+			case w.rng.Float64() < 0.5: // holds still
+			case f >= 18: // a gauge
+				v[f] = w.rng.Int63n(1 << 30)
+			default:
+				v[f] += w.rng.Int63n(1 << 20)
+			}
+		}
+		p.CPUSystem, p.WriteBytes, p.CancelledWrite = float64(v[0])/1000, v[1], v[2]
+		p.DiskDelay, p.RChar, p.WChar, p.SyscW = float64(v[3])/1000, v[4], v[5], v[6]
+		p.MajorFaults, p.MinorFault, p.Voluntary, p.Involuntary = v[7], v[8], v[9], v[10]
+		p.RunDelay, p.SwapinDelay, p.FreepagesDelay = float64(v[11])/1000, float64(v[12])/1000, float64(v[13])/1000
+		p.ThrashingDelay, p.CompactDelay, p.WpcopyDelay, p.IRQDelay = float64(v[14])/1000, float64(v[15])/1000, float64(v[16])/1000, float64(v[17])/1000
+		p.RSSAnon, p.RSSFile, p.RSSShmem, p.Virtual, p.Peak, p.VirtualPeak = v[18], v[19], v[20], v[21], v[22], v[23]
+		p.Swap, p.PageTables, p.Threads = v[24], v[25], v[26]%64+1
+	}
+	return s
 }

@@ -87,9 +87,14 @@ type Process struct {
 	MajorFaults, MinorFault int64
 	Voluntary, Involuntary  int64
 	RunDelay                float64 // s
+	// Delays of delay accounting beyond run and block I/O, in s; 0: absent.
+	SwapinDelay, FreepagesDelay, ThrashingDelay float64
+	CompactDelay, WpcopyDelay, IRQDelay         float64
 
 	RSS, RSSAnon, RSSFile, RSSShmem int64
 	Virtual, Peak, VirtualPeak      int64
+	Swap, PageTables                int64 // 0: absent
+	Threads                         int64 // 0: one
 
 	NoIO bool // /proc/<pid>/io was unreadable: its metrics are absent
 	// NoDelayacct: kernel.task_delayacct was off on its host, so its block
@@ -114,6 +119,12 @@ type Process struct {
 func (p *Process) figures() pipeline.Process {
 	r := pipeline.Process{PID: p.PID, CreationTime: p.Created, HasStat: true}
 	seconds := map[pipeline.Figure]float64{pipeline.CPUUser: p.CPUUser, pipeline.CPUSystem: p.CPUSystem, pipeline.RunDelay: p.RunDelay}
+	for f, v := range map[pipeline.Figure]float64{pipeline.DelaySwapin: p.SwapinDelay, pipeline.DelayFreepages: p.FreepagesDelay,
+		pipeline.DelayThrashing: p.ThrashingDelay, pipeline.DelayCompact: p.CompactDelay, pipeline.DelayWpcopy: p.WpcopyDelay, pipeline.DelayIRQ: p.IRQDelay} {
+		if v != 0 {
+			seconds[f] = v
+		}
+	}
 	if !p.NoDelayacct {
 		seconds[pipeline.DiskDelay] = p.DiskDelay
 	}
@@ -121,7 +132,12 @@ func (p *Process) figures() pipeline.Process {
 		pipeline.FaultsMajor: p.MajorFaults, pipeline.FaultsMinor: p.MinorFault,
 		pipeline.SwitchesVoluntary: p.Voluntary, pipeline.SwitchesInvoluntary: p.Involuntary,
 		pipeline.MemoryUsage: p.RSS, pipeline.MemoryVirtual: p.Virtual, pipeline.RSSAnon: p.RSSAnon, pipeline.RSSFile: p.RSSFile,
-		pipeline.RSSShmem: p.RSSShmem, pipeline.MemoryPeak: p.Peak, pipeline.MemoryVirtualPeak: p.VirtualPeak, pipeline.ThreadCount: 1,
+		pipeline.RSSShmem: p.RSSShmem, pipeline.MemoryPeak: p.Peak, pipeline.MemoryVirtualPeak: p.VirtualPeak, pipeline.ThreadCount: max(p.Threads, 1),
+	}
+	for f, v := range map[pipeline.Figure]int64{pipeline.MemorySwap: p.Swap, pipeline.MemoryPageTables: p.PageTables} {
+		if v != 0 {
+			ints[f] = v
+		}
 	}
 	if !p.NoIO {
 		for f, v := range map[pipeline.Figure]int64{pipeline.DiskRead: p.ReadBytes, pipeline.DiskWrite: p.WriteBytes,
