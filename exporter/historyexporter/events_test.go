@@ -35,7 +35,9 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 		CommandCount: int64(i%queriesPerSession + 1),
 		// Nanoseconds beyond the server's microseconds.
 		Start: end.Add(-2*time.Second - 345_678_912).UnixNano(), End: end.UnixNano(),
-		Status: pipeline.QueryCompleted, Text: &text, Known: 1<<pipeline.NumCounters - 1,
+		// Every status, and both values of partial beside each.
+		Status:  []string{pipeline.QueryCompleted, pipeline.QueryAborted, pipeline.QuerySessionEnded, pipeline.QuerySuperseded}[i%4],
+		Partial: i%8 >= 4, Text: &text, Known: 1<<pipeline.NumCounters - 1,
 		// Every figure has more significant digits than a float32 or a
 		// rounded text would keep.
 		Segments: []pipeline.SegmentUse{
@@ -66,7 +68,7 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 // sampleSession is the session of queries first..first+4, ending at end.
 func sampleSession(first int, end time.Time) *pipeline.EndedSession {
 	q := sampleQuery(first, end)
-	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(),
+	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(), Partial: first%10 == 0,
 		Queries: queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
 	return s
 }

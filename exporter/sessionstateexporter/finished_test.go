@@ -233,6 +233,9 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 			t.Errorf("query %d: figures %v, want user %v s, write %d bytes, cpu skew %v, io hottest %d", n, m.GetSystemStat(), user,
 				q.Totals[pipeline.DiskWrite], q.Skew.CPU.Ratio, q.Skew.IO.Hottest)
 		}
+		if m.GetSystemStat().GetPartial() != q.Partial {
+			t.Errorf("query %d: partial %v, want %v", n, m.GetSystemStat().GetPartial(), q.Partial)
+		}
 		// Query 0's processes reported no block I/O wait: absent, not 0.
 		if measured := q.Known&(1<<pipeline.DiskDelay) != 0; measured != (m.GetSystemStat().BlkioDelaySeconds != nil) {
 			t.Errorf("query %d: block I/O wait %v; want it exactly when some process reported it (%v)", n,
