@@ -212,8 +212,8 @@ func (p *sessionPage) figureLines(r *SessionRow, capa capacity, width int) []str
 	}
 	memory := absentText
 	if last != nil {
-		memory = fmt.Sprintf("private %s  resident %s  largest host %s  in %d processes on %d hosts", bytesText(float64(r.RSSAnon)), bytesText(float64(r.RSS)),
-			bytesText(float64(last.GetRssMaxHost())), r.Processes, r.Hosts)
+		memory = fmt.Sprintf("private %s  resident %s  largest host %s  in %s on %s", bytesText(float64(r.RSSAnon)), bytesText(float64(r.RSS)),
+			bytesText(float64(last.GetRssMaxHost())), countText(int64(r.Processes), "process", "processes"), countText(int64(r.Hosts), "host", "hosts"))
 		if r.Partial {
 			memory += " (partial: a host did not answer)"
 		}
