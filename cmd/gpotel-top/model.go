@@ -523,8 +523,15 @@ func (m topModel) titleBar(title string) string {
 		{2, fmt.Sprintf("ended %d", ended)},
 		{3, "window " + constantText(window)},
 	}
-	if f := m.filter.String(); f != "" {
+	inHistory := m.page == nil && views[m.view].name == "history"
+	switch f := m.filter.String(); {
+	case inHistory && f != "":
+		parts = append(parts, item{0, f}) // the history's rows are not counted
+	case f != "":
 		parts = append(parts, item{0, f + fmt.Sprintf(" (of %d)", all)})
+	}
+	if inHistory && m.filter.status != "" {
+		parts = append(parts, item{0, "status " + m.filter.status})
 	}
 	if own > 0 {
 		parts = append(parts, item{4, fmt.Sprintf("gpotel's own %d hidden (g)", own)})

@@ -68,7 +68,8 @@ func (l listing) index(key rowKey) int {
 }
 
 // filter is what the lists show: one user, one database, and gpotel's
-// own sessions or not; in the history, one status.
+// own sessions or not; in the history, one status (which String leaves
+// to the history's title).
 type filter struct {
 	user, database, status string
 	showOwn                bool
@@ -85,9 +86,6 @@ func (f filter) String() string {
 	}
 	if f.database != "" {
 		parts = append(parts, "database "+f.database)
-	}
-	if f.status != "" {
-		parts = append(parts, "status "+f.status)
 	}
 	return strings.Join(parts, ", ")
 }
