@@ -269,6 +269,8 @@ type historyMsg struct {
 // olderHistory asks for what page shows, past what l holds.
 func (m *topModel) olderHistory(l historyList, ask historyAsk) tea.Cmd {
 	ctx, c, gen := m.ctx, m.client, m.historyGen
+	// Its own slices: an older ask still running must not append into them.
+	l.queries.items, l.sessions.items = slices.Clone(l.queries.items), slices.Clone(l.sessions.items)
 	return func() tea.Msg {
 		err := c.loadMore(ctx, &l, ask)
 		return historyMsg{gen: gen, list: &l, err: err}
@@ -281,12 +283,13 @@ func (m topModel) historyKey(key string) (topModel, tea.Cmd, bool) {
 	switch key {
 	case "]":
 		shown := len(m.history.shown(m.filter))
-		if shown <= (m.historyPage+1)*historyPageRows && !m.history.more() || m.history.full {
+		if shown <= (m.historyPage+1)*historyPageRows && (!m.history.more() || m.history.full) {
 			m.say("no older rows")
 			return m, nil, true
 		}
 		m.historyPage++
 		m.historyGen++
+		m.selected[m.view] = rowKey{} // the new page's first row, once it is here
 		return m, m.olderHistory(m.history, historyAsk{m.filter, m.historyPage}), true
 	case "S":
 		return m.askFilter(statusFilterLabel, m.filter.status, func(f *filter, s string) { f.status = s }), nil, true
@@ -295,10 +298,12 @@ func (m topModel) historyKey(key string) (topModel, tea.Cmd, bool) {
 			return m, nil, true
 		}
 		m.historyPage--
+		m.selected[m.view] = rowKey{}
 		if m.historyPage == 0 { // the newest page is live again
 			m.historyGen++
 			return m, m.fetch(), true
 		}
+		m.selectFirstRows()
 		return m, nil, true
 	}
 	return m, nil, false

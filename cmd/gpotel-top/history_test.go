@@ -349,6 +349,9 @@ func TestHistoryPagesPastTheNewest50(t *testing.T) {
 	if !strings.Contains(h.lines()[0], "page 2") {
 		t.Errorf("the title does not say page 2: %q", h.lines()[0])
 	}
+	if l := h.line(" " + strconv.FormatInt(pages[1][0], 10) + " "); !strings.HasPrefix(l, selectionMark) {
+		t.Errorf("the new page's first row is not selected: %q", l)
+	}
 	h.press("]")
 	check(2)
 	h.press("]") // past the oldest: stays
