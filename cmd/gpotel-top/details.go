@@ -696,6 +696,10 @@ func skewOf(ratio *float64, hottest *int64) string {
 	return text
 }
 
+// millisecondsText is CPU seconds to the millisecond: a short query's
+// segments differ below the hundredth.
+func millisecondsText(seconds float64) string { return strconv.FormatFloat(seconds, 'f', 3, 64) + "s" }
+
 // finishedSegmentLines are a finished query's figures per segment
 // instance, the segments that did the most CPU and the most I/O marked.
 func finishedSegmentLines(segs []*gpotelv1.SegmentUse, width int) []string {
@@ -729,7 +733,7 @@ func finishedSegmentLines(segs []*gpotelv1.SegmentUse, width int) []string {
 		if len(marks) > 0 {
 			mark = "← " + strings.Join(marks, ", ")
 		}
-		out = append(out, cutLine(fmt.Sprintf(format, strconv.Itoa(int(s.GetSegment())), pad(s.GetHostname(), 12, false), secondsText(s.GetCpuSeconds()),
+		out = append(out, cutLine(fmt.Sprintf(format, strconv.Itoa(int(s.GetSegment())), pad(s.GetHostname(), 12, false), millisecondsText(s.GetCpuSeconds()),
 			bytesText(float64(s.GetReadBytes())), bytesText(float64(s.GetWriteBytes())), mark), width))
 	}
 	return out

@@ -164,7 +164,7 @@ func TestHistoryDetailsShowEverySegment(t *testing.T) {
 			t.Fatalf("%d segment lines, want %d:\n%s", len(rows), len(segments), h.screen())
 		}
 		for i, s := range segments {
-			want := []string{strconv.Itoa(int(s.Segment)), s.Hostname, secondsText(s.CpuSeconds),
+			want := []string{strconv.Itoa(int(s.Segment)), s.Hostname, millisecondsText(s.CpuSeconds),
 				bytesText(float64(s.ReadBytes)), bytesText(float64(s.WriteBytes))}
 			if !containsAll(rows[i], want) {
 				t.Errorf("segment %d: %q, want %q", s.Segment, rows[i], want)

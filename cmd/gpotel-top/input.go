@@ -85,17 +85,30 @@ func (m topModel) typeInto(key string) (tea.Model, tea.Cmd) {
 		}
 	case "ctrl+u":
 		in.text = ""
-	default:
-		r := []rune(key)
-		if len(r) != 1 || r[0] < ' ' {
+	case " ": // the space bar is a named key, yet text
+		return m.typeRunes(key)
+	default: // another named key: text comes through typeRunes
+		return m, nil
+	}
+	in.offered = false
+	m.input = &in
+	return m, nil
+}
+
+// typeRunes adds typed text: one rune, or many when typed quickly or
+// pasted. A control character is not text.
+func (m topModel) typeRunes(text string) (tea.Model, tea.Cmd) {
+	for _, r := range text {
+		if r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 {
 			return m, nil
 		}
-		if in.offered {
-			in.text = ""
-		}
-		if len(in.text)+len(key) <= maxInput {
-			in.text += key
-		}
+	}
+	in := *m.input
+	if in.offered {
+		in.text = ""
+	}
+	if len(in.text)+len(text) <= maxInput {
+		in.text += text
 	}
 	in.offered = false
 	m.input = &in

@@ -138,6 +138,9 @@ func (m topModel) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
 func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyMsg:
+		if m.pending == nil && m.input != nil && msg.Type == tea.KeyRunes && !msg.Alt {
+			return m.typeRunes(string(msg.Runes))
+		}
 		return m.key(msg.String())
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
