@@ -194,6 +194,9 @@ func TestHistoryDetailsOfAnEndedSession(t *testing.T) {
 		SessionStart: endedAgo(time.Hour), SessionEnd: endedAgo(20 * time.Second), Duration: 3580, Queries: 1, Partial: true,
 		CpuTimeUser: proto.Float64(7), CpuTimeSystem: proto.Float64(0.5), CpuTime: proto.Float64(7.5), MemoryRssMax: 64 << 20, LockWaitTime: 1}
 	h := historyOf(t, nil, []*gpotelv1.EndedSession{s}, 200, 60)
+	if !strings.Contains(h.line(" carol "), "session of 1 query,") {
+		t.Errorf("the session's row does not count its one query in the singular: %q", h.line(" carol "))
+	}
 	h.press("enter")
 	for _, want := range [][]string{{"how it ended", "ended", "partial"}, {"queries", "1 query"}, {"CPU user / system", "7.00s", "0.50s"}, {"lock wait", "1.00s"}} {
 		if l := h.line(want[0] + "  "); l == "" || !containsAll(l, want[1:]) {
