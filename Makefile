@@ -21,7 +21,7 @@ TEST_TIMEOUT ?= 15m
 # One package's bound: testbed/e2e alone runs about 12 minutes of drills and truth tests.
 DB_TEST_TIMEOUT ?= 40m
 
-.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools testbed-deps run clean package
+.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools demo-deps testbed-deps run clean package
 
 all: build
 
@@ -127,19 +127,24 @@ spdx:
 lint: fmt vet tidy-check no-binaries $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
-# What the tests start, from Debian's packages, when missing: PostgreSQL for the
-# testbed, Prometheus (and promtool) for deploy/ and the Prometheus end-to-end
-# test, systemd-analyze for the unit files, iproute2 for the network drill.
-testbed-deps:
+# What the demo (make run) starts, from Debian's packages, when missing:
+# PostgreSQL for the testbed (with contrib, for dblink).
+demo-deps:
 	@need=(); \
 	[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15); \
 	[ -f /usr/share/postgresql/15/extension/dblink.control ] || need+=(postgresql-contrib); \
+	./scripts/install-packages.sh "$${need[@]}"
+
+# What the tests start besides, when missing: Prometheus (and promtool) for
+# deploy/ and the Prometheus end-to-end test, systemd-analyze for the unit
+# files, iproute2 for the network drill. No package's service is started or
+# left enabled (scripts/install-packages.sh): the tests start their own.
+testbed-deps: demo-deps
+	@need=(); \
 	command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus); \
 	command -v systemd-analyze >/dev/null || need+=(systemd); \
 	command -v tc >/dev/null || need+=(iproute2); \
-	if [ $${#need[@]} -gt 0 ]; then \
-		apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "$${need[@]}"; \
-	fi
+	./scripts/install-packages.sh "$${need[@]}"
 
 unit:
 	$(GO) test -count=1 -short ./...
@@ -201,7 +206,7 @@ bench-scale-1m: testbed-deps
 
 # The testbed (gp6, 2 hosts x 2 segments) with agents, the collector and a
 # workload, watched through gpotel-top; Ctrl-C or q tears it all down.
-run: testbed-deps build
+run: demo-deps build
 	./scripts/run.sh
 
 # .deb and .rpm of gpotel-agent and otelcol-gpotel in build/packages, from

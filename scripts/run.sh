@@ -17,7 +17,7 @@ history() {
 	"$BUILD/gpotel-testbed" psql --dir "$testbed_dir" -- -qX -P pager=off -c '\connect gpotel_history' "$@"
 }
 HISTORY_ROWS="SELECT query_end, username, sess_id, ccnt, round(duration::numeric, 1) AS duration_s,
-  round((cpu_time_user + cpu_time_system)::numeric, 2) AS cpu_s, status, left(query_text, 40) AS query
+  round((cpu_time_user + cpu_time_system)::numeric, 3) AS cpu_s, status, left(query_text, 40) AS query
 FROM gpotel_history.queries"
 
 stop_demo() {

@@ -13,6 +13,7 @@ import (
 	tea "github.com/charmbracelet/bubbletea"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -211,8 +212,8 @@ func (p *sessionPage) figureLines(r *SessionRow, capa capacity, width int) []str
 	}
 	memory := absentText
 	if last != nil {
-		memory = fmt.Sprintf("private %s  resident %s  largest host %s  in %d processes on %d hosts", bytesText(float64(r.RSSAnon)), bytesText(float64(r.RSS)),
-			bytesText(float64(last.GetRssMaxHost())), r.Processes, r.Hosts)
+		memory = fmt.Sprintf("private %s  resident %s  largest host %s  in %s on %s", bytesText(float64(r.RSSAnon)), bytesText(float64(r.RSS)),
+			bytesText(float64(last.GetRssMaxHost())), countText(int64(r.Processes), "process", "processes"), countText(int64(r.Hosts), "host", "hosts"))
 		if r.Partial {
 			memory += " (partial: a host did not answer)"
 		}
@@ -482,4 +483,288 @@ func (p *queryPage) lines(m *topModel, width int) []string {
 		text = full
 	}
 	return append(out, paragraph(valueOr(oneLine(text)), width)...)
+}
+
+// finishedPage is Enter on a history row: a finished query or an ended
+// session as its event tells it, whole. Its figures never change, so it
+// asks nothing.
+type finishedPage struct {
+	basePage
+	row historyRow
+}
+
+func (p *finishedPage) title() string {
+	if p.row.query != nil {
+		return fmt.Sprintf("finished query of session %d", p.row.query.GetSessId())
+	}
+	return fmt.Sprintf("ended session %d", p.row.session.GetSessId())
+}
+
+func (p *finishedPage) help(*topModel) []item { return []item{{0, "esc back"}, {0, "q quit"}} }
+
+func (p *finishedPage) lines(_ *topModel, width int) []string {
+	if q := p.row.query; q != nil {
+		return finishedQueryLines(q, width)
+	}
+	return endedSessionLines(p.row.session, width)
+}
+
+// endingText is how a query or session ended, and whether a host did not
+// answer for all of it. The server's SQLSTATE and message, and the host
+// and time a partial figure lacks, join it here when the API carries them.
+func endingText(r historyRow) string {
+	text := statusText(r.status())
+	for _, s := range historyStatuses {
+		if s.api == r.status() {
+			text += ": " + s.what
+		}
+	}
+	if r.partial() {
+		text += "  (" + partialHelp + ")"
+	}
+	return text
+}
+
+// whenText is a moment in full, date and time.
+func whenText(t *timestamppb.Timestamp) string {
+	if t == nil {
+		return absentText
+	}
+	return t.AsTime().Local().Format("2006-01-02 15:04:05")
+}
+
+// usedFigures are the figures a finished query and an ended session
+// share: what their processes used, summed.
+type usedFigures interface {
+	GetCpuTimeUser() float64
+	GetCpuTimeSystem() float64
+	GetDiskIoRead() int64
+	GetDiskIoWrite() int64
+	GetIoCharsRead() int64
+	GetIoCharsWrite() int64
+	GetIoSyscallsRead() int64
+	GetIoSyscallsWrite() int64
+	GetPagingFaultsMinor() int64
+	GetPagingFaultsMajor() int64
+	GetContextSwitchesVoluntary() int64
+	GetContextSwitchesInvoluntary() int64
+	GetLockWaitTime() float64
+}
+
+// usedLines are the figures of usedFigures, the CPU and storage I/O
+// first; each optional one reads "-" where the event lacks it (the
+// presence read through has).
+func usedLines(u usedFigures, has func(name string) bool, width int) (first, more []string) {
+	pair := func(a, b string, fa, fb string) string {
+		if !has(a) && !has(b) {
+			return absentText
+		}
+		return fa + " / " + fb
+	}
+	count := func(v int64) string { return strconv.FormatInt(v, 10) }
+	bytes := func(v int64) string { return bytesText(float64(v)) }
+	first = []string{
+		field("CPU user / system", pair("cpu_time_user", "cpu_time_system", secondsText(u.GetCpuTimeUser()), secondsText(u.GetCpuTimeSystem())), width),
+		field("storage read / write", pair("disk_io_read", "disk_io_write", bytes(u.GetDiskIoRead()), bytes(u.GetDiskIoWrite())), width),
+	}
+	more = []string{
+		field("chars read / written", pair("io_chars_read", "io_chars_write", bytes(u.GetIoCharsRead()), bytes(u.GetIoCharsWrite())), width),
+		field("read / write calls", pair("io_syscalls_read", "io_syscalls_write", count(u.GetIoSyscallsRead()), count(u.GetIoSyscallsWrite())), width),
+		field("faults minor / major", pair("paging_faults_minor", "paging_faults_major", count(u.GetPagingFaultsMinor()), count(u.GetPagingFaultsMajor())), width),
+		field("switches vol / invol", pair("context_switches_voluntary", "context_switches_involuntary",
+			count(u.GetContextSwitchesVoluntary()), count(u.GetContextSwitchesInvoluntary())), width),
+	}
+	return first, more
+}
+
+// present tells the message's set fields by name: an optional figure the
+// event lacks is unset.
+func present(m interface {
+	ProtoReflect() protoreflect.Message
+}) func(string) bool {
+	r := m.ProtoReflect()
+	return func(name string) bool {
+		fd := r.Descriptor().Fields().ByName(protoreflect.Name(name))
+		return fd != nil && r.Has(fd)
+	}
+}
+
+// waitsText is what a query's or session's processes waited for: a CPU,
+// block I/O, memory (swap-in, reclaim, thrashing, compaction).
+func waitsText(runQueue, blockIO, swapin, freepages, thrashing, compact *float64) string {
+	memory := absentText
+	var total float64
+	measured := false
+	for _, w := range []*float64{swapin, freepages, thrashing, compact} {
+		if w != nil {
+			total, measured = total+*w, true
+		}
+	}
+	if measured {
+		memory = secondsText(total)
+	}
+	return "run queue " + waitText(runQueue) + "  block I/O " + waitText(blockIO) + "  memory " + memory
+}
+
+func lockWaitText(seconds float64, blocker *int64) string {
+	text := secondsText(seconds)
+	if blocker != nil {
+		text += fmt.Sprintf(", blocked by session %d", *blocker)
+	}
+	return text
+}
+
+func spillText(bytes, files *int64) string {
+	if bytes == nil {
+		return absentText
+	}
+	text := bytesText(float64(*bytes))
+	if files != nil {
+		text += " in " + countText(*files, "file", "files")
+	}
+	return text
+}
+
+func finishedQueryLines(q *gpotelv1.FinishedQuery, width int) []string {
+	ccnt := strconv.FormatInt(q.GetCcnt(), 10)
+	if q.GetCcnt() == 0 {
+		ccnt = absentText
+	}
+	out := []string{
+		field(fmt.Sprintf("session %d", q.GetSessId()), "command "+ccnt+"  tm_id "+strconv.FormatInt(q.GetTmId(), 10), width),
+		field("user, database", q.GetUsername()+", "+q.GetDatabase(), width),
+	}
+	out = append(out, hanging2("how it ended", endingText(historyRow{query: q}), width)...)
+	out = append(out,
+		field("started, ended", whenText(q.GetQueryStart())+"  "+whenText(q.GetQueryEnd()), width),
+		field("duration", durationText(q.GetDuration()), width),
+		field("CPU", optional(q.CpuTime, secondsText)+fmt.Sprintf("  (coordinator %s, segments %s)", secondsText(q.GetCpuTimeCoordinator()), secondsText(q.GetCpuTimeSegments())), width),
+	)
+	first, more := usedLines(q, present(q), width)
+	out = append(out, first...)
+	out = append(out,
+		field("waits", waitsText(q.CpuRunDelay, q.DiskDelay, q.DelaySwapin, q.DelayFreepages, q.DelayThrashing, q.DelayCompact), width),
+		field("spill, most at once", spillText(q.SpillSizeMax, q.SpillFilesMax), width),
+		field("lock wait", lockWaitText(q.GetLockWaitTime(), q.LockBlockerSessId), width),
+		"",
+	)
+	out = append(out, finishedSegmentLines(q.GetSegments(), width)...)
+	out = append(out, "", "query")
+	out = append(out, paragraph(valueOr(oneLine(q.GetQueryText())), width)...)
+	out = append(out, "")
+	out = append(out, more...)
+	return append(out,
+		field("CPU skew", skewOf(q.SkewCpuRatio, q.SkewCpuHottestSegment), width),
+		field("I/O skew", skewOf(q.SkewDiskIoRatio, q.SkewDiskIoHottestSegment), width),
+		field("vmem, most", optional(q.VmemPeak, bytesText), width),
+		field("application", valueOr(q.GetApplication()), width),
+		field("client", clientOf(q.GetClientAddress(), q.ClientPort), width),
+		field("resource group", valueOr(q.GetResourceGroup()), width),
+	)
+}
+
+// clientOf is a client's address and port; absent for a local client.
+func clientOf(addr string, port *int64) string {
+	if port != nil && addr != "" {
+		addr += ":" + strconv.FormatInt(*port, 10)
+	}
+	return valueOr(addr)
+}
+
+// hanging2 is a field whose value may wrap, under its label's column.
+func hanging2(label, value string, width int) []string {
+	if width <= 0 {
+		return []string{field(label, value, 0)}
+	}
+	const indent = 23
+	lines := wrap(value, max(width-indent, 10))
+	out := []string{field(label, lines[0], width)}
+	for _, l := range lines[1:] {
+		out = append(out, cutLine(strings.Repeat(" ", indent)+l, width))
+	}
+	return out
+}
+
+func skewOf(ratio *float64, hottest *int64) string {
+	if ratio == nil {
+		return absentText
+	}
+	text := shareText(*ratio)
+	if hottest != nil {
+		text += " @" + strconv.FormatInt(*hottest, 10)
+	}
+	return text
+}
+
+// millisecondsText is CPU seconds to the millisecond: a short query's
+// segments differ below the hundredth.
+func millisecondsText(seconds float64) string { return strconv.FormatFloat(seconds, 'f', 3, 64) + "s" }
+
+// finishedSegmentLines are a finished query's figures per segment
+// instance, the segments that did the most CPU and the most I/O marked.
+func finishedSegmentLines(segs []*gpotelv1.SegmentUse, width int) []string {
+	const title = "per segment instance (-1: the coordinator)"
+	if len(segs) == 0 {
+		return []string{title + ": none (the event has no per-segment figures)"}
+	}
+	hotCPU, hotIO := -1, -1
+	for i, s := range segs {
+		if s.GetSegment() < 0 {
+			continue
+		}
+		if hotCPU < 0 || s.GetCpuSeconds() > segs[hotCPU].GetCpuSeconds() {
+			hotCPU = i
+		}
+		if hotIO < 0 || s.GetReadBytes()+s.GetWriteBytes() > segs[hotIO].GetReadBytes()+segs[hotIO].GetWriteBytes() {
+			hotIO = i
+		}
+	}
+	format := "  %4s %-12s %8s %6s %6s  %s"
+	out := []string{title, headerStyle.Render(cutLine(fmt.Sprintf(format, "SEG", "HOST", "CPU", "READ", "WRITE", ""), width))}
+	for i, s := range segs {
+		var marks []string
+		if i == hotCPU && s.GetCpuSeconds() > 0 {
+			marks = append(marks, "most CPU")
+		}
+		if i == hotIO && s.GetReadBytes()+s.GetWriteBytes() > 0 {
+			marks = append(marks, "most I/O")
+		}
+		mark := ""
+		if len(marks) > 0 {
+			mark = "← " + strings.Join(marks, ", ")
+		}
+		out = append(out, cutLine(fmt.Sprintf(format, strconv.Itoa(int(s.GetSegment())), pad(s.GetHostname(), 12, false), millisecondsText(s.GetCpuSeconds()),
+			bytesText(float64(s.GetReadBytes())), bytesText(float64(s.GetWriteBytes())), mark), width))
+	}
+	return out
+}
+
+func endedSessionLines(s *gpotelv1.EndedSession, width int) []string {
+	out := []string{
+		field(fmt.Sprintf("session %d", s.GetSessId()), "tm_id "+strconv.FormatInt(s.GetTmId(), 10), width),
+		field("user, database", s.GetUsername()+", "+s.GetDatabase(), width),
+	}
+	out = append(out, hanging2("how it ended", endingText(historyRow{session: s}), width)...)
+	out = append(out,
+		field("started, ended", whenText(s.GetSessionStart())+"  "+whenText(s.GetSessionEnd()), width),
+		field("duration", durationText(s.GetDuration()), width),
+		field("queries", countText(s.GetQueries(), "query", "queries")+" seen", width),
+		field("CPU", optional(s.CpuTime, secondsText), width),
+	)
+	first, more := usedLines(s, present(s), width)
+	out = append(out, first...)
+	out = append(out,
+		field("waits", waitsText(s.CpuRunDelay, s.DiskDelay, s.DelaySwapin, s.DelayFreepages, s.DelayThrashing, s.DelayCompact), width),
+		field("spill, most at once", spillText(s.SpillSizeMax, nil), width),
+		field("lock wait", lockWaitText(s.GetLockWaitTime(), nil), width),
+		field("resident memory, most", bytesText(float64(s.GetMemoryRssMax())), width),
+		field("vmem, most", optional(s.VmemPeak, bytesText), width),
+		"",
+	)
+	out = append(out, more...)
+	return append(out,
+		field("application", valueOr(s.GetApplication()), width),
+		field("client", clientOf(s.GetClientAddress(), s.ClientPort), width),
+		field("resource group", valueOr(s.GetResourceGroup()), width),
+	)
 }

@@ -4,9 +4,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -61,6 +63,7 @@ type fakeAPI struct {
 	sessionReqs  []*yagpcc.GetGPSessionsReq
 	topReqs      []*gpotelv1.GetClusterTopRequest
 	memoryAsked  []*gpotelv1.SessionKey
+	historyReqs  []*gpotelv1.ListFinishedWorkRequest
 }
 
 func (f *fakeAPI) GetGPSessions(ctx context.Context, req *yagpcc.GetGPSessionsReq) (*yagpcc.GetGPSessionsResponse, error) {
@@ -335,30 +338,60 @@ func cellUnder(header, row, title string) string {
 }
 
 // byEnd orders items by their end time as the exporter does when sort_by
-// is empty: newest first when descending.
-func byEnd[M proto.Message](items []M, end func(M) time.Time, descending bool) []M {
+// is empty (ties in session order): newest first when descending.
+func byEnd[M proto.Message](items []M, end func(M) time.Time, sess func(M) int64, descending bool) []M {
 	out := cloneAll(items)
 	slices.SortStableFunc(out, func(a, b M) int {
+		c := end(a).Compare(end(b))
 		if descending {
-			return end(b).Compare(end(a))
+			c = -c
 		}
-		return end(a).Compare(end(b))
+		return cmp.Or(c, cmp.Compare(sess(a), sess(b)))
 	})
 	return out
 }
 
-// ListFinishedQueries answers one page of every finished query, by end time.
+// pageOfFinished is one page of items as the exporter answers it: the
+// request's users and databases only, page_size of them after the page
+// token's place, and the token of the next when more match.
+func pageOfFinished[M proto.Message](f *fakeAPI, req *gpotelv1.ListFinishedWorkRequest, items []M, who func(M) (string, string)) ([]M, string) {
+	f.historyReqs = append(f.historyReqs, proto.Clone(req).(*gpotelv1.ListFinishedWorkRequest))
+	var matching []M
+	for _, it := range items {
+		user, db := who(it)
+		if (len(req.GetUsers()) == 0 || slices.Contains(req.GetUsers(), user)) && (len(req.GetDatabases()) == 0 || slices.Contains(req.GetDatabases(), db)) {
+			matching = append(matching, it)
+		}
+	}
+	from := 0
+	if tok := req.GetPageToken(); tok != "" {
+		from, _ = strconv.Atoi(strings.TrimPrefix(tok, "after:"))
+	}
+	from = min(from, len(matching))
+	to := min(from+int(req.GetPageSize()), len(matching))
+	next := ""
+	if to < len(matching) {
+		next = "after:" + strconv.Itoa(to)
+	}
+	return matching[from:to], next
+}
+
+// ListFinishedQueries answers one page of the finished queries, by end time.
 func (f *fakeAPI) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListFinishedQueriesResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	qs := byEnd(f.finished, func(q *gpotelv1.FinishedQuery) time.Time { return q.GetQueryEnd().AsTime() }, req.GetDescending())
-	return &gpotelv1.ListFinishedQueriesResponse{Queries: qs[:min(len(qs), int(req.GetPageSize()))]}, nil
+	qs := byEnd(f.finished, func(q *gpotelv1.FinishedQuery) time.Time { return q.GetQueryEnd().AsTime() },
+		(*gpotelv1.FinishedQuery).GetSessId, req.GetDescending())
+	page, next := pageOfFinished(f, req, qs, func(q *gpotelv1.FinishedQuery) (string, string) { return q.GetUsername(), q.GetDatabase() })
+	return &gpotelv1.ListFinishedQueriesResponse{Queries: page, NextPageToken: next}, nil
 }
 
-// ListEndedSessions answers one page of every ended session, by end time.
+// ListEndedSessions answers one page of the ended sessions, by end time.
 func (f *fakeAPI) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListEndedSessionsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	ss := byEnd(f.endedSessions, func(s *gpotelv1.EndedSession) time.Time { return s.GetSessionEnd().AsTime() }, req.GetDescending())
-	return &gpotelv1.ListEndedSessionsResponse{Sessions: ss[:min(len(ss), int(req.GetPageSize()))]}, nil
+	ss := byEnd(f.endedSessions, func(s *gpotelv1.EndedSession) time.Time { return s.GetSessionEnd().AsTime() },
+		(*gpotelv1.EndedSession).GetSessId, req.GetDescending())
+	page, next := pageOfFinished(f, req, ss, func(s *gpotelv1.EndedSession) (string, string) { return s.GetUsername(), s.GetDatabase() })
+	return &gpotelv1.ListEndedSessionsResponse{Sessions: page, NextPageToken: next}, nil
 }

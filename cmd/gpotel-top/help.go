@@ -12,11 +12,13 @@ import (
 // print it.
 var keyHelp = []struct{ keys, what string }{
 	{"↑ ↓ j, PgUp PgDn, Home End", "select a row: the selection is that session (or query, or host) and follows it as the rows re-sort"},
-	{"enter", "the selected session's (or query's) details: who, what it waits for and blocks, its figures over the window and its life, per host and per segment, its query whole"},
+	{"enter", "the selected session's (or query's) details: who, what it waits for and blocks, its figures over the window and its life, per host and per segment, its query whole; in the history, how it ended and every figure its event has, per segment with the hottest marked"},
 	{"k", "cancel the selected session's running query, after y at a prompt naming it"},
 	{"K", "terminate the selected session, after y at a prompt naming it"},
 	{"x", "the selected session's memory contexts (each backend logs them; r asks again)"},
 	{"tab, shift+tab", "the next (previous) view: sessions, queries, hosts, history (finished queries and ended sessions, newest first)"},
+	{"] [", "history: the next 50 older rows, the newer ones (the newest page is refreshed, an older one stays as it was asked)"},
+	{"S", "history: show only one status (completed, error, …; enter applies, empty shows all)"},
 	{"c m r w d s a p", "sort by CPU, private memory, read, write, run-queue wait, CPU skew, smoothed CPU, spill"},
 	{"u, D", "show only one user, one database (enter applies, empty shows all, esc leaves it)"},
 	{"g", "show or hide gpotel's own sessions (the collector knows them by backend pid; a session merely named like gpotel is shown: the title counts the hidden ones)"},
@@ -36,6 +38,7 @@ var columnHelp = []struct{ title, what string }{
 	{"BLOCKED", "<12<7: waits for a lock session 12 holds, which waits for session 7"},
 	{"SKEW", "75%@3: 1 - average/most of the CPU over the segments, and the segment that did the most"},
 	{"DUR, ST, CCNT", "a query's duration so far, run/done/ended, Greenplum's command count"},
+	{"END", "when a finished query or session ended: the time today, the date (month-day) and minute before"},
 	{"-", "not measured, or not reported by the collector: never a zero"},
 }
 
@@ -50,7 +53,11 @@ func helpText(width int) []string {
 	for _, c := range columnHelp {
 		out = append(out, hanging(c.title, c.what, 28, width)...)
 	}
-	return out
+	out = append(out, "", "STATUS (history: how a finished query or session ended)")
+	for _, s := range historyStatuses {
+		out = append(out, hanging(s.cell, s.what, 28, width)...)
+	}
+	return append(out, hanging(partialMark, partialHelp, 28, width)...)
 }
 
 // hanging is a label and its text wrapped beside it.

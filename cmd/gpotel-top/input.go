@@ -21,24 +21,41 @@ type textInput struct {
 }
 
 // askFilter starts typing a filter, from its current value, or else the
-// selected session's (the likely next filter).
+// selected row's (the likely next filter).
 func (m topModel) askFilter(label, current string, apply func(*filter, string)) topModel {
 	text := current
-	if t, ok := m.target(); ok && text == "" {
-		switch label {
-		case userFilterLabel:
-			text = t.session.User
-		case databaseFilterLabel:
-			text = t.session.Database
-		}
+	if text == "" {
+		text = m.offered(label)
 	}
 	m.input = &textInput{label: label, text: text, apply: apply, offered: text != ""}
 	return m
 }
 
+// offered is the selected row's value of a filter: its session's user or
+// database, or in the history its status.
+func (m topModel) offered(label string) string {
+	var who SessionRow
+	status := ""
+	if r, ok := m.selectedHistory(); ok && m.page == nil && views[m.view].name == "history" {
+		who, status = r.who(), r.status()
+	} else if t, ok := m.target(); ok {
+		who = t.session
+	}
+	switch label {
+	case userFilterLabel:
+		return who.User
+	case databaseFilterLabel:
+		return who.Database
+	case statusFilterLabel:
+		return status
+	}
+	return ""
+}
+
 const (
 	userFilterLabel     = "show only the user"
 	databaseFilterLabel = "show only the database"
+	statusFilterLabel   = "show only the status"
 )
 
 // typeInto edits the text: enter applies it (empty: no filter), esc
@@ -47,9 +64,16 @@ func (m topModel) typeInto(key string) (tea.Model, tea.Cmd) {
 	in := *m.input
 	switch key {
 	case "enter":
+		was := m.filter
 		in.apply(&m.filter, in.text)
 		m.input = nil
-		return m, nil
+		if m.filter == was {
+			return m, nil
+		}
+		// The history is asked for with the filter: from its newest page.
+		m.historyPage = 0
+		m.historyGen++
+		return m, m.fetch()
 	case "esc":
 		m.input = nil
 		return m, nil
@@ -61,17 +85,30 @@ func (m topModel) typeInto(key string) (tea.Model, tea.Cmd) {
 		}
 	case "ctrl+u":
 		in.text = ""
-	default:
-		r := []rune(key)
-		if len(r) != 1 || r[0] < ' ' {
+	case " ": // the space bar is a named key, yet text
+		return m.typeRunes(key)
+	default: // another named key: text comes through typeRunes
+		return m, nil
+	}
+	in.offered = false
+	m.input = &in
+	return m, nil
+}
+
+// typeRunes adds typed text: one rune, or many when typed quickly or
+// pasted. A control character is not text.
+func (m topModel) typeRunes(text string) (tea.Model, tea.Cmd) {
+	for _, r := range text {
+		if r < ' ' || r == 0x7f || r >= 0x80 && r < 0xa0 {
 			return m, nil
 		}
-		if in.offered {
-			in.text = ""
-		}
-		if len(in.text)+len(key) <= maxInput {
-			in.text += key
-		}
+	}
+	in := *m.input
+	if in.offered {
+		in.text = ""
+	}
+	if len(in.text)+len(text) <= maxInput {
+		in.text += text
 	}
 	in.offered = false
 	m.input = &in

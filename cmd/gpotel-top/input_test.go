@@ -115,3 +115,14 @@ func TestAFailedRefreshKeepsTheLastSessionListAndSaysWhy(t *testing.T) {
 		t.Errorf("a failed refresh emptied the list or hid its failure:\n%s", h.screen())
 	}
 }
+
+// A terminal delivers text typed quickly, or pasted, as one key of many
+// runes: a filter takes all of it.
+func TestAFilterTakesTextThatArrivesAtOnce(t *testing.T) {
+	h := newTUI(t, sixHosts(), 160, 40)
+	h.press("u", "ctrl+u", "bob")
+	h.press("enter")
+	if !strings.Contains(h.lines()[0], "user bob") {
+		t.Errorf("u with \"bob\" in one key does not filter by bob:\n%s", h.screen())
+	}
+}

@@ -40,9 +40,12 @@ type fetchedMsg struct {
 	// pressure is the hosts view's pane; pressureErr why it is missing.
 	pressure    []*gpotelv1.HostPressure
 	pressureErr error
-	// history is the history view's list; historyErr why it is missing.
-	history    []historyRow
-	historyErr error
+	// hist is the history's newest page when histAsked, for the history
+	// as it was at histGen; histErr why it is missing.
+	hist      *historyList
+	histErr   error
+	histGen   int
+	histAsked bool
 }
 
 type tickMsg struct{}
@@ -64,6 +67,16 @@ type topModel struct {
 	// known is who each session seen lately was, for its queries once
 	// it has left the list.
 	known map[sessionKey]knownSession
+
+	// history is what is held of the history view's list, historyErr
+	// why it is missing; historyPage the page shown (0: the newest, asked
+	// again each refresh; older ones stay as they were at historyAt).
+	// historyGen tells answers asked before the page or filter changed.
+	history     historyList
+	historyErr  error
+	historyPage int
+	historyGen  int
+	historyAt   time.Time
 
 	view     int      // index in views
 	selected []rowKey // per view
@@ -109,7 +122,10 @@ func (m topModel) answers(k SortKey) fetchedMsg {
 	msg.rows, msg.err = m.client.sessions(m.ctx, k, newest)
 	msg.at = time.Now()
 	msg.pressure, msg.pressureErr = m.client.hostPressure(m.ctx)
-	msg.history, msg.historyErr = m.client.history(m.ctx)
+	if m.historyPage == 0 {
+		msg.hist, msg.histErr = m.client.loadHistory(m.ctx, historyAsk{filter: m.filter})
+		msg.histGen, msg.histAsked = m.historyGen, true
+	}
 	return msg
 }
 
@@ -122,6 +138,9 @@ func (m topModel) Init() tea.Cmd { return tea.Batch(m.fetch(), m.tick()) }
 func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	switch msg := msg.(type) {
 	case tea.KeyMsg:
+		if m.pending == nil && m.input != nil && msg.Type == tea.KeyRunes && !msg.Alt {
+			return m.typeRunes(string(msg.Runes))
+		}
 		return m.key(msg.String())
 	case tea.WindowSizeMsg:
 		m.width, m.height = msg.Width, msg.Height
@@ -147,7 +166,18 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		} else {
 			m.rows, m.at = rows, at
 		}
+		if msg.histAsked && msg.histGen == m.historyGen {
+			m.history, m.historyErr, m.historyAt = historyList{}, msg.histErr, msg.at
+			if msg.hist != nil {
+				m.history = *msg.hist
+			}
+		}
 		m.selectFirstRows()
+	case historyMsg:
+		if msg.gen == m.historyGen {
+			m.history, m.historyErr = *msg.list, msg.err
+			m.selectFirstRows()
+		}
 	default:
 		if m.page != nil {
 			next, cmd := m.page.receive(msg)
@@ -240,6 +270,11 @@ func (m topModel) key(key string) (tea.Model, tea.Cmd) {
 		return m, tea.Quit
 	}
 	v := views[m.view]
+	if v.name == "history" {
+		if next, cmd, ok := m.historyKey(key); ok {
+			return next, cmd
+		}
+	}
 	list := v.listing(&m, m.width)
 	switch key {
 	case "esc":
@@ -491,8 +526,15 @@ func (m topModel) titleBar(title string) string {
 		{2, fmt.Sprintf("ended %d", ended)},
 		{3, "window " + constantText(window)},
 	}
-	if f := m.filter.String(); f != "" {
+	inHistory := m.page == nil && views[m.view].name == "history"
+	switch f := m.filter.String(); {
+	case inHistory && f != "":
+		parts = append(parts, item{0, f}) // the history's rows are not counted
+	case f != "":
 		parts = append(parts, item{0, f + fmt.Sprintf(" (of %d)", all)})
+	}
+	if inHistory && m.filter.status != "" {
+		parts = append(parts, item{0, "status " + m.filter.status})
 	}
 	if own > 0 {
 		parts = append(parts, item{4, fmt.Sprintf("gpotel's own %d hidden (g)", own)})
@@ -523,7 +565,7 @@ func (m topModel) sortText() string {
 	case "hosts":
 		return "hosts by name"
 	case "history":
-		return "newest first"
+		return m.historyTitle()
 	}
 	return "sort " + m.sort.String()
 }

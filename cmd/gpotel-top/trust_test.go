@@ -266,7 +266,7 @@ func TestEveryViewFitsEightyByTwentyFour(t *testing.T) {
 	h.press("tab")
 	check("hosts", "sdw1", "sdw2", "CPU%")
 	h.press("tab")
-	check("history", "END", "STATUS", "CPU", "READ", "SPILL")
+	check("history", "END", "STATUS", "CPU", "READ", "WRITE")
 	h.press("tab")
 	h.press("enter")
 	check("details", "session 11 ", "alice")
@@ -385,6 +385,14 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 		t.Errorf("the history does not show its poisoned items:\n%s", h.screen())
 	}
 	clean("history", h.raw())
+	for range 2 { // the query's page, then the session's
+		h.press("enter")
+		if !strings.Contains(h.lines()[0], "finished query") && !strings.Contains(h.lines()[0], "ended session") {
+			t.Errorf("enter in the history opens no page:\n%s", h.screen())
+		}
+		clean("history details", h.raw())
+		h.press("esc", "down")
+	}
 	h.press("tab")
 	h.press("x")
 	clean("memory roll-up", h.raw())

@@ -48,22 +48,24 @@ func bytesText(v float64) string {
 	return strconv.FormatFloat(v, 'f', 0, 64) + string(units[i])
 }
 
-// durationText is how long something took or has run.
+// durationText is how long something took or has run, rounded to its
+// last unit shown (89.996 s is 1m30s), alike for every duration and CPU
+// time.
 func durationText(seconds float64) string {
-	switch {
-	case seconds < 0 || math.IsNaN(seconds):
+	if seconds < 0 || math.IsNaN(seconds) {
 		return absentText
-	case seconds < 60:
-		return strconv.FormatFloat(seconds, 'f', 1, 64) + "s"
 	}
-	s := int64(seconds)
-	switch {
-	case s < 3600:
+	if tenths := math.Round(seconds * 10); tenths < 600 {
+		return strconv.FormatFloat(tenths/10, 'f', 1, 64) + "s"
+	}
+	if s := int64(math.Round(seconds)); s < 3600 {
 		return fmt.Sprintf("%dm%02ds", s/60, s%60)
-	case s < 86400:
-		return fmt.Sprintf("%dh%02dm", s/3600, s%3600/60)
 	}
-	return fmt.Sprintf("%dd%02dh", s/86400, s%86400/3600)
+	if m := int64(math.Round(seconds / 60)); m < 24*60 {
+		return fmt.Sprintf("%dh%02dm", m/60, m%60)
+	}
+	h := int64(math.Round(seconds / 3600))
+	return fmt.Sprintf("%dd%02dh", h/24, h%24)
 }
 
 // secondsText is an amount of CPU or waiting, in seconds.

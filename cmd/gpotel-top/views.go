@@ -22,13 +22,16 @@ type view struct {
 	target func(m *topModel, key rowKey) (actionTarget, bool)
 	// footer is drawn under the rows in the room left; nil: nothing.
 	footerFunc func(m *topModel, width, room int) []string
+	// keys are the view's own keys on the help line.
+	keys []item
 }
 
 var views = []view{
 	{name: "sessions", listing: sessionListing, open: openSession, target: sessionTarget},
 	{name: "queries", listing: queryListing, open: openQuery, target: queryTarget},
 	{name: "hosts", listing: hostListing, footerFunc: pressureFooter},
-	{name: "history", listing: historyListing, footerFunc: historyFooter},
+	{name: "history", listing: historyListing, open: openFinished, footerFunc: historyFooter,
+		keys: []item{{3, "] older"}, {3, "[ newer"}, {4, "S status"}}},
 }
 
 func (v view) footer(m *topModel, width, room int) []string {
@@ -65,10 +68,11 @@ func (l listing) index(key rowKey) int {
 }
 
 // filter is what the lists show: one user, one database, and gpotel's
-// own sessions or not.
+// own sessions or not; in the history, one status (which String leaves
+// to the history's title).
 type filter struct {
-	user, database string
-	showOwn        bool
+	user, database, status string
+	showOwn                bool
 }
 
 func (f filter) shows(r *SessionRow) bool {
@@ -84,6 +88,13 @@ func (f filter) String() string {
 		parts = append(parts, "database "+f.database)
 	}
 	return strings.Join(parts, ", ")
+}
+
+// showsHistory tells a history row of the user, database and status;
+// the status as the API names it or as the row shows it.
+func (f filter) showsHistory(r historyRow) bool {
+	who := r.who()
+	return f.shows(&who) && (f.status == "" || f.status == r.status() || f.status == statusText(r.status()))
 }
 
 func (f filter) active() bool { return f.user != "" || f.database != "" }
@@ -242,5 +253,6 @@ func listHelp(v view) []item {
 	if v.target != nil {
 		out = append(out, item{0, "k cancel"}, item{0, "K terminate"}, item{5, "x memory"})
 	}
+	out = append(out, v.keys...)
 	return append(out, item{4, "u/D filter"}, item{6, "g gpotel's own"})
 }

@@ -251,8 +251,8 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 		}
 		for _, row := range got {
 			user := row["username"].(string)
-			if c := row["cpu_s"].(float64); math.Abs(c-sums[user]) > 1e-9 {
-				t.Errorf("%s: %v CPU seconds, the events say %v", user, c, sums[user])
+			if c := numericFloat(t, row["cpu_s"]); math.Abs(c-sums[user]) > 0.0005+1e-9 {
+				t.Errorf("%s: %v CPU seconds, the events say %v (to the millisecond)", user, c, sums[user])
 			}
 			wantPct := math.Round(1000*sums[user]/total) / 10
 			if got := numericFloat(t, row["share_pct"]); got != wantPct {
