@@ -20,6 +20,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
 // MaxSecretBytes bounds what is read from a password or token file.
@@ -67,13 +69,14 @@ func (s Settings) Problems(prefix, hostIs string) []error {
 }
 
 // ConnConfig is the pgx settings, the password read from its source, with
-// application_name set; a password source that cannot be read is an error
-// led by the key.
+// application_name set and search_path pinned; a password source that
+// cannot be read is an error led by the key.
 func (s Settings) ConnConfig(applicationName string) (*pgx.ConnConfig, error) {
 	cc, err := pgx.ParseConfig(s.connString(applicationName))
 	if err != nil {
 		return nil, fmt.Errorf("connection settings: %w", err)
 	}
+	cc.RuntimeParams["search_path"] = gpsql.SearchPath
 	switch {
 	case s.PasswordEnv != "":
 		v, ok := os.LookupEnv(s.PasswordEnv)
@@ -105,8 +108,9 @@ func (s Settings) connString(applicationName string) string {
 }
 
 // ReadSecretFile reads a short secret, without its trailing newline, from a
-// regular file only its owner may read or write (0600 or 0400): a secret
-// others can read is no secret, and one others can write is theirs.
+// regular file only its owner may read or write (0600 or 0400), owned by
+// the reader or root: a secret others can read is no secret, and one
+// others can write is theirs.
 func ReadSecretFile(path string) (string, error) {
 	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
@@ -123,6 +127,9 @@ func ReadSecretFile(path string) (string, error) {
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("owned by uid %d, not by the reader (uid %d) or root: that user may write it; chown it", st.Uid, os.Geteuid())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSecretBytes+1))
 	if err != nil {
