@@ -12,6 +12,7 @@ package roleconn
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -22,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/listenaddr"
 )
 
 // MaxSecretBytes bounds what is read from a password or token file.
@@ -66,6 +68,28 @@ func (s Settings) Problems(prefix, hostIs string) []error {
 		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", s.SSLMode)
 	}
 	return errs
+}
+
+// UnverifiedBeyondLoopback is true when the connection leaves this host (its
+// host is neither a socket directory nor a loopback address) with an
+// sslmode that does not check the server's certificate, so anyone on the
+// path may read it or pose as the server: gpotel's rule for plaintext
+// servers beyond loopback (internal/listenaddr), applied to a client.
+func (s Settings) UnverifiedBeyondLoopback() bool {
+	if s.SSLMode == "verify-ca" || s.SSLMode == "verify-full" || strings.HasPrefix(s.Host, "/") {
+		return false
+	}
+	return !listenaddr.Loopback(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+}
+
+// CheckTLS refuses a connection UnverifiedBeyondLoopback unless insecure is
+// set; prefix leads the message, as in Problems.
+func (s Settings) CheckTLS(prefix string, insecure bool) error {
+	if insecure || !s.UnverifiedBeyondLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%ssslmode %q: host %q is not on this host and sslmode does not check the server's certificate: set sslmode verify-full with sslrootcert, or %sinsecure: true to accept a connection anyone on the path may read or answer",
+		prefix, s.SSLMode, s.Host, prefix)
 }
 
 // ConnConfig is the pgx settings, the password read from its source, with
