@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/open-telemetry/opentelemetry-collector-contrib/extension/storage/filestorage"
 	"go.opentelemetry.io/collector/component"
@@ -93,13 +94,15 @@ func TestARefusingHistoryDatabaseDoesNotStopTheCollector(t *testing.T) {
 	}
 
 	// A first run, the database out of reach, leaves 10 queries and their
-	// sessions in the queue on disk.
+	// sessions in the queue on disk, in two batches.
 	down := *db.cfg
 	down.Storage, down.Host, down.Port = &fileStorageID, "127.0.0.1", 1
 	storage := newStorage()
 	exp := create(&down, storageHost{Host: componenttest.NewNopHost(), extensions: map[component.ID]component.Component{fileStorageID: storage}})
-	if err := exp.ConsumeLogs(ctx, workload(0, 10, middayToday())); err != nil {
-		t.Fatal(err)
+	for first := 0; first < 10; first += 5 {
+		if err := exp.ConsumeLogs(ctx, workload(first, 5, middayToday().Add(time.Duration(first)*time.Second))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := errors.Join(exp.Shutdown(ctx), storage.Shutdown(ctx)); err != nil {
 		t.Fatal(err)
