@@ -16,7 +16,7 @@ import (
 
 func validConfig() *Config {
 	cfg := createDefaultConfig()
-	cfg.Host, cfg.Database, cfg.User = "mdw", "gpotel_history", "gpotel_history"
+	cfg.Host, cfg.Database, cfg.User, cfg.SSLMode = "mdw", "gpotel_history", "gpotel_history", "verify-full"
 	return cfg
 }
 
@@ -61,6 +61,38 @@ func TestConfigRefusesAnUnknownDialectWhenRead(t *testing.T) {
 	err := confmap.NewFromStringMap(map[string]any{"dialect": "oracle"}).Unmarshal(createDefaultConfig())
 	if want := `dialect "oracle": want auto, gp6, gp7, cloudberry or postgresql`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("dialect oracle: %v, want an error saying %s", err, want)
+	}
+}
+
+// As the API's rule for plaintext beyond loopback: a history connection
+// beyond this host whose sslmode does not check the server's certificate
+// (the default prefer among them) is refused unless insecure: true says
+// so; on a socket directory or loopback any sslmode goes.
+func TestAnUnverifiedHistoryConnectionBeyondLoopbackIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		host, sslmode string
+		insecure, ok  bool
+	}{
+		{"mdw", "prefer", false, false},
+		{"10.0.0.5", "require", false, false},
+		{"mdw,sdw1", "disable", false, false},
+		{"mdw", "verify-ca", false, true},
+		{"mdw", "verify-full", false, true},
+		{"mdw", "prefer", true, true},
+		{"127.0.0.1", "prefer", false, true},
+		{"::1", "disable", false, true},
+		{"localhost", "prefer", false, true},
+		{"/var/run/postgresql", "prefer", false, true},
+	} {
+		cfg := validConfig()
+		cfg.Host, cfg.SSLMode, cfg.Insecure = tc.host, tc.sslmode, tc.insecure
+		err := cfg.Validate()
+		if tc.ok != (err == nil) {
+			t.Errorf("host %s, sslmode %s, insecure %v: %v; want accepted %v", tc.host, tc.sslmode, tc.insecure, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "insecure: true") {
+			t.Errorf("host %s, sslmode %s: %v; want it to name insecure: true", tc.host, tc.sslmode, err)
+		}
 	}
 }
 

@@ -49,14 +49,18 @@ type historyExporter struct {
 	queue  *queue
 	cancel context.CancelFunc
 	done   chan struct{}
+	host   component.Host // the status is reported to it
 
 	mu sync.Mutex
 	// droppedInOutage counts queue_full drops since the database last took
 	// a batch; the first of them is logged, the total when it takes one.
 	droppedInOutage int64
-	// failedAttempts counts failed writes since the last one that worked;
-	// the first is logged as a warning, the rest at debug.
+	// failedAttempts counts failed writes since the database last took
+	// a batch.
 	failedAttempts int64
+	// answer is what the database answered the last failed attempt, ""
+	// since one worked: each answer is logged and reported once.
+	answer string
 	// rejectionLogged: each reason of a rejected event is logged once.
 	rejectionLogged map[string]bool
 }
@@ -70,6 +74,7 @@ func newHistoryExporter(cfg *Config, set exporter.Settings) (*historyExporter, e
 }
 
 func (e *historyExporter) start(ctx context.Context, host component.Host) error {
+	e.host = host
 	client, err := e.storageClient(ctx, host)
 	if err != nil {
 		return err
@@ -100,17 +105,18 @@ func (e *historyExporter) start(ctx context.Context, host component.Host) error 
 		return err
 	}
 
-	// A database that is down is an outage to ride out; one that answers
-	// but refuses (a right missing, a server too old) needs a person.
+	if c := e.cfg; c.Insecure && c.UnverifiedBeyondLoopback() {
+		e.logger.Warn("history connection beyond this host without checking the server's certificate (insecure: true): anyone on the path may read the events or pose as the database",
+			zap.String("host", c.Host), zap.String("sslmode", c.SSLMode))
+	}
+	// Whatever the database answers (nothing, or a refusal that needs a
+	// person), the history's trouble never stops the collector: the
+	// events wait in the queue and the writer tries again.
 	openCtx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	err = e.store.open(openCtx)
 	cancel()
 	if err != nil {
-		if !unreachable(err) {
-			e.store.close(ctx)
-			return fmt.Errorf("history: %w", err)
-		}
-		e.logger.Warn("History database unreachable at start; events wait in the queue until it answers", zap.Error(err))
+		e.noteAnswer(err, e.cfg.Retry.InitialInterval)
 	} else {
 		e.logger.Info("History tables ready", zap.String("dialect", string(e.store.dialect)), zap.String("schema", e.cfg.Schema))
 	}
@@ -324,8 +330,12 @@ func (e *historyExporter) dropOldDays(ctx context.Context) error {
 				zap.Duration("retention", e.cfg.Retention))
 		}
 	}
-	if err != nil && ctx.Err() == nil {
+	switch {
+	case err == nil && e.cfg.Retention > 0: // retention 0 asks the database nothing
+		e.noteAnswered()
+	case ctx.Err() == nil:
 		e.logger.Debug("History retention did not run", zap.Error(err))
+		e.noteAnswer(err, 0)
 	}
 	return err
 }
@@ -340,29 +350,18 @@ func (e *historyExporter) finish(ctx context.Context, written bool) {
 	if lost > 0 {
 		e.noteDropped(ctx, reasonQueueFull, lost)
 	}
-	if !written {
-		return
-	}
-	e.mu.Lock()
-	dropped, failed := e.droppedInOutage, e.failedAttempts
-	e.droppedInOutage, e.failedAttempts = 0, 0
-	e.mu.Unlock()
-	if failed > 0 || dropped > 0 {
-		e.logger.Info("History database takes events again", zap.Int64("failed_attempts", failed), zap.Int64("events_dropped", dropped))
+	if written {
+		e.noteAnswered()
 	}
 }
 
+// noteFailure counts a failed write and notes what the database answered.
 func (e *historyExporter) noteFailure(err error, wait time.Duration) {
 	e.telemetry.HistoryWritesFailed.Add(context.Background(), 1)
 	e.mu.Lock()
 	e.failedAttempts++
-	first := e.failedAttempts == 1
 	e.mu.Unlock()
-	if first || !unreachable(err) {
-		e.logger.Warn("History write failed; the events stay queued", zap.Error(err), zap.Duration("retry_in", wait))
-	} else {
-		e.logger.Debug("History write failed again", zap.Error(err), zap.Duration("retry_in", wait))
-	}
+	e.noteAnswer(err, wait)
 }
 
 // noteDropped counts dropped events; queue_full drops are logged once

@@ -78,7 +78,6 @@ func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
 		return nil, fmt.Errorf("actions::%w", err)
 	}
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(d.cfg.StatementTimeout.Milliseconds(), 10)
-	cc.RuntimeParams["search_path"] = gpsql.SearchPath
 	cc.ConnectTimeout = d.cfg.StatementTimeout
 	return cc, nil
 }

@@ -472,6 +472,34 @@ func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 	}
 }
 
+// ended_from and ended_to beyond what Unix nanoseconds hold (1677 to 2262)
+// stand for the edge of time, never wrapping to another year: to
+// 9999-12-31 lists everything, from it lists nothing.
+func TestAnEndedRangeBeyond2262IsClamped(t *testing.T) {
+	srv := startDefault(t)
+	var queries []pipeline.FinishedQuery
+	for i := range 5 {
+		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
+	}
+	srv.consume(t, finishedBatch(t0, queries, nil))
+	farFuture := timestamppb.New(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
+	farPast := timestamppb.New(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))
+	for _, tc := range []struct {
+		name string
+		req  *gpotelv1.ListFinishedWorkRequest
+		want int
+	}{
+		{"to 9999-12-31", &gpotelv1.ListFinishedWorkRequest{EndedTo: farFuture}, len(queries)},
+		{"from 0001-01-01 to 9999-12-31", &gpotelv1.ListFinishedWorkRequest{EndedFrom: farPast, EndedTo: farFuture}, len(queries)},
+		{"from 9999-12-31", &gpotelv1.ListFinishedWorkRequest{EndedFrom: farFuture}, 0},
+		{"to 0001-01-01", &gpotelv1.ListFinishedWorkRequest{EndedTo: farPast}, 0},
+	} {
+		if got := len(listFinished(t, finishedClient(srv), tc.req, false)); got != tc.want {
+			t.Errorf("%s: %d queries, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
 // A walk reads every query once while new ones arrive between its pages,
 // and every response stays under max_response_bytes.
 func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {

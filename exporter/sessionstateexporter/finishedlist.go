@@ -7,7 +7,6 @@ import (
 	"cmp"
 	"container/heap"
 	"context"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"maps"
 	"math"
 	"slices"
+	"time"
 	"unique"
 
 	"google.golang.org/grpc/codes"
@@ -156,10 +156,10 @@ func parseFinishedSelection(method string, l *eventLayout, req *gpotelv1.ListFin
 		}
 	}
 	if ts := req.GetEndedFrom(); ts != nil {
-		sel.from, sel.hasFrom = ts.AsTime().UnixNano(), true
+		sel.from, sel.hasFrom = clampedUnixNano(ts.AsTime()), true
 	}
 	if ts := req.GetEndedTo(); ts != nil {
-		sel.to, sel.hasTo = ts.AsTime().UnixNano(), true
+		sel.to, sel.hasTo = clampedUnixNano(ts.AsTime()), true
 	}
 	if sel.hasFrom && sel.hasTo && sel.from > sel.to {
 		return nil, fmt.Errorf("ended_from %s is after ended_to %s", req.GetEndedFrom().AsTime(), req.GetEndedTo().AsTime())
@@ -191,6 +191,18 @@ func parseFinishedSelection(method string, l *eventLayout, req *gpotelv1.ListFin
 	return sel, nil
 }
 
+// clampedUnixNano is t in Unix nanoseconds, a time before 1678 or after
+// 2262 (which UnixNano would wrap into another year) the nearest that is held.
+func clampedUnixNano(t time.Time) int64 {
+	switch {
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	}
+	return t.UnixNano()
+}
+
 // handles interns filter values, so that rows compare by pointer.
 func handles(values []string) map[unique.Handle[string]]struct{} {
 	if len(values) == 0 {
@@ -206,7 +218,7 @@ func handles(values []string) map[unique.Handle[string]]struct{} {
 // fingerprintOf names what a page token is valid for: the method, the
 // order and every filter.
 func (sel *finishedSelection) fingerprintOf(method, column string, req *gpotelv1.ListFinishedWorkRequest) string {
-	h := sha256.New()
+	h := newTokenMAC()
 	_, _ = fmt.Fprintf(h, "%s|%d:%s|%t|%t%d|%t%d|%d|", method, len(column), column, sel.desc, sel.hasFrom, sel.from, sel.hasTo, sel.to, sel.tmID)
 	for _, set := range [][]string{req.GetUsers(), req.GetDatabases()} {
 		for _, v := range slices.Sorted(slices.Values(set)) {
@@ -370,7 +382,7 @@ func (sel *finishedSelection) decodeToken(tok string) (*finishedCursor, error) {
 		return nil, errBadToken
 	}
 	if t.Request != sel.fingerprint {
-		return nil, errors.New("page_token was issued for a different request (method, sort, range or filters changed)")
+		return nil, errors.New("page_token was issued for a different request (method, sort, range or filters changed) or by another run of the collector")
 	}
 	v := t.Value
 	return &finishedCursor{value: sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)},

@@ -6,13 +6,15 @@ package sessionstateexporter
 import (
 	"bytes"
 	"cmp"
+	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"hash"
 	"math"
 	"slices"
 	"strconv"
@@ -22,6 +24,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -429,7 +432,7 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, pipeline.Sess
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, pipeline.SessionKey{}, errBadToken
 	}
-	errOther := errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed)")
+	errOther := errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed) or by another run of the collector")
 	if t.Request != request {
 		return nil, pipeline.SessionKey{}, errOther
 	}
@@ -456,9 +459,20 @@ func decodeToken(tok, request string, spec sortSpec) ([]sortValue, pipeline.Sess
 	return vals, pipeline.SessionKey{TmID: t.TmID, ID: t.SessID}, nil
 }
 
+// tokenKey keys the request fingerprints of page tokens: a token names its
+// request with a MAC only this process can make, so none is forged or
+// carried over from another run.
+var tokenKey = func() (k [32]byte) {
+	_, _ = rand.Read(k[:]) // never fails (crypto/rand)
+	return k
+}()
+
+// newTokenMAC is the hash of a request's fingerprint.
+func newTokenMAC() hash.Hash { return hmac.New(sha256.New, tokenKey[:]) }
+
 // requestFingerprint names what a page token is valid for.
 func requestFingerprint(method string, spec sortSpec, filter *sessionFilter) string {
-	h := sha256.New()
+	h := newTokenMAC()
 	_, _ = fmt.Fprintf(h, "%s|%s|", method, spec)
 	filter.writeCanonical(h)
 	return hex.EncodeToString(h.Sum(nil)[:12])

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -302,4 +303,28 @@ func assertEachOnce(t *testing.T, states []*yagpcc.SessionState, want []int64) {
 	if len(states) != len(want) {
 		t.Fatalf("got %d sessions, want %d", len(states), len(want))
 	}
+}
+
+// A page token is keyed with a secret of the process that issued it: one
+// made without that key (forged, or from another process) is refused.
+func TestAPageTokenHoldsOnlyWhereItWasIssued(t *testing.T) {
+	srv := startDefault(t)
+	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime(idRange(1, 21), 4)))
+	srv.consume(t, finishedBatch(t0, []pipeline.FinishedQuery{testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-time.Second))}, nil))
+	ctx := ctxTimeout(t)
+	sessions, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Field: byUserTimeDesc, PageSize: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	finished, err := finishedClient(srv).ListFinishedQueries(ctx, &gpotelv1.ListFinishedWorkRequest{PageSize: 1})
+	if err != nil || finished.GetNextPageToken() == "" {
+		t.Fatalf("a first page of one finished query: %v, token %q", err, finished.GetNextPageToken())
+	}
+	issuedBy := tokenKey
+	t.Cleanup(func() { tokenKey = issuedBy })
+	tokenKey = [32]byte{1} // another process's
+	_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{PageToken: sessions.NextPageToken, Field: byUserTimeDesc, PageSize: 5})
+	assertCode(t, err, codes.InvalidArgument, "page_token")
+	_, err = finishedClient(srv).ListFinishedQueries(ctx, &gpotelv1.ListFinishedWorkRequest{PageSize: 1, PageToken: finished.GetNextPageToken()})
+	assertCode(t, err, codes.InvalidArgument, "page_token")
 }

@@ -27,9 +27,9 @@ type Shape struct {
 // Statements read once per coordinator life or per scrape.
 const (
 	// Version identifies the server's flavour.
-	Version = `SELECT version()`
+	Version = `SELECT pg_catalog.version()`
 	// PostmasterStart is the coordinator's start time, gpotel's tm_id.
-	PostmasterStart = `SELECT extract(epoch FROM pg_postmaster_start_time())::bigint`
+	PostmasterStart = `SELECT extract(epoch FROM pg_catalog.pg_postmaster_start_time())::bigint`
 	// ActivityColumns names the columns of the pg_stat_activity the search path resolves to.
 	ActivityColumns = `SELECT attname::text FROM pg_attribute WHERE attrelid = 'pg_stat_activity'::regclass AND attnum > 0 AND NOT attisdropped`
 	// SegmentConfiguration lists every instance of a Greenplum-family cluster.

@@ -39,29 +39,38 @@ type HistoryTable struct {
 	DistributeBy []string
 }
 
+// The history's statements name every function and operator with its
+// schema, pg_catalog: its connection pins search_path too, but a
+// statement should not lean on that alone (a pooler may reset it).
+
 // Statements that read what the history role may do and what exists.
 const (
 	// HistoryServerVersion is server_version_num (a PostgreSQL history
 	// database needs 11 or later: indexes on partitioned tables).
-	HistoryServerVersion = `SELECT current_setting('server_version_num')::integer`
+	HistoryServerVersion = `SELECT pg_catalog.current_setting('server_version_num')::integer`
 	// HistoryRights reads the role, whether it is a superuser, the
 	// database, the role's CREATE and TEMPORARY rights on it, and its
 	// CREATE and USAGE rights on schema $1 (NULL when the schema does not
 	// exist).
-	HistoryRights = `SELECT current_user::text, current_setting('is_superuser') = 'on', current_database()::text,
-  has_database_privilege(current_database(), 'CREATE'), has_database_privilege(current_database(), 'TEMPORARY'),
-  (SELECT has_schema_privilege(n.oid, 'CREATE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1),
-  (SELECT has_schema_privilege(n.oid, 'USAGE') FROM pg_catalog.pg_namespace n WHERE n.nspname = $1)`
+	HistoryRights = `SELECT current_user::text, pg_catalog.current_setting('is_superuser') OPERATOR(pg_catalog.=) 'on',
+  pg_catalog.current_database()::text,
+  pg_catalog.has_database_privilege(pg_catalog.current_database()::text, 'CREATE'),
+  pg_catalog.has_database_privilege(pg_catalog.current_database()::text, 'TEMPORARY'),
+  (SELECT pg_catalog.has_schema_privilege(n.oid, 'CREATE') FROM pg_catalog.pg_namespace n WHERE n.nspname OPERATOR(pg_catalog.=) $1::name),
+  (SELECT pg_catalog.has_schema_privilege(n.oid, 'USAGE') FROM pg_catalog.pg_namespace n WHERE n.nspname OPERATOR(pg_catalog.=) $1::name)`
 	// HistoryRelationOwner reads the owner of relation $2 (a table or an
 	// index) in schema $1 and whether the role has the owner's rights (it
 	// is the owner or a member); no row: it does not exist.
 	HistoryRelationOwner = `SELECT pg_catalog.pg_get_userbyid(c.relowner)::text, pg_catalog.pg_has_role(c.relowner, 'USAGE')
-FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = $2`
+FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::name AND c.relname OPERATOR(pg_catalog.=) $2::name`
 	// HistoryTableColumns lists the columns of table $2 in schema $1 with
 	// their types, in order.
 	HistoryTableColumns = `SELECT a.attname::text, pg_catalog.format_type(a.atttypid, a.atttypmod)
-FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid = a.attrelid JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped ORDER BY a.attnum`
+FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) a.attrelid
+JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) c.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::name AND c.relname OPERATOR(pg_catalog.=) $2::name AND a.attnum OPERATOR(pg_catalog.>) 0
+  AND NOT a.attisdropped ORDER BY a.attnum`
 )
 
 // HistoryPartitions lists the partitions of table $2 in schema $1 by
@@ -69,11 +78,12 @@ WHERE n.nspname = $1 AND c.relname = $2 AND a.attnum > 0 AND NOT a.attisdropped 
 // partitions' relation names (pg_inherits).
 func HistoryPartitions(d dialect.Dialect) string {
 	if d.Facts().LegacyPartitions {
-		return `SELECT partitionname::text FROM pg_catalog.pg_partitions WHERE schemaname = $1 AND tablename = $2 AND partitionname IS NOT NULL`
+		return `SELECT partitionname::text FROM pg_catalog.pg_partitions
+WHERE schemaname OPERATOR(pg_catalog.=) $1::name AND tablename OPERATOR(pg_catalog.=) $2::name AND partitionname IS NOT NULL`
 	}
-	return `SELECT c.relname::text FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid = i.inhrelid
-JOIN pg_catalog.pg_class p ON p.oid = i.inhparent JOIN pg_catalog.pg_namespace n ON n.oid = p.relnamespace
-WHERE n.nspname = $1 AND p.relname = $2`
+	return `SELECT c.relname::text FROM pg_catalog.pg_inherits i JOIN pg_catalog.pg_class c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid
+JOIN pg_catalog.pg_class p ON p.oid OPERATOR(pg_catalog.=) i.inhparent JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) p.relnamespace
+WHERE n.nspname OPERATOR(pg_catalog.=) $1::name AND p.relname OPERATOR(pg_catalog.=) $2::name`
 }
 
 // CreateHistorySchema creates the schema the tables live in.
@@ -193,8 +203,7 @@ func CopyHistoryStage(t HistoryTable, columns []string) string {
 // (an event's end time is part of it), and the batch is copied straight
 // into t. The end time's index answers it at the first row.
 func HistoryRowsEndBetween(t HistoryTable) string {
-	return fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE %s BETWEEN $1::timestamptz AND $2::timestamptz)",
-		t.qualified(), QuoteIdent(t.End))
+	return fmt.Sprintf("SELECT EXISTS (SELECT 1 FROM %s WHERE %s)", t.qualified(), endBetween(QuoteIdent(t.End)))
 }
 
 // CopyHistoryRows loads rows of these columns straight into t (its
@@ -212,12 +221,18 @@ func InsertHistoryRows(t HistoryTable) string {
 	cols := quoteList(t.columnNames())
 	var match []string
 	for _, k := range t.Key {
-		match = append(match, fmt.Sprintf("t.%[1]s = s.%[1]s", QuoteIdent(k)))
+		match = append(match, fmt.Sprintf("t.%[1]s OPERATOR(pg_catalog.=) s.%[1]s", QuoteIdent(k)))
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)
 SELECT %[2]s FROM %[3]s s
-WHERE NOT EXISTS (SELECT 1 FROM %[1]s t WHERE %[4]s AND t.%[5]s BETWEEN $1::timestamptz AND $2::timestamptz)`,
-		t.qualified(), cols, QuoteIdent(HistoryStage(t)), strings.Join(match, " AND "), QuoteIdent(t.End))
+WHERE NOT EXISTS (SELECT 1 FROM %[1]s t WHERE %[4]s AND %[5]s)`,
+		t.qualified(), cols, QuoteIdent(HistoryStage(t)), strings.Join(match, " AND "), endBetween("t."+QuoteIdent(t.End)))
+}
+
+// endBetween is column BETWEEN $1 AND $2 with pg_catalog's operators
+// (BETWEEN looks >= and <= up on the search_path).
+func endBetween(column string) string {
+	return fmt.Sprintf("%[1]s OPERATOR(pg_catalog.>=) $1::timestamptz AND %[1]s OPERATOR(pg_catalog.<=) $2::timestamptz", column)
 }
 
 // QuoteIdent quotes an identifier.

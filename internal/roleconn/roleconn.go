@@ -12,6 +12,7 @@ package roleconn
 import (
 	"fmt"
 	"io"
+	"net"
 	"net/url"
 	"os"
 	"strconv"
@@ -20,6 +21,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/listenaddr"
 )
 
 // MaxSecretBytes bounds what is read from a password or token file.
@@ -66,14 +70,37 @@ func (s Settings) Problems(prefix, hostIs string) []error {
 	return errs
 }
 
+// UnverifiedBeyondLoopback is true when the connection leaves this host (its
+// host is neither a socket directory nor a loopback address) with an
+// sslmode that does not check the server's certificate, so anyone on the
+// path may read it or pose as the server: gpotel's rule for plaintext
+// servers beyond loopback (internal/listenaddr), applied to a client.
+func (s Settings) UnverifiedBeyondLoopback() bool {
+	if s.SSLMode == "verify-ca" || s.SSLMode == "verify-full" || strings.HasPrefix(s.Host, "/") {
+		return false
+	}
+	return !listenaddr.Loopback(net.JoinHostPort(s.Host, strconv.Itoa(s.Port)))
+}
+
+// CheckTLS refuses a connection UnverifiedBeyondLoopback unless insecure is
+// set; prefix leads the message, as in Problems.
+func (s Settings) CheckTLS(prefix string, insecure bool) error {
+	if insecure || !s.UnverifiedBeyondLoopback() {
+		return nil
+	}
+	return fmt.Errorf("%ssslmode %q: host %q is not on this host and sslmode does not check the server's certificate: set sslmode verify-full with sslrootcert, or %sinsecure: true to accept a connection anyone on the path may read or answer",
+		prefix, s.SSLMode, s.Host, prefix)
+}
+
 // ConnConfig is the pgx settings, the password read from its source, with
-// application_name set; a password source that cannot be read is an error
-// led by the key.
+// application_name set and search_path pinned; a password source that
+// cannot be read is an error led by the key.
 func (s Settings) ConnConfig(applicationName string) (*pgx.ConnConfig, error) {
 	cc, err := pgx.ParseConfig(s.connString(applicationName))
 	if err != nil {
 		return nil, fmt.Errorf("connection settings: %w", err)
 	}
+	cc.RuntimeParams["search_path"] = gpsql.SearchPath
 	switch {
 	case s.PasswordEnv != "":
 		v, ok := os.LookupEnv(s.PasswordEnv)
@@ -105,8 +132,9 @@ func (s Settings) connString(applicationName string) string {
 }
 
 // ReadSecretFile reads a short secret, without its trailing newline, from a
-// regular file only its owner may read or write (0600 or 0400): a secret
-// others can read is no secret, and one others can write is theirs.
+// regular file only its owner may read or write (0600 or 0400), owned by
+// the reader or root: a secret others can read is no secret, and one
+// others can write is theirs.
 func ReadSecretFile(path string) (string, error) {
 	// O_NONBLOCK: a FIFO put in its place opens at once, and is refused below.
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK, 0) // #nosec G304 -- the operator's configured file
@@ -123,6 +151,9 @@ func ReadSecretFile(path string) (string, error) {
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
 		return "", fmt.Errorf("mode %#o lets others than its owner read or write it: chmod 600 it", perm)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return "", fmt.Errorf("owned by uid %d, not by the reader (uid %d) or root: that user may write it; chown it", st.Uid, os.Geteuid())
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxSecretBytes+1))
 	if err != nil {

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/gpotel/gpotel/internal/gpsql"
 )
 
 func TestProblemsNamesEachWrongSettingUnderThePrefix(t *testing.T) {
@@ -47,6 +49,19 @@ func TestConnConfigReadsThePasswordFromItsSource(t *testing.T) {
 	}
 }
 
+// The history's and the actions' connections run with gpotel's search_path
+// whatever the role's own is.
+func TestConnConfigPinsTheSearchPath(t *testing.T) {
+	s := Settings{Host: "/tmp", Port: 5432, Database: "d", User: "u", SSLMode: "disable"}
+	cc, err := s.ConnConfig("gpotel-test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := cc.RuntimeParams["search_path"]; got != gpsql.SearchPath {
+		t.Errorf("search_path %q, want %q", got, gpsql.SearchPath)
+	}
+}
+
 func TestASecretFileOthersMayReadIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	for name, file := range map[string]struct {
@@ -69,5 +84,24 @@ func TestASecretFileOthersMayReadIsRefused(t *testing.T) {
 	}
 	if _, err := ReadSecretFile(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Errorf("a directory: %v", err)
+	}
+}
+
+// A secret file belongs to the reader or to root: as root, a 0600 file
+// another user owns is that user's to write, and so not a secret of ours.
+func TestASecretFileAnotherUserOwnsIsRefused(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "password")
+	if err := os.WriteFile(path, []byte("secret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	other := 65534 // nobody
+	if os.Geteuid() == other {
+		other = 65533
+	}
+	if err := os.Chown(path, other, other); err != nil {
+		t.Skipf("cannot give the file to another user (not root?): %v", err)
+	}
+	if _, err := ReadSecretFile(path); err == nil || !strings.Contains(err.Error(), "owned by uid") {
+		t.Errorf("a 0600 file of uid %d, read by uid %d: %v; want it refused for its owner", other, os.Geteuid(), err)
 	}
 }

@@ -28,6 +28,7 @@ type TelemetryBuilder struct {
 	meter                    metric.Meter
 	mu                       sync.Mutex
 	registrations            []metric.Registration
+	HistoryDatabaseRefusals  metric.Int64Counter
 	HistoryEventsDropped     metric.Int64Counter
 	HistoryEventsWritten     metric.Int64Counter
 	HistoryPartitionsDropped metric.Int64Counter
@@ -105,6 +106,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.HistoryDatabaseRefusals, err = builder.meter.Int64Counter(
+		"otelcol_history_database_refusals",
+		metric.WithDescription("Attempts (to start, write or drop old days) the history database answered with a refusal: a right missing, CONNECT revoked, starting up, in recovery, too many connections. The events stay queued and it is tried again. [Development]"),
+		metric.WithUnit("{attempt}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.HistoryEventsDropped, err = builder.meter.Int64Counter(
 		"otelcol_history_events_dropped",
 		metric.WithDescription("Events that will not be written, by reason. [Development]"),
