@@ -283,7 +283,7 @@ func (m *memoryClient) Get(_ context.Context, key string) ([]byte, error) {
 func (m *memoryClient) Set(_ context.Context, key string, value []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.kv[key] = value
+	m.kv[key] = exactCopy(value)
 	return nil
 }
 
@@ -302,7 +302,7 @@ func (m *memoryClient) Batch(_ context.Context, ops ...*storage.Operation) error
 		case storage.Get:
 			op.Value = m.kv[op.Key]
 		case storage.Set:
-			m.kv[op.Key] = op.Value
+			m.kv[op.Key] = exactCopy(op.Value)
 		case storage.Delete:
 			delete(m.kv, op.Key)
 		}
@@ -311,3 +311,11 @@ func (m *memoryClient) Batch(_ context.Context, ops ...*storage.Operation) error
 }
 
 func (m *memoryClient) Close(context.Context) error { return nil }
+
+// exactCopy is v without the room its encoder left after it: the queue
+// counts len, so the memory it holds must be len too.
+func exactCopy(v []byte) []byte {
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
+}

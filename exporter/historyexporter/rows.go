@@ -103,14 +103,12 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 	var bufs [2][]byte
 	bufs[0] = append(bufs[0], entryVersion, 0, 0, 0, 0)
 	var r rowReader
-	left := ld.LogRecordCount()
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
 		sls := rls.At(i).ScopeLogs()
 		for j := range sls.Len() {
 			lrs := sls.At(j).LogRecords()
 			for k := range lrs.Len() {
-				left--
 				lr := lrs.At(k)
 				ti := slices.IndexFunc(tables[:], func(t *historyTable) bool { return t.event == lr.EventName() })
 				if ti < 0 {
@@ -118,8 +116,10 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 				}
 				et, t, buf := &e.tables[ti], tables[ti], &bufs[ti]
 				if cap(*buf)-len(*buf) < minRowRoom {
-					// Doubling: append's own growth of a large slice (a
-					// quarter) copies the rows several times over.
+					// Doubling, by what was written: append's own growth
+					// of a large slice (a quarter) copies the rows several
+					// times over, and a guess from one row times the
+					// records left is the sender's to choose.
 					*buf = slices.Grow(*buf, max(len(*buf), minRowRoom))
 				}
 				before := len(*buf)
@@ -135,10 +135,6 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 					e.reject(reasonEndOutOfRange, fmt.Sprintf("%s event ended %s, outside [%s, %s]", t.event,
 						end.Format(time.RFC3339), oldest.Format(time.RFC3339), newest.Format(time.RFC3339)))
 					continue
-				}
-				if ti == 0 && et.rows == 0 {
-					// Room for the rest at this row's size: one allocation.
-					*buf = slices.Grow(*buf, (len(*buf)-before)*left)
 				}
 				ns := end.UnixNano()
 				if et.rows == 0 || ns < et.minEnd {
