@@ -25,15 +25,16 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                    metric.Meter
-	mu                       sync.Mutex
-	registrations            []metric.Registration
-	HistoryEventsDropped     metric.Int64Counter
-	HistoryEventsWritten     metric.Int64Counter
-	HistoryPartitionsDropped metric.Int64Counter
-	HistoryQueueEvents       metric.Int64ObservableGauge
-	HistoryQueueSize         metric.Int64ObservableGauge
-	HistoryWritesFailed      metric.Int64Counter
+	meter                     metric.Meter
+	mu                        sync.Mutex
+	registrations             []metric.Registration
+	HistoryCharactersReplaced metric.Int64Counter
+	HistoryEventsDropped      metric.Int64Counter
+	HistoryEventsWritten      metric.Int64Counter
+	HistoryPartitionsDropped  metric.Int64Counter
+	HistoryQueueEvents        metric.Int64ObservableGauge
+	HistoryQueueSize          metric.Int64ObservableGauge
+	HistoryWritesFailed       metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -105,6 +106,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.HistoryCharactersReplaced, err = builder.meter.Int64Counter(
+		"otelcol_history_characters_replaced",
+		metric.WithDescription("Characters of written rows the history database's encoding cannot hold, each written as '?'. [Development]"),
+		metric.WithUnit("{character}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.HistoryEventsDropped, err = builder.meter.Int64Counter(
 		"otelcol_history_events_dropped",
 		metric.WithDescription("Events that will not be written, by reason. [Development]"),
