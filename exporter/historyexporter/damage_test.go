@@ -113,9 +113,9 @@ func TestDamagedQueueIsDroppedAndCounted(t *testing.T) {
 	garbage[0] = 0xff
 	mem.kv[indexKey(0)] = []byte("not an index")                            // read at open: its count is lost, one event
 	mem.kv[indexKey(1)] = indexValue(entryInfo{events: -5, bytes: 1 << 62}) // absurd: one event
-	mem.kv[entryKey(2)] = garbage                                          // read at the write: 6 events
-	mem.kv[entryKey(3)] = good.payload[:len(good.payload)/2]               // cut: 6 events
-	delete(mem.kv, entryKey(4))                                            // gone: 6 events
+	mem.kv[entryKey(2)] = garbage                                           // read at the write: 6 events
+	mem.kv[entryKey(3)] = good.payload[:len(good.payload)/2]                // cut: 6 events
+	delete(mem.kv, entryKey(4))                                             // gone: 6 events
 	if err := e.openQueue(ctx, mem); err != nil {
 		t.Fatal(err)
 	}
