@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -41,6 +42,18 @@ func counted(t *testing.T, tel *componenttest.Telemetry, name, key, value string
 	return n
 }
 
+// beginCounter counts the transactions a connection begins.
+type beginCounter struct{ n atomic.Int64 }
+
+func (c *beginCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if strings.EqualFold(strings.TrimSpace(data.SQL), "begin") {
+		c.n.Add(1)
+	}
+	return ctx
+}
+
+func (*beginCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
 // queriesWithTexts is one query event per text, ending a second apart
 // up to end.
 func queriesWithTexts(texts []string, end time.Time) plog.Logs {
@@ -70,7 +83,13 @@ func TestOneRefusedRowDoesNotStallTheHistory(t *testing.T) {
 			cfg.Timeout = 2 * time.Second
 			tel := componenttest.NewTelemetry()
 			t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-			e := startExporter(t, &cfg, componenttest.NewNopHost(), tel, nil)
+			e := newExporterAt(t, &cfg, tel, nil)
+			begins := &beginCounter{}
+			e.store.tracer = begins
+			if err := e.start(context.Background(), componenttest.NewNopHost()); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = e.shutdown(context.Background()) })
 			ctx := await.Context(t)
 			// The server refuses the poison row as COPY and INSERT send it.
 			for _, stmt := range []string{
@@ -93,6 +112,7 @@ func TestOneRefusedRowDoesNotStallTheHistory(t *testing.T) {
 				texts[i] = fmt.Sprintf("SELECT %d -- query %d", i, i)
 			}
 			texts[poison] = "SELECT 'poison'"
+			begins.n.Store(0)
 			if err := e.consumeLogs(ctx, queriesWithTexts(texts, middayToday())); err != nil {
 				t.Fatal(err)
 			}
@@ -109,12 +129,42 @@ func TestOneRefusedRowDoesNotStallTheHistory(t *testing.T) {
 			if got := counted(t, tel, "otelcol_history_events_written", "", ""); got != n-1 {
 				t.Errorf("history_events_written counts %d, want %d", got, n-1)
 			}
+			// About 2·log2(n) transactions an attempt; row by row is n.
+			if got := begins.n.Load(); got > 200 {
+				t.Errorf("%d transactions for %d rows and one refused", got, n)
+			}
 		})
 	}
 }
 
 // A character the history database's encoding cannot hold is written as
 // '?' and counted; every other character is stored as it was sent.
+func TestACharacterTheDatabaseCannotHoldIsReplacedAndCounted(t *testing.T) {
+	for _, tc := range []struct {
+		encoding, want string
+		replaced       int64
+	}{
+		{"UTF8", "a😀bé中c\\t", 0},
+		{"SQL_ASCII", "a😀bé中c\\t", 0},
+		{"LATIN1", "a?bé?c\\t", 2},
+		{"WIN1251", "a?b??c\\t", 3},
+		{"EUC_CN", "a?bé中c\\t", 1},
+		{"EUC_JP", "a?bé中c\\t", 1}, // é in JIS X 0212
+		{"EUC_KR", "a?b?中c\\t", 2},
+		{"MULE_INTERNAL", "a?b??c\\t", 3},
+	} {
+		got, n := charsetOf(tc.encoding).fit([]byte("a😀bé中c\\t"))
+		if string(got) != tc.want || n != tc.replaced {
+			t.Errorf("%s: %q, %d replaced; want %q, %d", tc.encoding, got, n, tc.want, tc.replaced)
+		}
+	}
+	if got, n := charsetOf("LATIN1").fit([]byte("a\xffb")); string(got) != "a?b" || n != 1 {
+		t.Errorf("invalid UTF-8 in LATIN1: %q, %d replaced", got, n)
+	}
+}
+
+// The same on a real server: what is stored is the text where its
+// encoding holds it, '?' where not, counted.
 func TestHistoryTextSurvivesTheDatabaseEncoding(t *testing.T) {
 	const text = "a😀bé中c"
 	for _, target := range historyTargets(t) {
@@ -169,9 +219,11 @@ func TestHistoryTextSurvivesTheDatabaseEncoding(t *testing.T) {
 					if stored != tc.want {
 						t.Errorf("stored %q, want %q", stored, tc.want)
 					}
-					if got := counted(t, tel, "otelcol_history_characters_replaced", "", ""); got != tc.replaced {
-						t.Errorf("history_characters_replaced counts %d, want %d", got, tc.replaced)
-					}
+					// Counted once the write is done, just after the commit.
+					await.Until(t, fmt.Sprintf("%d characters replaced", tc.replaced), func() bool {
+						events, _ := e.queue.size()
+						return events == 0 && counted(t, tel, "otelcol_history_characters_replaced", "", "") == tc.replaced
+					})
 					assertNothingDropped(t, tel)
 					if err := e.shutdown(ctx); err != nil {
 						t.Error(err)
