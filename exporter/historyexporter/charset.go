@@ -35,7 +35,9 @@ type charset struct {
 func charsetOf(serverEncoding string) *charset {
 	c := &charset{name: serverEncoding}
 	switch serverEncoding {
-	case "UTF8", "SQL_ASCII": // SQL_ASCII stores the bytes as sent
+	case "UTF8", "SQL_ASCII", "":
+		// SQL_ASCII stores the bytes as sent; a server that does not say
+		// (every supported one does) is left to convert as before.
 	case "EUC_CN":
 		// GB 2312 as EUC: both bytes from 0xA1 (GBK adds the others).
 		c.holds = multibyte(simplifiedchinese.GBK, twoHighBytes)
