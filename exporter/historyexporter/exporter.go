@@ -29,6 +29,7 @@ const (
 	reasonEndOutOfRange      = "end_out_of_range"
 	reasonRejectedByDatabase = "rejected_by_database"
 	reasonStorageError       = "storage_error"
+	reasonDamaged            = "damaged"
 )
 
 // retentionInterval: how often old days are looked for; a day is dropped
@@ -63,6 +64,8 @@ type historyExporter struct {
 	answer string
 	// rejectionLogged: each reason of a rejected event is logged once.
 	rejectionLogged map[string]bool
+	// replacedLogged: characters replaced for the encoding are logged once.
+	replacedLogged bool
 }
 
 func newHistoryExporter(cfg *Config, set exporter.Settings) (*historyExporter, error) {
@@ -79,18 +82,11 @@ func (e *historyExporter) start(ctx context.Context, host component.Host) error 
 	if err != nil {
 		return err
 	}
-	q, dropped, err := openQueue(ctx, client, e.cfg.Queue.MaxBytes)
-	if err != nil {
+	if err := e.openQueue(ctx, client); err != nil {
 		_ = client.Close(ctx)
 		return err
 	}
-	e.client, e.queue = client, q
-	if events, _ := q.size(); events > 0 {
-		e.logger.Info("History events left queued by the last run", zap.Int64("events", events))
-	}
-	if dropped > 0 {
-		e.noteDropped(ctx, reasonQueueFull, dropped)
-	}
+	q := e.queue
 	if err := errors.Join(
 		e.telemetry.RegisterHistoryQueueEventsCallback(func(_ context.Context, o metric.Int64Observer) error {
 			events, _ := q.size()
@@ -124,6 +120,25 @@ func (e *historyExporter) start(ctx context.Context, host component.Host) error 
 	runCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	e.cancel, e.done = stop, make(chan struct{})
 	go e.run(runCtx)
+	return nil
+}
+
+// openQueue opens the queue in client, counting what it dropped.
+func (e *historyExporter) openQueue(ctx context.Context, client storage.Client) error {
+	q, dropped, err := openQueue(ctx, client, e.cfg.Queue.MaxBytes)
+	if err != nil {
+		return err
+	}
+	e.client, e.queue = client, q
+	if events, _ := q.size(); events > 0 {
+		e.logger.Info("History events left queued by the last run", zap.Int64("events", events))
+	}
+	if dropped > 0 {
+		e.noteDropped(ctx, reasonQueueFull, dropped)
+	}
+	if q.damage.why != "" {
+		e.noteRejected(ctx, reasonDamaged, q.damage.events, "queue storage: "+q.damage.why)
+	}
 	return nil
 }
 
@@ -256,20 +271,22 @@ func (e *historyExporter) writeQueued(ctx context.Context) error {
 		e.finish(ctx, true)
 		return nil
 	}
-	b := e.batchOf(payloads)
-	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
-	defer cancel()
-	written, err := e.store.write(wctx, b)
-	if err != nil && dataError(err) {
-		written, err = e.writeOneByOne(wctx, b, err)
-	}
-	if err != nil {
-		e.finish(ctx, false)
-		return err
+	b := e.batchOf(infos, payloads)
+	var written [2]int64
+	var replaced int64
+	if b.events() > 0 {
+		if written, replaced, err = e.write(ctx, b); err != nil {
+			e.finish(ctx, false)
+			return err
+		}
 	}
 	e.finish(ctx, true)
 	for i, n := range written {
 		e.telemetry.HistoryEventsWritten.Add(ctx, n, metric.WithAttributeSet(attribute.NewSet(attribute.String("table", e.store.tables[i].Name))))
+	}
+	if replaced > 0 {
+		e.telemetry.HistoryCharactersReplaced.Add(ctx, replaced)
+		e.noteReplaced(replaced)
 	}
 	for reason, n := range b.rejected {
 		e.noteRejected(ctx, reason, n, b.why[reason])
@@ -277,14 +294,15 @@ func (e *historyExporter) writeQueued(ctx context.Context) error {
 	return nil
 }
 
-// batchOf gathers the queued entries into one batch of rows.
-func (e *historyExporter) batchOf(payloads [][]byte) *batch {
+// batchOf gathers the queued entries into one batch of rows. An entry
+// whose payload is missing or does not decode is dropped, its events
+// counted as damaged.
+func (e *historyExporter) batchOf(infos []entryInfo, payloads [][]byte) *batch {
 	b := newBatch(e.store.tables)
-	for _, p := range payloads {
+	for i, p := range payloads {
 		en, err := unmarshalEntry(p)
 		if err != nil {
-			// The queue's count of the entry is all that is known of it.
-			b.reject(reasonInvalid, 1, err.Error())
+			b.reject(reasonDamaged, infos[i].events, fmt.Sprintf("queued entry %d: %v", infos[i].seq, err))
 			continue
 		}
 		b.add(en)
@@ -292,30 +310,58 @@ func (e *historyExporter) batchOf(payloads [][]byte) *batch {
 	return b
 }
 
-// writeOneByOne writes a batch the server refused for its data row by
-// row, so that one row it will never take does not hold the others back.
-func (e *historyExporter) writeOneByOne(ctx context.Context, b *batch, cause error) (written [2]int64, err error) {
+// write writes b in one transaction under the timeout, its characters
+// fitted to the database's encoding; a batch the server refuses for its
+// data is written in halves (writeHalves). It returns the rows written
+// and the characters replaced.
+func (e *historyExporter) write(ctx context.Context, b *batch) (written [2]int64, replaced int64, err error) {
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	defer cancel()
+	if err := e.store.open(wctx); err != nil {
+		return written, 0, err
+	}
+	replaced = b.fit(e.store.charset)
+	written, err = e.store.write(wctx, b)
+	if err == nil || !dataError(err) {
+		return written, replaced, err
+	}
 	for i := range b.tables {
-		tr := &b.tables[i]
-		for _, part := range tr.parts {
-			for line := range part.each {
-				one := newBatch(e.store.tables)
-				otr := &one.tables[i]
-				otr.parts = []*copyPart{{columns: part.columns, keyAt: part.keyAt, chunks: [][]byte{line}, rows: 1}}
-				otr.rows, otr.minEnd, otr.maxEnd = 1, tr.minEnd, tr.maxEnd
-				n, err := e.store.write(ctx, one)
-				switch {
-				case err == nil:
-					written[i] += n[i]
-				case dataError(err):
-					b.reject(reasonRejectedByDatabase, 1, fmt.Sprintf("%s row: %v (the batch: %v)", tr.t.Name, err, cause))
-				default:
-					return written, err
-				}
+		if rows := b.tables[i].all(); len(rows) > 0 {
+			if err := e.writeHalves(ctx, b, i, rows, &written, err); err != nil {
+				return written, replaced, err
 			}
 		}
 	}
-	return written, nil
+	return written, replaced, nil
+}
+
+// writeHalves writes rows of table i of b in one transaction, and when
+// the server refuses them for their data, each half in turn, down to the
+// rows it refuses, which are left out, counted. A refused row costs its
+// own row and about twice log2(rows) transactions, each under its own
+// timeout, so the rows around it are written in a few large ones however
+// many there are. A half written by an earlier attempt is not written
+// again: each transaction looks for rows ending within the whole batch's
+// end times (writeTable).
+func (e *historyExporter) writeHalves(ctx context.Context, b *batch, i int, rows []queuedRow, written *[2]int64, cause error) error {
+	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
+	n, err := e.store.write(wctx, b.only(i, rows))
+	cancel()
+	switch {
+	case err == nil:
+		written[i] += n[i]
+		return nil
+	case !dataError(err):
+		return err
+	case len(rows) == 1:
+		b.reject(reasonRejectedByDatabase, 1, fmt.Sprintf("%s row: %v (the batch: %v)", b.tables[i].t.Name, err, cause))
+		return nil
+	}
+	half := len(rows) / 2
+	if err := e.writeHalves(ctx, b, i, rows[:half], written, cause); err != nil {
+		return err
+	}
+	return e.writeHalves(ctx, b, i, rows[half:], written, cause)
 }
 
 // dropOldDays runs the retention and counts what it dropped.
@@ -381,6 +427,18 @@ func (e *historyExporter) noteDropped(ctx context.Context, reason string, n int6
 	if first {
 		e.logger.Warn("History events dropped", zap.String("reason", reason), zap.Int64("events", n),
 			zap.Int64("queue_max_bytes", e.cfg.Queue.MaxBytes))
+	}
+}
+
+// noteReplaced logs, once, that characters were replaced.
+func (e *historyExporter) noteReplaced(n int64) {
+	e.mu.Lock()
+	first := !e.replacedLogged
+	e.replacedLogged = true
+	e.mu.Unlock()
+	if first {
+		e.logger.Warn("History text holds characters the database's encoding cannot: each is written as '?' (logged once; history_characters_replaced counts them)",
+			zap.String("server_encoding", e.store.charset.name), zap.Int64("characters", n))
 	}
 }
 

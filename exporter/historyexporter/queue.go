@@ -36,8 +36,9 @@ import (
 // And its retry gives up after max_elapsed_time, dropping the batch; here
 // a batch waits for the database as long as the bound allows.
 type queue struct {
-	client   storage.Client
-	maxBytes int64
+	client     storage.Client
+	maxBytes   int64
+	maxEntries uint64
 
 	mu      sync.Mutex
 	next    uint64      // sequence number of the next entry
@@ -51,6 +52,8 @@ type queue struct {
 	lostIfFailed int64
 	// ready holds a token while there is something the writer has not taken.
 	ready chan struct{}
+	// damage is what opening found damaged and dropped.
+	damage damage
 }
 
 type entryInfo struct {
@@ -60,7 +63,12 @@ type entryInfo struct {
 }
 
 const (
-	metaKey = "meta"
+	// maxEntries bounds the entries the queue holds, and so what opening
+	// reads whatever its meta says; past it the oldest make room.
+	maxEntries = 1 << 20
+	// maxEntryBytes bounds an entry's recorded size (a damaged index).
+	maxEntryBytes = 1 << 40
+	metaKey       = "meta"
 	// entryOverhead is what an entry costs beside its bytes: its "n" key.
 	entryOverhead = 16
 )
@@ -80,34 +88,60 @@ func deleteOps(ops []*storage.Operation, seq uint64) []*storage.Operation {
 
 // openQueue reads what an earlier run left in client. Entries beyond
 // maxBytes (a smaller bound than before) are dropped; their events are
-// returned for counting.
+// returned for counting. What does not read back as the queue wrote it
+// (damaged storage) is dropped and recorded in q.damage; opening reads
+// at most maxEntries entries whatever the meta says.
 func openQueue(ctx context.Context, client storage.Client, maxBytes int64) (q *queue, dropped int64, err error) {
-	q = &queue{client: client, maxBytes: maxBytes, ready: make(chan struct{}, 1)}
+	return openQueueOf(ctx, client, maxBytes, maxEntries)
+}
+
+// openQueueOf is openQueue with a bound of its own on the entries.
+func openQueueOf(ctx context.Context, client storage.Client, maxBytes int64, maxEntries uint64) (q *queue, dropped int64, err error) {
+	q = &queue{client: client, maxBytes: maxBytes, maxEntries: maxEntries, ready: make(chan struct{}, 1)}
 	meta, err := client.Get(ctx, metaKey)
 	if err != nil {
 		return nil, 0, fmt.Errorf("queue storage: read %s: %w", metaKey, err)
 	}
 	var head uint64
-	if len(meta) == 16 {
+	switch {
+	case len(meta) == 16:
 		head, q.next = binary.LittleEndian.Uint64(meta), binary.LittleEndian.Uint64(meta[8:])
+	case meta != nil:
+		q.damage.note(0, "%s is %d bytes, not 16: the entries it located are lost", metaKey, len(meta))
 	}
+	switch {
+	case q.next < head:
+		q.damage.note(0, "%s: the oldest entry %d is past the next %d", metaKey, head, q.next)
+		q.next = head
+	case q.next-head > maxEntries:
+		q.damage.note(0, "%s: %d entries from %d, more than the queue ever holds (%d); the first %d are read", metaKey, q.next-head, head, maxEntries, maxEntries)
+		q.next = head + maxEntries
+	}
+	var ops []*storage.Operation
 	for seq := head; seq < q.next; seq++ {
 		v, err := client.Get(ctx, indexKey(seq))
 		if err != nil {
 			return nil, 0, fmt.Errorf("queue storage: read %s: %w", indexKey(seq), err)
 		}
-		if len(v) != entryOverhead {
-			continue // deleted in a batch whose meta update was not kept, or damaged
+		info, ok := readIndex(seq, v)
+		if !ok {
+			// Its count is lost with it: one event, at least, was.
+			q.damage.note(1, "%s is not an entry's index (%d bytes)", indexKey(seq), len(v))
+			ops = deleteOps(ops, seq)
+			continue
 		}
-		q.append(entryInfo{seq: seq, events: int64(binary.LittleEndian.Uint64(v)), bytes: int64(binary.LittleEndian.Uint64(v[8:]))})
+		q.append(info)
 	}
-	var ops []*storage.Operation
 	for q.bytes > maxBytes {
 		ops = deleteOps(ops, q.entries[0].seq)
 		dropped += q.entries[0].events
 		q.removeFront(1)
 	}
-	if len(ops) > 0 {
+	if len(q.entries) > 0 {
+		// Past the last entry found: a damaged next reads no further.
+		q.next = q.entries[len(q.entries)-1].seq + 1
+	}
+	if len(ops) > 0 || q.damage.why != "" {
 		if err := client.Batch(ctx, append(ops, q.metaOp())...); err != nil {
 			return nil, 0, fmt.Errorf("queue storage: %w", err)
 		}
@@ -116,8 +150,33 @@ func openQueue(ctx context.Context, client storage.Client, maxBytes int64) (q *q
 	return q, dropped, nil
 }
 
+// readIndex reads an entry's index: its events (at least one, at most
+// one per byte) and its size (within maxEntryBytes).
+func readIndex(seq uint64, v []byte) (entryInfo, bool) {
+	if len(v) != entryOverhead {
+		return entryInfo{}, false
+	}
+	info := entryInfo{seq: seq, events: int64(binary.LittleEndian.Uint64(v)), bytes: int64(binary.LittleEndian.Uint64(v[8:]))}
+	ok := info.bytes > entryOverhead && info.bytes <= maxEntryBytes && info.events > 0 && info.events <= info.bytes
+	return info, ok
+}
+
+// damage is what opening found damaged: the events dropped with it (an
+// entry whose count is lost counts as one), and the first damage.
+type damage struct {
+	events int64
+	why    string
+}
+
+func (d *damage) note(events int64, format string, args ...any) {
+	d.events += events
+	if d.why == "" {
+		d.why = fmt.Sprintf(format, args...)
+	}
+}
+
 // push adds an entry of events encoded as payload, dropping the oldest
-// entries the writer does not hold to make room; it returns the events
+// entries to make room (past maxBytes or maxEntries); it returns the events
 // so dropped. An entry larger than the bound is itself dropped.
 func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped int64, err error) {
 	size := int64(entryOverhead + len(payload))
@@ -127,7 +186,7 @@ func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	n := 0
-	for freed := int64(0); q.bytes-freed+size > q.maxBytes; n++ {
+	for freed := int64(0); q.bytes-freed+size > q.maxBytes || uint64(len(q.entries)-n) >= q.maxEntries; n++ {
 		freed += q.entries[n].bytes
 	}
 	info := entryInfo{seq: q.next, events: events, bytes: size}
@@ -137,7 +196,11 @@ func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped
 		ops = deleteOps(ops, e.seq)
 	}
 	q.next++
-	ops = append(ops, q.metaOpAfter(n))
+	head := info.seq
+	if n < len(q.entries) {
+		head = q.entries[n].seq
+	}
+	ops = append(ops, metaOp(head, q.next))
 	if err := q.client.Batch(ctx, ops...); err != nil {
 		q.next--
 		return 0, fmt.Errorf("queue storage: %w", err)
@@ -157,8 +220,8 @@ func (q *queue) push(ctx context.Context, events int64, payload []byte) (dropped
 }
 
 // take hands the writer the oldest entries, together at least one and
-// up to maxEvents events, with their payloads. An entry dropped before its
-// payload was read is left out.
+// up to maxEvents events, with their payloads; a payload that is missing
+// or of another size than was queued (damaged storage) is nil.
 func (q *queue) take(ctx context.Context, maxEvents int64) ([]entryInfo, [][]byte, error) {
 	q.mu.Lock()
 	if q.taken != 0 {
@@ -181,9 +244,10 @@ func (q *queue) take(ctx context.Context, maxEvents int64) ([]entryInfo, [][]byt
 		if err != nil {
 			return infos, payloads, fmt.Errorf("queue storage: read %s: %w", entryKey(e.seq), err)
 		}
-		if v != nil {
-			payloads = append(payloads, v)
+		if int64(len(v))+entryOverhead != e.bytes {
+			v = nil // missing, or not the entry queued: damaged
 		}
+		payloads = append(payloads, v)
 	}
 	return infos, payloads, nil
 }
@@ -259,9 +323,14 @@ func (q *queue) metaOpAfter(n int) *storage.Operation {
 	if n < len(q.entries) {
 		head = q.entries[n].seq
 	}
+	return metaOp(head, q.next)
+}
+
+// metaOp records the oldest entry, head, and the next sequence number.
+func metaOp(head, next uint64) *storage.Operation {
 	v := make([]byte, 16)
 	binary.LittleEndian.PutUint64(v, head)
-	binary.LittleEndian.PutUint64(v[8:], q.next)
+	binary.LittleEndian.PutUint64(v[8:], next)
 	return storage.SetOperation(metaKey, v)
 }
 
@@ -283,7 +352,7 @@ func (m *memoryClient) Get(_ context.Context, key string) ([]byte, error) {
 func (m *memoryClient) Set(_ context.Context, key string, value []byte) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.kv[key] = value
+	m.kv[key] = exactCopy(value)
 	return nil
 }
 
@@ -302,7 +371,7 @@ func (m *memoryClient) Batch(_ context.Context, ops ...*storage.Operation) error
 		case storage.Get:
 			op.Value = m.kv[op.Key]
 		case storage.Set:
-			m.kv[op.Key] = op.Value
+			m.kv[op.Key] = exactCopy(op.Value)
 		case storage.Delete:
 			delete(m.kv, op.Key)
 		}
@@ -311,3 +380,11 @@ func (m *memoryClient) Batch(_ context.Context, ops ...*storage.Operation) error
 }
 
 func (m *memoryClient) Close(context.Context) error { return nil }
+
+// exactCopy is v without the room its encoder left after it: the queue
+// counts len, so the memory it holds must be len too.
+func exactCopy(v []byte) []byte {
+	out := make([]byte, len(v))
+	copy(out, v)
+	return out
+}

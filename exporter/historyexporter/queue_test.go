@@ -113,6 +113,15 @@ func TestQueueOutlivesARestart(t *testing.T) {
 	}
 }
 
+// The meta written with the first entry of an empty queue holds it.
+func TestQueueOfOneEntryOutlivesARestart(t *testing.T) {
+	client := newMemoryClient()
+	mustPush(t, mustOpen(t, client, 1<<20), "a", 1, 10)
+	if got := names(t, mustOpen(t, client, 1<<20)); !slices.Equal(got, []string{"a"}) {
+		t.Errorf("after a restart the queue holds %v, want [a]", got)
+	}
+}
+
 func TestQueueOpenedWithASmallerBoundDropsTheOldest(t *testing.T) {
 	client := newMemoryClient()
 	q := mustOpen(t, client, 1<<20)

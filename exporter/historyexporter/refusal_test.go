@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/exporter"
 	"go.opentelemetry.io/collector/extension/extensiontest"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -121,7 +120,7 @@ func TestARefusingHistoryDatabaseDoesNotStopTheCollector(t *testing.T) {
 	exp = create(&cfg, host)
 	t.Cleanup(func() { _ = errors.Join(exp.Shutdown(context.Background()), storage.Shutdown(context.Background())) })
 	await.NoError(t, "three refusals counted", func() error {
-		if n := counted(tel, "otelcol_history_database_refusals"); n < 3 {
+		if n := counted(t, tel, "otelcol_history_database_refusals", "", ""); n < 3 {
 			return fmt.Errorf("%d counted", n)
 		}
 		return nil
@@ -147,21 +146,4 @@ func TestARefusingHistoryDatabaseDoesNotStopTheCollector(t *testing.T) {
 		t.Errorf("the recovery logged %d times, want once", n)
 	}
 	assertNothingDropped(t, tel)
-}
-
-// counted is the sum of a counter's data points; 0 if never recorded.
-func counted(tel *componenttest.Telemetry, name string) int64 {
-	m, err := tel.GetMetric(name)
-	if err != nil {
-		return 0
-	}
-	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		return 0
-	}
-	var n int64
-	for _, dp := range sum.DataPoints {
-		n += dp.Value
-	}
-	return n
 }

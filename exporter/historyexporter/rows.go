@@ -103,14 +103,12 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 	var bufs [2][]byte
 	bufs[0] = append(bufs[0], entryVersion, 0, 0, 0, 0)
 	var r rowReader
-	left := ld.LogRecordCount()
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
 		sls := rls.At(i).ScopeLogs()
 		for j := range sls.Len() {
 			lrs := sls.At(j).LogRecords()
 			for k := range lrs.Len() {
-				left--
 				lr := lrs.At(k)
 				ti := slices.IndexFunc(tables[:], func(t *historyTable) bool { return t.event == lr.EventName() })
 				if ti < 0 {
@@ -118,8 +116,10 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 				}
 				et, t, buf := &e.tables[ti], tables[ti], &bufs[ti]
 				if cap(*buf)-len(*buf) < minRowRoom {
-					// Doubling: append's own growth of a large slice (a
-					// quarter) copies the rows several times over.
+					// Doubling, by what was written: append's own growth
+					// of a large slice (a quarter) copies the rows several
+					// times over, and a guess from one row times the
+					// records left is the sender's to choose.
 					*buf = slices.Grow(*buf, max(len(*buf), minRowRoom))
 				}
 				before := len(*buf)
@@ -135,10 +135,6 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 					e.reject(reasonEndOutOfRange, fmt.Sprintf("%s event ended %s, outside [%s, %s]", t.event,
 						end.Format(time.RFC3339), oldest.Format(time.RFC3339), newest.Format(time.RFC3339)))
 					continue
-				}
-				if ti == 0 && et.rows == 0 {
-					// Room for the rest at this row's size: one allocation.
-					*buf = slices.Grow(*buf, (len(*buf)-before)*left)
 				}
 				ns := end.UnixNano()
 				if et.rows == 0 || ns < et.minEnd {
@@ -212,7 +208,54 @@ func unmarshalEntry(b []byte) (*entry, error) {
 	if r.bad || len(r.b) != 0 {
 		return nil, errEntry
 	}
+	for i := range e.tables {
+		if err := e.tables[i].check(); err != nil {
+			return nil, fmt.Errorf("%w: %s rows: %w", errEntry, e.tables[i].event, err)
+		}
+	}
 	return e, nil
+}
+
+// check holds what is recorded beside the rows to the rows: each column
+// once (COPY refuses a column twice), a row per line, and the days, in
+// order, from that of the first end to that of the last (a row of a day
+// without its partition is refused for ever). batch.add holds each row to
+// the end times and days.
+func (et *entryTable) check() error {
+	sorted := slices.Sorted(slices.Values(et.columns))
+	if slices.Contains(sorted, "") {
+		return errors.New("an empty column name")
+	}
+	for i := 1; i < len(sorted); i++ {
+		if sorted[i] == sorted[i-1] {
+			return fmt.Errorf("column %s twice", sorted[i])
+		}
+	}
+	lines := int64(bytes.Count(et.data, []byte{'\n'}))
+	if lines != et.rows || len(et.data) > 0 && et.data[len(et.data)-1] != '\n' {
+		return fmt.Errorf("%d rows recorded, %d lines", et.rows, lines)
+	}
+	if et.rows == 0 {
+		if len(et.days) != 0 {
+			return errors.New("days without rows")
+		}
+		return nil
+	}
+	dayOf := func(ns int64) int64 { return time.Unix(0, ns).UTC().Truncate(day).Unix() }
+	switch {
+	case et.minEnd > et.maxEnd || et.minEnd < earliestTime.UnixNano():
+		return fmt.Errorf("ends from %d to %d ns", et.minEnd, et.maxEnd)
+	case int64(len(et.days)) > et.rows || len(et.days) == 0:
+		return fmt.Errorf("%d days for %d rows", len(et.days), et.rows)
+	case et.days[0] != dayOf(et.minEnd) || et.days[len(et.days)-1] != dayOf(et.maxEnd):
+		return errors.New("days that are not those of the first and last end")
+	}
+	for i := 1; i < len(et.days); i++ {
+		if et.days[i] <= et.days[i-1] || et.days[i]%int64(day/time.Second) != 0 {
+			return errors.New("days out of order")
+		}
+	}
+	return nil
 }
 
 type entryReader struct {
@@ -270,6 +313,7 @@ type tableRows struct {
 type copyPart struct {
 	columns []string
 	keyAt   []int // where the key columns are among columns, ascending
+	endAt   int   // where the end time is among columns
 	chunks  [][]byte
 	rows    int64
 }
@@ -341,7 +385,12 @@ func (b *batch) add(e *entry) {
 			}
 			line := et.data[off : off+end]
 			key := part.key(line)
-			if _, dup := tr.keys[key]; dup {
+			_, dup := tr.keys[key]
+			if why := part.rowError(line, &et); why != "" {
+				b.reject(reasonDamaged, 1, fmt.Sprintf("a queued %s row: %s", tr.t.Name, why))
+				dup = true
+			}
+			if dup {
 				if !copied {
 					kept, copied = append([]byte(nil), et.data[:off]...), true
 				}
@@ -369,6 +418,62 @@ func (b *batch) add(e *entry) {
 	}
 }
 
+// fit replaces, in every row, the characters cs does not hold by '?'
+// (charset.fit) and returns how many it replaced.
+func (b *batch) fit(cs *charset) int64 {
+	var replaced int64
+	for i := range b.tables {
+		for _, p := range b.tables[i].parts {
+			for j, c := range p.chunks {
+				var n int64
+				p.chunks[j], n = cs.fit(c)
+				replaced += n
+			}
+		}
+	}
+	return replaced
+}
+
+// queuedRow is one row of a batch and the part it belongs to.
+type queuedRow struct {
+	part *copyPart
+	line []byte
+}
+
+// all are the table's rows in the order they are written.
+func (tr *tableRows) all() []queuedRow {
+	rows := make([]queuedRow, 0, tr.rows)
+	for _, p := range tr.parts {
+		for line := range p.each {
+			rows = append(rows, queuedRow{part: p, line: line})
+		}
+	}
+	return rows
+}
+
+// only is a batch of rows of b's table i (in that order, rows of a part
+// together), with b's end times: a look-up for rows already written
+// covers the whole batch.
+func (b *batch) only(i int, rows []queuedRow) *batch {
+	one := &batch{}
+	for j := range b.tables {
+		one.tables[j].t = b.tables[j].t
+	}
+	tr, otr := &b.tables[i], &one.tables[i]
+	otr.minEnd, otr.maxEnd, otr.days, otr.rows = tr.minEnd, tr.maxEnd, tr.days, int64(len(rows))
+	var last *copyPart
+	for _, r := range rows {
+		if last == nil || r.part != last {
+			otr.parts = append(otr.parts, &copyPart{columns: r.part.columns, keyAt: r.part.keyAt, endAt: r.part.endAt})
+			last = r.part
+		}
+		p := otr.parts[len(otr.parts)-1]
+		p.chunks = append(p.chunks, r.line)
+		p.rows++
+	}
+	return one
+}
+
 // part is the batch's part for rows of these columns.
 func (tr *tableRows) part(columns []string) (*copyPart, error) {
 	for _, p := range tr.parts {
@@ -381,7 +486,10 @@ func (tr *tableRows) part(columns []string) (*copyPart, error) {
 			return nil, fmt.Errorf("queued %s rows have column %s, which the table's fields do not", tr.t.Name, c)
 		}
 	}
-	p := &copyPart{columns: columns}
+	p := &copyPart{columns: columns, endAt: slices.Index(columns, tr.t.End)}
+	if p.endAt < 0 {
+		return nil, fmt.Errorf("queued %s rows lack the end column %s", tr.t.Name, tr.t.End)
+	}
 	for _, k := range tr.t.Key {
 		i := slices.Index(columns, k)
 		if i < 0 {
@@ -392,6 +500,35 @@ func (tr *tableRows) part(columns []string) (*copyPart, error) {
 	slices.Sort(p.keyAt)
 	tr.parts = append(tr.parts, p)
 	return p, nil
+}
+
+// rowError says why a queued row disagrees with its entry, or "": its
+// column count, or its end outside the entry's end times (which the
+// exactly-once look-up reads) or days (which have partitions).
+func (p *copyPart) rowError(line []byte, et *entryTable) string {
+	line = bytes.TrimSuffix(line, []byte{'\n'})
+	if n := bytes.Count(line, []byte{'\t'}) + 1; n != len(p.columns) {
+		return fmt.Sprintf("%d columns, not %d", n, len(p.columns))
+	}
+	field := line
+	for range p.endAt {
+		field = field[bytes.IndexByte(field, '\t')+1:]
+	}
+	if i := bytes.IndexByte(field, '\t'); i >= 0 {
+		field = field[:i]
+	}
+	end, err := time.Parse(copyTimeLayout, string(field))
+	if err != nil {
+		return fmt.Sprintf("end %q: %v", field, err)
+	}
+	// The row keeps microseconds, the recorded ends nanoseconds.
+	if end.Before(time.Unix(0, et.minEnd).Truncate(time.Microsecond)) || end.After(time.Unix(0, et.maxEnd)) {
+		return fmt.Sprintf("end %s outside the entry's", field)
+	}
+	if _, ok := slices.BinarySearch(et.days, end.UTC().Truncate(day).Unix()); !ok {
+		return fmt.Sprintf("end %s on a day not the entry's", field)
+	}
+	return ""
 }
 
 // key is a row's key columns' text.
@@ -472,6 +609,9 @@ func (r *rowReader) encodeRow(dst []byte, t *historyTable, lr plog.LogRecord) (r
 	return append(dst, '\n'), end, nil
 }
 
+// copyTimeLayout is a time column's text in a row.
+const copyTimeLayout = "2006-01-02 15:04:05.999999-07"
+
 // appendValue appends one value as COPY's text format spells it.
 func appendValue(dst []byte, v any) ([]byte, error) {
 	switch v := v.(type) {
@@ -491,7 +631,7 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 			return dst, fmt.Errorf("time %s outside [%d, %d]", v.Format(time.RFC3339), earliestTime.Year(), latestTime.Year())
 		}
 		// Microseconds, as the server keeps them.
-		return v.UTC().AppendFormat(dst, "2006-01-02 15:04:05.999999-07"), nil
+		return v.UTC().AppendFormat(dst, copyTimeLayout), nil
 	case []pipeline.SegmentUse:
 		return appendCopyText(dst, string(segmentsJSON(v))), nil
 	}

@@ -47,6 +47,8 @@ type store struct {
 	ready bool
 	// days holds, per table, the UTC days that have a partition.
 	days [2]map[time.Time]bool
+	// charset is what the database's encoding holds, learnt at connect.
+	charset *charset
 }
 
 // rightError is a refusal the exporter cannot get past by waiting: a
@@ -112,6 +114,7 @@ func (s *store) open(ctx context.Context) error {
 			return fmt.Errorf("connect to %s as %s: %w", s.cfg.Database, s.cfg.User, err)
 		}
 		s.conn = conn
+		s.charset = charsetOf(conn.PgConn().ParameterStatus("server_encoding"))
 		if err := s.own.AddConnection(ctx, conn, "history connection"); err != nil {
 			s.close(ctx)
 			return err
@@ -132,6 +135,8 @@ func (s *store) connConfig() (*pgx.ConnConfig, error) {
 	if err != nil {
 		return nil, refuse("%v", err)
 	}
+	// The rows are UTF-8: the server converts them to its encoding.
+	cc.RuntimeParams["client_encoding"] = "UTF8"
 	cc.RuntimeParams["statement_timeout"] = strconv.FormatInt(s.cfg.Timeout.Milliseconds(), 10)
 	cc.ConnectTimeout = s.cfg.Timeout
 	cc.Tracer = s.tracer

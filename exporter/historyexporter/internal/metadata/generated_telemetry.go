@@ -25,16 +25,17 @@ func Tracer(settings component.TelemetrySettings) trace.Tracer {
 // TelemetryBuilder provides an interface for components to report telemetry
 // as defined in metadata and user config.
 type TelemetryBuilder struct {
-	meter                    metric.Meter
-	mu                       sync.Mutex
-	registrations            []metric.Registration
-	HistoryDatabaseRefusals  metric.Int64Counter
-	HistoryEventsDropped     metric.Int64Counter
-	HistoryEventsWritten     metric.Int64Counter
-	HistoryPartitionsDropped metric.Int64Counter
-	HistoryQueueEvents       metric.Int64ObservableGauge
-	HistoryQueueSize         metric.Int64ObservableGauge
-	HistoryWritesFailed      metric.Int64Counter
+	meter                     metric.Meter
+	mu                        sync.Mutex
+	registrations             []metric.Registration
+	HistoryCharactersReplaced metric.Int64Counter
+	HistoryDatabaseRefusals   metric.Int64Counter
+	HistoryEventsDropped      metric.Int64Counter
+	HistoryEventsWritten      metric.Int64Counter
+	HistoryPartitionsDropped  metric.Int64Counter
+	HistoryQueueEvents        metric.Int64ObservableGauge
+	HistoryQueueSize          metric.Int64ObservableGauge
+	HistoryWritesFailed       metric.Int64Counter
 }
 
 // TelemetryBuilderOption applies changes to default builder.
@@ -106,6 +107,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.HistoryCharactersReplaced, err = builder.meter.Int64Counter(
+		"otelcol_history_characters_replaced",
+		metric.WithDescription("Characters of written rows the history database's encoding cannot hold, each written as '?'. [Development]"),
+		metric.WithUnit("{character}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.HistoryDatabaseRefusals, err = builder.meter.Int64Counter(
 		"otelcol_history_database_refusals",
 		metric.WithDescription("Attempts (to start, write or drop old days) the history database answered with a refusal: a right missing, CONNECT revoked, starting up, in recovery, too many connections. The events stay queued and it is tried again. [Development]"),

@@ -28,11 +28,15 @@ func TestSetupTelemetry(t *testing.T) {
 		observer.Observe(1)
 		return nil
 	}))
+	tb.HistoryCharactersReplaced.Add(context.Background(), 1)
 	tb.HistoryDatabaseRefusals.Add(context.Background(), 1)
 	tb.HistoryEventsDropped.Add(context.Background(), 1)
 	tb.HistoryEventsWritten.Add(context.Background(), 1)
 	tb.HistoryPartitionsDropped.Add(context.Background(), 1)
 	tb.HistoryWritesFailed.Add(context.Background(), 1)
+	AssertEqualHistoryCharactersReplaced(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualHistoryDatabaseRefusals(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
