@@ -203,4 +203,3 @@ func TestMessageIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(q.ErrorMessage), pipeline.MaxEndingMessage)
 	assert.Contains(t, q.ErrorMessage, "…", "a cut message says so")
 }
-
