@@ -163,7 +163,8 @@ func pick(cond bool, yes, no string) string {
 }
 
 // recordWithin is the first failure the log names for q: a record of its
-// session from its start on, up to its end where a snapshot saw the
+// session (on Greenplum, at its command count or past it: docs/compatibility.md)
+// from its start on, up to its end where a snapshot saw the
 // session idle or the next statement start after it; of a query whose
 // session left while it ran, any later one.
 func (says *serverSays) recordWithin(q *query) *pipeline.Ending {
@@ -175,7 +176,11 @@ func (says *serverSays) recordWithin(q *query) *pipeline.Ending {
 		hi = q.end
 	}
 	for i := range says.logged {
-		if r := &says.logged[i]; r.Time >= lo && r.Time <= hi && endsAStatement(r) {
+		r := &says.logged[i]
+		if r.CommandCount > 0 && q.ccnt > 0 && r.CommandCount < q.ccnt {
+			continue // an earlier statement's: Greenplum logs a statement's failure at its title's count or past it
+		}
+		if r.Time >= lo && r.Time <= hi && endsAStatement(r) {
 			return r
 		}
 	}

@@ -203,3 +203,18 @@ func TestMessageIsBounded(t *testing.T) {
 	assert.LessOrEqual(t, len(q.ErrorMessage), pipeline.MaxEndingMessage)
 	assert.Contains(t, q.ErrorMessage, "…", "a cut message says so")
 }
+
+// Greenplum logs a statement's failure at the command count its title
+// showed (a parse error) or past it (CreateQueryDesc counts again): a
+// record with a smaller count is an earlier statement's.
+func TestRecordOfAnEarlierCommandIsNotTheQuerys(t *testing.T) {
+	q := &query{start: at(0).UnixNano(), end: at(1.5).UnixNano(), seen: seenIdle, ccnt: 5}
+	earlier := logged(1.4995, "ERROR", "42703", "column t1.b does not exist")
+	earlier.CommandCount = 4
+	says := &serverSays{logged: []pipeline.Ending{earlier}}
+	assert.Equal(t, pipeline.QueryCompleted, judgeQuery(q, says, logCovers).status)
+	for _, cmd := range []int64{5, 6} {
+		says.logged[0].CommandCount = cmd
+		assert.Equal(t, pipeline.QueryError, judgeQuery(q, says, logCovers).status, "cmd%d", cmd)
+	}
+}
