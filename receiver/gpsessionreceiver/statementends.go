@@ -41,7 +41,9 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 	if host != t.host {
 		*t = endsTracker{logger: t.logger, host: host}
 	}
-	if t.unsupported || host == "" || dir.localHosts[host] {
+	if _, hasAgent := cfg.Agents[host]; t.unsupported || host == "" || dir.localHosts[host] && !hasAgent {
+		// A coordinator read in-process is asked only where an agent serves
+		// it too (its address in agents): none other reads its log.
 		return nil, 0
 	}
 	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
