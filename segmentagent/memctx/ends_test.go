@@ -5,6 +5,7 @@ package memctx
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,4 +185,41 @@ func hostKernel(t *testing.T) kernelunits.Host {
 	boot, err := procfs.ParseBootTime(b)
 	require.NoError(t, err)
 	return kernelunits.Host{ClkTck: 100, PageSize: 4096, BootTime: time.Unix(boot, 0)}
+}
+
+// gpLine is one line of Greenplum 6's CSV log with the fields a statement
+// end reads, the others as the server leaves them for a client's backend.
+func gpLine(ts string, pid int, con, cmd, seg, severity, state, msg string) string {
+	return fmt.Sprintf(`2026-11-28 %s UTC,"gpadmin","exp",p%d,th-1242572416,"[local]",,2026-11-28 16:40:00 UTC,0,%s,%s,%s,,,,sx1,"%s","%s","%s",,,,,,,0,,"postgres.c",1,`,
+		ts, pid, con, cmd, seg, severity, state, msg) + "\n"
+}
+
+// The endings a real Greenplum 6.24.3 logged (2026-11-28, docs/compatibility.md):
+// each failure is a statement end with its con, cmd and SQLSTATE; the
+// statement lines, the interrupt notes, the executors' 25M01 on the
+// segments and the LOG of a session reset (a new con for the same pid) are none.
+func TestStatementEndsOfRealGreenplumEndings(t *testing.T) {
+	log := gpLine("16:43:41.778835", 18810, "con21", "cmd1", "seg-1", "LOG", "00000", "statement: SELECT t1.b FROM t t1") +
+		gpLine("16:43:41.780055", 18810, "con21", "cmd1", "seg-1", "ERROR", "42703", "column t1.b does not exist") +
+		gpLine("16:43:36.646210", 18667, "con20", "cmd2", "seg-1", "ERROR", "22012", "division by zero  (seg0 slice1 127.0.0.1:16000 pid=18672)") +
+		gpLine("16:45:48.905080", 23184, "con50", "cmd2", "seg-1", "LOG", "00000", "Process interrupt for 'query cancel pending' (ic_udpifc.c:3836)") +
+		gpLine("16:45:49.012215", 23184, "con50", "cmd2", "seg-1", "ERROR", "57014", "canceling statement due to user request") +
+		gpLine("16:45:49.012215", 23190, "con50", "cmd2", "seg0", "ERROR", "25M01", "canceling MPP operation") +
+		gpLine("16:45:53.769447", 23532, "con54", "cmd2", "seg-1", "ERROR", "57014", "canceling statement due to statement timeout") +
+		gpLine("16:46:00.532411", 23758, "con60", "cmd2", "seg-1", "FATAL", "57P01", "terminating connection due to administrator command") +
+		gpLine("16:46:00.539080", 23758, "con62", "", "seg-1", "LOG", "00000", "The previous session was reset because its gang was disconnected (session id = 60). The new session id = 62") +
+		gpLine("16:46:26.119705", 24655, "con64", "cmd2", "seg-1", "LOG", "08006", "could not send data to client: Connection reset by peer") +
+		gpLine("16:46:26.119735", 24655, "con64", "cmd2", "seg-1", "FATAL", "08006", "connection to client lost")
+	type end struct {
+		session, cmd    int64
+		severity, state string
+	}
+	var got []end
+	for _, e := range endsOf(t, GreenplumCSVLog{}, []byte(log)) {
+		got = append(got, end{e.GetSessionId(), e.GetCommandCount(), e.GetSeverity(), e.GetSqlstate()})
+	}
+	assert.Equal(t, []end{
+		{21, 1, "ERROR", "42703"}, {20, 2, "ERROR", "22012"}, {50, 2, "ERROR", "57014"}, {54, 2, "ERROR", "57014"},
+		{60, 2, "FATAL", "57P01"}, {64, 2, "LOG", "08006"}, {64, 2, "FATAL", "08006"},
+	}, got)
 }
