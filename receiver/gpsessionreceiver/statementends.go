@@ -70,7 +70,7 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 			t.logger.Warn("statement ends were dropped on the coordinator's agent before this scrape read them", zap.Uint64("missed", resp.GetMissed()))
 		}
 		if r := resp.GetReason(); r != "" && r != t.reason {
-			t.logger.Warn("the coordinator's server log is not read: how queries ended is told by exits and pg_stat_activity only", zap.String("reason", r))
+			t.logger.Warn("a server log on the coordinator's host is not read (where it is the coordinator's, how queries ended is told by exits and pg_stat_activity only)", zap.String("reason", r))
 		}
 		t.reason = resp.GetReason()
 		for _, e := range resp.GetRecords() {

@@ -94,16 +94,23 @@ func (s *EndsService) GetStatementEnds(ctx context.Context, req *gpotelv1.GetSta
 	} else {
 		began := time.Now()
 		var reasons []string
+		followed, behind := 0, false
 		for _, dir := range s.cfg.DataDirectories {
-			if err := s.follow(ctx, dir); err != nil {
+			open, err := s.follow(ctx, dir)
+			if err != nil {
 				reasons = append(reasons, err.Error())
 			}
+			if open {
+				followed++
+				behind = behind || err != nil
+			}
 		}
-		if len(reasons) == 0 {
+		// An instance whose log cannot be found (down, or a stderr log) does
+		// not hold the others back; one that was followed and failed does.
+		if followed > 0 && !behind {
 			resp.ReadThroughUnixNano = began.Add(-writeSlack).UnixNano()
-		} else {
-			resp.Reason = strings.Join(reasons, "; ")
 		}
+		resp.Reason = strings.Join(reasons, "; ")
 	}
 	cursor := req.GetCursor()
 	if req.GetEpoch() != s.epoch {
@@ -130,8 +137,10 @@ func (s *EndsService) GetStatementEnds(ctx context.Context, req *gpotelv1.GetSta
 	return resp, nil
 }
 
-// follow reads one instance's log to its end, opening it first when needed.
-func (s *EndsService) follow(ctx context.Context, dir string) error {
+// follow reads one instance's log to its end, opening it first when
+// needed; followed says the log was open (an error then means it was not
+// read to its end).
+func (s *EndsService) follow(ctx context.Context, dir string) (followed bool, err error) {
 	f := s.followers[dir]
 	if f == nil {
 		f = &endsFollower{}
@@ -139,25 +148,25 @@ func (s *EndsService) follow(ctx context.Context, dir string) error {
 	}
 	if f.tail == nil {
 		if time.Now().Before(f.retryAt) {
-			return f.err
+			return false, f.err
 		}
 		f.err = s.open(ctx, dir, f)
 		if f.err != nil {
 			f.retryAt = time.Now().Add(endsRetry)
-			return f.err
+			return false, f.err
 		}
 	}
 	f.tail.read = 0
-	err := f.tail.poll(maxEndsReadBytes, func(r Record) { s.take(f.in, r) })
+	err = f.tail.poll(maxEndsReadBytes, func(r Record) { s.take(f.in, r) })
 	if errors.Is(err, errReadLimit) {
-		return fmt.Errorf("%s: the log grew by more than %d bytes since the previous call; the rest comes next", dir, maxEndsReadBytes)
+		return true, fmt.Errorf("%s: the log grew by more than %d bytes since the previous call; the rest comes next", dir, maxEndsReadBytes)
 	}
 	if err != nil {
 		f.tail.close()
 		f.tail, f.err, f.retryAt = nil, fmt.Errorf("%s: reading the server log: %w", dir, err), time.Now().Add(endsRetry)
-		return f.err
+		return true, f.err
 	}
-	return nil
+	return true, nil
 }
 
 // open finds the instance's log and opens it at its end: records from then on.
