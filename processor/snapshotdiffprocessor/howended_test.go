@@ -218,3 +218,15 @@ func TestRecordOfAnEarlierCommandIsNotTheQuerys(t *testing.T) {
 		assert.Equal(t, pipeline.QueryError, judgeQuery(q, says, logCovers).status, "cmd%d", cmd)
 	}
 }
+
+// A client killed while rows stream, as a real Greenplum 6 logs it: a LOG
+// 08006 (the send failed), then FATAL 08006, exit 1.
+func TestClientLostWhileRowsStream(t *testing.T) {
+	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2,
+		logged(1.6, "LOG", "08006", "could not send data to client: Connection reset by peer"),
+		logged(1.6, "FATAL", "08006", "connection to client lost"), exited(1.61, 1, 0)))
+	assert.Equal(t, pipeline.QueryClientLost, q.Status)
+	assert.Equal(t, "08006", q.SQLState)
+	assert.Equal(t, pipeline.SessionConnectionLost, s.EndReason)
+	assert.Equal(t, "connection to client lost", s.Message)
+}
