@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/segmentagent/procfs"
@@ -222,4 +223,45 @@ func TestStatementEndsOfRealGreenplumEndings(t *testing.T) {
 		{21, 1, "ERROR", "42703"}, {20, 2, "ERROR", "22012"}, {50, 2, "ERROR", "57014"}, {54, 2, "ERROR", "57014"},
 		{60, 2, "FATAL", "57P01"}, {64, 2, "LOG", "08006"}, {64, 2, "FATAL", "08006"},
 	}, got)
+}
+
+// The log is followed from where it was first read, across a rotation: each
+// call answers what was appended since, and the read-through time moves on.
+func TestStatementEndsFollowTheLog(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "gpdb.csv")
+	before := gpLine("16:43:41.000000", 10, "con1", "cmd1", "seg-1", "ERROR", "22012", "before gpotel read the log")
+	appendTo(t, path, before)
+	s := NewEndsService(Config{DataDirectories: []string{dir}}, "/nonexistent", hostKernel(t), nil)
+	tl, err := openTail(pathSource{path}, GreenplumCSVLog{}, "")
+	require.NoError(t, err)
+	tl.synced = true
+	s.followers[dir] = &endsFollower{tail: tl}
+
+	ctx := context.Background()
+	first, err := s.GetStatementEnds(ctx, &gpotelv1.GetStatementEndsRequest{})
+	require.NoError(t, err)
+	assert.Empty(t, first.GetRecords(), "what the log held before it was first read")
+	assert.NotZero(t, first.GetReadThroughUnixNano())
+
+	appendTo(t, path, gpLine("16:43:42.000000", 11, "con2", "cmd2", "seg-1", "ERROR", "22012", "division by zero"))
+	second, err := s.GetStatementEnds(ctx, &gpotelv1.GetStatementEndsRequest{Epoch: first.GetEpoch(), Cursor: first.GetNextCursor()})
+	require.NoError(t, err)
+	require.Len(t, second.GetRecords(), 1)
+	assert.Equal(t, int64(2), second.GetRecords()[0].GetSessionId())
+	assert.Greater(t, second.GetReadThroughUnixNano(), first.GetReadThroughUnixNano())
+
+	// Rotated: the server writes a new file under the same name.
+	require.NoError(t, os.Rename(path, path+".1"))
+	appendTo(t, path, gpLine("16:43:43.000000", 12, "con3", "cmd5", "seg-1", "FATAL", "57P01", "terminating connection due to administrator command"))
+	var got []*gpotelv1.StatementEnd
+	next := second.GetNextCursor()
+	await.Until(t, "the record of the new file", func() bool {
+		resp, err := s.GetStatementEnds(ctx, &gpotelv1.GetStatementEndsRequest{Epoch: first.GetEpoch(), Cursor: next})
+		require.NoError(t, err)
+		got = append(got, resp.GetRecords()...)
+		next = resp.GetNextCursor()
+		return len(got) > 0
+	})
+	assert.Equal(t, "57P01", got[0].GetSqlstate())
 }
