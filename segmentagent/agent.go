@@ -28,6 +28,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/gpotel/gpotel/internal/grpcrecover"
+	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -45,6 +46,7 @@ type Agent struct {
 	logger  *zap.Logger
 	service *Service
 	memctx  *memctx.Service
+	ends    *memctx.EndsService
 
 	meterProvider *sdkmetric.MeterProvider
 	registry      *prometheus.Registry
@@ -103,6 +105,11 @@ func New(cfg Config, logger *zap.Logger) (*Agent, error) {
 	if a.memctx, err = memctx.NewService(cfg.MemoryContexts, svc.cfg.ProcRoot, svc.host.Hostname, svc.AllowUID, logger); err != nil {
 		return nil, err
 	}
+	kernel, err := kernelunits.HostFromProto(svc.host)
+	if err != nil {
+		logger.Warn("statement ends: the host's clock constants are unknown, so a log record's session start is not checked against its process", zap.Error(err))
+	}
+	a.ends = memctx.NewEndsService(cfg.MemoryContexts, svc.cfg.ProcRoot, kernel, logger)
 	return a, nil
 }
 
@@ -168,6 +175,8 @@ func (a *Agent) Start(ctx context.Context) error {
 	a.health.SetServingStatus(gpotelv1.TaskStats_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	gpotelv1.RegisterMemoryContextsServer(a.grpcServer, a.memctx)
 	a.health.SetServingStatus(gpotelv1.MemoryContexts_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	gpotelv1.RegisterStatementEndsServer(a.grpcServer, a.ends)
+	a.health.SetServingStatus(gpotelv1.StatementEnds_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(a.grpcServer, a.health)
 	reflection.Register(a.grpcServer)
 

@@ -142,9 +142,10 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 		Who: pipeline.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
 			ClientAddress: pipeline.Null[string]{V: "10.0.0.9", Valid: true}, ClientPort: pipeline.Null[int64]{V: 50000 + rank, Valid: true}},
 		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(rank) * time.Second).UnixNano(), End: end.UnixNano(),
-		Status:   []string{pipeline.QueryCompleted, pipeline.QueryAborted, pipeline.QuerySessionEnded, pipeline.QuerySuperseded}[n%4],
+		Status:   []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryUnknown, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted}[n%7],
 		Partial:  n%3 == 0,
 		LockWait: ns(rank * 3 % 7),
+		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
 		Segments: []pipeline.SegmentUse{
 			{Host: testCoordinator, Segment: -1, CPU: ns(rank), Read: 10 * rank, Written: 3 * rank},
 			{Host: "sdw1", Segment: 0, CPU: ns(2 * rank), Read: 100 * rank, Written: 30},
@@ -178,7 +179,8 @@ func testEndedSession(n int, end time.Time) pipeline.EndedSession {
 	q := testFinishedQuery(n, end)
 	s := pipeline.EndedSession{Session: pipeline.SessionKey{TmID: testTmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
 		Partial: q.Partial, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
-		LockWait: q.LockWait, VmemPeak: q.VmemPeak}
+		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: pipeline.SessionTerminated, SQLState: "57P01",
+		Message: "terminating connection due to administrator command"}
 	if q.Spill != nil {
 		s.SpillMax = q.Spill.MaxBytes
 	}
@@ -208,12 +210,13 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 	srv := startDefault(t)
 	end := t0.Add(-time.Minute)
 	var queries []pipeline.FinishedQuery
-	for n := range 4 {
+	for n := range 7 {
 		queries = append(queries, testFinishedQuery(n, end.Add(time.Duration(n)*time.Second)))
 	}
 	srv.consume(t, finishedBatch(t0, queries, nil))
 	for n, want := range []yagpcc.QueryStatus{yagpcc.QueryStatus_QUERY_STATUS_DONE, yagpcc.QueryStatus_QUERY_STATUS_ERROR,
-		yagpcc.QueryStatus_QUERY_STATUS_ERROR, yagpcc.QueryStatus_QUERY_STATUS_DONE} {
+		yagpcc.QueryStatus_QUERY_STATUS_CANCELED, yagpcc.QueryStatus_QUERY_STATUS_END, yagpcc.QueryStatus_QUERY_STATUS_ERROR,
+		yagpcc.QueryStatus_QUERY_STATUS_ERROR, yagpcc.QueryStatus_QUERY_STATUS_ERROR} {
 		q := queries[n]
 		resp, err := srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{
 			Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})

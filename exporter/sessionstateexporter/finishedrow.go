@@ -432,16 +432,21 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 	return q
 }
 
-// yagpccStatus is how yagpcc says a query ended: an aborted statement, or
-// one whose session left while it ran, failed (QUERY_STATUS_ERROR); one
-// that completed, or whose end nothing told (the next statement had
-// started), is done.
+// yagpccStatus is how yagpcc says a query ended (docs/pipeline.md, how it
+// ended): completed is DONE, cancelled CANCELED; error, terminated,
+// client_lost and aborted (failed or cancelled, no log to say which) are
+// ERROR, as yagpcc's hooks see an aborted statement; unknown claims
+// nothing beyond its end: END.
 func yagpccStatus(status string) yagpcc.QueryStatus {
 	switch status {
-	case pipeline.QueryAborted, pipeline.QuerySessionEnded:
+	case pipeline.QueryCompleted:
+		return yagpcc.QueryStatus_QUERY_STATUS_DONE
+	case pipeline.QueryCancelled:
+		return yagpcc.QueryStatus_QUERY_STATUS_CANCELED
+	case pipeline.QueryError, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted:
 		return yagpcc.QueryStatus_QUERY_STATUS_ERROR
 	}
-	return yagpcc.QueryStatus_QUERY_STATUS_DONE
+	return yagpcc.QueryStatus_QUERY_STATUS_END
 }
 
 func timeOf(unixNano int64) time.Time { return time.Unix(0, unixNano).UTC() }

@@ -4,6 +4,7 @@
 package pipeline
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"strings"
@@ -97,22 +98,62 @@ const (
 	SegmentKeyWritten = "write" // bytes
 )
 
-// The values of AttrEventQueryStatus: how a query ended, as far as
-// pg_stat_activity tells it.
+// The values of AttrEventQueryStatus: how a query ended, from what the
+// server said (docs/pipeline.md, how it ended).
 const (
-	// QueryCompleted: the session was seen idle (or idle in a transaction)
-	// after it. pg_stat_activity does not tell a statement that failed or
-	// was cancelled outside a transaction from one that completed.
+	// QueryCompleted: it ran to its end: the session was seen idle after it,
+	// or its backend exited cleanly (code 0: it was idle), and the server
+	// log, read past its end, names no failure of it.
 	QueryCompleted = "completed"
+	// QueryError: the log names its failure (SQLSTATE and message).
+	QueryError = "error"
+	// QueryCancelled: SQLSTATE 57014 (user request, statement timeout, ...).
+	QueryCancelled = "cancelled"
+	// QueryTerminated: the server ended its session while it ran (57P01 and
+	// the other 57P codes, another FATAL, or a signal killed the backend).
+	QueryTerminated = "terminated"
+	// QueryClientLost: the connection to the client was lost (SQLSTATE
+	// class 08).
+	QueryClientLost = "client_lost"
 	// QueryAborted: the session was seen idle in an aborted transaction
-	// after it: the statement, or one before it in the transaction,
-	// failed or was cancelled.
+	// after it, and no server log is read: it failed or was cancelled.
 	QueryAborted = "aborted"
-	// QuerySessionEnded: the session left while the query ran.
-	QuerySessionEnded = "session_ended"
-	// QuerySuperseded: the next statement had started before a snapshot
-	// saw this one end, so nothing tells how it ended.
-	QuerySuperseded = "unknown"
+	// QueryUnknown: nothing tells how it ended (the next statement had
+	// started before a snapshot saw this one end and the log is not read,
+	// or its session left and neither its exit nor the log tell why).
+	QueryUnknown = "unknown"
+)
+
+// The values of AttrEventCancelReason, from 57014's message.
+const (
+	CancelUserRequest      = "user_request"
+	CancelStatementTimeout = "statement_timeout"
+	CancelLockTimeout      = "lock_timeout"
+	CancelOther            = "other"
+)
+
+// The values of AttrEventSessionEndReason.
+const (
+	// SessionClientDisconnect: its backend exited with code 0, as it does
+	// when the client says goodbye or closes the connection while idle.
+	SessionClientDisconnect = "client_disconnect"
+	// SessionTerminated: a FATAL (57P01, 57P04, 57P05, 25P03, ...) ended it,
+	// or a signal killed its backend.
+	SessionTerminated = "terminated"
+	// SessionConnectionLost: the log says the connection was lost (class 08).
+	SessionConnectionLost = "connection_lost"
+	// SessionServerShutdown: the server went down under it (57P02, 57P03,
+	// or the exit code 2 of a backend told to quit at once).
+	SessionServerShutdown = "server_shutdown"
+	// SessionEndUnknown: nothing tells.
+	SessionEndUnknown = "unknown"
+)
+
+// Attribute keys of how a query or session ended.
+const (
+	AttrEventErrorMessage     = "gpotel.error.message"
+	AttrEventCancelReason     = "gpotel.query.cancel_reason"
+	AttrEventSessionEndReason = "gpotel.session.end_reason"
 )
 
 // QueryEventFields are the query event's fields, in the order of the
@@ -128,9 +169,12 @@ func init() {
 	QueryEventFields = append(QueryEventFields,
 		EventField{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Brief: "query_start of the statement"},
 		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Brief: "the statement's command count (yagpcc's QueryKey ccnt); 0 where the server numbers none (PostgreSQL)"},
-		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the next statement's query_start, or the first snapshot without its session"},
+		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the log's time of its failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "query_end - query_start"},
-		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, aborted, session_ended or unknown (docs/pipeline.md, finished work)"},
+		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, error, cancelled, terminated, client_lost, aborted or unknown (docs/pipeline.md, how it ended)"},
+		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE the server log gave its failure; absent when it completed or nothing tells"},
+		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the server log's message of its failure, at most 512 bytes (a cut one ends in …)"},
+		EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Type: EventString, Optional: true, Brief: "of a cancelled one: user_request, statement_timeout, lock_timeout or other, from the message"},
 		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started before gpotel first saw its session: its figures are a lower bound"},
 		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's queries::text"},
 	)
@@ -153,7 +197,10 @@ func init() {
 	SessionEventFields = append(eventIdentity(false), eventWho()...)
 	SessionEventFields = append(SessionEventFields,
 		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator backend; the first snapshot that saw it when the server has none"},
-		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "the first snapshot without it"},
+		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "its coordinator backend's exit; without an exit record, the first snapshot without it"},
+		EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Type: EventString, Brief: "client_disconnect, terminated, connection_lost, server_shutdown or unknown (docs/pipeline.md, how it ended)"},
+		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE of the FATAL that ended it"},
+		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the message of the FATAL that ended it, at most 512 bytes"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
 		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes was still silent when its event was written: its figures are a lower bound"},
 		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
@@ -245,6 +292,9 @@ type FinishedQuery struct {
 	CommandCount int64 // 0: the server numbers none
 	Start, End   int64 // unix ns
 	Status       string
+	SQLState     string // "": none
+	ErrorMessage string // "": none
+	CancelReason string // "": not cancelled
 	Partial      bool
 	Text         *string // only with queries::text
 	Totals       Counters
@@ -262,6 +312,9 @@ type EndedSession struct {
 	Session    SessionKey
 	Who        SessionWho
 	Start, End int64 // unix ns
+	EndReason  string
+	SQLState   string // "": none
+	Message    string // "": none
 	Partial    bool
 	Queries    int64
 	Totals     Counters
@@ -297,6 +350,12 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 			attrs.PutDouble(f.Key, nsSeconds(q.End-q.Start))
 		case AttrEventQueryStatus:
 			attrs.PutStr(f.Key, q.Status)
+		case AttrSQLState:
+			putNonEmpty(attrs, f.Key, q.SQLState)
+		case AttrEventErrorMessage:
+			putNonEmpty(attrs, f.Key, q.ErrorMessage)
+		case AttrEventCancelReason:
+			putNonEmpty(attrs, f.Key, q.CancelReason)
 		case AttrEventPartial:
 			attrs.PutBool(f.Key, q.Partial)
 		case AttrDBQueryText:
@@ -344,6 +403,12 @@ func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 			attrs.PutStr(f.Key, EventTimeValue(s.Start))
 		case AttrEventSessionEnd:
 			attrs.PutStr(f.Key, EventTimeValue(s.End))
+		case AttrEventSessionEndReason:
+			attrs.PutStr(f.Key, cmp.Or(s.EndReason, SessionEndUnknown))
+		case AttrSQLState:
+			putNonEmpty(attrs, f.Key, s.SQLState)
+		case AttrEventErrorMessage:
+			putNonEmpty(attrs, f.Key, s.Message)
 		case AttrEventDuration:
 			attrs.PutDouble(f.Key, nsSeconds(s.End-s.Start))
 		case AttrEventPartial:
@@ -365,6 +430,12 @@ func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 		default:
 			panic(fmt.Sprintf("pipeline: session event field %s has no value", f.Key))
 		}
+	}
+}
+
+func putNonEmpty(attrs pcommon.Map, key, v string) {
+	if v != "" {
+		attrs.PutStr(key, v)
 	}
 }
 

@@ -48,6 +48,10 @@ const (
 	KindFinishedQuery
 	// KindEndedSession carries, once, an ended session's event.
 	KindEndedSession
+	// KindEndings lists, in the closing batch, what one host's server said
+	// of how its backends' statements and lives ended: log records and
+	// exits (docs/pipeline.md, how it ended).
+	KindEndings
 	// KindUnknown carries gpotel.resource.kind with a value this version
 	// does not know.
 	KindUnknown
@@ -67,6 +71,7 @@ var kindNames = [...]string{
 	KindDeparted:      "departed",
 	KindFinishedQuery: "finished_query",
 	KindEndedSession:  "ended_session",
+	KindEndings:       "endings",
 }
 
 // String is the AttrResourceKind value; "" for KindForeign and KindUnknown.
@@ -189,6 +194,8 @@ const (
 	MetricHostBatches     = "gpotel.host.batches"
 	MetricHostSequence    = "gpotel.host.sequence"
 	MetricProcessDeparted = "gpotel.process.departed"
+	// MetricBackendEnding is one log record or exit of an endings resource.
+	MetricBackendEnding = "gpotel.backend.ending"
 	// MetricHostReadDelay is how long after the snapshot time the host's
 	// last answer came: its processes were read no later than that.
 	MetricHostReadDelay = "gpotel.host.read_delay"

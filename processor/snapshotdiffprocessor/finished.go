@@ -68,7 +68,7 @@ func (l *sessionLife) leave(queries []*query, seq uint64, now int64) {
 		l.gone, l.goneSeen = now, seq
 	}
 	for _, q := range queries {
-		q.endAt(now, pipeline.QuerySessionEnded, seq)
+		q.endAt(now, sessionLeft, seq)
 	}
 }
 
@@ -156,7 +156,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 			continue
 		}
 		waited := now-q.end > t.keep
-		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(s)) {
+		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(s) || t.logStateAt(q.end) == logBehind) {
 			continue
 		}
 		q.finished = true
@@ -176,12 +176,13 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 		silent = silent || s.hosts.down[h]
 	}
 	waited := now-l.gone > t.keep
-	if !waited && (seq < l.goneSeen+settleSnapshots || silent) {
+	if !waited && (seq < l.goneSeen+settleSnapshots || silent || t.logStateAt(l.gone) == logBehind) {
 		return
 	}
 	l.ended = true
-	out.ended = append(out.ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: l.gone,
-		Partial: l.partial || silent, Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
+	v := judgeSession(&sq.says, l.gone)
+	out.ended = append(out.ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
+		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial || silent, Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
 		SpillMax: l.spillMax, LockWait: l.lockWait, VmemPeak: l.vmemPeak})
 }
 
@@ -198,8 +199,9 @@ func (q *query) onSilentHost(s *store) bool {
 
 func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sessionQueries, q *query) pipeline.FinishedQuery {
 	segs := sortedSegments(q.segments)
-	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: q.end,
-		Status: q.status, Partial: q.partial, Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
+	v := judgeQuery(q, &sq.says, t.logStateAt(q.end))
+	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
+		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason, Partial: q.partial, Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
 		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak}
 	if t.text != nil {
 		f.Text = t.text(q.text)

@@ -31,6 +31,17 @@ type incoming struct {
 	departSkipped int
 	departErr     error
 	activities    map[pipeline.SessionKey]sessionActivity // nil when query figures are off
+	endings       []hostEndings
+	// endSkipped counts the endings points without an identity; endErr is
+	// the first one's error.
+	endSkipped int
+	endErr     error
+}
+
+// hostEndings are the endings of one endings resource.
+type hostEndings struct {
+	pipeline.HostEndings
+	tmID int64
 }
 
 // departedProcesses are the processes of one departed resource.
@@ -77,6 +88,17 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	}
 	if p.queries != nil {
 		in.activities = readActivities(rms, b.Kinds)
+		for i, kind := range b.Kinds {
+			if kind != pipeline.KindEndings {
+				continue
+			}
+			h, tmID, skipped, err := pipeline.DecodeEndings(rms.At(i))
+			in.endSkipped += skipped
+			if in.endErr == nil {
+				in.endErr = err
+			}
+			in.endings = append(in.endings, hostEndings{HostEndings: h, tmID: tmID})
+		}
 	}
 	return in
 }

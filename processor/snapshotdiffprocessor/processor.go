@@ -130,7 +130,7 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 // isFraming tells the resources that serve the contract between the
 // receiver and the processor alone (sparse batches): never forwarded.
 func isFraming(k pipeline.ResourceKind) bool {
-	return k == pipeline.KindBatch || k == pipeline.KindDeparted
+	return k == pipeline.KindBatch || k == pipeline.KindDeparted || k == pipeline.KindEndings
 }
 
 // dropHeader removes a process batch's batch resource, at header (-1: none).
@@ -242,6 +242,9 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		p.logger.Warn("departed processes skipped", zap.Int("skipped", in.departSkipped), zap.Error(in.departErr))
 		p.telemetry.SnapshotdiffProcessDataSkipped.Add(ctx, int64(in.departSkipped))
 	}
+	if in.endSkipped > 0 {
+		p.logger.Warn("log records and exits skipped", zap.Int("skipped", in.endSkipped), zap.Error(in.endErr))
+	}
 
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -267,6 +270,9 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
+		if ignored := p.queries.hear(in.endings); ignored > 0 {
+			p.logger.Debug("log records and exits of no session gpotel follows, or of another backend than the session's, ignored", zap.Int("count", ignored))
+		}
 		figs.work = p.queries.update(p.store, in.activities)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)

@@ -111,8 +111,8 @@ type query struct {
 	partial bool
 	// spill is its workfiles; nil until a read saw it hold some.
 	spill *pipeline.QuerySpill
-	// status is how it ended (pipeline.Query*); "" while it runs.
-	status string
+	// seen is what the snapshots saw of its end; stillRunning while it runs.
+	seen endSighting
 	// endSeen is the sequence number of the snapshot that first saw it
 	// ended; 0 while it runs.
 	endSeen uint64
@@ -166,6 +166,7 @@ type sessionQueries struct {
 	// pg_stat_activity may name it for long after, and it is not new.
 	forgotten int64
 	life      sessionLife
+	says      serverSays // the log records and the exit of its coordinator backend
 }
 
 // find returns the query a head sighting names: while it runs, the one with
@@ -311,6 +312,9 @@ type queryTracker struct {
 	first int64
 	// text is a query's text as its event carries it; nil: none (queries::text off).
 	text func(string) *string
+	// logReadThrough: the coordinator's log records written before it have
+	// been heard (unix ns); 0: no log is read.
+	logReadThrough int64
 }
 
 func newQueryTracker(keep time.Duration, maxFinished int, text func(string) *string) *queryTracker {
@@ -323,6 +327,7 @@ func newQueryTracker(keep time.Duration, maxFinished int, text func(string) *str
 func (t *queryTracker) restart() {
 	clear(t.sessions)
 	t.retired = nil
+	t.logReadThrough = 0
 	t.rows = t.rows[:0]
 	t.first = 0
 }
@@ -429,12 +434,12 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 	// known at a later sighting.
 	for _, o := range sq.queries {
 		if o != q && o.end == 0 && o.start < q.start {
-			o.endAt(q.start, pipeline.QuerySuperseded, newest.seq)
+			o.endAt(q.start, superseded, newest.seq)
 		}
 	}
 	switch {
 	case act.running:
-		q.end, q.status, q.endSeen = 0, "", 0
+		q.end, q.seen, q.endSeen = 0, stillRunning, 0
 		if act.waiting && prevSeen != 0 {
 			// Seen waiting now: count the interval since the previous sighting.
 			waited := q.ran(prevSeen, now, sq.since)
@@ -444,24 +449,24 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 		}
 		q.vmemPeak = max(q.vmemPeak, act.vmem)
 	default:
-		end, status := act.stateChange, pipeline.QueryCompleted
+		end, seen := act.stateChange, seenIdle
 		if end < q.start {
 			end = now
 		}
 		if act.aborted {
-			status = pipeline.QueryAborted
+			seen = seenAborted
 		}
-		q.endAt(end, status, newest.seq)
+		q.endAt(end, seen, newest.seq)
 	}
 }
 
 // endAt ends q at end, how it ended, first seen in snapshot seq; a query
-// already ended keeps the end and status it was first seen with.
-func (q *query) endAt(end int64, status string, seq uint64) {
+// already ended keeps the end it was first seen with.
+func (q *query) endAt(end int64, seen endSighting, seq uint64) {
 	if q.end != 0 {
 		return
 	}
-	q.end, q.status, q.endSeen = end, status, seq
+	q.end, q.seen, q.endSeen = end, seen, seq
 }
 
 // forget tells whether to drop q: its event is past and old is true.

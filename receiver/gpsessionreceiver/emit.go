@@ -48,6 +48,7 @@ type emitStats struct {
 // contract's encoders, under the user's metrics and resource_attributes
 // switches.
 type snapshotEmitter struct {
+	scope   pipeline.Scope
 	procs   *pipeline.ProcessEncoder
 	closing *pipeline.ClosingEncoder
 	scratch sync.Pool // *answerScratch, reused across answers and scrapes
@@ -68,6 +69,7 @@ func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Set
 	}
 	scope := pipeline.Scope{Name: metadata.ScopeName, Version: settings.BuildInfo.Version}
 	e := &snapshotEmitter{
+		scope:   scope,
 		procs:   pipeline.NewProcessEncoder(scope, sw),
 		closing: pipeline.NewClosingEncoder(scope, start, sw),
 	}

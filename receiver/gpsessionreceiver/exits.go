@@ -379,6 +379,23 @@ const startSlack = time.Second
 // exitStats counts what became of the exit records of one scrape.
 type exitStats struct {
 	attributed, unattributed, live, foreign, missed int
+	// endings are the exits of the sessions' coordinator backends: how
+	// each ended (docs/pipeline.md, endings resources).
+	endings []pipeline.Ending
+}
+
+// exitEnding is how the exit record of a session's coordinator process
+// says it ended: the kernel's ac_exitcode is the wait status (exit(n)'s n
+// in bits 8-15, or the killing signal in bits 0-6).
+func exitEnding(rec *gpotelv1.ExitRecord, session int64) pipeline.Ending {
+	code := int64(rec.GetStats().GetExitCode())
+	e := pipeline.Ending{Session: session, PID: rec.GetStats().GetPid(), Time: rec.GetExitTimeUnixNano(), Exited: true}
+	if sig := code & 0x7f; sig != 0 {
+		e.Signal = sig
+	} else {
+		e.ExitCode = code >> 8 & 0xff
+	}
+	return e
 }
 
 // emitExits appends the exited resources of every host (docs/pipeline.md):
@@ -415,6 +432,9 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 				e.Segment, e.Session, e.BackendType = s.segment, s.session, s.backendType
 				delete(t.sightings[key.host].m, key.pid)
 				st.attributed++
+				if s.segment == -1 {
+					st.endings = append(st.endings, exitEnding(rec, s.session))
+				}
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
 				e.Segment = seg
 				st.unattributed++

@@ -523,3 +523,72 @@ func TestUnrecordedCPUNeverGoesDown(t *testing.T) {
 		t.Errorf("unrecorded CPU scrape by scrape %v, want %v", got, want)
 	}
 }
+
+// TestCoordinatorBackendExitSaysHowItEnded: the exit record of a session's
+// coordinator backend becomes an ending with its exit code, or the signal
+// that killed it (docs/pipeline.md, endings resources).
+func TestCoordinatorBackendExitSaysHowItEnded(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("starting processes as nobody needs root")
+	}
+	agent := startTaskstatsAgent(t)
+	exits3 := startNobody(t, "sh", "-c", "sleep 3; exit 3")
+	killed := startNobody(t, "sleep", "600")
+	src := &memorySource{state: &ClusterState{Dialect: dialect.GP6, TmID: 1_700_000_000, Backends: []Backend{
+		{SegmentID: -1, PID: int64(exits3.Process.Pid), SessionID: 7, BackendType: "client backend"},
+		{SegmentID: -1, PID: int64(killed.Process.Pid), SessionID: 8, BackendType: "client backend"},
+	}}, rows: []SegmentConfigRow{{Content: -1, Role: "p", Status: "u", Hostname: "sdw1"}}}
+	cfg := validConfig()
+	cfg.Agents = map[string]string{"sdw1": agent.Addr().String()}
+	cfg.HostTimeout = 10 * time.Second
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	s := unitScraper(t, cfg, src, nil, tt)
+	_, _ = s.scrape(context.Background())
+	_ = killed.Process.Signal(syscall.SIGTERM)
+	_ = killed.Wait()
+	_ = exits3.Wait()
+	src.state.Backends = nil
+
+	got := map[int64]pipeline.Ending{}
+	await.Until(t, "the endings of both backends", func() bool {
+		md, _ := s.scrape(context.Background())
+		rms := md.ResourceMetrics()
+		for i := range rms.Len() {
+			if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindEndings {
+				continue
+			}
+			h, _, _, err := pipeline.DecodeEndings(rms.At(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, e := range h.Endings {
+				got[e.Session] = e
+			}
+		}
+		return len(got) == 2
+	})
+	if e := got[7]; !e.Exited || e.ExitCode != 3 || e.Signal != 0 || e.PID != int64(exits3.Process.Pid) || e.Time == 0 {
+		t.Errorf("session 7's backend exited 3: %+v", e)
+	}
+	if e := got[8]; !e.Exited || e.Signal != int64(syscall.SIGTERM) {
+		t.Errorf("session 8's backend was killed by SIGTERM: %+v", e)
+	}
+}
+
+// A statement end's session is gp_session_id on Greenplum and the pid on
+// PostgreSQL; one without a session (a connection refused at startup) is none.
+func TestStatementEndNamesItsSession(t *testing.T) {
+	e := &gpotelv1.StatementEnd{Pid: 300, SessionId: 14, CommandCount: 5, TimeUnixNano: 1e18, Severity: "ERROR", Sqlstate: "42703", Message: "column t1.b does not exist"}
+	gp, ok := endingOf(e, dialect.GP6)
+	if !ok || gp.Session != 14 || gp.CommandCount != 5 || gp.SQLState != "42703" {
+		t.Errorf("gp6: %+v %v", gp, ok)
+	}
+	pg, ok := endingOf(&gpotelv1.StatementEnd{Pid: 300, TimeUnixNano: 1e18, Severity: "FATAL", Sqlstate: "57P01"}, dialect.PostgreSQL)
+	if !ok || pg.Session != 300 {
+		t.Errorf("postgresql: %+v %v", pg, ok)
+	}
+	if _, ok := endingOf(&gpotelv1.StatementEnd{Pid: 300, TimeUnixNano: 1e18, Severity: "FATAL", Sqlstate: "57P03"}, dialect.GP6); ok {
+		t.Error("a Greenplum record without a session is none's")
+	}
+}

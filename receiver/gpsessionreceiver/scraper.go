@@ -22,6 +22,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/cpuslots"
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -40,6 +41,7 @@ type sessionScraper struct {
 	sender    *sparse.Sender   // sends to next
 	telemetry *metadata.TelemetryBuilder
 	exits     *exitTracker
+	ends      *endsTracker
 	greenplum *greenplumReader // nil: greenplum_figures off, or a source without them
 	// emitSlots bounds how many agent answers are turned into pdata and
 	// handed on at once: the pipeline's CPU slots, which the decoding of
@@ -98,6 +100,7 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		sender:    sparse.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
 		telemetry: tb,
 		exits:     newExitTracker(settings.Logger),
+		ends:      newEndsTracker(settings.Logger),
 		emitSlots: cpuslots.Pipeline,
 	}, nil
 }
@@ -186,6 +189,8 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 	}
 
+	// Before the reads too: the log is read through a time before the snapshot's.
+	logged, logThrough := s.ends.fetch(ctx, s.cfg, s.dir, topo.CoordinatorHost(), state.Dialect)
 	var exits []hostExits
 	if s.cfg.ExitRecords {
 		// Before the reads: a process whose record is fetched here is gone (or a zombie) when /proc is read.
@@ -217,12 +222,17 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap, outgoing)
+	endings := pipeline.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
+		endings.Endings = append(endings.Endings, xs.endings...)
 		s.exits.commit(exits)
 		s.exits.endTick()
 		s.logger.Debug("exit records", zap.Int("attributed", xs.attributed), zap.Int("unattributed", xs.unattributed),
 			zap.Int("read_live", xs.live), zap.Int("not_database", xs.foreign))
+	}
+	if len(endings.Endings) > 0 || endings.LogReadThrough != 0 {
+		pipeline.AppendEndings(md.ResourceMetrics(), s.emitter.scope, state.TmID, &endings)
 	}
 	return md, s.account(ctx, results, st)
 }

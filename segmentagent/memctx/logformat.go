@@ -9,17 +9,30 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gpotel/gpotel/internal/dialect"
 )
 
-// Record is one server log entry: who wrote it and its message.
+// Record is one server log entry: who wrote it and its message, and where
+// the layout has them (not stderr) its time, severity, SQLSTATE and session.
 type Record struct {
 	PID     int64
 	Message string
+	// Time is the record's time; zero when the layout has none.
+	Time     time.Time
+	Severity string
+	SQLState string
+	// SessionStart is the session start the record names; zero: none.
+	SessionStart time.Time
+	// Session is Greenplum's gp_session_id (con<N>), CommandCount its
+	// cmd<M> and Segment its gp_segment (seg<N>); 0, 0, 0 elsewhere.
+	Session, CommandCount, Segment int64
+	Greenplum                      bool // the record came from Greenplum's layout
 }
 
 // LogFormat reads one of the server's log layouts.
@@ -134,13 +147,18 @@ func (JSONLog) Name() string { return "jsonlog" }
 // Parse implements LogFormat.
 func (JSONLog) Parse(entry []byte) (Record, bool) {
 	var e struct {
-		PID     *int64  `json:"pid"`
-		Message *string `json:"message"`
+		PID       *int64  `json:"pid"`
+		Message   *string `json:"message"`
+		Timestamp string  `json:"timestamp"`
+		SessionID string  `json:"session_id"`
+		Severity  string  `json:"error_severity"`
+		SQLState  string  `json:"state_code"`
 	}
 	if err := json.Unmarshal(entry, &e); err != nil || e.PID == nil || e.Message == nil {
 		return Record{}, false
 	}
-	return Record{PID: *e.PID, Message: *e.Message}, true
+	return Record{PID: *e.PID, Message: *e.Message, Time: logTime(e.Timestamp), Severity: e.Severity, SQLState: e.SQLState,
+		SessionStart: sessionIDStart(e.SessionID, *e.PID)}, true
 }
 
 // CSVLog reads PostgreSQL's log_destination=csvlog.
@@ -148,8 +166,12 @@ type CSVLog struct{ csvFormat }
 
 // csvlog columns (the same from PostgreSQL 9.0 through 17).
 const (
-	csvPID     = 3
-	csvMessage = 13
+	csvTime      = 0
+	csvPID       = 3
+	csvSessionID = 5
+	csvSeverity  = 11
+	csvSQLState  = 12
+	csvMessage   = 13
 )
 
 // Name implements LogFormat.
@@ -165,7 +187,37 @@ func (CSVLog) Parse(entry []byte) (Record, bool) {
 	if err != nil {
 		return Record{}, false
 	}
-	return Record{PID: pid, Message: fields[csvMessage]}, true
+	return Record{PID: pid, Message: fields[csvMessage], Time: logTime(fields[csvTime]), Severity: fields[csvSeverity],
+		SQLState: fields[csvSQLState], SessionStart: sessionIDStart(fields[csvSessionID], pid)}, true
+}
+
+// logTime reads a log line's time ("2026-11-28 16:00:00.123 UTC"; Greenplum
+// writes microseconds). A zone abbreviation is read in the agent's own zone
+// (the server's log_timezone is the host's as a rule); zero when unreadable.
+func logTime(v string) time.Time {
+	for _, layout := range []string{"2006-01-02 15:04:05.999999999 MST", "2006-01-02 15:04:05.999999999 -07", "2006-01-02 15:04:05.999999999 -0700",
+		"2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -07"} {
+		if t, err := time.ParseInLocation(layout, v, time.Local); err == nil {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+// sessionIDStart reads the start from PostgreSQL's session id, "%lx.%x" of
+// the backend's start (unix seconds) and its pid; zero unless the pid is
+// the record's.
+func sessionIDStart(id string, pid int64) time.Time {
+	start, p, ok := strings.Cut(id, ".")
+	if !ok || len(start) > 16 || len(p) > 8 {
+		return time.Time{}
+	}
+	sec, err1 := strconv.ParseInt(start, 16, 64)
+	idPID, err2 := strconv.ParseInt(p, 16, 64)
+	if err1 != nil || err2 != nil || idPID != pid || sec <= 0 {
+		return time.Time{}
+	}
+	return time.Unix(sec, 0)
 }
 
 func csvFields(entry []byte) ([]string, bool) {
@@ -182,10 +234,17 @@ type GreenplumCSVLog struct{ csvFormat }
 
 // The Greenplum layout's columns (elog.c and syslogger.c of Greenplum 6).
 const (
-	gpColumns = 30
-	gpPID     = 3
-	gpThread  = 4
-	gpMessage = 18
+	gpColumns      = 30
+	gpTime         = 0
+	gpPID          = 3
+	gpThread       = 4
+	gpSessionStart = 7
+	gpSession      = 9  // con<N>
+	gpCommand      = 10 // cmd<M>
+	gpSegment      = 11 // seg<N>
+	gpSeverity     = 16
+	gpSQLState     = 17
+	gpMessage      = 18
 )
 
 var gpThreadRe = regexp.MustCompile(`^th-?\d+$`)
@@ -207,7 +266,26 @@ func (GreenplumCSVLog) Parse(entry []byte) (Record, bool) {
 	if err != nil || pid <= 0 {
 		return Record{}, false
 	}
-	return Record{PID: pid, Message: fields[gpMessage]}, true
+	seg, ok := prefixedInt(fields[gpSegment], "seg")
+	if !ok {
+		seg = math.MaxInt32 // no segment's: never taken for the coordinator's
+	}
+	session, _ := prefixedInt(fields[gpSession], "con")
+	command, _ := prefixedInt(fields[gpCommand], "cmd")
+	return Record{PID: pid, Message: fields[gpMessage], Time: logTime(fields[gpTime]), Severity: fields[gpSeverity],
+		SQLState: fields[gpSQLState], SessionStart: logTime(fields[gpSessionStart]), Session: session, CommandCount: command,
+		Segment: seg, Greenplum: true}, true
+}
+
+// prefixedInt reads Greenplum's "con14", "cmd5", "seg-1"; ok is false for
+// another text (an empty field is 0, not ok).
+func prefixedInt(v, prefix string) (int64, bool) {
+	digits, ok := strings.CutPrefix(v, prefix)
+	if !ok || len(digits) == 0 || len(digits) > 11 {
+		return 0, false
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	return n, err == nil
 }
 
 // ErrPrefixWithoutPID says a stderr log cannot be read: nothing in its

@@ -46,6 +46,12 @@ func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
 			q.End = v.(time.Time).UnixNano()
 		case pipeline.AttrEventQueryStatus:
 			q.Status = v.(string)
+		case pipeline.AttrSQLState:
+			q.SQLState = v.(string)
+		case pipeline.AttrEventErrorMessage:
+			q.ErrorMessage = v.(string)
+		case pipeline.AttrEventCancelReason:
+			q.CancelReason = v.(string)
 		case pipeline.AttrEventPartial:
 			q.Partial = v.(bool)
 		case pipeline.AttrDBQueryText:
@@ -84,6 +90,12 @@ func DecodeSessionEvent(attrs pcommon.Map) (pipeline.EndedSession, error) {
 			s.Start = v.(time.Time).UnixNano()
 		case pipeline.AttrEventSessionEnd:
 			s.End = v.(time.Time).UnixNano()
+		case pipeline.AttrEventSessionEndReason:
+			s.EndReason = v.(string)
+		case pipeline.AttrSQLState:
+			s.SQLState = v.(string)
+		case pipeline.AttrEventErrorMessage:
+			s.Message = v.(string)
 		case pipeline.AttrEventPartial:
 			s.Partial = v.(bool)
 		case pipeline.AttrEventSessionQueries:

@@ -38,6 +38,8 @@ type Snapshot struct {
 	Processes   []Process
 	// Readings are the hosts' pressure and control groups.
 	Readings []pipeline.HostReading
+	// Endings are the coordinator's log records and exits (endings resources).
+	Endings []pipeline.HostEndings
 }
 
 // Host is one gpotel.host.up / gpotel.host.processes pair, the host's
@@ -189,7 +191,11 @@ func (s Snapshot) Batches() []pmetric.Metrics {
 
 func (s Snapshot) closing() pmetric.Metrics {
 	c := s.closingBatch()
-	return pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	md := pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	for i := range s.Endings {
+		pipeline.AppendEndings(md.ResourceMetrics(), Scope, s.TmID, &s.Endings[i])
+	}
+	return md
 }
 
 func (s Snapshot) closingBatch() pipeline.Closing {

@@ -251,10 +251,15 @@ type FinishedQuery struct {
 	QueryStart    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=query_start,json=queryStart,proto3" json:"query_start,omitempty"`
 	Ccnt          int64                  `protobuf:"varint,10,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // 0 where the server numbers none (PostgreSQL)
 	QueryEnd      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=query_end,json=queryEnd,proto3" json:"query_end,omitempty"`
-	Duration      float64                `protobuf:"fixed64,12,opt,name=duration,proto3" json:"duration,omitempty"`                        // s
-	Status        string                 `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`                              // completed, aborted, session_ended or unknown
-	Partial       bool                   `protobuf:"varint,14,opt,name=partial,proto3" json:"partial,omitempty"`                           // its figures are a lower bound
-	QueryText     *string                `protobuf:"bytes,15,opt,name=query_text,json=queryText,proto3,oneof" json:"query_text,omitempty"` // only with the processor's queries::text
+	Duration      float64                `protobuf:"fixed64,12,opt,name=duration,proto3" json:"duration,omitempty"` // s
+	// completed, error, cancelled, terminated, client_lost, aborted or
+	// unknown (docs/pipeline.md, how it ended)
+	Status       string  `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`
+	Partial      bool    `protobuf:"varint,14,opt,name=partial,proto3" json:"partial,omitempty"`                                    // its figures are a lower bound
+	QueryText    *string `protobuf:"bytes,15,opt,name=query_text,json=queryText,proto3,oneof" json:"query_text,omitempty"`          // only with the processor's queries::text
+	Sqlstate     *string `protobuf:"bytes,16,opt,name=sqlstate,proto3,oneof" json:"sqlstate,omitempty"`                             // of its failure, from the server log
+	ErrorMessage *string `protobuf:"bytes,17,opt,name=error_message,json=errorMessage,proto3,oneof" json:"error_message,omitempty"` // the log's message, at most 512 bytes
+	CancelReason *string `protobuf:"bytes,18,opt,name=cancel_reason,json=cancelReason,proto3,oneof" json:"cancel_reason,omitempty"` // user_request, statement_timeout, lock_timeout or other
 	// Totals of its processes, one per counter of the contract's table.
 	CpuTimeUser                *float64      `protobuf:"fixed64,20,opt,name=cpu_time_user,json=cpuTimeUser,proto3,oneof" json:"cpu_time_user,omitempty"`                     // s
 	CpuTimeSystem              *float64      `protobuf:"fixed64,21,opt,name=cpu_time_system,json=cpuTimeSystem,proto3,oneof" json:"cpu_time_system,omitempty"`               // s
@@ -430,6 +435,27 @@ func (x *FinishedQuery) GetPartial() bool {
 func (x *FinishedQuery) GetQueryText() string {
 	if x != nil && x.QueryText != nil {
 		return *x.QueryText
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetSqlstate() string {
+	if x != nil && x.Sqlstate != nil {
+		return *x.Sqlstate
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetErrorMessage() string {
+	if x != nil && x.ErrorMessage != nil {
+		return *x.ErrorMessage
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetCancelReason() string {
+	if x != nil && x.CancelReason != nil {
+		return *x.CancelReason
 	}
 	return ""
 }
@@ -715,6 +741,10 @@ type EndedSession struct {
 	Duration      float64                `protobuf:"fixed64,11,opt,name=duration,proto3" json:"duration,omitempty"` // s
 	Partial       bool                   `protobuf:"varint,12,opt,name=partial,proto3" json:"partial,omitempty"`    // its figures are a lower bound
 	Queries       int64                  `protobuf:"varint,13,opt,name=queries,proto3" json:"queries,omitempty"`    // queries gpotel saw it run
+	// client_disconnect, terminated, connection_lost, server_shutdown or unknown
+	EndReason    string  `protobuf:"bytes,14,opt,name=end_reason,json=endReason,proto3" json:"end_reason,omitempty"`
+	Sqlstate     *string `protobuf:"bytes,15,opt,name=sqlstate,proto3,oneof" json:"sqlstate,omitempty"`                             // of the FATAL that ended it
+	ErrorMessage *string `protobuf:"bytes,16,opt,name=error_message,json=errorMessage,proto3,oneof" json:"error_message,omitempty"` // its message, at most 512 bytes
 	// Lifetime totals of all its processes, exited ones included.
 	CpuTimeUser                *float64 `protobuf:"fixed64,20,opt,name=cpu_time_user,json=cpuTimeUser,proto3,oneof" json:"cpu_time_user,omitempty"`
 	CpuTimeSystem              *float64 `protobuf:"fixed64,21,opt,name=cpu_time_system,json=cpuTimeSystem,proto3,oneof" json:"cpu_time_system,omitempty"`
@@ -866,6 +896,27 @@ func (x *EndedSession) GetQueries() int64 {
 		return x.Queries
 	}
 	return 0
+}
+
+func (x *EndedSession) GetEndReason() string {
+	if x != nil {
+		return x.EndReason
+	}
+	return ""
+}
+
+func (x *EndedSession) GetSqlstate() string {
+	if x != nil && x.Sqlstate != nil {
+		return *x.Sqlstate
+	}
+	return ""
+}
+
+func (x *EndedSession) GetErrorMessage() string {
+	if x != nil && x.ErrorMessage != nil {
+		return *x.ErrorMessage
+	}
+	return ""
 }
 
 func (x *EndedSession) GetCpuTimeUser() float64 {
@@ -1204,7 +1255,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x03R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x03R\n" +
-	"writeBytes\"\xd2\x18\n" +
+	"writeBytes\"\xf8\x19\n" +
 	"\rFinishedQuery\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1224,53 +1275,59 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\x06status\x18\r \x01(\tR\x06status\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\"\n" +
 	"\n" +
-	"query_text\x18\x0f \x01(\tH\x04R\tqueryText\x88\x01\x01\x12'\n" +
-	"\rcpu_time_user\x18\x14 \x01(\x01H\x05R\vcpuTimeUser\x88\x01\x01\x12+\n" +
-	"\x0fcpu_time_system\x18\x15 \x01(\x01H\x06R\rcpuTimeSystem\x88\x01\x01\x12%\n" +
-	"\fdisk_io_read\x18\x16 \x01(\x03H\aR\n" +
+	"query_text\x18\x0f \x01(\tH\x04R\tqueryText\x88\x01\x01\x12\x1f\n" +
+	"\bsqlstate\x18\x10 \x01(\tH\x05R\bsqlstate\x88\x01\x01\x12(\n" +
+	"\rerror_message\x18\x11 \x01(\tH\x06R\ferrorMessage\x88\x01\x01\x12(\n" +
+	"\rcancel_reason\x18\x12 \x01(\tH\aR\fcancelReason\x88\x01\x01\x12'\n" +
+	"\rcpu_time_user\x18\x14 \x01(\x01H\bR\vcpuTimeUser\x88\x01\x01\x12+\n" +
+	"\x0fcpu_time_system\x18\x15 \x01(\x01H\tR\rcpuTimeSystem\x88\x01\x01\x12%\n" +
+	"\fdisk_io_read\x18\x16 \x01(\x03H\n" +
+	"R\n" +
 	"diskIoRead\x88\x01\x01\x12'\n" +
-	"\rdisk_io_write\x18\x17 \x01(\x03H\bR\vdiskIoWrite\x88\x01\x01\x125\n" +
-	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\tR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\rdisk_io_write\x18\x17 \x01(\x03H\vR\vdiskIoWrite\x88\x01\x01\x125\n" +
+	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\fR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"disk_delay\x18\x19 \x01(\x01H\n" +
-	"R\tdiskDelay\x88\x01\x01\x12'\n" +
-	"\rio_chars_read\x18\x1a \x01(\x03H\vR\vioCharsRead\x88\x01\x01\x12)\n" +
-	"\x0eio_chars_write\x18\x1b \x01(\x03H\fR\fioCharsWrite\x88\x01\x01\x12-\n" +
-	"\x10io_syscalls_read\x18\x1c \x01(\x03H\rR\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
-	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x0eR\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
-	"\x13paging_faults_major\x18\x1e \x01(\x03H\x0fR\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
-	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x10R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
-	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x11R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
-	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x12R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
-	"\rcpu_run_delay\x18\" \x01(\x01H\x13R\vcpuRunDelay\x88\x01\x01\x12&\n" +
-	"\fdelay_swapin\x18# \x01(\x01H\x14R\vdelaySwapin\x88\x01\x01\x12,\n" +
-	"\x0fdelay_freepages\x18$ \x01(\x01H\x15R\x0edelayFreepages\x88\x01\x01\x12,\n" +
-	"\x0fdelay_thrashing\x18% \x01(\x01H\x16R\x0edelayThrashing\x88\x01\x01\x12(\n" +
-	"\rdelay_compact\x18& \x01(\x01H\x17R\fdelayCompact\x88\x01\x01\x12&\n" +
-	"\fdelay_wpcopy\x18' \x01(\x01H\x18R\vdelayWpcopy\x88\x01\x01\x12 \n" +
-	"\tdelay_irq\x18( \x01(\x01H\x19R\bdelayIrq\x88\x01\x01\x120\n" +
+	"disk_delay\x18\x19 \x01(\x01H\rR\tdiskDelay\x88\x01\x01\x12'\n" +
+	"\rio_chars_read\x18\x1a \x01(\x03H\x0eR\vioCharsRead\x88\x01\x01\x12)\n" +
+	"\x0eio_chars_write\x18\x1b \x01(\x03H\x0fR\fioCharsWrite\x88\x01\x01\x12-\n" +
+	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x10R\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
+	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x11R\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
+	"\x13paging_faults_major\x18\x1e \x01(\x03H\x12R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
+	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x13R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
+	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x14R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
+	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x15R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
+	"\rcpu_run_delay\x18\" \x01(\x01H\x16R\vcpuRunDelay\x88\x01\x01\x12&\n" +
+	"\fdelay_swapin\x18# \x01(\x01H\x17R\vdelaySwapin\x88\x01\x01\x12,\n" +
+	"\x0fdelay_freepages\x18$ \x01(\x01H\x18R\x0edelayFreepages\x88\x01\x01\x12,\n" +
+	"\x0fdelay_thrashing\x18% \x01(\x01H\x19R\x0edelayThrashing\x88\x01\x01\x12(\n" +
+	"\rdelay_compact\x18& \x01(\x01H\x1aR\fdelayCompact\x88\x01\x01\x12&\n" +
+	"\fdelay_wpcopy\x18' \x01(\x01H\x1bR\vdelayWpcopy\x88\x01\x01\x12 \n" +
+	"\tdelay_irq\x18( \x01(\x01H\x1cR\bdelayIrq\x88\x01\x01\x120\n" +
 	"\x14cpu_time_coordinator\x182 \x01(\x01R\x12cpuTimeCoordinator\x12*\n" +
 	"\x11cpu_time_segments\x183 \x01(\x01R\x0fcpuTimeSegments\x12)\n" +
-	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1aR\fskewCpuRatio\x88\x01\x01\x125\n" +
-	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1bR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
-	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H\x1cR\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
-	"\x11skew_cpu_segments\x187 \x01(\x03H\x1dR\x0fskewCpuSegments\x88\x01\x01\x120\n" +
-	"\x12skew_disk_io_ratio\x188 \x01(\x01H\x1eR\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
-	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H\x1fR\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
-	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
-	"\x15skew_disk_io_segments\x18; \x01(\x03H!R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
+	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1dR\fskewCpuRatio\x88\x01\x01\x125\n" +
+	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1eR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
+	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H\x1fR\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
+	"\x11skew_cpu_segments\x187 \x01(\x03H R\x0fskewCpuSegments\x88\x01\x01\x120\n" +
+	"\x12skew_disk_io_ratio\x188 \x01(\x01H!R\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
+	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H\"R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
+	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H#R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
+	"\x15skew_disk_io_segments\x18; \x01(\x03H$R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
 	"\bsegments\x18< \x03(\v2\x15.gpotel.v1.SegmentUseR\bsegments\x12)\n" +
-	"\x0espill_size_max\x18= \x01(\x03H\"R\fspillSizeMax\x88\x01\x01\x12+\n" +
-	"\x0fspill_files_max\x18> \x01(\x03H#R\rspillFilesMax\x88\x01\x01\x12$\n" +
+	"\x0espill_size_max\x18= \x01(\x03H%R\fspillSizeMax\x88\x01\x01\x12+\n" +
+	"\x0fspill_files_max\x18> \x01(\x03H&R\rspillFilesMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x18? \x01(\x01R\flockWaitTime\x124\n" +
-	"\x14lock_blocker_sess_id\x18@ \x01(\x03H$R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
-	"\tvmem_peak\x18A \x01(\x03H%R\bvmemPeak\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H&R\acpuTime\x88\x01\x01B\x0e\n" +
+	"\x14lock_blocker_sess_id\x18@ \x01(\x03H'R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
+	"\tvmem_peak\x18A \x01(\x03H(R\bvmemPeak\x88\x01\x01\x12\x1e\n" +
+	"\bcpu_time\x18d \x01(\x01H)R\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
 	"\x0f_resource_groupB\r\n" +
-	"\v_query_textB\x10\n" +
+	"\v_query_textB\v\n" +
+	"\t_sqlstateB\x10\n" +
+	"\x0e_error_messageB\x10\n" +
+	"\x0e_cancel_reasonB\x10\n" +
 	"\x0e_cpu_time_userB\x12\n" +
 	"\x10_cpu_time_systemB\x0f\n" +
 	"\r_disk_io_readB\x10\n" +
@@ -1306,7 +1363,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\x15_lock_blocker_sess_idB\f\n" +
 	"\n" +
 	"_vmem_peakB\v\n" +
-	"\t_cpu_time\"\x8b\x11\n" +
+	"\t_cpu_time\"\x94\x12\n" +
 	"\fEndedSession\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1323,40 +1380,46 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"sessionEnd\x12\x1a\n" +
 	"\bduration\x18\v \x01(\x01R\bduration\x12\x18\n" +
 	"\apartial\x18\f \x01(\bR\apartial\x12\x18\n" +
-	"\aqueries\x18\r \x01(\x03R\aqueries\x12'\n" +
-	"\rcpu_time_user\x18\x14 \x01(\x01H\x04R\vcpuTimeUser\x88\x01\x01\x12+\n" +
-	"\x0fcpu_time_system\x18\x15 \x01(\x01H\x05R\rcpuTimeSystem\x88\x01\x01\x12%\n" +
-	"\fdisk_io_read\x18\x16 \x01(\x03H\x06R\n" +
-	"diskIoRead\x88\x01\x01\x12'\n" +
-	"\rdisk_io_write\x18\x17 \x01(\x03H\aR\vdiskIoWrite\x88\x01\x01\x125\n" +
-	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\bR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\aqueries\x18\r \x01(\x03R\aqueries\x12\x1d\n" +
 	"\n" +
-	"disk_delay\x18\x19 \x01(\x01H\tR\tdiskDelay\x88\x01\x01\x12'\n" +
-	"\rio_chars_read\x18\x1a \x01(\x03H\n" +
-	"R\vioCharsRead\x88\x01\x01\x12)\n" +
-	"\x0eio_chars_write\x18\x1b \x01(\x03H\vR\fioCharsWrite\x88\x01\x01\x12-\n" +
-	"\x10io_syscalls_read\x18\x1c \x01(\x03H\fR\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
-	"\x11io_syscalls_write\x18\x1d \x01(\x03H\rR\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
-	"\x13paging_faults_major\x18\x1e \x01(\x03H\x0eR\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
-	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x0fR\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
-	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x10R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
-	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x11R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
-	"\rcpu_run_delay\x18\" \x01(\x01H\x12R\vcpuRunDelay\x88\x01\x01\x12&\n" +
-	"\fdelay_swapin\x18# \x01(\x01H\x13R\vdelaySwapin\x88\x01\x01\x12,\n" +
-	"\x0fdelay_freepages\x18$ \x01(\x01H\x14R\x0edelayFreepages\x88\x01\x01\x12,\n" +
-	"\x0fdelay_thrashing\x18% \x01(\x01H\x15R\x0edelayThrashing\x88\x01\x01\x12(\n" +
-	"\rdelay_compact\x18& \x01(\x01H\x16R\fdelayCompact\x88\x01\x01\x12&\n" +
-	"\fdelay_wpcopy\x18' \x01(\x01H\x17R\vdelayWpcopy\x88\x01\x01\x12 \n" +
-	"\tdelay_irq\x18( \x01(\x01H\x18R\bdelayIrq\x88\x01\x01\x12$\n" +
+	"end_reason\x18\x0e \x01(\tR\tendReason\x12\x1f\n" +
+	"\bsqlstate\x18\x0f \x01(\tH\x04R\bsqlstate\x88\x01\x01\x12(\n" +
+	"\rerror_message\x18\x10 \x01(\tH\x05R\ferrorMessage\x88\x01\x01\x12'\n" +
+	"\rcpu_time_user\x18\x14 \x01(\x01H\x06R\vcpuTimeUser\x88\x01\x01\x12+\n" +
+	"\x0fcpu_time_system\x18\x15 \x01(\x01H\aR\rcpuTimeSystem\x88\x01\x01\x12%\n" +
+	"\fdisk_io_read\x18\x16 \x01(\x03H\bR\n" +
+	"diskIoRead\x88\x01\x01\x12'\n" +
+	"\rdisk_io_write\x18\x17 \x01(\x03H\tR\vdiskIoWrite\x88\x01\x01\x125\n" +
+	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\n" +
+	"R\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"disk_delay\x18\x19 \x01(\x01H\vR\tdiskDelay\x88\x01\x01\x12'\n" +
+	"\rio_chars_read\x18\x1a \x01(\x03H\fR\vioCharsRead\x88\x01\x01\x12)\n" +
+	"\x0eio_chars_write\x18\x1b \x01(\x03H\rR\fioCharsWrite\x88\x01\x01\x12-\n" +
+	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x0eR\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
+	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x0fR\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
+	"\x13paging_faults_major\x18\x1e \x01(\x03H\x10R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
+	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x11R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
+	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x12R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
+	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x13R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
+	"\rcpu_run_delay\x18\" \x01(\x01H\x14R\vcpuRunDelay\x88\x01\x01\x12&\n" +
+	"\fdelay_swapin\x18# \x01(\x01H\x15R\vdelaySwapin\x88\x01\x01\x12,\n" +
+	"\x0fdelay_freepages\x18$ \x01(\x01H\x16R\x0edelayFreepages\x88\x01\x01\x12,\n" +
+	"\x0fdelay_thrashing\x18% \x01(\x01H\x17R\x0edelayThrashing\x88\x01\x01\x12(\n" +
+	"\rdelay_compact\x18& \x01(\x01H\x18R\fdelayCompact\x88\x01\x01\x12&\n" +
+	"\fdelay_wpcopy\x18' \x01(\x01H\x19R\vdelayWpcopy\x88\x01\x01\x12 \n" +
+	"\tdelay_irq\x18( \x01(\x01H\x1aR\bdelayIrq\x88\x01\x01\x12$\n" +
 	"\x0ememory_rss_max\x182 \x01(\x03R\fmemoryRssMax\x12)\n" +
-	"\x0espill_size_max\x183 \x01(\x03H\x19R\fspillSizeMax\x88\x01\x01\x12$\n" +
+	"\x0espill_size_max\x183 \x01(\x03H\x1bR\fspillSizeMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x184 \x01(\x01R\flockWaitTime\x12 \n" +
-	"\tvmem_peak\x185 \x01(\x03H\x1aR\bvmemPeak\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H\x1bR\acpuTime\x88\x01\x01B\x0e\n" +
+	"\tvmem_peak\x185 \x01(\x03H\x1cR\bvmemPeak\x88\x01\x01\x12\x1e\n" +
+	"\bcpu_time\x18d \x01(\x01H\x1dR\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
-	"\x0f_resource_groupB\x10\n" +
+	"\x0f_resource_groupB\v\n" +
+	"\t_sqlstateB\x10\n" +
+	"\x0e_error_messageB\x10\n" +
 	"\x0e_cpu_time_userB\x12\n" +
 	"\x10_cpu_time_systemB\x0f\n" +
 	"\r_disk_io_readB\x10\n" +

@@ -1,0 +1,274 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package snapshotdiffprocessor
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
+
+// How a query or a session ended comes from the server (docs/pipeline.md,
+// how it ended): the coordinator's log records of failures and its
+// backends' exits, which the receiver hands over as endings resources.
+// The snapshots only say when.
+
+// endSighting is what the snapshots saw of a query's end.
+type endSighting uint8
+
+const (
+	stillRunning endSighting = iota
+	seenIdle                 // its session idle after it: state_change is its end
+	seenAborted              // idle in an aborted transaction after it
+	sessionLeft              // its session was gone while it ran
+	superseded               // the next statement had started before a snapshot saw it end
+)
+
+// maxLogged bounds the log records kept per session: a statement that
+// fails ends there, so the last few are all a query or the session needs.
+const maxLogged = 16
+
+// logSlack: the log writes times in milliseconds, cut, not rounded.
+const logSlack = int64(time.Millisecond)
+
+// serverSays is what the server told of one session: its log records,
+// oldest first, and its coordinator backend's exit.
+type serverSays struct {
+	logged []pipeline.Ending
+	exit   *pipeline.Ending
+}
+
+// logState is how far the coordinator's log was read.
+type logState uint8
+
+const (
+	logNotRead logState = iota // no endings resource said it reads the log
+	logCovers                  // read past the time in question
+	logBehind                  // read, but not yet past it
+)
+
+// hear takes in the endings of a closing batch: each log record and exit
+// goes to its session (a record of another backend under the same
+// PostgreSQL session id, or an exit of another process, is ignored and
+// counted); the log's read-through time moves on.
+func (t *queryTracker) hear(endings []hostEndings) (ignored int) {
+	for _, h := range endings {
+		if h.LogReadThrough != 0 {
+			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
+		}
+		for i := range h.Endings {
+			e := h.Endings[i]
+			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
+			if sq == nil || !sq.life.couldHaveSaid(&e, sq.headPID) {
+				ignored++
+				continue
+			}
+			if e.Exited {
+				sq.says.exit = &e
+				continue
+			}
+			if len(sq.says.logged) == maxLogged {
+				sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
+			}
+			sq.says.logged = append(sq.says.logged, e)
+		}
+	}
+	return ignored
+}
+
+// couldHaveSaid tells an ending that can be of this session: an exit of
+// its coordinator backend; a log record whose session start, where it
+// names one, is the backend's (to the second, as the log writes it).
+func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
+	if e.Exited {
+		return headPID != 0 && e.PID == headPID
+	}
+	if e.SessionStart != 0 && l.backendStart != 0 && e.SessionStart/int64(time.Second) != l.backendStart/int64(time.Second) {
+		return false
+	}
+	return true
+}
+
+// logStateAt is how far the log was read with respect to time at.
+func (t *queryTracker) logStateAt(at int64) logState {
+	switch {
+	case t.logReadThrough == 0:
+		return logNotRead
+	case t.logReadThrough >= at:
+		return logCovers
+	}
+	return logBehind
+}
+
+// verdict is how a query or a session ended, and when.
+type verdict struct {
+	status, sqlstate, message, cancelReason string
+	end                                     int64
+}
+
+// judgeQuery decides how q ended: the log record of its session that falls
+// within it says how it failed; else its session idle after it, or its
+// backend's clean exit (code 0: it was idle), says it completed when the
+// log, read past its end, names no failure (or no log is read); else
+// unknown. Never a guess from the snapshot's timing.
+func judgeQuery(q *query, says *serverSays, log logState) verdict {
+	v := verdict{end: q.end}
+	if rec := says.recordWithin(q); rec != nil {
+		v.status, v.cancelReason = statusOf(rec)
+		v.sqlstate, v.message = rec.SQLState, rec.Message
+		if q.seen != seenIdle && q.seen != seenAborted {
+			v.end = max(rec.Time, q.start) // state_change, when seen, is exact; the log's time is cut to ms
+		}
+		return v
+	}
+	quiet := log != logBehind // no failure logged, or no log to tell one
+	switch q.seen {
+	case seenIdle:
+		v.status = pick(quiet, pipeline.QueryCompleted, pipeline.QueryUnknown)
+	case seenAborted:
+		v.status = pipeline.QueryAborted
+	case superseded:
+		v.status = pick(log == logCovers, pipeline.QueryCompleted, pipeline.QueryUnknown)
+	case sessionLeft:
+		v.status = pipeline.QueryUnknown
+		if x := says.exit; x != nil {
+			v.end = max(x.Time, q.start)
+			switch {
+			case x.Signal != 0:
+				v.status, v.message = pipeline.QueryTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
+			case x.ExitCode == 0 && quiet:
+				v.status = pipeline.QueryCompleted // a backend exits 0 only while idle: its statement had completed
+			case x.ExitCode == exitQuickDie:
+				v.status, v.message = pipeline.QueryTerminated, "its backend was told to quit at once (server shutdown or another backend's crash)"
+			}
+		}
+	default:
+		v.status = pipeline.QueryUnknown
+	}
+	return v
+}
+
+// exitQuickDie is the exit code of a backend told to quit at once
+// (SIGQUIT: immediate shutdown, or the crash of another backend).
+const exitQuickDie = 2
+
+func pick(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
+// recordWithin is the first failure the log names for q: a record of its
+// session (on Greenplum, at its command count or past it: docs/compatibility.md)
+// from its start on, up to its end where a snapshot saw the
+// session idle or the next statement start after it; of a query whose
+// session left while it ran, any later one.
+func (says *serverSays) recordWithin(q *query) *pipeline.Ending {
+	lo, hi := q.start-logSlack, int64(1<<63-1)
+	switch q.seen {
+	case seenIdle, seenAborted:
+		hi = q.end + logSlack
+	case superseded:
+		hi = q.end
+	}
+	for i := range says.logged {
+		r := &says.logged[i]
+		if r.CommandCount > 0 && q.ccnt > 0 && r.CommandCount < q.ccnt {
+			continue // an earlier statement's: Greenplum logs a statement's failure at its title's count or past it
+		}
+		if r.Time >= lo && r.Time <= hi && endsAStatement(r) {
+			return r
+		}
+	}
+	return nil
+}
+
+// endsAStatement tells a record that ends the statement it is logged in:
+// an ERROR, FATAL or PANIC, or a lost connection (class 08, which the
+// server logs at LOG as the client cannot hear it).
+func endsAStatement(r *pipeline.Ending) bool {
+	switch r.Severity {
+	case "ERROR", "FATAL", "PANIC":
+		return true
+	}
+	return strings.HasPrefix(r.SQLState, "08")
+}
+
+// statusOf maps a failure's SQLSTATE to a query status: 57014 cancelled
+// (why, from the message), 08xxx client_lost, 57P01-57P05 and any other
+// FATAL or PANIC terminated, the rest error.
+func statusOf(r *pipeline.Ending) (status, cancelReason string) {
+	switch {
+	case r.SQLState == "57014":
+		return pipeline.QueryCancelled, cancelReasonOf(r.Message)
+	case strings.HasPrefix(r.SQLState, "08"):
+		return pipeline.QueryClientLost, ""
+	case strings.HasPrefix(r.SQLState, "57P"), r.Severity == "FATAL", r.Severity == "PANIC":
+		return pipeline.QueryTerminated, ""
+	}
+	return pipeline.QueryError, ""
+}
+
+// cancelReasonOf reads why a statement was cancelled from the server's
+// (untranslated) message: "canceling statement due to user request",
+// "… statement timeout", "… lock timeout".
+func cancelReasonOf(msg string) string {
+	switch {
+	case strings.Contains(msg, "user request"):
+		return pipeline.CancelUserRequest
+	case strings.Contains(msg, "statement timeout"):
+		return pipeline.CancelStatementTimeout
+	case strings.Contains(msg, "lock timeout"):
+		return pipeline.CancelLockTimeout
+	}
+	return pipeline.CancelOther
+}
+
+// judgeSession decides how a session ended: the FATAL or PANIC that ended
+// it, else its coordinator backend's exit (0: the client left; 2: told to
+// quit at once; a signal: killed), else unknown. Its end is the exit's
+// time, else the record's, else gone (the first snapshot without it).
+func judgeSession(says *serverSays, gone int64) verdict {
+	v := verdict{status: pipeline.SessionEndUnknown, end: gone}
+	var fatal, lost *pipeline.Ending
+	for i := range says.logged {
+		switch r := &says.logged[i]; {
+		case r.Severity == "FATAL" || r.Severity == "PANIC":
+			fatal = r
+		case strings.HasPrefix(r.SQLState, "08"):
+			lost = r
+		}
+	}
+	if x := says.exit; x != nil {
+		v.end = x.Time
+	} else if fatal != nil {
+		v.end = fatal.Time
+	}
+	x := says.exit
+	switch {
+	case fatal != nil:
+		v.sqlstate, v.message = fatal.SQLState, fatal.Message
+		switch {
+		case strings.HasPrefix(fatal.SQLState, "08"):
+			v.status = pipeline.SessionConnectionLost
+		case fatal.SQLState == "57P02" || fatal.SQLState == "57P03" || fatal.Severity == "PANIC":
+			v.status = pipeline.SessionServerShutdown
+		default:
+			v.status = pipeline.SessionTerminated
+		}
+	case x == nil:
+	case x.Signal != 0:
+		v.status, v.message = pipeline.SessionTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
+	case x.ExitCode == 0 && lost != nil:
+		v.status, v.sqlstate, v.message = pipeline.SessionConnectionLost, lost.SQLState, lost.Message
+	case x.ExitCode == 0:
+		v.status = pipeline.SessionClientDisconnect
+	case x.ExitCode == exitQuickDie:
+		v.status = pipeline.SessionServerShutdown
+	}
+	return v
+}
