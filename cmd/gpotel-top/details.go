@@ -519,6 +519,16 @@ func endingText(r historyRow) string {
 			text += ": " + s.what
 		}
 	}
+	sqlstate, message, reason := r.failure()
+	if sqlstate != "" {
+		text += "  SQLSTATE " + sqlstate
+	}
+	if reason != "" {
+		text += "  (" + strings.ReplaceAll(reason, "_", " ") + ")"
+	}
+	if message != "" {
+		text += "  " + message
+	}
 	if r.partial() {
 		text += "  (" + partialHelp + ")"
 	}

@@ -74,6 +74,15 @@ func (r historyRow) status() string {
 	return sessionStatus(r.session)
 }
 
+// failure is what the server said of how the row ended: the SQLSTATE,
+// its message on one line, and why a query was cancelled; "" where none.
+func (r historyRow) failure() (sqlstate, message, cancelReason string) {
+	if q := r.query; q != nil {
+		return q.GetSqlstate(), oneLine(q.GetErrorMessage()), q.GetCancelReason()
+	}
+	return r.session.GetSqlstate(), oneLine(r.session.GetErrorMessage()), ""
+}
+
 func (r historyRow) partial() bool {
 	if r.query != nil {
 		return r.query.GetPartial()
@@ -432,12 +441,14 @@ var historyStatuses = []historyStatus{
 	{"completed", "completed", "the query ran to its end"},
 	{"error", "error", "the query failed: its page has the SQLSTATE and the server's message"},
 	{"cancelled", "cancelled", "the query was cancelled (57014): by a user's request, a statement timeout, …; its page says why where the server does"},
-	{"terminated", "terminated", "the query's backend was terminated (57P01 or another termination code)"},
+	{"terminated", "terminated", "the query's or session's backend was terminated (57P01 or another termination code, or a signal)"},
 	{"client_lost", "client_lost", "the query's client went away while it ran"},
 	{"aborted", "aborted", "its session was seen idle in an aborted transaction after it: it, or a statement before it in the transaction, failed or was cancelled"},
-	{"session_ended", "sess.end", "its session ended while it ran"},
-	{"unknown", "unknown", "nothing tells how the query ended (the next statement began before a snapshot saw it end): never a guess"},
-	{"ended", "ended", "the row is a session that ended; the text says how many queries it ran"},
+	{"unknown", "unknown", "nothing tells how it ended (no server log read, and no snapshot or exit told): never a guess"},
+	{"client_disconnect", "disconnect", "the session's client disconnected while the session was idle"},
+	{"connection_lost", "conn.lost", "the session's connection to its client was lost (SQLSTATE class 08)"},
+	{"server_shutdown", "shutdown", "the server shut down under the session"},
+	{"ended", "ended", "a session that ended, from a collector that does not say how"},
 }
 
 // partialMark is the mark of a row a host did not answer for whole.
@@ -446,8 +457,9 @@ const partialMark = "*"
 // partialHelp says what partialMark means.
 const partialHelp = "partial: a host did not answer for all of its life, or it began before gpotel saw it; its figures are a lower bound"
 
-// sessionStatus is how an ended session ended, as the API names it.
-func sessionStatus(*gpotelv1.EndedSession) string { return "ended" }
+// sessionStatus is how an ended session ended, as the API names it;
+// "ended" from a collector that does not say.
+func sessionStatus(s *gpotelv1.EndedSession) string { return cmp.Or(s.GetEndReason(), "ended") }
 
 // statusText is a status as the history shows it.
 func statusText(api string) string {

@@ -278,7 +278,7 @@ func TestHistoryRoundsDurationAndCPUAlike(t *testing.T) {
 func TestHistoryNeverCutsAMark(t *testing.T) {
 	queries := []*gpotelv1.FinishedQuery{
 		{TmId: 1, SessId: 1, Username: "u1", QueryEnd: endedAgo(1 * time.Second), Status: "completed", Partial: true},
-		{TmId: 1, SessId: 2, Username: "u2", QueryEnd: endedAgo(2 * time.Second), Status: "session_ended", Partial: true},
+		{TmId: 1, SessId: 2, Username: "u2", QueryEnd: endedAgo(2 * time.Second), Status: "terminated", Partial: true},
 		{TmId: 1, SessId: 3, Username: "u3", QueryEnd: endedAgo(3 * time.Second), Status: "a_status_no_column_is_wide_enough_for", Partial: true},
 	}
 	h := historyOf(t, queries, nil, 80, 24)
@@ -424,7 +424,7 @@ func TestHistoryFiltersByUser(t *testing.T) {
 func TestHelpExplainsEveryStatusAndMark(t *testing.T) {
 	h := historyOf(t, nil, nil, 120, 400)
 	h.press("?")
-	for _, s := range []string{pipeline.QueryCompleted, pipeline.QueryAborted, "sess.end", pipeline.QuerySuperseded,
+	for _, s := range []string{pipeline.QueryCompleted, pipeline.QueryAborted, pipeline.QueryUnknown, "disconnect", "conn.lost", "shutdown",
 		"error", "cancelled", "terminated", "client_lost", "ended", "*", "-"} {
 		found := false
 		for _, l := range h.lines() {
@@ -435,5 +435,39 @@ func TestHelpExplainsEveryStatusAndMark(t *testing.T) {
 		if !found {
 			t.Errorf("the help does not explain %q:\n%s", s, h.screen())
 		}
+	}
+}
+
+// A details page says how the work ended as the server told it: a
+// failed query's SQLSTATE and message, a cancelled one's reason, and a
+// session's end reason.
+func TestHistoryDetailsSayHowItEnded(t *testing.T) {
+	queries := []*gpotelv1.FinishedQuery{
+		{TmId: 1, SessId: 41, Username: "dave", Database: "sales", QueryStart: endedAgo(time.Minute), QueryEnd: endedAgo(30 * time.Second),
+			Duration: 30, Status: "error", Sqlstate: proto.String("22012"), ErrorMessage: proto.String("division\nby zero"), QueryText: proto.String("select 1/0")},
+	}
+	h := historyOf(t, queries, nil, 200, 60)
+	h.press("enter")
+	if l := h.line("how it ended  "); !containsAll(l, []string{"error", "SQLSTATE 22012", "division by zero"}) {
+		t.Errorf("the failed query's page does not say how it failed:\n%s", h.screen())
+	}
+
+	queries[0].Status, queries[0].Sqlstate, queries[0].ErrorMessage = "cancelled", proto.String("57014"), proto.String("canceling statement due to statement timeout")
+	queries[0].CancelReason = proto.String("statement_timeout")
+	h = historyOf(t, queries, nil, 200, 60)
+	h.press("enter")
+	if l := h.line("how it ended  "); !containsAll(l, []string{"cancelled", "57014", "statement timeout"}) {
+		t.Errorf("the cancelled query's page does not say why:\n%s", h.screen())
+	}
+
+	s := &gpotelv1.EndedSession{TmId: 1, SessId: 42, Username: "erin", Database: "sales", SessionStart: endedAgo(time.Hour),
+		SessionEnd: endedAgo(10 * time.Second), Duration: 3590, Queries: 2, EndReason: "connection_lost", Sqlstate: proto.String("08006")}
+	h = historyOf(t, nil, []*gpotelv1.EndedSession{s}, 200, 60)
+	if !strings.Contains(h.line(" erin "), "conn.lost") {
+		t.Errorf("the session's row does not show how it ended: %q", h.line(" erin "))
+	}
+	h.press("enter")
+	if l := h.line("how it ended  "); !containsAll(l, []string{"conn.lost", "class 08", "08006"}) {
+		t.Errorf("the session's page does not say how it ended:\n%s", h.screen())
 	}
 }
