@@ -36,8 +36,8 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 		// Nanoseconds beyond the server's microseconds.
 		Start: end.Add(-2*time.Second - 345_678_912).UnixNano(), End: end.UnixNano(),
 		// Every status, and both values of partial beside each.
-		Status:  []string{pipeline.QueryCompleted, pipeline.QueryAborted, pipeline.QuerySessionEnded, pipeline.QuerySuperseded}[i%4],
-		Partial: i%8 >= 4, Text: &text, Known: 1<<pipeline.NumCounters - 1,
+		Status:  sampleStatuses[i%len(sampleStatuses)],
+		Partial: i/len(sampleStatuses)%2 == 1, Text: &text, Known: 1<<pipeline.NumCounters - 1,
 		// Every figure has more significant digits than a float32 or a
 		// rounded text would keep.
 		Segments: []pipeline.SegmentUse{
@@ -50,6 +50,14 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 			IO:  pipeline.Skew{Ratio: 0.25 + 1e-9, MaxOverAvg: 1.25 + 1e-9, Hottest: 0, Segments: 2, OK: true},
 		},
 		LockWait: int64(i%4)*1e9 + 987_654_321*int64(min(i%4, 1)),
+	}
+	switch q.Status {
+	case pipeline.QueryError:
+		q.SQLState, q.ErrorMessage = "22012", "division by zero"
+	case pipeline.QueryCancelled:
+		q.SQLState, q.ErrorMessage, q.CancelReason = "57014", "canceling statement due to statement timeout", pipeline.CancelStatementTimeout
+	case pipeline.QueryTerminated:
+		q.SQLState, q.ErrorMessage = "57P01", "terminating connection due to administrator command"
 	}
 	for c := range q.Totals {
 		q.Totals[c] = int64(c+1)*1_000_000_007 + int64(i)
@@ -65,11 +73,19 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 	return q
 }
 
+// sampleStatuses are every status a finished query can have.
+var sampleStatuses = []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryTerminated,
+	pipeline.QueryClientLost, pipeline.QueryAborted, pipeline.QueryUnknown}
+
 // sampleSession is the session of queries first..first+4, ending at end.
 func sampleSession(first int, end time.Time) *pipeline.EndedSession {
 	q := sampleQuery(first, end)
 	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(), Partial: first%10 == 0,
+		EndReason: []string{pipeline.SessionClientDisconnect, pipeline.SessionTerminated, pipeline.SessionConnectionLost}[first/queriesPerSession%3],
 		Queries: queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
+	if s.EndReason == pipeline.SessionTerminated {
+		s.SQLState, s.Message = "57P01", "terminating connection due to administrator command"
+	}
 	return s
 }
 
