@@ -82,7 +82,7 @@ func sampleSession(first int, end time.Time) *pipeline.EndedSession {
 	q := sampleQuery(first, end)
 	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(), Partial: first%10 == 0,
 		EndReason: []string{pipeline.SessionClientDisconnect, pipeline.SessionTerminated, pipeline.SessionConnectionLost}[first/queriesPerSession%3],
-		Queries: queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
+		Queries:   queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
 	if s.EndReason == pipeline.SessionTerminated {
 		s.SQLState, s.Message = "57P01", "terminating connection due to administrator command"
 	}
