@@ -60,6 +60,12 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 	if i%4 != 0 {
 		q.LockBlocker = int64(sampleSessionIDStart - 1)
 	}
+	switch i % 5 {
+	case 3:
+		q.Partial, q.PartialCause = true, pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + 1_000_000_001}
+	case 4:
+		q.Partial, q.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Since: q.Start + 500_000_003}
+	}
 	return q
 }
 
@@ -68,6 +74,9 @@ func sampleSession(first int, end time.Time) *pipeline.EndedSession {
 	q := sampleQuery(first, end)
 	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(),
 		Queries: queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
+	if first/queriesPerSession%2 == 1 {
+		s.Partial, s.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1", "sdw2"}, Since: s.Start + 7_000_000_009}
+	}
 	return s
 }
 
