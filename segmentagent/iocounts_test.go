@@ -64,9 +64,14 @@ func TestLiveIOCountsComeFromProcIO(t *testing.T) {
 	s := taskstatsService(t, strconv.Itoa(os.Getuid()))
 	line := filepath.Join(t.TempDir(), "line")
 	require.NoError(t, os.WriteFile(line, []byte(strings.Repeat("x", 300)+"\n"), 0o600))
-	// The shell's read builtin reads its line a byte a call; the process
-	// then sleeps, so its counts stay put while both read them.
-	pid := startChild(t, exec.Command("sh", "-c", `read -r line < "$0"; exec sleep 3600`, line))
+	// The shell's read builtin reads its line a byte a call; told to go on,
+	// the process then sleeps, so its counts stay put while both read them.
+	child := exec.Command("sh", "-c", `read -r line < "$0"; read go; exec sleep 3600`, line)
+	goOn, err := child.StdinPipe()
+	require.NoError(t, err)
+	pid := startChild(t, child)
+	_, err = goOn.Write([]byte("go\n"))
+	require.NoError(t, err)
 	await.NoError(t, "the child to sleep", func() error {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		if err != nil || string(b) != "sleep\x003600\x00" {
