@@ -341,8 +341,8 @@ type processBlock struct {
 	attached []bool            // pids[j]'s record was kept
 }
 
-// readBlock reads one block of processes. With taskstats: status, stat and
-// cmdline of each, then the kernel's records of those answered in one batch;
+// readBlock reads one block of processes. With taskstats: every /proc file
+// of each but schedstat, then the kernel's records of those answered in one batch;
 // a process whose record is missing or does not match is read again from
 // every /proc file, as every process is without taskstats.
 func (s *Service) readBlock(ctx context.Context, b *processBlock, work []*yagpcc.SegmentProcess, results []readResult) error {

@@ -56,7 +56,7 @@ func TestRealAnswerSaysItsSource(t *testing.T) {
 	assert.Equal(t, int64(os.Getpid()), info.GetTaskstats().GetPpid())
 	assert.Equal(t, "sleep", info.GetTaskstats().GetComm())
 	assert.NotNil(t, info.GetTaskstats().GetDelays().GetCpu())
-	assert.Nil(t, info.GetProcIo(), "io comes from the record")
+	assert.NotNil(t, info.GetProcIo(), "io is read exact, never from the record (rounded to 1024)")
 	assert.Nil(t, info.GetProcSchedstat(), "the run-queue wait comes from the record")
 	assert.NotNil(t, info.GetProcStat(), "stat still gives the start time")
 	assert.Empty(t, info.GetCmdline())

@@ -35,9 +35,9 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 		CommandCount: int64(i%queriesPerSession + 1),
 		// Nanoseconds beyond the server's microseconds.
 		Start: end.Add(-2*time.Second - 345_678_912).UnixNano(), End: end.UnixNano(),
-		// Every status, and both values of partial beside each.
-		Status:  sampleStatuses[i%len(sampleStatuses)],
-		Partial: i/len(sampleStatuses)%2 == 1, Text: &text, Known: 1<<pipeline.NumCounters - 1,
+		// Every status; partial (below) on a period prime to theirs, so
+		// both values of it stand beside each.
+		Status: sampleStatuses[i%len(sampleStatuses)], Text: &text, Known: 1<<pipeline.NumCounters - 1,
 		// Every figure has more significant digits than a float32 or a
 		// rounded text would keep.
 		Segments: []pipeline.SegmentUse{
@@ -70,6 +70,12 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 	if i%4 != 0 {
 		q.LockBlocker = int64(sampleSessionIDStart - 1)
 	}
+	switch i % 5 {
+	case 3:
+		q.Partial, q.PartialCause = true, pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + 1_000_000_001}
+	case 4:
+		q.Partial, q.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Since: q.Start + 500_000_003}
+	}
 	return q
 }
 
@@ -80,9 +86,12 @@ var sampleStatuses = []string{pipeline.QueryCompleted, pipeline.QueryError, pipe
 // sampleSession is the session of queries first..first+4, ending at end.
 func sampleSession(first int, end time.Time) *pipeline.EndedSession {
 	q := sampleQuery(first, end)
-	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(), Partial: first%10 == 0,
+	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(),
 		EndReason: []string{pipeline.SessionClientDisconnect, pipeline.SessionTerminated, pipeline.SessionConnectionLost}[first/queriesPerSession%3],
 		Queries:   queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
+	if first/queriesPerSession%2 == 1 {
+		s.Partial, s.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1", "sdw2"}, Since: s.Start + 7_000_000_009}
+	}
 	if s.EndReason == pipeline.SessionTerminated {
 		s.SQLState, s.Message = "57P01", "terminating connection due to administrator command"
 	}

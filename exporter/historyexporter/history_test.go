@@ -271,6 +271,29 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 				float64(queries[want[0]].LockWait)/1e9, queries[want[0]].LockBlocker)
 		}
 	})
+	t.Run("the partial queries and why", func(t *testing.T) {
+		got := answer("partial", map[string]string{})
+		var want []*pipeline.FinishedQuery
+		for _, q := range queries {
+			if q.Partial {
+				want = append(want, q)
+			}
+		}
+		if len(got) != len(want) || len(want) == 0 {
+			t.Fatalf("%d rows, want the %d partial queries", len(got), len(want))
+		}
+		for k, q := range want {
+			hosts := any(nil)
+			if len(q.PartialCause.Hosts) > 0 {
+				hosts = q.PartialCause.HostList()
+			}
+			if got[k]["sess_id"] != q.Session.ID || got[k]["ccnt"] != q.CommandCount || got[k]["partial_reason"] != q.PartialCause.Reason() ||
+				got[k]["partial_hosts"] != hosts || !got[k]["partial_since"].(time.Time).Equal(time.Unix(0, q.PartialCause.Since).Truncate(time.Microsecond)) {
+				t.Errorf("row %d: %v; want session %d ccnt %d, %s, hosts %v since %v", k, got[k], q.Session.ID, q.CommandCount,
+					q.PartialCause.Reason(), hosts, time.Unix(0, q.PartialCause.Since).UTC())
+			}
+		}
+	})
 	t.Run("a session's queries in order", func(t *testing.T) {
 		q := queries[7]
 		got := answer("session-queries", map[string]string{"tm_id": fmt.Sprint(q.Session.TmID), "sess_id": fmt.Sprint(q.Session.ID)})

@@ -143,7 +143,7 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 			ClientAddress: pipeline.Null[string]{V: "10.0.0.9", Valid: true}, ClientPort: pipeline.Null[int64]{V: 50000 + rank, Valid: true}},
 		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(rank) * time.Second).UnixNano(), End: end.UnixNano(),
 		Status:   []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryUnknown, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted}[n%7],
-		Partial:  n%3 == 0,
+		Partial:  n%3 != 2,
 		LockWait: ns(rank * 3 % 7),
 		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
 		Segments: []pipeline.SegmentUse{
@@ -155,6 +155,12 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 			CPU: pipeline.Skew{Ratio: float64(rank) / 20, MaxOverAvg: 1 + float64(rank)/10, Hottest: int32(rank % 2), Segments: 2, OK: true},
 			IO:  pipeline.Skew{Ratio: float64(12-rank) / 20, MaxOverAvg: 2 - float64(rank)/10, Hottest: int32(1 - rank%2), Segments: 2, OK: true},
 		},
+	}
+	switch n % 3 {
+	case 0:
+		q.PartialCause = pipeline.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
+	case 1:
+		q.PartialCause = pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
 	}
 	for c := range pipeline.NumCounters {
 		q.Totals[c] = (rank*int64(c+3))%17*1000 + int64(c)
@@ -178,7 +184,7 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 func testEndedSession(n int, end time.Time) pipeline.EndedSession {
 	q := testFinishedQuery(n, end)
 	s := pipeline.EndedSession{Session: pipeline.SessionKey{TmID: testTmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
-		Partial: q.Partial, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
+		Partial: q.Partial, PartialCause: q.PartialCause, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
 		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: pipeline.SessionTerminated, SQLState: "57P01",
 		Message: "terminating connection due to administrator command"}
 	if q.Spill != nil {

@@ -84,6 +84,9 @@ const (
 	AttrEventMemoryPeak       = "gpotel.memory.rss.max"
 	AttrEventSkewCPUPrefix    = "gpotel.skew.cpu."
 	AttrEventSkewIOPrefix     = "gpotel.skew.disk_io."
+	AttrEventPartialReason    = "gpotel.partial.reason"
+	AttrEventPartialHosts     = "gpotel.partial.hosts"
+	AttrEventPartialSince     = "gpotel.partial.since"
 	eventCounterPrefix        = "gpotel."
 	eventColumnSessionFigures = "gpotel.session."
 )
@@ -156,6 +159,59 @@ const (
 	AttrEventSessionEndReason = "gpotel.session.end_reason"
 )
 
+// The reasons AttrEventPartialReason lists, in this order.
+const (
+	// PartialStartedBefore: it started before gpotel first saw it (before
+	// the collector started, or before the first snapshot that saw its
+	// session), so what it did before is not in its figures.
+	PartialStartedBefore = "started_before"
+	// PartialHostSilent: a host of its processes did not answer while it
+	// ran (a query), or was still silent when its event was written.
+	PartialHostSilent = "host_silent"
+)
+
+// MaxPartialHosts bounds the silent hosts an event names; more are counted
+// ("+N").
+const MaxPartialHosts = 8
+
+// PartialCause says why an event's figures are a lower bound; the zero
+// value: they are not.
+type PartialCause struct {
+	StartedBefore bool
+	// Hosts are the silent hosts, in the order they went silent, at most
+	// MaxPartialHosts; MoreHosts counts those beyond.
+	Hosts     []string
+	MoreHosts int
+	// Since is when what it lacks began (unix ns): the first snapshot in
+	// which a host of it did not answer; else the first snapshot that saw it.
+	Since int64
+}
+
+// Partial tells whether there is a cause.
+func (c *PartialCause) Partial() bool { return c.StartedBefore || len(c.Hosts) > 0 }
+
+// Reason is AttrEventPartialReason's value: the reasons, comma-separated.
+func (c *PartialCause) Reason() string {
+	var r []string
+	if c.StartedBefore {
+		r = append(r, PartialStartedBefore)
+	}
+	if len(c.Hosts) > 0 {
+		r = append(r, PartialHostSilent)
+	}
+	return strings.Join(r, ",")
+}
+
+// HostList is AttrEventPartialHosts' value: the hosts comma-separated,
+// then "+N" for those not listed.
+func (c *PartialCause) HostList() string {
+	s := strings.Join(c.Hosts, ",")
+	if c.MoreHosts > 0 {
+		s += fmt.Sprintf(",+%d", c.MoreHosts)
+	}
+	return s
+}
+
 // QueryEventFields are the query event's fields, in the order of the
 // history table's columns.
 var QueryEventFields []EventField
@@ -193,6 +249,7 @@ func init() {
 		EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Type: EventInt, Optional: true, Brief: "the last session seen holding the lock it waited for (Greenplum's pg_locks read)"},
 		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to its session over every segment while it ran, where the server keeps it"},
 	)
+	QueryEventFields = append(QueryEventFields, eventPartialCause()...)
 
 	SessionEventFields = append(eventIdentity(false), eventWho()...)
 	SessionEventFields = append(SessionEventFields,
@@ -212,6 +269,20 @@ func init() {
 		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time its queries were seen waiting for a lock"},
 		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to it over every segment, where the server keeps it"},
 	)
+	SessionEventFields = append(SessionEventFields, eventPartialCause()...)
+}
+
+// eventPartialCause are the fields that say why an event is partial; all
+// absent when it is not.
+func eventPartialCause() []EventField {
+	return []EventField{
+		{Key: AttrEventPartialReason, Column: "partial_reason", Type: EventString, Optional: true,
+			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " + PartialHostSilent + " (a host of its processes did not answer)"},
+		{Key: AttrEventPartialHosts, Column: "partial_hosts", Type: EventString, Optional: true,
+			Brief: fmt.Sprintf("the hosts that did not answer, comma-separated, at most %d, then +N for the others", MaxPartialHosts)},
+		{Key: AttrEventPartialSince, Column: "partial_since", Type: EventTime, Optional: true,
+			Brief: "when what it lacks began: the first snapshot in which a host of it did not answer, else the first snapshot that saw it"},
+	}
 }
 
 // eventIdentity are the fields that name the session.
@@ -296,7 +367,8 @@ type FinishedQuery struct {
 	ErrorMessage string // "": none
 	CancelReason string // "": not cancelled
 	Partial      bool
-	Text         *string // only with queries::text
+	PartialCause PartialCause // why Partial
+	Text         *string      // only with queries::text
 	Totals       Counters
 	Known        uint32 // the counters some process of it reported (bit per Figure)
 	Segments     []SegmentUse
@@ -309,20 +381,21 @@ type FinishedQuery struct {
 
 // EndedSession is one ended session's event.
 type EndedSession struct {
-	Session    SessionKey
-	Who        SessionWho
-	Start, End int64 // unix ns
-	EndReason  string
-	SQLState   string // "": none
-	Message    string // "": none
-	Partial    bool
-	Queries    int64
-	Totals     Counters
-	Known      uint32
-	MemoryPeak int64 // bytes
-	SpillMax   int64 // bytes; 0: none seen
-	LockWait   int64 // ns
-	VmemPeak   int64 // bytes; 0: none
+	Session      SessionKey
+	Who          SessionWho
+	Start, End   int64 // unix ns
+	EndReason    string
+	SQLState     string // "": none
+	Message      string // "": none
+	Partial      bool
+	PartialCause PartialCause // why Partial
+	Queries      int64
+	Totals       Counters
+	Known        uint32
+	MemoryPeak   int64 // bytes
+	SpillMax     int64 // bytes; 0: none seen
+	LockWait     int64 // ns
+	VmemPeak     int64 // bytes; 0: none
 }
 
 // SessionWho is whose work a session's is, as pg_stat_activity last said.
@@ -384,6 +457,8 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 			if q.VmemPeak > 0 {
 				attrs.PutInt(f.Key, q.VmemPeak)
 			}
+		case AttrEventPartialReason, AttrEventPartialHosts, AttrEventPartialSince:
+			putPartialCause(attrs, f.Key, &q.PartialCause)
 		default:
 			if !putSkew(attrs, f.Key, q.Skew) {
 				panic(fmt.Sprintf("pipeline: query event field %s has no value", f.Key))
@@ -427,6 +502,8 @@ func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 			if s.VmemPeak > 0 {
 				attrs.PutInt(f.Key, s.VmemPeak)
 			}
+		case AttrEventPartialReason, AttrEventPartialHosts, AttrEventPartialSince:
+			putPartialCause(attrs, f.Key, &s.PartialCause)
 		default:
 			panic(fmt.Sprintf("pipeline: session event field %s has no value", f.Key))
 		}
@@ -436,6 +513,25 @@ func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
 func putNonEmpty(attrs pcommon.Map, key, v string) {
 	if v != "" {
 		attrs.PutStr(key, v)
+	}
+}
+
+// putPartialCause writes one field of c; none when it is not partial.
+func putPartialCause(attrs pcommon.Map, key string, c *PartialCause) {
+	if !c.Partial() {
+		return
+	}
+	switch key {
+	case AttrEventPartialReason:
+		attrs.PutStr(key, c.Reason())
+	case AttrEventPartialHosts:
+		if len(c.Hosts) > 0 {
+			attrs.PutStr(key, c.HostList())
+		}
+	case AttrEventPartialSince:
+		if c.Since != 0 {
+			attrs.PutStr(key, EventTimeValue(c.Since))
+		}
 	}
 }
 

@@ -130,12 +130,30 @@ var _ [32 - NumCounters]struct{}
 // EveryCounter is the mask (bit per Figure) of every counter.
 const EveryCounter = uint32(1)<<NumCounters - 1
 
+// RoundedAtExit is the mask of the counters an exit record gives rounded
+// down to a multiple of 1024: an exited process's total of each is the
+// larger of the record's and its last live (exact) reading.
+var RoundedAtExit = roundedAtExit()
+
+func roundedAtExit() uint32 {
+	var mask uint32
+	for f := range Figure(NumCounters) {
+		if slices.ContainsFunc(Figures[f].Exit, func(s Source[*gpotelv1.TaskStatsRecord]) bool { return s.RoundedDown }) {
+			mask |= 1 << f
+		}
+	}
+	return mask
+}
+
 // Source is where an agent reports a figure: a field of its answer, in a
 // kernel unit that kernelunits converts (the one place that does).
 type Source[M any] struct {
 	Field     string // the field, as docs/pipeline.md names it
 	Unit      kernelunits.Unit
 	Delayacct bool // read only while the host's delay accounting is on
+	// RoundedDown: the kernel rounds it down to a multiple of 1024
+	// (taskstats' xacct_add_tsk), where /proc/<pid>/io is exact.
+	RoundedDown bool
 	// Read returns the raw value, ok false when the answer has none.
 	Read func(M) (raw int64, ok bool)
 }
@@ -164,37 +182,36 @@ var Figures = [NumFigures]FigureRow{
 		Exit: exit(exitCPU("cpu_run_virtual_ns × system_us share", false)),
 		Stat: seconds("kernelTimeSeconds", func(s *yagpcc.SystemStat) *float64 { return &s.KernelTimeSeconds })},
 	DiskRead: {Metric: ProcessDiskIO, Value: DirectionRead,
-		Live: live(io("io read_bytes", (*yagpcc.ProcIO).GetReadBytes), taskstats("taskstats read_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadBytes)),
-		Exit: exit(record("read_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadBytes)),
+		Live: live(io("io read_bytes", (*yagpcc.ProcIO).GetReadBytes)),
+		Exit: exit(roundedRecord("read_bytes", (*gpotelv1.TaskStatsRecord).GetReadBytes)),
 		Stat: count("read_bytes", func(s *yagpcc.SystemStat) *uint64 { return &s.ReadBytes })},
 	DiskWrite: {Metric: ProcessDiskIO, Value: DirectionWrite,
-		Live: live(io("io write_bytes", (*yagpcc.ProcIO).GetWriteBytes), taskstats("taskstats write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteBytes)),
-		Exit: exit(record("write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteBytes)),
+		Live: live(io("io write_bytes", (*yagpcc.ProcIO).GetWriteBytes)),
+		Exit: exit(roundedRecord("write_bytes", (*gpotelv1.TaskStatsRecord).GetWriteBytes)),
 		Stat: count("write_bytes", func(s *yagpcc.SystemStat) *uint64 { return &s.WriteBytes })},
 	CancelledWrite: {Metric: ProcessCancelledWrite,
-		Live: live(io("io cancelled_write_bytes", (*yagpcc.ProcIO).GetCancelledWriteBytes),
-			taskstats("taskstats cancelled_write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetCancelledWriteBytes)),
-		Exit: exit(record("cancelled_write_bytes", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetCancelledWriteBytes)),
+		Live: live(io("io cancelled_write_bytes", (*yagpcc.ProcIO).GetCancelledWriteBytes)),
+		Exit: exit(roundedRecord("cancelled_write_bytes", (*gpotelv1.TaskStatsRecord).GetCancelledWriteBytes)),
 		Stat: count("cancelled_write_bytes", func(s *yagpcc.SystemStat) *uint64 { return &s.CancelledWriteBytes })},
 	DiskDelay: {Metric: ProcessDiskDelay,
 		Live: live(delayacctStat("stat delayacct_blkio_ticks", kernelunits.Ticks, (*yagpcc.ProcStat).GetDelayacctBlkioTicks)),
 		Exit: exit(delay("delays blkio", (*gpotelv1.TaskDelays).GetBlkio)),
 		Stat: optionalSeconds("blkio_delay_seconds", func(s *yagpcc.SystemStat) **float64 { return &s.BlkioDelaySeconds })},
 	CharsRead: {Metric: ProcessIOChars, Value: DirectionRead,
-		Live: live(io("io rchar", (*yagpcc.ProcIO).GetRchar), taskstats("taskstats read_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadChars)),
-		Exit: exit(record("read_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadChars)),
+		Live: live(io("io rchar", (*yagpcc.ProcIO).GetRchar)),
+		Exit: exit(roundedRecord("read_chars", (*gpotelv1.TaskStatsRecord).GetReadChars)),
 		Stat: count("rchar", func(s *yagpcc.SystemStat) *uint64 { return &s.Rchar })},
 	CharsWrite: {Metric: ProcessIOChars, Value: DirectionWrite,
-		Live: live(io("io wchar", (*yagpcc.ProcIO).GetWchar), taskstats("taskstats write_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteChars)),
-		Exit: exit(record("write_chars", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteChars)),
+		Live: live(io("io wchar", (*yagpcc.ProcIO).GetWchar)),
+		Exit: exit(roundedRecord("write_chars", (*gpotelv1.TaskStatsRecord).GetWriteChars)),
 		Stat: count("wchar", func(s *yagpcc.SystemStat) *uint64 { return &s.Wchar })},
 	SyscallsRead: {Metric: ProcessIOSyscalls, Value: DirectionRead,
-		Live: live(io("io syscr", (*yagpcc.ProcIO).GetSyscr), taskstats("taskstats read_syscalls", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadSyscalls)),
-		Exit: exit(record("read_syscalls", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetReadSyscalls)),
+		Live: live(io("io syscr", (*yagpcc.ProcIO).GetSyscr)),
+		Exit: exit(roundedRecord("read_syscalls", (*gpotelv1.TaskStatsRecord).GetReadSyscalls)),
 		Stat: count("syscr", func(s *yagpcc.SystemStat) *uint64 { return &s.Syscr })},
 	SyscallsWrite: {Metric: ProcessIOSyscalls, Value: DirectionWrite,
-		Live: live(io("io syscw", (*yagpcc.ProcIO).GetSyscw), taskstats("taskstats write_syscalls", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteSyscalls)),
-		Exit: exit(record("write_syscalls", kernelunits.Count, (*gpotelv1.TaskStatsRecord).GetWriteSyscalls)),
+		Live: live(io("io syscw", (*yagpcc.ProcIO).GetSyscw)),
+		Exit: exit(roundedRecord("write_syscalls", (*gpotelv1.TaskStatsRecord).GetWriteSyscalls)),
 		Stat: count("syscw", func(s *yagpcc.SystemStat) *uint64 { return &s.Syscw })},
 	FaultsMajor: {Metric: ProcessPagingFaults, Value: FaultTypeMajor,
 		Live: live(stat("stat majflt", kernelunits.Count, (*yagpcc.ProcStat).GetMajflt)),
@@ -483,8 +500,8 @@ func schedstat(field string, get func(*yagpcc.ProcSchedstat) int64) Source[*yagp
 	}}
 }
 
-// taskstats reads the answer's taskstats record, which stands in for io
-// and schedstat when the agent read the process through it.
+// taskstats reads the answer's taskstats record, which stands in for
+// schedstat when the agent read the process through it.
 func taskstats(field string, u kernelunits.Unit, get func(*gpotelv1.TaskStatsRecord) uint64) Source[*yagpcc.GpPidProcInfo] {
 	return Source[*yagpcc.GpPidProcInfo]{Field: field, Unit: u, Read: func(i *yagpcc.GpPidProcInfo) (int64, bool) {
 		r := i.GetTaskstats()
@@ -505,6 +522,14 @@ func record(field string, u kernelunits.Unit, get func(*gpotelv1.TaskStatsRecord
 	return Source[*gpotelv1.TaskStatsRecord]{Field: field, Unit: u, Read: func(r *gpotelv1.TaskStatsRecord) (int64, bool) {
 		return kernelunits.ClampInt(get(r)), true
 	}}
+}
+
+// roundedRecord is an exit record's I/O count, which the kernel rounds
+// down to a multiple of 1024.
+func roundedRecord(field string, get func(*gpotelv1.TaskStatsRecord) uint64) Source[*gpotelv1.TaskStatsRecord] {
+	src := record(field, kernelunits.Count, get)
+	src.RoundedDown = true
+	return src
 }
 
 func delay(field string, get func(*gpotelv1.TaskDelays) *gpotelv1.Delay) Source[*gpotelv1.TaskStatsRecord] {

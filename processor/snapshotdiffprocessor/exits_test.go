@@ -110,3 +110,38 @@ func TestPostmastersUnrecordedCPUIsCountedToItsSegmentAndTheCluster(t *testing.T
 		t.Error("unrecorded resources are forwarded only with emit_process_metrics")
 	}
 }
+
+// The kernel's exit record rounds I/O counts down to a multiple of 1024;
+// the last live reading from /proc/<pid>/io was exact. An exited process's
+// total of each such counter is the larger of the two: it never loses what
+// was already read (265 read calls, record 0), and takes the record when it
+// is larger (1500 read, record 2048).
+func TestExitRecordNeverTakesBackAnExactReading(t *testing.T) {
+	for _, c := range []struct {
+		name             string
+		lastExact, final int64
+		want             float64
+	}{
+		{"record rounded to 0", 265, 0, 265},
+		{"record above the last reading", 1500, 2048, 2048},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p, sink := newTestProcessor(t, createDefaultConfig().(*Config))
+			live := proc("sdw1", 0, 7, 100, 5, 1, 0)
+			live.SyscR, live.RChar = c.lastExact, c.lastExact*100
+			exited := proc("sdw1", 0, 7, 100, 5, 1, 0)
+			exited.SyscR, exited.RChar = c.final, c.final*100
+			exited.Exited = true
+			out := feed(t, p, sink,
+				noSession(0),
+				snap(10, nil, []int64{7}, live),
+				snap(20, nil, []int64{7}, exited))
+			if got := figure(t, out, 7, pipeline.MetricSessionIOSyscalls, pipeline.AttrWindow, "5m", pipeline.AttrDirection, pipeline.DirectionRead); got != c.want {
+				t.Errorf("read calls over the window: %v, want %v (max of last exact %d, exit record %d)", got, c.want, c.lastExact, c.final)
+			}
+			if got := figure(t, out, 7, pipeline.MetricSessionIOChars, pipeline.AttrWindow, "5m", pipeline.AttrDirection, pipeline.DirectionRead); got != 100*c.want {
+				t.Errorf("read chars over the window: %v, want %v", got, 100*c.want)
+			}
+		})
+	}
+}

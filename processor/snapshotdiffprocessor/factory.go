@@ -6,6 +6,7 @@ package snapshotdiffprocessor
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/consumer"
@@ -22,6 +23,12 @@ func NewFactory() processor.Factory {
 }
 
 func createMetrics(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics) (processor.Metrics, error) {
+	return createMetricsOpenedAt(ctx, set, cfg, next, time.Now())
+}
+
+// createMetricsOpenedAt makes the processor of a collector that started
+// at opened: what began after it was seen from its start.
+func createMetricsOpenedAt(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics, opened time.Time) (processor.Metrics, error) {
 	c, ok := cfg.(*Config)
 	if !ok {
 		return nil, fmt.Errorf("snapshotdiff: configuration is a %T, not a *snapshotdiffprocessor.Config", cfg)
@@ -31,6 +38,9 @@ func createMetrics(ctx context.Context, set processor.Settings, cfg component.Co
 		return nil, err
 	}
 	p := newSnapshotDiff(c, set.Logger, tb)
+	if p.queries != nil {
+		p.queries.opened = opened.UnixNano()
+	}
 	p.next = next
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),

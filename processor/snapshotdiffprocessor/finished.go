@@ -30,7 +30,7 @@ type sessionLife struct {
 	totals       pipeline.Counters
 	known        uint32
 	hosts        map[uint32]bool // hosts its processes ran on
-	partial      bool
+	partial      partialMark
 	memoryPeak   int64
 	spillMax     int64
 	lockWait     int64
@@ -41,11 +41,14 @@ type sessionLife struct {
 }
 
 // begin starts the life of a session first seen at now; one that started
-// before the first snapshot of the timeline is partial.
-func (l *sessionLife) begin(act *sessionActivity, now, first int64) {
+// before gpotel watched (watchedFrom), or of unknown start seen in the
+// timeline's first snapshot, is partial.
+func (l *sessionLife) begin(act *sessionActivity, now, watchedFrom int64, firstSnapshot bool) {
 	l.backendStart = act.backendStart
 	l.start = cmp.Or(act.backendStart, now)
-	l.partial = l.start < first || (act.backendStart == 0 && now == first)
+	if l.start < watchedFrom || (act.backendStart == 0 && firstSnapshot) {
+		l.partial.startBefore(now)
+	}
 }
 
 // reusedBy tells an activity of another session under the same key: its
@@ -160,7 +163,9 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 			continue
 		}
 		q.finished = true
-		q.partial = q.partial || waited && q.onSilentHost(s)
+		if waited {
+			q.markSilentHosts(s)
+		}
 		out.finished = append(out.finished, t.finishedQuery(s, key, sq, q))
 	}
 	l := &sq.life
@@ -180,9 +185,15 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 		return
 	}
 	l.ended = true
+	for h := range l.hosts {
+		if s.hosts.down[h] {
+			l.partial.hostSilent(h, s.hosts.downSince[h])
+		}
+	}
 	v := judgeSession(&sq.says, l.gone)
 	out.ended = append(out.ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
-		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial || silent, Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
+		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial.partial(), PartialCause: l.partial.cause(s.hosts.names),
+		Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
 		SpillMax: l.spillMax, LockWait: l.lockWait, VmemPeak: l.vmemPeak})
 }
 
@@ -197,11 +208,22 @@ func (q *query) onSilentHost(s *store) bool {
 	return false
 }
 
+// markSilentHosts marks q partial for each host of its processes that did
+// not answer in the newest snapshot.
+func (q *query) markSilentHosts(s *store) {
+	for hs := range q.segments {
+		if s.hosts.down[hs.host] {
+			q.partial.hostSilent(hs.host, s.hosts.downSince[hs.host])
+		}
+	}
+}
+
 func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sessionQueries, q *query) pipeline.FinishedQuery {
 	segs := sortedSegments(q.segments)
 	v := judgeQuery(q, &sq.says, t.logStateAt(q.end))
 	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
-		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason, Partial: q.partial, Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
+		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason,
+		Partial: q.partial.partial(), PartialCause: q.partial.cause(s.hosts.names), Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
 		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak}
 	if t.text != nil {
 		f.Text = t.text(q.text)

@@ -4,6 +4,9 @@
 package snapshotdiffprocessor
 
 import (
+	"fmt"
+	"math"
+	"reflect"
 	"testing"
 	"time"
 
@@ -489,5 +492,132 @@ func TestCollectorsOwnSessionGetsNoEvent(t *testing.T) {
 		if !own && (len(ev.queries) != 2 || len(ev.sessions) != 1) {
 			t.Errorf("a user's session: %d query and %d session events, want 2 and 1", len(ev.queries), len(ev.sessions))
 		}
+	}
+}
+
+// sessionOf is session id with one process on sdw1 (pid 2000+id, created
+// at backendStart), its query started at queryStart and running, or idle
+// since idleAt when idleAt is not NaN.
+func sessionOf(id int64, backendStart, queryStart, idleAt, cpu float64) (pipelinetest.Session, pipelinetest.Process) {
+	s := pipelinetest.Session{ID: id, PID: 1000 + id, DB: "postgres", User: "gpadmin", State: "active",
+		BackendStart: at(backendStart), QueryStart: at(queryStart)}
+	if !math.IsNaN(idleAt) {
+		s.State, s.StateChange = "idle", at(idleAt)
+	}
+	return s, proc("sdw1", 0, id, 2000+id, backendStart, cpu, 0)
+}
+
+// A collector started at -5 beside a session that began before it (7, its
+// query at -50) sees a session that began after it but before its first
+// snapshot (8) and one after that snapshot (9): only 7 and its query are
+// partial, because they started before the collector; 8 was seen from its
+// start as any session born between two snapshots (make run's first round
+// was all partial).
+func TestFirstRoundIsPartialOnlyWhenItIs(t *testing.T) {
+	p, sink := newTestProcessorOpenedAt(t, queryConfig(), at(-5))
+	round := func(sec float64, ids ...int64) pipelinetest.Snapshot {
+		s := snap(sec, nil, nil)
+		s.Hosts = []pipelinetest.Host{{Name: "sdw1", Up: true}}
+		idleAt := math.NaN()
+		if sec >= 2 {
+			idleAt = 1.5
+		}
+		starts := map[int64][2]float64{7: {-100, -50}, 8: {-2, -1}, 9: {0.5, 0.7}}
+		for _, id := range ids {
+			sess, pr := sessionOf(id, starts[id][0], starts[id][1], idleAt, min(sec, 1.5)-starts[id][0])
+			s.Sessions, s.Processes = append(s.Sessions, sess), append(s.Processes, pr)
+		}
+		return s
+	}
+	ev := feedEach(t, p, sink, round(0, 7, 8), round(1, 7, 8, 9), round(2, 7, 8, 9), noSession(3), noSession(4), noSession(5))
+	if len(ev.queries) != 3 || len(ev.sessions) != 3 {
+		t.Fatalf("%d query and %d session events, want 3 and 3", len(ev.queries), len(ev.sessions))
+	}
+	first := pipeline.PartialCause{StartedBefore: true, Since: at(0).UnixNano()}
+	for _, q := range ev.queries {
+		want := q.Session.ID == 7
+		if q.Partial != want || q.PartialCause.Partial() != want {
+			t.Errorf("query of session %d: partial %v (%+v), want %v", q.Session.ID, q.Partial, q.PartialCause, want)
+		}
+		if want && !reflect.DeepEqual(q.PartialCause, first) {
+			t.Errorf("query of session 7: cause %+v, want %+v (started before gpotel, counted from its first snapshot)", q.PartialCause, first)
+		}
+	}
+	for _, s := range ev.sessions {
+		want := s.Session.ID == 7
+		if s.Partial != want || s.PartialCause.Partial() != want {
+			t.Errorf("session %d: partial %v (%+v), want %v", s.Session.ID, s.Partial, s.PartialCause, want)
+		}
+		if want && !reflect.DeepEqual(s.PartialCause, first) {
+			t.Errorf("session 7: cause %+v, want %+v", s.PartialCause, first)
+		}
+	}
+}
+
+// A session whose host never answers again is written once the longest
+// window has passed: one event, partial, naming the silent host and when
+// it went silent (issue 44: the flag could drop the host unseen).
+func TestSessionOfAHostSilentPastTheWindowIsPartialNamingIt(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{5 * time.Second}
+	p, sink := newTestProcessor(t, cfg)
+	head := proc("mdw", -1, 7, 1007, 0.5, 0.1, 0)
+	seen := querySnap(1, running(0.8), nil, head, proc("sdw1", 0, 7, 4242, 0.6, 0.2, 0))
+	seen.Sessions[0].BackendStart = at(0.5)
+	silent := querySnap(2, running(0.8), []string{"sdw1"}, head)
+	silent.Sessions[0].BackendStart = at(0.5)
+	snaps := []pipelinetest.Snapshot{noSession(0), seen, silent}
+	for sec := 3.0; sec <= 14; sec++ {
+		gone := snap(sec, []string{"sdw1"}, nil)
+		gone.Hosts = append(gone.Hosts, pipelinetest.Host{Name: "mdw", Up: true})
+		snaps = append(snaps, gone)
+	}
+	ev := feedEach(t, p, sink, snaps...)
+	want := pipeline.PartialCause{Hosts: []string{"sdw1"}, Since: at(2).UnixNano()}
+	if len(ev.sessions) != 1 {
+		t.Fatalf("%d session events, want exactly 1", len(ev.sessions))
+	}
+	if s := ev.sessions[0]; !s.Partial || !reflect.DeepEqual(s.PartialCause, want) {
+		t.Errorf("session event partial %v, cause %+v; want partial, %+v", s.Partial, s.PartialCause, want)
+	}
+	if len(ev.queries) != 1 {
+		t.Fatalf("%d query events, want exactly 1", len(ev.queries))
+	}
+	if q := ev.queries[0]; !q.Partial || !reflect.DeepEqual(q.PartialCause, want) {
+		t.Errorf("query event partial %v, cause %+v; want partial, %+v", q.Partial, q.PartialCause, want)
+	}
+}
+
+// An event names at most pipeline.MaxPartialHosts silent hosts and counts
+// the others.
+func TestPartialEventNamesAtMostMaxPartialHosts(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{5 * time.Second}
+	p, sink := newTestProcessor(t, cfg)
+	n := pipeline.MaxPartialHosts + 3
+	var procs []pipelinetest.Process
+	var hosts []string
+	for i := range n {
+		h := fmt.Sprintf("sdw%02d", i+1)
+		hosts = append(hosts, h)
+		procs = append(procs, proc(h, int64(i), 7, int64(4000+i), 0.6, 0.2, 0))
+	}
+	seen := querySnap(1, running(0.8), nil, procs...)
+	seen.Sessions[0].BackendStart = at(0.5)
+	start := snap(0, nil, nil)
+	for _, h := range hosts {
+		start.Hosts = append(start.Hosts, pipelinetest.Host{Name: h, Up: true})
+	}
+	snaps := []pipelinetest.Snapshot{start, seen}
+	for sec := 2.0; sec <= 14; sec++ {
+		snaps = append(snaps, snap(sec, hosts, nil))
+	}
+	ev := feedEach(t, p, sink, snaps...)
+	if len(ev.sessions) != 1 {
+		t.Fatalf("%d session events, want 1", len(ev.sessions))
+	}
+	c := ev.sessions[0].PartialCause
+	if len(c.Hosts) != pipeline.MaxPartialHosts || c.MoreHosts != 3 || c.Hosts[0] != "sdw01" {
+		t.Errorf("cause %+v: want the first %d hosts named and 3 more counted", c, pipeline.MaxPartialHosts)
 	}
 }

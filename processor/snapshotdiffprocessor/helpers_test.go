@@ -78,6 +78,17 @@ func newTestProcessor(t testing.TB, cfg *Config) (processor.Metrics, *consumerte
 	return p, sink
 }
 
+// newTestProcessorOpenedAt is a processor whose collector started at opened.
+func newTestProcessorOpenedAt(t testing.TB, cfg *Config, opened time.Time) (processor.Metrics, *consumertest.MetricsSink) {
+	t.Helper()
+	sink := new(consumertest.MetricsSink)
+	p, err := createMetricsOpenedAt(context.Background(), processortest.NewNopSettings(metadata.Type), cfg, sink, opened)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p, sink
+}
+
 // feed consumes the snapshots in order, each as the receiver hands it on
 // (process batches per host, then the closing batch), and returns the last
 // output.

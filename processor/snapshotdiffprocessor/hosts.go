@@ -3,7 +3,11 @@
 
 package snapshotdiffprocessor
 
-import "github.com/gpotel/gpotel/internal/pipeline/sparse"
+import (
+	"slices"
+
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
+)
 
 // hostTable is one row per host ever seen, in the order first seen; a
 // row is never freed (a cluster's hosts are few).
@@ -12,6 +16,9 @@ type hostTable struct {
 	index    map[string]uint32
 	answered []uint64 // seq of the last snapshot the host answered fully in
 	down     []bool   // the host did not answer in the newest snapshot
+	// downSince is when a host that is down now stopped answering: the
+	// first snapshot of its silence (unix ns).
+	downSince []int64
 	// readDelay is how long after the newest snapshot's time the host's
 	// processes were read at the latest (ns; 0: not measured).
 	readDelay []int64
@@ -33,7 +40,19 @@ func (t *hostTable) row(name string) uint32 {
 	t.index[name] = row
 	t.answered = append(t.answered, 0)
 	t.down = append(t.down, false)
+	t.downSince = append(t.downSince, 0)
 	t.readDelay = append(t.readDelay, 0)
 	t.batches.AddHost()
 	return row
+}
+
+// setDown takes in which hosts did not answer in the snapshot at time.
+func (t *hostTable) setDown(down []uint32, time int64) {
+	for h := range t.down {
+		isDown := slices.Contains(down, uint32(h)) // #nosec G115 -- a row
+		if isDown && !t.down[h] {
+			t.downSince[h] = time
+		}
+		t.down[h] = isDown
+	}
 }

@@ -80,6 +80,10 @@ func (s *store) add(p *pipeline.ProcessSample) error {
 		c := bits.TrailingZeros32(m)
 		bit := uint32(1) << c
 		v := p.Values[c]
+		if p.Kind == pipeline.KindExited && pipeline.RoundedAtExit&bit != 0 && s.procs.known[row]&bit != 0 {
+			// The record is rounded down to 1024; the last live reading was exact.
+			v = max(v, last[c])
+		}
 		if !known || s.procs.known[row]&bit != 0 {
 			steps[c] = v - last[c]
 		}

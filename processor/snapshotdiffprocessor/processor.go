@@ -443,7 +443,7 @@ func (p *snapshotDiff) cutText(text string) *string {
 // queryFigures is one query as the output writes it.
 func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
 	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
-		Totals: q.totals, Known: q.known, Partial: q.partial, Skew: sessionSkews(q.segments)}
+		Totals: q.totals, Known: q.known, Partial: q.partial.partial(), Skew: sessionSkews(q.segments)}
 	if q.spill != nil {
 		sp := *q.spill
 		out.Spill = &sp

@@ -108,7 +108,7 @@ type query struct {
 	known uint32
 	// partial: its start was before the session was first seen, or a host
 	// of its processes did not answer while it ran.
-	partial bool
+	partial partialMark
 	// spill is its workfiles; nil until a read saw it hold some.
 	spill *pipeline.QuerySpill
 	// seen is what the snapshots saw of its end; stillRunning while it runs.
@@ -307,9 +307,11 @@ type queryTracker struct {
 	// PostgreSQL) while their event was still due.
 	retired []retiredSession
 	rows    []rowSighting // by store row
-	// first is the time of the first snapshot of this timeline: a session
-	// seen in it started before gpotel saw it.
+	// first is the time of the first snapshot of this timeline.
 	first int64
+	// opened is when the collector started (unix ns), 0 after a clock
+	// step: what began after it was seen from its start.
+	opened int64
 	// text is a query's text as its event carries it; nil: none (queries::text off).
 	text func(string) *string
 	// logReadThrough: the coordinator's log records written before it have
@@ -329,7 +331,17 @@ func (t *queryTracker) restart() {
 	t.retired = nil
 	t.logReadThrough = 0
 	t.rows = t.rows[:0]
-	t.first = 0
+	t.first, t.opened = 0, 0
+}
+
+// watchedFrom is when gpotel began to watch this timeline: the collector's
+// start, or the timeline's first snapshot when that came first (after a
+// clock step). What started before is partial.
+func (t *queryTracker) watchedFrom() int64 {
+	if t.opened != 0 && t.opened < t.first {
+		return t.opened
+	}
+	return t.first
 }
 
 // queryFigures is one query as written after a snapshot.
@@ -356,9 +368,14 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 	if t.first == 0 {
 		t.first = now
 	}
+	// prev is the previous snapshot's time; in the timeline's first, the
+	// collector's start: what began after it is seen from its start.
 	var prev int64
-	if len(s.windows.retained) > 1 && t.first != now {
+	switch {
+	case t.first != now && len(s.windows.retained) > 1:
 		prev = s.windows.retained[len(s.windows.retained)-2].time
+	case t.first == now && t.opened < now:
+		prev = t.opened
 	}
 	for key, act := range acts {
 		t.observe(s, newest, key, &act, now, prev)
@@ -398,7 +415,7 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 		if prev != 0 && act.backendStart > prev && act.backendStart < now {
 			sq.since = act.backendStart
 		}
-		sq.life.begin(act, now, t.first)
+		sq.life.begin(act, now, t.watchedFrom(), now == t.first)
 		t.sessions[key] = sq
 	}
 	sq.life.see(act)
@@ -416,7 +433,10 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 		q.start, q.startStale = act.queryStart, false
 	}
 	if q == nil {
-		q = &query{start: act.queryStart, text: act.text, partial: act.queryStart < sq.since}
+		q = &query{start: act.queryStart, text: act.text}
+		if act.queryStart < sq.since {
+			q.partial.startBefore(sq.since)
+		}
 		if act.running {
 			q.ccnt = ccnt
 			q.startStale = slices.ContainsFunc(sq.queries, func(o *query) bool { return o.start == q.start })
@@ -572,11 +592,7 @@ func (t *queryTracker) markPartial(s *store) {
 			if q.end != 0 {
 				continue
 			}
-			for hs := range q.segments {
-				if s.hosts.down[hs.host] {
-					q.partial = true
-				}
-			}
+			q.markSilentHosts(s)
 		}
 	}
 }

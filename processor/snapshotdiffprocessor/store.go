@@ -181,10 +181,7 @@ func (s *store) commit(hosts []pipeline.HostAnswer) error {
 	s.nextSeq++
 	oldest := s.windows.push(sn)
 
-	clear(s.hosts.down)
-	for _, h := range sn.hostsDown {
-		s.hosts.down[h] = true
-	}
+	s.hosts.setDown(sn.hostsDown, sn.time)
 	for _, h := range s.pendUp {
 		s.hosts.answered[h] = sn.seq
 	}

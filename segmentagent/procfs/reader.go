@@ -101,14 +101,15 @@ func (r *Reader) Read(pid int64, allowed Allow) (*yagpcc.GpPidProcInfo, Outcome,
 	return r.read(pid, allowed, true)
 }
 
-// ReadCore reads status, stat and cmdline only: what a taskstats record
-// lacks (uid, start time, the resident memory split, the command count). Its
-// io and schedstat figures come from the record instead.
+// ReadCore reads all but schedstat, whose run-queue wait a taskstats
+// record carries: the record lacks the uid, the start time, the resident
+// memory split and the command count, and rounds the io counts down to a
+// multiple of 1024 where io is exact.
 func (r *Reader) ReadCore(pid int64, allowed Allow) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	return r.read(pid, allowed, false)
 }
 
-func (r *Reader) read(pid int64, allowed Allow, ioAndSchedstat bool) (*yagpcc.GpPidProcInfo, Outcome, error) {
+func (r *Reader) read(pid int64, allowed Allow, withSchedstat bool) (*yagpcc.GpPidProcInfo, Outcome, error) {
 	if pid <= 0 {
 		return nil, Failed, fmt.Errorf("pid %d is not a process id", pid)
 	}
@@ -152,9 +153,6 @@ func (r *Reader) read(pid int64, allowed Allow, ioAndSchedstat bool) (*yagpcc.Gp
 	}
 	p.fillStat(&stat)
 
-	if !ioAndSchedstat {
-		return r.readCmdline(dirfd, p)
-	}
 	if data, err = r.readFile(dirfd, nameIO); err == nil {
 		var io IO
 		if io, err = ParseIO(data); err == nil {
@@ -169,6 +167,9 @@ func (r *Reader) read(pid int64, allowed Allow, ioAndSchedstat bool) (*yagpcc.Gp
 		return nil, Vanished, nil
 	}
 
+	if !withSchedstat {
+		return r.readCmdline(dirfd, p)
+	}
 	if data, err = r.readFile(dirfd, nameSchedstat); err == nil {
 		var s Schedstat
 		if s, err = ParseSchedstat(data); err == nil {

@@ -222,13 +222,15 @@ func TestReaderAllocatesOnlyTheAnswer(t *testing.T) {
 	assert.LessOrEqual(t, allocs, 3.0)
 }
 
-func TestReadCoreLeavesIOAndSchedstatToTaskstats(t *testing.T) {
+// ReadCore leaves schedstat to the taskstats record but reads io: the
+// record's io counts are rounded down to 1024.
+func TestReadCoreLeavesOnlySchedstatToTaskstats(t *testing.T) {
 	info, outcome, err := NewReader(fixtureRoot).ReadCore(1010, allowUIDs(101))
 	if outcome != Answered || err != nil {
 		t.Fatalf("outcome %v err %v", outcome, err)
 	}
-	if info.ProcIo != nil || info.ProcSchedstat != nil || len(info.Unread) != 0 {
-		t.Errorf("io %v schedstat %v unread %v: none read, none missing", info.ProcIo, info.ProcSchedstat, info.Unread)
+	if info.ProcIo == nil || info.ProcSchedstat != nil || len(info.Unread) != 0 {
+		t.Errorf("io %v schedstat %v unread %v: io read, schedstat not, none missing", info.ProcIo, info.ProcSchedstat, info.Unread)
 	}
 	if info.ProcStat == nil || info.ProcStatus == nil || info.GetCommandCount() != 5 {
 		t.Errorf("status, stat and the cmdline's command count must be read: %+v", info)

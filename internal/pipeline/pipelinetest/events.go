@@ -6,6 +6,8 @@ package pipelinetest
 import (
 	"fmt"
 	"math"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -74,6 +76,8 @@ func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
 			q.LockBlocker = v.(int64)
 		case pipeline.AttrEventVmemPeak:
 			q.VmemPeak = v.(int64)
+		case pipeline.AttrEventPartialReason, pipeline.AttrEventPartialHosts, pipeline.AttrEventPartialSince:
+			readPartialCause(f.Key, v, &q.PartialCause)
 		default:
 			readSkew(f.Key, v, &q.Skew)
 		}
@@ -108,9 +112,29 @@ func DecodeSessionEvent(attrs pcommon.Map) (pipeline.EndedSession, error) {
 			s.LockWait = fromSeconds(v.(float64))
 		case pipeline.AttrEventVmemPeak:
 			s.VmemPeak = v.(int64)
+		case pipeline.AttrEventPartialReason, pipeline.AttrEventPartialHosts, pipeline.AttrEventPartialSince:
+			readPartialCause(f.Key, v, &s.PartialCause)
 		}
 	})
 	return s, err
+}
+
+// readPartialCause reads one of the partial cause's fields back.
+func readPartialCause(key string, v any, c *pipeline.PartialCause) {
+	switch key {
+	case pipeline.AttrEventPartialReason:
+		c.StartedBefore = slices.Contains(strings.Split(v.(string), ","), pipeline.PartialStartedBefore)
+	case pipeline.AttrEventPartialHosts:
+		for _, h := range strings.Split(v.(string), ",") {
+			if n, ok := strings.CutPrefix(h, "+"); ok {
+				c.MoreHosts, _ = strconv.Atoi(n)
+			} else {
+				c.Hosts = append(c.Hosts, h)
+			}
+		}
+	case pipeline.AttrEventPartialSince:
+		c.Since = v.(time.Time).UnixNano()
+	}
 }
 
 // decodeEvent reads every field present, the counters into totals and

@@ -298,6 +298,10 @@ type FinishedQuery struct {
 	LockWaitTime               float64       `protobuf:"fixed64,63,opt,name=lock_wait_time,json=lockWaitTime,proto3" json:"lock_wait_time,omitempty"` // s
 	LockBlockerSessId          *int64        `protobuf:"varint,64,opt,name=lock_blocker_sess_id,json=lockBlockerSessId,proto3,oneof" json:"lock_blocker_sess_id,omitempty"`
 	VmemPeak                   *int64        `protobuf:"varint,65,opt,name=vmem_peak,json=vmemPeak,proto3,oneof" json:"vmem_peak,omitempty"` // bytes
+	// Why it is partial; absent when it is not (docs/pipeline.md, finished work).
+	PartialReason *string                `protobuf:"bytes,80,opt,name=partial_reason,json=partialReason,proto3,oneof" json:"partial_reason,omitempty"` // started_before, host_silent, comma-separated
+	PartialHosts  *string                `protobuf:"bytes,81,opt,name=partial_hosts,json=partialHosts,proto3,oneof" json:"partial_hosts,omitempty"`    // the silent hosts, comma-separated, at most 8, then +N
+	PartialSince  *timestamppb.Timestamp `protobuf:"bytes,82,opt,name=partial_since,json=partialSince,proto3" json:"partial_since,omitempty"`          // when what it lacks began
 	// cpu_time_user + cpu_time_system; absent when both are.
 	CpuTime       *float64 `protobuf:"fixed64,100,opt,name=cpu_time,json=cpuTime,proto3,oneof" json:"cpu_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -719,6 +723,27 @@ func (x *FinishedQuery) GetVmemPeak() int64 {
 	return 0
 }
 
+func (x *FinishedQuery) GetPartialReason() string {
+	if x != nil && x.PartialReason != nil {
+		return *x.PartialReason
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetPartialHosts() string {
+	if x != nil && x.PartialHosts != nil {
+		return *x.PartialHosts
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetPartialSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PartialSince
+	}
+	return nil
+}
+
 func (x *FinishedQuery) GetCpuTime() float64 {
 	if x != nil && x.CpuTime != nil {
 		return *x.CpuTime
@@ -771,6 +796,10 @@ type EndedSession struct {
 	SpillSizeMax               *int64   `protobuf:"varint,51,opt,name=spill_size_max,json=spillSizeMax,proto3,oneof" json:"spill_size_max,omitempty"` // bytes
 	LockWaitTime               float64  `protobuf:"fixed64,52,opt,name=lock_wait_time,json=lockWaitTime,proto3" json:"lock_wait_time,omitempty"`      // s
 	VmemPeak                   *int64   `protobuf:"varint,53,opt,name=vmem_peak,json=vmemPeak,proto3,oneof" json:"vmem_peak,omitempty"`               // bytes
+	// Why it is partial; absent when it is not (docs/pipeline.md, finished work).
+	PartialReason *string                `protobuf:"bytes,80,opt,name=partial_reason,json=partialReason,proto3,oneof" json:"partial_reason,omitempty"` // started_before, host_silent, comma-separated
+	PartialHosts  *string                `protobuf:"bytes,81,opt,name=partial_hosts,json=partialHosts,proto3,oneof" json:"partial_hosts,omitempty"`    // the silent hosts, comma-separated, at most 8, then +N
+	PartialSince  *timestamppb.Timestamp `protobuf:"bytes,82,opt,name=partial_since,json=partialSince,proto3" json:"partial_since,omitempty"`          // when what it lacks began
 	// cpu_time_user + cpu_time_system; absent when both are.
 	CpuTime       *float64 `protobuf:"fixed64,100,opt,name=cpu_time,json=cpuTime,proto3,oneof" json:"cpu_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -1094,6 +1123,27 @@ func (x *EndedSession) GetVmemPeak() int64 {
 	return 0
 }
 
+func (x *EndedSession) GetPartialReason() string {
+	if x != nil && x.PartialReason != nil {
+		return *x.PartialReason
+	}
+	return ""
+}
+
+func (x *EndedSession) GetPartialHosts() string {
+	if x != nil && x.PartialHosts != nil {
+		return *x.PartialHosts
+	}
+	return ""
+}
+
+func (x *EndedSession) GetPartialSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PartialSince
+	}
+	return nil
+}
+
 func (x *EndedSession) GetCpuTime() float64 {
 	if x != nil && x.CpuTime != nil {
 		return *x.CpuTime
@@ -1255,7 +1305,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x03R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x03R\n" +
-	"writeBytes\"\xf8\x19\n" +
+	"writeBytes\"\xb4\x1b\n" +
 	"\rFinishedQuery\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1318,8 +1368,11 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\x0fspill_files_max\x18> \x01(\x03H&R\rspillFilesMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x18? \x01(\x01R\flockWaitTime\x124\n" +
 	"\x14lock_blocker_sess_id\x18@ \x01(\x03H'R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
-	"\tvmem_peak\x18A \x01(\x03H(R\bvmemPeak\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H)R\acpuTime\x88\x01\x01B\x0e\n" +
+	"\tvmem_peak\x18A \x01(\x03H(R\bvmemPeak\x88\x01\x01\x12*\n" +
+	"\x0epartial_reason\x18P \x01(\tH)R\rpartialReason\x88\x01\x01\x12(\n" +
+	"\rpartial_hosts\x18Q \x01(\tH*R\fpartialHosts\x88\x01\x01\x12?\n" +
+	"\rpartial_since\x18R \x01(\v2\x1a.google.protobuf.TimestampR\fpartialSince\x12\x1e\n" +
+	"\bcpu_time\x18d \x01(\x01H+R\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
@@ -1362,8 +1415,10 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\x10_spill_files_maxB\x17\n" +
 	"\x15_lock_blocker_sess_idB\f\n" +
 	"\n" +
-	"_vmem_peakB\v\n" +
-	"\t_cpu_time\"\x94\x12\n" +
+	"_vmem_peakB\x11\n" +
+	"\x0f_partial_reasonB\x10\n" +
+	"\x0e_partial_hostsB\v\n" +
+	"\t_cpu_time\"\xd0\x13\n" +
 	"\fEndedSession\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1412,8 +1467,11 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\x0ememory_rss_max\x182 \x01(\x03R\fmemoryRssMax\x12)\n" +
 	"\x0espill_size_max\x183 \x01(\x03H\x1bR\fspillSizeMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x184 \x01(\x01R\flockWaitTime\x12 \n" +
-	"\tvmem_peak\x185 \x01(\x03H\x1cR\bvmemPeak\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H\x1dR\acpuTime\x88\x01\x01B\x0e\n" +
+	"\tvmem_peak\x185 \x01(\x03H\x1cR\bvmemPeak\x88\x01\x01\x12*\n" +
+	"\x0epartial_reason\x18P \x01(\tH\x1dR\rpartialReason\x88\x01\x01\x12(\n" +
+	"\rpartial_hosts\x18Q \x01(\tH\x1eR\fpartialHosts\x88\x01\x01\x12?\n" +
+	"\rpartial_since\x18R \x01(\v2\x1a.google.protobuf.TimestampR\fpartialSince\x12\x1e\n" +
+	"\bcpu_time\x18d \x01(\x01H\x1fR\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
@@ -1444,7 +1502,9 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"_delay_irqB\x11\n" +
 	"\x0f_spill_size_maxB\f\n" +
 	"\n" +
-	"_vmem_peakB\v\n" +
+	"_vmem_peakB\x11\n" +
+	"\x0f_partial_reasonB\x10\n" +
+	"\x0e_partial_hostsB\v\n" +
 	"\t_cpu_time\"\xbc\x01\n" +
 	"\x1bListFinishedQueriesResponse\x122\n" +
 	"\aqueries\x18\x01 \x03(\v2\x18.gpotel.v1.FinishedQueryR\aqueries\x12&\n" +
@@ -1486,21 +1546,23 @@ var file_gpotel_v1_finished_work_proto_depIdxs = []int32{
 	6,  // 2: gpotel.v1.FinishedQuery.query_start:type_name -> google.protobuf.Timestamp
 	6,  // 3: gpotel.v1.FinishedQuery.query_end:type_name -> google.protobuf.Timestamp
 	1,  // 4: gpotel.v1.FinishedQuery.segments:type_name -> gpotel.v1.SegmentUse
-	6,  // 5: gpotel.v1.EndedSession.session_start:type_name -> google.protobuf.Timestamp
-	6,  // 6: gpotel.v1.EndedSession.session_end:type_name -> google.protobuf.Timestamp
-	2,  // 7: gpotel.v1.ListFinishedQueriesResponse.queries:type_name -> gpotel.v1.FinishedQuery
-	6,  // 8: gpotel.v1.ListFinishedQueriesResponse.complete_since:type_name -> google.protobuf.Timestamp
-	3,  // 9: gpotel.v1.ListEndedSessionsResponse.sessions:type_name -> gpotel.v1.EndedSession
-	6,  // 10: gpotel.v1.ListEndedSessionsResponse.complete_since:type_name -> google.protobuf.Timestamp
-	0,  // 11: gpotel.v1.FinishedWork.ListFinishedQueries:input_type -> gpotel.v1.ListFinishedWorkRequest
-	0,  // 12: gpotel.v1.FinishedWork.ListEndedSessions:input_type -> gpotel.v1.ListFinishedWorkRequest
-	4,  // 13: gpotel.v1.FinishedWork.ListFinishedQueries:output_type -> gpotel.v1.ListFinishedQueriesResponse
-	5,  // 14: gpotel.v1.FinishedWork.ListEndedSessions:output_type -> gpotel.v1.ListEndedSessionsResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	6,  // 5: gpotel.v1.FinishedQuery.partial_since:type_name -> google.protobuf.Timestamp
+	6,  // 6: gpotel.v1.EndedSession.session_start:type_name -> google.protobuf.Timestamp
+	6,  // 7: gpotel.v1.EndedSession.session_end:type_name -> google.protobuf.Timestamp
+	6,  // 8: gpotel.v1.EndedSession.partial_since:type_name -> google.protobuf.Timestamp
+	2,  // 9: gpotel.v1.ListFinishedQueriesResponse.queries:type_name -> gpotel.v1.FinishedQuery
+	6,  // 10: gpotel.v1.ListFinishedQueriesResponse.complete_since:type_name -> google.protobuf.Timestamp
+	3,  // 11: gpotel.v1.ListEndedSessionsResponse.sessions:type_name -> gpotel.v1.EndedSession
+	6,  // 12: gpotel.v1.ListEndedSessionsResponse.complete_since:type_name -> google.protobuf.Timestamp
+	0,  // 13: gpotel.v1.FinishedWork.ListFinishedQueries:input_type -> gpotel.v1.ListFinishedWorkRequest
+	0,  // 14: gpotel.v1.FinishedWork.ListEndedSessions:input_type -> gpotel.v1.ListFinishedWorkRequest
+	4,  // 15: gpotel.v1.FinishedWork.ListFinishedQueries:output_type -> gpotel.v1.ListFinishedQueriesResponse
+	5,  // 16: gpotel.v1.FinishedWork.ListEndedSessions:output_type -> gpotel.v1.ListEndedSessionsResponse
+	15, // [15:17] is the sub-list for method output_type
+	13, // [13:15] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_gpotel_v1_finished_work_proto_init() }
