@@ -530,7 +530,24 @@ func endingText(r historyRow) string {
 		text += "  " + message
 	}
 	if r.partial() {
-		text += "  (" + partialHelp + ")"
+		text += "  (" + partialText(r) + ")"
+	}
+	return text
+}
+
+// partialText says why a row is partial where the API tells it (the
+// reasons, the silent hosts, since when), else what partial means.
+func partialText(r historyRow) string {
+	reason, hosts, since := r.partialCause()
+	if reason == "" {
+		return partialHelp
+	}
+	text := "partial: " + strings.ReplaceAll(reason, "_", " ")
+	if hosts != "" {
+		text += ": " + hosts
+	}
+	if since != nil {
+		text += " since " + whenText(since)
 	}
 	return text
 }

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -81,6 +83,15 @@ func (r historyRow) failure() (sqlstate, message, cancelReason string) {
 		return q.GetSqlstate(), oneLine(q.GetErrorMessage()), q.GetCancelReason()
 	}
 	return r.session.GetSqlstate(), oneLine(r.session.GetErrorMessage()), ""
+}
+
+// partialCause is why the row is partial, as the API says it: the
+// reasons, the silent hosts and since when; "" and nil where it says none.
+func (r historyRow) partialCause() (reason, hosts string, since *timestamppb.Timestamp) {
+	if q := r.query; q != nil {
+		return q.GetPartialReason(), q.GetPartialHosts(), q.GetPartialSince()
+	}
+	return r.session.GetPartialReason(), r.session.GetPartialHosts(), r.session.GetPartialSince()
 }
 
 func (r historyRow) partial() bool {

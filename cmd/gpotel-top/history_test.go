@@ -461,13 +461,14 @@ func TestHistoryDetailsSayHowItEnded(t *testing.T) {
 	}
 
 	s := &gpotelv1.EndedSession{TmId: 1, SessId: 42, Username: "erin", Database: "sales", SessionStart: endedAgo(time.Hour),
-		SessionEnd: endedAgo(10 * time.Second), Duration: 3590, Queries: 2, EndReason: "connection_lost", Sqlstate: proto.String("08006")}
+		SessionEnd: endedAgo(10 * time.Second), Duration: 3590, Queries: 2, EndReason: "connection_lost", Sqlstate: proto.String("08006"),
+		Partial: true, PartialReason: proto.String("host_silent"), PartialHosts: proto.String("sdw2"), PartialSince: endedAgo(time.Minute)}
 	h = historyOf(t, nil, []*gpotelv1.EndedSession{s}, 200, 60)
 	if !strings.Contains(h.line(" erin "), "conn.lost") {
 		t.Errorf("the session's row does not show how it ended: %q", h.line(" erin "))
 	}
 	h.press("enter")
-	if l := h.line("how it ended  "); !containsAll(l, []string{"conn.lost", "class 08", "08006"}) {
+	if l := h.line("how it ended  "); !containsAll(l, []string{"conn.lost", "class 08", "08006", "partial: host silent: sdw2 since "}) {
 		t.Errorf("the session's page does not say how it ended:\n%s", h.screen())
 	}
 }
