@@ -14,14 +14,18 @@ MDATAGEN_VERSION := v0.155.0
 # v2.46 and later need go.digitalxero.dev/rpm, which the Go module proxy does not serve.
 NFPM_VERSION := v2.45.0
 GOLANGCI_LINT_VERSION := v2.15.0
+# The log store the finished-work events are shown arriving in (testbed/e2e).
+VICTORIALOGS_VERSION := v1.52.1
 # The version is in the file name, so changing the pin installs the new one.
 GOLANGCI_LINT := $(BIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
+# The same; bin/victoria-logs links to the pinned one, where the tests look.
+VICTORIALOGS := $(BIN)/victoria-logs-$(VICTORIALOGS_VERSION)
 
 TEST_TIMEOUT ?= 15m
 # One package's bound: testbed/e2e alone runs about 12 minutes of drills and truth tests.
 DB_TEST_TIMEOUT ?= 40m
 
-.PHONY: all build agent collector test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools demo-deps testbed-deps run clean package
+.PHONY: all build agent collector victoria-logs test test-stress mutate unit bench bench-scale bench-scale-1m fuzz fuzz-short proto proto-check generate generate-check lint fmt vet tidy-check no-binaries spdx tools demo-deps testbed-deps run clean package
 
 all: build
 
@@ -57,6 +61,12 @@ $(BIN)/nfpm:
 $(GOLANGCI_LINT):
 	GOBIN=$(BIN) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 	mv $(BIN)/golangci-lint $@
+
+# Not in Debian: built from the Go module proxy (about a minute).
+victoria-logs: $(VICTORIALOGS)
+$(VICTORIALOGS):
+	@tmp=$$(mktemp -d) && GOBIN=$$tmp $(GO) install github.com/VictoriaMetrics/VictoriaLogs/app/victoria-logs@$(VICTORIALOGS_VERSION) && \
+	mv $$tmp/victoria-logs $@; rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && ln -sfn $(notdir $@) $(BIN)/victoria-logs
 
 $(BIN)/protoc-gen-go:
 	GOBIN=$(BIN) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
@@ -159,7 +169,7 @@ OTHER_PACKAGES = $(filter-out $(DB_PACKAGES),$(shell $(GO) list ./...))
 
 # The e2e tests start build/otelcol-gpotel and build/gpotel-agent: building
 # them first keeps the build out of the tests' timeout.
-test: testbed-deps proto-check generate-check lint agent collector
+test: testbed-deps victoria-logs proto-check generate-check lint agent collector
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) $(OTHER_PACKAGES)
 	$(GO) test -count=1 -timeout $(DB_TEST_TIMEOUT) -p 1 $(DB_PACKAGES)
 
@@ -169,7 +179,7 @@ test: testbed-deps proto-check generate-check lint agent collector
 # machine: testbed/e2e alone takes about 14 minutes a pass on an idle 2-core one.
 STRESS_COUNT ?= 3
 STRESS_TIMEOUT ?= 150m
-test-stress: testbed-deps agent collector
+test-stress: testbed-deps victoria-logs agent collector
 	@./scripts/burn-cpu.sh 2 & burner=$$!; trap 'kill $$burner 2>/dev/null' EXIT; \
 	$(GO) test -count=$(STRESS_COUNT) -timeout $(STRESS_TIMEOUT) -p 1 ./testbed/...
 

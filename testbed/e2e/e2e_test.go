@@ -114,6 +114,15 @@ func TestExampleConfigsValidate(t *testing.T) {
 			}
 		})
 	}
+	// The overlays: added to testbed.yaml, as make run and the tests add them.
+	overlayEnv := append([]string{"GPOTEL_COORDINATOR_PORT=5432"}, cases["testbed.yaml"]...)
+	for _, overlay := range []string{"history.yaml", "victorialogs.yaml"} {
+		t.Run("testbed.yaml with "+overlay, func(t *testing.T) {
+			if out, err := validate(t, configPath("testbed.yaml"), overlayEnv, "--config", configPath(overlay)); err != nil {
+				t.Fatalf("validate testbed.yaml with %s: %v\n%s", overlay, err, out)
+			}
+		})
+	}
 	// The same command must reject a broken configuration, or the cases above prove nothing.
 	t.Run("broken testbed.yaml is rejected", func(t *testing.T) {
 		out, err := validate(t, configPath("testbed.yaml"), cases["testbed.yaml"], "--set=processors::snapshotdiff::windows=[]")
