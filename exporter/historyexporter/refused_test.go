@@ -196,6 +196,18 @@ func TestHistoryTextSurvivesTheDatabaseEncoding(t *testing.T) {
 							t.Fatalf("%s: %v", stmt, err)
 						}
 					}
+					// Registered first, run last: after the exporter closed its
+					// connection. A database left behind keeps the history
+					// role, which the next test on the same server drops.
+					t.Cleanup(func() {
+						ctx := context.Background()
+						if c, err := pgx.Connect(ctx, db.adminDSN); err == nil {
+							if _, err := c.Exec(ctx, "DROP DATABASE IF EXISTS "+database); err != nil {
+								t.Errorf("drop %s: %v", database, err)
+							}
+							_ = c.Close(ctx)
+						}
+					})
 					cfg := *db.cfg
 					cfg.Database = database
 					tel := componenttest.NewTelemetry()
