@@ -128,12 +128,15 @@ lint: fmt vet tidy-check no-binaries $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
 # What the tests start, from Debian's packages, when missing: PostgreSQL for the
-# testbed, Prometheus (and promtool) for deploy/ and the Prometheus end-to-end
+# testbed (and its server headers and a C compiler for the testbed's title
+# extension, testbed/README.md), Prometheus (and promtool) for deploy/ and the Prometheus end-to-end
 # test, systemd-analyze for the unit files, iproute2 for the network drill.
 testbed-deps:
 	@need=(); \
 	[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15); \
 	[ -f /usr/share/postgresql/15/extension/dblink.control ] || need+=(postgresql-contrib); \
+	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15); \
+	command -v cc >/dev/null || need+=(gcc); \
 	command -v prometheus >/dev/null && command -v promtool >/dev/null || need+=(prometheus); \
 	command -v systemd-analyze >/dev/null || need+=(systemd); \
 	command -v tc >/dev/null || need+=(iproute2); \
