@@ -5,6 +5,7 @@ package gpsql
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ type HistoryTable struct {
 	Schema, Name string
 	Columns      []HistoryColumn
 	Key          []string
+	// NullableKey are the key columns that may be NULL (a field absent
+	// where the server has none, as ccnt on PostgreSQL).
+	NullableKey  []string
 	End          string
 	DistributeBy []string
 }
@@ -212,7 +216,11 @@ func InsertHistoryRows(t HistoryTable) string {
 	cols := quoteList(t.columnNames())
 	var match []string
 	for _, k := range t.Key {
-		match = append(match, fmt.Sprintf("t.%[1]s = s.%[1]s", QuoteIdent(k)))
+		op := "="
+		if slices.Contains(t.NullableKey, k) {
+			op = "IS NOT DISTINCT FROM" // NULL names no value, the same absence
+		}
+		match = append(match, fmt.Sprintf("t.%[1]s %[2]s s.%[1]s", QuoteIdent(k), op))
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)
 SELECT %[2]s FROM %[3]s s
