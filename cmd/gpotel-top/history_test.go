@@ -24,9 +24,9 @@ func finishedWork() *fakeAPI {
 	f := twoHostsOfTwoCPUs()
 	at := func(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(snapshotTime.Add(-ago)) }
 	f.finished = []*gpotelv1.FinishedQuery{
-		{TmId: 1700000000, SessId: 22, Username: "bob", Database: "hr", Ccnt: 3, QueryStart: at(40 * time.Second), QueryEnd: at(30 * time.Second),
+		{TmId: 1700000000, SessId: 22, Username: "bob", Database: "hr", Ccnt: new(int64(3)), QueryStart: at(40 * time.Second), QueryEnd: at(30 * time.Second),
 			Duration: 10, Status: "aborted", QueryText: proto.String("select\n" + hostile + " from t_bob")},
-		{TmId: 1700000000, SessId: 21, Username: "alice", Database: "sales", Ccnt: 7, QueryStart: at(100 * time.Second), QueryEnd: at(10 * time.Second),
+		{TmId: 1700000000, SessId: 21, Username: "alice", Database: "sales", Ccnt: new(int64(7)), QueryStart: at(100 * time.Second), QueryEnd: at(10 * time.Second),
 			Duration: 90, Status: "completed", QueryText: proto.String("select count(*) from t_alice"),
 			CpuTime: proto.Float64(123.4), DiskIoRead: proto.Int64(3 << 30), DiskIoWrite: proto.Int64(5 << 20), SpillSizeMax: proto.Int64(2 << 30)},
 	}

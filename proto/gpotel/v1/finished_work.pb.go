@@ -249,7 +249,7 @@ type FinishedQuery struct {
 	ClientPort    *int64                 `protobuf:"varint,7,opt,name=client_port,json=clientPort,proto3,oneof" json:"client_port,omitempty"`
 	ResourceGroup *string                `protobuf:"bytes,8,opt,name=resource_group,json=resourceGroup,proto3,oneof" json:"resource_group,omitempty"`
 	QueryStart    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=query_start,json=queryStart,proto3" json:"query_start,omitempty"`
-	Ccnt          int64                  `protobuf:"varint,10,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // 0 where the server numbers none (PostgreSQL)
+	Ccnt          *int64                 `protobuf:"varint,10,opt,name=ccnt,proto3,oneof" json:"ccnt,omitempty"` // absent where the server numbers none (PostgreSQL)
 	QueryEnd      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=query_end,json=queryEnd,proto3" json:"query_end,omitempty"`
 	Duration      float64                `protobuf:"fixed64,12,opt,name=duration,proto3" json:"duration,omitempty"`                        // s
 	Status        string                 `protobuf:"bytes,13,opt,name=status,proto3" json:"status,omitempty"`                              // completed, aborted, session_ended or unknown
@@ -393,8 +393,8 @@ func (x *FinishedQuery) GetQueryStart() *timestamppb.Timestamp {
 }
 
 func (x *FinishedQuery) GetCcnt() int64 {
-	if x != nil {
-		return x.Ccnt
+	if x != nil && x.Ccnt != nil {
+		return *x.Ccnt
 	}
 	return 0
 }
@@ -1204,7 +1204,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x03R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x03R\n" +
-	"writeBytes\"\xd2\x18\n" +
+	"writeBytes\"\xe0\x18\n" +
 	"\rFinishedQuery\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1216,60 +1216,61 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"clientPort\x88\x01\x01\x12*\n" +
 	"\x0eresource_group\x18\b \x01(\tH\x03R\rresourceGroup\x88\x01\x01\x12;\n" +
 	"\vquery_start\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"queryStart\x12\x12\n" +
+	"queryStart\x12\x17\n" +
 	"\x04ccnt\x18\n" +
-	" \x01(\x03R\x04ccnt\x127\n" +
+	" \x01(\x03H\x04R\x04ccnt\x88\x01\x01\x127\n" +
 	"\tquery_end\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bqueryEnd\x12\x1a\n" +
 	"\bduration\x18\f \x01(\x01R\bduration\x12\x16\n" +
 	"\x06status\x18\r \x01(\tR\x06status\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\"\n" +
 	"\n" +
-	"query_text\x18\x0f \x01(\tH\x04R\tqueryText\x88\x01\x01\x12'\n" +
-	"\rcpu_time_user\x18\x14 \x01(\x01H\x05R\vcpuTimeUser\x88\x01\x01\x12+\n" +
-	"\x0fcpu_time_system\x18\x15 \x01(\x01H\x06R\rcpuTimeSystem\x88\x01\x01\x12%\n" +
-	"\fdisk_io_read\x18\x16 \x01(\x03H\aR\n" +
+	"query_text\x18\x0f \x01(\tH\x05R\tqueryText\x88\x01\x01\x12'\n" +
+	"\rcpu_time_user\x18\x14 \x01(\x01H\x06R\vcpuTimeUser\x88\x01\x01\x12+\n" +
+	"\x0fcpu_time_system\x18\x15 \x01(\x01H\aR\rcpuTimeSystem\x88\x01\x01\x12%\n" +
+	"\fdisk_io_read\x18\x16 \x01(\x03H\bR\n" +
 	"diskIoRead\x88\x01\x01\x12'\n" +
-	"\rdisk_io_write\x18\x17 \x01(\x03H\bR\vdiskIoWrite\x88\x01\x01\x125\n" +
-	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\tR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\rdisk_io_write\x18\x17 \x01(\x03H\tR\vdiskIoWrite\x88\x01\x01\x125\n" +
+	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\n" +
+	"R\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"disk_delay\x18\x19 \x01(\x01H\n" +
-	"R\tdiskDelay\x88\x01\x01\x12'\n" +
-	"\rio_chars_read\x18\x1a \x01(\x03H\vR\vioCharsRead\x88\x01\x01\x12)\n" +
-	"\x0eio_chars_write\x18\x1b \x01(\x03H\fR\fioCharsWrite\x88\x01\x01\x12-\n" +
-	"\x10io_syscalls_read\x18\x1c \x01(\x03H\rR\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
-	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x0eR\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
-	"\x13paging_faults_major\x18\x1e \x01(\x03H\x0fR\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
-	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x10R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
-	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x11R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
-	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x12R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
-	"\rcpu_run_delay\x18\" \x01(\x01H\x13R\vcpuRunDelay\x88\x01\x01\x12&\n" +
-	"\fdelay_swapin\x18# \x01(\x01H\x14R\vdelaySwapin\x88\x01\x01\x12,\n" +
-	"\x0fdelay_freepages\x18$ \x01(\x01H\x15R\x0edelayFreepages\x88\x01\x01\x12,\n" +
-	"\x0fdelay_thrashing\x18% \x01(\x01H\x16R\x0edelayThrashing\x88\x01\x01\x12(\n" +
-	"\rdelay_compact\x18& \x01(\x01H\x17R\fdelayCompact\x88\x01\x01\x12&\n" +
-	"\fdelay_wpcopy\x18' \x01(\x01H\x18R\vdelayWpcopy\x88\x01\x01\x12 \n" +
-	"\tdelay_irq\x18( \x01(\x01H\x19R\bdelayIrq\x88\x01\x01\x120\n" +
+	"disk_delay\x18\x19 \x01(\x01H\vR\tdiskDelay\x88\x01\x01\x12'\n" +
+	"\rio_chars_read\x18\x1a \x01(\x03H\fR\vioCharsRead\x88\x01\x01\x12)\n" +
+	"\x0eio_chars_write\x18\x1b \x01(\x03H\rR\fioCharsWrite\x88\x01\x01\x12-\n" +
+	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x0eR\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
+	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x0fR\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
+	"\x13paging_faults_major\x18\x1e \x01(\x03H\x10R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
+	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x11R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
+	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x12R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
+	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x13R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
+	"\rcpu_run_delay\x18\" \x01(\x01H\x14R\vcpuRunDelay\x88\x01\x01\x12&\n" +
+	"\fdelay_swapin\x18# \x01(\x01H\x15R\vdelaySwapin\x88\x01\x01\x12,\n" +
+	"\x0fdelay_freepages\x18$ \x01(\x01H\x16R\x0edelayFreepages\x88\x01\x01\x12,\n" +
+	"\x0fdelay_thrashing\x18% \x01(\x01H\x17R\x0edelayThrashing\x88\x01\x01\x12(\n" +
+	"\rdelay_compact\x18& \x01(\x01H\x18R\fdelayCompact\x88\x01\x01\x12&\n" +
+	"\fdelay_wpcopy\x18' \x01(\x01H\x19R\vdelayWpcopy\x88\x01\x01\x12 \n" +
+	"\tdelay_irq\x18( \x01(\x01H\x1aR\bdelayIrq\x88\x01\x01\x120\n" +
 	"\x14cpu_time_coordinator\x182 \x01(\x01R\x12cpuTimeCoordinator\x12*\n" +
 	"\x11cpu_time_segments\x183 \x01(\x01R\x0fcpuTimeSegments\x12)\n" +
-	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1aR\fskewCpuRatio\x88\x01\x01\x125\n" +
-	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1bR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
-	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H\x1cR\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
-	"\x11skew_cpu_segments\x187 \x01(\x03H\x1dR\x0fskewCpuSegments\x88\x01\x01\x120\n" +
-	"\x12skew_disk_io_ratio\x188 \x01(\x01H\x1eR\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
-	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H\x1fR\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
-	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
-	"\x15skew_disk_io_segments\x18; \x01(\x03H!R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
+	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1bR\fskewCpuRatio\x88\x01\x01\x125\n" +
+	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1cR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
+	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H\x1dR\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
+	"\x11skew_cpu_segments\x187 \x01(\x03H\x1eR\x0fskewCpuSegments\x88\x01\x01\x120\n" +
+	"\x12skew_disk_io_ratio\x188 \x01(\x01H\x1fR\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
+	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
+	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H!R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
+	"\x15skew_disk_io_segments\x18; \x01(\x03H\"R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
 	"\bsegments\x18< \x03(\v2\x15.gpotel.v1.SegmentUseR\bsegments\x12)\n" +
-	"\x0espill_size_max\x18= \x01(\x03H\"R\fspillSizeMax\x88\x01\x01\x12+\n" +
-	"\x0fspill_files_max\x18> \x01(\x03H#R\rspillFilesMax\x88\x01\x01\x12$\n" +
+	"\x0espill_size_max\x18= \x01(\x03H#R\fspillSizeMax\x88\x01\x01\x12+\n" +
+	"\x0fspill_files_max\x18> \x01(\x03H$R\rspillFilesMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x18? \x01(\x01R\flockWaitTime\x124\n" +
-	"\x14lock_blocker_sess_id\x18@ \x01(\x03H$R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
-	"\tvmem_peak\x18A \x01(\x03H%R\bvmemPeak\x88\x01\x01\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H&R\acpuTime\x88\x01\x01B\x0e\n" +
+	"\x14lock_blocker_sess_id\x18@ \x01(\x03H%R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
+	"\tvmem_peak\x18A \x01(\x03H&R\bvmemPeak\x88\x01\x01\x12\x1e\n" +
+	"\bcpu_time\x18d \x01(\x01H'R\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
-	"\x0f_resource_groupB\r\n" +
+	"\x0f_resource_groupB\a\n" +
+	"\x05_ccntB\r\n" +
 	"\v_query_textB\x10\n" +
 	"\x0e_cpu_time_userB\x12\n" +
 	"\x10_cpu_time_systemB\x0f\n" +
