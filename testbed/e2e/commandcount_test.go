@@ -116,7 +116,7 @@ func TestFinishedQueriesCarryTheCommandCount(t *testing.T) {
 					case !greenplum:
 						return nil
 					case !ok:
-						return fmt.Errorf("no con<N> cmd<M> in the title %q", activity)
+						t.Fatalf("no con<N> cmd<M> in the title %q: the testbed gives Greenplum's titles", activity)
 					case sess != sessID:
 						t.Fatalf("the title says con%d, pg_stat_activity sess_id %d", sess, sessID)
 					case !wantActivity(activity):
