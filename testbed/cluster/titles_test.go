@@ -5,6 +5,7 @@ package cluster_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -18,6 +19,8 @@ import (
 
 // greenplumTitle is the part of a title gpotel reads: con<N> [seg<k>] [cmd<M>] [slice<s>] activity.
 var greenplumTitle = regexp.MustCompile(` con([0-9]+)(?: seg(-?[0-9]+))?(?: cmd([0-9]+))?(?: slice[0-9]+)? (.*)$`)
+
+var errNoGreenplumTitle = errors.New("no con<N> in the title")
 
 type title struct {
 	sess, ccnt int64 // ccnt 0: none
@@ -33,7 +36,7 @@ func readTitle(pid int) (title, error) {
 	line := bytes.TrimRight(bytes.ReplaceAll(b, []byte{0}, []byte{' '}), " ")
 	m := greenplumTitle.FindSubmatch(line)
 	if m == nil {
-		return title{}, fmt.Errorf("no con<N> in the title %q", line)
+		return title{}, fmt.Errorf("%w: %q", errNoGreenplumTitle, line)
 	}
 	var tl title
 	tl.sess, _ = strconv.ParseInt(string(m[1]), 10, 64)
@@ -57,7 +60,11 @@ func TestTitlesNumberCommandsAsGreenplum6Does(t *testing.T) {
 		var tl title
 		await.NoError(t, "the coordinator's idle title", func() error {
 			var err error
-			if tl, err = readTitle(pid); err == nil && tl.activity != "idle" {
+			tl, err = readTitle(pid)
+			if errors.Is(err, errNoGreenplumTitle) {
+				t.Fatal(err) // a title never gains con<N>
+			}
+			if err == nil && tl.activity != "idle" {
 				err = fmt.Errorf("title activity %q", tl.activity)
 			}
 			return err
