@@ -138,11 +138,14 @@ lint: fmt vet tidy-check no-binaries $(GOLANGCI_LINT)
 	$(GOLANGCI_LINT) run ./...
 
 # What the demo (make run) starts, from Debian's packages, when missing:
-# PostgreSQL for the testbed (with contrib, for dblink).
+# PostgreSQL for the testbed (with contrib, for dblink), its server headers
+# and a C compiler for the testbed's title extension (testbed/README.md).
 demo-deps:
 	@need=(); \
 	[ -x /usr/lib/postgresql/15/bin/postgres ] || need+=(postgresql-15); \
 	[ -f /usr/share/postgresql/15/extension/dblink.control ] || need+=(postgresql-contrib); \
+	[ -f /usr/include/postgresql/15/server/postgres.h ] || need+=(postgresql-server-dev-15); \
+	command -v cc >/dev/null || need+=(gcc); \
 	./scripts/install-packages.sh "$${need[@]}"
 
 # What the tests start besides, when missing: Prometheus (and promtool) for

@@ -27,9 +27,9 @@ func finishedWork() *fakeAPI {
 	f := twoHostsOfTwoCPUs()
 	at := func(ago time.Duration) *timestamppb.Timestamp { return timestamppb.New(snapshotTime.Add(-ago)) }
 	f.finished = []*gpotelv1.FinishedQuery{
-		{TmId: 1700000000, SessId: 22, Username: "bob", Database: "hr", Ccnt: 3, QueryStart: at(40 * time.Second), QueryEnd: at(30 * time.Second),
+		{TmId: 1700000000, SessId: 22, Username: "bob", Database: "hr", Ccnt: new(int64(3)), QueryStart: at(40 * time.Second), QueryEnd: at(30 * time.Second),
 			Duration: 10, Status: "aborted", QueryText: proto.String("select\n" + hostile + " from t_bob")},
-		{TmId: 1700000000, SessId: 21, Username: "alice", Database: "sales", Ccnt: 7, QueryStart: at(100 * time.Second), QueryEnd: at(10 * time.Second),
+		{TmId: 1700000000, SessId: 21, Username: "alice", Database: "sales", Ccnt: new(int64(7)), QueryStart: at(100 * time.Second), QueryEnd: at(10 * time.Second),
 			Duration: 90, Status: "completed", QueryText: proto.String("select count(*) from t_alice"),
 			CpuTime: proto.Float64(123.4), DiskIoRead: proto.Int64(3 << 30), DiskIoWrite: proto.Int64(5 << 20), SpillSizeMax: proto.Int64(2 << 30)},
 	}
@@ -134,7 +134,7 @@ func TestHistoryDetailsShowEverySegment(t *testing.T) {
 		{Hostname: "sdw2", Segment: 2, CpuSeconds: 30, ReadBytes: 5 << 20, WriteBytes: 6 << 20},
 		{Hostname: "sdw2", Segment: 3, CpuSeconds: 3.5, ReadBytes: 700 << 20, WriteBytes: 8 << 20},
 	}
-	q := &gpotelv1.FinishedQuery{TmId: 1700000000, SessId: 31, Username: "dora", Database: "sales", Ccnt: 4,
+	q := &gpotelv1.FinishedQuery{TmId: 1700000000, SessId: 31, Username: "dora", Database: "sales", Ccnt: proto.Int64(4),
 		QueryStart: endedAgo(70 * time.Second), QueryEnd: endedAgo(10 * time.Second), Duration: 60, Status: "aborted",
 		QueryText:   proto.String("select * from big join bigger using (id)"),
 		CpuTimeUser: proto.Float64(40), CpuTimeSystem: proto.Float64(5), CpuTime: proto.Float64(45),

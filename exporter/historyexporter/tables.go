@@ -60,6 +60,9 @@ func newHistoryTable(schema, name, event string, fields []pipeline.EventField, e
 		t.fieldIndex[f.Key] = i
 		if f.Identity {
 			t.Key = append(t.Key, f.Column)
+			if f.Optional {
+				t.NullableKey = append(t.NullableKey, f.Column)
+			}
 		}
 		switch f.Key {
 		case endKey:

@@ -65,6 +65,10 @@ func attachQueries(sessions []*session, queries []*queryRecord) map[queryID]*que
 	running := map[pipeline.SessionKey]*queryRecord{}
 	for _, q := range queries {
 		byID[q.id] = q
+		if q.id.ccnt != 0 {
+			// gpotel's query_start key (field 1001) names it too, as on a server without counts.
+			byID[queryID{session: q.id.session, start: q.start.UnixNano()}] = q
+		}
 		if r := running[q.id.session]; !q.completed && (r == nil || q.start.After(r.start)) {
 			running[q.id.session] = q
 		}

@@ -5,6 +5,7 @@ package gpsql
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -35,6 +36,9 @@ type HistoryTable struct {
 	Schema, Name string
 	Columns      []HistoryColumn
 	Key          []string
+	// NullableKey are the key columns that may be NULL (a field absent
+	// where the server has none, as ccnt on PostgreSQL).
+	NullableKey  []string
 	End          string
 	DistributeBy []string
 }
@@ -221,6 +225,11 @@ func InsertHistoryRows(t HistoryTable) string {
 	cols := quoteList(t.columnNames())
 	var match []string
 	for _, k := range t.Key {
+		if slices.Contains(t.NullableKey, k) {
+			// NULL names no value: two absent ones are the same key.
+			match = append(match, fmt.Sprintf("(t.%[1]s OPERATOR(pg_catalog.=) s.%[1]s OR (t.%[1]s IS NULL AND s.%[1]s IS NULL))", QuoteIdent(k)))
+			continue
+		}
 		match = append(match, fmt.Sprintf("t.%[1]s OPERATOR(pg_catalog.=) s.%[1]s", QuoteIdent(k)))
 	}
 	return fmt.Sprintf(`INSERT INTO %[1]s (%[2]s)

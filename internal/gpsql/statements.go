@@ -122,7 +122,7 @@ var (
 			{"query_end", "timestamp with time zone"}, {"username", "text"}, {"duration", "double precision"},
 			{"partial", "boolean"}, {"segments", "json"},
 		},
-		Key: []string{"tm_id", "sess_id", "query_start", "ccnt"}, End: "query_end", DistributeBy: []string{"tm_id", "sess_id"},
+		Key: []string{"tm_id", "sess_id", "query_start", "ccnt"}, NullableKey: []string{"ccnt"}, End: "query_end", DistributeBy: []string{"tm_id", "sess_id"},
 	}
 	sampleHistoryDay = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 )

@@ -224,7 +224,7 @@ func init() {
 	QueryEventFields = append(eventIdentity(true), eventWho()...)
 	QueryEventFields = append(QueryEventFields,
 		EventField{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Brief: "query_start of the statement"},
-		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Brief: "the statement's command count (yagpcc's QueryKey ccnt); 0 where the server numbers none (PostgreSQL)"},
+		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Optional: true, Brief: "the statement's command count (yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server numbers none (PostgreSQL)"},
 		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the log's time of its failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "query_end - query_start"},
 		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, error, cancelled, terminated, client_lost, aborted or unknown (docs/pipeline.md, how it ended)"},
@@ -416,7 +416,9 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 		case AttrQueryStart:
 			attrs.PutStr(f.Key, EventTimeValue(q.Start))
 		case AttrQueryCommandCount:
-			attrs.PutInt(f.Key, q.CommandCount)
+			if q.CommandCount > 0 {
+				attrs.PutInt(f.Key, q.CommandCount)
+			}
 		case AttrEventQueryEnd:
 			attrs.PutStr(f.Key, EventTimeValue(q.End))
 		case AttrEventDuration:

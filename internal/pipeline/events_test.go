@@ -100,6 +100,17 @@ func TestEventLeavesUnmeasuredCountersOut(t *testing.T) {
 	assert.False(t, ok)
 }
 
+// A server that numbers no command (PostgreSQL) gives its queries no
+// command count: the field is absent, never 0.
+func TestQueryEventHasNoCommandCountWhereTheServerNumbersNone(t *testing.T) {
+	q := fullQueryEvent()
+	q.CommandCount = 0
+	logs := plog.NewLogRecordSlice()
+	pipelinetest.AppendQueryEvent(logs, q, 1)
+	_, ok := logs.At(0).Attributes().Get(pipeline.AttrQueryCommandCount)
+	assert.False(t, ok, "a query without a command count carries %s", pipeline.AttrQueryCommandCount)
+}
+
 // Column names are SQL identifiers that need no quoting, unique per table.
 func TestEventColumnsAreIdentifiers(t *testing.T) {
 	for _, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields} {

@@ -92,8 +92,9 @@ func unixNano(t pipeline.Null[time.Time]) int64 {
 
 // query is one command of a session and what was attributed to it.
 type query struct {
-	// ccnt is the head's title command count while it ran; 0 when keyed by
-	// start. lastCcnt is the head's count once idle after it (Greenplum's
+	// ccnt is the head's title command count while it ran, or in its idle
+	// title right after it when no snapshot saw it run; 0 when keyed by
+	// start (a server that numbers none). lastCcnt is the head's count once idle after it (Greenplum's
 	// dispatcher hands its executors counts past its own title's); 0 unseen.
 	ccnt, lastCcnt int64
 	start, end     int64 // unix ns; end is 0 while it runs
@@ -447,6 +448,11 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 	}
 	if !act.running {
 		q.lastCcnt = max(q.lastCcnt, ccnt)
+		// A statement no snapshot saw running is numbered by the idle title
+		// right after it: the coordinator keeps its last command's count.
+		if q.ccnt == 0 {
+			q.ccnt = ccnt
+		}
 	}
 	// A query still open that started before this one ended by its start at
 	// the latest. One with the same start is the statement whose query_start

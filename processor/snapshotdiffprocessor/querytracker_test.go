@@ -426,6 +426,26 @@ func TestIdleTitleWithALargerCommandCountEndsTheSameQuery(t *testing.T) {
 	near(t, "cpu", queryCPU(t, md, 0), 1.5)
 }
 
+// A statement shorter than a snapshot interval is seen only idle: the
+// coordinator backend's idle title keeps its last command's count, which
+// numbers it (checked on a real Greenplum 6: cmd2 idle after cmd1 ran).
+func TestQueryNoSnapshotSawRunningTakesTheIdleTitlesCommandCount(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, neverRan, 0, 0, 0, 0),
+		gpSnap(1, idle(0.2, 0.4), 6, 0.1, 0, 0.1))
+	q, ok := queryResource(md, 0.2)
+	if !ok {
+		t.Fatal("no query started at 0.2")
+	}
+	if v, ok := q.Resource().Attributes().Get(pipeline.AttrQueryCommandCount); !ok || v.Int() != 6 {
+		t.Errorf("command count %v (present %v), want 6 (the idle title's right after it)", v.Int(), ok)
+	}
+	if v, _ := q.Resource().Attributes().Get(pipeline.AttrQueryKeySource); v.Str() != pipeline.QueryKeyCommandCount {
+		t.Errorf("key source %q, want %q", v.Str(), pipeline.QueryKeyCommandCount)
+	}
+}
+
 // An executor's title carries the command count it was handed, never
 // smaller than its statement's: the work of a statement no snapshot saw
 // running belongs to no later query.

@@ -108,11 +108,15 @@ CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
 -- Sessions moved to another resource group (pg_resgroup_move_query).
 CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
 
--- The coordinator's session counter, as Greenplum's gp_session_id: each
--- client backend gets the next number the first time any statement reads
--- its row, kept by (pid, backend_start). It counts from above the kernel's
--- pid_max, so that no sess_id equals any pid. A row is dropped when its pid
--- comes back as a new backend: the table holds at most one row per pid.
+-- The coordinator's session numbers, as Greenplum's gp_session_id: the title
+-- extension numbers each client backend when it connects (the number its
+-- title shows as con<N>, backend_sess_id); a backend it did not number gets
+-- the next of the sequence the first time any statement reads its row. Kept
+-- by (pid, backend_start). Both count from above the kernel's pid_max, so that
+-- no sess_id equals any pid. A row is dropped when its pid comes back as a
+-- new backend: the table holds at most one row per pid.
+CREATE FUNCTION %[1]s.backend_sess_id(backend integer, started timestamptz) RETURNS integer
+  LANGUAGE c STRICT VOLATILE AS %[10]s, 'gpotel_testbed_backend_sess_id';
 CREATE TABLE %[1]s.sessions (pid integer NOT NULL, backend_start timestamptz NOT NULL, sess_id integer NOT NULL,
   PRIMARY KEY (pid, backend_start));
 CREATE SEQUENCE %[1]s.sess_ids AS integer START WITH %[9]d;
@@ -138,7 +142,7 @@ BEGIN
     RETURN id;
   END IF;
   DELETE FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start < started;
-  INSERT INTO %[1]s.sessions VALUES (backend, started, nextval('%[1]s.sess_ids')) ON CONFLICT DO NOTHING;
+  INSERT INTO %[1]s.sessions VALUES (backend, started, coalesce(%[1]s.backend_sess_id(backend, started), nextval('%[1]s.sess_ids'))) ON CONFLICT DO NOTHING;
   SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
   RETURN id;
 END
@@ -178,7 +182,7 @@ CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOL
 CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[6]s::text $$;
 `, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
-		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"), firstSessionID)
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"), firstSessionID, quoteLiteral(c.TitleLibrary))
 
 	exprs := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {
@@ -273,14 +277,16 @@ DECLARE
   -- Segment backends carry the caller's sess_id and application_name, as
   -- Greenplum's QEs do (quotes and backslashes dropped for the conninfo).
   appname text := rtrim(left('%[2]s' || sess || ' ' || translate(current_setting('application_name'), '''\', ''), 63));
+  -- The executors show the dispatcher's command count (the title extension).
+  dispatched integer := current_setting('%[5]s')::integer;
 BEGIN
   BEGIN
     FOR seg IN SELECT c.content, c.port FROM pg_catalog.gp_segment_configuration c
                WHERE c.content >= 0 AND c.role = 'p' AND c.status = 'u' ORDER BY c.content LOOP
       -- Unique per call: one statement may fan out more than once.
       conn := format('gpotel_gang_%%s_%%s', floor(random() * 1e12)::bigint, seg.content);
-      PERFORM %[1]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s''',
-        seg.port, current_database(), current_user, appname));
+      PERFORM %[1]s.dblink_connect(conn, format('host=127.0.0.1 port=%%s dbname=%%s user=%%s application_name=''%%s'' options=''-c %[6]s=%%s''',
+        seg.port, current_database(), current_user, appname, dispatched));
       conns := conns || conn;
       contents := contents || seg.content;
       PERFORM %[1]s.dblink_send_query(conn, format('SELECT row_to_json(t)::text FROM (%%s) t', statement));
@@ -328,7 +334,8 @@ BEGIN
 END
 $fn$;
 
-`, internalSchema, SessionTagPrefix, strings.Join(activityDefs(cat.activity), ", "), executingContentSetting)
+`, internalSchema, SessionTagPrefix, strings.Join(activityDefs(cat.activity), ", "), executingContentSetting,
+		CommandCountSetting, DispatchCommandCountSetting)
 	b.WriteString(c.DistRandomSQL("pg_catalog", internalSchema+".dist_rows(relation)"))
 
 	if cat.clusterActivity {

@@ -138,6 +138,9 @@ type Description struct {
 	Cgroups Cgroups `json:"cgroups"`
 	// LogDestination is the server log layout every instance writes.
 	LogDestination string `json:"log_destination"`
+	// TitleLibrary is the title extension every instance of a Greenplum
+	// dialect preloads (titles.go); empty for postgresql.
+	TitleLibrary string `json:"title_library,omitempty"`
 }
 
 // Owner identifies a process across pid reuse.
@@ -365,6 +368,15 @@ func (c *Cluster) create(ctx context.Context) error {
 	}
 	if err := c.startGreenplumLog(); err != nil {
 		return err
+	}
+	if c.Dialect.Greenplum() {
+		begin := time.Now()
+		lib, err := c.buildTitleExtension(ctx)
+		if err != nil {
+			return err
+		}
+		c.TitleLibrary = lib
+		c.UpPhases = append(c.UpPhases, Phase{"title extension", time.Since(begin)})
 	}
 	for _, step := range []struct {
 		name string

@@ -182,7 +182,15 @@ huge_pages = off
 # mmap keeps DSM segments in the data dir: a killed postmaster leaves none in /dev/shm
 dynamic_shared_memory_type = mmap
 log_min_messages = warning
-%s`, in.Port, c.SocketDir, c.processTag(in), in.Content, c.logSettings())
+%s%s`, in.Port, c.SocketDir, c.processTag(in), in.Content, c.logSettings(), c.preloadSettings())
+}
+
+// preloadSettings loads the title extension on the Greenplum dialects.
+func (c *Cluster) preloadSettings() string {
+	if c.TitleLibrary == "" {
+		return ""
+	}
+	return fmt.Sprintf("shared_preload_libraries = %s\n", quoteLiteral(c.TitleLibrary))
 }
 
 // processTag is the cluster_name: it shows in every process title of the

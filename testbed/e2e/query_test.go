@@ -60,8 +60,9 @@ func (q *queryRun) written() float64 {
 // then I/O, then CPU, each lasting several ticks. Each query's own figures
 // (GetGPQuery: since it started, final once ended) match the kernel's
 // counters read by the test right before and after it within 5 %, and the
-// ended ones do not grow while the next runs. The testbed's titles carry
-// no cmd<N>, so the queries are keyed by query_start (docs/pipeline.md).
+// ended ones do not grow while the next runs. GetGPQuery is asked by
+// query_start (gpotel's field 1001), which names a query whose key is its
+// command count too.
 func TestPerQueryFiguresMatchGroundTruth(t *testing.T) {
 	needBinaries(t)
 	c := cluster.Start(t, cluster.Options{Hosts: 2, SegmentsPerHost: 1, Dialect: dialect.GP6})

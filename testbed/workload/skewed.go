@@ -6,6 +6,7 @@ package workload
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -30,6 +31,7 @@ func (s *Session) dispatch(ctx context.Context, g gang, works func(*backend) boo
 		if end.After(s.until) {
 			end = s.until
 		}
+		dispatched := s.dispatchSQL(g)
 		err := eachBackend(ctx, g, func(ctx context.Context, b *backend) error {
 			var sql string
 			switch {
@@ -39,6 +41,9 @@ func (s *Session) dispatch(ctx context.Context, g gang, works func(*backend) boo
 				sql = fmt.Sprintf("SELECT pg_sleep_until('%s')", pgTime(end))
 			default:
 				return nil
+			}
+			if b.content != cluster.CoordinatorContent {
+				sql = dispatched + sql
 			}
 			_, err := b.conn.Exec(ctx, sql)
 			return err
@@ -58,13 +63,33 @@ func (s *Session) maybeDispatched(ctx context.Context, g gang, work func(context
 	if !s.spec.Dispatched || len(g) == 1 {
 		return eachBackend(ctx, g, work)
 	}
+	dispatched := s.dispatchSQL(g)
 	return eachBackend(ctx, g, func(ctx context.Context, b *backend) error {
 		if b.content != cluster.CoordinatorContent {
+			if dispatched != "" {
+				if _, err := b.conn.Exec(ctx, dispatched); err != nil {
+					return err
+				}
+			}
 			return work(ctx, b)
 		}
 		_, err := b.conn.Exec(ctx, fmt.Sprintf("/* gpotel workload %s: %s on every segment */ SELECT pg_sleep_until('%s')", s.Name, s.Kind, pgTime(s.until)))
 		return err
 	})
+}
+
+// dispatchSQL is the statement that hands the segment backends the command
+// count of the coordinator's next statement, as Greenplum's dispatcher
+// sends its count with each statement it dispatches (testbed/README.md,
+// query identity); "" on PostgreSQL, which counts no commands. The
+// coordinator's statement is sent as a simple query: it counts one at its
+// start and one when its plan starts, and dispatches the second.
+func (s *Session) dispatchSQL(g gang) string {
+	if !s.cluster.Dialect.Greenplum() {
+		return ""
+	}
+	idle, _ := strconv.ParseInt(g[0].conn.PgConn().ParameterStatus(cluster.CommandCountSetting), 10, 32)
+	return fmt.Sprintf("SET %s = %d; ", cluster.DispatchCommandCountSetting, idle+2)
 }
 
 // cpuUntil is one statement that burns CPU until end (the instances share the host's clock).

@@ -249,7 +249,7 @@ type FinishedQuery struct {
 	ClientPort    *int64                 `protobuf:"varint,7,opt,name=client_port,json=clientPort,proto3,oneof" json:"client_port,omitempty"`
 	ResourceGroup *string                `protobuf:"bytes,8,opt,name=resource_group,json=resourceGroup,proto3,oneof" json:"resource_group,omitempty"`
 	QueryStart    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=query_start,json=queryStart,proto3" json:"query_start,omitempty"`
-	Ccnt          int64                  `protobuf:"varint,10,opt,name=ccnt,proto3" json:"ccnt,omitempty"` // 0 where the server numbers none (PostgreSQL)
+	Ccnt          *int64                 `protobuf:"varint,10,opt,name=ccnt,proto3,oneof" json:"ccnt,omitempty"` // absent where the server numbers none (PostgreSQL)
 	QueryEnd      *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=query_end,json=queryEnd,proto3" json:"query_end,omitempty"`
 	Duration      float64                `protobuf:"fixed64,12,opt,name=duration,proto3" json:"duration,omitempty"` // s
 	// completed, error, cancelled, terminated, client_lost, aborted or
@@ -402,8 +402,8 @@ func (x *FinishedQuery) GetQueryStart() *timestamppb.Timestamp {
 }
 
 func (x *FinishedQuery) GetCcnt() int64 {
-	if x != nil {
-		return x.Ccnt
+	if x != nil && x.Ccnt != nil {
+		return *x.Ccnt
 	}
 	return 0
 }
@@ -1305,7 +1305,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x03R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x03R\n" +
-	"writeBytes\"\xb4\x1b\n" +
+	"writeBytes\"\xc2\x1b\n" +
 	"\rFinishedQuery\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1317,66 +1317,67 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"clientPort\x88\x01\x01\x12*\n" +
 	"\x0eresource_group\x18\b \x01(\tH\x03R\rresourceGroup\x88\x01\x01\x12;\n" +
 	"\vquery_start\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"queryStart\x12\x12\n" +
+	"queryStart\x12\x17\n" +
 	"\x04ccnt\x18\n" +
-	" \x01(\x03R\x04ccnt\x127\n" +
+	" \x01(\x03H\x04R\x04ccnt\x88\x01\x01\x127\n" +
 	"\tquery_end\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\bqueryEnd\x12\x1a\n" +
 	"\bduration\x18\f \x01(\x01R\bduration\x12\x16\n" +
 	"\x06status\x18\r \x01(\tR\x06status\x12\x18\n" +
 	"\apartial\x18\x0e \x01(\bR\apartial\x12\"\n" +
 	"\n" +
-	"query_text\x18\x0f \x01(\tH\x04R\tqueryText\x88\x01\x01\x12\x1f\n" +
-	"\bsqlstate\x18\x10 \x01(\tH\x05R\bsqlstate\x88\x01\x01\x12(\n" +
-	"\rerror_message\x18\x11 \x01(\tH\x06R\ferrorMessage\x88\x01\x01\x12(\n" +
-	"\rcancel_reason\x18\x12 \x01(\tH\aR\fcancelReason\x88\x01\x01\x12'\n" +
-	"\rcpu_time_user\x18\x14 \x01(\x01H\bR\vcpuTimeUser\x88\x01\x01\x12+\n" +
-	"\x0fcpu_time_system\x18\x15 \x01(\x01H\tR\rcpuTimeSystem\x88\x01\x01\x12%\n" +
-	"\fdisk_io_read\x18\x16 \x01(\x03H\n" +
-	"R\n" +
+	"query_text\x18\x0f \x01(\tH\x05R\tqueryText\x88\x01\x01\x12\x1f\n" +
+	"\bsqlstate\x18\x10 \x01(\tH\x06R\bsqlstate\x88\x01\x01\x12(\n" +
+	"\rerror_message\x18\x11 \x01(\tH\aR\ferrorMessage\x88\x01\x01\x12(\n" +
+	"\rcancel_reason\x18\x12 \x01(\tH\bR\fcancelReason\x88\x01\x01\x12'\n" +
+	"\rcpu_time_user\x18\x14 \x01(\x01H\tR\vcpuTimeUser\x88\x01\x01\x12+\n" +
+	"\x0fcpu_time_system\x18\x15 \x01(\x01H\n" +
+	"R\rcpuTimeSystem\x88\x01\x01\x12%\n" +
+	"\fdisk_io_read\x18\x16 \x01(\x03H\vR\n" +
 	"diskIoRead\x88\x01\x01\x12'\n" +
-	"\rdisk_io_write\x18\x17 \x01(\x03H\vR\vdiskIoWrite\x88\x01\x01\x125\n" +
-	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\fR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\rdisk_io_write\x18\x17 \x01(\x03H\fR\vdiskIoWrite\x88\x01\x01\x125\n" +
+	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\rR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"disk_delay\x18\x19 \x01(\x01H\rR\tdiskDelay\x88\x01\x01\x12'\n" +
-	"\rio_chars_read\x18\x1a \x01(\x03H\x0eR\vioCharsRead\x88\x01\x01\x12)\n" +
-	"\x0eio_chars_write\x18\x1b \x01(\x03H\x0fR\fioCharsWrite\x88\x01\x01\x12-\n" +
-	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x10R\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
-	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x11R\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
-	"\x13paging_faults_major\x18\x1e \x01(\x03H\x12R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
-	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x13R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
-	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x14R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
-	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x15R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
-	"\rcpu_run_delay\x18\" \x01(\x01H\x16R\vcpuRunDelay\x88\x01\x01\x12&\n" +
-	"\fdelay_swapin\x18# \x01(\x01H\x17R\vdelaySwapin\x88\x01\x01\x12,\n" +
-	"\x0fdelay_freepages\x18$ \x01(\x01H\x18R\x0edelayFreepages\x88\x01\x01\x12,\n" +
-	"\x0fdelay_thrashing\x18% \x01(\x01H\x19R\x0edelayThrashing\x88\x01\x01\x12(\n" +
-	"\rdelay_compact\x18& \x01(\x01H\x1aR\fdelayCompact\x88\x01\x01\x12&\n" +
-	"\fdelay_wpcopy\x18' \x01(\x01H\x1bR\vdelayWpcopy\x88\x01\x01\x12 \n" +
-	"\tdelay_irq\x18( \x01(\x01H\x1cR\bdelayIrq\x88\x01\x01\x120\n" +
+	"disk_delay\x18\x19 \x01(\x01H\x0eR\tdiskDelay\x88\x01\x01\x12'\n" +
+	"\rio_chars_read\x18\x1a \x01(\x03H\x0fR\vioCharsRead\x88\x01\x01\x12)\n" +
+	"\x0eio_chars_write\x18\x1b \x01(\x03H\x10R\fioCharsWrite\x88\x01\x01\x12-\n" +
+	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x11R\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
+	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x12R\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
+	"\x13paging_faults_major\x18\x1e \x01(\x03H\x13R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
+	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x14R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
+	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x15R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
+	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x16R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
+	"\rcpu_run_delay\x18\" \x01(\x01H\x17R\vcpuRunDelay\x88\x01\x01\x12&\n" +
+	"\fdelay_swapin\x18# \x01(\x01H\x18R\vdelaySwapin\x88\x01\x01\x12,\n" +
+	"\x0fdelay_freepages\x18$ \x01(\x01H\x19R\x0edelayFreepages\x88\x01\x01\x12,\n" +
+	"\x0fdelay_thrashing\x18% \x01(\x01H\x1aR\x0edelayThrashing\x88\x01\x01\x12(\n" +
+	"\rdelay_compact\x18& \x01(\x01H\x1bR\fdelayCompact\x88\x01\x01\x12&\n" +
+	"\fdelay_wpcopy\x18' \x01(\x01H\x1cR\vdelayWpcopy\x88\x01\x01\x12 \n" +
+	"\tdelay_irq\x18( \x01(\x01H\x1dR\bdelayIrq\x88\x01\x01\x120\n" +
 	"\x14cpu_time_coordinator\x182 \x01(\x01R\x12cpuTimeCoordinator\x12*\n" +
 	"\x11cpu_time_segments\x183 \x01(\x01R\x0fcpuTimeSegments\x12)\n" +
-	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1dR\fskewCpuRatio\x88\x01\x01\x125\n" +
-	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1eR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
-	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H\x1fR\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
-	"\x11skew_cpu_segments\x187 \x01(\x03H R\x0fskewCpuSegments\x88\x01\x01\x120\n" +
-	"\x12skew_disk_io_ratio\x188 \x01(\x01H!R\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
-	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H\"R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
-	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H#R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
-	"\x15skew_disk_io_segments\x18; \x01(\x03H$R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
+	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1eR\fskewCpuRatio\x88\x01\x01\x125\n" +
+	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1fR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
+	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H R\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
+	"\x11skew_cpu_segments\x187 \x01(\x03H!R\x0fskewCpuSegments\x88\x01\x01\x120\n" +
+	"\x12skew_disk_io_ratio\x188 \x01(\x01H\"R\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
+	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H#R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
+	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H$R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
+	"\x15skew_disk_io_segments\x18; \x01(\x03H%R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
 	"\bsegments\x18< \x03(\v2\x15.gpotel.v1.SegmentUseR\bsegments\x12)\n" +
-	"\x0espill_size_max\x18= \x01(\x03H%R\fspillSizeMax\x88\x01\x01\x12+\n" +
-	"\x0fspill_files_max\x18> \x01(\x03H&R\rspillFilesMax\x88\x01\x01\x12$\n" +
+	"\x0espill_size_max\x18= \x01(\x03H&R\fspillSizeMax\x88\x01\x01\x12+\n" +
+	"\x0fspill_files_max\x18> \x01(\x03H'R\rspillFilesMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x18? \x01(\x01R\flockWaitTime\x124\n" +
-	"\x14lock_blocker_sess_id\x18@ \x01(\x03H'R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
-	"\tvmem_peak\x18A \x01(\x03H(R\bvmemPeak\x88\x01\x01\x12*\n" +
-	"\x0epartial_reason\x18P \x01(\tH)R\rpartialReason\x88\x01\x01\x12(\n" +
-	"\rpartial_hosts\x18Q \x01(\tH*R\fpartialHosts\x88\x01\x01\x12?\n" +
+	"\x14lock_blocker_sess_id\x18@ \x01(\x03H(R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
+	"\tvmem_peak\x18A \x01(\x03H)R\bvmemPeak\x88\x01\x01\x12*\n" +
+	"\x0epartial_reason\x18P \x01(\tH*R\rpartialReason\x88\x01\x01\x12(\n" +
+	"\rpartial_hosts\x18Q \x01(\tH+R\fpartialHosts\x88\x01\x01\x12?\n" +
 	"\rpartial_since\x18R \x01(\v2\x1a.google.protobuf.TimestampR\fpartialSince\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H+R\acpuTime\x88\x01\x01B\x0e\n" +
+	"\bcpu_time\x18d \x01(\x01H,R\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
-	"\x0f_resource_groupB\r\n" +
+	"\x0f_resource_groupB\a\n" +
+	"\x05_ccntB\r\n" +
 	"\v_query_textB\v\n" +
 	"\t_sqlstateB\x10\n" +
 	"\x0e_error_messageB\x10\n" +
