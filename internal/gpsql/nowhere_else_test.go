@@ -5,13 +5,9 @@ package gpsql
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
 )
 
@@ -22,30 +18,7 @@ var sqlStatement = regexp.MustCompile(`^\s*(SELECT|SET|SHOW|WITH|INSERT|UPDATE|D
 // conformance run covers only the table, so SQL elsewhere would escape it.
 // The testbed (which builds the emulated catalog) and tests may write SQL.
 func TestNoSQLOutsideThisPackage(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	skip := map[string]bool{"testbed": true, "build": true, "bin": true, "internal/gpsql": true, ".git": true}
-	fset := token.NewFileSet()
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if skip[filepath.ToSlash(rel)] {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	eachSourceFile(t, []string{"testbed", "internal/gpsql"}, func(fset *token.FileSet, f *ast.File) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			lit, ok := n.(*ast.BasicLit)
 			if !ok || lit.Kind != token.STRING {
@@ -56,9 +29,5 @@ func TestNoSQLOutsideThisPackage(t *testing.T) {
 			}
 			return true
 		})
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }

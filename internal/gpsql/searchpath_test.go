@@ -5,11 +5,7 @@ package gpsql
 
 import (
 	"go/ast"
-	"go/parser"
 	"go/token"
-	"io/fs"
-	"path/filepath"
-	"strings"
 	"testing"
 )
 
@@ -20,34 +16,11 @@ import (
 // validation that throws the parsed configuration away opens nothing.
 // The testbed and its command connect as superuser to clusters they made.
 func TestEveryConnectionPinsTheSearchPath(t *testing.T) {
-	root, err := filepath.Abs("../..")
-	if err != nil {
-		t.Fatal(err)
-	}
-	skip := map[string]bool{"testbed": true, "cmd/gpotel-testbed": true, "build": true, "bin": true, ".git": true}
 	builds := map[string]bool{"ParseConfig": true}
 	bare := map[string]bool{"Connect": true, "New": true, "ConnectWithOptions": true}
 	packages := map[string]bool{"pgx": true, "pgxpool": true, "pgconn": true}
-	fset := token.NewFileSet()
 	found := 0
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(root, path)
-		if d.IsDir() {
-			if skip[filepath.ToSlash(rel)] {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
-			return nil
-		}
-		f, err := parser.ParseFile(fset, path, nil, 0)
-		if err != nil {
-			return err
-		}
+	eachSourceFile(t, []string{"testbed", "cmd/gpotel-testbed"}, func(fset *token.FileSet, f *ast.File) {
 		for _, decl := range f.Decls {
 			fn, ok := decl.(*ast.FuncDecl)
 			if !ok || fn.Body == nil {
@@ -89,11 +62,7 @@ func TestEveryConnectionPinsTheSearchPath(t *testing.T) {
 				return true
 			})
 		}
-		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	if found == 0 {
 		t.Fatal("found no connection configuration at all: the test looks for the wrong calls")
 	}
