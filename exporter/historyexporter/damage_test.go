@@ -152,23 +152,8 @@ func remarshal(en *entry) []byte {
 	for _, et := range en.tables {
 		out = appendBytes(out, et.data)
 	}
-	for _, et := range en.tables {
-		out = appendBytes(out, []byte(et.event))
-		cols := ""
-		for i, c := range et.columns {
-			if i > 0 {
-				cols += ","
-			}
-			cols += c
-		}
-		out = appendBytes(out, []byte(cols))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.rows))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.minEnd))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.maxEnd))
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(et.days)))
-		for _, d := range et.days {
-			out = binary.LittleEndian.AppendUint64(out, uint64(d))
-		}
+	for i := range en.tables {
+		out = appendTableTrailer(out, &en.tables[i])
 	}
 	return out
 }

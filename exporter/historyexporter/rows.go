@@ -155,20 +155,27 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 	for i := range e.tables {
 		et := &e.tables[i]
 		et.days = slices.Sorted(maps.Keys(days[i]))
-		out = appendBytes(out, []byte(et.event))
-		out = appendBytes(out, []byte(strings.Join(et.columns, ",")))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.rows))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.minEnd))
-		out = binary.LittleEndian.AppendUint64(out, uint64(et.maxEnd))
-		out = binary.LittleEndian.AppendUint32(out, uint32(len(et.days)))
-		for _, d := range et.days {
-			out = binary.LittleEndian.AppendUint64(out, uint64(d))
-		}
+		out = appendTableTrailer(out, et)
 	}
 	e.tables[0].data = out[1+lengthSize : 1+lengthSize+first]
 	e.tables[1].data = out[second : second+len(bufs[1])]
 	e.payload = out
 	return e
+}
+
+// appendTableTrailer writes what the queue keeps of a table's rows
+// beside them: its event, columns, count, end times and days.
+func appendTableTrailer(out []byte, et *entryTable) []byte {
+	out = appendBytes(out, []byte(et.event))
+	out = appendBytes(out, []byte(strings.Join(et.columns, ",")))
+	out = binary.LittleEndian.AppendUint64(out, uint64(et.rows))
+	out = binary.LittleEndian.AppendUint64(out, uint64(et.minEnd))
+	out = binary.LittleEndian.AppendUint64(out, uint64(et.maxEnd))
+	out = binary.LittleEndian.AppendUint32(out, uint32(len(et.days)))
+	for _, d := range et.days {
+		out = binary.LittleEndian.AppendUint64(out, uint64(d))
+	}
+	return out
 }
 
 func appendBytes(out, b []byte) []byte {
