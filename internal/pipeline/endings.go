@@ -71,18 +71,11 @@ type HostEndings struct {
 // AppendEndings writes one endings resource: a point per ending, at its
 // time, the session start as StartTimestamp.
 func AppendEndings(rms pmetric.ResourceMetricsSlice, scope Scope, tmID int64, h *HostEndings) {
-	rm := rms.AppendEmpty()
-	attrs := rm.Resource().Attributes()
-	attrs.PutStr(AttrResourceKind, KindEndings.String())
-	attrs.PutInt(AttrTmID, tmID)
-	attrs.PutStr(AttrHostName, h.Host)
+	attrs, ms := appendHostFraming(rms, scope, KindEndings, tmID, h.Host, 4)
 	if h.LogReadThrough != 0 {
 		attrs.PutInt(AttrLogReadThrough, h.LogReadThrough)
 	}
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(scope.Name)
-	sm.Scope().SetVersion(scope.Version)
-	dps := appendMetric(sm.Metrics(), MetricBackendEnding, "Always 1: a log record or an exit of the backend (docs/pipeline.md, how it ended).", "1", false)
+	dps := appendMetric(ms, MetricBackendEnding, "Always 1: a log record or an exit of the backend (docs/pipeline.md, how it ended).", "1", false)
 	dps.EnsureCapacity(len(h.Endings))
 	for _, e := range h.Endings {
 		dp := dps.AppendEmpty()

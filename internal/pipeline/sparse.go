@@ -31,16 +31,7 @@ type BatchHeader struct {
 // AppendBatchHeader writes the batch resource. Its metrics are framing,
 // never switched off.
 func AppendBatchHeader(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.Timestamp, h BatchHeader) {
-	rm := rms.AppendEmpty()
-	attrs := rm.Resource().Attributes()
-	attrs.EnsureCapacity(3)
-	attrs.PutStr(AttrResourceKind, KindBatch.String())
-	attrs.PutInt(AttrTmID, h.TmID)
-	attrs.PutStr(AttrHostName, h.Host)
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(scope.Name)
-	sm.Scope().SetVersion(scope.Version)
-	ms := sm.Metrics()
+	_, ms := appendHostFraming(rms, scope, KindBatch, h.TmID, h.Host, 3)
 	dp := appendMetric(ms, MetricBatchSequence, "The host's batch sequence number (docs/pipeline.md, the sparse batches rule).", "1", false).AppendEmpty()
 	dp.SetTimestamp(ts)
 	dp.SetIntValue(int64(h.Seq)) // #nosec G115 -- one per batch: never near 2^63
@@ -94,16 +85,8 @@ type HostDepartures struct {
 // appendDepartures writes one departed resource: a point per process,
 // its pid and session as attributes, its creation time as StartTimestamp.
 func appendDepartures(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.Timestamp, tmID int64, d *HostDepartures) {
-	rm := rms.AppendEmpty()
-	attrs := rm.Resource().Attributes()
-	attrs.EnsureCapacity(3)
-	attrs.PutStr(AttrResourceKind, KindDeparted.String())
-	attrs.PutInt(AttrTmID, tmID)
-	attrs.PutStr(AttrHostName, d.Host)
-	sm := rm.ScopeMetrics().AppendEmpty()
-	sm.Scope().SetName(scope.Name)
-	sm.Scope().SetVersion(scope.Version)
-	dps := appendMetric(sm.Metrics(), MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, the sparse batches rule).", "1", false)
+	_, ms := appendHostFraming(rms, scope, KindDeparted, tmID, d.Host, 3)
+	dps := appendMetric(ms, MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, the sparse batches rule).", "1", false)
 	dps.EnsureCapacity(len(d.Processes))
 	for _, p := range d.Processes {
 		dp := dps.AppendEmpty()
@@ -143,4 +126,20 @@ func DecodeDepartures(rm pmetric.ResourceMetrics) (d HostDepartures, tmID int64,
 		d.Processes = append(d.Processes, Departure{Session: sess.Int(), PID: pid.Int(), Creation: int64(dp.StartTimestamp())}) // #nosec G115 -- ns since 1970
 	})
 	return d, tmID, skipped, err
+}
+
+// appendHostFraming appends a framing resource of one host (its kind,
+// tm_id and host name; room for size attributes) with the given scope,
+// and returns the resource's attributes and the scope's metrics.
+func appendHostFraming(rms pmetric.ResourceMetricsSlice, scope Scope, kind ResourceKind, tmID int64, host string, size int) (pcommon.Map, pmetric.MetricSlice) {
+	rm := rms.AppendEmpty()
+	attrs := rm.Resource().Attributes()
+	attrs.EnsureCapacity(size)
+	attrs.PutStr(AttrResourceKind, kind.String())
+	attrs.PutInt(AttrTmID, tmID)
+	attrs.PutStr(AttrHostName, host)
+	sm := rm.ScopeMetrics().AppendEmpty()
+	sm.Scope().SetName(scope.Name)
+	sm.Scope().SetVersion(scope.Version)
+	return attrs, sm.Metrics()
 }
