@@ -109,7 +109,9 @@ func New(cfg Config, logger *zap.Logger) (*Agent, error) {
 	if err != nil {
 		logger.Warn("statement ends: the host's clock constants are unknown, so a log record's session start is not checked against its process", zap.Error(err))
 	}
-	a.ends = memctx.NewEndsService(cfg.MemoryContexts, svc.cfg.ProcRoot, kernel, logger)
+	if a.ends, err = memctx.NewEndsService(cfg.MemoryContexts, svc.cfg.ProcRoot, kernel, logger); err != nil {
+		return nil, err
+	}
 	return a, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os/user"
 	"time"
 )
 
@@ -86,8 +87,17 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (c Config) withDefaults() Config {
+// withDefaults fills what c leaves out, the database user included: every
+// connection the agent makes to a local instance uses the result.
+func (c Config) withDefaults() (Config, error) {
 	d := NewDefaultConfig()
+	if c.DatabaseUser == "" {
+		u, err := user.Current()
+		if err != nil {
+			return c, fmt.Errorf("memory_contexts.database_user is empty and the agent's OS user is unknown: %w", err)
+		}
+		c.DatabaseUser = u.Username
+	}
 	if c.Database == "" {
 		c.Database = d.Database
 	}
@@ -106,5 +116,5 @@ func (c Config) withDefaults() Config {
 	if c.MaxBurst == 0 {
 		c.MaxBurst = d.MaxBurst
 	}
-	return c
+	return c, nil
 }

@@ -74,14 +74,18 @@ var _ gpotelv1.StatementEndsServer = (*EndsService)(nil)
 
 // NewEndsService follows the logs of cfg's data directories; kernel holds
 // the host's boot time and clock ticks.
-func NewEndsService(cfg Config, procRoot string, kernel kernelunits.Host, logger *zap.Logger) *EndsService {
+func NewEndsService(cfg Config, procRoot string, kernel kernelunits.Host, logger *zap.Logger) (*EndsService, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
 	if logger == nil {
 		logger = zap.NewNop()
 	}
 	var b [8]byte
 	_, _ = rand.Read(b[:])
-	return &EndsService{cfg: cfg.withDefaults(), procRoot: procRoot, kernel: kernel, logger: logger,
-		epoch: binary.LittleEndian.Uint64(b[:]) | 1, next: 1, followers: map[string]*endsFollower{}}
+	return &EndsService{cfg: cfg, procRoot: procRoot, kernel: kernel, logger: logger,
+		epoch: binary.LittleEndian.Uint64(b[:]) | 1, next: 1, followers: map[string]*endsFollower{}}, nil
 }
 
 // GetStatementEnds implements gpotelv1.StatementEndsServer.

@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,7 +119,8 @@ func TestStatementEndMessageIsBounded(t *testing.T) {
 // A record of a live process that is no backend of the instance, or whose
 // session start is not the process's, is ignored and counted.
 func TestRecordOfAnotherProcessIsIgnored(t *testing.T) {
-	s := NewEndsService(Config{}, "/proc", hostKernel(t), nil)
+	s, err := NewEndsService(Config{}, "/proc", hostKernel(t), nil)
+	require.NoError(t, err)
 	self := int64(os.Getpid())
 	in := instance{postmasterPID: int64(os.Getppid())}
 	r := Record{PID: self, Time: time.Now(), Severity: "ERROR", SQLState: "22012", Message: "division by zero"}
@@ -137,7 +139,8 @@ func TestRecordOfAnotherProcessIsIgnored(t *testing.T) {
 // The answer pages by cursor; a record dropped before the caller read it
 // is counted as missed.
 func TestStatementEndsAreServedByCursor(t *testing.T) {
-	s := NewEndsService(Config{}, "/nonexistent", hostKernel(t), nil)
+	s, err := NewEndsService(Config{}, "/nonexistent", hostKernel(t), nil)
+	require.NoError(t, err)
 	for i := range maxEnds + 10 {
 		s.take(instance{}, Record{PID: int64(1000 + i), Time: time.Now(), Severity: "ERROR", SQLState: "22012"})
 	}
@@ -232,7 +235,8 @@ func TestStatementEndsFollowTheLog(t *testing.T) {
 	path := filepath.Join(dir, "gpdb.csv")
 	before := gpLine("16:43:41.000000", 10, "con1", "cmd1", "seg-1", "ERROR", "22012", "before gpotel read the log")
 	appendTo(t, path, before)
-	s := NewEndsService(Config{DataDirectories: []string{dir}}, "/nonexistent", hostKernel(t), nil)
+	s, err := NewEndsService(Config{DataDirectories: []string{dir}}, "/nonexistent", hostKernel(t), nil)
+	require.NoError(t, err)
 	tl, err := openTail(pathSource{path}, GreenplumCSVLog{}, "")
 	require.NoError(t, err)
 	tl.synced = true
@@ -264,4 +268,18 @@ func TestStatementEndsFollowTheLog(t *testing.T) {
 		return len(got) > 0
 	})
 	assert.Equal(t, "57P01", got[0].GetSqlstate())
+}
+
+// With no database_user the statement ends connect as the agent's OS user,
+// as GetMemoryContexts does: an empty role is refused by every server
+// (found live on Greenplum 6.24.3: "no PostgreSQL user name specified").
+func TestStatementEndsConnectAsTheAgentsUserByDefault(t *testing.T) {
+	me, err := user.Current()
+	require.NoError(t, err)
+	s, err := NewEndsService(Config{}, "/proc", hostKernel(t), nil)
+	require.NoError(t, err)
+	assert.Equal(t, me.Username, s.cfg.DatabaseUser)
+	s, err = NewEndsService(Config{DatabaseUser: "gpmon"}, "/proc", hostKernel(t), nil)
+	require.NoError(t, err)
+	assert.Equal(t, "gpmon", s.cfg.DatabaseUser)
 }

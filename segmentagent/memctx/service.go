@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os/user"
 	"time"
 
 	"go.uber.org/zap"
@@ -53,13 +52,9 @@ func NewService(cfg Config, procRoot, hostname string, allow func(uid int64) boo
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
-	if cfg.DatabaseUser == "" {
-		u, err := user.Current()
-		if err != nil {
-			return nil, fmt.Errorf("memory_contexts.database_user is empty and the agent's OS user is unknown: %w", err)
-		}
-		cfg.DatabaseUser = u.Username
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	if logger == nil {
 		logger = zap.NewNop()
