@@ -211,7 +211,7 @@ func finishedClient(srv *testServer) gpotelv1.FinishedWorkClient {
 }
 
 // A finished query is answered by its command count, with how it ended in
-// yagpcc's terms, its text, spill and exact end.
+// yagpcc's terms (its status and message), its text, spill and exact end.
 func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 	srv := startDefault(t)
 	end := t0.Add(-time.Minute)
@@ -234,6 +234,10 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 			stat.GetQueryKey().GetCcnt() != int32(q.CommandCount) {
 			t.Errorf("query %d (%s): status %v completed %v end %v ccnt %d; want %v at %v", n, q.Status, stat.GetQueryStatus(),
 				stat.GetCompleted(), stat.GetEndTime().AsTime(), stat.GetQueryKey().GetCcnt(), want, time.Unix(0, q.End).UTC())
+		}
+		// yagpcc keeps a failed query's error message in QueryStat.message.
+		if stat.GetMessage() != q.ErrorMessage {
+			t.Errorf("query %d (%s): message %q, want %q", n, q.Status, stat.GetMessage(), q.ErrorMessage)
 		}
 		m := stat.GetTotalQueryMetrics()
 		user := float64(q.Totals[pipeline.CPUUser]) / 1e9

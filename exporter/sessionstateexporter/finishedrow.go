@@ -411,6 +411,9 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 	if i := at(pipeline.AttrEventResourceGroup); r.has(i) {
 		q.owner.rsgname = r.str(i)
 	}
+	if i := at(pipeline.AttrEventErrorMessage); r.has(i) {
+		q.message = r.str(i)
+	}
 	if i, j := at(pipeline.AttrEventSpillMax), at(pipeline.AttrEventSpillFilesMax); r.has(i) || r.has(j) {
 		q.spill = &pipeline.QuerySpill{}
 		if r.has(i) {

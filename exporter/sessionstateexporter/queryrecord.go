@@ -32,9 +32,10 @@ type queryRecord struct {
 	spill     *pipeline.QuerySpill // nil: no read saw it hold workfiles
 	// A finished query's event also gives its exact end, how it ended and
 	// whose it was (its session may be long gone).
-	end    time.Time
-	status yagpcc.QueryStatus
-	owner  *queryOwner
+	end     time.Time
+	status  yagpcc.QueryStatus
+	message string // the server's message of its failure, as yagpcc keeps it
+	owner   *queryOwner
 }
 
 // queryOwner is whose a finished query was, and who serves it.
@@ -120,6 +121,7 @@ func (q *queryRecord) totalQueryData(s *session, collect time.Time) *yagpcc.Tota
 		StartTime:   info.StartTime,
 		EndTime:     end,
 		Completed:   q.completed,
+		Message:     q.message,
 	}
 	stat.TotalQueryMetrics = q.metrics()
 	if o := q.owner; o != nil {
