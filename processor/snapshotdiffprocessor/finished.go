@@ -108,7 +108,7 @@ type retiredSession struct {
 
 // retire ends sq at now and keeps it until its events are written.
 func (t *queryTracker) retire(sq *sessionQueries, seq uint64, now int64) {
-	sq.life.leave(sq.queries, seq, now)
+	sq.leave(seq, now)
 	for key, cur := range t.sessions {
 		if cur == sq {
 			t.retired = append(t.retired, retiredSession{key, sq})

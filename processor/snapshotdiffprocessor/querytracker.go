@@ -387,7 +387,7 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 	}
 	for key, sq := range t.sessions {
 		if _, ok := acts[key]; !ok {
-			sq.life.leave(sq.queries, newest.seq, now) // the session is gone: so is its query
+			sq.leave(newest.seq, now) // the session is gone: so is its query
 		}
 	}
 	t.attribute(s, newest, now)
@@ -447,6 +447,7 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 		slices.SortStableFunc(sq.queries, func(a, b *query) int { return int(sign(a.start - b.start)) })
 	}
 	if !act.running {
+		sq.foldEndingsOf(q, ccnt)
 		q.lastCcnt = max(q.lastCcnt, ccnt)
 		// A statement no snapshot saw running is numbered by the idle title
 		// right after it: the coordinator keeps its last command's count.
@@ -483,6 +484,66 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 			seen = seenAborted
 		}
 		q.endAt(end, seen, newest.seq)
+	}
+}
+
+// foldEndingsOf merges into q each query keyed by a title read after
+// pg_stat_activity still showed q active, whose own start no sighting
+// showed: Greenplum's idle title after a planned statement counts one past
+// its running one, so such a query is q seen ending, not a new statement.
+// idleCcnt is the count of the idle title q is now seen under; 0 when the
+// session left, which ends every such query as q's.
+func (sq *sessionQueries) foldEndingsOf(q *query, idleCcnt int64) {
+	sq.queries = slices.DeleteFunc(sq.queries, func(p *query) bool {
+		if p == q || !p.startStale || p.start != q.start || p.finished || idleCcnt != 0 && p.ccnt != idleCcnt {
+			return false
+		}
+		q.fold(p)
+		sq.life.queries--
+		return true
+	})
+}
+
+// leave marks the session gone at now (snapshot seq), its running queries
+// ended with it.
+func (sq *sessionQueries) leave(seq uint64, now int64) {
+	for _, q := range slices.Clone(sq.queries) {
+		if !q.startStale && slices.Contains(sq.queries, q) {
+			sq.foldEndingsOf(q, 0)
+		}
+	}
+	sq.life.leave(sq.queries, seq, now)
+}
+
+// fold adds what was attributed to p, which was q all along.
+func (q *query) fold(p *query) {
+	for c, v := range p.totals {
+		q.totals[c] += v
+	}
+	for hs, u := range p.segments {
+		if q.segments == nil {
+			q.segments = map[hostSegment]*segmentUse{}
+		}
+		if mine := q.segments[hs]; mine != nil {
+			mine.cpu, mine.read, mine.written = mine.cpu+u.cpu, mine.read+u.read, mine.written+u.written
+		} else {
+			q.segments[hs] = u
+		}
+	}
+	q.known |= p.known
+	q.lastCcnt = max(q.lastCcnt, p.ccnt, p.lastCcnt)
+	q.lockWait += p.lockWait
+	q.lockBlocker = cmp.Or(p.lockBlocker, q.lockBlocker)
+	q.vmemPeak = max(q.vmemPeak, p.vmemPeak)
+	if p.spill != nil {
+		if q.spill == nil {
+			q.spill = &pipeline.QuerySpill{}
+		}
+		q.spill.MaxBytes, q.spill.MaxFiles = max(q.spill.MaxBytes, p.spill.MaxBytes), max(q.spill.MaxFiles, p.spill.MaxFiles)
+		q.spill.Bytes, q.spill.Files = q.spill.Bytes+p.spill.Bytes, q.spill.Files+p.spill.Files
+	}
+	for _, h := range p.partial.hosts {
+		q.partial.hostSilent(h, p.partial.silentSince)
 	}
 }
 

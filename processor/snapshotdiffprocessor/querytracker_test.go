@@ -486,3 +486,56 @@ func TestQuerySpillGoesToItsOwnerAndKeepsItsMost(t *testing.T) {
 		t.Errorf("query 5 spill after its workfiles went = %+v, want %+v", sp, want)
 	}
 }
+
+// Greenplum sets a statement's idle title (its count + 1 after a planned
+// statement) before pg_stat_activity says idle, and the two are read apart:
+// a snapshot between them sees the statement active under the idle title's
+// count (seen on 6.24.3 after a cancel). That is the same statement
+// ending, not a new one: one query keeps its key and all its work.
+func TestIdleTitleBeforeTheIdleStateIsTheSameStatement(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	md := feed(t, p, sink,
+		gpSnap(0, running(0), 1, 0, 2, 0),
+		gpSnap(1, running(0), 1, 0.1, 2, 1),
+		gpSnap(2, running(0), 2, 0.2, 2, 2), // the title went idle first
+		gpSnap(3, idle(0, 2.5), 2, 0.2, 2, 2))
+	if n := queryResources(md); n != 1 {
+		t.Fatalf("%d queries, want the one statement", n)
+	}
+	q, ok := queryResource(md, 0)
+	if !ok {
+		t.Fatal("no query started at 0")
+	}
+	if v, _ := q.Resource().Attributes().Get(pipeline.AttrQueryCommandCount); v.Int() != 1 {
+		t.Errorf("command count %d, want 1 (its running title's)", v.Int())
+	}
+	near(t, "its CPU", queryCPU(t, md, 0), 2.2)
+}
+
+// The same read when the session leaves right after its statement (a
+// client that disconnects on the error of a cancelled statement): the
+// query keyed by the idle title is the statement itself, and one event
+// tells it with all its work.
+func TestIdleTitleBeforeTheSessionLeftIsTheSameStatement(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		gpSnap(0, running(0), 1, 0, 2, 0),
+		gpSnap(1, running(0), 1, 0.1, 2, 1),
+		gpSnap(2, running(0), 2, 0.2, 2, 2),
+		noSession(3), noSession(4), noSession(5), noSession(6), noSession(7), noSession(8))
+	if len(ev.queries) != 1 {
+		t.Fatalf("%d query events, want the one statement", len(ev.queries))
+	}
+	q := ev.queries[0]
+	if q.CommandCount != 1 {
+		t.Errorf("command count %d, want 1 (its running title's)", q.CommandCount)
+	}
+	if cpu := cpuSeconds(&q.Totals); math.Abs(cpu-2.2) > 1e-6 {
+		t.Errorf("its CPU %.3f s, want 2.2", cpu)
+	}
+	for _, u := range q.Segments {
+		if u.Segment == 0 && math.Abs(float64(u.CPU)/1e9-2) > 1e-6 {
+			t.Errorf("segment 0's CPU %.3f s, want 2", float64(u.CPU)/1e9)
+		}
+	}
+}
