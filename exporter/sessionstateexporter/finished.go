@@ -275,6 +275,12 @@ func (w *finishedWork) query(id queryID) (r *eventRow, expired bool) {
 
 // getGPQuery answers GetGPQuery for a query the newest snapshot no longer
 // has, from the finished queries kept.
+// has tells whether id's event is kept and not yet past the retention.
+func (w *finishedWork) has(id queryID) bool {
+	r, expired := w.query(id)
+	return r != nil && !expired
+}
+
 func (w *finishedWork) getGPQuery(id queryID, k *yagpcc.QueryKey, collect time.Time) (*yagpcc.GetGPQueryResponse, error) {
 	r, expired := w.query(id)
 	switch {

@@ -938,3 +938,38 @@ func FuzzDecodeFinishedToken(f *testing.F) {
 		}
 	})
 }
+
+// Once a query's event has come, GetGPQuery answers it from the event even
+// while the processor still writes the query: how it ended and its exact
+// end are the server's, not the last snapshot's (on Greenplum 6.24.3 a
+// cancelled query was answered DONE until its window passed).
+func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
+	srv := startDefault(t)
+	proc := processorInFront(t, srv)
+	feed := func(s pipelinetest.Snapshot) {
+		t.Helper()
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start, end := t0.Add(5*time.Second), t0.Add(40*time.Second)
+	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
+	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
+	cancelled := sessionRunsThenIdles(t0.Add(time.Minute), start, end, 13)
+	cancelled.Endings = []pipeline.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []pipeline.Ending{{
+		Session: 7, PID: 7007, Time: end.UnixNano(), Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}}}}
+	feed(cancelled)
+	for m := 2; m <= 3; m++ {
+		feed(sessionRunsThenIdles(t0.Add(time.Duration(m)*time.Minute), start, end, 13))
+	}
+	resp, err := srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := resp.GetQueriesData().GetQueryStat()
+	if stat.GetQueryStatus() != yagpcc.QueryStatus_QUERY_STATUS_CANCELED || !stat.GetEndTime().AsTime().Equal(end) ||
+		stat.GetMessage() != "canceling statement due to user request" {
+		t.Errorf("within the window: status %v, end %v, message %q; want CANCELED at %v with the server's message",
+			stat.GetQueryStatus(), stat.GetEndTime().AsTime(), stat.GetMessage(), end)
+	}
+}

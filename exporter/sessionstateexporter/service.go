@@ -204,15 +204,17 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	var q *queryRecord
 	if keyed {
 		q = v.queries[id]
+		// An ended query's event says how and when it ended, which the
+		// processor's output cannot: it answers once it has come, within
+		// the window too, and alone after it (kept for the retention).
+		if q == nil || svc.finished.has(id) {
+			return svc.finished.getGPQuery(id, k, v.time)
+		}
 	} else if s != nil {
 		q = s.query
 	}
 	if q != nil {
 		return &yagpcc.GetGPQueryResponse{QueriesData: q.totalQueryData(s, v.time)}, nil
-	}
-	if keyed {
-		// Gone from the processor's output: finished, kept for the retention.
-		return svc.finished.getGPQuery(id, k, v.time)
 	}
 	if s == nil || !s.running {
 		return nil, status.Errorf(codes.NotFound, "no running query of session {ssid %d, tmid %d} in the latest snapshot; "+
