@@ -6,8 +6,11 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 var root = filepath.Join("..", "..", "..")
@@ -94,5 +97,17 @@ func TestMetadataDeclarationsComeOnlyFromGo(t *testing.T) {
 		if o.path == metadataPath && strings.Contains(string(o.content), "by_hand") {
 			t.Errorf("%s keeps an entry written by hand:\n%s", o.path, o.content)
 		}
+	}
+}
+
+// A metric whose data-point attribute no table declares is an error, not
+// an entry mdatagen would refuse or name otherwise.
+func TestMetricAttributesMustBeDeclared(t *testing.T) {
+	undeclared := &pipeline.ClosingMetric{Name: "gpotel.test.undeclared", Unit: "1", Attrs: []string{"gpotel.test.nowhere"}}
+	saved := pipeline.ClosingMetrics
+	pipeline.ClosingMetrics = append(slices.Clone(saved), undeclared)
+	defer func() { pipeline.ClosingMetrics = saved }()
+	if _, err := metadataMetrics(); err == nil || !strings.Contains(err.Error(), "gpotel.test.nowhere") {
+		t.Errorf("metadataMetrics: %v, want an error naming the undeclared attribute", err)
 	}
 }
