@@ -103,7 +103,9 @@ type QuerySpill struct {
 var intAttrs = func() map[string]bool {
 	out := map[string]bool{}
 	for _, a := range PointAttributes {
-		out[a.Name] = a.Type == "int"
+		if a.Type == "int" {
+			out[a.Name] = true
+		}
 	}
 	return out
 }()
