@@ -96,8 +96,8 @@ proto: $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/protoc-gen-go-vtpro
 proto-check: proto
 	@git diff --exit-code -- proto || { echo "proto: generated code is stale; run make proto and commit"; exit 1; }
 
-# What follows from internal/pipeline.Figures (figuregen: docs/pipeline.md's
-# metric tables, the receiver's process metrics in metadata.yaml, the agent's
+# What follows from internal/pipeline's declarations (figuregen: docs/pipeline.md's
+# metric tables, the receiver's metrics and attributes in metadata.yaml, the agent's
 # status lines), then mdatagen's code and documentation from every metadata.yaml.
 # internal/pipeline/figuregen's test fails while figuregen's copies are stale.
 generate: $(BIN)/mdatagen

@@ -98,9 +98,17 @@ type QuerySpill struct {
 	MaxBytes, MaxFiles int64
 }
 
-// intAttrs are the data-point attributes of closing-batch metrics that
-// are integers (the others are strings).
-var intAttrs = map[string]bool{AttrSegmentID: true, AttrQueryCommandCount: true}
+// intAttrs are the data-point attributes that are integers (the others
+// of closing-batch metrics are strings), as PointAttributes declare them.
+var intAttrs = func() map[string]bool {
+	out := map[string]bool{}
+	for _, a := range PointAttributes {
+		if a.Type == "int" {
+			out[a.Name] = true
+		}
+	}
+	return out
+}()
 
 func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession) {
 	for _, s := range g.Spill {

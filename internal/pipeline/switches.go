@@ -83,7 +83,7 @@ func (s *Switches) keeps(attrs pcommon.Map) bool {
 func MetricAttributes(name string) []string {
 	if m, ok := processMetricByName[name]; ok {
 		if m == ProcessInfo {
-			return []string{AttrProcessPID, AttrSegmentID, AttrBackendType, AttrProcessSystem, AttrProcessSparse}
+			return append([]string{AttrProcessPID}, ProcessInfoAttrs...)
 		}
 		if m.Attr == "" {
 			return []string{AttrProcessPID}

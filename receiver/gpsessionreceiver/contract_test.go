@@ -5,7 +5,10 @@ package gpsessionreceiver
 
 import (
 	"flag"
+	"fmt"
 	"path/filepath"
+	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,68 +29,48 @@ import (
 
 var update = flag.Bool("update", false, "write the golden files from what the code produces")
 
-// builderRecords records one figure through mdatagen's builder: the
-// reference the contract's encoder is held to. A metric added to
-// metadata.yaml and to the contract without a line here fails the
-// equality tests.
-var builderRecords = map[string]func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value){
-	pipeline.MetricProcessCPUTime: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordProcessCPUTimeDataPoint(ts, v.Float, pid, metadata.MapAttributeCPUMode[attr])
-	},
-	pipeline.MetricProcessDiskIO: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordProcessDiskIoDataPoint(ts, v.Int, pid, metadata.MapAttributeDirection[attr])
-	},
-	pipeline.MetricProcessCancelledWrite: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessDiskCancelledWriteDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessDiskDelay: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessDiskDelayDataPoint(ts, v.Float, pid)
-	},
-	pipeline.MetricProcessIOChars: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordGpotelProcessIoCharsDataPoint(ts, v.Int, pid, metadata.MapAttributeDirection[attr])
-	},
-	pipeline.MetricProcessIOSyscalls: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordGpotelProcessIoSyscallsDataPoint(ts, v.Int, pid, metadata.MapAttributeDirection[attr])
-	},
-	pipeline.MetricProcessPagingFaults: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordProcessPagingFaultsDataPoint(ts, v.Int, pid, metadata.MapAttributeFaultType[attr])
-	},
-	pipeline.MetricProcessContextSwitches: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordProcessContextSwitchesDataPoint(ts, v.Int, pid, metadata.MapAttributeContextSwitchType[attr])
-	},
-	pipeline.MetricProcessRunDelay: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessCPURunDelayDataPoint(ts, v.Float, pid)
-	},
-	pipeline.MetricProcessDelay: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordGpotelProcessDelayDataPoint(ts, v.Float, pid, metadata.MapAttributeDelayType[attr])
-	},
-	pipeline.MetricProcessMemoryUsage: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordProcessMemoryUsageDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessMemoryVirtual: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordProcessMemoryVirtualDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessMemoryRSS: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, attr string, v pipeline.Value) {
-		mb.RecordGpotelProcessMemoryRssDataPoint(ts, v.Int, pid, metadata.MapAttributeRssType[attr])
-	},
-	pipeline.MetricProcessMemoryPeak: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessMemoryPeakDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessMemoryVirtPeak: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessMemoryVirtualPeakDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessMemorySwap: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessMemorySwapDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessMemoryPageTable: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessMemoryPageTablesDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessThreadCount: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordProcessThreadCountDataPoint(ts, v.Int, pid)
-	},
-	pipeline.MetricProcessCommandCount: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
-		mb.RecordGpotelProcessCommandCountDataPoint(ts, v.Int, pid)
-	},
+// recordThroughBuilder records one figure through mdatagen's builder, the
+// reference the contract's encoder is held to: its Record method of the
+// figure's metric, found by the metric's name (process.cpu.time:
+// RecordProcessCPUTimeDataPoint), so a new figure needs no line here. The
+// method takes the time, the value, the pid and, where the metric has one,
+// the figure's attribute value as mdatagen's enum of it.
+func recordThroughBuilder(t *testing.T, mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, f pipeline.Figure, v pipeline.Value) {
+	t.Helper()
+	row := &pipeline.Figures[f]
+	name := "record" + strings.NewReplacer(".", "", "_", "").Replace(row.Metric.Name) + "datapoint"
+	builder := reflect.ValueOf(mb)
+	var record reflect.Value
+	for i := range builder.NumMethod() {
+		if strings.EqualFold(builder.Type().Method(i).Name, name) {
+			record = builder.Method(i)
+		}
+	}
+	if !record.IsValid() {
+		t.Fatalf("mdatagen's builder has no Record method for %s", row.Metric.Name)
+	}
+	args := []reflect.Value{reflect.ValueOf(ts), reflect.ValueOf(v.Int), reflect.ValueOf(pid)}
+	if record.Type().In(1).Kind() == reflect.Float64 {
+		args[1] = reflect.ValueOf(v.Float)
+	}
+	if record.Type().NumIn() == 4 {
+		args = append(args, enumValue(t, record.Type().In(3), row.Value))
+	}
+	record.Call(args)
+}
+
+// enumValue is the value of one of mdatagen's attribute enums whose String is s.
+func enumValue(t *testing.T, enum reflect.Type, s string) reflect.Value {
+	t.Helper()
+	for n := range 64 {
+		v := reflect.New(enum).Elem()
+		v.SetInt(int64(n))
+		if v.Interface().(fmt.Stringer).String() == s {
+			return v
+		}
+	}
+	t.Fatalf("%s has no value %q", enum, s)
+	return reflect.Value{}
 }
 
 var (
@@ -130,11 +113,7 @@ func builderProcessBatch(t *testing.T, mbc metadata.MetricsBuilderConfig, entrie
 			mb.RecordGpotelProcessInfoDataPoint(contractTime, 1, e.Process.PID, e.Segment, e.BackendType, e.System, e.Sparse)
 			for f := range pipeline.NumFigures {
 				if v := e.Process.Values[f]; v.OK {
-					record, ok := builderRecords[pipeline.Figures[f].Metric.Name]
-					if !ok {
-						t.Fatalf("no builder record call for %s", pipeline.Figures[f].Metric.Name)
-					}
-					record(mb, contractTime, e.Process.PID, pipeline.Figures[f].Value, v)
+					recordThroughBuilder(t, mb, contractTime, e.Process.PID, f, v)
 				}
 			}
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"go/format"
 	"io/fs"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -53,15 +54,16 @@ func generate(root string) ([]output, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids, err := attributeIDs()
+	metrics, err := metadataMetrics()
 	if err != nil {
 		return nil, err
 	}
-	for section, entries := range map[string]map[string]string{
-		"attributes": metadataAttributes(),
-		"metrics":    metadataMetrics(ids),
+	for _, section := range []struct{ name, body string }{
+		{"resource_attributes", metadataResourceAttributes()},
+		{"attributes", metadataAttributes()},
+		{"metrics", metrics},
 	} {
-		if metadata, err = mergeSection(metadata, section, entries); err != nil {
+		if metadata, err = replaceSection(metadata, section.name, section.body); err != nil {
 			return nil, fmt.Errorf("%s: %w", metadataPath, err)
 		}
 	}
@@ -148,15 +150,6 @@ func liveSources(m *pipeline.ProcessMetric) string {
 	return strings.Join(parts, "; ")
 }
 
-// infoAttributes are gpotel.process.info's attributes, which describe a
-// process rather than tell figures apart.
-var infoAttributes = []struct{ name, id string }{
-	{pipeline.AttrSegmentID, "segment_id"},
-	{pipeline.AttrBackendType, "backend_type"},
-	{pipeline.AttrProcessSystem, "process_system"},
-	{pipeline.AttrProcessSparse, "process_sparse"},
-}
-
 func processMetricTable() string {
 	var b strings.Builder
 	b.WriteString(row("metric", "type", "unit", "data-point attributes (after `process.pid`)", "read from", "meaning"))
@@ -165,8 +158,8 @@ func processMetricTable() string {
 		attrs := ticked(m.Attr)
 		if m == pipeline.ProcessInfo {
 			var names []string
-			for _, a := range infoAttributes {
-				names = append(names, ticked(a.name))
+			for _, a := range pipeline.ProcessInfoAttrs {
+				names = append(names, ticked(a))
 			}
 			attrs = strings.Join(names, ", ")
 		}
@@ -225,27 +218,18 @@ func systemStatTable() string {
 	return b.String()
 }
 
-// attributeIDs maps a figure attribute to its name in metadata.yaml.
-func attributeIDs() (map[string]string, error) {
+// attributeIDs maps each data-point attribute to its key in metadata.yaml.
+func attributeIDs() map[string]string {
 	ids := map[string]string{}
-	for _, a := range pipeline.FigureAttributes {
+	for _, a := range slices.Concat(pipeline.FigureAttributes, pipeline.PointAttributes) {
 		ids[a.Name] = a.ID
 	}
-	for _, m := range pipeline.ProcessMetrics {
-		if _, ok := ids[m.Attr]; m.Attr != "" && !ok {
-			return nil, fmt.Errorf("%s: its attribute %s is not in pipeline.FigureAttributes", m.Name, m.Attr)
-		}
-	}
-	return ids, nil
+	return ids
 }
 
-// generatedMark heads each metadata.yaml entry figuregen writes; mdatagen
-// wants a section's keys sorted, so its entries stand among the written ones.
-const generatedMark = "    # figuregen writes this entry from internal/pipeline.Figures (make generate)\n"
-
-// mergeSection replaces a top-level section's generated entries (the ones
-// with generatedMark, and any of the same keys) with entries, in key order.
-func mergeSection(file []byte, section string, entries map[string]string) ([]byte, error) {
+// replaceSection replaces the body of a top-level section of a YAML file
+// (its indented lines after the key) with body.
+func replaceSection(file []byte, section, body string) ([]byte, error) {
 	lines := strings.SplitAfter(string(file), "\n")
 	start := slices.Index(lines, section+":\n")
 	if start < 0 {
@@ -255,95 +239,112 @@ func mergeSection(file []byte, section string, entries map[string]string) ([]byt
 	for end < len(lines) && (lines[end] == "\n" || strings.HasPrefix(lines[end], " ")) {
 		end++
 	}
-	type entry struct{ key, text string }
-	var kept []entry
-	for i := start + 1; i < end; {
-		j := i + 1
-		for j < end && !isEntryStart(lines[j]) {
-			j++
-		}
-		text := strings.Join(lines[i:j], "")
-		if key, ok := entryKey(lines[i]); ok {
-			if _, owned := entries[key]; !owned && !strings.Contains(text, generatedMark) {
-				kept = append(kept, entry{key, strings.TrimRight(text, "\n") + "\n\n"})
-			}
-		}
-		i = j
-	}
-	for key, text := range entries {
-		kept = append(kept, entry{key, text})
-	}
-	slices.SortFunc(kept, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-	var body strings.Builder
-	for _, e := range kept {
-		body.WriteString(e.text)
-	}
-	out := slices.Concat(lines[:start+1], []string{body.String()}, lines[end:])
+	out := slices.Concat(lines[:start+1], []string{body}, lines[end:])
 	return []byte(strings.Join(out, "")), nil
 }
 
-func isEntryStart(line string) bool {
-	_, ok := entryKey(line)
-	return ok
-}
-
-// entryKey reads "  key:" at the start of a section's entry.
-func entryKey(line string) (string, bool) {
-	rest, ok := strings.CutPrefix(line, "  ")
-	if !ok || rest == "" || rest[0] == ' ' || rest[0] == '#' {
-		return "", false
+// sortedEntries joins the entries in key order, as mdatagen wants them.
+func sortedEntries(entries map[string]string) string {
+	var b strings.Builder
+	for _, key := range slices.Sorted(maps.Keys(entries)) {
+		b.WriteString(entries[key])
 	}
-	key, ok := strings.CutSuffix(strings.TrimRight(rest, "\n"), ":")
-	return key, ok
+	return b.String()
 }
 
-func metadataAttributes() map[string]string {
-	out := map[string]string{}
-	for _, a := range pipeline.FigureAttributes {
-		var values []string
-		for _, m := range pipeline.ProcessMetrics {
-			if m.Attr != a.Name {
-				continue
-			}
-			for _, f := range m.Figures() {
-				if v := pipeline.Figures[f].Value; !slices.Contains(values, v) {
-					values = append(values, v)
-				}
+// enumLine is an attribute's enum, when it has one.
+func enumLine(values []string) string {
+	if len(values) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("    enum: [%s]\n", strings.Join(values, ", "))
+}
+
+// figureValues are a figure attribute's values: its metrics' rows' Value column.
+func figureValues(attr string) []string {
+	var values []string
+	for _, m := range pipeline.ProcessMetrics {
+		if m.Attr != attr {
+			continue
+		}
+		for _, f := range m.Figures() {
+			if v := pipeline.Figures[f].Value; !slices.Contains(values, v) {
+				values = append(values, v)
 			}
 		}
-		out[a.ID] = fmt.Sprintf("  %s:\n%s    name_override: %s\n    description: %q\n    type: string\n    enum: [%s]\n\n",
-			a.ID, generatedMark, a.Name, a.Description, strings.Join(values, ", "))
 	}
-	return out
+	return values
 }
 
-func metadataMetrics(ids map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range pipeline.ProcessMetrics {
+func metadataAttributes() string {
+	entries := map[string]string{}
+	for _, a := range pipeline.FigureAttributes {
+		a.Enum = figureValues(a.Name)
+		entries[a.ID] = attributeEntry(a)
+	}
+	for _, a := range pipeline.PointAttributes {
+		entries[a.ID] = attributeEntry(a)
+	}
+	return sortedEntries(entries)
+}
+
+func attributeEntry(a pipeline.Attribute) string {
+	return fmt.Sprintf("  %s:\n    name_override: %s\n    description: %q\n    type: %s\n%s\n",
+		a.ID, a.Name, a.Description, a.Type, enumLine(a.Enum))
+}
+
+func metadataResourceAttributes() string {
+	entries := map[string]string{}
+	for _, a := range pipeline.ResourceAttributes {
+		entries[a.Name] = fmt.Sprintf("  %s:\n    description: %q\n    type: %s\n%s    enabled: true\n\n",
+			a.Name, a.Description, a.Type, enumLine(a.Enum))
+	}
+	return sortedEntries(entries)
+}
+
+// metadataMetrics writes every metric of the receiver: the process
+// metrics and the closing batch's.
+func metadataMetrics() (string, error) {
+	ids := attributeIDs()
+	entries := map[string]string{}
+	add := func(name, description, unit string, sum, double bool) error {
 		var b strings.Builder
-		fmt.Fprintf(&b, "  %s:\n%s    enabled: true\n    stability: development\n    description: %q\n    unit: %q\n", m.Name, generatedMark, m.Description, m.Unit)
+		fmt.Fprintf(&b, "  %s:\n    enabled: true\n    stability: development\n    description: %q\n    unit: %q\n", name, description, unit)
 		value := "int"
-		if m.Double {
+		if double {
 			value = "double"
 		}
-		if m.Sum {
+		if sum {
 			fmt.Fprintf(&b, "    sum:\n      value_type: %s\n      monotonic: true\n      aggregation_temporality: cumulative\n", value)
 		} else {
 			fmt.Fprintf(&b, "    gauge:\n      value_type: %s\n", value)
 		}
-		attrs := []string{"process_pid"}
-		if m == pipeline.ProcessInfo {
-			for _, a := range infoAttributes {
-				attrs = append(attrs, a.id)
+		var attrs []string
+		for _, a := range pipeline.MetricAttributes(name) {
+			id, ok := ids[a]
+			if !ok {
+				return fmt.Errorf("%s: its attribute %s is in neither pipeline.FigureAttributes nor pipeline.PointAttributes", name, a)
 			}
+			attrs = append(attrs, id)
 		}
-		if m.Attr != "" {
-			attrs = append(attrs, ids[m.Attr])
+		if len(attrs) > 0 {
+			fmt.Fprintf(&b, "    attributes: [%s]\n", strings.Join(attrs, ", "))
 		}
-		fmt.Fprintf(&b, "    attributes: [%s]\n\n", strings.Join(attrs, ", "))
-		out[m.Name] = b.String()
+		b.WriteString("\n")
+		entries[name] = b.String()
+		return nil
 	}
-	return out
+	for _, m := range pipeline.ProcessMetrics {
+		if err := add(m.Name, m.Description, m.Unit, m.Sum, m.Double); err != nil {
+			return "", err
+		}
+	}
+	for _, m := range pipeline.ClosingMetrics {
+		if err := add(m.Name, m.Description, m.Unit, m.Sum, m.Double); err != nil {
+			return "", err
+		}
+	}
+	return sortedEntries(entries), nil
 }
 
 // statusLine is one optional kB line of /proc/<pid>/status the agent reports.

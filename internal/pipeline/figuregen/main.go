@@ -1,11 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Command figuregen writes what follows from pipeline.Figures into the
-// files that need a copy of it: the metric tables of docs/pipeline.md, the
-// process metrics and their attributes in the receiver's metadata.yaml, and
-// the agent's list of optional /proc/<pid>/status lines. `make generate`
-// runs it (then mdatagen); a test fails while a copy is stale.
+// Command figuregen writes what follows from internal/pipeline's
+// declarations into the files that need a copy of it: the metric tables of
+// docs/pipeline.md, every metric, attribute and resource attribute of the
+// receiver's metadata.yaml, and the agent's list of optional
+// /proc/<pid>/status lines. `make generate` runs it (then mdatagen); a test
+// fails while a copy is stale.
 //
 // Usage: figuregen [repository root]
 package main
