@@ -1,0 +1,168 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package workloadrulesconnector
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func spillRule(name, action, mode string) RuleConfig {
+	return RuleConfig{Name: name, When: []string{"gpotel.query.spill.size > 1GiB"}, Action: action, Mode: mode}
+}
+
+// TestRuleHoldsForItsDuration: predicates true for less than `for` do
+// nothing; true for longer act once.
+func TestRuleHoldsForItsDuration(t *testing.T) {
+	r := spillRule("spill", "cancel", "enforce")
+	r.For = 2 * time.Minute
+	h := newHarness(t, r)
+	// Session 1 spills from 10 s to 100 s (90 s < 2m), then not; session 2
+	// spills from 10 s on.
+	for _, sec := range []float64{10, 40, 70, 100, 130, 160, 190} {
+		one := work{id: 1, spill: 2 * gib}
+		if sec > 100 {
+			one.spill = 0
+		}
+		h.feed(t, snapshot(sec, one, work{id: 2, spill: 2 * gib}))
+		if sec < 130 {
+			assert.Empty(t, h.actor.taken(), "at %vs, before the rule held for 2m", sec)
+		}
+	}
+	assert.Equal(t, []act{{session: 2, action: "cancel"}}, h.actor.taken(), "once, on the query that held for 2m")
+	events := h.events()
+	require.Len(t, events, 1)
+	assert.Equal(t, EventRuleAction, events[0].EventName())
+	assert.Equal(t, at(130), events[0].Timestamp().AsTime())
+	assert.Equal(t, "done", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
+	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], AttrRulePredicates))
+	assert.Equal(t, "[2147483648]", attr(events[0], AttrRuleValues))
+}
+
+// TestObserveModeActsOnNothing: a rule in observe mode (the default) says
+// what it would do and does nothing.
+func TestObserveModeActsOnNothing(t *testing.T) {
+	h := newHarness(t, spillRule("spill", "terminate", ""))
+	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshot(40, work{id: 1, spill: 3 * gib}))
+	assert.Empty(t, h.actor.taken())
+	events := h.events()
+	require.Len(t, events, 1, "one firing per query per rule")
+	assert.Equal(t, "observe", attr(events[0], AttrRuleMode))
+	assert.Equal(t, "terminate", attr(events[0], AttrRuleAction))
+	assert.Equal(t, "observed", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "observe mode: would terminate", attr(events[0], AttrRuleOutcomeDetail))
+}
+
+// TestMostSevereRuleWins: of the rules that fire on one query at once the
+// most severe acts (terminate > cancel > move > log), ties by name; the
+// others say they were superseded.
+func TestMostSevereRuleWins(t *testing.T) {
+	onlyBob := spillRule("c-terminate", "terminate", "enforce")
+	onlyBob.Scope.Users = []string{"bob"}
+	h := newHarness(t,
+		spillRule("a-log", "log", "enforce"),
+		spillRule("z-cancel", "cancel", "enforce"),
+		onlyBob,
+		spillRule("b-cancel", "cancel", "enforce"),
+	)
+	h.feed(t, snapshot(10, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	assert.ElementsMatch(t, []act{{session: 1, action: "terminate"}, {session: 2, action: "cancel"}}, h.actor.taken())
+	outcome := map[[2]string]string{}
+	for _, e := range h.events() {
+		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, AttrRuleName)}] = attr(e, AttrRuleOutcome) + " " + attr(e, AttrRuleOutcomeDetail)
+	}
+	assert.Equal(t, map[[2]string]string{
+		{"1", "c-terminate"}: "done ",
+		{"1", "b-cancel"}:    "superseded rule c-terminate (terminate) acted on the query",
+		{"1", "z-cancel"}:    "superseded rule c-terminate (terminate) acted on the query",
+		{"1", "a-log"}:       "superseded rule c-terminate (terminate) acted on the query",
+		{"2", "b-cancel"}:    "done ",
+		{"2", "z-cancel"}:    "superseded rule b-cancel (cancel) acted on the query",
+		{"2", "a-log"}:       "superseded rule b-cancel (cancel) acted on the query",
+	}, outcome)
+	h.feed(t, snapshot(40, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	assert.Len(t, h.actor.taken(), 2, "one action per query per rule")
+}
+
+// TestRuleRateLimitAndBreakerHold: a rule that matches more than its
+// max_matches sessions at once acts on none; past its
+// max_actions_per_minute it waits for the next minute.
+func TestRuleRateLimitAndBreakerHold(t *testing.T) {
+	breaker := spillRule("breaker", "cancel", "enforce")
+	breaker.MaxMatches = 3
+	breaker.Scope.Users = []string{"bob"}
+	limited := spillRule("limited", "cancel", "enforce")
+	limited.MaxActionsPerMinute = 2
+	limited.Scope.Users = []string{"carol"}
+	h := newHarness(t, breaker, limited)
+	var sessions []work
+	for i := range int64(4) {
+		sessions = append(sessions, work{id: 10 + i, user: "bob", spill: 2 * gib})
+	}
+	for i := range int64(3) {
+		sessions = append(sessions, work{id: 20 + i, user: "carol", spill: 2 * gib})
+	}
+	h.feed(t, snapshot(10, sessions...))
+	assert.Equal(t, []act{{session: 20, action: "cancel"}, {session: 21, action: "cancel"}}, h.actor.taken(),
+		"none of bob's four (max_matches 3); two of carol's three (2 a minute)")
+	h.feed(t, snapshot(25, sessions...))
+	assert.Len(t, h.actor.taken(), 2, "15 s later: half a token")
+	h.feed(t, snapshot(40, sessions...))
+	assert.Equal(t, act{session: 22, action: "cancel"}, h.actor.taken()[2], "30 s later the third")
+	assert.Len(t, h.actor.taken(), 3)
+	h.feed(t, snapshot(55, sessions[1:]...))
+	assert.Equal(t, []act{{session: 11, action: "cancel"}, {session: 12, action: "cancel"}, {session: 13, action: "cancel"}}, h.actor.taken()[3:],
+		"bob's down to three: the breaker lets them through")
+}
+
+// TestRulesNeverActOnAStaleViewOrOwnSessions: no rule acts on a snapshot
+// older than max_view_age, on the collector's own sessions, on system
+// processes, or on a superuser's session unless the rule names the
+// superuser.
+func TestRulesNeverActOnAStaleViewOrOwnSessions(t *testing.T) {
+	named := spillRule("gpadmin-spill", "cancel", "enforce")
+	named.Scope.Users = []string{"gpadmin"}
+	h := newHarness(t, spillRule("spill", "cancel", "enforce"), named)
+	// The clock two minutes past the snapshots: older than max_view_age 1m.
+	h.now = at(130)
+	for _, sec := range []float64{10, 12} {
+		require.NoError(t, h.proc.ConsumeMetrics(t.Context(), snapshot(sec, work{id: 1, spill: 2 * gib}).Metrics()))
+	}
+	assert.Empty(t, h.actor.taken(), "a view older than max_view_age")
+	assert.Empty(t, h.events())
+
+	h.feed(t, snapshot(40, work{id: 2, spill: 2 * gib, own: true}, work{id: 3, spill: 2 * gib, system: true},
+		work{id: 4, user: "gpadmin", spill: 2 * gib}, work{id: 5, user: "postgres", spill: 2 * gib}))
+	assert.Equal(t, []act{{session: 4, action: "cancel"}}, h.actor.taken(),
+		"not its own, not a system process, a superuser only by the rule that names it")
+}
+
+// TestAbsentFigureSatisfiesNoPredicate: a session that runs no query has
+// no query figures, and "less than" does not make them 0.
+func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "small-spill", When: []string{"gpotel.query.spill.size < 1GiB"}, Action: "log", Mode: "enforce"})
+	h.feed(t, snapshot(10, work{id: 1, state: "idle"}, work{id: 2, spill: 1 << 20}))
+	events := h.events()
+	require.Len(t, events, 1)
+	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
+	assert.Equal(t, "logged", attr(events[0], AttrRuleOutcome))
+}
+
+// TestIdleInTransactionTimeIsOnlyInATransaction: the idle-in-transaction
+// figure is the time since state_change of a session idle in a
+// transaction, and absent for one idle outside a transaction.
+func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "idle-in-tx", When: []string{"gpotel.session.idle_in_transaction.time > 5m"}, Action: "terminate", Mode: "enforce"})
+	sessions := []work{{id: 1, state: "idle in transaction"}, {id: 2, state: "idle"}, {id: 3, state: "idle in transaction (aborted)"}}
+	h.feed(t, snapshot(200, sessions...))
+	assert.Empty(t, h.actor.taken(), "idle in a transaction 199 s")
+	h.feed(t, snapshot(302, sessions...))
+	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
+	assert.Equal(t, "[301]", attr(h.events()[0], AttrRuleValues))
+}
