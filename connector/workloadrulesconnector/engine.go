@@ -52,6 +52,10 @@ type ruleState struct {
 	// refilled at perMinute a minute of snapshot time up to perMinute.
 	tokens float64
 	filled time.Time
+	// matches and tripped are this evaluation's: the firings due, and
+	// whether they were more than max_matches.
+	matches int
+	tripped bool
 }
 
 // holding is one query a rule's predicates hold on.
@@ -64,6 +68,7 @@ type holding struct {
 func newEngine(rules []*rule) *engine {
 	e := &engine{rules: rules, state: make([]ruleState, len(rules)), live: map[queryKey]struct{}{}}
 	for i, r := range rules {
+		r.index = i
 		e.state[i] = ruleState{held: map[queryKey]holding{}, tokens: float64(r.perMinute)}
 	}
 	return e
@@ -76,18 +81,15 @@ func (e *engine) evaluate(v *view) *result {
 	now := v.time
 	e.candidates = e.candidates[:0]
 	e.out.firings, e.out.trips = e.out.firings[:0], e.out.trips[:0]
-	for i, r := range e.rules {
-		st := &e.state[i]
-		from := len(e.candidates)
-		for j := range v.targets {
-			t := &v.targets[j]
-			if !r.scope.admits(t) {
-				continue
-			}
+	// Target by target, every rule: a target's figures stay in the cache.
+	for j := range v.targets {
+		t := &v.targets[j]
+		for i, r := range e.rules {
 			values, ok := r.match(t)
-			if !ok {
+			if !ok || !r.scope.admits(t) {
 				continue
 			}
+			st := &e.state[i]
 			h, known := st.held[t.key]
 			switch {
 			case known && h.fired:
@@ -102,12 +104,21 @@ func (e *engine) evaluate(v *view) *result {
 			st.held[t.key] = h
 			if now.Sub(h.since) >= r.hold {
 				e.candidates = append(e.candidates, firing{rule: r, target: t, values: values})
+				st.matches++
 			}
 		}
-		if n := len(e.candidates) - from; n > r.maxMatches {
-			e.out.trips = append(e.out.trips, trip{rule: r, reason: reasonBreaker, matches: n})
-			e.candidates = e.candidates[:from]
+	}
+	tripped := false
+	for i, r := range e.rules {
+		st := &e.state[i]
+		if st.tripped = st.matches > r.maxMatches; st.tripped {
+			e.out.trips = append(e.out.trips, trip{rule: r, reason: reasonBreaker, matches: st.matches})
+			tripped = true
 		}
+		st.matches = 0
+	}
+	if tripped {
+		e.candidates = slices.DeleteFunc(e.candidates, func(f firing) bool { return e.state[f.rule.index].tripped })
 	}
 	e.resolve(now)
 	e.sweep(v)
@@ -161,8 +172,7 @@ func (e *engine) resolve(now time.Time) {
 // take spends one of the rule's rate-limit tokens; false (and a trip) when
 // none is left.
 func (e *engine) take(r *rule, now time.Time) bool {
-	i := slices.Index(e.rules, r)
-	st := &e.state[i]
+	st := &e.state[r.index]
 	if elapsed := now.Sub(st.filled); elapsed > 0 {
 		st.tokens = min(float64(r.perMinute), st.tokens+elapsed.Minutes()*float64(r.perMinute))
 	}
@@ -180,7 +190,7 @@ func (e *engine) take(r *rule, now time.Time) bool {
 }
 
 func (e *engine) markFired(r *rule, k queryKey) {
-	st := &e.state[slices.Index(e.rules, r)]
+	st := &e.state[r.index]
 	h := st.held[k]
 	h.fired = true
 	st.held[k] = h

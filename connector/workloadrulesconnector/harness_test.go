@@ -12,7 +12,6 @@ import (
 
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
@@ -166,5 +165,3 @@ func snapshot(sec float64, sessions ...work) pipelinetest.Snapshot {
 }
 
 const gib = 1 << 30
-
-var _ = pcommon.Timestamp(0)

@@ -35,6 +35,7 @@ func actionNames() string { return strings.Join(actionNamesByValue[:], ", ") }
 
 // rule is one configured rule, checked and ready to evaluate.
 type rule struct {
+	index      int // in the engine's rules
 	name       string
 	scope      scope
 	predicates []predicate
