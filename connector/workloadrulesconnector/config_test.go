@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 
@@ -158,4 +159,28 @@ func TestFiguresAreDocumented(t *testing.T) {
 		row := "| `" + figures[f].name + "` | " + unitWords[figures[f].unit] + " | " + figures[f].brief + " |"
 		assert.Contains(t, readme, row)
 	}
+}
+
+// TestOperationsExampleRulesValidate: the five rules docs/operations.md
+// offers to copy parse and validate.
+func TestOperationsExampleRulesValidate(t *testing.T) {
+	doc := readFile(t, filepath.Join("..", "..", "docs", "operations.md"))
+	_, block, ok := strings.Cut(doc, "<!-- BEGIN workload-rules-examples -->\n```yaml\n")
+	require.True(t, ok, "no examples block in docs/operations.md")
+	block, _, ok = strings.Cut(block, "```\n<!-- END workload-rules-examples -->")
+	require.True(t, ok)
+	cm, err := confmap.NewRetrievedFromYAML([]byte(block))
+	require.NoError(t, err)
+	conf, err := cm.AsConf()
+	require.NoError(t, err)
+	sub, err := conf.Sub("connectors::workloadrules")
+	require.NoError(t, err)
+	cfg := defaultConfig()
+	require.NoError(t, sub.Unmarshal(cfg))
+	require.NoError(t, xconfmap.Validate(cfg))
+	var names []string
+	for _, r := range cfg.Rules {
+		names = append(names, r.Name)
+	}
+	assert.Equal(t, []string{"runaway-spill", "skewed-cpu", "idle-in-transaction", "cpu-hog-under-pressure", "long-report-to-small-group"}, names)
 }
