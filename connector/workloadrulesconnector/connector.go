@@ -43,6 +43,8 @@ type workloadRules struct {
 	engine   *engine
 	view     view
 	previous time.Time // the snapshot before, for the collection interval
+	// warnedWindow: the warning that window is none of the processor's was given.
+	warnedWindow bool
 }
 
 func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, actor Actor) (*workloadRules, error) {
@@ -76,6 +78,11 @@ func (c *workloadRules) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) 
 	}
 	c.telemetry.WorkloadrulesSnapshots.Add(ctx, 1)
 	v := &c.view
+	if c.reader.windowMissing > 0 && !c.warnedWindow {
+		c.warnedWindow = true
+		c.logger.Warn("workload rules: the session figures have no point of window; it is none of the snapshotdiff processor's windows, so no session figure over it satisfies a predicate",
+			zap.Duration("window", c.cfg.Window), zap.Int("sessions", c.reader.windowMissing))
+	}
 	interval := v.time.Sub(c.previous)
 	first := c.previous.IsZero()
 	c.previous = v.time
@@ -116,6 +123,9 @@ func (c *workloadRules) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) 
 // max_view_age, the limit is twice the interval between the last two
 // snapshots, unknown (so stale) at the first.
 func (c *workloadRules) stale(v *view, interval time.Duration, first bool) string {
+	if v.time.IsZero() {
+		return "the snapshot has no time"
+	}
 	limit := c.cfg.MaxViewAge
 	if limit == 0 {
 		if first || interval <= 0 {

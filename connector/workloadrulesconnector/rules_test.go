@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func spillRule(name, action, mode string) RuleConfig {
@@ -165,4 +168,24 @@ func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
 	h.feed(t, snapshot(302, sessions...))
 	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
 	assert.Equal(t, "[301]", attr(h.events()[0], AttrRuleValues))
+}
+
+// TestWindowNoneOfTheProcessorsIsSaid: a window the processor does not
+// compute leaves every session figure over it absent, and the connector
+// says so once.
+func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "cpu", When: []string{"gpotel.session.cpu.time.rate > 0"}, Action: "log"})
+	core, logs := observer.New(zapcore.WarnLevel)
+	h.conn.logger = zap.New(core)
+	h.conn.reader.windows.Last = 7 * time.Minute
+	h.feed(t, snapshot(10, work{id: 1, cpu: 1}))
+	h.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	assert.Empty(t, h.events())
+	assert.Equal(t, 1, logs.FilterMessageSnippet("none of the snapshotdiff processor's windows").Len())
+
+	right := newHarness(t, RuleConfig{Name: "cpu", When: []string{"gpotel.session.cpu.time.rate > 0"}, Action: "log"})
+	right.feed(t, snapshot(10, work{id: 1, cpu: 1}))
+	right.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
+	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], AttrRuleValues), "19 s of CPU in 30 s")
 }

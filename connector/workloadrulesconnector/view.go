@@ -59,6 +59,9 @@ type viewReader struct {
 	superusers []string
 	queries    map[pipeline.SessionKey]pipeline.QueryOutput
 	hosts      map[string]hostPressure
+	// windowMissing counts, per read, the sessions with figures of other
+	// windows but none of window: a window the processor does not compute.
+	windowMissing int
 }
 
 // hostPressure is a host's "some" stall shares over the last minute.
@@ -73,6 +76,7 @@ func newViewReader(window time.Duration, superusers []string) *viewReader {
 func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 	clear(r.queries)
 	clear(r.hosts)
+	r.windowMissing = 0
 	v.targets = v.targets[:0]
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
@@ -148,6 +152,9 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 		readQuery(t, &q)
 	}
 	figs := pipeline.DecodeSessionFigures(rm, &r.windows)
+	if figs.Last == nil && figs.Total != nil {
+		r.windowMissing++
+	}
 	readSessionFigures(t, figs)
 	gp := pipeline.DecodeGreenplum(rm)
 	if bytes, _, found := gp.VmemTotal(); found {
