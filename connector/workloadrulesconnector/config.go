@@ -114,6 +114,9 @@ func (c *Config) Validate() error {
 	if c.ActionTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("action_timeout %s: must be above 0", c.ActionTimeout))
 	}
+	if _, err := (&ScopeConfig{Users: c.Superusers}).compile(); err != nil {
+		errs = append(errs, fmt.Errorf("superusers: %w", err))
+	}
 	if len(c.Rules) > maxRules {
 		errs = append(errs, fmt.Errorf("rules: %d, more than %d", len(c.Rules), maxRules))
 	}

@@ -184,3 +184,14 @@ func TestOperationsExampleRulesValidate(t *testing.T) {
 	}
 	assert.Equal(t, []string{"runaway-spill", "skewed-cpu", "idle-in-transaction", "cpu-hog-under-pressure", "long-report-to-small-group"}, names)
 }
+
+// TestFigureNamesAreTheContracts: a figure the rules do not derive
+// themselves is named as docs/pipeline.md names it.
+func TestFigureNamesAreTheContracts(t *testing.T) {
+	doc := readFile(t, filepath.Join("..", "..", "docs", "pipeline.md"))
+	for f := range numFigures {
+		if !figures[f].derived {
+			assert.Contains(t, doc, "`"+figures[f].name+"`", "figure %s", figures[f].name)
+		}
+	}
+}

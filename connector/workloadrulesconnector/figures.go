@@ -68,34 +68,47 @@ type figureDef struct {
 	name  string
 	unit  unit
 	brief string
+	// derived: named here, computed from the contract's figures (a share,
+	// a time since, the largest of several); else docs/pipeline.md's name.
+	derived bool
 }
 
 // figures is the table of what a predicate may name.
 var figures = [numFigures]figureDef{
-	queryDuration:         {"gpotel.query.duration", unitSeconds, "time since the running query's query_start"},
-	queryCPUTime:          {"gpotel.query.cpu.time", unitSeconds, "the running query's CPU, user + system, over every host"},
-	queryDiskIO:           {"gpotel.query.disk.io", unitBytes, "bytes the running query made the storage layer read and write"},
-	queryDiskDelay:        {"gpotel.query.disk.delay", unitSeconds, "time the running query's processes waited for block I/O"},
-	queryRunDelay:         {"gpotel.query.cpu.run_delay", unitSeconds, "time the running query's processes waited in a run queue for a CPU"},
-	querySpillSize:        {"gpotel.query.spill.size", unitBytes, "workfile bytes the running query holds now (Greenplum)"},
-	querySpillFiles:       {"gpotel.query.spill.files", unitNumber, "workfiles the running query holds now (Greenplum)"},
-	querySkewRatio:        {"gpotel.query.skew.ratio", unitNumber, "1 - avg/max of the running query's CPU over its segments"},
-	querySkewMaxOverAvg:   {"gpotel.query.skew.max_over_avg", unitNumber, "max/avg of the running query's CPU over its segments"},
-	sessionCPURate:        {"gpotel.session.cpu.time.rate", unitNumber, "CPU seconds per second of the session's processes over the window (cores)"},
-	sessionRunDelayRate:   {"gpotel.session.cpu.run_delay.rate", unitNumber, "run-queue wait per second of the session's processes over the window, summed"},
-	sessionRunDelayShare:  {"gpotel.session.cpu.run_delay.share", unitNumber, "gpotel.session.cpu.run_delay.rate per live process: the share of the window an average process waited for a CPU"},
-	sessionDiskDelayRate:  {"gpotel.session.disk.delay.rate", unitNumber, "block I/O wait per second of the session's processes over the window, summed"},
-	sessionDiskIORate:     {"gpotel.session.disk.io.rate", unitBytesPerSec, "read + write bytes per second of the session's processes over the window"},
-	sessionMemory:         {"gpotel.session.memory.usage", unitBytes, "resident memory of the session's live processes, summed over hosts (rss, cluster)"},
-	sessionSkewMaxOverAvg: {"gpotel.session.skew.max_over_avg", unitNumber, "max/avg of the session's CPU over its segments in the window"},
-	sessionVmem:           {"gpotel.session.vmem.usage", unitBytes, "Greenplum's vmem account of the session, summed over segments"},
-	sessionLockWait:       {"gpotel.session.lock.wait", unitNumber, "1 while the session waits for a lock"},
-	sessionIdleInTransaction: {"gpotel.session.idle_in_transaction.time", unitSeconds,
-		"time since state_change of a session idle in a transaction (absent in any other state)"},
-	sessionCgroupCPUPressure: {"gpotel.session.cgroup.pressure.cpu", unitNumber, "the largest CPU \"some\" stall share of the session's control groups"},
-	hostsCPUPressure:         {"gpotel.session.hosts.pressure.cpu", unitNumber, "the largest CPU \"some\" stall share (avg60) of the hosts the session runs on"},
-	hostsMemoryPressure:      {"gpotel.session.hosts.pressure.memory", unitNumber, "the largest memory \"some\" stall share (avg60) of the hosts the session runs on"},
-	hostsIOPressure:          {"gpotel.session.hosts.pressure.io", unitNumber, "the largest I/O \"some\" stall share (avg60) of the hosts the session runs on"},
+	queryDuration:         contract("gpotel.query.duration", unitSeconds, "time since the running query's query_start"),
+	queryCPUTime:          contract("gpotel.query.cpu.time", unitSeconds, "the running query's CPU, user + system, over every host"),
+	queryDiskIO:           contract("gpotel.query.disk.io", unitBytes, "bytes the running query made the storage layer read and write"),
+	queryDiskDelay:        contract("gpotel.query.disk.delay", unitSeconds, "time the running query's processes waited for block I/O"),
+	queryRunDelay:         contract("gpotel.query.cpu.run_delay", unitSeconds, "time the running query's processes waited in a run queue for a CPU"),
+	querySpillSize:        contract("gpotel.query.spill.size", unitBytes, "workfile bytes the running query holds now (Greenplum)"),
+	querySpillFiles:       contract("gpotel.query.spill.files", unitNumber, "workfiles the running query holds now (Greenplum)"),
+	querySkewRatio:        contract("gpotel.query.skew.ratio", unitNumber, "1 - avg/max of the running query's CPU over its segments"),
+	querySkewMaxOverAvg:   contract("gpotel.query.skew.max_over_avg", unitNumber, "max/avg of the running query's CPU over its segments"),
+	sessionCPURate:        contract("gpotel.session.cpu.time.rate", unitNumber, "CPU seconds per second of the session's processes over the window (cores)"),
+	sessionRunDelayRate:   contract("gpotel.session.cpu.run_delay.rate", unitNumber, "run-queue wait per second of the session's processes over the window, summed"),
+	sessionRunDelayShare:  derived("gpotel.session.cpu.run_delay.share", unitNumber, "gpotel.session.cpu.run_delay.rate per live process: the share of the window an average process waited for a CPU"),
+	sessionDiskDelayRate:  contract("gpotel.session.disk.delay.rate", unitNumber, "block I/O wait per second of the session's processes over the window, summed"),
+	sessionDiskIORate:     contract("gpotel.session.disk.io.rate", unitBytesPerSec, "read + write bytes per second of the session's processes over the window"),
+	sessionMemory:         contract("gpotel.session.memory.usage", unitBytes, "resident memory of the session's live processes, summed over hosts (rss, cluster)"),
+	sessionSkewMaxOverAvg: contract("gpotel.session.skew.max_over_avg", unitNumber, "max/avg of the session's CPU over its segments in the window"),
+	sessionVmem:           contract("gpotel.session.vmem.usage", unitBytes, "Greenplum's vmem account of the session, summed over segments"),
+	sessionLockWait:       contract("gpotel.session.lock.wait", unitNumber, "1 while the session waits for a lock"),
+	sessionIdleInTransaction: derived("gpotel.session.idle_in_transaction.time", unitSeconds,
+		"time since state_change of a session idle in a transaction (absent in any other state)"),
+	sessionCgroupCPUPressure: derived("gpotel.session.cgroup.pressure.cpu", unitNumber, "the largest CPU \"some\" stall share of the session's control groups"),
+	hostsCPUPressure:         derived("gpotel.session.hosts.pressure.cpu", unitNumber, "the largest CPU \"some\" stall share (avg60) of the hosts the session runs on"),
+	hostsMemoryPressure:      derived("gpotel.session.hosts.pressure.memory", unitNumber, "the largest memory \"some\" stall share (avg60) of the hosts the session runs on"),
+	hostsIOPressure:          derived("gpotel.session.hosts.pressure.io", unitNumber, "the largest I/O \"some\" stall share (avg60) of the hosts the session runs on"),
+}
+
+// contract is a figure docs/pipeline.md names.
+func contract(name string, u unit, brief string) figureDef {
+	return figureDef{name: name, unit: u, brief: brief}
+}
+
+// derived is a figure the rules compute from the contract's.
+func derived(name string, u unit, brief string) figureDef {
+	return figureDef{name: name, unit: u, brief: brief, derived: true}
 }
 
 // figureByName finds a figure by its name.
