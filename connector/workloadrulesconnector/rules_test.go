@@ -189,3 +189,26 @@ func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
 	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
 	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], AttrRuleValues), "19 s of CPU in 30 s")
 }
+
+// TestAClockThatWentBackRestartsTheHold: a snapshot older than the hold's
+// start (the wall clock stepped back) starts the hold again from it,
+// rather than waiting for the clock to pass the old start.
+func TestAClockThatWentBackRestartsTheHold(t *testing.T) {
+	cfg := defaultConfig()
+	rc := spillRule("spill", "cancel", "enforce")
+	rc.For = time.Minute
+	r, err := cfg.compile(&rc)
+	require.NoError(t, err)
+	e := newEngine([]*rule{r})
+	v := view{targets: []target{{key: queryKey{start: 1}, user: "alice"}}}
+	v.targets[0].set(querySpillSize, 2*gib)
+	fired := func(sec float64) int {
+		v.time = at(sec)
+		return len(e.evaluate(&v).firings)
+	}
+	assert.Zero(t, fired(10))
+	assert.Zero(t, fired(40))
+	assert.Zero(t, fired(-100), "the clock went back: the hold starts again")
+	assert.Zero(t, fired(-70))
+	assert.Equal(t, 1, fired(-40), "held a minute since the step")
+}
