@@ -60,6 +60,14 @@ func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, a
 	if err != nil {
 		return nil, err
 	}
+	if _, none := actor.(unwired); none {
+		for _, r := range rules {
+			if r.enforce && r.action != actionLog {
+				set.Logger.Warn("workload rule in enforce mode, but this build has no action path wired: each of its actions will fail, and its events say so",
+					zap.String("rule", r.name), zap.String("action", r.action.String()))
+			}
+		}
+	}
 	return &workloadRules{cfg: cfg, next: next, logger: set.Logger, telemetry: tb, actor: actor, now: time.Now,
 		reader: newViewReader(cfg.Window, cfg.Superusers), engine: newEngine(rules)}, nil
 }

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/plog"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
@@ -91,6 +92,24 @@ func (h *harness) feed(t *testing.T, s pipelinetest.Snapshot) {
 	if err := h.proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// processed is the real processor's output for one snapshot.
+func processed(t *testing.T, s pipelinetest.Snapshot) pmetric.Metrics {
+	t.Helper()
+	sink := new(consumertest.MetricsSink)
+	f := snapshotdiffprocessor.NewFactory()
+	pcfg := f.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
+	pcfg.Windows = []time.Duration{time.Minute}
+	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), pcfg, sink)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+		t.Fatal(err)
+	}
+	all := sink.AllMetrics()
+	return all[len(all)-1]
 }
 
 // events are the gpotel.rule.action records handed on so far.

@@ -9,9 +9,13 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
 )
 
 func spillRule(name, action, mode string) RuleConfig {
@@ -211,4 +215,33 @@ func TestAClockThatWentBackRestartsTheHold(t *testing.T) {
 	assert.Zero(t, fired(-100), "the clock went back: the hold starts again")
 	assert.Zero(t, fired(-70))
 	assert.Equal(t, 1, fired(-40), "held a minute since the step")
+}
+
+// TestEnforcingWithoutAnActionPathIsSaid: a build without the action path
+// says at start which rules cannot act, and their events say it failed.
+func TestEnforcingWithoutAnActionPathIsSaid(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	set := connectortest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	cfg := defaultConfig()
+	cfg.MaxViewAge = time.Minute
+	cfg.Rules = []RuleConfig{spillRule("spill", "cancel", "enforce"), spillRule("spill-log", "log", "enforce")}
+	sink := new(consumertest.LogsSink)
+	c, err := NewFactory().CreateMetricsToLogs(t.Context(), set, cfg, sink)
+	require.NoError(t, err)
+	warned := logs.FilterMessageSnippet("no action path wired").All()
+	require.Len(t, warned, 1)
+	assert.Equal(t, "spill", warned[0].ContextMap()["rule"])
+
+	c.(*workloadRules).now = func() time.Time { return at(10) }
+	md := processed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
+	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
+	outcomes := map[string]string{}
+	for _, l := range sink.AllLogs() {
+		lrs := l.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+		for i := range lrs.Len() {
+			outcomes[attr(lrs.At(i), AttrRuleName)] = attr(lrs.At(i), AttrRuleOutcome) + ": " + attr(lrs.At(i), AttrRuleOutcomeDetail)
+		}
+	}
+	assert.Equal(t, map[string]string{"spill": "failed: " + errNotWired.Error(), "spill-log": "superseded: rule spill (cancel) acted on the query"}, outcomes)
 }
