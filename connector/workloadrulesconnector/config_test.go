@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/confmaptest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
+	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/dialect"
 )
@@ -194,4 +195,24 @@ func TestFigureNamesAreTheContracts(t *testing.T) {
 			assert.Contains(t, doc, "`"+figures[f].name+"`", "figure %s", figures[f].name)
 		}
 	}
+}
+
+// TestEventAttributesAreDocumented: every attribute an event carries is
+// in the README's table of the event.
+func TestEventAttributesAreDocumented(t *testing.T) {
+	readme := readFile(t, "README.md")
+	_, table, _ := strings.Cut(readme, "## The event")
+	table, _, _ = strings.Cut(table, "## Telemetry")
+	cfg := defaultConfig()
+	cfg.Dialect = dialect.GP7
+	rc := RuleConfig{Name: "m", When: []string{"gpotel.query.duration > 1s"}, Action: "move", ResourceGroup: "small"}
+	r, err := cfg.compile(&rc)
+	require.NoError(t, err)
+	tg := target{key: queryKey{ccnt: 3}, queryStart: at(0), user: "u", database: "d", application: "a", group: "g"}
+	lrs := plog.NewLogRecordSlice()
+	appendEvent(lrs, &firing{rule: r, target: &tg}, outcomeFailed, "why", at(1), 0)
+	for k := range lrs.At(0).Attributes().All() {
+		assert.Contains(t, table, "`"+k+"`")
+	}
+	assert.Equal(t, 17, lrs.At(0).Attributes().Len(), "every attribute written")
 }

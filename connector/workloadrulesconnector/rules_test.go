@@ -95,6 +95,12 @@ func TestMostSevereRuleWins(t *testing.T) {
 	}, outcome)
 	h.feed(t, snapshot(40, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
 	assert.Len(t, h.actor.taken(), 2, "one action per query per rule")
+
+	move := spillRule("z-move", "move", "enforce")
+	move.ResourceGroup = "small"
+	h = newHarness(t, spillRule("a-log", "log", "enforce"), move)
+	h.feed(t, snapshot(10, work{id: 3, spill: 2 * gib}))
+	assert.Equal(t, []act{{session: 3, action: "move", group: "small"}}, h.actor.taken(), "move before log")
 }
 
 // TestRuleRateLimitAndBreakerHold: a rule that matches more than its
