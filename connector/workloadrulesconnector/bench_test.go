@@ -108,7 +108,7 @@ func BenchmarkRules(b *testing.B) {
 		r, _ := cfg.compile(&cfg.Rules[i])
 		rules = append(rules, r)
 	}
-	reader, e := newViewReader(cfg.Window, cfg.Superusers), newEngine(rules)
+	reader, e := newViewReader(decodeEverything, cfg.Window, cfg.Superusers), newEngine(rules)
 	var v view
 	if !reader.read(md, &v) || len(v.targets) != 10000 {
 		b.Fatalf("decoded %d targets, want 10000", len(v.targets))

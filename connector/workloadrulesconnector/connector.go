@@ -49,12 +49,16 @@ type workloadRules struct {
 
 func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, actor Actor) (*workloadRules, error) {
 	rules := make([]*rule, 0, len(cfg.Rules))
+	var needs decoders
 	for i := range cfg.Rules {
 		r, err := cfg.compile(&cfg.Rules[i])
 		if err != nil {
 			return nil, err // Validate has refused it already
 		}
 		rules = append(rules, r)
+		for _, p := range r.predicates {
+			needs |= p.figure.source()
+		}
 	}
 	tb, err := metadata.NewTelemetryBuilder(set.TelemetrySettings)
 	if err != nil {
@@ -69,7 +73,7 @@ func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, a
 		}
 	}
 	return &workloadRules{cfg: cfg, next: next, logger: set.Logger, telemetry: tb, actor: actor, now: time.Now,
-		reader: newViewReader(cfg.Window, cfg.Superusers), engine: newEngine(rules)}, nil
+		reader: newViewReader(needs, cfg.Window, cfg.Superusers), engine: newEngine(rules)}, nil
 }
 
 func (*workloadRules) Capabilities() consumer.Capabilities {

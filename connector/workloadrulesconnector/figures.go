@@ -101,6 +101,35 @@ var figures = [numFigures]figureDef{
 	hostsIOPressure:          derived("gpotel.session.hosts.pressure.io", unitNumber, "the largest I/O \"some\" stall share (avg60) of the hosts the session runs on"),
 }
 
+// decoders are the parts of the processor's output a reader decodes, a
+// bit each: only those some rule's figures come from.
+type decoders uint8
+
+const (
+	decodeQueries        decoders = 1 << iota // query resources
+	decodeSessionFigures                      // the processor's figures on a session resource
+	decodeGreenplum                           // the server's own figures of a session
+	decodeHosts                               // host resources' pressure
+	decodeEverything     = decodeQueries | decodeSessionFigures | decodeGreenplum | decodeHosts
+)
+
+// source is the decoder a figure comes from; 0: the session's state,
+// always read.
+func (f figure) source() decoders {
+	switch {
+	case f <= querySkewMaxOverAvg:
+		return decodeQueries
+	case f == sessionVmem || f == sessionLockWait:
+		return decodeGreenplum
+	case f == sessionIdleInTransaction:
+		return 0
+	case f >= hostsCPUPressure:
+		return decodeHosts
+	default:
+		return decodeSessionFigures
+	}
+}
+
 // contract is a figure docs/pipeline.md names.
 func contract(name string, u unit, brief string) figureDef {
 	return figureDef{name: name, unit: u, brief: brief}

@@ -56,7 +56,7 @@ func figureSnapshot(sec float64, state string) pipelinetest.Snapshot {
 
 // readFigures decodes the processor's output for the second of two
 // snapshots 30 s apart, over a 1m window.
-func readFigures(t *testing.T, state string) target {
+func readFigures(t *testing.T, state string, needs decoders) target {
 	t.Helper()
 	sink := new(consumertest.MetricsSink)
 	f := snapshotdiffprocessor.NewFactory()
@@ -69,7 +69,7 @@ func readFigures(t *testing.T, state string) target {
 	}
 	all := sink.AllMetrics()
 	var v view
-	require.True(t, newViewReader(time.Minute, nil).read(all[len(all)-1], &v))
+	require.True(t, newViewReader(needs, time.Minute, nil).read(all[len(all)-1], &v))
 	require.Len(t, v.targets, 1)
 	return v.targets[0]
 }
@@ -77,7 +77,7 @@ func readFigures(t *testing.T, state string) target {
 // TestEveryFigureIsReadFromTheProcessorsOutput: each figure a predicate
 // may name reads what the processor wrote for it.
 func TestEveryFigureIsReadFromTheProcessorsOutput(t *testing.T) {
-	tg := readFigures(t, "active")
+	tg := readFigures(t, "active", decodeEverything)
 	want := map[figure]float64{
 		queryDuration:            330,
 		queryCPUTime:             23,
@@ -112,8 +112,12 @@ func TestEveryFigureIsReadFromTheProcessorsOutput(t *testing.T) {
 		if assert.True(t, ok, "%s: absent", figures[f].name) {
 			assert.InDelta(t, w, v, 1e-6*max(1, w), figures[f].name)
 		}
+		// A reader that decodes only what the figure comes from has it.
+		only := readFigures(t, "active", f.source())
+		_, ok = only.value(f)
+		assert.True(t, ok, "%s: absent when only its source is decoded", figures[f].name)
 	}
-	idle := readFigures(t, "idle in transaction")
+	idle := readFigures(t, "idle in transaction", 0)
 	v, ok := idle.value(sessionIdleInTransaction)
 	assert.True(t, ok)
 	assert.Equal(t, 300.0, v, "since state_change at 30 s")

@@ -55,6 +55,7 @@ type view struct {
 // decoders (internal/pipeline), keeping its buffers from snapshot to
 // snapshot.
 type viewReader struct {
+	needs      decoders
 	windows    pipeline.WindowMatcher
 	superusers []string
 	queries    map[pipeline.SessionKey]pipeline.QueryOutput
@@ -67,8 +68,8 @@ type viewReader struct {
 // hostPressure is a host's "some" stall shares over the last minute.
 type hostPressure struct{ cpu, memory, io float64 }
 
-func newViewReader(window time.Duration, superusers []string) *viewReader {
-	return &viewReader{windows: pipeline.WindowMatcher{Last: window}, superusers: superusers,
+func newViewReader(needs decoders, window time.Duration, superusers []string) *viewReader {
+	return &viewReader{needs: needs, windows: pipeline.WindowMatcher{Last: window}, superusers: superusers,
 		queries: map[pipeline.SessionKey]pipeline.QueryOutput{}, hosts: map[string]hostPressure{}}
 }
 
@@ -91,6 +92,9 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 				v.dialect = d.AsString()
 			}
 		case pipeline.KindHost:
+			if r.needs&decodeHosts == 0 {
+				continue
+			}
 			name, lines := pipeline.DecodeHostPressure(rm)
 			var p hostPressure
 			for _, l := range lines {
@@ -108,6 +112,9 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 			}
 			r.hosts[name] = p
 		case pipeline.KindQuery:
+			if r.needs&decodeQueries == 0 {
+				continue
+			}
 			if q, found := pipeline.DecodeQuery(rm); found && !q.Completed {
 				r.queries[q.Session] = q
 			}
@@ -151,26 +158,32 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 		t.key.ccnt = q.CommandCount
 		readQuery(t, &q)
 	}
-	figs := pipeline.DecodeSessionFigures(rm, &r.windows)
-	if figs.Last == nil && figs.Total != nil {
-		r.windowMissing++
+	if r.needs&decodeSessionFigures != 0 {
+		figs := pipeline.DecodeSessionFigures(rm, &r.windows)
+		if figs.Last == nil && figs.Total != nil {
+			r.windowMissing++
+		}
+		readSessionFigures(t, figs)
 	}
-	readSessionFigures(t, figs)
-	gp := pipeline.DecodeGreenplum(rm)
-	if bytes, _, found := gp.VmemTotal(); found {
-		t.set(sessionVmem, float64(bytes))
-	}
-	if gp.LockWait() != nil || st.Waiting.V {
-		t.set(sessionLockWait, 1)
-	} else {
-		t.set(sessionLockWait, 0)
+	if r.needs&decodeGreenplum != 0 {
+		gp := pipeline.DecodeGreenplum(rm)
+		if bytes, _, found := gp.VmemTotal(); found {
+			t.set(sessionVmem, float64(bytes))
+		}
+		if gp.LockWait() != nil || st.Waiting.V {
+			t.set(sessionLockWait, 1)
+		} else {
+			t.set(sessionLockWait, 0)
+		}
 	}
 	if st.State.V == "idle in transaction" || st.State.V == "idle in transaction (aborted)" {
 		if st.StateChange.Valid {
 			t.set(sessionIdleInTransaction, max(v.time.Sub(st.StateChange.V).Seconds(), 0))
 		}
 	}
-	r.readHosts(t, st.Backends)
+	if r.needs&decodeHosts != 0 {
+		r.readHosts(t, st.Backends)
+	}
 }
 
 func readQuery(t *target, q *pipeline.QueryOutput) {
