@@ -68,8 +68,8 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	errs = errors.Join(errs, err)
 	builder.WorkloadrulesRefusals, err = builder.meter.Int64Counter(
 		"otelcol_workloadrules_refusals",
-		metric.WithDescription("Matches no rule acted on, by reason: every match of a stale snapshot, of a rule whose breaker tripped, or held back by its rate limit. [Development]"),
-		metric.WithUnit("{match}"),
+		metric.WithDescription("What no rule acted on, by reason: the sessions of a snapshot too old to act on (stale_view), the matches of a rule whose breaker tripped, the firings its rate limit held back. [Development]"),
+		metric.WithUnit("{session}"),
 	)
 	errs = errors.Join(errs, err)
 	builder.WorkloadrulesSnapshots, err = builder.meter.Int64Counter(

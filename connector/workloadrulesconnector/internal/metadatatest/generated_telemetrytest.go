@@ -40,8 +40,8 @@ func AssertEqualWorkloadrulesFirings(t *testing.T, tt *componenttest.Telemetry, 
 func AssertEqualWorkloadrulesRefusals(t *testing.T, tt *componenttest.Telemetry, dps []metricdata.DataPoint[int64], opts ...metricdatatest.Option) {
 	want := metricdata.Metrics{
 		Name:        "otelcol_workloadrules_refusals",
-		Description: "Matches no rule acted on, by reason: every match of a stale snapshot, of a rule whose breaker tripped, or held back by its rate limit. [Development]",
-		Unit:        "{match}",
+		Description: "What no rule acted on, by reason: the sessions of a snapshot too old to act on (stale_view), the matches of a rule whose breaker tripped, the firings its rate limit held back. [Development]",
+		Unit:        "{session}",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality,
 			IsMonotonic: true,
