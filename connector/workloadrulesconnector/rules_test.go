@@ -4,18 +4,25 @@
 package workloadrulesconnector
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
+	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 func spillRule(name, action, mode string) RuleConfig {
@@ -250,4 +257,27 @@ func TestEnforcingWithoutAnActionPathIsSaid(t *testing.T) {
 		}
 	}
 	assert.Equal(t, map[string]string{"spill": "failed: " + errNotWired.Error(), "spill-log": "superseded: rule spill (cancel) acted on the query"}, outcomes)
+}
+
+// TestTelemetryCountsFiringsAndRefusals: the connector's own counters say
+// what the rules did and what they held back.
+func TestTelemetryCountsFiringsAndRefusals(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	breaker := spillRule("breaker", "cancel", "enforce")
+	breaker.MaxMatches = 1
+	cfg := defaultConfig()
+	cfg.Dialect, cfg.Window, cfg.MaxViewAge = dialect.GP7, time.Minute, time.Minute
+	cfg.Rules = []RuleConfig{spillRule("observe", "terminate", ""), breaker}
+	c, err := newWorkloadRules(cfg, metadatatest.NewSettings(tt), new(consumertest.LogsSink), &recordingActor{})
+	require.NoError(t, err)
+	c.now = func() time.Time { return at(10) }
+	require.NoError(t, c.ConsumeMetrics(t.Context(), processed(t, snapshot(10, work{id: 1, spill: 2 * gib}, work{id: 2, spill: 2 * gib}))))
+	metadatatest.AssertEqualWorkloadrulesSnapshots(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualWorkloadrulesFirings(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("action", "terminate"), attribute.String("outcome", "observed"))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualWorkloadrulesRefusals(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "breaker"))},
+	}, metricdatatest.IgnoreTimestamp())
 }
