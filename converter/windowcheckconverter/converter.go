@@ -3,10 +3,11 @@
 
 // Package windowcheckconverter checks, when the collector reads its
 // configuration, what no single component can: that each sessionstate
-// exporter's last_metrics_window is one of the windows of every
-// snapshotdiff processor that feeds it. The exporter only ever sees the
-// processor's output, so without this a window the processor does not
-// compute leaves last_metrics empty for the collector's life.
+// exporter's last_metrics_window, and each workloadrules connector's
+// window, is one of the windows of every snapshotdiff processor that feeds
+// it. They only ever see the processor's output, so without this a window
+// the processor does not compute leaves last_metrics empty, or every rule
+// on a session figure silent, for the collector's life.
 package windowcheckconverter
 
 import (
@@ -20,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/confmap"
 
+	"github.com/gpotel/gpotel/connector/workloadrulesconnector"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
@@ -38,35 +40,62 @@ type pipeline struct {
 	Exporters  []string `mapstructure:"exporters"`
 }
 
+// windowReader is a component fed by snapshotdiff that reads one of its
+// windows: where its configuration is, the setting, and what goes wrong
+// when the processor does not compute it.
+type windowReader struct {
+	typ     component.Type
+	section string // exporters or connectors
+	setting string
+	config  func() component.Config
+	window  func(component.Config) time.Duration
+	without string
+}
+
+func windowReaders() []windowReader {
+	exporter, connector := sessionstateexporter.NewFactory(), workloadrulesconnector.NewFactory()
+	return []windowReader{
+		{typ: exporter.Type(), section: "exporters", setting: "last_metrics_window", config: exporter.CreateDefaultConfig,
+			window:  func(c component.Config) time.Duration { return c.(*sessionstateexporter.Config).LastMetricsWindow },
+			without: "last_metrics would stay empty"},
+		{typ: connector.Type(), section: "connectors", setting: "window", config: connector.CreateDefaultConfig,
+			window:  func(c component.Config) time.Duration { return c.(*workloadrulesconnector.Config).Window },
+			without: "no session figure over it would satisfy a rule"},
+	}
+}
+
 // Convert changes nothing; it refuses a configuration whose sessionstate
-// exporter asks for a window a snapshotdiff feeding it does not compute.
-// A section it cannot read is left for the collector to report.
+// exporter or workloadrules connector asks for a window a snapshotdiff
+// feeding it does not compute. A section it cannot read is left for the
+// collector to report.
 func (windowCheck) Convert(_ context.Context, conf *confmap.Conf) error {
 	var pipelines map[string]pipeline
 	if _, ok := read(conf, "service::pipelines", &pipelines, confmap.WithIgnoreUnused()); !ok {
 		return nil
 	}
-	exporter := sessionstateexporter.NewFactory()
 	processor := snapshotdiffprocessor.NewFactory()
+	readers := windowReaders()
 	var errs []error
 	for _, name := range sortedKeys(pipelines) {
 		for _, exp := range pipelines[name].Exporters {
-			if !ofType(exp, exporter.Type()) {
-				continue
-			}
-			cfg, ok := read(conf, "exporters::"+exp, exporter.CreateDefaultConfig())
-			if !ok {
-				continue
-			}
-			window := cfg.(*sessionstateexporter.Config).LastMetricsWindow
-			for _, proc := range feeding(pipelines, name, processor.Type()) {
-				pc, ok := read(conf, "processors::"+proc, processor.CreateDefaultConfig())
+			for _, wr := range readers {
+				if !ofType(exp, wr.typ) {
+					continue
+				}
+				cfg, ok := read(conf, wr.section+"::"+exp, wr.config())
 				if !ok {
 					continue
 				}
-				if windows := pc.(*snapshotdiffprocessor.Config).Windows; !slices.Contains(windows, window) {
-					errs = append(errs, fmt.Errorf("exporters::%s::last_metrics_window %s: not one of the windows of processors::%s (%s), which feeds it in pipeline %s; last_metrics would stay empty",
-						exp, window, proc, durations(windows), name))
+				window := wr.window(cfg.(component.Config))
+				for _, proc := range feeding(pipelines, name, processor.Type()) {
+					pc, ok := read(conf, "processors::"+proc, processor.CreateDefaultConfig())
+					if !ok {
+						continue
+					}
+					if windows := pc.(*snapshotdiffprocessor.Config).Windows; !slices.Contains(windows, window) {
+						errs = append(errs, fmt.Errorf("%s::%s::%s %s: not one of the windows of processors::%s (%s), which feeds it in pipeline %s; %s",
+							wr.section, exp, wr.setting, window, proc, durations(windows), name, wr.without))
+					}
 				}
 			}
 		}

@@ -94,3 +94,22 @@ func TestTheShippedConfigurationsPass(t *testing.T) {
 		}
 	}
 }
+
+// The workloadrules connector reads the session figures over its window:
+// one the processor does not compute is refused as the exporter's is.
+func TestAWorkloadRulesWindowTheProcessorDoesNotComputeRefusesStartUp(t *testing.T) {
+	conf := collector([]any{"10s", "30s"}, "30s", false)
+	conf["connectors"] = map[string]any{"workloadrules": map[string]any{"window": "1m"}}
+	pipelines := conf["service"].(map[string]any)["pipelines"].(map[string]any)
+	pipelines["metrics"].(map[string]any)["exporters"] = []any{"sessionstate", "forward", "workloadrules"}
+	pipelines["logs/rules"] = map[string]any{"receivers": []any{"workloadrules"}, "exporters": []any{"debug"}}
+	err := check(t, conf)
+	want := "connectors::workloadrules::window 1m0s: not one of the windows of processors::snapshotdiff (10s, 30s), which feeds it in pipeline metrics"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Convert = %v, want an error saying %s", err, want)
+	}
+	conf["connectors"] = map[string]any{"workloadrules": map[string]any{"window": "30s"}}
+	if err := check(t, conf); err != nil {
+		t.Fatal(err)
+	}
+}

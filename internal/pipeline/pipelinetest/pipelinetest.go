@@ -67,6 +67,8 @@ type Session struct {
 	QueryStart, StateChange, BackendStart time.Time
 	Query                                 string
 	Waiting                               bool
+	// Backends are the processes the receiver asked the hosts about.
+	Backends []pipeline.BackendRef
 	// Greenplum is the server's own figures of the session (spill, a lock
 	// wait, vmem) the receiver read; nil without them.
 	Greenplum *pipeline.GreenplumSession
@@ -211,6 +213,7 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 			Query:        pipeline.Null[string]{V: ss.Query, Valid: ss.Query != ""},
 			BackendStart: pipeline.Null[time.Time]{V: ss.BackendStart, Valid: !ss.BackendStart.IsZero()},
 			Waiting:      pipeline.Null[bool]{V: ss.Waiting, Valid: ss.Waiting},
+			Backends:     ss.Backends,
 		}
 		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Own: ss.Own, Database: &ss.DB, User: &ss.User, State: st,
 			Greenplum: ss.Greenplum})

@@ -1,0 +1,283 @@
+// Copyright The gpotel Authors
+// SPDX-License-Identifier: Apache-2.0
+
+package workloadrulesconnector
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
+	"go.opentelemetry.io/collector/connector/connectortest"
+	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+
+	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
+	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
+	"github.com/gpotel/gpotel/internal/dialect"
+)
+
+func spillRule(name, action, mode string) RuleConfig {
+	return RuleConfig{Name: name, When: []string{"gpotel.query.spill.size > 1GiB"}, Action: action, Mode: mode}
+}
+
+// TestRuleHoldsForItsDuration: predicates true for less than `for` do
+// nothing; true for longer act once.
+func TestRuleHoldsForItsDuration(t *testing.T) {
+	r := spillRule("spill", "cancel", "enforce")
+	r.For = 2 * time.Minute
+	h := newHarness(t, r)
+	// Session 1 spills from 10 s to 100 s (90 s < 2m), then not; session 2
+	// spills from 10 s on.
+	for _, sec := range []float64{10, 40, 70, 100, 130, 160, 190} {
+		one := work{id: 1, spill: 2 * gib}
+		if sec > 100 {
+			one.spill = 0
+		}
+		h.feed(t, snapshot(sec, one, work{id: 2, spill: 2 * gib}))
+		if sec < 130 {
+			assert.Empty(t, h.actor.taken(), "at %vs, before the rule held for 2m", sec)
+		}
+	}
+	assert.Equal(t, []act{{session: 2, action: "cancel"}}, h.actor.taken(), "once, on the query that held for 2m")
+	events := h.events()
+	require.Len(t, events, 1)
+	assert.Equal(t, EventRuleAction, events[0].EventName())
+	assert.Equal(t, at(130), events[0].Timestamp().AsTime())
+	assert.Equal(t, "done", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
+	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], AttrRulePredicates))
+	assert.Equal(t, "[2147483648]", attr(events[0], AttrRuleValues))
+}
+
+// TestObserveModeActsOnNothing: a rule in observe mode (the default) says
+// what it would do and does nothing.
+func TestObserveModeActsOnNothing(t *testing.T) {
+	h := newHarness(t, spillRule("spill", "terminate", ""))
+	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshot(40, work{id: 1, spill: 3 * gib}))
+	assert.Empty(t, h.actor.taken())
+	events := h.events()
+	require.Len(t, events, 1, "one firing per query per rule")
+	assert.Equal(t, "observe", attr(events[0], AttrRuleMode))
+	assert.Equal(t, "terminate", attr(events[0], AttrRuleAction))
+	assert.Equal(t, "observed", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "observe mode: would terminate", attr(events[0], AttrRuleOutcomeDetail))
+}
+
+// TestMostSevereRuleWins: of the rules that fire on one query at once the
+// most severe acts (terminate > cancel > move > log), ties by name; the
+// others say they were superseded.
+func TestMostSevereRuleWins(t *testing.T) {
+	onlyBob := spillRule("c-terminate", "terminate", "enforce")
+	onlyBob.Scope.Users = []string{"bob"}
+	h := newHarness(t,
+		spillRule("a-log", "log", "enforce"),
+		spillRule("z-cancel", "cancel", "enforce"),
+		onlyBob,
+		spillRule("b-cancel", "cancel", "enforce"),
+	)
+	h.feed(t, snapshot(10, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	assert.ElementsMatch(t, []act{{session: 1, action: "terminate"}, {session: 2, action: "cancel"}}, h.actor.taken())
+	outcome := map[[2]string]string{}
+	for _, e := range h.events() {
+		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, AttrRuleName)}] = attr(e, AttrRuleOutcome) + " " + attr(e, AttrRuleOutcomeDetail)
+	}
+	assert.Equal(t, map[[2]string]string{
+		{"1", "c-terminate"}: "done ",
+		{"1", "b-cancel"}:    "superseded rule c-terminate (terminate) acted on the query",
+		{"1", "z-cancel"}:    "superseded rule c-terminate (terminate) acted on the query",
+		{"1", "a-log"}:       "superseded rule c-terminate (terminate) acted on the query",
+		{"2", "b-cancel"}:    "done ",
+		{"2", "z-cancel"}:    "superseded rule b-cancel (cancel) acted on the query",
+		{"2", "a-log"}:       "superseded rule b-cancel (cancel) acted on the query",
+	}, outcome)
+	h.feed(t, snapshot(40, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	assert.Len(t, h.actor.taken(), 2, "one action per query per rule")
+
+	move := spillRule("z-move", "move", "enforce")
+	move.ResourceGroup = "small"
+	h = newHarness(t, spillRule("a-log", "log", "enforce"), move)
+	h.feed(t, snapshot(10, work{id: 3, spill: 2 * gib}))
+	assert.Equal(t, []act{{session: 3, action: "move", group: "small"}}, h.actor.taken(), "move before log")
+}
+
+// TestRuleRateLimitAndBreakerHold: a rule that matches more than its
+// max_matches sessions at once acts on none; past its
+// max_actions_per_minute it waits for the next minute.
+func TestRuleRateLimitAndBreakerHold(t *testing.T) {
+	breaker := spillRule("breaker", "cancel", "enforce")
+	breaker.MaxMatches = 3
+	breaker.Scope.Users = []string{"bob"}
+	limited := spillRule("limited", "cancel", "enforce")
+	limited.MaxActionsPerMinute = 2
+	limited.Scope.Users = []string{"carol"}
+	h := newHarness(t, breaker, limited)
+	var sessions []work
+	for i := range int64(4) {
+		sessions = append(sessions, work{id: 10 + i, user: "bob", spill: 2 * gib})
+	}
+	for i := range int64(3) {
+		sessions = append(sessions, work{id: 20 + i, user: "carol", spill: 2 * gib})
+	}
+	h.feed(t, snapshot(10, sessions...))
+	assert.Equal(t, []act{{session: 20, action: "cancel"}, {session: 21, action: "cancel"}}, h.actor.taken(),
+		"none of bob's four (max_matches 3); two of carol's three (2 a minute)")
+	h.feed(t, snapshot(25, sessions...))
+	assert.Len(t, h.actor.taken(), 2, "15 s later: half a token")
+	h.feed(t, snapshot(40, sessions...))
+	assert.Equal(t, act{session: 22, action: "cancel"}, h.actor.taken()[2], "30 s later the third")
+	assert.Len(t, h.actor.taken(), 3)
+	h.feed(t, snapshot(55, sessions[1:]...))
+	assert.Equal(t, []act{{session: 11, action: "cancel"}, {session: 12, action: "cancel"}, {session: 13, action: "cancel"}}, h.actor.taken()[3:],
+		"bob's down to three: the breaker lets them through")
+}
+
+// TestRulesNeverActOnAStaleViewOrOwnSessions: no rule acts on a snapshot
+// older than max_view_age, on the collector's own sessions, on system
+// processes, or on a superuser's session unless the rule names the
+// superuser.
+func TestRulesNeverActOnAStaleViewOrOwnSessions(t *testing.T) {
+	named := spillRule("gpadmin-spill", "cancel", "enforce")
+	named.Scope.Users = []string{"gpadmin"}
+	h := newHarness(t, spillRule("spill", "cancel", "enforce"), named)
+	// The clock two minutes past the snapshots: older than max_view_age 1m.
+	h.now = at(130)
+	for _, sec := range []float64{10, 12} {
+		require.NoError(t, h.proc.ConsumeMetrics(t.Context(), snapshot(sec, work{id: 1, spill: 2 * gib}).Metrics()))
+	}
+	assert.Empty(t, h.actor.taken(), "a view older than max_view_age")
+	assert.Empty(t, h.events())
+
+	h.feed(t, snapshot(40, work{id: 2, spill: 2 * gib, own: true}, work{id: 3, spill: 2 * gib, system: true},
+		work{id: 4, user: "gpadmin", spill: 2 * gib}, work{id: 5, user: "postgres", spill: 2 * gib}))
+	assert.Equal(t, []act{{session: 4, action: "cancel"}}, h.actor.taken(),
+		"not its own, not a system process, a superuser only by the rule that names it")
+}
+
+// TestAbsentFigureSatisfiesNoPredicate: a session that runs no query has
+// no query figures, and "less than" does not make them 0.
+func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "small-spill", When: []string{"gpotel.query.spill.size < 1GiB"}, Action: "log", Mode: "enforce"})
+	h.feed(t, snapshot(10, work{id: 1, state: "idle"}, work{id: 2, spill: 1 << 20}))
+	events := h.events()
+	require.Len(t, events, 1)
+	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
+	assert.Equal(t, "logged", attr(events[0], AttrRuleOutcome))
+}
+
+// TestIdleInTransactionTimeIsOnlyInATransaction: the idle-in-transaction
+// figure is the time since state_change of a session idle in a
+// transaction, and absent for one idle outside a transaction.
+func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "idle-in-tx", When: []string{"gpotel.session.idle_in_transaction.time > 5m"}, Action: "terminate", Mode: "enforce"})
+	sessions := []work{{id: 1, state: "idle in transaction"}, {id: 2, state: "idle"}, {id: 3, state: "idle in transaction (aborted)"}}
+	h.feed(t, snapshot(200, sessions...))
+	assert.Empty(t, h.actor.taken(), "idle in a transaction 199 s")
+	h.feed(t, snapshot(302, sessions...))
+	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
+	assert.Equal(t, "[301]", attr(h.events()[0], AttrRuleValues))
+}
+
+// TestWindowNoneOfTheProcessorsIsSaid: a window the processor does not
+// compute leaves every session figure over it absent, and the connector
+// says so once.
+func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
+	h := newHarness(t, RuleConfig{Name: "cpu", When: []string{"gpotel.session.cpu.time.rate > 0"}, Action: "log"})
+	core, logs := observer.New(zapcore.WarnLevel)
+	h.conn.logger = zap.New(core)
+	h.conn.reader.windows.Last = 7 * time.Minute
+	h.feed(t, snapshot(10, work{id: 1, cpu: 1}))
+	h.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	assert.Empty(t, h.events())
+	assert.Equal(t, 1, logs.FilterMessageSnippet("none of the snapshotdiff processor's windows").Len())
+
+	right := newHarness(t, RuleConfig{Name: "cpu", When: []string{"gpotel.session.cpu.time.rate > 0"}, Action: "log"})
+	right.feed(t, snapshot(10, work{id: 1, cpu: 1}))
+	right.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
+	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], AttrRuleValues), "19 s of CPU in 30 s")
+}
+
+// TestAClockThatWentBackRestartsTheHold: a snapshot older than the hold's
+// start (the wall clock stepped back) starts the hold again from it,
+// rather than waiting for the clock to pass the old start.
+func TestAClockThatWentBackRestartsTheHold(t *testing.T) {
+	cfg := defaultConfig()
+	rc := spillRule("spill", "cancel", "enforce")
+	rc.For = time.Minute
+	r, err := cfg.compile(&rc)
+	require.NoError(t, err)
+	e := newEngine([]*rule{r})
+	v := view{targets: []target{{key: queryKey{start: 1}, user: "alice"}}}
+	v.targets[0].set(querySpillSize, 2*gib)
+	fired := func(sec float64) int {
+		v.time = at(sec)
+		return len(e.evaluate(&v).firings)
+	}
+	assert.Zero(t, fired(10))
+	assert.Zero(t, fired(40))
+	assert.Zero(t, fired(-100), "the clock went back: the hold starts again")
+	assert.Zero(t, fired(-70))
+	assert.Equal(t, 1, fired(-40), "held a minute since the step")
+}
+
+// TestEnforcingWithoutAnActionPathIsSaid: a build without the action path
+// says at start which rules cannot act, and their events say it failed.
+func TestEnforcingWithoutAnActionPathIsSaid(t *testing.T) {
+	core, logs := observer.New(zapcore.WarnLevel)
+	set := connectortest.NewNopSettings(metadata.Type)
+	set.Logger = zap.New(core)
+	cfg := defaultConfig()
+	cfg.MaxViewAge = time.Minute
+	cfg.Rules = []RuleConfig{spillRule("spill", "cancel", "enforce"), spillRule("spill-log", "log", "enforce")}
+	sink := new(consumertest.LogsSink)
+	c, err := NewFactory().CreateMetricsToLogs(t.Context(), set, cfg, sink)
+	require.NoError(t, err)
+	warned := logs.FilterMessageSnippet("no action path wired").All()
+	require.Len(t, warned, 1)
+	assert.Equal(t, "spill", warned[0].ContextMap()["rule"])
+
+	c.(*workloadRules).now = func() time.Time { return at(10) }
+	md := processed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
+	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
+	outcomes := map[string]string{}
+	for _, l := range sink.AllLogs() {
+		lrs := l.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+		for i := range lrs.Len() {
+			outcomes[attr(lrs.At(i), AttrRuleName)] = attr(lrs.At(i), AttrRuleOutcome) + ": " + attr(lrs.At(i), AttrRuleOutcomeDetail)
+		}
+	}
+	assert.Equal(t, map[string]string{"spill": "failed: " + errNotWired.Error(), "spill-log": "superseded: rule spill (cancel) acted on the query"}, outcomes)
+}
+
+// TestTelemetryCountsFiringsAndRefusals: the connector's own counters say
+// what the rules did and what they held back.
+func TestTelemetryCountsFiringsAndRefusals(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { require.NoError(t, tt.Shutdown(context.Background())) })
+	breaker := spillRule("breaker", "cancel", "enforce")
+	breaker.MaxMatches = 1
+	cfg := defaultConfig()
+	cfg.Dialect, cfg.Window, cfg.MaxViewAge = dialect.GP7, time.Minute, time.Minute
+	cfg.Rules = []RuleConfig{spillRule("observe", "terminate", ""), breaker}
+	c, err := newWorkloadRules(cfg, metadatatest.NewSettings(tt), new(consumertest.LogsSink), &recordingActor{})
+	require.NoError(t, err)
+	c.now = func() time.Time { return at(10) }
+	require.NoError(t, c.ConsumeMetrics(t.Context(), processed(t, snapshot(10, work{id: 1, spill: 2 * gib}, work{id: 2, spill: 2 * gib}))))
+	metadatatest.AssertEqualWorkloadrulesSnapshots(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualWorkloadrulesFirings(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("action", "terminate"), attribute.String("outcome", "observed"))},
+	}, metricdatatest.IgnoreTimestamp())
+	metadatatest.AssertEqualWorkloadrulesRefusals(t, tt, []metricdata.DataPoint[int64]{
+		{Value: 2, Attributes: attribute.NewSet(attribute.String("reason", "breaker"))},
+	}, metricdatatest.IgnoreTimestamp())
+}
