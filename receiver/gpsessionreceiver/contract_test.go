@@ -79,7 +79,7 @@ var builderRecords = map[string]func(mb *metadata.MetricsBuilder, ts pcommon.Tim
 	pipeline.MetricProcessMemorySwap: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
 		mb.RecordGpotelProcessMemorySwapDataPoint(ts, v.Int, pid)
 	},
-	pipeline.MetricProcessMemoryPageTable: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
+	pipeline.MetricProcessMemoryPageTables: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
 		mb.RecordGpotelProcessMemoryPageTablesDataPoint(ts, v.Int, pid)
 	},
 	pipeline.MetricProcessThreadCount: func(mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, _ string, v pipeline.Value) {
