@@ -452,7 +452,8 @@ func TestHistoryDetailsSayHowItEnded(t *testing.T) {
 		t.Errorf("the failed query's page does not say how it failed:\n%s", h.screen())
 	}
 
-	queries[0].Status, queries[0].Sqlstate, queries[0].ErrorMessage = "cancelled", proto.String("57014"), proto.String("canceling statement due to statement timeout")
+	queries[0].Status, queries[0].Sqlstate, queries[0].ErrorMessage = "cancelled", proto.String("57014"), proto.String("canceling statement due to "+
+		"statement timeout")
 	queries[0].CancelReason = proto.String("statement_timeout")
 	h = historyOf(t, queries, nil, 200, 60)
 	h.press("enter")

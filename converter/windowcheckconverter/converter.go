@@ -65,7 +65,8 @@ func (windowCheck) Convert(_ context.Context, conf *confmap.Conf) error {
 					continue
 				}
 				if windows := pc.(*snapshotdiffprocessor.Config).Windows; !slices.Contains(windows, window) {
-					errs = append(errs, fmt.Errorf("exporters::%s::last_metrics_window %s: not one of the windows of processors::%s (%s), which feeds it in pipeline %s; last_metrics would stay empty",
+					errs = append(errs, fmt.Errorf("exporters::%s::last_metrics_window %s: not one of the windows of processors::%s (%s), which feeds it in "+
+						"pipeline %s; last_metrics would stay empty",
 						exp, window, proc, durations(windows), name))
 				}
 			}

@@ -132,7 +132,8 @@ func TestEventColumnsAreIdentifiers(t *testing.T) {
 func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	q := fullQueryEvent()
 	s := &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u"},
-		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
+		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator " +
+			"command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
 	s.Totals[pipeline.CPUSystem] = 2e9
 	rms := pmetric.NewResourceMetricsSlice()
 	pipeline.AppendFinishedQuery(rms, q)
