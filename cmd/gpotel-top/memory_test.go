@@ -16,7 +16,8 @@ func memoryAnswer() *gpotelv1.GetSessionMemoryContextsResponse {
 		Partial:         true,
 		GrandTotalBytes: 20 << 20,
 		Rollup: []*gpotelv1.ContextRollup{
-			{Name: "Caller tuples", TotalBytes: 48 << 20, Backends: 3, TopBackends: []*gpotelv1.BackendShare{{Hostname: "sdw1", SegmentId: 0, Pid: 501, TotalBytes: 16 << 20}}},
+			{Name: "Caller tuples", TotalBytes: 48 << 20, Backends: 3,
+				TopBackends: []*gpotelv1.BackendShare{{Hostname: "sdw1", SegmentId: 0, Pid: 501, TotalBytes: 16 << 20}}},
 			{Name: "CacheMemoryContext", TotalBytes: 3 << 20, Backends: 3},
 		},
 		Backends: []*gpotelv1.BackendMemoryContexts{

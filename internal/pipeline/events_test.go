@@ -29,7 +29,8 @@ func fullQueryEvent() *pipeline.FinishedQuery {
 		PartialCause: pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1"}, Since: time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC).UnixNano()},
 		Segments: []pipeline.SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
 			{Host: "sdw1", Segment: 1, CPU: 1e9}},
-		Skew:  pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true}, IO: pipeline.Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
+		Skew: pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true},
+			IO: pipeline.Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
 		Spill: &pipeline.QuerySpill{MaxBytes: 1 << 20, MaxFiles: 3}, LockWait: 2e9, LockBlocker: 41, VmemPeak: 1 << 25,
 	}
 	q.End = q.Start + 5e9
