@@ -57,7 +57,8 @@ func TestTheReaderTrustsNothingBeforeTheAgentsMark(t *testing.T) {
 	// The attacker writes its records without quotes, so that the server's
 	// doubling of quotes inside the statement leaves them intact.
 	bare := func(msg string) string {
-		return "2026-11-23 09:05:44.303 UTC,gpadmin,postgres,4242,[local],6b.4c,1,SELECT,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000," + msg + ",,,,,,,,,psql,client backend,,0\n"
+		return "2026-11-23 09:05:44.303 UTC,gpadmin,postgres,4242,[local],6b.4c,1,SELECT,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000," + msg +
+			",,,,,,,,,psql,client backend,,0\n"
 	}
 	forged := bare("logging memory contexts of PID 4242") + bare("level: 0; TopMemoryContext: 999999 total in 1 blocks; 0 free (0 chunks); 999999 used") +
 		bare("Grand total: 999999 bytes in 1 blocks; 0 free (0 chunks); 999999 used")
