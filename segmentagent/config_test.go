@@ -87,7 +87,8 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	cfg.Taskstats.ExitMaxAge = -time.Second
 	err := cfg.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"listen_address", "max_pids_per_request -1", "read_parallelism -2", "allowed_users[0] is empty", "taskstats.exit_buffer_size -1", "taskstats.exit_max_age -1s",
+	for _, want := range []string{"listen_address", "max_pids_per_request -1", "read_parallelism -2", "allowed_users[0] is empty",
+		"taskstats.exit_buffer_size -1", "taskstats.exit_max_age -1s",
 		"max_recv_msg_size_mib 0", "telemetry.prometheus_address", "log_level"} {
 		assert.Contains(t, err.Error(), want)
 	}

@@ -21,12 +21,18 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("gpotel-agent", flag.ContinueOnError)
 	fs.SetOutput(output)
 	def := NewDefaultConfig()
+	usersUsage := "comma-separated user names or uids whose processes may be read (default: " +
+		strings.Join(DefaultAllowedUsers, ",") + ", those that exist)"
+	clientsUsage := "comma-separated client certificate names (subject CN or SAN) that may call the agent under mTLS (default: " +
+		strings.Join(DefaultAllowedClients, ",") + ")"
+	groupsUsage := "comma-separated directories resource groups live under (default: " +
+		strings.Join(cgroup.DefaultResourceGroupParents, ",") + ")"
 	var (
 		configPath   = fs.String("config", "", "YAML configuration file; flags override it")
 		listen       = fs.String("listen", def.ListenAddress, "gRPC listen address host:port")
 		procRoot     = fs.String("proc-root", def.ProcRoot, "procfs root")
 		sysRoot      = fs.String("sys-root", def.SysRoot, "sysfs root (the host's online CPUs)")
-		allowedUsers = fs.String("allowed-users", "", "comma-separated user names or uids whose processes may be read (default: "+strings.Join(DefaultAllowedUsers, ",")+", those that exist)")
+		allowedUsers = fs.String("allowed-users", "", usersUsage)
 		pidFiles     = fs.String("postmaster-pid-files", "", "comma-separated postmaster.pid files whose owners may be read")
 		maxPids      = fs.Int("max-pids-per-request", def.MaxPidsPerRequest, "most pids one request may name")
 		parallelism  = fs.Int("read-parallelism", 0, "goroutines reading one request (0: GOMAXPROCS)")
@@ -35,7 +41,7 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		certFile     = fs.String("tls-cert-file", "", "server certificate (PEM); enables TLS")
 		keyFile      = fs.String("tls-key-file", "", "server private key (PEM)")
 		clientCA     = fs.String("tls-client-ca-file", "", "CA that client certificates must chain to; enables mTLS")
-		allowedCli   = fs.String("allowed-clients", "", "comma-separated client certificate names (subject CN or SAN) that may call the agent under mTLS (default: "+strings.Join(DefaultAllowedClients, ",")+")")
+		allowedCli   = fs.String("allowed-clients", "", clientsUsage)
 		insecure     = fs.Bool("insecure", false, "allow plaintext gRPC, or TLS without client certificates, on a non-loopback listen address")
 		maxRecv      = fs.Int("max-recv-msg-size-mib", def.MaxRecvMsgSizeMiB, "largest request, MiB")
 		maxSend      = fs.Int("max-send-msg-size-mib", def.MaxSendMsgSizeMiB, "largest answer, MiB")
@@ -47,7 +53,7 @@ func ConfigFromArgs(args []string, output io.Writer) (Config, error) {
 		memUser      = fs.String("memory-contexts-database-user", "", "database role of the local connection (default: the agent's OS user)")
 		memInterval  = fs.Duration("memory-contexts-min-interval", def.MemoryContexts.MinInterval, "at most one GetMemoryContexts per pid in this interval")
 		noCgroups    = fs.Bool("cgroups-disabled", false, "leave host pressure, control groups and their task states out of answers")
-		rgParents    = fs.String("resource-group-parents", "", "comma-separated directories resource groups live under (default: "+strings.Join(cgroup.DefaultResourceGroupParents, ",")+")")
+		rgParents    = fs.String("resource-group-parents", "", groupsUsage)
 	)
 	if err := fs.Parse(args); err != nil {
 		return def, err

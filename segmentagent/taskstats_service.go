@@ -81,7 +81,8 @@ func NewTaskStatsService(cfg ServiceConfig, allow func(pid, uid, ppid int64) boo
 	s.exitRecords, errs[0] = m.Int64Counter(MetricExitRecords, metric.WithUnit("{record}"),
 		metric.WithDescription("Exit records, by outcome: kept, not_allowed (not a database process), dropped (buffer full), expired (older than exit_max_age)."))
 	s.skipped, errs[1] = m.Int64Counter(MetricTaskstatsSkipped, metric.WithUnit("{message}"),
-		metric.WithDescription("taskstats messages skipped, by reason: truncated, oversized, unknown_version, malformed, no_stats, overrun (the kernel dropped records)."))
+		metric.WithDescription("taskstats messages skipped, by reason: truncated, oversized, unknown_version, malformed, no_stats, overrun (the kernel "+
+			"dropped records)."))
 	avail := attribute.NewSet(attribute.String(AttrAvailability, availabilityName(s.probe.availability)))
 	_, errs[2] = m.Int64ObservableGauge(MetricTaskstatsAvailable, metric.WithUnit("1"),
 		metric.WithDescription("1 when the agent reads taskstats and keeps exit records; 0 with the availability saying why not."),

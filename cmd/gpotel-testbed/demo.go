@@ -121,7 +121,8 @@ func runDemo(ctx context.Context, args []string) error {
 		emit(map[string]any{"event": "history", "database": "gpotel_history", "tables": []string{"gpotel_history.queries", "gpotel_history.sessions"},
 			"try": fmt.Sprintf("gpotel-testbed psql --dir %s -- -c '\\connect gpotel_history' -c 'TABLE gpotel_history.queries LIMIT 5'", c.Dir),
 			// psql substitutes no variable in -c: the documented statements go in a file.
-			"statements": fmt.Sprintf("docs/operations.md (What a DBA asks of it), each saved in a file: gpotel-testbed psql --dir %s -- -v day=%s -c '\\connect gpotel_history' -f FILE",
+			"statements": fmt.Sprintf("docs/operations.md (What a DBA asks of it), each saved in a file: gpotel-testbed psql --dir %s -- -v day=%s -c "+
+				"'\\connect gpotel_history' -f FILE",
 				c.Dir, time.Now().UTC().Format(time.DateOnly))})
 	}
 	emit(map[string]any{"event": "otlp", "file": stack.OTLPFile, "endpoint": stack.Sink.Addr(), "format": "OTLP/JSON, one ExportMetricsServiceRequest per line",

@@ -123,7 +123,8 @@ func (p *sessionPage) lines(m *topModel, width int) []string {
 		state = fmt.Sprintf("ended (last seen %s, %s before this answer)", clockText(r.Seen.Local()), durationText(now.Sub(r.Seen).Seconds()))
 	}
 	out := []string{
-		field(fmt.Sprintf("session %d", r.Key.sessID), joinNonEmpty("  ", state, "tm_id "+strconv.FormatInt(r.Key.tmID, 10), pidText(info.GetPid()), info.GetBackendType()), width),
+		field(fmt.Sprintf("session %d", r.Key.sessID),
+			joinNonEmpty("  ", state, "tm_id "+strconv.FormatInt(r.Key.tmID, 10), pidText(info.GetPid()), info.GetBackendType()), width),
 		field("user, database", r.User+", "+r.Database, width),
 		field("application", valueOr(r.App), width),
 		field("client", clientText(info), width),
@@ -292,7 +293,8 @@ func segmentLines(title string, data *yagpcc.TotalQueryData, err error, capa cap
 		if duration > 0 {
 			percent = cpuText(cpu/duration, capa.host[s.GetHostname()])
 		}
-		out = append(out, cutLine(fmt.Sprintf("  %4d %-12s %8s %6s %6s %6s", s.GetSegmentKey().GetSegindex(), pad(s.GetHostname(), 12, false), secondsText(cpu), percent,
+		out = append(out, cutLine(fmt.Sprintf("  %4d %-12s %8s %6s %6s %6s",
+			s.GetSegmentKey().GetSegindex(), pad(s.GetHostname(), 12, false), secondsText(cpu), percent,
 			bytesText(float64(st.GetReadBytes())), bytesText(float64(st.GetWriteBytes()))), width))
 	}
 	return out
@@ -665,7 +667,8 @@ func finishedQueryLines(q *gpotelv1.FinishedQuery, width int) []string {
 	out = append(out,
 		field("started, ended", whenText(q.GetQueryStart())+"  "+whenText(q.GetQueryEnd()), width),
 		field("duration", durationText(q.GetDuration()), width),
-		field("CPU", optional(q.CpuTime, secondsText)+fmt.Sprintf("  (coordinator %s, segments %s)", secondsText(q.GetCpuTimeCoordinator()), secondsText(q.GetCpuTimeSegments())), width),
+		field("CPU", optional(q.CpuTime, secondsText)+fmt.Sprintf("  (coordinator %s, segments %s)",
+			secondsText(q.GetCpuTimeCoordinator()), secondsText(q.GetCpuTimeSegments())), width),
 	)
 	first, more := usedLines(q, present(q), width)
 	out = append(out, first...)

@@ -118,7 +118,9 @@ func (f *fakeAPI) GetHostPressure(context.Context, *gpotelv1.GetHostPressureRequ
 	return &gpotelv1.GetHostPressureResponse{SnapshotTimeUnixNano: 1, Hosts: cloneAll(f.pressure)}, nil
 }
 
-func (f *fakeAPI) GetSessionMemoryContexts(_ context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
+func (f *fakeAPI) GetSessionMemoryContexts(
+	_ context.Context, req *gpotelv1.GetSessionMemoryContextsRequest,
+) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.memoryAsked = append(f.memoryAsked, req.GetSessionKey())

@@ -12,7 +12,8 @@ import (
 // print it.
 var keyHelp = []struct{ keys, what string }{
 	{"↑ ↓ j, PgUp PgDn, Home End", "select a row: the selection is that session (or query, or host) and follows it as the rows re-sort"},
-	{"enter", "the selected session's (or query's) details: who, what it waits for and blocks, its figures over the window and its life, per host and per segment, its query whole; in the history, how it ended and every figure its event has, per segment with the hottest marked"},
+	{"enter", "the selected session's (or query's) details: who, what it waits for and blocks, its figures over the window and its life, per host and " +
+		"per segment, its query whole; in the history, how it ended and every figure its event has, per segment with the hottest marked"},
 	{"k", "cancel the selected session's running query, after y at a prompt naming it"},
 	{"K", "terminate the selected session, after y at a prompt naming it"},
 	{"x", "the selected session's memory contexts (each backend logs them; r asks again)"},
@@ -21,7 +22,8 @@ var keyHelp = []struct{ keys, what string }{
 	{"S", "history: show only one status (completed, error, …; enter applies, empty shows all)"},
 	{"c m r w d s a p", "sort by CPU, private memory, read, write, run-queue wait, CPU skew, smoothed CPU, spill"},
 	{"u, D", "show only one user, one database (enter applies, empty shows all, esc leaves it)"},
-	{"g", "show or hide gpotel's own sessions (the collector knows them by backend pid; a session merely named like gpotel is shown: the title counts the hidden ones)"},
+	{"g", "show or hide gpotel's own sessions (the collector knows them by backend pid; a session merely named like gpotel is shown: the title counts " +
+		"the hidden ones)"},
 	{"?", "this help"},
 	{"esc", "back from a page, out of a prompt; never quits"},
 	{"q, ctrl+c", "quit"},
@@ -29,9 +31,12 @@ var keyHelp = []struct{ keys, what string }{
 
 // columnHelp says what each column is and in which unit.
 var columnHelp = []struct{ title, what string }{
-	{"CPU%", "CPU (user + system) over the window, in percent of one core: 150 = one and a half cores; * = a host did not answer; " + impossibleMark + " = more than the hosts' CPUs (the collector's figure is wrong, shown as it came)"},
+	{"CPU%", "CPU (user + system) over the window, in percent of one core: 150 = one and a half cores; * = a host did not answer; " +
+		impossibleMark + " = more than the hosts' CPUs (the collector's figure is wrong, shown as it came)"},
 	{"AVG%", "CPU smoothed at the collector's shortest time constant, in percent of one core"},
-	{"RUNQ%, IOW%, MEMW%", "time spent waiting for a CPU, for block I/O, for memory (swap-in, reclaim, thrashing, compaction) over the window, in percent of one process waiting all the time: 300 = three processes on average; IOW% and MEMW% need kernel.task_delayacct=1 on the hosts: - where they do not measure them"},
+	{"RUNQ%, IOW%, MEMW%", "time spent waiting for a CPU, for block I/O, for memory (swap-in, reclaim, thrashing, compaction) over the window, in " +
+		"percent of one process waiting all the time: 300 = three processes on average; IOW% and MEMW% need kernel.task_delayacct=1 on the hosts: - where " +
+		"they do not measure them"},
 	{"RD/s, WR/s", "storage bytes read and written per second over the window (not the page cache)"},
 	{"PRIV, RSS, VMEM", "private resident memory, resident memory, Greenplum's vmem account, now, every host"},
 	{"SPILL", "workfile bytes held now (Greenplum); in the queries view the most the query held at once"},

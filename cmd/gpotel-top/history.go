@@ -454,7 +454,8 @@ var historyStatuses = []historyStatus{
 	{"cancelled", "cancelled", "the query was cancelled (57014): by a user's request, a statement timeout, …; its page says why where the server does"},
 	{"terminated", "terminated", "the query's or session's backend was terminated (57P01 or another termination code, or a signal)"},
 	{"client_lost", "client_lost", "the query's client went away while it ran"},
-	{"aborted", "aborted", "its session was seen idle in an aborted transaction after it: it, or a statement before it in the transaction, failed or was cancelled"},
+	{"aborted", "aborted", "its session was seen idle in an aborted transaction after it: it, or a statement before it in the transaction, failed or " +
+		"was cancelled"},
 	{"unknown", "unknown", "nothing tells how it ended (no server log read, and no snapshot or exit told): never a guess"},
 	{"client_disconnect", "disconnect", "the session's client disconnected while the session was idle"},
 	{"connection_lost", "conn.lost", "the session's connection to its client was lost (SQLSTATE class 08)"},
@@ -523,7 +524,8 @@ func historyFooter(m *topModel, width, _ int) []string {
 	case m.historyErr != nil:
 		return []string{cutLine(m.historyErr.Error(), width)}
 	case m.history.full && len(m.historyRows()) < historyPageRows:
-		return []string{"", cutLine(fmt.Sprintf("looked through the newest %d finished queries or ended sessions: older ones are not asked for (u, D narrow the history on the collector)", maxHistoryItems), width)}
+		return []string{"", cutLine(fmt.Sprintf("looked through the newest %d finished queries or ended sessions: older ones are not asked for (u, D "+
+			"narrow the history on the collector)", maxHistoryItems), width)}
 	}
 	return nil
 }

@@ -198,7 +198,8 @@ func TestHistoryDetailsOfAnEndedSession(t *testing.T) {
 		t.Errorf("the session's row does not count its one query in the singular: %q", h.line(" carol "))
 	}
 	h.press("enter")
-	for _, want := range [][]string{{"how it ended", "ended", "partial"}, {"queries", "1 query"}, {"CPU user / system", "7.00s", "0.50s"}, {"lock wait", "1.00s"}} {
+	for _, want := range [][]string{{"how it ended", "ended", "partial"}, {"queries", "1 query"}, {"CPU user / system", "7.00s", "0.50s"},
+		{"lock wait", "1.00s"}} {
 		if l := h.line(want[0] + "  "); l == "" || !containsAll(l, want[1:]) {
 			t.Errorf("no line with %q showing %q:\n%s", want[0], want[1:], h.screen())
 		}
@@ -314,7 +315,8 @@ func manyFinished(n int) ([]*gpotelv1.FinishedQuery, []*gpotelv1.EndedSession, [
 		if i%2 == 0 {
 			user = "bob"
 		}
-		queries = append(queries, &gpotelv1.FinishedQuery{TmId: 1, SessId: id, Username: user, Database: "hr", QueryStart: endedAgo(time.Hour), QueryEnd: end, Status: "completed"})
+		queries = append(queries, &gpotelv1.FinishedQuery{TmId: 1, SessId: id, Username: user, Database: "hr", QueryStart: endedAgo(time.Hour),
+			QueryEnd: end, Status: "completed"})
 	}
 	return queries, sessions, order
 }
@@ -452,7 +454,8 @@ func TestHistoryDetailsSayHowItEnded(t *testing.T) {
 		t.Errorf("the failed query's page does not say how it failed:\n%s", h.screen())
 	}
 
-	queries[0].Status, queries[0].Sqlstate, queries[0].ErrorMessage = "cancelled", proto.String("57014"), proto.String("canceling statement due to statement timeout")
+	queries[0].Status, queries[0].Sqlstate, queries[0].ErrorMessage = "cancelled", proto.String("57014"), proto.String("canceling statement due to "+
+		"statement timeout")
 	queries[0].CancelReason = proto.String("statement_timeout")
 	h = historyOf(t, queries, nil, 200, 60)
 	h.press("enter")

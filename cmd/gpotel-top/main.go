@@ -50,7 +50,8 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 	fs.BoolVar(&o.SkipVerify, "tls-insecure-skip-verify", false, "do not verify the server certificate")
 	fs.StringVar(&o.Token, "token", "", "refused: a token on the command line shows in ps; use --token-file or $"+tokenEnv)
 	fs.StringVar(&o.TokenFile, "token-file", "", "file holding the bearer token (default: $"+tokenEnv+"); sent only over TLS or to loopback")
-	fs.StringVar(&o.ActionTokenFile, "action-token-file", "", "file holding the collector's action token for k and K (default: $"+actionTokenEnv+"); sent only over TLS or to loopback")
+	fs.StringVar(&o.ActionTokenFile, "action-token-file", "",
+		"file holding the collector's action token for k and K (default: $"+actionTokenEnv+"); sent only over TLS or to loopback")
 	fs.BoolVar(&o.ShowSystem, "system", false, "include system processes (no client session)")
 	fs.DurationVar(&o.CallTimeout, "timeout", 5*time.Second, "deadline of one call")
 	var f filter

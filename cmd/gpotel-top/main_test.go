@@ -124,7 +124,8 @@ func TestOnceShowsWindowFiguresInOneUnitEach(t *testing.T) {
 	}
 	for who, want := range map[string]map[string]string{
 		// (15+5) s of CPU over 10 s: 200 % of a core; 10 MiB written in 10 s.
-		"alice": {"CPU%": "200", "AVG%": "150", "RD/s": "0B", "WR/s": "1.0M", "RUNQ%": "5.0", "PRIV": "8.0M", "RSS": "64M", "SPILL": "0B", "VMEM": "-", "IOW%": "0.0", "SKEW": "-"},
+		"alice": {"CPU%": "200", "AVG%": "150", "RD/s": "0B", "WR/s": "1.0M", "RUNQ%": "5.0", "PRIV": "8.0M", "RSS": "64M", "SPILL": "0B", "VMEM": "-",
+			"IOW%": "0.0", "SKEW": "-"},
 		// Waited 1.25 s for block I/O and 0.75 s for memory in 10 s; 75 %
 		// skewed onto segment 2; holds 96 MiB of workfiles.
 		"bob": {"CPU%": "50.0", "RD/s": "10M", "WR/s": "5.0M", "IOW%": "12.5", "MEMW%": "7.5", "SKEW": "75%@2", "SPILL": "96M", "PRIV": "512M"},
@@ -173,7 +174,8 @@ func TestSortKeyAsksServerForMatchingField(t *testing.T) {
 }
 
 func TestKeysMapToSortOrders(t *testing.T) {
-	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay, "s": SortSkew, "a": SortSmoothed, "p": SortSpill} {
+	for key, want := range map[string]SortKey{"c": SortCPU, "m": SortMemory, "r": SortRead, "w": SortWrite, "d": SortRunDelay, "s": SortSkew,
+		"a": SortSmoothed, "p": SortSpill} {
 		if got, ok := sortKeyForKey(key); !ok || got != want {
 			t.Errorf("key %q → %v, %v; want %v", key, got, ok, want)
 		}

@@ -130,7 +130,8 @@ func formatRollup(resp *gpotelv1.GetSessionMemoryContextsResponse, width, rowsMa
 	if answered(resp) == 0 {
 		return out
 	}
-	out = append(out, "", headerStyle.Render(cutLine(fmt.Sprintf("%-32s %6s %s %8s  %s", "CONTEXT", "TOTAL", pad("", barWidth, false), "BACKENDS", "LARGEST IN"), width)))
+	header := fmt.Sprintf("%-32s %6s %s %8s  %s", "CONTEXT", "TOTAL", pad("", barWidth, false), "BACKENDS", "LARGEST IN")
+	out = append(out, "", headerStyle.Render(cutLine(header, width)))
 	var most int64
 	if len(resp.GetRollup()) > 0 {
 		most = resp.GetRollup()[0].GetTotalBytes()

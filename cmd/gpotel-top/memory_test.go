@@ -16,7 +16,8 @@ func memoryAnswer() *gpotelv1.GetSessionMemoryContextsResponse {
 		Partial:         true,
 		GrandTotalBytes: 20 << 20,
 		Rollup: []*gpotelv1.ContextRollup{
-			{Name: "Caller tuples", TotalBytes: 48 << 20, Backends: 3, TopBackends: []*gpotelv1.BackendShare{{Hostname: "sdw1", SegmentId: 0, Pid: 501, TotalBytes: 16 << 20}}},
+			{Name: "Caller tuples", TotalBytes: 48 << 20, Backends: 3,
+				TopBackends: []*gpotelv1.BackendShare{{Hostname: "sdw1", SegmentId: 0, Pid: 501, TotalBytes: 16 << 20}}},
 			{Name: "CacheMemoryContext", TotalBytes: 3 << 20, Backends: 3},
 		},
 		Backends: []*gpotelv1.BackendMemoryContexts{
@@ -96,7 +97,8 @@ func TestKeyXOpensTheSelectedSessionsMemory(t *testing.T) {
 // pg_log_backend_memory_contexts) is told as its reason, whole, without a
 // gRPC code and without a grand total of nothing.
 func TestMemoryOfAServerWithoutTheFunctionSaysWhy(t *testing.T) {
-	why := "the server cannot log a backend's memory contexts: PostgreSQL 9.4.26 (Greenplum Database 6.24.3) has no pg_log_backend_memory_contexts (it came in PostgreSQL 14)"
+	why := "the server cannot log a backend's memory contexts: PostgreSQL 9.4.26 (Greenplum Database 6.24.3) has no pg_log_backend_memory_contexts (it " +
+		"came in PostgreSQL 14)"
 	f := threeSessions()
 	f.memory = &gpotelv1.GetSessionMemoryContextsResponse{Partial: true, Backends: []*gpotelv1.BackendMemoryContexts{
 		{Hostname: "mdw", SegmentId: -1, Pid: 100, Error: "FailedPrecondition: " + why},

@@ -38,7 +38,8 @@ func pressurePane(hosts []*gpotelv1.HostPressure, width int) []string {
 	if len(hosts) == 0 {
 		return nil
 	}
-	out := []string{headerStyle.Render(cutLine(fmt.Sprintf("%-12s %-6s %-11s %-11s %s", "HOST", "CPU", "MEM", "IO", "GROUPS (stalled share of the last 10 s)"), width))}
+	out := []string{headerStyle.Render(cutLine(fmt.Sprintf("%-12s %-6s %-11s %-11s %s", "HOST", "CPU", "MEM", "IO", "GROUPS (stalled share of the last "+
+		"10 s)"), width))}
 	for _, h := range hosts {
 		var groups []string
 		for _, g := range h.GetGroups() {

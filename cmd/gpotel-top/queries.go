@@ -24,7 +24,8 @@ type queryRow struct {
 
 // apiKey is the query's yagpcc key: what k cancels and GetGPQuery answers for.
 func (r queryRow) apiKey() *yagpcc.QueryKey {
-	k := &yagpcc.QueryKey{Tmid: int32(r.q.GetTmId()), Ssid: int32(r.q.GetSessId()), Ccnt: int32(r.q.GetCommandCount())} //nolint:gosec // yagpcc's key is int32: the API's ids fit it
+	// yagpcc's key is int32: the API's ids fit it.
+	k := &yagpcc.QueryKey{Tmid: int32(r.q.GetTmId()), Ssid: int32(r.q.GetSessId()), Ccnt: int32(r.q.GetCommandCount())} //nolint:gosec // see above
 	if r.q.CommandCount == nil {
 		k.QueryStart = timestamppb.New(time.Unix(0, r.q.GetStartUnixNano()))
 	}

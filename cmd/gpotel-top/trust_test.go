@@ -416,7 +416,8 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 
 	api.set(func(f *fakeAPI) { f.sessionsErr, f.memoryErr = nil, nil })
 	addr := serveAPI(t, api)
-	for _, args := range [][]string{{}, {"--view", "queries"}, {"--view", "hosts"}, {"--view", "history"}, {"--memory", "11"}, {"--memory", "11", "--backend", "1"}} {
+	for _, args := range [][]string{{}, {"--view", "queries"}, {"--view", "hosts"}, {"--view", "history"}, {"--memory", "11"},
+		{"--memory", "11", "--backend", "1"}} {
 		var out bytes.Buffer
 		err := run(context.Background(), append([]string{"--once", "--addr", addr}, args...), &out)
 		clean(fmt.Sprint("--once ", args), out.String())

@@ -51,7 +51,8 @@ func TestOneEventPerEndedQueryAndSession(t *testing.T) {
 	require.NoError(t, err)
 	pcfg := snapshotdiffprocessor.NewFactory().CreateDefaultConfig().(*snapshotdiffprocessor.Config)
 	pcfg.Queries.Text = true
-	proc, err := snapshotdiffprocessor.NewFactory().CreateMetrics(context.Background(), processortest.NewNopSettings(snapshotdiffprocessor.NewFactory().Type()), pcfg, conn)
+	proc, err := snapshotdiffprocessor.NewFactory().CreateMetrics(context.Background(),
+		processortest.NewNopSettings(snapshotdiffprocessor.NewFactory().Type()), pcfg, conn)
 	require.NoError(t, err)
 
 	snaps := []pipelinetest.Snapshot{

@@ -63,7 +63,8 @@ func TestTheDefaultWindowIsCheckedToo(t *testing.T) {
 
 func TestAProcessorUpstreamThroughAConnectorIsChecked(t *testing.T) {
 	err := check(t, collector([]any{"10s"}, "30s", true))
-	if err == nil || !strings.Contains(err.Error(), "exporters::sessionstate/api::last_metrics_window 30s: not one of the windows of processors::snapshotdiff (10s)") {
+	if err == nil || !strings.Contains(err.Error(), "exporters::sessionstate/api::last_metrics_window 30s: not one of the windows of "+
+		"processors::snapshotdiff (10s)") {
 		t.Fatalf("Convert = %v, want the exporter behind the forward connector checked", err)
 	}
 }

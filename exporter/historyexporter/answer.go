@@ -70,7 +70,8 @@ func (e *historyExporter) noteAnswered() {
 	if answer == "" && failed == 0 && dropped == 0 {
 		return
 	}
-	e.logger.Info("History database takes events again", zap.String("last_answer", answer), zap.Int64("failed_attempts", failed), zap.Int64("events_dropped", dropped))
+	e.logger.Info("History database takes events again",
+		zap.String("last_answer", answer), zap.Int64("failed_attempts", failed), zap.Int64("events_dropped", dropped))
 	if answer != "" {
 		componentstatus.ReportStatus(e.host, componentstatus.NewEvent(componentstatus.StatusOK))
 	}

@@ -50,7 +50,8 @@ func TestConfigValidateNamesEveryProblem(t *testing.T) {
 		t.Fatal("accepted")
 	}
 	for _, want := range []string{`host ""`, "port 70000", `database ""`, `user ""`, "password_env", `sslmode "sometimes"`,
-		`dialect "oracle": want auto, gp6, gp7, cloudberry or postgresql`, "schema ", "retention 1h0m0s", "timeout 0s", "queue::max_bytes 1024", "batch::max_events 0", "retry:"} {
+		`dialect "oracle": want auto, gp6, gp7, cloudberry or postgresql`, "schema ", "retention 1h0m0s", "timeout 0s", "queue::max_bytes 1024",
+		"batch::max_events 0", "retry:"} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the error does not name %q:\n%v", want, err)
 		}

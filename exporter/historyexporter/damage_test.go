@@ -223,7 +223,8 @@ func TestQueuedRowsThatDisagreeWithTheirDaysAreLeftOut(t *testing.T) {
 // within a bound and never panics, and what it holds adds up.
 func FuzzOpenQueue(f *testing.F) {
 	good := encodeEvents(workload(0, queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest).payload
-	f.Add(metaValue(0, 2), indexValue(entryInfo{events: 6, bytes: int64(len(good)) + entryOverhead}), good, indexValue(entryInfo{events: 1, bytes: 20}), []byte("x"))
+	f.Add(metaValue(0, 2), indexValue(entryInfo{events: 6, bytes: int64(len(good)) + entryOverhead}), good, indexValue(entryInfo{events: 1, bytes: 20}),
+		[]byte("x"))
 	f.Add(metaValue(0, 1<<63), []byte{}, []byte{}, []byte{1}, []byte{})
 	f.Add(metaValue(5, 1), []byte{}, []byte{}, []byte{}, []byte{})
 	f.Fuzz(func(t *testing.T, meta, index0, entry0, index1, entry1 []byte) {

@@ -102,7 +102,8 @@ func (e *historyExporter) start(ctx context.Context, host component.Host) error 
 	}
 
 	if c := e.cfg; c.Insecure && c.UnverifiedBeyondLoopback() {
-		e.logger.Warn("history connection beyond this host without checking the server's certificate (insecure: true): anyone on the path may read the events or pose as the database",
+		e.logger.Warn("history connection beyond this host without checking the server's certificate (insecure: true): anyone on the path may read the "+
+			"events or pose as the database",
 			zap.String("host", c.Host), zap.String("sslmode", c.SSLMode))
 	}
 	// Whatever the database answers (nothing, or a refusal that needs a

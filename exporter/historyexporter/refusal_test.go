@@ -125,7 +125,8 @@ func TestARefusingHistoryDatabaseDoesNotStopTheCollector(t *testing.T) {
 		}
 		return nil
 	})
-	if ev := host.last(); ev == nil || ev.Status() != componentstatus.StatusRecoverableError || !strings.Contains(fmt.Sprint(ev.Err()), "permission denied for database") {
+	if ev := host.last(); ev == nil || ev.Status() != componentstatus.StatusRecoverableError || !strings.Contains(fmt.Sprint(ev.Err()), "permission "+
+		"denied for database") {
 		t.Errorf("status %+v; want a recoverable error saying what the database answered", ev)
 	}
 	refusals := logged.FilterMessageSnippet("refused the exporter").All()

@@ -162,10 +162,12 @@ func (s *store) setup(ctx context.Context) error {
 	case superuser:
 		// A superuser (Greenplum 6's monitoring role is one) may do far
 		// more than write history: the history gets a role of its own.
-		return refuse("role %s is a superuser: give the history a role of its own: CREATE ROLE gpotel_history LOGIN; GRANT CREATE, TEMPORARY ON DATABASE %s TO gpotel_history",
+		return refuse("role %s is a superuser: give the history a role of its own: CREATE ROLE gpotel_history LOGIN; GRANT CREATE, TEMPORARY ON DATABASE "+
+			"%s TO gpotel_history",
 			q(role), q(database))
 	case createInSchema == nil && !createInDatabase:
-		return refuse("role %s may not create schema %s in database %s: GRANT CREATE ON DATABASE %s TO %s (or have its owner create it: CREATE SCHEMA %s AUTHORIZATION %s)",
+		return refuse("role %s may not create schema %s in database %s: GRANT CREATE ON DATABASE %s TO %s (or have its owner create it: CREATE SCHEMA %s "+
+			"AUTHORIZATION %s)",
 			q(role), q(s.cfg.Schema), q(database), q(database), q(role), q(s.cfg.Schema), q(role))
 	case createInSchema != nil && (!*createInSchema || !*usage):
 		return refuse("role %s may not create tables in schema %s (partitions are tables): GRANT USAGE, CREATE ON SCHEMA %s TO %s",

@@ -52,7 +52,8 @@ func TestProblemsNameTheKeyAfterThePrefix(t *testing.T) {
 		msgs = append(msgs, err.Error())
 	}
 	all := strings.Join(msgs, "\n")
-	for _, want := range []string{"memory_contexts::agent_port 0", "memory_contexts::agents[sdw1]", `memory_contexts::agents[""]: empty host name`, "memory_contexts::agent::endpoint"} {
+	for _, want := range []string{"memory_contexts::agent_port 0", "memory_contexts::agents[sdw1]",
+		`memory_contexts::agents[""]: empty host name`, "memory_contexts::agent::endpoint"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("problems do not name %q:\n%s", want, all)
 		}

@@ -60,10 +60,13 @@ var versions = []struct {
 	want    Dialect
 }{
 	// A real Greenplum 6.24.3 (docs/compatibility.md).
-	{"PostgreSQL 9.4.26 (Greenplum Database 6.24.3 build commit:25d3498a400ca5230e81abb94861f23389315213) on x86_64-unknown-linux-gnu, compiled by gcc (Debian 12.2.0-14+deb12u1) 12.2.0, 64-bit compiled on Nov 26 2026 14:19:25", GP6},
+	{"PostgreSQL 9.4.26 (Greenplum Database 6.24.3 build commit:25d3498a400ca5230e81abb94861f23389315213) on x86_64-unknown-linux-gnu, compiled by gcc " +
+		"(Debian 12.2.0-14+deb12u1) 12.2.0, 64-bit compiled on Nov 26 2026 14:19:25", GP6},
 	{"PostgreSQL 9.4.26 (Greenplum Database 6.26.0 build commit:abc) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit", GP6},
-	{"PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00", GP7},
-	{"PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00", Cloudberry},
+	{"PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat " +
+		"8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00", GP7},
+	{"PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit " +
+		"compiled on Jan 1 2025 00:00:00", Cloudberry},
 	{"PostgreSQL 14.4 (Cloudberry Database 1.5.4 build commit:abc) on x86_64-pc-linux-gnu", Cloudberry},
 	{"PostgreSQL 15.8 (Debian 15.8-0+deb12u1) on x86_64-pc-linux-gnu, compiled by gcc (Debian 12.2.0-14) 12.2.0, 64-bit", PostgreSQL},
 	{"PostgreSQL 17.0 on aarch64-apple-darwin", PostgreSQL},

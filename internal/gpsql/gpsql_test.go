@@ -12,7 +12,8 @@ import (
 
 func TestBackendsPerDialect(t *testing.T) {
 	gp7 := Backends(Shape{Dialect: dialect.GP7, ActivityColumns: map[string]bool{"backend_type": true, "sess_id": true}})
-	if !strings.Contains(gp7, "gp_execution_segment()::bigint, pid::bigint") || !strings.Contains(gp7, "FROM gp_dist_random('pg_stat_activity') UNION ALL") || !strings.Contains(gp7, "backend_type::text") {
+	if !strings.Contains(gp7, "gp_execution_segment()::bigint, pid::bigint") || !strings.Contains(gp7, "FROM gp_dist_random('pg_stat_activity') UNION "+
+		"ALL") || !strings.Contains(gp7, "backend_type::text") {
 		t.Errorf("gp7: %s", gp7)
 	}
 	gp6 := Backends(Shape{Dialect: dialect.GP6, ActivityColumns: map[string]bool{"sess_id": true}})

@@ -50,7 +50,8 @@ func TestEveryConnectionPinsTheSearchPath(t *testing.T) {
 				at := fset.Position(call.Pos())
 				switch {
 				case bare[sel.Sel.Name]:
-					t.Errorf("%s: %s.%s connects with a connection string, whose search_path is not pinned: parse it, set search_path to gpsql.SearchPath, connect with the config",
+					t.Errorf("%s: %s.%s connects with a connection string, whose search_path is not pinned: parse it, set search_path to gpsql.SearchPath, connect "+
+						"with the config",
 						at, pkg.Name, sel.Sel.Name)
 				case builds[sel.Sel.Name] && kept[call]:
 					found++

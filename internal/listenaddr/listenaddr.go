@@ -33,7 +33,8 @@ func CheckPlaintext(setting, endpoint string, hasTLS, insecure bool) error {
 	if hasTLS || insecure || Loopback(endpoint) {
 		return nil
 	}
-	return fmt.Errorf("%s %q is not a loopback address and tls is not configured: configure tls, or set insecure: true to serve plaintext beyond this host", setting, endpoint)
+	return fmt.Errorf("%s %q is not a loopback address and tls is not configured: configure tls, or set insecure: true to serve plaintext beyond this "+
+		"host", setting, endpoint)
 }
 
 // PlaintextBeyondLoopback is true when a server will answer other hosts without TLS:

@@ -185,7 +185,8 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 	}
 	ms := rm.ScopeMetrics().At(0).Metrics()
 	if slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.ReadDelay > 0 }) {
-		delays := appendMetric(ms, MetricHostReadDelay, "How long after the snapshot time the host's last answer came: its processes were read no later than that (docs/pipeline.md, query figures).", "s", false)
+		delays := appendMetric(ms, MetricHostReadDelay, "How long after the snapshot time the host's last answer came: its processes were read no later "+
+			"than that (docs/pipeline.md, query figures).", "s", false)
 		for _, h := range hosts {
 			if h.ReadDelay > 0 {
 				dp := delays.AppendEmpty()
@@ -199,7 +200,8 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 	if !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
 		return
 	}
-	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, the sparse batches rule).", "{batch}", false)
+	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, the sparse "+
+		"batches rule).", "{batch}", false)
 	sequence := appendMetric(ms, MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
 	for _, h := range hosts {
 		if h.Batches == 0 {

@@ -131,7 +131,8 @@ func TestPipelineDocListsEveryEventField(t *testing.T) {
 			for _, r := range want {
 				b.WriteString("| " + strings.Join(r, " | ") + " |\n")
 			}
-			t.Errorf("docs/pipeline.md's event table %d is not the fields' table; it should read:\n| event field | column | type | unit | meaning |\n| --- | --- | --- | --- | --- |\n%s", i+1, b.String())
+			t.Errorf("docs/pipeline.md's event table %d is not the fields' table; it should read:\n| event field | column | type | unit | meaning |\n| --- | "+
+				"--- | --- | --- | --- |\n%s", i+1, b.String())
 		}
 	}
 }

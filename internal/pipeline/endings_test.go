@@ -43,7 +43,8 @@ func TestEndingMessageIsBounded(t *testing.T) {
 
 // A point without an identity, or neither a record nor an exit, is skipped.
 func TestEndingWithoutIdentityIsSkipped(t *testing.T) {
-	h := pipeline.HostEndings{Host: "mdw", Endings: []pipeline.Ending{{Session: 1, PID: 2, Time: 3, Severity: "ERROR", SQLState: "22012", Message: "division by zero"}}}
+	h := pipeline.HostEndings{Host: "mdw", Endings: []pipeline.Ending{{Session: 1, PID: 2, Time: 3, Severity: "ERROR", SQLState: "22012",
+		Message: "division by zero"}}}
 	rms := pmetric.NewResourceMetricsSlice()
 	pipeline.AppendEndings(rms, pipeline.Scope{Name: "test"}, 7, &h)
 	dps := rms.At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()

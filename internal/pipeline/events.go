@@ -224,50 +224,74 @@ func init() {
 	QueryEventFields = append(eventIdentity(true), eventWho()...)
 	QueryEventFields = append(QueryEventFields,
 		EventField{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Brief: "query_start of the statement"},
-		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Optional: true, Brief: "the statement's command count (yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server numbers none (PostgreSQL)"},
-		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the log's time of its failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
+		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Optional: true, Brief: "the statement's command count " +
+			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
+			"numbers none (PostgreSQL)"},
+		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the log's time of its " +
+			"failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "query_end - query_start"},
-		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, error, cancelled, terminated, client_lost, aborted or unknown (docs/pipeline.md, how it ended)"},
-		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE the server log gave its failure; absent when it completed or nothing tells"},
-		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the server log's message of its failure, at most 512 bytes (a cut one ends in …)"},
-		EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Type: EventString, Optional: true, Brief: "of a cancelled one: user_request, statement_timeout, lock_timeout or other, from the message"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started before gpotel first saw its session: its figures are a lower bound"},
-		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's queries::text"},
+		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
+			"or unknown (docs/pipeline.md, how it ended)"},
+		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE the server log gave its failure; absent " +
+			"when it completed or nothing tells"},
+		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the server log's message of its " +
+			"failure, at most 512 bytes (a cut one ends in …)"},
+		EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Type: EventString, Optional: true, Brief: "of a cancelled one: user_request, " +
+			"statement_timeout, lock_timeout or other, from the message"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started " +
+			"before gpotel first saw its session: its figures are a lower bound"},
+		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's " +
+			"queries::text"},
 	)
 	QueryEventFields = append(QueryEventFields, eventCounters()...)
 	QueryEventFields = append(QueryEventFields,
-		EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes on the coordinator (segment -1)"},
+		EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes " +
+			"on the coordinator (segment -1)"},
 		EventField{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes on the segments"},
 	)
 	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU")...)
 	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O")...)
 	QueryEventFields = append(QueryEventFields,
-		EventField{Key: AttrEventSegments, Column: "segments", Type: EventSegments, Brief: "per segment instance: host, segment, CPU seconds, bytes read and written"},
-		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes it held at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
-		EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Type: EventInt, Unit: "{file}", Optional: true, Brief: "the most workfiles it held at once"},
-		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time it was seen waiting for a lock: the snapshot intervals in which pg_stat_activity showed it waiting"},
-		EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Type: EventInt, Optional: true, Brief: "the last session seen holding the lock it waited for (Greenplum's pg_locks read)"},
-		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to its session over every segment while it ran, where the server keeps it"},
+		EventField{Key: AttrEventSegments, Column: "segments", Type: EventSegments, Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
+			"and written"},
+		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
+			"at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
+		EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Type: EventInt, Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
+			"held at once"},
+		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time it was seen waiting for a lock: the " +
+			"snapshot intervals in which pg_stat_activity showed it waiting"},
+		EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Type: EventInt, Optional: true, Brief: "the last session seen holding the " +
+			"lock it waited for (Greenplum's pg_locks read)"},
+		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted " +
+			"to its session over every segment while it ran, where the server keeps it"},
 	)
 	QueryEventFields = append(QueryEventFields, eventPartialCause()...)
 
 	SessionEventFields = append(eventIdentity(false), eventWho()...)
 	SessionEventFields = append(SessionEventFields,
-		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator backend; the first snapshot that saw it when the server has none"},
-		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "its coordinator backend's exit; without an exit record, the first snapshot without it"},
-		EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Type: EventString, Brief: "client_disconnect, terminated, connection_lost, server_shutdown or unknown (docs/pipeline.md, how it ended)"},
+		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator " +
+			"backend; the first snapshot that saw it when the server has none"},
+		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "its coordinator backend's exit; without an exit record, the " +
+			"first snapshot without it"},
+		EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Type: EventString, Brief: "client_disconnect, terminated, connection_lost, " +
+			"server_shutdown or unknown (docs/pipeline.md, how it ended)"},
 		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE of the FATAL that ended it"},
-		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the message of the FATAL that ended it, at most 512 bytes"},
+		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the message of the FATAL that ended " +
+			"it, at most 512 bytes"},
 		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes was still silent when its event was written: its figures are a lower bound"},
+		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes " +
+			"was still silent when its event was written: its figures are a lower bound"},
 		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
 	)
 	SessionEventFields = append(SessionEventFields, eventCounters()...)
 	SessionEventFields = append(SessionEventFields,
-		EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Type: EventInt, Unit: "By", Brief: "the largest resident memory of all its processes together in one snapshot"},
-		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes one of its queries held at once (Greenplum only)"},
+		EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Type: EventInt, Unit: "By", Brief: "the largest resident memory of all its " +
+			"processes together in one snapshot"},
+		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes one of " +
+			"its queries held at once (Greenplum only)"},
 		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time its queries were seen waiting for a lock"},
-		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted to it over every segment, where the server keeps it"},
+		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted " +
+			"to it over every segment, where the server keeps it"},
 	)
 	SessionEventFields = append(SessionEventFields, eventPartialCause()...)
 }
@@ -277,7 +301,8 @@ func init() {
 func eventPartialCause() []EventField {
 	return []EventField{
 		{Key: AttrEventPartialReason, Column: "partial_reason", Type: EventString, Optional: true,
-			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " + PartialHostSilent + " (a host of its processes did not answer)"},
+			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " +
+				PartialHostSilent + " (a host of its processes did not answer)"},
 		{Key: AttrEventPartialHosts, Column: "partial_hosts", Type: EventString, Optional: true,
 			Brief: fmt.Sprintf("the hosts that did not answer, comma-separated, at most %d, then +N for the others", MaxPartialHosts)},
 		{Key: AttrEventPartialSince, Column: "partial_since", Type: EventTime, Optional: true,
@@ -338,9 +363,12 @@ func eventCounters() []EventField {
 // eventSkews are the skew figures of one figure over the segments.
 func eventSkews(keyPrefix, columnPrefix, what string) []EventField {
 	return []EventField{
-		{Key: keyPrefix + "ratio", Column: columnPrefix + "ratio", Type: EventDouble, Unit: "1", Optional: true, Brief: "1 - avg/max of " + what + " over the segments that took part"},
-		{Key: keyPrefix + "max_over_avg", Column: columnPrefix + "max_over_avg", Type: EventDouble, Unit: "1", Optional: true, Brief: "max/avg of " + what + " over the segments"},
-		{Key: keyPrefix + "hottest_segment", Column: columnPrefix + "hottest_segment", Type: EventInt, Optional: true, Brief: "the segment that used the most " + what},
+		{Key: keyPrefix + "ratio", Column: columnPrefix + "ratio", Type: EventDouble, Unit: "1", Optional: true,
+			Brief: "1 - avg/max of " + what + " over the segments that took part"},
+		{Key: keyPrefix + "max_over_avg", Column: columnPrefix + "max_over_avg", Type: EventDouble, Unit: "1", Optional: true,
+			Brief: "max/avg of " + what + " over the segments"},
+		{Key: keyPrefix + "hottest_segment", Column: columnPrefix + "hottest_segment", Type: EventInt, Optional: true, Brief: "the segment that used the " +
+			"most " + what},
 		{Key: keyPrefix + "segments", Column: columnPrefix + "segments", Type: EventInt, Unit: "{segment}", Optional: true, Brief: "segments that took part"},
 	}
 }

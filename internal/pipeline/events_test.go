@@ -24,12 +24,14 @@ func fullQueryEvent() *pipeline.FinishedQuery {
 		Who: pipeline.SessionWho{Database: "db", User: "u", Application: pipeline.NullOf(new("psql")), ClientAddress: pipeline.NullOf(new("10.0.0.1")),
 			ClientPort: pipeline.NullOf(new(int64(5000))), ResourceGroup: pipeline.NullOf(new("default_group"))},
 		CommandCount: 7, Start: time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC).UnixNano(),
-		Status: pipeline.QueryCancelled, SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
-		Partial: true, Text: &text, Known: 1<<pipeline.NumCounters - 1,
+		Status: pipeline.QueryCancelled, SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout",
+		CancelReason: pipeline.CancelStatementTimeout,
+		Partial:      true, Text: &text, Known: 1<<pipeline.NumCounters - 1,
 		PartialCause: pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1"}, Since: time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC).UnixNano()},
 		Segments: []pipeline.SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
 			{Host: "sdw1", Segment: 1, CPU: 1e9}},
-		Skew:  pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true}, IO: pipeline.Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
+		Skew: pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true},
+			IO: pipeline.Skew{Ratio: 1, MaxOverAvg: 2, Hottest: 0, Segments: 2, OK: true}},
 		Spill: &pipeline.QuerySpill{MaxBytes: 1 << 20, MaxFiles: 3}, LockWait: 2e9, LockBlocker: 41, VmemPeak: 1 << 25,
 	}
 	q.End = q.Start + 5e9
@@ -45,7 +47,8 @@ func TestEveryEventFieldIsWrittenWithItsType(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
 	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
 	pipelinetest.AppendSessionEvent(logs, &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u",
-		Application: pipeline.NullOf(new("a")), ClientAddress: pipeline.NullOf(new("::1")), ClientPort: pipeline.NullOf(new(int64(1))), ResourceGroup: pipeline.NullOf(new("g"))},
+		Application: pipeline.NullOf(new("a")), ClientAddress: pipeline.NullOf(new("::1")), ClientPort: pipeline.NullOf(new(int64(1))),
+		ResourceGroup: pipeline.NullOf(new("g"))},
 		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator command",
 		Queries: 3, Known: 1<<pipeline.NumCounters - 1, MemoryPeak: 5, SpillMax: 6, LockWait: 7, VmemPeak: 8,
 		Partial: true, PartialCause: pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: 1e18 + 5e8}}, 1)
@@ -132,7 +135,8 @@ func TestEventColumnsAreIdentifiers(t *testing.T) {
 func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	q := fullQueryEvent()
 	s := &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u"},
-		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
+		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator " +
+			"command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
 	s.Totals[pipeline.CPUSystem] = 2e9
 	rms := pmetric.NewResourceMetricsSlice()
 	pipeline.AppendFinishedQuery(rms, q)

@@ -67,7 +67,7 @@ var (
 		Description: "Peak virtual memory (status VmPeak times 1024)."}
 	ProcessMemorySwap = &ProcessMetric{Name: MetricProcessMemorySwap, Unit: "By",
 		Description: "Swapped-out memory (status VmSwap times 1024)."}
-	ProcessMemoryPageTables = &ProcessMetric{Name: MetricProcessMemoryPageTable, Unit: "By",
+	ProcessMemoryPageTables = &ProcessMetric{Name: MetricProcessMemoryPageTables, Unit: "By",
 		Description: "Memory the kernel holds for the process's page tables (status VmPTE times 1024)."}
 	ProcessThreadCount = &ProcessMetric{Name: MetricProcessThreadCount, Unit: "{thread}",
 		Description: "Threads in the process (status Threads)."}

@@ -86,7 +86,8 @@ type HostDepartures struct {
 // its pid and session as attributes, its creation time as StartTimestamp.
 func appendDepartures(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.Timestamp, tmID int64, d *HostDepartures) {
 	_, ms := appendHostFraming(rms, scope, KindDeparted, tmID, d.Host, 3)
-	dps := appendMetric(ms, MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, the sparse batches rule).", "1", false)
+	dps := appendMetric(ms, MetricProcessDeparted, "Always 1: the process left since the previous snapshot (docs/pipeline.md, the sparse batches "+
+		"rule).", "1", false)
 	dps.EnsureCapacity(len(d.Processes))
 	for _, p := range d.Processes {
 		dp := dps.AppendEmpty()

@@ -88,7 +88,8 @@ func (s Settings) CheckTLS(prefix string, insecure bool) error {
 	if insecure || !s.UnverifiedBeyondLoopback() {
 		return nil
 	}
-	return fmt.Errorf("%ssslmode %q: host %q is not on this host and sslmode does not check the server's certificate: set sslmode verify-full with sslrootcert, or %sinsecure: true to accept a connection anyone on the path may read or answer",
+	return fmt.Errorf("%ssslmode %q: host %q is not on this host and sslmode does not check the server's certificate: set sslmode verify-full with "+
+		"sslrootcert, or %sinsecure: true to accept a connection anyone on the path may read or answer",
 		prefix, s.SSLMode, s.Host, prefix)
 }
 

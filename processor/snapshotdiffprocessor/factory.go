@@ -28,7 +28,9 @@ func createMetrics(ctx context.Context, set processor.Settings, cfg component.Co
 
 // createMetricsOpenedAt makes the processor of a collector that started
 // at opened: what began after it was seen from its start.
-func createMetricsOpenedAt(ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics, opened time.Time) (processor.Metrics, error) {
+func createMetricsOpenedAt(
+	ctx context.Context, set processor.Settings, cfg component.Config, next consumer.Metrics, opened time.Time,
+) (processor.Metrics, error) {
 	c, ok := cfg.(*Config)
 	if !ok {
 		return nil, fmt.Errorf("snapshotdiff: configuration is a %T, not a *snapshotdiffprocessor.Config", cfg)

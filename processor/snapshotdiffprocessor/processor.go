@@ -261,7 +261,8 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		return nil, err
 	}
 	if n := p.store.hosts.batches.Unaccounted; n > 0 {
-		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch of each is due",
+		p.logger.Warn("hosts whose process batches the sequence does not account for (lost, refused or out of order) count as not answered; a full batch "+
+			"of each is due",
 			zap.Int("hosts", n))
 	}
 	figs := p.store.computeFigures()

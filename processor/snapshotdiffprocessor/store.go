@@ -34,7 +34,8 @@ type errSparseUnknown struct {
 }
 
 func (e errSparseUnknown) Error() string {
-	return fmt.Sprintf("host %s: process %d sent with only its changed figures, but the processor holds no earlier sighting of it; a full batch of the host is due (docs/pipeline.md, sparse batches)", e.host, e.pid)
+	return fmt.Sprintf("host %s: process %d sent with only its changed figures, but the processor holds no earlier sighting of it; a full batch of the "+
+		"host is due (docs/pipeline.md, sparse batches)", e.host, e.pid)
 }
 
 // store is every table the window figures need: hosts, sessions,

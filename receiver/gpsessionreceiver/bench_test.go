@@ -55,7 +55,8 @@ func newMemorySource(hosts int, pids []int) *memorySource {
 		}
 	}
 	for s := 0; s < 50; s++ {
-		m.state.Sessions = append(m.state.Sessions, SessionRow{PID: int64(900_000 + s), SessionID: int64(1000 + s), Datname: strp("tpch"), Usename: strp("gpadmin"), State: strp("active"), Query: strp("SELECT count(*) FROM lineitem")})
+		m.state.Sessions = append(m.state.Sessions, SessionRow{PID: int64(900_000 + s), SessionID: int64(1000 + s), Datname: strp("tpch"),
+			Usename: strp("gpadmin"), State: strp("active"), Query: strp("SELECT count(*) FROM lineitem")})
 	}
 	return m
 }

@@ -202,7 +202,8 @@ func (c *Config) Validate() error {
 		add("host_timeout %s: must be positive", c.HostTimeout)
 	}
 	if deadline := c.scrapeDeadline(); c.HostTimeout > 0 && c.HostTimeout >= deadline {
-		add("host_timeout %s: must be shorter than the scrape deadline %s (timeout, or collection_interval when timeout is 0) so a hung host cannot hold back the snapshot", c.HostTimeout, deadline)
+		add("host_timeout %s: must be shorter than the scrape deadline %s (timeout, or collection_interval when timeout is 0) so a hung host cannot hold "+
+			"back the snapshot", c.HostTimeout, deadline)
 	}
 
 	// The contract needs these: a session exists only through its info metric,

@@ -108,7 +108,8 @@ func (em emission) emitThrough(t testing.TB, e *snapshotEmitter, s *sparse.Sende
 		for j := range em.snap.queries[i].procs {
 			byPID[em.snap.queries[i].procs[j].PID] = &em.snap.queries[i].procs[j]
 		}
-		sent, withoutStat, err := e.emitAnswer(context.Background(), outgoing, &answerWrite{host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
+		sent, withoutStat, err := e.emitAnswer(context.Background(), outgoing,
+			&answerWrite{host: em.snap.queries[i].host, consts: em.consts, infos: infos, byPID: byPID})
 		if err != nil {
 			t.Fatal(err)
 		}

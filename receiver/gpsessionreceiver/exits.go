@@ -227,7 +227,9 @@ func (t *exitTracker) postmastersByHost() map[string][]*yagpcc.SegmentProcess {
 
 // readParents reads the postmasters' stat through the host's agent, as any
 // process: cutime and cstime are what their reaped children used.
-func readParents(ctx context.Context, cfg *Config, dir *agentDirectory, host string, pms []*yagpcc.SegmentProcess) (readings []parentReading, complete bool, err error) {
+func readParents(
+	ctx context.Context, cfg *Config, dir *agentDirectory, host string, pms []*yagpcc.SegmentProcess,
+) (readings []parentReading, complete bool, err error) {
 	ctx, cancel := context.WithTimeout(ctx, cfg.HostTimeout)
 	defer cancel()
 	r, err := dir.reader(ctx, host)

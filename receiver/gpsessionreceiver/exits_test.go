@@ -579,7 +579,8 @@ func TestCoordinatorBackendExitSaysHowItEnded(t *testing.T) {
 // A statement end's session is gp_session_id on Greenplum and the pid on
 // PostgreSQL; one without a session (a connection refused at startup) is none.
 func TestStatementEndNamesItsSession(t *testing.T) {
-	e := &gpotelv1.StatementEnd{Pid: 300, SessionId: 14, CommandCount: 5, TimeUnixNano: 1e18, Severity: "ERROR", Sqlstate: "42703", Message: "column t1.b does not exist"}
+	e := &gpotelv1.StatementEnd{Pid: 300, SessionId: 14, CommandCount: 5, TimeUnixNano: 1e18, Severity: "ERROR", Sqlstate: "42703",
+		Message: "column t1.b does not exist"}
 	gp, ok := endingOf(e, dialect.GP6)
 	if !ok || gp.Session != 14 || gp.CommandCount != 5 || gp.SQLState != "42703" {
 		t.Errorf("gp6: %+v %v", gp, ok)

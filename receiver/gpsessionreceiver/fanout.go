@@ -123,7 +123,9 @@ type hostResult struct {
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
 // error means its processes did not reach the pipeline.
-type answerSink func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (written, withoutStat int, err error)
+type answerSink func(
+	ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend,
+) (written, withoutStat int, err error)
 
 // throughSlots lets at most cap(slots) answers through sink at once;
 // the others wait, without a deadline, as they would for the processor's

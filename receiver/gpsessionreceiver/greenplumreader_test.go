@@ -51,7 +51,8 @@ func TestGreenplumFiguresAreCarriedThenDroppedWhenTooOld(t *testing.T) {
 	r.readOnce(ctx)
 	src.figures.at, src.figures.Waits, src.figures.WaitsErr = read, nil, errors.New("permission denied for view pg_locks")
 	r.readOnce(ctx)
-	src.figures.Waits, src.figures.WaitsErr = []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7, BlockerMode: "AccessExclusiveLock"}}, nil
+	src.figures.Waits, src.figures.WaitsErr = []lockWait{{Session: 8, Segment: -1, WantedMode: "AccessShareLock", Object: "public.t", Blocker: 7,
+		BlockerMode: "AccessExclusiveLock"}}, nil
 	r.readOnce(ctx)
 
 	for _, at := range []time.Duration{0, 10 * time.Second, 30 * time.Second} {

@@ -161,7 +161,8 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		return pmetric.NewMetrics(), errors.New("gpsession: scrape before start")
 	}
 	if now := time.Now(); now.Before(s.retryAt) {
-		return pmetric.NewMetrics(), fmt.Errorf("coordinator unavailable, next attempt in %v (last error: %s)", s.retryAt.Sub(now).Round(time.Millisecond), s.lastError)
+		return pmetric.NewMetrics(), fmt.Errorf("coordinator unavailable, next attempt in %v (last error: %s)",
+			s.retryAt.Sub(now).Round(time.Millisecond), s.lastError)
 	}
 	state, err := s.source.Discover(ctx)
 	if err != nil {
@@ -201,7 +202,9 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	// The snapshot time comes first: process batches carry it as they go out.
 	outgoing := s.sender.Snapshot(time.Now(), state.TmID)
 	ts := outgoing.Timestamp()
-	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(
+		ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend,
+	) (int, int, error) {
 		if s.cfg.ExitRecords {
 			s.exits.rememberAnswer(host, consts, infos, asked)
 		}

@@ -59,7 +59,8 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 		resp, err := client.GetStatementEnds(ctx, &gpotelv1.GetStatementEndsRequest{Epoch: t.epoch, Cursor: t.cursor})
 		if status.Code(err) == codes.Unimplemented {
 			t.unsupported = true
-			t.logger.Info("the coordinator's agent serves no statement ends (an older agent): how queries ended is told by exits and pg_stat_activity only", zap.String("host", host))
+			t.logger.Info("the coordinator's agent serves no statement ends (an older agent): how queries ended is told by exits and pg_stat_activity only",
+				zap.String("host", host))
 			return out, 0
 		}
 		if err != nil {
@@ -70,7 +71,8 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 			t.logger.Warn("statement ends were dropped on the coordinator's agent before this scrape read them", zap.Uint64("missed", resp.GetMissed()))
 		}
 		if r := resp.GetReason(); r != "" && r != t.reason {
-			t.logger.Warn("a server log on the coordinator's host is not read (where it is the coordinator's, how queries ended is told by exits and pg_stat_activity only)", zap.String("reason", r))
+			t.logger.Warn("a server log on the coordinator's host is not read (where it is the coordinator's, how queries ended is told by exits and "+
+				"pg_stat_activity only)", zap.String("reason", r))
 		}
 		t.reason = resp.GetReason()
 		for _, e := range resp.GetRecords() {

@@ -358,7 +358,8 @@ func TestGreenplum6EveryBackendFound(t *testing.T) {
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
 	var n int
-	if err := conn.QueryRow(context.Background(), "SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'gpotel'").Scan(&n); err != nil || n == 0 {
+	if err := conn.QueryRow(context.Background(),
+		"SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE application_name = 'gpotel'").Scan(&n); err != nil || n == 0 {
 		t.Errorf("no coordinator connection with application_name gpotel (%d, %v)", n, err)
 	}
 }

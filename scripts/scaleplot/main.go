@@ -131,7 +131,8 @@ func cpuMicrosPerProcess(p point) float64 { return p.cpuPerTick / p.processes * 
 // table writes the Markdown table of docs/performance.md.
 func table(out io.Writer, pts []point) error {
 	w := &printer{w: out}
-	w.println("| emit_process_metrics | activity | processes | collector CPU per tick | CPU per process | points per tick | decoding per tick | peak RSS | RSS per process | tick | GetGPSessions p99 |")
+	w.println("| emit_process_metrics | activity | processes | collector CPU per tick | CPU per process | points per tick | decoding per tick | peak " +
+		"RSS | RSS per process | tick | GetGPSessions p99 |")
 	w.println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, p := range pts {
 		w.printf("| %s | %s | %s | %.2f s | %.1f µs | %s | %.3f s | %.0f MiB | %.0f B | %.2f s | %.1f ms |\n",
@@ -246,7 +247,8 @@ func svg(out io.Writer, pts []point) error {
 			}
 		}
 	}
-	w.printf(`<text x="%d" y="%d">processes (log scale); moving per tick: red 100 %%, blue 30 %%, green 10 %%; dashed: emit_process_metrics on</text>`+"\n", left, height-12)
+	w.printf(`<text x="%d" y="%d">processes (log scale); moving per tick: red 100 %%, blue 30 %%, green 10 %%; `+
+		`dashed: emit_process_metrics on</text>`+"\n", left, height-12)
 	w.println(`</svg>`)
 	return w.err
 }

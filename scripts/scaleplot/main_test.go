@@ -50,7 +50,8 @@ func TestTableAndPlotNameEverySize(t *testing.T) {
 	if err := svg(&plot, pts); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| off | 30 % | 10k | 0.05 s | 5.0 µs | 75k | 0.002 s |", "| off | 30 % | 200k | 1.00 s | 5.0 µs | 1.50M | 0.040 s | 954 MiB | 5000 B |"} {
+	for _, want := range []string{"| off | 30 % | 10k | 0.05 s | 5.0 µs | 75k | 0.002 s |", "| off | 30 % | 200k | 1.00 s | 5.0 µs | 1.50M | 0.040 s | " +
+		"954 MiB | 5000 B |"} {
 		if !strings.Contains(tb.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, tb.String())
 		}

@@ -79,7 +79,8 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("memory_contexts.max_log_bytes %d is negative", c.MaxLogBytes))
 	}
 	if c.MaxRate < 0 || math.IsNaN(c.MaxRate) || math.IsInf(c.MaxRate, 0) {
-		errs = append(errs, fmt.Errorf("memory_contexts.max_rate %g must be a finite number of requests a second, at least 0 (0: the default %g)", c.MaxRate, DefaultMaxRate))
+		errs = append(errs, fmt.Errorf("memory_contexts.max_rate %g must be a finite number of requests a second, at least 0 (0: the default %g)",
+			c.MaxRate, DefaultMaxRate))
 	}
 	if c.MaxBurst < 0 {
 		errs = append(errs, fmt.Errorf("memory_contexts.max_burst %d is negative", c.MaxBurst))

@@ -211,7 +211,8 @@ func TestStatementEndsOfRealGreenplumEndings(t *testing.T) {
 		gpLine("16:45:49.012215", 23190, "con50", "cmd2", "seg0", "ERROR", "25M01", "canceling MPP operation") +
 		gpLine("16:45:53.769447", 23532, "con54", "cmd2", "seg-1", "ERROR", "57014", "canceling statement due to statement timeout") +
 		gpLine("16:46:00.532411", 23758, "con60", "cmd2", "seg-1", "FATAL", "57P01", "terminating connection due to administrator command") +
-		gpLine("16:46:00.539080", 23758, "con62", "", "seg-1", "LOG", "00000", "The previous session was reset because its gang was disconnected (session id = 60). The new session id = 62") +
+		gpLine("16:46:00.539080", 23758, "con62", "", "seg-1", "LOG", "00000", "The previous session was reset because its gang was disconnected (session "+
+			"id = 60). The new session id = 62") +
 		gpLine("16:46:26.119705", 24655, "con64", "cmd2", "seg-1", "LOG", "08006", "could not send data to client: Connection reset by peer") +
 		gpLine("16:46:26.119735", 24655, "con64", "cmd2", "seg-1", "FATAL", "08006", "connection to client lost")
 	type end struct {

@@ -50,19 +50,22 @@ func TestAPrefixWithAUserControlledEscapeBeforePIDIsRefused(t *testing.T) {
 func TestTheReaderTrustsNothingBeforeTheAgentsMark(t *testing.T) {
 	const victim = 4242
 	record := func(pid int, msg string) string {
-		return "2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\"," + strconv.Itoa(pid) + ",\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,\"" +
+		return "2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\"," + strconv.Itoa(pid) + ",\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 " +
+			"UTC,3/2,0,LOG,00000,\"" +
 			strings.ReplaceAll(msg, `"`, `""`) + "\",,,,,,,,,\"psql\",\"client backend\",,0\n"
 	}
 	// The attacker writes its records without quotes, so that the server's
 	// doubling of quotes inside the statement leaves them intact.
 	bare := func(msg string) string {
-		return "2026-11-23 09:05:44.303 UTC,gpadmin,postgres,4242,[local],6b.4c,1,SELECT,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000," + msg + ",,,,,,,,,psql,client backend,,0\n"
+		return "2026-11-23 09:05:44.303 UTC,gpadmin,postgres,4242,[local],6b.4c,1,SELECT,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000," + msg +
+			",,,,,,,,,psql,client backend,,0\n"
 	}
 	forged := bare("logging memory contexts of PID 4242") + bare("level: 0; TopMemoryContext: 999999 total in 1 blocks; 0 free (0 chunks); 999999 used") +
 		bare("Grand total: 999999 bytes in 1 blocks; 0 free (0 chunks); 999999 used")
 	log := filepath.Join(t.TempDir(), "postgresql.csv")
 	// What the server has flushed of the attacker's record when the agent opens the file.
-	appendTo(t, log, "2026-11-23 09:05:44.300 UTC,\"gpuser\",\"postgres\",666,\"[local]\",6b.4d,1,\"SELECT\",2026-11-23 09:05:44 UTC,4/2,0,ERROR,22012,\"division by zero\",,,,,,\"SELECT 1/0 /*xxxx")
+	appendTo(t, log, "2026-11-23 09:05:44.300 UTC,\"gpuser\",\"postgres\",666,\"[local]\",6b.4d,1,\"SELECT\",2026-11-23 09:05:44 "+
+		"UTC,4/2,0,ERROR,22012,\"division by zero\",,,,,,\"SELECT 1/0 /*xxxx")
 	tl, err := openTail(pathSource{log}, CSVLog{}, testMark)
 	if err != nil {
 		t.Fatal(err)
@@ -103,8 +106,10 @@ func TestAnEntryTooLongToKeepIsPassedOverWhole(t *testing.T) {
 		return "2026-11-23 09:05:44.303 UTC,,," + strconv.Itoa(pid) + ",,6b.4c,1,,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,\"" +
 			strings.ReplaceAll(msg, `"`, `""`) + "\",,,,,,,,,\"psql\",\"client backend\",,0\n"
 	}
-	forged := "\n2026-11-23 09:05:44.303 UTC,,,4242,,6b.4c,1,,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,level: 0; TopMemoryContext: 999999 total in 1 blocks; 0 free (0 chunks); 999999 used,,,,,,,,,psql,client backend,,0\n" +
-		"2026-11-23 09:05:44.303 UTC,,,4242,,6b.4c,1,,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,Grand total: 999999 bytes in 1 blocks; 0 free (0 chunks); 999999 used,,,,,,,,,psql,client backend,,0\n"
+	forged := "\n2026-11-23 09:05:44.303 UTC,,,4242,,6b.4c,1,,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,level: 0; TopMemoryContext: 999999 total in 1 " +
+		"blocks; 0 free (0 chunks); 999999 used,,,,,,,,,psql,client backend,,0\n" +
+		"2026-11-23 09:05:44.303 UTC,,,4242,,6b.4c,1,,2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,Grand total: 999999 bytes in 1 blocks; 0 free (0 chunks); " +
+		"999999 used,,,,,,,,,psql,client backend,,0\n"
 	appendTo(t, log, record(777, markMessage(4242, testMark)))
 	appendTo(t, log, record(666, "statement: SELECT 1 /*"+strings.Repeat("x", 2*maxEntryBytes)+forged+"*/"))
 	appendTo(t, log, record(4242, "level: 0; TopMemoryContext"+stats)+record(4242, "Grand total: 100 bytes in 1 blocks; 10 free (1 chunks); 90 used"))

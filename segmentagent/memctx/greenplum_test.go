@@ -75,11 +75,13 @@ func TestTheReaderReadsARealGreenplum6Log(t *testing.T) {
 // TestTheGreenplumReaderRefusesOtherLayouts: a PostgreSQL csvlog record
 // is not read as Greenplum's, nor the other way round.
 func TestTheGreenplumReaderRefusesOtherLayouts(t *testing.T) {
-	pg, _ := CSVLog{}.Next([]byte("2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\",19547,\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,\"x\",,,,,,,,,\"psql\",\"client backend\",,0\n"))
+	pg, _ := CSVLog{}.Next([]byte("2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\",19547,\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 " +
+		"UTC,3/2,0,LOG,00000,\"x\",,,,,,,,,\"psql\",\"client backend\",,0\n"))
 	if r, ok := (GreenplumCSVLog{}).Parse(pg); ok {
 		t.Errorf("a csvlog record read as Greenplum's: %+v", r)
 	}
-	gp, _ := GreenplumCSVLog{}.Next([]byte("2026-11-24 05:43:00.643088 UTC,,,p20981,th-1242572416,,,,0,,,seg-1,,,,,\"LOG\",\"00000\",\"ready\",,,,,,,0,,\"xlog.c\",6532,\n"))
+	gp, _ := GreenplumCSVLog{}.Next([]byte("2026-11-24 05:43:00.643088 " +
+		"UTC,,,p20981,th-1242572416,,,,0,,,seg-1,,,,,\"LOG\",\"00000\",\"ready\",,,,,,,0,,\"xlog.c\",6532,\n"))
 	if r, ok := (CSVLog{}).Parse(gp); ok && r.PID != 0 {
 		t.Errorf("a Greenplum record read as csvlog: %+v", r)
 	}

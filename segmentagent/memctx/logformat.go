@@ -290,11 +290,13 @@ func prefixedInt(v, prefix string) (int64, bool) {
 
 // ErrPrefixWithoutPID says a stderr log cannot be read: nothing in its
 // lines tells which process wrote them.
-var ErrPrefixWithoutPID = errors.New("log_line_prefix has no %p, so stderr log lines do not say which process wrote them; add %p to log_line_prefix (or log to jsonlog or csvlog)")
+var ErrPrefixWithoutPID = errors.New("log_line_prefix has no %p, so stderr log lines do not say which process wrote them; add %p to log_line_prefix " +
+	"(or log to jsonlog or csvlog)")
 
 // ErrClientFieldBeforePID says a client could forge whole stderr lines: it
 // chooses a field that log_line_prefix writes before the pid.
-var ErrClientFieldBeforePID = errors.New("log_line_prefix writes a field a client chooses before %p, so a client could write a line that looks like another process's; put %p before it (for example '%m [%p] %q%u@%d ') or log to jsonlog or csvlog")
+var ErrClientFieldBeforePID = errors.New("log_line_prefix writes a field a client chooses before %p, so a client could write a line that looks like " +
+	"another process's; put %p before it (for example '%m [%p] %q%u@%d ') or log to jsonlog or csvlog")
 
 // escape is what the server writes for one log_line_prefix escape.
 type escape struct {

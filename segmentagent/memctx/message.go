@@ -63,8 +63,9 @@ var (
 	startRe   = regexp.MustCompile(`^logging memory contexts of PID (\d+)$`)
 	levelRe   = regexp.MustCompile(`^level: (-?\d+); (.*)$`)
 	moreRe    = regexp.MustCompile(`^(\d+) more child contexts containing (\d+) total in (\d+) blocks; (\d+) free \((\d+) chunks\); (\d+) used$`)
-	contextRe = regexp.MustCompile(`^(.*?): (\d+) total in (\d+) blocks(?: \(\d+ chunks\))?;(?: \d+ empty blocks;)? (\d+) free \((\d+) chunks\); (\d+) used(?:: (.*))?$`)
-	grandRe   = regexp.MustCompile(`^Grand total: (\d+) bytes in (\d+) blocks; (\d+) free \((\d+) chunks\); (\d+) used$`)
+	contextRe = regexp.MustCompile(`^(.*?): (\d+) total in (\d+) blocks(?: \(\d+ chunks\))?;(?: \d+ empty blocks;)? ` +
+		`(\d+) free \((\d+) chunks\); (\d+) used(?:: (.*))?$`)
+	grandRe = regexp.MustCompile(`^Grand total: (\d+) bytes in (\d+) blocks; (\d+) free \((\d+) chunks\); (\d+) used$`)
 )
 
 // maxLineBytes bounds one block message: the server clips an ident to 100

@@ -237,8 +237,10 @@ func TestALaterBlockStartReplacesAnUnfinishedOne(t *testing.T) {
 }
 
 func TestCSVRecordsMaySpanLines(t *testing.T) {
-	log := "2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\",42,\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 UTC,3/2,0,LOG,00000,\"two\nlines \"\"quoted\"\"\",,,,,,,,,\"psql\",\"client backend\",,0\n" +
-		"2026-11-23 09:05:44.303 UTC,,,43,,6b.4d,1,,2026-11-23 09:05:44 UTC,,0,LOG,00000,\"level: 0; TopMemoryContext" + stats + "\",,,,,,,,,\"\",\"client backend\",,0\n"
+	log := "2026-11-23 09:05:44.303 UTC,\"gpadmin\",\"postgres\",42,\"[local]\",6b.4c,1,\"SELECT\",2026-11-23 09:05:44 " +
+		"UTC,3/2,0,LOG,00000,\"two\nlines \"\"quoted\"\"\",,,,,,,,,\"psql\",\"client backend\",,0\n" +
+		"2026-11-23 09:05:44.303 UTC,,,43,,6b.4d,1,,2026-11-23 09:05:44 UTC,,0,LOG,00000,\"level: 0; TopMemoryContext" + stats +
+		"\",,,,,,,,,\"\",\"client backend\",,0\n"
 	var got []Record
 	b := []byte(log)
 	for {

@@ -220,7 +220,8 @@ func chooseLog(ctx context.Context, conn *pgx.Conn, s serverSettings, in instanc
 		}
 		return f, postmasterStderr{procRoot: procRoot, postmasterPID: in.postmasterPID}, nil
 	}
-	return nil, nil, fmt.Errorf("%w: log_destination = %q, logging_collector = %t; the agent reads jsonlog or csvlog (with logging_collector on), Greenplum's CSV log, or stderr",
+	return nil, nil, fmt.Errorf("%w: log_destination = %q, logging_collector = %t; the agent reads jsonlog or csvlog (with logging_collector on), "+
+		"Greenplum's CSV log, or stderr",
 		errNoReadableLog, strings.Join(s.logDestinations, ","), s.logCollector)
 }
 

@@ -92,7 +92,8 @@ func (s *Service) GetMemoryContexts(ctx context.Context, req *gpotelv1.GetMemory
 	reservation := s.hostRate.ReserveN(now, 1)
 	if wait := reservation.DelayFrom(now); !reservation.OK() || wait > 0 {
 		reservation.CancelAt(now)
-		return nil, status.Errorf(codes.ResourceExhausted, "%s answers at most %d memory-context requests at once and then one every %s, from every caller (memory_contexts.max_burst, max_rate): try again in %s",
+		return nil, status.Errorf(codes.ResourceExhausted, "%s answers at most %d memory-context requests at once and then one every %s, from every "+
+			"caller (memory_contexts.max_burst, max_rate): try again in %s",
 			s.hostname, s.cfg.MaxBurst, time.Duration(float64(time.Second)/s.cfg.MaxRate).Round(time.Millisecond), wait.Round(time.Millisecond))
 	}
 	if err := s.limit.admit(pid, now); err != nil {
@@ -150,7 +151,9 @@ func (s *Service) instanceOf(pid int64) (instance, processState, error) {
 }
 
 // read does one request: connect, find the log, signal, read the block.
-func (s *Service) read(ctx context.Context, in instance, ps processState, pid int64, summary bool, timeout time.Duration) (*gpotelv1.GetMemoryContextsResponse, error) {
+func (s *Service) read(
+	ctx context.Context, in instance, ps processState, pid int64, summary bool, timeout time.Duration,
+) (*gpotelv1.GetMemoryContextsResponse, error) {
 	conn, err := connect(ctx, s.procRoot, in, s.cfg.DatabaseUser, s.cfg.Database)
 	if err != nil {
 		return nil, status.Error(contextCode(ctx, codes.Unavailable), err.Error())
@@ -175,7 +178,9 @@ func (s *Service) read(ctx context.Context, in instance, ps processState, pid in
 	}
 	if !settings.hasLogFunction {
 		return nil, status.Errorf(codes.FailedPrecondition,
-			"server %q has neither %s nor %s: it cannot show another backend's memory contexts; on Greenplum 6 the server's own account of a session's memory is session_state.session_level_memory_consumption (extension gp_internal_tools), which gpotel reads as gpotel.session.vmem.usage and GetClusterTop's vmem_bytes",
+			"server %q has neither %s nor %s: it cannot show another backend's memory contexts; on Greenplum 6 the server's own account of a session's "+
+				"memory is session_state.session_level_memory_consumption (extension gp_internal_tools), which gpotel reads as gpotel.session.vmem.usage and "+
+				"GetClusterTop's vmem_bytes",
 			settings.version, gpsql.LogFunction, gpsql.ContextsFunction)
 	}
 	format, src, err := chooseLog(ctx, conn, settings, in, s.procRoot)
@@ -267,7 +272,8 @@ func (s *Service) await(ctx context.Context, t *tail, pid int64, ps processState
 				return nil, status.Errorf(codes.DeadlineExceeded, "pid %d: the agent's mark did not reach %s within %s (does the server log there?)", pid, t.name, timeout)
 			}
 			return nil, status.Errorf(codes.DeadlineExceeded,
-				"pid %d did not log its memory contexts within %s (a backend busy in a system call or a long computation answers only at its next interrupt check)", pid, timeout)
+				"pid %d did not log its memory contexts within %s (a backend busy in a system call or a long computation answers only at its next interrupt "+
+					"check)", pid, timeout)
 		case <-ticker.C:
 		}
 	}

@@ -37,7 +37,8 @@ func TestWrittenTreeReadsThroughTheAgentReader(t *testing.T) {
 func TestProcessFieldsArriveAsWritten(t *testing.T) {
 	root := t.TempDir()
 	require.NoError(t, procfixture.WriteProcesses(root, []procfixture.Process{
-		{PID: 7, UID: 5, Comm: "postgres", Cmdline: "postgres:  5432, gpadmin tpch con5 cmd9 idle", UTime: 111, STime: 22, StartTime: 333, WriteBytes: 4096, OldKernel: true},
+		{PID: 7, UID: 5, Comm: "postgres", Cmdline: "postgres:  5432, gpadmin tpch con5 cmd9 idle", UTime: 111, STime: 22, StartTime: 333, WriteBytes: 4096,
+			OldKernel: true},
 	}))
 	info, outcome, err := procfs.NewReader(root).Read(7, func(_, _, _ int64) bool { return true })
 	require.NoError(t, err)

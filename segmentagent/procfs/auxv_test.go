@@ -35,9 +35,11 @@ func TestParseAuxv(t *testing.T) {
 		want    Auxv
 		wantErr bool
 	}{
-		{name: "both entries before AT_NULL", in: auxvBytes(33, 7, kernelAtPageSz, 4096, kernelAtClkTck, 100, kernelAtNull, 0), want: Auxv{ClkTck: 100, PageSize: 4096}},
+		{name: "both entries before AT_NULL", in: auxvBytes(33, 7, kernelAtPageSz, 4096, kernelAtClkTck, 100, kernelAtNull, 0),
+			want: Auxv{ClkTck: 100, PageSize: 4096}},
 		{name: "entries after AT_NULL are ignored", in: auxvBytes(kernelAtPageSz, 4096, kernelAtNull, 0, kernelAtClkTck, 100), wantErr: true},
-		{name: "odd trailing bytes are ignored", in: append(auxvBytes(kernelAtPageSz, 65536, kernelAtClkTck, 250), 1, 2, 3), want: Auxv{ClkTck: 250, PageSize: 65536}},
+		{name: "odd trailing bytes are ignored", in: append(auxvBytes(kernelAtPageSz, 65536, kernelAtClkTck, 250), 1, 2, 3),
+			want: Auxv{ClkTck: 250, PageSize: 65536}},
 		{name: "empty", in: nil, wantErr: true},
 	}
 	for _, tt := range tests {

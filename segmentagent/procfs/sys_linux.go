@@ -14,7 +14,7 @@ import (
 
 func openat(dirfd int, name []byte, flags int) (int, error) {
 	for {
-		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103: a NUL-terminated name for the raw syscall (see above)
+		fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103, see above
 			uintptr(flags|unix.O_CLOEXEC), 0, 0, 0)
 		if errno == unix.EINTR {
 			continue
@@ -27,7 +27,7 @@ func openat(dirfd int, name []byte, flags int) (int, error) {
 }
 
 func faccessat(dirfd int, name []byte) error {
-	_, _, errno := unix.Syscall6(unix.SYS_FACCESSAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103: a NUL-terminated name for the raw syscall (see above)
+	_, _, errno := unix.Syscall6(unix.SYS_FACCESSAT, uintptr(dirfd), uintptr(unsafe.Pointer(&name[0])), //nolint:gosec // G103, see above
 		unix.F_OK, 0, 0, 0)
 	if errno != 0 {
 		return errno

@@ -87,6 +87,7 @@ func BenchmarkTaskstatsVsProcfs(b *testing.B) {
 	b.ReportMetric(usPerPid(ways[1].took)/procfsUs, "batch/procfs")
 	slices.Sort(ratios)
 	b.ReportMetric(ratios[len(ratios)/2], "batch/procfs-median")
-	b.Logf("%d real pids × %d rounds: taskstats round trip %.1f µs/pid, batch %.1f µs/pid, procfs Reader %.1f µs/pid (batch/procfs median of %d stretches %.3f)",
+	b.Logf("%d real pids × %d rounds: taskstats round trip %.1f µs/pid, batch %.1f µs/pid, procfs Reader %.1f µs/pid "+
+		"(batch/procfs median of %d stretches %.3f)",
 		len(pids), rounds, usPerPid(ways[0].took), usPerPid(ways[1].took), procfsUs, len(ratios), ratios[len(ratios)/2])
 }

@@ -96,7 +96,8 @@ func (l *Listener) Run(ctx context.Context, record func(Message), skipped func(e
 				continue
 			}
 			var opErr *netlink.OpError
-			if errors.As(err, &opErr) && opErr.Op == "receive" && !errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, unix.EBADF) {
+			if errors.As(err, &opErr) && opErr.Op == "receive" &&
+				!errors.Is(err, os.ErrDeadlineExceeded) && !errors.Is(err, os.ErrClosed) && !errors.Is(err, unix.EBADF) {
 				// A message the netlink layer could not unpack: skip it, keep listening.
 				skipped(fmt.Errorf("%w: %w", ErrMalformed, err))
 				continue

@@ -14,7 +14,7 @@ import (
 // The x/sys wrapper allocates the sender's address on every call.
 func recvfrom(fd int, p []byte, from *unix.RawSockaddrNetlink, fromLen *uint32) (int, unix.Errno) {
 	*fromLen = unix.SizeofSockaddrNetlink
-	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), //nolint:gosec // G103: a reused buffer and address for the raw syscall (see above)
+	n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, uintptr(fd), uintptr(unsafe.Pointer(&p[0])), uintptr(len(p)), //nolint:gosec // G103, see above
 		unix.MSG_DONTWAIT|unix.MSG_TRUNC, uintptr(unsafe.Pointer(from)), uintptr(unsafe.Pointer(fromLen))) //nolint:gosec // G103: as above
 	return int(n), errno
 }

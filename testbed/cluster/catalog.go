@@ -98,7 +98,8 @@ ALTER FUNCTION pg_catalog.version() SET SCHEMA %[1]s;
 	}
 	for _, f := range cat.absentFunctions {
 		name, args, _ := strings.Cut(f, "(")
-		fmt.Fprintf(&b, "ALTER FUNCTION pg_catalog.%[1]s(%[2]s RENAME TO absent_%[1]s;\nALTER FUNCTION pg_catalog.absent_%[1]s(%[2]s SET SCHEMA %[3]s;\n", name, args, internalSchema)
+		fmt.Fprintf(&b, "ALTER FUNCTION pg_catalog.%[1]s(%[2]s RENAME TO absent_%[1]s;\n"+
+			"ALTER FUNCTION pg_catalog.absent_%[1]s(%[2]s SET SCHEMA %[3]s;\n", name, args, internalSchema)
 	}
 	fmt.Fprintf(&b, `
 -- The content id of this instance (set in gpotel.conf).

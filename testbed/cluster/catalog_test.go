@@ -247,12 +247,14 @@ func wantSQLState(t *testing.T, err error, code string) {
 // real columns and types. Greenplum 6's lists were read with \d on a real
 // 6.24.3; the others from the sources dialects.go names.
 func TestGreenplumViewsHaveTheRealColumns(t *testing.T) {
-	locks := "locktype text, database oid, relation oid, page integer, tuple smallint, virtualxid text, transactionid xid, classid oid, objid oid, objsubid smallint, virtualtransaction text, pid integer, mode text, granted boolean, fastpath boolean"
+	locks := "locktype text, database oid, relation oid, page integer, tuple smallint, virtualxid text, transactionid xid, classid oid, objid oid, " +
+		"objsubid smallint, virtualtransaction text, pid integer, mode text, granted boolean, fastpath boolean"
 	gpLocks := ", mppsessionid integer, mppiswriter boolean, gp_segment_id integer"
 	perQuery := "datname name, pid integer, sess_id integer, command_cnt integer, usename name, query text, segid integer, size numeric, numfiles bigint"
 	perSegment := "segid smallint, size numeric, numfiles bigint"
 	memoryHead := "datname name, sess_id integer, "
-	memoryTail := "usename name, query text, segid integer, vmem_mb integer, is_runaway boolean, qe_count integer, active_qe_count integer, dirty_qe_count integer, runaway_vmem_mb integer, runaway_command_cnt integer, idle_start timestamp with time zone"
+	memoryTail := "usename name, query text, segid integer, vmem_mb integer, is_runaway boolean, qe_count integer, active_qe_count integer, " +
+		"dirty_qe_count integer, runaway_vmem_mb integer, runaway_command_cnt integer, idle_start timestamp with time zone"
 	for _, tc := range []struct {
 		dialect dialect.Dialect
 		want    map[string]string

@@ -98,7 +98,8 @@ type dialectCatalog struct {
 var dialectCatalogs = map[dialect.Dialect]dialectCatalog{
 	dialect.GP6: {
 		// The shape of a real 6.24.3 version() string.
-		version:            "PostgreSQL 9.4.26 (Greenplum Database 6.24.3 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) 6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
+		version: "PostgreSQL 9.4.26 (Greenplum Database 6.24.3 build commit:gpotel-testbed) on x86_64-unknown-linux-gnu, compiled by gcc (GCC) " +
+			"6.4.0, 64-bit compiled on Jan 1 2024 00:00:00",
 		activity:           gp6Activity,
 		onlyClientBackends: true,
 		// Its pg_proc entry (pg_proc_gp.h) returns a set.
@@ -111,7 +112,8 @@ var dialectCatalogs = map[dialect.Dialect]dialectCatalog{
 		workfilePIDIsCoordinators: true,
 	},
 	dialect.GP7: {
-		version:  "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 (Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
+		version: "PostgreSQL 12.12 (Greenplum Database 7.1.0 build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 8.5.0 20210514 " +
+			"(Red Hat 8.5.0-18), 64-bit compiled on Jan 1 2024 00:00:00",
 		activity: gp7Activity,
 		// Greenplum 7 back-ported PostgreSQL 14's pg_log_backend_memory_contexts
 		// and pg_backend_memory_contexts (its system_views.sql revokes the one
@@ -121,7 +123,8 @@ var dialectCatalogs = map[dialect.Dialect]dialectCatalog{
 		sessionMemoryHasGroups: true,
 	},
 	dialect.Cloudberry: {
-		version:         "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) 11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
+		version: "PostgreSQL 14.4 (Apache Cloudberry 2.0.0-incubating build commit:gpotel-testbed) on x86_64-pc-linux-gnu, compiled by gcc (GCC) " +
+			"11.4.1, 64-bit compiled on Jan 1 2025 00:00:00",
 		activity:        cloudberryActivity,
 		clusterActivity: true,
 		// pg_proc.dat (waitstart from PostgreSQL 14), gpcontrib/gp_toolkit.

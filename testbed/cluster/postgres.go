@@ -137,7 +137,8 @@ func (a serverAccount) checkReachable(dir string) error {
 			case int(sys.Gid) == a.gid && mode&0o010 != 0:
 			case mode&0o001 != 0:
 			default:
-				return fmt.Errorf("directory %s is not searchable by OS user %d (mode %v); the PostgreSQL instances cannot reach %s: pick a --dir under /tmp or chmod o+x", p, a.uid, mode, abs)
+				return fmt.Errorf("directory %s is not searchable by OS user %d (mode %v); the PostgreSQL instances cannot reach %s: pick a --dir under /tmp or "+
+					"chmod o+x", p, a.uid, mode, abs)
 			}
 		}
 		if p == "/" {

@@ -410,7 +410,8 @@ func TestWorkloads(t *testing.T) {
 			mustRun(t, s)
 			var state string
 			var start *time.Time
-			if err := conn.QueryRow(ctx, "SELECT state, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1", s.CoordinatorPID()).Scan(&state, &start); err != nil {
+			if err := conn.QueryRow(ctx, "SELECT state, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1",
+				s.CoordinatorPID()).Scan(&state, &start); err != nil {
 				t.Fatal(err)
 			}
 			if state == "active" && start != nil && (len(starts) == 0 || start.After(starts[len(starts)-1])) {
@@ -465,7 +466,8 @@ func TestWorkloads(t *testing.T) {
 		coordinatorQuery := func() (string, time.Time) {
 			var query string
 			var start time.Time
-			if err := conn.QueryRow(ctx, "SELECT query, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND state = 'active'", s.CoordinatorPID()).Scan(&query, &start); err != nil {
+			if err := conn.QueryRow(ctx, "SELECT query, query_start FROM pg_catalog.pg_stat_activity WHERE pid = $1 AND state = 'active'",
+				s.CoordinatorPID()).Scan(&query, &start); err != nil {
 				return "", time.Time{}
 			}
 			return query, start

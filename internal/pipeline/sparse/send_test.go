@@ -134,7 +134,9 @@ func figureEntry(user, system float64, rss int64) pipeline.ProcessEntry {
 // sendTicks sends each tick's entries of host sdw1 through one sender
 // and returns the samples each batch carried and each closing's
 // departures.
-func sendTicks(t *testing.T, enc *pipeline.ProcessEncoder, ticks ...[]pipeline.ProcessEntry) (samples [][]pipeline.ProcessSample, departed [][]pipeline.Departure) {
+func sendTicks(
+	t *testing.T, enc *pipeline.ProcessEncoder, ticks ...[]pipeline.ProcessEntry,
+) (samples [][]pipeline.ProcessSample, departed [][]pipeline.Departure) {
 	t.Helper()
 	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
 		samples = append(samples, decodeSamples(t, md))
