@@ -10,11 +10,16 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor/processortest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 
 	"github.com/gpotel/gpotel/connector/finishedworkconnector/internal/metadata"
+	"github.com/gpotel/gpotel/connector/finishedworkconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
@@ -111,4 +116,41 @@ func TestOtherResourcesAreNoEvents(t *testing.T) {
 		require.NoError(t, conn.ConsumeMetrics(context.Background(), md))
 	}
 	assert.Zero(t, logs.LogRecordCount())
+}
+
+// The events of one processor output go on in one batch of logs, each
+// observed when the connector read it, and the connector counts them.
+func TestEventsOfOneOutputGoInOneBatchAndAreCounted(t *testing.T) {
+	tt := componenttest.NewTelemetry()
+	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
+	set := connectortest.NewNopSettings(metadata.Type)
+	set.TelemetrySettings = tt.NewTelemetrySettings()
+	logs := new(consumertest.LogsSink)
+	conn, err := NewFactory().CreateMetricsToLogs(context.Background(), set, createDefaultConfig(), logs)
+	require.NoError(t, err)
+
+	md := pmetric.NewMetrics()
+	rms := md.ResourceMetrics()
+	snapshot := rms.AppendEmpty().Resource().Attributes()
+	snapshot.PutStr(pipeline.AttrResourceKind, pipeline.KindSnapshot.String())
+	snapshot.PutStr(pipeline.AttrHostName, "mdw")
+	snapshot.PutStr(pipeline.AttrDialect, "gp6")
+	key := pipeline.SessionKey{TmID: 1700000000, ID: 7}
+	pipeline.AppendFinishedQuery(rms, &pipeline.FinishedQuery{Session: key, Start: at(1).UnixNano(), End: at(2).UnixNano(), Status: pipeline.QueryCompleted})
+	pipeline.AppendEndedSession(rms, &pipeline.EndedSession{Session: key, Start: at(0).UnixNano(), End: at(3).UnixNano()})
+	before := time.Now()
+	require.NoError(t, conn.ConsumeMetrics(context.Background(), md))
+
+	all := logs.AllLogs()
+	require.Len(t, all, 1, "one ConsumeLogs for the output")
+	records := all[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+	require.Equal(t, 2, records.Len())
+	assert.Equal(t, pipeline.EventQueryEnd, records.At(0).EventName())
+	assert.Equal(t, at(2), records.At(0).Timestamp().AsTime())
+	assert.Equal(t, pipeline.EventSessionEnd, records.At(1).EventName())
+	assert.Equal(t, at(3), records.At(1).Timestamp().AsTime())
+	for i := range records.Len() {
+		assert.False(t, records.At(i).ObservedTimestamp().AsTime().Before(before.Truncate(time.Microsecond)), "record %d observed before it was read", i)
+	}
+	metadatatest.AssertEqualFinishedworkEvents(t, tt, []metricdata.DataPoint[int64]{{Value: 2}}, metricdatatest.IgnoreTimestamp())
 }

@@ -715,7 +715,8 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 }
 
 // Rows leave at the end of their retention, measured in snapshot time,
-// and those behind a younger arrival are not answered past it either.
+// and those behind a younger arrival are not answered past it either:
+// GetGPQuery says the query ended more than the retention ago.
 func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	young, old := testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-30*time.Minute))
@@ -725,6 +726,9 @@ func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	if got := held(w, []pipeline.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
 		t.Errorf("31 min on: held %v, want the young one [2]", got)
 	}
+	_, err := w.getGPQuery(queryID{session: old.Session, ccnt: old.CommandCount},
+		&yagpcc.QueryKey{Tmid: int32(old.Session.TmID), Ssid: int32(old.Session.ID), Ccnt: int32(old.CommandCount)}, t0.Add(31*time.Minute))
+	assertCode(t, err, codes.NotFound, "more than finished_queries::retention (1h0m0s) ago")
 	if got := w.completeSince(); got != t0.Add(-29*time.Minute).UnixNano() {
 		t.Errorf("complete since %v, want an hour back", timeOf(got))
 	}
@@ -971,5 +975,21 @@ func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 		stat.GetMessage() != "canceling statement due to user request" {
 		t.Errorf("within the window: status %v, end %v, message %q; want CANCELED at %v with the server's message",
 			stat.GetQueryStatus(), stat.GetEndTime().AsTime(), stat.GetMessage(), end)
+	}
+}
+
+// The configured hostname names the coordinator of the finished work, over
+// the one the snapshots name.
+func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
+	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
+	w.hostOverride = "gp-prod"
+	q := testFinishedQuery(1, t0)
+	w.consume(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil), t0)
+	r, _ := w.query(queryID{session: q.Session, ccnt: q.CommandCount})
+	if r == nil {
+		t.Fatal("the finished query is not held")
+	}
+	if got := r.coordinator.Value(); got != "gp-prod" {
+		t.Errorf("held under coordinator %q, want the configured hostname gp-prod", got)
 	}
 }

@@ -136,7 +136,8 @@ func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	q := fullQueryEvent()
 	s := &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u"},
 		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator " +
-			"command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7}
+			"command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7,
+		SpillMax: 6, VmemPeak: 8 << 20, Partial: true, PartialCause: pipeline.PartialCause{Hosts: []string{"sdw2"}, MoreHosts: 2, Since: 1e18 + 5e8}}
 	s.Totals[pipeline.CPUSystem] = 2e9
 	rms := pmetric.NewResourceMetricsSlice()
 	pipeline.AppendFinishedQuery(rms, q)
@@ -160,6 +161,7 @@ func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, *s, gotS)
 	assert.Equal(t, pipeline.EventSessionEnd, logs.At(1).EventName())
+	assert.Equal(t, s.End, int64(logs.At(1).Timestamp()))
 }
 
 // A record that lacks a required field is refused with the field's name.
@@ -173,4 +175,40 @@ func TestDecodeEventNamesTheMissingField(t *testing.T) {
 	logs.At(0).Attributes().PutStr(pipeline.AttrEventDuration, "5")
 	_, err = pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.ErrorContains(t, err, "not a double")
+}
+
+// partial_reason names every cause an event has, and nothing when it is
+// complete; partial_hosts counts the hosts it does not name.
+func TestPartialReasonNamesEveryCause(t *testing.T) {
+	since := time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC)
+	for _, c := range []struct {
+		cause                       pipeline.PartialCause
+		reason, hosts               string
+		partial, hasHosts, hasSince bool
+	}{
+		{cause: pipeline.PartialCause{}},
+		{cause: pipeline.PartialCause{StartedBefore: true, Since: since.UnixNano()}, reason: "started_before", partial: true, hasSince: true},
+		{cause: pipeline.PartialCause{Hosts: []string{"sdw1", "sdw2"}, MoreHosts: 4, Since: since.UnixNano()}, reason: "host_silent", hosts: "sdw1,sdw2,+4",
+			partial: true, hasHosts: true, hasSince: true},
+		{cause: pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw3"}, Since: since.UnixNano()}, reason: "started_before,host_silent", hosts: "sdw3",
+			partial: true, hasHosts: true, hasSince: true},
+	} {
+		attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
+		pipeline.PutSessionEvent(attrs, &pipeline.EndedSession{Start: 1, End: 2, Partial: c.cause.Partial(), PartialCause: c.cause})
+		reason, ok := attrs.Get(pipeline.AttrEventPartialReason)
+		assert.Equal(t, c.partial, ok, "%+v: partial_reason present", c.cause)
+		if ok {
+			assert.Equal(t, c.reason, reason.Str(), "%+v", c.cause)
+		}
+		hosts, ok := attrs.Get(pipeline.AttrEventPartialHosts)
+		assert.Equal(t, c.hasHosts, ok, "%+v: partial_hosts present", c.cause)
+		if ok {
+			assert.Equal(t, c.hosts, hosts.Str(), "%+v", c.cause)
+		}
+		at, ok := attrs.Get(pipeline.AttrEventPartialSince)
+		assert.Equal(t, c.hasSince, ok, "%+v: partial_since present", c.cause)
+		if ok {
+			assert.Equal(t, pipeline.EventTimeValue(since.UnixNano()), at.Str(), "%+v", c.cause)
+		}
+	}
 }

@@ -4,18 +4,25 @@
 package snapshotdiffprocessor
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
+	"go.opentelemetry.io/collector/processor/processorhelper"
+	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
 
 // events are the finished_query and ended_session resources of one output.
@@ -469,7 +476,9 @@ func TestQueryShareRunsToTheRead(t *testing.T) {
 }
 
 // The collector's own monitoring connection runs a statement every scrape:
-// neither those statements nor the session are the cluster's finished work.
+// neither those statements nor the session are the cluster's finished work,
+// even when its last sighting no longer marks it (the collector forgets a
+// connection's pid as it closes it, before the backend has left).
 func TestCollectorsOwnSessionGetsNoEvent(t *testing.T) {
 	for _, own := range []bool{false, true} {
 		p, sink := newTestProcessor(t, queryConfig())
@@ -480,7 +489,7 @@ func TestCollectorsOwnSessionGetsNoEvent(t *testing.T) {
 			querySnap(3, idle(1.5, 2.5), nil, backend(1.5)),
 			noSession(4), noSession(5), noSession(6),
 		}
-		for i := range snaps {
+		for i := range snaps[:3] {
 			for j := range snaps[i].Sessions {
 				snaps[i].Sessions[j].Own = own
 			}
@@ -617,7 +626,200 @@ func TestPartialEventNamesAtMostMaxPartialHosts(t *testing.T) {
 		t.Fatalf("%d session events, want 1", len(ev.sessions))
 	}
 	c := ev.sessions[0].PartialCause
-	if len(c.Hosts) != pipeline.MaxPartialHosts || c.MoreHosts != 3 || c.Hosts[0] != "sdw01" {
-		t.Errorf("cause %+v: want the first %d hosts named and 3 more counted", c, pipeline.MaxPartialHosts)
+	if !slices.Equal(c.Hosts, hosts[:pipeline.MaxPartialHosts]) || c.MoreHosts != 3 {
+		t.Errorf("cause %+v: want the first %d hosts named in host order and 3 more counted", c, pipeline.MaxPartialHosts)
+	}
+}
+
+// sessionSnap is a snapshot at sec of session s and its processes, every
+// host of them answering.
+func sessionSnap(sec float64, s pipelinetest.Session, procs ...pipelinetest.Process) pipelinetest.Snapshot {
+	sn := snap(sec, nil, nil, procs...)
+	sn.Sessions = []pipelinetest.Session{s}
+	return sn
+}
+
+// A session that left while a host of its processes was silent gets its
+// event once the host answers (its exit records are read then), complete.
+func TestSessionEventWaitsForASilentHost(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	s, pr := sessionOf(7, 0.5, 0.6, math.NaN(), 0.2)
+	later := pr
+	later.CPUUser = 0.4
+	ev := feedEach(t, p, sink, noSession(0), sessionSnap(1, s, pr), sessionSnap(2, s, later),
+		snap(3, []string{"sdw1"}, nil), snap(4, []string{"sdw1"}, nil))
+	if len(ev.sessions) != 0 {
+		t.Fatalf("session event while its host is silent: %+v", ev.sessions)
+	}
+	ev = feedEach(t, p, sink, noSession(5))
+	if len(ev.sessions) != 1 || ev.sessions[0].Partial {
+		t.Fatalf("session events once its host answered: %+v, want one, complete", ev.sessions)
+	}
+}
+
+// A session's event never ends before it started, even when the
+// coordinator's backend_start is ahead of the snapshots' clock.
+func TestSessionEventNeverEndsBeforeItStarted(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	s, pr := sessionOf(7, 30, 30.5, math.NaN(), 0.2)
+	ev := feedEach(t, p, sink, noSession(0), sessionSnap(1, s, pr), noSession(2), noSession(3), noSession(4))
+	if len(ev.sessions) != 1 {
+		t.Fatalf("%d session events, want 1", len(ev.sessions))
+	}
+	if e := ev.sessions[0]; e.End < e.Start {
+		t.Errorf("session event ends at %s, before its start %s", time.Unix(0, e.End).UTC(), time.Unix(0, e.Start).UTC())
+	}
+}
+
+// A query event lists its segments by host, then content id, and leaves
+// out a process of no known segment (its CPU still counts in the totals).
+func TestQueryEventListsItsSegmentsInOrder(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	var first, second []pipelinetest.Process
+	for seg := int64(5); seg >= 0; seg-- {
+		first = append(first, proc("sdw1", seg, 7, 4000+seg, -100, 0.1, 0))
+		second = append(second, proc("sdw1", seg, 7, 4000+seg, -100, 0.5, 0))
+	}
+	stray := proc("sdw1", 9, 7, 4100, -100, 0.1, 0)
+	stray.NoSegment = true
+	first = append(first, stray)
+	stray.CPUUser = 0.5
+	second = append(second, stray)
+	ev := feedEach(t, p, sink,
+		querySnap(0, running(0), nil, first...),
+		querySnap(1, running(0), nil, second...),
+		querySnap(2, idle(0, 1.5), nil, second...),
+		querySnap(3, idle(0, 1.5), nil, second...))
+	if len(ev.queries) != 1 {
+		t.Fatalf("%d query events, want 1", len(ev.queries))
+	}
+	var segs []int32
+	for _, u := range ev.queries[0].Segments {
+		segs = append(segs, u.Segment)
+	}
+	if !slices.Equal(segs, []int32{0, 1, 2, 3, 4, 5}) {
+		t.Errorf("the event's segments %v, want 0 to 5 in order and no unknown one", segs)
+	}
+	near(t, "the query's CPU: every process's, the stray's too", cpuSeconds(&ev.queries[0].Totals), 7*0.4)
+}
+
+// max_finished bounds the ended queries the output keeps to the most
+// recently ended, besides one whose event is still due.
+func TestMaxFinishedKeepsTheMostRecentlyEnded(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Queries.MaxFinished = 2
+	p, sink := newTestProcessor(t, cfg)
+	var md pmetric.Metrics
+	for i := range 5 {
+		sec := float64(i)
+		md = feed(t, p, sink, querySnap(sec, idle(sec-0.5, sec-0.2), nil, backend(sec)))
+	}
+	// 3.5 ended in the newest snapshot: its event is due; of the others,
+	// the two that ended last.
+	if n := countKind(md, pipeline.KindQuery); n != 3 {
+		t.Errorf("%d query resources, want max_finished = 2 and the one whose event is due", n)
+	}
+	for _, start := range []float64{1.5, 2.5, 3.5} {
+		if _, ok := queryResource(md, start); !ok {
+			t.Errorf("the query that started at %v is not among the kept", start)
+		}
+	}
+}
+
+// idleSession is session 7, started at 0.5 and idle, having run nothing,
+// with its backend on sdw1.
+func idleSession(sec, cpu float64) pipelinetest.Snapshot {
+	s := pipelinetest.Session{ID: 7, PID: 1007, DB: "postgres", User: "gpadmin", State: "idle", BackendStart: at(0.5)}
+	return sessionSnap(sec, s, proc("sdw1", 0, 7, 2007, 0.5, cpu, 0))
+}
+
+// A session that ran no query still gets its event when it leaves.
+func TestSessionThatRanNoQueryGetsItsEvent(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink, noSession(0), idleSession(1, 0.1), idleSession(2, 0.2), noSession(3), noSession(4), noSession(5))
+	if len(ev.sessions) != 1 || ev.sessions[0].Queries != 0 || len(ev.queries) != 0 {
+		t.Fatalf("events %+v, want one session event of no query", ev)
+	}
+}
+
+// The tracker forgets a session that left once its event is written and
+// its queries are past the longest window: nothing of it stays.
+func TestALeftSessionIsForgottenOnceItsEventIsWritten(t *testing.T) {
+	tb, err := metadata.NewTelemetryBuilder(componenttest.NewNopTelemetrySettings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{5 * time.Second}
+	p := newSnapshotDiff(cfg, zap.NewNop(), tb)
+	p.next = new(consumertest.MetricsSink)
+	tracked := func(s pipelinetest.Snapshot) int {
+		t.Helper()
+		for _, md := range s.Batches() {
+			// A batch that only opens or feeds a snapshot is swallowed.
+			if _, err := p.processMetrics(context.Background(), md); err != nil && !errors.Is(err, processorhelper.ErrSkipProcessingData) {
+				t.Fatal(err)
+			}
+		}
+		return len(p.queries.sessions)
+	}
+	tracked(noSession(0))
+	tracked(idleSession(1, 0.1))
+	if n := tracked(noSession(2)); n != 1 {
+		t.Fatalf("%d sessions tracked when the session left, its event not yet written; want 1", n)
+	}
+	n := 0
+	for sec := 3.0; sec <= 12; sec++ {
+		n = tracked(noSession(sec))
+	}
+	if n != 0 {
+		t.Errorf("%d sessions tracked long after the only one left and its event was written", n)
+	}
+}
+
+// partial_since of an event whose hosts went silent one after the other is
+// when the first went silent (three sessions on six hosts each: the order
+// in which the hosts are looked at does not matter).
+func TestPartialSinceIsTheFirstHostsSilence(t *testing.T) {
+	cfg := queryConfig()
+	cfg.Windows = []time.Duration{5 * time.Second}
+	p, sink := newTestProcessor(t, cfg)
+	hosts := []string{"sdw1", "sdw2", "sdw3", "sdw4", "sdw5", "sdw6"}
+	sessions := func(sec float64, down []string) pipelinetest.Snapshot {
+		var procs []pipelinetest.Process
+		var rows []pipelinetest.Session
+		for id := int64(7); id <= 9; id++ {
+			rows = append(rows, pipelinetest.Session{ID: id, PID: 1000 + id, DB: "postgres", User: "gpadmin", State: "active",
+				QueryStart: at(0.8), BackendStart: at(0.5)})
+			procs = append(procs, proc("mdw", -1, id, 1000+id, 0.5, sec/10, 0))
+			for i, h := range hosts {
+				if !slices.Contains(down, h) {
+					procs = append(procs, proc(h, int64(i), id, 4000+10*id+int64(i), 0.6, sec/10, 0))
+				}
+			}
+		}
+		s := snap(sec, down, nil, procs...)
+		s.Sessions = rows
+		return s
+	}
+	snaps := []pipelinetest.Snapshot{noSession(0), sessions(1, nil), sessions(2, hosts[:1])}
+	for sec := 3.0; sec <= 14; sec++ {
+		gone := snap(sec, hosts, nil)
+		gone.Hosts = append(gone.Hosts, pipelinetest.Host{Name: "mdw", Up: true})
+		snaps = append(snaps, gone)
+	}
+	ev := feedEach(t, p, sink, snaps...)
+	if len(ev.sessions) != 3 || len(ev.queries) != 3 {
+		t.Fatalf("%d session and %d query events, want 3 and 3", len(ev.sessions), len(ev.queries))
+	}
+	for _, s := range ev.sessions {
+		if s.PartialCause.Since != at(2).UnixNano() || len(s.PartialCause.Hosts) != len(hosts) {
+			t.Errorf("session %d: partial cause %+v, want the six hosts since %s", s.Session.ID, s.PartialCause, at(2))
+		}
+	}
+	for _, q := range ev.queries {
+		if q.PartialCause.Since != at(2).UnixNano() || len(q.PartialCause.Hosts) != len(hosts) {
+			t.Errorf("query of session %d: partial cause %+v, want the six hosts since %s", q.Session.ID, q.PartialCause, at(2))
+		}
 	}
 }

@@ -4,14 +4,19 @@
 package snapshotdiffprocessor
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"maps"
 	"math"
 	"math/rand"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
@@ -301,25 +306,30 @@ func stillAndApart(rng *rand.Rand, tl *truthTimeline) {
 	}
 }
 
-// Sparse batches, down to the figure, give the figures dense batches give:
-// the same random timelines (hosts that do not answer, pids reused,
-// counters that go back or hold still, memory that changes now and then)
-// sent through the receiver's sparse sender and as dense batches.
+// Sparse batches, down to the figure, give the figures dense batches give,
+// and the same finished-query and ended-session events, every field: the
+// same random timelines (hosts that do not answer, pids reused, counters
+// that go back or hold still, memory that changes now and then, sessions
+// that come and go running queries on several hosts) sent through the
+// receiver's sparse sender and as dense batches.
 func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 	windows := []time.Duration{30 * time.Second, 4 * time.Minute}
+	var compared events // every event compared, to check the timelines have them
 	for seed := int64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		tl := randomTimeline(rng, 28, 40)
 		stillAndApart(rng, &tl)
+		sessions := randomSessions(rng, tl.times)
 		// The per-process output too: a figure a sparse batch left out
 		// shows there even when no window moves.
-		cfg := &Config{Windows: windows, EmitProcessMetrics: true}
+		cfg := &Config{Windows: windows, EmitProcessMetrics: true, Queries: QueriesConfig{Enabled: true, Text: true, TextMaxLength: 1024, MaxFinished: 1000}}
 		dense, denseSink := newTestProcessor(t, cfg)
 		sparse, sparseSink := newTestProcessor(t, cfg)
 		rec := pipelinetest.NewReceiver(sparse)
 		walk := figureWalk{rng: rng, at: map[string]*[walkedFigures]int64{}}
 		for n := range tl.times {
 			snap := walk.fill(tl.snapshot(n))
+			snap.Sessions = sessions[n]
 			denseSink.Reset()
 			sparseSink.Reset()
 			feed(t, dense, denseSink, snap)
@@ -345,7 +355,25 @@ func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 					t.Fatalf("seed %d snapshot %d: %s = %v sparse, absent dense", seed, n, k, g)
 				}
 			}
+			got, want := outputEvents(t, sparseSink.AllMetrics()), outputEvents(t, denseSink.AllMetrics())
+			if diff := gocmp.Diff(want, got, gocmp.AllowUnexported(events{})); diff != "" {
+				t.Fatalf("seed %d snapshot %d: the events differ (-dense +sparse):\n%s", seed, n, diff)
+			}
+			compared.queries = append(compared.queries, want.queries...)
+			compared.sessions = append(compared.sessions, want.sessions...)
 		}
+	}
+	// The timelines gave events of every kind to compare: queries on
+	// several hosts, partial and complete, with workfiles and vmem.
+	if !slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return q.Partial }) ||
+		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return !q.Partial && q.Status == pipeline.QueryCompleted }) ||
+		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return q.Spill != nil && q.VmemPeak > 0 }) ||
+		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool {
+			return len(q.Segments) > 0 && q.Segments[0].Host != q.Segments[len(q.Segments)-1].Host
+		}) ||
+		!slices.ContainsFunc(compared.sessions, func(s pipeline.EndedSession) bool { return s.Partial }) ||
+		!slices.ContainsFunc(compared.sessions, func(s pipeline.EndedSession) bool { return !s.Partial && s.Queries > 0 }) {
+		t.Errorf("the timelines lack a kind of event: %d query events, %d session events", len(compared.queries), len(compared.sessions))
 	}
 }
 
@@ -387,4 +415,100 @@ func (w *figureWalk) fill(s pipelinetest.Snapshot) pipelinetest.Snapshot {
 		p.Swap, p.PageTables, p.Threads = v[24], v[25], v[26]%64+1
 	}
 	return s
+}
+
+// randomSessions is what pg_stat_activity says of sessions 1 to 4 at each
+// snapshot time: they come and go (a key reused by a later backend) and
+// run queries that start, run over several snapshots or end between two,
+// some holding workfiles, vmem or waiting for a lock.
+func randomSessions(rng *rand.Rand, times []float64) [][]pipelinetest.Session {
+	out := make([][]pipelinetest.Session, len(times))
+	queries := 0
+	for id := int64(1); id <= 4; id++ {
+		var cur *pipelinetest.Session // nil: no session under id
+		last := 0.0                   // s, its latest start or state change
+		for k, now := range times {
+			prev := now - 5
+			if k > 0 {
+				prev = times[k-1]
+			}
+			// pick is a time after lo and before now.
+			pick := func(lo float64) float64 { return lo + (now-lo)*(0.1+0.8*rng.Float64()) }
+			switch {
+			case cur == nil && (k == 0 && rng.Float64() < 0.8 || rng.Float64() < 0.3):
+				start := now - 30 // before gpotel watched
+				if k > 0 {
+					start = pick(prev)
+				}
+				cur = &pipelinetest.Session{ID: id, PID: id, DB: "db", User: "u", State: "idle", BackendStart: at(start), StateChange: at(start)}
+				last = start
+			case cur != nil && rng.Float64() < 0.08:
+				cur = nil // it left
+			}
+			if cur == nil {
+				continue
+			}
+			lo := max(prev, last)
+			switch r := rng.Float64(); {
+			case cur.State == "active" && r < 0.4: // it ended
+				last = pick(lo)
+				cur.State, cur.StateChange = "idle", at(last)
+			case cur.State == "idle" && r < 0.7: // one started
+				queries++
+				last = pick(lo)
+				cur.State, cur.Query, cur.QueryStart, cur.StateChange = "active", fmt.Sprint("select ", queries), at(last), at(last)
+			case r < 0.85: // one started and ended between two snapshots
+				queries++
+				start := pick(lo)
+				last = pick(start)
+				cur.State, cur.Query, cur.QueryStart, cur.StateChange = "idle", fmt.Sprint("select ", queries), at(start), at(last)
+			}
+			cur.Greenplum = nil
+			if cur.State == "active" && rng.Float64() < 0.5 {
+				cur.Greenplum = &pipeline.GreenplumSession{
+					Spill:  []pipeline.Spill{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30), Files: 1 + rng.Int63n(8)}},
+					Memory: []pipeline.SegmentMemory{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30)}},
+				}
+				if rng.Float64() < 0.3 {
+					cur.Greenplum.Wait = &pipeline.LockWait{Segment: -1, Mode: "ShareLock", Object: "public.t", Blocker: 1 + id%4, BlockerMode: "ExclusiveLock"}
+				}
+			}
+			out[k] = append(out[k], *cur)
+		}
+	}
+	return out
+}
+
+// sortedEvents is ev in the order of their keys, each query's segments and
+// partial hosts by host name: the order in which one output lists its
+// events, or the host table's order of rows (which host answered first),
+// says nothing.
+func sortedEvents(ev events) events {
+	for _, q := range ev.queries {
+		slices.SortFunc(q.Segments, func(a, b pipeline.SegmentUse) int {
+			return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.Segment, b.Segment))
+		})
+		slices.Sort(q.PartialCause.Hosts)
+	}
+	for _, s := range ev.sessions {
+		slices.Sort(s.PartialCause.Hosts)
+	}
+	slices.SortFunc(ev.queries, func(a, b pipeline.FinishedQuery) int {
+		return cmp.Or(a.Session.Compare(b.Session), cmp.Compare(a.Start, b.Start))
+	})
+	slices.SortFunc(ev.sessions, func(a, b pipeline.EndedSession) int {
+		return cmp.Or(a.Session.Compare(b.Session), cmp.Compare(a.Start, b.Start))
+	})
+	return ev
+}
+
+// outputEvents are the events of every output in mds.
+func outputEvents(t testing.TB, mds []pmetric.Metrics) events {
+	var all events
+	for _, md := range mds {
+		ev := eventsOf(t, md)
+		all.queries = append(all.queries, ev.queries...)
+		all.sessions = append(all.sessions, ev.sessions...)
+	}
+	return sortedEvents(all)
 }
