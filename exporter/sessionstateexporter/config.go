@@ -13,6 +13,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
 // Defaults. Port 1432 is where yagpcc's coordinator service listens; on
@@ -32,6 +33,10 @@ const (
 	// Below this no session with a cut query text fits reliably.
 	minMaxResponseBytes = 1024
 )
+
+// ActionsConfig enables yagpcc's ActionService on the exporter's gRPC
+// server: the action path's settings (internal/sessionaction).
+type ActionsConfig = sessionaction.Config
 
 // Config is the sessionstate exporter's configuration.
 type Config struct {
@@ -136,7 +141,7 @@ func createDefaultConfig() *Config {
 		MaxPageSize:        defaultMaxPageSize,
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
-		Actions:            defaultActionsConfig(),
+		Actions:            sessionaction.DefaultConfig(),
 		FinishedQueries:    defaultFinishedQueriesConfig(),
 	}
 }
@@ -173,7 +178,7 @@ func (cfg *Config) Validate() error {
 	}
 	errs = append(errs, cfg.MemoryContexts.validate()...)
 	errs = append(errs, cfg.FinishedQueries.validate()...)
-	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
+	errs = append(errs, cfg.Actions.Validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	// insecure: true covers reading beyond loopback, never acting: the
 	// action token would cross the network in the clear.
 	if cfg.Actions.Enabled && listenaddr.PlaintextBeyondLoopback(cfg.NetAddr.Endpoint, cfg.TLS.HasValue()) {

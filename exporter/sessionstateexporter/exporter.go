@@ -25,6 +25,7 @@ import (
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -42,8 +43,8 @@ type sessionStateExporter struct {
 	health *health.Server
 	done   chan struct{}
 	agents *agentconn.Pool
-	// actions is the action connection; nil while actions are off.
-	actions *actionDB
+	// actions is the action path; nil while actions are off.
+	actions *sessionaction.Actor
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
@@ -88,9 +89,9 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	if err != nil {
 		return fmt.Errorf("sessionstate: listening on %s: %w", e.cfg.NetAddr.Endpoint, err)
 	}
-	var guard actionGuard
+	var guard *sessionaction.Guard
 	if e.cfg.Actions.Enabled {
-		if guard, err = newActionGuard(e.cfg.Actions); err != nil {
+		if guard, err = sessionaction.NewGuard(e.cfg.Actions); err != nil {
 			_ = listener.Close()
 			return fmt.Errorf("sessionstate: %w", err)
 		}
@@ -118,14 +119,14 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
 	})
 	if e.cfg.Actions.Enabled {
-		e.actions = newActionDB(e.cfg.Actions)
+		e.actions = sessionaction.New(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
-			store: e.store, db: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall, maxViewAge: e.cfg.Actions.MaxViewAge,
+			store: e.store, actor: e.actions, guard: guard, logger: e.settings.Logger,
+			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
 		})
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
-			zap.String("user", e.cfg.Actions.User), zap.Bool("token", len(guard.token) > 0), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
+			zap.String("user", e.cfg.Actions.User), zap.Bool("token", guard.HasToken()), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
 	}
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
@@ -172,7 +173,7 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 	}
 	<-e.done
 	if e.actions != nil {
-		e.actions.close()
+		e.actions.Close()
 	}
 	return e.agents.Close()
 }
