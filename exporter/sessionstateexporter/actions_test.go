@@ -365,18 +365,18 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
 	store := newSessionStore(testConfig(), zap.NewNop(), "")
 	before := time.Now()
-	store.consume(buildSnapshot(before, []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(before, []testSession{fullSession()})))
 	first := store.load()
 	if first.interval != 0 || first.received.Before(before) {
 		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.interval, first.received, before)
 	}
-	store.consume(buildSnapshot(before.Add(time.Second), []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(before.Add(time.Second), []testSession{fullSession()})))
 	second := store.load()
 	if second.interval != second.received.Sub(first.received) || second.interval <= 0 {
 		t.Errorf("second view: interval %s, want %s", second.interval, second.received.Sub(first.received))
 	}
 	// A snapshot an hour old when it came is an hour old at once.
-	store.consume(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()})))
 	if age := store.load().age(time.Now()); age < time.Hour-3*time.Second {
 		t.Errorf("a snapshot taken an hour before it came: age %s", age)
 	}

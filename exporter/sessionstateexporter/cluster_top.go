@@ -12,7 +12,6 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/clockstep"
@@ -39,23 +38,18 @@ type hostTops struct {
 }
 
 // consume replaces the figures with those of a batch that closes a snapshot.
-func (h *hostTops) consume(md pmetric.Metrics) {
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		rm := rms.At(i)
-		if pipeline.KindOf(rm.Resource().Attributes()) != pipeline.KindSnapshot {
-			continue
-		}
-		tops := pipeline.DecodeHostTops(rm)
-		at := int64(tops.Time) //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		// A replayed or late snapshot must not replace a newer one, unless the
-		// wall clock went back.
-		if at > h.time || clockstep.SteppedBack(time.Unix(0, h.time), time.Unix(0, at)) {
-			h.time, h.tau, h.byName = at, tops.Tau, tops.Hosts
-		}
+func (h *hostTops) consume(b *batch) {
+	tops := b.tops
+	if tops == nil {
 		return
+	}
+	at := int64(tops.Time) //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	// A replayed or late snapshot must not replace a newer one, unless the
+	// wall clock went back.
+	if at > h.time || clockstep.SteppedBack(time.Unix(0, h.time), time.Unix(0, at)) {
+		h.time, h.tau, h.byName = at, tops.Tau, tops.Hosts
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 type sessionStateExporter struct {
 	cfg      *Config
 	settings exporter.Settings
+	decoder  batchDecoder
 	store    *sessionStore
 	finished *finishedWork
 	pressure pressureStore
@@ -63,16 +64,19 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateE
 	return &sessionStateExporter{
 		cfg:      cfg,
 		settings: set,
+		decoder:  newBatchDecoder(cfg),
 		store:    store,
 		finished: finished,
 	}, nil
 }
 
+// consumeMetrics decodes the batch once and hands it to every store.
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	e.store.consume(md)
-	e.finished.consume(md, e.store.load().time)
-	e.pressure.consume(md)
-	e.tops.consume(md)
+	b := e.decoder.decode(md)
+	e.store.consume(b)
+	e.finished.consume(b, e.store.load().time)
+	e.pressure.consume(b)
+	e.tops.consume(b)
 	return nil
 }
 

@@ -9,8 +9,6 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/collector/pdata/pcommon"
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -26,9 +24,10 @@ type pressureStore struct {
 
 // consume replaces the stored figures with those of a batch that closes a
 // snapshot; other batches leave them alone.
-func (p *pressureStore) consume(md pmetric.Metrics) {
-	rms := md.ResourceMetrics()
-	var at pcommon.Timestamp
+func (p *pressureStore) consume(b *batch) {
+	if len(b.snapshots) == 0 {
+		return
+	}
 	hosts := map[string]*gpotelv1.HostPressure{}
 	host := func(name string) *gpotelv1.HostPressure {
 		if hosts[name] == nil {
@@ -36,25 +35,15 @@ func (p *pressureStore) consume(md pmetric.Metrics) {
 		}
 		return hosts[name]
 	}
-	closing := false
-	for i := range rms.Len() {
-		rm := rms.At(i)
-		switch pipeline.KindOf(rm.Resource().Attributes()) {
-		case pipeline.KindSnapshot:
-			closing = true
-			at = pipeline.DecodeSnapshot(rm).Time
-		case pipeline.KindHost:
-			name, figures := pipeline.DecodeHostPressure(rm)
-			host(name).Pressure = figures
-		case pipeline.KindCgroup:
-			name, g := pipeline.DecodeCgroup(rm)
-			h := host(name)
-			h.Groups = append(h.Groups, g)
+	for _, r := range b.pressure {
+		if r.group != nil {
+			h := host(r.host)
+			h.Groups = append(h.Groups, r.group)
+		} else {
+			host(r.host).Pressure = r.figures
 		}
 	}
-	if !closing {
-		return
-	}
+	at := b.snapshots[len(b.snapshots)-1].Time
 	resp := &gpotelv1.GetHostPressureResponse{SnapshotTimeUnixNano: int64(at)} //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
 	for _, h := range hosts {
 		pipeline.SortGroups(h.Groups)
