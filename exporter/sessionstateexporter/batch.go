@@ -8,8 +8,8 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
-	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
 // batch is one ConsumeMetrics call decoded once, in the words of the
@@ -39,21 +39,14 @@ type batch struct {
 	badEvents     int
 	firstBadEvent *badEvent
 
-	// pressure are the host and cgroup resources, in order.
-	pressure []pressureResource
+	// pressure is the snapshot's time and the host and cgroup resources.
+	pressure pressure.Batch
 }
 
 // badEvent is why an event was left out.
 type badEvent struct {
 	kind pipeline.ResourceKind
 	err  error
-}
-
-// pressureResource is a host resource's pressure or a cgroup resource's.
-type pressureResource struct {
-	host    string
-	figures []*gpotelv1.PressureFigures // a host's
-	group   *gpotelv1.GroupPressure     // a cgroup's
 }
 
 // batchDecoder decodes batches as the exporter is configured to serve them.
@@ -77,7 +70,9 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 		rm := rms.At(i)
 		switch kind := pipeline.KindOf(rm.Resource().Attributes()); kind {
 		case pipeline.KindSnapshot:
-			b.snapshots = append(b.snapshots, pipeline.DecodeSnapshot(rm))
+			h := pipeline.DecodeSnapshot(rm)
+			b.snapshots = append(b.snapshots, h)
+			b.pressure.Closing, b.pressure.Time = true, h.Time
 			if b.tops == nil {
 				tops := pipeline.DecodeHostTops(rm)
 				b.tops = &tops
@@ -107,10 +102,10 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 			}
 		case pipeline.KindHost:
 			host, figures := pipeline.DecodeHostPressure(rm)
-			b.pressure = append(b.pressure, pressureResource{host: host, figures: figures})
+			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Figures: figures})
 		case pipeline.KindCgroup:
 			host, g := pipeline.DecodeCgroup(rm)
-			b.pressure = append(b.pressure, pressureResource{host: host, group: g})
+			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Group: g})
 		}
 	}
 	return b

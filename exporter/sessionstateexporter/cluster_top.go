@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -59,7 +60,7 @@ type clusterTopService struct {
 	gpotelv1.UnimplementedClusterTopServer
 	sessions *sessionStore
 	hosts    *hostTops
-	pressure *pressureStore
+	pressure *pressure.Store
 	window   time.Duration
 }
 
@@ -132,7 +133,7 @@ func (s *clusterTopService) addHosts(resp *gpotelv1.GetClusterTopResponse) {
 	}
 	s.hosts.mu.Unlock()
 	stalls := map[string]*gpotelv1.HostStall{}
-	for _, hp := range s.pressure.get().GetHosts() {
+	for _, hp := range s.pressure.Get().GetHosts() {
 		st := &gpotelv1.HostStall{}
 		for _, f := range hp.GetPressure() {
 			if f.GetKind() != "some" {

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
@@ -37,7 +38,7 @@ type sessionStateExporter struct {
 	decoder  batchDecoder
 	store    *sessionStore
 	finished *finishedWork
-	pressure pressureStore
+	pressure pressure.Store
 	tops     hostTops
 
 	server *grpc.Server
@@ -75,7 +76,7 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 	b := e.decoder.decode(md)
 	e.store.consume(b)
 	e.finished.consume(b, e.store.load().time)
-	e.pressure.consume(b)
+	e.pressure.Consume(b.pressure)
 	e.tops.consume(b)
 	return nil
 }
@@ -115,7 +116,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
 		callers: newCallerBuckets(e.cfg.MemoryContexts.CallerMaxRate, e.cfg.MemoryContexts.CallerMaxBurst), now: time.Now,
 	})
-	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
+	gpotelv1.RegisterPressureServiceServer(server, &pressure.Service{Store: &e.pressure})
 	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
 		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
