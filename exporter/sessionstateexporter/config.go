@@ -6,11 +6,11 @@ package sessionstateexporter
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/listenaddr"
 	"github.com/gpotel/gpotel/internal/sessionaction"
@@ -75,23 +75,7 @@ type Config struct {
 }
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
-type MemoryContextsConfig struct {
-	// agent_port, agents, agent: the agents' addresses and the client
-	// template (TLS, keepalive), as in the gpsession receiver.
-	agentconn.Config `mapstructure:",squash"`
-	// Timeout is how long each agent waits for its backend.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// MaxParallel bounds the agent calls of one request.
-	MaxParallel int `mapstructure:"max_parallel"`
-	// TopBackends is how many backends each roll-up row names.
-	TopBackends int `mapstructure:"top_backends"`
-	// MaxBackends bounds the backends one request asks.
-	MaxBackends int `mapstructure:"max_backends"`
-	// CallerMaxRate (requests a second) and CallerMaxBurst are each caller's
-	// token bucket (by client certificate, else by address).
-	CallerMaxRate  float64 `mapstructure:"caller_max_rate"`
-	CallerMaxBurst int     `mapstructure:"caller_max_burst"`
-}
+type MemoryContextsConfig = memorycontexts.Config
 
 // Each caller may ask about 5 sessions at once and then one a minute: every
 // backend asked writes a block into its server's log, which the agents
@@ -104,29 +88,6 @@ const (
 func defaultMemoryContextsConfig() MemoryContextsConfig {
 	return MemoryContextsConfig{Config: agentconn.NewDefaultConfig(), Timeout: 5 * time.Second, MaxParallel: 16, TopBackends: 3, MaxBackends: defaultMaxBackends,
 		CallerMaxRate: defaultCallerMaxRate, CallerMaxBurst: defaultCallerMaxBurst}
-}
-
-func (c MemoryContextsConfig) validate() []error {
-	errs := c.Problems("memory_contexts::")
-	if c.Timeout <= 0 || c.Timeout > time.Minute {
-		errs = append(errs, fmt.Errorf("memory_contexts::timeout %s: must be in (0, 1m]", c.Timeout))
-	}
-	if c.MaxParallel <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::max_parallel %d: must be positive", c.MaxParallel))
-	}
-	if c.TopBackends < 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::top_backends %d: must not be negative", c.TopBackends))
-	}
-	if c.MaxBackends <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::max_backends %d: must be positive", c.MaxBackends))
-	}
-	if !(c.CallerMaxRate > 0) || math.IsInf(c.CallerMaxRate, 0) {
-		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_rate %g: must be a positive number of requests a second", c.CallerMaxRate))
-	}
-	if c.CallerMaxBurst <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_burst %d: must be positive", c.CallerMaxBurst))
-	}
-	return errs
 }
 
 func createDefaultConfig() *Config {
@@ -176,7 +137,7 @@ func (cfg *Config) Validate() error {
 	if cfg.MaxResponseBytes < minMaxResponseBytes {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
-	errs = append(errs, cfg.MemoryContexts.validate()...)
+	errs = append(errs, cfg.MemoryContexts.Validate()...)
 	errs = append(errs, cfg.FinishedQueries.validate()...)
 	errs = append(errs, cfg.Actions.Validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	// insecure: true covers reading beyond loopback, never acting: the

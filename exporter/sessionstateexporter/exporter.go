@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -21,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/agentconn"
@@ -112,10 +112,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	})
 	// An agent's answer larger than a whole response could not be served.
 	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
-	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{
-		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
-		callers: newCallerBuckets(e.cfg.MemoryContexts.CallerMaxRate, e.cfg.MemoryContexts.CallerMaxBurst), now: time.Now,
-	})
+	gpotelv1.RegisterSessionMemoryContextsServer(server, memorycontexts.NewService(e.store, e.agents, e.cfg.MemoryContexts, e.cfg.MaxResponseBytes))
 	gpotelv1.RegisterPressureServiceServer(server, &pressure.Service{Store: &e.pressure})
 	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
 		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,

@@ -93,6 +93,16 @@ func (st *sessionStore) load() *view {
 	return st.current.Load()
 }
 
+// Backends is a live session's backends for GetSessionMemoryContexts.
+func (st *sessionStore) Backends(key pipeline.SessionKey) ([]pipeline.BackendRef, time.Time, bool) {
+	v := st.load()
+	s := v.byKey[key]
+	if s == nil || !v.live(s) {
+		return nil, v.time, false
+	}
+	return s.backends, v.time, true
+}
+
 // consume replaces the store's content with one snapshot.
 func (st *sessionStore) consume(b *batch) {
 	st.ingest.Lock()
