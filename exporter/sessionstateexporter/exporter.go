@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
@@ -39,7 +40,7 @@ type sessionStateExporter struct {
 	store    *sessionStore
 	finished *finishedWork
 	pressure pressure.Store
-	tops     hostTops
+	tops     clustertop.Hosts
 
 	server *grpc.Server
 	health *health.Server
@@ -77,7 +78,7 @@ func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metr
 	e.store.consume(b)
 	e.finished.consume(b, e.store.load().time)
 	e.pressure.Consume(b.pressure)
-	e.tops.consume(b)
+	e.tops.Consume(b.tops)
 	return nil
 }
 
@@ -117,9 +118,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
 		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
-	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
-		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
-	})
+	gpotelv1.RegisterClusterTopServer(server, clustertop.NewService(e.store, &e.tops, &e.pressure, e.cfg.LastMetricsWindow))
 	if e.cfg.Actions.Enabled {
 		e.actions = sessionaction.New(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
