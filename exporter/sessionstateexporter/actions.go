@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -21,43 +20,28 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
-	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// The actions and results the sessionstate_actions counter is kept by.
-const (
-	actionCancelQuery       = "cancel_query"
-	actionTerminateSession  = "terminate_session"
-	actionTerminateSessions = "terminate_sessions"
-	actionMove              = "move_to_resource_group"
-
-	resultDone     = "done"
-	resultFailed   = "failed"
-	resultRefused  = "refused"
-	resultNotFound = "not_found"
-	resultInvalid  = "invalid"
-	resultDenied   = "denied"
-)
-
-// maxGroupNameBytes is NAMEDATALEN-1: the server cuts longer names.
-const maxGroupNameBytes = 63
+// actionTerminateSessions is the counter's action of TerminateSessions:
+// each session it ends is counted under it.
+const actionTerminateSessions = "terminate_sessions"
 
 // actionService serves yagpcc's ActionService on the sessions of the newest
-// snapshot: it signals a session's coordinator backend with the action
-// connection's role, for clients actionGuard admits.
+// snapshot: for clients the guard admits, it acts on a session's
+// coordinator backend through the action path (internal/sessionaction) and
+// answers in yagpcc's terms; every call is logged and counted.
 type actionService struct {
 	yagpcc.UnimplementedActionServiceServer
 
 	store       *sessionStore
-	db          signaller
-	guard       actionGuard
+	actor       *sessionaction.Actor
+	guard       *sessionaction.Guard
 	logger      *zap.Logger
 	telemetry   *metadata.TelemetryBuilder
 	maxSessions int
-	// maxViewAge is actions::max_view_age; 0: twice the collection interval.
-	maxViewAge time.Duration
 }
 
 var _ yagpcc.ActionServiceServer = (*actionService)(nil)
@@ -77,13 +61,13 @@ type actionCall struct {
 
 func (svc *actionService) begin(ctx context.Context, action string) (*actionCall, error) {
 	c := &actionCall{svc: svc, action: action}
-	who, err := svc.guard.admit(ctx)
+	who, err := svc.guard.Admit(ctx)
 	c.fields = append(c.fields, zap.String("action", action), zap.String("client", who))
 	if p, ok := peer.FromContext(ctx); ok && p.Addr != nil {
 		c.fields = append(c.fields, zap.String("peer", p.Addr.String()))
 	}
 	if err != nil {
-		return c, c.end(resultDenied, err)
+		return c, c.end(sessionaction.Denied, err)
 	}
 	return c, nil
 }
@@ -96,7 +80,7 @@ func (c *actionCall) on(s *session) {
 }
 
 // end logs and counts the call's result; err is returned as given.
-func (c *actionCall) end(result string, err error) error {
+func (c *actionCall) end(result sessionaction.Result, err error) error {
 	detail := ""
 	if err != nil {
 		detail = status.Convert(err).Message()
@@ -106,55 +90,49 @@ func (c *actionCall) end(result string, err error) error {
 }
 
 // answer ends a call that answers with a TerminateResponse.
-func (c *actionCall) answer(result string, code yagpcc.TerminateResponseStatusCode, text string) *yagpcc.TerminateResponse {
+func (c *actionCall) answer(result sessionaction.Result, code yagpcc.TerminateResponseStatusCode, text string) *yagpcc.TerminateResponse {
 	c.svc.record(c.action, result, text, c.fields)
 	return &yagpcc.TerminateResponse{StatusCode: code, StatusText: text}
 }
 
-func (svc *actionService) record(action, result, detail string, fields []zap.Field) {
-	svc.logger.Info("session action", append(slices.Clip(fields), zap.String("result", result), zap.String("detail", detail))...)
+func (svc *actionService) record(action string, result sessionaction.Result, detail string, fields []zap.Field) {
+	svc.logger.Info("session action", append(slices.Clip(fields), zap.String("result", string(result)), zap.String("detail", detail))...)
 	if svc.telemetry != nil {
 		svc.telemetry.SessionstateActions.Add(context.Background(), 1, metric.WithAttributeSet(
-			attribute.NewSet(attribute.String("action", action), attribute.String("result", result))))
+			attribute.NewSet(attribute.String("action", action), attribute.String("result", string(result)))))
 	}
 }
 
 func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
-	call, err := svc.begin(ctx, actionCancelQuery)
+	call, err := svc.begin(ctx, string(sessionaction.CancelQuery))
 	if err != nil {
 		return nil, err
 	}
-	s, err := svc.queryTarget(call, req.GetQueryKey())
+	s, v, err := svc.queryTarget(call, req.GetQueryKey())
 	if err != nil {
 		return nil, err
 	}
-	if why := queryMismatch(s, req.GetQueryKey()); why != "" {
-		return call.answer(resultRefused, terminateError, why+": nothing cancelled"), nil
+	o := svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.CancelQuery, Query: queryOf(req.GetQueryKey())})
+	if o.Stage == sessionaction.StageQuery {
+		return call.answer(o.Result, terminateError, o.Err.Error()+": nothing cancelled"), nil
 	}
-	// The server cancels only while the backend runs the snapshot's query.
-	var started time.Time
-	if qs := s.state.GetSessionInfo().GetQueryStart(); qs != nil {
-		started = qs.AsTime()
-	}
-	done, err := svc.db.cancel(ctx, backendOf(s), started)
-	return svc.signalled(call, s, "sent a cancel to the running query of", done, err)
+	return svc.signalled(call, s, "sent a cancel to the running query of", o)
 }
 
 func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
-	call, err := svc.begin(ctx, actionTerminateSession)
+	call, err := svc.begin(ctx, string(sessionaction.TerminateSession))
 	if err != nil {
 		return nil, err
 	}
 	k := req.GetSessionKey()
 	if k == nil {
-		return nil, call.end(resultInvalid, status.Error(codes.InvalidArgument, "session_key is required"))
+		return nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "session_key is required"))
 	}
-	s, err := svc.target(call, pipeline.SessionKey{TmID: k.GetTmId(), ID: k.GetSessId()})
+	s, v, err := svc.target(call, pipeline.SessionKey{TmID: k.GetTmId(), ID: k.GetSessId()})
 	if err != nil {
 		return nil, err
 	}
-	done, err := svc.db.terminate(ctx, backendOf(s))
-	return svc.signalled(call, s, "terminated", done, err)
+	return svc.signalled(call, s, "terminated", svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.TerminateSession}))
 }
 
 func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
@@ -165,10 +143,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	call.fields = append(call.fields, zap.String("match_database", req.GetDatabase()), zap.String("match_user", req.GetUsername()))
 	switch {
 	case req.GetQueryId() != 0:
-		return nil, call.end(resultInvalid, status.Errorf(codes.InvalidArgument,
+		return nil, call.end(sessionaction.Invalid, status.Errorf(codes.InvalidArgument,
 			"query_id %d: gpotel keys queries by (tmid, ssid, ccnt) and has no query_id; end the session, or cancel its query with TerminateQuery", req.GetQueryId()))
 	case req.GetDatabase() == "" && req.GetUsername() == "":
-		return nil, call.end(resultInvalid, status.Error(codes.InvalidArgument, "name a database or username (or both): gpotel does not end every session at once"))
+		return nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "name a database or username (or both): gpotel does not end every session at once"))
 	}
 	v, err := svc.freshView(call)
 	if err != nil {
@@ -183,7 +161,7 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 		}
 	}
 	if len(matched) > svc.maxSessions {
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition,
+		return nil, call.end(sessionaction.Refused, status.Errorf(codes.FailedPrecondition,
 			"%d sessions match, more than actions::max_sessions_per_call %d: none was ended; narrow the request", len(matched), svc.maxSessions))
 	}
 	resp := &yagpcc.TerminateResponses{}
@@ -191,13 +169,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 		one := &actionCall{svc: svc, action: actionTerminateSessions, fields: slices.Clip(call.fields)}
 		one.on(s)
 		var answer *yagpcc.TerminateResponse
-		if why := untouchable(s); why != "" {
-			answer = one.answer(resultRefused, terminateError, fmt.Sprintf("%s: not ended: %s", sessionName(s), why))
-		} else {
-			done, err := svc.db.terminate(ctx, backendOf(s))
-			if answer, err = svc.signalled(one, s, "terminated", done, err); err != nil {
-				answer = &yagpcc.TerminateResponse{StatusCode: terminateError, StatusText: status.Convert(err).Message()}
-			}
+		if o := svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.TerminateSession}); o.Stage == sessionaction.StageTarget {
+			answer = one.answer(o.Result, terminateError, fmt.Sprintf("%s: not ended: %v", sessionName(s), o.Err))
+		} else if answer, err = svc.signalled(one, s, "terminated", o); err != nil {
+			answer = &yagpcc.TerminateResponse{StatusCode: terminateError, StatusText: status.Convert(err).Message()}
 		}
 		resp.TerminateResponse = append(resp.TerminateResponse, answer)
 	}
@@ -205,45 +180,49 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 }
 
 func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
-	call, err := svc.begin(ctx, actionMove)
+	call, err := svc.begin(ctx, string(sessionaction.MoveToResourceGroup))
 	if err != nil {
 		return nil, err
 	}
 	group := req.GetResourceGroupName()
 	call.fields = append(call.fields, zap.String("resource_group", group))
-	if group == "" || len(group) > maxGroupNameBytes || strings.ContainsRune(group, 0) {
-		return nil, call.end(resultInvalid, status.Errorf(codes.InvalidArgument, "resource_group_name %q: must be 1 to %d bytes, without NUL", group, maxGroupNameBytes))
+	move := sessionaction.Request{Action: sessionaction.MoveToResourceGroup, Query: queryOf(req.GetQueryKey()), Group: group}
+	if err := sessionaction.CheckRequest(move); err != nil {
+		return nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, err.Error()))
 	}
-	s, err := svc.queryTarget(call, req.GetQueryKey())
+	s, v, err := svc.queryTarget(call, req.GetQueryKey())
 	if err != nil {
 		return nil, err
 	}
-	if why := queryMismatch(s, req.GetQueryKey()); why != "" {
-		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition, why+": not moved"))
-	}
-	done, err := svc.db.move(ctx, backendOf(s), group)
+	o := svc.act(ctx, v, s, move)
 	var pgErr *pgconn.PgError
+	pid := s.state.GetSessionInfo().GetPid()
+	code := codes.FailedPrecondition
 	switch {
-	case errors.Is(err, errOwnSession):
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: not moved: the collector's own session", sessionName(s)))
-	case errors.Is(err, errNoBackend):
-		return nil, call.end(resultNotFound, status.Errorf(codes.NotFound, "%s (pid %d): not moved: %v", sessionName(s), s.state.GetSessionInfo().GetPid(), err))
-	case errors.Is(err, errOtherBackend), errors.Is(err, errBackendUnseen):
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s (pid %d): not moved: %v", sessionName(s), s.state.GetSessionInfo().GetPid(), err))
-	case errors.Is(err, errNoResourceGroups), errors.As(err, &pgErr):
-		return nil, call.end(resultFailed, status.Errorf(codes.FailedPrecondition, "%s: not moved: %v", sessionName(s), err))
-	case err != nil:
-		return nil, call.end(resultFailed, status.Errorf(codes.Unavailable, "%s: not moved: %v", sessionName(s), err))
-	case !done:
-		return nil, call.end(resultFailed, status.Errorf(codes.FailedPrecondition, "%s: the server did not move it to %q", sessionName(s), group))
+	case o.Result == sessionaction.Done:
+		return &emptypb.Empty{}, call.end(o.Result, nil)
+	case o.Stage == sessionaction.StageQuery:
+		return nil, call.end(o.Result, status.Error(code, o.Err.Error()+": not moved"))
+	case o.Stage != sessionaction.StageServer:
+		return nil, svc.refusedBefore(call, s, o)
+	case errors.Is(o.Err, sessionaction.ErrOwnSession):
+		return nil, call.end(o.Result, status.Errorf(code, "%s: not moved: the collector's own session", sessionName(s)))
+	case errors.Is(o.Err, sessionaction.ErrNoBackend):
+		return nil, call.end(o.Result, status.Errorf(codes.NotFound, "%s (pid %d): not moved: %v", sessionName(s), pid, o.Err))
+	case errors.Is(o.Err, sessionaction.ErrOtherBackend), errors.Is(o.Err, sessionaction.ErrBackendUnseen):
+		return nil, call.end(o.Result, status.Errorf(code, "%s (pid %d): not moved: %v", sessionName(s), pid, o.Err))
+	case errors.Is(o.Err, sessionaction.ErrNotDone):
+		return nil, call.end(o.Result, status.Errorf(code, "%s: the server did not move it to %q", sessionName(s), group))
+	case !errors.Is(o.Err, sessionaction.ErrNoResourceGroups) && !errors.As(o.Err, &pgErr):
+		code = codes.Unavailable
 	}
-	return &emptypb.Empty{}, call.end(resultDone, nil)
+	return nil, call.end(o.Result, status.Errorf(code, "%s: not moved: %v", sessionName(s), o.Err))
 }
 
 // queryTarget is the session of a query key, as target finds it.
-func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*session, error) {
+func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*session, *view, error) {
 	if k == nil {
-		return nil, call.end(resultInvalid, status.Error(codes.InvalidArgument, "query_key is required"))
+		return nil, nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "query_key is required"))
 	}
 	call.fields = append(call.fields, zap.Int64("ccnt", int64(k.GetCcnt())))
 	if k.GetQueryStart() != nil {
@@ -252,118 +231,93 @@ func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*se
 	return svc.target(call, pipeline.SessionKey{TmID: int64(k.GetTmid()), ID: int64(k.GetSsid())})
 }
 
-// target is a live session of the newest snapshot that gpotel may act on.
-func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*session, error) {
+// target is a live session of the newest snapshot, and that snapshot's view.
+func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*session, *view, error) {
 	v, err := svc.freshView(call)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	s := v.byKey[key]
 	if s == nil || !v.live(s) {
 		call.fields = append(call.fields, zap.Int64("sess_id", key.ID), zap.Int64("tm_id", key.TmID))
-		return nil, call.end(resultNotFound, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the newest snapshot", key.ID, key.TmID))
+		return nil, nil, call.end(sessionaction.NotFound, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the newest snapshot", key.ID, key.TmID))
 	}
 	call.on(s)
-	if why := untouchable(s); why != "" {
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %s", sessionName(s), why))
-	}
-	return s, nil
+	return s, v, nil
 }
 
-// freshView is the newest snapshot's view, unless it is older than
-// actions::max_view_age (or twice the interval between the last two
-// snapshots): a receiver that stopped producing snapshots leaves a view
-// whose pids the kernel may have given to other backends since.
+// freshView is the newest snapshot's view, unless the action path finds it
+// too old to act on.
 func (svc *actionService) freshView(call *actionCall) (*view, error) {
 	v := svc.store.load()
-	limit := svc.maxViewAge
-	if limit == 0 {
-		limit = 2 * v.interval
-	}
-	switch age := v.age(time.Now()); {
-	case v.time.IsZero():
-		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition, "no snapshot yet: nothing to act on"))
-	case limit == 0:
-		return nil, call.end(resultRefused, status.Error(codes.FailedPrecondition,
-			"one snapshot only: the collection interval is not known yet, so neither is how old a view may be to act on (actions::max_view_age 0: twice the interval between the last two snapshots); try again after the next snapshot"))
-	case age > limit:
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition,
-			"the newest snapshot is %s old, more than %s (actions::max_view_age, or twice the collection interval): the receiver is not producing snapshots and pids may have been reused, so gpotel acts on nothing",
-			age.Round(time.Millisecond), limit))
+	if err := svc.actor.Fresh(actionView(v)); err != nil {
+		return nil, call.end(sessionaction.Refused, status.Error(codes.FailedPrecondition, err.Error()))
 	}
 	return v, nil
 }
 
-// backendOf names the session's coordinator backend for the server's check.
-func backendOf(s *session) backendID {
-	info := s.state.GetSessionInfo()
-	return backendID{pid: info.GetPid(), started: info.GetBackendStart().AsTime(), sessID: s.key.ID}
+// act acts on s through the action path, on the word of v.
+func (svc *actionService) act(ctx context.Context, v *view, s *session, req sessionaction.Request) sessionaction.Outcome {
+	return svc.actor.Act(ctx, actionView(v), actionTarget(s), req)
 }
 
-// untouchable says why gpotel never acts on a session: a system process,
-// one of the collector's own connections, or one the snapshot does not name
-// well enough for the server to tell it from a later backend; "" for any
-// other.
-func untouchable(s *session) string {
-	info := s.state.GetSessionInfo()
-	own, isOwn := ownbackends.Of(info.GetPid())
-	switch {
-	case s.system:
-		return "it is a system process, not a client session"
-	case isOwn:
-		return fmt.Sprintf("it is the collector's own %s (backend pid %d)", own, info.GetPid())
-	case info.GetPid() <= 0:
-		return "the snapshot names no coordinator backend to signal"
-	case info.GetBackendStart() == nil:
-		return fmt.Sprintf("the snapshot does not name the start of its backend (pid %d), so the server could not tell it from a later backend of the same pid "+
-			"(the receiver's role cannot see other users' backend_start?)", info.GetPid())
+// refusedBefore ends a call the action path refused before sending: its
+// view went stale since target read it, or gpotel never acts on s.
+func (svc *actionService) refusedBefore(call *actionCall, s *session, o sessionaction.Outcome) error {
+	if o.Stage == sessionaction.StageTarget {
+		return call.end(o.Result, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), o.Err))
 	}
-	return ""
+	return call.end(o.Result, status.Error(codes.FailedPrecondition, o.Err.Error()))
 }
 
-// queryMismatch says why the key does not name the session's running query:
-// by command count, by start, or (both 0) whichever query it runs.
-func queryMismatch(s *session, k *yagpcc.QueryKey) string {
-	info := s.state.GetSessionInfo()
-	if !s.running {
-		return fmt.Sprintf("%s runs no query (state %q in the newest snapshot)", sessionName(s), info.GetState())
-	}
-	if ccnt := int64(k.GetCcnt()); ccnt != 0 {
-		switch {
-		case s.query == nil || s.query.id.ccnt == 0:
-			return fmt.Sprintf("%s: the snapshot does not know the running query's command count, so ccnt %d cannot be checked: name the query by query_start, or with ccnt 0",
-				sessionName(s), ccnt)
-		case s.query.id.ccnt != ccnt:
-			return fmt.Sprintf("%s: its running query is ccnt %d, not %d", sessionName(s), s.query.id.ccnt, ccnt)
-		}
-	}
-	if want := k.GetQueryStart(); want != nil {
-		if got := info.GetQueryStart(); got == nil || !got.AsTime().Equal(want.AsTime()) {
-			return fmt.Sprintf("%s: its running query started at %s, not %s",
-				sessionName(s), got.AsTime().Format(time.RFC3339Nano), want.AsTime().Format(time.RFC3339Nano))
-		}
-	}
-	return ""
+// actionView is what the action path needs to know of a view.
+func actionView(v *view) sessionaction.View {
+	return sessionaction.View{Time: v.time, Age: v.age(time.Now()), Interval: v.interval}
 }
 
-// signalled answers a cancel or terminate by what the server did.
-func (svc *actionService) signalled(call *actionCall, s *session, did string, done bool, err error) (*yagpcc.TerminateResponse, error) {
+// actionTarget is the session as the action path sees it.
+func actionTarget(s *session) sessionaction.Target {
+	info := s.state.GetSessionInfo()
+	t := sessionaction.Target{
+		Key: s.key, PID: info.GetPid(), System: s.system, Running: s.running, State: info.GetState(),
+	}
+	if info.GetBackendStart() != nil {
+		t.BackendStart = info.GetBackendStart().AsTime()
+	}
+	if info.GetQueryStart() != nil {
+		t.QueryStart = info.GetQueryStart().AsTime()
+	}
+	if s.query != nil {
+		t.QueryCcnt = s.query.id.ccnt
+	}
+	return t
+}
+
+// queryOf is the query a key names: by command count, by start, or both.
+func queryOf(k *yagpcc.QueryKey) sessionaction.Query {
+	q := sessionaction.Query{Ccnt: int64(k.GetCcnt())}
+	if k.GetQueryStart() != nil {
+		q.Start = k.GetQueryStart().AsTime()
+	}
+	return q
+}
+
+// signalled answers a cancel or terminate by the action's outcome.
+func (svc *actionService) signalled(call *actionCall, s *session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
 	pid := s.state.GetSessionInfo().GetPid()
 	switch {
-	case errors.Is(err, errOwnSession):
-		return nil, call.end(resultRefused, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), err))
-	case errors.Is(err, errNoBackend):
-		return call.answer(resultNotFound, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
-	case isServersAnswer(err):
-		return call.answer(resultRefused, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
-	case err != nil:
-		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, err)), nil
-	case !done:
-		return call.answer(resultFailed, terminateError, fmt.Sprintf("%s: the server did not signal its backend pid %d", sessionName(s), pid)), nil
+	case o.Stage != sessionaction.StageServer:
+		return nil, svc.refusedBefore(call, s, o)
+	case errors.Is(o.Err, sessionaction.ErrOwnSession):
+		return nil, call.end(o.Result, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), o.Err))
+	case errors.Is(o.Err, sessionaction.ErrNotDone):
+		return call.answer(o.Result, terminateError, fmt.Sprintf("%s: the server did not signal its backend pid %d", sessionName(s), pid)), nil
+	case o.Result != sessionaction.Done:
+		return call.answer(o.Result, terminateError, fmt.Sprintf("%s (pid %d): %v", sessionName(s), pid, o.Err)), nil
 	}
-	return call.answer(resultDone, terminateSuccess, fmt.Sprintf("%s %s (pid %d)", did, sessionName(s), pid)), nil
+	return call.answer(o.Result, terminateSuccess, fmt.Sprintf("%s %s (pid %d)", did, sessionName(s), pid)), nil
 }
 
 func sessionName(s *session) string {
-	return fmt.Sprintf("session {sess_id %d, tm_id %d}", s.key.ID, s.key.TmID)
+	return actionTarget(s).Name()
 }

@@ -11,8 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -33,12 +31,11 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
-	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
-	"github.com/gpotel/gpotel/internal/roleconn"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -49,23 +46,23 @@ type fakeSignaller struct {
 	err   error
 }
 
-func (f *fakeSignaller) cancel(_ context.Context, b backendID, started time.Time) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("cancel %s started %s", b, started.Format(time.TimeOnly)))
+func (f *fakeSignaller) Cancel(_ context.Context, b sessionaction.Backend, started time.Time) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("cancel %s started %s", backendString(b), started.Format(time.TimeOnly)))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) terminate(_ context.Context, b backendID) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("terminate %s", b))
+func (f *fakeSignaller) Terminate(_ context.Context, b sessionaction.Backend) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("terminate %s", backendString(b)))
 	return f.done, f.err
 }
 
-func (f *fakeSignaller) move(_ context.Context, b backendID, group string) (bool, error) {
-	f.calls = append(f.calls, fmt.Sprintf("move %s %s", b, group))
+func (f *fakeSignaller) Move(_ context.Context, b sessionaction.Backend, group string) (bool, error) {
+	f.calls = append(f.calls, fmt.Sprintf("move %s %s", backendString(b), group))
 	return f.done, f.err
 }
 
-func (b backendID) String() string {
-	return fmt.Sprintf("pid %d of %s session %d", b.pid, b.started.Format(time.TimeOnly), b.sessID)
+func backendString(b sessionaction.Backend) string {
+	return fmt.Sprintf("pid %d of %s session %d", b.PID, b.Started.Format(time.TimeOnly), b.SessID)
 }
 
 // testActionToken is as long as the shortest token gpotel takes.
@@ -129,13 +126,16 @@ func newActionTestOf(t *testing.T, v *view) *actionTest {
 	}
 	core, logs := observer.New(zapcore.InfoLevel)
 	db := &fakeSignaller{done: true}
-	guard := newGuard([]byte(testActionToken), nil)
-	guard.after = noDelay // the rule's own tests wait
-	cfg := defaultActionsConfig()
+	// The rule's own tests (internal/sessionaction) wait.
+	guard, err := sessionaction.NewGuard(ActionsConfig{TokenFile: writeTokenFile(t, testActionToken)}, sessionaction.WithDenialDelay(noDelay))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := sessionaction.DefaultConfig()
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
 		svc: &actionService{
-			store: store, db: db, logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
+			store: store, actor: sessionaction.NewWithSignaller(db, 0), logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
 			guard: guard,
 		},
 		db: db, logs: logs, tel: tel,
@@ -245,7 +245,7 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 
 	// Whatever its application_name, the action connection's own backend.
 	at = newActionTest(t, actionSession(7, "psql", "active", 0))
-	at.db.err = errOwnSession
+	at.db.err = sessionaction.ErrOwnSession
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(7)})
 	assertCode(t, err, codes.FailedPrecondition, "the collector's own")
 }
@@ -327,7 +327,7 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 		at := newActionTest(t, actionSession(5, "psql", "active", 3))
 		v := at.svc.store.load()
 		v.received, v.interval = received, interval
-		at.svc.maxViewAge = maxViewAge
+		at.svc.actor = sessionaction.NewWithSignaller(at.db, maxViewAge)
 		return at
 	}
 	for name, tc := range map[string]struct {
@@ -365,18 +365,18 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
 	store := newSessionStore(testConfig(), zap.NewNop(), "")
 	before := time.Now()
-	store.consume(buildSnapshot(before, []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(before, []testSession{fullSession()})))
 	first := store.load()
 	if first.interval != 0 || first.received.Before(before) {
 		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.interval, first.received, before)
 	}
-	store.consume(buildSnapshot(before.Add(time.Second), []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(before.Add(time.Second), []testSession{fullSession()})))
 	second := store.load()
 	if second.interval != second.received.Sub(first.received) || second.interval <= 0 {
 		t.Errorf("second view: interval %s, want %s", second.interval, second.received.Sub(first.received))
 	}
 	// A snapshot an hour old when it came is an hour old at once.
-	store.consume(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()}))
+	store.consume(decoded(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()})))
 	if age := store.load().age(time.Now()); age < time.Hour-3*time.Second {
 		t.Errorf("a snapshot taken an hour before it came: age %s", age)
 	}
@@ -404,8 +404,8 @@ func TestActionsRefuseABackendWithoutItsStart(t *testing.T) {
 func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
 	for answer, want := range map[error]string{
-		errNoBackend:    "pid 1005): the server has no backend of this pid",
-		errOtherBackend: "pid 1005): the pid now names another backend",
+		sessionaction.ErrNoBackend:    "pid 1005): the server has no backend of this pid",
+		sessionaction.ErrOtherBackend: "pid 1005): the pid now names another backend",
 	} {
 		at.db.err = answer
 		resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
@@ -479,7 +479,7 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 		assertCode(t, err, codes.InvalidArgument, "resource_group_name")
 	}
 
-	at.db.err = fmt.Errorf("%w (dialect postgresql)", errNoResourceGroups)
+	at.db.err = fmt.Errorf("%w (dialect postgresql)", sessionaction.ErrNoResourceGroups)
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
 	assertCode(t, err, codes.FailedPrecondition, "no resource groups (dialect postgresql)")
 }
@@ -517,137 +517,11 @@ func TestEveryActionIsLoggedAndCounted(t *testing.T) {
 	}, metricdatatest.IgnoreTimestamp())
 }
 
-// The action token file is a regular file only its owner may read or
-// write, and its token 32 to 8192 bytes of visible ASCII; a FIFO in its
-// place is refused, not waited on.
-func TestActionTokenFileRules(t *testing.T) {
-	dir := t.TempDir()
-	for name, f := range map[string]struct {
-		content string
-		mode    os.FileMode
-	}{
-		"token": {testActionToken + "\n", 0o600}, "read-only": {testActionToken, 0o400},
-		"empty": {"\n", 0o600}, "short": {testActionToken[1:], 0o600}, "huge": {strings.Repeat("x", roleconn.MaxSecretBytes+1), 0o600},
-		"spaced": {"act now " + testActionToken, 0o600}, "group-readable": {testActionToken, 0o640}, "world-writable": {testActionToken, 0o602},
-	} {
-		path := filepath.Join(dir, name)
-		if err := os.WriteFile(path, []byte(f.content), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(path, f.mode); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := syscall.Mkfifo(filepath.Join(dir, "fifo"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, good := range []string{"token", "read-only"} {
-		g, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, good)})
-		if err != nil || string(g.token) != testActionToken {
-			t.Errorf("%s token file: %q, %v", good, g.token, err)
-		}
-	}
-	for bad, why := range map[string]string{
-		"empty": "0 bytes, fewer than 32", "short": "31 bytes, fewer than 32", "huge": "longer than 8192 bytes", "absent": "no such file",
-		"spaced": "byte 3 is 0x20", "group-readable": "mode 0640", "world-writable": "mode 0602", "fifo": "not a regular file",
-	} {
-		if _, err := newActionGuard(ActionsConfig{TokenFile: filepath.Join(dir, bad)}); err == nil || !strings.Contains(err.Error(), "actions::token_file") ||
-			!strings.Contains(err.Error(), why) {
-			t.Errorf("%s token file: %v, want an error saying %q", bad, err, why)
-		}
-	}
-}
-
-// One call carries one action token: a call is not a list of guesses.
-func TestOneCallCarriesOneActionToken(t *testing.T) {
-	at := newActionTest(t, actionSession(5, "psql", "active", 3))
-	ctx := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(
-		clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess", clientname.ActionTokenHeader, testActionToken))
-	_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	assertCode(t, err, codes.PermissionDenied, "2 gpotel-action-token headers")
-	at.assertNothingSent(t)
-}
-
-// A wrong action token is answered only after a delay, and while
-// maxDeniedInFlight of them wait, every further token is refused before it
-// is compared: guesses are bounded per delay, and so are the handlers held.
-func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
-	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
-	paused, release := holdDelays(at)
-	wrong := grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
-	answers := make(chan error, maxDeniedInFlight)
-	for range maxDeniedInFlight {
-		go func() {
-			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-			answers <- err
-		}()
-	}
-	await.Until(t, "every wrong token waits out its delay", func() bool { return paused.Load() == maxDeniedInFlight })
-
-	for _, ctx := range []context.Context{wrong, authorized(t)} {
-		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-		assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
-	}
-	if paused.Load() != maxDeniedInFlight {
-		t.Errorf("%d calls held, want %d", paused.Load(), maxDeniedInFlight)
-	}
-	close(release)
-	for range maxDeniedInFlight {
-		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
-	}
-	at.assertNothingSent(t)
-	if resp, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)}); err != nil || resp.GetStatusCode() != terminateSuccess {
-		t.Errorf("the action token once the wrong ones were answered: %v %v", resp, err)
-	}
-}
-
-// A wrong token keeps its slot for the whole delay even when its caller
-// has given up: else a caller could send a guess, cancel when no answer
-// came at once (a right token is answered at once) and free the slot, and
-// the bound of maxDeniedInFlight guesses per delay would not hold.
-func TestAWrongTokenHoldsItsSlotWhenItsCallerLeaves(t *testing.T) {
-	at := newActionTest(t, actionSession(5, "psql", "idle", 0))
-	paused, release := holdDelays(at)
-	gone, leave := context.WithCancel(context.Background())
-	leave()
-	wrong := grpcmetadata.NewIncomingContext(gone, grpcmetadata.Pairs(clientname.ActionTokenHeader, "guess-guess-guess-guess-guess-guess"))
-	answers := make(chan error, maxDeniedInFlight)
-	for range maxDeniedInFlight {
-		go func() {
-			_, err := at.svc.TerminateSession(wrong, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-			answers <- err
-		}()
-	}
-	await.Until(t, "every wrong token started its delay", func() bool { return paused.Load() == maxDeniedInFlight })
-	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
-	select {
-	case err := <-answers:
-		t.Fatalf("a wrong token whose caller left was answered before its delay ended: %v", err)
-	default:
-	}
-	close(release)
-	for range maxDeniedInFlight {
-		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
-	}
-}
-
 // noDelay is a wrong token's delay already over.
 func noDelay(time.Duration) <-chan time.Time {
 	over := make(chan time.Time)
 	close(over)
 	return over
-}
-
-// holdDelays makes every wrong token's delay last until release is closed;
-// paused counts the delays started.
-func holdDelays(at *actionTest) (paused *atomic.Int32, release chan time.Time) {
-	paused, release = new(atomic.Int32), make(chan time.Time)
-	at.svc.guard.after = func(time.Duration) <-chan time.Time {
-		paused.Add(1)
-		return release
-	}
-	return paused, release
 }
 
 // Under mutual TLS, a client certificate named in allowed_clients may act;

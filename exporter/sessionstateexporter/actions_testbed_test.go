@@ -27,6 +27,7 @@ import (
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -141,7 +142,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			var done []string
 			for _, e := range srv.logs.FilterMessage("session action").All() {
 				m := e.ContextMap()
-				if m["result"] == resultDone && m["client"] == "action token" {
+				if m["result"] == string(sessionaction.Done) && m["client"] == "action token" {
 					done = append(done, m["action"].(string))
 				}
 			}

@@ -104,7 +104,7 @@ func BenchmarkGetGPSessions(b *testing.B) {
 	b.StopTimer()
 	cfg := testConfig()
 	svc := &getGPInfoService{store: newSessionStore(cfg, zap.NewNop(), ""), defaultPageSize: 100, maxPageSize: 10000, maxResponseBytes: cfg.MaxResponseBytes}
-	svc.store.consume(buildSnapshot(t0, benchSessions(sessions, 0)))
+	svc.store.consume(decoded(buildSnapshot(t0, benchSessions(sessions, 0))))
 	req := &yagpcc.GetGPSessionsReq{Field: byUserTimeDesc, PageSize: 100}
 	serverLatencies := make([]time.Duration, 0, requests)
 	for r := 0; r < requests; r++ {

@@ -71,7 +71,7 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 	for i := range sessions {
 		sessions[i].meta = map[string]any{pipeline.MetaState: "active", pipeline.MetaQuery: "select 1"}
 	}
-	st.consume(buildSnapshot(t0, sessions))
+	st.consume(decoded(buildSnapshot(t0, sessions)))
 	svc := &getGPInfoService{store: st, defaultPageSize: defaultPageSize, maxPageSize: defaultMaxPageSize, maxResponseBytes: defaultMaxResponseBytes}
 
 	repeatedPID := make([]*yagpcc.SessionFieldWrapper, 200_000)
@@ -188,7 +188,7 @@ func heapInUse() uint64 {
 func TestOrderCacheIsBoundedByBytes(t *testing.T) {
 	cfg := testConfig()
 	st := newSessionStore(cfg, zap.NewNop(), "")
-	st.consume(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 10_001), 7)))
+	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 10_001), 7))))
 	v := st.load()
 	before := heapInUse()
 	for _, spec := range distinctSpecs(t, 64, maxSortFields) {

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
@@ -252,7 +253,7 @@ func TestClusterTopLimitIsCapped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for limit, want := range map[uint32]int{0: defaultTopSessions, 5: 5, 1000: maxTopSessions} {
+	for limit, want := range map[uint32]int{0: clustertop.DefaultSessions, 5: 5, 1000: clustertop.MaxSessions} {
 		resp, err := client.GetClusterTop(ctxTimeout(t), &gpotelv1.GetClusterTopRequest{Limit: limit})
 		if err != nil {
 			t.Fatal(err)

@@ -6,13 +6,14 @@ package sessionstateexporter
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
 	"go.opentelemetry.io/collector/config/configgrpc"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
 // Defaults. Port 1432 is where yagpcc's coordinator service listens; on
@@ -32,6 +33,10 @@ const (
 	// Below this no session with a cut query text fits reliably.
 	minMaxResponseBytes = 1024
 )
+
+// ActionsConfig enables yagpcc's ActionService on the exporter's gRPC
+// server: the action path's settings (internal/sessionaction).
+type ActionsConfig = sessionaction.Config
 
 // Config is the sessionstate exporter's configuration.
 type Config struct {
@@ -70,23 +75,7 @@ type Config struct {
 }
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
-type MemoryContextsConfig struct {
-	// agent_port, agents, agent: the agents' addresses and the client
-	// template (TLS, keepalive), as in the gpsession receiver.
-	agentconn.Config `mapstructure:",squash"`
-	// Timeout is how long each agent waits for its backend.
-	Timeout time.Duration `mapstructure:"timeout"`
-	// MaxParallel bounds the agent calls of one request.
-	MaxParallel int `mapstructure:"max_parallel"`
-	// TopBackends is how many backends each roll-up row names.
-	TopBackends int `mapstructure:"top_backends"`
-	// MaxBackends bounds the backends one request asks.
-	MaxBackends int `mapstructure:"max_backends"`
-	// CallerMaxRate (requests a second) and CallerMaxBurst are each caller's
-	// token bucket (by client certificate, else by address).
-	CallerMaxRate  float64 `mapstructure:"caller_max_rate"`
-	CallerMaxBurst int     `mapstructure:"caller_max_burst"`
-}
+type MemoryContextsConfig = memorycontexts.Config
 
 // Each caller may ask about 5 sessions at once and then one a minute: every
 // backend asked writes a block into its server's log, which the agents
@@ -101,29 +90,6 @@ func defaultMemoryContextsConfig() MemoryContextsConfig {
 		CallerMaxRate: defaultCallerMaxRate, CallerMaxBurst: defaultCallerMaxBurst}
 }
 
-func (c MemoryContextsConfig) validate() []error {
-	errs := c.Problems("memory_contexts::")
-	if c.Timeout <= 0 || c.Timeout > time.Minute {
-		errs = append(errs, fmt.Errorf("memory_contexts::timeout %s: must be in (0, 1m]", c.Timeout))
-	}
-	if c.MaxParallel <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::max_parallel %d: must be positive", c.MaxParallel))
-	}
-	if c.TopBackends < 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::top_backends %d: must not be negative", c.TopBackends))
-	}
-	if c.MaxBackends <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::max_backends %d: must be positive", c.MaxBackends))
-	}
-	if !(c.CallerMaxRate > 0) || math.IsInf(c.CallerMaxRate, 0) {
-		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_rate %g: must be a positive number of requests a second", c.CallerMaxRate))
-	}
-	if c.CallerMaxBurst <= 0 {
-		errs = append(errs, fmt.Errorf("memory_contexts::caller_max_burst %d: must be positive", c.CallerMaxBurst))
-	}
-	return errs
-}
-
 func createDefaultConfig() *Config {
 	server := configgrpc.NewDefaultServerConfig()
 	server.NetAddr.Endpoint = defaultEndpoint
@@ -136,7 +102,7 @@ func createDefaultConfig() *Config {
 		MaxPageSize:        defaultMaxPageSize,
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
-		Actions:            defaultActionsConfig(),
+		Actions:            sessionaction.DefaultConfig(),
 		FinishedQueries:    defaultFinishedQueriesConfig(),
 	}
 }
@@ -171,9 +137,9 @@ func (cfg *Config) Validate() error {
 	if cfg.MaxResponseBytes < minMaxResponseBytes {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
-	errs = append(errs, cfg.MemoryContexts.validate()...)
+	errs = append(errs, cfg.MemoryContexts.Validate()...)
 	errs = append(errs, cfg.FinishedQueries.validate()...)
-	errs = append(errs, cfg.Actions.validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
+	errs = append(errs, cfg.Actions.Validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	// insecure: true covers reading beyond loopback, never acting: the
 	// action token would cross the network in the clear.
 	if cfg.Actions.Enabled && listenaddr.PlaintextBeyondLoopback(cfg.NetAddr.Endpoint, cfg.TLS.HasValue()) {

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"go.opentelemetry.io/collector/component"
 	"go.opentelemetry.io/collector/component/componentstatus"
@@ -21,10 +20,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -33,17 +36,18 @@ import (
 type sessionStateExporter struct {
 	cfg      *Config
 	settings exporter.Settings
+	decoder  batchDecoder
 	store    *sessionStore
 	finished *finishedWork
-	pressure pressureStore
-	tops     hostTops
+	pressure pressure.Store
+	tops     clustertop.Hosts
 
 	server *grpc.Server
 	health *health.Server
 	done   chan struct{}
 	agents *agentconn.Pool
-	// actions is the action connection; nil while actions are off.
-	actions *actionDB
+	// actions is the action path; nil while actions are off.
+	actions *sessionaction.Actor
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
@@ -62,16 +66,19 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateE
 	return &sessionStateExporter{
 		cfg:      cfg,
 		settings: set,
+		decoder:  newBatchDecoder(cfg),
 		store:    store,
 		finished: finished,
 	}, nil
 }
 
+// consumeMetrics decodes the batch once and hands it to every store.
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	e.store.consume(md)
-	e.finished.consume(md, e.store.load().time)
-	e.pressure.consume(md)
-	e.tops.consume(md)
+	b := e.decoder.decode(md)
+	e.store.consume(b)
+	e.finished.consume(b, e.store.load().time)
+	e.pressure.Consume(b.pressure)
+	e.tops.Consume(b.tops)
 	return nil
 }
 
@@ -88,9 +95,9 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	if err != nil {
 		return fmt.Errorf("sessionstate: listening on %s: %w", e.cfg.NetAddr.Endpoint, err)
 	}
-	var guard actionGuard
+	var guard *sessionaction.Guard
 	if e.cfg.Actions.Enabled {
-		if guard, err = newActionGuard(e.cfg.Actions); err != nil {
+		if guard, err = sessionaction.NewGuard(e.cfg.Actions); err != nil {
 			_ = listener.Close()
 			return fmt.Errorf("sessionstate: %w", err)
 		}
@@ -106,26 +113,21 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	})
 	// An agent's answer larger than a whole response could not be served.
 	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
-	gpotelv1.RegisterSessionMemoryContextsServer(server, &sessionMemoryService{
-		store: e.store, agents: e.agents, cfg: e.cfg.MemoryContexts, maxResponseBytes: e.cfg.MaxResponseBytes,
-		callers: newCallerBuckets(e.cfg.MemoryContexts.CallerMaxRate, e.cfg.MemoryContexts.CallerMaxBurst), now: time.Now,
-	})
-	gpotelv1.RegisterPressureServiceServer(server, &pressureService{store: &e.pressure})
+	gpotelv1.RegisterSessionMemoryContextsServer(server, memorycontexts.NewService(e.store, e.agents, e.cfg.MemoryContexts, e.cfg.MaxResponseBytes))
+	gpotelv1.RegisterPressureServiceServer(server, &pressure.Service{Store: &e.pressure})
 	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
 		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
-	gpotelv1.RegisterClusterTopServer(server, &clusterTopService{
-		sessions: e.store, hosts: &e.tops, pressure: &e.pressure, window: e.cfg.LastMetricsWindow,
-	})
+	gpotelv1.RegisterClusterTopServer(server, clustertop.NewService(e.store, &e.tops, &e.pressure, e.cfg.LastMetricsWindow))
 	if e.cfg.Actions.Enabled {
-		e.actions = newActionDB(e.cfg.Actions)
+		e.actions = sessionaction.New(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
-			store: e.store, db: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall, maxViewAge: e.cfg.Actions.MaxViewAge,
+			store: e.store, actor: e.actions, guard: guard, logger: e.settings.Logger,
+			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
 		})
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
-			zap.String("user", e.cfg.Actions.User), zap.Bool("token", len(guard.token) > 0), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
+			zap.String("user", e.cfg.Actions.User), zap.Bool("token", guard.HasToken()), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
 	}
 	healthpb.RegisterHealthServer(server, e.health)
 	reflection.Register(server)
@@ -172,7 +174,7 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 	}
 	<-e.done
 	if e.actions != nil {
-		e.actions.close()
+		e.actions.Close()
 	}
 	return e.agents.Close()
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 	"unique"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
@@ -20,7 +19,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -69,42 +67,19 @@ const (
 
 // consume keeps the events of one batch; now is the newest snapshot's
 // time, as the session store serves it.
-func (w *finishedWork) consume(md pmetric.Metrics, now time.Time) {
+func (w *finishedWork) consume(b *batch, now time.Time) {
 	if w.retention <= 0 {
 		return
 	}
-	var rows []*eventRow
-	var coordinator string
-	invalid := 0
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		attrs := rms.At(i).Resource().Attributes()
-		var l *eventLayout
-		switch pipeline.KindOf(attrs) {
-		case pipeline.KindSnapshot:
-			if v, ok := attrs.Get(pipeline.AttrHostName); ok {
-				coordinator = v.AsString()
-			}
-			continue
-		case pipeline.KindFinishedQuery:
-			l = queryLayout
-		case pipeline.KindEndedSession:
-			l = sessionLayout
-		default:
-			continue
-		}
-		r, err := l.read(attrs)
-		if err != nil {
-			if invalid == 0 {
-				w.logger.Warn("finished work event left out", zap.String("kind", l.kind.String()), zap.Error(err))
-			}
-			invalid++
-			continue
-		}
-		rows = append(rows, r)
+	if bad := b.firstBadEvent; bad != nil {
+		w.logger.Warn("finished work event left out", zap.String("kind", bad.kind.String()), zap.Error(bad.err))
 	}
-	if invalid > 0 && w.telemetry != nil {
-		w.telemetry.SessionstateSessionsInvalid.Add(context.Background(), int64(invalid))
+	if b.badEvents > 0 && w.telemetry != nil {
+		w.telemetry.SessionstateSessionsInvalid.Add(context.Background(), int64(b.badEvents))
+	}
+	var coordinator string
+	for _, h := range b.snapshots {
+		coordinator = h.Coordinator
 	}
 	host := unique.Make(cmp.Or(w.hostOverride, coordinator, w.fallbackHost))
 	w.mu.Lock()
@@ -115,7 +90,7 @@ func (w *finishedWork) consume(md pmetric.Metrics, now time.Time) {
 			w.since = w.now
 		}
 	}
-	for _, r := range rows {
+	for _, r := range b.events {
 		r.coordinator = host
 		w.insert(r)
 	}

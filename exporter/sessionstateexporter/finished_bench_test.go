@@ -110,7 +110,7 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 			decode, decodeCPU = decode+time.Since(wall), decodeCPU+benchmeter.ThreadCPU()-cpu
 			b.StartTimer()
 			wall, cpu = time.Now(), benchmeter.ThreadCPU()
-			w.consume(md, at)
+			w.consume(decoded(md), at)
 			ingest, ingestCPU = ingest+time.Since(wall), ingestCPU+benchmeter.ThreadCPU()-cpu
 			b.StopTimer()
 			runtime.UnlockOSThread()

@@ -668,11 +668,11 @@ func droppedBy(bound string, n int64) metricdata.DataPoint[int64] {
 // is complete is said from the latest end dropped.
 func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
 	w, tt := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 3, MaxBytes: 1 << 30})
-	w.consume(finishedBatch(t0.Add(-time.Hour), nil, nil), t0.Add(-time.Hour)) // the exporter's first snapshot
+	w.consume(decoded(finishedBatch(t0.Add(-time.Hour), nil, nil)), t0.Add(-time.Hour)) // the exporter's first snapshot
 	var queries []pipeline.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, testFinishedQuery(i, t0.Add(time.Duration(i)*time.Second)))
-		w.consume(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil), t0.Add(time.Minute))
+		w.consume(decoded(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
 	}
 	if got := held(w, queries); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Errorf("held ccnt %v, want the 3 newest [3 4 5]", got)
@@ -698,7 +698,7 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 		text := strings.Repeat("x", per-probe.bytes()+len(*q.Text))
 		q.Text = &text
 		queries = append(queries, q)
-		w.consume(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil), t0.Add(time.Minute))
+		w.consume(decoded(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
 	}
 	if got := held(w, queries); !slices.Equal(got, []int64{3, 4, 5}) || w.bytes > budget {
 		t.Errorf("held ccnt %v in %d bytes, want the 3 newest [3 4 5] within %d", got, w.bytes, budget)
@@ -707,7 +707,7 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 	huge.CommandCount = 99
 	text := strings.Repeat("x", budget)
 	huge.Text = &text
-	w.consume(finishedBatch(t0.Add(time.Minute), []pipeline.FinishedQuery{huge}, nil), t0.Add(time.Minute))
+	w.consume(decoded(finishedBatch(t0.Add(time.Minute), []pipeline.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
 	if got := held(w, append(queries, huge)); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Errorf("after an event over the budget: held %v, want [3 4 5]", got)
 	}
@@ -720,9 +720,9 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	young, old := testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-30*time.Minute))
-	w.consume(finishedBatch(t0.Add(-2*time.Hour), nil, nil), t0.Add(-2*time.Hour)) // the exporter's first snapshot
-	w.consume(finishedBatch(t0, []pipeline.FinishedQuery{young, old}, nil), t0)
-	w.consume(finishedBatch(t0.Add(31*time.Minute), nil, nil), t0.Add(31*time.Minute))
+	w.consume(decoded(finishedBatch(t0.Add(-2*time.Hour), nil, nil)), t0.Add(-2*time.Hour)) // the exporter's first snapshot
+	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{young, old}, nil)), t0)
+	w.consume(decoded(finishedBatch(t0.Add(31*time.Minute), nil, nil)), t0.Add(31*time.Minute))
 	if got := held(w, []pipeline.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
 		t.Errorf("31 min on: held %v, want the young one [2]", got)
 	}
@@ -732,7 +732,7 @@ func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	if got := w.completeSince(); got != t0.Add(-29*time.Minute).UnixNano() {
 		t.Errorf("complete since %v, want an hour back", timeOf(got))
 	}
-	w.consume(finishedBatch(t0.Add(61*time.Minute), nil, nil), t0.Add(61*time.Minute))
+	w.consume(decoded(finishedBatch(t0.Add(61*time.Minute), nil, nil)), t0.Add(61*time.Minute))
 	if w.count != 0 || w.bytes != 0 || len(w.queries) != 0 {
 		t.Errorf("61 min on: %d events, %d bytes, %d indexed; want none", w.count, w.bytes, len(w.queries))
 	}
@@ -744,7 +744,7 @@ func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	q, s := testFinishedQuery(1, t0), testEndedSession(1, t0)
 	for range 2 {
-		w.consume(finishedBatch(t0, []pipeline.FinishedQuery{q}, []pipeline.EndedSession{s}), t0)
+		w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, []pipeline.EndedSession{s})), t0)
 	}
 	first, _ := queryLayout.read(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	first.coordinator = unique.Make(testCoordinator)
@@ -763,7 +763,7 @@ func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
 			t.Errorf("%s: listed %d times", l.kind, len(rows))
 		}
 	}
-	w.consume(finishedBatch(t0.Add(2*time.Hour), nil, nil), t0.Add(2*time.Hour))
+	w.consume(decoded(finishedBatch(t0.Add(2*time.Hour), nil, nil)), t0.Add(2*time.Hour))
 	if w.count != 0 || w.bytes != 0 {
 		t.Errorf("all expired: %d events in %d bytes left", w.count, w.bytes)
 	}

@@ -110,3 +110,11 @@ func ctxTimeout(t testing.TB) context.Context { return await.Context(t) }
 func nopHost() component.Host { return componenttest.NewNopHost() }
 
 func exportertestSettings() exporter.Settings { return exportertest.NewNopSettings(metadata.Type) }
+
+// decoded is md as the exporter's consumeMetrics decodes it under
+// testConfig, finished work included.
+func decoded(md pmetric.Metrics) *batch {
+	d := newBatchDecoder(testConfig())
+	d.events = true
+	return d.decode(md)
+}

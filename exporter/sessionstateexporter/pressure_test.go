@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -41,13 +42,13 @@ func pressureBatch(hostCPU float64) pmetric.Metrics {
 }
 
 func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
-	var store pressureStore
-	svc := &pressureService{store: &store}
+	var store pressure.Store
+	svc := &pressure.Service{Store: &store}
 	empty, err := svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Zero(t, empty.GetSnapshotTimeUnixNano(), "before the first snapshot")
 
-	store.consume(pressureBatch(0.5))
+	store.Consume(decoded(pressureBatch(0.5)).pressure)
 	resp, err := svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, pressureAt.UnixNano(), resp.GetSnapshotTimeUnixNano())
@@ -66,8 +67,8 @@ func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
 	// A process batch (no snapshot resource) leaves the figures alone.
 	procs := pipelinetest.Snapshot{Time: pressureAt, TmID: testTmID, Coordinator: "mdw",
 		Processes: []pipelinetest.Process{{Host: "sdw1", Session: 7, PID: 700, Created: pressureAt.Add(-time.Hour)}}}.Batches()[0]
-	store.consume(procs)
-	store.consume(pressureBatch(0.75))
+	store.Consume(decoded(procs).pressure)
+	store.Consume(decoded(pressureBatch(0.75)).pressure)
 	resp, err = svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, 0.75, resp.GetHosts()[0].GetPressure()[0].GetAvg10(), "the newest snapshot replaces the older")

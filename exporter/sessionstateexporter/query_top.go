@@ -4,11 +4,11 @@
 package sessionstateexporter
 
 import (
-	"cmp"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -17,7 +17,7 @@ func queryTop(q *queryRecord) *gpotelv1.QueryTop {
 	st := q.stat
 	qt := &gpotelv1.QueryTop{
 		TmId: q.id.session.TmID, SessId: q.id.session.ID, StartUnixNano: q.start.UnixNano(),
-		Query: cutText(q.text), Completed: q.completed, Partial: st.GetPartial(),
+		Query: clustertop.CutText(q.text), Completed: q.completed, Partial: st.GetPartial(),
 		DurationSeconds: max(q.duration, 0), CpuSeconds: st.GetRunningTimeSeconds(),
 		ReadBytes: st.GetReadBytes(), WriteBytes: st.GetWriteBytes(),
 		CpuSkew: st.GetCpuSkew(), CpuMaxOverAvg: st.GetCpuMaxOverAvg(), CpuHottestSegment: st.CpuHottestSegment,
@@ -54,39 +54,4 @@ func queryTop(q *queryRecord) *gpotelv1.QueryTop {
 	}
 	slices.SortFunc(qt.Hosts, func(a, b *gpotelv1.SessionHostUsage) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })
 	return qt
-}
-
-// topQueries ranks the view's queries by key, largest first, and keeps limit of them.
-func topQueries(v *view, key gpotelv1.TopKey, limit int) []*gpotelv1.QueryTop {
-	all := make([]*gpotelv1.QueryTop, 0, len(v.queries))
-	for _, q := range v.queries {
-		all = append(all, queryTop(q))
-	}
-	value := func(q *gpotelv1.QueryTop) float64 {
-		u := q.GetUsage()
-		switch key {
-		case gpotelv1.TopKey_TOP_KEY_READ:
-			return u.GetReadBytesPerSecond()
-		case gpotelv1.TopKey_TOP_KEY_WRITE:
-			return u.GetWriteBytesPerSecond()
-		case gpotelv1.TopKey_TOP_KEY_MEMORY:
-			return 0 // no memory figure per query
-		case gpotelv1.TopKey_TOP_KEY_SPILL:
-			return float64(q.GetSpillBytesMax())
-		case gpotelv1.TopKey_TOP_KEY_SKEW:
-			if u.GetCpuCores() < skewMinCores {
-				return 0
-			}
-			return q.GetCpuSkew()
-		}
-		return u.GetCpuCores()
-	}
-	slices.SortFunc(all, func(a, b *gpotelv1.QueryTop) int {
-		return cmp.Or(cmp.Compare(value(b), value(a)),
-			cmp.Compare(a.GetTmId(), b.GetTmId()),
-			cmp.Compare(a.GetSessId(), b.GetSessId()),
-			cmp.Compare(a.GetStartUnixNano(), b.GetStartUnixNano()),
-			cmp.Compare(a.GetCommandCount(), b.GetCommandCount()))
-	})
-	return all[:min(limit, len(all))]
 }

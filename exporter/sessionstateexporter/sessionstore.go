@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/otel/metric"
 	"go.uber.org/zap"
 
@@ -84,12 +83,7 @@ func newSessionStore(cfg *Config, logger *zap.Logger, fallbackHost string) *sess
 		grace:       cfg.SessionGracePeriod,
 		maxSessions: cfg.MaxSessions,
 		lastWindow:  cfg.LastMetricsWindow,
-		reader: outputReader{
-			clusterID:    cfg.ClusterID,
-			hostOverride: cfg.Hostname,
-			fallbackHost: fallbackHost,
-			windows:      pipeline.WindowMatcher{Last: cfg.LastMetricsWindow},
-		},
+		reader:      outputReader{hostOverride: cfg.Hostname, fallbackHost: fallbackHost},
 	}
 	st.current.Store(&view{byKey: map[pipeline.SessionKey]*session{}})
 	return st
@@ -99,12 +93,22 @@ func (st *sessionStore) load() *view {
 	return st.current.Load()
 }
 
+// Backends is a live session's backends for GetSessionMemoryContexts.
+func (st *sessionStore) Backends(key pipeline.SessionKey) ([]pipeline.BackendRef, time.Time, bool) {
+	v := st.load()
+	s := v.byKey[key]
+	if s == nil || !v.live(s) {
+		return nil, v.time, false
+	}
+	return s.backends, v.time, true
+}
+
 // consume replaces the store's content with one snapshot.
-func (st *sessionStore) consume(md pmetric.Metrics) {
+func (st *sessionStore) consume(b *batch) {
 	st.ingest.Lock()
 	defer st.ingest.Unlock()
 
-	snap := st.reader.read(md)
+	snap := st.reader.read(b)
 	if snap.invalid > 0 {
 		st.logger.Warn("session resources without gpotel.session.id or gpotel.tm_id were skipped",
 			zap.Int("skipped", snap.invalid))

@@ -159,13 +159,13 @@ func TestEmptySnapshotEndsEverySession(t *testing.T) {
 
 func TestNextViewIsPresortedInTheOrdersClientsAsked(t *testing.T) {
 	st := newSessionStore(testConfig(), zap.NewNop(), "")
-	st.consume(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 20), 5)))
+	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 20), 5))))
 	spec, err := parseSortSpec(byUserTimeDesc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st.load().order(spec)
-	st.consume(buildSnapshot(t0.Add(time.Second), sessionsWithUserTime(idRange(1, 20), 5)))
+	st.consume(decoded(buildSnapshot(t0.Add(time.Second), sessionsWithUserTime(idRange(1, 20), 5))))
 	v := st.load()
 	o := v.orders.orders[spec.String()]
 	if o == nil || len(o.entries) != 19 {

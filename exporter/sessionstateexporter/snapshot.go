@@ -58,52 +58,24 @@ type processorOutput struct {
 	queryByID map[queryID]*queryRecord
 }
 
-// outputReader turns the processor's pdata into sessions through the
-// pipeline contract's decoders (docs/pipeline.md).
+// outputReader turns a decoded batch into the sessions the store serves:
+// their time and the hostname they report.
 type outputReader struct {
-	clusterID    string
 	hostOverride string
 	fallbackHost string
-	windows      pipeline.WindowMatcher
 }
 
-func (p *outputReader) read(md pmetric.Metrics) processorOutput {
-	var out processorOutput
-	var sessionTime time.Time
-	rms := md.ResourceMetrics()
-	for i := range rms.Len() {
-		rm := rms.At(i)
-		switch pipeline.KindOf(rm.Resource().Attributes()) {
-		case pipeline.KindSnapshot:
-			out.hasSnapshot = true
-			h := pipeline.DecodeSnapshot(rm)
-			out.host = h.Coordinator
-			if h.Time != 0 {
-				out.time = h.Time.AsTime().UTC()
-			}
-		case pipeline.KindSession:
-			s, t, lastFound, ok := p.readSession(rm)
-			if !ok {
-				out.invalid++
-				continue
-			}
-			if !lastFound {
-				out.lastWindowMissing++
-			}
-			if t.After(sessionTime) {
-				sessionTime = t
-			}
-			out.sessions = append(out.sessions, s)
-		case pipeline.KindQuery:
-			if q, ok := pipeline.DecodeQuery(rm); ok {
-				out.queries = append(out.queries, newQueryRecord(q))
-			} else {
-				out.invalid++
-			}
+func (p *outputReader) read(b *batch) processorOutput {
+	out := processorOutput{sessions: b.sessions, hasSnapshot: len(b.snapshots) > 0, invalid: b.invalid,
+		lastWindowMissing: b.lastWindowMissing, queries: b.queries}
+	for _, h := range b.snapshots {
+		out.host = h.Coordinator
+		if h.Time != 0 {
+			out.time = h.Time.AsTime().UTC()
 		}
 	}
 	if out.time.IsZero() {
-		out.time = sessionTime
+		out.time = b.sessionTime
 	}
 	if out.time.IsZero() {
 		// Points without timestamps: the arrival time is the best we know.
@@ -131,7 +103,7 @@ func (p *outputReader) read(md pmetric.Metrics) processorOutput {
 
 // readSession builds one session from its resource. ok is false when the
 // resource lacks its identity (gpotel.session.id, gpotel.tm_id).
-func (p *outputReader) readSession(rm pmetric.ResourceMetrics) (s *session, t time.Time, lastFound, ok bool) {
+func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t time.Time, lastFound, ok bool) {
 	h, st, at, hasInfo, ok := pipeline.DecodeSession(rm)
 	if !ok {
 		return nil, t, false, false

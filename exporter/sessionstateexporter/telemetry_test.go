@@ -33,12 +33,12 @@ func TestTelemetryCountsServedIgnoredDroppedAndInvalid(t *testing.T) {
 	st := newSessionStore(cfg, zap.NewNop(), "")
 	st.telemetry = tb
 
-	st.consume(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 6), 2))) // 5 sessions, 3 kept
+	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 6), 2)))) // 5 sessions, 3 kept
 	late := buildSnapshot(t0.Add(-time.Second), sessionsWithUserTime(idRange(1, 2), 2))
-	st.consume(late)
+	st.consume(decoded(late))
 	bad := buildSnapshot(t0.Add(time.Second), sessionsWithUserTime(idRange(1, 2), 2))
 	bad.ResourceMetrics().At(1).Resource().Attributes().Remove(pipeline.AttrSessionID)
-	st.consume(bad)
+	st.consume(decoded(bad))
 
 	at := metricdatatest.IgnoreTimestamp()
 	metadatatest.AssertEqualSessionstateSnapshots(t, tt, []metricdata.DataPoint[int64]{{Value: 2}}, at)

@@ -1,7 +1,11 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+// Package memorycontexts serves gpotel.v1.SessionMemoryContexts for the
+// sessionstate exporter: it asks the agent of every host a session's
+// backends run on for their memory contexts, in parallel and within each
+// caller's rate, and rolls the answers up by context name.
+package memorycontexts
 
 import (
 	"context"
@@ -27,23 +31,39 @@ import (
 // (connecting, reading the settings) and the network.
 const agentGrace = 3 * time.Second
 
-// sessionMemoryService answers GetSessionMemoryContexts: it asks the agent
-// of every host the session's backends run on, in parallel, and rolls the
-// answers up by context name.
-type sessionMemoryService struct {
+// Sessions finds a session's backends in the newest snapshot.
+type Sessions interface {
+	// Backends is the session's backends on every host and the newest
+	// snapshot's time; live is false when that snapshot does not hold it.
+	Backends(key pipeline.SessionKey) (backends []pipeline.BackendRef, snapshot time.Time, live bool)
+}
+
+// Service answers GetSessionMemoryContexts: it asks the agent of every
+// host the session's backends run on, in parallel, and rolls the answers
+// up by context name.
+type Service struct {
 	gpotelv1.UnimplementedSessionMemoryContextsServer
 
-	store            *sessionStore
+	sessions         Sessions
 	agents           *agentconn.Pool
-	cfg              MemoryContextsConfig
+	cfg              Config
 	maxResponseBytes int
 	callers          *callerBuckets
 	now              func() time.Time
 }
 
-var _ gpotelv1.SessionMemoryContextsServer = (*sessionMemoryService)(nil)
+var _ gpotelv1.SessionMemoryContextsServer = (*Service)(nil)
 
-func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
+// NewService answers from sessions through agents, each answer within
+// maxResponseBytes.
+func NewService(sessions Sessions, agents *agentconn.Pool, cfg Config, maxResponseBytes int) *Service {
+	return &Service{sessions: sessions, agents: agents, cfg: cfg, maxResponseBytes: maxResponseBytes,
+		callers: newCallerBuckets(cfg.CallerMaxRate, cfg.CallerMaxBurst), now: time.Now}
+}
+
+// GetSessionMemoryContexts asks the session's backends' agents, within the
+// caller's rate and the response bound.
+func (svc *Service) GetSessionMemoryContexts(ctx context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
 	key := req.GetSessionKey()
 	if key == nil {
 		return nil, status.Error(codes.InvalidArgument, "session_key is required")
@@ -57,12 +77,11 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 			timeout = d.AsDuration()
 		}
 	}
-	v := svc.store.load()
-	s := v.byKey[pipeline.SessionKey{TmID: key.GetTmId(), ID: key.GetSessId()}]
-	if s == nil || !v.live(s) {
+	sessionBackends, snapshot, live := svc.sessions.Backends(pipeline.SessionKey{TmID: key.GetTmId(), ID: key.GetSessId()})
+	if !live {
 		return nil, status.Errorf(codes.NotFound, "session tm_id %d sess_id %d is not in the newest snapshot", key.GetTmId(), key.GetSessId())
 	}
-	if len(s.backends) == 0 {
+	if len(sessionBackends) == 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "session tm_id %d sess_id %d: the snapshot lists none of its backends (gpotel.session.info has no \"backends\")", key.GetTmId(), key.GetSessId())
 	}
 	// Only a request that would signal backends takes a token.
@@ -71,7 +90,7 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 		return nil, status.Errorf(codes.ResourceExhausted, "%s: at most %d memory-context requests at once and then one every %s (memory_contexts::caller_max_burst, caller_max_rate): try again in %s",
 			caller, svc.cfg.CallerMaxBurst, everyOf(svc.cfg.CallerMaxRate), wait.Round(time.Second))
 	}
-	asked := s.backends[:min(len(s.backends), svc.cfg.MaxBackends)]
+	asked := sessionBackends[:min(len(sessionBackends), svc.cfg.MaxBackends)]
 	backends := make([]*gpotelv1.BackendMemoryContexts, len(asked))
 	budget := answerBudget{left: svc.maxResponseBytes / 2, limit: svc.maxResponseBytes}
 	g, gctx := errgroup.WithContext(ctx)
@@ -83,13 +102,13 @@ func (svc *sessionMemoryService) GetSessionMemoryContexts(ctx context.Context, r
 		})
 	}
 	_ = g.Wait()
-	if rest := len(s.backends) - len(asked); rest > 0 {
+	if rest := len(sessionBackends) - len(asked); rest > 0 {
 		backends = append(backends, &gpotelv1.BackendMemoryContexts{Error: fmt.Sprintf(
 			"%s: %d more backends of this session were not asked: memory_contexts.max_backends %d", codes.ResourceExhausted, rest, svc.cfg.MaxBackends)})
 	}
 	resp := &gpotelv1.GetSessionMemoryContextsResponse{
 		SessionKey:   key,
-		SnapshotTime: timestamppb.New(v.time),
+		SnapshotTime: timestamppb.New(snapshot),
 		Backends:     backends,
 	}
 	resp.Rollup, resp.GrandTotalBytes, resp.Partial = rollUp(backends, svc.cfg.TopBackends)
@@ -144,7 +163,7 @@ func fitResponse(resp *gpotelv1.GetSessionMemoryContextsResponse, limit int) err
 }
 
 // askAgent asks one backend's host; a failure becomes the backend's error.
-func (svc *sessionMemoryService) askAgent(ctx context.Context, ref pipeline.BackendRef, summary bool, timeout time.Duration) *gpotelv1.BackendMemoryContexts {
+func (svc *Service) askAgent(ctx context.Context, ref pipeline.BackendRef, summary bool, timeout time.Duration) *gpotelv1.BackendMemoryContexts {
 	out := &gpotelv1.BackendMemoryContexts{Hostname: ref.Host, SegmentId: int32(ref.SegmentID), Pid: ref.PID}
 	conn, err := svc.agents.Conn(ctx, ref.Host)
 	if err != nil {

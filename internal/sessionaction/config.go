@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package sessionaction
 
 import (
 	"errors"
@@ -12,11 +12,11 @@ import (
 	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
-// ActionsConfig enables yagpcc's ActionService (cancel a query, end a
-// session, move it to a resource group) on the exporter's gRPC server. It
-// has its own database role and its own authorization: a client that may
-// read the API may not act unless one of these admits it.
-type ActionsConfig struct {
+// Config is the action path's settings (the sessionstate exporter's
+// actions section): cancel a query, end a session, move it to a resource
+// group. It has its own database role and its own authorization: a client
+// that may read the API may not act unless one of these admits it.
+type Config struct {
 	// Enabled serves ActionService; off by default.
 	Enabled bool `mapstructure:"enabled"`
 
@@ -42,13 +42,14 @@ type ActionsConfig struct {
 	MaxViewAge time.Duration `mapstructure:"max_view_age"`
 }
 
-func defaultActionsConfig() ActionsConfig {
-	return ActionsConfig{Settings: roleconn.Settings{Port: 5432, SSLMode: "prefer"}, StatementTimeout: 5 * time.Second, MaxSessionsPerCall: 100}
+// DefaultConfig is the section's defaults: off.
+func DefaultConfig() Config {
+	return Config{Settings: roleconn.Settings{Port: 5432, SSLMode: "prefer"}, StatementTimeout: 5 * time.Second, MaxSessionsPerCall: 100}
 }
 
-// validate checks the section when enabled; clientCA says whether the
+// Validate checks the section when enabled; clientCA says whether the
 // server verifies client certificates.
-func (c ActionsConfig) validate(clientCA bool) []error {
+func (c Config) Validate(clientCA bool) []error {
 	if !c.Enabled {
 		return nil
 	}

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package sessionaction
 
 import (
 	"context"
@@ -19,47 +19,48 @@ import (
 	"github.com/gpotel/gpotel/internal/ownbackends"
 )
 
-// signaller sends the action statements; actionDB is the real one. Each
-// acts on the backend b names only while the server still shows it under
-// its pid (else errNoBackend, errOtherBackend or errBackendUnseen).
-type signaller interface {
-	// cancel cancels the query b runs; with a start, only while it runs the
-	// query that started then (else errOtherQuery).
-	cancel(ctx context.Context, b backendID, queryStart time.Time) (bool, error)
-	terminate(ctx context.Context, b backendID) (bool, error)
-	// move moves b's session to a resource group.
-	move(ctx context.Context, b backendID, group string) (bool, error)
+// Signaller sends the action statements; the action connection is the
+// real one, a test's fake another. Each acts on the backend b names only
+// while the server still shows it under its pid (else ErrNoBackend,
+// ErrOtherBackend or ErrBackendUnseen), and says whether the server did it.
+type Signaller interface {
+	// Cancel cancels the query b runs; with a start, only while it runs the
+	// query that started then (else ErrOtherQuery).
+	Cancel(ctx context.Context, b Backend, queryStart time.Time) (bool, error)
+	Terminate(ctx context.Context, b Backend) (bool, error)
+	// Move moves b's session to a resource group.
+	Move(ctx context.Context, b Backend, group string) (bool, error)
 }
 
-// backendID names a session's coordinator backend as the snapshot saw it:
+// Backend names a session's coordinator backend as the snapshot saw it:
 // a pid alone may by now be a later backend's.
-type backendID struct {
-	pid     int64
-	started time.Time // backend_start
-	sessID  int64     // sess_id on the Greenplum family, the pid on PostgreSQL
+type Backend struct {
+	PID     int64
+	Started time.Time // backend_start
+	SessID  int64     // sess_id on the Greenplum family, the pid on PostgreSQL
 }
 
 var (
-	// errOwnSession: the target is the action connection's own backend.
-	errOwnSession = errors.New("it is the collector's own action connection")
-	// errNoResourceGroups: the server's dialect has no resource groups.
-	errNoResourceGroups = errors.New("the server has no resource groups")
-	// errNoBackend: the server has no backend of the pid (the session ended).
-	errNoBackend = errors.New("the server has no backend of this pid (the session ended?): nothing done")
-	// errOtherBackend: the pid now names a later backend than the snapshot's.
-	errOtherBackend = errors.New("the pid now names another backend than the snapshot's: nothing done")
-	// errBackendUnseen: the action role may not see the backend's start.
-	errBackendUnseen = errors.New("the server does not show the action role this backend's backend_start, so it cannot be told from a later backend " +
+	// ErrOwnSession says the target is the action connection's own backend.
+	ErrOwnSession = errors.New("it is the collector's own action connection")
+	// ErrNoResourceGroups says the server's dialect has no resource groups.
+	ErrNoResourceGroups = errors.New("the server has no resource groups")
+	// ErrNoBackend says the server has no backend of the pid (the session ended).
+	ErrNoBackend = errors.New("the server has no backend of this pid (the session ended?): nothing done")
+	// ErrOtherBackend says the pid now names a later backend than the snapshot's.
+	ErrOtherBackend = errors.New("the pid now names another backend than the snapshot's: nothing done")
+	// ErrBackendUnseen says the action role may not see the backend's start.
+	ErrBackendUnseen = errors.New("the server does not show the action role this backend's backend_start, so it cannot be told from a later backend " +
 		"of the same pid (grant it pg_read_all_stats; on Greenplum 6 it must be a superuser): nothing done")
-	// errOtherQuery: the backend no longer runs the query that started then.
-	errOtherQuery = errors.New("the server shows the backend running another query, or none: nothing cancelled")
+	// ErrOtherQuery says the backend no longer runs the query that started then.
+	ErrOtherQuery = errors.New("the server shows the backend running another query, or none: nothing cancelled")
 )
 
-// actionDB is one connection to the coordinator with the action role,
+// actionConn is one connection to the coordinator with the action role,
 // opened at the first action and again after a failure. Actions are rare
 // and each is one short statement, so they take turns on it.
-type actionDB struct {
-	cfg ActionsConfig
+type actionConn struct {
+	cfg Config
 
 	mu      sync.Mutex
 	conn    *pgx.Conn
@@ -69,10 +70,10 @@ type actionDB struct {
 	own ownbackends.Pool
 }
 
-func newActionDB(cfg ActionsConfig) *actionDB { return &actionDB{cfg: cfg} }
+func newActionConn(cfg Config) *actionConn { return &actionConn{cfg: cfg} }
 
 // connConfig is the action connection's pgx settings, password included.
-func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
+func (d *actionConn) connConfig() (*pgx.ConnConfig, error) {
 	cc, err := d.cfg.ConnConfig(gpsql.ActionsApplicationName)
 	if err != nil {
 		return nil, fmt.Errorf("actions::%w", err)
@@ -85,7 +86,7 @@ func (d *actionDB) connConfig() (*pgx.ConnConfig, error) {
 // run connects when needed and calls fn with the connection, its backend
 // and the server's dialect. A failure that is not the server's answer
 // drops the connection, so the next action connects afresh.
-func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn, server dialect.Dialect) error) error {
+func (d *actionConn) run(ctx context.Context, fn func(ctx context.Context, conn *pgx.Conn, server dialect.Dialect) error) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	// Connecting and the statement each within the timeout, should the
@@ -129,12 +130,12 @@ func (d *actionDB) run(ctx context.Context, fn func(ctx context.Context, conn *p
 // markOwn records the connection's backend as the collector's own, on
 // its server (read by its tm_id, as the receiver reads it), so that the
 // receiver marks its session gpotel.session.own while it is open.
-func (d *actionDB) markOwn(ctx context.Context) error {
+func (d *actionConn) markOwn(ctx context.Context) error {
 	return d.own.AddConnection(ctx, d.conn, "action connection")
 }
 
 // drop closes the connection; the next action connects afresh.
-func (d *actionDB) drop() {
+func (d *actionConn) drop() {
 	d.own.Remove(int64(d.conn.PgConn().PID()))
 	_ = d.conn.Close(context.Background())
 	d.conn = nil
@@ -142,17 +143,17 @@ func (d *actionDB) drop() {
 
 // act sends an action statement (gpsql's actOnBackend shape) on b, with
 // its own further argument, and says what the server did.
-func (d *actionDB) act(ctx context.Context, statement func(gpsql.Shape) string, b backendID, arg any) (bool, error) {
+func (d *actionConn) act(ctx context.Context, statement func(gpsql.Shape) string, b Backend, arg any) (bool, error) {
 	var done bool
 	err := d.run(ctx, func(ctx context.Context, conn *pgx.Conn, server dialect.Dialect) error {
-		if int64(conn.PgConn().PID()) == b.pid {
-			return errOwnSession
+		if int64(conn.PgConn().PID()) == b.PID {
+			return ErrOwnSession
 		}
 		sql := statement(gpsql.Shape{Dialect: server})
 		if sql == "" {
-			return fmt.Errorf("%w (dialect %s)", errNoResourceGroups, server)
+			return fmt.Errorf("%w (dialect %s)", ErrNoResourceGroups, server)
 		}
-		args := []any{b.pid, b.started, b.sessID}
+		args := []any{b.PID, b.Started, b.SessID}
 		if arg != nil {
 			args = append(args, arg)
 		}
@@ -161,24 +162,24 @@ func (d *actionDB) act(ctx context.Context, statement func(gpsql.Shape) string, 
 		var answer *bool
 		switch err := conn.QueryRow(ctx, sql, args...).Scan(&started, &sessID, &queryStarted, &answer); {
 		case errors.Is(err, pgx.ErrNoRows):
-			return errNoBackend
+			return ErrNoBackend
 		case err != nil:
 			return err
 		case answer != nil:
 			done = *answer
 			return nil
 		case started == nil:
-			return errBackendUnseen
-		case !started.Equal(b.started) || sessID == nil || *sessID != b.sessID:
-			return fmt.Errorf("%w (it started at %s, the snapshot's at %s)", errOtherBackend,
-				started.UTC().Format(time.RFC3339Nano), b.started.UTC().Format(time.RFC3339Nano))
+			return ErrBackendUnseen
+		case !started.Equal(b.Started) || sessID == nil || *sessID != b.SessID:
+			return fmt.Errorf("%w (it started at %s, the snapshot's at %s)", ErrOtherBackend,
+				started.UTC().Format(time.RFC3339Nano), b.Started.UTC().Format(time.RFC3339Nano))
 		}
-		return errOtherQuery
+		return ErrOtherQuery
 	})
 	return done, err
 }
 
-func (d *actionDB) cancel(ctx context.Context, b backendID, queryStart time.Time) (bool, error) {
+func (d *actionConn) Cancel(ctx context.Context, b Backend, queryStart time.Time) (bool, error) {
 	var start *time.Time
 	if !queryStart.IsZero() {
 		start = &queryStart
@@ -186,18 +187,18 @@ func (d *actionDB) cancel(ctx context.Context, b backendID, queryStart time.Time
 	return d.act(ctx, gpsql.CancelQuery, b, start)
 }
 
-func (d *actionDB) terminate(ctx context.Context, b backendID) (bool, error) {
+func (d *actionConn) Terminate(ctx context.Context, b Backend) (bool, error) {
 	return d.act(ctx, gpsql.TerminateSession, b, nil)
 }
 
-func (d *actionDB) move(ctx context.Context, b backendID, group string) (bool, error) {
+func (d *actionConn) Move(ctx context.Context, b Backend, group string) (bool, error) {
 	return d.act(ctx, gpsql.MoveToResourceGroup, b, group)
 }
 
 // isServersAnswer tells the refusals that are the server's answer, after
 // which the connection stays good.
 func isServersAnswer(err error) bool {
-	for _, answer := range []error{errOwnSession, errNoResourceGroups, errNoBackend, errOtherBackend, errBackendUnseen, errOtherQuery} {
+	for _, answer := range []error{ErrOwnSession, ErrNoResourceGroups, ErrNoBackend, ErrOtherBackend, ErrBackendUnseen, ErrOtherQuery} {
 		if errors.Is(err, answer) {
 			return true
 		}
@@ -206,7 +207,7 @@ func isServersAnswer(err error) bool {
 }
 
 // close ends the connection.
-func (d *actionDB) close() {
+func (d *actionConn) close() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.conn != nil {

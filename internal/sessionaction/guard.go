@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package sessionaction
 
 import (
 	"context"
@@ -33,9 +33,10 @@ const (
 	maxDeniedInFlight   = 4
 )
 
-// actionGuard says which clients may act: one that sends the action token,
-// or one whose verified certificate is named in allowed_clients.
-type actionGuard struct {
+// Guard says which gRPC clients may act: one that sends the action token,
+// or one whose verified certificate is named in allowed_clients. Wrong
+// tokens are rate-limited as above.
+type Guard struct {
 	token   []byte // empty: no token admits
 	allowed clientname.Allowed
 	// denying holds a slot per wrong token waiting out its delay.
@@ -44,25 +45,38 @@ type actionGuard struct {
 	after func(time.Duration) <-chan time.Time
 }
 
-// newActionGuard reads the token file, when one is configured.
-func newActionGuard(cfg ActionsConfig) (actionGuard, error) {
-	allowed := clientname.NewAllowed(cfg.AllowedClients)
-	if cfg.TokenFile == "" {
-		return newGuard(nil, allowed), nil
-	}
-	token, err := roleconn.ReadSecretFile(cfg.TokenFile)
-	if err == nil {
-		err = checkActionToken(token)
-	}
-	if err != nil {
-		return actionGuard{}, fmt.Errorf("actions::token_file %s: %w", cfg.TokenFile, err)
-	}
-	return newGuard([]byte(token), allowed), nil
+// GuardOption changes a Guard NewGuard makes.
+type GuardOption func(*Guard)
+
+// WithDenialDelay replaces time.After as what starts a wrong token's delay
+// (a test's clock).
+func WithDenialDelay(after func(time.Duration) <-chan time.Time) GuardOption {
+	return func(g *Guard) { g.after = after }
 }
 
-func newGuard(token []byte, allowed clientname.Allowed) actionGuard {
-	return actionGuard{token: token, allowed: allowed, denying: make(chan struct{}, maxDeniedInFlight), after: time.After}
+// NewGuard reads the token file, when one is configured.
+func NewGuard(cfg Config, opts ...GuardOption) (*Guard, error) {
+	allowed := clientname.NewAllowed(cfg.AllowedClients)
+	var token []byte
+	if cfg.TokenFile != "" {
+		read, err := roleconn.ReadSecretFile(cfg.TokenFile)
+		if err == nil {
+			err = checkActionToken(read)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("actions::token_file %s: %w", cfg.TokenFile, err)
+		}
+		token = []byte(read)
+	}
+	g := &Guard{token: token, allowed: allowed, denying: make(chan struct{}, maxDeniedInFlight), after: time.After}
+	for _, opt := range opts {
+		opt(g)
+	}
+	return g, nil
 }
+
+// HasToken says whether an action token admits (else only certificates).
+func (g *Guard) HasToken() bool { return len(g.token) > 0 }
 
 // checkActionToken: long enough to resist guessing, and sendable as a gRPC
 // metadata value (visible ASCII).
@@ -82,8 +96,9 @@ func checkActionToken(token string) error {
 var errNotAllowed = errors.New("this client may not act: send the action token in the " + clientname.ActionTokenHeader +
 	" header, or call with a client certificate named in the exporter's actions::allowed_clients")
 
-// admit names the client when it may act; the error is the call's status.
-func (g actionGuard) admit(ctx context.Context) (string, error) {
+// Admit names the client when it may act; the error is the call's gRPC
+// status (PermissionDenied, or ResourceExhausted while wrong tokens wait).
+func (g *Guard) Admit(ctx context.Context) (string, error) {
 	if name, ok := g.allowed.Match(clientname.Verified(ctx)); ok {
 		return "certificate " + name, nil
 	}
