@@ -984,7 +984,7 @@ func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	w.hostOverride = "gp-prod"
 	q := testFinishedQuery(1, t0)
-	w.consume(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil), t0)
+	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil)), t0)
 	r, _ := w.query(queryID{session: q.Session, ccnt: q.CommandCount})
 	if r == nil {
 		t.Fatal("the finished query is not held")
