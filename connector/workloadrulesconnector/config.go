@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpotel/gpotel/internal/dialect"
+	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
 // Config configures the workloadrules connector.
@@ -32,9 +33,13 @@ type Config struct {
 	// Superusers are the roles a rule leaves alone unless it names them
 	// in its scope's users.
 	Superusers []string `mapstructure:"superusers"`
-	// ActionTimeout bounds one action on the server.
+	// ActionTimeout bounds one action on the server: connecting and its statement.
 	ActionTimeout time.Duration `mapstructure:"action_timeout"`
-	Rules         []RuleConfig  `mapstructure:"rules"`
+	// Actions is the action connection to the coordinator (the
+	// ActionService's: a role of its own, never the receiver's), which
+	// rules in enforce mode that cancel, terminate or move act through.
+	Actions roleconn.Settings `mapstructure:"actions"`
+	Rules   []RuleConfig      `mapstructure:"rules"`
 }
 
 // RuleConfig is one rule as configured.
@@ -91,7 +96,20 @@ func createDefaultConfig() component.Config {
 		Window:        5 * time.Minute,
 		Superusers:    []string{"gpadmin", "postgres"},
 		ActionTimeout: 5 * time.Second,
+		Actions:       roleconn.Settings{Port: 5432, SSLMode: "prefer"},
 	}
+}
+
+// acting names the rules that act on the server: enforce mode, an action
+// other than log.
+func (c *Config) acting() []string {
+	var names []string
+	for i := range c.Rules {
+		if r := &c.Rules[i]; r.Mode == "enforce" && r.Action != actionNamesByValue[actionLog] {
+			names = append(names, r.Name)
+		}
+	}
+	return names
 }
 
 // Validate reports every problem of the configuration at once.
@@ -111,8 +129,13 @@ func (c *Config) Validate() error {
 	if c.MaxViewAge < 0 {
 		errs = append(errs, fmt.Errorf("max_view_age %s: must not be negative (0: twice the collection interval)", c.MaxViewAge))
 	}
-	if c.ActionTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("action_timeout %s: must be above 0", c.ActionTimeout))
+	if c.ActionTimeout <= 0 || c.ActionTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("action_timeout %s: must be in (0, 1m]", c.ActionTimeout))
+	}
+	if acting := c.acting(); len(acting) > 0 {
+		for _, err := range c.Actions.Problems("actions::", "the coordinator") {
+			errs = append(errs, fmt.Errorf("%w (rules %v act on the server in enforce mode)", err, acting))
+		}
 	}
 	if _, err := (&ScopeConfig{Users: c.Superusers}).compile(); err != nil {
 		errs = append(errs, fmt.Errorf("superusers: %w", err))

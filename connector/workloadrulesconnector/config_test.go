@@ -31,6 +31,8 @@ func TestConfigUnmarshals(t *testing.T) {
 	require.NoError(t, xconfmap.Validate(cfg))
 	assert.Equal(t, dialect.GP7, cfg.Dialect)
 	assert.Equal(t, time.Minute, cfg.Window)
+	assert.Equal(t, "gpotel_actions", cfg.Actions.User)
+	assert.Equal(t, 5432, cfg.Actions.Port, "the default port")
 	require.Len(t, cfg.Rules, 2)
 	assert.Equal(t, []string{"gpotel.query.spill.size > 50GiB"}, cfg.Rules[0].When)
 	assert.Equal(t, "small", cfg.Rules[1].ResourceGroup)

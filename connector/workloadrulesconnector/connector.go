@@ -30,7 +30,6 @@ const scopeName = "github.com/gpotel/gpotel/connector/workloadrulesconnector"
 // per firing. Snapshots are evaluated one at a time.
 type workloadRules struct {
 	component.StartFunc
-	component.ShutdownFunc
 	cfg       *Config
 	next      consumer.Logs
 	logger    *zap.Logger
@@ -64,16 +63,16 @@ func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, a
 	if err != nil {
 		return nil, err
 	}
-	if _, none := actor.(unwired); none {
-		for _, r := range rules {
-			if r.enforce && r.action != actionLog {
-				set.Logger.Warn("workload rule in enforce mode, but this build has no action path wired: each of its actions will fail, and its events say so",
-					zap.String("rule", r.name), zap.String("action", r.action.String()))
-			}
-		}
-	}
 	return &workloadRules{cfg: cfg, next: next, logger: set.Logger, telemetry: tb, actor: actor, now: time.Now,
 		reader: newViewReader(needs, cfg.Window, cfg.Superusers), engine: newEngine(rules)}, nil
+}
+
+// Shutdown closes the action connection.
+func (c *workloadRules) Shutdown(context.Context) error {
+	if p, ok := c.actor.(*actionPath); ok {
+		p.close()
+	}
+	return nil
 }
 
 func (*workloadRules) Capabilities() consumer.Capabilities {
@@ -123,7 +122,7 @@ func (c *workloadRules) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) 
 	observed := pcommon.NewTimestampFromTime(c.now())
 	for i := range res.firings {
 		f := &res.firings[i]
-		outcome, detail := c.act(ctx, v, f)
+		outcome, detail := c.act(ctx, v, f, interval)
 		appendEvent(sl.LogRecords(), f, outcome, detail, v.time, observed)
 		c.telemetry.WorkloadrulesFirings.Add(ctx, 1, metric.WithAttributeSet(attribute.NewSet(
 			attribute.String("action", f.rule.action.String()), attribute.String("outcome", outcome))))
@@ -153,8 +152,9 @@ func (c *workloadRules) stale(v *view, interval time.Duration, first bool) strin
 }
 
 // act carries out one firing: nothing in observe mode, a log line for log,
-// else the action through the action path.
-func (c *workloadRules) act(ctx context.Context, v *view, f *firing) (outcome, detail string) {
+// else the action through the action path; interval is the time since the
+// snapshot before.
+func (c *workloadRules) act(ctx context.Context, v *view, f *firing, interval time.Duration) (outcome, detail string) {
 	r, t := f.rule, f.target
 	switch {
 	case f.supersededBy != nil:
@@ -167,7 +167,7 @@ func (c *workloadRules) act(ctx context.Context, v *view, f *firing) (outcome, d
 	actx, cancel := context.WithTimeout(ctx, c.cfg.ActionTimeout)
 	defer cancel()
 	err := c.actor.Act(actx, Target{Session: t.key.session, PID: t.pid, BackendStart: t.backendStart, QueryStart: t.queryStart,
-		CommandCount: t.key.ccnt, SnapshotTime: v.time}, r.action.String(), r.group)
+		CommandCount: t.key.ccnt, SnapshotTime: v.time, Interval: interval}, r.action.String(), r.group)
 	if err != nil {
 		return outcomeFailed, err.Error()
 	}

@@ -25,5 +25,9 @@ func createMetricsToLogs(_ context.Context, set connector.Settings, cfg componen
 	if !ok {
 		return nil, fmt.Errorf("workloadrules: configuration is a %T, not a *workloadrulesconnector.Config", cfg)
 	}
-	return newWorkloadRules(c, set, next, unwired{})
+	var actor Actor // Validate refuses a rule that would act without the action connection
+	if c.Actions.Host != "" {
+		actor = newActionPath(c.Actions, c.ActionTimeout, c.MaxViewAge)
+	}
+	return newWorkloadRules(c, set, next, actor)
 }

@@ -65,6 +65,7 @@ func newHarness(t *testing.T, rules ...RuleConfig) *harness {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.Dialect, cfg.Window, cfg.MaxViewAge, cfg.Rules = dialect.GP7, time.Minute, time.Minute, rules
+	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "/tmp", "postgres", "gpotel_actions" // the recording actor's stand-in
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}

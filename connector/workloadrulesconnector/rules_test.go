@@ -5,13 +5,13 @@ package workloadrulesconnector
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/collector/component/componenttest"
-	"go.opentelemetry.io/collector/connector/connectortest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
@@ -20,9 +20,10 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/dialect"
+	"github.com/gpotel/gpotel/internal/ownbackends"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
 func spillRule(name, action, mode string) RuleConfig {
@@ -230,33 +231,67 @@ func TestAClockThatWentBackRestartsTheHold(t *testing.T) {
 	assert.Equal(t, 1, fired(-40), "held a minute since the step")
 }
 
-// TestEnforcingWithoutAnActionPathIsSaid: a build without the action path
-// says at start which rules cannot act, and their events say it failed.
-func TestEnforcingWithoutAnActionPathIsSaid(t *testing.T) {
-	core, logs := observer.New(zapcore.WarnLevel)
-	set := connectortest.NewNopSettings(metadata.Type)
-	set.Logger = zap.New(core)
+// TestEnforcingRuleNeedsTheActionConnection: a rule that would cancel,
+// terminate or move in enforce mode is refused at start without the
+// action connection, naming the rule; observing or logging needs none.
+func TestEnforcingRuleNeedsTheActionConnection(t *testing.T) {
 	cfg := defaultConfig()
-	cfg.MaxViewAge = time.Minute
-	cfg.Rules = []RuleConfig{spillRule("spill", "cancel", "enforce"), spillRule("spill-log", "log", "enforce")}
-	sink := new(consumertest.LogsSink)
-	c, err := NewFactory().CreateMetricsToLogs(t.Context(), set, cfg, sink)
-	require.NoError(t, err)
-	warned := logs.FilterMessageSnippet("no action path wired").All()
-	require.Len(t, warned, 1)
-	assert.Equal(t, "spill", warned[0].ContextMap()["rule"])
+	cfg.Rules = []RuleConfig{spillRule("spill", "cancel", "enforce"), spillRule("spill-log", "log", "enforce"), spillRule("spill-watch", "terminate", "observe")}
+	err := cfg.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `actions::host "": must be set`)
+	assert.Contains(t, err.Error(), "rules [spill] act on the server")
+	assert.NotContains(t, err.Error(), "spill-log")
+	cfg.Rules = cfg.Rules[1:]
+	require.NoError(t, cfg.Validate())
+	cfg.Rules = append(cfg.Rules, spillRule("spill", "cancel", "enforce"))
+	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "/tmp", "postgres", "gpotel_actions"
+	require.NoError(t, cfg.Validate())
+}
 
-	c.(*workloadRules).now = func() time.Time { return at(10) }
-	md := processed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
-	require.NoError(t, c.ConsumeMetrics(t.Context(), md))
-	outcomes := map[string]string{}
-	for _, l := range sink.AllLogs() {
-		lrs := l.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
-		for i := range lrs.Len() {
-			outcomes[attr(lrs.At(i), AttrRuleName)] = attr(lrs.At(i), AttrRuleOutcome) + ": " + attr(lrs.At(i), AttrRuleOutcomeDetail)
-		}
+// fakeServer is the server's side of the action path in a unit test: it
+// records each statement the path would send, and does it.
+type fakeServer struct{ sent []string }
+
+func (f *fakeServer) Cancel(_ context.Context, b sessionaction.Backend, queryStart time.Time) (bool, error) {
+	f.sent = append(f.sent, fmt.Sprintf("cancel pid %d started %s sess %d query %s", b.PID, b.Started.Format(time.RFC3339), b.SessID, queryStart.Format(time.RFC3339)))
+	return true, nil
+}
+
+func (f *fakeServer) Terminate(_ context.Context, b sessionaction.Backend) (bool, error) {
+	f.sent = append(f.sent, fmt.Sprintf("terminate pid %d started %s sess %d", b.PID, b.Started.Format(time.RFC3339), b.SessID))
+	return true, nil
+}
+
+func (f *fakeServer) Move(_ context.Context, b sessionaction.Backend, group string) (bool, error) {
+	f.sent = append(f.sent, fmt.Sprintf("move pid %d to %s", b.PID, group))
+	return true, nil
+}
+
+// TestRulesActThroughTheSharedActionPath: an enforcing rule acts through
+// the ActionService's action path on the backend the snapshot saw (its
+// pid, backend_start and, for a cancel, its query's start), once, and
+// never on one of the collector's own backends.
+func TestRulesActThroughTheSharedActionPath(t *testing.T) {
+	server := &fakeServer{}
+	h := newHarness(t, spillRule("spill", "cancel", "enforce"))
+	h.conn.actor = &actionPath{actor: sessionaction.NewWithSignaller(server, time.Minute), now: func() time.Time { return h.now }}
+	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshot(20, work{id: 1, spill: 2 * gib}))
+	want := fmt.Sprintf("cancel pid 1001 started %s sess 1 query %s", at(-10).Format(time.RFC3339), at(0).Format(time.RFC3339))
+	assert.Equal(t, []string{want}, server.sent)
+	var outcomes []string
+	for _, lr := range h.events() {
+		outcomes = append(outcomes, attr(lr, AttrRuleName)+": "+attr(lr, AttrRuleOutcome))
 	}
-	assert.Equal(t, map[string]string{"spill": "failed: " + errNotWired.Error(), "spill-log": "superseded: rule spill (cancel) acted on the query"}, outcomes)
+	assert.Equal(t, []string{"spill: " + outcomeDone}, outcomes)
+
+	var own ownbackends.Pool
+	own.Add(1002, 0, "gpotel test")
+	defer own.Remove(1002)
+	h.feed(t, snapshot(30, work{id: 2, spill: 2 * gib}))
+	h.feed(t, snapshot(40, work{id: 2, spill: 2 * gib}))
+	assert.Len(t, server.sent, 1, "the collector's own backend is never signalled")
 }
 
 // TestTelemetryCountsFiringsAndRefusals: the connector's own counters say

@@ -53,11 +53,8 @@ func (c Config) Validate(clientCA bool) []error {
 	if !c.Enabled {
 		return nil
 	}
-	errs := c.Problems("actions::", "the coordinator")
+	errs := c.ConnectionProblems("actions::")
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf("actions::"+format, args...)) }
-	if c.StatementTimeout <= 0 || c.StatementTimeout > time.Minute {
-		add("statement_timeout %s: must be in (0, 1m]", c.StatementTimeout)
-	}
 	if c.TokenFile == "" && len(c.AllowedClients) == 0 {
 		errs = append(errs, errors.New(`actions::token_file "": set token_file or allowed_clients: without either no client may act`))
 	}
@@ -74,6 +71,16 @@ func (c Config) Validate(clientCA bool) []error {
 	}
 	if c.MaxViewAge < 0 {
 		add("max_view_age %s: must not be negative (0: twice the collection interval)", c.MaxViewAge)
+	}
+	return errs
+}
+
+// ConnectionProblems checks what the action connection needs, for every
+// caller of the action path; section leads each message.
+func (c Config) ConnectionProblems(section string) []error {
+	errs := c.Problems(section, "the coordinator")
+	if c.StatementTimeout <= 0 || c.StatementTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("%sstatement_timeout %s: must be in (0, 1m]", section, c.StatementTimeout))
 	}
 	return errs
 }
