@@ -54,30 +54,39 @@ const (
 // hear takes in the endings of a closing batch: each log record and exit
 // goes to its session (a record of another backend under the same
 // PostgreSQL session id, or an exit of another process, is ignored and
-// counted); the log's read-through time moves on.
-func (t *queryTracker) hear(endings []hostEndings) (ignored int) {
+// counted); the log's read-through time moves on. An ending of a session
+// not followed yet is returned unplaced: the same batch's snapshot may be
+// the first to see it (a session that lived across one snapshot exits
+// before that snapshot's batch closes), so update hears it again once the
+// snapshot is observed.
+func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, ignored int) {
 	for _, h := range endings {
 		if h.LogReadThrough != 0 {
 			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
 		}
+		var later []pipeline.Ending
 		for i := range h.Endings {
 			e := h.Endings[i]
 			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
-			if sq == nil || !sq.life.couldHaveSaid(&e, sq.headPID) {
+			switch {
+			case sq == nil:
+				later = append(later, e)
+			case !sq.life.couldHaveSaid(&e, sq.headPID):
 				ignored++
-				continue
-			}
-			if e.Exited {
+			case e.Exited:
 				sq.says.exit = &e
-				continue
+			default:
+				if len(sq.says.logged) == maxLogged {
+					sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
+				}
+				sq.says.logged = append(sq.says.logged, e)
 			}
-			if len(sq.says.logged) == maxLogged {
-				sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
-			}
-			sq.says.logged = append(sq.says.logged, e)
+		}
+		if len(later) > 0 {
+			unplaced = append(unplaced, hostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, tmID: h.tmID})
 		}
 	}
-	return ignored
+	return unplaced, ignored
 }
 
 // couldHaveSaid tells an ending that can be of this session: an exit of

@@ -286,3 +286,23 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 		assert.Equal(t, tc.want, judgeQuery(q, says, logCovers).status, "seen running as cmd1, a record at cmd%d", tc.cmd)
 	}
 }
+
+// A session whose whole life falls between two snapshots but one, as the
+// churn workload's: the one snapshot that saw it is read before its
+// backend exits, and that exit record arrives in the same batch. The exit
+// still tells how it ended, and that its statement completed.
+func TestShortSessionsTellHowTheyEnded(t *testing.T) {
+	head := proc("mdw", -1, 7, 1007, 0.7, 0.05, 0)
+	head.CommandCount = 1
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		withEndings(noSession(0), 0),
+		withEndings(querySnap(1, running(0.8), nil, head, backend(0.1)), 1.2, exited(1.1, 0, 0)),
+		withEndings(noSession(2), 2), withEndings(noSession(3), 3), withEndings(noSession(4), 4))
+	require.Len(t, ev.sessions, 1)
+	require.Len(t, ev.queries, 1)
+	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, at(1.1).UnixNano(), ev.sessions[0].End, "its end is its backend's exit")
+	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status, "a backend exits 0 only while idle")
+	assert.Equal(t, int64(1), ev.queries[0].CommandCount, "the running title's count")
+}
