@@ -215,7 +215,10 @@ const (
 // countOf applies Greenplum's numbering rule (docs/compatibility.md): a
 // record's cmd<M> is the coordinator's count when it was logged. The idle
 // title after a statement shows its final count, which every failure of
-// the statement is logged at; a running simple-protocol title shows N, and
+// the statement is logged at; no other statement has a count from its
+// running title's to that one (a title read a moment after pg_stat_activity
+// may show the next statement's, so the range and not the idle count alone).
+// A running simple-protocol title shows N, and
 // the statement fails at N (parse, analysis) or N+1 (execution, after
 // CreateQueryDesc counted again). A count past N+1 with no idle title seen
 // is a later statement's or one of q's SQL-running functions': ambiguous.
@@ -225,7 +228,7 @@ func (q *query) countOf(m int64) countMatch {
 	case m == 0 || q.ccnt == 0:
 		return itsCount
 	case q.lastCcnt > 0:
-		return pick(m == q.lastCcnt, itsCount, notItsCount)
+		return pick(m >= q.ccnt && m <= q.lastCcnt, itsCount, notItsCount)
 	case m == q.ccnt || m == nextCommandCount(q.ccnt):
 		return itsCount
 	case m > q.ccnt:

@@ -260,6 +260,8 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 		{"SELECT cmd4 (idle cmd5), a record at cmd6", idleAfter(4, 5), record(6, "22012"), pipeline.QueryCompleted},
 		{"SELECT cmd4 (idle cmd5), a record at cmd5", idleAfter(4, 5), record(5, "57014"), pipeline.QueryCancelled},
 		{"a testbed record without a count", idleAfter(4, 5), record(0, "22012"), pipeline.QueryError},
+		// Its idle title read a moment late shows the next statement's cmd6.
+		{"SELECT cmd4 failing at cmd5, idle title read as cmd6", idleAfter(4, 6), record(5, "22012"), pipeline.QueryError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, judgeQuery(tc.q, tc.says, logCovers).status)
