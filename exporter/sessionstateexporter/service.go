@@ -203,6 +203,11 @@ func (svc *getGPInfoService) GetGPQuery(_ context.Context, req *yagpcc.GetGPQuer
 	}
 	var q *queryRecord
 	if keyed {
+		if r, expired := svc.finished.query(id); r != nil && !expired {
+			// Its event says how it ended and when, as the server told; the
+			// processor's figures, still in its window, only that it ended.
+			return svc.finished.getGPQuery(id, k, v.time)
+		}
 		q = v.queries[id]
 	} else if s != nil {
 		q = s.query
