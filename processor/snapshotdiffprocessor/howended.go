@@ -67,6 +67,7 @@ func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, igno
 		var later []pipeline.Ending
 		for i := range h.Endings {
 			e := h.Endings[i]
+			t.exitsHeard = t.exitsHeard || e.Exited
 			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
 			switch {
 			case sq == nil:
@@ -100,6 +101,13 @@ func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
 		return false
 	}
 	return true
+}
+
+// awaitsExit tells a session gone without its head's exit where exit
+// records come: a backend leaves pg_stat_activity before it exits, so its
+// record may come a scrape or more after the first snapshot without it.
+func (t *queryTracker) awaitsExit(sq *sessionQueries) bool {
+	return t.exitsHeard && sq.life.gone != 0 && sq.headPID != 0 && sq.says.exit == nil
 }
 
 // logStateAt is how far the log was read with respect to time at.

@@ -155,7 +155,8 @@ func TestSignalWhileRunningTerminatesTheQuery(t *testing.T) {
 func TestExitOfAnotherProcessIsIgnored(t *testing.T) {
 	other := exited(1.7, 0, 0)
 	other.PID = 4242 // a segment backend of the session, not its head
-	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, other))
+	// Exit records come, so the events wait for the head's, at most the longest window (1 min).
+	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, other), withEndings(noSession(70), 70))
 	assert.Equal(t, pipeline.QueryUnknown, q.Status)
 	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason)
 }
@@ -307,4 +308,24 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 	assert.Equal(t, at(1.1).UnixNano(), ev.sessions[0].End, "its end is its backend's exit")
 	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status, "a backend exits 0 only while idle")
 	assert.Equal(t, int64(1), ev.queries[0].CommandCount, "the running title's count")
+}
+
+// A backend can outlive its pg_stat_activity entry (it leaves the view
+// before it exits) past the next scrape's read of exit records: where exit
+// records come, the session's event, and that of the query its session
+// left running, wait for the exit (at most the longest window) rather than
+// say unknown.
+func TestSessionEventWaitsForItsBackendsExit(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	other := pipeline.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
+	ev := feedEach(t, p, sink,
+		withEndings(querySnap(0, running(0), nil, backend(0)), 0, other),
+		withEndings(querySnap(1, running(0), nil, backend(1)), 1),
+		withEndings(noSession(2), 2), withEndings(noSession(3), 3))
+	require.Empty(t, ev.sessions, "no event before the backend's exit")
+	ev = feedEach(t, p, sink, withEndings(noSession(4), 4, exited(3.5, 0, 0)), withEndings(noSession(5), 5))
+	require.Len(t, ev.sessions, 1)
+	require.Len(t, ev.queries, 1)
+	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status)
 }

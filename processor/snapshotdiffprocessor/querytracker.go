@@ -318,6 +318,9 @@ type queryTracker struct {
 	// logReadThrough: the coordinator's log records written before it have
 	// been heard (unix ns); 0: no log is read.
 	logReadThrough int64
+	// exitsHeard: exit records come (an exit was heard), so a session that
+	// left without its head's exit waits for it.
+	exitsHeard bool
 }
 
 func newQueryTracker(keep time.Duration, maxFinished int, text func(string) *string) *queryTracker {
