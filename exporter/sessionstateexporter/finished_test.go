@@ -993,3 +993,33 @@ func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
 		t.Errorf("held under coordinator %q, want the configured hostname gp-prod", got)
 	}
 }
+
+// Within the processor's window a finished query is answered as its event
+// says it ended (status, end), not as the processor's figures, which only
+// tell that it ended, at the snapshot that no longer saw its session.
+func TestFinishedQueryIsAnsweredAsItsEventSaysWithinTheWindow(t *testing.T) {
+	srv := startDefault(t)
+	proc := processorInFront(t, srv)
+	feed := func(s pipelinetest.Snapshot) {
+		t.Helper()
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := t0.Add(5 * time.Second)
+	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
+	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
+	feed(sessionRunsThenIdles(t0.Add(10*time.Second), start, time.Time{}, 13))
+	// The session leaves while its query runs; nothing tells how it ended.
+	for s := 2; s <= 6; s++ {
+		feed(receiverScrape(t0.Add(time.Duration(s)*10*time.Second), nil, nil))
+	}
+	resp, err := srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := resp.GetQueriesData().GetQueryStat()
+	if stat.GetQueryStatus() != yagpcc.QueryStatus_QUERY_STATUS_END {
+		t.Errorf("a query whose end nothing told answered %v, want QUERY_STATUS_END (its event's unknown)", stat.GetQueryStatus())
+	}
+}

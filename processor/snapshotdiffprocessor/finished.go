@@ -159,7 +159,8 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 			continue
 		}
 		waited := now-q.end > t.keep
-		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(s) || t.logStateAt(q.end) == logBehind) {
+		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(s) || t.logStateAt(q.end) == logBehind ||
+			q.seen == sessionLeft && t.awaitsExit(sq)) {
 			continue
 		}
 		q.finished = true
@@ -181,7 +182,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 		silent = silent || s.hosts.down[h]
 	}
 	waited := now-l.gone > t.keep
-	if !waited && (seq < l.goneSeen+settleSnapshots || silent || t.logStateAt(l.gone) == logBehind) {
+	if !waited && (seq < l.goneSeen+settleSnapshots || silent || t.logStateAt(l.gone) == logBehind || t.awaitsExit(sq)) {
 		return
 	}
 	l.ended = true

@@ -5,6 +5,7 @@ package snapshotdiffprocessor
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -53,30 +54,40 @@ const (
 // hear takes in the endings of a closing batch: each log record and exit
 // goes to its session (a record of another backend under the same
 // PostgreSQL session id, or an exit of another process, is ignored and
-// counted); the log's read-through time moves on.
-func (t *queryTracker) hear(endings []hostEndings) (ignored int) {
+// counted); the log's read-through time moves on. An ending of a session
+// not followed yet is returned unplaced: the same batch's snapshot may be
+// the first to see it (a session that lived across one snapshot exits
+// before that snapshot's batch closes), so update hears it again once the
+// snapshot is observed.
+func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, ignored int) {
 	for _, h := range endings {
 		if h.LogReadThrough != 0 {
 			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
 		}
+		var later []pipeline.Ending
 		for i := range h.Endings {
 			e := h.Endings[i]
+			t.exitsHeard = t.exitsHeard || e.Exited
 			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
-			if sq == nil || !sq.life.couldHaveSaid(&e, sq.headPID) {
+			switch {
+			case sq == nil:
+				later = append(later, e)
+			case !sq.life.couldHaveSaid(&e, sq.headPID):
 				ignored++
-				continue
-			}
-			if e.Exited {
+			case e.Exited:
 				sq.says.exit = &e
-				continue
+			default:
+				if len(sq.says.logged) == maxLogged {
+					sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
+				}
+				sq.says.logged = append(sq.says.logged, e)
 			}
-			if len(sq.says.logged) == maxLogged {
-				sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
-			}
-			sq.says.logged = append(sq.says.logged, e)
+		}
+		if len(later) > 0 {
+			unplaced = append(unplaced, hostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, tmID: h.tmID})
 		}
 	}
-	return ignored
+	return unplaced, ignored
 }
 
 // couldHaveSaid tells an ending that can be of this session: an exit of
@@ -90,6 +101,13 @@ func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
 		return false
 	}
 	return true
+}
+
+// awaitsExit tells a session gone without its head's exit where exit
+// records come: a backend leaves pg_stat_activity before it exits, so its
+// record may come a scrape or more after the first snapshot without it.
+func (t *queryTracker) awaitsExit(sq *sessionQueries) bool {
+	return t.exitsHeard && sq.life.gone != 0 && sq.headPID != 0 && sq.says.exit == nil
 }
 
 // logStateAt is how far the log was read with respect to time at.
@@ -116,7 +134,8 @@ type verdict struct {
 // unknown. Never a guess from the snapshot's timing.
 func judgeQuery(q *query, says *serverSays, log logState) verdict {
 	v := verdict{end: q.end}
-	if rec := says.recordWithin(q); rec != nil {
+	rec, ambiguous := says.recordWithin(q)
+	if rec != nil {
 		v.status, v.cancelReason = statusOf(rec)
 		v.sqlstate, v.message = rec.SQLState, rec.Message
 		if q.seen != seenIdle && q.seen != seenAborted {
@@ -131,7 +150,7 @@ func judgeQuery(q *query, says *serverSays, log logState) verdict {
 	case seenAborted:
 		v.status = pipeline.QueryAborted
 	case superseded:
-		v.status = pick(log == logCovers, pipeline.QueryCompleted, pipeline.QueryUnknown)
+		v.status = pick(log == logCovers && !ambiguous, pipeline.QueryCompleted, pipeline.QueryUnknown)
 	case sessionLeft:
 		v.status = pipeline.QueryUnknown
 		if x := says.exit; x != nil {
@@ -139,7 +158,7 @@ func judgeQuery(q *query, says *serverSays, log logState) verdict {
 			switch {
 			case x.Signal != 0:
 				v.status, v.message = pipeline.QueryTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
-			case x.ExitCode == 0 && quiet:
+			case x.ExitCode == 0 && quiet && !ambiguous:
 				v.status = pipeline.QueryCompleted // a backend exits 0 only while idle: its statement had completed
 			case x.ExitCode == exitQuickDie:
 				v.status, v.message = pipeline.QueryTerminated, "its backend was told to quit at once (server shutdown or another backend's crash)"
@@ -155,7 +174,7 @@ func judgeQuery(q *query, says *serverSays, log logState) verdict {
 // (SIGQUIT: immediate shutdown, or the crash of another backend).
 const exitQuickDie = 2
 
-func pick(cond bool, yes, no string) string {
+func pick[T any](cond bool, yes, no T) T {
 	if cond {
 		return yes
 	}
@@ -163,11 +182,13 @@ func pick(cond bool, yes, no string) string {
 }
 
 // recordWithin is the first failure the log names for q: a record of its
-// session (on Greenplum, at its command count or past it: docs/compatibility.md)
-// from its start on, up to its end where a snapshot saw the
+// session from its start on, up to its end where a snapshot saw the
 // session idle or the next statement start after it; of a query whose
-// session left while it ran, any later one.
-func (says *serverSays) recordWithin(q *query) *pipeline.Ending {
+// session left while it ran, any later one. On Greenplum a record's
+// command count must be q's by the numbering rule (countOf); ambiguous
+// tells a failure in q's time that the rule can neither give to q nor rule
+// out (a later statement's, or one of q's functions').
+func (says *serverSays) recordWithin(q *query) (rec *pipeline.Ending, ambiguous bool) {
 	lo, hi := q.start-logSlack, int64(1<<63-1)
 	switch q.seen {
 	case seenIdle, seenAborted:
@@ -177,14 +198,59 @@ func (says *serverSays) recordWithin(q *query) *pipeline.Ending {
 	}
 	for i := range says.logged {
 		r := &says.logged[i]
-		if r.CommandCount > 0 && q.ccnt > 0 && r.CommandCount < q.ccnt {
-			continue // an earlier statement's: Greenplum logs a statement's failure at its title's count or past it
+		if r.Time < lo || r.Time > hi || !endsAStatement(r) {
+			continue
 		}
-		if r.Time >= lo && r.Time <= hi && endsAStatement(r) {
-			return r
+		switch q.countOf(r.CommandCount) {
+		case itsCount:
+			return r, false
+		case maybeItsCount:
+			ambiguous = true
 		}
 	}
-	return nil
+	return nil, ambiguous
+}
+
+// countMatch is how a log record's command count relates to a query.
+type countMatch uint8
+
+const (
+	notItsCount countMatch = iota
+	itsCount
+	maybeItsCount
+)
+
+// countOf applies Greenplum's numbering rule (docs/compatibility.md): a
+// record's cmd<M> is the coordinator's count when it was logged. The idle
+// title after a statement shows its final count, which every failure of
+// the statement is logged at; no other statement has a count from its
+// running title's to that one (a title read a moment after pg_stat_activity
+// may show the next statement's, so the range and not the idle count alone).
+// A running simple-protocol title shows N, and
+// the statement fails at N (parse, analysis) or N+1 (execution, after
+// CreateQueryDesc counted again). A count past N+1 with no idle title seen
+// is a later statement's or one of q's SQL-running functions': ambiguous.
+// Either count unknown (0: PostgreSQL, the testbed's log) leaves the time alone to match.
+func (q *query) countOf(m int64) countMatch {
+	switch {
+	case m == 0 || q.ccnt == 0:
+		return itsCount
+	case q.lastCcnt > 0:
+		return pick(m >= q.ccnt && m <= q.lastCcnt, itsCount, notItsCount)
+	case m == q.ccnt || m == nextCommandCount(q.ccnt):
+		return itsCount
+	case m > q.ccnt:
+		return maybeItsCount
+	}
+	return notItsCount
+}
+
+// nextCommandCount is Greenplum's increment_command_count: it wraps to 1, never 0.
+func nextCommandCount(n int64) int64 {
+	if n >= math.MaxInt32 {
+		return 1
+	}
+	return n + 1
 }
 
 // endsAStatement tells a record that ends the statement it is logged in:

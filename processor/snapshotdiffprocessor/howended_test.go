@@ -155,7 +155,8 @@ func TestSignalWhileRunningTerminatesTheQuery(t *testing.T) {
 func TestExitOfAnotherProcessIsIgnored(t *testing.T) {
 	other := exited(1.7, 0, 0)
 	other.PID = 4242 // a segment backend of the session, not its head
-	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, other))
+	// Exit records come, so the events wait for the head's, at most the longest window (1 min).
+	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, other), withEndings(noSession(70), 70))
 	assert.Equal(t, pipeline.QueryUnknown, q.Status)
 	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason)
 }
@@ -229,4 +230,102 @@ func TestClientLostWhileRowsStream(t *testing.T) {
 	assert.Equal(t, "08006", q.SQLState)
 	assert.Equal(t, pipeline.SessionConnectionLost, s.EndReason)
 	assert.Equal(t, "connection to client lost", s.Message)
+}
+
+// Greenplum's numbering rule on the counts a real 6.24.3 coordinator gave
+// one session (docs/compatibility.md): SELECT ran as cmd1 (idle cmd2); a
+// 42703 failed at analysis, logged and idle cmd3; SELECT cmd4 (idle cmd5);
+// SET (idle cmd6); a 22012 logged and idle cmd8; SELECT cmd9. A statement
+// seen idle after it owns only the records at its idle title's count; one
+// seen only running with title N owns N and N+1, and a failure past N+1
+// is a later statement's or its functions': neither its nor completed.
+func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
+	record := func(cmd int64, sqlstate string) *serverSays {
+		r := logged(1.4, "ERROR", sqlstate, "its message")
+		r.CommandCount = cmd
+		return &serverSays{logged: []pipeline.Ending{r}}
+	}
+	idleAfter := func(running, idle int64) *query {
+		return &query{start: at(0).UnixNano(), end: at(1.5).UnixNano(), seen: seenIdle, ccnt: running, lastCcnt: idle}
+	}
+	for _, tc := range []struct {
+		name string
+		q    *query
+		says *serverSays
+		want string
+	}{
+		{"SELECT cmd1 (idle cmd2), the 42703 after it at cmd3", idleAfter(1, 2), record(3, "42703"), pipeline.QueryCompleted},
+		{"the 42703 seen only idle, at its own cmd3", idleAfter(3, 3), record(3, "42703"), pipeline.QueryError},
+		{"the 22012 seen only idle (cmd8), at cmd8", idleAfter(8, 8), record(8, "22012"), pipeline.QueryError},
+		{"the 22012 seen only idle (cmd8), a record at cmd9", idleAfter(8, 8), record(9, "22012"), pipeline.QueryCompleted},
+		{"SELECT cmd4 (idle cmd5), a record at cmd6", idleAfter(4, 5), record(6, "22012"), pipeline.QueryCompleted},
+		{"SELECT cmd4 (idle cmd5), a record at cmd5", idleAfter(4, 5), record(5, "57014"), pipeline.QueryCancelled},
+		{"a testbed record without a count", idleAfter(4, 5), record(0, "22012"), pipeline.QueryError},
+		// Its idle title read a moment late shows the next statement's cmd6.
+		{"SELECT cmd4 failing at cmd5, idle title read as cmd6", idleAfter(4, 6), record(5, "22012"), pipeline.QueryError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, judgeQuery(tc.q, tc.says, logCovers).status)
+		})
+	}
+
+	// Seen running as cmd1, then its backend exited 0: a cancel is logged
+	// cmd2, an analysis error cmd1; cmd3 is the next statement's parse
+	// error (or a function's), which leaves this one's end untold.
+	for _, tc := range []struct {
+		cmd               int64
+		sqlstate, message string
+		want              string
+	}{
+		{1, "42703", "column t1.b does not exist", pipeline.QueryError},
+		{2, "57014", "canceling statement due to user request", pipeline.QueryCancelled},
+		{3, "42703", "column t1.b does not exist", pipeline.QueryUnknown},
+		{4, "22012", "division by zero", pipeline.QueryUnknown},
+	} {
+		q := &query{start: at(0).UnixNano(), seen: sessionLeft, ccnt: 1}
+		says := record(tc.cmd, tc.sqlstate)
+		says.logged[0].Message = tc.message
+		says.exit = &pipeline.Ending{Exited: true, Time: at(1.8).UnixNano()}
+		assert.Equal(t, tc.want, judgeQuery(q, says, logCovers).status, "seen running as cmd1, a record at cmd%d", tc.cmd)
+	}
+}
+
+// A session whose whole life falls between two snapshots but one, as the
+// churn workload's: the one snapshot that saw it is read before its
+// backend exits, and that exit record arrives in the same batch. The exit
+// still tells how it ended, and that its statement completed.
+func TestShortSessionsTellHowTheyEnded(t *testing.T) {
+	head := proc("mdw", -1, 7, 1007, 0.7, 0.05, 0)
+	head.CommandCount = 1
+	p, sink := newTestProcessor(t, queryConfig())
+	ev := feedEach(t, p, sink,
+		withEndings(noSession(0), 0),
+		withEndings(querySnap(1, running(0.8), nil, head, backend(0.1)), 1.2, exited(1.1, 0, 0)),
+		withEndings(noSession(2), 2), withEndings(noSession(3), 3), withEndings(noSession(4), 4))
+	require.Len(t, ev.sessions, 1)
+	require.Len(t, ev.queries, 1)
+	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, at(1.1).UnixNano(), ev.sessions[0].End, "its end is its backend's exit")
+	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status, "a backend exits 0 only while idle")
+	assert.Equal(t, int64(1), ev.queries[0].CommandCount, "the running title's count")
+}
+
+// A backend can outlive its pg_stat_activity entry (it leaves the view
+// before it exits) past the next scrape's read of exit records: where exit
+// records come, the session's event, and that of the query its session
+// left running, wait for the exit (at most the longest window) rather than
+// say unknown.
+func TestSessionEventWaitsForItsBackendsExit(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	other := pipeline.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
+	ev := feedEach(t, p, sink,
+		withEndings(querySnap(0, running(0), nil, backend(0)), 0, other),
+		withEndings(querySnap(1, running(0), nil, backend(1)), 1),
+		withEndings(noSession(2), 2), withEndings(noSession(3), 3))
+	require.Empty(t, ev.sessions, "no event before the backend's exit")
+	ev = feedEach(t, p, sink, withEndings(noSession(4), 4, exited(3.5, 0, 0)), withEndings(noSession(5), 5))
+	require.Len(t, ev.sessions, 1)
+	require.Len(t, ev.queries, 1)
+	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status)
 }

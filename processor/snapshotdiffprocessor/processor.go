@@ -271,10 +271,10 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
-		if ignored := p.queries.hear(in.endings); ignored > 0 {
-			p.logger.Debug("log records and exits of no session gpotel follows, or of another backend than the session's, ignored", zap.Int("count", ignored))
+		figs.work = p.queries.update(p.store, in.activities, in.endings)
+		if n := figs.work.ignoredEndings; n > 0 {
+			p.logger.Debug("log records and exits of no session gpotel follows, or of another backend than the session's, ignored", zap.Int("count", n))
 		}
-		figs.work = p.queries.update(p.store, in.activities)
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
 	if p.carriedEncoder != nil {

@@ -318,6 +318,9 @@ type queryTracker struct {
 	// logReadThrough: the coordinator's log records written before it have
 	// been heard (unix ns); 0: no log is read.
 	logReadThrough int64
+	// exitsHeard: exit records come (an exit was heard), so a session that
+	// left without its head's exit waits for it.
+	exitsHeard bool
 }
 
 func newQueryTracker(keep time.Duration, maxFinished int, text func(string) *string) *queryTracker {
@@ -359,11 +362,21 @@ type trackedWork struct {
 	queries  []queryFigures
 	finished []pipeline.FinishedQuery
 	ended    []pipeline.EndedSession
+	// ignoredEndings counts the log records and exits of no session
+	// followed, or of another backend than the session's.
+	ignoredEndings int
+}
+
+func endingsIn(hs []hostEndings) (n int) {
+	for _, h := range hs {
+		n += len(h.Endings)
+	}
+	return n
 }
 
 // update takes in the newest committed snapshot of s with the activity of
 // its sessions and returns every query to write, and what finished.
-func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity) trackedWork {
+func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActivity, endings []hostEndings) trackedWork {
 	newest := s.windows.retained[len(s.windows.retained)-1]
 	now := newest.time
 	if t.first == 0 {
@@ -378,6 +391,9 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 	case t.first == now && t.opened < now:
 		prev = t.opened
 	}
+	// The endings go to the sessions followed so far, under their keys
+	// before this snapshot may give a key to another session.
+	unplaced, ignored := t.hear(endings)
 	for key, act := range acts {
 		t.observe(s, newest, key, &act, now, prev)
 		if sq := t.sessions[key]; sq != nil {
@@ -385,6 +401,8 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 			sq.life.holdSpill(sq.queries)
 		}
 	}
+	unplaced, late := t.hear(unplaced)
+	ignored += late + endingsIn(unplaced)
 	for key, sq := range t.sessions {
 		if _, ok := acts[key]; !ok {
 			sq.leave(newest.seq, now) // the session is gone: so is its query
@@ -393,7 +411,7 @@ func (t *queryTracker) update(s *store, acts map[pipeline.SessionKey]sessionActi
 	t.attribute(s, newest, now)
 	t.markPartial(s)
 	t.noteMemory(s)
-	var out trackedWork
+	out := trackedWork{ignoredEndings: ignored}
 	t.settle(s, newest.seq, now, &out)
 	out.queries = t.figures(acts, now)
 	return out

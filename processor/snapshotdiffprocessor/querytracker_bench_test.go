@@ -32,7 +32,7 @@ func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
 				acts[key] = sessionActivity{pid: p.Session, running: true, queryStart: start}
 			}
 		},
-		run: func(s *store) { written = len(qt.update(s, acts).queries) },
+		run: func(s *store) { written = len(qt.update(s, acts, nil).queries) },
 	})
 	b.ReportMetric(queries, "cpu-ns/query-update")
 	b.ReportMetric(figures, "cpu-ns/window-figures")

@@ -84,6 +84,7 @@ type hostSightings struct {
 // listing is a backend the catalog listed that no scrape read alive.
 type listing struct {
 	segment int64
+	session int64
 	at      time.Time // the scrape's: the backend was born before it
 	tick    uint64
 }
@@ -331,7 +332,7 @@ func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos
 		// a scrape reads alive; without this its postmaster stays unknown.
 		for pid, b := range asked {
 			if s, ok := hs.m[pid]; !ok || s.tick != tick {
-				hs.listed[pid] = listing{segment: b.SegmentID, at: at, tick: tick}
+				hs.listed[pid] = listing{segment: b.SegmentID, session: b.SessionID, at: at, tick: tick}
 			}
 		}
 	}
@@ -426,6 +427,10 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
 			if s, ok := t.sighting(key); ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
+				if s.segment == -1 {
+					// How the session ended, also of a backend this very scrape read as a zombie.
+					st.endings = append(st.endings, exitEnding(rec, s.session))
+				}
 				if s.tick == t.tick {
 					st.live++
 					continue
@@ -434,12 +439,14 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 				e.Segment, e.Session, e.BackendType = s.segment, s.session, s.backendType
 				delete(t.sightings[key.host].m, key.pid)
 				st.attributed++
-				if s.segment == -1 {
-					st.endings = append(st.endings, exitEnding(rec, s.session))
-				}
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
 				e.Segment = seg
 				st.unattributed++
+				if l, ok := t.listedBackend(key, rec); ok && l.segment == -1 {
+					// A coordinator backend the catalog listed and no read found:
+					// its figures are its segment's, how its session ended is known.
+					st.endings = append(st.endings, exitEnding(rec, l.session))
+				}
 			} else {
 				st.foreign++ // not a postmaster's child: a shell or tool of the database user
 				continue
@@ -460,6 +467,20 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 	return st
 }
 
+// listedBackend is the catalog's listing of the backend rec is of: one
+// listed under its pid and born before that listing (not a reused pid).
+func (t *exitTracker) listedBackend(key hostPID, rec *gpotelv1.ExitRecord) (listing, bool) {
+	hs := t.sightings[key.host]
+	if hs == nil {
+		return listing{}, false
+	}
+	l, ok := hs.listed[key.pid]
+	if !ok || time.Unix(0, rec.GetStartTimeUnixNano()).After(l.at.Add(startSlack)) {
+		return listing{}, false
+	}
+	return l, true
+}
+
 // learnPostmasters learns, from the records of backends the catalog listed
 // on a segment and no scrape read alive, that their parents are that
 // segment's postmasters. A record of a process born after the listing is
@@ -470,8 +491,8 @@ func (t *exitTracker) learnPostmasters(h hostExits) {
 		return
 	}
 	for _, rec := range h.records {
-		l, ok := hs.listed[rec.GetStats().GetPid()]
-		if !ok || time.Unix(0, rec.GetStartTimeUnixNano()).After(l.at.Add(startSlack)) {
+		l, ok := t.listedBackend(hostPID{h.host, rec.GetStats().GetPid()}, rec)
+		if !ok {
 			continue
 		}
 		parent := hostPID{h.host, rec.GetStats().GetPpid()}

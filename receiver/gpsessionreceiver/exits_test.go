@@ -593,3 +593,53 @@ func TestStatementEndNamesItsSession(t *testing.T) {
 		t.Error("a Greenplum record without a session is none's")
 	}
 }
+
+// A session that lives across one snapshot, as the churn workload's: its
+// coordinator backend, listed by pg_stat_activity, exits before the agent
+// reads /proc (no read finds it) or is read as a zombie after its record
+// was fetched in the same scrape. Either way its exit record still says
+// how the session ended; a record of a pid reused after the listing does not.
+func TestShortSessionsTellHowTheyEnded(t *testing.T) {
+	w := newExitTrackerWorld(t)
+	w.scrape(map[int64]int64{200: 1000}, nil, 5) // learns the postmaster
+	coordinator := func(pid int64) map[int64]*Backend {
+		return map[int64]*Backend{pid: {SegmentID: -1, PID: pid, SessionID: 70 + pid, BackendType: "client backend"}}
+	}
+	scrape := func(infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend, records ...*gpotelv1.ExitRecord) []pipeline.Ending {
+		w.tr.beginTick()
+		w.tr.rememberAnswer("sdw1", w.consts, infos, asked)
+		st := w.tr.emitExits(w.e.procs, pmetric.NewMetrics().ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+			[]hostExits{{host: "sdw1", records: records, parentsComplete: true}})
+		w.tr.endTick()
+		return st.endings
+	}
+	listedSessions := func(es []pipeline.Ending) (sessions []int64) {
+		for _, e := range es {
+			sessions = append(sessions, e.Session)
+		}
+		return sessions
+	}
+
+	// Listed, gone before the read; its record comes with the next scrape.
+	if got := scrape(nil, coordinator(1)); len(got) != 0 {
+		t.Fatalf("endings before any record: %+v", got)
+	}
+	if got := scrape(nil, nil, worldRecord(1, worldPostmaster, w.born(1100), 0.01)); !slices.Equal(listedSessions(got), []int64{71}) {
+		t.Errorf("a listed backend no read found exited: endings of sessions %v, want [71]", listedSessions(got))
+	}
+	// Listed and gone; the record, fetched before the read, in the same scrape.
+	if got := scrape(nil, coordinator(2), worldRecord(2, worldPostmaster, w.born(1100), 0.01)); !slices.Equal(listedSessions(got), []int64{72}) {
+		t.Errorf("a listed backend whose record came in the same scrape: endings of sessions %v, want [72]", listedSessions(got))
+	}
+	// Read as a zombie in the scrape that fetched its record.
+	zombie := []*yagpcc.GpPidProcInfo{{Pid: 3, ProcStat: &yagpcc.ProcStat{Ppid: worldPostmaster, Starttime: 1100 * w.consts.ClkTck}}}
+	if got := scrape(zombie, coordinator(3), worldRecord(3, worldPostmaster, w.born(1100), 0.01)); !slices.Equal(listedSessions(got), []int64{73}) {
+		t.Errorf("a backend read as a zombie: endings of sessions %v, want [73]", listedSessions(got))
+	}
+	// Listed; the pid's record is of a process born after the listing.
+	scrape(nil, coordinator(4))
+	reused := worldRecord(4, worldPostmaster, time.Now().Add(time.Minute), 0.01)
+	if got := scrape(nil, nil, reused); len(got) != 0 {
+		t.Errorf("a reused pid's record ended sessions %v", listedSessions(got))
+	}
+}

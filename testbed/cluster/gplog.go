@@ -32,6 +32,12 @@ import (
 // that links the package: a test binary or gpotel-testbed), so it outlives
 // `gpotel-testbed up`; its process title carries the cluster's tag, so Down
 // ends it with the instances, and it ends itself when Dir is gone.
+//
+// Greenplum 7 and Cloudberry write the same layout, con<N> and cmd<M>
+// included, as Greenplum 6 does; neither can be built here, so all three
+// dialects get the layout read from 6, with no difference invented. The
+// cmd<M> column stays empty: PostgreSQL's csvlog does not carry the title
+// extension's count, so on the testbed a record matches by session and time.
 
 // gplogEnv carries the converter's job.
 const gplogEnv = "GPOTEL_TESTBED_GPLOG"

@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -53,22 +55,38 @@ var endings = []anEnding{
 // the session ended (docs/pipeline.md, how it ended).
 func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 	for _, opts := range cluster.SmallClusters(2) {
-		if opts.Dialect != dialect.PostgreSQL && opts.Dialect != dialect.GP6 {
-			continue
-		}
-		if opts.Dialect == dialect.PostgreSQL {
+		if !opts.Dialect.Greenplum() {
 			opts.LogDestination = cluster.LogCSV // the statement ends need a structured log (stderr has no SQLSTATE)
 		}
 		t.Run(string(opts.Dialect), func(t *testing.T) {
 			needBinaries(t)
 			c := cluster.Start(t, opts)
 			ctx := await.Context(t)
+			if err := c.CreateHistoryDatabase(ctx); err != nil {
+				t.Fatal(err)
+			}
+			const interval, longestWindow = time.Second, 6 * time.Second
 			s := launch(ctx, t, c, StackOptions{
 				Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 50,
-				CollectorArgs: []string{"--set=receivers::gpsession::collection_interval=1s"},
+				CollectorArgs: []string{
+					"--config=" + configPath("history.yaml"),
+					"--set=receivers::gpsession::collection_interval=" + interval.String(),
+					"--set=processors::snapshotdiff::windows=[3s," + longestWindow.String() + "]",
+					"--set=exporters::sessionstate::last_metrics_window=3s",
+				},
 			})
 			api := dialAPI(t, s.API)
-			waitFor(t, "the collector's first snapshot", func() (bool, string) {
+			// A collector that died fails the test at once, not at the deadline.
+			wait := func(what string, cond func() (bool, string)) {
+				t.Helper()
+				waitFor(t, what, func() (bool, string) {
+					if exited, err := s.Collector.Exited(); exited {
+						t.Fatalf("waiting for %s: the collector exited (%v): %s", what, err, s.Collector.LogTail(2000))
+					}
+					return cond()
+				})
+			}
+			wait("the collector's first snapshot", func() (bool, string) {
 				states, err := allSessions(ctx, api)
 				return err == nil && len(states) > 0, fmt.Sprint(err)
 			})
@@ -107,7 +125,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				waitFor(t, e.name+": the session in the API", func() (bool, string) {
+				wait(e.name+": the session in the API", func() (bool, string) {
 					st, err := stateOf(ctx, api, int(sessID))
 					return err == nil && st != nil, fmt.Sprint(err)
 				})
@@ -140,7 +158,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 				}
 				if e.name == "completed" {
 					// Idle until a snapshot saw it idle, then leave.
-					waitFor(t, "a snapshot of the idle session", func() (bool, string) {
+					wait("a snapshot of the idle session", func() (bool, string) {
 						st, err := stateOf(ctx, api, int(sessID))
 						return err == nil && st != nil && st.GetSessionInfo().GetState() == "idle", fmt.Sprint(err)
 					})
@@ -152,10 +170,11 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 				results[i] = r
 			}
 
-			for _, r := range results {
+			events := make([]*pipeline.FinishedQuery, len(results))
+			for i, r := range results {
 				var q *pipeline.FinishedQuery
 				var sess *pipeline.EndedSession
-				waitFor(t, r.e.name+": the events", func() (bool, string) {
+				wait(r.e.name+": the events", func() (bool, string) {
 					for _, lr := range s.Sink.LogRecords() {
 						switch lr.EventName() {
 						case pipeline.EventQueryEnd:
@@ -170,6 +189,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 					}
 					return q != nil && sess != nil, fmt.Sprintf("query event %v, session event %v", q != nil, sess != nil)
 				})
+				events[i] = q
 				if q.Status != r.e.status || q.SQLState != r.e.sqlstate || q.CancelReason != r.e.reason {
 					t.Errorf("%s: status %q sqlstate %q reason %q (%s), want %q %q %q", r.e.name, q.Status, q.SQLState, q.CancelReason, q.ErrorMessage,
 						r.e.status, r.e.sqlstate, r.e.reason)
@@ -177,10 +197,87 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 				if end := time.Unix(0, q.End); end.Before(r.sent) || end.After(r.done.Add(time.Second)) {
 					t.Errorf("%s: ended at %v; the server ended it between %v and %v", r.e.name, end, r.sent, r.done)
 				}
+				if greenplum := opts.Dialect.Greenplum(); greenplum != (q.CommandCount > 0) {
+					t.Errorf("%s: the event's ccnt is %d on %s", r.e.name, q.CommandCount, opts.Dialect)
+				}
 				if sess.EndReason != r.e.session {
 					t.Errorf("%s: the session ended %q (%s %s), want %q", r.e.name, sess.EndReason, sess.SQLState, sess.Message, r.e.session)
 				}
 			}
+
+			// The history rows say the same as the events.
+			hcfg, err := pgx.ParseConfig(c.CoordinatorDSN)
+			if err != nil {
+				t.Fatal(err)
+			}
+			hcfg.Database = "gpotel_history"
+			history, err := pgx.ConnectConfig(ctx, hcfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = history.Close(context.Background()) })
+			for i, r := range results {
+				q := events[i]
+				var (
+					status, endReason string
+					sqlstate, reason  pgtype.Text
+					ccnt              pgtype.Int8
+					queryEnd          time.Time
+				)
+				wait(r.e.name+": its rows in gpotel_history", func() (bool, string) {
+					err := history.QueryRow(ctx, `SELECT status, sqlstate, cancel_reason, query_end, ccnt FROM gpotel_history.queries
+						WHERE tm_id = $1 AND sess_id = $2 AND query_start = $3`, q.Session.TmID, q.Session.ID, time.Unix(0, q.Start)).Scan(&status, &sqlstate, &reason, &queryEnd, &ccnt)
+					if err == nil {
+						err = history.QueryRow(ctx, "SELECT end_reason FROM gpotel_history.sessions WHERE tm_id = $1 AND sess_id = $2",
+							q.Session.TmID, q.Session.ID).Scan(&endReason)
+					}
+					return err == nil, fmt.Sprint(err)
+				})
+				if status != r.e.status || sqlstate.String != r.e.sqlstate || reason.String != r.e.reason {
+					t.Errorf("%s: history row status %q sqlstate %v cancel_reason %v, want %q %q %q", r.e.name, status, sqlstate, reason, r.e.status, r.e.sqlstate, r.e.reason)
+				}
+				if d := queryEnd.Sub(time.Unix(0, q.End)); d < -time.Microsecond || d > time.Microsecond {
+					t.Errorf("%s: history query_end %v, the event's %v", r.e.name, queryEnd, time.Unix(0, q.End))
+				}
+				if ccnt.Valid != (q.CommandCount > 0) || ccnt.Int64 != q.CommandCount {
+					t.Errorf("%s: history ccnt %v, the event's %d", r.e.name, ccnt, q.CommandCount)
+				}
+				if endReason != r.e.session {
+					t.Errorf("%s: history session end_reason %q, want %q", r.e.name, endReason, r.e.session)
+				}
+			}
+
+			// yagpcc's GetGPQuery, once the queries have left the processor's
+			// longest window: by ccnt on Greenplum, by query_start on PostgreSQL.
+			time.Sleep(time.Until(results[len(results)-1].done.Add(longestWindow + 2*interval)))
+			for i, r := range results {
+				q := events[i]
+				key := &yagpcc.QueryKey{Tmid: int32(q.Session.TmID), Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)} // #nosec G115 -- test ids
+				if q.CommandCount == 0 {
+					key.QueryStart = timestamppb.New(time.Unix(0, q.Start))
+				}
+				resp, err := api.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: key})
+				if err != nil {
+					t.Errorf("%s: GetGPQuery %v: %v", r.e.name, key, err)
+					continue
+				}
+				got := resp.GetQueriesData().GetQueryStat()
+				if want := yagpccStatusOf[r.e.status]; got.GetQueryStatus() != want {
+					t.Errorf("%s: GetGPQuery answered %v, want %v", r.e.name, got.GetQueryStatus(), want)
+				}
+				if got.GetQueryKey().GetCcnt() != int32(q.CommandCount) || !got.GetQueryInfo().GetEndTime().AsTime().Equal(time.Unix(0, q.End)) { // #nosec G115 -- test ids
+					t.Errorf("%s: GetGPQuery answered ccnt %d ended %v, the event's %d %v", r.e.name, got.GetQueryKey().GetCcnt(),
+						got.GetQueryInfo().GetEndTime().AsTime(), q.CommandCount, time.Unix(0, q.End))
+				}
+			}
 		})
 	}
+}
+
+// yagpccStatusOf is yagpcc's QueryStatus of each status (docs/pipeline.md, how it ended).
+var yagpccStatusOf = map[string]yagpcc.QueryStatus{
+	pipeline.QueryCompleted:  yagpcc.QueryStatus_QUERY_STATUS_DONE,
+	pipeline.QueryCancelled:  yagpcc.QueryStatus_QUERY_STATUS_CANCELED,
+	pipeline.QueryError:      yagpcc.QueryStatus_QUERY_STATUS_ERROR,
+	pipeline.QueryTerminated: yagpcc.QueryStatus_QUERY_STATUS_ERROR,
 }
