@@ -428,10 +428,13 @@ func (t *queryTracker) observe(s *store, newest *storedSnapshot, key pipeline.Se
 		sq = nil
 	}
 	if sq == nil {
-		// A session whose backend started after the previous snapshot was
-		// seen from its start; of any other, what came before now is unknown.
+		// A session first seen after the first snapshot was in none before,
+		// so it began after the previous one read pg_stat_activity (its
+		// backend_start may lie a moment before that snapshot's time): it
+		// was seen from its start. Of any other, what came before now is
+		// unknown.
 		sq = &sessionQueries{since: now}
-		if prev != 0 && act.backendStart > prev && act.backendStart < now {
+		if prev != 0 && act.backendStart >= t.watchedFrom() && act.backendStart < now {
 			sq.since = act.backendStart
 		}
 		sq.life.begin(act, now, t.watchedFrom(), now == t.first)

@@ -539,3 +539,19 @@ func TestIdleTitleBeforeTheSessionLeftIsTheSameStatement(t *testing.T) {
 		}
 	}
 }
+
+// A session first seen after gpotel began watching was in no snapshot
+// before: it began after the previous snapshot read pg_stat_activity,
+// though its backend_start may lie a moment before that snapshot's time.
+// Its queries were seen from their start and are not partial (make run
+// showed one "started_before" 90 s after the collector started).
+func TestANewSessionsQueryIsNotPartialThoughItBeganBeforeThePreviousSnapshotsTime(t *testing.T) {
+	p, sink := newTestProcessor(t, queryConfig())
+	feed(t, p, sink, noSession(0), noSession(2))
+	s := querySnap(4, running(3), nil, backend(0.5))
+	s.Sessions[0].BackendStart = at(1.9)
+	md := feed(t, p, sink, s)
+	if got := queryFigure(t, md, 3, pipeline.MetricQueryPartial); got != 0 {
+		t.Errorf("partial = %v, want 0: the session was seen from its start", got)
+	}
+}
