@@ -26,16 +26,6 @@ const (
 // snapshot's time.
 func appendEvent(lrs plog.LogRecordSlice, f *firing, outcome, detail string, at time.Time, observed pcommon.Timestamp) {
 	r, t := f.rule, f.target
-	lr := lrs.AppendEmpty()
-	lr.SetEventName(pipeline.EventRuleAction)
-	lr.SetTimestamp(pcommon.NewTimestampFromTime(at))
-	lr.SetObservedTimestamp(observed)
-	lr.SetSeverityNumber(plog.SeverityNumberInfo)
-	if outcome == outcomeFailed {
-		lr.SetSeverityNumber(plog.SeverityNumberWarn)
-	}
-	lr.Body().SetStr(fmt.Sprintf("rule %q (%s): %s on session {sess_id %d, tm_id %d} pid %d: %s",
-		r.name, r.mode(), r.action, t.key.session.ID, t.key.session.TmID, t.pid, outcome))
 	ra := pipeline.RuleAction{Time: at.UnixNano(), Rule: r.name, Mode: r.mode(), Action: r.action.String(), ResourceGroup: r.group,
 		Outcome: outcome, OutcomeDetail: detail, Session: t.key.session, PID: t.pid, CommandCount: t.key.ccnt,
 		User: t.user, Database: t.database, Application: t.application, SessionGroup: t.group,
@@ -46,5 +36,10 @@ func appendEvent(lrs plog.LogRecordSlice, f *firing, outcome, detail string, at 
 	for i := range r.predicates {
 		ra.Predicates[i] = r.predicates[i].text
 	}
-	pipeline.PutRuleActionEvent(lr.Attributes(), &ra)
+	lr := pipeline.AppendRuleAction(lrs, &ra, observed)
+	if outcome == outcomeFailed {
+		lr.SetSeverityNumber(plog.SeverityNumberWarn)
+	}
+	lr.Body().SetStr(fmt.Sprintf("rule %q (%s): %s on session {sess_id %d, tm_id %d} pid %d: %s",
+		r.name, r.mode(), r.action, t.key.session.ID, t.key.session.TmID, t.pid, outcome))
 }

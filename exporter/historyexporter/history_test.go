@@ -337,7 +337,7 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			ctx := await.Context(t)
 			const n = 20
 			now := middayToday()
-			write := func(s *store) [2]int64 {
+			write := func(s *store) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
 				b.add(encodeEvents(workload(0, n, now), s.tables, now.Add(-day), now.Add(day)))
@@ -349,15 +349,15 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			}
 			first := newStore(db.cfg)
 			defer first.close(context.Background())
-			if w := write(first); w != [2]int64{n, n / queriesPerSession} {
+			if w := write(first); w != [tableCount]int64{n, n / queriesPerSession} {
 				t.Fatalf("first write: %v rows, want %d and %d", w, n, n/queriesPerSession)
 			}
-			if w := write(first); w != [2]int64{} {
+			if w := write(first); w != [tableCount]int64{} {
 				t.Errorf("the same batch again: %v rows written, want none", w)
 			}
 			restarted := newStore(db.cfg)
 			defer restarted.close(context.Background())
-			if w := write(restarted); w != [2]int64{} {
+			if w := write(restarted); w != [tableCount]int64{} {
 				t.Errorf("the same batch on a new connection: %v rows written, want none", w)
 			}
 			// Retried after more events were queued: the batch grew.
@@ -369,7 +369,7 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if w != [2]int64{more, more / queriesPerSession} {
+			if w != [tableCount]int64{more, more / queriesPerSession} {
 				t.Errorf("the batch grown by %d events: %v rows written, want %d and %d", more, w, more, more/queriesPerSession)
 			}
 			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n+more {
@@ -510,7 +510,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 			now := middayToday()
 			s := newStore(db.cfg)
 			defer s.close(context.Background())
-			write := func(ld plog.Logs) [2]int64 {
+			write := func(ld plog.Logs) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
 				b.add(encodeEvents(ld, s.tables, now.Add(-day), now.Add(day)))
@@ -521,7 +521,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 				return written
 			}
 			written := workload(0, queriesPerSession, now)
-			if w := write(written); w != [2]int64{queriesPerSession, 1} {
+			if w := write(written); w != [tableCount]int64{queriesPerSession, 1} {
 				t.Fatalf("first write: %v rows, want %d and 1", w, queriesPerSession)
 			}
 			for ti, table := range s.tables {
@@ -536,7 +536,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 						lr := lrs.AppendEmpty()
 						orig.CopyTo(lr)
 						changeAttr(t, lr.Attributes(), f)
-						var want [2]int64
+						var want [tableCount]int64
 						want[ti] = 1
 						if w := write(ld); w != want {
 							t.Errorf("an event differing only in %s: %v rows written, want %v", f.Column, w, want)

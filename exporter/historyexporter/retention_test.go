@@ -166,7 +166,7 @@ func TestHistoryRetentionCutsBothTablesAtTheDaysLastInstant(t *testing.T) {
 			}
 			b := newBatch(s.tables)
 			b.add(encodeEvents(ld, s.tables, days[0], d0.Add(day)))
-			if w, err := s.write(ctx, b); err != nil || w != [2]int64{3, 3} {
+			if w, err := s.write(ctx, b); err != nil || w != [tableCount]int64{3, 3} {
 				t.Fatalf("write: %v rows, %v; want 3 and 3", w, err)
 			}
 			for _, step := range []struct {
