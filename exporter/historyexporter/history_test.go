@@ -141,8 +141,21 @@ func normalise(v any) any {
 			panic(err)
 		}
 		return out
+	case []string:
+		return anySlice(v)
+	case []float64:
+		return anySlice(v)
 	}
 	return v
+}
+
+// anySlice is an array column's value as pgx decodes it.
+func anySlice[T any](v []T) []any {
+	out := make([]any, len(v))
+	for i, e := range v {
+		out[i] = e
+	}
+	return out
 }
 
 // checkDocumentedSQL runs each statement of docs/operations.md on the
@@ -325,6 +338,43 @@ func numericFloat(t *testing.T, v any) float64 {
 		t.Fatal(err)
 	}
 	return f.Float64
+}
+
+// A batch of rule firings written again, on the same connection or a
+// new one, adds no row; each row holds its event's every attribute.
+func TestRuleActionsAreWrittenOnce(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			const n = 12
+			ld := ruleWorkload(0, n, middayToday())
+			write := func(s *store) [tableCount]int64 {
+				t.Helper()
+				b := newBatch(s.tables)
+				b.add(encodeEvents(ld, s.tables, middayToday().Add(-day), middayToday().Add(day)))
+				written, err := s.write(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return written
+			}
+			first := newStore(db.cfg)
+			defer first.close(context.Background())
+			if w := write(first); w != [tableCount]int64{0, 0, n} {
+				t.Fatalf("first write: %v rows, want %d rule_actions", w, n)
+			}
+			if w := write(first); w != [tableCount]int64{} {
+				t.Errorf("the same firings again: %v rows written, want none", w)
+			}
+			restarted := newStore(db.cfg)
+			defer restarted.close(context.Background())
+			if w := write(restarted); w != [tableCount]int64{} {
+				t.Errorf("the same firings on a new connection: %v rows written, want none", w)
+			}
+			checkRowsMatchTheEvents(t, db, first.tables[2], ld)
+		})
+	}
 }
 
 // A batch written again, as after a timeout whose first attempt did
@@ -521,8 +571,9 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 				return written
 			}
 			written := workload(0, queriesPerSession, now)
-			if w := write(written); w != [tableCount]int64{queriesPerSession, 1} {
-				t.Fatalf("first write: %v rows, want %d and 1", w, queriesPerSession)
+			ruleWorkload(0, 2, now).ResourceLogs().MoveAndAppendTo(written.ResourceLogs())
+			if w := write(written); w != [tableCount]int64{queriesPerSession, 1, 2} {
+				t.Fatalf("first write: %v rows, want %d, 1 and 2", w, queriesPerSession)
 			}
 			for ti, table := range s.tables {
 				for _, f := range table.fields {

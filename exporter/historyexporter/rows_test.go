@@ -71,7 +71,7 @@ func columnsOf(t *testing.T, row []byte) []string {
 }
 
 func TestEveryFieldIsAColumnOfItsRow(t *testing.T) {
-	b, _ := batchOf(t, workload(0, queriesPerSession, testNow))
+	b, _ := batchOf(t, workload(0, queriesPerSession, testNow), ruleWorkload(0, 3, testNow))
 	for _, tr := range b.tables {
 		if tr.rows == 0 {
 			t.Fatalf("%s: no row", tr.t.Name)
@@ -180,7 +180,9 @@ func TestRecordsThatAreNotEventsAreNotQueued(t *testing.T) {
 }
 
 func TestAnEntryReadsBackAsItWasQueued(t *testing.T) {
-	en := encodeEvents(workload(0, 2*queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest)
+	ld := workload(0, 2*queriesPerSession, testNow)
+	ruleWorkload(0, 3, testNow).ResourceLogs().MoveAndAppendTo(ld.ResourceLogs())
+	en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
 	back, err := unmarshalEntry(en.payload)
 	if err != nil {
 		t.Fatal(err)
