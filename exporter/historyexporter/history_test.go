@@ -349,6 +349,12 @@ func TestRuleActionsAreWrittenOnce(t *testing.T) {
 			ctx := await.Context(t)
 			const n = 12
 			ld := ruleWorkload(0, n, middayToday())
+			// Another rule on the same query at the same snapshot, superseded:
+			// a row of its own.
+			lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+			other := sampleRuleAction(0, endOf(0, n, middayToday()))
+			other.Rule, other.Outcome, other.OutcomeDetail = "cpu-hog", "superseded", "rule runaway-spill (cancel) acted on the query"
+			pipeline.AppendRuleAction(lrs, other, 1)
 			write := func(s *store) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
@@ -361,8 +367,8 @@ func TestRuleActionsAreWrittenOnce(t *testing.T) {
 			}
 			first := newStore(db.cfg)
 			defer first.close(context.Background())
-			if w := write(first); w != [tableCount]int64{0, 0, n} {
-				t.Fatalf("first write: %v rows, want %d rule_actions", w, n)
+			if w := write(first); w != [tableCount]int64{0, 0, n + 1} {
+				t.Fatalf("first write: %v rows, want %d rule_actions", w, n+1)
 			}
 			if w := write(first); w != [tableCount]int64{} {
 				t.Errorf("the same firings again: %v rows written, want none", w)
@@ -373,7 +379,43 @@ func TestRuleActionsAreWrittenOnce(t *testing.T) {
 				t.Errorf("the same firings on a new connection: %v rows written, want none", w)
 			}
 			checkRowsMatchTheEvents(t, db, first.tables[2], ld)
+			t.Run("documented SQL", func(t *testing.T) { checkRuleActionsSQL(t, db, n, middayToday()) })
 		})
+	}
+}
+
+// checkRuleActionsSQL runs docs/operations.md's "what did rule X do on a
+// day" on ruleWorkload(0, n, end): rule runaway-spill's firings, in order.
+func checkRuleActionsSQL(t *testing.T, db *historyDB, n int, end time.Time) {
+	ctx := await.Context(t)
+	if _, err := db.admin.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
+	sql := withVariables(t, documentedSQL(t, "rule-actions"), map[string]string{"rule": "runaway-spill", "day": end.Format(time.DateOnly)})
+	rows, err := db.admin.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	var fired []time.Time
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fired = append(fired, values[0].(time.Time))
+		if values[7] != "gpotel.query.spill.size > 1GiB" {
+			t.Errorf("firing at %s: the first predicate is %v", values[0], values[7])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var want []time.Time
+	for i := 0; i < n; i += 2 {
+		want = append(want, endOf(i, n, end).Truncate(time.Microsecond))
+	}
+	if !slices.EqualFunc(fired, want, time.Time.Equal) {
+		t.Errorf("rule runaway-spill fired at %v, want %v", fired, want)
 	}
 }
 

@@ -240,3 +240,22 @@ func TestRowsQueuedForOtherColumns(t *testing.T) {
 		t.Errorf("rows for an unknown column: rejected %v, %d rows; want 1 invalid and 2 rows", b.rejected, b.tables[0].rows)
 	}
 }
+
+// An entry queued by a version without rule_actions (version 1: the
+// queries and sessions only) is still read and written after an upgrade.
+func TestAnEntryQueuedBeforeRuleActionsIsStillWritten(t *testing.T) {
+	tables := historyTables(defaultSchema)
+	en := encodeEvents(workload(0, queriesPerSession, testNow), tables, testOldest, testNewest)
+	en.tables = en.tables[:2]
+	v1 := remarshal(en)
+	v1[0] = 1
+	back, err := unmarshalEntry(v1)
+	if err != nil {
+		t.Fatalf("a version 1 entry: %v", err)
+	}
+	b := newBatch(tables)
+	b.add(back)
+	if got := [tableCount]int64{b.tables[0].rows, b.tables[1].rows, b.tables[2].rows}; got != [tableCount]int64{queriesPerSession, 1, 0} || len(b.rejected) != 0 {
+		t.Errorf("a version 1 entry's rows: %v, rejected %v; want %d queries and a session", got, b.rejected, queriesPerSession)
+	}
+}
