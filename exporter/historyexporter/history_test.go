@@ -613,7 +613,9 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 				return written
 			}
 			written := workload(0, queriesPerSession, now)
-			ruleWorkload(0, 2, now).ResourceLogs().MoveAndAppendTo(written.ResourceLogs())
+			for i := range 2 {
+				pipeline.AppendRuleAction(written.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords(), sampleRuleAction(i, endOf(i, 2, now)), 1)
+			}
 			if w := write(written); w != [tableCount]int64{queriesPerSession, 1, 2} {
 				t.Fatalf("first write: %v rows, want %d, 1 and 2", w, queriesPerSession)
 			}
