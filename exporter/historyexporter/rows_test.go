@@ -259,3 +259,33 @@ func TestAnEntryQueuedBeforeRuleActionsIsStillWritten(t *testing.T) {
 		t.Errorf("a version 1 entry's rows: %v, rejected %v; want %d queries and a session", got, b.rejected, queriesPerSession)
 	}
 }
+
+// A rule event's lists come from any sender: more than maxArrayElements,
+// a list longer than maxTextBytes, or an element of another type leaves
+// the event out, counted as invalid, never a cut array literal.
+func TestARuleEventsListsAreBounded(t *testing.T) {
+	for name, change := range map[string]func(a *pipeline.RuleAction){
+		"too many predicates": func(a *pipeline.RuleAction) { a.Predicates = make([]string, maxArrayElements+1) },
+		"too long a list": func(a *pipeline.RuleAction) {
+			a.Predicates = []string{strings.Repeat("x", maxTextBytes/2), strings.Repeat("y", maxTextBytes/2)}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := sampleRuleAction(0, testNow)
+			change(a)
+			ld := plog.NewLogs()
+			pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), a, 1)
+			en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
+			if en.events() != 0 || en.rejected[reasonInvalid] != 1 {
+				t.Errorf("%d rows, rejected %v; want the event invalid", en.events(), en.rejected)
+			}
+		})
+	}
+	ld := plog.NewLogs()
+	lr := pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), sampleRuleAction(0, testNow), 1)
+	values, _ := lr.Attributes().Get(pipeline.AttrRuleValues)
+	values.Slice().AppendEmpty().SetStr("NaN")
+	if en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest); en.events() != 0 || en.rejected[reasonInvalid] != 1 {
+		t.Errorf("a value that is a string: %d rows, rejected %v; want the event invalid", en.events(), en.rejected)
+	}
+}
