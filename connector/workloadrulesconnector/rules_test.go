@@ -23,6 +23,7 @@ import (
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/ownbackends"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
@@ -51,12 +52,12 @@ func TestRuleHoldsForItsDuration(t *testing.T) {
 	assert.Equal(t, []act{{session: 2, action: "cancel"}}, h.actor.taken(), "once, on the query that held for 2m")
 	events := h.events()
 	require.Len(t, events, 1)
-	assert.Equal(t, EventRuleAction, events[0].EventName())
+	assert.Equal(t, pipeline.EventRuleAction, events[0].EventName())
 	assert.Equal(t, at(130), events[0].Timestamp().AsTime())
-	assert.Equal(t, "done", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "done", attr(events[0], pipeline.AttrRuleOutcome))
 	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], AttrRulePredicates))
-	assert.Equal(t, "[2147483648]", attr(events[0], AttrRuleValues))
+	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], pipeline.AttrRulePredicates))
+	assert.Equal(t, "[2147483648]", attr(events[0], pipeline.AttrRuleValues))
 }
 
 // TestObserveModeActsOnNothing: a rule in observe mode (the default) says
@@ -68,10 +69,10 @@ func TestObserveModeActsOnNothing(t *testing.T) {
 	assert.Empty(t, h.actor.taken())
 	events := h.events()
 	require.Len(t, events, 1, "one firing per query per rule")
-	assert.Equal(t, "observe", attr(events[0], AttrRuleMode))
-	assert.Equal(t, "terminate", attr(events[0], AttrRuleAction))
-	assert.Equal(t, "observed", attr(events[0], AttrRuleOutcome))
-	assert.Equal(t, "observe mode: would terminate", attr(events[0], AttrRuleOutcomeDetail))
+	assert.Equal(t, "observe", attr(events[0], pipeline.AttrRuleMode))
+	assert.Equal(t, "terminate", attr(events[0], pipeline.AttrRuleAction))
+	assert.Equal(t, "observed", attr(events[0], pipeline.AttrRuleOutcome))
+	assert.Equal(t, "observe mode: would terminate", attr(events[0], pipeline.AttrRuleOutcomeDetail))
 }
 
 // TestMostSevereRuleWins: of the rules that fire on one query at once the
@@ -90,7 +91,7 @@ func TestMostSevereRuleWins(t *testing.T) {
 	assert.ElementsMatch(t, []act{{session: 1, action: "terminate"}, {session: 2, action: "cancel"}}, h.actor.taken())
 	outcome := map[[2]string]string{}
 	for _, e := range h.events() {
-		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, AttrRuleName)}] = attr(e, AttrRuleOutcome) + " " + attr(e, AttrRuleOutcomeDetail)
+		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, pipeline.AttrRuleName)}] = attr(e, pipeline.AttrRuleOutcome) + " " + attr(e, pipeline.AttrRuleOutcomeDetail)
 	}
 	assert.Equal(t, map[[2]string]string{
 		{"1", "c-terminate"}: "done ",
@@ -172,7 +173,7 @@ func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
 	events := h.events()
 	require.Len(t, events, 1)
 	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, "logged", attr(events[0], AttrRuleOutcome))
+	assert.Equal(t, "logged", attr(events[0], pipeline.AttrRuleOutcome))
 }
 
 // TestIdleInTransactionTimeIsOnlyInATransaction: the idle-in-transaction
@@ -185,7 +186,7 @@ func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
 	assert.Empty(t, h.actor.taken(), "idle in a transaction 199 s")
 	h.feed(t, snapshot(302, sessions...))
 	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
-	assert.Equal(t, "[301]", attr(h.events()[0], AttrRuleValues))
+	assert.Equal(t, "[301]", attr(h.events()[0], pipeline.AttrRuleValues))
 }
 
 // TestWindowNoneOfTheProcessorsIsSaid: a window the processor does not
@@ -205,7 +206,7 @@ func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
 	right.feed(t, snapshot(10, work{id: 1, cpu: 1}))
 	right.feed(t, snapshot(40, work{id: 1, cpu: 20}))
 	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
-	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], AttrRuleValues), "19 s of CPU in 30 s")
+	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], pipeline.AttrRuleValues), "19 s of CPU in 30 s")
 }
 
 // TestAClockThatWentBackRestartsTheHold: a snapshot older than the hold's
@@ -282,7 +283,7 @@ func TestRulesActThroughTheSharedActionPath(t *testing.T) {
 	assert.Equal(t, []string{want}, server.sent)
 	var outcomes []string
 	for _, lr := range h.events() {
-		outcomes = append(outcomes, attr(lr, AttrRuleName)+": "+attr(lr, AttrRuleOutcome))
+		outcomes = append(outcomes, attr(lr, pipeline.AttrRuleName)+": "+attr(lr, pipeline.AttrRuleOutcome))
 	}
 	assert.Equal(t, []string{"spill: " + outcomeDone}, outcomes)
 

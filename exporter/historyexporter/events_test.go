@@ -120,3 +120,41 @@ func sessionsOf(n int) int { return n / queriesPerSession }
 func endOf(i, last int, end time.Time) time.Time {
 	return end.Add(-time.Duration(last-1-i)*time.Second + time.Duration(i)*1_234_567)
 }
+
+// sampleRuleAction is firing i of a rule workload, at at: two rules over
+// the sample sessions, in every mode and outcome, with text that needs
+// escaping in a COPY row and an array literal, and a session running no
+// query (no ccnt, no query_start) every fourth.
+func sampleRuleAction(i int, at time.Time) *pipeline.RuleAction {
+	a := &pipeline.RuleAction{
+		Time: at.UnixNano(), Rule: []string{"runaway-spill", "skewed-cpu"}[i%2], Mode: "enforce", Action: "cancel", Outcome: "done",
+		Session: pipeline.SessionKey{TmID: sampleTmID, ID: int64(sampleSessionIDStart + i/queriesPerSession)}, PID: int64(4000 + i),
+		CommandCount: int64(i%queriesPerSession + 1), QueryStart: at.Add(-time.Minute - 345_678_912).UnixNano(),
+		User: sampleUser(i), Database: "sales", Application: "psql", SessionGroup: "default_group",
+		Predicates: []string{"gpotel.query.spill.size > 1GiB", `gpotel.query.cpu.time > 60s`},
+		Values:     []float64{float64(i+1)*(1<<30) + 0.5, 61.123456789 + 1e-9*float64(i)},
+	}
+	switch i % 3 {
+	case 1:
+		a.Mode, a.Outcome, a.OutcomeDetail = "observe", "observed", "observe mode: would cancel"
+	case 2:
+		a.Action, a.ResourceGroup, a.Outcome = "move", "small", "failed"
+		a.OutcomeDetail = "ERROR: \"small\"\tis not a resource group \\ {x,y}"
+		a.Predicates = append(a.Predicates, `gpotel.session.lock.wait >= 1 "quoted", {braced}\`)
+		a.Values = append(a.Values, 1)
+	}
+	if i%4 == 3 {
+		a.CommandCount, a.QueryStart, a.Application, a.SessionGroup = 0, 0, "", ""
+	}
+	return a
+}
+
+// ruleWorkload is n firings, the last at end, one a second.
+func ruleWorkload(first, n int, end time.Time) plog.Logs {
+	ld := plog.NewLogs()
+	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+	for i := first; i < first+n; i++ {
+		pipeline.AppendRuleAction(lrs, sampleRuleAction(i, endOf(i, first+n, end)), 1)
+	}
+	return ld
+}

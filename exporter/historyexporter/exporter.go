@@ -273,7 +273,7 @@ func (e *historyExporter) writeQueued(ctx context.Context) error {
 		return nil
 	}
 	b := e.batchOf(infos, payloads)
-	var written [2]int64
+	var written [tableCount]int64
 	var replaced int64
 	if b.events() > 0 {
 		if written, replaced, err = e.write(ctx, b); err != nil {
@@ -315,7 +315,7 @@ func (e *historyExporter) batchOf(infos []entryInfo, payloads [][]byte) *batch {
 // fitted to the database's encoding; a batch the server refuses for its
 // data is written in halves (writeHalves). It returns the rows written
 // and the characters replaced.
-func (e *historyExporter) write(ctx context.Context, b *batch) (written [2]int64, replaced int64, err error) {
+func (e *historyExporter) write(ctx context.Context, b *batch) (written [tableCount]int64, replaced int64, err error) {
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	defer cancel()
 	if err := e.store.open(wctx); err != nil {
@@ -344,7 +344,7 @@ func (e *historyExporter) write(ctx context.Context, b *batch) (written [2]int64
 // many there are. A half written by an earlier attempt is not written
 // again: each transaction looks for rows ending within the whole batch's
 // end times (writeTable).
-func (e *historyExporter) writeHalves(ctx context.Context, b *batch, i int, rows []queuedRow, written *[2]int64, cause error) error {
+func (e *historyExporter) writeHalves(ctx context.Context, b *batch, i int, rows []queuedRow, written *[tableCount]int64, cause error) error {
 	wctx, cancel := context.WithTimeout(ctx, e.cfg.Timeout)
 	n, err := e.store.write(wctx, b.only(i, rows))
 	cancel()

@@ -141,8 +141,21 @@ func normalise(v any) any {
 			panic(err)
 		}
 		return out
+	case []string:
+		return anySlice(v)
+	case []float64:
+		return anySlice(v)
 	}
 	return v
+}
+
+// anySlice is an array column's value as pgx decodes it.
+func anySlice[T any](v []T) []any {
+	out := make([]any, len(v))
+	for i, e := range v {
+		out[i] = e
+	}
+	return out
 }
 
 // checkDocumentedSQL runs each statement of docs/operations.md on the
@@ -327,6 +340,85 @@ func numericFloat(t *testing.T, v any) float64 {
 	return f.Float64
 }
 
+// A batch of rule firings written again, on the same connection or a
+// new one, adds no row; each row holds its event's every attribute.
+func TestRuleActionsAreWrittenOnce(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			ctx := await.Context(t)
+			const n = 12
+			ld := ruleWorkload(0, n, middayToday())
+			// Another rule on the same query at the same snapshot, superseded:
+			// a row of its own.
+			lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
+			other := sampleRuleAction(0, endOf(0, n, middayToday()))
+			other.Rule, other.Outcome, other.OutcomeDetail = "cpu-hog", "superseded", "rule runaway-spill (cancel) acted on the query"
+			pipeline.AppendRuleAction(lrs, other, 1)
+			write := func(s *store) [tableCount]int64 {
+				t.Helper()
+				b := newBatch(s.tables)
+				b.add(encodeEvents(ld, s.tables, middayToday().Add(-day), middayToday().Add(day)))
+				written, err := s.write(ctx, b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return written
+			}
+			first := newStore(db.cfg)
+			defer first.close(context.Background())
+			if w := write(first); w != [tableCount]int64{0, 0, n + 1} {
+				t.Fatalf("first write: %v rows, want %d rule_actions", w, n+1)
+			}
+			if w := write(first); w != [tableCount]int64{} {
+				t.Errorf("the same firings again: %v rows written, want none", w)
+			}
+			restarted := newStore(db.cfg)
+			defer restarted.close(context.Background())
+			if w := write(restarted); w != [tableCount]int64{} {
+				t.Errorf("the same firings on a new connection: %v rows written, want none", w)
+			}
+			checkRowsMatchTheEvents(t, db, first.tables[2], ld)
+			t.Run("documented SQL", func(t *testing.T) { checkRuleActionsSQL(t, db, n, middayToday()) })
+		})
+	}
+}
+
+// checkRuleActionsSQL runs docs/operations.md's "what did rule X do on a
+// day" on ruleWorkload(0, n, end): rule runaway-spill's firings, in order.
+func checkRuleActionsSQL(t *testing.T, db *historyDB, n int, end time.Time) {
+	ctx := await.Context(t)
+	if _, err := db.admin.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
+		t.Fatal(err)
+	}
+	sql := withVariables(t, documentedSQL(t, "rule-actions"), map[string]string{"rule": "runaway-spill", "day": end.Format(time.DateOnly)})
+	rows, err := db.admin.Query(ctx, sql)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, sql)
+	}
+	var fired []time.Time
+	for rows.Next() {
+		values, err := rows.Values()
+		if err != nil {
+			t.Fatal(err)
+		}
+		fired = append(fired, values[0].(time.Time))
+		if values[7] != "gpotel.query.spill.size > 1GiB" {
+			t.Errorf("firing at %s: the first predicate is %v", values[0], values[7])
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var want []time.Time
+	for i := 0; i < n; i += 2 {
+		want = append(want, endOf(i, n, end).Truncate(time.Microsecond))
+	}
+	if !slices.EqualFunc(fired, want, time.Time.Equal) {
+		t.Errorf("rule runaway-spill fired at %v, want %v", fired, want)
+	}
+}
+
 // A batch written again, as after a timeout whose first attempt did
 // commit, or by a restarted collector before its queue forgot the batch,
 // adds no row; grown by newer events meanwhile, it adds only those.
@@ -337,7 +429,7 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			ctx := await.Context(t)
 			const n = 20
 			now := middayToday()
-			write := func(s *store) [2]int64 {
+			write := func(s *store) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
 				b.add(encodeEvents(workload(0, n, now), s.tables, now.Add(-day), now.Add(day)))
@@ -349,15 +441,15 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			}
 			first := newStore(db.cfg)
 			defer first.close(context.Background())
-			if w := write(first); w != [2]int64{n, n / queriesPerSession} {
+			if w := write(first); w != [tableCount]int64{n, n / queriesPerSession} {
 				t.Fatalf("first write: %v rows, want %d and %d", w, n, n/queriesPerSession)
 			}
-			if w := write(first); w != [2]int64{} {
+			if w := write(first); w != [tableCount]int64{} {
 				t.Errorf("the same batch again: %v rows written, want none", w)
 			}
 			restarted := newStore(db.cfg)
 			defer restarted.close(context.Background())
-			if w := write(restarted); w != [2]int64{} {
+			if w := write(restarted); w != [tableCount]int64{} {
 				t.Errorf("the same batch on a new connection: %v rows written, want none", w)
 			}
 			// Retried after more events were queued: the batch grew.
@@ -369,7 +461,7 @@ func TestHistoryReplayedBatchIsWrittenOnce(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if w != [2]int64{more, more / queriesPerSession} {
+			if w != [tableCount]int64{more, more / queriesPerSession} {
 				t.Errorf("the batch grown by %d events: %v rows written, want %d and %d", more, w, more, more/queriesPerSession)
 			}
 			if got := db.count(t, "SELECT count(*) FROM gpotel_history.queries"); got != n+more {
@@ -510,7 +602,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 			now := middayToday()
 			s := newStore(db.cfg)
 			defer s.close(context.Background())
-			write := func(ld plog.Logs) [2]int64 {
+			write := func(ld plog.Logs) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
 				b.add(encodeEvents(ld, s.tables, now.Add(-day), now.Add(day)))
@@ -521,8 +613,11 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 				return written
 			}
 			written := workload(0, queriesPerSession, now)
-			if w := write(written); w != [2]int64{queriesPerSession, 1} {
-				t.Fatalf("first write: %v rows, want %d and 1", w, queriesPerSession)
+			for i := range 2 {
+				pipeline.AppendRuleAction(written.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords(), sampleRuleAction(i, endOf(i, 2, now)), 1)
+			}
+			if w := write(written); w != [tableCount]int64{queriesPerSession, 1, 2} {
+				t.Fatalf("first write: %v rows, want %d, 1 and 2", w, queriesPerSession)
 			}
 			for ti, table := range s.tables {
 				for _, f := range table.fields {
@@ -536,7 +631,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 						lr := lrs.AppendEmpty()
 						orig.CopyTo(lr)
 						changeAttr(t, lr.Attributes(), f)
-						var want [2]int64
+						var want [tableCount]int64
 						want[ti] = 1
 						if w := write(ld); w != want {
 							t.Errorf("an event differing only in %s: %v rows written, want %v", f.Column, w, want)

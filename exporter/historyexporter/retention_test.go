@@ -21,6 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -146,9 +147,9 @@ func appendQuery(lrs plog.LogRecordSlice, i int, end time.Time) {
 	pipelinetest.AppendQueryEvent(lrs, sampleQuery(i, end), 1)
 }
 
-// Retention cuts both tables at one instant: a day goes once its last
-// instant is older than the retention, not a nanosecond sooner.
-func TestHistoryRetentionCutsBothTablesAtTheDaysLastInstant(t *testing.T) {
+// Retention cuts the three tables at one instant: a day goes once its
+// last instant is older than the retention, not a nanosecond sooner.
+func TestHistoryRetentionCutsEveryTableAtTheDaysLastInstant(t *testing.T) {
 	for _, target := range historyTargets(t) {
 		t.Run(target.name, func(t *testing.T) {
 			db := target.start(t)
@@ -163,11 +164,12 @@ func TestHistoryRetentionCutsBothTablesAtTheDaysLastInstant(t *testing.T) {
 				end := d.Add(time.Hour)
 				pipelinetest.AppendQueryEvent(lrs, sampleQuery(i*queriesPerSession, end), 1)
 				pipelinetest.AppendSessionEvent(lrs, sampleSession(i*queriesPerSession, end), 1)
+				pipeline.AppendRuleAction(lrs, sampleRuleAction(i, end), 1)
 			}
 			b := newBatch(s.tables)
 			b.add(encodeEvents(ld, s.tables, days[0], d0.Add(day)))
-			if w, err := s.write(ctx, b); err != nil || w != [2]int64{3, 3} {
-				t.Fatalf("write: %v rows, %v; want 3 and 3", w, err)
+			if w, err := s.write(ctx, b); err != nil || w != [tableCount]int64{3, 3, 3} {
+				t.Fatalf("write: %v rows, %v; want 3 in each table", w, err)
 			}
 			for _, step := range []struct {
 				cutoff time.Time
@@ -182,7 +184,7 @@ func TestHistoryRetentionCutsBothTablesAtTheDaysLastInstant(t *testing.T) {
 				if _, err := s.dropOldDays(ctx); err != nil {
 					t.Fatal(err)
 				}
-				for _, table := range []string{tableQueries, tableSessions} {
+				for _, table := range []string{tableQueries, tableSessions, tableRuleActions} {
 					var got []time.Time
 					for _, d := range db.partitionDays(t, table) {
 						if d.Before(d0.Add(day)) {

@@ -43,7 +43,7 @@ var (
 // entry is the rows of one ConsumeLogs call, per table, in COPY's text
 // format, as the queue keeps them: encoded once, when they arrive.
 type entry struct {
-	tables [2]entryTable
+	tables []entryTable // a version 1 entry has no rule_actions
 	// payload is the entry as the queue keeps it (marshal); the tables'
 	// data are slices of it.
 	payload []byte
@@ -64,7 +64,12 @@ type entryTable struct {
 	data           []byte
 }
 
-func (e *entry) events() int64 { return e.tables[0].rows + e.tables[1].rows }
+func (e *entry) events() (n int64) {
+	for _, et := range e.tables {
+		n += et.rows
+	}
+	return n
+}
 
 func (e *entry) reject(reason, why string) {
 	if e.rejected == nil {
@@ -79,28 +84,33 @@ func (e *entry) reject(reason, why string) {
 // The queue's layout of an entry (little endian): a version byte, each
 // table's rows (a 4-byte length, then the bytes), then per table its
 // event name, its columns (comma-separated), rows, first and last end and
-// days. The first table's rows are encoded in place, the other's (the
-// sessions, fewer) beside and copied after: a batch's rows are megabytes,
-// which copying and growing again cost more than encoding them.
+// days. The first table's rows are encoded in place, the others' (the
+// sessions and rule firings, fewer) beside and copied after: a batch's
+// rows are megabytes, which copying and growing again cost more than
+// encoding them. Version 1 entries hold the queries and sessions only.
 const (
-	entryVersion = 1
+	entryVersion = 2
 	lengthSize   = 4
 	// minRowRoom is the room left for the next row before the buffer grows.
 	minRowRoom = 64 << 10
 )
 
-// encodeEvents encodes every finished-work event of ld as a row of its
-// table; records that are not such events are not the exporter's. An
-// event must end within [oldest, newest].
-func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Time) *entry {
-	e := &entry{}
-	days := [2]map[int64]struct{}{{}, {}}
+// entryTables is the number of tables an entry of each version holds.
+var entryTables = map[byte]int{1: 2, entryVersion: tableCount}
+
+// encodeEvents encodes every event of ld the history tables hold as a row
+// of its table; other records are not the exporter's. An event must end
+// within [oldest, newest].
+func encodeEvents(ld plog.Logs, tables [tableCount]*historyTable, oldest, newest time.Time) *entry {
+	e := &entry{tables: make([]entryTable, tableCount)}
+	var days [tableCount]map[int64]struct{}
 	for i, t := range tables {
 		e.tables[i].event, e.tables[i].columns = t.event, t.columnNames
+		days[i] = map[int64]struct{}{}
 	}
-	// bufs[0] is the entry itself, from the version byte on; bufs[1] the
-	// second table's rows.
-	var bufs [2][]byte
+	// bufs[0] is the entry itself, from the version byte on; bufs[i] the
+	// other tables' rows.
+	var bufs [tableCount][]byte
 	bufs[0] = append(bufs[0], entryVersion, 0, 0, 0, 0)
 	var r rowReader
 	rls := ld.ResourceLogs()
@@ -150,15 +160,21 @@ func encodeEvents(ld plog.Logs, tables [2]*historyTable, oldest, newest time.Tim
 	}
 	out := bufs[0]
 	binary.LittleEndian.PutUint32(out[1:], uint32(len(out)-1-lengthSize))
-	first, second := len(out)-1-lengthSize, len(out)+lengthSize
-	out = appendBytes(out, bufs[1])
+	var at [tableCount]int // where each table's rows start in out
+	at[0] = 1 + lengthSize
+	for i := 1; i < tableCount; i++ {
+		at[i] = len(out) + lengthSize
+		out = appendBytes(out, bufs[i])
+	}
 	for i := range e.tables {
 		et := &e.tables[i]
 		et.days = slices.Sorted(maps.Keys(days[i]))
 		out = appendTableTrailer(out, et)
 	}
-	e.tables[0].data = out[1+lengthSize : 1+lengthSize+first]
-	e.tables[1].data = out[second : second+len(bufs[1])]
+	e.tables[0].data = out[at[0]:len(bufs[0])]
+	for i := 1; i < tableCount; i++ {
+		e.tables[i].data = out[at[i] : at[i]+len(bufs[i])]
+	}
 	e.payload = out
 	return e
 }
@@ -188,11 +204,11 @@ var errEntry = errors.New("a queued entry does not decode")
 
 // unmarshalEntry reads what encodeEvents wrote; the rows alias b.
 func unmarshalEntry(b []byte) (*entry, error) {
-	if len(b) < 1 || b[0] != entryVersion {
+	if len(b) < 1 || entryTables[b[0]] == 0 {
 		return nil, errEntry
 	}
 	r := entryReader{b: b[1:]}
-	e := &entry{payload: b}
+	e := &entry{payload: b, tables: make([]entryTable, entryTables[b[0]])}
 	for i := range e.tables {
 		e.tables[i].data = r.bytes()
 	}
@@ -299,7 +315,7 @@ func (r *entryReader) bytes() []byte { return r.take(uint64(r.uint32())) }
 // batch is one write: per table, its rows grouped by the columns they
 // were encoded for (one COPY each).
 type batch struct {
-	tables [2]tableRows
+	tables [tableCount]tableRows
 	// rejected counts rows left out at the write, by reason.
 	rejected map[string]int64
 	why      map[string]string
@@ -345,7 +361,7 @@ func (p *copyPart) each(yield func([]byte) bool) {
 	}
 }
 
-func newBatch(tables [2]*historyTable) *batch {
+func newBatch(tables [tableCount]*historyTable) *batch {
 	b := &batch{rejected: map[string]int64{}, why: map[string]string{}}
 	for i, t := range tables {
 		b.tables[i] = tableRows{t: t, keys: map[string]struct{}{}, days: map[time.Time]struct{}{}}
@@ -353,7 +369,12 @@ func newBatch(tables [2]*historyTable) *batch {
 	return b
 }
 
-func (b *batch) events() int64 { return b.tables[0].rows + b.tables[1].rows }
+func (b *batch) events() (n int64) {
+	for _, tr := range b.tables {
+		n += tr.rows
+	}
+	return n
+}
 
 func (b *batch) reject(reason string, n int64, why string) {
 	b.rejected[reason] += n
@@ -641,8 +662,50 @@ func appendValue(dst []byte, v any) ([]byte, error) {
 		return v.UTC().AppendFormat(dst, copyTimeLayout), nil
 	case []pipeline.SegmentUse:
 		return appendCopyText(dst, string(segmentsJSON(v))), nil
+	case []string:
+		return appendCopyArray(dst, v, func(b []byte, s string) []byte { return appendArrayString(b, clean(s)) })
+	case []float64:
+		return appendCopyArray(dst, v, func(b []byte, f float64) []byte { return strconv.AppendFloat(b, f, 'g', -1, 64) })
 	}
 	return dst, fmt.Errorf("no column type for %T", v)
+}
+
+// maxArrayElements bounds an array column: a rule has at most three
+// predicates, a sender may send any number.
+const maxArrayElements = 64
+
+// appendCopyArray appends elems as an array literal in a COPY field; an
+// array of more than maxArrayElements, or longer than maxTextBytes, is
+// refused rather than cut (a cut literal would not parse).
+func appendCopyArray[T any](dst []byte, elems []T, appendElem func([]byte, T) []byte) ([]byte, error) {
+	if len(elems) > maxArrayElements {
+		return dst, fmt.Errorf("%d elements, more than %d", len(elems), maxArrayElements)
+	}
+	lit := []byte{'{'}
+	for i, v := range elems {
+		if i > 0 {
+			lit = append(lit, ',')
+		}
+		lit = appendElem(lit, v)
+	}
+	lit = append(lit, '}')
+	if len(lit) > maxTextBytes {
+		return dst, fmt.Errorf("an array of %d bytes, more than %d", len(lit), maxTextBytes)
+	}
+	return appendCopyText(dst, string(lit)), nil
+}
+
+// appendArrayString appends s as a quoted element of an array literal:
+// quotes and backslashes escaped, invalid UTF-8 as U+FFFD.
+func appendArrayString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	for _, r := range s {
+		if r == '"' || r == '\\' {
+			dst = append(dst, '\\')
+		}
+		dst = utf8.AppendRune(dst, r)
+	}
+	return append(dst, '"')
 }
 
 // segmentsJSON writes the per-segment figures as the event carries them:

@@ -71,7 +71,7 @@ func columnsOf(t *testing.T, row []byte) []string {
 }
 
 func TestEveryFieldIsAColumnOfItsRow(t *testing.T) {
-	b, _ := batchOf(t, workload(0, queriesPerSession, testNow))
+	b, _ := batchOf(t, workload(0, queriesPerSession, testNow), ruleWorkload(0, 3, testNow))
 	for _, tr := range b.tables {
 		if tr.rows == 0 {
 			t.Fatalf("%s: no row", tr.t.Name)
@@ -180,7 +180,9 @@ func TestRecordsThatAreNotEventsAreNotQueued(t *testing.T) {
 }
 
 func TestAnEntryReadsBackAsItWasQueued(t *testing.T) {
-	en := encodeEvents(workload(0, 2*queriesPerSession, testNow), historyTables(defaultSchema), testOldest, testNewest)
+	ld := workload(0, 2*queriesPerSession, testNow)
+	ruleWorkload(0, 3, testNow).ResourceLogs().MoveAndAppendTo(ld.ResourceLogs())
+	en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
 	back, err := unmarshalEntry(en.payload)
 	if err != nil {
 		t.Fatal(err)
@@ -236,5 +238,54 @@ func TestRowsQueuedForOtherColumns(t *testing.T) {
 	b.add(unknown)
 	if b.rejected[reasonInvalid] != 1 || b.tables[0].rows != 2 {
 		t.Errorf("rows for an unknown column: rejected %v, %d rows; want 1 invalid and 2 rows", b.rejected, b.tables[0].rows)
+	}
+}
+
+// An entry queued by a version without rule_actions (version 1: the
+// queries and sessions only) is still read and written after an upgrade.
+func TestAnEntryQueuedBeforeRuleActionsIsStillWritten(t *testing.T) {
+	tables := historyTables(defaultSchema)
+	en := encodeEvents(workload(0, queriesPerSession, testNow), tables, testOldest, testNewest)
+	en.tables = en.tables[:2]
+	v1 := remarshal(en)
+	v1[0] = 1
+	back, err := unmarshalEntry(v1)
+	if err != nil {
+		t.Fatalf("a version 1 entry: %v", err)
+	}
+	b := newBatch(tables)
+	b.add(back)
+	if got := [tableCount]int64{b.tables[0].rows, b.tables[1].rows, b.tables[2].rows}; got != [tableCount]int64{queriesPerSession, 1, 0} || len(b.rejected) != 0 {
+		t.Errorf("a version 1 entry's rows: %v, rejected %v; want %d queries and a session", got, b.rejected, queriesPerSession)
+	}
+}
+
+// A rule event's lists come from any sender: more than maxArrayElements,
+// a list longer than maxTextBytes, or an element of another type leaves
+// the event out, counted as invalid, never a cut array literal.
+func TestARuleEventsListsAreBounded(t *testing.T) {
+	for name, change := range map[string]func(a *pipeline.RuleAction){
+		"too many predicates": func(a *pipeline.RuleAction) { a.Predicates = make([]string, maxArrayElements+1) },
+		"too long a list": func(a *pipeline.RuleAction) {
+			a.Predicates = []string{strings.Repeat("x", maxTextBytes/2), strings.Repeat("y", maxTextBytes/2)}
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := sampleRuleAction(0, testNow)
+			change(a)
+			ld := plog.NewLogs()
+			pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), a, 1)
+			en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
+			if en.events() != 0 || en.rejected[reasonInvalid] != 1 {
+				t.Errorf("%d rows, rejected %v; want the event invalid", en.events(), en.rejected)
+			}
+		})
+	}
+	ld := plog.NewLogs()
+	lr := pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), sampleRuleAction(0, testNow), 1)
+	values, _ := lr.Attributes().Get(pipeline.AttrRuleValues)
+	values.Slice().AppendEmpty().SetStr("NaN")
+	if en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest); en.events() != 0 || en.rejected[reasonInvalid] != 1 {
+		t.Errorf("a value that is a string: %d rows, rejected %v; want the event invalid", en.events(), en.rejected)
 	}
 }

@@ -32,7 +32,7 @@ const (
 // start, before the writer runs).
 type store struct {
 	cfg    *Config
-	tables [2]*historyTable
+	tables [tableCount]*historyTable
 	now    func() time.Time
 	tracer pgx.QueryTracer // tests record what is sent
 
@@ -46,7 +46,7 @@ type store struct {
 	// on this connection.
 	ready bool
 	// days holds, per table, the UTC days that have a partition.
-	days [2]map[time.Time]bool
+	days [tableCount]map[time.Time]bool
 	// charset is what the database's encoding holds, learnt at connect.
 	charset *charset
 }
@@ -331,7 +331,7 @@ func (s *store) ensurePartition(ctx context.Context, i int, d time.Time) error {
 
 // write writes the batch in one transaction (writeTable per table). It
 // returns the rows each table gained.
-func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err error) {
+func (s *store) write(ctx context.Context, b *batch) (written [tableCount]int64, err error) {
 	if err := s.open(ctx); err != nil {
 		return written, err
 	}
@@ -361,7 +361,7 @@ func (s *store) write(ctx context.Context, b *batch) (written [2]int64, err erro
 		}
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return [2]int64{}, fmt.Errorf("commit: %w", err)
+		return [tableCount]int64{}, fmt.Errorf("commit: %w", err)
 	}
 	return written, nil
 }
@@ -415,7 +415,7 @@ func (s *store) forget(ctx context.Context, err error) {
 // dropOldDays drops, per table, the partitions of every day whose last
 // instant is older than the retention, never deleting a row. Today's
 // partition is made first: Greenplum 6 will not drop a table's last one.
-func (s *store) dropOldDays(ctx context.Context) (dropped [2]int64, err error) {
+func (s *store) dropOldDays(ctx context.Context) (dropped [tableCount]int64, err error) {
 	if s.cfg.Retention <= 0 {
 		return dropped, nil
 	}

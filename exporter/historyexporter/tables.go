@@ -12,8 +12,10 @@ import (
 
 // The history tables.
 const (
-	tableQueries  = "queries"
-	tableSessions = "sessions"
+	tableQueries     = "queries"
+	tableSessions    = "sessions"
+	tableRuleActions = "rule_actions"
+	tableCount       = 3
 )
 
 // sqlTypes is the column type of each event field type, as format_type()
@@ -25,6 +27,8 @@ var sqlTypes = map[pipeline.EventType]string{
 	pipeline.EventBool:     "boolean",
 	pipeline.EventTime:     "timestamp with time zone",
 	pipeline.EventSegments: "json",
+	pipeline.EventStrings:  "text[]",
+	pipeline.EventDoubles:  "double precision[]",
 }
 
 // historyTable is one table and the event it holds: one column per field
@@ -38,12 +42,14 @@ type historyTable struct {
 	fieldIndex  map[string]int // attribute key → index in fields
 }
 
-// historyTables are the queries and sessions tables of schema, made from
-// the events' field tables: a field added there is a column here.
-func historyTables(schema string) [2]*historyTable {
-	return [2]*historyTable{
+// historyTables are the queries, sessions and rule_actions tables of
+// schema, made from the events' field tables: a field added there is a
+// column here. A rule's firing is partitioned by the time it fired.
+func historyTables(schema string) [tableCount]*historyTable {
+	return [tableCount]*historyTable{
 		newHistoryTable(schema, tableQueries, pipeline.EventQueryEnd, pipeline.QueryEventFields, pipeline.AttrEventQueryEnd),
 		newHistoryTable(schema, tableSessions, pipeline.EventSessionEnd, pipeline.SessionEventFields, pipeline.AttrEventSessionEnd),
+		newHistoryTable(schema, tableRuleActions, pipeline.EventRuleAction, pipeline.RuleActionEventFields, pipeline.AttrRuleTime),
 	}
 }
 

@@ -120,7 +120,7 @@ var (
 		Columns: []HistoryColumn{
 			{"tm_id", "bigint"}, {"sess_id", "bigint"}, {"query_start", "timestamp with time zone"}, {"ccnt", "bigint"},
 			{"query_end", "timestamp with time zone"}, {"username", "text"}, {"duration", "double precision"},
-			{"partial", "boolean"}, {"segments", "json"},
+			{"partial", "boolean"}, {"segments", "json"}, {"predicates", "text[]"}, {"predicate_values", "double precision[]"},
 		},
 		Key: []string{"tm_id", "sess_id", "query_start", "ccnt"}, NullableKey: []string{"ccnt"}, End: "query_end", DistributeBy: []string{"tm_id", "sess_id"},
 	}

@@ -37,6 +37,8 @@ const (
 	EventBool                          // bool attribute; boolean
 	EventTime                          // string attribute, RFC 3339 with nanoseconds, UTC; timestamptz
 	EventSegments                      // slice attribute of maps (QueryEventSegment keys); json
+	EventStrings                       // slice attribute of strings; text[]
+	EventDoubles                       // slice attribute of doubles; double precision[]
 )
 
 // EventField is one attribute of an event and one column of its history table.
@@ -690,8 +692,8 @@ func segmentCPU(segs []SegmentUse, coordinator bool) int64 {
 func nsSeconds(ns int64) float64 { return float64(ns) / 1e9 }
 
 // EventValue reads field f of an event's attributes as its type's Go
-// value: int64, float64, string, bool, time.Time, or []SegmentUse (CPU in
-// ns). ok is false when it is absent or of another type (the record was
+// value: int64, float64, string, bool, time.Time, []SegmentUse (CPU in
+// ns), []string or []float64. ok is false when it is absent or of another type (the record was
 // not written by this version).
 func EventValue(attrs pcommon.Map, f EventField) (v any, ok bool) {
 	a, ok := attrs.Get(f.Key)
@@ -732,8 +734,35 @@ func EventValueOf(a pcommon.Value, f EventField) (v any, ok bool) {
 		if a.Type() == pcommon.ValueTypeSlice {
 			return readSegments(a.Slice()), true
 		}
+	case EventStrings:
+		if a.Type() == pcommon.ValueTypeSlice {
+			return readSlice(a.Slice(), stringOf)
+		}
+	case EventDoubles:
+		if a.Type() == pcommon.ValueTypeSlice {
+			return readSlice(a.Slice(), finiteDoubleOf)
+		}
 	}
 	return nil, false
+}
+
+// readSlice reads a slice element by element; ok is false when one is not
+// of the type read takes.
+func readSlice[T any](sl pcommon.Slice, read func(pcommon.Value) (T, bool)) (v any, ok bool) {
+	out := make([]T, sl.Len())
+	for i := range sl.Len() {
+		if out[i], ok = read(sl.At(i)); !ok {
+			return nil, false
+		}
+	}
+	return out, true
+}
+
+func stringOf(a pcommon.Value) (string, bool) { return a.Str(), a.Type() == pcommon.ValueTypeStr }
+
+func finiteDoubleOf(a pcommon.Value) (float64, bool) {
+	d := a.Double()
+	return d, a.Type() == pcommon.ValueTypeDouble && !math.IsNaN(d) && !math.IsInf(d, 0)
 }
 
 // readSegments reads AttrEventSegments; an element that is not a map of
@@ -777,6 +806,10 @@ func (t EventType) String() string {
 		return "RFC 3339 time string"
 	case EventSegments:
 		return "slice of segment maps"
+	case EventStrings:
+		return "slice of strings"
+	case EventDoubles:
+		return "slice of doubles"
 	}
 	return "value"
 }

@@ -116,7 +116,7 @@ func TestQueryEventHasNoCommandCountWhereTheServerNumbersNone(t *testing.T) {
 
 // Column names are SQL identifiers that need no quoting, unique per table.
 func TestEventColumnsAreIdentifiers(t *testing.T) {
-	for _, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields} {
+	for _, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields, pipeline.RuleActionEventFields} {
 		seen := map[string]bool{}
 		keys := map[string]bool{}
 		for _, f := range fields {
