@@ -59,13 +59,7 @@ func sessionRunsThenIdles(at, start, ended time.Time, cpuUser float64) pipelinet
 // passed.
 func TestFinishedQueryIsAnsweredAfterTheWindow(t *testing.T) {
 	srv := startDefault(t)
-	proc := processorInFront(t, srv)
-	feed := func(s pipelinetest.Snapshot) {
-		t.Helper()
-		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	feed := feederInFront(t, srv)
 	start, end := t0.Add(5*time.Second), t0.Add(40*time.Second)
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	ctx := ctxTimeout(t)
@@ -774,14 +768,8 @@ func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
 // while it lived, and its query with the query's.
 func TestEndedSessionIsListed(t *testing.T) {
 	srv := startDefault(t)
-	proc := processorInFront(t, srv)
 	start, end := t0.Add(5*time.Second), t0.Add(40*time.Second)
-	feed := func(s pipelinetest.Snapshot) {
-		t.Helper()
-		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	feed := feederInFront(t, srv)
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
 	feed(sessionRunsThenIdles(t0.Add(time.Minute), start, end, 13))
 	ctx := ctxTimeout(t)
@@ -949,13 +937,7 @@ func FuzzDecodeFinishedToken(f *testing.F) {
 // cancelled query was answered DONE until its window passed).
 func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 	srv := startDefault(t)
-	proc := processorInFront(t, srv)
-	feed := func(s pipelinetest.Snapshot) {
-		t.Helper()
-		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	feed := feederInFront(t, srv)
 	start, end := t0.Add(5*time.Second), t0.Add(40*time.Second)
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
@@ -999,13 +981,7 @@ func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
 // tell that it ended, at the snapshot that no longer saw its session.
 func TestFinishedQueryIsAnsweredAsItsEventSaysWithinTheWindow(t *testing.T) {
 	srv := startDefault(t)
-	proc := processorInFront(t, srv)
-	feed := func(s pipelinetest.Snapshot) {
-		t.Helper()
-		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-			t.Fatal(err)
-		}
-	}
+	feed := feederInFront(t, srv)
 	start := t0.Add(5 * time.Second)
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))

@@ -92,6 +92,18 @@ func processorInFront(t *testing.T, srv *testServer) processor.Metrics {
 	return proc
 }
 
+// feederInFront hands each snapshot through the real snapshotdiff
+// processor to srv's exporter.
+func feederInFront(t *testing.T, srv *testServer) func(pipelinetest.Snapshot) {
+	proc := processorInFront(t, srv)
+	return func(s pipelinetest.Snapshot) {
+		t.Helper()
+		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // The real snapshotdiff processor in front of the exporter: what it emits is
 // what GetGPSessions reports.
 func TestBehindTheSnapshotdiffProcessor(t *testing.T) {
