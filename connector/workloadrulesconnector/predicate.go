@@ -143,8 +143,8 @@ func parseSize(s string) (float64, error) {
 			continue
 		}
 		v, err := strconv.ParseFloat(number, 64)
-		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v, 0) {
-			return 0, fmt.Errorf("%q: %q is no non-negative number", s, number)
+		if err != nil || v < 0 || math.IsNaN(v) || math.IsInf(v*u.bytes, 0) {
+			return 0, fmt.Errorf("%q: %q is no non-negative number of %s a float64 holds", s, number, u.suffix)
 		}
 		return v * u.bytes, nil
 	}
