@@ -376,8 +376,20 @@ func (t *exitTracker) commit(exits []hostExits) {
 
 // startSlack is how far an exit record's start time (the agent's receive
 // time minus the elapsed time) may be from the creation time a scrape saw
-// for the two to be one process.
+// for the two to be one process, beyond btimeCut.
 const startSlack = time.Second
+
+// btimeCut: a scrape's creation time is /proc's start ticks after btime,
+// which the kernel writes in whole seconds, cut, so it is early by up to a
+// second (a record's start, late by the receive lag, crossed a symmetric
+// 1 s bound for 1 % of make run's short sessions, which then ended unknown).
+const btimeCut = time.Second
+
+// sameStart tells a record's start and a scrape's creation time of one process.
+func sameStart(creation, recordStart time.Time) bool {
+	d := recordStart.Sub(creation)
+	return d >= -startSlack && d <= btimeCut+startSlack
+}
 
 // exitStats counts what became of the exit records of one scrape.
 type exitStats struct {
@@ -426,7 +438,7 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			p := pipeline.ProcessFromExit(rec, h.delayacct)
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
-			if s, ok := t.sighting(key); ok && absDuration(s.creation.Sub(p.CreationTime)) <= startSlack {
+			if s, ok := t.sighting(key); ok && sameStart(s.creation, p.CreationTime) {
 				if s.segment == -1 {
 					// How the session ended, also of a backend this very scrape read as a zombie.
 					st.endings = append(st.endings, exitEnding(rec, s.session))

@@ -643,3 +643,45 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		t.Errorf("a reused pid's record ended sessions %v", listedSessions(got))
 	}
 }
+
+// A scrape's creation time is /proc's start ticks after btime, which the
+// kernel writes in whole seconds, cut: it is early by up to a second. An
+// exit record's start is the agent's receive time less the elapsed time:
+// late by the receive lag. A backend born 0.99 s into btime's second and
+// heard 20 ms late (1.01 s apart, as in make run, where 1 % of the churn
+// workload's sessions ended unknown) is still the process read alive, its
+// exit says how its session ended; a record of the pid born 3 s after is not.
+func TestAnExitRecordIsOfTheProcessReadAliveWhateverBtimesCut(t *testing.T) {
+	w := newExitTrackerWorld(t)
+	trueBoot := w.consts.BootTime.Add(990 * time.Millisecond) // what btime cut
+	coordinator := func(pid int64) map[int64]*Backend {
+		return map[int64]*Backend{pid: {SegmentID: -1, PID: pid, SessionID: 70 + pid, BackendType: "client backend"}}
+	}
+	scrape := func(infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend, records ...*gpotelv1.ExitRecord) exitStats {
+		w.tr.beginTick()
+		w.tr.rememberAnswer("sdw1", w.consts, infos, asked)
+		st := w.tr.emitExits(w.e.procs, pmetric.NewMetrics().ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
+			[]hostExits{{host: "sdw1", records: records, parentsComplete: true}})
+		w.tr.endTick()
+		return st
+	}
+	w.scrape(map[int64]int64{200: 1000}, nil, -1) // learns the postmaster
+	for _, tc := range []struct {
+		name      string
+		pid       int64
+		lateBy    time.Duration // the record's start after the true birth
+		attribute bool
+	}{
+		{"heard 20 ms late", 5, 20 * time.Millisecond, true},
+		{"a reused pid, born 3 s later", 6, 3 * time.Second, false},
+	} {
+		born := int64(1100)*w.consts.ClkTck + 37 // ticks since boot
+		alive := []*yagpcc.GpPidProcInfo{{Pid: tc.pid, ProcStat: &yagpcc.ProcStat{Ppid: worldPostmaster, Starttime: born}}}
+		scrape(alive, coordinator(tc.pid))
+		start := trueBoot.Add(time.Duration(born) * time.Second / time.Duration(w.consts.ClkTck)).Add(tc.lateBy)
+		st := scrape(nil, nil, worldRecord(tc.pid, worldPostmaster, start, 0.01))
+		if got := st.attributed == 1 && len(st.endings) == 1 && st.endings[0].Session == 70+tc.pid; got != tc.attribute {
+			t.Errorf("%s: %+v, want attributed with its session's ending: %v", tc.name, st, tc.attribute)
+		}
+	}
+}
