@@ -100,6 +100,7 @@ func BenchmarkRules(b *testing.B) {
 	md := processorOutput(b)
 	cfg := defaultConfig()
 	cfg.Dialect, cfg.Window, cfg.Rules = dialect.GP7, time.Minute, benchRules()
+	withActionConnection(cfg)
 	if err := cfg.Validate(); err != nil {
 		b.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func newHarness(t *testing.T, rules ...RuleConfig) *harness {
 	t.Helper()
 	cfg := defaultConfig()
 	cfg.Dialect, cfg.Window, cfg.MaxViewAge, cfg.Rules = dialect.GP7, time.Minute, time.Minute, rules
-	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "/tmp", "postgres", "gpotel_actions" // the recording actor's stand-in
+	withActionConnection(cfg)
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -83,6 +83,12 @@ func newHarness(t *testing.T, rules ...RuleConfig) *harness {
 		t.Fatal(err)
 	}
 	return h
+}
+
+// withActionConnection gives cfg an action connection, which enforcing
+// rules need to start; the tests' actors never open it.
+func withActionConnection(cfg *Config) {
+	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "/tmp", "postgres", "gpotel_actions"
 }
 
 // feed hands the snapshot through the processor to the connector, the
