@@ -4,21 +4,17 @@
 package workloadrulesconnector
 
 import (
-	"context"
 	"fmt"
 	"runtime"
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
 
 // benchSnapshot is 10 000 sessions each running one query, with 20
@@ -74,21 +70,7 @@ func benchRules() []RuleConfig {
 // processorOutput is the real processor's output for the benchmark's
 // second snapshot (the first gives the window its start).
 func processorOutput(b *testing.B) pmetric.Metrics {
-	sink := new(consumertest.MetricsSink)
-	f := snapshotdiffprocessor.NewFactory()
-	pcfg := f.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
-	pcfg.Windows = []time.Duration{time.Minute}
-	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), pcfg, sink)
-	if err != nil {
-		b.Fatal(err)
-	}
-	for _, sec := range []float64{300, 330} {
-		if err := p.ConsumeMetrics(context.Background(), benchSnapshot(sec).Metrics()); err != nil {
-			b.Fatal(err)
-		}
-	}
-	all := sink.AllMetrics()
-	return all[len(all)-1]
+	return processed(b, benchSnapshot(300), benchSnapshot(330))
 }
 
 // BenchmarkRules: 25 rules over 10 000 running queries of 200 000

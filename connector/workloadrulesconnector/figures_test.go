@@ -4,18 +4,14 @@
 package workloadrulesconnector
 
 import (
-	"context"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/collector/consumer/consumertest"
-	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -58,18 +54,8 @@ func figureSnapshot(sec float64, state string) pipelinetest.Snapshot {
 // snapshots 30 s apart, over a 1m window.
 func readFigures(t *testing.T, state string, needs decoders) target {
 	t.Helper()
-	sink := new(consumertest.MetricsSink)
-	f := snapshotdiffprocessor.NewFactory()
-	pcfg := f.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
-	pcfg.Windows = []time.Duration{time.Minute}
-	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), pcfg, sink)
-	require.NoError(t, err)
-	for _, sec := range []float64{300, 330} {
-		require.NoError(t, p.ConsumeMetrics(context.Background(), figureSnapshot(sec, state).Metrics()))
-	}
-	all := sink.AllMetrics()
 	var v view
-	require.True(t, newViewReader(needs, time.Minute, nil).read(all[len(all)-1], &v))
+	require.True(t, newViewReader(needs, time.Minute, nil).read(processed(t, figureSnapshot(300, state), figureSnapshot(330, state)), &v))
 	require.Len(t, v.targets, 1)
 	return v.targets[0]
 }

@@ -101,19 +101,22 @@ func (h *harness) feed(t *testing.T, s pipelinetest.Snapshot) {
 	}
 }
 
-// processed is the real processor's output for one snapshot.
-func processed(t *testing.T, s pipelinetest.Snapshot) pmetric.Metrics {
-	t.Helper()
+// processed is the real processor's output (window 1m) for the last of
+// snaps, fed in order.
+func processed(tb testing.TB, snaps ...pipelinetest.Snapshot) pmetric.Metrics {
+	tb.Helper()
 	sink := new(consumertest.MetricsSink)
 	f := snapshotdiffprocessor.NewFactory()
 	pcfg := f.CreateDefaultConfig().(*snapshotdiffprocessor.Config)
 	pcfg.Windows = []time.Duration{time.Minute}
 	p, err := f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), pcfg, sink)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
-	if err := p.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
-		t.Fatal(err)
+	for _, s := range snaps {
+		if err := p.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	all := sink.AllMetrics()
 	return all[len(all)-1]
