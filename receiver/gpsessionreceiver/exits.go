@@ -391,9 +391,47 @@ func sameStart(creation, recordStart time.Time) bool {
 	return d >= -startSlack && d <= btimeCut+startSlack
 }
 
+// kernelClockCut bounds how far a record's begin second (the kernel's
+// ac_btime, taken at exit: its real clock's second less the whole seconds
+// elapsed) lies from the true start, either way.
+const kernelClockCut = time.Second
+
+// exitTimes are a record's start and exit. The agent takes them from the
+// moment it heard the exit, late by however long its listener waited for a
+// CPU; the kernel's begin second bounds both from above (a start before
+// begin+1 s, an exit before that plus the elapsed time), so a busy agent
+// does not make its records look born after the processes a scrape read.
+func exitTimes(rec *gpotelv1.ExitRecord) (start, exit time.Time) {
+	start, exit = time.Unix(0, rec.GetStartTimeUnixNano()), time.Unix(0, rec.GetExitTimeUnixNano())
+	begin, elapsedUs := rec.GetStats().GetBeginTimeUnix(), rec.GetStats().GetElapsedUs()
+	if begin == 0 || begin > maxBelievable || elapsedUs > maxBelievable {
+		return start, exit // an old kernel's record, or a broken agent's
+	}
+	latestStart := time.Unix(int64(begin), 0).Add(kernelClockCut)
+	start = minTime(start, latestStart)
+	exit = minTime(exit, latestStart.Add(time.Duration(elapsedUs)*time.Microsecond))
+	return start, exit
+}
+
+// maxBelievable bounds a record's begin second and elapsed microseconds (35
+// years of these), so that a broken agent's values overflow no duration.
+const maxBelievable = 1 << 50
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
 // exitStats counts what became of the exit records of one scrape.
 type exitStats struct {
 	attributed, unattributed, live, foreign, missed int
+	// headMismatch is, for the first record of a pid a scrape saw as a
+	// session's coordinator backend that was born at another time (a reused
+	// pid, or a clock the bounds do not cover), how far its start was from
+	// that sighting's creation: how that session ended stays unknown.
+	headMismatch time.Duration
 	// endings are the exits of the sessions' coordinator backends: how
 	// each ended (docs/pipeline.md, endings resources).
 	endings []pipeline.Ending
@@ -404,7 +442,8 @@ type exitStats struct {
 // in bits 8-15, or the killing signal in bits 0-6).
 func exitEnding(rec *gpotelv1.ExitRecord, session int64) pipeline.Ending {
 	code := int64(rec.GetStats().GetExitCode())
-	e := pipeline.Ending{Session: session, PID: rec.GetStats().GetPid(), Time: rec.GetExitTimeUnixNano(), Exited: true}
+	_, exit := exitTimes(rec)
+	e := pipeline.Ending{Session: session, PID: rec.GetStats().GetPid(), Time: exit.UnixNano(), Exited: true}
 	if sig := code & 0x7f; sig != 0 {
 		e.Signal = sig
 	} else {
@@ -436,6 +475,8 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
 			p := pipeline.ProcessFromExit(rec, h.delayacct)
+			start, _ := exitTimes(rec)
+			p.CreationTime = start.UTC()
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
 			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
 			if s, ok := t.sighting(key); ok && sameStart(s.creation, p.CreationTime) {
@@ -452,6 +493,9 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 				delete(t.sightings[key.host].m, key.pid)
 				st.attributed++
 			} else if seg, ok := t.postmasters[hostPID{h.host, rec.GetStats().GetPpid()}]; ok {
+				if s, ok := t.sighting(key); ok && s.segment == -1 && st.headMismatch == 0 {
+					st.headMismatch = p.CreationTime.Sub(s.creation)
+				}
 				e.Segment = seg
 				st.unattributed++
 				if l, ok := t.listedBackend(key, rec); ok && l.segment == -1 {
@@ -487,7 +531,7 @@ func (t *exitTracker) listedBackend(key hostPID, rec *gpotelv1.ExitRecord) (list
 		return listing{}, false
 	}
 	l, ok := hs.listed[key.pid]
-	if !ok || time.Unix(0, rec.GetStartTimeUnixNano()).After(l.at.Add(startSlack)) {
+	if start, _ := exitTimes(rec); !ok || start.After(l.at.Add(startSlack)) {
 		return listing{}, false
 	}
 	return l, true

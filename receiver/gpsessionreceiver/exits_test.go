@@ -670,18 +670,57 @@ func TestAnExitRecordIsOfTheProcessReadAliveWhateverBtimesCut(t *testing.T) {
 		name      string
 		pid       int64
 		lateBy    time.Duration // the record's start after the true birth
+		bornLater time.Duration // the kernel's begin second after the true birth
 		attribute bool
 	}{
-		{"heard 20 ms late", 5, 20 * time.Millisecond, true},
-		{"a reused pid, born 3 s later", 6, 3 * time.Second, false},
+		{"heard 20 ms late", 5, 20 * time.Millisecond, 0, true},
+		{"a reused pid, born 3 s later", 6, 3 * time.Second, 3 * time.Second, false},
+		// The agent's listener waited for a CPU: the kernel's begin second says when it was born.
+		{"heard 4 s late by a busy agent", 7, 4 * time.Second, 0, true},
 	} {
 		born := int64(1100)*w.consts.ClkTck + 37 // ticks since boot
 		alive := []*yagpcc.GpPidProcInfo{{Pid: tc.pid, ProcStat: &yagpcc.ProcStat{Ppid: worldPostmaster, Starttime: born}}}
 		scrape(alive, coordinator(tc.pid))
-		start := trueBoot.Add(time.Duration(born) * time.Second / time.Duration(w.consts.ClkTck)).Add(tc.lateBy)
-		st := scrape(nil, nil, worldRecord(tc.pid, worldPostmaster, start, 0.01))
+		trueBirth := trueBoot.Add(time.Duration(born) * time.Second / time.Duration(w.consts.ClkTck))
+		rec := worldRecord(tc.pid, worldPostmaster, trueBirth.Add(tc.lateBy), 0.01)
+		rec.Stats.BeginTimeUnix = uint64(trueBirth.Add(tc.bornLater).Unix()) // whole seconds, as the kernel cuts them
+		rec.Stats.ElapsedUs = 500_000
+		st := scrape(nil, nil, rec)
 		if got := st.attributed == 1 && len(st.endings) == 1 && st.endings[0].Session == 70+tc.pid; got != tc.attribute {
 			t.Errorf("%s: %+v, want attributed with its session's ending: %v", tc.name, st, tc.attribute)
+		}
+		if latestExit := trueBirth.Add(tc.bornLater + 1500*time.Millisecond); tc.attribute && time.Unix(0, st.endings[0].Time).After(latestExit) {
+			t.Errorf("%s: the session ended at %v, after its backend's latest possible exit %v", tc.name,
+				time.Unix(0, st.endings[0].Time), latestExit)
+		}
+	}
+}
+
+// A record's times are the agent's, late by however long it took to hear
+// the exit; the kernel's begin second only ever brings them earlier, and a
+// record without one (an old kernel) or with an unbelievable one (a broken
+// agent) keeps the agent's.
+func TestExitTimesAreBoundedByTheKernelsBeginSecond(t *testing.T) {
+	birth := time.Unix(1_800_000_000, 300_000_000)
+	heard := func(lag time.Duration, begin, elapsedUs uint64) *gpotelv1.ExitRecord {
+		return &gpotelv1.ExitRecord{StartTimeUnixNano: birth.Add(lag).UnixNano(), ExitTimeUnixNano: birth.Add(lag + 2*time.Second).UnixNano(),
+			Stats: &gpotelv1.TaskStatsRecord{BeginTimeUnix: begin, ElapsedUs: elapsedUs}}
+	}
+	for _, tc := range []struct {
+		name        string
+		rec         *gpotelv1.ExitRecord
+		start, exit time.Time
+	}{
+		{"heard at once", heard(0, 1_800_000_000, 2_000_000), birth, birth.Add(2 * time.Second)},
+		{"heard 5 s late", heard(5*time.Second, 1_800_000_000, 2_000_000), birth.Truncate(time.Second).Add(time.Second),
+			birth.Truncate(time.Second).Add(3 * time.Second)},
+		{"no begin second", heard(5*time.Second, 0, 2_000_000), birth.Add(5 * time.Second), birth.Add(7 * time.Second)},
+		{"an unbelievable begin second", heard(5*time.Second, 1<<62, 2_000_000), birth.Add(5 * time.Second), birth.Add(7 * time.Second)},
+		{"an unbelievable elapsed time", heard(5*time.Second, 1_800_000_000, 1<<62), birth.Add(5 * time.Second), birth.Add(7 * time.Second)},
+	} {
+		start, exit := exitTimes(tc.rec)
+		if !start.Equal(tc.start) || !exit.Equal(tc.exit) {
+			t.Errorf("%s: start %v exit %v, want %v and %v", tc.name, start, exit, tc.start, tc.exit)
 		}
 	}
 }

@@ -233,6 +233,11 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		s.exits.endTick()
 		s.logger.Debug("exit records", zap.Int("attributed", xs.attributed), zap.Int("unattributed", xs.unattributed),
 			zap.Int("read_live", xs.live), zap.Int("not_database", xs.foreign))
+		if xs.headMismatch != 0 {
+			s.logger.Info("an exit record of a pid read as a session's coordinator backend started at another time: "+
+				"a reused pid, or the agent heard it too late (how that session ended is unknown)",
+				zap.Duration("record_start_after_creation", xs.headMismatch))
+		}
 	}
 	if len(endings.Endings) > 0 || endings.LogReadThrough != 0 {
 		pipeline.AppendEndings(md.ResourceMetrics(), s.emitter.scope, state.TmID, &endings)
