@@ -192,7 +192,7 @@ func (sc *printScratch) fingerprint(seed maphash.Seed, info *yagpcc.GpPidProcInf
 	if group != nil && int(*group) < len(groups) {
 		g := groups[*group]
 		var b [16]byte
-		binary.LittleEndian.PutUint64(b[0:], uint64(g.GetVersion()))         // #nosec G115 -- bits
+		binary.LittleEndian.PutUint64(b[0:], uint64(g.GetVersion()))          // #nosec G115 -- bits
 		binary.LittleEndian.PutUint64(b[8:], uint64(g.GetResourceGroupOid())) // #nosec G115 -- bits
 		_, _ = h.Write(b[:])
 		_, _ = h.WriteString(g.GetHierarchy())
@@ -201,4 +201,3 @@ func (sc *printScratch) fingerprint(seed maphash.Seed, info *yagpcc.GpPidProcInf
 	}
 	return h.Sum64()
 }
-
