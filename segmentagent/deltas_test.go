@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -223,4 +224,51 @@ func TestAgentKeepsSixteenBytesPerAnsweredProcess(t *testing.T) {
 	m := NewAnswerMemory(1)
 	m.Answer("c", 0, make([]KeptProcess, 1000))
 	assert.Equal(t, 1000, cap(m.clients["c"].kept))
+}
+
+// A delta answer lists each session's control groups, of its unchanged
+// processes too, and a process moved to another group is answered: the
+// fingerprint holds the group by what it is, not by its index.
+func TestADeltaAnswerListsEachSessionsGroupsAndAMovedProcess(t *testing.T) {
+	root := cgroupFixture(t)
+	s := fixtureService(t, func(c *ServiceConfig) { c.ProcRoot = root })
+	req := request(1001, 1002, 1003)
+	req.DeltaClient = "c"
+	full, err := s.GetPidProcStat(context.Background(), req)
+	require.NoError(t, err)
+	var groups []uint32
+	for _, p := range full.PidProcData {
+		require.NotNil(t, p.ControlGroup, "pid %d", p.GetPid())
+		if !slices.Contains(groups, p.GetControlGroup()) {
+			groups = append(groups, p.GetControlGroup())
+		}
+	}
+	req.DeltaSince = full.DeltaGeneration
+	delta, err := s.GetPidProcStat(context.Background(), req)
+	require.NoError(t, err)
+	require.True(t, delta.Delta)
+	assert.Empty(t, answeredPids(delta))
+	require.Len(t, delta.SessionControlGroups, 1)
+	assert.Equal(t, int64(7), delta.SessionControlGroups[0].GetSessId())
+	assert.ElementsMatch(t, groups, delta.SessionControlGroups[0].GetControlGroups())
+	assert.Len(t, delta.ControlGroups, len(full.ControlGroups), "every answered process's group, unchanged ones' too")
+
+	require.NoError(t, os.WriteFile(filepath.Join(root, "1002", "cgroup"), []byte("0::/gpdb.service/6437\n"), 0o644))
+	req.DeltaSince = delta.DeltaGeneration
+	moved, err := s.GetPidProcStat(context.Background(), req)
+	require.NoError(t, err)
+	assert.True(t, moved.Delta)
+	assert.Equal(t, []int64{1002}, answeredPids(moved))
+}
+
+// delta_clients is bounded: a negative count, or one past MaxDeltaClients.
+func TestDeltaClientsIsBounded(t *testing.T) {
+	for _, n := range []int{-1, MaxDeltaClients + 1} {
+		cfg := NewDefaultServiceConfig()
+		cfg.DeltaClients = n
+		assert.Error(t, cfg.Validate(), "delta_clients %d", n)
+	}
+	cfg := NewDefaultServiceConfig()
+	cfg.DeltaClients = MaxDeltaClients
+	assert.NoError(t, cfg.Validate())
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -18,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadatatest"
 	"github.com/gpotel/gpotel/segmentagent"
@@ -271,5 +273,22 @@ func TestCheckAnswerRejectsADeltaAnswerNotAskedFor(t *testing.T) {
 	}
 	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, GonePids: []int64{3}}, 7, asked); err == nil {
 		t.Error("a pid gone that was not asked about accepted")
+	}
+}
+
+// A delta answer's sessions run in the groups it lists per session, the
+// unchanged processes it leaves out included; the per-process indexes of
+// the processes it answers add nothing to them.
+func TestADeltaAnswerGivesEachSessionTheGroupsItLists(t *testing.T) {
+	groups := []*gpotelv1.ControlGroup{{Version: 2, Path: "/gpdb.service/6437"}, {Version: 2, Path: "/system.slice"}}
+	one := uint32(1)
+	resp := &yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, ControlGroups: groups,
+		PidProcData:          []*yagpcc.GpPidProcInfo{{Pid: 2, ControlGroup: &one}},
+		SessionControlGroups: []*yagpcc.SessionControlGroups{{SessId: 7, ControlGroups: []uint32{0}}, {SessId: 8, ControlGroups: []uint32{0, 1, 9}}}}
+	var h hostCgroups
+	h.add(resp, map[int64]*Backend{1: {PID: 1, SessionID: 7}, 2: {PID: 2, SessionID: 7}, 3: {PID: 3, SessionID: 8}})
+	want := map[int64][]int{7: {0}, 8: {0, 1}}
+	if !reflect.DeepEqual(h.sessions, want) {
+		t.Errorf("sessions' groups %v, want %v (an index past the list ignored)", h.sessions, want)
 	}
 }
