@@ -114,8 +114,7 @@ func (m *AnswerMemory) clientCount() int {
 // leaveOutUnchanged turns a full answer to a client that named one into a
 // delta answer when the memory allows: it leaves out every process whose
 // entry is the one the client got at delta_since, lists the requested pids
-// not answered, and each session's groups. An entry without a stat is
-// never left out: the collector keeps nothing of it to carry.
+// not answered, and each session's groups.
 func (s *Service) leaveOutUnchanged(req *yagpcc.GetPidProcInfoReq, resp *yagpcc.GetPidProcInfoResponse) {
 	answered := make([]KeptProcess, len(resp.PidProcData))
 	sc := s.prints.Get().(*printScratch)
@@ -142,7 +141,7 @@ func (s *Service) leaveOutUnchanged(req *yagpcc.GetPidProcInfoReq, resp *yagpcc.
 	}
 	kept := resp.PidProcData[:0]
 	for i, info := range resp.PidProcData {
-		if !unchanged[i] || info.GetProcStat() == nil {
+		if !unchanged[i] {
 			kept = append(kept, info)
 		}
 	}
