@@ -125,8 +125,8 @@ type hostResult struct {
 	cgroups     hostCgroups // host pressure and the processes' control groups
 	answeredAt  time.Time   // when its last sane answer came; zero: none
 	cpus        uint32      // CPUs online at its last sane answer; 0: not reported
-	// generations[k] is batch k's answer's delta_generation, for the
-	// batches whose answers went on whole.
+	// generations[k] is batch k's answer's delta_generation when it went
+	// on whole, else 0.
 	generations []uint64
 	unchanged   int // processes the agents left out as unchanged
 }
@@ -219,6 +219,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			asked[b.PID] = b
 		}
 		res.calls++
+		res.generations = append(res.generations, 0)
 		began := time.Now()
 		resp, err := r.GetPidProcStat(ctx, req)
 		if err != nil {
@@ -244,7 +245,7 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 		if err != nil {
 			fail(fmt.Errorf("host %s: %d processes did not reach the pipeline: %w", q.host, written, err))
 		} else {
-			res.generations = append(res.generations, resp.GetDeltaGeneration())
+			res.generations[k] = resp.GetDeltaGeneration()
 		}
 		s := resp.GetSummary()
 		res.summary.requested += s.GetRequested()

@@ -135,14 +135,12 @@ func (s *sessionScraper) askForDeltas(queries []hostQuery, outgoing *sparse.Outg
 	}
 }
 
-// keepGenerations keeps, after the closing batch settled which hosts
-// answered, the generations of the hosts the Sender still remembers.
-func (s *sessionScraper) keepGenerations(results []hostResult, outgoing *sparse.Outgoing) {
+// keepGenerations keeps each host's generations for the next scrape,
+// which names them only if the Sender still remembers the host.
+func (s *sessionScraper) keepGenerations(results []hostResult) {
 	clear(s.generations)
 	for _, r := range results {
-		if r.up && outgoing.Remembers(r.host) {
-			s.generations[r.host] = r.generations
-		}
+		s.generations[r.host] = r.generations
 	}
 }
 
@@ -267,7 +265,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap, outgoing)
-	s.keepGenerations(results, outgoing)
+	s.keepGenerations(results)
 	endings := pipeline.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
