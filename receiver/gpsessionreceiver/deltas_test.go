@@ -292,3 +292,39 @@ func TestADeltaAnswerGivesEachSessionTheGroupsItLists(t *testing.T) {
 		t.Errorf("sessions' groups %v, want %v (an index past the list ignored)", h.sessions, want)
 	}
 }
+
+// liarAgent answers pid 2 never, and from its second answer on claims
+// every unanswered pid unchanged (a delta answer with nothing gone).
+type liarAgent struct{ answers int }
+
+func (a *liarAgent) GetPidProcStat(_ context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
+	a.answers++
+	resp := &yagpcc.GetPidProcInfoResponse{Host: goodHost, DeltaGeneration: uint64(a.answers), Delta: req.GetDeltaSince() != 0}
+	if resp.Delta {
+		return resp, nil
+	}
+	for _, sp := range req.GetSegmentProcess() {
+		if sp.GetPid() != 2 {
+			resp.PidProcData = append(resp.PidProcData, &yagpcc.GpPidProcInfo{SessId: sp.GetSessId(), Pid: sp.GetPid(),
+				ProcStat: &yagpcc.ProcStat{Utime: 1, Starttime: 200}})
+		}
+	}
+	return resp, nil
+}
+
+// An agent that leaves out as unchanged a process the receiver never
+// sent (it claims what it cannot know) does not make the receiver carry
+// it: the host did not answer that scrape, and the next asks in full.
+func TestAProcessLeftOutThatWasNeverSentFailsTheHost(t *testing.T) {
+	agent := &liarAgent{}
+	src := newMemorySource(1, []int{1, 2})
+	s := deltaScraper(t, src, agent, &recordingPipeline{})
+	var ups []int64
+	for range 3 {
+		md, _ := s.scrape(context.Background())
+		ups = append(ups, hostUp(md)["sdw1"])
+	}
+	if want := []int64{1, 0, 1}; !reflect.DeepEqual(ups, want) {
+		t.Errorf("host.up per scrape %v, want %v: the lie fails the host once, then a full answer", ups, want)
+	}
+}
