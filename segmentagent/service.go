@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"os"
 	"path/filepath"
 	"slices"
@@ -63,6 +64,10 @@ type Service struct {
 	// cgroups is nil when cgroups.disabled; unavailable lists what it cannot do here.
 	cgroups     *cgroup.Inspector
 	unavailable []string
+	// deltas is the last answer per client that asks for delta answers.
+	deltas    *AnswerMemory
+	printSeed maphash.Seed
+	prints    sync.Pool // *printScratch
 }
 
 var _ yagpcc.GetQueryInfoServer = (*Service)(nil)
@@ -97,6 +102,8 @@ func NewService(cfg ServiceConfig, logger *zap.Logger, meterProvider metric.Mete
 			zap.String("sys_root", cfg.SysRoot), zap.Error(err))
 	}
 	s.readers.New = func() any { return procfs.NewReader(cfg.ProcRoot) }
+	s.deltas, s.printSeed = NewAnswerMemory(cfg.DeltaClients), maphash.MakeSeed()
+	s.prints.New = func() any { return &printScratch{} }
 	s.clients = make(chan *taskstats.Client, max(cfg.ReadParallelism, 1))
 	if s.kernel, err = NewTaskStatsService(cfg, s.allowProcess, logger, meterProvider); err != nil {
 		return nil, err
@@ -169,6 +176,10 @@ type counts struct {
 // failures: a session that ended is a normal answer).
 func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfoReq) (*yagpcc.GetPidProcInfoResponse, error) {
 	start := time.Now()
+	if n := len(req.GetDeltaClient()); n > MaxDeltaClientName {
+		s.tel.record(ctx, requestInvalid, time.Since(start).Seconds(), nil)
+		return nil, status.Errorf(codes.InvalidArgument, "delta_client of %d bytes, more than %d", n, MaxDeltaClientName)
+	}
 	work, invalid, err := s.distinctProcesses(req.GetSegmentProcess())
 	if err != nil {
 		s.tel.record(ctx, requestInvalid, time.Since(start).Seconds(), nil)
@@ -231,6 +242,9 @@ func (s *Service) GetPidProcStat(ctx context.Context, req *yagpcc.GetPidProcInfo
 		return nil, status.Errorf(failureCode(firstFailure),
 			"none of the %d requested processes could be read (%d failed, %d vanished, %d denied); first failure: %v",
 			int64(len(work))+invalid, c.failed, c.vanished, c.denied+invalid, firstFailure)
+	}
+	if req.GetDeltaClient() != "" {
+		s.leaveOutUnchanged(req, resp)
 	}
 	s.tel.record(ctx, outcome, time.Since(start).Seconds(), &c)
 	return resp, nil

@@ -15,6 +15,10 @@ const (
 	DefaultProcRoot          = "/proc"
 	DefaultSysRoot           = "/sys"
 	DefaultMaxPidsPerRequest = 10000
+	DefaultDeltaClients      = 64
+	// MaxDeltaClients bounds delta_clients: each client may cost the agent
+	// 16 B per process of max_pids_per_request.
+	MaxDeltaClients = 4096
 )
 
 // DefaultAllowedUsers are the conventional owners of PostgreSQL (Debian, RHEL
@@ -49,6 +53,10 @@ type ServiceConfig struct {
 	// Cgroups configures host pressure, the processes' control groups and
 	// their pressure and task states in answers.
 	Cgroups CgroupsConfig `mapstructure:"cgroups"`
+	// DeltaClients is how many clients (collector runs × batches) the agent
+	// keeps its last answer for, to leave out what did not change since
+	// (docs/pipeline.md); past it, the least recently served is forgotten.
+	DeltaClients int `mapstructure:"delta_clients"`
 }
 
 // CgroupsConfig configures what the agent reads about control groups.
@@ -71,6 +79,9 @@ func (c ServiceConfig) Validate() error {
 	var errs []error
 	if c.MaxPidsPerRequest < 0 {
 		errs = append(errs, fmt.Errorf("max_pids_per_request %d is negative", c.MaxPidsPerRequest))
+	}
+	if c.DeltaClients < 0 || c.DeltaClients > MaxDeltaClients {
+		errs = append(errs, fmt.Errorf("delta_clients %d is not within 0..%d", c.DeltaClients, MaxDeltaClients))
 	}
 	if c.ReadParallelism < 0 {
 		errs = append(errs, fmt.Errorf("read_parallelism %d is negative", c.ReadParallelism))
@@ -112,6 +123,9 @@ func (c ServiceConfig) withDefaults() ServiceConfig {
 	}
 	if c.MaxPidsPerRequest == 0 {
 		c.MaxPidsPerRequest = DefaultMaxPidsPerRequest
+	}
+	if c.DeltaClients == 0 {
+		c.DeltaClients = DefaultDeltaClients
 	}
 	if c.ReadParallelism == 0 {
 		c.ReadParallelism = runtime.GOMAXPROCS(0)

@@ -316,8 +316,17 @@ func (x *SegmentProcess) GetPid() int64 {
 type GetPidProcInfoReq struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	SegmentProcess []*SegmentProcess      `protobuf:"bytes,1,rep,name=segment_process,json=segmentProcess,proto3" json:"segment_process,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Answers that leave out what did not change (gpotel, 1001-1019;
+	// docs/pipeline.md, the agent leaves out what did not change). An agent
+	// that ignores these fields answers in full, as yagpcc's does.
+	// Who asks: one name per collector run and batch of a host (at most 64
+	// bytes); empty asks for a full answer and leaves the agent nothing to keep.
+	DeltaClient string `protobuf:"bytes,1001,opt,name=delta_client,json=deltaClient,proto3" json:"delta_client,omitempty"`
+	// The generation of the last answer the client received whole and used;
+	// 0, or any generation but the last the agent gave this client: a full answer.
+	DeltaSince    uint64 `protobuf:"varint,1002,opt,name=delta_since,json=deltaSince,proto3" json:"delta_since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetPidProcInfoReq) Reset() {
@@ -357,6 +366,20 @@ func (x *GetPidProcInfoReq) GetSegmentProcess() []*SegmentProcess {
 	return nil
 }
 
+func (x *GetPidProcInfoReq) GetDeltaClient() string {
+	if x != nil {
+		return x.DeltaClient
+	}
+	return ""
+}
+
+func (x *GetPidProcInfoReq) GetDeltaSince() uint64 {
+	if x != nil {
+		return x.DeltaSince
+	}
+	return 0
+}
+
 type GetPidProcInfoResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// One entry per process that could be read. A requested process that is
@@ -370,6 +393,22 @@ type GetPidProcInfoResponse struct {
 	HostPressure *v1.Pressure `protobuf:"bytes,1020,opt,name=host_pressure,json=hostPressure,proto3" json:"host_pressure,omitempty"`
 	// Each group that holds an answered process, once; GpPidProcInfo.control_group indexes it.
 	ControlGroups []*v1.ControlGroup `protobuf:"bytes,1021,rep,name=control_groups,json=controlGroups,proto3" json:"control_groups,omitempty"`
+	// In a delta answer only: per session of the request, the groups
+	// (indexes into control_groups) of all its answered processes, the
+	// unchanged ones left out of pid_proc_data included.
+	SessionControlGroups []*SessionControlGroups `protobuf:"bytes,1022,rep,name=session_control_groups,json=sessionControlGroups,proto3" json:"session_control_groups,omitempty"`
+	// Answers that leave out what did not change (gpotel, 1001-1019).
+	// The generation of this answer, which the client names as delta_since
+	// next time; 0: the agent keeps nothing for this client.
+	DeltaGeneration uint64 `protobuf:"varint,1001,opt,name=delta_generation,json=deltaGeneration,proto3" json:"delta_generation,omitempty"`
+	// Set: this answer is relative to the request's delta_since. A requested
+	// process that is neither in pid_proc_data nor in gone_pids was answered
+	// with exactly the same entry then, and is alive and unchanged now.
+	// Unset: a full answer, as yagpcc's.
+	Delta bool `protobuf:"varint,1002,opt,name=delta,proto3" json:"delta,omitempty"`
+	// In a delta answer: the requested pids not answered (exited, denied or
+	// failed; summary counts which).
+	GonePids      []int64 `protobuf:"varint,1003,rep,packed,name=gone_pids,json=gonePids,proto3" json:"gone_pids,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +478,87 @@ func (x *GetPidProcInfoResponse) GetControlGroups() []*v1.ControlGroup {
 	return nil
 }
 
+func (x *GetPidProcInfoResponse) GetSessionControlGroups() []*SessionControlGroups {
+	if x != nil {
+		return x.SessionControlGroups
+	}
+	return nil
+}
+
+func (x *GetPidProcInfoResponse) GetDeltaGeneration() uint64 {
+	if x != nil {
+		return x.DeltaGeneration
+	}
+	return 0
+}
+
+func (x *GetPidProcInfoResponse) GetDelta() bool {
+	if x != nil {
+		return x.Delta
+	}
+	return false
+}
+
+func (x *GetPidProcInfoResponse) GetGonePids() []int64 {
+	if x != nil {
+		return x.GonePids
+	}
+	return nil
+}
+
+// The control groups of one session's answered processes.
+type SessionControlGroups struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	SessId        int64                  `protobuf:"varint,1,opt,name=sess_id,json=sessId,proto3" json:"sess_id,omitempty"`
+	ControlGroups []uint32               `protobuf:"varint,2,rep,packed,name=control_groups,json=controlGroups,proto3" json:"control_groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SessionControlGroups) Reset() {
+	*x = SessionControlGroups{}
+	mi := &file_yagpcc_segment_service_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SessionControlGroups) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SessionControlGroups) ProtoMessage() {}
+
+func (x *SessionControlGroups) ProtoReflect() protoreflect.Message {
+	mi := &file_yagpcc_segment_service_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SessionControlGroups.ProtoReflect.Descriptor instead.
+func (*SessionControlGroups) Descriptor() ([]byte, []int) {
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *SessionControlGroups) GetSessId() int64 {
+	if x != nil {
+		return x.SessId
+	}
+	return 0
+}
+
+func (x *SessionControlGroups) GetControlGroups() []uint32 {
+	if x != nil {
+		return x.ControlGroups
+	}
+	return nil
+}
+
 // What one host needs known to turn its kernel units into seconds and bytes.
 type ProcHost struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -463,7 +583,7 @@ type ProcHost struct {
 
 func (x *ProcHost) Reset() {
 	*x = ProcHost{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[6]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -475,7 +595,7 @@ func (x *ProcHost) String() string {
 func (*ProcHost) ProtoMessage() {}
 
 func (x *ProcHost) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[6]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -488,7 +608,7 @@ func (x *ProcHost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcHost.ProtoReflect.Descriptor instead.
 func (*ProcHost) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{6}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ProcHost) GetHostname() string {
@@ -561,7 +681,7 @@ type ProcReadSummary struct {
 
 func (x *ProcReadSummary) Reset() {
 	*x = ProcReadSummary{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[7]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -573,7 +693,7 @@ func (x *ProcReadSummary) String() string {
 func (*ProcReadSummary) ProtoMessage() {}
 
 func (x *ProcReadSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[7]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -586,7 +706,7 @@ func (x *ProcReadSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcReadSummary.ProtoReflect.Descriptor instead.
 func (*ProcReadSummary) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{7}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ProcReadSummary) GetRequested() int64 {
@@ -654,7 +774,7 @@ type GpPidProcInfo struct {
 
 func (x *GpPidProcInfo) Reset() {
 	*x = GpPidProcInfo{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[8]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -666,7 +786,7 @@ func (x *GpPidProcInfo) String() string {
 func (*GpPidProcInfo) ProtoMessage() {}
 
 func (x *GpPidProcInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[8]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -679,7 +799,7 @@ func (x *GpPidProcInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GpPidProcInfo.ProtoReflect.Descriptor instead.
 func (*GpPidProcInfo) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{8}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GpPidProcInfo) GetGpSegmentId() int64 {
@@ -814,7 +934,7 @@ type ProcStat struct {
 
 func (x *ProcStat) Reset() {
 	*x = ProcStat{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[9]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -826,7 +946,7 @@ func (x *ProcStat) String() string {
 func (*ProcStat) ProtoMessage() {}
 
 func (x *ProcStat) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[9]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -839,7 +959,7 @@ func (x *ProcStat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcStat.ProtoReflect.Descriptor instead.
 func (*ProcStat) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{9}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ProcStat) GetPid() int64 {
@@ -1087,7 +1207,7 @@ type ProcStatus struct {
 
 func (x *ProcStatus) Reset() {
 	*x = ProcStatus{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[10]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1099,7 +1219,7 @@ func (x *ProcStatus) String() string {
 func (*ProcStatus) ProtoMessage() {}
 
 func (x *ProcStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[10]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1112,7 +1232,7 @@ func (x *ProcStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcStatus.ProtoReflect.Descriptor instead.
 func (*ProcStatus) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{10}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ProcStatus) GetName() string {
@@ -1257,7 +1377,7 @@ type ProcIO struct {
 
 func (x *ProcIO) Reset() {
 	*x = ProcIO{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[11]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1389,7 @@ func (x *ProcIO) String() string {
 func (*ProcIO) ProtoMessage() {}
 
 func (x *ProcIO) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[11]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1402,7 @@ func (x *ProcIO) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcIO.ProtoReflect.Descriptor instead.
 func (*ProcIO) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{11}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ProcIO) GetRchar() int64 {
@@ -1346,7 +1466,7 @@ type ProcSchedstat struct {
 
 func (x *ProcSchedstat) Reset() {
 	*x = ProcSchedstat{}
-	mi := &file_yagpcc_segment_service_proto_msgTypes[12]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1478,7 @@ func (x *ProcSchedstat) String() string {
 func (*ProcSchedstat) ProtoMessage() {}
 
 func (x *ProcSchedstat) ProtoReflect() protoreflect.Message {
-	mi := &file_yagpcc_segment_service_proto_msgTypes[12]
+	mi := &file_yagpcc_segment_service_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1491,7 @@ func (x *ProcSchedstat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProcSchedstat.ProtoReflect.Descriptor instead.
 func (*ProcSchedstat) Descriptor() ([]byte, []int) {
-	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{12}
+	return file_yagpcc_segment_service_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ProcSchedstat) GetRunTimeNs() int64 {
@@ -1425,15 +1545,25 @@ const file_yagpcc_segment_service_proto_rawDesc = "" +
 	"\x0eSegmentProcess\x12\"\n" +
 	"\rgp_segment_id\x18\x01 \x01(\x03R\vgpSegmentId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x10\n" +
-	"\x03pid\x18\x03 \x01(\x03R\x03pid\"T\n" +
+	"\x03pid\x18\x03 \x01(\x03R\x03pid\"\x9a\x01\n" +
 	"\x11GetPidProcInfoReq\x12?\n" +
-	"\x0fsegment_process\x18\x01 \x03(\v2\x16.yagpcc.SegmentProcessR\x0esegmentProcess\"\xa8\x02\n" +
+	"\x0fsegment_process\x18\x01 \x03(\v2\x16.yagpcc.SegmentProcessR\x0esegmentProcess\x12\"\n" +
+	"\fdelta_client\x18\xe9\a \x01(\tR\vdeltaClient\x12 \n" +
+	"\vdelta_since\x18\xea\a \x01(\x04R\n" +
+	"deltaSince\"\xde\x03\n" +
 	"\x16GetPidProcInfoResponse\x129\n" +
 	"\rpid_proc_data\x18\x01 \x03(\v2\x15.yagpcc.GpPidProcInfoR\vpidProcData\x12$\n" +
 	"\x04host\x18\x02 \x01(\v2\x10.yagpcc.ProcHostR\x04host\x121\n" +
 	"\asummary\x18\x03 \x01(\v2\x17.yagpcc.ProcReadSummaryR\asummary\x129\n" +
 	"\rhost_pressure\x18\xfc\a \x01(\v2\x13.gpotel.v1.PressureR\fhostPressure\x12?\n" +
-	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\"\xad\x02\n" +
+	"\x0econtrol_groups\x18\xfd\a \x03(\v2\x17.gpotel.v1.ControlGroupR\rcontrolGroups\x12S\n" +
+	"\x16session_control_groups\x18\xfe\a \x03(\v2\x1c.yagpcc.SessionControlGroupsR\x14sessionControlGroups\x12*\n" +
+	"\x10delta_generation\x18\xe9\a \x01(\x04R\x0fdeltaGeneration\x12\x15\n" +
+	"\x05delta\x18\xea\a \x01(\bR\x05delta\x12\x1c\n" +
+	"\tgone_pids\x18\xeb\a \x03(\x03R\bgonePids\"V\n" +
+	"\x14SessionControlGroups\x12\x17\n" +
+	"\asess_id\x18\x01 \x01(\x03R\x06sessId\x12%\n" +
+	"\x0econtrol_groups\x18\x02 \x03(\rR\rcontrolGroups\"\xad\x02\n" +
 	"\bProcHost\x12\x1a\n" +
 	"\bhostname\x18\x01 \x01(\tR\bhostname\x12\x17\n" +
 	"\aclk_tck\x18\x02 \x01(\x03R\x06clkTck\x12\x1b\n" +
@@ -1578,7 +1708,7 @@ func file_yagpcc_segment_service_proto_rawDescGZIP() []byte {
 	return file_yagpcc_segment_service_proto_rawDescData
 }
 
-var file_yagpcc_segment_service_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_yagpcc_segment_service_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_yagpcc_segment_service_proto_goTypes = []any{
 	(*QueryData)(nil),              // 0: yagpcc.QueryData
 	(*GetQueriesInfoResponse)(nil), // 1: yagpcc.GetQueriesInfoResponse
@@ -1586,61 +1716,63 @@ var file_yagpcc_segment_service_proto_goTypes = []any{
 	(*SegmentProcess)(nil),         // 3: yagpcc.SegmentProcess
 	(*GetPidProcInfoReq)(nil),      // 4: yagpcc.GetPidProcInfoReq
 	(*GetPidProcInfoResponse)(nil), // 5: yagpcc.GetPidProcInfoResponse
-	(*ProcHost)(nil),               // 6: yagpcc.ProcHost
-	(*ProcReadSummary)(nil),        // 7: yagpcc.ProcReadSummary
-	(*GpPidProcInfo)(nil),          // 8: yagpcc.GpPidProcInfo
-	(*ProcStat)(nil),               // 9: yagpcc.ProcStat
-	(*ProcStatus)(nil),             // 10: yagpcc.ProcStatus
-	(*ProcIO)(nil),                 // 11: yagpcc.ProcIO
-	(*ProcSchedstat)(nil),          // 12: yagpcc.ProcSchedstat
-	(QueryStatus)(0),               // 13: yagpcc.QueryStatus
-	(*timestamppb.Timestamp)(nil),  // 14: google.protobuf.Timestamp
-	(*QueryKey)(nil),               // 15: yagpcc.QueryKey
-	(*SegmentKey)(nil),             // 16: yagpcc.SegmentKey
-	(*QueryInfo)(nil),              // 17: yagpcc.QueryInfo
-	(*GPMetrics)(nil),              // 18: yagpcc.GPMetrics
-	(*AdditionalQueryStat)(nil),    // 19: yagpcc.AdditionalQueryStat
-	(*v1.Pressure)(nil),            // 20: gpotel.v1.Pressure
-	(*v1.ControlGroup)(nil),        // 21: gpotel.v1.ControlGroup
-	(*v1.KernelAccounting)(nil),    // 22: gpotel.v1.KernelAccounting
-	(v1.ProcSource)(0),             // 23: gpotel.v1.ProcSource
-	(*v1.TaskStatsRecord)(nil),     // 24: gpotel.v1.TaskStatsRecord
+	(*SessionControlGroups)(nil),   // 6: yagpcc.SessionControlGroups
+	(*ProcHost)(nil),               // 7: yagpcc.ProcHost
+	(*ProcReadSummary)(nil),        // 8: yagpcc.ProcReadSummary
+	(*GpPidProcInfo)(nil),          // 9: yagpcc.GpPidProcInfo
+	(*ProcStat)(nil),               // 10: yagpcc.ProcStat
+	(*ProcStatus)(nil),             // 11: yagpcc.ProcStatus
+	(*ProcIO)(nil),                 // 12: yagpcc.ProcIO
+	(*ProcSchedstat)(nil),          // 13: yagpcc.ProcSchedstat
+	(QueryStatus)(0),               // 14: yagpcc.QueryStatus
+	(*timestamppb.Timestamp)(nil),  // 15: google.protobuf.Timestamp
+	(*QueryKey)(nil),               // 16: yagpcc.QueryKey
+	(*SegmentKey)(nil),             // 17: yagpcc.SegmentKey
+	(*QueryInfo)(nil),              // 18: yagpcc.QueryInfo
+	(*GPMetrics)(nil),              // 19: yagpcc.GPMetrics
+	(*AdditionalQueryStat)(nil),    // 20: yagpcc.AdditionalQueryStat
+	(*v1.Pressure)(nil),            // 21: gpotel.v1.Pressure
+	(*v1.ControlGroup)(nil),        // 22: gpotel.v1.ControlGroup
+	(*v1.KernelAccounting)(nil),    // 23: gpotel.v1.KernelAccounting
+	(v1.ProcSource)(0),             // 24: gpotel.v1.ProcSource
+	(*v1.TaskStatsRecord)(nil),     // 25: gpotel.v1.TaskStatsRecord
 }
 var file_yagpcc_segment_service_proto_depIdxs = []int32{
-	13, // 0: yagpcc.QueryData.query_status:type_name -> yagpcc.QueryStatus
-	14, // 1: yagpcc.QueryData.query_start:type_name -> google.protobuf.Timestamp
-	14, // 2: yagpcc.QueryData.query_end:type_name -> google.protobuf.Timestamp
-	15, // 3: yagpcc.QueryData.query_key:type_name -> yagpcc.QueryKey
-	16, // 4: yagpcc.QueryData.segment_key:type_name -> yagpcc.SegmentKey
-	17, // 5: yagpcc.QueryData.query_info:type_name -> yagpcc.QueryInfo
-	18, // 6: yagpcc.QueryData.query_metrics:type_name -> yagpcc.GPMetrics
-	19, // 7: yagpcc.QueryData.additional_stat:type_name -> yagpcc.AdditionalQueryStat
+	14, // 0: yagpcc.QueryData.query_status:type_name -> yagpcc.QueryStatus
+	15, // 1: yagpcc.QueryData.query_start:type_name -> google.protobuf.Timestamp
+	15, // 2: yagpcc.QueryData.query_end:type_name -> google.protobuf.Timestamp
+	16, // 3: yagpcc.QueryData.query_key:type_name -> yagpcc.QueryKey
+	17, // 4: yagpcc.QueryData.segment_key:type_name -> yagpcc.SegmentKey
+	18, // 5: yagpcc.QueryData.query_info:type_name -> yagpcc.QueryInfo
+	19, // 6: yagpcc.QueryData.query_metrics:type_name -> yagpcc.GPMetrics
+	20, // 7: yagpcc.QueryData.additional_stat:type_name -> yagpcc.AdditionalQueryStat
 	0,  // 8: yagpcc.GetQueriesInfoResponse.queries_data:type_name -> yagpcc.QueryData
-	15, // 9: yagpcc.GetQueriesInfoReq.filter_queries:type_name -> yagpcc.QueryKey
-	14, // 10: yagpcc.GetQueriesInfoReq.from_time:type_name -> google.protobuf.Timestamp
-	14, // 11: yagpcc.GetQueriesInfoReq.to_time:type_name -> google.protobuf.Timestamp
+	16, // 9: yagpcc.GetQueriesInfoReq.filter_queries:type_name -> yagpcc.QueryKey
+	15, // 10: yagpcc.GetQueriesInfoReq.from_time:type_name -> google.protobuf.Timestamp
+	15, // 11: yagpcc.GetQueriesInfoReq.to_time:type_name -> google.protobuf.Timestamp
 	3,  // 12: yagpcc.GetPidProcInfoReq.segment_process:type_name -> yagpcc.SegmentProcess
-	8,  // 13: yagpcc.GetPidProcInfoResponse.pid_proc_data:type_name -> yagpcc.GpPidProcInfo
-	6,  // 14: yagpcc.GetPidProcInfoResponse.host:type_name -> yagpcc.ProcHost
-	7,  // 15: yagpcc.GetPidProcInfoResponse.summary:type_name -> yagpcc.ProcReadSummary
-	20, // 16: yagpcc.GetPidProcInfoResponse.host_pressure:type_name -> gpotel.v1.Pressure
-	21, // 17: yagpcc.GetPidProcInfoResponse.control_groups:type_name -> gpotel.v1.ControlGroup
-	22, // 18: yagpcc.ProcHost.accounting:type_name -> gpotel.v1.KernelAccounting
-	9,  // 19: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
-	10, // 20: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
-	11, // 21: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
-	12, // 22: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
-	23, // 23: yagpcc.GpPidProcInfo.source:type_name -> gpotel.v1.ProcSource
-	24, // 24: yagpcc.GpPidProcInfo.taskstats:type_name -> gpotel.v1.TaskStatsRecord
-	2,  // 25: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
-	4,  // 26: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
-	1,  // 27: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
-	5,  // 28: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
-	27, // [27:29] is the sub-list for method output_type
-	25, // [25:27] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	9,  // 13: yagpcc.GetPidProcInfoResponse.pid_proc_data:type_name -> yagpcc.GpPidProcInfo
+	7,  // 14: yagpcc.GetPidProcInfoResponse.host:type_name -> yagpcc.ProcHost
+	8,  // 15: yagpcc.GetPidProcInfoResponse.summary:type_name -> yagpcc.ProcReadSummary
+	21, // 16: yagpcc.GetPidProcInfoResponse.host_pressure:type_name -> gpotel.v1.Pressure
+	22, // 17: yagpcc.GetPidProcInfoResponse.control_groups:type_name -> gpotel.v1.ControlGroup
+	6,  // 18: yagpcc.GetPidProcInfoResponse.session_control_groups:type_name -> yagpcc.SessionControlGroups
+	23, // 19: yagpcc.ProcHost.accounting:type_name -> gpotel.v1.KernelAccounting
+	10, // 20: yagpcc.GpPidProcInfo.proc_stat:type_name -> yagpcc.ProcStat
+	11, // 21: yagpcc.GpPidProcInfo.proc_status:type_name -> yagpcc.ProcStatus
+	12, // 22: yagpcc.GpPidProcInfo.proc_io:type_name -> yagpcc.ProcIO
+	13, // 23: yagpcc.GpPidProcInfo.proc_schedstat:type_name -> yagpcc.ProcSchedstat
+	24, // 24: yagpcc.GpPidProcInfo.source:type_name -> gpotel.v1.ProcSource
+	25, // 25: yagpcc.GpPidProcInfo.taskstats:type_name -> gpotel.v1.TaskStatsRecord
+	2,  // 26: yagpcc.GetQueryInfo.GetMetricQueries:input_type -> yagpcc.GetQueriesInfoReq
+	4,  // 27: yagpcc.GetQueryInfo.GetPidProcStat:input_type -> yagpcc.GetPidProcInfoReq
+	1,  // 28: yagpcc.GetQueryInfo.GetMetricQueries:output_type -> yagpcc.GetQueriesInfoResponse
+	5,  // 29: yagpcc.GetQueryInfo.GetPidProcStat:output_type -> yagpcc.GetPidProcInfoResponse
+	28, // [28:30] is the sub-list for method output_type
+	26, // [26:28] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_yagpcc_segment_service_proto_init() }
@@ -1649,16 +1781,16 @@ func file_yagpcc_segment_service_proto_init() {
 		return
 	}
 	file_yagpcc_metrics_proto_init()
-	file_yagpcc_segment_service_proto_msgTypes[6].OneofWrappers = []any{}
-	file_yagpcc_segment_service_proto_msgTypes[8].OneofWrappers = []any{}
-	file_yagpcc_segment_service_proto_msgTypes[10].OneofWrappers = []any{}
+	file_yagpcc_segment_service_proto_msgTypes[7].OneofWrappers = []any{}
+	file_yagpcc_segment_service_proto_msgTypes[9].OneofWrappers = []any{}
+	file_yagpcc_segment_service_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_yagpcc_segment_service_proto_rawDesc), len(file_yagpcc_segment_service_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

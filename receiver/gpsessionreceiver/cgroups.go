@@ -87,6 +87,17 @@ func (h *hostCgroups) add(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]*
 		}
 		local[i] = at
 	}
+	if resp.GetDelta() {
+		// The answer leaves unchanged processes out; the sessions' groups are listed whole.
+		for _, sg := range resp.GetSessionControlGroups() {
+			for _, g := range sg.GetControlGroups() {
+				if int(g) < len(local) {
+					h.addSession(sg.GetSessId(), local[g])
+				}
+			}
+		}
+		return
+	}
 	for _, info := range resp.GetPidProcData() {
 		if info.ControlGroup == nil || int(info.GetControlGroup()) >= len(local) {
 			continue
@@ -95,13 +106,17 @@ func (h *hostCgroups) add(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]*
 		if b == nil {
 			continue
 		}
-		if h.sessions == nil {
-			h.sessions = map[int64][]int{}
-		}
-		at := local[info.GetControlGroup()]
-		if s := h.sessions[b.SessionID]; !slices.Contains(s, at) {
-			h.sessions[b.SessionID] = append(s, at)
-		}
+		h.addSession(b.SessionID, local[info.GetControlGroup()])
+	}
+}
+
+// addSession notes that a process of session runs in group at.
+func (h *hostCgroups) addSession(session int64, at int) {
+	if h.sessions == nil {
+		h.sessions = map[int64][]int{}
+	}
+	if s := h.sessions[session]; !slices.Contains(s, at) {
+		h.sessions[session] = append(s, at)
 	}
 }
 

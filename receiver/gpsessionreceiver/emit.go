@@ -83,6 +83,8 @@ type answerWrite struct {
 	consts kernelunits.Host
 	infos  []*yagpcc.GpPidProcInfo
 	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
+	// unchanged are the asked backends a delta answer left out.
+	unchanged []*Backend
 }
 
 // emitAnswer hands one agent answer on as a process batch
@@ -105,6 +107,16 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 		}
 	}
 	sent, sc.order, err = outgoing.Send(ctx, a.host, sc.entries, sc.order)
+	if err != nil || len(a.unchanged) == 0 {
+		return sent, withoutStat, err
+	}
+	sc.entries = sc.entries[:0]
+	for _, b := range a.unchanged {
+		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
+			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType), Process: pipeline.Process{PID: b.PID}})
+	}
+	kept, err := outgoing.Keep(a.host, sc.entries)
+	sent.Unchanged += kept
 	return sent, withoutStat, err
 }
 

@@ -296,6 +296,27 @@ func (t *exitTracker) beginTick() {
 	t.tickAt = time.Now()
 }
 
+// rememberUnchanged records that a delta answer left these processes
+// out as unchanged: each is the process last sighted under its pid. Call
+// it before rememberAnswer of the same answer.
+func (t *exitTracker) rememberUnchanged(host string, unchanged []*Backend) {
+	if len(unchanged) == 0 {
+		return
+	}
+	hs := t.hostSightingsOf(host)
+	t.mu.Lock()
+	tick := t.tick
+	t.mu.Unlock()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	for _, b := range unchanged {
+		if s, ok := hs.m[b.PID]; ok {
+			s.tick = tick
+			hs.m[b.PID] = s
+		}
+	}
+}
+
 // rememberAnswer records the answered processes and, from their parent
 // pids, each segment's postmaster; and the asked ones the agent no longer
 // found, whose exit records will name their postmasters.

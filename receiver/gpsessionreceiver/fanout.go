@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -103,6 +104,11 @@ type hostQuery struct {
 	// earlier call of the same scrape run out its host_timeout, and asking
 	// again would hold the snapshot back by another one.
 	silent error
+	// deltaClient names the receiver to the agent, followed by /<batch>;
+	// empty: full answers only. since[k] is the generation of batch k's
+	// last answer, received whole and sent on; 0 or absent: none.
+	deltaClient string
+	since       []uint64
 }
 
 // hostResult is one host's answer for this scrape.
@@ -119,13 +125,25 @@ type hostResult struct {
 	cgroups     hostCgroups // host pressure and the processes' control groups
 	answeredAt  time.Time   // when its last sane answer came; zero: none
 	cpus        uint32      // CPUs online at its last sane answer; 0: not reported
+	// generations[k] is batch k's answer's delta_generation when it went
+	// on whole, else 0.
+	generations []uint64
+	unchanged   int // processes the agents left out as unchanged
+}
+
+// agentAnswer is one sane agent answer of a host: the processes answered,
+// and, of a delta answer, the asked ones it left out as unchanged.
+type agentAnswer struct {
+	host      string
+	consts    kernelunits.Host
+	infos     []*yagpcc.GpPidProcInfo
+	unchanged []*Backend
+	asked     map[int64]*Backend
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
 // error means its processes did not reach the pipeline.
-type answerSink func(
-	ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend,
-) (written, withoutStat int, err error)
+type answerSink func(ctx context.Context, a *agentAnswer) (written, withoutStat int, err error)
 
 // throughSlots lets at most cap(slots) answers through sink at once;
 // the others wait, without a deadline, as they would for the processor's
@@ -136,10 +154,10 @@ type answerSink func(
 // them (docs/performance.md measures the difference). The agent calls
 // themselves stay max_parallel_hosts wide.
 func throughSlots(slots cpuslots.Slots, sink answerSink) answerSink {
-	return func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+	return func(ctx context.Context, a *agentAnswer) (int, int, error) {
 		slots.Acquire()
 		defer slots.Release()
-		return sink(ctx, host, consts, infos, asked)
+		return sink(ctx, a)
 	}
 }
 
@@ -185,9 +203,15 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 		fail(err)
 		return res
 	}
-	for start := 0; start < len(q.procs); start += cfg.MaxPidsPerCall {
+	for k, start := 0, 0; start < len(q.procs); k, start = k+1, start+cfg.MaxPidsPerCall {
 		batch := q.procs[start:min(start+cfg.MaxPidsPerCall, len(q.procs))]
 		req := &yagpcc.GetPidProcInfoReq{SegmentProcess: make([]*yagpcc.SegmentProcess, len(batch))}
+		if q.deltaClient != "" {
+			req.DeltaClient = q.deltaClient + "/" + strconv.Itoa(k)
+			if k < len(q.since) {
+				req.DeltaSince = q.since[k]
+			}
+		}
 		asked := make(map[int64]*Backend, len(batch))
 		for i := range batch {
 			b := &batch[i]
@@ -195,25 +219,33 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			asked[b.PID] = b
 		}
 		res.calls++
+		res.generations = append(res.generations, 0)
 		began := time.Now()
 		resp, err := r.GetPidProcStat(ctx, req)
 		if err != nil {
 			fail(fmt.Errorf("host %s: GetPidProcStat of %d pids failed after %v: %w", q.host, len(batch), time.Since(began).Round(time.Millisecond), err))
 			break
 		}
-		consts, err := checkAnswer(resp, asked)
+		consts, err := checkAnswer(resp, req.DeltaSince, asked)
 		if err != nil {
 			fail(fmt.Errorf("host %s: unusable GetPidProcStat answer: %w", q.host, err))
 			break
 		}
 		res.answeredAt, res.cpus = time.Now(), consts.CPUs
-		res.answered += len(resp.GetPidProcData())
+		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked}
+		if resp.GetDelta() {
+			a.unchanged = leftOut(batch, resp)
+		}
+		res.answered += len(a.infos) + len(a.unchanged)
+		res.unchanged += len(a.unchanged)
 		res.cgroups.add(resp, asked)
-		written, withoutStat, err := sink(ctx, q.host, consts, resp.GetPidProcData(), asked)
+		written, withoutStat, err := sink(ctx, a)
 		res.written += written
 		res.withoutStat += withoutStat
 		if err != nil {
 			fail(fmt.Errorf("host %s: %d processes did not reach the pipeline: %w", q.host, written, err))
+		} else {
+			res.generations[k] = resp.GetDeltaGeneration()
 		}
 		s := resp.GetSummary()
 		res.summary.requested += s.GetRequested()
@@ -225,9 +257,30 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 	return res
 }
 
+// leftOut lists the processes of a batch a delta answer left out as
+// unchanged: neither answered nor gone.
+func leftOut(batch []Backend, resp *yagpcc.GetPidProcInfoResponse) []*Backend {
+	listed := make(map[int64]bool, len(resp.GetPidProcData())+len(resp.GetGonePids()))
+	for _, info := range resp.GetPidProcData() {
+		listed[info.GetPid()] = true
+	}
+	for _, pid := range resp.GetGonePids() {
+		listed[pid] = true
+	}
+	out := make([]*Backend, 0, len(batch)-min(len(listed), len(batch)))
+	for i := range batch {
+		if !listed[batch[i].PID] {
+			out = append(out, &batch[i])
+		}
+	}
+	return out
+}
+
 // checkAnswer rejects an answer that cannot be trusted: no usable host
-// constants, or entries for pids that were not asked about.
-func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]*Backend) (kernelunits.Host, error) {
+// constants, entries for pids that were not asked about, or a delta
+// answer to a request that named no generation, or that lists a pid both
+// answered and gone.
+func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, since uint64, asked map[int64]*Backend) (kernelunits.Host, error) {
 	if resp == nil {
 		return kernelunits.Host{}, errors.New("empty answer")
 	}
@@ -245,6 +298,17 @@ func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, asked map[int64]*Backend) 
 			return kernelunits.Host{}, fmt.Errorf("answered twice for pid %d", pid)
 		}
 		seen[pid] = true
+	}
+	if !resp.GetDelta() {
+		return consts, nil
+	}
+	if since == 0 {
+		return kernelunits.Host{}, errors.New("a delta answer to a request that named no generation")
+	}
+	for _, pid := range resp.GetGonePids() {
+		if asked[pid] == nil || seen[pid] {
+			return kernelunits.Host{}, fmt.Errorf("pid %d listed gone, which was not asked about or is answered", pid)
+		}
 	}
 	return consts, nil
 }

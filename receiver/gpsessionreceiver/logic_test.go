@@ -20,7 +20,6 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/cpuslots"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -193,11 +192,11 @@ func TestCheckAnswerRejectsGarbage(t *testing.T) {
 		{"pid not asked", &yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 3}}}},
 		{"pid twice", &yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 1}, {Pid: 1}}}},
 	} {
-		if _, err := checkAnswer(tc.resp, asked); err == nil {
+		if _, err := checkAnswer(tc.resp, 0, asked); err == nil {
 			t.Errorf("%s: accepted", tc.name)
 		}
 	}
-	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 2}}}, asked); err != nil {
+	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, PidProcData: []*yagpcc.GpPidProcInfo{{Pid: 2}}}, 0, asked); err != nil {
 		t.Errorf("a partial answer is fine: %v", err)
 	}
 }
@@ -268,8 +267,8 @@ func procsOn(seg int64, n int) []Backend {
 }
 
 // acceptAll is a pipeline that takes every answer.
-func acceptAll(_ context.Context, _ string, _ kernelunits.Host, infos []*yagpcc.GpPidProcInfo, _ map[int64]*Backend) (int, int, error) {
-	return len(infos), 0, nil
+func acceptAll(_ context.Context, a *agentAnswer) (int, int, error) {
+	return len(a.infos) + len(a.unchanged), 0, nil
 }
 
 func TestRefusedAnswerMarksItsHostDownAndTheRestStillGoes(t *testing.T) {
@@ -278,14 +277,14 @@ func TestRefusedAnswerMarksItsHostDownAndTheRestStillGoes(t *testing.T) {
 	dir := directoryOf(cfg, map[string]procReader{"sdw1": &scriptedReader{}, "sdw2": &scriptedReader{}})
 	calls := map[string]int{}
 	var mu sync.Mutex
-	refuseFirstOfSdw1 := func(_ context.Context, host string, _ kernelunits.Host, infos []*yagpcc.GpPidProcInfo, _ map[int64]*Backend) (int, int, error) {
+	refuseFirstOfSdw1 := func(_ context.Context, a *agentAnswer) (int, int, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		calls[host]++
-		if host == "sdw1" && calls[host] == 1 {
-			return len(infos), 0, errors.New("memory limit reached")
+		calls[a.host]++
+		if a.host == "sdw1" && calls[a.host] == 1 {
+			return len(a.infos), 0, errors.New("memory limit reached")
 		}
-		return len(infos), 0, nil
+		return len(a.infos), 0, nil
 	}
 	res := fanOut(context.Background(), cfg, dir, []hostQuery{{host: "sdw1", procs: procsOn(0, 4)}, {host: "sdw2", procs: procsOn(1, 2)}}, refuseFirstOfSdw1)
 	if res[0].up || !strings.Contains(res[0].err.Error(), "memory limit") {
@@ -330,11 +329,11 @@ func TestAnswersGoThroughTheEmitSlotsWhileHostsAreAskedInParallel(t *testing.T) 
 	shared := &slowReader{delay: 20 * time.Millisecond}
 	readers, queries := hostsOfOneReader(shared, 8)
 	var inSink, sinkPeak atomic.Int32
-	slow := func(ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) (int, int, error) {
+	slow := func(ctx context.Context, a *agentAnswer) (int, int, error) {
 		raisePeak(&sinkPeak, inSink.Add(1))
 		defer inSink.Add(-1)
 		time.Sleep(10 * time.Millisecond) // a slow pipeline: time for answers to overlap, not a wait
-		return acceptAll(ctx, host, consts, infos, asked)
+		return acceptAll(ctx, a)
 	}
 	res := fanOut(context.Background(), cfg, directoryOf(cfg, readers), queries, throughSlots(cpuslots.New(1), slow))
 	for _, r := range res {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -21,10 +22,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/cpuslots"
-	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
-	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
@@ -58,6 +57,11 @@ type sessionScraper struct {
 	lastError string
 	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
 	cgroupNotes reasonLog
+	// deltaClient is how this run names itself to the agents; generations
+	// is, per host, each batch's last answer that went on whole
+	// (docs/pipeline.md, the agent leaves out what did not change).
+	deltaClient string
+	generations map[string][]uint64
 }
 
 // reasonLog remembers the last reason noted per key, so that one that
@@ -90,19 +94,54 @@ func newSessionScraper(cfg *Config, settings receiver.Settings, source clusterSo
 		gp = newGreenplumReader(cfg.GreenplumFigures, src, settings.Logger, tb)
 	}
 	return &sessionScraper{
-		greenplum: gp,
-		cfg:       cfg,
-		settings:  settings,
-		logger:    settings.Logger,
-		source:    source,
-		emitter:   emitter,
-		next:      next,
-		sender:    sparse.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
-		telemetry: tb,
-		exits:     newExitTracker(settings.Logger),
-		ends:      newEndsTracker(settings.Logger),
-		emitSlots: cpuslots.Pipeline,
+		greenplum:   gp,
+		cfg:         cfg,
+		settings:    settings,
+		logger:      settings.Logger,
+		source:      source,
+		emitter:     emitter,
+		next:        next,
+		sender:      sparse.NewSender(emitter.procs, next, cfg.SendUnchangedProcesses),
+		telemetry:   tb,
+		exits:       newExitTracker(settings.Logger),
+		ends:        newEndsTracker(settings.Logger),
+		emitSlots:   cpuslots.Pipeline,
+		deltaClient: deltaClientName(cfg),
+		generations: map[string][]uint64{},
 	}, nil
+}
+
+// deltaClientName is a name no other run of a collector uses: a restarted
+// collector is a new client, which the agents answer in full. Empty (full
+// answers only) when every process is sent every snapshot anyway.
+func deltaClientName(cfg *Config) string {
+	if cfg.SendUnchangedProcesses {
+		return ""
+	}
+	return fmt.Sprintf("gpotel-%016x", rand.Uint64()) // #nosec G404 -- a name, not a secret
+}
+
+// askForDeltas names to each host the generations of its batches' last
+// answers, when the Sender still keeps what it sent of the host: any
+// doubt (the host did not answer, a batch was refused, a first scrape)
+// names none, and the agent answers in full.
+func (s *sessionScraper) askForDeltas(queries []hostQuery, outgoing *sparse.Outgoing) {
+	for i := range queries {
+		q := &queries[i]
+		q.deltaClient = s.deltaClient
+		if outgoing.Remembers(q.host) {
+			q.since = s.generations[q.host]
+		}
+	}
+}
+
+// keepGenerations keeps each host's generations for the next scrape,
+// which names them only if the Sender still remembers the host.
+func (s *sessionScraper) keepGenerations(results []hostResult) {
+	clear(s.generations)
+	for _, r := range results {
+		s.generations[r.host] = r.generations
+	}
 }
 
 // start prepares the agent connections. It never touches the database, so an
@@ -202,13 +241,14 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	// The snapshot time comes first: process batches carry it as they go out.
 	outgoing := s.sender.Snapshot(time.Now(), state.TmID)
 	ts := outgoing.Timestamp()
-	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(
-		ctx context.Context, host string, consts kernelunits.Host, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend,
-	) (int, int, error) {
+	s.askForDeltas(queries, outgoing)
+	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, a *agentAnswer) (int, int, error) {
 		if s.cfg.ExitRecords {
-			s.exits.rememberAnswer(host, consts, infos, asked)
+			s.exits.rememberUnchanged(a.host, a.unchanged)
+			s.exits.rememberAnswer(a.host, a.consts, a.infos, a.asked)
 		}
-		sent, withoutStat, err := s.emitter.emitAnswer(ctx, outgoing, &answerWrite{host: host, consts: consts, infos: infos, byPID: asked})
+		sent, withoutStat, err := s.emitter.emitAnswer(ctx, outgoing,
+			&answerWrite{host: a.host, consts: a.consts, infos: a.infos, byPID: a.asked, unchanged: a.unchanged})
 		return sent.Written + sent.Unchanged, withoutStat, err
 	}))
 	snap := &scrapeResult{
@@ -225,6 +265,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	}
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap, outgoing)
+	s.keepGenerations(results)
 	endings := pipeline.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)

@@ -51,6 +51,14 @@ type replayAgents struct {
 	activity atomic.Int64
 	index    map[int64]int // pid -> its place in the recorded pids
 
+	// deltas is the agent's memory of its last answer per client (the
+	// production one, keyed by host and client); nil: the extension is
+	// ignored, as yagpcc's agent does (GPOTEL_SCALE_FULL_ANSWERS=1).
+	deltas *segmentagent.AnswerMemory
+	// wireBytes is what the answers served took on the wire; fullBytes
+	// what full answers to the same requests would have.
+	wireBytes, fullBytes atomic.Int64
+
 	mu        sync.Mutex
 	calls     map[string]uint64   // per host and first pid of the batch: answers served
 	gens      map[string][]uint16 // per host, each process's generation
@@ -103,6 +111,9 @@ func startReplayAgents(procRoot string, pids []int, hosts int) (*replayAgents, e
 	}
 	r := &replayAgents{endpoints: map[string]string{}, calls: map[string]uint64{}, gens: map[string][]uint16{}, index: map[int64]int{}}
 	r.activity.Store(100)
+	if os.Getenv("GPOTEL_SCALE_FULL_ANSWERS") == "" {
+		r.deltas = segmentagent.NewAnswerMemory(4 * hosts)
+	}
 	for i, pid := range pids {
 		r.index[int64(pid)] = i
 	}
@@ -178,29 +189,66 @@ func (r *replayAgents) serve(host string, stream grpc.ServerStream) error {
 	first := req.GetSegmentProcess()[0].GetPid()
 	gens := r.move(host, first, req.GetSegmentProcess())
 	size := len(r.host)
-	for i, sp := range req.GetSegmentProcess() {
-		size += len(r.entries[gens[i]][sp.GetPid()])
-	}
-	out := make([]byte, 0, size+16)
-	answered := 0
+	var answered []segmentagent.KeptProcess
+	var gone []int64
 	for i, sp := range req.GetSegmentProcess() {
 		if e, ok := r.entries[gens[i]][sp.GetPid()]; ok {
-			out = append(out, e...)
-			answered++
+			size += len(e)
+			// A recorded entry differs from its pid's others by its generation alone.
+			answered = append(answered, segmentagent.KeptProcess{PID: sp.GetPid(), Print: uint64(gens[i])})
+		} else {
+			gone = append(gone, sp.GetPid())
 		}
 	}
-	out = append(out, r.host...)
+	var generation uint64
+	var unchanged []bool
+	if r.deltas != nil && req.GetDeltaClient() != "" {
+		generation, unchanged = r.deltas.Answer(host+"/"+req.GetDeltaClient(), req.GetDeltaSince(), answered)
+	}
 	summary := protowire.AppendVarint(protowire.AppendTag(nil, 1, protowire.VarintType), uint64(len(req.GetSegmentProcess())))
-	summary = protowire.AppendVarint(protowire.AppendTag(summary, 2, protowire.VarintType), uint64(answered))
-	out = protowire.AppendBytes(protowire.AppendTag(out, 3, protowire.BytesType), summary)
+	summary = protowire.AppendVarint(protowire.AppendTag(summary, 2, protowire.VarintType), uint64(len(answered)))
+	full := r.answer(answered, nil, nil, 0, summary, size)
+	out := full
+	if generation != 0 {
+		out = r.answer(answered, unchanged, gone, generation, summary, size)
+	}
+	r.wireBytes.Add(int64(len(out)))
+	r.fullBytes.Add(int64(len(full)))
 	if host == "sdw1" && first == 10_000 {
 		r.mu.Lock()
-		r.last = out
+		r.last = full
 		r.mu.Unlock()
 	}
 	err := stream.SendMsg(&rawMessage{b: out})
 	r.cpuNS.Add(int64(time.Since(began)))
 	return err
+}
+
+// answer cuts an answer together: the entries of answered but the
+// unchanged ones, the host, the summary, and, with a generation, the
+// gpotel delta fields (a delta answer when unchanged is not nil).
+func (r *replayAgents) answer(answered []segmentagent.KeptProcess, unchanged []bool, gone []int64,
+	generation uint64, summary []byte, size int,
+) []byte {
+	out := make([]byte, 0, size+len(summary)+32)
+	for i, p := range answered {
+		if unchanged == nil || !unchanged[i] {
+			out = append(out, r.entries[p.Print][p.PID]...)
+		}
+	}
+	out = append(out, r.host...)
+	out = protowire.AppendBytes(protowire.AppendTag(out, 3, protowire.BytesType), summary)
+	if generation == 0 {
+		return out
+	}
+	out = protowire.AppendVarint(protowire.AppendTag(out, 1001, protowire.VarintType), generation)
+	if unchanged != nil {
+		out = protowire.AppendVarint(protowire.AppendTag(out, 1002, protowire.VarintType), 1)
+		for _, pid := range gone {
+			out = protowire.AppendVarint(protowire.AppendTag(out, 1003, protowire.VarintType), uint64(pid))
+		}
+	}
+	return out
 }
 
 // move picks, for this tick of the host's batch that starts at first,

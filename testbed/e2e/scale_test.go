@@ -119,7 +119,11 @@ var scaleActivities = []int{100, 30, 10}
 // points handed to the processor (the collector's own
 // otelcol_processor_incoming_items), and what decoding the agents'
 // answers costs (timed here, on one served answer, with the collector's
-// decoder). The 1M size runs only with GPOTEL_SCALE_1M=1 (make bench-scale-1m).
+// decoder), and the bytes the answers took on the wire, agents to
+// collector, beside what full answers would have taken (the replay agents
+// answer delta_client as the real agent does: only what moved; with
+// GPOTEL_SCALE_FULL_ANSWERS=1 they ignore it, as yagpcc's agent does).
+// The 1M size runs only with GPOTEL_SCALE_1M=1 (make bench-scale-1m).
 func BenchmarkCollectorScale(b *testing.B) {
 	benchCollectorScale(b, false)
 }
@@ -360,6 +364,7 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	before := UsageOf(st.collector.PID())
 	pointsBefore := st.processorPoints(b)
+	wireBefore, fullBefore := st.replay.wireBytes.Load(), st.replay.fullBytes.Load()
 	b.ResetTimer()
 	last := first
 	for range ticks {
@@ -368,6 +373,7 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	b.StopTimer()
 	after := UsageOf(st.collector.PID())
 	pointsAfter := st.processorPoints(b)
+	wire, full := st.replay.wireBytes.Load()-wireBefore, st.replay.fullBytes.Load()-fullBefore
 	close(stop)
 	<-done
 	span := last.Sub(first)
@@ -394,6 +400,12 @@ func (st *scaleStack) measure(b *testing.B, ticks int) {
 	}
 	b.ReportMetric(st.replay.cpuShare(), "replay-agent-cpu-s")
 	b.ReportMetric((pointsAfter-pointsBefore)/float64(ticks), "points/tick")
+	// Bytes on the wire, agents to collector: what the answers took, and
+	// their share of what full answers to the same requests would have.
+	b.ReportMetric(float64(wire)/float64(ticks), "wire-bytes/tick")
+	if full > 0 {
+		b.ReportMetric(100*float64(wire)/float64(full), "wire-%-of-full")
+	}
 	b.ReportMetric(decodeSeconds(b, st.replay.lastAnswer())*float64(st.processes), "decode-s/tick")
 	if st.replay.ranOut() {
 		b.Fatal("a replay process ran out of recorded generations: raise replayGenerations")

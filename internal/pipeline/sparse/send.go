@@ -7,6 +7,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"hash/maphash"
 	"math"
 	"math/bits"
@@ -125,6 +126,53 @@ func (o *Outgoing) Send(ctx context.Context, host string, entries []pipeline.Pro
 		hs.refused = true
 	}
 	return sent, order, err
+}
+
+// Remembers tells whether the Sender keeps what it last sent of host's
+// processes and sends it sparse: only then may an answer leave out the
+// processes that did not change (docs/pipeline.md, the agent leaves out
+// what did not change).
+func (o *Outgoing) Remembers(host string) bool {
+	o.s.mu.Lock()
+	defer o.s.mu.Unlock()
+	hs := o.s.hosts[host]
+	return !o.s.dense && hs != nil && hs.index != nil
+}
+
+// ErrNotKept says that an answer left out a process the Sender cannot
+// carry: it does not know it as sent, or knows it in another session or
+// with other attributes. The host is sent in full next time.
+type ErrNotKept struct {
+	Host string
+	PID  int64
+}
+
+func (e ErrNotKept) Error() string {
+	return fmt.Sprintf("host %s: the agent left out pid %d as unchanged, which the receiver did not send as it is", e.Host, e.PID)
+}
+
+// Keep takes the processes of host that its agent answered unchanged
+// since the answer the Sender last sent of them (each entry's Process
+// holds its pid only): the snapshot answered for them, and, as for any
+// unchanged process, no batch lists them. It counts them; an error means
+// one cannot be carried, and the host is sent in full next time.
+func (o *Outgoing) Keep(host string, entries []pipeline.ProcessEntry) (int, error) {
+	hs := o.host(host)
+	for i := range entries {
+		e := &entries[i]
+		slot, known := hs.index[e.Process.PID]
+		if !known || hs.full {
+			hs.refused = true
+			return i, ErrNotKept{Host: host, PID: e.Process.PID}
+		}
+		last := &hs.slots[slot]
+		if last.session != e.Session || last.info != hashInfo(o.s.seed, e) {
+			hs.refused = true
+			return i, ErrNotKept{Host: host, PID: e.Process.PID}
+		}
+		last.tick = o.tick
+	}
+	return len(entries), nil
 }
 
 // Close stamps the closing batch: a host whose batch was refused did not

@@ -266,3 +266,53 @@ func BenchmarkSenderMemory(b *testing.B) {
 	b.ReportMetric(kept, "kept-bytes/process")
 	b.ReportMetric(kept/float64(KeptBytesPerProcess), "ratio-to-least")
 }
+
+// A process an agent left out as unchanged is carried only as the Sender
+// last sent it: a pid it did not send, or sent in another session or with
+// other attributes, is not kept, and its host closes as not answered. One
+// it sent is listed this snapshot (it does not depart), unchanged. The
+// Sender remembers a host only after a snapshot it answered in.
+func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
+	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), accept, false)
+	snapshot := func(k int64, keep ...pipeline.ProcessEntry) (*pipeline.Closing, error) {
+		out := s.Snapshot(time.Unix(1_700_000_500+k, 0), 1)
+		_, _, _ = out.Send(context.Background(), "sdw1", nil, nil)
+		_, err := out.Keep("sdw1", keep)
+		c := &pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		out.Close(c)
+		return c, err
+	}
+	first := s.Snapshot(time.Unix(1_700_000_500, 0), 1)
+	if first.Remembers("sdw1") {
+		t.Fatal("a host never sent is remembered")
+	}
+	_, _, _ = first.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil)
+	first.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+
+	kept := testEntry()
+	kept.Process = pipeline.Process{PID: kept.Process.PID}
+	c, err := snapshot(1, kept)
+	if err != nil || len(c.Departed) != 0 || !c.Hosts[0].Up {
+		t.Fatalf("pid 100 kept: err %v, departed %v, up %v; want it carried", err, c.Departed, c.Hosts[0].Up)
+	}
+	for name, e := range map[string]pipeline.ProcessEntry{
+		"never sent":        {Session: 7, Process: pipeline.Process{PID: 101}},
+		"another session":   {Session: 8, Process: pipeline.Process{PID: 100}},
+		"another segment":   {Session: 7, Segment: 3, Process: pipeline.Process{PID: 100}},
+		"another back type": {Session: 7, BackendType: "autovacuum worker", Process: pipeline.Process{PID: 100}},
+	} {
+		c, err := snapshot(2, e)
+		var notKept ErrNotKept
+		if !errors.As(err, &notKept) || c.Hosts[0].Up {
+			t.Errorf("%s: err %v, up %v; want not kept and the host not answered", name, err, c.Hosts[0].Up)
+		}
+		// The host is forgotten: sent in full next, and remembered after.
+		out := s.Snapshot(time.Unix(1_700_000_600, 0), 1)
+		if out.Remembers("sdw1") {
+			t.Errorf("%s: the host is remembered after it did not answer", name)
+		}
+		_, _, _ = out.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil)
+		out.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+	}
+}
