@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // incoming is one batch of ours decoded once, before the lock, into what
@@ -30,18 +31,12 @@ type incoming struct {
 	// departErr is the first one's error.
 	departSkipped int
 	departErr     error
-	activities    map[pipeline.SessionKey]sessionActivity // nil when query figures are off
-	endings       []hostEndings
+	activities    map[pipeline.SessionKey]querylife.Activity // nil when query figures are off
+	endings       []querylife.HostEndings
 	// endSkipped counts the endings points without an identity; endErr is
 	// the first one's error.
 	endSkipped int
 	endErr     error
-}
-
-// hostEndings are the endings of one endings resource.
-type hostEndings struct {
-	pipeline.HostEndings
-	tmID int64
 }
 
 // departedProcesses are the processes of one departed resource.
@@ -97,7 +92,7 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 			if in.endErr == nil {
 				in.endErr = err
 			}
-			in.endings = append(in.endings, hostEndings{HostEndings: h, tmID: tmID})
+			in.endings = append(in.endings, querylife.HostEndings{HostEndings: h, TmID: tmID})
 		}
 	}
 	return in

@@ -21,6 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // snapshotDiff turns each snapshot into per-session window figures.
@@ -29,8 +30,8 @@ type snapshotDiff struct {
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
 	out              *pipeline.OutputEncoder
-	smoother         *smoother     // nil when smoothing is off
-	queries          *queryTracker // nil when query figures are off
+	smoother         *smoother          // nil when smoothing is off
+	queries          *querylife.Tracker // nil when query figures are off
 	queryText        bool
 	queryTextMax     int
 	logger           *zap.Logger
@@ -46,7 +47,9 @@ type snapshotDiff struct {
 	next           consumer.Metrics // where sendCarried hands the carried processes
 }
 
-func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
+// newSnapshotDiff makes the processor of a collector that started at
+// opened (unix ns): what began after it was seen from its start.
+func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder, opened int64) *snapshotDiff {
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
@@ -66,7 +69,7 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		if p.queryText {
 			text = p.cutText
 		}
-		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished, text)
+		p.queries = querylife.New(querylife.Config{Keep: slices.Max(cfg.Windows), MaxFinished: cfg.Queries.MaxFinished, Text: text, Opened: opened})
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -198,7 +201,7 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 			p.smoother.restartClock()
 		}
 		if p.queries != nil {
-			p.queries.restart()
+			p.queries.Restart()
 		}
 	}
 	if err := p.store.begin(t); err != nil {
@@ -271,8 +274,11 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
-		figs.work = p.queries.update(p.store, in.activities, in.endings)
-		if n := figs.work.ignoredEndings; n > 0 {
+		figs.work = p.queries.Update(querySnapshot(p.store, in.activities, in.endings))
+		for i := range figs.work.Finished {
+			figs.work.Finished[i].Skew = querySkews(figs.work.Finished[i].Segments)
+		}
+		if n := figs.work.IgnoredEndings; n > 0 {
 			p.logger.Debug("log records and exits of no session gpotel follows, or of another backend than the session's, ignored", zap.Int("count", n))
 		}
 	}
@@ -371,14 +377,14 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 			p.out.AppendSession(rms.At(i), ts, p.sessionFigures(figs, key))
 		}
 	}
-	for i := range figs.work.queries {
-		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.work.queries[i], figs.hostNames))
+	for i := range figs.work.Queries {
+		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.work.Queries[i]))
 	}
-	for i := range figs.work.finished {
-		pipeline.AppendFinishedQuery(rms, &figs.work.finished[i])
+	for i := range figs.work.Finished {
+		pipeline.AppendFinishedQuery(rms, &figs.work.Finished[i])
 	}
-	for i := range figs.work.ended {
-		pipeline.AppendEndedSession(rms, &figs.work.ended[i])
+	for i := range figs.work.Ended {
+		pipeline.AppendEndedSession(rms, &figs.work.Ended[i])
 	}
 }
 
@@ -431,29 +437,6 @@ func (p *snapshotDiff) clusterFigures(f *figures) *pipeline.ClusterFigures {
 			out.Hosts = append(out.Hosts, pipeline.HostAverages{Host: h.host, Avgs: outputAverages(h.avgs)})
 		}
 		out.Cluster = outputAverages(s.cluster)
-	}
-	return out
-}
-
-// cutText is a query's text as the output writes it: cut to queries::text_max_length.
-func (p *snapshotDiff) cutText(text string) *string {
-	cut, _ := pipeline.CutUTF8(text, p.queryTextMax)
-	return &cut
-}
-
-// queryFigures is one query as the output writes it.
-func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
-	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
-		Totals: q.totals, Known: q.known, Partial: q.partial.partial(), Skew: sessionSkews(q.segments)}
-	if q.spill != nil {
-		sp := *q.spill
-		out.Spill = &sp
-	}
-	if p.queryText {
-		out.Text = p.cutText(q.text)
-	}
-	for _, u := range q.segments {
-		out.Segments = append(out.Segments, pipeline.SegmentUse{Host: hostNames[u.at.host], Segment: u.at.segment, CPU: u.cpu, Read: u.read, Written: u.written})
 	}
 	return out
 }

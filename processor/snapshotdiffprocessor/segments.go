@@ -137,18 +137,41 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	return sf
 }
 
-// sessionSkews is the CPU and disk I/O skew of one session's (or query's) uses.
+// sessionSkews is the CPU and disk I/O skew of one session's uses.
 func sessionSkews(uses []segmentUse) pipeline.SkewPair {
-	cpuLoads := make([]segmentLoad, 0, len(uses))
-	ioLoads := make([]segmentLoad, 0, len(uses))
+	l := newSkewLoads(len(uses))
 	for _, u := range uses {
-		if u.at.segment < 0 {
-			continue // the coordinator, or a process without a segment id
-		}
-		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
-		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
+		l.add(u.at.segment, u.cpu, u.read+u.written)
 	}
-	return pipeline.SkewPair{CPU: outputSkew(skewOf(cpuLoads)), IO: outputSkew(skewOf(ioLoads))}
+	return l.skews()
+}
+
+// querySkews is the CPU and disk I/O skew of one query's uses.
+func querySkews(uses []pipeline.SegmentUse) pipeline.SkewPair {
+	l := newSkewLoads(len(uses))
+	for _, u := range uses {
+		l.add(u.Segment, u.CPU, u.Read+u.Written)
+	}
+	return l.skews()
+}
+
+// skewLoads are the CPU and the disk I/O loads of the segments that took part.
+type skewLoads struct{ cpu, io []segmentLoad }
+
+func newSkewLoads(n int) skewLoads {
+	return skewLoads{cpu: make([]segmentLoad, 0, n), io: make([]segmentLoad, 0, n)}
+}
+
+func (l *skewLoads) add(segment int32, cpu, io int64) {
+	if segment < 0 {
+		return // the coordinator, or a process without a segment id
+	}
+	l.cpu = append(l.cpu, segmentLoad{segment, float64(cpu)})
+	l.io = append(l.io, segmentLoad{segment, float64(io)})
+}
+
+func (l *skewLoads) skews() pipeline.SkewPair {
+	return pipeline.SkewPair{CPU: outputSkew(skewOf(l.cpu)), IO: outputSkew(skewOf(l.io))}
 }
 
 // sessionSegments adds a session's skew figures and, with

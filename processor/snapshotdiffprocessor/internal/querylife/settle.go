@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package snapshotdiffprocessor
+package querylife
 
 import (
 	"cmp"
@@ -43,25 +43,25 @@ type sessionLife struct {
 // begin starts the life of a session first seen at now; one that started
 // before gpotel watched (watchedFrom), or of unknown start seen in the
 // timeline's first snapshot, is partial.
-func (l *sessionLife) begin(act *sessionActivity, now, watchedFrom int64, firstSnapshot bool) {
-	l.backendStart = act.backendStart
-	l.start = cmp.Or(act.backendStart, now)
-	if l.start < watchedFrom || (act.backendStart == 0 && firstSnapshot) {
+func (l *sessionLife) begin(act *Activity, now, watchedFrom int64, firstSnapshot bool) {
+	l.backendStart = act.BackendStart
+	l.start = cmp.Or(act.BackendStart, now)
+	if l.start < watchedFrom || (act.BackendStart == 0 && firstSnapshot) {
 		l.partial.startBefore(now)
 	}
 }
 
 // reusedBy tells an activity of another session under the same key: its
 // backend started at another time.
-func (l *sessionLife) reusedBy(act *sessionActivity) bool {
-	return l.backendStart != 0 && act.backendStart != 0 && act.backendStart != l.backendStart
+func (l *sessionLife) reusedBy(act *Activity) bool {
+	return l.backendStart != 0 && act.BackendStart != 0 && act.BackendStart != l.backendStart
 }
 
 // see takes in what the newest snapshot says of whose session it is.
-func (l *sessionLife) see(act *sessionActivity) {
-	l.who, l.system = act.who, act.system
-	l.own = l.own || act.own
-	l.vmemPeak = max(l.vmemPeak, act.vmem)
+func (l *sessionLife) see(act *Activity) {
+	l.who, l.system = act.Who, act.System
+	l.own = l.own || act.Own
+	l.vmemPeak = max(l.vmemPeak, act.Vmem)
 }
 
 // leave marks the session gone at now (snapshot seq), and its running
@@ -107,7 +107,7 @@ type retiredSession struct {
 }
 
 // retire ends sq at now and keeps it until its events are written.
-func (t *queryTracker) retire(sq *sessionQueries, seq uint64, now int64) {
+func (t *Tracker) retire(sq *sessionQueries, seq uint64, now int64) {
 	sq.leave(seq, now)
 	for key, cur := range t.sessions {
 		if cur == sq {
@@ -120,16 +120,9 @@ func (t *queryTracker) retire(sq *sessionQueries, seq uint64, now int64) {
 
 // noteMemory keeps each session's largest resident memory over all its
 // processes in one snapshot.
-func (t *queryTracker) noteMemory(s *store) {
-	rss := map[uint32]int64{}
-	for i := range s.memBySH {
-		m := &s.memBySH[i]
-		rss[m.session] += m.memory[pipeline.MemRSS]
-	}
+func (t *Tracker) noteMemory(procs Processes) {
 	for key, sq := range t.sessions {
-		if row, ok := s.sessions.index[key]; ok {
-			sq.life.memoryPeak = max(sq.life.memoryPeak, rss[row])
-		}
+		sq.life.memoryPeak = max(sq.life.memoryPeak, procs.SessionMemory(key))
 	}
 }
 
@@ -137,17 +130,17 @@ func (t *queryTracker) noteMemory(s *store) {
 // no longer change: settleSnapshots after the snapshot that saw them end,
 // with every host they ran on answering; one that waited for a silent host
 // longer than the longest window is written then, partial.
-func (t *queryTracker) settle(s *store, seq uint64, now int64, out *trackedWork) {
+func (t *Tracker) settle(hosts *Hosts, seq uint64, now int64, out *Work) {
 	for key, sq := range t.sessions {
-		t.settleSession(s, key, sq, seq, now, out)
+		t.settleSession(hosts, key, sq, seq, now, out)
 	}
 	t.retired = slices.DeleteFunc(t.retired, func(r retiredSession) bool {
-		t.settleSession(s, r.key, r.sq, seq, now, out)
+		t.settleSession(hosts, r.key, r.sq, seq, now, out)
 		return r.sq.life.ended && !slices.ContainsFunc(r.sq.queries, func(q *query) bool { return !q.finished })
 	})
 }
 
-func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sessionQueries, seq uint64, now int64, out *trackedWork) {
+func (t *Tracker) settleSession(hosts *Hosts, key pipeline.SessionKey, sq *sessionQueries, seq uint64, now int64, out *Work) {
 	for _, q := range sq.queries {
 		if q.finished || q.end == 0 {
 			continue
@@ -159,15 +152,15 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 			continue
 		}
 		waited := now-q.end > t.keep
-		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(s) || t.logStateAt(q.end) == logBehind ||
+		if !waited && (seq < q.endSeen+settleSnapshots || q.onSilentHost(hosts) || t.logStateAt(q.end) == logBehind ||
 			q.seen == sessionLeft && t.awaitsExit(sq)) {
 			continue
 		}
 		q.finished = true
 		if waited {
-			q.markSilentHosts(s)
+			q.markSilentHosts(hosts)
 		}
-		out.finished = append(out.finished, t.finishedQuery(s, key, sq, q))
+		out.Finished = append(out.Finished, t.finishedQuery(hosts, key, sq, q))
 	}
 	l := &sq.life
 	if l.ended || l.gone == 0 {
@@ -179,7 +172,7 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 	}
 	silent := false
 	for h := range l.hosts {
-		silent = silent || s.hosts.down[h]
+		silent = silent || hosts.Down[h]
 	}
 	waited := now-l.gone > t.keep
 	if !waited && (seq < l.goneSeen+settleSnapshots || silent || t.logStateAt(l.gone) == logBehind || t.awaitsExit(sq)) {
@@ -187,44 +180,23 @@ func (t *queryTracker) settleSession(s *store, key pipeline.SessionKey, sq *sess
 	}
 	l.ended = true
 	for h := range l.hosts {
-		if s.hosts.down[h] {
-			l.partial.hostSilent(h, s.hosts.downSince[h])
+		if hosts.Down[h] {
+			l.partial.hostSilent(h, hosts.DownSince[h])
 		}
 	}
 	v := judgeSession(&sq.says, l.gone)
-	out.ended = append(out.ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
-		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial.partial(), PartialCause: l.partial.cause(s.hosts.names),
+	out.Ended = append(out.Ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
+		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial.partial(), PartialCause: l.partial.cause(hosts.Names),
 		Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
 		SpillMax: l.spillMax, LockWait: l.lockWait, VmemPeak: l.vmemPeak})
 }
 
-// onSilentHost tells a query with a process on a host that did not answer
-// in the newest snapshot.
-func (q *query) onSilentHost(s *store) bool {
-	for hs := range q.segments {
-		if s.hosts.down[hs.host] {
-			return true
-		}
-	}
-	return false
-}
-
-// markSilentHosts marks q partial for each host of its processes that did
-// not answer in the newest snapshot.
-func (q *query) markSilentHosts(s *store) {
-	for hs := range q.segments {
-		if s.hosts.down[hs.host] {
-			q.partial.hostSilent(hs.host, s.hosts.downSince[hs.host])
-		}
-	}
-}
-
-func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sessionQueries, q *query) pipeline.FinishedQuery {
-	segs := sortedSegments(q.segments)
+func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessionQueries, q *query) pipeline.FinishedQuery {
+	segs := sortedSegments(nil, q.segments)
 	v := judgeQuery(q, &sq.says, t.logStateAt(q.end))
 	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
 		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason,
-		Partial: q.partial.partial(), PartialCause: q.partial.cause(s.hosts.names), Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
+		Partial: q.partial.partial(), PartialCause: q.partial.cause(hosts.Names), Totals: q.totals, Known: q.known,
 		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak}
 	if t.text != nil {
 		f.Text = t.text(q.text)
@@ -237,20 +209,8 @@ func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sess
 		if u.at.segment == pipeline.UnknownSegment {
 			continue
 		}
-		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: s.hosts.names[u.at.host], Segment: u.at.segment,
+		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: hosts.Names[u.at.host], Segment: u.at.segment,
 			CPU: u.cpu, Read: u.read, Written: u.written})
 	}
 	return f
-}
-
-// sortedSegments lists a query's segment use by host row, then content id.
-func sortedSegments(m map[hostSegment]*segmentUse) []segmentUse {
-	out := make([]segmentUse, 0, len(m))
-	for _, u := range m {
-		out = append(out, *u)
-	}
-	slices.SortFunc(out, func(a, b segmentUse) int {
-		return cmp.Or(cmp.Compare(a.at.host, b.at.host), cmp.Compare(a.at.segment, b.at.segment))
-	})
-	return out
 }

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package snapshotdiffprocessor
+package querylife
 
 import (
 	"fmt"
@@ -59,7 +59,7 @@ const (
 // the first to see it (a session that lived across one snapshot exits
 // before that snapshot's batch closes), so update hears it again once the
 // snapshot is observed.
-func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, ignored int) {
+func (t *Tracker) hear(endings []HostEndings) (unplaced []HostEndings, ignored int) {
 	for _, h := range endings {
 		if h.LogReadThrough != 0 {
 			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
@@ -68,7 +68,7 @@ func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, igno
 		for i := range h.Endings {
 			e := h.Endings[i]
 			t.exitsHeard = t.exitsHeard || e.Exited
-			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
+			sq := t.sessions[pipeline.SessionKey{TmID: h.TmID, ID: e.Session}]
 			switch {
 			case sq == nil:
 				later = append(later, e)
@@ -84,7 +84,7 @@ func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, igno
 			}
 		}
 		if len(later) > 0 {
-			unplaced = append(unplaced, hostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, tmID: h.tmID})
+			unplaced = append(unplaced, HostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, TmID: h.TmID})
 		}
 	}
 	return unplaced, ignored
@@ -106,12 +106,12 @@ func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
 // awaitsExit tells a session gone without its head's exit where exit
 // records come: a backend leaves pg_stat_activity before it exits, so its
 // record may come a scrape or more after the first snapshot without it.
-func (t *queryTracker) awaitsExit(sq *sessionQueries) bool {
+func (t *Tracker) awaitsExit(sq *sessionQueries) bool {
 	return t.exitsHeard && sq.life.gone != 0 && sq.headPID != 0 && sq.says.exit == nil
 }
 
 // logStateAt is how far the log was read with respect to time at.
-func (t *queryTracker) logStateAt(at int64) logState {
+func (t *Tracker) logStateAt(at int64) logState {
 	switch {
 	case t.logReadThrough == 0:
 		return logNotRead
