@@ -24,12 +24,6 @@ type windowFigures struct {
 	unrecorded   map[hostSegment]*pipeline.Counters
 }
 
-// hostSegment is one segment instance: its host row and content id.
-type hostSegment struct {
-	host    uint32
-	segment int32
-}
-
 // figures are the session results of the newest snapshot, indexed by
 // session row; the store computes them once per snapshot.
 type figures struct {

@@ -5,6 +5,7 @@ package snapshotdiffprocessor
 
 import (
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
@@ -45,10 +46,23 @@ type departedProcesses struct {
 	tmID int64
 }
 
+// decoder decodes our batches, before the lock, so that batches of many
+// hosts decode at once.
+type decoder struct {
+	processes sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
+	// queries: the activities and endings are read (query figures on).
+	queries bool
+}
+
+func newDecoder(queries bool) *decoder {
+	d := &decoder{queries: queries}
+	d.processes.New = func() any { return &pipeline.ProcessDecoder{} }
+	return d
+}
+
 // decode reads a process or closing batch b of md; release gives its
-// decoder back. It runs before the lock, so that batches of many hosts
-// decode at once.
-func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
+// decoder back.
+func (d *decoder) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	in := &incoming{Batch: b}
 	rms := md.ResourceMetrics()
 	if b.Kind == pipeline.BatchProcesses && b.Header >= 0 {
@@ -64,7 +78,7 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	if in.err != nil {
 		return in
 	}
-	in.processes = p.decoders.Get().(*pipeline.ProcessDecoder)
+	in.processes = d.processes.Get().(*pipeline.ProcessDecoder)
 	in.processes.Decode(rms, b.Kinds, b.Time)
 	if b.Kind != pipeline.BatchClosing {
 		return in
@@ -74,14 +88,14 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 		if kind != pipeline.KindDeparted {
 			continue
 		}
-		d, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
+		dep, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
 		in.departSkipped += skipped
 		if in.departErr == nil {
 			in.departErr = err
 		}
-		in.departed = append(in.departed, departedProcesses{HostDepartures: d, tmID: tmID})
+		in.departed = append(in.departed, departedProcesses{HostDepartures: dep, tmID: tmID})
 	}
-	if p.queries != nil {
+	if d.queries {
 		in.activities = readActivities(rms, b.Kinds)
 		for i, kind := range b.Kinds {
 			if kind != pipeline.KindEndings {
@@ -99,9 +113,9 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 }
 
 // release gives in's decoder back for the next batch.
-func (p *snapshotDiff) release(in *incoming) {
+func (d *decoder) release(in *incoming) {
 	if in.processes != nil {
-		p.decoders.Put(in.processes)
+		d.processes.Put(in.processes)
 		in.processes = nil
 	}
 }

@@ -32,15 +32,15 @@ type snapshotDiff struct {
 	out              *pipeline.OutputEncoder
 	smoother         *smoother          // nil when smoothing is off
 	queries          *querylife.Tracker // nil when query figures are off
-	queryText        bool
-	queryTextMax     int
-	logger           *zap.Logger
-	telemetry        *metadata.TelemetryBuilder
+	// queryText is a query's text as the output writes it; nil: none.
+	queryText func(string) *string
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
 	store *store
 
-	decoders sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
+	decoder *decoder
 	// carriedEncoder writes the processes carried unchanged, so that the
 	// per-process output stays dense (sparse batches).
 	carriedEncoder *pipeline.ProcessEncoder
@@ -57,19 +57,17 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		logger:           logger,
 		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
+		decoder:          newDecoder(cfg.Queries.Enabled),
 	}
-	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
 	if cfg.EmitProcessMetrics {
 		p.store.procs.keepSamples = true
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
 	}
 	if cfg.Queries.Enabled {
-		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
-		var text func(string) *string
-		if p.queryText {
-			text = p.cutText
+		if cfg.Queries.Text {
+			p.queryText = textCutter(cfg.Queries.TextMaxLength)
 		}
-		p.queries = querylife.New(querylife.Config{Keep: slices.Max(cfg.Windows), MaxFinished: cfg.Queries.MaxFinished, Text: text, Opened: opened})
+		p.queries = querylife.New(querylife.Config{Keep: slices.Max(cfg.Windows), MaxFinished: cfg.Queries.MaxFinished, Text: p.queryText, Opened: opened})
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -86,14 +84,14 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 	case pipeline.BatchForeign:
 		return md, nil
 	case pipeline.BatchProcesses:
-		in := p.decode(md, b)
+		in := p.decoder.decode(md, b)
 		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s pipeline.ProcessSample) bool { return s.Sparse })
 		err := p.collect(ctx, in)
 		rewrite := err == nil && sparse && p.emitProcesses
 		if rewrite {
 			p.rewriteWhole(md, b, in.processes.Samples)
 		}
-		p.release(in)
+		p.decoder.release(in)
 		if err != nil {
 			return md, err
 		}
@@ -108,9 +106,9 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
 		p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 	case pipeline.BatchClosing:
-		in := p.decode(md, b)
+		in := p.decoder.decode(md, b)
 		figs, err := p.ingest(ctx, in)
-		p.release(in)
+		p.decoder.release(in)
 		if err != nil {
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
 			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
@@ -367,18 +365,18 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 	for i, kind := range kinds {
 		switch kind {
 		case pipeline.KindSnapshot:
-			p.out.AppendCluster(rms.At(i), ts, p.clusterFigures(figs))
+			p.out.AppendCluster(rms.At(i), ts, outputCluster(figs))
 		case pipeline.KindSession:
 			key, ok := pipeline.SessionKeyOf(rms.At(i).Resource().Attributes())
 			if !ok {
 				p.logger.Warn("session resource lacks " + pipeline.AttrSessionID + "; no figures for it")
 				continue
 			}
-			p.out.AppendSession(rms.At(i), ts, p.sessionFigures(figs, key))
+			p.out.AppendSession(rms.At(i), ts, outputSession(figs, key))
 		}
 	}
 	for i := range figs.work.Queries {
-		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.work.Queries[i]))
+		p.out.AppendQuery(rms, ts, outputQuery(&figs.work.Queries[i], p.queryText))
 	}
 	for i := range figs.work.Finished {
 		pipeline.AppendFinishedQuery(rms, &figs.work.Finished[i])
@@ -386,57 +384,4 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 	for i := range figs.work.Ended {
 		pipeline.AppendEndedSession(rms, &figs.work.Ended[i])
 	}
-}
-
-// sessionFigures are one session's figures; a session with no process gets zeros.
-func (p *snapshotDiff) sessionFigures(f *figures, key pipeline.SessionKey) *pipeline.SessionFigures {
-	sf := f.session(key)
-	out := &pipeline.SessionFigures{Windows: make([]pipeline.WindowFigures, len(f.windows))}
-	for w := range f.windows {
-		wf := &out.Windows[w]
-		wf.Span = f.windows[w].span
-		if sf.known {
-			wf.Deltas, wf.Partial = f.windows[w].deltas[sf.row], f.windows[w].partial[sf.row]
-		}
-	}
-	out.Known = pipeline.EveryCounter // a session no process has
-	if sf.known {
-		out.Known = f.known[sf.row]
-		out.Lifetime, out.LifetimePartial = f.lifetime[sf.row], f.lifetimePartial[sf.row]
-		out.Processes, out.Hosts = int64(f.processes[sf.row]), int64(f.hosts[sf.row])
-		out.MemoryCluster, out.MemoryMaxHost = f.memoryCluster[sf.row], f.memoryMaxHost[sf.row]
-	}
-	if f.smoothed != nil {
-		avgs := f.smoothed.sessions[key]
-		if avgs == nil {
-			avgs = make([]averages, len(p.smoother.constants))
-		}
-		out.Smoothed = outputAverages(avgs)
-	}
-	if sf.known && f.segments != nil {
-		p.sessionSegments(out, f, sf.row)
-	}
-	return out
-}
-
-// clusterFigures are the snapshot resource's figures: per window the
-// counters of every process, and of the unattributed exits and the
-// postmasters' unrecorded CPU per segment; the smoothed ones.
-func (p *snapshotDiff) clusterFigures(f *figures) *pipeline.ClusterFigures {
-	out := &pipeline.ClusterFigures{}
-	for w := range f.windows {
-		wf := &f.windows[w]
-		out.Windows = append(out.Windows, pipeline.ClusterWindow{
-			Span: wf.span, Cluster: wf.cluster,
-			Unattributed: segmentCounters(wf.unattributed, f.hostNames),
-			Unrecorded:   segmentCounters(wf.unrecorded, f.hostNames),
-		})
-	}
-	if s := f.smoothed; s != nil {
-		for _, h := range s.hosts {
-			out.Hosts = append(out.Hosts, pipeline.HostAverages{Host: h.host, Avgs: outputAverages(h.avgs)})
-		}
-		out.Cluster = outputAverages(s.cluster)
-	}
-	return out
 }

@@ -143,19 +143,3 @@ func (v *storeProcesses) Steps(yield func(*querylife.Step)) {
 		yield(&step)
 	}
 }
-
-// queryFigures is one query as the output writes it.
-func (p *snapshotDiff) queryFigures(q *querylife.Figures) *pipeline.QueryFigures {
-	out := &pipeline.QueryFigures{Session: q.Session, CommandCount: q.CommandCount, Start: q.Start, End: q.End,
-		Totals: q.Totals, Known: q.Known, Partial: q.Partial, Skew: querySkews(q.Segments), Spill: q.Spill, Segments: q.Segments}
-	if p.queryText {
-		out.Text = p.cutText(q.Text)
-	}
-	return out
-}
-
-// cutText is a query's text as the output writes it: cut to queries::text_max_length.
-func (p *snapshotDiff) cutText(text string) *string {
-	cut, _ := pipeline.CutUTF8(text, p.queryTextMax)
-	return &cut
-}

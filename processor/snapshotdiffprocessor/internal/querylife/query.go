@@ -76,95 +76,6 @@ func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uin
 	u.written += part(st[pipeline.DiskWrite])
 }
 
-// sessionQueries is one session's timeline of queries, and what its
-// event will say once it ends (settle.go).
-type sessionQueries struct {
-	// since is when the session's activity was first seen: what happened
-	// before is unknown and is attributed to no query.
-	since   int64
-	queries []*query // by start
-	headPID int64    // gpotel.session.pid: the coordinator backend
-	// forgotten is the latest start of a query dropped after its event:
-	// pg_stat_activity may name it for long after, and it is not new.
-	forgotten int64
-	life      sessionLife
-	says      serverSays // the log records and the exit of its coordinator backend
-}
-
-// find returns the query a head sighting names: while it runs, the one with
-// its title's command count when there is one; otherwise (no count, or idle
-// with a count past the statement's own) the one with its start.
-func (sq *sessionQueries) find(ccnt, start int64, running bool) *query {
-	for _, q := range sq.queries {
-		if running && ccnt > 0 {
-			if q.ccnt == ccnt {
-				return q
-			}
-		} else if q.start == start {
-			return q
-		}
-	}
-	if running && ccnt > 0 {
-		return nil
-	}
-	// A statement first seen with its predecessor's query_start and seen
-	// again only with its own (idle, or running without a title count).
-	for _, q := range slices.Backward(sq.queries) {
-		if q.startStale && q.start < start {
-			return q
-		}
-	}
-	return nil
-}
-
-// owner returns the query a process whose title shows command count c
-// worked for. Greenplum's dispatcher numbers a statement in its title and
-// hands the statement's executors counts from there up to, not including,
-// the next statement's title count: it is the last query seen with a title
-// count at most c, unless that one is known to have ended at a smaller
-// count. nil: its statement was never seen.
-func (sq *sessionQueries) owner(c int64) *query {
-	var last *query
-	for _, q := range sq.queries { // by start, so by command count
-		if q.ccnt > c {
-			break
-		}
-		if q.lastCcnt != 0 && q.lastCcnt < c {
-			last = nil
-			continue
-		}
-		last = q
-	}
-	return last
-}
-
-// holdSpill sets what each query holds now from the session's workfile
-// rows, each the owner's of its command count (an executor's count is
-// past its statement's title count), and keeps the most each held.
-func (sq *sessionQueries) holdSpill(rows []pipeline.Spill) {
-	for _, q := range sq.queries {
-		if q.spill != nil {
-			q.spill.Bytes, q.spill.Files = 0, 0
-		}
-	}
-	for _, r := range rows {
-		q := sq.owner(r.CommandCount)
-		if q == nil {
-			continue
-		}
-		if q.spill == nil {
-			q.spill = &pipeline.QuerySpill{}
-		}
-		q.spill.Bytes += r.Bytes
-		q.spill.Files += r.Files
-	}
-	for _, q := range sq.queries {
-		if sp := q.spill; sp != nil {
-			sp.MaxBytes, sp.MaxFiles = max(sp.MaxBytes, sp.Bytes), max(sp.MaxFiles, sp.Files)
-		}
-	}
-}
-
 // mayHaveRun tells whether a process whose title counts went from lo to hi
 // can have worked for q.
 func (q *query) mayHaveRun(lo, hi int64) bool {
@@ -178,66 +89,6 @@ func (q *query) ran(from, to, since int64) int64 {
 		hi = min(hi, q.end)
 	}
 	return max(hi-lo, 0)
-}
-
-// share hands the steps of (from, to] to the queries that ran in it, by
-// how long each ran there; time before since is nobody's to claim.
-func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment) {
-	sq.shareAmong(st, from, to, known, hs, func(*query) bool { return true })
-}
-
-// shareAmong is share over the queries for which eligible holds.
-func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment, eligible func(*query) bool) {
-	if to <= from {
-		return
-	}
-	total := max(0, min(to, sq.since)-from)
-	type overlap struct {
-		q  *query
-		ns int64
-	}
-	var parts [4]overlap
-	overlaps := parts[:0]
-	for _, q := range sq.queries {
-		if !eligible(q) {
-			continue
-		}
-		if ns := q.ran(from, to, sq.since); ns > 0 {
-			overlaps = append(overlaps, overlap{q, ns})
-			total += ns
-		}
-	}
-	for _, o := range overlaps {
-		o.q.add(st, float64(o.ns)/float64(total), o.ns, known, hs)
-	}
-}
-
-// foldEndingsOf merges into q each query keyed by a title read after
-// pg_stat_activity still showed q active, whose own start no sighting
-// showed: Greenplum's idle title after a planned statement counts one past
-// its running one, so such a query is q seen ending, not a new statement.
-// idleCcnt is the count of the idle title q is now seen under; 0 when the
-// session left, which ends every such query as q's.
-func (sq *sessionQueries) foldEndingsOf(q *query, idleCcnt int64) {
-	sq.queries = slices.DeleteFunc(sq.queries, func(p *query) bool {
-		if p == q || !p.startStale || p.start != q.start || p.finished || idleCcnt != 0 && p.ccnt != idleCcnt {
-			return false
-		}
-		q.fold(p)
-		sq.life.queries--
-		return true
-	})
-}
-
-// leave marks the session gone at now (snapshot seq), its running queries
-// ended with it.
-func (sq *sessionQueries) leave(seq uint64, now int64) {
-	for _, q := range slices.Clone(sq.queries) {
-		if !q.startStale && slices.Contains(sq.queries, q) {
-			sq.foldEndingsOf(q, 0)
-		}
-	}
-	sq.life.leave(sq.queries, seq, now)
 }
 
 // fold adds what was attributed to p, which was q all along.
@@ -281,14 +132,16 @@ func (q *query) endAt(end int64, seen endSighting, seq uint64) {
 	q.end, q.seen, q.endSeen = end, seen, seq
 }
 
-// forget tells whether to drop q: its event is past and old is true.
-func (sq *sessionQueries) forget(q *query, old bool) bool {
-	if !q.finished || !old {
-		return false
-	}
-	sq.forgotten = max(sq.forgotten, q.start)
-	return true
-}
+// endSighting is what the snapshots saw of a query's end.
+type endSighting uint8
+
+const (
+	stillRunning endSighting = iota
+	seenIdle                 // its session idle after it: state_change is its end
+	seenAborted              // idle in an aborted transaction after it
+	sessionLeft              // its session was gone while it ran
+	superseded               // the next statement had started before a snapshot saw it end
+)
 
 // headCommandCount is the title command count of the session's head
 

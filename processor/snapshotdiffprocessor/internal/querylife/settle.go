@@ -4,7 +4,6 @@
 package querylife
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
@@ -16,115 +15,6 @@ import (
 // and every process seen since has its steps after the end (docs/pipeline.md,
 // finished work).
 const settleSnapshots = 1
-
-// sessionLife is what a session's event says: who, from when to when,
-// and its totals over every process it had, exited ones included.
-type sessionLife struct {
-	start        int64 // backend_start; the first snapshot that saw it without one
-	backendStart int64 // 0: the server reported none
-	who          pipeline.SessionWho
-	system       bool // not a client session: no event
-	own          bool // the collector's own connection: no event, none of its queries either
-	lastSeen     int64
-	queries      int64
-	totals       pipeline.Counters
-	known        uint32
-	hosts        map[uint32]bool // hosts its processes ran on
-	partial      partialMark
-	memoryPeak   int64
-	spillMax     int64
-	lockWait     int64
-	vmemPeak     int64
-	gone         int64  // the first snapshot without it; 0 while it lives
-	goneSeen     uint64 // that snapshot's sequence number
-	ended        bool   // its event was written, or none is due
-}
-
-// begin starts the life of a session first seen at now; one that started
-// before gpotel watched (watchedFrom), or of unknown start seen in the
-// timeline's first snapshot, is partial.
-func (l *sessionLife) begin(act *Activity, now, watchedFrom int64, firstSnapshot bool) {
-	l.backendStart = act.BackendStart
-	l.start = cmp.Or(act.BackendStart, now)
-	if l.start < watchedFrom || (act.BackendStart == 0 && firstSnapshot) {
-		l.partial.startBefore(now)
-	}
-}
-
-// reusedBy tells an activity of another session under the same key: its
-// backend started at another time.
-func (l *sessionLife) reusedBy(act *Activity) bool {
-	return l.backendStart != 0 && act.BackendStart != 0 && act.BackendStart != l.backendStart
-}
-
-// see takes in what the newest snapshot says of whose session it is.
-func (l *sessionLife) see(act *Activity) {
-	l.who, l.system = act.Who, act.System
-	l.own = l.own || act.Own
-	l.vmemPeak = max(l.vmemPeak, act.Vmem)
-}
-
-// leave marks the session gone at now (snapshot seq), and its running
-// query ended with it.
-func (l *sessionLife) leave(queries []*query, seq uint64, now int64) {
-	if l.gone == 0 {
-		l.gone, l.goneSeen = now, seq
-	}
-	for _, q := range queries {
-		q.endAt(now, sessionLeft, seq)
-	}
-}
-
-// holdSpill keeps the most workfile bytes its queries held at once.
-func (l *sessionLife) holdSpill(queries []*query) {
-	var held int64
-	for _, q := range queries {
-		if q.spill != nil {
-			held += q.spill.Bytes
-		}
-	}
-	l.spillMax = max(l.spillMax, held)
-}
-
-// addSessionStep adds one process's step to the session's totals.
-func (sq *sessionQueries) addSessionStep(st *pipeline.Counters, known uint32, host uint32) {
-	l := &sq.life
-	for c, v := range st {
-		l.totals[c] += v
-	}
-	l.known |= known
-	if l.hosts == nil {
-		l.hosts = map[uint32]bool{}
-	}
-	l.hosts[host] = true
-}
-
-// retiredSession is a session whose key another one took before its event
-// was written.
-type retiredSession struct {
-	key pipeline.SessionKey
-	sq  *sessionQueries
-}
-
-// retire ends sq at now and keeps it until its events are written.
-func (t *Tracker) retire(sq *sessionQueries, seq uint64, now int64) {
-	sq.leave(seq, now)
-	for key, cur := range t.sessions {
-		if cur == sq {
-			t.retired = append(t.retired, retiredSession{key, sq})
-			delete(t.sessions, key)
-			return
-		}
-	}
-}
-
-// noteMemory keeps each session's largest resident memory over all its
-// processes in one snapshot.
-func (t *Tracker) noteMemory(procs Processes) {
-	for key, sq := range t.sessions {
-		sq.life.memoryPeak = max(sq.life.memoryPeak, procs.SessionMemory(key))
-	}
-}
 
 // settle writes the events of the queries and sessions whose figures can
 // no longer change: settleSnapshots after the snapshot that saw them end,
@@ -213,4 +103,42 @@ func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessi
 			CPU: u.cpu, Read: u.read, Written: u.written})
 	}
 	return f
+}
+
+// awaitsExit tells a session gone without its head's exit where exit
+// records come: a backend leaves pg_stat_activity before it exits, so its
+// record may come a scrape or more after the first snapshot without it.
+func (t *Tracker) awaitsExit(sq *sessionQueries) bool {
+	return t.exitsHeard && sq.life.gone != 0 && sq.headPID != 0 && sq.says.exit == nil
+}
+
+// logStateAt is how far the log was read with respect to time at.
+func (t *Tracker) logStateAt(at int64) logState {
+	switch {
+	case t.logReadThrough == 0:
+		return logNotRead
+	case t.logReadThrough >= at:
+		return logCovers
+	}
+	return logBehind
+}
+
+// retire ends sq at now and keeps it until its events are written.
+func (t *Tracker) retire(sq *sessionQueries, seq uint64, now int64) {
+	sq.leave(seq, now)
+	for key, cur := range t.sessions {
+		if cur == sq {
+			t.retired = append(t.retired, retiredSession{key, sq})
+			delete(t.sessions, key)
+			return
+		}
+	}
+}
+
+// noteMemory keeps each session's largest resident memory over all its
+// processes in one snapshot.
+func (t *Tracker) noteMemory(procs Processes) {
+	for key, sq := range t.sessions {
+		sq.life.memoryPeak = max(sq.life.memoryPeak, procs.SessionMemory(key))
+	}
 }

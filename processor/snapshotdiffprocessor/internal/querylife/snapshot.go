@@ -3,7 +3,9 @@
 
 package querylife
 
-import "github.com/gpotel/gpotel/internal/pipeline"
+import (
+	"github.com/gpotel/gpotel/internal/pipeline"
+)
 
 // Activity is what a session resource's gpotel.session.info says about the
 // session's current (or last) query.
@@ -96,4 +98,28 @@ type Step struct {
 	// Counters are what it used since its previous reading (its creation
 	// when none), never negative.
 	Counters pipeline.Counters
+}
+
+// Figures are one query as written after a snapshot.
+type Figures struct {
+	Session                  pipeline.SessionKey
+	CommandCount, Start, End int64 // End is 0 while it runs
+	Text                     string
+	Totals                   pipeline.Counters
+	Known                    uint32 // the counters some process of it reported (bit per Figure)
+	Partial                  bool
+	Spill                    *pipeline.QuerySpill  // nil until a read saw it hold workfiles
+	Segments                 []pipeline.SegmentUse // by host row, then content id
+}
+
+// Work is what the tracker writes after a snapshot: every query to write
+// figures of, and the events of the queries and sessions that finished.
+// The events' skew is the caller's to compute from their segments.
+type Work struct {
+	Queries  []Figures
+	Finished []pipeline.FinishedQuery
+	Ended    []pipeline.EndedSession
+	// IgnoredEndings counts the log records and exits of no session
+	// followed, or of another backend than the session's.
+	IgnoredEndings int
 }

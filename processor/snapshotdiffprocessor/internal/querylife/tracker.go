@@ -7,113 +7,9 @@ import (
 	"cmp"
 	"math"
 	"slices"
-	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
-
-// rowSighting is what the tracker remembers of a process row.
-type rowSighting struct {
-	id   ProcessID // whose sighting it is: a reused row is a new process
-	at   int64     // when it was last read (the snapshot time plus its host's read delay); 0: never
-	ccnt int64
-}
-
-// Tracker attributes every process's steps to its session's queries
-// (docs/pipeline.md, query figures) and tells when each query and session
-// ended, and how (docs/pipeline.md, finished work).
-type Tracker struct {
-	keep        int64 // ns an ended query stays: the longest window
-	maxFinished int
-	sessions    map[pipeline.SessionKey]*sessionQueries
-	// retired are sessions whose key a new session took (a reused pid on
-	// PostgreSQL) while their event was still due.
-	retired []retiredSession
-	rows    []rowSighting // by process row
-	// first is the time of the first snapshot of this timeline.
-	first int64
-	// opened is when the collector started (unix ns), 0 after a clock
-	// step: what began after it was seen from its start.
-	opened int64
-	// text is a query's text as its event carries it; nil: none (queries::text off).
-	text func(string) *string
-	// logReadThrough: the coordinator's log records written before it have
-	// been heard (unix ns); 0: no log is read.
-	logReadThrough int64
-	// exitsHeard: exit records come (an exit was heard), so a session that
-	// left without its head's exit waits for it.
-	exitsHeard bool
-	segs       []segmentUse // room to sort a query's segments in
-}
-
-// Config is what a Tracker keeps and writes.
-type Config struct {
-	Keep        time.Duration // how long an ended query's figures stay: the longest window
-	MaxFinished int           // the most ended queries whose figures stay
-	// Text is a query's text as its event carries it; nil: none.
-	Text func(string) *string
-	// Opened is when the collector started (unix ns): what began after it
-	// was seen from its start; 0: unknown.
-	Opened int64
-}
-
-// New is a Tracker that has seen no snapshot.
-func New(cfg Config) *Tracker {
-	return &Tracker{keep: int64(cfg.Keep), maxFinished: cfg.MaxFinished, sessions: map[pipeline.SessionKey]*sessionQueries{}, text: cfg.Text,
-		opened: cfg.Opened}
-}
-
-// Restart forgets every timeline: their times belong to a clock that was
-// stepped back. Queries seen again are marked partial; what was due an
-// event and had not settled gets none (its figures span two clocks).
-func (t *Tracker) Restart() {
-	clear(t.sessions)
-	t.retired = nil
-	t.logReadThrough = 0
-	t.rows = t.rows[:0]
-	t.first, t.opened = 0, 0
-}
-
-// watchedFrom is when gpotel began to watch this timeline: the collector's
-// start, or the timeline's first snapshot when that came first (after a
-// clock step). What started before is partial.
-func (t *Tracker) watchedFrom() int64 {
-	if t.opened != 0 && t.opened < t.first {
-		return t.opened
-	}
-	return t.first
-}
-
-// Figures are one query as written after a snapshot.
-type Figures struct {
-	Session                  pipeline.SessionKey
-	CommandCount, Start, End int64 // End is 0 while it runs
-	Text                     string
-	Totals                   pipeline.Counters
-	Known                    uint32 // the counters some process of it reported (bit per Figure)
-	Partial                  bool
-	Spill                    *pipeline.QuerySpill  // nil until a read saw it hold workfiles
-	Segments                 []pipeline.SegmentUse // by host row, then content id
-}
-
-// Work is what the tracker writes after a snapshot: every query to write
-// figures of, and the events of the queries and sessions that finished.
-// The events' skew is the caller's to compute from their segments.
-type Work struct {
-	Queries  []Figures
-	Finished []pipeline.FinishedQuery
-	Ended    []pipeline.EndedSession
-	// IgnoredEndings counts the log records and exits of no session
-	// followed, or of another backend than the session's.
-	IgnoredEndings int
-}
-
-func endingsIn(hs []HostEndings) (n int) {
-	for _, h := range hs {
-		n += len(h.Endings)
-	}
-	return n
-}
 
 // Update takes in the newest committed snapshot with the activity of its
 // sessions and returns every query to write, and what finished.
@@ -155,6 +51,52 @@ func (t *Tracker) Update(in *Snapshot) Work {
 	t.settle(&in.Hosts, in.Seq, now, &out)
 	out.Queries = t.figures(in.Activities, &in.Hosts, now)
 	return out
+}
+
+func endingsIn(hs []HostEndings) (n int) {
+	for _, h := range hs {
+		n += len(h.Endings)
+	}
+	return n
+}
+
+// hear takes in the endings of a closing batch: each log record and exit
+// goes to its session (a record of another backend under the same
+// PostgreSQL session id, or an exit of another process, is ignored and
+// counted); the log's read-through time moves on. An ending of a session
+// not followed yet is returned unplaced: the same batch's snapshot may be
+// the first to see it (a session that lived across one snapshot exits
+// before that snapshot's batch closes), so update hears it again once the
+// snapshot is observed.
+func (t *Tracker) hear(endings []HostEndings) (unplaced []HostEndings, ignored int) {
+	for _, h := range endings {
+		if h.LogReadThrough != 0 {
+			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
+		}
+		var later []pipeline.Ending
+		for i := range h.Endings {
+			e := h.Endings[i]
+			t.exitsHeard = t.exitsHeard || e.Exited
+			sq := t.sessions[pipeline.SessionKey{TmID: h.TmID, ID: e.Session}]
+			switch {
+			case sq == nil:
+				later = append(later, e)
+			case !sq.life.couldHaveSaid(&e, sq.headPID):
+				ignored++
+			case e.Exited:
+				sq.says.exit = &e
+			default:
+				if len(sq.says.logged) == maxLogged {
+					sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
+				}
+				sq.says.logged = append(sq.says.logged, e)
+			}
+		}
+		if len(later) > 0 {
+			unplaced = append(unplaced, HostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, TmID: h.TmID})
+		}
+	}
+	return unplaced, ignored
 }
 
 // observe updates one session's timeline from its activity; prev is the
@@ -367,16 +309,6 @@ func (t *Tracker) figures(acts map[pipeline.SessionKey]Activity, hosts *Hosts, n
 	return out
 }
 
-func sign(v int64) int64 {
-	switch {
-	case v < 0:
-		return -1
-	case v > 0:
-		return 1
-	}
-	return 0
-}
-
 // figures are q as written after a snapshot, its segments sorted; host
 // names by host row.
 func (q *query) figures(session pipeline.SessionKey, segs []segmentUse, names []string) Figures {
@@ -391,4 +323,14 @@ func (q *query) figures(session pipeline.SessionKey, segs []segmentUse, names []
 		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: names[u.at.host], Segment: u.at.segment, CPU: u.cpu, Read: u.read, Written: u.written})
 	}
 	return f
+}
+
+func sign(v int64) int64 {
+	switch {
+	case v < 0:
+		return -1
+	case v > 0:
+		return 1
+	}
+	return 0
 }
