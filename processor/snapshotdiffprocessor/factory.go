@@ -39,10 +39,7 @@ func createMetricsOpenedAt(
 	if err != nil {
 		return nil, err
 	}
-	p := newSnapshotDiff(c, set.Logger, tb)
-	if p.queries != nil {
-		p.queries.opened = opened.UnixNano()
-	}
+	p := newSnapshotDiff(c, set.Logger, tb, opened.UnixNano())
 	p.next = next
 	return processorhelper.NewMetrics(ctx, set, cfg, next, p.processMetrics,
 		processorhelper.WithCapabilities(consumer.Capabilities{MutatesData: true}),

@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // windowFigures are one window's per-session results, indexed by session row.
@@ -21,12 +22,6 @@ type windowFigures struct {
 	cluster      pipeline.Counters
 	unattributed map[hostSegment]*pipeline.Counters
 	unrecorded   map[hostSegment]*pipeline.Counters
-}
-
-// hostSegment is one segment instance: its host row and content id.
-type hostSegment struct {
-	host    uint32
-	segment int32
 }
 
 // figures are the session results of the newest snapshot, indexed by
@@ -45,8 +40,8 @@ type figures struct {
 	memoryMaxHost []memoryGauges
 	sessionIndex  map[pipeline.SessionKey]uint32
 	smoothed      *smoothedFigures // nil when smoothing is off
-	work          trackedWork      // with query figures on
-	hostNames     []string         // by host row, for the query figures
+	work          querylife.Work   // with query figures on
+	hostNames     []string         // by host row, for the per-segment cluster figures
 	segments      *segmentFigures
 	// carried are the processes the store carried unchanged, by host, as
 	// last sighted (emit_process_metrics on).

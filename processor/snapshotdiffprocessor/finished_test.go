@@ -4,8 +4,6 @@
 package snapshotdiffprocessor
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"math"
 	"reflect"
@@ -13,16 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer/consumertest"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/processor"
-	"go.opentelemetry.io/collector/processor/processorhelper"
-	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
 
 // events are the finished_query and ended_session resources of one output.
@@ -739,41 +733,6 @@ func TestSessionThatRanNoQueryGetsItsEvent(t *testing.T) {
 	ev := feedEach(t, p, sink, noSession(0), idleSession(1, 0.1), idleSession(2, 0.2), noSession(3), noSession(4), noSession(5))
 	if len(ev.sessions) != 1 || ev.sessions[0].Queries != 0 || len(ev.queries) != 0 {
 		t.Fatalf("events %+v, want one session event of no query", ev)
-	}
-}
-
-// The tracker forgets a session that left once its event is written and
-// its queries are past the longest window: nothing of it stays.
-func TestALeftSessionIsForgottenOnceItsEventIsWritten(t *testing.T) {
-	tb, err := metadata.NewTelemetryBuilder(componenttest.NewNopTelemetrySettings())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := queryConfig()
-	cfg.Windows = []time.Duration{5 * time.Second}
-	p := newSnapshotDiff(cfg, zap.NewNop(), tb)
-	p.next = new(consumertest.MetricsSink)
-	tracked := func(s pipelinetest.Snapshot) int {
-		t.Helper()
-		for _, md := range s.Batches() {
-			// A batch that only opens or feeds a snapshot is swallowed.
-			if _, err := p.processMetrics(context.Background(), md); err != nil && !errors.Is(err, processorhelper.ErrSkipProcessingData) {
-				t.Fatal(err)
-			}
-		}
-		return len(p.queries.sessions)
-	}
-	tracked(noSession(0))
-	tracked(idleSession(1, 0.1))
-	if n := tracked(noSession(2)); n != 1 {
-		t.Fatalf("%d sessions tracked when the session left, its event not yet written; want 1", n)
-	}
-	n := 0
-	for sec := 3.0; sec <= 12; sec++ {
-		n = tracked(noSession(sec))
-	}
-	if n != 0 {
-		t.Errorf("%d sessions tracked long after the only one left and its event was written", n)
 	}
 }
 

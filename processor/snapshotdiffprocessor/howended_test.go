@@ -126,7 +126,8 @@ func TestSessionEndReasonFromTheServer(t *testing.T) {
 	}{
 		{"terminated while idle", []pipeline.Ending{logged(1.8, "FATAL", "57P01", "terminating connection due to administrator command"), exited(1.8, 1, 0)},
 			pipeline.QueryCompleted, pipeline.SessionTerminated},
-		{"crash of another backend", []pipeline.Ending{exited(1.8, exitQuickDie, 0)}, pipeline.QueryCompleted, pipeline.SessionServerShutdown},
+		// Exit code 2: told to quit at once.
+		{"crash of another backend", []pipeline.Ending{exited(1.8, 2, 0)}, pipeline.QueryCompleted, pipeline.SessionServerShutdown},
 		{"killed", []pipeline.Ending{exited(1.8, 0, 9)}, pipeline.QueryCompleted, pipeline.SessionTerminated},
 		{"connection reset while idle", []pipeline.Ending{logged(1.8, "LOG", "08006", "could not receive data from client: Connection reset by peer"), exited(1.8, 0, 0)},
 			pipeline.QueryCompleted, pipeline.SessionConnectionLost},
@@ -205,21 +206,6 @@ func TestMessageIsBounded(t *testing.T) {
 	assert.Contains(t, q.ErrorMessage, "…", "a cut message says so")
 }
 
-// Greenplum logs a statement's failure at the command count its title
-// showed (a parse error) or past it (CreateQueryDesc counts again): a
-// record with a smaller count is an earlier statement's.
-func TestRecordOfAnEarlierCommandIsNotTheQuerys(t *testing.T) {
-	q := &query{start: at(0).UnixNano(), end: at(1.5).UnixNano(), seen: seenIdle, ccnt: 5}
-	earlier := logged(1.4995, "ERROR", "42703", "column t1.b does not exist")
-	earlier.CommandCount = 4
-	says := &serverSays{logged: []pipeline.Ending{earlier}}
-	assert.Equal(t, pipeline.QueryCompleted, judgeQuery(q, says, logCovers).status)
-	for _, cmd := range []int64{5, 6} {
-		says.logged[0].CommandCount = cmd
-		assert.Equal(t, pipeline.QueryError, judgeQuery(q, says, logCovers).status, "cmd%d", cmd)
-	}
-}
-
 // A client killed while rows stream, as a real Greenplum 6 logs it: a LOG
 // 08006 (the send failed), then FATAL 08006, exit 1.
 func TestClientLostWhileRowsStream(t *testing.T) {
@@ -230,64 +216,6 @@ func TestClientLostWhileRowsStream(t *testing.T) {
 	assert.Equal(t, "08006", q.SQLState)
 	assert.Equal(t, pipeline.SessionConnectionLost, s.EndReason)
 	assert.Equal(t, "connection to client lost", s.Message)
-}
-
-// Greenplum's numbering rule on the counts a real 6.24.3 coordinator gave
-// one session (docs/compatibility.md): SELECT ran as cmd1 (idle cmd2); a
-// 42703 failed at analysis, logged and idle cmd3; SELECT cmd4 (idle cmd5);
-// SET (idle cmd6); a 22012 logged and idle cmd8; SELECT cmd9. A statement
-// seen idle after it owns only the records at its idle title's count; one
-// seen only running with title N owns N and N+1, and a failure past N+1
-// is a later statement's or its functions': neither its nor completed.
-func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
-	record := func(cmd int64, sqlstate string) *serverSays {
-		r := logged(1.4, "ERROR", sqlstate, "its message")
-		r.CommandCount = cmd
-		return &serverSays{logged: []pipeline.Ending{r}}
-	}
-	idleAfter := func(running, idle int64) *query {
-		return &query{start: at(0).UnixNano(), end: at(1.5).UnixNano(), seen: seenIdle, ccnt: running, lastCcnt: idle}
-	}
-	for _, tc := range []struct {
-		name string
-		q    *query
-		says *serverSays
-		want string
-	}{
-		{"SELECT cmd1 (idle cmd2), the 42703 after it at cmd3", idleAfter(1, 2), record(3, "42703"), pipeline.QueryCompleted},
-		{"the 42703 seen only idle, at its own cmd3", idleAfter(3, 3), record(3, "42703"), pipeline.QueryError},
-		{"the 22012 seen only idle (cmd8), at cmd8", idleAfter(8, 8), record(8, "22012"), pipeline.QueryError},
-		{"the 22012 seen only idle (cmd8), a record at cmd9", idleAfter(8, 8), record(9, "22012"), pipeline.QueryCompleted},
-		{"SELECT cmd4 (idle cmd5), a record at cmd6", idleAfter(4, 5), record(6, "22012"), pipeline.QueryCompleted},
-		{"SELECT cmd4 (idle cmd5), a record at cmd5", idleAfter(4, 5), record(5, "57014"), pipeline.QueryCancelled},
-		{"a testbed record without a count", idleAfter(4, 5), record(0, "22012"), pipeline.QueryError},
-		// Its idle title read a moment late shows the next statement's cmd6.
-		{"SELECT cmd4 failing at cmd5, idle title read as cmd6", idleAfter(4, 6), record(5, "22012"), pipeline.QueryError},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, judgeQuery(tc.q, tc.says, logCovers).status)
-		})
-	}
-
-	// Seen running as cmd1, then its backend exited 0: a cancel is logged
-	// cmd2, an analysis error cmd1; cmd3 is the next statement's parse
-	// error (or a function's), which leaves this one's end untold.
-	for _, tc := range []struct {
-		cmd               int64
-		sqlstate, message string
-		want              string
-	}{
-		{1, "42703", "column t1.b does not exist", pipeline.QueryError},
-		{2, "57014", "canceling statement due to user request", pipeline.QueryCancelled},
-		{3, "42703", "column t1.b does not exist", pipeline.QueryUnknown},
-		{4, "22012", "division by zero", pipeline.QueryUnknown},
-	} {
-		q := &query{start: at(0).UnixNano(), seen: sessionLeft, ccnt: 1}
-		says := record(tc.cmd, tc.sqlstate)
-		says.logged[0].Message = tc.message
-		says.exit = &pipeline.Ending{Exited: true, Time: at(1.8).UnixNano()}
-		assert.Equal(t, tc.want, judgeQuery(q, says, logCovers).status, "seen running as cmd1, a record at cmd%d", tc.cmd)
-	}
 }
 
 // A session whose whole life falls between two snapshots but one, as the

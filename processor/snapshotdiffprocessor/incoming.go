@@ -5,10 +5,12 @@ package snapshotdiffprocessor
 
 import (
 	"errors"
+	"sync"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // incoming is one batch of ours decoded once, before the lock, into what
@@ -30,18 +32,12 @@ type incoming struct {
 	// departErr is the first one's error.
 	departSkipped int
 	departErr     error
-	activities    map[pipeline.SessionKey]sessionActivity // nil when query figures are off
-	endings       []hostEndings
+	activities    map[pipeline.SessionKey]querylife.Activity // nil when query figures are off
+	endings       []querylife.HostEndings
 	// endSkipped counts the endings points without an identity; endErr is
 	// the first one's error.
 	endSkipped int
 	endErr     error
-}
-
-// hostEndings are the endings of one endings resource.
-type hostEndings struct {
-	pipeline.HostEndings
-	tmID int64
 }
 
 // departedProcesses are the processes of one departed resource.
@@ -50,10 +46,23 @@ type departedProcesses struct {
 	tmID int64
 }
 
+// decoder decodes our batches, before the lock, so that batches of many
+// hosts decode at once.
+type decoder struct {
+	processes sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
+	// queries: the activities and endings are read (query figures on).
+	queries bool
+}
+
+func newDecoder(queries bool) *decoder {
+	d := &decoder{queries: queries}
+	d.processes.New = func() any { return &pipeline.ProcessDecoder{} }
+	return d
+}
+
 // decode reads a process or closing batch b of md; release gives its
-// decoder back. It runs before the lock, so that batches of many hosts
-// decode at once.
-func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
+// decoder back.
+func (d *decoder) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	in := &incoming{Batch: b}
 	rms := md.ResourceMetrics()
 	if b.Kind == pipeline.BatchProcesses && b.Header >= 0 {
@@ -69,7 +78,7 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	if in.err != nil {
 		return in
 	}
-	in.processes = p.decoders.Get().(*pipeline.ProcessDecoder)
+	in.processes = d.processes.Get().(*pipeline.ProcessDecoder)
 	in.processes.Decode(rms, b.Kinds, b.Time)
 	if b.Kind != pipeline.BatchClosing {
 		return in
@@ -79,14 +88,14 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 		if kind != pipeline.KindDeparted {
 			continue
 		}
-		d, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
+		dep, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
 		in.departSkipped += skipped
 		if in.departErr == nil {
 			in.departErr = err
 		}
-		in.departed = append(in.departed, departedProcesses{HostDepartures: d, tmID: tmID})
+		in.departed = append(in.departed, departedProcesses{HostDepartures: dep, tmID: tmID})
 	}
-	if p.queries != nil {
+	if d.queries {
 		in.activities = readActivities(rms, b.Kinds)
 		for i, kind := range b.Kinds {
 			if kind != pipeline.KindEndings {
@@ -97,16 +106,16 @@ func (p *snapshotDiff) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 			if in.endErr == nil {
 				in.endErr = err
 			}
-			in.endings = append(in.endings, hostEndings{HostEndings: h, tmID: tmID})
+			in.endings = append(in.endings, querylife.HostEndings{HostEndings: h, TmID: tmID})
 		}
 	}
 	return in
 }
 
 // release gives in's decoder back for the next batch.
-func (p *snapshotDiff) release(in *incoming) {
+func (d *decoder) release(in *incoming) {
 	if in.processes != nil {
-		p.decoders.Put(in.processes)
+		d.processes.Put(in.processes)
 		in.processes = nil
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // snapshotDiff turns each snapshot into per-session window figures.
@@ -29,24 +30,26 @@ type snapshotDiff struct {
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
 	out              *pipeline.OutputEncoder
-	smoother         *smoother     // nil when smoothing is off
-	queries          *queryTracker // nil when query figures are off
-	queryText        bool
-	queryTextMax     int
-	logger           *zap.Logger
-	telemetry        *metadata.TelemetryBuilder
+	smoother         *smoother          // nil when smoothing is off
+	queries          *querylife.Tracker // nil when query figures are off
+	// queryText is a query's text as the output writes it; nil: none.
+	queryText func(string) *string
+	logger    *zap.Logger
+	telemetry *metadata.TelemetryBuilder
 
 	mu    sync.Mutex // serialises snapshots: the store is one timeline
 	store *store
 
-	decoders sync.Pool // *pipeline.ProcessDecoder, one per batch being decoded
+	decoder *decoder
 	// carriedEncoder writes the processes carried unchanged, so that the
 	// per-process output stays dense (sparse batches).
 	carriedEncoder *pipeline.ProcessEncoder
 	next           consumer.Metrics // where sendCarried hands the carried processes
 }
 
-func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *snapshotDiff {
+// newSnapshotDiff makes the processor of a collector that started at
+// opened (unix ns): what began after it was seen from its start.
+func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.TelemetryBuilder, opened int64) *snapshotDiff {
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
@@ -54,19 +57,17 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		logger:           logger,
 		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
+		decoder:          newDecoder(cfg.Queries.Enabled),
 	}
-	p.decoders.New = func() any { return &pipeline.ProcessDecoder{} }
 	if cfg.EmitProcessMetrics {
 		p.store.procs.keepSamples = true
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
 	}
 	if cfg.Queries.Enabled {
-		p.queryText, p.queryTextMax = cfg.Queries.Text, cfg.Queries.TextMaxLength
-		var text func(string) *string
-		if p.queryText {
-			text = p.cutText
+		if cfg.Queries.Text {
+			p.queryText = textCutter(cfg.Queries.TextMaxLength)
 		}
-		p.queries = newQueryTracker(slices.Max(cfg.Windows), cfg.Queries.MaxFinished, text)
+		p.queries = querylife.New(querylife.Config{Keep: slices.Max(cfg.Windows), MaxFinished: cfg.Queries.MaxFinished, Text: p.queryText, Opened: opened})
 	}
 	if len(cfg.TimeConstants) > 0 {
 		p.smoother = newSmoother(cfg.TimeConstants)
@@ -83,14 +84,14 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 	case pipeline.BatchForeign:
 		return md, nil
 	case pipeline.BatchProcesses:
-		in := p.decode(md, b)
+		in := p.decoder.decode(md, b)
 		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s pipeline.ProcessSample) bool { return s.Sparse })
 		err := p.collect(ctx, in)
 		rewrite := err == nil && sparse && p.emitProcesses
 		if rewrite {
 			p.rewriteWhole(md, b, in.processes.Samples)
 		}
-		p.release(in)
+		p.decoder.release(in)
 		if err != nil {
 			return md, err
 		}
@@ -105,9 +106,9 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
 		p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
 	case pipeline.BatchClosing:
-		in := p.decode(md, b)
+		in := p.decoder.decode(md, b)
 		figs, err := p.ingest(ctx, in)
-		p.release(in)
+		p.decoder.release(in)
 		if err != nil {
 			p.logger.Warn("snapshot not ingested; forwarding it without session figures", zap.Error(err))
 			p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
@@ -198,7 +199,7 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 			p.smoother.restartClock()
 		}
 		if p.queries != nil {
-			p.queries.restart()
+			p.queries.Restart()
 		}
 	}
 	if err := p.store.begin(t); err != nil {
@@ -271,8 +272,11 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		figs.smoothed = p.smoother.update(p.store)
 	}
 	if p.queries != nil {
-		figs.work = p.queries.update(p.store, in.activities, in.endings)
-		if n := figs.work.ignoredEndings; n > 0 {
+		figs.work = p.queries.Update(querySnapshot(p.store, in.activities, in.endings))
+		for i := range figs.work.Finished {
+			figs.work.Finished[i].Skew = querySkews(figs.work.Finished[i].Segments)
+		}
+		if n := figs.work.IgnoredEndings; n > 0 {
 			p.logger.Debug("log records and exits of no session gpotel follows, or of another backend than the session's, ignored", zap.Int("count", n))
 		}
 	}
@@ -361,99 +365,23 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 	for i, kind := range kinds {
 		switch kind {
 		case pipeline.KindSnapshot:
-			p.out.AppendCluster(rms.At(i), ts, p.clusterFigures(figs))
+			p.out.AppendCluster(rms.At(i), ts, outputCluster(figs))
 		case pipeline.KindSession:
 			key, ok := pipeline.SessionKeyOf(rms.At(i).Resource().Attributes())
 			if !ok {
 				p.logger.Warn("session resource lacks " + pipeline.AttrSessionID + "; no figures for it")
 				continue
 			}
-			p.out.AppendSession(rms.At(i), ts, p.sessionFigures(figs, key))
+			p.out.AppendSession(rms.At(i), ts, outputSession(figs, key))
 		}
 	}
-	for i := range figs.work.queries {
-		p.out.AppendQuery(rms, ts, p.queryFigures(&figs.work.queries[i], figs.hostNames))
+	for i := range figs.work.Queries {
+		p.out.AppendQuery(rms, ts, outputQuery(&figs.work.Queries[i], p.queryText))
 	}
-	for i := range figs.work.finished {
-		pipeline.AppendFinishedQuery(rms, &figs.work.finished[i])
+	for i := range figs.work.Finished {
+		pipeline.AppendFinishedQuery(rms, &figs.work.Finished[i])
 	}
-	for i := range figs.work.ended {
-		pipeline.AppendEndedSession(rms, &figs.work.ended[i])
+	for i := range figs.work.Ended {
+		pipeline.AppendEndedSession(rms, &figs.work.Ended[i])
 	}
-}
-
-// sessionFigures are one session's figures; a session with no process gets zeros.
-func (p *snapshotDiff) sessionFigures(f *figures, key pipeline.SessionKey) *pipeline.SessionFigures {
-	sf := f.session(key)
-	out := &pipeline.SessionFigures{Windows: make([]pipeline.WindowFigures, len(f.windows))}
-	for w := range f.windows {
-		wf := &out.Windows[w]
-		wf.Span = f.windows[w].span
-		if sf.known {
-			wf.Deltas, wf.Partial = f.windows[w].deltas[sf.row], f.windows[w].partial[sf.row]
-		}
-	}
-	out.Known = pipeline.EveryCounter // a session no process has
-	if sf.known {
-		out.Known = f.known[sf.row]
-		out.Lifetime, out.LifetimePartial = f.lifetime[sf.row], f.lifetimePartial[sf.row]
-		out.Processes, out.Hosts = int64(f.processes[sf.row]), int64(f.hosts[sf.row])
-		out.MemoryCluster, out.MemoryMaxHost = f.memoryCluster[sf.row], f.memoryMaxHost[sf.row]
-	}
-	if f.smoothed != nil {
-		avgs := f.smoothed.sessions[key]
-		if avgs == nil {
-			avgs = make([]averages, len(p.smoother.constants))
-		}
-		out.Smoothed = outputAverages(avgs)
-	}
-	if sf.known && f.segments != nil {
-		p.sessionSegments(out, f, sf.row)
-	}
-	return out
-}
-
-// clusterFigures are the snapshot resource's figures: per window the
-// counters of every process, and of the unattributed exits and the
-// postmasters' unrecorded CPU per segment; the smoothed ones.
-func (p *snapshotDiff) clusterFigures(f *figures) *pipeline.ClusterFigures {
-	out := &pipeline.ClusterFigures{}
-	for w := range f.windows {
-		wf := &f.windows[w]
-		out.Windows = append(out.Windows, pipeline.ClusterWindow{
-			Span: wf.span, Cluster: wf.cluster,
-			Unattributed: segmentCounters(wf.unattributed, f.hostNames),
-			Unrecorded:   segmentCounters(wf.unrecorded, f.hostNames),
-		})
-	}
-	if s := f.smoothed; s != nil {
-		for _, h := range s.hosts {
-			out.Hosts = append(out.Hosts, pipeline.HostAverages{Host: h.host, Avgs: outputAverages(h.avgs)})
-		}
-		out.Cluster = outputAverages(s.cluster)
-	}
-	return out
-}
-
-// cutText is a query's text as the output writes it: cut to queries::text_max_length.
-func (p *snapshotDiff) cutText(text string) *string {
-	cut, _ := pipeline.CutUTF8(text, p.queryTextMax)
-	return &cut
-}
-
-// queryFigures is one query as the output writes it.
-func (p *snapshotDiff) queryFigures(q *queryFigures, hostNames []string) *pipeline.QueryFigures {
-	out := &pipeline.QueryFigures{Session: q.session, CommandCount: q.ccnt, Start: q.start, End: q.end,
-		Totals: q.totals, Known: q.known, Partial: q.partial.partial(), Skew: sessionSkews(q.segments)}
-	if q.spill != nil {
-		sp := *q.spill
-		out.Spill = &sp
-	}
-	if p.queryText {
-		out.Text = p.cutText(q.text)
-	}
-	for _, u := range q.segments {
-		out.Segments = append(out.Segments, pipeline.SegmentUse{Host: hostNames[u.at.host], Segment: u.at.segment, CPU: u.cpu, Read: u.read, Written: u.written})
-	}
-	return out
 }

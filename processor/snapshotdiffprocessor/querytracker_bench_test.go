@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
 // BenchmarkQueryAttribution200kProcesses times the per-query update of one
@@ -16,23 +17,23 @@ import (
 // 5m window) and reports it as a ratio of the window figures computed for
 // the same snapshot (reference).
 func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
-	qt := newQueryTracker(5*time.Minute, 1000, nil)
-	var acts map[pipeline.SessionKey]sessionActivity
+	qt := querylife.New(querylife.Config{Keep: 5 * time.Minute, MaxFinished: 1000})
+	var acts map[pipeline.SessionKey]querylife.Activity
 	var start int64
 	var written int
 	queries, figures := timeBesideWindowFigures(b, beside{
 		begin: func(n int, now int64) {
-			acts = map[pipeline.SessionKey]sessionActivity{}
+			acts = map[pipeline.SessionKey]querylife.Activity{}
 			// A new query every third snapshot, started half an interval ago.
 			start = now - int64(n%3)*int64(benchInterval) - int64(benchInterval)/2
 		},
 		process: func(p *pipeline.ProcessSample) {
 			key := pipeline.SessionKey{TmID: p.TmID, ID: p.Session}
 			if _, ok := acts[key]; !ok {
-				acts[key] = sessionActivity{pid: p.Session, running: true, queryStart: start}
+				acts[key] = querylife.Activity{PID: p.Session, Running: true, QueryStart: start}
 			}
 		},
-		run: func(s *store) { written = len(qt.update(s, acts, nil).queries) },
+		run: func(s *store) { written = len(qt.Update(querySnapshot(s, acts, nil)).Queries) },
 	})
 	b.ReportMetric(queries, "cpu-ns/query-update")
 	b.ReportMetric(figures, "cpu-ns/window-figures")

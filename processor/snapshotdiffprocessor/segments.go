@@ -10,6 +10,12 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
+// hostSegment is one segment instance: its host row and content id.
+type hostSegment struct {
+	host    uint32
+	segment int32
+}
+
 // segmentUse is what a session's processes on one segment instance used: CPU
 // in ns, disk bytes.
 type segmentUse struct {
@@ -137,63 +143,39 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 	return sf
 }
 
-// sessionSkews is the CPU and disk I/O skew of one session's (or query's) uses.
+// sessionSkews is the CPU and disk I/O skew of one session's uses.
 func sessionSkews(uses []segmentUse) pipeline.SkewPair {
-	cpuLoads := make([]segmentLoad, 0, len(uses))
-	ioLoads := make([]segmentLoad, 0, len(uses))
+	l := newSkewLoads(len(uses))
 	for _, u := range uses {
-		if u.at.segment < 0 {
-			continue // the coordinator, or a process without a segment id
-		}
-		cpuLoads = append(cpuLoads, segmentLoad{u.at.segment, float64(u.cpu)})
-		ioLoads = append(ioLoads, segmentLoad{u.at.segment, float64(u.read + u.written)})
+		l.add(u.at.segment, u.cpu, u.read+u.written)
 	}
-	return pipeline.SkewPair{CPU: outputSkew(skewOf(cpuLoads)), IO: outputSkew(skewOf(ioLoads))}
+	return l.skews()
 }
 
-// sessionSegments adds a session's skew figures and, with
-// emit_session_host_figures, its per-host figures.
-func (p *snapshotDiff) sessionSegments(out *pipeline.SessionFigures, f *figures, row uint32) {
-	sf := f.segments
-	for w := range f.windows {
-		out.Skews = append(out.Skews, sessionSkews(sf.windows[w][row]))
+// querySkews is the CPU and disk I/O skew of one query's uses.
+func querySkews(uses []pipeline.SegmentUse) pipeline.SkewPair {
+	l := newSkewLoads(len(uses))
+	for _, u := range uses {
+		l.add(u.Segment, u.CPU, u.Read+u.Written)
 	}
-	out.Skews = append(out.Skews, sessionSkews(sf.lifetime[row]))
-	if sf.hosts == nil {
-		return
+	return l.skews()
+}
+
+// skewLoads are the CPU and the disk I/O loads of the segments that took part.
+type skewLoads struct{ cpu, io []segmentLoad }
+
+func newSkewLoads(n int) skewLoads {
+	return skewLoads{cpu: make([]segmentLoad, 0, n), io: make([]segmentLoad, 0, n)}
+}
+
+func (l *skewLoads) add(segment int32, cpu, io int64) {
+	if segment < 0 {
+		return // the coordinator, or a process without a segment id
 	}
-	for w := range f.windows {
-		span := float64(f.windows[w].span) / 1e9
-		rate := func(v float64) float64 {
-			if span <= 0 {
-				return 0
-			}
-			return v / span
-		}
-		byHost := map[uint32]*segmentUse{}
-		var hosts []uint32
-		for _, u := range sf.windows[w][row] {
-			h := byHost[u.at.host]
-			if h == nil {
-				h = &segmentUse{}
-				byHost[u.at.host] = h
-				hosts = append(hosts, u.at.host)
-			}
-			h.cpu += u.cpu
-			h.read += u.read
-			h.written += u.written
-		}
-		slices.SortFunc(hosts, func(a, b uint32) int { return strings.Compare(sf.hostNames[a], sf.hostNames[b]) })
-		rates := make([]pipeline.HostRate, 0, len(hosts))
-		for _, h := range hosts {
-			u := byHost[h]
-			rates = append(rates, pipeline.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.cpu) / 1e9),
-				Read: rate(float64(u.read)), Write: rate(float64(u.written))})
-		}
-		out.HostRates = append(out.HostRates, rates)
-	}
-	out.HostNow = []pipeline.HostNow{}
-	for _, h := range sf.hosts[row] {
-		out.HostNow = append(out.HostNow, pipeline.HostNow{Host: sf.hostNames[h.host], RSS: h.rss, Processes: int64(h.processes)})
-	}
+	l.cpu = append(l.cpu, segmentLoad{segment, float64(cpu)})
+	l.io = append(l.io, segmentLoad{segment, float64(io)})
+}
+
+func (l *skewLoads) skews() pipeline.SkewPair {
+	return pipeline.SkewPair{CPU: outputSkew(skewOf(l.cpu)), IO: outputSkew(skewOf(l.io))}
 }

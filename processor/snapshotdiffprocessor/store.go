@@ -65,6 +65,22 @@ type store struct {
 	carried []uint32
 }
 
+// pendingRecord is a process of the snapshot being ingested.
+type pendingRecord struct {
+	session uint32
+	row     uint32
+	off     uint32
+	size    uint32
+}
+
+// sessionHostMemory is one session's memory on one host in the newest
+// snapshot.
+type sessionHostMemory struct {
+	session uint32
+	host    uint32
+	memory  memoryGauges
+}
+
 func newStore(windows []time.Duration, maxPoints int) *store {
 	return &store{
 		hosts:    newHostTable(),
@@ -139,58 +155,4 @@ func (s *store) removeProcess(row uint32) {
 	s.sessions.release(s.procs.keys[row].session)
 	s.procs.remove(row)
 	s.windows.clearRow(row)
-}
-
-// commit closes the snapshot being ingested with its hosts' answers, moves
-// every window's old snapshot and trims the ring; computeFigures then reads
-// the result.
-func (s *store) commit(hosts []pipeline.HostAnswer) error {
-	if !s.ingesting {
-		return errNoSnapshot
-	}
-	s.ingesting = false
-	s.pendDown = s.pendDown[:0]
-	s.pendUp = s.pendUp[:0]
-	rows := make([]uint32, len(hosts))
-	for i := range hosts {
-		rows[i] = s.hosts.row(hosts[i].Host)
-	}
-	listed := make([]bool, len(s.hosts.names))
-	clear(s.hosts.readDelay)
-	for i, row := range rows {
-		listed[row] = true
-		s.hosts.readDelay[row] = hosts[i].ReadDelay
-		if s.hosts.batches.Answered(row, &hosts[i]) {
-			s.pendUp = append(s.pendUp, row)
-		} else {
-			s.pendDown = append(s.pendDown, row)
-		}
-	}
-	// A host whose batches came but whose answer did not (the closing
-	// batch was lost) is not known to have answered.
-	for row := range s.hosts.names {
-		if !listed[row] && s.hosts.batches.Unlisted(uint32(row)) {
-			s.pendDown = append(s.pendDown, uint32(row))
-		}
-	}
-	s.carryUnchanged()
-	sn := s.packSnapshot()
-	s.prevOrder = s.prevOrder[:0]
-	for _, r := range s.records {
-		s.prevOrder = append(s.prevOrder, r.row)
-	}
-	s.nextSeq++
-	oldest := s.windows.push(sn)
-
-	s.hosts.setDown(sn.hostsDown, sn.time)
-	for _, h := range s.pendUp {
-		s.hosts.answered[h] = sn.seq
-	}
-
-	for row, seen := range s.procs.seen {
-		if seen != 0 && seen < oldest {
-			s.removeProcess(uint32(row))
-		}
-	}
-	return nil
 }

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package snapshotdiffprocessor
+package querylife
 
 import (
 	"slices"

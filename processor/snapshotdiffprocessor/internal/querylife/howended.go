@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package snapshotdiffprocessor
+package querylife
 
 import (
 	"fmt"
@@ -17,30 +17,8 @@ import (
 // backends' exits, which the receiver hands over as endings resources.
 // The snapshots only say when.
 
-// endSighting is what the snapshots saw of a query's end.
-type endSighting uint8
-
-const (
-	stillRunning endSighting = iota
-	seenIdle                 // its session idle after it: state_change is its end
-	seenAborted              // idle in an aborted transaction after it
-	sessionLeft              // its session was gone while it ran
-	superseded               // the next statement had started before a snapshot saw it end
-)
-
-// maxLogged bounds the log records kept per session: a statement that
-// fails ends there, so the last few are all a query or the session needs.
-const maxLogged = 16
-
 // logSlack: the log writes times in milliseconds, cut, not rounded.
 const logSlack = int64(time.Millisecond)
-
-// serverSays is what the server told of one session: its log records,
-// oldest first, and its coordinator backend's exit.
-type serverSays struct {
-	logged []pipeline.Ending
-	exit   *pipeline.Ending
-}
 
 // logState is how far the coordinator's log was read.
 type logState uint8
@@ -50,76 +28,6 @@ const (
 	logCovers                  // read past the time in question
 	logBehind                  // read, but not yet past it
 )
-
-// hear takes in the endings of a closing batch: each log record and exit
-// goes to its session (a record of another backend under the same
-// PostgreSQL session id, or an exit of another process, is ignored and
-// counted); the log's read-through time moves on. An ending of a session
-// not followed yet is returned unplaced: the same batch's snapshot may be
-// the first to see it (a session that lived across one snapshot exits
-// before that snapshot's batch closes), so update hears it again once the
-// snapshot is observed.
-func (t *queryTracker) hear(endings []hostEndings) (unplaced []hostEndings, ignored int) {
-	for _, h := range endings {
-		if h.LogReadThrough != 0 {
-			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
-		}
-		var later []pipeline.Ending
-		for i := range h.Endings {
-			e := h.Endings[i]
-			t.exitsHeard = t.exitsHeard || e.Exited
-			sq := t.sessions[pipeline.SessionKey{TmID: h.tmID, ID: e.Session}]
-			switch {
-			case sq == nil:
-				later = append(later, e)
-			case !sq.life.couldHaveSaid(&e, sq.headPID):
-				ignored++
-			case e.Exited:
-				sq.says.exit = &e
-			default:
-				if len(sq.says.logged) == maxLogged {
-					sq.says.logged = append(sq.says.logged[:0], sq.says.logged[1:]...)
-				}
-				sq.says.logged = append(sq.says.logged, e)
-			}
-		}
-		if len(later) > 0 {
-			unplaced = append(unplaced, hostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, tmID: h.tmID})
-		}
-	}
-	return unplaced, ignored
-}
-
-// couldHaveSaid tells an ending that can be of this session: an exit of
-// its coordinator backend; a log record whose session start, where it
-// names one, is the backend's (to the second, as the log writes it).
-func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
-	if e.Exited {
-		return headPID != 0 && e.PID == headPID
-	}
-	if e.SessionStart != 0 && l.backendStart != 0 && e.SessionStart/int64(time.Second) != l.backendStart/int64(time.Second) {
-		return false
-	}
-	return true
-}
-
-// awaitsExit tells a session gone without its head's exit where exit
-// records come: a backend leaves pg_stat_activity before it exits, so its
-// record may come a scrape or more after the first snapshot without it.
-func (t *queryTracker) awaitsExit(sq *sessionQueries) bool {
-	return t.exitsHeard && sq.life.gone != 0 && sq.headPID != 0 && sq.says.exit == nil
-}
-
-// logStateAt is how far the log was read with respect to time at.
-func (t *queryTracker) logStateAt(at int64) logState {
-	switch {
-	case t.logReadThrough == 0:
-		return logNotRead
-	case t.logReadThrough >= at:
-		return logCovers
-	}
-	return logBehind
-}
 
 // verdict is how a query or a session ended, and when.
 type verdict struct {
