@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
 // settleSnapshots is how many snapshots after the one that saw a query or
@@ -225,7 +226,8 @@ func (t *queryTracker) finishedQuery(s *store, key pipeline.SessionKey, sq *sess
 	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
 		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason,
 		Partial: q.partial.partial(), PartialCause: q.partial.cause(s.hosts.names), Totals: q.totals, Known: q.known, Skew: sessionSkews(segs),
-		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak}
+		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak,
+		EndedByRule: sessionaction.EndedByRule(sessionaction.QueryKey{Session: key, Ccnt: q.ccnt, Start: q.start}, v.status, v.cancelReason)}
 	if t.text != nil {
 		f.Text = t.text(q.text)
 	}
