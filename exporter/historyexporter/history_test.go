@@ -593,6 +593,15 @@ func TestHistoryQueryRowNamesTheRuleThatEndedIt(t *testing.T) {
 			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE ended_by_rule IS NULL AND ccnt = 2"); n != 1 {
 				t.Errorf("the query that ended by itself: %d rows naming no rule, want 1", n)
 			}
+			sql := withVariables(t, documentedSQL(t, "rule-ended"), map[string]string{"rule": "runaway-spill", "day": end.Format(time.DateOnly)})
+			rows, err := db.admin.Query(context.Background(), sql)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowToMap)
+			if err != nil || len(got) != 1 || got[0]["ccnt"] != int64(1) {
+				t.Errorf("the documented statement answers %v %v, want the query the rule ended", got, err)
+			}
 		})
 	}
 }
