@@ -504,9 +504,9 @@ func (p *finishedPage) title() string {
 
 func (p *finishedPage) help(*topModel) []item { return []item{{0, "esc back"}, {0, "q quit"}} }
 
-func (p *finishedPage) lines(_ *topModel, width int) []string {
+func (p *finishedPage) lines(m *topModel, width int) []string {
 	if q := p.row.query; q != nil {
-		return finishedQueryLines(q, width)
+		return finishedQueryLines(q, m.firings, width)
 	}
 	return endedSessionLines(p.row.session, width)
 }
@@ -654,7 +654,7 @@ func spillText(bytes, files *int64) string {
 	return text
 }
 
-func finishedQueryLines(q *gpotelv1.FinishedQuery, width int) []string {
+func finishedQueryLines(q *gpotelv1.FinishedQuery, firings []*gpotelv1.RuleAction, width int) []string {
 	ccnt := strconv.FormatInt(q.GetCcnt(), 10)
 	if q.GetCcnt() == 0 {
 		ccnt = absentText
@@ -664,6 +664,7 @@ func finishedQueryLines(q *gpotelv1.FinishedQuery, width int) []string {
 		field("user, database", q.GetUsername()+", "+q.GetDatabase(), width),
 	}
 	out = append(out, hanging2("how it ended", endingText(historyRow{query: q}), width)...)
+	out = append(out, ruleLines(q, firings, width)...)
 	out = append(out,
 		field("started, ended", whenText(q.GetQueryStart())+"  "+whenText(q.GetQueryEnd()), width),
 		field("duration", durationText(q.GetDuration()), width),

@@ -37,6 +37,7 @@ type fakeAPI struct {
 	gpotelv1.UnimplementedPressureServiceServer
 	gpotelv1.UnimplementedSessionMemoryContextsServer
 	gpotelv1.UnimplementedFinishedWorkServer
+	gpotelv1.UnimplementedRuleActionsServer
 
 	mu       sync.Mutex
 	sessions []*yagpcc.SessionState
@@ -46,6 +47,8 @@ type fakeAPI struct {
 	// finished and ended are the FinishedWork service's items, in any order.
 	finished      []*gpotelv1.FinishedQuery
 	endedSessions []*gpotelv1.EndedSession
+	// firings are ListRuleActions' answer, newest first.
+	firings []*gpotelv1.RuleAction
 	// queries answers GetGPQuery by session id.
 	queries map[int32]*yagpcc.TotalQueryData
 	// Errors to answer with instead; nil: answer.
@@ -190,6 +193,7 @@ func serveAPI(t *testing.T, f *fakeAPI) string {
 		gpotelv1.RegisterPressureServiceServer(srv, f)
 		gpotelv1.RegisterSessionMemoryContextsServer(srv, f)
 		gpotelv1.RegisterFinishedWorkServer(srv, f)
+		gpotelv1.RegisterRuleActionsServer(srv, f)
 	}
 	go func() { _ = srv.Serve(lis) }()
 	t.Cleanup(srv.Stop)
@@ -396,4 +400,10 @@ func (f *fakeAPI) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishe
 		(*gpotelv1.EndedSession).GetSessId, req.GetDescending())
 	page, next := pageOfFinished(f, req, ss, func(s *gpotelv1.EndedSession) (string, string) { return s.GetUsername(), s.GetDatabase() })
 	return &gpotelv1.ListEndedSessionsResponse{Sessions: page, NextPageToken: next}, nil
+}
+
+func (f *fakeAPI) ListRuleActions(context.Context, *gpotelv1.ListRuleActionsRequest) (*gpotelv1.ListRuleActionsResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &gpotelv1.ListRuleActionsResponse{RuleActions: f.firings}, nil
 }

@@ -41,6 +41,7 @@ var columnHelp = []struct{ title, what string }{
 	{"PRIV, RSS, VMEM", "private resident memory, resident memory, Greenplum's vmem account, now, every host"},
 	{"SPILL", "workfile bytes held now (Greenplum); in the queries view the most the query held at once"},
 	{"BLOCKED", "<12<7: waits for a lock session 12 holds, which waits for session 7"},
+	{"RULE", "the newest workload rule's action done on the session and the rule (cancel runaway-spill); shown while one is"},
 	{"SKEW", "75%@3: 1 - average/most of the CPU over the segments, and the segment that did the most"},
 	{"DUR, ST, CCNT", "a query's duration so far, run/done/ended, Greenplum's command count"},
 	{"END", "when a finished query or session ended: the time today, the date (month-day) and minute before"},

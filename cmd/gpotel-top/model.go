@@ -46,6 +46,10 @@ type fetchedMsg struct {
 	histErr   error
 	histGen   int
 	histAsked bool
+	// firings are the workload rules' latest firings, newest first;
+	// firingsErr why they are missing.
+	firings    []*gpotelv1.RuleAction
+	firingsErr error
 }
 
 type tickMsg struct{}
@@ -122,6 +126,7 @@ func (m topModel) answers(k SortKey) fetchedMsg {
 	msg.rows, msg.err = m.client.sessions(m.ctx, k, newest)
 	msg.at = time.Now()
 	msg.pressure, msg.pressureErr = m.client.hostPressure(m.ctx)
+	msg.firings, msg.firingsErr = m.client.ruleActions(m.ctx)
 	if m.historyPage == 0 {
 		msg.hist, msg.histErr = m.client.loadHistory(m.ctx, historyAsk{filter: m.filter})
 		msg.histGen, msg.histAsked = m.historyGen, true
@@ -162,6 +167,7 @@ func (m topModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 		m.fetchedMsg = msg
 		if msg.err == nil {
 			addClusterTop(m.rows, m.top)
+			addRuleActions(m.rows, m.firings)
 			m.known = remember(m.known, m.rows, msg.at)
 		} else {
 			m.rows, m.at = rows, at

@@ -148,6 +148,9 @@ type SessionRow struct {
 	HasVmem    bool
 	BlockChain string  // "<12<7": waits for 12, which waits for 7
 	Blocks     []int64 // the sessions waiting for a lock this one holds
+	// RuleMark is the newest workload rule's action done on it: "cancel
+	// runaway-spill"; "": none (among the latest firings).
+	RuleMark string
 
 	// state is the API's whole answer, for the details page.
 	state *yagpcc.SessionState
@@ -424,6 +427,7 @@ func sessionColumns(capa capacity) table[SessionRow] {
 				return bytesText(float64(r.Spill))
 			}},
 			{"BLOCKED", 8, true, 3, func(r SessionRow) string { return r.BlockChain }},
+			{ruleColumn, 10, true, 6, func(r SessionRow) string { return r.RuleMark }},
 			{"PRIV", 5, false, 9, memory(func(r SessionRow) uint64 { return r.RSSAnon })},
 			{"RSS", 5, false, 14, memory(func(r SessionRow) uint64 { return r.RSS })},
 			{"VMEM", 5, false, 13, func(r SessionRow) string {
@@ -440,7 +444,7 @@ func sessionColumns(capa capacity) table[SessionRow] {
 		textTitle: "QUERY",
 		text:      func(r SessionRow) string { return r.Query },
 		textMin:   16,
-		wide:      map[string]int{"USER": 20, "DATABASE": 20},
+		wide:      map[string]int{"USER": 20, "DATABASE": 20, ruleColumn: 24},
 	}
 }
 

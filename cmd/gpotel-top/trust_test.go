@@ -362,6 +362,14 @@ func TestNoServerStringReachesTheTerminalRaw(t *testing.T) {
 	api.endedSessions = []*gpotelv1.EndedSession{{TmId: 1, SessId: 23, Application: proto.String("")}}
 	poison(api.finished[0].ProtoReflect())
 	poison(api.endedSessions[0].ProtoReflect())
+	// A rule's firing on a live session and one on the finished query:
+	// names a collector's configuration and the database users chose.
+	api.firings = []*gpotelv1.RuleAction{{TmId: 1700000000, SessId: 11, FiredAt: timestamppb.New(snapshotTime)},
+		{TmId: 1, SessId: 21, QueryStart: api.finished[0].QueryStart, FiredAt: timestamppb.New(snapshotTime)}}
+	for _, f := range api.firings {
+		poison(f.ProtoReflect())
+		f.Outcome = "done"
+	}
 	*api.finished[0].QueryText += "select_poisoned"
 	api.actionText = hostile
 

@@ -123,8 +123,11 @@ func (m *topModel) session(key sessionKey) *SessionRow {
 func sessionListing(m *topModel, width int) listing {
 	capa := capacityOf(m.top)
 	t := sessionColumns(capa)
-	cols := t.fit(width)
 	rows := m.shownRows()
+	if !slices.ContainsFunc(rows, func(r *SessionRow) bool { return r.RuleMark != "" }) {
+		t.columns = slices.DeleteFunc(t.columns, func(c column[SessionRow]) bool { return c.title == ruleColumn })
+	}
+	cols := t.fit(width)
 	l := listing{header: t.header(cols, width)}
 	for _, r := range rows {
 		l.keys = append(l.keys, rowKey{tmID: r.Key.tmID, sessID: r.Key.sessID})

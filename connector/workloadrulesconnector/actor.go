@@ -27,11 +27,11 @@ type Target struct {
 	Interval time.Duration
 }
 
-// Actor carries out a rule's action on the server. Action is "cancel",
+// Actor carries out rule's action on the server. Action is "cancel",
 // "terminate" or "move" (to group). An error says why nothing was done,
 // or what failed.
 type Actor interface {
-	Act(ctx context.Context, t Target, action, group string) error
+	Act(ctx context.Context, t Target, rule, action, group string) error
 }
 
 // actionPath is the Actor of the distribution: the ActionService's action
@@ -54,7 +54,7 @@ var sessionActions = map[string]sessionaction.Action{
 	"cancel": sessionaction.CancelQuery, "terminate": sessionaction.TerminateSession, "move": sessionaction.MoveToResourceGroup,
 }
 
-func (p *actionPath) Act(ctx context.Context, t Target, action, group string) error {
+func (p *actionPath) Act(ctx context.Context, t Target, rule, action, group string) error {
 	act, ok := sessionActions[action]
 	if !ok {
 		return fmt.Errorf("action %q has no action on the server", action)
@@ -64,7 +64,7 @@ func (p *actionPath) Act(ctx context.Context, t Target, action, group string) er
 		QueryCcnt: t.CommandCount, QueryStart: t.QueryStart}
 	// The target's own query: the server cancels only while its backend
 	// still runs the query that started at the target's query start.
-	out := p.actor.Act(ctx, view, target, sessionaction.Request{Action: act, Group: group})
+	out := p.actor.Act(ctx, view, target, sessionaction.Request{Action: act, Group: group, Rule: rule})
 	if out.Result != sessionaction.Done {
 		return fmt.Errorf("%s: %w", out.Result, out.Err)
 	}

@@ -167,7 +167,7 @@ func (c *workloadRules) act(ctx context.Context, v *view, f *firing, interval ti
 	actx, cancel := context.WithTimeout(ctx, c.cfg.ActionTimeout)
 	defer cancel()
 	err := c.actor.Act(actx, Target{Session: t.key.session, PID: t.pid, BackendStart: t.backendStart, QueryStart: t.queryStart,
-		CommandCount: t.key.ccnt, SnapshotTime: v.time, Interval: interval}, r.action.String(), r.group)
+		CommandCount: t.key.ccnt, SnapshotTime: v.time, Interval: interval}, r.name, r.action.String(), r.group)
 	if err != nil {
 		return outcomeFailed, err.Error()
 	}

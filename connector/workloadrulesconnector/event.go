@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/rulefirings"
 )
 
 // The outcomes of a firing (the telemetry's outcome attribute).
@@ -36,6 +37,7 @@ func appendEvent(lrs plog.LogRecordSlice, f *firing, outcome, detail string, at 
 	for i := range r.predicates {
 		ra.Predicates[i] = r.predicates[i].text
 	}
+	rulefirings.Publish(&ra)
 	lr := pipeline.AppendRuleAction(lrs, &ra, observed)
 	if outcome == outcomeFailed {
 		lr.SetSeverityNumber(plog.SeverityNumberWarn)

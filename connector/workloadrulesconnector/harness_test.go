@@ -38,7 +38,7 @@ type recordingActor struct {
 	acts []act
 }
 
-func (a *recordingActor) Act(_ context.Context, t Target, action, group string) error {
+func (a *recordingActor) Act(_ context.Context, t Target, _, action, group string) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.acts = append(a.acts, act{session: t.Session.ID, action: action, group: group})

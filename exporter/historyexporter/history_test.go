@@ -564,6 +564,48 @@ func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
 	}
 }
 
+// TestHistoryQueryRowNamesTheRuleThatEndedIt: a query a workload rule
+// ended has the rule in its row's ended_by_rule; one that ended by itself
+// has NULL there.
+func TestHistoryQueryRowNamesTheRuleThatEndedIt(t *testing.T) {
+	for _, target := range historyTargets(t) {
+		t.Run(target.name, func(t *testing.T) {
+			db := target.start(t)
+			e := startExporter(t, db.cfg, componenttest.NewNopHost(), nil, nil)
+			end := middayToday()
+			ld := plog.NewLogs()
+			lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
+			for i := range 2 {
+				q := sampleQuery(i, end)
+				q.Status = pipeline.QueryCancelled
+				if i == 0 {
+					q.CancelReason, q.EndedByRule = pipeline.CancelUserRequest, "runaway-spill"
+				}
+				pipelinetest.AppendQueryEvent(lrs, q, 1)
+			}
+			if err := e.consumeLogs(context.Background(), ld); err != nil {
+				t.Fatal(err)
+			}
+			db.awaitRows(t, tableQueries, 2)
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE ended_by_rule = 'runaway-spill' AND ccnt = 1"); n != 1 {
+				t.Errorf("the query the rule ended: %d rows naming it, want 1", n)
+			}
+			if n := db.count(t, "SELECT count(*) FROM gpotel_history.queries WHERE ended_by_rule IS NULL AND ccnt = 2"); n != 1 {
+				t.Errorf("the query that ended by itself: %d rows naming no rule, want 1", n)
+			}
+			sql := withVariables(t, documentedSQL(t, "rule-ended"), map[string]string{"rule": "runaway-spill", "day": end.Format(time.DateOnly)})
+			rows, err := db.admin.Query(context.Background(), sql)
+			if err != nil {
+				t.Fatalf("%v\n%s", err, sql)
+			}
+			got, err := pgx.CollectRows(rows, pgx.RowToMap)
+			if err != nil || len(got) != 1 || got[0]["ccnt"] != int64(1) {
+				t.Errorf("the documented statement answers %v %v, want the query the rule ended", got, err)
+			}
+		})
+	}
+}
+
 // The history connection is one of the collector's own on its server: in
 // the monitored cluster, its statements make no finished-work events (and
 // so no history rows of their own), and it is its own no longer once closed.

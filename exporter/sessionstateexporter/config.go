@@ -72,7 +72,22 @@ type Config struct {
 	Actions ActionsConfig `mapstructure:"actions"`
 	// FinishedQueries keeps finished queries and ended sessions answerable.
 	FinishedQueries FinishedQueriesConfig `mapstructure:"finished_queries"`
+	// RuleActions keeps the latest firings of the workload rules for
+	// ListRuleActions.
+	RuleActions RuleActionsConfig `mapstructure:"rule_actions"`
 }
+
+// RuleActionsConfig bounds the firings ListRuleActions answers from.
+type RuleActionsConfig struct {
+	// MaxFirings is how many of the latest firings are kept; past it the
+	// oldest goes, counted in the answer's dropped.
+	MaxFirings int `mapstructure:"max_firings"`
+}
+
+const (
+	defaultMaxFirings = 1000
+	maxMaxFirings     = 1_000_000
+)
 
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
 type MemoryContextsConfig = memorycontexts.Config
@@ -104,6 +119,7 @@ func createDefaultConfig() *Config {
 		MemoryContexts:     defaultMemoryContextsConfig(),
 		Actions:            sessionaction.DefaultConfig(),
 		FinishedQueries:    defaultFinishedQueriesConfig(),
+		RuleActions:        RuleActionsConfig{MaxFirings: defaultMaxFirings},
 	}
 }
 
@@ -139,6 +155,9 @@ func (cfg *Config) Validate() error {
 	}
 	errs = append(errs, cfg.MemoryContexts.Validate()...)
 	errs = append(errs, cfg.FinishedQueries.validate()...)
+	if n := cfg.RuleActions.MaxFirings; n <= 0 || n > maxMaxFirings {
+		errs = append(errs, fmt.Errorf("rule_actions::max_firings %d: must be 1 to %d", n, maxMaxFirings))
+	}
 	errs = append(errs, cfg.Actions.Validate(cfg.TLS.HasValue() && cfg.TLS.Get().ClientCAFile != "")...)
 	// insecure: true covers reading beyond loopback, never acting: the
 	// action token would cross the network in the clear.

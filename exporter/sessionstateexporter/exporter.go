@@ -27,6 +27,7 @@ import (
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
+	"github.com/gpotel/gpotel/internal/rulefirings"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -48,6 +49,9 @@ type sessionStateExporter struct {
 	agents *agentconn.Pool
 	// actions is the action path; nil while actions are off.
 	actions *sessionaction.Actor
+	// firings are the workload rules' latest firings, subscribed while
+	// the server runs.
+	firings *ruleActions
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
@@ -119,6 +123,10 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
 	})
 	gpotelv1.RegisterClusterTopServer(server, clustertop.NewService(e.store, &e.tops, &e.pressure, e.cfg.LastMetricsWindow))
+	e.firings = newRuleActions(e.cfg.RuleActions.MaxFirings)
+	rulefirings.Subscribe(e.firings)
+	gpotelv1.RegisterRuleActionsServer(server, &ruleActionsService{kept: e.firings, defaultPageSize: e.cfg.DefaultPageSize,
+		maxPageSize: e.cfg.MaxPageSize})
 	if e.cfg.Actions.Enabled {
 		e.actions = sessionaction.New(e.cfg.Actions)
 		yagpcc.RegisterActionServiceServer(server, &actionService{
@@ -136,6 +144,7 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	e.health.SetServingStatus(gpotelv1.ClusterTop_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.PressureService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	e.health.SetServingStatus(gpotelv1.FinishedWork_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	e.health.SetServingStatus(gpotelv1.RuleActions_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 
 	e.settings.Logger.Info("GetGPInfo gRPC service listening", zap.String("address", listener.Addr().String()))
 	if listenaddr.PlaintextBeyondLoopback(e.cfg.NetAddr.Endpoint, e.cfg.TLS.HasValue()) {
@@ -160,6 +169,7 @@ func (e *sessionStateExporter) shutdown(ctx context.Context) error {
 	if e.server == nil {
 		return nil
 	}
+	rulefirings.Unsubscribe(e.firings)
 	e.health.Shutdown()
 	stopped := make(chan struct{})
 	go func() {

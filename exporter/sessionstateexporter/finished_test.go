@@ -140,6 +140,7 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 		Partial:  n%3 != 2,
 		LockWait: ns(rank * 3 % 7),
 		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
+		EndedByRule: "runaway-spill",
 		Segments: []pipeline.SegmentUse{
 			{Host: testCoordinator, Segment: -1, CPU: ns(rank), Read: 10 * rank, Written: 3 * rank},
 			{Host: "sdw1", Segment: 0, CPU: ns(2 * rank), Read: 100 * rank, Written: 30},

@@ -202,6 +202,8 @@ func TestBearerTokenAuth(t *testing.T) {
 			assertCode(t, err, tc.want, "")
 			_, err = gpotelv1.NewFinishedWorkClient(srv.conn).ListFinishedQueries(ctx, &gpotelv1.ListFinishedWorkRequest{})
 			assertCode(t, err, tc.want, "")
+			_, err = gpotelv1.NewRuleActionsClient(srv.conn).ListRuleActions(ctx, &gpotelv1.ListRuleActionsRequest{})
+			assertCode(t, err, tc.want, "")
 		})
 	}
 

@@ -161,6 +161,10 @@ const (
 	AttrEventSessionEndReason = "gpotel.session.end_reason"
 )
 
+// AttrEventEndedByRule names the workload rule whose cancel or terminate
+// ended the query (internal/sessionaction's ledger).
+const AttrEventEndedByRule = "gpotel.query.ended_by_rule"
+
 // The reasons AttrEventPartialReason lists, in this order.
 const (
 	// PartialStartedBefore: it started before gpotel first saw it (before
@@ -240,6 +244,8 @@ func init() {
 			"failure, at most 512 bytes (a cut one ends in …)"},
 		EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Type: EventString, Optional: true, Brief: "of a cancelled one: user_request, " +
 			"statement_timeout, lock_timeout or other, from the message"},
+		EventField{Key: AttrEventEndedByRule, Column: "ended_by_rule", Type: EventString, Optional: true, Brief: "the workload rule whose " +
+			"cancel or terminate ended it (it ended cancelled at a user's request, or terminated, after the rule's action was done); absent otherwise"},
 		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started " +
 			"before gpotel first saw its session: its figures are a lower bound"},
 		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's " +
@@ -396,6 +402,7 @@ type FinishedQuery struct {
 	SQLState     string // "": none
 	ErrorMessage string // "": none
 	CancelReason string // "": not cancelled
+	EndedByRule  string // "": no workload rule ended it
 	Partial      bool
 	PartialCause PartialCause // why Partial
 	Text         *string      // only with queries::text
@@ -461,6 +468,8 @@ func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
 			putNonEmpty(attrs, f.Key, q.ErrorMessage)
 		case AttrEventCancelReason:
 			putNonEmpty(attrs, f.Key, q.CancelReason)
+		case AttrEventEndedByRule:
+			putNonEmpty(attrs, f.Key, q.EndedByRule)
 		case AttrEventPartial:
 			attrs.PutBool(f.Key, q.Partial)
 		case AttrDBQueryText:

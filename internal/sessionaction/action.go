@@ -107,6 +107,9 @@ type Request struct {
 	Query Query
 	// Group is MoveToResourceGroup's resource group.
 	Group string
+	// Rule is the workload rule that asks; "": a person, through the
+	// ActionService. A query's ending names the rule that ended it.
+	Rule string
 }
 
 // View is how old the snapshot the target comes from is.
@@ -210,7 +213,11 @@ func (a *Actor) Act(ctx context.Context, v View, t Target, req Request) Outcome 
 	case TerminateSession:
 		done, err = a.signaller.Terminate(ctx, t.backend())
 	}
-	return serverOutcome(done, err)
+	o := serverOutcome(done, err)
+	if o.Result == Done {
+		recordEnding(t, req)
+	}
+	return o
 }
 
 // CheckRequest says what is wrong with a request before any view is read.

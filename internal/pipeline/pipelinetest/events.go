@@ -54,6 +54,8 @@ func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
 			q.ErrorMessage = v.(string)
 		case pipeline.AttrEventCancelReason:
 			q.CancelReason = v.(string)
+		case pipeline.AttrEventEndedByRule:
+			q.EndedByRule = v.(string)
 		case pipeline.AttrEventPartial:
 			q.Partial = v.(bool)
 		case pipeline.AttrDBQueryText:

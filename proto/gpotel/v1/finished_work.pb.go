@@ -260,6 +260,7 @@ type FinishedQuery struct {
 	Sqlstate     *string `protobuf:"bytes,16,opt,name=sqlstate,proto3,oneof" json:"sqlstate,omitempty"`                             // of its failure, from the server log
 	ErrorMessage *string `protobuf:"bytes,17,opt,name=error_message,json=errorMessage,proto3,oneof" json:"error_message,omitempty"` // the log's message, at most 512 bytes
 	CancelReason *string `protobuf:"bytes,18,opt,name=cancel_reason,json=cancelReason,proto3,oneof" json:"cancel_reason,omitempty"` // user_request, statement_timeout, lock_timeout or other
+	EndedByRule  *string `protobuf:"bytes,19,opt,name=ended_by_rule,json=endedByRule,proto3,oneof" json:"ended_by_rule,omitempty"`  // the workload rule whose cancel or terminate ended it
 	// Totals of its processes, one per counter of the contract's table.
 	CpuTimeUser                *float64      `protobuf:"fixed64,20,opt,name=cpu_time_user,json=cpuTimeUser,proto3,oneof" json:"cpu_time_user,omitempty"`                     // s
 	CpuTimeSystem              *float64      `protobuf:"fixed64,21,opt,name=cpu_time_system,json=cpuTimeSystem,proto3,oneof" json:"cpu_time_system,omitempty"`               // s
@@ -460,6 +461,13 @@ func (x *FinishedQuery) GetErrorMessage() string {
 func (x *FinishedQuery) GetCancelReason() string {
 	if x != nil && x.CancelReason != nil {
 		return *x.CancelReason
+	}
+	return ""
+}
+
+func (x *FinishedQuery) GetEndedByRule() string {
+	if x != nil && x.EndedByRule != nil {
+		return *x.EndedByRule
 	}
 	return ""
 }
@@ -1305,7 +1313,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\n" +
 	"read_bytes\x18\x04 \x01(\x03R\treadBytes\x12\x1f\n" +
 	"\vwrite_bytes\x18\x05 \x01(\x03R\n" +
-	"writeBytes\"\xc2\x1b\n" +
+	"writeBytes\"\xfd\x1b\n" +
 	"\rFinishedQuery\x12\x13\n" +
 	"\x05tm_id\x18\x01 \x01(\x03R\x04tmId\x12\x17\n" +
 	"\asess_id\x18\x02 \x01(\x03R\x06sessId\x12\x1a\n" +
@@ -1329,50 +1337,51 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\bsqlstate\x18\x10 \x01(\tH\x06R\bsqlstate\x88\x01\x01\x12(\n" +
 	"\rerror_message\x18\x11 \x01(\tH\aR\ferrorMessage\x88\x01\x01\x12(\n" +
 	"\rcancel_reason\x18\x12 \x01(\tH\bR\fcancelReason\x88\x01\x01\x12'\n" +
-	"\rcpu_time_user\x18\x14 \x01(\x01H\tR\vcpuTimeUser\x88\x01\x01\x12+\n" +
-	"\x0fcpu_time_system\x18\x15 \x01(\x01H\n" +
-	"R\rcpuTimeSystem\x88\x01\x01\x12%\n" +
-	"\fdisk_io_read\x18\x16 \x01(\x03H\vR\n" +
+	"\rended_by_rule\x18\x13 \x01(\tH\tR\vendedByRule\x88\x01\x01\x12'\n" +
+	"\rcpu_time_user\x18\x14 \x01(\x01H\n" +
+	"R\vcpuTimeUser\x88\x01\x01\x12+\n" +
+	"\x0fcpu_time_system\x18\x15 \x01(\x01H\vR\rcpuTimeSystem\x88\x01\x01\x12%\n" +
+	"\fdisk_io_read\x18\x16 \x01(\x03H\fR\n" +
 	"diskIoRead\x88\x01\x01\x12'\n" +
-	"\rdisk_io_write\x18\x17 \x01(\x03H\fR\vdiskIoWrite\x88\x01\x01\x125\n" +
-	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\rR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
+	"\rdisk_io_write\x18\x17 \x01(\x03H\rR\vdiskIoWrite\x88\x01\x01\x125\n" +
+	"\x14disk_cancelled_write\x18\x18 \x01(\x03H\x0eR\x12diskCancelledWrite\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"disk_delay\x18\x19 \x01(\x01H\x0eR\tdiskDelay\x88\x01\x01\x12'\n" +
-	"\rio_chars_read\x18\x1a \x01(\x03H\x0fR\vioCharsRead\x88\x01\x01\x12)\n" +
-	"\x0eio_chars_write\x18\x1b \x01(\x03H\x10R\fioCharsWrite\x88\x01\x01\x12-\n" +
-	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x11R\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
-	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x12R\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
-	"\x13paging_faults_major\x18\x1e \x01(\x03H\x13R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
-	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x14R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
-	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x15R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
-	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x16R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
-	"\rcpu_run_delay\x18\" \x01(\x01H\x17R\vcpuRunDelay\x88\x01\x01\x12&\n" +
-	"\fdelay_swapin\x18# \x01(\x01H\x18R\vdelaySwapin\x88\x01\x01\x12,\n" +
-	"\x0fdelay_freepages\x18$ \x01(\x01H\x19R\x0edelayFreepages\x88\x01\x01\x12,\n" +
-	"\x0fdelay_thrashing\x18% \x01(\x01H\x1aR\x0edelayThrashing\x88\x01\x01\x12(\n" +
-	"\rdelay_compact\x18& \x01(\x01H\x1bR\fdelayCompact\x88\x01\x01\x12&\n" +
-	"\fdelay_wpcopy\x18' \x01(\x01H\x1cR\vdelayWpcopy\x88\x01\x01\x12 \n" +
-	"\tdelay_irq\x18( \x01(\x01H\x1dR\bdelayIrq\x88\x01\x01\x120\n" +
+	"disk_delay\x18\x19 \x01(\x01H\x0fR\tdiskDelay\x88\x01\x01\x12'\n" +
+	"\rio_chars_read\x18\x1a \x01(\x03H\x10R\vioCharsRead\x88\x01\x01\x12)\n" +
+	"\x0eio_chars_write\x18\x1b \x01(\x03H\x11R\fioCharsWrite\x88\x01\x01\x12-\n" +
+	"\x10io_syscalls_read\x18\x1c \x01(\x03H\x12R\x0eioSyscallsRead\x88\x01\x01\x12/\n" +
+	"\x11io_syscalls_write\x18\x1d \x01(\x03H\x13R\x0fioSyscallsWrite\x88\x01\x01\x123\n" +
+	"\x13paging_faults_major\x18\x1e \x01(\x03H\x14R\x11pagingFaultsMajor\x88\x01\x01\x123\n" +
+	"\x13paging_faults_minor\x18\x1f \x01(\x03H\x15R\x11pagingFaultsMinor\x88\x01\x01\x12A\n" +
+	"\x1acontext_switches_voluntary\x18  \x01(\x03H\x16R\x18contextSwitchesVoluntary\x88\x01\x01\x12E\n" +
+	"\x1ccontext_switches_involuntary\x18! \x01(\x03H\x17R\x1acontextSwitchesInvoluntary\x88\x01\x01\x12'\n" +
+	"\rcpu_run_delay\x18\" \x01(\x01H\x18R\vcpuRunDelay\x88\x01\x01\x12&\n" +
+	"\fdelay_swapin\x18# \x01(\x01H\x19R\vdelaySwapin\x88\x01\x01\x12,\n" +
+	"\x0fdelay_freepages\x18$ \x01(\x01H\x1aR\x0edelayFreepages\x88\x01\x01\x12,\n" +
+	"\x0fdelay_thrashing\x18% \x01(\x01H\x1bR\x0edelayThrashing\x88\x01\x01\x12(\n" +
+	"\rdelay_compact\x18& \x01(\x01H\x1cR\fdelayCompact\x88\x01\x01\x12&\n" +
+	"\fdelay_wpcopy\x18' \x01(\x01H\x1dR\vdelayWpcopy\x88\x01\x01\x12 \n" +
+	"\tdelay_irq\x18( \x01(\x01H\x1eR\bdelayIrq\x88\x01\x01\x120\n" +
 	"\x14cpu_time_coordinator\x182 \x01(\x01R\x12cpuTimeCoordinator\x12*\n" +
 	"\x11cpu_time_segments\x183 \x01(\x01R\x0fcpuTimeSegments\x12)\n" +
-	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1eR\fskewCpuRatio\x88\x01\x01\x125\n" +
-	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H\x1fR\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
-	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H R\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
-	"\x11skew_cpu_segments\x187 \x01(\x03H!R\x0fskewCpuSegments\x88\x01\x01\x120\n" +
-	"\x12skew_disk_io_ratio\x188 \x01(\x01H\"R\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
-	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H#R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
-	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H$R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
-	"\x15skew_disk_io_segments\x18; \x01(\x03H%R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
+	"\x0eskew_cpu_ratio\x184 \x01(\x01H\x1fR\fskewCpuRatio\x88\x01\x01\x125\n" +
+	"\x15skew_cpu_max_over_avg\x185 \x01(\x01H R\x11skewCpuMaxOverAvg\x88\x01\x01\x12<\n" +
+	"\x18skew_cpu_hottest_segment\x186 \x01(\x03H!R\x15skewCpuHottestSegment\x88\x01\x01\x12/\n" +
+	"\x11skew_cpu_segments\x187 \x01(\x03H\"R\x0fskewCpuSegments\x88\x01\x01\x120\n" +
+	"\x12skew_disk_io_ratio\x188 \x01(\x01H#R\x0fskewDiskIoRatio\x88\x01\x01\x12<\n" +
+	"\x19skew_disk_io_max_over_avg\x189 \x01(\x01H$R\x14skewDiskIoMaxOverAvg\x88\x01\x01\x12C\n" +
+	"\x1cskew_disk_io_hottest_segment\x18: \x01(\x03H%R\x18skewDiskIoHottestSegment\x88\x01\x01\x126\n" +
+	"\x15skew_disk_io_segments\x18; \x01(\x03H&R\x12skewDiskIoSegments\x88\x01\x01\x121\n" +
 	"\bsegments\x18< \x03(\v2\x15.gpotel.v1.SegmentUseR\bsegments\x12)\n" +
-	"\x0espill_size_max\x18= \x01(\x03H&R\fspillSizeMax\x88\x01\x01\x12+\n" +
-	"\x0fspill_files_max\x18> \x01(\x03H'R\rspillFilesMax\x88\x01\x01\x12$\n" +
+	"\x0espill_size_max\x18= \x01(\x03H'R\fspillSizeMax\x88\x01\x01\x12+\n" +
+	"\x0fspill_files_max\x18> \x01(\x03H(R\rspillFilesMax\x88\x01\x01\x12$\n" +
 	"\x0elock_wait_time\x18? \x01(\x01R\flockWaitTime\x124\n" +
-	"\x14lock_blocker_sess_id\x18@ \x01(\x03H(R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
-	"\tvmem_peak\x18A \x01(\x03H)R\bvmemPeak\x88\x01\x01\x12*\n" +
-	"\x0epartial_reason\x18P \x01(\tH*R\rpartialReason\x88\x01\x01\x12(\n" +
-	"\rpartial_hosts\x18Q \x01(\tH+R\fpartialHosts\x88\x01\x01\x12?\n" +
+	"\x14lock_blocker_sess_id\x18@ \x01(\x03H)R\x11lockBlockerSessId\x88\x01\x01\x12 \n" +
+	"\tvmem_peak\x18A \x01(\x03H*R\bvmemPeak\x88\x01\x01\x12*\n" +
+	"\x0epartial_reason\x18P \x01(\tH+R\rpartialReason\x88\x01\x01\x12(\n" +
+	"\rpartial_hosts\x18Q \x01(\tH,R\fpartialHosts\x88\x01\x01\x12?\n" +
 	"\rpartial_since\x18R \x01(\v2\x1a.google.protobuf.TimestampR\fpartialSince\x12\x1e\n" +
-	"\bcpu_time\x18d \x01(\x01H,R\acpuTime\x88\x01\x01B\x0e\n" +
+	"\bcpu_time\x18d \x01(\x01H-R\acpuTime\x88\x01\x01B\x0e\n" +
 	"\f_applicationB\x11\n" +
 	"\x0f_client_addressB\x0e\n" +
 	"\f_client_portB\x11\n" +
@@ -1382,6 +1391,7 @@ const file_gpotel_v1_finished_work_proto_rawDesc = "" +
 	"\t_sqlstateB\x10\n" +
 	"\x0e_error_messageB\x10\n" +
 	"\x0e_cancel_reasonB\x10\n" +
+	"\x0e_ended_by_ruleB\x10\n" +
 	"\x0e_cpu_time_userB\x12\n" +
 	"\x10_cpu_time_systemB\x0f\n" +
 	"\r_disk_io_readB\x10\n" +

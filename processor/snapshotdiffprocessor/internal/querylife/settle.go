@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
 // settleSnapshots is how many snapshots after the one that saw a query or
@@ -87,7 +88,8 @@ func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessi
 	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
 		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason,
 		Partial: q.partial.partial(), PartialCause: q.partial.cause(hosts.Names), Totals: q.totals, Known: q.known,
-		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak}
+		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak,
+		EndedByRule: sessionaction.EndedByRule(sessionaction.QueryKey{Session: key, Ccnt: q.ccnt, Start: q.start}, v.status, v.cancelReason)}
 	if t.text != nil {
 		f.Text = t.text(q.text)
 	}
