@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,7 +22,10 @@ import (
 )
 
 // A spill session's segment backends hold sorts in temporary files, and
-// Greenplum's workfile view counts exactly those files per segment.
+// Greenplum's workfile view counts exactly those files per segment, under
+// the command count its coordinator's running statement dispatched (the
+// count in the coordinator's title plus one), as Greenplum records the
+// count of the statement that made a workfile.
 func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	s := start(t, c, workload.Spec{Name: "spill", Kind: workload.Spill, Duration: untilStopped, SpillBytes: 8 << 20})
@@ -31,12 +36,25 @@ func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	view := map[int]int64{}
-	rows, _ := conn.Query(ctx, `SELECT segid, size::bigint FROM gp_toolkit.gp_workfile_usage_per_query WHERE sess_id = $1`, s.SessID())
+	view, counts := map[int]int64{}, map[int]int64{}
+	rows, _ := conn.Query(ctx, `SELECT segid, command_cnt, size::bigint FROM gp_toolkit.gp_workfile_usage_per_query WHERE sess_id = $1`, s.SessID())
 	var seg int
-	var size int64
-	if _, err := pgx.ForEachRow(rows, []any{&seg, &size}, func() error { view[seg] = size; return nil }); err != nil {
+	var ccnt, size int64
+	if _, err := pgx.ForEachRow(rows, []any{&seg, &ccnt, &size}, func() error { view[seg], counts[seg] = size, ccnt; return nil }); err != nil {
 		t.Fatal(err)
+	}
+	title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.CoordinatorPID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running int64
+	if m := regexp.MustCompile(` cmd([0-9]+) `).FindSubmatch(title); m != nil {
+		running, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	for _, in := range c.Segments {
+		if running == 0 || counts[in.Content] != running+1 {
+			t.Errorf("segment %d: the view's command_cnt is %d; the coordinator's running statement is cmd%d (title %q)", in.Content, counts[in.Content], running, title)
+		}
 	}
 	for _, in := range c.Segments {
 		onDisk := tempFileBytes(t, in.DataDir, s.Pids()[in.Content])
