@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -365,7 +366,7 @@ func (s *Session) open(ctx context.Context) (gang, error) {
 		// a Greenplum session does (testbed/README.md); its application_name
 		// shows without the tag.
 		tagged := fmt.Sprintf("%s%d gpotel-workload %s", cluster.SessionTagPrefix, sessID, s.Name)
-		if _, err := coord.conn.Exec(ctx, "SELECT pg_catalog.set_config('application_name', $1, false)", tagged); err != nil {
+		if _, err := coord.conn.Exec(ctx, "SET application_name = '"+strings.ReplaceAll(tagged, "'", "''")+"'"); err != nil {
 			s.closeGang(g)
 			return nil, fmt.Errorf("tag the coordinator backend: %w", err)
 		}
