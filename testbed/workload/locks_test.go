@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
@@ -137,5 +138,20 @@ func TestLockWorkloadsStartTogether(t *testing.T) {
 				t.Fatalf("round %d: %v", i, err)
 			}
 		}
+	}
+}
+
+// A run whose statement the server cancelled or whose session it
+// terminated was ended by the server (a workload rule, gpotel-top's k and
+// K), however it is wrapped; any other error is a failure.
+func TestACancelOrTerminateIsTheServerEndingTheWork(t *testing.T) {
+	for code, want := range map[string]bool{"57014": true, "57P01": true, "22012": false, "08006": false} {
+		err := fmt.Errorf("workload w (spill): gpseg-1 pid 1: %w", &pgconn.PgError{Code: code})
+		if got := workload.EndedByServer(err); got != want {
+			t.Errorf("SQLSTATE %s: EndedByServer %v, want %v", code, got, want)
+		}
+	}
+	if workload.EndedByServer(context.Canceled) {
+		t.Error("a context cancelled by the caller is not the server ending the work")
 	}
 }
