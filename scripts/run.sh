@@ -20,11 +20,16 @@ HISTORY_ROWS="SELECT query_end, username, sess_id, ccnt, round(duration::numeric
   round((cpu_time_user + cpu_time_system)::numeric, 3) AS cpu_s, status, left(query_text, 40) AS query
 FROM gpotel_history.queries"
 
+RULE_ACTIONS="SELECT rule_name, rule_mode, rule_action, outcome, count(*) AS firings, count(DISTINCT sess_id) AS sessions
+FROM gpotel_history.rule_actions GROUP BY 1, 2, 3, 4 ORDER BY 1, 2, 3, 4"
+
 stop_demo() {
 	trap - EXIT INT TERM
 	if [ -n "$testbed_dir" ] && kill -0 "$demo_pid" 2>/dev/null; then
 		echo "the history tables kept these queries that used the most CPU:" >&2
 		history -c "$HISTORY_ROWS ORDER BY cpu_s DESC NULLS LAST LIMIT 5" >&2 || true
+		echo "what the workload rules (config/rules.yaml) did, firings by rule and outcome:" >&2
+		history -c "$RULE_ACTIONS" >&2 || true
 	fi
 	if [ -n "$demo_pid" ] && kill -0 "$demo_pid" 2>/dev/null; then
 		echo "stopping the demo (testbed, agents, collector)..." >&2
@@ -38,12 +43,13 @@ trap 'exit 130' INT TERM
 
 # gpotel-top's k and K: the collector serves ActionService with a token made
 # here, for a role of its own created below (a superuser: the demo's
-# workloads run as one, and Greenplum 6 has no pg_signal_backend).
+# workloads run as one, and Greenplum 6 has no pg_signal_backend). The
+# workload rule in enforce (config/rules.yaml) acts as the same role.
 ACTION_TOKEN="$OUT/action.token"
 (umask 077 && od -An -N32 -tx1 /dev/urandom | tr -d ' \n' >"$ACTION_TOKEN")
 export GPOTEL_ACTIONS_ENABLED=true GPOTEL_ACTION_TOKEN_FILE="$ACTION_TOKEN"
 
-"$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" --history "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
+"$BUILD/gpotel-testbed" demo --api "$API" --out "$OUT" --history --rules "$@" >"$OUT/demo.jsonl" 2>"$OUT/demo.err" &
 demo_pid=$!
 echo "starting the testbed and gpotel (events: $OUT/demo.jsonl)..." >&2
 

@@ -33,7 +33,7 @@ func runDemo(ctx context.Context, args []string) error {
 		duration                                                   time.Duration
 		otlpMax                                                    int64
 		opts                                                       cluster.Options
-		history                                                    bool
+		history, rules                                             bool
 	)
 	fs := newFlags("demo", &dir, false)
 	fs.DurationVar(&duration, "duration", 0, "stop after this long (0: run until SIGINT/SIGTERM)")
@@ -47,6 +47,8 @@ func runDemo(ctx context.Context, args []string) error {
 	fs.StringVar(&agentBin, "agent", "build/gpotel-agent", "the agent binary (make agent)")
 	fs.Int64Var(&otlpMax, "otlp-max-bytes", defaultOTLPMaxBytes, "bound of the OTLP file: past it, it moves to .1 (replacing that) and starts again; 0: no bound")
 	fs.BoolVar(&history, "history", false, "also write the finished-work events into database gpotel_history of the coordinator (config/history.yaml)")
+	fs.BoolVar(&rules, "rules", false, "also run the workload rules of config/rules.yaml, their firings into gpotel_history.rule_actions (needs --history; "+
+		"the enforcing rule acts as role gpotel_actions, which scripts/run.sh creates)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -56,13 +58,16 @@ func runDemo(ctx context.Context, args []string) error {
 	if otlpMax < 0 {
 		return errors.New("--otlp-max-bytes must not be negative")
 	}
+	if rules && !history {
+		return errors.New("--rules writes its firings into the history: add --history")
+	}
 	opts.Dir = dir
 	opts.Dialect = dialect.Dialect(dialectName)
 	if !opts.Dialect.Greenplum() {
 		return fmt.Errorf("--dialect %q: the demo's config expects a segmented cluster, gp6, gp7 or cloudberry", dialectName)
 	}
-	historyConfig := "config/history.yaml"
-	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin, "--history": &historyConfig}
+	historyConfig, rulesConfig := "config/history.yaml", "config/rules.yaml"
+	files := map[string]*string{"--config": &config, "--collector": &collectorBin, "--agent": &agentBin, "--history": &historyConfig, "--rules": &rulesConfig}
 	for flagName, path := range files {
 		resolved, err := repoFile(*path)
 		if err != nil {
@@ -96,6 +101,9 @@ func runDemo(ctx context.Context, args []string) error {
 		}
 		collectorArgs = append(collectorArgs, "--config", historyConfig)
 	}
+	if rules {
+		collectorArgs = append(collectorArgs, "--config", rulesConfig, "--set=connectors::workloadrules::dialect="+string(c.Dialect))
+	}
 	stack, err := e2e.Launch(ctx, c, e2e.StackOptions{
 		Binaries:         e2e.Binaries{Collector: collectorBin, Agent: agentBin},
 		Config:           config,
@@ -118,7 +126,7 @@ func runDemo(ctx context.Context, args []string) error {
 	emit(map[string]any{"event": "api", "endpoint": stack.API, "service": "yagpcc.GetGPInfo",
 		"try": "gpotel-top --addr " + stack.API})
 	if history {
-		emit(map[string]any{"event": "history", "database": "gpotel_history", "tables": []string{"gpotel_history.queries", "gpotel_history.sessions"},
+		emit(map[string]any{"event": "history", "database": "gpotel_history", "tables": []string{"gpotel_history.queries", "gpotel_history.sessions", "gpotel_history.rule_actions"},
 			"try": fmt.Sprintf("gpotel-testbed psql --dir %s -- -c '\\connect gpotel_history' -c 'TABLE gpotel_history.queries LIMIT 5'", c.Dir),
 			// psql substitutes no variable in -c: the documented statements go in a file.
 			"statements": fmt.Sprintf("docs/operations.md (What a DBA asks of it), each saved in a file: gpotel-testbed psql --dir %s -- -v day=%s -c "+
@@ -142,6 +150,9 @@ func runDemo(ctx context.Context, args []string) error {
 			defer wg.Done()
 			e2e.KeepRunning(ctx, c, spec, func(err error) {
 				emit(map[string]any{"event": "workload_error", "workload": spec.Name, "error": err.Error()})
+			}, func(err error) {
+				emit(map[string]any{"event": "workload_ended_by_server", "workload": spec.Name, "restarted": true,
+					"why": "a workload rule in enforce or gpotel-top's k or K", "error": err.Error()})
 			})
 		}()
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gpotel/gpotel/internal/dialect"
@@ -58,6 +59,14 @@ func TestUpStatusDownRoundTrip(t *testing.T) {
 func TestUnknownDialectIsRejected(t *testing.T) {
 	if err := runUp(context.Background(), []string{"--dialect", "oracle"}); err == nil {
 		t.Error("no error for dialect oracle")
+	}
+}
+
+// The demo's rules write their firings into the history: without it they
+// are refused before anything starts.
+func TestDemoRulesNeedTheHistory(t *testing.T) {
+	if err := runDemo(context.Background(), []string{"--rules"}); err == nil || !strings.Contains(err.Error(), "--history") {
+		t.Errorf("demo --rules without --history: %v, want an error naming --history", err)
 	}
 }
 

@@ -248,8 +248,10 @@ func (g *gplogConverter) writeRecord(w *bytes.Buffer, pg []string) {
 		host, port = host[:i], host[i+1:]
 	}
 	session := ""
-	if n, ok := strings.CutPrefix(pg[pgApplicationName], SessionTagPrefix); ok {
-		session = "con" + n
+	if tag, ok := strings.CutPrefix(pg[pgApplicationName], SessionTagPrefix); ok {
+		if n, _, _ := strings.Cut(tag, " "); n != "" && strings.Trim(n, "0123456789") == "" {
+			session = "con" + n // the tag's number alone: the rest is the name shown
+		}
 	}
 	started := pg[pgSessionStart]
 	if pg[pgConnectionFrom] == "" {

@@ -21,15 +21,16 @@ import (
 
 // TestGreenplumDialectsLogGreenplumsLayout: a segment of the gp6 dialect
 // writes its log where and how Greenplum 6 does: pg_log/gpdb-<time>.csv,
-// 30 columns, the process as p<pid> and the segment as seg<content>, a
-// message with a quote and a newline in one quoted field.
+// 30 columns, the process as p<pid>, the session as con<N> from its tag's
+// number (the name after it is not part of it) and the segment as
+// seg<content>, a message with a quote and a newline in one quoted field.
 func TestGreenplumDialectsLogGreenplumsLayout(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
 	if c.LogDestination != cluster.LogGreenplumCSV {
 		t.Fatalf("gp6 logs %q, want %q", c.LogDestination, cluster.LogGreenplumCSV)
 	}
 	seg, _ := c.Instance(0)
-	conn := connect(t, seg.DSN, nil)
+	conn := connect(t, seg.DSN, map[string]string{"application_name": cluster.SessionTagPrefix + "42 gpotel-workload w"})
 	pid := backendPID(t, conn)
 	const msg = "a \"quoted\"\nline"
 	if _, err := conn.Exec(await.Context(t), `DO $$BEGIN RAISE LOG 'a "quoted"%line', E'\n'; END$$`); err != nil {
@@ -68,7 +69,7 @@ func TestGreenplumDialectsLogGreenplumsLayout(t *testing.T) {
 		}
 		return errors.New("not yet")
 	})
-	if len(record) != 30 || record[3] != fmt.Sprintf("p%d", pid) || record[11] != "seg0" || record[16] != "LOG" ||
+	if len(record) != 30 || record[3] != fmt.Sprintf("p%d", pid) || record[9] != "con42" || record[11] != "seg0" || record[16] != "LOG" ||
 		!regexp.MustCompile(`^th-?\d+$`).MatchString(record[4]) {
 		t.Fatalf("the record in Greenplum's layout: %d columns %q", len(record), record)
 	}

@@ -34,10 +34,17 @@ CREATE VIEW pg_catalog.pg_locks AS SELECT * FROM %[1]s.local_locks;
 GRANT SELECT ON pg_catalog.pg_locks TO PUBLIC;
 
 -- A backend's temporary files (its spill), in the default temporary
--- directory and in %[4]s's, where the workloads put theirs.
-CREATE FUNCTION %[1]s.local_workfiles() RETURNS TABLE (sess_id integer, pid integer, size bigint)
+-- directory and in %[4]s's, where the workloads put theirs, with the
+-- command count its title shows (0: none): Greenplum records the count of
+-- the statement that made a workfile, and an executor holding one is
+-- running that statement.
+CREATE FUNCTION %[1]s.title_command_count(pid integer) RETURNS bigint
+LANGUAGE sql VOLATILE SECURITY DEFINER SET search_path = pg_catalog AS $fn$
+  SELECT coalesce(substring(encode(pg_read_binary_file('/proc/' || pid || '/cmdline', 0, 1024, true), 'escape') FROM ' cmd([0-9]{1,9})[ \\]')::bigint, 0)
+$fn$;
+CREATE FUNCTION %[1]s.local_workfiles() RETURNS TABLE (sess_id integer, pid integer, command_cnt bigint, size bigint)
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog AS $fn$
-  SELECT a.sess_id, a.pid, f.size FROM (
+  SELECT a.sess_id, a.pid, %[1]s.title_command_count(a.pid), f.size FROM (
     SELECT name, size FROM pg_ls_tmpdir()
     UNION ALL SELECT name, size FROM pg_ls_tmpdir((SELECT oid FROM pg_tablespace WHERE spcname = '%[4]s'))
   ) f JOIN %[1]s.activity a ON a.pid = substring(f.name FROM '^pgsql_tmp([0-9]+)\.')::integer
@@ -80,9 +87,9 @@ CREATE OR REPLACE VIEW pg_catalog.pg_locks AS
       coalesce(to_regclass(s.row_data->>'relation_name')::oid, (s.row_data->>'relation')::oid)))::json) r;
 
 CREATE VIEW %[1]s.workfiles AS
-  SELECT %[1]s.content_id() AS segid, w.sess_id, w.pid, w.size FROM %[1]s.local_workfiles() w
-  UNION ALL SELECT s.content, r.sess_id, r.pid, r.size FROM %[1]s.on_segments('SELECT * FROM %[1]s.local_workfiles()') s,
-    LATERAL json_to_record(s.row_data) AS r(sess_id integer, pid integer, size bigint);
+  SELECT %[1]s.content_id() AS segid, w.sess_id, w.pid, w.command_cnt, w.size FROM %[1]s.local_workfiles() w
+  UNION ALL SELECT s.content, r.sess_id, r.pid, r.command_cnt, r.size FROM %[1]s.on_segments('SELECT * FROM %[1]s.local_workfiles()') s,
+    LATERAL json_to_record(s.row_data) AS r(sess_id integer, pid integer, command_cnt bigint, size bigint);
 `, internalSchema)
 
 	// Greenplum 6 names the session's coordinator backend in pid; 7 and
@@ -93,10 +100,10 @@ CREATE VIEW %[1]s.workfiles AS
 	}
 	fmt.Fprintf(&b, `
 CREATE VIEW gp_toolkit.gp_workfile_usage_per_query AS
-  SELECT a.datname, %[2]s AS pid, w.sess_id, 0 AS command_cnt, a.usename, a.query, w.segid,
+  SELECT a.datname, %[2]s AS pid, w.sess_id, w.command_cnt::integer AS command_cnt, a.usename, a.query, w.segid,
     sum(w.size)::numeric AS size, count(*) AS numfiles
   FROM %[1]s.workfiles w LEFT JOIN pg_catalog.pg_stat_activity a ON a.pid = w.sess_id
-  GROUP BY a.datname, %[2]s, w.sess_id, a.usename, a.query, w.segid;
+  GROUP BY a.datname, %[2]s, w.sess_id, w.command_cnt, a.usename, a.query, w.segid;
 GRANT SELECT ON gp_toolkit.gp_workfile_usage_per_query TO PUBLIC;
 
 CREATE VIEW gp_toolkit.gp_workfile_usage_per_segment AS

@@ -35,13 +35,21 @@ func DemoWorkloads() []workload.Spec {
 	}
 }
 
-// KeepRunning restarts one workload session until ctx ends; onError hears
-// about failed runs (then it waits 5 s before the next).
-func KeepRunning(ctx context.Context, c *cluster.Cluster, spec workload.Spec, onError func(error)) {
+// KeepRunning restarts one workload session until ctx ends. A run the
+// server ended (workload.EndedByServer: a workload rule, gpotel-top's k or
+// K) is expected: onEnded hears about it and the next starts at once;
+// onError hears about failed runs (then it waits 5 s before the next).
+func KeepRunning(ctx context.Context, c *cluster.Cluster, spec workload.Spec, onError, onEnded func(error)) {
 	for ctx.Err() == nil {
 		s, err := workload.Start(ctx, c, spec)
 		if err == nil {
 			err = s.Wait()
+		}
+		if err != nil && ctx.Err() == nil && workload.EndedByServer(err) {
+			if onEnded != nil {
+				onEnded(err)
+			}
+			continue
 		}
 		if err != nil && ctx.Err() == nil {
 			if onError != nil {

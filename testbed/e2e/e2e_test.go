@@ -116,10 +116,15 @@ func TestExampleConfigsValidate(t *testing.T) {
 	}
 	// The overlays: added to testbed.yaml, as make run and the tests add them.
 	overlayEnv := append([]string{"GPOTEL_COORDINATOR_PORT=5432"}, cases["testbed.yaml"]...)
-	for _, overlay := range []string{"history.yaml", "victorialogs.yaml"} {
-		t.Run("testbed.yaml with "+overlay, func(t *testing.T) {
-			if out, err := validate(t, configPath("testbed.yaml"), overlayEnv, "--config", configPath(overlay)); err != nil {
-				t.Fatalf("validate testbed.yaml with %s: %v\n%s", overlay, err, out)
+	for _, overlays := range [][]string{{"history.yaml"}, {"victorialogs.yaml"}, {"history.yaml", "rules.yaml"}} {
+		name := strings.Join(overlays, " and ")
+		t.Run("testbed.yaml with "+name, func(t *testing.T) {
+			var args []string
+			for _, overlay := range overlays {
+				args = append(args, "--config", configPath(overlay))
+			}
+			if out, err := validate(t, configPath("testbed.yaml"), overlayEnv, args...); err != nil {
+				t.Fatalf("validate testbed.yaml with %s: %v\n%s", name, err, out)
 			}
 		})
 	}

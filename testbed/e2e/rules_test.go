@@ -19,7 +19,8 @@ import (
 )
 
 // rulesOverlay adds a workloadrules connector to config/testbed.yaml: its
-// snapshots in, its events out to the OTLP sink, acting as gpotel_actions.
+// snapshots in, its events out to the exporters named (the OTLP sink, with
+// config/history.yaml the history), acting as gpotel_actions.
 const rulesOverlay = `connectors:
   workloadrules:
     dialect: %s
@@ -38,7 +39,7 @@ service:
       exporters: [sessionstate, otlp_grpc, debug, finishedwork, workloadrules]
     logs/rules:
       receivers: [workloadrules]
-      exporters: [otlp_grpc]
+      exporters: [%s]
 `
 
 // TestIdleInTransactionRuleTerminates: a session idle in a transaction
@@ -64,7 +65,7 @@ func TestIdleInTransactionRuleTerminates(t *testing.T) {
         action: terminate
         mode: enforce`
 	overlay := filepath.Join(t.TempDir(), "rules.yaml")
-	if err := os.WriteFile(overlay, fmt.Appendf(nil, rulesOverlay, dialect.PostgreSQL, c.Coordinator.Port, rule), 0o600); err != nil {
+	if err := os.WriteFile(overlay, fmt.Appendf(nil, rulesOverlay, dialect.PostgreSQL, c.Coordinator.Port, rule, "otlp_grpc"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	s := launch(ctx, t, c, StackOptions{Binaries: bins, Config: configPath("testbed.yaml"), Dir: t.TempDir(), OTLPKeep: 50,

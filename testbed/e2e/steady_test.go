@@ -41,7 +41,8 @@ func BenchmarkDemoSteadyState(b *testing.B) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			KeepRunning(ctx, c, spec, func(err error) { b.Logf("workload %s: %v", spec.Name, err) })
+			logRun := func(err error) { b.Logf("workload %s: %v", spec.Name, err) }
+			KeepRunning(ctx, c, spec, logRun, logRun)
 		}()
 	}
 	time.Sleep(warmUp)

@@ -16,11 +16,13 @@ import (
 
 // Workloads for the figures Greenplum keeps itself: spill and lock waits.
 const (
-	// Spill runs dispatched queries whose segment backends sort about
+	// Spill runs one dispatched query whose segment backends sort about
 	// SpillBytes under the smallest work_mem, so the sort goes to temporary
-	// files, and hold the sorted result open (a cursor) until the end; the
-	// coordinator backend is active meanwhile, as a dispatcher is. Held is
-	// closed once every segment backend holds its files.
+	// files, and hold the sorted result open (a cursor) until the end,
+	// active in a statement of the query's command count as Greenplum's
+	// executors are; the coordinator backend is active meanwhile, as a
+	// dispatcher is, and cancelling it ends the executors and their files.
+	// Held is closed once every segment backend holds its files.
 	Spill Kind = "spill"
 	// LockHolder takes LOCK TABLE Spec.Table IN ACCESS EXCLUSIVE MODE on
 	// every backend, as Greenplum dispatches it, and keeps it until the end;
@@ -35,22 +37,24 @@ const (
 var tableName = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 
 // spill sorts on a segment backend until its sort sits in temporary files,
-// then holds them; the coordinator backend waits in the query.
-func (s *Session) spill(ctx context.Context, b *backend, backends int) error {
+// then holds them, in a statement of the count dispatched (dispatchSQL);
+// the coordinator backend waits in the query.
+func (s *Session) spill(ctx context.Context, b *backend, backends int, dispatched string) error {
 	sorters := backends - 1
+	hold := fmt.Sprintf("SELECT pg_sleep_until('%s')", pgTime(s.until))
 	if sorters == 0 { // plain PostgreSQL: the one backend sorts
-		sorters = 1
+		sorters, hold = 1, ""
 	} else if b.content == cluster.CoordinatorContent {
-		return s.holdOnCoordinator(ctx, b, fmt.Sprintf("SELECT pg_sleep_until('%s')", pgTime(s.until)))
+		return s.holdOnCoordinator(ctx, b, hold)
 	}
 	// A sorted row takes about 50 bytes in a run on disk.
 	rows := max(s.spec.SpillBytes/50, 1)
 	return s.holdInTransaction(ctx, b, sorters, []string{
-		"SET work_mem = '64kB'",
+		dispatched + "SET work_mem = '64kB'",
 		"BEGIN",
 		fmt.Sprintf("DECLARE gpotel_spill CURSOR FOR SELECT g, md5(g::text) AS h FROM generate_series(1, %d) g ORDER BY h", rows),
 		"FETCH 1 FROM gpotel_spill",
-	}, "")
+	}, hold)
 }
 
 // lockHolder takes the table's lock on every backend and keeps it; the

@@ -8,10 +8,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
@@ -20,7 +23,10 @@ import (
 )
 
 // A spill session's segment backends hold sorts in temporary files, and
-// Greenplum's workfile view counts exactly those files per segment.
+// Greenplum's workfile view counts exactly those files per segment, under
+// the command count its coordinator's running statement dispatched (the
+// count in the coordinator's title plus one), as Greenplum records the
+// count of the statement that made a workfile.
 func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
 	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 2, Dialect: dialect.GP6})
 	s := start(t, c, workload.Spec{Name: "spill", Kind: workload.Spill, Duration: untilStopped, SpillBytes: 8 << 20})
@@ -31,12 +37,25 @@ func TestSpillSessionHoldsWorkfilesTheViewCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	view := map[int]int64{}
-	rows, _ := conn.Query(ctx, `SELECT segid, size::bigint FROM gp_toolkit.gp_workfile_usage_per_query WHERE sess_id = $1`, s.SessID())
+	view, counts := map[int]int64{}, map[int]int64{}
+	rows, _ := conn.Query(ctx, `SELECT segid, command_cnt, size::bigint FROM gp_toolkit.gp_workfile_usage_per_query WHERE sess_id = $1`, s.SessID())
 	var seg int
-	var size int64
-	if _, err := pgx.ForEachRow(rows, []any{&seg, &size}, func() error { view[seg] = size; return nil }); err != nil {
+	var ccnt, size int64
+	if _, err := pgx.ForEachRow(rows, []any{&seg, &ccnt, &size}, func() error { view[seg], counts[seg] = size, ccnt; return nil }); err != nil {
 		t.Fatal(err)
+	}
+	title, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", s.CoordinatorPID()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var running int64
+	if m := regexp.MustCompile(` cmd([0-9]+) `).FindSubmatch(title); m != nil {
+		running, _ = strconv.ParseInt(string(m[1]), 10, 64)
+	}
+	for _, in := range c.Segments {
+		if running == 0 || counts[in.Content] != running+1 {
+			t.Errorf("segment %d: the view's command_cnt is %d; the coordinator's running statement is cmd%d (title %q)", in.Content, counts[in.Content], running, title)
+		}
 	}
 	for _, in := range c.Segments {
 		onDisk := tempFileBytes(t, in.DataDir, s.Pids()[in.Content])
@@ -119,5 +138,20 @@ func TestLockWorkloadsStartTogether(t *testing.T) {
 				t.Fatalf("round %d: %v", i, err)
 			}
 		}
+	}
+}
+
+// A run whose statement the server cancelled or whose session it
+// terminated was ended by the server (a workload rule, gpotel-top's k and
+// K), however it is wrapped; any other error is a failure.
+func TestACancelOrTerminateIsTheServerEndingTheWork(t *testing.T) {
+	for code, want := range map[string]bool{"57014": true, "57P01": true, "22012": false, "08006": false} {
+		err := fmt.Errorf("workload w (spill): gpseg-1 pid 1: %w", &pgconn.PgError{Code: code})
+		if got := workload.EndedByServer(err); got != want {
+			t.Errorf("SQLSTATE %s: EndedByServer %v, want %v", code, got, want)
+		}
+	}
+	if workload.EndedByServer(context.Canceled) {
+		t.Error("a context cancelled by the caller is not the server ending the work")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -361,6 +362,14 @@ func (s *Session) open(ctx context.Context) (gang, error) {
 			s.closeGang(g)
 			return nil, fmt.Errorf("sess_id of the coordinator backend: %w", err)
 		}
+		// Tagged, its server log lines name con<sess_id>, as every line of
+		// a Greenplum session does (testbed/README.md); its application_name
+		// shows without the tag.
+		tagged := fmt.Sprintf("%s%d gpotel-workload %s", cluster.SessionTagPrefix, sessID, s.Name)
+		if _, err := coord.conn.Exec(ctx, "SET application_name = '"+strings.ReplaceAll(tagged, "'", "''")+"'"); err != nil {
+			s.closeGang(g)
+			return nil, fmt.Errorf("tag the coordinator backend: %w", err)
+		}
 	}
 	segs, err := s.connectSegments(ctx, sessID)
 	if err != nil {
@@ -474,7 +483,8 @@ func (s *Session) run(ctx context.Context, g gang) error {
 	case HeldSort:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.heldSort(ctx, b, len(g)) })
 	case Spill:
-		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.spill(ctx, b, len(g)) })
+		dispatched := s.dispatchSQL(g)
+		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.spill(ctx, b, len(g), dispatched) })
 	case LockHolder:
 		return eachBackend(ctx, g, func(ctx context.Context, b *backend) error { return s.lockHolder(ctx, b, len(g)) })
 	case LockWaiter:
@@ -496,6 +506,14 @@ func eachBackend(ctx context.Context, g gang, work func(context.Context, *backen
 		})
 	}
 	return eg.Wait()
+}
+
+// EndedByServer tells whether err is the server ending the work: a
+// statement cancelled (57014) or the session terminated (57P01), as an
+// administrator, gpotel-top's k and K or a workload rule in enforce do.
+func EndedByServer(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "57P01")
 }
 
 // isCancellation tells errors caused by ending the work from real failures.
