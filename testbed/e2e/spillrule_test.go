@@ -126,6 +126,9 @@ func TestSpillRuleCancelsOnlyTheSpiller(t *testing.T) {
 			if cpuQuery.Status != pipeline.QueryCompleted {
 				t.Errorf("the CPU query ended %s %s (%s); want completed", cpuQuery.Status, cpuQuery.SQLState, cpuQuery.ErrorMessage)
 			}
+			if spilled.EndedByRule != ruleName || cpuQuery.EndedByRule != "" {
+				t.Errorf("the spiller's query ended by rule %q, the CPU query's by %q; want %q and none", spilled.EndedByRule, cpuQuery.EndedByRule, ruleName)
+			}
 			if err := cpu.Wait(); err != nil {
 				t.Errorf("the CPU session: %v", err)
 			}
@@ -145,6 +148,15 @@ func TestSpillRuleCancelsOnlyTheSpiller(t *testing.T) {
 				!queryStart.Equal(time.Unix(0, fired.QueryStart)) {
 				t.Errorf("rule_actions row: %s %s %s sess_id %v ccnt %v query_start %v; the event's: enforce cancel done %d %d %v",
 					mode, action, outcome, sessID, ccnt, queryStart, fired.Session.ID, fired.CommandCount, time.Unix(0, fired.QueryStart))
+			}
+			var endedBy pgtype.Text
+			waitFor(t, "the spiller's row in queries", func() (bool, string) {
+				err := history.QueryRow(ctx, "SELECT ended_by_rule FROM gpotel_history.queries WHERE sess_id = $1 AND ccnt = $2",
+					fired.Session.ID, fired.CommandCount).Scan(&endedBy)
+				return err == nil, fmt.Sprint(err)
+			})
+			if endedBy.String != ruleName {
+				t.Errorf("the spiller's queries row: ended_by_rule %v, want %q", endedBy, ruleName)
 			}
 			// Every snapshot since the cancel has seen the CPU query run
 			// under the same rule: still one firing, the spiller's.
