@@ -20,6 +20,10 @@ type Config struct {
 	MaxStoredPoints int `mapstructure:"max_stored_points"`
 	// EmitProcessMetrics forwards the receiver's per-process resources too.
 	EmitProcessMetrics bool `mapstructure:"emit_process_metrics"`
+	// UnchangedProcesses is what the per-process output does with a process
+	// the agents left out because nothing of it changed: carry it (its last
+	// figures again, every snapshot: dense series) or leave it out.
+	UnchangedProcesses string `mapstructure:"unchanged_processes"`
 	// EmitSessionHostFigures adds each session's CPU, disk, memory and
 	// process figures per host (sessions × hosts points; GetClusterTop's
 	// per-host breakdown needs them).
@@ -45,6 +49,12 @@ type QueriesConfig struct {
 
 var _ component.Config = (*Config)(nil)
 
+// What the per-process output does with the processes that did not change.
+const (
+	UnchangedCarry    = "carry"
+	UnchangedLeaveOut = "leave_out"
+)
+
 // minStoredPoints is the floor of the automatic buffer size.
 const minStoredPoints = 30
 
@@ -52,8 +62,9 @@ func createDefaultConfig() component.Config {
 	return &Config{
 		Windows: []time.Duration{5 * time.Minute},
 		// The load average's constants: a DBA reads them like uptime's.
-		TimeConstants: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
-		Queries:       QueriesConfig{Enabled: true, TextMaxLength: 1024, MaxFinished: 1000},
+		TimeConstants:      []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute},
+		Queries:            QueriesConfig{Enabled: true, TextMaxLength: 1024, MaxFinished: 1000},
+		UnchangedProcesses: UnchangedCarry,
 	}
 }
 
@@ -70,6 +81,9 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_stored_points %d: must not be negative (0 means automatic)", cfg.MaxStoredPoints))
 	} else if cfg.MaxStoredPoints == 1 {
 		errs = append(errs, errors.New("max_stored_points 1: leaves nothing to diff against; use 0 (automatic) or at least 2"))
+	}
+	if cfg.UnchangedProcesses != UnchangedCarry && cfg.UnchangedProcesses != UnchangedLeaveOut {
+		errs = append(errs, fmt.Errorf("unchanged_processes %q: must be %q (dense per-process series) or %q", cfg.UnchangedProcesses, UnchangedCarry, UnchangedLeaveOut))
 	}
 	if cfg.Queries.TextMaxLength < 0 {
 		errs = append(errs, fmt.Errorf("queries::text_max_length %d: must not be negative", cfg.Queries.TextMaxLength))

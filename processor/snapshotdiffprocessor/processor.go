@@ -27,6 +27,9 @@ import (
 // snapshotDiff turns each snapshot into per-session window figures.
 type snapshotDiff struct {
 	emitProcesses bool
+	// carryUnchanged sends, with the per-process output, the processes a
+	// sparse host left out (unchanged_processes: carry).
+	carryUnchanged bool
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
 	out              *pipeline.OutputEncoder
@@ -60,8 +63,11 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		decoder:          newDecoder(cfg.Queries.Enabled),
 	}
 	if cfg.EmitProcessMetrics {
-		p.store.procs.keepSamples = true
 		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
+		// Carrying needs every process's last sighting whole; leaving the
+		// unchanged out needs none of it.
+		p.carryUnchanged = cfg.UnchangedProcesses != UnchangedLeaveOut
+		p.store.procs.keepSamples = p.carryUnchanged
 	}
 	if cfg.Queries.Enabled {
 		if cfg.Queries.Text {
@@ -281,7 +287,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 		}
 	}
 	figs.segments = p.store.computeSegmentFigures(p.emitSessionHosts)
-	if p.carriedEncoder != nil {
+	if p.carryUnchanged {
 		figs.carried = p.carriedByHost()
 	}
 	return figs, nil

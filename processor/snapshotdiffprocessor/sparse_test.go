@@ -8,6 +8,7 @@ import (
 	"errors"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -554,4 +555,58 @@ func processHosts(md pmetric.Metrics) []string {
 		}
 	}
 	return hosts
+}
+
+// With unchanged_processes: leave_out the per-process output holds the
+// processes that changed since the previous snapshot, each whole, and
+// none that a sparse host left out as unchanged; the session figures are
+// the same as when they are carried.
+func TestLeftOutUnchangedProcessesAreNotSent(t *testing.T) {
+	p, sink := newTestProcessor(t, &Config{Windows: []time.Duration{2 * time.Minute}, EmitProcessMetrics: true,
+		UnchangedProcesses: UnchangedLeaveOut})
+	rec := pipelinetest.NewReceiver(p)
+	for k := 0; k <= 6; k++ {
+		sink.Reset()
+		if errs, err := rec.Send(context.Background(), sparseTick(k)); err != nil || len(errs) > 0 {
+			t.Fatalf("tick %d: %v %v", k, errs, err)
+		}
+		user, sys := map[int64]float64{}, map[int64]float64{}
+		for _, md := range sink.AllMetrics() {
+			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+				switch mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() {
+				case pipeline.CPUModeUser:
+					user[pid.Int()] = dp.DoubleValue()
+				case pipeline.CPUModeSys:
+					sys[pid.Int()] = dp.DoubleValue()
+				}
+			})
+		}
+		// 100 and 200 move every tick, 102 until it leaves after tick 2;
+		// 101 only at tick 5 (its system CPU), and at tick 0, the first.
+		want := map[int64]float64{100: float64(1 + k), 200: float64(20 + k)}
+		if k <= 2 {
+			want[102] = float64(30 + k)
+		}
+		if k == 0 || k == 5 {
+			want[101] = 10
+		}
+		if !maps.Equal(user, want) {
+			t.Errorf("tick %d: per-process user CPU %v, want %v", k, user, want)
+		}
+		if got, ok := sys[101]; k == 5 && (!ok || got != 2) {
+			t.Errorf("tick 5: process 101's system CPU %v (%v), want 2 (it is sent whole)", got, ok)
+		}
+	}
+}
+
+func TestUnchangedProcessesIsValidated(t *testing.T) {
+	cfg := createDefaultConfig().(*Config)
+	if cfg.UnchangedProcesses != UnchangedCarry {
+		t.Errorf("default unchanged_processes %q, want %q", cfg.UnchangedProcesses, UnchangedCarry)
+	}
+	cfg.UnchangedProcesses = "drop"
+	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `unchanged_processes "drop"`) {
+		t.Errorf("unchanged_processes drop: %v, want it refused by name", err)
+	}
 }

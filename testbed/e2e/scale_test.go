@@ -4,6 +4,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -270,6 +271,8 @@ func startScaleStack(hosts int, interval time.Duration, emit bool) (*scaleStack,
 		"--set=processors::snapshotdiff::max_stored_points=30",
 		"--set=processors::snapshotdiff::windows=[" + (10 * interval).String() + "," + (29 * interval).String() + "]",
 		"--set=processors::snapshotdiff::emit_process_metrics=" + strconv.FormatBool(emit),
+		// GPOTEL_SCALE_UNCHANGED=leave_out measures unchanged_processes: leave_out.
+		"--set=processors::snapshotdiff::unchanged_processes=" + cmp.Or(os.Getenv("GPOTEL_SCALE_UNCHANGED"), "carry"),
 		"--set=exporters::sessionstate::last_metrics_window=" + (10 * interval).String(),
 		"--set=exporters::debug::verbosity=basic",
 		"--set=service::telemetry::logs::level=warn",
