@@ -219,3 +219,29 @@ func TestEventAttributesAreDocumented(t *testing.T) {
 	}
 	assert.Len(t, pipeline.RuleActionEventFields, lrs.At(0).Attributes().Len(), "every attribute written")
 }
+
+// The rules' action connection carries the action role's credentials: one
+// that leaves this host without checking the server's certificate is
+// refused at start unless insecure says so; on loopback any sslmode goes.
+func TestAnUnverifiedActionConnectionBeyondLoopbackIsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		host, sslmode string
+		insecure, ok  bool
+	}{
+		{"127.0.0.1", "prefer", false, true},
+		{"mdw", "prefer", false, false},
+		{"mdw", "require", false, false},
+		{"mdw", "require", true, true},
+		{"mdw", "verify-full", false, true},
+	} {
+		cfg := defaultConfig()
+		cfg.Dialect = dialect.GP7
+		cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = tc.host, "postgres", "gpotel_actions"
+		cfg.Actions.SSLMode, cfg.Actions.Insecure = tc.sslmode, tc.insecure
+		cfg.Rules = []RuleConfig{{Name: "a", When: []string{"gpotel.query.duration > 10s"}, Action: "cancel", Mode: "enforce"}}
+		err := cfg.Validate()
+		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "actions::insecure: true")) {
+			t.Errorf("host %s, sslmode %s, insecure %v: %v; want accepted %v, else actions::insecure named", tc.host, tc.sslmode, tc.insecure, err, tc.ok)
+		}
+	}
+}

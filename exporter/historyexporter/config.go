@@ -52,9 +52,6 @@ type Config struct {
 	// Timeout bounds connecting and each write (the server's
 	// statement_timeout, and the client's own deadline).
 	Timeout time.Duration `mapstructure:"timeout"`
-	// Insecure allows a connection beyond this host whose sslmode does
-	// not check the server's certificate.
-	Insecure bool `mapstructure:"insecure"`
 
 	// Storage is the storage extension (file_storage) that keeps the queue
 	// through a collector restart; without it the queue is in memory.
@@ -102,9 +99,6 @@ func createDefaultConfig() *Config {
 func (c *Config) Validate() error {
 	errs := c.Problems("", "the database server")
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if err := c.CheckTLS("", c.Insecure); err != nil && c.Host != "" {
-		errs = append(errs, err)
-	}
 	if c.Dialect != dialect.Auto && !c.Dialect.Known() {
 		add("dialect %q: want %s", c.Dialect, dialect.Names(true))
 	}

@@ -5,8 +5,8 @@
 // or acts with a database role of its own (never the receiver's monitoring
 // role): the history exporter's and the sessionstate exporter's actions.
 // Its settings are squashed into the component's configuration, so the keys
-// are host, port, database, user, password_file, password_env, sslmode and
-// sslrootcert wherever it is used.
+// are host, port, database, user, password_file, password_env, sslmode,
+// sslrootcert and insecure wherever it is used.
 package roleconn
 
 import (
@@ -41,6 +41,9 @@ type Settings struct {
 	// SSLMode and SSLRootCert with libpq's meaning.
 	SSLMode     string `mapstructure:"sslmode"`
 	SSLRootCert string `mapstructure:"sslrootcert"`
+	// Insecure allows a connection beyond this host whose sslmode does
+	// not check the server's certificate (CheckTLS).
+	Insecure bool `mapstructure:"insecure"`
 }
 
 // Problems lists what is wrong, each message led by prefix and the key;
@@ -66,6 +69,8 @@ func (s Settings) Problems(prefix, hostIs string) []error {
 	// pgx checks sslmode only for a TCP host, hence localhost.
 	if _, err := pgconn.ParseConfig("postgres://localhost/?" + url.Values{"sslmode": {s.SSLMode}}.Encode()); err != nil {
 		add("sslmode %q: want disable, allow, prefer, require, verify-ca or verify-full", s.SSLMode)
+	} else if err := s.CheckTLS(prefix, s.Insecure); err != nil && s.Host != "" {
+		errs = append(errs, err)
 	}
 	return errs
 }
