@@ -121,6 +121,13 @@ func unlessZero[E any, T interface {
 	}, func(e *E, v T) { *ref(e) = v })
 }
 
+// positive is an optional count kept in *ref; none unless above 0 (a
+// figure the server does not keep, or a command count it does not number).
+func positive[E any](f EventField, ref func(*E) *int64) eventField[E] {
+	f.Optional = true
+	return field(f, func(e *E) (int64, bool) { return *ref(e), *ref(e) > 0 }, func(e *E, v int64) { *ref(e) = v })
+}
+
 // nullable is an optional field kept in *ref.
 func nullable[E any, T eventValue](f EventField, ref func(*E) *Null[T]) eventField[E] {
 	f.Optional = true

@@ -187,7 +187,7 @@ var queryEvent = func() eventTable[FinishedQuery] {
 	t = append(t,
 		timeAt(EventField{Key: AttrQueryStart, Column: "query_start", Identity: true, Brief: "query_start of the statement"},
 			func(q *q) *int64 { return &q.Start }),
-		unlessZero(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the statement's command count " +
+		positive(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the statement's command count " +
 			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
 			"numbers none (PostgreSQL)"},
 			func(q *q) *int64 { return &q.CommandCount }),
@@ -247,7 +247,7 @@ var queryEvent = func() eventTable[FinishedQuery] {
 		unlessZero(EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
 			"lock it waited for (Greenplum's pg_locks read)"},
 			func(q *q) *int64 { return &q.LockBlocker }),
-		unlessZero(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to its session over every segment while it ran, where the server keeps it"},
 			func(q *q) *int64 { return &q.VmemPeak }),
 	)
@@ -287,12 +287,12 @@ var sessionEvent = func() eventTable[EndedSession] {
 		always(EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
 			"processes together in one snapshot"},
 			func(s *s) *int64 { return &s.MemoryPeak }),
-		unlessZero(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
+		positive(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
 			"its queries held at once (Greenplum only)"},
 			func(s *s) *int64 { return &s.SpillMax }),
 		secondsAt(EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
 			func(s *s) *int64 { return &s.LockWait }),
-		unlessZero(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to it over every segment, where the server keeps it"},
 			func(s *s) *int64 { return &s.VmemPeak }),
 	)
