@@ -25,8 +25,9 @@
 //     (OutputEncoder; DecodeSessionFigures, DecodeQuery, DecodeHostTops);
 //   - processor → finishedwork connector and exporters: the finished-work
 //     events (AppendFinishedQuery, AppendEndedSession; QueryEventFields and
-//     SessionEventFields, read with EventValue; AppendEventOf makes the log
-//     record).
+//     SessionEventFields, read with EventValue or DecodeQueryEvent and
+//     DecodeSessionEvent; AppendEventOf makes the log record), each field
+//     one row, with its accessors, of its event's table (eventfield.go).
 //
 // The components stay thin around it.
 package pipeline

@@ -6,7 +6,6 @@ package pipeline
 import (
 	"cmp"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -24,43 +23,6 @@ const (
 	EventQueryEnd   = "gpotel.query.end"
 	EventSessionEnd = "gpotel.session.end"
 )
-
-// EventType is the type of an event field's value.
-type EventType uint8
-
-// The value types: an attribute of that type, and a column of the
-// matching SQL type in the history tables.
-const (
-	EventInt      EventType = iota + 1 // int attribute; bigint
-	EventDouble                        // double attribute; double precision
-	EventString                        // string attribute; text
-	EventBool                          // bool attribute; boolean
-	EventTime                          // string attribute, RFC 3339 with nanoseconds, UTC; timestamptz
-	EventSegments                      // slice attribute of maps (QueryEventSegment keys); json
-	EventStrings                       // slice attribute of strings; text[]
-	EventDoubles                       // slice attribute of doubles; double precision[]
-)
-
-// EventField is one attribute of an event and one column of its history table.
-type EventField struct {
-	Key    string // the log record attribute
-	Column string // the history table's column
-	Type   EventType
-	Unit   string // UCUM, as the metrics: s, By, 1, {fault}
-	// Identity: the field is part of the event's key, the one a history
-	// row is written under once (tm_id, session, and the query's or
-	// session's start and command count).
-	Identity bool
-	// Optional: absent when not known (no text, not Greenplum, a figure
-	// the host does not measure); every other field is always there.
-	Optional bool
-	Brief    string
-	counter  Figure // the Figures row a counter field carries
-	counted  bool   // the field is a counter's
-}
-
-// Counter is the Figures row of a counter field; ok false for the others.
-func (f EventField) Counter() (fig Figure, ok bool) { return f.counter, f.counted }
 
 // Attribute keys of the events beyond the pipeline's own names.
 const (
@@ -218,179 +180,154 @@ func (c *PartialCause) HostList() string {
 	return s
 }
 
+// queryEvent is the query event's table: each field with its accessors
+// on FinishedQuery. A figure the processor puts in FinishedQuery is one
+// row here; the event, its read back, the history column and the API
+// item follow from it.
+var queryEvent = func() eventTable[FinishedQuery] {
+	type q = FinishedQuery
+	t := sessionKeyFields(func(q *q) *SessionKey { return &q.Session }, "its session")
+	t = append(t, whoFields(func(q *q) *SessionWho { return &q.Who })...)
+	t = append(t,
+		timeAt(EventField{Key: AttrQueryStart, Column: "query_start", Identity: true, Brief: "query_start of the statement"},
+			func(q *q) *int64 { return &q.Start }),
+		positive(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the statement's command count " +
+			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
+			"numbers none (PostgreSQL)"},
+			func(q *q) *int64 { return &q.CommandCount }),
+		timeAt(EventField{Key: AttrEventQueryEnd, Column: "query_end", Brief: "when it ended: state_change after it, the log's time of its " +
+			"failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
+			func(q *q) *int64 { return &q.End }),
+		derived(EventField{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "query_end - query_start"},
+			func(q *q) float64 { return nsSeconds(q.End - q.Start) }),
+		always(EventField{Key: AttrEventQueryStatus, Column: "status", Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
+			"or unknown (docs/pipeline.md, how it ended)"},
+			func(q *q) *string { return &q.Status }),
+		unlessZero(EventField{Key: AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE the server log gave its failure; absent " +
+			"when it completed or nothing tells"},
+			func(q *q) *string { return &q.SQLState }),
+		unlessZero(EventField{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the server log's message of its " +
+			"failure, at most 512 bytes (a cut one ends in …)"},
+			func(q *q) *string { return &q.ErrorMessage }),
+		unlessZero(EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Brief: "of a cancelled one: user_request, " +
+			"statement_timeout, lock_timeout or other, from the message"},
+			func(q *q) *string { return &q.CancelReason }),
+		unlessZero(EventField{Key: AttrEventEndedByRule, Column: "ended_by_rule", Brief: "the workload rule whose " +
+			"cancel or terminate ended it (it ended cancelled at a user's request, or terminated, after the rule's action was done); absent otherwise"},
+			func(q *q) *string { return &q.EndedByRule }),
+		always(EventField{Key: AttrEventPartial, Column: "partial", Brief: "a host of its processes did not answer while it ran, or it started " +
+			"before gpotel first saw its session: its figures are a lower bound"},
+			func(q *q) *bool { return &q.Partial }),
+		field(EventField{Key: AttrDBQueryText, Column: "query_text", Optional: true, Brief: "the statement's text, only with the processor's " +
+			"queries::text"},
+			func(q *q) (string, bool) { return deref(q.Text), q.Text != nil }, func(q *q, v string) { q.Text = &v }),
+	)
+	t = append(t, counterFields(func(q *q) (*Counters, *uint32) { return &q.Totals, &q.Known })...)
+	t = append(t,
+		derived(EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Unit: "s", Brief: "user + system CPU of its processes " +
+			"on the coordinator (segment -1)"},
+			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, true)) }),
+		derived(EventField{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Unit: "s", Brief: "user + system CPU of its processes on the segments"},
+			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, false)) }),
+	)
+	t = append(t, skewFields(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU", func(q *q) *Skew { return &q.Skew.CPU })...)
+	t = append(t, skewFields(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O", func(q *q) *Skew { return &q.Skew.IO })...)
+	spill := func(q *q) *QuerySpill {
+		if q.Spill == nil {
+			q.Spill = &QuerySpill{}
+		}
+		return q.Spill
+	}
+	t = append(t,
+		always(EventField{Key: AttrEventSegments, Column: "segments", Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
+			"and written"},
+			func(q *q) *[]SegmentUse { return &q.Segments }),
+		field(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
+			"at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
+			func(q *q) (int64, bool) { return deref(q.Spill).MaxBytes, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxBytes = v }),
+		field(EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
+			"held at once"},
+			func(q *q) (int64, bool) { return deref(q.Spill).MaxFiles, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxFiles = v }),
+		secondsAt(EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time it was seen waiting for a lock: the " +
+			"snapshot intervals in which pg_stat_activity showed it waiting"},
+			func(q *q) *int64 { return &q.LockWait }),
+		unlessZero(EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
+			"lock it waited for (Greenplum's pg_locks read)"},
+			func(q *q) *int64 { return &q.LockBlocker }),
+		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+			"to its session over every segment while it ran, where the server keeps it"},
+			func(q *q) *int64 { return &q.VmemPeak }),
+	)
+	return append(t, partialCauseFields(func(q *q) *PartialCause { return &q.PartialCause })...)
+}()
+
+// sessionEvent is the session event's table, on EndedSession.
+var sessionEvent = func() eventTable[EndedSession] {
+	type s = EndedSession
+	t := sessionKeyFields(func(s *s) *SessionKey { return &s.Session }, "the session")
+	t = append(t, whoFields(func(s *s) *SessionWho { return &s.Who })...)
+	t = append(t,
+		timeAt(EventField{Key: AttrEventSessionStart, Column: "session_start", Identity: true, Brief: "backend_start of its coordinator " +
+			"backend; the first snapshot that saw it when the server has none"},
+			func(s *s) *int64 { return &s.Start }),
+		timeAt(EventField{Key: AttrEventSessionEnd, Column: "session_end", Brief: "its coordinator backend's exit; without an exit record, the " +
+			"first snapshot without it"},
+			func(s *s) *int64 { return &s.End }),
+		field(EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Brief: "client_disconnect, terminated, connection_lost, " +
+			"server_shutdown or unknown (docs/pipeline.md, how it ended)"},
+			func(s *s) (string, bool) { return cmp.Or(s.EndReason, SessionEndUnknown), true }, func(s *s, v string) { s.EndReason = v }),
+		unlessZero(EventField{Key: AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE of the FATAL that ended it"},
+			func(s *s) *string { return &s.SQLState }),
+		unlessZero(EventField{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the message of the FATAL that ended " +
+			"it, at most 512 bytes"},
+			func(s *s) *string { return &s.Message }),
+		derived(EventField{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "session_end - session_start"},
+			func(s *s) float64 { return nsSeconds(s.End - s.Start) }),
+		always(EventField{Key: AttrEventPartial, Column: "partial", Brief: "it started before gpotel first saw it, or a host of its processes " +
+			"was still silent when its event was written: its figures are a lower bound"},
+			func(s *s) *bool { return &s.Partial }),
+		always(EventField{Key: AttrEventSessionQueries, Column: "queries", Unit: "{query}", Brief: "queries gpotel saw it run"},
+			func(s *s) *int64 { return &s.Queries }),
+	)
+	t = append(t, counterFields(func(s *s) (*Counters, *uint32) { return &s.Totals, &s.Known })...)
+	t = append(t,
+		always(EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
+			"processes together in one snapshot"},
+			func(s *s) *int64 { return &s.MemoryPeak }),
+		positive(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
+			"its queries held at once (Greenplum only)"},
+			func(s *s) *int64 { return &s.SpillMax }),
+		secondsAt(EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
+			func(s *s) *int64 { return &s.LockWait }),
+		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+			"to it over every segment, where the server keeps it"},
+			func(s *s) *int64 { return &s.VmemPeak }),
+	)
+	return append(t, partialCauseFields(func(s *s) *PartialCause { return &s.PartialCause })...)
+}()
+
 // QueryEventFields are the query event's fields, in the order of the
 // history table's columns.
-var QueryEventFields []EventField
+var QueryEventFields = queryEvent.fields()
 
 // SessionEventFields are the session event's fields, in the order of the
 // history table's columns.
-var SessionEventFields []EventField
+var SessionEventFields = sessionEvent.fields()
 
-func init() {
-	QueryEventFields = append(eventIdentity(true), eventWho()...)
-	QueryEventFields = append(QueryEventFields,
-		EventField{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Brief: "query_start of the statement"},
-		EventField{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Optional: true, Brief: "the statement's command count " +
-			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
-			"numbers none (PostgreSQL)"},
-		EventField{Key: AttrEventQueryEnd, Column: "query_end", Type: EventTime, Brief: "when it ended: state_change after it, the log's time of its " +
-			"failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
-		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "query_end - query_start"},
-		EventField{Key: AttrEventQueryStatus, Column: "status", Type: EventString, Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
-			"or unknown (docs/pipeline.md, how it ended)"},
-		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE the server log gave its failure; absent " +
-			"when it completed or nothing tells"},
-		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the server log's message of its " +
-			"failure, at most 512 bytes (a cut one ends in …)"},
-		EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Type: EventString, Optional: true, Brief: "of a cancelled one: user_request, " +
-			"statement_timeout, lock_timeout or other, from the message"},
-		EventField{Key: AttrEventEndedByRule, Column: "ended_by_rule", Type: EventString, Optional: true, Brief: "the workload rule whose " +
-			"cancel or terminate ended it (it ended cancelled at a user's request, or terminated, after the rule's action was done); absent otherwise"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "a host of its processes did not answer while it ran, or it started " +
-			"before gpotel first saw its session: its figures are a lower bound"},
-		EventField{Key: AttrDBQueryText, Column: "query_text", Type: EventString, Optional: true, Brief: "the statement's text, only with the processor's " +
-			"queries::text"},
-	)
-	QueryEventFields = append(QueryEventFields, eventCounters()...)
-	QueryEventFields = append(QueryEventFields,
-		EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes " +
-			"on the coordinator (segment -1)"},
-		EventField{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Type: EventDouble, Unit: "s", Brief: "user + system CPU of its processes on the segments"},
-	)
-	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU")...)
-	QueryEventFields = append(QueryEventFields, eventSkews(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O")...)
-	QueryEventFields = append(QueryEventFields,
-		EventField{Key: AttrEventSegments, Column: "segments", Type: EventSegments, Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
-			"and written"},
-		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
-			"at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
-		EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Type: EventInt, Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
-			"held at once"},
-		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time it was seen waiting for a lock: the " +
-			"snapshot intervals in which pg_stat_activity showed it waiting"},
-		EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Type: EventInt, Optional: true, Brief: "the last session seen holding the " +
-			"lock it waited for (Greenplum's pg_locks read)"},
-		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted " +
-			"to its session over every segment while it ran, where the server keeps it"},
-	)
-	QueryEventFields = append(QueryEventFields, eventPartialCause()...)
+// PutQueryEvent writes every field of QueryEventFields that q has into attrs.
+func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) { queryEvent.put(attrs, q) }
 
-	SessionEventFields = append(eventIdentity(false), eventWho()...)
-	SessionEventFields = append(SessionEventFields,
-		EventField{Key: AttrEventSessionStart, Column: "session_start", Type: EventTime, Identity: true, Brief: "backend_start of its coordinator " +
-			"backend; the first snapshot that saw it when the server has none"},
-		EventField{Key: AttrEventSessionEnd, Column: "session_end", Type: EventTime, Brief: "its coordinator backend's exit; without an exit record, the " +
-			"first snapshot without it"},
-		EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Type: EventString, Brief: "client_disconnect, terminated, connection_lost, " +
-			"server_shutdown or unknown (docs/pipeline.md, how it ended)"},
-		EventField{Key: AttrSQLState, Column: "sqlstate", Type: EventString, Optional: true, Brief: "the SQLSTATE of the FATAL that ended it"},
-		EventField{Key: AttrEventErrorMessage, Column: "error_message", Type: EventString, Optional: true, Brief: "the message of the FATAL that ended " +
-			"it, at most 512 bytes"},
-		EventField{Key: AttrEventDuration, Column: "duration", Type: EventDouble, Unit: "s", Brief: "session_end - session_start"},
-		EventField{Key: AttrEventPartial, Column: "partial", Type: EventBool, Brief: "it started before gpotel first saw it, or a host of its processes " +
-			"was still silent when its event was written: its figures are a lower bound"},
-		EventField{Key: AttrEventSessionQueries, Column: "queries", Type: EventInt, Unit: "{query}", Brief: "queries gpotel saw it run"},
-	)
-	SessionEventFields = append(SessionEventFields, eventCounters()...)
-	SessionEventFields = append(SessionEventFields,
-		EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Type: EventInt, Unit: "By", Brief: "the largest resident memory of all its " +
-			"processes together in one snapshot"},
-		EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Type: EventInt, Unit: "By", Optional: true, Brief: "the most workfile bytes one of " +
-			"its queries held at once (Greenplum only)"},
-		EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Type: EventDouble, Unit: "s", Brief: "time its queries were seen waiting for a lock"},
-		EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Type: EventInt, Unit: "By", Optional: true, Brief: "the largest vmem Greenplum accounted " +
-			"to it over every segment, where the server keeps it"},
-	)
-	SessionEventFields = append(SessionEventFields, eventPartialCause()...)
-}
+// PutSessionEvent writes every field of SessionEventFields that s has into attrs.
+func PutSessionEvent(attrs pcommon.Map, s *EndedSession) { sessionEvent.put(attrs, s) }
 
-// eventPartialCause are the fields that say why an event is partial; all
-// absent when it is not.
-func eventPartialCause() []EventField {
-	return []EventField{
-		{Key: AttrEventPartialReason, Column: "partial_reason", Type: EventString, Optional: true,
-			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " +
-				PartialHostSilent + " (a host of its processes did not answer)"},
-		{Key: AttrEventPartialHosts, Column: "partial_hosts", Type: EventString, Optional: true,
-			Brief: fmt.Sprintf("the hosts that did not answer, comma-separated, at most %d, then +N for the others", MaxPartialHosts)},
-		{Key: AttrEventPartialSince, Column: "partial_since", Type: EventTime, Optional: true,
-			Brief: "when what it lacks began: the first snapshot in which a host of it did not answer, else the first snapshot that saw it"},
-	}
-}
+// DecodeQueryEvent reads a query event's attributes back (a finished_query
+// resource's, or a log record's); an error names the first field that is
+// required and missing or of another type. The fields worked out from
+// others (duration, CPU per side) are not read.
+func DecodeQueryEvent(attrs pcommon.Map) (FinishedQuery, error) { return queryEvent.decode(attrs) }
 
-// eventIdentity are the fields that name the session.
-func eventIdentity(query bool) []EventField {
-	whose := "the session"
-	if query {
-		whose = "its session"
-	}
-	return []EventField{
-		{Key: AttrTmID, Column: "tm_id", Type: EventInt, Identity: true, Brief: "the coordinator's start (yagpcc's tm_id)"},
-		{Key: AttrSessionID, Column: "sess_id", Type: EventInt, Identity: true, Brief: "sess_id of " + whose + " (the leader's pid on PostgreSQL)"},
-	}
-}
-
-// eventWho are the fields that say whose work it was; a database user
-// chooses every one of them.
-func eventWho() []EventField {
-	return []EventField{
-		{Key: AttrDBNamespace, Column: "database", Type: EventString, Brief: "datname"},
-		{Key: AttrSessionUser, Column: "username", Type: EventString, Brief: "usename"},
-		{Key: AttrEventApplication, Column: "application", Type: EventString, Optional: true, Brief: "application_name, as last seen"},
-		{Key: AttrEventClientAddress, Column: "client_address", Type: EventString, Optional: true, Brief: "client_addr; absent for a local socket"},
-		{Key: AttrEventClientPort, Column: "client_port", Type: EventInt, Optional: true, Brief: "client_port"},
-		{Key: AttrEventResourceGroup, Column: "resource_group", Type: EventString, Optional: true, Brief: "rsgname (Greenplum), as last seen"},
-	}
-}
-
-// eventCounters are one field per counter of Figures: the query's or the
-// session's total, named after the session figure and its attribute value
-// (gpotel.session.cpu.time, user → gpotel.cpu.time.user, cpu_time_user).
-func eventCounters() []EventField {
-	var out []EventField
-	for f := range Figure(NumCounters) {
-		row := &Figures[f]
-		key := eventCounterPrefix + strings.TrimPrefix(row.Metric.Session, eventColumnSessionFigures)
-		if row.Value != "" {
-			key += "." + row.Value
-		}
-		typ := EventInt
-		if row.Metric.Double {
-			typ = EventDouble
-		}
-		brief := "its total of " + row.Metric.Session
-		if row.Value != "" {
-			brief += " " + row.Value
-		}
-		out = append(out, EventField{Key: key, Column: columnOf(key), Type: typ, Unit: row.Metric.Unit, Optional: true, counter: f, counted: true,
-			Brief: brief + ", over every process it had"})
-	}
-	return out
-}
-
-// eventSkews are the skew figures of one figure over the segments.
-func eventSkews(keyPrefix, columnPrefix, what string) []EventField {
-	return []EventField{
-		{Key: keyPrefix + "ratio", Column: columnPrefix + "ratio", Type: EventDouble, Unit: "1", Optional: true,
-			Brief: "1 - avg/max of " + what + " over the segments that took part"},
-		{Key: keyPrefix + "max_over_avg", Column: columnPrefix + "max_over_avg", Type: EventDouble, Unit: "1", Optional: true,
-			Brief: "max/avg of " + what + " over the segments"},
-		{Key: keyPrefix + "hottest_segment", Column: columnPrefix + "hottest_segment", Type: EventInt, Optional: true, Brief: "the segment that used the " +
-			"most " + what},
-		{Key: keyPrefix + "segments", Column: columnPrefix + "segments", Type: EventInt, Unit: "{segment}", Optional: true, Brief: "segments that took part"},
-	}
-}
-
-// columnOf is the history column of an attribute key: without the gpotel.
-// prefix, dots as underscores.
-func columnOf(key string) string {
-	return strings.ReplaceAll(strings.TrimPrefix(key, eventCounterPrefix), ".", "_")
-}
-
-// EventTimeValue writes a time as an EventTime attribute holds it.
-func EventTimeValue(unixNano int64) string {
-	return time.Unix(0, unixNano).UTC().Format(time.RFC3339Nano)
-}
+// DecodeSessionEvent reads a session event's attributes back.
+func DecodeSessionEvent(attrs pcommon.Map) (EndedSession, error) { return sessionEvent.decode(attrs) }
 
 // FinishedQuery is one ended query's event.
 type FinishedQuery struct {
@@ -443,139 +380,6 @@ type SessionWho struct {
 	ResourceGroup              Null[string]
 }
 
-// PutQueryEvent writes every field of QueryEventFields that q has into attrs.
-func PutQueryEvent(attrs pcommon.Map, q *FinishedQuery) {
-	for _, f := range QueryEventFields {
-		if putSessionField(attrs, f, &q.Totals, q.Known, q.Session, &q.Who) {
-			continue
-		}
-		switch f.Key {
-		case AttrQueryStart:
-			attrs.PutStr(f.Key, EventTimeValue(q.Start))
-		case AttrQueryCommandCount:
-			if q.CommandCount > 0 {
-				attrs.PutInt(f.Key, q.CommandCount)
-			}
-		case AttrEventQueryEnd:
-			attrs.PutStr(f.Key, EventTimeValue(q.End))
-		case AttrEventDuration:
-			attrs.PutDouble(f.Key, nsSeconds(q.End-q.Start))
-		case AttrEventQueryStatus:
-			attrs.PutStr(f.Key, q.Status)
-		case AttrSQLState:
-			putNonEmpty(attrs, f.Key, q.SQLState)
-		case AttrEventErrorMessage:
-			putNonEmpty(attrs, f.Key, q.ErrorMessage)
-		case AttrEventCancelReason:
-			putNonEmpty(attrs, f.Key, q.CancelReason)
-		case AttrEventEndedByRule:
-			putNonEmpty(attrs, f.Key, q.EndedByRule)
-		case AttrEventPartial:
-			attrs.PutBool(f.Key, q.Partial)
-		case AttrDBQueryText:
-			if q.Text != nil {
-				attrs.PutStr(f.Key, *q.Text)
-			}
-		case AttrEventCPUCoordinator, AttrEventCPUSegments:
-			attrs.PutDouble(f.Key, nsSeconds(segmentCPU(q.Segments, f.Key == AttrEventCPUCoordinator)))
-		case AttrEventSegments:
-			putSegments(attrs.PutEmptySlice(f.Key), q.Segments)
-		case AttrEventSpillMax:
-			if q.Spill != nil {
-				attrs.PutInt(f.Key, q.Spill.MaxBytes)
-			}
-		case AttrEventSpillFilesMax:
-			if q.Spill != nil {
-				attrs.PutInt(f.Key, q.Spill.MaxFiles)
-			}
-		case AttrEventLockWait:
-			attrs.PutDouble(f.Key, nsSeconds(q.LockWait))
-		case AttrEventLockBlocker:
-			if q.LockBlocker != 0 {
-				attrs.PutInt(f.Key, q.LockBlocker)
-			}
-		case AttrEventVmemPeak:
-			if q.VmemPeak > 0 {
-				attrs.PutInt(f.Key, q.VmemPeak)
-			}
-		case AttrEventPartialReason, AttrEventPartialHosts, AttrEventPartialSince:
-			putPartialCause(attrs, f.Key, &q.PartialCause)
-		default:
-			if !putSkew(attrs, f.Key, q.Skew) {
-				panic(fmt.Sprintf("pipeline: query event field %s has no value", f.Key))
-			}
-		}
-	}
-}
-
-// PutSessionEvent writes every field of SessionEventFields that s has into attrs.
-func PutSessionEvent(attrs pcommon.Map, s *EndedSession) {
-	for _, f := range SessionEventFields {
-		if putSessionField(attrs, f, &s.Totals, s.Known, s.Session, &s.Who) {
-			continue
-		}
-		switch f.Key {
-		case AttrEventSessionStart:
-			attrs.PutStr(f.Key, EventTimeValue(s.Start))
-		case AttrEventSessionEnd:
-			attrs.PutStr(f.Key, EventTimeValue(s.End))
-		case AttrEventSessionEndReason:
-			attrs.PutStr(f.Key, cmp.Or(s.EndReason, SessionEndUnknown))
-		case AttrSQLState:
-			putNonEmpty(attrs, f.Key, s.SQLState)
-		case AttrEventErrorMessage:
-			putNonEmpty(attrs, f.Key, s.Message)
-		case AttrEventDuration:
-			attrs.PutDouble(f.Key, nsSeconds(s.End-s.Start))
-		case AttrEventPartial:
-			attrs.PutBool(f.Key, s.Partial)
-		case AttrEventSessionQueries:
-			attrs.PutInt(f.Key, s.Queries)
-		case AttrEventMemoryPeak:
-			attrs.PutInt(f.Key, s.MemoryPeak)
-		case AttrEventSpillMax:
-			if s.SpillMax > 0 {
-				attrs.PutInt(f.Key, s.SpillMax)
-			}
-		case AttrEventLockWait:
-			attrs.PutDouble(f.Key, nsSeconds(s.LockWait))
-		case AttrEventVmemPeak:
-			if s.VmemPeak > 0 {
-				attrs.PutInt(f.Key, s.VmemPeak)
-			}
-		case AttrEventPartialReason, AttrEventPartialHosts, AttrEventPartialSince:
-			putPartialCause(attrs, f.Key, &s.PartialCause)
-		default:
-			panic(fmt.Sprintf("pipeline: session event field %s has no value", f.Key))
-		}
-	}
-}
-
-func putNonEmpty(attrs pcommon.Map, key, v string) {
-	if v != "" {
-		attrs.PutStr(key, v)
-	}
-}
-
-// putPartialCause writes one field of c; none when it is not partial.
-func putPartialCause(attrs pcommon.Map, key string, c *PartialCause) {
-	if !c.Partial() {
-		return
-	}
-	switch key {
-	case AttrEventPartialReason:
-		attrs.PutStr(key, c.Reason())
-	case AttrEventPartialHosts:
-		if len(c.Hosts) > 0 {
-			attrs.PutStr(key, c.HostList())
-		}
-	case AttrEventPartialSince:
-		if c.Since != 0 {
-			attrs.PutStr(key, EventTimeValue(c.Since))
-		}
-	}
-}
-
 func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.Timestamp) plog.LogRecord {
 	lr := lrs.AppendEmpty()
 	lr.SetEventName(name)
@@ -583,108 +387,6 @@ func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.T
 	lr.SetObservedTimestamp(observed)
 	lr.SetSeverityNumber(plog.SeverityNumberInfo)
 	return lr
-}
-
-// putSessionField writes f when both events have it (a counter, the
-// session's key, who it was); false for the event's own fields.
-func putSessionField(attrs pcommon.Map, f EventField, totals *Counters, known uint32, session SessionKey, who *SessionWho) bool {
-	if c, ok := f.Counter(); ok {
-		putCounter(attrs, f, c, totals, known)
-		return true
-	}
-	switch f.Key {
-	case AttrTmID, AttrSessionID:
-		putSessionKey(attrs, f.Key, session)
-	case AttrDBNamespace, AttrSessionUser, AttrEventApplication, AttrEventClientAddress, AttrEventClientPort, AttrEventResourceGroup:
-		putWho(attrs, f.Key, who)
-	default:
-		return false
-	}
-	return true
-}
-
-func putCounter(attrs pcommon.Map, f EventField, c Figure, totals *Counters, known uint32) {
-	if known&(1<<c) == 0 {
-		return
-	}
-	if f.Type == EventDouble {
-		attrs.PutDouble(f.Key, nsSeconds(totals[c]))
-	} else {
-		attrs.PutInt(f.Key, totals[c])
-	}
-}
-
-func putSessionKey(attrs pcommon.Map, key string, s SessionKey) {
-	if key == AttrTmID {
-		attrs.PutInt(key, s.TmID)
-	} else {
-		attrs.PutInt(key, s.ID)
-	}
-}
-
-func putWho(attrs pcommon.Map, key string, w *SessionWho) {
-	putNull := func(v Null[string]) {
-		if v.Valid {
-			attrs.PutStr(key, v.V)
-		}
-	}
-	switch key {
-	case AttrDBNamespace:
-		attrs.PutStr(key, w.Database)
-	case AttrSessionUser:
-		attrs.PutStr(key, w.User)
-	case AttrEventApplication:
-		putNull(w.Application)
-	case AttrEventClientAddress:
-		putNull(w.ClientAddress)
-	case AttrEventClientPort:
-		if w.ClientPort.Valid {
-			attrs.PutInt(key, w.ClientPort.V)
-		}
-	case AttrEventResourceGroup:
-		putNull(w.ResourceGroup)
-	}
-}
-
-// putSkew writes one skew field; false when key is none.
-func putSkew(attrs pcommon.Map, key string, p SkewPair) bool {
-	var sk Skew
-	var rest string
-	if r, ok := strings.CutPrefix(key, AttrEventSkewCPUPrefix); ok {
-		sk, rest = p.CPU, r
-	} else if r, ok := strings.CutPrefix(key, AttrEventSkewIOPrefix); ok {
-		sk, rest = p.IO, r
-	} else {
-		return false
-	}
-	if !sk.OK {
-		return true
-	}
-	switch rest {
-	case "ratio":
-		attrs.PutDouble(key, sk.Ratio)
-	case "max_over_avg":
-		attrs.PutDouble(key, sk.MaxOverAvg)
-	case "hottest_segment":
-		attrs.PutInt(key, int64(sk.Hottest))
-	case "segments":
-		attrs.PutInt(key, int64(sk.Segments))
-	default:
-		return false
-	}
-	return true
-}
-
-func putSegments(sl pcommon.Slice, segs []SegmentUse) {
-	sl.EnsureCapacity(len(segs))
-	for _, u := range segs {
-		m := sl.AppendEmpty().SetEmptyMap()
-		m.PutStr(SegmentKeyHost, u.Host)
-		m.PutInt(SegmentKeySegment, int64(u.Segment))
-		m.PutDouble(SegmentKeyCPU, nsSeconds(u.CPU))
-		m.PutInt(SegmentKeyRead, u.Read)
-		m.PutInt(SegmentKeyWritten, u.Written)
-	}
 }
 
 // segmentCPU sums the CPU of the coordinator's (segment -1) or the segments' entries.
@@ -696,131 +398,6 @@ func segmentCPU(segs []SegmentUse, coordinator bool) int64 {
 		}
 	}
 	return ns
-}
-
-func nsSeconds(ns int64) float64 { return float64(ns) / 1e9 }
-
-// EventValue reads field f of an event's attributes as its type's Go
-// value: int64, float64, string, bool, time.Time, []SegmentUse (CPU in
-// ns), []string or []float64. ok is false when it is absent or of another type (the record was
-// not written by this version).
-func EventValue(attrs pcommon.Map, f EventField) (v any, ok bool) {
-	a, ok := attrs.Get(f.Key)
-	if !ok {
-		return nil, false
-	}
-	return EventValueOf(a, f)
-}
-
-// EventValueOf reads a, the attribute of field f, as EventValue does: a
-// reader that walks the attributes in order (the writers put them in the
-// fields' order) need not look each one up.
-func EventValueOf(a pcommon.Value, f EventField) (v any, ok bool) {
-	switch f.Type {
-	case EventInt:
-		if a.Type() == pcommon.ValueTypeInt {
-			return a.Int(), true
-		}
-	case EventDouble:
-		if a.Type() == pcommon.ValueTypeDouble && !math.IsNaN(a.Double()) && !math.IsInf(a.Double(), 0) {
-			return a.Double(), true
-		}
-	case EventString:
-		if a.Type() == pcommon.ValueTypeStr {
-			return a.Str(), true
-		}
-	case EventBool:
-		if a.Type() == pcommon.ValueTypeBool {
-			return a.Bool(), true
-		}
-	case EventTime:
-		if a.Type() == pcommon.ValueTypeStr {
-			if t, err := time.Parse(time.RFC3339Nano, a.Str()); err == nil {
-				return t, true
-			}
-		}
-	case EventSegments:
-		if a.Type() == pcommon.ValueTypeSlice {
-			return readSegments(a.Slice()), true
-		}
-	case EventStrings:
-		if a.Type() == pcommon.ValueTypeSlice {
-			return readSlice(a.Slice(), stringOf)
-		}
-	case EventDoubles:
-		if a.Type() == pcommon.ValueTypeSlice {
-			return readSlice(a.Slice(), finiteDoubleOf)
-		}
-	}
-	return nil, false
-}
-
-// readSlice reads a slice element by element; ok is false when one is not
-// of the type read takes.
-func readSlice[T any](sl pcommon.Slice, read func(pcommon.Value) (T, bool)) (v any, ok bool) {
-	out := make([]T, sl.Len())
-	for i := range sl.Len() {
-		if out[i], ok = read(sl.At(i)); !ok {
-			return nil, false
-		}
-	}
-	return out, true
-}
-
-func stringOf(a pcommon.Value) (string, bool) { return a.Str(), a.Type() == pcommon.ValueTypeStr }
-
-func finiteDoubleOf(a pcommon.Value) (float64, bool) {
-	d := a.Double()
-	return d, a.Type() == pcommon.ValueTypeDouble && !math.IsNaN(d) && !math.IsInf(d, 0)
-}
-
-// readSegments reads AttrEventSegments; an element that is not a map of
-// the right types is left out.
-func readSegments(sl pcommon.Slice) []SegmentUse {
-	out := make([]SegmentUse, 0, sl.Len())
-	for i := range sl.Len() {
-		e := sl.At(i)
-		if e.Type() != pcommon.ValueTypeMap {
-			continue
-		}
-		m := e.Map()
-		host, ok1 := m.Get(SegmentKeyHost)
-		seg, ok2 := m.Get(SegmentKeySegment)
-		cpu, ok3 := m.Get(SegmentKeyCPU)
-		read, ok4 := m.Get(SegmentKeyRead)
-		written, ok5 := m.Get(SegmentKeyWritten)
-		if !ok1 || !ok2 || !ok3 || !ok4 || !ok5 || host.Type() != pcommon.ValueTypeStr || seg.Type() != pcommon.ValueTypeInt ||
-			cpu.Type() != pcommon.ValueTypeDouble || read.Type() != pcommon.ValueTypeInt || written.Type() != pcommon.ValueTypeInt ||
-			seg.Int() < math.MinInt32 || seg.Int() > math.MaxInt32 {
-			continue
-		}
-		out = append(out, SegmentUse{Host: host.Str(), Segment: int32(seg.Int()), CPU: int64(math.Round(cpu.Double() * 1e9)),
-			Read: read.Int(), Written: written.Int()})
-	}
-	return out
-}
-
-// String names a value type in an error.
-func (t EventType) String() string {
-	switch t {
-	case EventInt:
-		return "int"
-	case EventDouble:
-		return "double"
-	case EventString:
-		return "string"
-	case EventBool:
-		return "bool"
-	case EventTime:
-		return "RFC 3339 time string"
-	case EventSegments:
-		return "slice of segment maps"
-	case EventStrings:
-		return "slice of strings"
-	case EventDoubles:
-		return "slice of doubles"
-	}
-	return "value"
 }
 
 // AppendFinishedQuery appends q as a finished_query resource: the event's

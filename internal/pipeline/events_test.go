@@ -212,3 +212,24 @@ func TestPartialReasonNamesEveryCause(t *testing.T) {
 		}
 	}
 }
+
+// A count the server gave below 1 (a command count, a vmem or spill peak
+// read from a hostile or broken catalog) is absent, as 0 is: the event
+// claims no figure it does not have.
+func TestEventCountsBelowOneAreAbsent(t *testing.T) {
+	q := fullQueryEvent()
+	q.CommandCount, q.VmemPeak = -1, -5
+	s := &pipeline.EndedSession{Start: 1, End: 2, SpillMax: -1, VmemPeak: -1}
+	attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
+	pipeline.PutQueryEvent(attrs, q)
+	for _, key := range []string{pipeline.AttrQueryCommandCount, pipeline.AttrEventVmemPeak} {
+		_, ok := attrs.Get(key)
+		assert.False(t, ok, "query event carries %s", key)
+	}
+	attrs.Clear()
+	pipeline.PutSessionEvent(attrs, s)
+	for _, key := range []string{pipeline.AttrEventSpillMax, pipeline.AttrEventVmemPeak} {
+		_, ok := attrs.Get(key)
+		assert.False(t, ok, "session event carries %s", key)
+	}
+}

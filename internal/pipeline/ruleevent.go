@@ -4,8 +4,6 @@
 package pipeline
 
 import (
-	"fmt"
-
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 )
@@ -29,33 +27,51 @@ const (
 	AttrRuleOutcomeDetail = "gpotel.rule.outcome.detail"
 )
 
-// RuleActionEventFields are the fields of a rule's firing. Its key is the
+// ruleActionEvent is the rule event's table, on RuleAction. Its key is the
 // rule, the query's key and the firing's time: a rule fires once per
 // query, and a replayed firing is the same row.
-var RuleActionEventFields = []EventField{
-	{Key: AttrRuleTime, Column: "fired_at", Type: EventTime, Identity: true, Brief: "the time of the snapshot the rule fired on"},
-	{Key: AttrRuleName, Column: "rule_name", Type: EventString, Identity: true, Brief: "the rule's name"},
-	{Key: AttrRuleMode, Column: "rule_mode", Type: EventString, Brief: "observe or enforce"},
-	{Key: AttrRuleAction, Column: "rule_action", Type: EventString, Brief: "log, move, cancel or terminate"},
-	{Key: AttrRuleResourceGroup, Column: "rule_resource_group", Type: EventString, Optional: true, Brief: "where move moves the session"},
-	{Key: AttrRuleOutcome, Column: "outcome", Type: EventString, Brief: "observed (observe mode), logged, done, failed or superseded"},
-	{Key: AttrRuleOutcomeDetail, Column: "outcome_detail", Type: EventString, Optional: true, Brief: "why it failed, what observe mode " +
-		"would have done, or the rule that acted instead"},
-	{Key: AttrTmID, Column: "tm_id", Type: EventInt, Identity: true, Brief: "the coordinator's start (yagpcc's tm_id)"},
-	{Key: AttrSessionID, Column: "sess_id", Type: EventInt, Identity: true, Brief: "sess_id of the session (the leader's pid on PostgreSQL)"},
-	{Key: AttrQueryCommandCount, Column: "ccnt", Type: EventInt, Identity: true, Optional: true, Brief: "the running query's command count; " +
-		"absent where the server numbers none"},
-	{Key: AttrQueryStart, Column: "query_start", Type: EventTime, Identity: true, Optional: true, Brief: "query_start of the running query; " +
-		"absent for a session that runs none"},
-	{Key: AttrSessionPID, Column: "pid", Type: EventInt, Brief: "the coordinator backend's pid"},
-	{Key: AttrSessionUser, Column: "username", Type: EventString, Brief: "usename"},
-	{Key: AttrDBNamespace, Column: "database", Type: EventString, Brief: "datname"},
-	{Key: AttrEventApplication, Column: "application", Type: EventString, Optional: true, Brief: "application_name"},
-	{Key: AttrEventResourceGroup, Column: "resource_group", Type: EventString, Optional: true, Brief: "rsgname (Greenplum)"},
-	{Key: AttrRulePredicates, Column: "predicates", Type: EventStrings, Brief: "each predicate as configured"},
-	{Key: AttrRuleValues, Column: "predicate_values", Type: EventDoubles, Brief: "each predicate's figure when it fired, in its order, " +
-		"in seconds, bytes, bytes per second or the number"},
-}
+var ruleActionEvent = func() eventTable[RuleAction] {
+	type a = RuleAction
+	t := eventTable[a]{
+		timeAt(EventField{Key: AttrRuleTime, Column: "fired_at", Identity: true, Brief: "the time of the snapshot the rule fired on"},
+			func(a *a) *int64 { return &a.Time }),
+		always(EventField{Key: AttrRuleName, Column: "rule_name", Identity: true, Brief: "the rule's name"}, func(a *a) *string { return &a.Rule }),
+		always(EventField{Key: AttrRuleMode, Column: "rule_mode", Brief: "observe or enforce"}, func(a *a) *string { return &a.Mode }),
+		always(EventField{Key: AttrRuleAction, Column: "rule_action", Brief: "log, move, cancel or terminate"}, func(a *a) *string { return &a.Action }),
+		unlessZero(EventField{Key: AttrRuleResourceGroup, Column: "rule_resource_group", Brief: "where move moves the session"},
+			func(a *a) *string { return &a.ResourceGroup }),
+		always(EventField{Key: AttrRuleOutcome, Column: "outcome", Brief: "observed (observe mode), logged, done, failed or superseded"},
+			func(a *a) *string { return &a.Outcome }),
+		unlessZero(EventField{Key: AttrRuleOutcomeDetail, Column: "outcome_detail", Brief: "why it failed, what observe mode " +
+			"would have done, or the rule that acted instead"},
+			func(a *a) *string { return &a.OutcomeDetail }),
+	}
+	t = append(t, sessionKeyFields(func(a *a) *SessionKey { return &a.Session }, "the session")...)
+	return append(t,
+		unlessZero(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the running query's command count; " +
+			"absent where the server numbers none"},
+			func(a *a) *int64 { return &a.CommandCount }),
+		timeAt(EventField{Key: AttrQueryStart, Column: "query_start", Identity: true, Optional: true, Brief: "query_start of the running query; " +
+			"absent for a session that runs none"},
+			func(a *a) *int64 { return &a.QueryStart }),
+		always(EventField{Key: AttrSessionPID, Column: "pid", Brief: "the coordinator backend's pid"}, func(a *a) *int64 { return &a.PID }),
+		always(EventField{Key: AttrSessionUser, Column: "username", Brief: "usename"}, func(a *a) *string { return &a.User }),
+		always(EventField{Key: AttrDBNamespace, Column: "database", Brief: "datname"}, func(a *a) *string { return &a.Database }),
+		unlessZero(EventField{Key: AttrEventApplication, Column: "application", Brief: "application_name"},
+			func(a *a) *string { return &a.Application }),
+		unlessZero(EventField{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum)"},
+			func(a *a) *string { return &a.SessionGroup }),
+		always(EventField{Key: AttrRulePredicates, Column: "predicates", Brief: "each predicate as configured"},
+			func(a *a) *[]string { return &a.Predicates }),
+		always(EventField{Key: AttrRuleValues, Column: "predicate_values", Brief: "each predicate's figure when it fired, in its order, " +
+			"in seconds, bytes, bytes per second or the number"},
+			func(a *a) *[]float64 { return &a.Values }),
+	)
+}()
+
+// RuleActionEventFields are the fields of a rule's firing, in the order
+// of rule_actions' columns.
+var RuleActionEventFields = ruleActionEvent.fields()
 
 // RuleAction is one firing of a rule.
 type RuleAction struct {
@@ -82,57 +98,10 @@ func AppendRuleAction(lrs plog.LogRecordSlice, a *RuleAction, observed pcommon.T
 
 // PutRuleActionEvent writes every field of RuleActionEventFields that a has
 // into attrs.
-func PutRuleActionEvent(attrs pcommon.Map, a *RuleAction) {
-	for _, f := range RuleActionEventFields {
-		switch f.Key {
-		case AttrRuleTime:
-			attrs.PutStr(f.Key, EventTimeValue(a.Time))
-		case AttrRuleName:
-			attrs.PutStr(f.Key, a.Rule)
-		case AttrRuleMode:
-			attrs.PutStr(f.Key, a.Mode)
-		case AttrRuleAction:
-			attrs.PutStr(f.Key, a.Action)
-		case AttrRuleResourceGroup:
-			putNonEmpty(attrs, f.Key, a.ResourceGroup)
-		case AttrRuleOutcome:
-			attrs.PutStr(f.Key, a.Outcome)
-		case AttrRuleOutcomeDetail:
-			putNonEmpty(attrs, f.Key, a.OutcomeDetail)
-		case AttrTmID, AttrSessionID:
-			putSessionKey(attrs, f.Key, a.Session)
-		case AttrQueryCommandCount:
-			if a.CommandCount != 0 {
-				attrs.PutInt(f.Key, a.CommandCount)
-			}
-		case AttrQueryStart:
-			if a.QueryStart != 0 {
-				attrs.PutStr(f.Key, EventTimeValue(a.QueryStart))
-			}
-		case AttrSessionPID:
-			attrs.PutInt(f.Key, a.PID)
-		case AttrSessionUser:
-			attrs.PutStr(f.Key, a.User)
-		case AttrDBNamespace:
-			attrs.PutStr(f.Key, a.Database)
-		case AttrEventApplication:
-			putNonEmpty(attrs, f.Key, a.Application)
-		case AttrEventResourceGroup:
-			putNonEmpty(attrs, f.Key, a.SessionGroup)
-		case AttrRulePredicates:
-			sl := attrs.PutEmptySlice(f.Key)
-			sl.EnsureCapacity(len(a.Predicates))
-			for _, p := range a.Predicates {
-				sl.AppendEmpty().SetStr(p)
-			}
-		case AttrRuleValues:
-			sl := attrs.PutEmptySlice(f.Key)
-			sl.EnsureCapacity(len(a.Values))
-			for _, v := range a.Values {
-				sl.AppendEmpty().SetDouble(v)
-			}
-		default:
-			panic(fmt.Sprintf("pipeline: rule event field %s has no value", f.Key))
-		}
-	}
+func PutRuleActionEvent(attrs pcommon.Map, a *RuleAction) { ruleActionEvent.put(attrs, a) }
+
+// DecodeRuleActionEvent reads a rule event's attributes back; an error
+// names the first field that is required and missing or of another type.
+func DecodeRuleActionEvent(attrs pcommon.Map) (RuleAction, error) {
+	return ruleActionEvent.decode(attrs)
 }

@@ -82,7 +82,9 @@ func (cfg *Config) Validate() error {
 	} else if cfg.MaxStoredPoints == 1 {
 		errs = append(errs, errors.New("max_stored_points 1: leaves nothing to diff against; use 0 (automatic) or at least 2"))
 	}
-	if cfg.UnchangedProcesses != UnchangedCarry && cfg.UnchangedProcesses != UnchangedLeaveOut {
+	switch cfg.UnchangedProcesses {
+	case "", UnchangedCarry, UnchangedLeaveOut: // "": carry, as the default
+	default:
 		errs = append(errs, fmt.Errorf("unchanged_processes %q: must be %q (dense per-process series) or %q", cfg.UnchangedProcesses, UnchangedCarry, UnchangedLeaveOut))
 	}
 	if cfg.Queries.TextMaxLength < 0 {
