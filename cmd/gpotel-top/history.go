@@ -16,7 +16,6 @@ import (
 	"github.com/charmbracelet/x/ansi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"

@@ -6,7 +6,6 @@ package main
 import (
 	"bytes"
 	"context"
-
 	"net"
 	"os"
 	"path/filepath"

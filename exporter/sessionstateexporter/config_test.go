@@ -4,15 +4,16 @@
 package sessionstateexporter
 
 import (
-	"go.opentelemetry.io/collector/config/configoptional"
-	"go.opentelemetry.io/collector/config/configtls"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/configtest"
 	"go.opentelemetry.io/collector/component"
+	"go.opentelemetry.io/collector/config/configoptional"
+	"go.opentelemetry.io/collector/config/configtls"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
+
+	"github.com/gpotel/gpotel/internal/configtest"
 )
 
 func loadConfig(t *testing.T, name string) *Config {

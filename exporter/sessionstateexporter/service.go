@@ -6,13 +6,13 @@ package sessionstateexporter
 import (
 	"context"
 	"fmt"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"slices"
 	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 

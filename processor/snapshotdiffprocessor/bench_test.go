@@ -6,7 +6,6 @@ package snapshotdiffprocessor
 import (
 	"context"
 	"fmt"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"math/rand"
 	"runtime"
 	"syscall"
@@ -15,6 +14,7 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 

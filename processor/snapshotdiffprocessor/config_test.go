@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/collector/confmap/xconfmap"
+
 	"github.com/gpotel/gpotel/internal/configtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
-	"go.opentelemetry.io/collector/confmap/xconfmap"
 )
 
 func TestDefaultConfig(t *testing.T) {

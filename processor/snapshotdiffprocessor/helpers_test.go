@@ -18,10 +18,9 @@ import (
 	"go.opentelemetry.io/collector/processor"
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
-
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
 
 const testTmID = 1700000000

@@ -8,10 +8,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/configtest"
-	"github.com/gpotel/gpotel/internal/dialect"
 	"go.opentelemetry.io/collector/confmap"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
+
+	"github.com/gpotel/gpotel/internal/configtest"
+	"github.com/gpotel/gpotel/internal/dialect"
 )
 
 func validConfig() *Config {

@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/proto/yagpcc"
-
 	"github.com/gpotel/gpotel/segmentagent/internal/kerneltext"
 )
 

@@ -11,12 +11,12 @@ import (
 	"os"
 	"sync"
 
+	// Registers the zstd and snappy gRPC codecs the otlp exporter may compress with.
+	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/plog/plogotlp"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.opentelemetry.io/collector/pdata/pmetric/pmetricotlp"
-	// Registers the zstd and snappy gRPC codecs the otlp exporter may compress with.
-	_ "go.opentelemetry.io/collector/config/configgrpc"
 	"google.golang.org/grpc"
 	// Registers gzip, the otlp exporter's default compression.
 	_ "google.golang.org/grpc/encoding/gzip"

@@ -4,11 +4,11 @@
 package e2e
 
 import (
-	"github.com/gpotel/gpotel/proto/yagpcc"
-	"github.com/gpotel/gpotel/testbed/groundtruth"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/gpotel/gpotel/proto/yagpcc"
+	"github.com/gpotel/gpotel/testbed/groundtruth"
 )
 
 // Usage is what a process has cost so far: CPU seconds and resident memory now.
