@@ -141,15 +141,19 @@ func TestLockWorkloadsStartTogether(t *testing.T) {
 	}
 }
 
-// A run whose statement the server cancelled or whose session it
-// terminated was ended by the server (a workload rule, gpotel-top's k and
-// K), however it is wrapped; any other error is a failure.
+// A run whose statement the server cancelled, whose session it terminated
+// or whose coordinator connection it closed was ended by the server (a
+// workload rule, gpotel-top's k and K), however it is wrapped; any other
+// error is a failure.
 func TestACancelOrTerminateIsTheServerEndingTheWork(t *testing.T) {
 	for code, want := range map[string]bool{"57014": true, "57P01": true, "22012": false, "08006": false} {
 		err := fmt.Errorf("workload w (spill): gpseg-1 pid 1: %w", &pgconn.PgError{Code: code})
 		if got := workload.EndedByServer(err); got != want {
 			t.Errorf("SQLSTATE %s: EndedByServer %v, want %v", code, got, want)
 		}
+	}
+	if err := fmt.Errorf("workload w (idle_in_transaction): coordinator backend 1: %w", workload.ErrCoordinatorEnded); !workload.EndedByServer(err) {
+		t.Error("a coordinator connection the server closed is the server ending the work")
 	}
 	if workload.EndedByServer(context.Canceled) {
 		t.Error("a context cancelled by the caller is not the server ending the work")

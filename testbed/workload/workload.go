@@ -168,6 +168,8 @@ type Session struct {
 	live    map[int]*backend // the newest backend of each content
 	held    chan struct{}    // HeldSort, Spill, LockHolder: closed once every backend holds what it holds
 	heldN   int
+	// coordinatorEnded is the pid of the coordinator backend the server ended, its segment backends closed with it.
+	coordinatorEnded int
 
 	until  time.Time
 	cancel context.CancelFunc
@@ -210,9 +212,19 @@ func Start(ctx context.Context, c *cluster.Cluster, spec Spec) (*Session, error)
 		defer close(s.done)
 		defer stopOnParent()
 		defer cancel()
+		watchCtx, stopWatching := context.WithCancel(runCtx)
+		watching := make(chan struct{})
+		go func() {
+			defer close(watching)
+			s.watchCoordinator(watchCtx, cancel)
+		}()
 		err := s.run(runCtx, g)
+		stopWatching()
+		<-watching
 		s.closeGang(g)
-		if isCancellation(err) && (runCtx.Err() != nil || !time.Now().Before(s.until)) {
+		if pid := s.endedCoordinator(); pid != 0 {
+			err = fmt.Errorf("coordinator backend %d: %w", pid, ErrCoordinatorEnded) // the work's errors follow from it
+		} else if isCancellation(err) && (runCtx.Err() != nil || !time.Now().Before(s.until)) {
 			err = nil // the deadline or Stop ended the work, as intended
 		}
 		if err != nil {
@@ -294,8 +306,11 @@ type backend struct {
 	pid     int
 	dataDir string
 	conn    *pgx.Conn
+	sock    socket // conn's, for the watch of the coordinator (coordinator.go)
 	// use serializes the work and OnBackend on conn.
 	use sync.Mutex
+	// closing: the session closes it (under Session.mu).
+	closing bool
 }
 
 // Held is closed once every backend of a HeldSort session holds its sort,
@@ -343,8 +358,12 @@ func (s *Session) connect(ctx context.Context, in cluster.Instance, sessID int) 
 	if err != nil {
 		return nil, fmt.Errorf("connect gpseg%d: %w", in.Content, err)
 	}
-	b := &backend{content: in.Content, conn: conn, pid: int(conn.PgConn().PID()), dataDir: in.DataDir}
-	return b, nil
+	sock, ok := conn.PgConn().Conn().(socket)
+	if !ok {
+		_ = conn.Close(ctx)
+		return nil, fmt.Errorf("connect gpseg%d: a %T connection has no socket to watch", in.Content, conn.PgConn().Conn())
+	}
+	return &backend{content: in.Content, conn: conn, sock: sock, pid: int(conn.PgConn().PID()), dataDir: in.DataDir}, nil
 }
 
 // open connects a coordinator backend and the segment backends that carry its sess_id.
@@ -434,6 +453,13 @@ func (s *Session) untrack(b *backend) {
 func (s *Session) closeGang(g gang) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	s.mu.Lock()
+	for _, b := range g {
+		if b != nil {
+			b.closing = true
+		}
+	}
+	s.mu.Unlock()
 	for _, b := range g {
 		if b != nil {
 			_ = b.conn.Close(ctx)
@@ -509,11 +535,13 @@ func eachBackend(ctx context.Context, g gang, work func(context.Context, *backen
 }
 
 // EndedByServer tells whether err is the server ending the work: a
-// statement cancelled (57014) or the session terminated (57P01), as an
+// statement cancelled (57014) or the session terminated (57P01, or its
+// coordinator connection closed: ErrCoordinatorEnded), as an
 // administrator, gpotel-top's k and K or a workload rule in enforce do.
 func EndedByServer(err error) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "57P01")
+	return errors.Is(err, ErrCoordinatorEnded) ||
+		errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "57P01")
 }
 
 // isCancellation tells errors caused by ending the work from real failures.
