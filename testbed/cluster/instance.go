@@ -234,9 +234,9 @@ func (c *Cluster) start(ctx context.Context, in *Instance, newPort bool) error {
 			in.DSN = fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", AdminRole, in.Port, Database)
 			return nil
 		}
-		tail := readFrom(logFile, before)
+		tail := readFrom(logFile, before) + c.collectorLogTail(*in)
 		lastErr = fmt.Errorf("start gpseg%d on port %d: %w; log: %s", in.Content, in.Port, lastErr, tail)
-		if !newPort || !strings.Contains(tail, "could not bind") && !strings.Contains(tail, "in use") {
+		if !newPort || !portTaken(tail) {
 			return lastErr
 		}
 	}
@@ -255,6 +255,44 @@ func (c *Cluster) startPostmaster(ctx context.Context, in Instance, logFile stri
 	}
 	return c.account.runInCgroup(ctx, fd, filepath.Join(c.PGBinDir, "pg_ctl"), "start", "--wait", "--timeout", "60",
 		"--silent", "--pgdata", in.DataDir, "--log", logFile)
+}
+
+// portTaken tells a start that failed because another process bound the
+// port between freePort and the postmaster's bind.
+func portTaken(log string) bool {
+	return strings.Contains(log, "could not bind") || strings.Contains(log, "in use")
+}
+
+// collectorLogTail is the end of the newest file in the instance's log
+// directory when its server log goes through the logging collector: the
+// postmaster reports a failed bind there, after --log's file has said only
+// that output is redirected.
+func (c *Cluster) collectorLogTail(in Instance) string {
+	if c.LogDestination == LogStderr || c.LogDestination == "" {
+		return ""
+	}
+	dir := "log"
+	if c.LogDestination == LogGreenplumCSV {
+		dir = c.Dialect.Facts().ServerLog.Directory
+	}
+	if !filepath.IsAbs(dir) {
+		dir = filepath.Join(in.DataDir, dir)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return ""
+	}
+	var newest string
+	var newestAt time.Time
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && info.Mode().IsRegular() && info.ModTime().After(newestAt) {
+			newest, newestAt = filepath.Join(dir, e.Name()), info.ModTime()
+		}
+	}
+	if newest == "" {
+		return ""
+	}
+	return "\n" + readFrom(newest, 0)
 }
 
 func freePort() (int, error) {
