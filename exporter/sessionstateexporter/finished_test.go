@@ -627,6 +627,13 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 	assertCode(t, err, codes.FailedPrecondition, "retention is 0")
 	_, err = srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})
 	assertCode(t, err, codes.NotFound, "retention is 0")
+
+	// Nor does the store take the events in: retention 0 costs no memory.
+	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: 0, MaxEvents: 10, MaxBytes: 1 << 20})
+	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil)), t0)
+	if w.count != 0 || len(w.queries) != 0 {
+		t.Errorf("retention 0: the store holds %d events (%d queries), want none", w.count, len(w.queries))
+	}
 }
 
 // newTestFinishedWork is a store with its own telemetry.

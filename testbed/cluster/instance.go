@@ -234,7 +234,7 @@ func (c *Cluster) start(ctx context.Context, in *Instance, newPort bool) error {
 			in.DSN = fmt.Sprintf("postgres://%s@127.0.0.1:%d/%s?sslmode=disable", AdminRole, in.Port, Database)
 			return nil
 		}
-		tail := readFrom(logFile, before) + c.collectorLogTail(*in)
+		tail := c.startFailure(*in, logFile, before)
 		lastErr = fmt.Errorf("start gpseg%d on port %d: %w; log: %s", in.Content, in.Port, lastErr, tail)
 		if !newPort || !portTaken(tail) {
 			return lastErr
@@ -261,6 +261,12 @@ func (c *Cluster) startPostmaster(ctx context.Context, in Instance, logFile stri
 // port between freePort and the postmaster's bind.
 func portTaken(log string) bool {
 	return strings.Contains(log, "could not bind") || strings.Contains(log, "in use")
+}
+
+// startFailure is what the server wrote about a failed start: pg_ctl's
+// --log from offset on, and the logging collector's file.
+func (c *Cluster) startFailure(in Instance, logFile string, offset int64) string {
+	return readFrom(logFile, offset) + c.collectorLogTail(in)
 }
 
 // collectorLogTail is the end of the newest file in the instance's log

@@ -40,7 +40,11 @@ func TestAPortTakenIsSeenInTheLoggingCollectorsFile(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "server.csv"), []byte(taken), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if tail := tc.c.collectorLogTail(Instance{DataDir: dataDir}); !portTaken(tail) {
+		redirected := filepath.Join(dataDir, "pg_ctl.log")
+		if err := os.WriteFile(redirected, []byte("LOG:  redirecting log output to logging collector process\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if tail := tc.c.startFailure(Instance{DataDir: dataDir}, redirected, 0); !portTaken(tail) {
 			t.Errorf("%s: the collector's file %q not seen as a port taken", tc.name, tail)
 		}
 	}
