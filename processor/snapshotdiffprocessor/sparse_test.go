@@ -356,15 +356,7 @@ func TestPerProcessOutputStaysDense(t *testing.T) {
 			if hosts := processHosts(md); len(hosts) > 1 {
 				t.Errorf("tick %d: one batch holds the processes of hosts %v", k, hosts)
 			}
-			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
-				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
-				switch mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() {
-				case pipeline.CPUModeUser:
-					cpu[pid.Int()] = dp.DoubleValue()
-				case pipeline.CPUModeSys:
-					sys[pid.Int()] = dp.DoubleValue()
-				}
-			})
+			addProcessCPU(md, cpu, sys)
 			pipelinetest.Points(md, pipeline.MetricProcessMemoryUsage, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
 				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
 				rss[pid.Int()] = dp.IntValue()
@@ -572,15 +564,7 @@ func TestLeftOutUnchangedProcessesAreNotSent(t *testing.T) {
 		}
 		user, sys := map[int64]float64{}, map[int64]float64{}
 		for _, md := range sink.AllMetrics() {
-			pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
-				pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
-				switch mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() {
-				case pipeline.CPUModeUser:
-					user[pid.Int()] = dp.DoubleValue()
-				case pipeline.CPUModeSys:
-					sys[pid.Int()] = dp.DoubleValue()
-				}
-			})
+			addProcessCPU(md, user, sys)
 		}
 		// 100 and 200 move every tick, 102 until it leaves after tick 2;
 		// 101 only at tick 5 (its system CPU), and at tick 0, the first.
@@ -609,4 +593,18 @@ func TestUnchangedProcessesIsValidated(t *testing.T) {
 	if err := cfg.Validate(); err == nil || !strings.Contains(err.Error(), `unchanged_processes "drop"`) {
 		t.Errorf("unchanged_processes drop: %v, want it refused by name", err)
 	}
+}
+
+// addProcessCPU puts md's per-process user and system CPU into user and
+// sys by pid.
+func addProcessCPU(md pmetric.Metrics, user, sys map[int64]float64) {
+	pipelinetest.Points(md, pipeline.MetricProcessCPUTime, func(_ pcommon.Map, dp pmetric.NumberDataPoint) {
+		pid, _ := dp.Attributes().Get(pipeline.AttrProcessPID)
+		switch mode, _ := dp.Attributes().Get(pipeline.AttrCPUMode); mode.Str() {
+		case pipeline.CPUModeUser:
+			user[pid.Int()] = dp.DoubleValue()
+		case pipeline.CPUModeSys:
+			sys[pid.Int()] = dp.DoubleValue()
+		}
+	})
 }

@@ -224,6 +224,14 @@ var (
 )
 
 // mutate applies m to the copy, runs its tests and puts the file back.
+// appliesTo tells whether m's text occurs exactly once in its file's src.
+func (m mutation) appliesTo(src []byte) error {
+	if n := bytes.Count(src, []byte(m.from)); n != 1 {
+		return fmt.Errorf("the text occurs %d times in the file, want once", n)
+	}
+	return nil
+}
+
 func (t *tester) mutate(m mutation) outcome {
 	o := outcome{m: m}
 	path := filepath.Join(t.dir, m.file)
@@ -232,8 +240,8 @@ func (t *tester) mutate(m mutation) outcome {
 		o.status, o.detail = "invalid", err.Error()
 		return o
 	}
-	if n := bytes.Count(orig, []byte(m.from)); n != 1 {
-		o.status, o.detail = "invalid", fmt.Sprintf("the text occurs %d times in the file, want once", n)
+	if err := m.appliesTo(orig); err != nil {
+		o.status, o.detail = "invalid", err.Error()
 		return o
 	}
 	if err := os.WriteFile(path, bytes.Replace(orig, []byte(m.from), []byte(m.to), 1), 0o644); err != nil {
