@@ -104,9 +104,9 @@ func (s *store) computeFigures() *figures {
 			var u *pipeline.Counters
 			switch s.sessions.keys[key.session].ID {
 			case unattributedSession:
-				u = segmentEntry(&wf.unattributed, hostSegment{key.host, s.procs.seg[row]})
+				u = segmentEntry(&wf.unattributed, hostSegment{Host: key.host, Segment: s.procs.seg[row]})
 			case unrecordedSession:
-				u = segmentEntry(&wf.unrecorded, hostSegment{key.host, s.procs.seg[row]})
+				u = segmentEntry(&wf.unrecorded, hostSegment{Host: key.host, Segment: s.procs.seg[row]})
 			}
 			for c, v := range acc[row*pipeline.NumCounters : (row+1)*pipeline.NumCounters] {
 				if v > 0 { // a counter that went down over the window gives 0
@@ -197,7 +197,7 @@ func segmentEntry(m *map[hostSegment]*pipeline.Counters, hs hostSegment) *pipeli
 func segmentCounters(bySegment map[hostSegment]*pipeline.Counters, hostNames []string) []pipeline.SegmentCounters {
 	out := make([]pipeline.SegmentCounters, 0, len(bySegment))
 	for hs, c := range bySegment {
-		out = append(out, pipeline.SegmentCounters{Host: hostNames[hs.host], Segment: hs.segment, Counters: *c})
+		out = append(out, pipeline.SegmentCounters{Host: hostNames[hs.Host], Segment: hs.Segment, Counters: *c})
 	}
 	slices.SortFunc(out, func(a, b pipeline.SegmentCounters) int {
 		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Segment, b.Segment))

@@ -90,22 +90,22 @@ func sessionSegments(out *pipeline.SessionFigures, f *figures, row uint32) {
 		byHost := map[uint32]*segmentUse{}
 		var hosts []uint32
 		for _, u := range sf.windows[w][row] {
-			h := byHost[u.at.host]
+			h := byHost[u.At.Host]
 			if h == nil {
 				h = &segmentUse{}
-				byHost[u.at.host] = h
-				hosts = append(hosts, u.at.host)
+				byHost[u.At.Host] = h
+				hosts = append(hosts, u.At.Host)
 			}
-			h.cpu += u.cpu
-			h.read += u.read
-			h.written += u.written
+			h.CPU += u.CPU
+			h.Read += u.Read
+			h.Written += u.Written
 		}
 		slices.SortFunc(hosts, func(a, b uint32) int { return strings.Compare(sf.hostNames[a], sf.hostNames[b]) })
 		rates := make([]pipeline.HostRate, 0, len(hosts))
 		for _, h := range hosts {
 			u := byHost[h]
-			rates = append(rates, pipeline.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.cpu) / 1e9),
-				Read: rate(float64(u.read)), Write: rate(float64(u.written))})
+			rates = append(rates, pipeline.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.CPU) / 1e9),
+				Read: rate(float64(u.Read)), Write: rate(float64(u.Written))})
 		}
 		out.HostRates = append(out.HostRates, rates)
 	}

@@ -8,20 +8,15 @@ import (
 	"strings"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
-// hostSegment is one segment instance: its host row and content id.
-type hostSegment struct {
-	host    uint32
-	segment int32
-}
-
-// segmentUse is what a session's processes on one segment instance used: CPU
-// in ns, disk bytes.
-type segmentUse struct {
-	at                 hostSegment
-	cpu, read, written int64
-}
+// A segment instance, and what a session's processes used on it: the
+// query lifecycle's declarations.
+type (
+	hostSegment = querylife.HostSegment
+	segmentUse  = querylife.SegmentUse
+)
 
 // segmentFigures are, per session row, its use per segment instance, for
 // each window (windows[w]) and for the live processes' lifetime totals.
@@ -63,7 +58,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 			slotOf[row] = -1
 			continue
 		}
-		at := slot{key.session, hostSegment{key.host, s.procs.seg[row]}}
+		at := slot{key.session, hostSegment{Host: key.host, Segment: s.procs.seg[row]}}
 		i, ok := index[at]
 		if !ok {
 			i = int32(len(slotAt)) // #nosec G115 -- fewer slots than process rows
@@ -83,16 +78,16 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 			v := value(row)
 			u := &totals[i]
 			// A counter that went down over the window gives 0, as in the session figures.
-			u.cpu += max(v[pipeline.CPUUser], 0) + max(v[pipeline.CPUSystem], 0)
-			u.read += max(v[pipeline.DiskRead], 0)
-			u.written += max(v[pipeline.DiskWrite], 0)
+			u.CPU += max(v[pipeline.CPUUser], 0) + max(v[pipeline.CPUSystem], 0)
+			u.Read += max(v[pipeline.DiskRead], 0)
+			u.Written += max(v[pipeline.DiskWrite], 0)
 			took[i] = true
 		}
 		out := make([][]segmentUse, nSessions)
 		for sess, slots := range sessionSlots {
 			for _, i := range slots {
 				if took[i] { // a segment took part in the window only with a process in it
-					totals[i].at = slotAt[i]
+					totals[i].At = slotAt[i]
 					out[sess] = append(out[sess], totals[i])
 				}
 			}
@@ -147,7 +142,7 @@ func (s *store) computeSegmentFigures(withHosts bool) *segmentFigures {
 func sessionSkews(uses []segmentUse) pipeline.SkewPair {
 	l := newSkewLoads(len(uses))
 	for _, u := range uses {
-		l.add(u.at.segment, u.cpu, u.read+u.written)
+		l.add(u.At.Segment, u.CPU, u.Read+u.Written)
 	}
 	return l.skews()
 }

@@ -25,7 +25,7 @@ type query struct {
 	startStale bool
 	text       string
 	totals     pipeline.Counters
-	segments   map[hostSegment]*segmentUse
+	segments   map[HostSegment]*SegmentUse
 	// known are the counters some process of it reported (bit per Figure).
 	known uint32
 	// partial: its start was before the session was first seen, or a host
@@ -52,13 +52,13 @@ type query struct {
 // q gets at most ranNs of CPU from it: when the share would give more (the
 // step holds work of a statement no snapshot saw), the whole share is
 // scaled down to fit, and the rest belongs to no query.
-func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uint32, hs hostSegment) {
+func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uint32, hs HostSegment) {
 	if q.segments == nil {
-		q.segments = map[hostSegment]*segmentUse{}
+		q.segments = map[HostSegment]*SegmentUse{}
 	}
 	u := q.segments[hs]
 	if u == nil {
-		u = &segmentUse{at: hs}
+		u = &SegmentUse{At: hs}
 		q.segments[hs] = u
 	}
 	q.known |= known
@@ -71,9 +71,9 @@ func (q *query) add(st *pipeline.Counters, share float64, ranNs int64, known uin
 			q.totals[c] += part(v)
 		}
 	}
-	u.cpu += part(st[pipeline.CPUUser] + st[pipeline.CPUSystem])
-	u.read += part(st[pipeline.DiskRead])
-	u.written += part(st[pipeline.DiskWrite])
+	u.CPU += part(st[pipeline.CPUUser] + st[pipeline.CPUSystem])
+	u.Read += part(st[pipeline.DiskRead])
+	u.Written += part(st[pipeline.DiskWrite])
 }
 
 // mayHaveRun tells whether a process whose title counts went from lo to hi
@@ -98,10 +98,10 @@ func (q *query) fold(p *query) {
 	}
 	for hs, u := range p.segments {
 		if q.segments == nil {
-			q.segments = map[hostSegment]*segmentUse{}
+			q.segments = map[HostSegment]*SegmentUse{}
 		}
 		if mine := q.segments[hs]; mine != nil {
-			mine.cpu, mine.read, mine.written = mine.cpu+u.cpu, mine.read+u.read, mine.written+u.written
+			mine.CPU, mine.Read, mine.Written = mine.CPU+u.CPU, mine.Read+u.Read, mine.Written+u.Written
 		} else {
 			q.segments[hs] = u
 		}
@@ -145,28 +145,28 @@ const (
 
 // headCommandCount is the title command count of the session's head
 
-// hostSegment is one segment instance: its host row and content id.
-type hostSegment struct {
-	host    uint32
-	segment int32
+// HostSegment is one segment instance: its host row and content id.
+type HostSegment struct {
+	Host    uint32
+	Segment int32
 }
 
-// segmentUse is what a query's processes on one segment instance used: CPU
+// SegmentUse is what a query's processes on one segment instance used: CPU
 // in ns, disk bytes.
-type segmentUse struct {
-	at                 hostSegment
-	cpu, read, written int64
+type SegmentUse struct {
+	At                 HostSegment
+	CPU, Read, Written int64
 }
 
 // sortedSegments lists a query's segment use by host row, then content id,
 // in buf's room.
-func sortedSegments(buf []segmentUse, m map[hostSegment]*segmentUse) []segmentUse {
+func sortedSegments(buf []SegmentUse, m map[HostSegment]*SegmentUse) []SegmentUse {
 	out := buf[:0]
 	for _, u := range m {
 		out = append(out, *u)
 	}
-	slices.SortFunc(out, func(a, b segmentUse) int {
-		return cmp.Or(cmp.Compare(a.at.host, b.at.host), cmp.Compare(a.at.segment, b.at.segment))
+	slices.SortFunc(out, func(a, b SegmentUse) int {
+		return cmp.Or(cmp.Compare(a.At.Host, b.At.Host), cmp.Compare(a.At.Segment, b.At.Segment))
 	})
 	return out
 }
@@ -175,7 +175,7 @@ func sortedSegments(buf []segmentUse, m map[hostSegment]*segmentUse) []segmentUs
 // in the newest snapshot.
 func (q *query) onSilentHost(hosts *Hosts) bool {
 	for hs := range q.segments {
-		if hosts.Down[hs.host] {
+		if hosts.Down[hs.Host] {
 			return true
 		}
 	}
@@ -186,8 +186,8 @@ func (q *query) onSilentHost(hosts *Hosts) bool {
 // not answer in the newest snapshot.
 func (q *query) markSilentHosts(hosts *Hosts) {
 	for hs := range q.segments {
-		if hosts.Down[hs.host] {
-			q.partial.hostSilent(hs.host, hosts.DownSince[hs.host])
+		if hosts.Down[hs.Host] {
+			q.partial.hostSilent(hs.Host, hosts.DownSince[hs.Host])
 		}
 	}
 }

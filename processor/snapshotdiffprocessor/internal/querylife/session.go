@@ -102,12 +102,12 @@ func (sq *sessionQueries) holdSpill(rows []pipeline.Spill) {
 
 // share hands the steps of (from, to] to the queries that ran in it, by
 // how long each ran there; time before since is nobody's to claim.
-func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment) {
+func (sq *sessionQueries) share(st *pipeline.Counters, from, to int64, known uint32, hs HostSegment) {
 	sq.shareAmong(st, from, to, known, hs, func(*query) bool { return true })
 }
 
 // shareAmong is share over the queries for which eligible holds.
-func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, known uint32, hs hostSegment, eligible func(*query) bool) {
+func (sq *sessionQueries) shareAmong(st *pipeline.Counters, from, to int64, known uint32, hs HostSegment, eligible func(*query) bool) {
 	if to <= from {
 		return
 	}

@@ -98,11 +98,11 @@ func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessi
 		f.Spill = &sp
 	}
 	for _, u := range segs {
-		if u.at.segment == pipeline.UnknownSegment {
+		if u.At.Segment == pipeline.UnknownSegment {
 			continue
 		}
-		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: hosts.Names[u.at.host], Segment: u.at.segment,
-			CPU: u.cpu, Read: u.read, Written: u.written})
+		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: hosts.Names[u.At.Host], Segment: u.At.Segment,
+			CPU: u.CPU, Read: u.Read, Written: u.Written})
 	}
 	return f
 }

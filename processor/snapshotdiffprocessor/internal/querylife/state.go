@@ -33,7 +33,7 @@ type Tracker struct {
 	// exitsHeard: exit records come (an exit was heard), so a session that
 	// left without its head's exit waits for it.
 	exitsHeard bool
-	segs       []segmentUse // room to sort a query's segments in
+	segs       []SegmentUse // room to sort a query's segments in
 }
 
 // Config is what a Tracker keeps and writes.

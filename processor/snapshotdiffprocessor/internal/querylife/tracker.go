@@ -221,7 +221,7 @@ func (t *Tracker) attribute(procs Processes) {
 			return
 		}
 		st := &step.Counters
-		hs := hostSegment{id.Host, step.Segment}
+		hs := HostSegment{id.Host, step.Segment}
 		known := step.Known
 		sq.addSessionStep(st, known, id.Host)
 		switch {
@@ -235,7 +235,7 @@ func (t *Tracker) attribute(procs Processes) {
 			if q == nil || q.start >= readAt {
 				break
 			}
-			if hs.segment == -1 && int64(id.PID) == sq.headPID {
+			if hs.Segment == -1 && int64(id.PID) == sq.headPID {
 				if ns := q.ran(from, readAt, sq.since); ns > 0 {
 					q.add(st, 1, ns, known, hs)
 				}
@@ -311,7 +311,7 @@ func (t *Tracker) figures(acts map[pipeline.SessionKey]Activity, hosts *Hosts, n
 
 // figures are q as written after a snapshot, its segments sorted; host
 // names by host row.
-func (q *query) figures(session pipeline.SessionKey, segs []segmentUse, names []string) Figures {
+func (q *query) figures(session pipeline.SessionKey, segs []SegmentUse, names []string) Figures {
 	f := Figures{Session: session, CommandCount: q.ccnt, Start: q.start, End: q.end, Text: q.text, Totals: q.totals,
 		Known: q.known, Partial: q.partial.partial()}
 	if q.spill != nil {
@@ -320,7 +320,7 @@ func (q *query) figures(session pipeline.SessionKey, segs []segmentUse, names []
 	}
 	f.Segments = make([]pipeline.SegmentUse, 0, len(segs))
 	for _, u := range segs {
-		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: names[u.at.host], Segment: u.at.segment, CPU: u.cpu, Read: u.read, Written: u.written})
+		f.Segments = append(f.Segments, pipeline.SegmentUse{Host: names[u.At.Host], Segment: u.At.Segment, CPU: u.CPU, Read: u.Read, Written: u.Written})
 	}
 	return f
 }
