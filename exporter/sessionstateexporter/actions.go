@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -36,7 +37,7 @@ const actionTerminateSessions = "terminate_sessions"
 type actionService struct {
 	yagpcc.UnimplementedActionServiceServer
 
-	store       *sessionStore
+	views       views
 	actor       *sessionaction.Actor
 	guard       *sessionaction.Guard
 	logger      *zap.Logger
@@ -45,6 +46,11 @@ type actionService struct {
 }
 
 var _ yagpcc.ActionServiceServer = (*actionService)(nil)
+
+// views gives the newest view (the session store).
+type views interface {
+	Load() *view.View
+}
 
 var (
 	terminateSuccess = yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS
@@ -73,9 +79,9 @@ func (svc *actionService) begin(ctx context.Context, action string) (*actionCall
 }
 
 // on names the session acted on.
-func (c *actionCall) on(s *session) {
-	info := s.state.GetSessionInfo()
-	c.fields = append(c.fields, zap.Int64("sess_id", s.key.ID), zap.Int64("tm_id", s.key.TmID), zap.Int64("pid", info.GetPid()),
+func (c *actionCall) on(s *view.Session) {
+	info := s.State.GetSessionInfo()
+	c.fields = append(c.fields, zap.Int64("sess_id", s.Key.ID), zap.Int64("tm_id", s.Key.TmID), zap.Int64("pid", info.GetPid()),
 		zap.String("user", info.GetUser()), zap.String("database", info.GetDatabase()))
 }
 
@@ -152,10 +158,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	if err != nil {
 		return nil, err
 	}
-	var matched []*session
-	for _, s := range v.sessions {
-		info := s.state.GetSessionInfo()
-		if v.live(s) && (req.GetDatabase() == "" || info.GetDatabase() == req.GetDatabase()) &&
+	var matched []*view.Session
+	for _, s := range v.Sessions {
+		info := s.State.GetSessionInfo()
+		if v.Live(s) && (req.GetDatabase() == "" || info.GetDatabase() == req.GetDatabase()) &&
 			(req.GetUsername() == "" || info.GetUser() == req.GetUsername()) {
 			matched = append(matched, s)
 		}
@@ -196,7 +202,7 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 	}
 	o := svc.act(ctx, v, s, move)
 	var pgErr *pgconn.PgError
-	pid := s.state.GetSessionInfo().GetPid()
+	pid := s.State.GetSessionInfo().GetPid()
 	code := codes.FailedPrecondition
 	switch {
 	case o.Result == sessionaction.Done:
@@ -220,7 +226,7 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 }
 
 // queryTarget is the session of a query key, as target finds it.
-func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*session, *view, error) {
+func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*view.Session, *view.View, error) {
 	if k == nil {
 		return nil, nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "query_key is required"))
 	}
@@ -232,13 +238,13 @@ func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*se
 }
 
 // target is a live session of the newest snapshot, and that snapshot's view.
-func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*session, *view, error) {
+func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*view.Session, *view.View, error) {
 	v, err := svc.freshView(call)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := v.byKey[key]
-	if s == nil || !v.live(s) {
+	s := v.ByKey[key]
+	if s == nil || !v.Live(s) {
 		call.fields = append(call.fields, zap.Int64("sess_id", key.ID), zap.Int64("tm_id", key.TmID))
 		return nil, nil, call.end(sessionaction.NotFound, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the newest snapshot", key.ID, key.TmID))
 	}
@@ -248,8 +254,8 @@ func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*se
 
 // freshView is the newest snapshot's view, unless the action path finds it
 // too old to act on.
-func (svc *actionService) freshView(call *actionCall) (*view, error) {
-	v := svc.store.load()
+func (svc *actionService) freshView(call *actionCall) (*view.View, error) {
+	v := svc.views.Load()
 	if err := svc.actor.Fresh(actionView(v)); err != nil {
 		return nil, call.end(sessionaction.Refused, status.Error(codes.FailedPrecondition, err.Error()))
 	}
@@ -257,13 +263,13 @@ func (svc *actionService) freshView(call *actionCall) (*view, error) {
 }
 
 // act acts on s through the action path, on the word of v.
-func (svc *actionService) act(ctx context.Context, v *view, s *session, req sessionaction.Request) sessionaction.Outcome {
+func (svc *actionService) act(ctx context.Context, v *view.View, s *view.Session, req sessionaction.Request) sessionaction.Outcome {
 	return svc.actor.Act(ctx, actionView(v), actionTarget(s), req)
 }
 
 // refusedBefore ends a call the action path refused before sending: its
 // view went stale since target read it, or gpotel never acts on s.
-func (svc *actionService) refusedBefore(call *actionCall, s *session, o sessionaction.Outcome) error {
+func (svc *actionService) refusedBefore(call *actionCall, s *view.Session, o sessionaction.Outcome) error {
 	if o.Stage == sessionaction.StageTarget {
 		return call.end(o.Result, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), o.Err))
 	}
@@ -271,15 +277,15 @@ func (svc *actionService) refusedBefore(call *actionCall, s *session, o sessiona
 }
 
 // actionView is what the action path needs to know of a view.
-func actionView(v *view) sessionaction.View {
-	return sessionaction.View{Time: v.time, Age: v.age(time.Now()), Interval: v.interval}
+func actionView(v *view.View) sessionaction.View {
+	return sessionaction.View{Time: v.Time, Age: v.Age(time.Now()), Interval: v.Interval}
 }
 
 // actionTarget is the session as the action path sees it.
-func actionTarget(s *session) sessionaction.Target {
-	info := s.state.GetSessionInfo()
+func actionTarget(s *view.Session) sessionaction.Target {
+	info := s.State.GetSessionInfo()
 	t := sessionaction.Target{
-		Key: s.key, PID: info.GetPid(), System: s.system, Running: s.running, State: info.GetState(),
+		Key: s.Key, PID: info.GetPid(), System: s.System, Running: s.Running, State: info.GetState(),
 	}
 	if info.GetBackendStart() != nil {
 		t.BackendStart = info.GetBackendStart().AsTime()
@@ -287,8 +293,8 @@ func actionTarget(s *session) sessionaction.Target {
 	if info.GetQueryStart() != nil {
 		t.QueryStart = info.GetQueryStart().AsTime()
 	}
-	if s.query != nil {
-		t.QueryCcnt = s.query.id.ccnt
+	if s.Query != nil {
+		t.QueryCcnt = s.Query.ID.Ccnt
 	}
 	return t
 }
@@ -303,8 +309,8 @@ func queryOf(k *yagpcc.QueryKey) sessionaction.Query {
 }
 
 // signalled answers a cancel or terminate by the action's outcome.
-func (svc *actionService) signalled(call *actionCall, s *session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
-	pid := s.state.GetSessionInfo().GetPid()
+func (svc *actionService) signalled(call *actionCall, s *view.Session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
+	pid := s.State.GetSessionInfo().GetPid()
 	switch {
 	case o.Stage != sessionaction.StageServer:
 		return nil, svc.refusedBefore(call, s, o)
@@ -318,6 +324,6 @@ func (svc *actionService) signalled(call *actionCall, s *session, did string, o 
 	return call.answer(o.Result, terminateSuccess, fmt.Sprintf("%s %s (pid %d)", did, sessionName(s), pid)), nil
 }
 
-func sessionName(s *session) string {
+func sessionName(s *view.Session) string {
 	return actionTarget(s).Name()
 }

@@ -31,6 +31,8 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
@@ -77,18 +79,18 @@ var (
 
 // actionSession is a live session with a coordinator backend of pid 1000+id;
 // ccnt > 0 gives it a running query of that command count.
-func actionSession(id int64, app, state string, ccnt int64) *session {
-	s := &session{
-		key: pipeline.SessionKey{TmID: testTmID, ID: id},
-		state: &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: testTmID}, SessionInfo: &yagpcc.SessionInfo{
+func actionSession(id int64, app, state string, ccnt int64) *view.Session {
+	s := &view.Session{
+		Key: pipeline.SessionKey{TmID: testTmID, ID: id},
+		State: &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: testTmID}, SessionInfo: &yagpcc.SessionInfo{
 			Pid: 1000 + id, Database: "sales", User: "alice", ApplicationName: app, State: state,
 			QueryStart: timestamppb.New(queryStarted), BackendStart: timestamppb.New(backendStarted),
 		}},
-		running: state == "active",
-		seen:    t0,
+		Running: state == "active",
+		Seen:    t0,
 	}
 	if ccnt > 0 {
-		s.query = &queryRecord{id: queryID{session: s.key, ccnt: ccnt}, start: queryStarted}
+		s.Query = &view.QueryRecord{ID: view.QueryID{Session: s.Key, Ccnt: ccnt}, Start: queryStarted}
 	}
 	return s
 }
@@ -102,22 +104,25 @@ type actionTest struct {
 	tel  *componenttest.Telemetry
 }
 
-func newActionTest(t *testing.T, sessions ...*session) *actionTest {
+func newActionTest(t *testing.T, sessions ...*view.Session) *actionTest {
 	t.Helper()
 	// Stored just now, one 10 s interval after the view before it.
-	v := &view{time: t0, byKey: map[pipeline.SessionKey]*session{}, received: time.Now(), interval: 10 * time.Second}
+	v := &view.View{Time: t0, ByKey: map[pipeline.SessionKey]*view.Session{}, Received: time.Now(), Interval: 10 * time.Second}
 	for _, s := range sessions {
-		v.sessions = append(v.sessions, s)
-		v.byKey[s.key] = s
+		v.Sessions = append(v.Sessions, s)
+		v.ByKey[s.Key] = s
 	}
 	return newActionTestOf(t, v)
 }
 
+// fixedView serves one view.
+type fixedView struct{ v *view.View }
+
+func (f fixedView) Load() *view.View { return f.v }
+
 // newActionTestOf is an action service over the view v.
-func newActionTestOf(t *testing.T, v *view) *actionTest {
+func newActionTestOf(t *testing.T, v *view.View) *actionTest {
 	t.Helper()
-	store := newSessionStore(testConfig(), zap.NewNop(), "")
-	store.current.Store(v)
 	tel := componenttest.NewTelemetry()
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	tb, err := metadata.NewTelemetryBuilder(tel.NewTelemetrySettings())
@@ -135,7 +140,7 @@ func newActionTestOf(t *testing.T, v *view) *actionTest {
 	cfg.MaxSessionsPerCall = 3
 	return &actionTest{
 		svc: &actionService{
-			store: store, actor: sessionaction.NewWithSignaller(db, 0), logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
+			views: fixedView{v}, actor: sessionaction.NewWithSignaller(db, 0), logger: zap.New(core), telemetry: tb, maxSessions: cfg.MaxSessionsPerCall,
 			guard: guard,
 		},
 		db: db, logs: logs, tel: tel,
@@ -182,13 +187,13 @@ func TestActionsNeedTheActionToken(t *testing.T) {
 		"read token only": grpcmetadata.NewIncomingContext(ctxTimeout(t), grpcmetadata.Pairs("authorization", "Bearer "+testActionToken)),
 	} {
 		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-		assertCode(t, err, codes.PermissionDenied, clientname.ActionTokenHeader)
+		viewtest.AssertCode(t, err, codes.PermissionDenied, clientname.ActionTokenHeader)
 		_, err = at.svc.TerminateQuery(ctx, &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
-		assertCode(t, err, codes.PermissionDenied, "may not act")
+		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		_, err = at.svc.TerminateSessions(ctx, &yagpcc.TerminateSessionsRequest{Username: "alice"})
-		assertCode(t, err, codes.PermissionDenied, "may not act")
+		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		_, err = at.svc.MoveQueryToResourceGroup(ctx, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "g"})
-		assertCode(t, err, codes.PermissionDenied, "may not act")
+		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		if t.Failed() {
 			t.Logf("case %s", name)
 		}
@@ -198,27 +203,27 @@ func TestActionsNeedTheActionToken(t *testing.T) {
 
 func TestActionsOnAnUnknownSessionAreNotFound(t *testing.T) {
 	gone := actionSession(6, "psql", "active", 0)
-	gone.seen = t0.Add(-10 * time.Second) // kept for the grace period only
+	gone.Seen = t0.Add(-10 * time.Second) // kept for the grace period only
 	at := newActionTest(t, actionSession(5, "psql", "active", 0), gone)
 	for _, id := range []int64{99, 6} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		assertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
+		viewtest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		assertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
+		viewtest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
 	}
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{})
-	assertCode(t, err, codes.InvalidArgument, "session_key")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "session_key")
 	at.assertNothingSent(t)
 }
 
 func TestActionsRefuseSystemProcesses(t *testing.T) {
 	sys := actionSession(5, "", "active", 0)
-	sys.system = true
+	sys.System = true
 	at := newActionTest(t, sys)
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	assertCode(t, err, codes.FailedPrecondition, "system process")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "system process")
 	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 0)})
-	assertCode(t, err, codes.FailedPrecondition, "system process")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "system process")
 	at.assertNothingSent(t)
 }
 
@@ -237,9 +242,9 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "active", 0))
 	for id, what := range map[int64]string{5: "monitoring connection (backend pid 1005)", 6: "action connection (backend pid 1006)"} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
+		viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		assertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
+		viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 	}
 	at.assertNothingSent(t)
 
@@ -247,7 +252,7 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at = newActionTest(t, actionSession(7, "psql", "active", 0))
 	at.db.err = sessionaction.ErrOwnSession
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(7)})
-	assertCode(t, err, codes.FailedPrecondition, "the collector's own")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own")
 }
 
 // An application_name is anyone's to set (SET application_name = 'gpotel'):
@@ -325,8 +330,8 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 	}
 	withView := func(received time.Time, interval, maxViewAge time.Duration) *actionTest {
 		at := newActionTest(t, actionSession(5, "psql", "active", 3))
-		v := at.svc.store.load()
-		v.received, v.interval = received, interval
+		v := at.svc.views.Load()
+		v.Received, v.Interval = received, interval
 		at.svc.actor = sessionaction.NewWithSignaller(at.db, maxViewAge)
 		return at
 	}
@@ -337,10 +342,10 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 		"three intervals old":                {withView(time.Now().Add(-30*time.Second), 10*time.Second, 0), "more than 20s"},
 		"older than max_view_age":            {withView(time.Now().Add(-time.Minute), time.Hour, 50*time.Second), "more than 50s"},
 		"one snapshot: the interval unknown": {withView(time.Now(), 0, 0), "the collection interval is not known yet"},
-		"no snapshot":                        {newActionTestOf(t, &view{byKey: map[pipeline.SessionKey]*session{}}), "no snapshot yet"},
+		"no snapshot":                        {newActionTestOf(t, &view.View{ByKey: map[pipeline.SessionKey]*view.Session{}}), "no snapshot yet"},
 	} {
 		for _, err := range everyAction(tc.at) {
-			assertCode(t, err, codes.FailedPrecondition, tc.want)
+			viewtest.AssertCode(t, err, codes.FailedPrecondition, tc.want)
 		}
 		tc.at.assertNothingSent(t)
 		if t.Failed() {
@@ -363,21 +368,21 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 // The exporter learns the collection interval from the snapshots it
 // receives: the time between the last two, on the monotonic clock.
 func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
-	store := newSessionStore(testConfig(), zap.NewNop(), "")
+	store := newStore(testConfig(), "", zap.NewNop(), nil)
 	before := time.Now()
-	store.consume(decoded(buildSnapshot(before, []testSession{fullSession()})))
-	first := store.load()
-	if first.interval != 0 || first.received.Before(before) {
-		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.interval, first.received, before)
+	store.Consume(decoded(buildSnapshot(before, []testSession{fullSession()})))
+	first := store.Load()
+	if first.Interval != 0 || first.Received.Before(before) {
+		t.Errorf("first view: interval %s received %s, want 0 and after %s", first.Interval, first.Received, before)
 	}
-	store.consume(decoded(buildSnapshot(before.Add(time.Second), []testSession{fullSession()})))
-	second := store.load()
-	if second.interval != second.received.Sub(first.received) || second.interval <= 0 {
-		t.Errorf("second view: interval %s, want %s", second.interval, second.received.Sub(first.received))
+	store.Consume(decoded(buildSnapshot(before.Add(time.Second), []testSession{fullSession()})))
+	second := store.Load()
+	if second.Interval != second.Received.Sub(first.Received) || second.Interval <= 0 {
+		t.Errorf("second view: interval %s, want %s", second.Interval, second.Received.Sub(first.Received))
 	}
 	// A snapshot an hour old when it came is an hour old at once.
-	store.consume(decoded(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()})))
-	if age := store.load().age(time.Now()); age < time.Hour-3*time.Second {
+	store.Consume(decoded(buildSnapshot(time.Now().Add(-time.Hour).Add(2*time.Second), []testSession{fullSession()})))
+	if age := store.Load().Age(time.Now()); age < time.Hour-3*time.Second {
 		t.Errorf("a snapshot taken an hour before it came: age %s", age)
 	}
 }
@@ -386,12 +391,12 @@ func TestTheViewKnowsItsAgeAndTheInterval(t *testing.T) {
 // told from a later backend of the pid: gpotel refuses to act on it.
 func TestActionsRefuseABackendWithoutItsStart(t *testing.T) {
 	unnamed := actionSession(5, "psql", "active", 3)
-	unnamed.state.SessionInfo.BackendStart = nil
+	unnamed.State.SessionInfo.BackendStart = nil
 	at := newActionTest(t, unnamed)
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
 	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
-	assertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
 	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
 	if err != nil || len(resp.GetTerminateResponse()) != 1 || !strings.Contains(resp.GetTerminateResponse()[0].GetStatusText(), "does not name the start") {
 		t.Errorf("TerminateSessions: %v %v", resp, err)
@@ -424,7 +429,7 @@ func TestTerminateSessionSaysWhatTheServerAnswered(t *testing.T) {
 
 func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	bob := actionSession(7, "psql", "idle", 0)
-	bob.state.SessionInfo.User = "bob"
+	bob.State.SessionInfo.User = "bob"
 	ownBackend(t, 1006, "monitoring connection")
 	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "idle", 0), bob)
 	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Database: "sales", Username: "alice"})
@@ -451,14 +456,14 @@ func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	}
 
 	_, err = at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{})
-	assertCode(t, err, codes.InvalidArgument, "database or username")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "database or username")
 	_, err = at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice", QueryId: 12})
-	assertCode(t, err, codes.InvalidArgument, "query_id")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "query_id")
 
 	many := newActionTest(t, actionSession(1, "psql", "idle", 0), actionSession(2, "psql", "idle", 0),
 		actionSession(3, "psql", "idle", 0), actionSession(4, "psql", "idle", 0))
 	_, err = many.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
-	assertCode(t, err, codes.FailedPrecondition, "4 sessions match, more than actions::max_sessions_per_call 3")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "4 sessions match, more than actions::max_sessions_per_call 3")
 	many.assertNothingSent(t)
 }
 
@@ -471,17 +476,17 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 		t.Errorf("sent %v, want session 5 moved to etl", at.db.calls)
 	}
 	_, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 2), ResourceGroupName: "etl"})
-	assertCode(t, err, codes.FailedPrecondition, "ccnt 3, not 2")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "ccnt 3, not 2")
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3)})
-	assertCode(t, err, codes.InvalidArgument, "resource_group_name")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
 	for _, name := range []string{strings.Repeat("g", 64), "etl\x00"} {
 		_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: name})
-		assertCode(t, err, codes.InvalidArgument, "resource_group_name")
+		viewtest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
 	}
 
 	at.db.err = fmt.Errorf("%w (dialect postgresql)", sessionaction.ErrNoResourceGroups)
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
-	assertCode(t, err, codes.FailedPrecondition, "no resource groups (dialect postgresql)")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups (dialect postgresql)")
 }
 
 // Every action is logged with who asked, what, on which session and the
@@ -556,11 +561,11 @@ func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
 		t.Fatalf("viewer cannot read: %v", err)
 	}
 	_, err := yagpcc.NewActionServiceClient(viewer).TerminateSession(ctxTimeout(t), unknown)
-	assertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
+	viewtest.AssertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
 
 	// Past the guard: there is no snapshot to act on.
 	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
-	assertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
 }
 
 // Off by default: the server does not even offer ActionService.
@@ -570,5 +575,5 @@ func TestActionServiceIsNotServedByDefault(t *testing.T) {
 	_, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(
 		grpcmetadata.AppendToOutgoingContext(ctxTimeout(t), clientname.ActionTokenHeader, testActionToken),
 		&yagpcc.TerminateSessionRequest{SessionKey: sessionKey(42)})
-	assertCode(t, err, codes.Unimplemented, "yagpcc.ActionService")
+	viewtest.AssertCode(t, err, codes.Unimplemented, "yagpcc.ActionService")
 }

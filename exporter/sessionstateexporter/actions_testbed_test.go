@@ -21,6 +21,7 @@ import (
 	grpcmetadata "google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/dialect"
@@ -67,9 +68,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 				t.Fatalf("the reader cannot read: %v", err)
 			}
 			_, err := actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
-			assertCode(t, err, codes.PermissionDenied, "may not act")
+			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
-			assertCode(t, err, codes.PermissionDenied, "may not act")
+			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 
 			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
 
@@ -92,9 +93,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
 			if d == dialect.PostgreSQL {
-				assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+				viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 			} else {
-				assertCode(t, err, codes.FailedPrecondition, "must be superuser")
+				viewtest.AssertCode(t, err, codes.FailedPrecondition, "must be superuser")
 			}
 
 			resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
@@ -137,7 +138,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			own.meta[pipeline.MetaApplicationName] = "psql"
 			srv.consume(t, buildSnapshot(time.Now(), []testSession{own}))
 			_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: own.sessID, TmId: testTmID}})
-			assertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
+			viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
 
 			var done []string
 			for _, e := range srv.logs.FilterMessage("session action").All() {
@@ -208,9 +209,9 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
 					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
 				if d == dialect.PostgreSQL {
-					assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+					viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 				} else {
-					assertCode(t, err, codes.FailedPrecondition, "another backend")
+					viewtest.AssertCode(t, err, codes.FailedPrecondition, "another backend")
 				}
 			}
 
@@ -272,7 +273,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
 
 	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
-	assertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
 	if err := monitoring.Ping(ctx); err != nil {
 		t.Errorf("the monitoring connection after a refused end: %v", err)
 	}

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -241,5 +242,5 @@ func TestShutdownStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := srv.client.GetTotalSessionsStat(ctxTimeout(t), &yagpcc.GetTotalSessionsReq{})
-	assertCode(t, err, codes.Unavailable, "")
+	viewtest.AssertCode(t, err, codes.Unavailable, "")
 }
