@@ -45,6 +45,7 @@ func NewService(store *Store, defaultPageSize, maxPageSize, maxResponseBytes int
 	return &Service{store: store, defaultPageSize: defaultPageSize, maxPageSize: maxPageSize, maxResponseBytes: maxResponseBytes}
 }
 
+// ListFinishedQueries answers a page of the finished queries kept.
 func (svc *Service) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListFinishedQueriesResponse, error) {
 	page, err := svc.list("ListFinishedQueries", queryLayout, req)
 	if err != nil {
@@ -57,6 +58,7 @@ func (svc *Service) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFin
 	return resp, nil
 }
 
+// ListEndedSessions answers a page of the ended sessions kept.
 func (svc *Service) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListEndedSessionsResponse, error) {
 	page, err := svc.list("ListEndedSessions", sessionLayout, req)
 	if err != nil {

@@ -58,6 +58,7 @@ type listRequest struct {
 	pageToken string
 }
 
+// GetGPSessions answers a page of the newest view's sessions.
 func (svc *Service) GetGPSessions(_ context.Context, req *yagpcc.GetGPSessionsReq) (*yagpcc.GetGPSessionsResponse, error) {
 	switch req.GetShowQueryType() {
 	case yagpcc.RunningQueryType_RQT_UNSPECIFIED, yagpcc.RunningQueryType_RQT_TOP, yagpcc.RunningQueryType_RQT_LAST:
@@ -77,6 +78,7 @@ func (svc *Service) GetGPSessions(_ context.Context, req *yagpcc.GetGPSessionsRe
 	}, filter)
 }
 
+// GetGPQueries answers a page of the live sessions running a query.
 func (svc *Service) GetGPQueries(_ context.Context, req *yagpcc.GetGPQueriesReq) (*yagpcc.GetGPSessionsResponse, error) {
 	filter, err := parseFilters(req.GetFilter())
 	if err != nil {
@@ -155,6 +157,7 @@ func (svc *Service) list(req listRequest, filter *sessionFilter) (*yagpcc.GetGPS
 	return resp, nil
 }
 
+// GetGPSession answers one session of the newest view.
 func (svc *Service) GetGPSession(_ context.Context, req *yagpcc.GetGPSessionReq) (*yagpcc.GetGPSessionResponse, error) {
 	k := req.GetSessionKey()
 	if k == nil {
@@ -171,6 +174,7 @@ func (svc *Service) GetGPSession(_ context.Context, req *yagpcc.GetGPSessionReq)
 // user's backend seen without privileges, or a system process).
 const unknownState = "unknown"
 
+// GetTotalSessionsStat counts the live client sessions by state.
 func (svc *Service) GetTotalSessionsStat(context.Context, *yagpcc.GetTotalSessionsReq) (*yagpcc.GetTotalSessionsResponse, error) {
 	v := svc.store.Load()
 	counts := map[string]int{}
@@ -197,6 +201,7 @@ func (svc *Service) GetTotalSessionsStat(context.Context, *yagpcc.GetTotalSessio
 	return resp, nil
 }
 
+// GetGPQuery answers one query: running, or finished from the finished work kept.
 func (svc *Service) GetGPQuery(_ context.Context, req *yagpcc.GetGPQueryReq) (*yagpcc.GetGPQueryResponse, error) {
 	k := req.GetQueryKey()
 	if k == nil {

@@ -16,6 +16,8 @@ import (
 // Kind says how a sort field's values compare.
 type Kind uint8
 
+// The kinds: strings compare bytewise, numbers by value, pairs by their
+// first then their second number.
 const (
 	KindString Kind = iota
 	KindInt
@@ -34,10 +36,19 @@ type Value struct {
 	F       float64
 }
 
-func Str(v string) Value      { return Value{Present: true, S: v} }
-func Num(v int64) Value       { return Value{Present: true, I: v} }
+// Str is a present string value.
+func Str(v string) Value { return Value{Present: true, S: v} }
+
+// Num is a present integer value.
+func Num(v int64) Value { return Value{Present: true, I: v} }
+
+// Unsigned is a present unsigned value.
 func Unsigned(v uint64) Value { return Value{Present: true, U: v} }
-func Float(v float64) Value   { return Value{Present: true, F: v} }
+
+// Float is a present double value.
+func Float(v float64) Value { return Value{Present: true, F: v} }
+
+// Bool is a present bool value, an integer: false before true.
 func Bool(v bool) Value {
 	if v {
 		return Num(1)

@@ -96,6 +96,7 @@ type ruleActionsToken struct {
 	Number  uint64 `json:"n"`
 }
 
+// ListRuleActions answers a page of the firings kept, newest first.
 func (svc *Service) ListRuleActions(_ context.Context, req *gpotelv1.ListRuleActionsRequest) (*gpotelv1.ListRuleActionsResponse, error) {
 	if n := len(req.GetRuleNames()) + len(req.GetSessIds()); n > paging.MaxFilterValues {
 		return nil, status.Errorf(codes.InvalidArgument, "rule_names, sess_ids: %d values, at most %d filter values are accepted", n, paging.MaxFilterValues)
