@@ -72,7 +72,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
 			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 
-			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
+			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 			// A snapshot whose running query has since been followed by
 			// another (an hour older here): the server cancels nothing.
@@ -174,7 +174,7 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 			sleeping, idle := u.sleeping, u.idle
 			srv, readToken := startWithActions(t, c)
 			actions := yagpcc.NewActionServiceClient(srv.conn)
-			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 			// The snapshot's backends under the same pids, but not the ones
 			// running now: an earlier start, or (same start) another session.
@@ -190,11 +190,11 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 				srv.consume(t, buildSnapshot(time.Now(), []testSession{was, wasIdle}))
 
 				resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: wasIdle.sessID, TmId: testTmID}})
-				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+				if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(resp.GetStatusText(), "another backend") {
 					t.Errorf("TerminateSession of an earlier backend of pid %d: %v %v, want ERROR naming another backend", idle.pid, resp, err)
 				}
 				resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}}) // #nosec G115 -- a small id
-				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+				if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(resp.GetStatusText(), "another backend") {
 					t.Errorf("TerminateQuery of an earlier backend of pid %d: %v %v, want ERROR naming another backend", sleeping.pid, resp, err)
 				}
 				many, err := actions.TerminateSessions(actor, &yagpcc.TerminateSessionsRequest{Username: cluster.UserRole})
@@ -202,7 +202,7 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 					t.Fatalf("TerminateSessions: %v %v, want an answer for each of the two sessions", many, err)
 				}
 				for _, r := range many.GetTerminateResponse() {
-					if r.GetStatusCode() != terminateError || !strings.Contains(r.GetStatusText(), "another backend") {
+					if r.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(r.GetStatusText(), "another backend") {
 						t.Errorf("TerminateSessions answered %v, want ERROR naming another backend", r)
 					}
 				}
@@ -270,7 +270,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	srv, readToken := startWithActions(t, c)
 	srv.consume(t, buildSnapshot(time.Now(), []testSession{named, mine}))
 	actions := yagpcc.NewActionServiceClient(srv.conn)
-	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
 	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
@@ -279,7 +279,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	}
 
 	resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: named.sessID, TmId: testTmID}})
-	if err != nil || resp.GetStatusCode() != terminateSuccess {
+	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
 		t.Fatalf("TerminateSession of a user's session named %s: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the user's session", func() error {
@@ -333,9 +333,9 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 	}
 	srv, readToken := startWithActions(t, c)
 	srv.consume(t, buildSnapshot(time.Now(), []testSession{idle}))
-	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 	resp, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
-	if err != nil || resp.GetStatusCode() != terminateSuccess {
+	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
 		t.Fatalf("TerminateSession through a role whose search_path starts with a shadow pg_stat_activity: %v %v, want SUCCESS", resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the session", func() error {
@@ -400,7 +400,7 @@ func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
 	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
-	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	cfg.Actions.TokenFile = viewtest.ActionTokenFile(t, viewtest.ActionToken)
 	// The tests send snapshots moments apart, not at a collection interval.
 	cfg.Actions.MaxViewAge = time.Hour
 	if err := cfg.Validate(); err != nil {

@@ -200,7 +200,7 @@ func TestHealthReportsEveryServiceServing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "127.0.0.1", "postgres", testActionRole
-	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	cfg.Actions.TokenFile = viewtest.ActionTokenFile(t, viewtest.ActionToken)
 	srv := startServer(t, cfg, nopHost())
 
 	stream, err := reflectionpb.NewServerReflectionClient(srv.conn).ServerReflectionInfo(ctxTimeout(t))

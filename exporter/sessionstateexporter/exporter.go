@@ -20,6 +20,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/actions"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/finishedwork"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/gpinfo"
@@ -134,10 +135,8 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	gpotelv1.RegisterRuleActionsServer(server, ruleactions.NewService(e.firings, e.cfg.DefaultPageSize, e.cfg.MaxPageSize))
 	if e.cfg.Actions.Enabled {
 		e.actions = sessionaction.New(e.cfg.Actions)
-		yagpcc.RegisterActionServiceServer(server, &actionService{
-			views: e.store, actor: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
-		})
+		yagpcc.RegisterActionServiceServer(server, actions.NewService(e.store, e.actions, guard, e.settings.Logger, e.telemetry,
+			e.cfg.Actions.MaxSessionsPerCall))
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
 			zap.String("user", e.cfg.Actions.User), zap.Bool("token", guard.HasToken()), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))

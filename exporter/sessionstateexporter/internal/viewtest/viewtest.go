@@ -2,11 +2,14 @@
 // SPDX-License-Identifier: Apache-2.0
 
 // Package viewtest builds the batches the sessionstate exporter's tests
-// feed it, as the snapshotdiff processor writes them (docs/pipeline.md).
+// feed it, as the snapshotdiff processor writes them (docs/pipeline.md),
+// and holds the fixtures its packages' tests share.
 package viewtest
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -24,7 +27,19 @@ const (
 	TmID = 1700000000
 	// Coordinator is the host.name of every test snapshot.
 	Coordinator = "mdw"
+	// ActionToken is the action token of the tests that act.
+	ActionToken = "act-now-act-now-act-now-act-now!"
 )
+
+// ActionTokenFile writes an action token file as an operator would: 0600.
+func ActionTokenFile(t testing.TB, token string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "action.token")
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
 
 // Snapshot is a closing batch at at that holds no session: a snapshot
 // resource of Coordinator, with segment host sdw1 answering.

@@ -1,7 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+// Package actions serves yagpcc's ActionService for the sessionstate
+// exporter on the sessions of the newest view: for clients the guard
+// admits, it acts on a session's coordinator backend through the action
+// path (internal/sessionaction) and answers in yagpcc's terms; every call
+// is logged and counted.
+package actions
 
 import (
 	"context"
@@ -30,14 +35,12 @@ import (
 // each session it ends is counted under it.
 const actionTerminateSessions = "terminate_sessions"
 
-// actionService serves yagpcc's ActionService on the sessions of the newest
-// snapshot: for clients the guard admits, it acts on a session's
-// coordinator backend through the action path (internal/sessionaction) and
-// answers in yagpcc's terms; every call is logged and counted.
-type actionService struct {
+// Service serves yagpcc's ActionService on the sessions of the newest
+// view.
+type Service struct {
 	yagpcc.UnimplementedActionServiceServer
 
-	views       views
+	views       Views
 	actor       *sessionaction.Actor
 	guard       *sessionaction.Guard
 	logger      *zap.Logger
@@ -45,11 +48,19 @@ type actionService struct {
 	maxSessions int
 }
 
-var _ yagpcc.ActionServiceServer = (*actionService)(nil)
+var _ yagpcc.ActionServiceServer = (*Service)(nil)
 
-// views gives the newest view (the session store).
-type views interface {
+// Views gives the newest view (the session store).
+type Views interface {
 	Load() *view.View
+}
+
+// NewService acts through actor on the sessions of views for the clients
+// guard admits, at most maxSessions per TerminateSessions call; it logs
+// each call to logger and counts it in telemetry (nil: not counted).
+func NewService(views Views, actor *sessionaction.Actor, guard *sessionaction.Guard, logger *zap.Logger,
+	telemetry *metadata.TelemetryBuilder, maxSessions int) *Service {
+	return &Service{views: views, actor: actor, guard: guard, logger: logger, telemetry: telemetry, maxSessions: maxSessions}
 }
 
 var (
@@ -60,12 +71,12 @@ var (
 // actionCall is one call's account: who asked, what, on what; end logs it
 // and counts it.
 type actionCall struct {
-	svc    *actionService
+	svc    *Service
 	action string
 	fields []zap.Field
 }
 
-func (svc *actionService) begin(ctx context.Context, action string) (*actionCall, error) {
+func (svc *Service) begin(ctx context.Context, action string) (*actionCall, error) {
 	c := &actionCall{svc: svc, action: action}
 	who, err := svc.guard.Admit(ctx)
 	c.fields = append(c.fields, zap.String("action", action), zap.String("client", who))
@@ -101,7 +112,7 @@ func (c *actionCall) answer(result sessionaction.Result, code yagpcc.TerminateRe
 	return &yagpcc.TerminateResponse{StatusCode: code, StatusText: text}
 }
 
-func (svc *actionService) record(action string, result sessionaction.Result, detail string, fields []zap.Field) {
+func (svc *Service) record(action string, result sessionaction.Result, detail string, fields []zap.Field) {
 	svc.logger.Info("session action", append(slices.Clip(fields), zap.String("result", string(result)), zap.String("detail", detail))...)
 	if svc.telemetry != nil {
 		svc.telemetry.SessionstateActions.Add(context.Background(), 1, metric.WithAttributeSet(
@@ -109,7 +120,7 @@ func (svc *actionService) record(action string, result sessionaction.Result, det
 	}
 }
 
-func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
+func (svc *Service) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.CancelQuery))
 	if err != nil {
 		return nil, err
@@ -125,7 +136,7 @@ func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.Termin
 	return svc.signalled(call, s, "sent a cancel to the running query of", o)
 }
 
-func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
+func (svc *Service) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.TerminateSession))
 	if err != nil {
 		return nil, err
@@ -141,7 +152,7 @@ func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.Term
 	return svc.signalled(call, s, "terminated", svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.TerminateSession}))
 }
 
-func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
+func (svc *Service) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
 	call, err := svc.begin(ctx, actionTerminateSessions)
 	if err != nil {
 		return nil, err
@@ -185,7 +196,7 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	return resp, nil
 }
 
-func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
+func (svc *Service) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
 	call, err := svc.begin(ctx, string(sessionaction.MoveToResourceGroup))
 	if err != nil {
 		return nil, err
@@ -226,7 +237,7 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 }
 
 // queryTarget is the session of a query key, as target finds it.
-func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*view.Session, *view.View, error) {
+func (svc *Service) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*view.Session, *view.View, error) {
 	if k == nil {
 		return nil, nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "query_key is required"))
 	}
@@ -238,7 +249,7 @@ func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*vi
 }
 
 // target is a live session of the newest snapshot, and that snapshot's view.
-func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*view.Session, *view.View, error) {
+func (svc *Service) target(call *actionCall, key pipeline.SessionKey) (*view.Session, *view.View, error) {
 	v, err := svc.freshView(call)
 	if err != nil {
 		return nil, nil, err
@@ -254,7 +265,7 @@ func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*vi
 
 // freshView is the newest snapshot's view, unless the action path finds it
 // too old to act on.
-func (svc *actionService) freshView(call *actionCall) (*view.View, error) {
+func (svc *Service) freshView(call *actionCall) (*view.View, error) {
 	v := svc.views.Load()
 	if err := svc.actor.Fresh(actionView(v)); err != nil {
 		return nil, call.end(sessionaction.Refused, status.Error(codes.FailedPrecondition, err.Error()))
@@ -263,13 +274,13 @@ func (svc *actionService) freshView(call *actionCall) (*view.View, error) {
 }
 
 // act acts on s through the action path, on the word of v.
-func (svc *actionService) act(ctx context.Context, v *view.View, s *view.Session, req sessionaction.Request) sessionaction.Outcome {
+func (svc *Service) act(ctx context.Context, v *view.View, s *view.Session, req sessionaction.Request) sessionaction.Outcome {
 	return svc.actor.Act(ctx, actionView(v), actionTarget(s), req)
 }
 
 // refusedBefore ends a call the action path refused before sending: its
 // view went stale since target read it, or gpotel never acts on s.
-func (svc *actionService) refusedBefore(call *actionCall, s *view.Session, o sessionaction.Outcome) error {
+func (svc *Service) refusedBefore(call *actionCall, s *view.Session, o sessionaction.Outcome) error {
 	if o.Stage == sessionaction.StageTarget {
 		return call.end(o.Result, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), o.Err))
 	}
@@ -309,7 +320,7 @@ func queryOf(k *yagpcc.QueryKey) sessionaction.Query {
 }
 
 // signalled answers a cancel or terminate by the action's outcome.
-func (svc *actionService) signalled(call *actionCall, s *view.Session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
+func (svc *Service) signalled(call *actionCall, s *view.Session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
 	pid := s.State.GetSessionInfo().GetPid()
 	switch {
 	case o.Stage != sessionaction.StageServer:
