@@ -120,6 +120,7 @@ func (svc *Service) record(action string, result sessionaction.Result, detail st
 	}
 }
 
+// TerminateQuery cancels the running query a key names.
 func (svc *Service) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.CancelQuery))
 	if err != nil {
@@ -136,6 +137,7 @@ func (svc *Service) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQue
 	return svc.signalled(call, s, "sent a cancel to the running query of", o)
 }
 
+// TerminateSession ends a session.
 func (svc *Service) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.TerminateSession))
 	if err != nil {
@@ -152,6 +154,8 @@ func (svc *Service) TerminateSession(ctx context.Context, req *yagpcc.TerminateS
 	return svc.signalled(call, s, "terminated", svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.TerminateSession}))
 }
 
+// TerminateSessions ends the live sessions of a database or user, up to
+// actions::max_sessions_per_call at once.
 func (svc *Service) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
 	call, err := svc.begin(ctx, actionTerminateSessions)
 	if err != nil {
@@ -196,6 +200,8 @@ func (svc *Service) TerminateSessions(ctx context.Context, req *yagpcc.Terminate
 	return resp, nil
 }
 
+// MoveQueryToResourceGroup moves the session of a running query to a
+// resource group.
 func (svc *Service) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
 	call, err := svc.begin(ctx, string(sessionaction.MoveToResourceGroup))
 	if err != nil {

@@ -28,7 +28,7 @@ const (
 	// Coordinator is the host.name of every test snapshot.
 	Coordinator = "mdw"
 	// ActionToken is the action token of the tests that act.
-	ActionToken = "act-now-act-now-act-now-act-now!"
+	ActionToken = "act-now-act-now-act-now-act-now!" // #nosec G101 -- a test's token
 )
 
 // ActionTokenFile writes an action token file as an operator would: 0600.
