@@ -44,7 +44,9 @@ type Service struct {
 	Limits
 }
 
-// NewService answers from store, finished queries from finished.
+// NewService answers from store, and for the queries the newest view no
+// longer has from finished (never nil: the exporter always keeps a store,
+// empty when finished_queries::retention is 0).
 func NewService(store *view.Store, finished Finished, limits Limits) *Service {
 	return &Service{store: store, finished: finished, Limits: limits}
 }
