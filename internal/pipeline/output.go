@@ -13,10 +13,6 @@ import (
 // ProcessorScope is the instrumentation scope of everything the processor adds.
 const ProcessorScope = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 
-// Counters are counter figures (Figures up to NumCounters) of a process, a
-// session or a query, seconds as integer nanoseconds.
-type Counters [NumCounters]int64
-
 // WindowFigures are a session's figures over one configured window.
 type WindowFigures struct {
 	Span    int64 // ns: newest snapshot time − the old snapshot's used
@@ -27,18 +23,6 @@ type WindowFigures struct {
 // Averages are smoothed figures at one time constant: CPU in cores, disk
 // bytes per second, rss bytes.
 type Averages struct{ CPU, Read, Write, Memory float64 }
-
-// Skew is how unevenly a figure is spread over the segments that took
-// part; not OK when no segment used any of it (no points then).
-type Skew struct {
-	Ratio, MaxOverAvg float64
-	Hottest           int32
-	Segments          int
-	OK                bool
-}
-
-// SkewPair is the CPU and the disk I/O skew of one window.
-type SkewPair struct{ CPU, IO Skew }
 
 // HostRate is a session's use of one host over a window, per second.
 type HostRate struct {
@@ -105,14 +89,6 @@ type ClusterFigures struct {
 	Cluster []Averages
 }
 
-// SegmentUse is what processes used on one segment instance: CPU in ns,
-// disk bytes.
-type SegmentUse struct {
-	Host               string
-	Segment            int32
-	CPU, Read, Written int64
-}
-
 // QueryFigures are one query resource (docs/pipeline.md, query figures).
 type QueryFigures struct {
 	Session      SessionKey
@@ -175,7 +151,7 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
 	for _, m := range CounterMetrics {
-		if !m.anyOf(f.Known) {
+		if !anyOf(m, f.Known) {
 			continue
 		}
 		totals := g.metric(m.Session, m.Unit)
@@ -240,8 +216,8 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 }
 
 // anyOf tells a metric with a figure in the mask (bit per Figure).
-func (m *ProcessMetric) anyOf(mask uint32) bool {
-	for _, f := range m.figures {
+func anyOf(m *ProcessMetric, mask uint32) bool {
+	for _, f := range m.Figures() {
 		if mask&(1<<f) != 0 {
 			return true
 		}
@@ -443,7 +419,7 @@ func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
 	for _, m := range CounterMetrics {
-		if !m.anyOf(q.Known) {
+		if !anyOf(m, q.Known) {
 			continue
 		}
 		dps := g.metric(QueryMetric(m.Session), m.Unit)
