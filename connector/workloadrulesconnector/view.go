@@ -11,6 +11,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 )
 
 // queryKey names the query a rule fires on: the session and its running
@@ -56,9 +57,9 @@ type view struct {
 // snapshot.
 type viewReader struct {
 	needs      decoders
-	windows    pipeline.WindowMatcher
+	windows    output.WindowMatcher
 	superusers []string
-	queries    map[pipeline.SessionKey]pipeline.QueryOutput
+	queries    map[pipeline.SessionKey]output.QueryOutput
 	hosts      map[string]hostPressure
 	// windowMissing counts, per read, the sessions with figures of other
 	// windows but none of window: a window the processor does not compute.
@@ -69,8 +70,8 @@ type viewReader struct {
 type hostPressure struct{ cpu, memory, io float64 }
 
 func newViewReader(needs decoders, window time.Duration, superusers []string) *viewReader {
-	return &viewReader{needs: needs, windows: pipeline.WindowMatcher{Last: window}, superusers: superusers,
-		queries: map[pipeline.SessionKey]pipeline.QueryOutput{}, hosts: map[string]hostPressure{}}
+	return &viewReader{needs: needs, windows: output.WindowMatcher{Last: window}, superusers: superusers,
+		queries: map[pipeline.SessionKey]output.QueryOutput{}, hosts: map[string]hostPressure{}}
 }
 
 // read decodes md into v; ok is false for a batch that closes no snapshot.
@@ -115,7 +116,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 			if r.needs&decodeQueries == 0 {
 				continue
 			}
-			if q, found := pipeline.DecodeQuery(rm); found && !q.Completed {
+			if q, found := output.DecodeQuery(rm); found && !q.Completed {
 				r.queries[q.Session] = q
 			}
 		}
@@ -159,7 +160,7 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 		readQuery(t, &q)
 	}
 	if r.needs&decodeSessionFigures != 0 {
-		figs := pipeline.DecodeSessionFigures(rm, &r.windows)
+		figs := output.DecodeSessionFigures(rm, &r.windows)
 		if figs.Last == nil && figs.Total != nil {
 			r.windowMissing++
 		}
@@ -186,7 +187,7 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 	}
 }
 
-func readQuery(t *target, q *pipeline.QueryOutput) {
+func readQuery(t *target, q *output.QueryOutput) {
 	s := q.Stat
 	t.set(queryDuration, q.Duration)
 	t.set(queryCPUTime, s.GetUserTimeSeconds()+s.GetKernelTimeSeconds())
@@ -207,7 +208,7 @@ func readQuery(t *target, q *pipeline.QueryOutput) {
 	}
 }
 
-func readSessionFigures(t *target, figs pipeline.SessionOutput) {
+func readSessionFigures(t *target, figs output.SessionOutput) {
 	if st := figs.Total; st != nil {
 		// Memory is a gauge of the newest snapshot, the same in either stat.
 		t.set(sessionMemory, float64(st.GetRss()))

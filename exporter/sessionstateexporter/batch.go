@@ -10,6 +10,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 )
 
 // batch is one ConsumeMetrics call decoded once, in the words of the
@@ -20,7 +21,7 @@ type batch struct {
 	// batch that closes a snapshot has one).
 	snapshots []pipeline.SnapshotHeader
 	// tops are the first snapshot resource's host figures; nil without one.
-	tops *pipeline.HostTops
+	tops *output.HostTops
 
 	// sessions are the session resources; sessionTime is the newest time
 	// among them, lastWindowMissing counts those without the last_metrics
@@ -52,13 +53,13 @@ type badEvent struct {
 // batchDecoder decodes batches as the exporter is configured to serve them.
 type batchDecoder struct {
 	clusterID string
-	windows   pipeline.WindowMatcher
+	windows   output.WindowMatcher
 	// events: finished work is kept (finished_queries::retention > 0).
 	events bool
 }
 
 func newBatchDecoder(cfg *Config) batchDecoder {
-	return batchDecoder{clusterID: cfg.ClusterID, windows: pipeline.WindowMatcher{Last: cfg.LastMetricsWindow}, events: cfg.FinishedQueries.Retention > 0}
+	return batchDecoder{clusterID: cfg.ClusterID, windows: output.WindowMatcher{Last: cfg.LastMetricsWindow}, events: cfg.FinishedQueries.Retention > 0}
 }
 
 // decode reads every resource of md by its kind; a foreign resource is
@@ -74,7 +75,7 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 			b.snapshots = append(b.snapshots, h)
 			b.pressure.Closing, b.pressure.Time = true, h.Time
 			if b.tops == nil {
-				tops := pipeline.DecodeHostTops(rm)
+				tops := output.DecodeHostTops(rm)
 				b.tops = &tops
 			}
 		case pipeline.KindSession:
@@ -91,7 +92,7 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 			}
 			b.sessions = append(b.sessions, s)
 		case pipeline.KindQuery:
-			if q, ok := pipeline.DecodeQuery(rm); ok {
+			if q, ok := output.DecodeQuery(rm); ok {
 				b.queries = append(b.queries, newQueryRecord(q))
 			} else {
 				b.invalid++

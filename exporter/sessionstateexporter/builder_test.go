@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -86,14 +87,14 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		})
 		rm := one.ResourceMetrics().At(1) // after its snapshot resource
 		var windows []time.Duration
-		figs := &pipeline.SessionFigures{Processes: s.processes, Hosts: s.host, Known: pipeline.EveryCounter &^ s.unreported}
+		figs := &output.SessionFigures{Processes: s.processes, Hosts: s.host, Known: pipeline.EveryCounter &^ s.unreported}
 		for _, w := range []struct {
 			d time.Duration
 			f *testFigures
 		}{{testWindow, s.last}, {testOtherWindow, s.other}} {
 			if w.f != nil {
 				windows = append(windows, w.d)
-				figs.Windows = append(figs.Windows, pipeline.WindowFigures{Span: int64(w.f.span * 1e9), Deltas: w.f.counters(), Partial: w.f.partial})
+				figs.Windows = append(figs.Windows, output.WindowFigures{Span: int64(w.f.span * 1e9), Deltas: w.f.counters(), Partial: w.f.partial})
 			}
 		}
 		if s.total != nil {
@@ -103,7 +104,7 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		figs.MemoryCluster = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rss, pipeline.MemRSSAnon: m.rssAnon, pipeline.MemRSSShared: m.rssShared,
 			pipeline.MemVirtual: m.virtual, pipeline.MemPeak: m.peak, pipeline.MemVirtualPeak: m.virtualPeak}
 		figs.MemoryMaxHost = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rssMaxHost, pipeline.MemRSSAnon: m.rssAnonMaxHost}
-		pipeline.NewOutputEncoder(windows, nil).AppendSession(rm, ts, figs)
+		output.NewOutputEncoder(windows, nil).AppendSession(rm, ts, figs)
 		if s.total == nil {
 			dropWindow(rm, pipeline.WindowLifetime)
 		}

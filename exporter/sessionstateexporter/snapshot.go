@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -122,7 +123,7 @@ func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		SessionKey:  &yagpcc.SessionKey{SessId: h.Key.ID, TmId: h.Key.TmID},
 		SessionInfo: info,
 	}
-	figs := pipeline.DecodeSessionFigures(rm, &p.windows)
+	figs := output.DecodeSessionFigures(rm, &p.windows)
 	state.ProcAvg = figs.ProcAvg
 	// Workfiles are a gauge: the bytes and files held now stand in both.
 	spill := spillInfo(gp.SpillTotal())

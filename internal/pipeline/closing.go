@@ -113,7 +113,7 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 
 	w := newResourceWriter(sw, e.start, ts)
 	for _, h := range c.Hosts {
-		w.record(HostUp, boolInt(h.Up), 0, h.Host)
+		w.record(HostUp, BoolInt(h.Up), 0, h.Host)
 		w.record(HostProcesses, h.Processes, 0, h.Host)
 		if h.CPUs > 0 {
 			w.record(HostCPUs, int64(h.CPUs), 0, h.Host)
@@ -329,29 +329,29 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 	if v, ok := rm.Resource().Attributes().Get(AttrHostName); ok {
 		h.Coordinator = v.AsString()
 	}
-	h.Time = firstPointTime(rm)
+	h.Time = FirstPointTime(rm)
 	processes, batches, sequences, delays := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
 	cpus := map[string]uint32{}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		host, ok := dp.Attributes().Get(AttrHostName)
 		if !ok {
 			return
 		}
 		switch m.Name() {
 		case MetricHostUp:
-			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: intValue(dp) != 0})
+			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: IntValue(dp) != 0})
 		case MetricHostProcesses:
-			processes[host.AsString()] = intValue(dp)
+			processes[host.AsString()] = IntValue(dp)
 		case MetricHostBatches:
-			batches[host.AsString()] = intValue(dp)
+			batches[host.AsString()] = IntValue(dp)
 		case MetricHostSequence:
-			sequences[host.AsString()] = intValue(dp)
+			sequences[host.AsString()] = IntValue(dp)
 		case MetricHostReadDelay:
-			if v := pointFloat(dp); v > 0 && v < 3600 {
+			if v := PointFloat(dp); v > 0 && v < 3600 {
 				delays[host.AsString()] = int64(v * 1e9)
 			}
 		case MetricHostCPUs:
-			if n, ok := hostCPUs(dp); ok {
+			if n, ok := HostCPUsOf(dp); ok {
 				cpus[host.AsString()] = n
 			}
 		}
@@ -364,16 +364,6 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 		h.Hosts[i].CPUs = cpus[name]
 	}
 	return h
-}
-
-// hostCPUs reads a gpotel.host.cpus point: a count from 1 to
-// kernelunits.MaxCPUs, or none.
-func hostCPUs(dp pmetric.NumberDataPoint) (uint32, bool) {
-	v := intValue(dp)
-	if v < 1 || v > kernelunits.MaxCPUs {
-		return 0, false
-	}
-	return uint32(v), true // #nosec G115 -- bounded above
 }
 
 // SessionHeader is a session resource's identity and attributes.
@@ -394,10 +384,10 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	if h.Key, ok = SessionKeyOf(attrs); !ok {
 		return h, st, 0, false, false
 	}
-	h.PID = attrInt(attrs, AttrSessionPID).V
-	h.System = attrBool(attrs, AttrSessionSystem).V
-	h.Own = attrBool(attrs, AttrSessionOwn).V
-	h.Database, h.User, h.Host = str(attrs, AttrDBNamespace), str(attrs, AttrSessionUser), str(attrs, AttrHostName)
+	h.PID = IntOf(attrs, AttrSessionPID).V
+	h.System = BoolOf(attrs, AttrSessionSystem).V
+	h.Own = BoolOf(attrs, AttrSessionOwn).V
+	h.Database, h.User, h.Host = Str(attrs, AttrDBNamespace), Str(attrs, AttrSessionUser), Str(attrs, AttrHostName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()
@@ -416,20 +406,20 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 
 // DecodeHostPressure reads a host resource: its host and pressure lines.
 func DecodeHostPressure(rm pmetric.ResourceMetrics) (host string, figures []*gpotelv1.PressureFigures) {
-	return str(rm.Resource().Attributes(), AttrHostName), pressureFigures(rm)
+	return Str(rm.Resource().Attributes(), AttrHostName), pressureFigures(rm)
 }
 
 // DecodeCgroup reads a cgroup resource: its host and the group.
 func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPressure) {
 	attrs := rm.Resource().Attributes()
-	g = &gpotelv1.GroupPressure{Path: str(attrs, AttrCgroupPath), Pressure: pressureFigures(rm)}
-	if v := attrInt(attrs, AttrCgroupVersion); v.Valid {
+	g = &gpotelv1.GroupPressure{Path: Str(attrs, AttrCgroupPath), Pressure: pressureFigures(rm)}
+	if v := IntOf(attrs, AttrCgroupVersion); v.Valid {
 		g.CgroupVersion = int32(v.V) // #nosec G115 -- 1 or 2
 	}
-	if v := attrInt(attrs, AttrResourceGroupOID); v.Valid {
+	if v := IntOf(attrs, AttrResourceGroupOID); v.Valid {
 		g.ResourceGroupOid = uint32(v.V) // #nosec G115 -- an oid
 	}
-	switch name := str(attrs, AttrResourceGroupName); {
+	switch name := Str(attrs, AttrResourceGroupName); {
 	case name != "":
 		g.Name = name
 	case g.ResourceGroupOid != 0:
@@ -437,16 +427,16 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 	default:
 		g.Name = g.Path
 	}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if m.Name() != MetricCgroupTasks {
 			return
 		}
 		if g.Tasks == nil {
 			g.Tasks = map[string]int64{}
 		}
-		g.Tasks[str(dp.Attributes(), AttrTaskState)] = intValue(dp)
+		g.Tasks[Str(dp.Attributes(), AttrTaskState)] = IntValue(dp)
 	})
-	return str(attrs, AttrHostName), g
+	return Str(attrs, AttrHostName), g
 }
 
 // pressureFigures gathers a resource's stall time and ratio points into one
@@ -454,7 +444,7 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 	var out []*gpotelv1.PressureFigures
 	line := func(dp pmetric.NumberDataPoint) *gpotelv1.PressureFigures {
-		r, k := str(dp.Attributes(), AttrPressureResource), str(dp.Attributes(), AttrPressureKind)
+		r, k := Str(dp.Attributes(), AttrPressureResource), Str(dp.Attributes(), AttrPressureKind)
 		for _, f := range out {
 			if f.Resource == r && f.Kind == k {
 				return f
@@ -464,19 +454,19 @@ func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 		out = append(out, f)
 		return f
 	}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		switch m.Name() {
 		case MetricPressureStallTime:
-			line(dp).StallSeconds = pointFloat(dp)
+			line(dp).StallSeconds = PointFloat(dp)
 		case MetricPressureStallRatio:
 			f := line(dp)
-			switch str(dp.Attributes(), AttrPressureWindow) {
+			switch Str(dp.Attributes(), AttrPressureWindow) {
 			case "10s":
-				f.Avg10 = pointFloat(dp)
+				f.Avg10 = PointFloat(dp)
 			case "60s":
-				f.Avg60 = pointFloat(dp)
+				f.Avg60 = PointFloat(dp)
 			case "300s":
-				f.Avg300 = pointFloat(dp)
+				f.Avg300 = PointFloat(dp)
 			}
 		}
 	})

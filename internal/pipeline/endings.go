@@ -128,7 +128,7 @@ func DecodeEndings(rm pmetric.ResourceMetrics) (h HostEndings, tmID int64, skipp
 	if v, ok := attrs.Get(AttrLogReadThrough); ok && v.Type() == pcommon.ValueTypeInt {
 		h.LogReadThrough = v.Int()
 	}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if m.Name() != MetricBackendEnding {
 			return
 		}

@@ -125,7 +125,7 @@ func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession)
 	for _, m := range g.Memory {
 		seg := strconv.FormatInt(m.Segment, 10)
 		w.record(SessionVmemUsage, m.Bytes, 0, seg)
-		w.record(SessionVmemRunaway, boolInt(m.Runaway), 0, seg)
+		w.record(SessionVmemRunaway, BoolInt(m.Runaway), 0, seg)
 	}
 }
 
@@ -136,26 +136,26 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 	found := false
 	spill := map[[2]int64]*Spill{}
 	memory := map[int64]*SegmentMemory{}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		a := dp.Attributes()
-		seg := attrInt(a, AttrSegmentID).V
+		seg := IntOf(a, AttrSegmentID).V
 		switch m.Name() {
 		case MetricSessionSpillSize, MetricSessionSpillFiles:
-			k := [2]int64{seg, attrInt(a, AttrQueryCommandCount).V}
+			k := [2]int64{seg, IntOf(a, AttrQueryCommandCount).V}
 			s := spill[k]
 			if s == nil {
 				s = &Spill{Segment: k[0], CommandCount: k[1]}
 				spill[k] = s
 			}
 			if m.Name() == MetricSessionSpillSize {
-				s.Bytes = intValue(dp)
+				s.Bytes = IntValue(dp)
 			} else {
-				s.Files = intValue(dp)
+				s.Files = IntValue(dp)
 			}
 		case MetricSessionLockWait:
 			meta := m.Metadata()
-			g.Wait = &LockWait{Segment: seg, Mode: str(a, AttrLockMode), Object: str(meta, MetaLockObject),
-				Blocker: attrInt(meta, MetaLockBlockerSessionID).V, BlockerMode: str(a, AttrLockBlockerMode)}
+			g.Wait = &LockWait{Segment: seg, Mode: Str(a, AttrLockMode), Object: Str(meta, MetaLockObject),
+				Blocker: IntOf(meta, MetaLockBlockerSessionID).V, BlockerMode: Str(a, AttrLockBlockerMode)}
 		case MetricSessionVmemUsage, MetricSessionVmemRunaway:
 			s := memory[seg]
 			if s == nil {
@@ -163,9 +163,9 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 				memory[seg] = s
 			}
 			if m.Name() == MetricSessionVmemUsage {
-				s.Bytes = intValue(dp)
+				s.Bytes = IntValue(dp)
 			} else {
-				s.Runaway = intValue(dp) != 0
+				s.Runaway = IntValue(dp) != 0
 			}
 		default:
 			return

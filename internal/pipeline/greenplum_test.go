@@ -75,7 +75,7 @@ func TestLockWaitObjectAndBlockerStayOutOfSeriesIdentity(t *testing.T) {
 	found := false
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		eachPoint(rms.At(i), func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		EachPoint(rms.At(i), func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 			if m.Name() != MetricSessionLockWait {
 				return
 			}

@@ -92,7 +92,7 @@ func (s *ProcessSample) Gauges() Gauges {
 func (g *Gauges) Memory() [NumMemory]int64 {
 	var out [NumMemory]int64
 	for i := range NumGauges {
-		if mt := memoryOf[NumCounters+i]; mt >= 0 && g.Present&(1<<i) != 0 {
+		if mt, ok := MemoryTypeOf(Figure(NumCounters + i)); ok && g.Present&(1<<i) != 0 {
 			out[mt] += g.Values[i]
 		}
 	}
@@ -204,7 +204,7 @@ func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind Resourc
 		ms := sms.At(i).Metrics()
 		for j := range ms.Len() {
 			m := ms.At(j)
-			pm, ok := processMetricByName[m.Name()]
+			pm, ok := ProcessMetricNamed(m.Name())
 			if !ok {
 				continue
 			}
@@ -278,14 +278,14 @@ func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 		if !ok {
 			return // the attribute was switched off: which figure it is, is lost
 		}
-		if f, ok = pm.figureOf(v.Str()); !ok {
+		if f, ok = pm.FigureOf(v.Str()); !ok {
 			return
 		}
 	}
 	if pm.Double {
-		s.Values[f] = nanosValue(dp)
+		s.Values[f] = NanosValue(dp)
 	} else {
-		s.Values[f] = intValue(dp)
+		s.Values[f] = IntValue(dp)
 	}
 	s.Present |= 1 << f
 }

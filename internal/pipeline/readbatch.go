@@ -87,12 +87,12 @@ func ReadBatch(md pmetric.Metrics) Batch {
 // or else of the first resource with a point.
 func batchTime(rms pmetric.ResourceMetricsSlice, snapshot int) pcommon.Timestamp {
 	if snapshot >= 0 {
-		if t := firstPointTime(rms.At(snapshot)); t != 0 {
+		if t := FirstPointTime(rms.At(snapshot)); t != 0 {
 			return t
 		}
 	}
 	for i := range rms.Len() {
-		if t := firstPointTime(rms.At(i)); t != 0 {
+		if t := FirstPointTime(rms.At(i)); t != 0 {
 			return t
 		}
 	}

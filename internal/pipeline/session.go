@@ -4,27 +4,10 @@
 package pipeline
 
 import (
-	"math"
-	"strconv"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
-
-// Null is a pg_stat_activity column that may be NULL: V is its value
-// when Valid.
-type Null[T any] struct {
-	V     T
-	Valid bool
-}
-
-// NullOf is the column of a nullable pointer.
-func NullOf[T any](p *T) Null[T] {
-	if p == nil {
-		return Null[T]{}
-	}
-	return Null[T]{V: *p, Valid: true}
-}
 
 // SessionState is the volatile pg_stat_activity state of a session that
 // travels in gpotel.session.info's Metric.Metadata() (docs/pipeline.md,
@@ -126,12 +109,12 @@ func (s *SessionState) put(m pcommon.Map) {
 // left out.
 func readSessionState(m pcommon.Map) SessionState {
 	var s SessionState
-	s.columns(func(k string, _ Null[string]) Null[string] { return attrStr(m, k) },
-		func(k string, _ Null[int64]) Null[int64] { return attrInt(m, k) },
-		func(k string, _ Null[time.Time]) Null[time.Time] { return attrTime(m, k) },
-		func(k string, _ Null[bool]) Null[bool] { return attrBool(m, k) })
-	s.Query = attrStr(m, MetaQuery)
-	s.QueryTruncated = attrBool(m, MetaQueryTruncated).V
+	s.columns(func(k string, _ Null[string]) Null[string] { return StrOf(m, k) },
+		func(k string, _ Null[int64]) Null[int64] { return IntOf(m, k) },
+		func(k string, _ Null[time.Time]) Null[time.Time] { return TimeOf(m, k) },
+		func(k string, _ Null[bool]) Null[bool] { return BoolOf(m, k) })
+	s.Query = StrOf(m, MetaQuery)
+	s.QueryTruncated = BoolOf(m, MetaQueryTruncated).V
 	if v, ok := m.Get(MetaBackends); ok && v.Type() == pcommon.ValueTypeSlice {
 		sl := v.Slice()
 		s.Backends = make([]BackendRef, 0, sl.Len())
@@ -142,67 +125,4 @@ func readSessionState(m pcommon.Map) SessionState {
 		}
 	}
 	return s
-}
-
-func attrStr(m pcommon.Map, key string) Null[string] {
-	v, ok := m.Get(key)
-	if !ok {
-		return Null[string]{}
-	}
-	return Null[string]{V: v.AsString(), Valid: true}
-}
-
-// str is a value as text; "" when absent.
-func str(m pcommon.Map, key string) string { return attrStr(m, key).V }
-
-// attrInt also reads an integer written as a string or an integral double.
-func attrInt(m pcommon.Map, key string) Null[int64] {
-	v, ok := m.Get(key)
-	if !ok {
-		return Null[int64]{}
-	}
-	var n int64
-	switch v.Type() {
-	case pcommon.ValueTypeInt:
-		n = v.Int()
-	case pcommon.ValueTypeDouble:
-		d := v.Double()
-		if d != math.Trunc(d) || math.Abs(d) > 1<<53 {
-			return Null[int64]{}
-		}
-		n = int64(d)
-	case pcommon.ValueTypeStr:
-		var err error
-		if n, err = strconv.ParseInt(v.Str(), 10, 64); err != nil {
-			return Null[int64]{}
-		}
-	default:
-		return Null[int64]{}
-	}
-	return Null[int64]{V: n, Valid: true}
-}
-
-func attrBool(m pcommon.Map, key string) Null[bool] {
-	v, ok := m.Get(key)
-	if !ok {
-		return Null[bool]{}
-	}
-	if v.Type() == pcommon.ValueTypeBool {
-		return Null[bool]{V: v.Bool(), Valid: true}
-	}
-	b, _ := strconv.ParseBool(v.AsString())
-	return Null[bool]{V: b, Valid: true}
-}
-
-// attrTime reads an RFC 3339 timestamp; absent or unparsable is not Valid.
-func attrTime(m pcommon.Map, key string) Null[time.Time] {
-	v, ok := m.Get(key)
-	if !ok {
-		return Null[time.Time]{}
-	}
-	t, err := time.Parse(time.RFC3339Nano, v.AsString())
-	if err != nil {
-		return Null[time.Time]{}
-	}
-	return Null[time.Time]{V: t, Valid: true}
 }

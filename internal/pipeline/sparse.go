@@ -37,7 +37,7 @@ func AppendBatchHeader(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon
 	dp.SetIntValue(int64(h.Seq)) // #nosec G115 -- one per batch: never near 2^63
 	dp = appendMetric(ms, MetricBatchFull, "1 when the host's batches of this snapshot list every process it answered for.", "1", false).AppendEmpty()
 	dp.SetTimestamp(ts)
-	dp.SetIntValue(boolInt(h.Full))
+	dp.SetIntValue(BoolInt(h.Full))
 }
 
 // DecodeBatchHeader reads a batch resource.
@@ -53,14 +53,14 @@ func DecodeBatchHeader(rm pmetric.ResourceMetrics) (BatchHeader, error) {
 		h.TmID = tm.Int()
 	}
 	seq, full := false, false
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		switch m.Name() {
 		case MetricBatchSequence:
-			if v := intValue(dp); v > 0 {
+			if v := IntValue(dp); v > 0 {
 				h.Seq, seq = uint64(v), true
 			}
 		case MetricBatchFull:
-			h.Full, full = intValue(dp) != 0, true
+			h.Full, full = IntValue(dp) != 0, true
 		}
 	})
 	if !seq || !full {
@@ -111,7 +111,7 @@ func DecodeDepartures(rm pmetric.ResourceMetrics) (d HostDepartures, tmID int64,
 		return d, 0, 1, fmt.Errorf("departed resource lacks %s or an int %s", AttrHostName, AttrTmID)
 	}
 	d.Host, tmID = host.Str(), tm.Int()
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if m.Name() != MetricProcessDeparted {
 			return
 		}

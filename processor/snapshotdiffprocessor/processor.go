@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
@@ -32,7 +33,7 @@ type snapshotDiff struct {
 	carryUnchanged bool
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
-	out              *pipeline.OutputEncoder
+	out              *output.OutputEncoder
 	smoother         *smoother          // nil when smoothing is off
 	queries          *querylife.Tracker // nil when query figures are off
 	// queryText is a query's text as the output writes it; nil: none.
@@ -56,14 +57,14 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
-		out:              pipeline.NewOutputEncoder(cfg.Windows, cfg.TimeConstants),
+		out:              output.NewOutputEncoder(cfg.Windows, cfg.TimeConstants),
 		logger:           logger,
 		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 		decoder:          newDecoder(cfg.Queries.Enabled),
 	}
 	if cfg.EmitProcessMetrics {
-		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
+		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: output.ProcessorScope}, pipeline.Switches{})
 		// Carrying needs every process's last sighting whole; leaving the
 		// unchanged out needs none of it.
 		p.carryUnchanged = cfg.UnchangedProcesses != UnchangedLeaveOut

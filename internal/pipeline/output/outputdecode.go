@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package output
 
 import (
 	"cmp"
@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -38,12 +39,12 @@ type WindowMatcher struct {
 
 // Of reads a data point's gpotel.window.
 func (wm *WindowMatcher) Of(attrs pcommon.Map) Window {
-	v, ok := attrs.Get(AttrWindow)
+	v, ok := attrs.Get(pipeline.AttrWindow)
 	if !ok {
 		return WindowOther
 	}
 	w := v.AsString()
-	if w == WindowLifetime {
+	if w == pipeline.WindowLifetime {
 		return WindowLifetimeTotals
 	}
 	match, known := wm.cache[w]
@@ -79,36 +80,36 @@ func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) Session
 	// point: a snapshot reads one per session.
 	block := new(struct {
 		stats [2]yagpcc.SystemStat
-		rooms [2]StatValues
+		rooms [2]pipeline.StatValues
 	})
 	last, total := &block.stats[0], &block.stats[1]
 	var lastFound, totalFound bool
 	var avgs procAvgs
 	var hosts sessionHosts
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		name, a := m.Name(), dp.Attributes()
 		switch name {
-		case MetricSessionInfo:
+		case pipeline.MetricSessionInfo:
 			return
-		case MetricSessionCPUUsageSmoothed, MetricSessionDiskIORateSmoothed, MetricSessionMemoryUsageSmoothed:
+		case pipeline.MetricSessionCPUUsageSmoothed, pipeline.MetricSessionDiskIORateSmoothed, pipeline.MetricSessionMemoryUsageSmoothed:
 			avgs.add(name, dp)
 			return
-		case MetricSessionHostCPUUsage, MetricSessionHostDiskIORate, MetricSessionHostMemory, MetricSessionHostProcesses:
+		case pipeline.MetricSessionHostCPUUsage, pipeline.MetricSessionHostDiskIORate, pipeline.MetricSessionHostMemory, pipeline.MetricSessionHostProcesses:
 			hosts.add(name, dp, wm)
 			return
-		case MetricSessionProcesses:
-			n := uint32(min(pointUint(dp), math.MaxUint32))
+		case pipeline.MetricSessionProcesses:
+			n := uint32(min(pipeline.PointUint(dp), math.MaxUint32))
 			last.Processes, total.Processes = n, n
 			return
-		case MetricSessionHosts:
-			n := uint32(min(pointUint(dp), math.MaxUint32))
+		case pipeline.MetricSessionHosts:
+			n := uint32(min(pipeline.PointUint(dp), math.MaxUint32))
 			last.Hosts, total.Hosts = n, n
 			return
-		case MetricSessionCgroupPress:
-			setPressure(last, a, pointFloat(dp))
-			setPressure(total, a, pointFloat(dp))
+		case pipeline.MetricSessionCgroupPress:
+			setPressure(last, a, pipeline.PointFloat(dp))
+			setPressure(total, a, pipeline.PointFloat(dp))
 			return
-		case MetricSessionMemoryUsage:
+		case pipeline.MetricSessionMemoryUsage:
 			// Memory is a gauge of the newest snapshot: the same in both stats.
 			setMemory(last, a, dp)
 			setMemory(total, a, dp)
@@ -142,27 +143,27 @@ func finishStat(st *yagpcc.SystemStat) {
 
 // setSystemStat folds one point of a session figure (or of a query
 // figure, under its session name) into st; its optional fields point into room.
-func setSystemStat(st *yagpcc.SystemStat, room *StatValues, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
-	if m, ok := counterMetricBySession[name]; ok {
-		f := m.figures[0]
+func setSystemStat(st *yagpcc.SystemStat, room *pipeline.StatValues, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
+	if m, ok := pipeline.CounterMetricOfSession(name); ok {
+		f := m.Figures()[0]
 		if m.Attr != "" {
 			v, ok := a.Get(m.Attr)
 			if !ok {
 				return
 			}
-			if f, ok = m.figureOf(v.AsString()); !ok {
+			if f, ok = m.FigureOf(v.AsString()); !ok {
 				return
 			}
 		}
-		Figures[f].Stat.set(st, &room[f], dp)
+		pipeline.Figures[f].Stat.SetPoint(st, &room[f], dp)
 		return
 	}
 	switch name {
-	case MetricSessionWindowSpan:
-		st.WindowSeconds = pointFloat(dp)
-	case MetricSessionPartial:
-		st.Partial = pointFloat(dp) != 0
-	case MetricSessionSkewRatio, MetricSessionSkewMaxOverAvg, MetricSessionSkewHottestSegment, MetricSessionSkewSegments:
+	case pipeline.MetricSessionWindowSpan:
+		st.WindowSeconds = pipeline.PointFloat(dp)
+	case pipeline.MetricSessionPartial:
+		st.Partial = pipeline.PointFloat(dp) != 0
+	case pipeline.MetricSessionSkewRatio, pipeline.MetricSessionSkewMaxOverAvg, pipeline.MetricSessionSkewHottestSegment, pipeline.MetricSessionSkewSegments:
 		setSkew(st, name, a, dp)
 	}
 }
@@ -172,35 +173,35 @@ func setSystemStat(st *yagpcc.SystemStat, room *StatValues, name string, a pcomm
 func setSkew(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	var skew, overAvg *float64
 	var hottest **int32
-	switch str(a, AttrSkewFigure) {
-	case SkewFigureCPU:
+	switch pipeline.Str(a, pipeline.AttrSkewFigure) {
+	case pipeline.SkewFigureCPU:
 		skew, overAvg, hottest = &st.CpuSkew, &st.CpuMaxOverAvg, &st.CpuHottestSegment
-	case SkewFigureIO:
+	case pipeline.SkewFigureIO:
 		skew, overAvg, hottest = &st.IoSkew, &st.IoMaxOverAvg, &st.IoHottestSegment
 	default:
 		return
 	}
 	switch name {
-	case MetricSessionSkewRatio:
-		*skew = pointFloat(dp)
-	case MetricSessionSkewMaxOverAvg:
-		*overAvg = pointFloat(dp)
-	case MetricSessionSkewHottestSegment:
-		if v := pointFloat(dp); v >= 0 && v <= math.MaxInt32 {
+	case pipeline.MetricSessionSkewRatio:
+		*skew = pipeline.PointFloat(dp)
+	case pipeline.MetricSessionSkewMaxOverAvg:
+		*overAvg = pipeline.PointFloat(dp)
+	case pipeline.MetricSessionSkewHottestSegment:
+		if v := pipeline.PointFloat(dp); v >= 0 && v <= math.MaxInt32 {
 			seg := int32(v)
 			*hottest = &seg
 		}
-	case MetricSessionSkewSegments:
-		st.SkewSegments = uint32(min(pointUint(dp), math.MaxUint32))
+	case pipeline.MetricSessionSkewSegments:
+		st.SkewSegments = uint32(min(pipeline.PointUint(dp), math.MaxUint32))
 	}
 }
 
 // setMemory folds one gpotel.session.memory.usage point into st.
 func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint) {
-	typ := str(a, AttrMemoryType)
-	maxHost := str(a, AttrMemoryAggregation) == MemoryAggregationMaxHost
-	for i := range MemoryTypes {
-		mt := &MemoryTypes[i]
+	typ := pipeline.Str(a, pipeline.AttrMemoryType)
+	maxHost := pipeline.Str(a, pipeline.AttrMemoryAggregation) == pipeline.MemoryAggregationMaxHost
+	for i := range pipeline.MemoryTypes {
+		mt := &pipeline.MemoryTypes[i]
 		if mt.Name != typ {
 			continue
 		}
@@ -208,18 +209,18 @@ func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint)
 		if maxHost {
 			field = mt.MaxHost
 		}
-		field.set(st, nil, dp)
+		field.SetPoint(st, nil, dp)
 		return
 	}
 }
 
 // setPressure keeps the largest "some" stall share per resource over a session's groups.
 func setPressure(st *yagpcc.SystemStat, a pcommon.Map, v float64) {
-	if str(a, AttrPressureKind) != PressureSome {
+	if pipeline.Str(a, pipeline.AttrPressureKind) != pipeline.PressureSome {
 		return
 	}
 	var dst *float64
-	switch str(a, AttrPressureResource) {
+	switch pipeline.Str(a, pipeline.AttrPressureResource) {
 	case "cpu":
 		dst = &st.CpuPressure
 	case "memory":
@@ -241,21 +242,21 @@ type procAvgs struct {
 
 func (pa *procAvgs) add(name string, dp pmetric.NumberDataPoint) {
 	a := dp.Attributes()
-	avg := pa.of(str(a, AttrTimeConstant))
+	avg := pa.of(pipeline.Str(a, pipeline.AttrTimeConstant))
 	if avg == nil {
 		return
 	}
-	v := max(pointFloat(dp), 0)
+	v := max(pipeline.PointFloat(dp), 0)
 	switch name {
-	case MetricSessionCPUUsageSmoothed:
+	case pipeline.MetricSessionCPUUsageSmoothed:
 		avg.CpuCores = v
-	case MetricSessionMemoryUsageSmoothed:
+	case pipeline.MetricSessionMemoryUsageSmoothed:
 		avg.RssBytes = v
-	case MetricSessionDiskIORateSmoothed:
-		switch str(a, AttrDirection) {
-		case DirectionRead:
+	case pipeline.MetricSessionDiskIORateSmoothed:
+		switch pipeline.Str(a, pipeline.AttrDirection) {
+		case pipeline.DirectionRead:
 			avg.ReadBytesPerSecond = v
-		case DirectionWrite:
+		case pipeline.DirectionWrite:
 			avg.WriteBytesPerSecond = v
 		}
 	}
@@ -289,8 +290,8 @@ type sessionHosts struct {
 
 func (sh *sessionHosts) add(name string, dp pmetric.NumberDataPoint, wm *WindowMatcher) {
 	a := dp.Attributes()
-	host := str(a, AttrHostName)
-	windowed := name == MetricSessionHostCPUUsage || name == MetricSessionHostDiskIORate
+	host := pipeline.Str(a, pipeline.AttrHostName)
+	windowed := name == pipeline.MetricSessionHostCPUUsage || name == pipeline.MetricSessionHostDiskIORate
 	if host == "" || windowed && wm.Of(a) != WindowLast {
 		return
 	}
@@ -302,19 +303,19 @@ func (sh *sessionHosts) add(name string, dp pmetric.NumberDataPoint, wm *WindowM
 		h = &gpotelv1.SessionHostUsage{Hostname: host, Usage: &gpotelv1.Usage{}}
 		sh.byName[host] = h
 	}
-	v := max(pointFloat(dp), 0)
+	v := max(pipeline.PointFloat(dp), 0)
 	switch name {
-	case MetricSessionHostCPUUsage:
+	case pipeline.MetricSessionHostCPUUsage:
 		h.Usage.CpuCores = v
-	case MetricSessionHostMemory:
-		h.Usage.RssBytes = pointUint(dp)
-	case MetricSessionHostProcesses:
-		h.Usage.Processes = uint32(min(pointUint(dp), math.MaxUint32))
-	case MetricSessionHostDiskIORate:
-		switch str(a, AttrDirection) {
-		case DirectionRead:
+	case pipeline.MetricSessionHostMemory:
+		h.Usage.RssBytes = pipeline.PointUint(dp)
+	case pipeline.MetricSessionHostProcesses:
+		h.Usage.Processes = uint32(min(pipeline.PointUint(dp), math.MaxUint32))
+	case pipeline.MetricSessionHostDiskIORate:
+		switch pipeline.Str(a, pipeline.AttrDirection) {
+		case pipeline.DirectionRead:
 			h.Usage.ReadBytesPerSecond = v
-		case DirectionWrite:
+		case pipeline.DirectionWrite:
 			h.Usage.WriteBytesPerSecond = v
 		}
 	}
@@ -327,7 +328,7 @@ func (sh *sessionHosts) list() []*gpotelv1.SessionHostUsage {
 
 // QueryOutput is one query resource in yagpcc's messages.
 type QueryOutput struct {
-	Session      SessionKey
+	Session      pipeline.SessionKey
 	CommandCount int64 // 0: keyed by Start
 	Start        time.Time
 	Text         string // db.query.text, when the processor writes it
@@ -335,35 +336,35 @@ type QueryOutput struct {
 	Completed    bool
 	Stat         *yagpcc.SystemStat
 	Segments     []*yagpcc.SegmentMetrics // by content id
-	Spill        *QuerySpill              // nil: none written
+	Spill        *pipeline.QuerySpill     // nil: none written
 }
 
 // DecodeQuery reads one query resource; ok is false without its identity.
 func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 	attrs := rm.Resource().Attributes()
-	key, ok := SessionKeyOf(attrs)
-	start, err := time.Parse(time.RFC3339Nano, str(attrs, AttrQueryStart))
+	key, ok := pipeline.SessionKeyOf(attrs)
+	start, err := time.Parse(time.RFC3339Nano, pipeline.Str(attrs, pipeline.AttrQueryStart))
 	if !ok || err != nil {
 		return QueryOutput{}, false
 	}
 	stat := new(struct {
 		stat yagpcc.SystemStat
-		room StatValues
+		room pipeline.StatValues
 	})
-	q := QueryOutput{Session: key, Start: start.UTC(), Text: str(attrs, AttrDBQueryText), Stat: &stat.stat}
-	if ccnt := attrInt(attrs, AttrQueryCommandCount); ccnt.V > 0 {
+	q := QueryOutput{Session: key, Start: start.UTC(), Text: pipeline.Str(attrs, pipeline.AttrDBQueryText), Stat: &stat.stat}
+	if ccnt := pipeline.IntOf(attrs, pipeline.AttrQueryCommandCount); ccnt.V > 0 {
 		q.CommandCount = ccnt.V
 	}
 	segs := map[int64]*yagpcc.SegmentMetrics{}
 	segment := func(a pcommon.Map) *yagpcc.SystemStat {
-		content := attrInt(a, AttrSegmentID)
+		content := pipeline.IntOf(a, pipeline.AttrSegmentID)
 		if !content.Valid || content.V < math.MinInt32 || content.V > math.MaxInt32 {
 			return nil
 		}
 		sm := segs[content.V]
 		if sm == nil {
 			sm = &yagpcc.SegmentMetrics{
-				Hostname:       str(a, AttrHostName),
+				Hostname:       pipeline.Str(a, pipeline.AttrHostName),
 				SegmentKey:     &yagpcc.SegmentKey{Segindex: int32(content.V)},
 				SegmentMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{}},
 			}
@@ -371,42 +372,42 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 		}
 		return sm.SegmentMetrics.SystemStat
 	}
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		switch m.Name() {
-		case MetricQueryDuration:
-			q.Duration = pointFloat(dp)
-		case MetricQueryCompleted:
-			q.Completed = pointFloat(dp) != 0
-		case MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax:
+		case pipeline.MetricQueryDuration:
+			q.Duration = pipeline.PointFloat(dp)
+		case pipeline.MetricQueryCompleted:
+			q.Completed = pipeline.PointFloat(dp) != 0
+		case pipeline.MetricQuerySpillSize, pipeline.MetricQuerySpillFiles, pipeline.MetricQuerySpillSizeMax, pipeline.MetricQuerySpillFilesMax:
 			if q.Spill == nil {
-				q.Spill = &QuerySpill{}
+				q.Spill = &pipeline.QuerySpill{}
 			}
-			v := intValue(dp)
+			v := pipeline.IntValue(dp)
 			switch m.Name() {
-			case MetricQuerySpillSize:
+			case pipeline.MetricQuerySpillSize:
 				q.Spill.Bytes = v
-			case MetricQuerySpillFiles:
+			case pipeline.MetricQuerySpillFiles:
 				q.Spill.Files = v
-			case MetricQuerySpillSizeMax:
+			case pipeline.MetricQuerySpillSizeMax:
 				q.Spill.MaxBytes = v
 			default:
 				q.Spill.MaxFiles = v
 			}
-		case MetricQuerySegmentCPUTime:
+		case pipeline.MetricQuerySegmentCPUTime:
 			if st := segment(dp.Attributes()); st != nil {
-				st.RunningTimeSeconds = pointFloat(dp)
+				st.RunningTimeSeconds = pipeline.PointFloat(dp)
 			}
-		case MetricQuerySegmentDiskIO:
+		case pipeline.MetricQuerySegmentDiskIO:
 			if st := segment(dp.Attributes()); st != nil {
-				switch str(dp.Attributes(), AttrDirection) {
-				case DirectionRead:
-					st.ReadBytes = pointUint(dp)
-				case DirectionWrite:
-					st.WriteBytes = pointUint(dp)
+				switch pipeline.Str(dp.Attributes(), pipeline.AttrDirection) {
+				case pipeline.DirectionRead:
+					st.ReadBytes = pipeline.PointUint(dp)
+				case pipeline.DirectionWrite:
+					st.WriteBytes = pipeline.PointUint(dp)
 				}
 			}
 		default:
-			if name, ok := SessionMetricOfQuery(m.Name()); ok {
+			if name, ok := pipeline.SessionMetricOfQuery(m.Name()); ok {
 				setSystemStat(q.Stat, &stat.room, name, dp.Attributes(), dp)
 			}
 		}
@@ -433,7 +434,7 @@ type HostTops struct {
 // answered, how many processes it was asked about, its online CPUs (absent
 // where not reported), and its smoothed usage.
 func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
-	out := HostTops{Time: firstPointTime(rm), Hosts: map[string]*gpotelv1.HostTop{}}
+	out := HostTops{Time: pipeline.FirstPointTime(rm), Hosts: map[string]*gpotelv1.HostTop{}}
 	host := func(name string) *gpotelv1.HostTop {
 		if out.Hosts[name] == nil {
 			out.Hosts[name] = &gpotelv1.HostTop{Hostname: name}
@@ -448,53 +449,53 @@ func DecodeHostTops(rm pmetric.ResourceMetrics) HostTops {
 		return h.Usage
 	}
 	smoothed := func(name string) bool {
-		return name == MetricHostCPUUsageSmoothed || name == MetricHostDiskIORateSmoothed || name == MetricHostMemoryUsageSmoothed
+		return name == pipeline.MetricHostCPUUsageSmoothed || name == pipeline.MetricHostDiskIORateSmoothed || name == pipeline.MetricHostMemoryUsageSmoothed
 	}
 	// Host averages at the shortest time constant: the closest to "now".
 	tau := math.Inf(1)
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if !smoothed(m.Name()) {
 			return
 		}
-		if d, err := time.ParseDuration(str(dp.Attributes(), AttrTimeConstant)); err == nil && d > 0 {
+		if d, err := time.ParseDuration(pipeline.Str(dp.Attributes(), pipeline.AttrTimeConstant)); err == nil && d > 0 {
 			tau = min(tau, d.Seconds())
 		}
 	})
-	eachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		a := dp.Attributes()
-		name := str(a, AttrHostName)
+		name := pipeline.Str(a, pipeline.AttrHostName)
 		if name == "" {
 			return
 		}
 		switch {
-		case m.Name() == MetricHostUp:
-			host(name).Up = pointFloat(dp) == 1
+		case m.Name() == pipeline.MetricHostUp:
+			host(name).Up = pipeline.PointFloat(dp) == 1
 			return
-		case m.Name() == MetricHostProcesses:
-			usage(name).Processes = uint32(min(pointUint(dp), math.MaxUint32))
+		case m.Name() == pipeline.MetricHostProcesses:
+			usage(name).Processes = uint32(min(pipeline.PointUint(dp), math.MaxUint32))
 			return
-		case m.Name() == MetricHostCPUs:
-			if n, ok := hostCPUs(dp); ok {
+		case m.Name() == pipeline.MetricHostCPUs:
+			if n, ok := pipeline.HostCPUsOf(dp); ok {
 				host(name).Cpus = &n
 			}
 			return
 		case !smoothed(m.Name()):
 			return
 		}
-		if d, err := time.ParseDuration(str(a, AttrTimeConstant)); err != nil || d.Seconds() != tau {
+		if d, err := time.ParseDuration(pipeline.Str(a, pipeline.AttrTimeConstant)); err != nil || d.Seconds() != tau {
 			return
 		}
-		u, v := usage(name), max(pointFloat(dp), 0)
+		u, v := usage(name), max(pipeline.PointFloat(dp), 0)
 		switch m.Name() {
-		case MetricHostCPUUsageSmoothed:
+		case pipeline.MetricHostCPUUsageSmoothed:
 			u.CpuCores = v
-		case MetricHostMemoryUsageSmoothed:
-			u.RssBytes = pointUint(dp)
-		case MetricHostDiskIORateSmoothed:
-			switch str(a, AttrDirection) {
-			case DirectionRead:
+		case pipeline.MetricHostMemoryUsageSmoothed:
+			u.RssBytes = pipeline.PointUint(dp)
+		case pipeline.MetricHostDiskIORateSmoothed:
+			switch pipeline.Str(a, pipeline.AttrDirection) {
+			case pipeline.DirectionRead:
 				u.ReadBytesPerSecond = v
-			case DirectionWrite:
+			case pipeline.DirectionWrite:
 				u.WriteBytesPerSecond = v
 			}
 		}

@@ -1,11 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package output
 
 import (
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -16,7 +17,7 @@ const ProcessorScope = "github.com/gpotel/gpotel/processor/snapshotdiffprocessor
 // WindowFigures are a session's figures over one configured window.
 type WindowFigures struct {
 	Span    int64 // ns: newest snapshot time − the old snapshot's used
-	Deltas  Counters
+	Deltas  pipeline.Counters
 	Partial bool
 }
 
@@ -40,20 +41,20 @@ type HostNow struct {
 // (docs/pipeline.md, session, smoothed, skew and per-host figures).
 type SessionFigures struct {
 	Windows         []WindowFigures // one per OutputEncoder window
-	Lifetime        Counters
+	Lifetime        pipeline.Counters
 	LifetimePartial bool
 	// Known are the counters some process of the session reported (bit
 	// per Figure): the others are not written, absent rather than 0.
 	Known         uint32
 	Processes     int64
 	Hosts         int64
-	MemoryCluster [NumMemory]int64
-	MemoryMaxHost [NumMemory]int64
+	MemoryCluster [pipeline.NumMemory]int64
+	MemoryMaxHost [pipeline.NumMemory]int64
 	// Smoothed has one entry per time constant; nil when smoothing is off.
 	Smoothed []Averages
 	// Skews has one entry per window, then lifetime; nil for a session
 	// without processes (no segment took part).
-	Skews []SkewPair
+	Skews []pipeline.SkewPair
 	// HostRates (per window, hosts in name order) and HostNow are written
 	// only with emit_session_host_figures; nil otherwise.
 	HostRates [][]HostRate
@@ -64,13 +65,13 @@ type SessionFigures struct {
 type SegmentCounters struct {
 	Host     string
 	Segment  int32
-	Counters Counters
+	Counters pipeline.Counters
 }
 
 // ClusterWindow is the cluster's figures over one window.
 type ClusterWindow struct {
 	Span         int64
-	Cluster      Counters
+	Cluster      pipeline.Counters
 	Unattributed []SegmentCounters // exited processes no scrape saw
 	Unrecorded   []SegmentCounters // the postmasters' CPU beyond their children's exit records
 }
@@ -91,16 +92,16 @@ type ClusterFigures struct {
 
 // QueryFigures are one query resource (docs/pipeline.md, query figures).
 type QueryFigures struct {
-	Session      SessionKey
+	Session      pipeline.SessionKey
 	CommandCount int64   // 0: the key is the start
 	Start, End   int64   // unix ns; End is 0 while it runs
 	Text         *string // db.query.text, only with queries::text
-	Totals       Counters
-	Known        uint32       // as in SessionFigures
-	Segments     []SegmentUse // UnknownSegment ones are not written
-	Skew         SkewPair
+	Totals       pipeline.Counters
+	Known        uint32                // as in SessionFigures
+	Segments     []pipeline.SegmentUse // UnknownSegment ones are not written
+	Skew         pipeline.SkewPair
 	Partial      bool
-	Spill        *QuerySpill // nil: no read saw it hold workfiles
+	Spill        *pipeline.QuerySpill // nil: no read saw it hold workfiles
 }
 
 // OutputEncoder writes the processor's figures.
@@ -114,10 +115,10 @@ type OutputEncoder struct {
 func NewOutputEncoder(windows, constants []time.Duration) *OutputEncoder {
 	e := &OutputEncoder{}
 	for _, w := range windows {
-		e.Windows = append(e.Windows, WindowName(w))
+		e.Windows = append(e.Windows, pipeline.WindowName(w))
 	}
 	for _, c := range constants {
-		e.Constants = append(e.Constants, WindowName(c))
+		e.Constants = append(e.Constants, pipeline.WindowName(c))
 	}
 	return e
 }
@@ -139,7 +140,7 @@ func (g gauges) point(dps pmetric.NumberDataPointSlice, window string) pmetric.N
 	dp := dps.AppendEmpty()
 	dp.SetTimestamp(g.ts)
 	if window != "" {
-		dp.Attributes().PutStr(AttrWindow, window)
+		dp.Attributes().PutStr(pipeline.AttrWindow, window)
 	}
 	return dp
 }
@@ -150,16 +151,16 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
-	for _, m := range CounterMetrics {
+	for _, m := range pipeline.CounterMetrics {
 		if !anyOf(m, f.Known) {
 			continue
 		}
 		totals := g.metric(m.Session, m.Unit)
-		rates := g.metric(m.Session+RateSuffix, m.Unit+"/s")
+		rates := g.metric(m.Session+pipeline.RateSuffix, m.Unit+"/s")
 		for w, name := range e.Windows {
 			wf := &f.Windows[w]
 			span := float64(wf.Span) / 1e9
-			for _, fig := range m.figures {
+			for _, fig := range m.Figures() {
 				if f.Known&(1<<fig) == 0 {
 					continue
 				}
@@ -177,30 +178,30 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 				}
 			}
 		}
-		for _, fig := range m.figures {
+		for _, fig := range m.Figures() {
 			if f.Known&(1<<fig) != 0 {
-				setCounter(g.point(totals, WindowLifetime), fig, f.Lifetime[fig])
+				setCounter(g.point(totals, pipeline.WindowLifetime), fig, f.Lifetime[fig])
 			}
 		}
 	}
-	spans := g.metric(MetricSessionWindowSpan, "s")
-	partial := g.metric(MetricSessionPartial, "1")
+	spans := g.metric(pipeline.MetricSessionWindowSpan, "s")
+	partial := g.metric(pipeline.MetricSessionPartial, "1")
 	for w, name := range e.Windows {
 		g.point(spans, name).SetDoubleValue(float64(f.Windows[w].Span) / 1e9)
-		g.point(partial, name).SetIntValue(boolInt(f.Windows[w].Partial))
+		g.point(partial, name).SetIntValue(pipeline.BoolInt(f.Windows[w].Partial))
 	}
-	g.point(partial, WindowLifetime).SetIntValue(boolInt(f.LifetimePartial))
-	g.point(g.metric(MetricSessionProcesses, "{process}"), "").SetIntValue(f.Processes)
-	g.point(g.metric(MetricSessionHosts, "{host}"), "").SetIntValue(f.Hosts)
-	mem := g.metric(MetricSessionMemoryUsage, "By")
-	for k := range MemoryTypes {
+	g.point(partial, pipeline.WindowLifetime).SetIntValue(pipeline.BoolInt(f.LifetimePartial))
+	g.point(g.metric(pipeline.MetricSessionProcesses, "{process}"), "").SetIntValue(f.Processes)
+	g.point(g.metric(pipeline.MetricSessionHosts, "{host}"), "").SetIntValue(f.Hosts)
+	mem := g.metric(pipeline.MetricSessionMemoryUsage, "By")
+	for k := range pipeline.MemoryTypes {
 		for _, agg := range []struct {
 			name  string
 			value int64
-		}{{MemoryAggregationCluster, f.MemoryCluster[k]}, {MemoryAggregationMaxHost, f.MemoryMaxHost[k]}} {
+		}{{pipeline.MemoryAggregationCluster, f.MemoryCluster[k]}, {pipeline.MemoryAggregationMaxHost, f.MemoryMaxHost[k]}} {
 			dp := g.point(mem, "")
-			dp.Attributes().PutStr(AttrMemoryType, MemoryTypes[k].Name)
-			dp.Attributes().PutStr(AttrMemoryAggregation, agg.name)
+			dp.Attributes().PutStr(pipeline.AttrMemoryType, pipeline.MemoryTypes[k].Name)
+			dp.Attributes().PutStr(pipeline.AttrMemoryAggregation, agg.name)
 			dp.SetIntValue(agg.value)
 		}
 	}
@@ -216,7 +217,7 @@ func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Tim
 }
 
 // anyOf tells a metric with a figure in the mask (bit per Figure).
-func anyOf(m *ProcessMetric, mask uint32) bool {
+func anyOf(m *pipeline.ProcessMetric, mask uint32) bool {
 	for _, f := range m.Figures() {
 		if mask&(1<<f) != 0 {
 			return true
@@ -226,9 +227,9 @@ func anyOf(m *ProcessMetric, mask uint32) bool {
 }
 
 // setCounter writes a counter figure: seconds as a double, the rest as an int.
-func setCounter(dp pmetric.NumberDataPoint, f Figure, v int64) {
+func setCounter(dp pmetric.NumberDataPoint, f pipeline.Figure, v int64) {
 	putValue(dp, f)
-	if Figures[f].Metric.Double {
+	if pipeline.Figures[f].Metric.Double {
 		dp.SetDoubleValue(float64(v) / 1e9)
 	} else {
 		dp.SetIntValue(v)
@@ -236,9 +237,9 @@ func setCounter(dp pmetric.NumberDataPoint, f Figure, v int64) {
 }
 
 // putValue writes the figure's attribute value, when its metric has one.
-func putValue(dp pmetric.NumberDataPoint, f Figure) {
-	if m := Figures[f].Metric; m.Attr != "" {
-		dp.Attributes().PutStr(m.Attr, Figures[f].Value)
+func putValue(dp pmetric.NumberDataPoint, f pipeline.Figure) {
+	if m := pipeline.Figures[f].Metric; m.Attr != "" {
+		dp.Attributes().PutStr(m.Attr, pipeline.Figures[f].Value)
 	}
 }
 
@@ -246,9 +247,9 @@ func putValue(dp pmetric.NumberDataPoint, f Figure) {
 type smoothedNames struct{ cpu, io, memory string }
 
 var (
-	sessionSmoothed = smoothedNames{MetricSessionCPUUsageSmoothed, MetricSessionDiskIORateSmoothed, MetricSessionMemoryUsageSmoothed}
-	hostSmoothed    = smoothedNames{MetricHostCPUUsageSmoothed, MetricHostDiskIORateSmoothed, MetricHostMemoryUsageSmoothed}
-	clusterSmoothed = smoothedNames{MetricClusterCPUUsageSmoothed, MetricClusterDiskIORateSmoothed, MetricClusterMemoryUsageSmoothed}
+	sessionSmoothed = smoothedNames{pipeline.MetricSessionCPUUsageSmoothed, pipeline.MetricSessionDiskIORateSmoothed, pipeline.MetricSessionMemoryUsageSmoothed}
+	hostSmoothed    = smoothedNames{pipeline.MetricHostCPUUsageSmoothed, pipeline.MetricHostDiskIORateSmoothed, pipeline.MetricHostMemoryUsageSmoothed}
+	clusterSmoothed = smoothedNames{pipeline.MetricClusterCPUUsageSmoothed, pipeline.MetricClusterDiskIORateSmoothed, pipeline.MetricClusterMemoryUsageSmoothed}
 )
 
 // appendSmoothed writes the three smoothed metrics with one point per
@@ -259,9 +260,9 @@ func (e *OutputEncoder) appendSmoothed(g gauges, names smoothedNames, entities [
 		dp := dps.AppendEmpty()
 		dp.SetTimestamp(g.ts)
 		if host != "" {
-			dp.Attributes().PutStr(AttrHostName, host)
+			dp.Attributes().PutStr(pipeline.AttrHostName, host)
 		}
-		dp.Attributes().PutStr(AttrTimeConstant, constant)
+		dp.Attributes().PutStr(pipeline.AttrTimeConstant, constant)
 		dp.SetDoubleValue(v)
 		return dp
 	}
@@ -269,8 +270,8 @@ func (e *OutputEncoder) appendSmoothed(g gauges, names smoothedNames, entities [
 		for k, constant := range e.Constants {
 			a := &en.Avgs[k]
 			point(cpu, en.Host, constant, a.CPU)
-			point(io, en.Host, constant, a.Read).Attributes().PutStr(AttrDirection, DirectionRead)
-			point(io, en.Host, constant, a.Write).Attributes().PutStr(AttrDirection, DirectionWrite)
+			point(io, en.Host, constant, a.Read).Attributes().PutStr(pipeline.AttrDirection, pipeline.DirectionRead)
+			point(io, en.Host, constant, a.Write).Attributes().PutStr(pipeline.AttrDirection, pipeline.DirectionWrite)
 			point(mem, en.Host, constant, a.Memory)
 		}
 	}
@@ -284,24 +285,24 @@ type skewMetrics struct {
 
 func newSkewMetrics(g gauges, name func(string) string) skewMetrics {
 	return skewMetrics{g: g,
-		ratio:    g.metric(name(MetricSessionSkewRatio), "1"),
-		overAvg:  g.metric(name(MetricSessionSkewMaxOverAvg), "1"),
-		hottest:  g.metric(name(MetricSessionSkewHottestSegment), "1"),
-		segments: g.metric(name(MetricSessionSkewSegments), "{segment}"),
+		ratio:    g.metric(name(pipeline.MetricSessionSkewRatio), "1"),
+		overAvg:  g.metric(name(pipeline.MetricSessionSkewMaxOverAvg), "1"),
+		hottest:  g.metric(name(pipeline.MetricSessionSkewHottestSegment), "1"),
+		segments: g.metric(name(pipeline.MetricSessionSkewSegments), "{segment}"),
 	}
 }
 
-func (s skewMetrics) write(window string, p SkewPair) {
+func (s skewMetrics) write(window string, p pipeline.SkewPair) {
 	for _, fig := range []struct {
 		name string
-		sk   Skew
-	}{{SkewFigureCPU, p.CPU}, {SkewFigureIO, p.IO}} {
+		sk   pipeline.Skew
+	}{{pipeline.SkewFigureCPU, p.CPU}, {pipeline.SkewFigureIO, p.IO}} {
 		if !fig.sk.OK {
 			continue
 		}
 		of := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
 			dp := s.g.point(dps, window)
-			dp.Attributes().PutStr(AttrSkewFigure, fig.name)
+			dp.Attributes().PutStr(pipeline.AttrSkewFigure, fig.name)
 			return dp
 		}
 		of(s.ratio).SetDoubleValue(fig.sk.Ratio)
@@ -311,42 +312,42 @@ func (s skewMetrics) write(window string, p SkewPair) {
 	}
 }
 
-func (e *OutputEncoder) appendSkews(g gauges, skews []SkewPair) {
+func (e *OutputEncoder) appendSkews(g gauges, skews []pipeline.SkewPair) {
 	s := newSkewMetrics(g, func(n string) string { return n })
 	for w, name := range e.Windows {
 		s.write(name, skews[w])
 	}
-	s.write(WindowLifetime, skews[len(e.Windows)])
+	s.write(pipeline.WindowLifetime, skews[len(e.Windows)])
 }
 
 // appendHosts writes a session's per-host figures.
 func (e *OutputEncoder) appendHosts(g gauges, f *SessionFigures) {
-	cpu := g.metric(MetricSessionHostCPUUsage, "{cpu}")
-	disk := g.metric(MetricSessionHostDiskIORate, "By/s")
+	cpu := g.metric(pipeline.MetricSessionHostCPUUsage, "{cpu}")
+	disk := g.metric(pipeline.MetricSessionHostDiskIORate, "By/s")
 	for w, name := range e.Windows {
 		for _, h := range f.HostRates[w] {
 			dp := g.point(cpu, name)
-			dp.Attributes().PutStr(AttrHostName, h.Host)
+			dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
 			dp.SetDoubleValue(h.CPU)
 			for _, d := range []struct {
 				dir string
 				v   float64
-			}{{DirectionRead, h.Read}, {DirectionWrite, h.Write}} {
+			}{{pipeline.DirectionRead, h.Read}, {pipeline.DirectionWrite, h.Write}} {
 				dp := g.point(disk, name)
-				dp.Attributes().PutStr(AttrHostName, h.Host)
-				dp.Attributes().PutStr(AttrDirection, d.dir)
+				dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
+				dp.Attributes().PutStr(pipeline.AttrDirection, d.dir)
 				dp.SetDoubleValue(d.v)
 			}
 		}
 	}
-	mem := g.metric(MetricSessionHostMemory, "By")
-	procs := g.metric(MetricSessionHostProcesses, "{process}")
+	mem := g.metric(pipeline.MetricSessionHostMemory, "By")
+	procs := g.metric(pipeline.MetricSessionHostProcesses, "{process}")
 	for _, h := range f.HostNow {
 		dp := g.point(mem, "")
-		dp.Attributes().PutStr(AttrHostName, h.Host)
+		dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
 		dp.SetIntValue(h.RSS)
 		dp = g.point(procs, "")
-		dp.Attributes().PutStr(AttrHostName, h.Host)
+		dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
 		dp.SetIntValue(h.Processes)
 	}
 }
@@ -357,22 +358,22 @@ func (e *OutputEncoder) AppendCluster(rm pmetric.ResourceMetrics, ts pcommon.Tim
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
-	spans := g.metric(ClusterMetric(MetricSessionWindowSpan), "s")
+	spans := g.metric(pipeline.ClusterMetric(pipeline.MetricSessionWindowSpan), "s")
 	for w, name := range e.Windows {
 		g.point(spans, name).SetDoubleValue(float64(f.Windows[w].Span) / 1e9)
 	}
-	for _, m := range CounterMetrics {
-		cluster := g.metric(ClusterMetric(m.Session), m.Unit)
-		unattributed := g.metric(UnattributedMetric(m.Session), m.Unit)
+	for _, m := range pipeline.CounterMetrics {
+		cluster := g.metric(pipeline.ClusterMetric(m.Session), m.Unit)
+		unattributed := g.metric(pipeline.UnattributedMetric(m.Session), m.Unit)
 		// The postmasters' cutime/cstime give CPU only.
 		var unrecorded pmetric.NumberDataPointSlice
-		withUnrecorded := m == ProcessCPUTime
+		withUnrecorded := m == pipeline.ProcessCPUTime
 		if withUnrecorded {
-			unrecorded = g.metric(MetricUnrecordedCPUTime, m.Unit)
+			unrecorded = g.metric(pipeline.MetricUnrecordedCPUTime, m.Unit)
 		}
 		for w, name := range e.Windows {
 			cw := &f.Windows[w]
-			for _, fig := range m.figures {
+			for _, fig := range m.Figures() {
 				setCounter(g.point(cluster, name), fig, cw.Cluster[fig])
 				writeSegments(g, unattributed, name, cw.Unattributed, fig)
 				if withUnrecorded {
@@ -388,12 +389,12 @@ func (e *OutputEncoder) AppendCluster(rm pmetric.ResourceMetrics, ts pcommon.Tim
 }
 
 // writeSegments appends one point of the figure per segment.
-func writeSegments(g gauges, dps pmetric.NumberDataPointSlice, window string, segments []SegmentCounters, fig Figure) {
+func writeSegments(g gauges, dps pmetric.NumberDataPointSlice, window string, segments []SegmentCounters, fig pipeline.Figure) {
 	for i := range segments {
 		s := &segments[i]
 		dp := g.point(dps, window)
-		dp.Attributes().PutStr(AttrHostName, s.Host)
-		dp.Attributes().PutInt(AttrSegmentID, int64(s.Segment))
+		dp.Attributes().PutStr(pipeline.AttrHostName, s.Host)
+		dp.Attributes().PutInt(pipeline.AttrSegmentID, int64(s.Segment))
 		setCounter(dp, fig, s.Counters[fig])
 	}
 }
@@ -402,66 +403,66 @@ func writeSegments(g gauges, dps pmetric.NumberDataPointSlice, window string, se
 func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, q *QueryFigures) {
 	rm := rms.AppendEmpty()
 	attrs := rm.Resource().Attributes()
-	attrs.PutStr(AttrResourceKind, KindQuery.String())
-	attrs.PutInt(AttrTmID, q.Session.TmID)
-	attrs.PutInt(AttrSessionID, q.Session.ID)
+	attrs.PutStr(pipeline.AttrResourceKind, pipeline.KindQuery.String())
+	attrs.PutInt(pipeline.AttrTmID, q.Session.TmID)
+	attrs.PutInt(pipeline.AttrSessionID, q.Session.ID)
 	if q.CommandCount > 0 {
-		attrs.PutStr(AttrQueryKeySource, QueryKeyCommandCount)
-		attrs.PutInt(AttrQueryCommandCount, q.CommandCount)
+		attrs.PutStr(pipeline.AttrQueryKeySource, pipeline.QueryKeyCommandCount)
+		attrs.PutInt(pipeline.AttrQueryCommandCount, q.CommandCount)
 	} else {
-		attrs.PutStr(AttrQueryKeySource, QueryKeyQueryStart)
+		attrs.PutStr(pipeline.AttrQueryKeySource, pipeline.QueryKeyQueryStart)
 	}
-	attrs.PutStr(AttrQueryStart, QueryStartValue(time.Unix(0, q.Start)))
+	attrs.PutStr(pipeline.AttrQueryStart, pipeline.QueryStartValue(time.Unix(0, q.Start)))
 	if q.Text != nil {
-		attrs.PutStr(AttrDBQueryText, *q.Text)
+		attrs.PutStr(pipeline.AttrDBQueryText, *q.Text)
 	}
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
-	for _, m := range CounterMetrics {
+	for _, m := range pipeline.CounterMetrics {
 		if !anyOf(m, q.Known) {
 			continue
 		}
-		dps := g.metric(QueryMetric(m.Session), m.Unit)
-		for _, fig := range m.figures {
+		dps := g.metric(pipeline.QueryMetric(m.Session), m.Unit)
+		for _, fig := range m.Figures() {
 			if q.Known&(1<<fig) != 0 {
 				setCounter(g.point(dps, ""), fig, q.Totals[fig])
 			}
 		}
 	}
-	cpu := g.metric(MetricQuerySegmentCPUTime, "s")
-	io := g.metric(MetricQuerySegmentDiskIO, "By")
+	cpu := g.metric(pipeline.MetricQuerySegmentCPUTime, "s")
+	io := g.metric(pipeline.MetricQuerySegmentDiskIO, "By")
 	for _, u := range q.Segments {
-		if u.Segment == UnknownSegment {
+		if u.Segment == pipeline.UnknownSegment {
 			continue
 		}
 		segment := func(dps pmetric.NumberDataPointSlice) pmetric.NumberDataPoint {
 			dp := g.point(dps, "")
-			dp.Attributes().PutStr(AttrHostName, u.Host)
-			dp.Attributes().PutInt(AttrSegmentID, int64(u.Segment))
+			dp.Attributes().PutStr(pipeline.AttrHostName, u.Host)
+			dp.Attributes().PutInt(pipeline.AttrSegmentID, int64(u.Segment))
 			return dp
 		}
 		segment(cpu).SetDoubleValue(float64(u.CPU) / 1e9)
 		r := segment(io)
-		r.Attributes().PutStr(AttrDirection, DirectionRead)
+		r.Attributes().PutStr(pipeline.AttrDirection, pipeline.DirectionRead)
 		r.SetIntValue(u.Read)
 		w := segment(io)
-		w.Attributes().PutStr(AttrDirection, DirectionWrite)
+		w.Attributes().PutStr(pipeline.AttrDirection, pipeline.DirectionWrite)
 		w.SetIntValue(u.Written)
 	}
 	// The session skew figures' shape, without gpotel.window.
-	newSkewMetrics(g, QueryMetric).write("", q.Skew)
+	newSkewMetrics(g, pipeline.QueryMetric).write("", q.Skew)
 	end := int64(ts)
 	if q.End != 0 {
 		end = q.End
 	}
-	g.point(g.metric(MetricQueryDuration, "s"), "").SetDoubleValue(float64(max(end-q.Start, 0)) / 1e9)
-	g.point(g.metric(MetricQueryCompleted, "1"), "").SetIntValue(boolInt(q.End != 0))
-	g.point(g.metric(MetricQueryPartial, "1"), "").SetIntValue(boolInt(q.Partial))
+	g.point(g.metric(pipeline.MetricQueryDuration, "s"), "").SetDoubleValue(float64(max(end-q.Start, 0)) / 1e9)
+	g.point(g.metric(pipeline.MetricQueryCompleted, "1"), "").SetIntValue(pipeline.BoolInt(q.End != 0))
+	g.point(g.metric(pipeline.MetricQueryPartial, "1"), "").SetIntValue(pipeline.BoolInt(q.Partial))
 	if sp := q.Spill; sp != nil {
-		g.point(g.metric(MetricQuerySpillSize, "By"), "").SetIntValue(sp.Bytes)
-		g.point(g.metric(MetricQuerySpillFiles, "{file}"), "").SetIntValue(sp.Files)
-		g.point(g.metric(MetricQuerySpillSizeMax, "By"), "").SetIntValue(sp.MaxBytes)
-		g.point(g.metric(MetricQuerySpillFilesMax, "{file}"), "").SetIntValue(sp.MaxFiles)
+		g.point(g.metric(pipeline.MetricQuerySpillSize, "By"), "").SetIntValue(sp.Bytes)
+		g.point(g.metric(pipeline.MetricQuerySpillFiles, "{file}"), "").SetIntValue(sp.Files)
+		g.point(g.metric(pipeline.MetricQuerySpillSizeMax, "By"), "").SetIntValue(sp.MaxBytes)
+		g.point(g.metric(pipeline.MetricQuerySpillFilesMax, "{file}"), "").SetIntValue(sp.MaxFiles)
 	}
 }
