@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
@@ -88,8 +89,8 @@ var cancelledByUser = pipeline.Ending{Severity: "ERROR", SQLState: "57014", Mess
 // cancelled ends cancelled, and its event names the rule.
 func TestTheEndingNamesTheRuleThatEndedIt(t *testing.T) {
 	ev := endingOf(t, spillRule("runaway-spill", "cancel", "enforce"), answering{done: true}, 71, cancelledByUser)
-	assert.Equal(t, pipeline.QueryCancelled, ev[pipeline.AttrEventQueryStatus])
-	assert.Equal(t, "runaway-spill", ev[pipeline.AttrEventEndedByRule])
+	assert.Equal(t, events.QueryCancelled, ev[events.AttrEventQueryStatus])
+	assert.Equal(t, "runaway-spill", ev[events.AttrEventEndedByRule])
 }
 
 // TestAnEndingByItselfNamesNoRule: a query that ended by itself names no
@@ -113,7 +114,7 @@ func TestAnEndingByItselfNamesNoRule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := endingOf(t, spillRule("runaway-spill", "cancel", tc.mode), tc.sig, tc.id, tc.how)
-			assert.NotContains(t, ev, pipeline.AttrEventEndedByRule)
+			assert.NotContains(t, ev, events.AttrEventEndedByRule)
 		})
 	}
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/ownbackends"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
@@ -50,14 +50,14 @@ func TestRuleHoldsForItsDuration(t *testing.T) {
 		}
 	}
 	assert.Equal(t, []act{{session: 2, action: "cancel"}}, h.actor.taken(), "once, on the query that held for 2m")
-	events := h.events()
-	require.Len(t, events, 1)
-	assert.Equal(t, pipeline.EventRuleAction, events[0].EventName())
-	assert.Equal(t, at(130), events[0].Timestamp().AsTime())
-	assert.Equal(t, "done", attr(events[0], pipeline.AttrRuleOutcome))
-	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], pipeline.AttrRulePredicates))
-	assert.Equal(t, "[2147483648]", attr(events[0], pipeline.AttrRuleValues))
+	evs := h.events()
+	require.Len(t, evs, 1)
+	assert.Equal(t, events.EventRuleAction, evs[0].EventName())
+	assert.Equal(t, at(130), evs[0].Timestamp().AsTime())
+	assert.Equal(t, "done", attr(evs[0], events.AttrRuleOutcome))
+	assert.Equal(t, "2", attr(evs[0], "gpotel.session.id"))
+	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(evs[0], events.AttrRulePredicates))
+	assert.Equal(t, "[2147483648]", attr(evs[0], events.AttrRuleValues))
 }
 
 // TestObserveModeActsOnNothing: a rule in observe mode (the default) says
@@ -67,12 +67,12 @@ func TestObserveModeActsOnNothing(t *testing.T) {
 	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
 	h.feed(t, snapshot(40, work{id: 1, spill: 3 * gib}))
 	assert.Empty(t, h.actor.taken())
-	events := h.events()
-	require.Len(t, events, 1, "one firing per query per rule")
-	assert.Equal(t, "observe", attr(events[0], pipeline.AttrRuleMode))
-	assert.Equal(t, "terminate", attr(events[0], pipeline.AttrRuleAction))
-	assert.Equal(t, "observed", attr(events[0], pipeline.AttrRuleOutcome))
-	assert.Equal(t, "observe mode: would terminate", attr(events[0], pipeline.AttrRuleOutcomeDetail))
+	evs := h.events()
+	require.Len(t, evs, 1, "one firing per query per rule")
+	assert.Equal(t, "observe", attr(evs[0], events.AttrRuleMode))
+	assert.Equal(t, "terminate", attr(evs[0], events.AttrRuleAction))
+	assert.Equal(t, "observed", attr(evs[0], events.AttrRuleOutcome))
+	assert.Equal(t, "observe mode: would terminate", attr(evs[0], events.AttrRuleOutcomeDetail))
 }
 
 // TestMostSevereRuleWins: of the rules that fire on one query at once the
@@ -91,7 +91,7 @@ func TestMostSevereRuleWins(t *testing.T) {
 	assert.ElementsMatch(t, []act{{session: 1, action: "terminate"}, {session: 2, action: "cancel"}}, h.actor.taken())
 	outcome := map[[2]string]string{}
 	for _, e := range h.events() {
-		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, pipeline.AttrRuleName)}] = attr(e, pipeline.AttrRuleOutcome) + " " + attr(e, pipeline.AttrRuleOutcomeDetail)
+		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, events.AttrRuleName)}] = attr(e, events.AttrRuleOutcome) + " " + attr(e, events.AttrRuleOutcomeDetail)
 	}
 	assert.Equal(t, map[[2]string]string{
 		{"1", "c-terminate"}: "done ",
@@ -170,10 +170,10 @@ func TestRulesNeverActOnAStaleViewOrOwnSessions(t *testing.T) {
 func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
 	h := newHarness(t, RuleConfig{Name: "small-spill", When: []string{"gpotel.query.spill.size < 1GiB"}, Action: "log", Mode: "enforce"})
 	h.feed(t, snapshot(10, work{id: 1, state: "idle"}, work{id: 2, spill: 1 << 20}))
-	events := h.events()
-	require.Len(t, events, 1)
-	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, "logged", attr(events[0], pipeline.AttrRuleOutcome))
+	evs := h.events()
+	require.Len(t, evs, 1)
+	assert.Equal(t, "2", attr(evs[0], "gpotel.session.id"))
+	assert.Equal(t, "logged", attr(evs[0], events.AttrRuleOutcome))
 }
 
 // TestIdleInTransactionTimeIsOnlyInATransaction: the idle-in-transaction
@@ -186,7 +186,7 @@ func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
 	assert.Empty(t, h.actor.taken(), "idle in a transaction 199 s")
 	h.feed(t, snapshot(302, sessions...))
 	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
-	assert.Equal(t, "[301]", attr(h.events()[0], pipeline.AttrRuleValues))
+	assert.Equal(t, "[301]", attr(h.events()[0], events.AttrRuleValues))
 }
 
 // TestWindowNoneOfTheProcessorsIsSaid: a window the processor does not
@@ -206,7 +206,7 @@ func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
 	right.feed(t, snapshot(10, work{id: 1, cpu: 1}))
 	right.feed(t, snapshot(40, work{id: 1, cpu: 20}))
 	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
-	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], pipeline.AttrRuleValues), "19 s of CPU in 30 s")
+	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], events.AttrRuleValues), "19 s of CPU in 30 s")
 }
 
 // TestAClockThatWentBackRestartsTheHold: a snapshot older than the hold's
@@ -283,7 +283,7 @@ func TestRulesActThroughTheSharedActionPath(t *testing.T) {
 	assert.Equal(t, []string{want}, server.sent)
 	var outcomes []string
 	for _, lr := range h.events() {
-		outcomes = append(outcomes, attr(lr, pipeline.AttrRuleName)+": "+attr(lr, pipeline.AttrRuleOutcome))
+		outcomes = append(outcomes, attr(lr, events.AttrRuleName)+": "+attr(lr, events.AttrRuleOutcome))
 	}
 	assert.Equal(t, []string{"spill: " + outcomeDone}, outcomes)
 

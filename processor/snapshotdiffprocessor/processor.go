@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
@@ -386,9 +387,9 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 		p.out.AppendQuery(rms, ts, outputQuery(&figs.work.Queries[i], p.queryText))
 	}
 	for i := range figs.work.Finished {
-		pipeline.AppendFinishedQuery(rms, &figs.work.Finished[i])
+		events.AppendFinishedQuery(rms, &figs.work.Finished[i])
 	}
 	for i := range figs.work.Ended {
-		pipeline.AppendEndedSession(rms, &figs.work.Ended[i])
+		events.AppendEndedSession(rms, &figs.work.Ended[i])
 	}
 }

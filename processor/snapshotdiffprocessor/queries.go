@@ -9,6 +9,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -31,7 +32,7 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 		act := querylife.Activity{PID: h.PID, System: h.System, Own: h.Own, Running: st.Running(), Aborted: st.State.V == stateIdleAborted,
 			Waiting: waitsForLock(&st), QueryStart: unixNano(st.QueryStart), StateChange: unixNano(st.StateChange),
 			BackendStart: unixNano(st.BackendStart), Text: st.Query.V,
-			Who: pipeline.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,
+			Who: events.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,
 				ClientAddress: st.ClientAddr, ClientPort: st.ClientPort, ResourceGroup: st.RsgName}}
 		if g := pipeline.DecodeGreenplum(rms.At(i)); g != nil {
 			act.Spill = g.Spill

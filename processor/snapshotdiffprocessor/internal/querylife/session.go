@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // sessionQueries is one session's timeline of queries, and what its
@@ -187,7 +188,7 @@ func (sq *sessionQueries) addSessionStep(st *pipeline.Counters, known uint32, ho
 type sessionLife struct {
 	start        int64 // backend_start; the first snapshot that saw it without one
 	backendStart int64 // 0: the server reported none
-	who          pipeline.SessionWho
+	who          events.SessionWho
 	system       bool // not a client session: no event
 	own          bool // the collector's own connection: no event, none of its queries either
 	lastSeen     int64

@@ -5,6 +5,7 @@ package querylife
 
 import (
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // Activity is what a session resource's gpotel.session.info says about the
@@ -20,7 +21,7 @@ type Activity struct {
 	StateChange  int64 // unix ns; 0 when NULL
 	BackendStart int64 // unix ns; 0 when NULL
 	Text         string
-	Who          pipeline.SessionWho
+	Who          events.SessionWho
 	// Spill is the workfiles the session's commands hold now (Greenplum),
 	// from the receiver's latest read; nil without one.
 	Spill []pipeline.Spill
@@ -117,8 +118,8 @@ type Figures struct {
 // The events' skew is the caller's to compute from their segments.
 type Work struct {
 	Queries  []Figures
-	Finished []pipeline.FinishedQuery
-	Ended    []pipeline.EndedSession
+	Finished []events.FinishedQuery
+	Ended    []events.EndedSession
 	// IgnoredEndings counts the log records and exits of no session
 	// followed, or of another backend than the session's.
 	IgnoredEndings int

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // The tracker is driven here without the processor's store: each snapshot
@@ -176,7 +177,7 @@ func ranAndWentIdle(t *testing.T, endings ...pipeline.Ending) *world {
 
 func TestQueryIdleAfterItWithNoFailureLoggedCompleted(t *testing.T) {
 	q := ranAndWentIdle(t).work.Finished[0]
-	assert.Equal(t, pipeline.QueryCompleted, q.Status)
+	assert.Equal(t, events.QueryCompleted, q.Status)
 	assert.Equal(t, ns(1), q.Start)
 	assert.Equal(t, ns(2.5), q.End, "its end is state_change")
 	assert.InDelta(t, 1.5, float64(q.Totals[pipeline.CPUUser])/1e9, 1e-9, "its CPU: the steps while it ran")
@@ -184,21 +185,21 @@ func TestQueryIdleAfterItWithNoFailureLoggedCompleted(t *testing.T) {
 
 func TestQueryWithAnErrorLoggedInItsTimeFailed(t *testing.T) {
 	q := ranAndWentIdle(t, logged(2.4, "ERROR", "42P01", `relation "nope" does not exist`)).work.Finished[0]
-	assert.Equal(t, pipeline.QueryError, q.Status)
+	assert.Equal(t, events.QueryError, q.Status)
 	assert.Equal(t, "42P01", q.SQLState)
 	assert.Equal(t, `relation "nope" does not exist`, q.ErrorMessage)
 }
 
 func TestQueryCancelledSaysWhy(t *testing.T) {
 	q := ranAndWentIdle(t, logged(2.4, "ERROR", "57014", "canceling statement due to statement timeout")).work.Finished[0]
-	assert.Equal(t, pipeline.QueryCancelled, q.Status)
-	assert.Equal(t, pipeline.CancelStatementTimeout, q.CancelReason)
+	assert.Equal(t, events.QueryCancelled, q.Status)
+	assert.Equal(t, events.CancelStatementTimeout, q.CancelReason)
 }
 
 func TestSessionWhoseClientLeftEndsAsADisconnect(t *testing.T) {
 	w := ranAndWentIdle(t)
 	s := w.work.Ended[0]
-	assert.Equal(t, pipeline.SessionClientDisconnect, s.EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, s.EndReason)
 	assert.Equal(t, ns(0.5), s.Start, "its backend_start")
 	assert.Equal(t, ns(4.5), s.End, "its backend's exit")
 	assert.Equal(t, int64(1), s.Queries)
@@ -213,9 +214,9 @@ func TestKilledBackendTerminatesItsRunningQueryAndItsSession(t *testing.T) {
 	require.Len(t, w.work.Finished, 1)
 	require.Len(t, w.work.Ended, 1)
 	q, s := w.work.Finished[0], w.work.Ended[0]
-	assert.Equal(t, pipeline.QueryTerminated, q.Status)
+	assert.Equal(t, events.QueryTerminated, q.Status)
 	assert.Equal(t, ns(2.7), q.End, "the exit's time")
-	assert.Equal(t, pipeline.SessionTerminated, s.EndReason)
+	assert.Equal(t, events.SessionTerminated, s.EndReason)
 }
 
 // A session gone without its head's exit, where exits are heard, waits for
@@ -229,7 +230,7 @@ func TestSessionGoneWaitsForItsBackendsExit(t *testing.T) {
 	assert.Empty(t, w.work.Ended, "no event before its exit is heard")
 	w.at(5, seen{acts: gone, endings: []pipeline.Ending{exited(2.9, 0, 0)}})
 	require.Len(t, w.work.Ended, 1)
-	assert.Equal(t, pipeline.SessionClientDisconnect, w.work.Ended[0].EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, w.work.Ended[0].EndReason)
 }
 
 // Greenplum: the idle title read while pg_stat_activity still showed the
@@ -248,7 +249,7 @@ func TestIdleTitleOnePastTheRunningOneFoldsIntoTheStatement(t *testing.T) {
 	assert.InDelta(t, 2.2, float64(q.Totals[pipeline.CPUUser])/1e9, 1e-9, "all its work, the folded query's too")
 	w.at(5, seen{acts: idle(1, 3.5), procs: []proc{head(2, 0), executor(2, 0)}})
 	require.Len(t, w.work.Finished, 1, "one event")
-	assert.Equal(t, pipeline.QueryCompleted, w.work.Finished[0].Status)
+	assert.Equal(t, events.QueryCompleted, w.work.Finished[0].Status)
 }
 
 // PostgreSQL's session id is its leader's pid: a new backend under the same
@@ -263,7 +264,7 @@ func TestReusedSessionKeyEndsTheFormerSession(t *testing.T) {
 	s := w.work.Ended[0]
 	assert.Equal(t, ns(0.5), s.Start, "the former backend's start")
 	assert.Equal(t, ns(2), s.End, "the snapshot that saw the key reused")
-	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason, "nothing heard of how it ended")
+	assert.Equal(t, events.SessionEndUnknown, s.EndReason, "nothing heard of how it ended")
 	require.Len(t, w.tr.sessions, 1)
 	assert.Equal(t, ns(1.5), w.tr.sessions[session7].life.start, "the key follows the new session")
 }

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline_test
+package events_test
 
 import (
 	"strings"
@@ -14,20 +14,21 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
-func fullQueryEvent() *pipeline.FinishedQuery {
+func fullQueryEvent() *events.FinishedQuery {
 	text := "select 1"
-	q := &pipeline.FinishedQuery{
+	q := &events.FinishedQuery{
 		Session: pipeline.SessionKey{TmID: 1700000000, ID: 42},
-		Who: pipeline.SessionWho{Database: "db", User: "u", Application: pipeline.NullOf(new("psql")), ClientAddress: pipeline.NullOf(new("10.0.0.1")),
+		Who: events.SessionWho{Database: "db", User: "u", Application: pipeline.NullOf(new("psql")), ClientAddress: pipeline.NullOf(new("10.0.0.1")),
 			ClientPort: pipeline.NullOf(new(int64(5000))), ResourceGroup: pipeline.NullOf(new("default_group"))},
 		CommandCount: 7, Start: time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC).UnixNano(),
-		Status: pipeline.QueryCancelled, SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout",
-		CancelReason: pipeline.CancelStatementTimeout, EndedByRule: "runaway-spill",
+		Status: events.QueryCancelled, SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout",
+		CancelReason: events.CancelStatementTimeout, EndedByRule: "runaway-spill",
 		Partial: true, Text: &text, Known: 1<<pipeline.NumCounters - 1,
-		PartialCause: pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1"}, Since: time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC).UnixNano()},
+		PartialCause: events.PartialCause{StartedBefore: true, Hosts: []string{"sdw1"}, Since: time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC).UnixNano()},
 		Segments: []pipeline.SegmentUse{{Host: "mdw", Segment: -1, CPU: 1e9}, {Host: "sdw1", Segment: 0, CPU: 3e9, Read: 10, Written: 20},
 			{Host: "sdw1", Segment: 1, CPU: 1e9}},
 		Skew: pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 1.5, Hottest: 0, Segments: 2, OK: true},
@@ -46,18 +47,18 @@ func fullQueryEvent() *pipeline.FinishedQuery {
 func TestEveryEventFieldIsWrittenWithItsType(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
 	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
-	pipelinetest.AppendSessionEvent(logs, &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u",
+	pipelinetest.AppendSessionEvent(logs, &events.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: events.SessionWho{Database: "d", User: "u",
 		Application: pipeline.NullOf(new("a")), ClientAddress: pipeline.NullOf(new("::1")), ClientPort: pipeline.NullOf(new(int64(1))),
 		ResourceGroup: pipeline.NullOf(new("g"))},
-		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator command",
+		Start: 1e18, End: 1e18 + 1e9, EndReason: events.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator command",
 		Queries: 3, Known: 1<<pipeline.NumCounters - 1, MemoryPeak: 5, SpillMax: 6, LockWait: 7, VmemPeak: 8,
-		Partial: true, PartialCause: pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: 1e18 + 5e8}}, 1)
-	for i, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields} {
+		Partial: true, PartialCause: events.PartialCause{Hosts: []string{"sdw2"}, Since: 1e18 + 5e8}}, 1)
+	for i, fields := range [][]events.Field{events.QueryEventFields, events.SessionEventFields} {
 		lr := logs.At(i)
-		assert.Equal(t, []string{pipeline.EventQueryEnd, pipeline.EventSessionEnd}[i], lr.EventName())
+		assert.Equal(t, []string{events.EventQueryEnd, events.EventSessionEnd}[i], lr.EventName())
 		assert.Equal(t, len(fields), lr.Attributes().Len(), "an attribute no field declares, or a field written twice")
 		for _, f := range fields {
-			_, ok := pipeline.EventValue(lr.Attributes(), f)
+			_, ok := events.Value(lr.Attributes(), f)
 			assert.True(t, ok, "%s: %s missing or of another type", lr.EventName(), f.Key)
 		}
 	}
@@ -69,9 +70,9 @@ func TestQueryEventFigures(t *testing.T) {
 	pipelinetest.AppendQueryEvent(logs, q, 1)
 	attrs := logs.At(0).Attributes()
 	get := func(key string) any {
-		for _, f := range pipeline.QueryEventFields {
+		for _, f := range events.QueryEventFields {
 			if f.Key == key {
-				v, ok := pipeline.EventValue(attrs, f)
+				v, ok := events.Value(attrs, f)
 				require.True(t, ok, key)
 				return v
 			}
@@ -81,11 +82,11 @@ func TestQueryEventFigures(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, get("gpotel.cpu.time.user"), "CPUUser is the first counter: 1 s")
 	assert.Equal(t, int64(3e9), get("gpotel.disk.io.read"), "bytes are integers")
-	assert.Equal(t, 1.0, get(pipeline.AttrEventCPUCoordinator))
-	assert.Equal(t, 4.0, get(pipeline.AttrEventCPUSegments))
-	assert.Equal(t, 5.0, get(pipeline.AttrEventDuration))
-	assert.Equal(t, q.Segments, get(pipeline.AttrEventSegments))
-	assert.Equal(t, time.Unix(0, q.End).UTC(), get(pipeline.AttrEventQueryEnd))
+	assert.Equal(t, 1.0, get(events.AttrEventCPUCoordinator))
+	assert.Equal(t, 4.0, get(events.AttrEventCPUSegments))
+	assert.Equal(t, 5.0, get(events.AttrEventDuration))
+	assert.Equal(t, q.Segments, get(events.AttrEventSegments))
+	assert.Equal(t, time.Unix(0, q.End).UTC(), get(events.AttrEventQueryEnd))
 	assert.Equal(t, q.End, logs.At(0).Timestamp().AsTime().UnixNano(), "the record's time is the end")
 }
 
@@ -116,7 +117,7 @@ func TestQueryEventHasNoCommandCountWhereTheServerNumbersNone(t *testing.T) {
 
 // Column names are SQL identifiers that need no quoting, unique per table.
 func TestEventColumnsAreIdentifiers(t *testing.T) {
-	for _, fields := range [][]pipeline.EventField{pipeline.QueryEventFields, pipeline.SessionEventFields, pipeline.RuleActionEventFields} {
+	for _, fields := range [][]events.Field{events.QueryEventFields, events.SessionEventFields, events.RuleActionEventFields} {
 		seen := map[string]bool{}
 		keys := map[string]bool{}
 		for _, f := range fields {
@@ -134,25 +135,25 @@ func TestEventColumnsAreIdentifiers(t *testing.T) {
 // resource is what the connector's log record and the exporter read back.
 func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	q := fullQueryEvent()
-	s := &pipeline.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: pipeline.SessionWho{Database: "d", User: "u"},
-		Start: 1e18, End: 1e18 + 1e9, EndReason: pipeline.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator " +
+	s := &events.EndedSession{Session: pipeline.SessionKey{TmID: 1, ID: 2}, Who: events.SessionWho{Database: "d", User: "u"},
+		Start: 1e18, End: 1e18 + 1e9, EndReason: events.SessionTerminated, SQLState: "57P01", Message: "terminating connection due to administrator " +
 			"command", Queries: 3, Known: 1 << pipeline.CPUSystem, MemoryPeak: 5, LockWait: 7,
-		SpillMax: 6, VmemPeak: 8 << 20, Partial: true, PartialCause: pipeline.PartialCause{Hosts: []string{"sdw2"}, MoreHosts: 2, Since: 1e18 + 5e8}}
+		SpillMax: 6, VmemPeak: 8 << 20, Partial: true, PartialCause: events.PartialCause{Hosts: []string{"sdw2"}, MoreHosts: 2, Since: 1e18 + 5e8}}
 	s.Totals[pipeline.CPUSystem] = 2e9
 	rms := pmetric.NewResourceMetricsSlice()
-	pipeline.AppendFinishedQuery(rms, q)
-	pipeline.AppendEndedSession(rms, s)
+	events.AppendFinishedQuery(rms, q)
+	events.AppendEndedSession(rms, s)
 	logs := plog.NewLogRecordSlice()
 	for i := range rms.Len() {
-		require.True(t, pipeline.AppendEventOf(logs, rms.At(i).Resource(), 9))
+		require.True(t, events.AppendEventOf(logs, rms.At(i).Resource(), 9))
 	}
-	require.False(t, pipeline.AppendEventOf(logs, pmetric.NewResourceMetrics().Resource(), 9), "a resource of another kind carries no event")
+	require.False(t, events.AppendEventOf(logs, pmetric.NewResourceMetrics().Resource(), 9), "a resource of another kind carries no event")
 	require.Equal(t, 2, logs.Len())
 
 	gotQ, err := pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, *q, gotQ)
-	assert.Equal(t, pipeline.EventQueryEnd, logs.At(0).EventName())
+	assert.Equal(t, events.EventQueryEnd, logs.At(0).EventName())
 	assert.Equal(t, q.End, int64(logs.At(0).Timestamp()))
 	_, hasKind := logs.At(0).Attributes().Get(pipeline.AttrResourceKind)
 	assert.False(t, hasKind, "the resource kind is the processor's framing, not the event's")
@@ -160,7 +161,7 @@ func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 	gotS, err := pipelinetest.DecodeSessionEvent(logs.At(1).Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, *s, gotS)
-	assert.Equal(t, pipeline.EventSessionEnd, logs.At(1).EventName())
+	assert.Equal(t, events.EventSessionEnd, logs.At(1).EventName())
 	assert.Equal(t, s.End, int64(logs.At(1).Timestamp()))
 }
 
@@ -168,11 +169,11 @@ func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 func TestDecodeEventNamesTheMissingField(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
 	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
-	logs.At(0).Attributes().PutStr(pipeline.AttrEventQueryStatus+"x", "")
-	logs.At(0).Attributes().Remove(pipeline.AttrEventDuration)
+	logs.At(0).Attributes().PutStr(events.AttrEventQueryStatus+"x", "")
+	logs.At(0).Attributes().Remove(events.AttrEventDuration)
 	_, err := pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
-	require.ErrorContains(t, err, pipeline.AttrEventDuration)
-	logs.At(0).Attributes().PutStr(pipeline.AttrEventDuration, "5")
+	require.ErrorContains(t, err, events.AttrEventDuration)
+	logs.At(0).Attributes().PutStr(events.AttrEventDuration, "5")
 	_, err = pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.ErrorContains(t, err, "not a double")
 }
@@ -182,33 +183,33 @@ func TestDecodeEventNamesTheMissingField(t *testing.T) {
 func TestPartialReasonNamesEveryCause(t *testing.T) {
 	since := time.Date(2026, 11, 26, 3, 0, 1, 0, time.UTC)
 	for _, c := range []struct {
-		cause                       pipeline.PartialCause
+		cause                       events.PartialCause
 		reason, hosts               string
 		partial, hasHosts, hasSince bool
 	}{
-		{cause: pipeline.PartialCause{}},
-		{cause: pipeline.PartialCause{StartedBefore: true, Since: since.UnixNano()}, reason: "started_before", partial: true, hasSince: true},
-		{cause: pipeline.PartialCause{Hosts: []string{"sdw1", "sdw2"}, MoreHosts: 4, Since: since.UnixNano()}, reason: "host_silent", hosts: "sdw1,sdw2,+4",
+		{cause: events.PartialCause{}},
+		{cause: events.PartialCause{StartedBefore: true, Since: since.UnixNano()}, reason: "started_before", partial: true, hasSince: true},
+		{cause: events.PartialCause{Hosts: []string{"sdw1", "sdw2"}, MoreHosts: 4, Since: since.UnixNano()}, reason: "host_silent", hosts: "sdw1,sdw2,+4",
 			partial: true, hasHosts: true, hasSince: true},
-		{cause: pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw3"}, Since: since.UnixNano()}, reason: "started_before,host_silent", hosts: "sdw3",
+		{cause: events.PartialCause{StartedBefore: true, Hosts: []string{"sdw3"}, Since: since.UnixNano()}, reason: "started_before,host_silent", hosts: "sdw3",
 			partial: true, hasHosts: true, hasSince: true},
 	} {
 		attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
-		pipeline.PutSessionEvent(attrs, &pipeline.EndedSession{Start: 1, End: 2, Partial: c.cause.Partial(), PartialCause: c.cause})
-		reason, ok := attrs.Get(pipeline.AttrEventPartialReason)
+		events.PutSessionEvent(attrs, &events.EndedSession{Start: 1, End: 2, Partial: c.cause.Partial(), PartialCause: c.cause})
+		reason, ok := attrs.Get(events.AttrEventPartialReason)
 		assert.Equal(t, c.partial, ok, "%+v: partial_reason present", c.cause)
 		if ok {
 			assert.Equal(t, c.reason, reason.Str(), "%+v", c.cause)
 		}
-		hosts, ok := attrs.Get(pipeline.AttrEventPartialHosts)
+		hosts, ok := attrs.Get(events.AttrEventPartialHosts)
 		assert.Equal(t, c.hasHosts, ok, "%+v: partial_hosts present", c.cause)
 		if ok {
 			assert.Equal(t, c.hosts, hosts.Str(), "%+v", c.cause)
 		}
-		at, ok := attrs.Get(pipeline.AttrEventPartialSince)
+		at, ok := attrs.Get(events.AttrEventPartialSince)
 		assert.Equal(t, c.hasSince, ok, "%+v: partial_since present", c.cause)
 		if ok {
-			assert.Equal(t, pipeline.EventTimeValue(since.UnixNano()), at.Str(), "%+v", c.cause)
+			assert.Equal(t, events.TimeValue(since.UnixNano()), at.Str(), "%+v", c.cause)
 		}
 	}
 }
@@ -219,16 +220,16 @@ func TestPartialReasonNamesEveryCause(t *testing.T) {
 func TestEventCountsBelowOneAreAbsent(t *testing.T) {
 	q := fullQueryEvent()
 	q.CommandCount, q.VmemPeak = -1, -5
-	s := &pipeline.EndedSession{Start: 1, End: 2, SpillMax: -1, VmemPeak: -1}
+	s := &events.EndedSession{Start: 1, End: 2, SpillMax: -1, VmemPeak: -1}
 	attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
-	pipeline.PutQueryEvent(attrs, q)
-	for _, key := range []string{pipeline.AttrQueryCommandCount, pipeline.AttrEventVmemPeak} {
+	events.PutQueryEvent(attrs, q)
+	for _, key := range []string{pipeline.AttrQueryCommandCount, events.AttrEventVmemPeak} {
 		_, ok := attrs.Get(key)
 		assert.False(t, ok, "query event carries %s", key)
 	}
 	attrs.Clear()
-	pipeline.PutSessionEvent(attrs, s)
-	for _, key := range []string{pipeline.AttrEventSpillMax, pipeline.AttrEventVmemPeak} {
+	events.PutSessionEvent(attrs, s)
+	for _, key := range []string{events.AttrEventSpillMax, events.AttrEventVmemPeak} {
 		_, ok := attrs.Get(key)
 		assert.False(t, ok, "session event carries %s", key)
 	}

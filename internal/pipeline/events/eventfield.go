@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package events
 
 import (
 	"fmt"
@@ -11,16 +11,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// EventType is the type of an event field's value.
-type EventType uint8
+// FieldType is the type of an event field's value.
+type FieldType uint8
 
 // The value types: an attribute of that type, and a column of the
 // matching SQL type in the history tables.
 const (
-	EventInt      EventType = iota + 1 // int attribute; bigint
+	EventInt      FieldType = iota + 1 // int attribute; bigint
 	EventDouble                        // double attribute; double precision
 	EventString                        // string attribute; text
 	EventBool                          // bool attribute; boolean
@@ -30,11 +31,11 @@ const (
 	EventDoubles                       // slice attribute of doubles; double precision[]
 )
 
-// EventField is one attribute of an event and one column of its history table.
-type EventField struct {
+// Field is one attribute of an event and one column of its history table.
+type Field struct {
 	Key    string // the log record attribute
 	Column string // the history table's column
-	Type   EventType
+	Type   FieldType
 	Unit   string // UCUM, as the metrics: s, By, 1, {fault}
 	// Identity: the field is part of the event's key, the one a history
 	// row is written under once (tm_id, session, and the query's or
@@ -44,17 +45,17 @@ type EventField struct {
 	// the host does not measure); every other field is always there.
 	Optional bool
 	Brief    string
-	counter  Figure // the Figures row a counter field carries
-	counted  bool   // the field is a counter's
+	counter  pipeline.Figure // the Figures row a counter field carries
+	counted  bool            // the field is a counter's
 }
 
 // Counter is the Figures row of a counter field; ok false for the others.
-func (f EventField) Counter() (fig Figure, ok bool) { return f.counter, f.counted }
+func (f Field) Counter() (fig pipeline.Figure, ok bool) { return f.counter, f.counted }
 
 // eventValue are the Go types of the event types' values, as EventValue
 // reads them.
 type eventValue interface {
-	int64 | float64 | string | bool | time.Time | []SegmentUse | []string | []float64
+	int64 | float64 | string | bool | time.Time | []pipeline.SegmentUse | []string | []float64
 }
 
 // eventField is one field of events of Go type E: its declaration and its
@@ -62,7 +63,7 @@ type eventValue interface {
 // column, the API item) goes through the table of them; nothing else names
 // a field.
 type eventField[E any] struct {
-	EventField
+	Field
 	// put writes e's value of the field into attrs; nothing when it has none.
 	put func(e *E, attrs pcommon.Map, key string)
 	// set stores v, as EventValue read it, into e; nil for a field worked
@@ -73,7 +74,7 @@ type eventField[E any] struct {
 // field makes a field of values T: get says e's value and whether it has
 // one, set stores one read back (nil: not read back). The field's Type is
 // T's.
-func field[E any, T eventValue](f EventField, get func(*E) (T, bool), set func(*E, T)) eventField[E] {
+func field[E any, T eventValue](f Field, get func(*E) (T, bool), set func(*E, T)) eventField[E] {
 	var zero T
 	var put func(pcommon.Map, string, T)
 	switch any(zero).(type) {
@@ -87,14 +88,14 @@ func field[E any, T eventValue](f EventField, get func(*E) (T, bool), set func(*
 		f.Type, put = EventBool, any(pcommon.Map.PutBool).(func(pcommon.Map, string, T))
 	case time.Time:
 		f.Type, put = EventTime, any(putTime).(func(pcommon.Map, string, T))
-	case []SegmentUse:
+	case []pipeline.SegmentUse:
 		f.Type, put = EventSegments, any(putSegments).(func(pcommon.Map, string, T))
 	case []string:
 		f.Type, put = EventStrings, any(putSlice[string]).(func(pcommon.Map, string, T))
 	case []float64:
 		f.Type, put = EventDoubles, any(putSlice[float64]).(func(pcommon.Map, string, T))
 	}
-	out := eventField[E]{EventField: f, put: func(e *E, attrs pcommon.Map, key string) {
+	out := eventField[E]{Field: f, put: func(e *E, attrs pcommon.Map, key string) {
 		if v, ok := get(e); ok {
 			put(attrs, key, v)
 		}
@@ -106,14 +107,14 @@ func field[E any, T eventValue](f EventField, get func(*E) (T, bool), set func(*
 }
 
 // always is a field every event has, kept in *ref.
-func always[E any, T eventValue](f EventField, ref func(*E) *T) eventField[E] {
+func always[E any, T eventValue](f Field, ref func(*E) *T) eventField[E] {
 	return field(f, func(e *E) (T, bool) { return *ref(e), true }, func(e *E, v T) { *ref(e) = v })
 }
 
 // unlessZero is an optional field kept in *ref; its zero value: none.
 func unlessZero[E any, T interface {
 	int64 | string
-}](f EventField, ref func(*E) *T) eventField[E] {
+}](f Field, ref func(*E) *T) eventField[E] {
 	f.Optional = true
 	return field(f, func(e *E) (T, bool) {
 		var zero T
@@ -123,31 +124,31 @@ func unlessZero[E any, T interface {
 
 // positive is an optional count kept in *ref; none unless above 0 (a
 // figure the server does not keep, or a command count it does not number).
-func positive[E any](f EventField, ref func(*E) *int64) eventField[E] {
+func positive[E any](f Field, ref func(*E) *int64) eventField[E] {
 	f.Optional = true
 	return field(f, func(e *E) (int64, bool) { return *ref(e), *ref(e) > 0 }, func(e *E, v int64) { *ref(e) = v })
 }
 
 // nullable is an optional field kept in *ref.
-func nullable[E any, T eventValue](f EventField, ref func(*E) *Null[T]) eventField[E] {
+func nullable[E any, T eventValue](f Field, ref func(*E) *pipeline.Null[T]) eventField[E] {
 	f.Optional = true
-	return field(f, func(e *E) (T, bool) { return ref(e).V, ref(e).Valid }, func(e *E, v T) { *ref(e) = Null[T]{V: v, Valid: true} })
+	return field(f, func(e *E) (T, bool) { return ref(e).V, ref(e).Valid }, func(e *E, v T) { *ref(e) = pipeline.Null[T]{V: v, Valid: true} })
 }
 
 // timeAt is a time kept in *ref as unix ns; optional ones are none at 0.
-func timeAt[E any](f EventField, ref func(*E) *int64) eventField[E] {
+func timeAt[E any](f Field, ref func(*E) *int64) eventField[E] {
 	return field(f, func(e *E) (time.Time, bool) { return time.Unix(0, *ref(e)), !f.Optional || *ref(e) != 0 },
 		func(e *E, v time.Time) { *ref(e) = v.UnixNano() })
 }
 
 // secondsAt is a duration kept in *ref as ns, written in seconds.
-func secondsAt[E any](f EventField, ref func(*E) *int64) eventField[E] {
+func secondsAt[E any](f Field, ref func(*E) *int64) eventField[E] {
 	f.Unit = "s"
 	return field(f, func(e *E) (float64, bool) { return nsSeconds(*ref(e)), true }, func(e *E, v float64) { *ref(e) = secondsNs(v) })
 }
 
 // derived is a field worked out from others: written, not read back.
-func derived[E any, T eventValue](f EventField, get func(*E) T) eventField[E] {
+func derived[E any, T eventValue](f Field, get func(*E) T) eventField[E] {
 	return field(f, func(e *E) (T, bool) { return get(e), true }, nil)
 }
 
@@ -167,7 +168,7 @@ func (t eventTable[E]) put(attrs pcommon.Map, e *E) {
 func (t eventTable[E]) decode(attrs pcommon.Map) (E, error) {
 	var e E
 	for _, f := range t {
-		v, ok := EventValue(attrs, f.EventField)
+		v, ok := Value(attrs, f.Field)
 		switch {
 		case !ok && !f.Optional:
 			return e, fmt.Errorf("event field %s is missing or not a %s", f.Key, f.Type)
@@ -179,20 +180,20 @@ func (t eventTable[E]) decode(attrs pcommon.Map) (E, error) {
 }
 
 // fields are the table's declarations, as the exporters read them.
-func (t eventTable[E]) fields() []EventField {
-	out := make([]EventField, len(t))
+func (t eventTable[E]) fields() []Field {
+	out := make([]Field, len(t))
 	for i := range t {
-		out[i] = t[i].EventField
+		out[i] = t[i].Field
 	}
 	return out
 }
 
 // sessionKeyFields are the fields that name the session.
-func sessionKeyFields[E any](key func(*E) *SessionKey, whose string) eventTable[E] {
+func sessionKeyFields[E any](key func(*E) *pipeline.SessionKey, whose string) eventTable[E] {
 	return eventTable[E]{
-		always(EventField{Key: AttrTmID, Column: "tm_id", Identity: true, Brief: "the coordinator's start (yagpcc's tm_id)"},
+		always(Field{Key: pipeline.AttrTmID, Column: "tm_id", Identity: true, Brief: "the coordinator's start (yagpcc's tm_id)"},
 			func(e *E) *int64 { return &key(e).TmID }),
-		always(EventField{Key: AttrSessionID, Column: "sess_id", Identity: true, Brief: "sess_id of " + whose + " (the leader's pid on PostgreSQL)"},
+		always(Field{Key: pipeline.AttrSessionID, Column: "sess_id", Identity: true, Brief: "sess_id of " + whose + " (the leader's pid on PostgreSQL)"},
 			func(e *E) *int64 { return &key(e).ID }),
 	}
 }
@@ -201,15 +202,15 @@ func sessionKeyFields[E any](key func(*E) *SessionKey, whose string) eventTable[
 // chooses every one of them.
 func whoFields[E any](who func(*E) *SessionWho) eventTable[E] {
 	return eventTable[E]{
-		always(EventField{Key: AttrDBNamespace, Column: "database", Brief: "datname"}, func(e *E) *string { return &who(e).Database }),
-		always(EventField{Key: AttrSessionUser, Column: "username", Brief: "usename"}, func(e *E) *string { return &who(e).User }),
-		nullable(EventField{Key: AttrEventApplication, Column: "application", Brief: "application_name, as last seen"},
-			func(e *E) *Null[string] { return &who(e).Application }),
-		nullable(EventField{Key: AttrEventClientAddress, Column: "client_address", Brief: "client_addr; absent for a local socket"},
-			func(e *E) *Null[string] { return &who(e).ClientAddress }),
-		nullable(EventField{Key: AttrEventClientPort, Column: "client_port", Brief: "client_port"}, func(e *E) *Null[int64] { return &who(e).ClientPort }),
-		nullable(EventField{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum), as last seen"},
-			func(e *E) *Null[string] { return &who(e).ResourceGroup }),
+		always(Field{Key: pipeline.AttrDBNamespace, Column: "database", Brief: "datname"}, func(e *E) *string { return &who(e).Database }),
+		always(Field{Key: pipeline.AttrSessionUser, Column: "username", Brief: "usename"}, func(e *E) *string { return &who(e).User }),
+		nullable(Field{Key: AttrEventApplication, Column: "application", Brief: "application_name, as last seen"},
+			func(e *E) *pipeline.Null[string] { return &who(e).Application }),
+		nullable(Field{Key: AttrEventClientAddress, Column: "client_address", Brief: "client_addr; absent for a local socket"},
+			func(e *E) *pipeline.Null[string] { return &who(e).ClientAddress }),
+		nullable(Field{Key: AttrEventClientPort, Column: "client_port", Brief: "client_port"}, func(e *E) *pipeline.Null[int64] { return &who(e).ClientPort }),
+		nullable(Field{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum), as last seen"},
+			func(e *E) *pipeline.Null[string] { return &who(e).ResourceGroup }),
 	}
 }
 
@@ -217,10 +218,10 @@ func whoFields[E any](who func(*E) *SessionWho) eventTable[E] {
 // session's total, named after the session figure and its attribute value
 // (gpotel.session.cpu.time, user → gpotel.cpu.time.user, cpu_time_user);
 // absent when no process of it reported the counter.
-func counterFields[E any](totals func(*E) (*Counters, *uint32)) eventTable[E] {
+func counterFields[E any](totals func(*E) (*pipeline.Counters, *uint32)) eventTable[E] {
 	var out eventTable[E]
-	for c := range Figure(NumCounters) {
-		row := &Figures[c]
+	for c := range pipeline.Figure(pipeline.NumCounters) {
+		row := &pipeline.Figures[c]
 		key := eventCounterPrefix + strings.TrimPrefix(row.Metric.Session, eventColumnSessionFigures)
 		if row.Value != "" {
 			key += "." + row.Value
@@ -229,7 +230,7 @@ func counterFields[E any](totals func(*E) (*Counters, *uint32)) eventTable[E] {
 		if row.Value != "" {
 			brief += " " + row.Value
 		}
-		f := EventField{Key: key, Column: columnOf(key), Unit: row.Metric.Unit, Optional: true, counter: c, counted: true,
+		f := Field{Key: key, Column: columnOf(key), Unit: row.Metric.Unit, Optional: true, counter: c, counted: true,
 			Brief: brief + ", over every process it had"}
 		ns := func(e *E) (int64, bool) {
 			t, known := totals(e)
@@ -253,12 +254,12 @@ func counterFields[E any](totals func(*E) (*Counters, *uint32)) eventTable[E] {
 
 // skewFields are the skew figures of one figure over the segments; all
 // absent when it has none.
-func skewFields[E any](keyPrefix, columnPrefix, what string, skew func(*E) *Skew) eventTable[E] {
-	opt := func(key, brief, unit string) EventField {
-		return EventField{Key: keyPrefix + key, Column: columnPrefix + key, Unit: unit, Optional: true, Brief: brief}
+func skewFields[E any](keyPrefix, columnPrefix, what string, skew func(*E) *pipeline.Skew) eventTable[E] {
+	opt := func(key, brief, unit string) Field {
+		return Field{Key: keyPrefix + key, Column: columnPrefix + key, Unit: unit, Optional: true, Brief: brief}
 	}
 	// known marks a skew read back: any field present makes it OK.
-	known := func(e *E) *Skew {
+	known := func(e *E) *pipeline.Skew {
 		sk := skew(e)
 		sk.OK = true
 		return sk
@@ -280,18 +281,18 @@ func skewFields[E any](keyPrefix, columnPrefix, what string, skew func(*E) *Skew
 // absent when it is not.
 func partialCauseFields[E any](cause func(*E) *PartialCause) eventTable[E] {
 	return eventTable[E]{
-		field(EventField{Key: AttrEventPartialReason, Column: "partial_reason", Optional: true,
+		field(Field{Key: AttrEventPartialReason, Column: "partial_reason", Optional: true,
 			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " +
 				PartialHostSilent + " (a host of its processes did not answer)"},
 			func(e *E) (string, bool) { return cause(e).Reason(), cause(e).Partial() },
 			func(e *E, v string) {
 				cause(e).StartedBefore = slices.Contains(strings.Split(v, ","), PartialStartedBefore)
 			}),
-		field(EventField{Key: AttrEventPartialHosts, Column: "partial_hosts", Optional: true,
+		field(Field{Key: AttrEventPartialHosts, Column: "partial_hosts", Optional: true,
 			Brief: fmt.Sprintf("the hosts that did not answer, comma-separated, at most %d, then +N for the others", MaxPartialHosts)},
 			func(e *E) (string, bool) { return cause(e).HostList(), cause(e).Partial() && len(cause(e).Hosts) > 0 },
 			func(e *E, v string) { cause(e).readHostList(v) }),
-		field(EventField{Key: AttrEventPartialSince, Column: "partial_since", Optional: true,
+		field(Field{Key: AttrEventPartialSince, Column: "partial_since", Optional: true,
 			Brief: "when what it lacks began: the first snapshot in which a host of it did not answer, else the first snapshot that saw it"},
 			func(e *E) (time.Time, bool) {
 				return time.Unix(0, cause(e).Since), cause(e).Partial() && cause(e).Since != 0
@@ -317,8 +318,8 @@ func columnOf(key string) string {
 	return strings.ReplaceAll(strings.TrimPrefix(key, eventCounterPrefix), ".", "_")
 }
 
-// EventTimeValue writes a time as an EventTime attribute holds it.
-func EventTimeValue(unixNano int64) string {
+// TimeValue writes a time as an EventTime attribute holds it.
+func TimeValue(unixNano int64) string {
 	return time.Unix(0, unixNano).UTC().Format(time.RFC3339Nano)
 }
 
@@ -339,7 +340,7 @@ func putSlice[T string | float64](attrs pcommon.Map, key string, elems []T) {
 	}
 }
 
-func putSegments(attrs pcommon.Map, key string, segs []SegmentUse) {
+func putSegments(attrs pcommon.Map, key string, segs []pipeline.SegmentUse) {
 	sl := attrs.PutEmptySlice(key)
 	sl.EnsureCapacity(len(segs))
 	for _, u := range segs {

@@ -1,31 +1,32 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package events
 
 import (
 	"math"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 )
 
-// EventValue reads field f of an event's attributes as its type's Go
+// Value reads field f of an event's attributes as its type's Go
 // value: int64, float64, string, bool, time.Time, []SegmentUse (CPU in
 // ns), []string or []float64. ok is false when it is absent or of another type (the record was
 // not written by this version).
-func EventValue(attrs pcommon.Map, f EventField) (v any, ok bool) {
+func Value(attrs pcommon.Map, f Field) (v any, ok bool) {
 	a, ok := attrs.Get(f.Key)
 	if !ok {
 		return nil, false
 	}
-	return EventValueOf(a, f)
+	return ValueOf(a, f)
 }
 
-// EventValueOf reads a, the attribute of field f, as EventValue does: a
+// ValueOf reads a, the attribute of field f, as EventValue does: a
 // reader that walks the attributes in order (the writers put them in the
 // fields' order) need not look each one up.
-func EventValueOf(a pcommon.Value, f EventField) (v any, ok bool) {
+func ValueOf(a pcommon.Value, f Field) (v any, ok bool) {
 	switch f.Type {
 	case EventInt:
 		if a.Type() == pcommon.ValueTypeInt {
@@ -86,8 +87,8 @@ func finiteDoubleOf(a pcommon.Value) (float64, bool) {
 
 // readSegments reads AttrEventSegments; an element that is not a map of
 // the right types is left out.
-func readSegments(sl pcommon.Slice) []SegmentUse {
-	out := make([]SegmentUse, 0, sl.Len())
+func readSegments(sl pcommon.Slice) []pipeline.SegmentUse {
+	out := make([]pipeline.SegmentUse, 0, sl.Len())
 	for i := range sl.Len() {
 		e := sl.At(i)
 		if e.Type() != pcommon.ValueTypeMap {
@@ -104,14 +105,14 @@ func readSegments(sl pcommon.Slice) []SegmentUse {
 			seg.Int() < math.MinInt32 || seg.Int() > math.MaxInt32 {
 			continue
 		}
-		out = append(out, SegmentUse{Host: host.Str(), Segment: int32(seg.Int()), CPU: int64(math.Round(cpu.Double() * 1e9)),
+		out = append(out, pipeline.SegmentUse{Host: host.Str(), Segment: int32(seg.Int()), CPU: int64(math.Round(cpu.Double() * 1e9)),
 			Read: read.Int(), Written: written.Int()})
 	}
 	return out
 }
 
 // String names a value type in an error.
-func (t EventType) String() string {
+func (t FieldType) String() string {
 	switch t {
 	case EventInt:
 		return "int"

@@ -1,9 +1,10 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package events
 
 import (
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 )
@@ -33,37 +34,37 @@ const (
 var ruleActionEvent = func() eventTable[RuleAction] {
 	type a = RuleAction
 	t := eventTable[a]{
-		timeAt(EventField{Key: AttrRuleTime, Column: "fired_at", Identity: true, Brief: "the time of the snapshot the rule fired on"},
+		timeAt(Field{Key: AttrRuleTime, Column: "fired_at", Identity: true, Brief: "the time of the snapshot the rule fired on"},
 			func(a *a) *int64 { return &a.Time }),
-		always(EventField{Key: AttrRuleName, Column: "rule_name", Identity: true, Brief: "the rule's name"}, func(a *a) *string { return &a.Rule }),
-		always(EventField{Key: AttrRuleMode, Column: "rule_mode", Brief: "observe or enforce"}, func(a *a) *string { return &a.Mode }),
-		always(EventField{Key: AttrRuleAction, Column: "rule_action", Brief: "log, move, cancel or terminate"}, func(a *a) *string { return &a.Action }),
-		unlessZero(EventField{Key: AttrRuleResourceGroup, Column: "rule_resource_group", Brief: "where move moves the session"},
+		always(Field{Key: AttrRuleName, Column: "rule_name", Identity: true, Brief: "the rule's name"}, func(a *a) *string { return &a.Rule }),
+		always(Field{Key: AttrRuleMode, Column: "rule_mode", Brief: "observe or enforce"}, func(a *a) *string { return &a.Mode }),
+		always(Field{Key: AttrRuleAction, Column: "rule_action", Brief: "log, move, cancel or terminate"}, func(a *a) *string { return &a.Action }),
+		unlessZero(Field{Key: AttrRuleResourceGroup, Column: "rule_resource_group", Brief: "where move moves the session"},
 			func(a *a) *string { return &a.ResourceGroup }),
-		always(EventField{Key: AttrRuleOutcome, Column: "outcome", Brief: "observed (observe mode), logged, done, failed or superseded"},
+		always(Field{Key: AttrRuleOutcome, Column: "outcome", Brief: "observed (observe mode), logged, done, failed or superseded"},
 			func(a *a) *string { return &a.Outcome }),
-		unlessZero(EventField{Key: AttrRuleOutcomeDetail, Column: "outcome_detail", Brief: "why it failed, what observe mode " +
+		unlessZero(Field{Key: AttrRuleOutcomeDetail, Column: "outcome_detail", Brief: "why it failed, what observe mode " +
 			"would have done, or the rule that acted instead"},
 			func(a *a) *string { return &a.OutcomeDetail }),
 	}
-	t = append(t, sessionKeyFields(func(a *a) *SessionKey { return &a.Session }, "the session")...)
+	t = append(t, sessionKeyFields(func(a *a) *pipeline.SessionKey { return &a.Session }, "the session")...)
 	return append(t,
-		unlessZero(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the running query's command count; " +
+		unlessZero(Field{Key: pipeline.AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the running query's command count; " +
 			"absent where the server numbers none"},
 			func(a *a) *int64 { return &a.CommandCount }),
-		timeAt(EventField{Key: AttrQueryStart, Column: "query_start", Identity: true, Optional: true, Brief: "query_start of the running query; " +
+		timeAt(Field{Key: pipeline.AttrQueryStart, Column: "query_start", Identity: true, Optional: true, Brief: "query_start of the running query; " +
 			"absent for a session that runs none"},
 			func(a *a) *int64 { return &a.QueryStart }),
-		always(EventField{Key: AttrSessionPID, Column: "pid", Brief: "the coordinator backend's pid"}, func(a *a) *int64 { return &a.PID }),
-		always(EventField{Key: AttrSessionUser, Column: "username", Brief: "usename"}, func(a *a) *string { return &a.User }),
-		always(EventField{Key: AttrDBNamespace, Column: "database", Brief: "datname"}, func(a *a) *string { return &a.Database }),
-		unlessZero(EventField{Key: AttrEventApplication, Column: "application", Brief: "application_name"},
+		always(Field{Key: pipeline.AttrSessionPID, Column: "pid", Brief: "the coordinator backend's pid"}, func(a *a) *int64 { return &a.PID }),
+		always(Field{Key: pipeline.AttrSessionUser, Column: "username", Brief: "usename"}, func(a *a) *string { return &a.User }),
+		always(Field{Key: pipeline.AttrDBNamespace, Column: "database", Brief: "datname"}, func(a *a) *string { return &a.Database }),
+		unlessZero(Field{Key: AttrEventApplication, Column: "application", Brief: "application_name"},
 			func(a *a) *string { return &a.Application }),
-		unlessZero(EventField{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum)"},
+		unlessZero(Field{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum)"},
 			func(a *a) *string { return &a.SessionGroup }),
-		always(EventField{Key: AttrRulePredicates, Column: "predicates", Brief: "each predicate as configured"},
+		always(Field{Key: AttrRulePredicates, Column: "predicates", Brief: "each predicate as configured"},
 			func(a *a) *[]string { return &a.Predicates }),
-		always(EventField{Key: AttrRuleValues, Column: "predicate_values", Brief: "each predicate's figure when it fired, in its order, " +
+		always(Field{Key: AttrRuleValues, Column: "predicate_values", Brief: "each predicate's figure when it fired, in its order, " +
 			"in seconds, bytes, bytes per second or the number"},
 			func(a *a) *[]float64 { return &a.Values }),
 	)
@@ -79,7 +80,7 @@ type RuleAction struct {
 	Rule, Mode, Action        string
 	ResourceGroup             string // "": not a move
 	Outcome, OutcomeDetail    string // OutcomeDetail "": none
-	Session                   SessionKey
+	Session                   pipeline.SessionKey
 	PID                       int64
 	CommandCount              int64 // 0: the server numbers none
 	QueryStart                int64 // unix ns; 0: no query runs

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package events
 
 import (
 	"cmp"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
@@ -186,75 +187,75 @@ func (c *PartialCause) HostList() string {
 // item follow from it.
 var queryEvent = func() eventTable[FinishedQuery] {
 	type q = FinishedQuery
-	t := sessionKeyFields(func(q *q) *SessionKey { return &q.Session }, "its session")
+	t := sessionKeyFields(func(q *q) *pipeline.SessionKey { return &q.Session }, "its session")
 	t = append(t, whoFields(func(q *q) *SessionWho { return &q.Who })...)
 	t = append(t,
-		timeAt(EventField{Key: AttrQueryStart, Column: "query_start", Identity: true, Brief: "query_start of the statement"},
+		timeAt(Field{Key: pipeline.AttrQueryStart, Column: "query_start", Identity: true, Brief: "query_start of the statement"},
 			func(q *q) *int64 { return &q.Start }),
-		positive(EventField{Key: AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the statement's command count " +
+		positive(Field{Key: pipeline.AttrQueryCommandCount, Column: "ccnt", Identity: true, Brief: "the statement's command count " +
 			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
 			"numbers none (PostgreSQL)"},
 			func(q *q) *int64 { return &q.CommandCount }),
-		timeAt(EventField{Key: AttrEventQueryEnd, Column: "query_end", Brief: "when it ended: state_change after it, the log's time of its " +
+		timeAt(Field{Key: AttrEventQueryEnd, Column: "query_end", Brief: "when it ended: state_change after it, the log's time of its " +
 			"failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
 			func(q *q) *int64 { return &q.End }),
-		derived(EventField{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "query_end - query_start"},
+		derived(Field{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "query_end - query_start"},
 			func(q *q) float64 { return nsSeconds(q.End - q.Start) }),
-		always(EventField{Key: AttrEventQueryStatus, Column: "status", Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
+		always(Field{Key: AttrEventQueryStatus, Column: "status", Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
 			"or unknown (docs/pipeline.md, how it ended)"},
 			func(q *q) *string { return &q.Status }),
-		unlessZero(EventField{Key: AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE the server log gave its failure; absent " +
+		unlessZero(Field{Key: pipeline.AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE the server log gave its failure; absent " +
 			"when it completed or nothing tells"},
 			func(q *q) *string { return &q.SQLState }),
-		unlessZero(EventField{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the server log's message of its " +
+		unlessZero(Field{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the server log's message of its " +
 			"failure, at most 512 bytes (a cut one ends in …)"},
 			func(q *q) *string { return &q.ErrorMessage }),
-		unlessZero(EventField{Key: AttrEventCancelReason, Column: "cancel_reason", Brief: "of a cancelled one: user_request, " +
+		unlessZero(Field{Key: AttrEventCancelReason, Column: "cancel_reason", Brief: "of a cancelled one: user_request, " +
 			"statement_timeout, lock_timeout or other, from the message"},
 			func(q *q) *string { return &q.CancelReason }),
-		unlessZero(EventField{Key: AttrEventEndedByRule, Column: "ended_by_rule", Brief: "the workload rule whose " +
+		unlessZero(Field{Key: AttrEventEndedByRule, Column: "ended_by_rule", Brief: "the workload rule whose " +
 			"cancel or terminate ended it (it ended cancelled at a user's request, or terminated, after the rule's action was done); absent otherwise"},
 			func(q *q) *string { return &q.EndedByRule }),
-		always(EventField{Key: AttrEventPartial, Column: "partial", Brief: "a host of its processes did not answer while it ran, or it started " +
+		always(Field{Key: AttrEventPartial, Column: "partial", Brief: "a host of its processes did not answer while it ran, or it started " +
 			"before gpotel first saw its session: its figures are a lower bound"},
 			func(q *q) *bool { return &q.Partial }),
-		field(EventField{Key: AttrDBQueryText, Column: "query_text", Optional: true, Brief: "the statement's text, only with the processor's " +
+		field(Field{Key: pipeline.AttrDBQueryText, Column: "query_text", Optional: true, Brief: "the statement's text, only with the processor's " +
 			"queries::text"},
 			func(q *q) (string, bool) { return deref(q.Text), q.Text != nil }, func(q *q, v string) { q.Text = &v }),
 	)
-	t = append(t, counterFields(func(q *q) (*Counters, *uint32) { return &q.Totals, &q.Known })...)
+	t = append(t, counterFields(func(q *q) (*pipeline.Counters, *uint32) { return &q.Totals, &q.Known })...)
 	t = append(t,
-		derived(EventField{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Unit: "s", Brief: "user + system CPU of its processes " +
+		derived(Field{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Unit: "s", Brief: "user + system CPU of its processes " +
 			"on the coordinator (segment -1)"},
 			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, true)) }),
-		derived(EventField{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Unit: "s", Brief: "user + system CPU of its processes on the segments"},
+		derived(Field{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Unit: "s", Brief: "user + system CPU of its processes on the segments"},
 			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, false)) }),
 	)
-	t = append(t, skewFields(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU", func(q *q) *Skew { return &q.Skew.CPU })...)
-	t = append(t, skewFields(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O", func(q *q) *Skew { return &q.Skew.IO })...)
-	spill := func(q *q) *QuerySpill {
+	t = append(t, skewFields(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU", func(q *q) *pipeline.Skew { return &q.Skew.CPU })...)
+	t = append(t, skewFields(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O", func(q *q) *pipeline.Skew { return &q.Skew.IO })...)
+	spill := func(q *q) *pipeline.QuerySpill {
 		if q.Spill == nil {
-			q.Spill = &QuerySpill{}
+			q.Spill = &pipeline.QuerySpill{}
 		}
 		return q.Spill
 	}
 	t = append(t,
-		always(EventField{Key: AttrEventSegments, Column: "segments", Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
+		always(Field{Key: AttrEventSegments, Column: "segments", Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
 			"and written"},
-			func(q *q) *[]SegmentUse { return &q.Segments }),
-		field(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
+			func(q *q) *[]pipeline.SegmentUse { return &q.Segments }),
+		field(Field{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
 			"at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
 			func(q *q) (int64, bool) { return deref(q.Spill).MaxBytes, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxBytes = v }),
-		field(EventField{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
+		field(Field{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
 			"held at once"},
 			func(q *q) (int64, bool) { return deref(q.Spill).MaxFiles, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxFiles = v }),
-		secondsAt(EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time it was seen waiting for a lock: the " +
+		secondsAt(Field{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time it was seen waiting for a lock: the " +
 			"snapshot intervals in which pg_stat_activity showed it waiting"},
 			func(q *q) *int64 { return &q.LockWait }),
-		unlessZero(EventField{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
+		unlessZero(Field{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
 			"lock it waited for (Greenplum's pg_locks read)"},
 			func(q *q) *int64 { return &q.LockBlocker }),
-		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(Field{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to its session over every segment while it ran, where the server keeps it"},
 			func(q *q) *int64 { return &q.VmemPeak }),
 	)
@@ -264,42 +265,42 @@ var queryEvent = func() eventTable[FinishedQuery] {
 // sessionEvent is the session event's table, on EndedSession.
 var sessionEvent = func() eventTable[EndedSession] {
 	type s = EndedSession
-	t := sessionKeyFields(func(s *s) *SessionKey { return &s.Session }, "the session")
+	t := sessionKeyFields(func(s *s) *pipeline.SessionKey { return &s.Session }, "the session")
 	t = append(t, whoFields(func(s *s) *SessionWho { return &s.Who })...)
 	t = append(t,
-		timeAt(EventField{Key: AttrEventSessionStart, Column: "session_start", Identity: true, Brief: "backend_start of its coordinator " +
+		timeAt(Field{Key: AttrEventSessionStart, Column: "session_start", Identity: true, Brief: "backend_start of its coordinator " +
 			"backend; the first snapshot that saw it when the server has none"},
 			func(s *s) *int64 { return &s.Start }),
-		timeAt(EventField{Key: AttrEventSessionEnd, Column: "session_end", Brief: "its coordinator backend's exit; without an exit record, the " +
+		timeAt(Field{Key: AttrEventSessionEnd, Column: "session_end", Brief: "its coordinator backend's exit; without an exit record, the " +
 			"first snapshot without it"},
 			func(s *s) *int64 { return &s.End }),
-		field(EventField{Key: AttrEventSessionEndReason, Column: "end_reason", Brief: "client_disconnect, terminated, connection_lost, " +
+		field(Field{Key: AttrEventSessionEndReason, Column: "end_reason", Brief: "client_disconnect, terminated, connection_lost, " +
 			"server_shutdown or unknown (docs/pipeline.md, how it ended)"},
 			func(s *s) (string, bool) { return cmp.Or(s.EndReason, SessionEndUnknown), true }, func(s *s, v string) { s.EndReason = v }),
-		unlessZero(EventField{Key: AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE of the FATAL that ended it"},
+		unlessZero(Field{Key: pipeline.AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE of the FATAL that ended it"},
 			func(s *s) *string { return &s.SQLState }),
-		unlessZero(EventField{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the message of the FATAL that ended " +
+		unlessZero(Field{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the message of the FATAL that ended " +
 			"it, at most 512 bytes"},
 			func(s *s) *string { return &s.Message }),
-		derived(EventField{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "session_end - session_start"},
+		derived(Field{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "session_end - session_start"},
 			func(s *s) float64 { return nsSeconds(s.End - s.Start) }),
-		always(EventField{Key: AttrEventPartial, Column: "partial", Brief: "it started before gpotel first saw it, or a host of its processes " +
+		always(Field{Key: AttrEventPartial, Column: "partial", Brief: "it started before gpotel first saw it, or a host of its processes " +
 			"was still silent when its event was written: its figures are a lower bound"},
 			func(s *s) *bool { return &s.Partial }),
-		always(EventField{Key: AttrEventSessionQueries, Column: "queries", Unit: "{query}", Brief: "queries gpotel saw it run"},
+		always(Field{Key: AttrEventSessionQueries, Column: "queries", Unit: "{query}", Brief: "queries gpotel saw it run"},
 			func(s *s) *int64 { return &s.Queries }),
 	)
-	t = append(t, counterFields(func(s *s) (*Counters, *uint32) { return &s.Totals, &s.Known })...)
+	t = append(t, counterFields(func(s *s) (*pipeline.Counters, *uint32) { return &s.Totals, &s.Known })...)
 	t = append(t,
-		always(EventField{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
+		always(Field{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
 			"processes together in one snapshot"},
 			func(s *s) *int64 { return &s.MemoryPeak }),
-		positive(EventField{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
+		positive(Field{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
 			"its queries held at once (Greenplum only)"},
 			func(s *s) *int64 { return &s.SpillMax }),
-		secondsAt(EventField{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
+		secondsAt(Field{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
 			func(s *s) *int64 { return &s.LockWait }),
-		positive(EventField{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(Field{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to it over every segment, where the server keeps it"},
 			func(s *s) *int64 { return &s.VmemPeak }),
 	)
@@ -331,7 +332,7 @@ func DecodeSessionEvent(attrs pcommon.Map) (EndedSession, error) { return sessio
 
 // FinishedQuery is one ended query's event.
 type FinishedQuery struct {
-	Session      SessionKey
+	Session      pipeline.SessionKey
 	Who          SessionWho
 	CommandCount int64 // 0: the server numbers none
 	Start, End   int64 // unix ns
@@ -343,19 +344,19 @@ type FinishedQuery struct {
 	Partial      bool
 	PartialCause PartialCause // why Partial
 	Text         *string      // only with queries::text
-	Totals       Counters
+	Totals       pipeline.Counters
 	Known        uint32 // the counters some process of it reported (bit per Figure)
-	Segments     []SegmentUse
-	Skew         SkewPair
-	Spill        *QuerySpill // nil: no Greenplum read saw it hold workfiles
-	LockWait     int64       // ns
-	LockBlocker  int64       // sess_id; 0: none seen
-	VmemPeak     int64       // bytes; 0: the server keeps no such figure
+	Segments     []pipeline.SegmentUse
+	Skew         pipeline.SkewPair
+	Spill        *pipeline.QuerySpill // nil: no Greenplum read saw it hold workfiles
+	LockWait     int64                // ns
+	LockBlocker  int64                // sess_id; 0: none seen
+	VmemPeak     int64                // bytes; 0: the server keeps no such figure
 }
 
 // EndedSession is one ended session's event.
 type EndedSession struct {
-	Session      SessionKey
+	Session      pipeline.SessionKey
 	Who          SessionWho
 	Start, End   int64 // unix ns
 	EndReason    string
@@ -364,7 +365,7 @@ type EndedSession struct {
 	Partial      bool
 	PartialCause PartialCause // why Partial
 	Queries      int64
-	Totals       Counters
+	Totals       pipeline.Counters
 	Known        uint32
 	MemoryPeak   int64 // bytes
 	SpillMax     int64 // bytes; 0: none seen
@@ -375,9 +376,9 @@ type EndedSession struct {
 // SessionWho is whose work a session's is, as pg_stat_activity last said.
 type SessionWho struct {
 	Database, User             string
-	Application, ClientAddress Null[string]
-	ClientPort                 Null[int64]
-	ResourceGroup              Null[string]
+	Application, ClientAddress pipeline.Null[string]
+	ClientPort                 pipeline.Null[int64]
+	ResourceGroup              pipeline.Null[string]
 }
 
 func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.Timestamp) plog.LogRecord {
@@ -390,7 +391,7 @@ func newEvent(lrs plog.LogRecordSlice, name string, at int64, observed pcommon.T
 }
 
 // segmentCPU sums the CPU of the coordinator's (segment -1) or the segments' entries.
-func segmentCPU(segs []SegmentUse, coordinator bool) int64 {
+func segmentCPU(segs []pipeline.SegmentUse, coordinator bool) int64 {
 	var ns int64
 	for _, u := range segs {
 		if (u.Segment == -1) == coordinator {
@@ -404,14 +405,14 @@ func segmentCPU(segs []SegmentUse, coordinator bool) int64 {
 // fields as resource attributes, no metrics (docs/pipeline.md, finished work).
 func AppendFinishedQuery(rms pmetric.ResourceMetricsSlice, q *FinishedQuery) {
 	attrs := rms.AppendEmpty().Resource().Attributes()
-	attrs.PutStr(AttrResourceKind, KindFinishedQuery.String())
+	attrs.PutStr(pipeline.AttrResourceKind, pipeline.KindFinishedQuery.String())
 	PutQueryEvent(attrs, q)
 }
 
 // AppendEndedSession appends s as an ended_session resource.
 func AppendEndedSession(rms pmetric.ResourceMetricsSlice, s *EndedSession) {
 	attrs := rms.AppendEmpty().Resource().Attributes()
-	attrs.PutStr(AttrResourceKind, KindEndedSession.String())
+	attrs.PutStr(pipeline.AttrResourceKind, pipeline.KindEndedSession.String())
 	PutSessionEvent(attrs, s)
 }
 
@@ -419,23 +420,23 @@ func AppendEndedSession(rms pmetric.ResourceMetricsSlice, s *EndedSession) {
 // resource carries as one log record of lrs; false for any other resource.
 func AppendEventOf(lrs plog.LogRecordSlice, res pcommon.Resource, observed pcommon.Timestamp) bool {
 	var name string
-	var end EventField
-	switch KindOf(res.Attributes()) {
-	case KindFinishedQuery:
+	var end Field
+	switch pipeline.KindOf(res.Attributes()) {
+	case pipeline.KindFinishedQuery:
 		name, end = EventQueryEnd, eventEnd(QueryEventFields, AttrEventQueryEnd)
-	case KindEndedSession:
+	case pipeline.KindEndedSession:
 		name, end = EventSessionEnd, eventEnd(SessionEventFields, AttrEventSessionEnd)
 	default:
 		return false
 	}
 	var at int64
-	if v, ok := EventValue(res.Attributes(), end); ok {
+	if v, ok := Value(res.Attributes(), end); ok {
 		at = v.(time.Time).UnixNano()
 	}
 	lr := newEvent(lrs, name, at, observed)
 	lr.Attributes().EnsureCapacity(res.Attributes().Len() - 1)
 	res.Attributes().Range(func(k string, v pcommon.Value) bool {
-		if k != AttrResourceKind {
+		if k != pipeline.AttrResourceKind {
 			v.CopyTo(lr.Attributes().PutEmpty(k))
 		}
 		return true
@@ -443,7 +444,7 @@ func AppendEventOf(lrs plog.LogRecordSlice, res pcommon.Resource, observed pcomm
 	return true
 }
 
-func eventEnd(fields []EventField, key string) EventField {
+func eventEnd(fields []Field, key string) Field {
 	for _, f := range fields {
 		if f.Key == key {
 			return f
