@@ -254,12 +254,6 @@ func (e *ClosingEncoder) encodeCgroup(rms pmetric.ResourceMetricsSlice, ts pcomm
 	w.emit(rms, e.scope, ra.m, false)
 }
 
-// The gpotel.cgroup.tasks.source values.
-const (
-	TasksSourceCgroupstats = "cgroupstats"
-	TasksSourceProcStat    = "proc_stat"
-)
-
 // PressureLine is one line of a pressure file.
 type PressureLine struct {
 	Resource, Kind string
@@ -283,12 +277,6 @@ func PressureLines(p *gpotelv1.Pressure) []PressureLine {
 	}
 	return out
 }
-
-// The gpotel.pressure.kind values.
-const (
-	PressureSome = "some"
-	PressureFull = "full"
-)
 
 func recordPressure(w *resourceWriter, p *gpotelv1.Pressure) {
 	for _, l := range PressureLines(p) {

@@ -26,3 +26,10 @@ type SegmentUse struct {
 	Segment            int32
 	CPU, Read, Written int64
 }
+
+// QuerySpill is a query's workfiles: held now (0 once it ended) and the
+// most held at once.
+type QuerySpill struct {
+	Bytes, Files       int64
+	MaxBytes, MaxFiles int64
+}

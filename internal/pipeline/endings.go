@@ -14,27 +14,6 @@ import (
 // (docs/pipeline.md, how it ended): the coordinator's log records of
 // failed statements and sessions, and the exits of the backends.
 
-// Attributes of an endings resource and its points.
-const (
-	// AttrLogReadThrough (resource, int unix ns): every record the host's
-	// server log held before this time is in this endings resource or an
-	// earlier one. Absent: the host's log is not read.
-	AttrLogReadThrough = "gpotel.log.read_through"
-	// AttrLogSeverity (point): ERROR, FATAL, PANIC, or LOG for a lost
-	// connection (SQLSTATE class 08); absent for an exit.
-	AttrLogSeverity = "gpotel.log.severity"
-	// AttrSQLState is the record's SQLSTATE (OpenTelemetry's database
-	// response status code).
-	AttrSQLState = "db.response.status_code"
-	// AttrLogMessage is the record's message, cut at MaxEndingMessage bytes.
-	AttrLogMessage = "gpotel.log.message"
-	// AttrProcessExitCode is the exit status of a backend that exited
-	// (exit(n)); absent when a signal killed it.
-	AttrProcessExitCode = "process.exit.code"
-	// AttrProcessExitSignal is the signal that killed a backend.
-	AttrProcessExitSignal = "gpotel.process.exit.signal"
-)
-
 // MaxEndingMessage bounds a log record's message as the endings carry it:
 // the server log is written by what a database user sends.
 const MaxEndingMessage = 512

@@ -42,62 +42,6 @@ type SegmentMemory struct {
 	Runaway        bool
 }
 
-// Data-point attributes of the Greenplum session figures.
-const (
-	AttrLockMode        = "gpotel.lock.mode"
-	AttrLockBlockerMode = "gpotel.lock.blocker.mode"
-)
-
-// Keys of gpotel.session.lock.wait's Metric.Metadata(): they name one wait
-// (a relation name a user chose, a transaction id, the blocking session),
-// so as data-point attributes every row-lock wait would start a series of
-// its own in a backend such as Prometheus. In the metadata they travel
-// with the point and identify nothing.
-const (
-	MetaLockObject           = "gpotel.lock.object"
-	MetaLockBlockerSessionID = "gpotel.lock.blocker.session.id"
-)
-
-// The Greenplum session metrics of the closing batch (receiver).
-const (
-	MetricSessionSpillSize   = "gpotel.session.spill.size"
-	MetricSessionSpillFiles  = "gpotel.session.spill.files"
-	MetricSessionLockWait    = "gpotel.session.lock.wait"
-	MetricSessionVmemUsage   = "gpotel.session.vmem.usage"
-	MetricSessionVmemRunaway = "gpotel.session.vmem.runaway"
-)
-
-// The Greenplum session metrics' descriptions, for the closing batch.
-var (
-	SessionSpillSize = &ClosingMetric{Name: MetricSessionSpillSize, Unit: "By", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
-		Description: "On Greenplum session resources: bytes of workfiles (spilled sorts, hashes) the session's command holds now on the segment (gp_toolkit.gp_workfile_usage_per_query), from the receiver's latest read of it."}
-	SessionSpillFiles = &ClosingMetric{Name: MetricSessionSpillFiles, Unit: "{file}", Attrs: []string{AttrSegmentID, AttrQueryCommandCount},
-		Description: "On Greenplum session resources: workfiles the session's command holds now on the segment."}
-	SessionLockWait = &ClosingMetric{Name: MetricSessionLockWait, Unit: "1",
-		Attrs:       []string{AttrSegmentID, AttrLockMode, AttrLockBlockerMode},
-		Description: "On session resources, only while the session waits for a lock: 1, with the mode it wants and the mode a session holding a conflicting lock holds (pg_locks, cluster-wide on Greenplum); Metric.Metadata() names the object and that session."}
-	SessionVmemUsage = &ClosingMetric{Name: MetricSessionVmemUsage, Unit: "By", Attrs: []string{AttrSegmentID},
-		Description: "On Greenplum session resources, where the server keeps it (GP6: gp_internal_tools' session_state.session_level_memory_consumption): the vmem Greenplum accounts to the session on the segment."}
-	SessionVmemRunaway = &ClosingMetric{Name: MetricSessionVmemRunaway, Unit: "1", Attrs: []string{AttrSegmentID},
-		Description: "On Greenplum session resources beside gpotel.session.vmem.usage: 1 when the server marked the session runaway on the segment (its red-zone cleaner will cancel it), else 0."}
-)
-
-// The query's workfiles (processor), from the Greenplum session figures:
-// held now, and the most held at once over its life as far as the reads saw.
-const (
-	MetricQuerySpillSize     = "gpotel.query.spill.size"
-	MetricQuerySpillFiles    = "gpotel.query.spill.files"
-	MetricQuerySpillSizeMax  = "gpotel.query.spill.size.max"
-	MetricQuerySpillFilesMax = "gpotel.query.spill.files.max"
-)
-
-// QuerySpill is a query's workfiles: held now (0 once it ended) and the
-// most held at once.
-type QuerySpill struct {
-	Bytes, Files       int64
-	MaxBytes, MaxFiles int64
-}
-
 // intAttrs are the data-point attributes that are integers (the others
 // of closing-batch metrics are strings), as PointAttributes declare them.
 var intAttrs = func() map[string]bool {

@@ -12,42 +12,6 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
-// ClosingMetric describes a metric of the snapshot, session, host and
-// cgroup resources the receiver writes in a snapshot's closing batch.
-type ClosingMetric struct {
-	Name, Unit, Description string
-	Sum, Double             bool     // a cumulative monotonic sum; a double
-	Attrs                   []string // its data-point attributes, in order
-}
-
-// The closing batch's metrics (docs/pipeline.md, snapshot, session, host and cgroup resources).
-var (
-	HostUp = &ClosingMetric{Name: MetricHostUp, Unit: "1", Attrs: []string{AttrHostName},
-		Description: "1 when the host's agent answered every call of this scrape and every process batch of that host was accepted downstream, 0 otherwise. On the snapshot resource. A host at 0 did not answer, so its processes are unknown this time, not exited."}
-	HostProcesses = &ClosingMetric{Name: MetricHostProcesses, Unit: "{process}", Attrs: []string{AttrHostName},
-		Description: "Processes the receiver asked that host about in this scrape. On the snapshot resource."}
-	HostCPUs = &ClosingMetric{Name: MetricHostCPUs, Unit: "{cpu}", Attrs: []string{AttrHostName},
-		Description: "CPUs the host's kernel had online when its agent answered in this scrape: what its processes can use at most. On the snapshot resource; absent for a host whose agent did not say."}
-	SessionInfo = &ClosingMetric{Name: MetricSessionInfo, Unit: "1",
-		Description: "Always 1, on each session resource. Metric.Metadata() carries the volatile pg_stat_activity state (state, query, wait event, timestamps, ...); see docs/pipeline.md."}
-	SessionCgroupPressure = &ClosingMetric{Name: MetricSessionCgroupPress, Unit: "1", Double: true,
-		Attrs:       []string{AttrCgroupName, AttrPressureResource, AttrPressureKind},
-		Description: "On session resources: for each cgroup v2 group the session's processes run in, the largest 10-second stall share (avg10 / 100) over the hosts where they run there."}
-	PressureStallTime = &ClosingMetric{Name: MetricPressureStallTime, Unit: "s", Sum: true, Double: true,
-		Attrs:       []string{AttrPressureResource, AttrPressureKind},
-		Description: "Cumulative stall time (pressure file total, microseconds, divided by 1e6). On host and cgroup v2 cgroup resources."}
-	PressureStallRatio = &ClosingMetric{Name: MetricPressureStallRatio, Unit: "1", Double: true,
-		Attrs:       []string{AttrPressureResource, AttrPressureKind, AttrPressureWindow},
-		Description: "Share of wall time tasks stalled for the resource, the kernel's running average (avg10, avg60, avg300 divided by 100). On host and cgroup v2 cgroup resources."}
-	CgroupTasks = &ClosingMetric{Name: MetricCgroupTasks, Unit: "{task}", Attrs: []string{AttrTaskState},
-		Description: "Tasks of the group by state. On cgroup resources."}
-)
-
-// ClosingMetrics lists them.
-var ClosingMetrics = []*ClosingMetric{HostUp, HostProcesses, HostCPUs, SessionInfo, SessionCgroupPressure,
-	SessionSpillSize, SessionSpillFiles, SessionLockWait, SessionVmemUsage, SessionVmemRunaway,
-	PressureStallTime, PressureStallRatio, CgroupTasks}
-
 // resourceWriter collects one resource's points of closing-batch metrics
 // and writes them as mdatagen's builder does: a switched-off attribute is
 // dropped and the points it told apart merge; the metrics in name order.
