@@ -12,6 +12,7 @@ import (
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // queryKey names the query a rule fires on: the session and its running
@@ -87,7 +88,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 		switch pipeline.KindOf(attrs) {
 		case pipeline.KindSnapshot:
 			ok = true
-			h := pipeline.DecodeSnapshot(rm)
+			h := snapshot.DecodeSnapshot(rm)
 			v.time, v.host = h.Time.AsTime().UTC(), h.Coordinator
 			if d, found := attrs.Get(pipeline.AttrDialect); found {
 				v.dialect = d.AsString()
@@ -96,7 +97,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 			if r.needs&decodeHosts == 0 {
 				continue
 			}
-			name, lines := pipeline.DecodeHostPressure(rm)
+			name, lines := snapshot.DecodeHostPressure(rm)
 			var p hostPressure
 			for _, l := range lines {
 				if l.GetKind() != pipeline.PressureSome {
@@ -138,7 +139,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 // one the snapshot does not name well enough to act on (no backend pid or
 // backend_start).
 func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
-	h, st, _, hasInfo, ok := pipeline.DecodeSession(rm)
+	h, st, _, hasInfo, ok := snapshot.DecodeSession(rm)
 	if !ok || !hasInfo || h.System || h.Own || h.PID <= 0 || !st.BackendStart.Valid {
 		return
 	}
@@ -167,7 +168,7 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 		readSessionFigures(t, figs)
 	}
 	if r.needs&decodeGreenplum != 0 {
-		gp := pipeline.DecodeGreenplum(rm)
+		gp := snapshot.DecodeGreenplum(rm)
 		if bytes, _, found := gp.VmemTotal(); found {
 			t.set(sessionVmem, float64(bytes))
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // batch is one ConsumeMetrics call decoded once, in the words of the
@@ -19,7 +20,7 @@ import (
 type batch struct {
 	// snapshots are the headers of the snapshot resources, in order (a
 	// batch that closes a snapshot has one).
-	snapshots []pipeline.SnapshotHeader
+	snapshots []snapshot.SnapshotHeader
 	// tops are the first snapshot resource's host figures; nil without one.
 	tops *output.HostTops
 
@@ -71,7 +72,7 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 		rm := rms.At(i)
 		switch kind := pipeline.KindOf(rm.Resource().Attributes()); kind {
 		case pipeline.KindSnapshot:
-			h := pipeline.DecodeSnapshot(rm)
+			h := snapshot.DecodeSnapshot(rm)
 			b.snapshots = append(b.snapshots, h)
 			b.pressure.Closing, b.pressure.Time = true, h.Time
 			if b.tops == nil {
@@ -102,10 +103,10 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 				b.readEvent(kind, rm)
 			}
 		case pipeline.KindHost:
-			host, figures := pipeline.DecodeHostPressure(rm)
+			host, figures := snapshot.DecodeHostPressure(rm)
 			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Figures: figures})
 		case pipeline.KindCgroup:
-			host, g := pipeline.DecodeCgroup(rm)
+			host, g := snapshot.DecodeCgroup(rm)
 			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Group: g})
 		}
 	}

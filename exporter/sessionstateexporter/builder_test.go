@@ -13,6 +13,7 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // testFigures are one window's session figures as the processor emits them.
@@ -54,8 +55,8 @@ type testSession struct {
 	other           *testFigures // another window the exporter must ignore
 	memory          testMemory
 	processes, host int64
-	pressure        []pipeline.GroupPressure // its groups' pressure (avg10 in percent)
-	greenplum       *pipeline.GreenplumSession
+	pressure        []snapshot.GroupPressure // its groups' pressure (avg10 in percent)
+	greenplum       *snapshot.GreenplumSession
 	// unreported are the counters none of its processes reported (bit
 	// per Figure): the processor leaves them out.
 	unreported uint32
@@ -75,14 +76,14 @@ const (
 // processor never writes, for the exporter's tests of it.
 func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 	ts := pcommon.NewTimestampFromTime(at)
-	md := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+	md := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 		Time: at, TmID: testTmID, Dialect: "gp6", Coordinator: testCoordinator,
-		Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}},
+		Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}},
 	})
 	for _, s := range sessions {
-		one := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+		one := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 			Time: at, TmID: s.tmID, Coordinator: testCoordinator,
-			Sessions: []pipeline.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
+			Sessions: []snapshot.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
 				State: stateOf(s.meta), CgroupPressure: s.pressure, Greenplum: s.greenplum}},
 		})
 		rm := one.ResourceMetrics().At(1) // after its snapshot resource
@@ -114,8 +115,8 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 }
 
 // stateOf turns a test's Metadata map into the contract's session state.
-func stateOf(meta map[string]any) pipeline.SessionState {
-	var st pipeline.SessionState
+func stateOf(meta map[string]any) snapshot.SessionState {
+	var st snapshot.SessionState
 	str := map[string]*pipeline.Null[string]{
 		pipeline.MetaApplicationName: &st.ApplicationName, pipeline.MetaClientAddr: &st.ClientAddr,
 		pipeline.MetaClientHostname: &st.ClientHostname, pipeline.MetaState: &st.State, pipeline.MetaWaitingReason: &st.WaitingReason,

@@ -35,6 +35,7 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -951,7 +952,7 @@ func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
 	cancelled := sessionRunsThenIdles(t0.Add(time.Minute), start, end, 13)
-	cancelled.Endings = []pipeline.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []pipeline.Ending{{
+	cancelled.Endings = []snapshot.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []snapshot.Ending{{
 		Session: 7, PID: 7007, Time: end.UnixNano(), Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}}}}
 	feed(cancelled)
 	for m := 2; m <= 3; m++ {

@@ -91,3 +91,11 @@ func TestEveryStatFieldIsNamedAfterItsProtoField(t *testing.T) {
 
 // isCounter tells the cumulative counters from the gauges.
 func isCounter(f Figure) bool { return int(f) < NumCounters }
+
+// An exit record with no user or system samples puts all its run time in
+// user, as the kernel does.
+func TestExitCPUWithoutSamplesIsAllUser(t *testing.T) {
+	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
+		t.Errorf("no samples: %v/%v ns, want all user as the kernel does", u, s)
+	}
+}

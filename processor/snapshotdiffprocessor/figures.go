@@ -9,6 +9,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -46,7 +47,7 @@ type figures struct {
 	segments      *segmentFigures
 	// carried are the processes the store carried unchanged, by host, as
 	// last sighted (emit_process_metrics on).
-	carried [][]pipeline.ProcessSample
+	carried [][]snapshot.ProcessSample
 }
 
 // sessionFigures is one session's view of figures.

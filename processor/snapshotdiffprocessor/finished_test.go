@@ -18,6 +18,7 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // finishedWork is the finished_query and ended_session resources of one output.
@@ -312,7 +313,7 @@ func TestQueryEventCountsLockWaits(t *testing.T) {
 	waiting := func(sec float64) pipelinetest.Snapshot {
 		s := querySnap(sec, running(0), nil, backend(0))
 		s.Sessions[0].Waiting = true
-		s.Sessions[0].Greenplum = &pipeline.GreenplumSession{Wait: &pipeline.LockWait{Blocker: 99, Mode: "AccessShareLock"}}
+		s.Sessions[0].Greenplum = &snapshot.GreenplumSession{Wait: &snapshot.LockWait{Blocker: 99, Mode: "AccessShareLock"}}
 		return s
 	}
 	ev := feedEach(t, p, sink, querySnap(0, running(0), nil, backend(0)), waiting(1), waiting(2),

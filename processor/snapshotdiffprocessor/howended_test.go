@@ -9,28 +9,28 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // logged is a coordinator log record of session 7's head at sec.
-func logged(sec float64, severity, sqlstate, message string) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Severity: severity, SQLState: sqlstate, Message: message}
+func logged(sec float64, severity, sqlstate, message string) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Severity: severity, SQLState: sqlstate, Message: message}
 }
 
 // exited is the exit of session 7's head at sec with code (or signal).
-func exited(sec float64, code, signal int64) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Exited: true, ExitCode: code, Signal: signal}
+func exited(sec float64, code, signal int64) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Exited: true, ExitCode: code, Signal: signal}
 }
 
 // withEndings adds mdw's endings, its log read through readSec (0: not read).
-func withEndings(s pipelinetest.Snapshot, readSec float64, es ...pipeline.Ending) pipelinetest.Snapshot {
-	h := pipeline.HostEndings{Host: "mdw", Endings: es}
+func withEndings(s pipelinetest.Snapshot, readSec float64, es ...snapshot.Ending) pipelinetest.Snapshot {
+	h := snapshot.HostEndings{Host: "mdw", Endings: es}
 	if readSec > 0 {
 		h.LogReadThrough = at(readSec).UnixNano()
 	}
-	s.Endings = []pipeline.HostEndings{h}
+	s.Endings = []snapshot.HostEndings{h}
 	return s
 }
 
@@ -52,7 +52,7 @@ func endOf(t *testing.T, then ...pipelinetest.Snapshot) (events.FinishedQuery, e
 func TestLoggedFailureGivesTheStatusAndSQLState(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
-		record          pipeline.Ending
+		record          snapshot.Ending
 		status, reason  string
 		sessionEndsWith string
 	}{
@@ -121,16 +121,16 @@ func TestCleanExitAfterTheStatementMeansItCompleted(t *testing.T) {
 func TestSessionEndReasonFromTheServer(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		endings []pipeline.Ending
+		endings []snapshot.Ending
 		query   string
 		session string
 	}{
-		{"terminated while idle", []pipeline.Ending{logged(1.8, "FATAL", "57P01", "terminating connection due to administrator command"), exited(1.8, 1, 0)},
+		{"terminated while idle", []snapshot.Ending{logged(1.8, "FATAL", "57P01", "terminating connection due to administrator command"), exited(1.8, 1, 0)},
 			events.QueryCompleted, events.SessionTerminated},
 		// Exit code 2: told to quit at once.
-		{"crash of another backend", []pipeline.Ending{exited(1.8, 2, 0)}, events.QueryCompleted, events.SessionServerShutdown},
-		{"killed", []pipeline.Ending{exited(1.8, 0, 9)}, events.QueryCompleted, events.SessionTerminated},
-		{"connection reset while idle", []pipeline.Ending{logged(1.8, "LOG", "08006", "could not receive data from client: Connection reset by peer"), exited(1.8, 0, 0)},
+		{"crash of another backend", []snapshot.Ending{exited(1.8, 2, 0)}, events.QueryCompleted, events.SessionServerShutdown},
+		{"killed", []snapshot.Ending{exited(1.8, 0, 9)}, events.QueryCompleted, events.SessionTerminated},
+		{"connection reset while idle", []snapshot.Ending{logged(1.8, "LOG", "08006", "could not receive data from client: Connection reset by peer"), exited(1.8, 0, 0)},
 			events.QueryCompleted, events.SessionConnectionLost},
 		{"nothing tells", nil, events.QueryCompleted, events.SessionEndUnknown},
 	} {
@@ -203,7 +203,7 @@ func TestMessageIsBounded(t *testing.T) {
 		long[i] = 'x'
 	}
 	q, _ := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2, logged(1.4995, "ERROR", "P0001", string(long))))
-	assert.LessOrEqual(t, len(q.ErrorMessage), pipeline.MaxEndingMessage)
+	assert.LessOrEqual(t, len(q.ErrorMessage), snapshot.MaxEndingMessage)
 	assert.Contains(t, q.ErrorMessage, "…", "a cut message says so")
 }
 
@@ -246,7 +246,7 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 // say unknown.
 func TestSessionEventWaitsForItsBackendsExit(t *testing.T) {
 	p, sink := newTestProcessor(t, queryConfig())
-	other := pipeline.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
+	other := snapshot.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
 	ev := feedEach(t, p, sink,
 		withEndings(querySnap(0, running(0), nil, backend(0)), 0, other),
 		withEndings(querySnap(1, running(0), nil, backend(1)), 1),

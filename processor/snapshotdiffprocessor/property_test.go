@@ -21,6 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // truthProcess is one process of the ground-truth timeline: its counters at
@@ -466,12 +467,12 @@ func randomSessions(rng *rand.Rand, times []float64) [][]pipelinetest.Session {
 			}
 			cur.Greenplum = nil
 			if cur.State == "active" && rng.Float64() < 0.5 {
-				cur.Greenplum = &pipeline.GreenplumSession{
-					Spill:  []pipeline.Spill{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30), Files: 1 + rng.Int63n(8)}},
-					Memory: []pipeline.SegmentMemory{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30)}},
+				cur.Greenplum = &snapshot.GreenplumSession{
+					Spill:  []snapshot.Spill{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30), Files: 1 + rng.Int63n(8)}},
+					Memory: []snapshot.SegmentMemory{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30)}},
 				}
 				if rng.Float64() < 0.3 {
-					cur.Greenplum.Wait = &pipeline.LockWait{Segment: -1, Mode: "ShareLock", Object: "public.t", Blocker: 1 + id%4, BlockerMode: "ExclusiveLock"}
+					cur.Greenplum.Wait = &snapshot.LockWait{Segment: -1, Mode: "ShareLock", Object: "public.t", Blocker: 1 + id%4, BlockerMode: "ExclusiveLock"}
 				}
 			}
 			out[k] = append(out[k], *cur)

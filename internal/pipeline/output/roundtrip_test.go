@@ -18,6 +18,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -47,8 +48,8 @@ func figureValues(seed []byte) [pipeline.NumFigures]int64 {
 }
 
 // processOf is a process that read every figure, with these values.
-func processOf(v [pipeline.NumFigures]int64) pipeline.Process {
-	p := pipeline.Process{PID: 4242, CreationTime: time.Unix(1_700_000_000, 123).UTC(), HasStat: true}
+func processOf(v [pipeline.NumFigures]int64) snapshot.Process {
+	p := snapshot.Process{PID: 4242, CreationTime: time.Unix(1_700_000_000, 123).UTC(), HasStat: true}
 	for f := range pipeline.NumFigures {
 		p.Set(f, float64(v[f])/1e9, v[f])
 	}
@@ -62,16 +63,16 @@ func checkRoundTrip(t *testing.T, v [pipeline.NumFigures]int64) {
 	t.Helper()
 	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
 	md := pmetric.NewMetrics()
-	batch := pipeline.ProcessBatch{Time: ts, TmID: 7, Host: "sdw1", Kind: pipeline.KindProcess,
-		Entries: []pipeline.ProcessEntry{{Session: 42, Segment: 3, BackendType: "client backend", Process: processOf(v)}}}
-	if n, _ := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}).Append(md.ResourceMetrics(), &batch, nil); n != 1 {
+	batch := snapshot.ProcessBatch{Time: ts, TmID: 7, Host: "sdw1", Kind: pipeline.KindProcess,
+		Entries: []snapshot.ProcessEntry{{Session: 42, Segment: 3, BackendType: "client backend", Process: processOf(v)}}}
+	if n, _ := snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}).Append(md.ResourceMetrics(), &batch, nil); n != 1 {
 		t.Fatalf("%d processes written, want 1", n)
 	}
-	b := pipeline.ReadBatch(md)
-	if b.Kind != pipeline.BatchProcesses {
+	b := snapshot.ReadBatch(md)
+	if b.Kind != snapshot.BatchProcesses {
 		t.Fatalf("a process batch framed as %d", b.Kind)
 	}
-	var d pipeline.ProcessDecoder
+	var d snapshot.ProcessDecoder
 	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time)
 	if d.Err != nil || len(d.Samples) != 1 {
 		t.Fatalf("decoded %d samples, error %v", len(d.Samples), d.Err)
@@ -220,13 +221,13 @@ func TestCountersNoProcessReportedAreAbsent(t *testing.T) {
 // reads as absent.
 func TestHostCPUsRoundTrip(t *testing.T) {
 	at := time.Date(2026, 11, 26, 3, 0, 0, 0, time.UTC)
-	c := pipeline.Closing{Time: at, TmID: 1, Coordinator: "mdw", Hosts: []pipeline.HostAnswer{
+	c := snapshot.Closing{Time: at, TmID: 1, Coordinator: "mdw", Hosts: []snapshot.HostAnswer{
 		{Host: "sdw1", Up: true, CPUs: 64},
 		{Host: "sdw2", Up: true},
 	}}
-	md := pipeline.NewClosingEncoder(pipeline.Scope{}, at, pipeline.Switches{}).Encode(&c)
+	md := snapshot.NewClosingEncoder(snapshot.Scope{}, at, snapshot.Switches{}).Encode(&c)
 	rm := md.ResourceMetrics().At(0)
-	h := pipeline.DecodeSnapshot(rm)
+	h := snapshot.DecodeSnapshot(rm)
 	require.Len(t, h.Hosts, 2)
 	assert.Equal(t, uint32(64), h.Hosts[0].CPUs)
 	assert.Zero(t, h.Hosts[1].CPUs)
@@ -243,7 +244,7 @@ func TestHostCPUsRoundTrip(t *testing.T) {
 				ms.At(i).Gauge().DataPoints().At(0).SetIntValue(hostile)
 			}
 		}
-		assert.Zero(t, pipeline.DecodeSnapshot(rm).Hosts[0].CPUs, hostile)
+		assert.Zero(t, snapshot.DecodeSnapshot(rm).Hosts[0].CPUs, hostile)
 		assert.Nil(t, DecodeHostTops(rm).Hosts["sdw1"].Cpus, hostile)
 	}
 }

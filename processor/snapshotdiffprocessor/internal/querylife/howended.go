@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // How a query or a session ended comes from the server (docs/pipeline.md,
@@ -97,7 +97,7 @@ func pick[T any](cond bool, yes, no T) T {
 // command count must be q's by the numbering rule (countOf); ambiguous
 // tells a failure in q's time that the rule can neither give to q nor rule
 // out (a later statement's, or one of q's functions').
-func (says *serverSays) recordWithin(q *query) (rec *pipeline.Ending, ambiguous bool) {
+func (says *serverSays) recordWithin(q *query) (rec *snapshot.Ending, ambiguous bool) {
 	lo, hi := q.start-logSlack, int64(1<<63-1)
 	switch q.seen {
 	case seenIdle, seenAborted:
@@ -165,7 +165,7 @@ func nextCommandCount(n int64) int64 {
 // endsAStatement tells a record that ends the statement it is logged in:
 // an ERROR, FATAL or PANIC, or a lost connection (class 08, which the
 // server logs at LOG as the client cannot hear it).
-func endsAStatement(r *pipeline.Ending) bool {
+func endsAStatement(r *snapshot.Ending) bool {
 	switch r.Severity {
 	case "ERROR", "FATAL", "PANIC":
 		return true
@@ -176,7 +176,7 @@ func endsAStatement(r *pipeline.Ending) bool {
 // statusOf maps a failure's SQLSTATE to a query status: 57014 cancelled
 // (why, from the message), 08xxx client_lost, 57P01-57P05 and any other
 // FATAL or PANIC terminated, the rest error.
-func statusOf(r *pipeline.Ending) (status, cancelReason string) {
+func statusOf(r *snapshot.Ending) (status, cancelReason string) {
 	switch {
 	case r.SQLState == "57014":
 		return events.QueryCancelled, cancelReasonOf(r.Message)
@@ -209,7 +209,7 @@ func cancelReasonOf(msg string) string {
 // time, else the record's, else gone (the first snapshot without it).
 func judgeSession(says *serverSays, gone int64) verdict {
 	v := verdict{status: events.SessionEndUnknown, end: gone}
-	var fatal, lost *pipeline.Ending
+	var fatal, lost *snapshot.Ending
 	for i := range says.logged {
 		switch r := &says.logged[i]; {
 		case r.Severity == "FATAL" || r.Severity == "PANIC":

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Greenplum logs a statement's failure at the command count its title
@@ -19,7 +19,7 @@ func TestRecordOfAnEarlierCommandIsNotTheQuerys(t *testing.T) {
 	q := &query{start: ns(0), end: ns(1.5), seen: seenIdle, ccnt: 5}
 	earlier := logged(1.4995, "ERROR", "42703", "column t1.b does not exist")
 	earlier.CommandCount = 4
-	says := &serverSays{logged: []pipeline.Ending{earlier}}
+	says := &serverSays{logged: []snapshot.Ending{earlier}}
 	assert.Equal(t, events.QueryCompleted, judgeQuery(q, says, logCovers).status)
 	for _, cmd := range []int64{5, 6} {
 		says.logged[0].CommandCount = cmd
@@ -38,7 +38,7 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 	record := func(cmd int64, sqlstate string) *serverSays {
 		r := logged(1.4, "ERROR", sqlstate, "its message")
 		r.CommandCount = cmd
-		return &serverSays{logged: []pipeline.Ending{r}}
+		return &serverSays{logged: []snapshot.Ending{r}}
 	}
 	idleAfter := func(running, idle int64) *query {
 		return &query{start: ns(0), end: ns(1.5), seen: seenIdle, ccnt: running, lastCcnt: idle}
@@ -80,7 +80,7 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 		q := &query{start: ns(0), seen: sessionLeft, ccnt: 1}
 		says := record(tc.cmd, tc.sqlstate)
 		says.logged[0].Message = tc.message
-		says.exit = &pipeline.Ending{Exited: true, Time: ns(1.8)}
+		says.exit = &snapshot.Ending{Exited: true, Time: ns(1.8)}
 		assert.Equal(t, tc.want, judgeQuery(q, says, logCovers).status, "seen running as cmd1, a record at cmd%d", tc.cmd)
 	}
 }

@@ -6,6 +6,7 @@ package querylife
 import (
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Activity is what a session resource's gpotel.session.info says about the
@@ -24,7 +25,7 @@ type Activity struct {
 	Who          events.SessionWho
 	// Spill is the workfiles the session's commands hold now (Greenplum),
 	// from the receiver's latest read; nil without one.
-	Spill []pipeline.Spill
+	Spill []snapshot.Spill
 	// Blocker is the session holding the lock it waits for; 0: none known.
 	Blocker int64
 	// Vmem is Greenplum's vmem account of the session over every segment; 0: none.
@@ -33,7 +34,7 @@ type Activity struct {
 
 // HostEndings are the endings of one endings resource.
 type HostEndings struct {
-	pipeline.HostEndings
+	snapshot.HostEndings
 	TmID int64
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // The tracker is driven here without the processor's store: each snapshot
@@ -50,7 +51,7 @@ func executor(ccnt int64, cpu float64) proc {
 type seen struct {
 	acts    map[pipeline.SessionKey]Activity
 	procs   []proc
-	endings []pipeline.Ending
+	endings []snapshot.Ending
 	// logThrough: mdw's log has been read through it (s); 0: not read.
 	logThrough float64
 }
@@ -85,7 +86,7 @@ func (w *world) at(sec float64, s seen) Work {
 	in := &Snapshot{Seq: w.seq, Time: ns(sec), Prev: w.prev, Activities: s.acts, Hosts: hosts,
 		Processes: &fakeProcesses{w: w, now: ns(sec), procs: s.procs}}
 	if len(s.endings) > 0 || s.logThrough > 0 {
-		in.Endings = []HostEndings{{HostEndings: pipeline.HostEndings{Host: "mdw", Endings: s.endings, LogReadThrough: ns(s.logThrough)}}}
+		in.Endings = []HostEndings{{HostEndings: snapshot.HostEndings{Host: "mdw", Endings: s.endings, LogReadThrough: ns(s.logThrough)}}}
 	}
 	w.prev = in.Time
 	out := w.tr.Update(in)
@@ -149,26 +150,26 @@ func idle(start, end float64) map[pipeline.SessionKey]Activity {
 var gone = map[pipeline.SessionKey]Activity{}
 
 // logged is a log record of session 7's head at sec.
-func logged(sec float64, severity, sqlstate, message string) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: headPID, Time: ns(sec), Severity: severity, SQLState: sqlstate, Message: message}
+func logged(sec float64, severity, sqlstate, message string) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: headPID, Time: ns(sec), Severity: severity, SQLState: sqlstate, Message: message}
 }
 
 // exited is the exit of session 7's head at sec with code (or signal).
-func exited(sec float64, code, signal int64) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: headPID, Time: ns(sec), Exited: true, ExitCode: code, Signal: signal}
+func exited(sec float64, code, signal int64) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: headPID, Time: ns(sec), Exited: true, ExitCode: code, Signal: signal}
 }
 
 // ranAndWentIdle runs session 7's statement from 1 s (seen at 1 and 2),
 // idle from 2.5 s (seen at 3) with the given endings heard at 3, then
 // gone at 4 and 5 with its log read through each snapshot's time.
-func ranAndWentIdle(t *testing.T, endings ...pipeline.Ending) *world {
+func ranAndWentIdle(t *testing.T, endings ...snapshot.Ending) *world {
 	t.Helper()
 	w := newWorld()
 	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}})
 	w.at(2, seen{acts: running(1), procs: []proc{head(0, 1)}})
 	w.at(3, seen{acts: idle(1, 2.5), procs: []proc{head(0, 0.5)}, endings: endings, logThrough: 3})
 	w.at(4, seen{acts: gone, logThrough: 4})
-	w.at(5, seen{acts: gone, logThrough: 5, endings: []pipeline.Ending{exited(4.5, 0, 0)}})
+	w.at(5, seen{acts: gone, logThrough: 5, endings: []snapshot.Ending{exited(4.5, 0, 0)}})
 	w.at(6, seen{acts: gone, logThrough: 6})
 	require.Len(t, w.work.Finished, 1, "one event for the query")
 	require.Len(t, w.work.Ended, 1, "one event for the session")
@@ -209,7 +210,7 @@ func TestKilledBackendTerminatesItsRunningQueryAndItsSession(t *testing.T) {
 	w := newWorld()
 	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}})
 	w.at(2, seen{acts: running(1), procs: []proc{head(0, 1)}})
-	w.at(3, seen{acts: gone, endings: []pipeline.Ending{exited(2.7, 0, 9)}})
+	w.at(3, seen{acts: gone, endings: []snapshot.Ending{exited(2.7, 0, 9)}})
 	w.at(4, seen{acts: gone})
 	require.Len(t, w.work.Finished, 1)
 	require.Len(t, w.work.Ended, 1)
@@ -223,12 +224,12 @@ func TestKilledBackendTerminatesItsRunningQueryAndItsSession(t *testing.T) {
 // it: a backend leaves pg_stat_activity before it exits.
 func TestSessionGoneWaitsForItsBackendsExit(t *testing.T) {
 	w := newWorld()
-	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}, endings: []pipeline.Ending{{Session: 99, PID: 5, Exited: true}}})
+	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}, endings: []snapshot.Ending{{Session: 99, PID: 5, Exited: true}}})
 	w.at(2, seen{acts: idle(1, 1.5), procs: []proc{head(0, 0)}})
 	w.at(3, seen{acts: gone})
 	w.at(4, seen{acts: gone})
 	assert.Empty(t, w.work.Ended, "no event before its exit is heard")
-	w.at(5, seen{acts: gone, endings: []pipeline.Ending{exited(2.9, 0, 0)}})
+	w.at(5, seen{acts: gone, endings: []snapshot.Ending{exited(2.9, 0, 0)}})
 	require.Len(t, w.work.Ended, 1)
 	assert.Equal(t, events.SessionClientDisconnect, w.work.Ended[0].EndReason)
 }

@@ -1,12 +1,13 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -27,7 +28,7 @@ func TestHostReadDelayRoundTrips(t *testing.T) {
 
 	ms := md.ResourceMetrics().At(0).ScopeMetrics().At(0).Metrics()
 	for i := range ms.Len() {
-		if ms.At(i).Name() == MetricHostReadDelay {
+		if ms.At(i).Name() == pipeline.MetricHostReadDelay {
 			ms.At(i).Gauge().DataPoints().At(0).SetDoubleValue(-1)
 		}
 	}

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"slices"
@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -113,16 +114,16 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 
 	w := newResourceWriter(sw, e.start, ts)
 	for _, h := range c.Hosts {
-		w.record(HostUp, BoolInt(h.Up), 0, h.Host)
-		w.record(HostProcesses, h.Processes, 0, h.Host)
+		w.record(pipeline.HostUp, pipeline.BoolInt(h.Up), 0, h.Host)
+		w.record(pipeline.HostProcesses, h.Processes, 0, h.Host)
 		if h.CPUs > 0 {
-			w.record(HostCPUs, int64(h.CPUs), 0, h.Host)
+			w.record(pipeline.HostCPUs, int64(h.CPUs), 0, h.Host)
 		}
 	}
-	ra := newResourceAttrs(sw, KindSnapshot)
-	ra.int(AttrTmID, c.TmID)
-	ra.str(AttrDialect, c.Dialect)
-	ra.str(AttrHostName, c.Coordinator)
+	ra := newResourceAttrs(sw, pipeline.KindSnapshot)
+	ra.int(pipeline.AttrTmID, c.TmID)
+	ra.str(pipeline.AttrDialect, c.Dialect)
+	ra.str(pipeline.AttrHostName, c.Coordinator)
 	// Exactly one per snapshot (rule 2), with or without hosts asked.
 	w.emit(rms, e.scope, ra.m, true)
 	if rms.Len() > 0 {
@@ -133,9 +134,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		if r.Pressure != nil {
 			w := newResourceWriter(sw, e.start, ts)
 			recordPressure(w, r.Pressure)
-			ra := newResourceAttrs(sw, KindHost)
-			ra.int(AttrTmID, c.TmID)
-			ra.str(AttrHostName, r.Host)
+			ra := newResourceAttrs(sw, pipeline.KindHost)
+			ra.int(pipeline.AttrTmID, c.TmID)
+			ra.str(pipeline.AttrHostName, r.Host)
 			w.emit(rms, e.scope, ra.m, false)
 		}
 		for _, cg := range r.Groups {
@@ -146,29 +147,29 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 	for i := range c.Sessions {
 		s := &c.Sessions[i]
 		w := newResourceWriter(sw, e.start, ts)
-		w.record(SessionInfo, 1, 0)
-		s.State.put(w.metadata(SessionInfo))
+		w.record(pipeline.SessionInfo, 1, 0)
+		s.State.put(w.metadata(pipeline.SessionInfo))
 		for _, p := range s.CgroupPressure {
-			w.record(SessionCgroupPressure, 0, kernelunits.PercentToRatio(p.Avg10), p.Name, p.Resource, p.Kind)
+			w.record(pipeline.SessionCgroupPressure, 0, kernelunits.PercentToRatio(p.Avg10), p.Name, p.Resource, p.Kind)
 		}
 		if s.Greenplum != nil {
 			e.encodeGreenplum(w, s.Greenplum)
 		}
-		ra := newResourceAttrs(sw, KindSession)
-		ra.int(AttrTmID, c.TmID)
-		ra.int(AttrSessionID, s.ID)
-		ra.int(AttrSessionPID, s.PID)
-		ra.bool(AttrSessionSystem, s.System)
+		ra := newResourceAttrs(sw, pipeline.KindSession)
+		ra.int(pipeline.AttrTmID, c.TmID)
+		ra.int(pipeline.AttrSessionID, s.ID)
+		ra.int(pipeline.AttrSessionPID, s.PID)
+		ra.bool(pipeline.AttrSessionSystem, s.System)
 		if s.Own {
-			ra.bool(AttrSessionOwn, true)
+			ra.bool(pipeline.AttrSessionOwn, true)
 		}
 		if s.Database != nil {
-			ra.str(AttrDBNamespace, *s.Database)
+			ra.str(pipeline.AttrDBNamespace, *s.Database)
 		}
 		if s.User != nil {
-			ra.str(AttrSessionUser, *s.User)
+			ra.str(pipeline.AttrSessionUser, *s.User)
 		}
-		ra.str(AttrHostName, c.Coordinator)
+		ra.str(pipeline.AttrHostName, c.Coordinator)
 		w.emit(rms, e.scope, ra.m, false)
 	}
 	for i := range c.Departed {
@@ -185,7 +186,7 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 	}
 	ms := rm.ScopeMetrics().At(0).Metrics()
 	if slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.ReadDelay > 0 }) {
-		delays := appendMetric(ms, MetricHostReadDelay, "How long after the snapshot time the host's last answer came: its processes were read no later "+
+		delays := appendMetric(ms, pipeline.MetricHostReadDelay, "How long after the snapshot time the host's last answer came: its processes were read no later "+
 			"than that (docs/pipeline.md, query figures).", "s", false)
 		for _, h := range hosts {
 			if h.ReadDelay > 0 {
@@ -193,16 +194,16 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 				dp.SetStartTimestamp(start)
 				dp.SetTimestamp(ts)
 				dp.SetDoubleValue(float64(h.ReadDelay) / 1e9)
-				dp.Attributes().PutStr(AttrHostName, h.Host)
+				dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
 			}
 		}
 	}
 	if !slices.ContainsFunc(hosts, func(h HostAnswer) bool { return h.Batches > 0 }) {
 		return
 	}
-	batches := appendMetric(ms, MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, the sparse "+
+	batches := appendMetric(ms, pipeline.MetricHostBatches, "Process batches the receiver sent for the host in this snapshot (docs/pipeline.md, the sparse "+
 		"batches rule).", "{batch}", false)
-	sequence := appendMetric(ms, MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
+	sequence := appendMetric(ms, pipeline.MetricHostSequence, "The sequence number of the host's last process batch of this snapshot.", "1", false)
 	for _, h := range hosts {
 		if h.Batches == 0 {
 			continue
@@ -215,7 +216,7 @@ func appendHostSequences(rm pmetric.ResourceMetrics, start, ts pcommon.Timestamp
 			dp.SetStartTimestamp(start)
 			dp.SetTimestamp(ts)
 			dp.SetIntValue(p.v)
-			dp.Attributes().PutStr(AttrHostName, h.Host)
+			dp.Attributes().PutStr(pipeline.AttrHostName, h.Host)
 		}
 	}
 }
@@ -229,26 +230,26 @@ func (e *ClosingEncoder) encodeCgroup(rms pmetric.ResourceMetricsSlice, ts pcomm
 	source := ""
 	if t := g.GetTaskStates(); t != nil {
 		recordTaskStates(w, t)
-		source = TasksSourceProcStat
+		source = pipeline.TasksSourceProcStat
 		if t.GetSource() == gpotelv1.TaskStates_SOURCE_CGROUPSTATS {
-			source = TasksSourceCgroupstats
+			source = pipeline.TasksSourceCgroupstats
 		}
 	}
-	ra := newResourceAttrs(&e.switches, KindCgroup)
+	ra := newResourceAttrs(&e.switches, pipeline.KindCgroup)
 	if source != "" {
-		ra.str(AttrCgroupTasksSource, source)
+		ra.str(pipeline.AttrCgroupTasksSource, source)
 	}
-	ra.int(AttrTmID, c.TmID)
-	ra.str(AttrHostName, host)
-	ra.str(AttrCgroupPath, g.GetPath())
-	ra.int(AttrCgroupVersion, int64(g.GetVersion()))
+	ra.int(pipeline.AttrTmID, c.TmID)
+	ra.str(pipeline.AttrHostName, host)
+	ra.str(pipeline.AttrCgroupPath, g.GetPath())
+	ra.int(pipeline.AttrCgroupVersion, int64(g.GetVersion()))
 	if g.GetHierarchy() != "" {
-		ra.str(AttrCgroupControllers, g.GetHierarchy())
+		ra.str(pipeline.AttrCgroupControllers, g.GetHierarchy())
 	}
 	if oid := g.GetResourceGroupOid(); oid != 0 {
-		ra.int(AttrResourceGroupOID, int64(oid))
+		ra.int(pipeline.AttrResourceGroupOID, int64(oid))
 		if cg.ResourceGroupName != nil {
-			ra.str(AttrResourceGroupName, *cg.ResourceGroupName)
+			ra.str(pipeline.AttrResourceGroupName, *cg.ResourceGroupName)
 		}
 	}
 	w.emit(rms, e.scope, ra.m, false)
@@ -269,10 +270,10 @@ func PressureLines(p *gpotelv1.Pressure) []PressureLine {
 		rp   *gpotelv1.ResourcePressure
 	}{{"cpu", p.GetCpu()}, {"memory", p.GetMemory()}, {"io", p.GetIo()}, {"irq", p.GetIrq()}} {
 		if r.rp.GetSome() != nil {
-			out = append(out, PressureLine{r.name, PressureSome, r.rp.GetSome()})
+			out = append(out, PressureLine{r.name, pipeline.PressureSome, r.rp.GetSome()})
 		}
 		if r.rp.GetFull() != nil {
-			out = append(out, PressureLine{r.name, PressureFull, r.rp.GetFull()})
+			out = append(out, PressureLine{r.name, pipeline.PressureFull, r.rp.GetFull()})
 		}
 	}
 	return out
@@ -280,26 +281,26 @@ func PressureLines(p *gpotelv1.Pressure) []PressureLine {
 
 func recordPressure(w *resourceWriter, p *gpotelv1.Pressure) {
 	for _, l := range PressureLines(p) {
-		w.record(PressureStallTime, 0, kernelunits.MicrosToSeconds(l.Stall.GetTotalUs()), l.Resource, l.Kind)
+		w.record(pipeline.PressureStallTime, 0, kernelunits.MicrosToSeconds(l.Stall.GetTotalUs()), l.Resource, l.Kind)
 		for _, a := range []struct {
 			window string
 			avg    float64
 		}{{"10s", l.Stall.GetAvg10()}, {"60s", l.Stall.GetAvg60()}, {"300s", l.Stall.GetAvg300()}} {
-			w.record(PressureStallRatio, 0, kernelunits.PercentToRatio(a.avg), l.Resource, l.Kind, a.window)
+			w.record(pipeline.PressureStallRatio, 0, kernelunits.PercentToRatio(a.avg), l.Resource, l.Kind, a.window)
 		}
 	}
 }
 
 func recordTaskStates(w *resourceWriter, t *gpotelv1.TaskStates) {
-	w.record(CgroupTasks, t.GetRunning(), 0, "running")
-	w.record(CgroupTasks, t.GetSleeping(), 0, "sleeping")
-	w.record(CgroupTasks, t.GetUninterruptible(), 0, "uninterruptible")
-	w.record(CgroupTasks, t.GetStopped(), 0, "stopped")
+	w.record(pipeline.CgroupTasks, t.GetRunning(), 0, "running")
+	w.record(pipeline.CgroupTasks, t.GetSleeping(), 0, "sleeping")
+	w.record(pipeline.CgroupTasks, t.GetUninterruptible(), 0, "uninterruptible")
+	w.record(pipeline.CgroupTasks, t.GetStopped(), 0, "stopped")
 	if t.IoWait != nil {
-		w.record(CgroupTasks, t.GetIoWait(), 0, "io_wait")
+		w.record(pipeline.CgroupTasks, t.GetIoWait(), 0, "io_wait")
 	}
 	if t.GetSource() == gpotelv1.TaskStates_SOURCE_PROC_STAT {
-		w.record(CgroupTasks, t.GetOther(), 0, "other")
+		w.record(pipeline.CgroupTasks, t.GetOther(), 0, "other")
 	}
 }
 
@@ -314,32 +315,32 @@ type SnapshotHeader struct {
 // host.name is skipped; a host missing from host.up counts as answered.
 func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 	var h SnapshotHeader
-	if v, ok := rm.Resource().Attributes().Get(AttrHostName); ok {
+	if v, ok := rm.Resource().Attributes().Get(pipeline.AttrHostName); ok {
 		h.Coordinator = v.AsString()
 	}
-	h.Time = FirstPointTime(rm)
+	h.Time = pipeline.FirstPointTime(rm)
 	processes, batches, sequences, delays := map[string]int64{}, map[string]int64{}, map[string]int64{}, map[string]int64{}
 	cpus := map[string]uint32{}
-	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
-		host, ok := dp.Attributes().Get(AttrHostName)
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		host, ok := dp.Attributes().Get(pipeline.AttrHostName)
 		if !ok {
 			return
 		}
 		switch m.Name() {
-		case MetricHostUp:
-			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: IntValue(dp) != 0})
-		case MetricHostProcesses:
-			processes[host.AsString()] = IntValue(dp)
-		case MetricHostBatches:
-			batches[host.AsString()] = IntValue(dp)
-		case MetricHostSequence:
-			sequences[host.AsString()] = IntValue(dp)
-		case MetricHostReadDelay:
-			if v := PointFloat(dp); v > 0 && v < 3600 {
+		case pipeline.MetricHostUp:
+			h.Hosts = append(h.Hosts, HostAnswer{Host: host.AsString(), Up: pipeline.IntValue(dp) != 0})
+		case pipeline.MetricHostProcesses:
+			processes[host.AsString()] = pipeline.IntValue(dp)
+		case pipeline.MetricHostBatches:
+			batches[host.AsString()] = pipeline.IntValue(dp)
+		case pipeline.MetricHostSequence:
+			sequences[host.AsString()] = pipeline.IntValue(dp)
+		case pipeline.MetricHostReadDelay:
+			if v := pipeline.PointFloat(dp); v > 0 && v < 3600 {
 				delays[host.AsString()] = int64(v * 1e9)
 			}
-		case MetricHostCPUs:
-			if n, ok := HostCPUsOf(dp); ok {
+		case pipeline.MetricHostCPUs:
+			if n, ok := pipeline.HostCPUsOf(dp); ok {
 				cpus[host.AsString()] = n
 			}
 		}
@@ -356,7 +357,7 @@ func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
 
 // SessionHeader is a session resource's identity and attributes.
 type SessionHeader struct {
-	Key            SessionKey
+	Key            pipeline.SessionKey
 	PID            int64
 	System, Own    bool
 	Database, User string
@@ -369,20 +370,20 @@ type SessionHeader struct {
 // integral doubles are read as integers.
 func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState, at pcommon.Timestamp, hasInfo, ok bool) {
 	attrs := rm.Resource().Attributes()
-	if h.Key, ok = SessionKeyOf(attrs); !ok {
+	if h.Key, ok = pipeline.SessionKeyOf(attrs); !ok {
 		return h, st, 0, false, false
 	}
-	h.PID = IntOf(attrs, AttrSessionPID).V
-	h.System = BoolOf(attrs, AttrSessionSystem).V
-	h.Own = BoolOf(attrs, AttrSessionOwn).V
-	h.Database, h.User, h.Host = Str(attrs, AttrDBNamespace), Str(attrs, AttrSessionUser), Str(attrs, AttrHostName)
+	h.PID = pipeline.IntOf(attrs, pipeline.AttrSessionPID).V
+	h.System = pipeline.BoolOf(attrs, pipeline.AttrSessionSystem).V
+	h.Own = pipeline.BoolOf(attrs, pipeline.AttrSessionOwn).V
+	h.Database, h.User, h.Host = pipeline.Str(attrs, pipeline.AttrDBNamespace), pipeline.Str(attrs, pipeline.AttrSessionUser), pipeline.Str(attrs, pipeline.AttrHostName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()
 		for j := range ms.Len() {
-			if m := ms.At(j); m.Name() == MetricSessionInfo {
+			if m := ms.At(j); m.Name() == pipeline.MetricSessionInfo {
 				st = readSessionState(m.Metadata())
-				if pts := NumberPoints(m); pts.Len() > 0 {
+				if pts := pipeline.NumberPoints(m); pts.Len() > 0 {
 					at = pts.At(0).Timestamp()
 				}
 				return h, st, at, true, true
@@ -394,20 +395,20 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 
 // DecodeHostPressure reads a host resource: its host and pressure lines.
 func DecodeHostPressure(rm pmetric.ResourceMetrics) (host string, figures []*gpotelv1.PressureFigures) {
-	return Str(rm.Resource().Attributes(), AttrHostName), pressureFigures(rm)
+	return pipeline.Str(rm.Resource().Attributes(), pipeline.AttrHostName), pressureFigures(rm)
 }
 
 // DecodeCgroup reads a cgroup resource: its host and the group.
 func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPressure) {
 	attrs := rm.Resource().Attributes()
-	g = &gpotelv1.GroupPressure{Path: Str(attrs, AttrCgroupPath), Pressure: pressureFigures(rm)}
-	if v := IntOf(attrs, AttrCgroupVersion); v.Valid {
+	g = &gpotelv1.GroupPressure{Path: pipeline.Str(attrs, pipeline.AttrCgroupPath), Pressure: pressureFigures(rm)}
+	if v := pipeline.IntOf(attrs, pipeline.AttrCgroupVersion); v.Valid {
 		g.CgroupVersion = int32(v.V) // #nosec G115 -- 1 or 2
 	}
-	if v := IntOf(attrs, AttrResourceGroupOID); v.Valid {
+	if v := pipeline.IntOf(attrs, pipeline.AttrResourceGroupOID); v.Valid {
 		g.ResourceGroupOid = uint32(v.V) // #nosec G115 -- an oid
 	}
-	switch name := Str(attrs, AttrResourceGroupName); {
+	switch name := pipeline.Str(attrs, pipeline.AttrResourceGroupName); {
 	case name != "":
 		g.Name = name
 	case g.ResourceGroupOid != 0:
@@ -415,16 +416,16 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 	default:
 		g.Name = g.Path
 	}
-	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
-		if m.Name() != MetricCgroupTasks {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		if m.Name() != pipeline.MetricCgroupTasks {
 			return
 		}
 		if g.Tasks == nil {
 			g.Tasks = map[string]int64{}
 		}
-		g.Tasks[Str(dp.Attributes(), AttrTaskState)] = IntValue(dp)
+		g.Tasks[pipeline.Str(dp.Attributes(), pipeline.AttrTaskState)] = pipeline.IntValue(dp)
 	})
-	return Str(attrs, AttrHostName), g
+	return pipeline.Str(attrs, pipeline.AttrHostName), g
 }
 
 // pressureFigures gathers a resource's stall time and ratio points into one
@@ -432,7 +433,7 @@ func DecodeCgroup(rm pmetric.ResourceMetrics) (host string, g *gpotelv1.GroupPre
 func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 	var out []*gpotelv1.PressureFigures
 	line := func(dp pmetric.NumberDataPoint) *gpotelv1.PressureFigures {
-		r, k := Str(dp.Attributes(), AttrPressureResource), Str(dp.Attributes(), AttrPressureKind)
+		r, k := pipeline.Str(dp.Attributes(), pipeline.AttrPressureResource), pipeline.Str(dp.Attributes(), pipeline.AttrPressureKind)
 		for _, f := range out {
 			if f.Resource == r && f.Kind == k {
 				return f
@@ -442,19 +443,19 @@ func pressureFigures(rm pmetric.ResourceMetrics) []*gpotelv1.PressureFigures {
 		out = append(out, f)
 		return f
 	}
-	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		switch m.Name() {
-		case MetricPressureStallTime:
-			line(dp).StallSeconds = PointFloat(dp)
-		case MetricPressureStallRatio:
+		case pipeline.MetricPressureStallTime:
+			line(dp).StallSeconds = pipeline.PointFloat(dp)
+		case pipeline.MetricPressureStallRatio:
 			f := line(dp)
-			switch Str(dp.Attributes(), AttrPressureWindow) {
+			switch pipeline.Str(dp.Attributes(), pipeline.AttrPressureWindow) {
 			case "10s":
-				f.Avg10 = PointFloat(dp)
+				f.Avg10 = pipeline.PointFloat(dp)
 			case "60s":
-				f.Avg60 = PointFloat(dp)
+				f.Avg60 = pipeline.PointFloat(dp)
 			case "300s":
-				f.Avg300 = PointFloat(dp)
+				f.Avg300 = pipeline.PointFloat(dp)
 			}
 		}
 	})

@@ -1,12 +1,13 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"cmp"
 	"slices"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -32,7 +33,7 @@ type ProcessEntry struct {
 
 // Lists tells whether the entry carries figure f: one the process has,
 // and in a sparse entry one that changed.
-func (pe *ProcessEntry) Lists(f Figure) bool {
+func (pe *ProcessEntry) Lists(f pipeline.Figure) bool {
 	return pe.Process.Values[f].OK && (!pe.Sparse || pe.Changed&(1<<f) != 0)
 }
 
@@ -42,7 +43,7 @@ type ProcessBatch struct {
 	Time    pcommon.Timestamp
 	TmID    int64
 	Host    string
-	Kind    ResourceKind // KindProcess, KindExited or KindUnrecorded
+	Kind    pipeline.ResourceKind // KindProcess, KindExited or KindUnrecorded
 	Entries []ProcessEntry
 }
 
@@ -63,7 +64,7 @@ type ProcessEncoder struct {
 }
 
 type encodedMetric struct {
-	*ProcessMetric
+	*pipeline.ProcessMetric
 	attrOn      bool
 	aggregation string
 }
@@ -71,7 +72,7 @@ type encodedMetric struct {
 // NewProcessEncoder honours the user's metric and resource attribute switches.
 func NewProcessEncoder(scope Scope, sw Switches) *ProcessEncoder {
 	e := &ProcessEncoder{scope: scope, switches: sw}
-	for _, m := range ProcessMetrics {
+	for _, m := range pipeline.ProcessMetrics {
 		ms := sw.metric(m.Name)
 		if ms.Off {
 			continue
@@ -92,7 +93,7 @@ func (e *ProcessEncoder) Scope() Scope { return e.scope }
 // point that marks a sparse entry: without it, every entry must be whole.
 func (e *ProcessEncoder) MarksSparse() bool {
 	for i := range e.metrics {
-		if e.metrics[i].ProcessMetric == ProcessInfo {
+		if e.metrics[i].ProcessMetric == pipeline.ProcessInfo {
 			return true
 		}
 	}
@@ -162,17 +163,17 @@ func (e *ProcessEncoder) appendSession(rms pmetric.ResourceMetricsSlice, b *Proc
 }
 
 func (e *ProcessEncoder) putResource(attrs pcommon.Map, b *ProcessBatch, session int64) {
-	if e.switches.resourceOn(AttrResourceKind) {
-		attrs.PutStr(AttrResourceKind, b.Kind.String())
+	if e.switches.resourceOn(pipeline.AttrResourceKind) {
+		attrs.PutStr(pipeline.AttrResourceKind, b.Kind.String())
 	}
-	if e.switches.resourceOn(AttrTmID) {
-		attrs.PutInt(AttrTmID, b.TmID)
+	if e.switches.resourceOn(pipeline.AttrTmID) {
+		attrs.PutInt(pipeline.AttrTmID, b.TmID)
 	}
-	if e.switches.resourceOn(AttrHostName) {
-		attrs.PutStr(AttrHostName, b.Host)
+	if e.switches.resourceOn(pipeline.AttrHostName) {
+		attrs.PutStr(pipeline.AttrHostName, b.Host)
 	}
-	if session != NoSession && b.Kind != KindUnrecorded && e.switches.resourceOn(AttrSessionID) {
-		attrs.PutInt(AttrSessionID, session)
+	if session != NoSession && b.Kind != pipeline.KindUnrecorded && e.switches.resourceOn(pipeline.AttrSessionID) {
+		attrs.PutInt(pipeline.AttrSessionID, session)
 	}
 }
 
@@ -180,11 +181,11 @@ func (e *ProcessEncoder) putResource(attrs pcommon.Map, b *ProcessBatch, session
 // per figure it lists, or one for all of them when the attribute is off
 // and they merge.
 func (em *encodedMetric) points(pe *ProcessEntry) int {
-	if em.ProcessMetric == ProcessInfo {
+	if em.ProcessMetric == pipeline.ProcessInfo {
 		return 1
 	}
 	n := 0
-	for _, f := range em.figures {
+	for _, f := range em.Figures() {
 		if pe.Lists(f) {
 			n++
 		}
@@ -213,18 +214,18 @@ func (em *encodedMetric) write(dps pmetric.NumberDataPointSlice, ts pcommon.Time
 		dp.SetTimestamp(ts)
 		return dp
 	}
-	if em.ProcessMetric == ProcessInfo {
+	if em.ProcessMetric == pipeline.ProcessInfo {
 		dp := point()
 		dp.SetIntValue(1)
 		da := dp.Attributes()
 		da.EnsureCapacity(5)
-		da.PutInt(AttrProcessPID, p.PID)
-		da.PutInt(AttrSegmentID, pe.Segment)
+		da.PutInt(pipeline.AttrProcessPID, p.PID)
+		da.PutInt(pipeline.AttrSegmentID, pe.Segment)
 		if pe.BackendType != "" {
-			da.PutStr(AttrBackendType, pe.BackendType)
+			da.PutStr(pipeline.AttrBackendType, pe.BackendType)
 		}
-		da.PutBool(AttrProcessSystem, pe.System)
-		da.PutBool(AttrProcessSparse, pe.Sparse)
+		da.PutBool(pipeline.AttrProcessSystem, pe.System)
+		da.PutBool(pipeline.AttrProcessSparse, pe.Sparse)
 		return
 	}
 	if !em.attrOn && em.merges() {
@@ -238,9 +239,9 @@ func (em *encodedMetric) write(dps pmetric.NumberDataPointSlice, ts pcommon.Time
 		}
 		return
 	}
-	for _, f := range em.figures {
+	for _, f := range em.Figures() {
 		if v := p.Values[f]; pe.Lists(f) {
-			value := Figures[f].Value
+			value := pipeline.Figures[f].Value
 			if !em.attrOn {
 				value = ""
 			}
@@ -257,11 +258,11 @@ func (em *encodedMetric) set(dp pmetric.NumberDataPoint, pid int64, attrValue st
 	}
 	da := dp.Attributes()
 	if attrValue == "" {
-		da.PutInt(AttrProcessPID, pid)
+		da.PutInt(pipeline.AttrProcessPID, pid)
 		return
 	}
 	da.EnsureCapacity(2)
-	da.PutInt(AttrProcessPID, pid)
+	da.PutInt(pipeline.AttrProcessPID, pid)
 	da.PutStr(em.Attr, attrValue)
 }
 
@@ -271,7 +272,7 @@ func (em *encodedMetric) set(dp pmetric.NumberDataPoint, pid int64, attrValue st
 func (em *encodedMetric) merged(p *Process) (Value, bool) {
 	var acc Value
 	n := 0
-	for _, f := range em.figures {
+	for _, f := range em.Figures() {
 		v := p.Values[f]
 		if !v.OK {
 			continue

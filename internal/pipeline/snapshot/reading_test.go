@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"math"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -41,9 +42,9 @@ func fullReading() *yagpcc.GpPidProcInfo {
 }
 
 // source converts what one of a figure's sources reads, alone.
-func source(t *testing.T, f Figure, i int, info *yagpcc.GpPidProcInfo, h kernelunits.Host) Value {
+func source(t *testing.T, f pipeline.Figure, i int, info *yagpcc.GpPidProcInfo, h kernelunits.Host) Value {
 	t.Helper()
-	src := Figures[f].Live[i]
+	src := pipeline.Figures[f].Live[i]
 	raw, ok := src.Read(info)
 	if !ok {
 		return Value{}
@@ -65,32 +66,32 @@ func TestConvertFullReading(t *testing.T) {
 	}{
 		{"identity", p.PID, int64(4242)},
 		{"creation", p.CreationTime, testHost.BootTime.Add(4 * time.Second)},
-		{"user cpu", p.Values[CPUUser], seconds0(0.6)},
-		{"system cpu", p.Values[CPUSystem], seconds0(0.2)},
-		{"blkio delay", p.Values[DiskDelay], seconds0(0.028)},
-		{"minflt", p.Values[FaultsMinor], bytes0(11)},
-		{"majflt", p.Values[FaultsMajor], bytes0(3)},
-		{"vsize stays bytes", p.Values[MemoryVirtual], bytes0(1 << 30)},
-		{"stat rss pages", source(t, MemoryUsage, 1, info, testHost), bytes0(163840)},
-		{"VmRSS kB", source(t, MemoryUsage, 0, info, testHost), bytes0(409600)},
-		{"memory usage prefers VmRSS", p.Values[MemoryUsage], bytes0(409600)},
-		{"rss anon", p.Values[RSSAnon], bytes0(102400)},
-		{"rss file", p.Values[RSSFile], bytes0(204800)},
-		{"rss shmem", p.Values[RSSShmem], bytes0(102400)},
-		{"VmHWM", p.Values[MemoryPeak], bytes0(524288)},
-		{"VmPeak", p.Values[MemoryVirtualPeak], bytes0(2097152)},
-		{"swap present and zero", p.Values[MemorySwap], bytes0(0)},
-		{"threads", p.Values[ThreadCount], bytes0(1)},
-		{"voluntary", p.Values[SwitchesVoluntary], bytes0(9)},
-		{"involuntary", p.Values[SwitchesInvoluntary], bytes0(4)},
-		{"rchar", p.Values[CharsRead], bytes0(1)},
-		{"wchar", p.Values[CharsWrite], bytes0(2)},
-		{"syscr", p.Values[SyscallsRead], bytes0(3)},
-		{"syscw", p.Values[SyscallsWrite], bytes0(4)},
-		{"read_bytes", p.Values[DiskRead], bytes0(4096)},
-		{"write_bytes", p.Values[DiskWrite], bytes0(8192)},
-		{"cancelled", p.Values[CancelledWrite], bytes0(512)},
-		{"run delay ns", p.Values[RunDelay], seconds0(0.25)},
+		{"user cpu", p.Values[pipeline.CPUUser], seconds0(0.6)},
+		{"system cpu", p.Values[pipeline.CPUSystem], seconds0(0.2)},
+		{"blkio delay", p.Values[pipeline.DiskDelay], seconds0(0.028)},
+		{"minflt", p.Values[pipeline.FaultsMinor], bytes0(11)},
+		{"majflt", p.Values[pipeline.FaultsMajor], bytes0(3)},
+		{"vsize stays bytes", p.Values[pipeline.MemoryVirtual], bytes0(1 << 30)},
+		{"stat rss pages", source(t, pipeline.MemoryUsage, 1, info, testHost), bytes0(163840)},
+		{"VmRSS kB", source(t, pipeline.MemoryUsage, 0, info, testHost), bytes0(409600)},
+		{"memory usage prefers VmRSS", p.Values[pipeline.MemoryUsage], bytes0(409600)},
+		{"rss anon", p.Values[pipeline.RSSAnon], bytes0(102400)},
+		{"rss file", p.Values[pipeline.RSSFile], bytes0(204800)},
+		{"rss shmem", p.Values[pipeline.RSSShmem], bytes0(102400)},
+		{"VmHWM", p.Values[pipeline.MemoryPeak], bytes0(524288)},
+		{"VmPeak", p.Values[pipeline.MemoryVirtualPeak], bytes0(2097152)},
+		{"swap present and zero", p.Values[pipeline.MemorySwap], bytes0(0)},
+		{"threads", p.Values[pipeline.ThreadCount], bytes0(1)},
+		{"voluntary", p.Values[pipeline.SwitchesVoluntary], bytes0(9)},
+		{"involuntary", p.Values[pipeline.SwitchesInvoluntary], bytes0(4)},
+		{"rchar", p.Values[pipeline.CharsRead], bytes0(1)},
+		{"wchar", p.Values[pipeline.CharsWrite], bytes0(2)},
+		{"syscr", p.Values[pipeline.SyscallsRead], bytes0(3)},
+		{"syscw", p.Values[pipeline.SyscallsWrite], bytes0(4)},
+		{"read_bytes", p.Values[pipeline.DiskRead], bytes0(4096)},
+		{"write_bytes", p.Values[pipeline.DiskWrite], bytes0(8192)},
+		{"cancelled", p.Values[pipeline.CancelledWrite], bytes0(512)},
+		{"run delay ns", p.Values[pipeline.RunDelay], seconds0(0.25)},
 	} {
 		if c.got != c.want {
 			t.Errorf("%s: got %v, want %v", c.name, c.got, c.want)
@@ -104,16 +105,16 @@ func TestConvertLeavesUnreadFilesMissingNotZero(t *testing.T) {
 	in.ProcSchedstat = nil
 	in.ProcStatus.RssAnonKb, in.ProcStatus.RssFileKb, in.ProcStatus.RssShmemKb = nil, nil, nil
 	p := ProcessFromAnswer(in, testHost)
-	if p.Values[DiskRead].OK || p.Values[CancelledWrite].OK {
+	if p.Values[pipeline.DiskRead].OK || p.Values[pipeline.CancelledWrite].OK {
 		t.Error("io readings present although /proc/<pid>/io was not read")
 	}
-	if p.Values[RunDelay].OK {
+	if p.Values[pipeline.RunDelay].OK {
 		t.Error("run delay present although schedstat was not read")
 	}
-	if p.Values[RSSAnon].OK || p.Values[RSSFile].OK || p.Values[RSSShmem].OK {
+	if p.Values[pipeline.RSSAnon].OK || p.Values[pipeline.RSSFile].OK || p.Values[pipeline.RSSShmem].OK {
 		t.Error("RssAnon/File/Shmem present although the kernel did not print them")
 	}
-	if !p.HasStat || !p.Values[CPUUser].OK {
+	if !p.HasStat || !p.Values[pipeline.CPUUser].OK {
 		t.Error("stat readings lost")
 	}
 }
@@ -122,7 +123,7 @@ func TestMemoryUsageFallsBackToStatRSSWithoutVmRSS(t *testing.T) {
 	in := fullReading()
 	in.ProcStatus.VmRssKb = nil // kernel threads print no VmRSS
 	p := ProcessFromAnswer(in, kernelunits.Host{ClkTck: 100, PageSize: 65536, BootTime: testHost.BootTime})
-	if got := p.Values[MemoryUsage]; got != bytes0(10*65536) {
+	if got := p.Values[pipeline.MemoryUsage]; got != bytes0(10*65536) {
 		t.Fatalf("memory usage %v, want stat rss × the host's 64 KiB pages", got)
 	}
 }
@@ -131,10 +132,10 @@ func TestConvertWithoutStatHasNoCreationTime(t *testing.T) {
 	in := fullReading()
 	in.ProcStat = nil
 	p := ProcessFromAnswer(in, testHost)
-	if p.HasStat || !p.CreationTime.IsZero() || p.Values[CPUUser].OK {
+	if p.HasStat || !p.CreationTime.IsZero() || p.Values[pipeline.CPUUser].OK {
 		t.Fatalf("stat-derived readings invented: %+v", p)
 	}
-	if got := p.Values[ThreadCount]; got != bytes0(1) {
+	if got := p.Values[pipeline.ThreadCount]; got != bytes0(1) {
 		t.Fatalf("threads from status lost: %v", got)
 	}
 }
@@ -145,20 +146,17 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 		ReadBytes: 4096, HiwaterRssKb: 2, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 7_000_000}, Blkio: &gpotelv1.Delay{TotalNs: 3_000_000}},
 	}}
 	p := ProcessFromExit(rec, false)
-	if u, s := p.Values[CPUUser].Float, p.Values[CPUSystem].Float; math.Abs(u-0.0375) > 1e-12 || math.Abs(s-0.0125) > 1e-12 {
+	if u, s := p.Values[pipeline.CPUUser].Float, p.Values[pipeline.CPUSystem].Float; math.Abs(u-0.0375) > 1e-12 || math.Abs(s-0.0125) > 1e-12 {
 		t.Errorf("cpu %v/%v, want 0.0375/0.0125 (50 ms split 3:1)", u, s)
 	}
-	if p.CreationTime.UnixNano() != 1_700_000_000_123_456_789 || p.PID != 42 || p.Values[DiskRead].Int != 4096 || p.Values[MemoryPeak].Int != 2048 {
+	if p.CreationTime.UnixNano() != 1_700_000_000_123_456_789 || p.PID != 42 || p.Values[pipeline.DiskRead].Int != 4096 || p.Values[pipeline.MemoryPeak].Int != 2048 {
 		t.Errorf("identity or counters: %+v", p)
 	}
-	if math.Abs(p.Values[RunDelay].Float-0.007) > 1e-12 || p.Values[DiskDelay].OK {
-		t.Errorf("run delay %v, blkio %+v: blkio must be absent without delay accounting", p.Values[RunDelay], p.Values[DiskDelay])
+	if math.Abs(p.Values[pipeline.RunDelay].Float-0.007) > 1e-12 || p.Values[pipeline.DiskDelay].OK {
+		t.Errorf("run delay %v, blkio %+v: blkio must be absent without delay accounting", p.Values[pipeline.RunDelay], p.Values[pipeline.DiskDelay])
 	}
-	if p = ProcessFromExit(rec, true); math.Abs(p.Values[DiskDelay].Float-0.003) > 1e-12 {
-		t.Errorf("blkio with delay accounting: %+v", p.Values[DiskDelay])
-	}
-	if u, s := adjustCPU(1e9, 0, 0); u != 1e9 || s != 0 {
-		t.Errorf("no samples: %v/%v ns, want all user as the kernel does", u, s)
+	if p = ProcessFromExit(rec, true); math.Abs(p.Values[pipeline.DiskDelay].Float-0.003) > 1e-12 {
+		t.Errorf("blkio with delay accounting: %+v", p.Values[pipeline.DiskDelay])
 	}
 }
 
@@ -167,12 +165,12 @@ func TestExitCPUIsTheRunTimeSplitLikeTheKernel(t *testing.T) {
 // taskstats delays are, never a 0.
 func TestBlockIOWaitNeedsDelayAccounting(t *testing.T) {
 	host := testHost
-	if p := ProcessFromAnswer(fullReading(), host); p.Values[DiskDelay].OK {
-		t.Errorf("block I/O wait without delay accounting: %+v, want absent", p.Values[DiskDelay])
+	if p := ProcessFromAnswer(fullReading(), host); p.Values[pipeline.DiskDelay].OK {
+		t.Errorf("block I/O wait without delay accounting: %+v, want absent", p.Values[pipeline.DiskDelay])
 	}
 	host.Delayacct = true
-	if p := ProcessFromAnswer(fullReading(), host); p.Values[DiskDelay] != seconds0(7.0/250) {
-		t.Errorf("block I/O wait with delay accounting: %+v, want 7 ticks at 250 Hz", p.Values[DiskDelay])
+	if p := ProcessFromAnswer(fullReading(), host); p.Values[pipeline.DiskDelay] != seconds0(7.0/250) {
+		t.Errorf("block I/O wait with delay accounting: %+v, want 7 ticks at 250 Hz", p.Values[pipeline.DiskDelay])
 	}
 }
 
@@ -184,22 +182,22 @@ func TestTaskstatsRecordStandsInForSchedstatOnly(t *testing.T) {
 		ReadBytes: 8192, WriteChars: 3, Delays: &gpotelv1.TaskDelays{Cpu: &gpotelv1.Delay{TotalNs: 2e9}, Swapin: &gpotelv1.Delay{TotalNs: 1e9}},
 	}}
 	p := ProcessFromAnswer(info, host)
-	if p.Values[RunDelay].Float != 2 {
-		t.Errorf("run delay from the record: %+v", p.Values[RunDelay])
+	if p.Values[pipeline.RunDelay].Float != 2 {
+		t.Errorf("run delay from the record: %+v", p.Values[pipeline.RunDelay])
 	}
-	if p.Values[DiskRead].OK || p.Values[CharsWrite].OK {
-		t.Errorf("I/O counts from the record: %+v %+v, want absent without io", p.Values[DiskRead], p.Values[CharsWrite])
+	if p.Values[pipeline.DiskRead].OK || p.Values[pipeline.CharsWrite].OK {
+		t.Errorf("I/O counts from the record: %+v %+v, want absent without io", p.Values[pipeline.DiskRead], p.Values[pipeline.CharsWrite])
 	}
-	if p.Values[DelaySwapin].OK {
+	if p.Values[pipeline.DelaySwapin].OK {
 		t.Error("swap-in delay without delay accounting must be absent, not 0")
 	}
 	host.Delayacct = true
-	if p = ProcessFromAnswer(info, host); p.Values[DelaySwapin].Float != 1 || p.Values[DelayIRQ].OK {
-		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Values[DelaySwapin:DelayIRQ+1])
+	if p = ProcessFromAnswer(info, host); p.Values[pipeline.DelaySwapin].Float != 1 || p.Values[pipeline.DelayIRQ].OK {
+		t.Errorf("delays with delay accounting: %+v (irq absent: the record has none)", p.Values[pipeline.DelaySwapin:pipeline.DelayIRQ+1])
 	}
 	info.ProcIo = &yagpcc.ProcIO{ReadBytes: 1, Wchar: 1027}
-	if p = ProcessFromAnswer(info, host); p.Values[DiskRead].Int != 1 || p.Values[CharsWrite].Int != 1027 {
-		t.Errorf("I/O counts from io: %+v %+v, want 1 and 1027", p.Values[DiskRead], p.Values[CharsWrite])
+	if p = ProcessFromAnswer(info, host); p.Values[pipeline.DiskRead].Int != 1 || p.Values[pipeline.CharsWrite].Int != 1027 {
+		t.Errorf("I/O counts from io: %+v %+v, want 1 and 1027", p.Values[pipeline.DiskRead], p.Values[pipeline.CharsWrite])
 	}
 }
 

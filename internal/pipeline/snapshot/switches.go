@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"go.opentelemetry.io/collector/filter"
@@ -76,24 +76,4 @@ func (s *Switches) keeps(attrs pcommon.Map) bool {
 		}
 	}
 	return true
-}
-
-// MetricAttributes are the data-point attributes a metric of the
-// receiver's declares, in order; nil for a name that is none of them.
-func MetricAttributes(name string) []string {
-	if m, ok := processMetricByName[name]; ok {
-		if m == ProcessInfo {
-			return append([]string{AttrProcessPID}, ProcessInfoAttrs...)
-		}
-		if m.Attr == "" {
-			return []string{AttrProcessPID}
-		}
-		return []string{AttrProcessPID, m.Attr}
-	}
-	for _, m := range ClosingMetrics {
-		if m.Name == name {
-			return m.Attrs
-		}
-	}
-	return nil
 }

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"reflect"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // sessionRoundTrip writes one session's state in a closing batch and reads
@@ -21,7 +22,7 @@ func sessionRoundTrip(t *testing.T, st SessionState) SessionState {
 		Sessions: []Session{{ID: 7, PID: 700, Database: &db, User: &user, State: st}}})
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if KindOf(rms.At(i).Resource().Attributes()) != KindSession {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindSession {
 			continue
 		}
 		_, got, _, hasInfo, ok := DecodeSession(rms.At(i))
@@ -61,7 +62,7 @@ func TestEverySessionColumnRoundTrips(t *testing.T) {
 		}
 	}
 	st.QueryTruncated = true
-	st.Backends = []BackendRef{{Host: "sdw1", SegmentID: 0, PID: 9001}, {Host: "sdw2", SegmentID: 3, PID: 9002}}
+	st.Backends = []pipeline.BackendRef{{Host: "sdw1", SegmentID: 0, PID: 9001}, {Host: "sdw2", SegmentID: 3, PID: 9002}}
 	if diff := cmp.Diff(st, sessionRoundTrip(t, st)); diff != "" {
 		t.Errorf("session state read back differs (-written +read):\n%s", diff)
 	}

@@ -1,13 +1,14 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"cmp"
 	"slices"
 	"strconv"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
@@ -46,7 +47,7 @@ type SegmentMemory struct {
 // of closing-batch metrics are strings), as PointAttributes declare them.
 var intAttrs = func() map[string]bool {
 	out := map[string]bool{}
-	for _, a := range PointAttributes {
+	for _, a := range pipeline.PointAttributes {
 		if a.Type == "int" {
 			out[a.Name] = true
 		}
@@ -57,19 +58,19 @@ var intAttrs = func() map[string]bool {
 func (e *ClosingEncoder) encodeGreenplum(w *resourceWriter, g *GreenplumSession) {
 	for _, s := range g.Spill {
 		seg, ccnt := strconv.FormatInt(s.Segment, 10), strconv.FormatInt(s.CommandCount, 10)
-		w.record(SessionSpillSize, s.Bytes, 0, seg, ccnt)
-		w.record(SessionSpillFiles, s.Files, 0, seg, ccnt)
+		w.record(pipeline.SessionSpillSize, s.Bytes, 0, seg, ccnt)
+		w.record(pipeline.SessionSpillFiles, s.Files, 0, seg, ccnt)
 	}
 	if l := g.Wait; l != nil {
-		w.record(SessionLockWait, 1, 0, strconv.FormatInt(l.Segment, 10), l.Mode, l.BlockerMode)
-		meta := w.metadata(SessionLockWait)
-		meta.PutStr(MetaLockObject, l.Object)
-		meta.PutInt(MetaLockBlockerSessionID, l.Blocker)
+		w.record(pipeline.SessionLockWait, 1, 0, strconv.FormatInt(l.Segment, 10), l.Mode, l.BlockerMode)
+		meta := w.metadata(pipeline.SessionLockWait)
+		meta.PutStr(pipeline.MetaLockObject, l.Object)
+		meta.PutInt(pipeline.MetaLockBlockerSessionID, l.Blocker)
 	}
 	for _, m := range g.Memory {
 		seg := strconv.FormatInt(m.Segment, 10)
-		w.record(SessionVmemUsage, m.Bytes, 0, seg)
-		w.record(SessionVmemRunaway, BoolInt(m.Runaway), 0, seg)
+		w.record(pipeline.SessionVmemUsage, m.Bytes, 0, seg)
+		w.record(pipeline.SessionVmemRunaway, pipeline.BoolInt(m.Runaway), 0, seg)
 	}
 }
 
@@ -80,36 +81,36 @@ func DecodeGreenplum(rm pmetric.ResourceMetrics) *GreenplumSession {
 	found := false
 	spill := map[[2]int64]*Spill{}
 	memory := map[int64]*SegmentMemory{}
-	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		a := dp.Attributes()
-		seg := IntOf(a, AttrSegmentID).V
+		seg := pipeline.IntOf(a, pipeline.AttrSegmentID).V
 		switch m.Name() {
-		case MetricSessionSpillSize, MetricSessionSpillFiles:
-			k := [2]int64{seg, IntOf(a, AttrQueryCommandCount).V}
+		case pipeline.MetricSessionSpillSize, pipeline.MetricSessionSpillFiles:
+			k := [2]int64{seg, pipeline.IntOf(a, pipeline.AttrQueryCommandCount).V}
 			s := spill[k]
 			if s == nil {
 				s = &Spill{Segment: k[0], CommandCount: k[1]}
 				spill[k] = s
 			}
-			if m.Name() == MetricSessionSpillSize {
-				s.Bytes = IntValue(dp)
+			if m.Name() == pipeline.MetricSessionSpillSize {
+				s.Bytes = pipeline.IntValue(dp)
 			} else {
-				s.Files = IntValue(dp)
+				s.Files = pipeline.IntValue(dp)
 			}
-		case MetricSessionLockWait:
+		case pipeline.MetricSessionLockWait:
 			meta := m.Metadata()
-			g.Wait = &LockWait{Segment: seg, Mode: Str(a, AttrLockMode), Object: Str(meta, MetaLockObject),
-				Blocker: IntOf(meta, MetaLockBlockerSessionID).V, BlockerMode: Str(a, AttrLockBlockerMode)}
-		case MetricSessionVmemUsage, MetricSessionVmemRunaway:
+			g.Wait = &LockWait{Segment: seg, Mode: pipeline.Str(a, pipeline.AttrLockMode), Object: pipeline.Str(meta, pipeline.MetaLockObject),
+				Blocker: pipeline.IntOf(meta, pipeline.MetaLockBlockerSessionID).V, BlockerMode: pipeline.Str(a, pipeline.AttrLockBlockerMode)}
+		case pipeline.MetricSessionVmemUsage, pipeline.MetricSessionVmemRunaway:
 			s := memory[seg]
 			if s == nil {
 				s = &SegmentMemory{Segment: seg}
 				memory[seg] = s
 			}
-			if m.Name() == MetricSessionVmemUsage {
-				s.Bytes = IntValue(dp)
+			if m.Name() == pipeline.MetricSessionVmemUsage {
+				s.Bytes = pipeline.IntValue(dp)
 			} else {
-				s.Runaway = IntValue(dp) != 0
+				s.Runaway = pipeline.IntValue(dp) != 0
 			}
 		default:
 			return

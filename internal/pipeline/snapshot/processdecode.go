@@ -1,35 +1,31 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"errors"
 	"fmt"
-	"math"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
-
-// UnknownSegment is the segment of a process whose gpotel.process.info had
-// no segment id: it takes no part in skew rather than counting as segment 0.
-const UnknownSegment = math.MinInt32
 
 // ProcessSample is one process as a process, exited or unrecorded
 // resource holds it, as the processor reads it: every figure as an
 // integer (seconds as nanoseconds), so that sums and differences are exact.
 type ProcessSample struct {
-	Kind     ResourceKind
+	Kind     pipeline.ResourceKind
 	Host     string
 	TmID     int64
 	Session  int64 // NoSession when the resource has none
 	PID      int32
 	Creation int64 // unix ns: the points' StartTimestamp
-	Values   [NumFigures]int64
+	Values   [pipeline.NumFigures]int64
 	Present  uint64 // bit f set: Values[f] was reported (absent is not zero)
-	Segment  int32  // gpotel.process.info's content id; UnknownSegment without one
+	Segment  int32  // gpotel.process.info's content id; pipeline.UnknownSegment without one
 	// BackendType and System are gpotel.process.info's.
 	BackendType string
 	System      bool
@@ -45,7 +41,7 @@ type ProcessSample struct {
 func (s *ProcessSample) Entry() ProcessEntry {
 	e := ProcessEntry{Session: s.Session, Segment: int64(s.Segment), BackendType: s.BackendType, System: s.System,
 		Process: Process{PID: int64(s.PID), CreationTime: time.Unix(0, s.Creation).UTC(), HasStat: true}}
-	for f := range NumFigures {
+	for f := range pipeline.NumFigures {
 		if s.Has(f) {
 			e.Process.Set(f, float64(s.Values[f])/1e9, s.Values[f])
 		}
@@ -54,22 +50,24 @@ func (s *ProcessSample) Entry() ProcessEntry {
 }
 
 // Has tells whether the figure was reported.
-func (s *ProcessSample) Has(f Figure) bool { return s.Present&(1<<f) != 0 }
+func (s *ProcessSample) Has(f pipeline.Figure) bool { return s.Present&(1<<f) != 0 }
 
 // Counters are the sample's cumulative counters, the processor's slots.
-func (s *ProcessSample) Counters() []int64 { return s.Values[:NumCounters] }
+func (s *ProcessSample) Counters() []int64 { return s.Values[:pipeline.NumCounters] }
 
 // CounterMask is Present over the counters.
-func (s *ProcessSample) CounterMask() uint32 { return uint32(s.Present & (1<<NumCounters - 1)) }
+func (s *ProcessSample) CounterMask() uint32 {
+	return uint32(s.Present & (1<<pipeline.NumCounters - 1))
+}
 
 // Memory sums the sample's gauges by memory type (MemoryTypes).
-func (s *ProcessSample) Memory() [NumMemory]int64 {
+func (s *ProcessSample) Memory() [pipeline.NumMemory]int64 {
 	g := s.Gauges()
 	return g.Memory()
 }
 
 // NumGauges is how many figures are gauges: the ones after the counters.
-const NumGauges = int(NumFigures) - NumCounters
+const NumGauges = int(pipeline.NumFigures) - pipeline.NumCounters
 
 // A process's gauges fit one uint16 mask.
 var _ [16 - NumGauges]struct{}
@@ -83,16 +81,16 @@ type Gauges struct {
 
 // Gauges are the sample's.
 func (s *ProcessSample) Gauges() Gauges {
-	g := Gauges{Present: uint16(s.Present >> NumCounters)} // #nosec G115 -- NumGauges bits
-	copy(g.Values[:], s.Values[NumCounters:])
+	g := Gauges{Present: uint16(s.Present >> pipeline.NumCounters)} // #nosec G115 -- NumGauges bits
+	copy(g.Values[:], s.Values[pipeline.NumCounters:])
 	return g
 }
 
 // Memory sums the gauges by memory type (MemoryTypes).
-func (g *Gauges) Memory() [NumMemory]int64 {
-	var out [NumMemory]int64
+func (g *Gauges) Memory() [pipeline.NumMemory]int64 {
+	var out [pipeline.NumMemory]int64
 	for i := range NumGauges {
-		if mt, ok := MemoryTypeOf(Figure(NumCounters + i)); ok && g.Present&(1<<i) != 0 {
+		if mt, ok := pipeline.MemoryTypeOf(pipeline.Figure(pipeline.NumCounters + i)); ok && g.Present&(1<<i) != 0 {
 			out[mt] += g.Values[i]
 		}
 	}
@@ -102,15 +100,15 @@ func (g *Gauges) Memory() [NumMemory]int64 {
 // Fill makes a sparse sample whole: each figure it leaves out is as at
 // the process's last sighting, the counters from last where known says
 // they were reported, the gauges from g (docs/pipeline.md, rule 8).
-func (s *ProcessSample) Fill(last *Counters, known uint32, g *Gauges) {
-	for c := range NumCounters {
+func (s *ProcessSample) Fill(last *pipeline.Counters, known uint32, g *Gauges) {
+	for c := range pipeline.NumCounters {
 		if bit := uint64(1) << c; s.Present&bit == 0 && known&(1<<c) != 0 {
 			s.Values[c], s.Present = last[c], s.Present|bit
 		}
 	}
 	for i := range NumGauges {
-		if bit := uint64(1) << (NumCounters + i); s.Present&bit == 0 && g.Present&(1<<i) != 0 {
-			s.Values[NumCounters+i], s.Present = g.Values[i], s.Present|bit
+		if bit := uint64(1) << (pipeline.NumCounters + i); s.Present&bit == 0 && g.Present&(1<<i) != 0 {
+			s.Values[pipeline.NumCounters+i], s.Present = g.Values[i], s.Present|bit
 		}
 	}
 	s.Sparse = false
@@ -118,10 +116,10 @@ func (s *ProcessSample) Fill(last *Counters, known uint32, g *Gauges) {
 
 // CommandCount is the title's cmd<N>; 0 when it has none (Greenplum
 // counts from 1 and leaves cmd0 out of the title).
-func (s *ProcessSample) CommandCount() int64 { return max(s.Values[CommandCount], 0) }
+func (s *ProcessSample) CommandCount() int64 { return max(s.Values[pipeline.CommandCount], 0) }
 
 // A process's figures fit one uint64 mask.
-var _ [64 - NumFigures]struct{}
+var _ [64 - pipeline.NumFigures]struct{}
 
 // ProcessDecoder reads the process resources of a batch into samples
 // (docs/pipeline.md, process resources). Reuse one across batches.
@@ -133,7 +131,7 @@ type ProcessDecoder struct {
 	Err     error
 }
 
-var errNoPID = errors.New("process data point without an int " + AttrProcessPID)
+var errNoPID = errors.New("process data point without an int " + pipeline.AttrProcessPID)
 
 func (d *ProcessDecoder) fail(err error) {
 	d.Skipped++
@@ -145,7 +143,7 @@ func (d *ProcessDecoder) fail(err error) {
 // Decode replaces d's samples with those of every resource of rms whose
 // kind (kinds[i], from ReadBatch) holds processes. A point not at the batch's
 // time t belongs to another snapshot and is left out.
-func (d *ProcessDecoder) Decode(rms pmetric.ResourceMetricsSlice, kinds []ResourceKind, t pcommon.Timestamp) {
+func (d *ProcessDecoder) Decode(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceKind, t pcommon.Timestamp) {
 	d.Samples, d.Skipped, d.Err = d.Samples[:0], 0, nil
 	for i, kind := range kinds {
 		if kind.HoldsProcesses() {
@@ -163,27 +161,27 @@ type processHeader struct {
 // readProcessHeader reads a resource's identity. An exited resource
 // without gpotel.session.id holds exited processes no scrape saw; an
 // unrecorded resource never has one.
-func readProcessHeader(attrs pcommon.Map, kind ResourceKind) (processHeader, error) {
+func readProcessHeader(attrs pcommon.Map, kind pipeline.ResourceKind) (processHeader, error) {
 	h := processHeader{session: NoSession}
-	host, ok := attrs.Get(AttrHostName)
+	host, ok := attrs.Get(pipeline.AttrHostName)
 	if !ok {
-		return h, fmt.Errorf("%s resource lacks %s", kind, AttrHostName)
+		return h, fmt.Errorf("%s resource lacks %s", kind, pipeline.AttrHostName)
 	}
 	h.host = host.Str()
-	tm, ok := attrs.Get(AttrTmID)
+	tm, ok := attrs.Get(pipeline.AttrTmID)
 	if !ok || tm.Type() != pcommon.ValueTypeInt {
-		return h, fmt.Errorf("%s resource lacks an int %s", kind, AttrTmID)
+		return h, fmt.Errorf("%s resource lacks an int %s", kind, pipeline.AttrTmID)
 	}
 	h.tmID = tm.Int()
-	if kind == KindUnrecorded {
+	if kind == pipeline.KindUnrecorded {
 		return h, nil
 	}
-	id, ok := attrs.Get(AttrSessionID)
+	id, ok := attrs.Get(pipeline.AttrSessionID)
 	switch {
-	case !ok && kind == KindExited:
+	case !ok && kind == pipeline.KindExited:
 		return h, nil
 	case !ok || id.Type() != pcommon.ValueTypeInt:
-		return h, fmt.Errorf("%s resource lacks an int %s", kind, AttrSessionID)
+		return h, fmt.Errorf("%s resource lacks an int %s", kind, pipeline.AttrSessionID)
 	}
 	h.session = id.Int()
 	return h, nil
@@ -192,7 +190,7 @@ func readProcessHeader(attrs pcommon.Map, kind ResourceKind) (processHeader, err
 // decodeResource appends one sample per process of rm. Every metric lists
 // the processes in the same order, so a cursor finds a point's process
 // without a lookup; a point out of order costs a scan.
-func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind ResourceKind, t pcommon.Timestamp) {
+func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind pipeline.ResourceKind, t pcommon.Timestamp) {
 	h, err := readProcessHeader(rm.Resource().Attributes(), kind)
 	if err != nil {
 		d.fail(err)
@@ -204,15 +202,15 @@ func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind Resourc
 		ms := sms.At(i).Metrics()
 		for j := range ms.Len() {
 			m := ms.At(j)
-			pm, ok := ProcessMetricNamed(m.Name())
+			pm, ok := pipeline.ProcessMetricNamed(m.Name())
 			if !ok {
 				continue
 			}
-			dps := NumberPoints(m)
+			dps := pipeline.NumberPoints(m)
 			cur := first
 			for k := range dps.Len() {
 				dp := dps.At(k)
-				pid, ok := dp.Attributes().Get(AttrProcessPID)
+				pid, ok := dp.Attributes().Get(pipeline.AttrProcessPID)
 				if !ok || pid.Type() != pcommon.ValueTypeInt {
 					d.fail(errNoPID)
 					continue
@@ -229,7 +227,7 @@ func (d *ProcessDecoder) decodeResource(rm pmetric.ResourceMetrics, kind Resourc
 				cur = d.find(first, cur, int32(pid.Int()), start) // #nosec G115 -- a pid
 				if cur == len(d.Samples) {
 					d.Samples = append(d.Samples, ProcessSample{Kind: kind, Host: h.host, TmID: h.tmID, Session: h.session,
-						PID: int32(pid.Int()), Creation: start, Segment: UnknownSegment}) // #nosec G115 -- a pid
+						PID: int32(pid.Int()), Creation: start, Segment: pipeline.UnknownSegment}) // #nosec G115 -- a pid
 				}
 				apply(&d.Samples[cur], pm, dp)
 			}
@@ -255,24 +253,24 @@ func (d *ProcessDecoder) find(first, cur int, pid int32, creation int64) int {
 }
 
 // apply puts one point of metric pm into its process's sample.
-func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
-	if pm == ProcessInfo {
+func apply(s *ProcessSample, pm *pipeline.ProcessMetric, dp pmetric.NumberDataPoint) {
+	if pm == pipeline.ProcessInfo {
 		attrs := dp.Attributes()
-		if seg, ok := attrs.Get(AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
+		if seg, ok := attrs.Get(pipeline.AttrSegmentID); ok && seg.Type() == pcommon.ValueTypeInt {
 			s.Segment = int32(seg.Int()) // #nosec G115 -- a content id
 		}
-		if bt, ok := attrs.Get(AttrBackendType); ok {
+		if bt, ok := attrs.Get(pipeline.AttrBackendType); ok {
 			s.BackendType = bt.Str()
 		}
-		if sys, ok := attrs.Get(AttrProcessSystem); ok {
+		if sys, ok := attrs.Get(pipeline.AttrProcessSystem); ok {
 			s.System = sys.Bool()
 		}
-		if sparse, ok := attrs.Get(AttrProcessSparse); ok {
+		if sparse, ok := attrs.Get(pipeline.AttrProcessSparse); ok {
 			s.Sparse = sparse.Bool()
 		}
 		return
 	}
-	f := pm.figures[0]
+	f := pm.Figures()[0]
 	if pm.Attr != "" {
 		v, ok := dp.Attributes().Get(pm.Attr)
 		if !ok {
@@ -283,9 +281,9 @@ func apply(s *ProcessSample, pm *ProcessMetric, dp pmetric.NumberDataPoint) {
 		}
 	}
 	if pm.Double {
-		s.Values[f] = NanosValue(dp)
+		s.Values[f] = pipeline.NanosValue(dp)
 	} else {
-		s.Values[f] = IntValue(dp)
+		s.Values[f] = pipeline.IntValue(dp)
 	}
 	s.Present |= 1 << f
 }

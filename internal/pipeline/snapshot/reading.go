@@ -1,12 +1,13 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -28,12 +29,12 @@ type Process struct {
 	// start; zero without stat, and then the process has no identity.
 	CreationTime time.Time
 	HasStat      bool
-	Values       [NumFigures]Value
+	Values       [pipeline.NumFigures]Value
 }
 
 // Set stores a figure's value in its metric's type.
-func (p *Process) Set(f Figure, seconds float64, n int64) {
-	if Figures[f].Metric.Double {
+func (p *Process) Set(f pipeline.Figure, seconds float64, n int64) {
+	if pipeline.Figures[f].Metric.Double {
 		p.Values[f] = Value{Float: seconds, OK: true}
 	} else {
 		p.Values[f] = Value{Int: n, OK: true}
@@ -41,8 +42,8 @@ func (p *Process) Set(f Figure, seconds float64, n int64) {
 }
 
 // setRaw converts a raw reading in unit u with the host's constants.
-func (p *Process) setRaw(f Figure, h kernelunits.Host, u kernelunits.Unit, raw int64) {
-	if Figures[f].Metric.Double {
+func (p *Process) setRaw(f pipeline.Figure, h kernelunits.Host, u kernelunits.Unit, raw int64) {
+	if pipeline.Figures[f].Metric.Double {
 		p.Values[f] = Value{Float: h.ToSeconds(u, raw), OK: true}
 	} else {
 		p.Values[f] = Value{Int: h.ToInt(u, raw), OK: true}
@@ -58,8 +59,8 @@ func ProcessFromAnswer(info *yagpcc.GpPidProcInfo, host kernelunits.Host) Proces
 		p.HasStat = true
 		p.CreationTime = host.SinceBoot(st.GetStarttime())
 	}
-	for f := range NumFigures {
-		for _, src := range Figures[f].Live {
+	for f := range pipeline.NumFigures {
+		for _, src := range pipeline.Figures[f].Live {
 			if src.Delayacct && !host.Delayacct {
 				continue
 			}
@@ -80,8 +81,8 @@ func ProcessFromExit(r *gpotelv1.ExitRecord, delayacct bool) Process {
 	s := r.GetStats()
 	p := Process{PID: s.GetPid(), CreationTime: time.Unix(0, r.GetStartTimeUnixNano()).UTC(), HasStat: true}
 	var noHost kernelunits.Host // exit records carry no ticks or pages
-	for f := range NumFigures {
-		for _, src := range Figures[f].Exit {
+	for f := range pipeline.NumFigures {
+		for _, src := range pipeline.Figures[f].Exit {
 			if src.Delayacct && !delayacct {
 				continue
 			}

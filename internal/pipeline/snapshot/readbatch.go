@@ -1,11 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"errors"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -37,8 +38,8 @@ const (
 // each resource, and its time.
 type Batch struct {
 	Kind      BatchKind
-	Kinds     []ResourceKind // of each resource, in order
-	Snapshot  int            // index of the snapshot resource; -1 without one
+	Kinds     []pipeline.ResourceKind // of each resource, in order
+	Snapshot  int                     // index of the snapshot resource; -1 without one
 	Snapshots int
 	Processes int // resources that hold processes
 	Header    int // index of the batch resource (sparse batches); -1 without one
@@ -55,17 +56,17 @@ var ErrMergedBatch = errors.New("batch holds more than one snapshot (is a batch 
 // framing rules, as sparse.Outgoing is the sender's.
 func ReadBatch(md pmetric.Metrics) Batch {
 	rms := md.ResourceMetrics()
-	b := Batch{Kinds: make([]ResourceKind, rms.Len()), Snapshot: -1, Header: -1}
+	b := Batch{Kinds: make([]pipeline.ResourceKind, rms.Len()), Snapshot: -1, Header: -1}
 	for i := range rms.Len() {
-		k := KindOf(rms.At(i).Resource().Attributes())
+		k := pipeline.KindOf(rms.At(i).Resource().Attributes())
 		b.Kinds[i] = k
 		switch {
-		case k == KindSnapshot:
+		case k == pipeline.KindSnapshot:
 			b.Snapshot = i
 			b.Snapshots++
 		case k.HoldsProcesses():
 			b.Processes++
-		case k == KindBatch:
+		case k == pipeline.KindBatch:
 			b.Header = i
 		}
 	}
@@ -87,12 +88,12 @@ func ReadBatch(md pmetric.Metrics) Batch {
 // or else of the first resource with a point.
 func batchTime(rms pmetric.ResourceMetricsSlice, snapshot int) pcommon.Timestamp {
 	if snapshot >= 0 {
-		if t := FirstPointTime(rms.At(snapshot)); t != 0 {
+		if t := pipeline.FirstPointTime(rms.At(snapshot)); t != 0 {
 			return t
 		}
 	}
 	for i := range rms.Len() {
-		if t := FirstPointTime(rms.At(i)); t != 0 {
+		if t := pipeline.FirstPointTime(rms.At(i)); t != 0 {
 			return t
 		}
 	}

@@ -1,11 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"fmt"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -50,11 +51,11 @@ type HostEndings struct {
 // AppendEndings writes one endings resource: a point per ending, at its
 // time, the session start as StartTimestamp.
 func AppendEndings(rms pmetric.ResourceMetricsSlice, scope Scope, tmID int64, h *HostEndings) {
-	attrs, ms := appendHostFraming(rms, scope, KindEndings, tmID, h.Host, 4)
+	attrs, ms := appendHostFraming(rms, scope, pipeline.KindEndings, tmID, h.Host, 4)
 	if h.LogReadThrough != 0 {
-		attrs.PutInt(AttrLogReadThrough, h.LogReadThrough)
+		attrs.PutInt(pipeline.AttrLogReadThrough, h.LogReadThrough)
 	}
-	dps := appendMetric(ms, MetricBackendEnding, "Always 1: a log record or an exit of the backend (docs/pipeline.md, how it ended).", "1", false)
+	dps := appendMetric(ms, pipeline.MetricBackendEnding, "Always 1: a log record or an exit of the backend (docs/pipeline.md, how it ended).", "1", false)
 	dps.EnsureCapacity(len(h.Endings))
 	for _, e := range h.Endings {
 		dp := dps.AppendEmpty()
@@ -62,22 +63,22 @@ func AppendEndings(rms pmetric.ResourceMetricsSlice, scope Scope, tmID int64, h 
 		dp.SetTimestamp(pcommon.Timestamp(max(e.Time, 0)))              // #nosec G115 -- not negative
 		dp.SetIntValue(1)
 		da := dp.Attributes()
-		da.PutInt(AttrProcessPID, e.PID)
-		da.PutInt(AttrSessionID, e.Session)
+		da.PutInt(pipeline.AttrProcessPID, e.PID)
+		da.PutInt(pipeline.AttrSessionID, e.Session)
 		if e.CommandCount > 0 {
-			da.PutInt(AttrQueryCommandCount, e.CommandCount)
+			da.PutInt(pipeline.AttrQueryCommandCount, e.CommandCount)
 		}
 		if e.Exited {
 			if e.Signal != 0 {
-				da.PutInt(AttrProcessExitSignal, e.Signal)
+				da.PutInt(pipeline.AttrProcessExitSignal, e.Signal)
 			} else {
-				da.PutInt(AttrProcessExitCode, e.ExitCode)
+				da.PutInt(pipeline.AttrProcessExitCode, e.ExitCode)
 			}
 			continue
 		}
-		da.PutStr(AttrLogSeverity, e.Severity)
-		da.PutStr(AttrSQLState, e.SQLState)
-		da.PutStr(AttrLogMessage, CutMessage(e.Message))
+		da.PutStr(pipeline.AttrLogSeverity, e.Severity)
+		da.PutStr(pipeline.AttrSQLState, e.SQLState)
+		da.PutStr(pipeline.AttrLogMessage, CutMessage(e.Message))
 	}
 }
 
@@ -98,24 +99,24 @@ func CutMessage(m string) string {
 // time, or that is neither a log record nor an exit, is skipped and counted.
 func DecodeEndings(rm pmetric.ResourceMetrics) (h HostEndings, tmID int64, skipped int, err error) {
 	attrs := rm.Resource().Attributes()
-	host, ok := attrs.Get(AttrHostName)
-	tm, tmOK := attrs.Get(AttrTmID)
+	host, ok := attrs.Get(pipeline.AttrHostName)
+	tm, tmOK := attrs.Get(pipeline.AttrTmID)
 	if !ok || !tmOK || tm.Type() != pcommon.ValueTypeInt {
-		return h, 0, 1, fmt.Errorf("endings resource lacks %s or an int %s", AttrHostName, AttrTmID)
+		return h, 0, 1, fmt.Errorf("endings resource lacks %s or an int %s", pipeline.AttrHostName, pipeline.AttrTmID)
 	}
 	h.Host, tmID = host.Str(), tm.Int()
-	if v, ok := attrs.Get(AttrLogReadThrough); ok && v.Type() == pcommon.ValueTypeInt {
+	if v, ok := attrs.Get(pipeline.AttrLogReadThrough); ok && v.Type() == pcommon.ValueTypeInt {
 		h.LogReadThrough = v.Int()
 	}
-	EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
-		if m.Name() != MetricBackendEnding {
+	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+		if m.Name() != pipeline.MetricBackendEnding {
 			return
 		}
 		e, ok := decodeEnding(dp)
 		if !ok {
 			skipped++
 			if err == nil {
-				err = fmt.Errorf("ending on %s without an int %s and %s, a timestamp, and a log record's or an exit's attributes", h.Host, AttrProcessPID, AttrSessionID)
+				err = fmt.Errorf("ending on %s without an int %s and %s, a timestamp, and a log record's or an exit's attributes", h.Host, pipeline.AttrProcessPID, pipeline.AttrSessionID)
 			}
 			return
 		}
@@ -140,24 +141,24 @@ func decodeEnding(dp pmetric.NumberDataPoint) (Ending, bool) {
 		}
 		return v.Str(), true
 	}
-	pid, ok1 := intOf(AttrProcessPID)
-	sess, ok2 := intOf(AttrSessionID)
+	pid, ok1 := intOf(pipeline.AttrProcessPID)
+	sess, ok2 := intOf(pipeline.AttrSessionID)
 	if !ok1 || !ok2 || dp.Timestamp() == 0 {
 		return Ending{}, false
 	}
 	e := Ending{PID: pid, Session: sess, Time: int64(dp.Timestamp()), SessionStart: int64(dp.StartTimestamp())} // #nosec G115 -- ns since 1970
-	e.CommandCount, _ = intOf(AttrQueryCommandCount)
-	if code, ok := intOf(AttrProcessExitCode); ok {
+	e.CommandCount, _ = intOf(pipeline.AttrQueryCommandCount)
+	if code, ok := intOf(pipeline.AttrProcessExitCode); ok {
 		e.Exited, e.ExitCode = true, code
 		return e, true
 	}
-	if sig, ok := intOf(AttrProcessExitSignal); ok && sig > 0 {
+	if sig, ok := intOf(pipeline.AttrProcessExitSignal); ok && sig > 0 {
 		e.Exited, e.Signal = true, sig
 		return e, true
 	}
-	sev, ok3 := strOf(AttrLogSeverity)
-	state, ok4 := strOf(AttrSQLState)
-	msg, ok5 := strOf(AttrLogMessage)
+	sev, ok3 := strOf(pipeline.AttrLogSeverity)
+	state, ok4 := strOf(pipeline.AttrSQLState)
+	msg, ok5 := strOf(pipeline.AttrLogMessage)
 	if !ok3 || !ok4 || !ok5 {
 		return Ending{}, false
 	}

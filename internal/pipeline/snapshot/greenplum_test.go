@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"slices"
@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
 
@@ -19,7 +20,7 @@ func greenplumRoundTrip(t *testing.T, g *GreenplumSession) *GreenplumSession {
 		Sessions: []Session{{ID: 7, PID: 700, Greenplum: g}}})
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if KindOf(rms.At(i).Resource().Attributes()) == KindSession {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) == pipeline.KindSession {
 			return DecodeGreenplum(rms.At(i))
 		}
 	}
@@ -54,7 +55,7 @@ func TestDecodingASessionWithoutGreenplumFiguresAllocatesNothing(t *testing.T) {
 	md := NewClosingEncoder(Scope{Name: "test"}, at, Switches{}).Encode(&Closing{Time: at, TmID: 1, Sessions: []Session{{ID: 7, PID: 700}}})
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		if KindOf(rms.At(i).Resource().Attributes()) != KindSession {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindSession {
 			continue
 		}
 		if n := testing.AllocsPerRun(100, func() { _ = DecodeGreenplum(rms.At(i)) }); n != 0 {
@@ -75,8 +76,8 @@ func TestLockWaitObjectAndBlockerStayOutOfSeriesIdentity(t *testing.T) {
 	found := false
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
-		EachPoint(rms.At(i), func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
-			if m.Name() != MetricSessionLockWait {
+		pipeline.EachPoint(rms.At(i), func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
+			if m.Name() != pipeline.MetricSessionLockWait {
 				return
 			}
 			found = true
@@ -85,11 +86,11 @@ func TestLockWaitObjectAndBlockerStayOutOfSeriesIdentity(t *testing.T) {
 				keys = append(keys, k)
 			}
 			slices.Sort(keys)
-			if want := []string{AttrLockBlockerMode, AttrLockMode, AttrSegmentID}; !slices.Equal(keys, want) {
+			if want := []string{pipeline.AttrLockBlockerMode, pipeline.AttrLockMode, pipeline.AttrSegmentID}; !slices.Equal(keys, want) {
 				t.Errorf("lock wait point attributes %v, want only %v", keys, want)
 			}
-			if got := m.Metadata().AsRaw(); got[MetaLockObject] != wait.Object || got[MetaLockBlockerSessionID] != wait.Blocker {
-				t.Errorf("lock wait metadata %v, want %s %q and %s %d", got, MetaLockObject, wait.Object, MetaLockBlockerSessionID, wait.Blocker)
+			if got := m.Metadata().AsRaw(); got[pipeline.MetaLockObject] != wait.Object || got[pipeline.MetaLockBlockerSessionID] != wait.Blocker {
+				t.Errorf("lock wait metadata %v, want %s %q and %s %d", got, pipeline.MetaLockObject, wait.Object, pipeline.MetaLockBlockerSessionID, wait.Blocker)
 			}
 		})
 	}

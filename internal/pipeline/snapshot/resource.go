@@ -1,13 +1,14 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"cmp"
 	"slices"
 	"strconv"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -23,7 +24,7 @@ type resourceWriter struct {
 }
 
 type pendingMetric struct {
-	*ClosingMetric
+	*pipeline.ClosingMetric
 	sw     MetricSwitch
 	points []pendingPoint
 	meta   *pcommon.Map // Metric.Metadata(), when the metric has one
@@ -40,7 +41,7 @@ func newResourceWriter(sw *Switches, start, ts pcommon.Timestamp) *resourceWrite
 	return &resourceWriter{sw: sw, start: start, ts: ts}
 }
 
-func (w *resourceWriter) pending(m *ClosingMetric) *pendingMetric {
+func (w *resourceWriter) pending(m *pipeline.ClosingMetric) *pendingMetric {
 	for _, p := range w.metrics {
 		if p.ClosingMetric == m {
 			return p
@@ -52,7 +53,7 @@ func (w *resourceWriter) pending(m *ClosingMetric) *pendingMetric {
 }
 
 // record adds one point with the metric's attribute values, in its Attrs order.
-func (w *resourceWriter) record(m *ClosingMetric, i int64, f float64, attrs ...string) {
+func (w *resourceWriter) record(m *pipeline.ClosingMetric, i int64, f float64, attrs ...string) {
 	p := w.pending(m)
 	if p.sw.Off {
 		return
@@ -88,7 +89,7 @@ func (w *resourceWriter) record(m *ClosingMetric, i int64, f float64, attrs ...s
 }
 
 // metadata is the Metric.Metadata() of the metric's one point.
-func (w *resourceWriter) metadata(m *ClosingMetric) pcommon.Map {
+func (w *resourceWriter) metadata(m *pipeline.ClosingMetric) pcommon.Map {
 	p := w.pending(m)
 	if p.meta == nil {
 		meta := pcommon.NewMap()
@@ -165,9 +166,9 @@ type resourceAttrs struct {
 	m  pcommon.Map
 }
 
-func newResourceAttrs(sw *Switches, kind ResourceKind) resourceAttrs {
+func newResourceAttrs(sw *Switches, kind pipeline.ResourceKind) resourceAttrs {
 	ra := resourceAttrs{sw: sw, m: pcommon.NewMap()}
-	ra.str(AttrResourceKind, kind.String())
+	ra.str(pipeline.AttrResourceKind, kind.String())
 	return ra
 }
 

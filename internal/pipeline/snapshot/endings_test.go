@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline_test
+package snapshot_test
 
 import (
 	"strings"
@@ -13,18 +13,19 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 func TestEndingsRoundTrip(t *testing.T) {
-	h := pipeline.HostEndings{Host: "mdw", LogReadThrough: 3e18, Endings: []pipeline.Ending{
+	h := snapshot.HostEndings{Host: "mdw", LogReadThrough: 3e18, Endings: []snapshot.Ending{
 		{Session: 14, PID: 100, Time: 2e18, SessionStart: 1e18, CommandCount: 5, Severity: "ERROR", SQLState: "42703", Message: "column t1.b does not exist"},
 		{Session: 14, PID: 100, Time: 2e18 + 1, Exited: true, ExitCode: 1},
 		{Session: 15, PID: 101, Time: 2e18 + 2, Exited: true, Signal: 9},
 	}}
 	rms := pmetric.NewResourceMetricsSlice()
-	pipeline.AppendEndings(rms, pipeline.Scope{Name: "test"}, 7, &h)
+	snapshot.AppendEndings(rms, snapshot.Scope{Name: "test"}, 7, &h)
 	assert.Equal(t, pipeline.KindEndings, pipeline.KindOf(rms.At(0).Resource().Attributes()))
-	got, tmID, skipped, err := pipeline.DecodeEndings(rms.At(0))
+	got, tmID, skipped, err := snapshot.DecodeEndings(rms.At(0))
 	require.NoError(t, err)
 	assert.Zero(t, skipped)
 	assert.Equal(t, int64(7), tmID)
@@ -33,26 +34,26 @@ func TestEndingsRoundTrip(t *testing.T) {
 
 // A message a database user chose is bounded, without cutting a character.
 func TestEndingMessageIsBounded(t *testing.T) {
-	long := strings.Repeat("é", pipeline.MaxEndingMessage)
-	cut := pipeline.CutMessage(long)
-	assert.LessOrEqual(t, len(cut), pipeline.MaxEndingMessage)
+	long := strings.Repeat("é", snapshot.MaxEndingMessage)
+	cut := snapshot.CutMessage(long)
+	assert.LessOrEqual(t, len(cut), snapshot.MaxEndingMessage)
 	assert.True(t, utf8.ValidString(cut))
 	assert.True(t, strings.HasSuffix(cut, "…"))
-	assert.Equal(t, "short", pipeline.CutMessage("short"))
+	assert.Equal(t, "short", snapshot.CutMessage("short"))
 }
 
 // A point without an identity, or neither a record nor an exit, is skipped.
 func TestEndingWithoutIdentityIsSkipped(t *testing.T) {
-	h := pipeline.HostEndings{Host: "mdw", Endings: []pipeline.Ending{{Session: 1, PID: 2, Time: 3, Severity: "ERROR", SQLState: "22012",
+	h := snapshot.HostEndings{Host: "mdw", Endings: []snapshot.Ending{{Session: 1, PID: 2, Time: 3, Severity: "ERROR", SQLState: "22012",
 		Message: "division by zero"}}}
 	rms := pmetric.NewResourceMetricsSlice()
-	pipeline.AppendEndings(rms, pipeline.Scope{Name: "test"}, 7, &h)
+	snapshot.AppendEndings(rms, snapshot.Scope{Name: "test"}, 7, &h)
 	dps := rms.At(0).ScopeMetrics().At(0).Metrics().At(0).Gauge().DataPoints()
 	bad := dps.AppendEmpty()
 	bad.SetTimestamp(3)
 	bad.Attributes().PutInt(pipeline.AttrProcessPID, 2)
 	bad.Attributes().PutInt(pipeline.AttrSessionID, 1)
-	got, _, skipped, err := pipeline.DecodeEndings(rms.At(0))
+	got, _, skipped, err := snapshot.DecodeEndings(rms.At(0))
 	require.Error(t, err)
 	assert.Equal(t, 1, skipped)
 	assert.Len(t, got.Endings, 1)

@@ -1,12 +1,13 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package pipeline
+package snapshot
 
 import (
 	"testing"
 	"time"
 
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 )
@@ -14,7 +15,7 @@ import (
 // testEntry is process 100 of session 7.
 func testEntry() ProcessEntry {
 	p := Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
-	p.Set(CPUUser, 1.5, 0)
+	p.Set(pipeline.CPUUser, 1.5, 0)
 	return ProcessEntry{Session: 7, Process: p}
 }
 
@@ -22,7 +23,7 @@ func testEntry() ProcessEntry {
 func processBatch(host string, t pcommon.Timestamp) pmetric.Metrics {
 	md := pmetric.NewMetrics()
 	NewProcessEncoder(Scope{}, Switches{}).Append(md.ResourceMetrics(),
-		&ProcessBatch{Time: t, TmID: 1, Host: host, Kind: KindProcess, Entries: []ProcessEntry{testEntry()}}, nil)
+		&ProcessBatch{Time: t, TmID: 1, Host: host, Kind: pipeline.KindProcess, Entries: []ProcessEntry{testEntry()}}, nil)
 	return md
 }
 
