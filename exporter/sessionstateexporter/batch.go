@@ -20,7 +20,7 @@ import (
 type batch struct {
 	// snapshots are the headers of the snapshot resources, in order (a
 	// batch that closes a snapshot has one).
-	snapshots []snapshot.SnapshotHeader
+	snapshots []snapshot.Header
 	// tops are the first snapshot resource's host figures; nil without one.
 	tops *output.HostTops
 

@@ -105,7 +105,7 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		figs.MemoryCluster = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rss, pipeline.MemRSSAnon: m.rssAnon, pipeline.MemRSSShared: m.rssShared,
 			pipeline.MemVirtual: m.virtual, pipeline.MemPeak: m.peak, pipeline.MemVirtualPeak: m.virtualPeak}
 		figs.MemoryMaxHost = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rssMaxHost, pipeline.MemRSSAnon: m.rssAnonMaxHost}
-		output.NewOutputEncoder(windows, nil).AppendSession(rm, ts, figs)
+		output.NewEncoder(windows, nil).AppendSession(rm, ts, figs)
 		if s.total == nil {
 			dropWindow(rm, pipeline.WindowLifetime)
 		}

@@ -35,7 +35,7 @@ type snapshotDiff struct {
 	carryUnchanged bool
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
-	out              *output.OutputEncoder
+	out              *output.Encoder
 	smoother         *smoother          // nil when smoothing is off
 	queries          *querylife.Tracker // nil when query figures are off
 	// queryText is a query's text as the output writes it; nil: none.
@@ -59,7 +59,7 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
-		out:              output.NewOutputEncoder(cfg.Windows, cfg.TimeConstants),
+		out:              output.NewEncoder(cfg.Windows, cfg.TimeConstants),
 		logger:           logger,
 		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),

@@ -11,8 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // FieldType is the type of an event field's value.

@@ -7,8 +7,9 @@ import (
 	"math"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // Value reads field f of an event's attributes as its type's Go

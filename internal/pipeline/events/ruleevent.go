@@ -4,9 +4,10 @@
 package events
 
 import (
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // EventRuleAction is the event of a workload rule's firing

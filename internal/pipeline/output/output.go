@@ -6,9 +6,10 @@ package output
 import (
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // ProcessorScope is the instrumentation scope of everything the processor adds.
@@ -40,7 +41,7 @@ type HostNow struct {
 // SessionFigures are what the processor adds to one session resource
 // (docs/pipeline.md, session, smoothed, skew and per-host figures).
 type SessionFigures struct {
-	Windows         []WindowFigures // one per OutputEncoder window
+	Windows         []WindowFigures // one per Encoder window
 	Lifetime        pipeline.Counters
 	LifetimePartial bool
 	// Known are the counters some process of the session reported (bit
@@ -104,16 +105,16 @@ type QueryFigures struct {
 	Spill        *pipeline.QuerySpill // nil: no read saw it hold workfiles
 }
 
-// OutputEncoder writes the processor's figures.
-type OutputEncoder struct {
+// Encoder writes the processor's figures.
+type Encoder struct {
 	Windows   []string // gpotel.window of each configured window
 	Constants []string // gpotel.time_constant of each time constant
 }
 
-// NewOutputEncoder names the windows and time constants as gpotel.window
+// NewEncoder names the windows and time constants as gpotel.window
 // and gpotel.time_constant spell them.
-func NewOutputEncoder(windows, constants []time.Duration) *OutputEncoder {
-	e := &OutputEncoder{}
+func NewEncoder(windows, constants []time.Duration) *Encoder {
+	e := &Encoder{}
 	for _, w := range windows {
 		e.Windows = append(e.Windows, pipeline.WindowName(w))
 	}
@@ -147,7 +148,7 @@ func (g gauges) point(dps pmetric.NumberDataPointSlice, window string) pmetric.N
 
 // AppendSession adds the processor's scope with a session's figures to
 // its session resource.
-func (e *OutputEncoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *SessionFigures) {
+func (e *Encoder) AppendSession(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *SessionFigures) {
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
@@ -254,7 +255,7 @@ var (
 
 // appendSmoothed writes the three smoothed metrics with one point per
 // entity and time constant; an entity with a host name gets host.name.
-func (e *OutputEncoder) appendSmoothed(g gauges, names smoothedNames, entities []HostAverages) {
+func (e *Encoder) appendSmoothed(g gauges, names smoothedNames, entities []HostAverages) {
 	cpu, io, mem := g.metric(names.cpu, "{cpu}"), g.metric(names.io, "By/s"), g.metric(names.memory, "By")
 	point := func(dps pmetric.NumberDataPointSlice, host, constant string, v float64) pmetric.NumberDataPoint {
 		dp := dps.AppendEmpty()
@@ -312,7 +313,7 @@ func (s skewMetrics) write(window string, p pipeline.SkewPair) {
 	}
 }
 
-func (e *OutputEncoder) appendSkews(g gauges, skews []pipeline.SkewPair) {
+func (e *Encoder) appendSkews(g gauges, skews []pipeline.SkewPair) {
 	s := newSkewMetrics(g, func(n string) string { return n })
 	for w, name := range e.Windows {
 		s.write(name, skews[w])
@@ -321,7 +322,7 @@ func (e *OutputEncoder) appendSkews(g gauges, skews []pipeline.SkewPair) {
 }
 
 // appendHosts writes a session's per-host figures.
-func (e *OutputEncoder) appendHosts(g gauges, f *SessionFigures) {
+func (e *Encoder) appendHosts(g gauges, f *SessionFigures) {
 	cpu := g.metric(pipeline.MetricSessionHostCPUUsage, "{cpu}")
 	disk := g.metric(pipeline.MetricSessionHostDiskIORate, "By/s")
 	for w, name := range e.Windows {
@@ -354,7 +355,7 @@ func (e *OutputEncoder) appendHosts(g gauges, f *SessionFigures) {
 
 // AppendCluster adds the processor's scope with the cluster figures to the
 // snapshot resource.
-func (e *OutputEncoder) AppendCluster(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *ClusterFigures) {
+func (e *Encoder) AppendCluster(rm pmetric.ResourceMetrics, ts pcommon.Timestamp, f *ClusterFigures) {
 	sm := rm.ScopeMetrics().AppendEmpty()
 	sm.Scope().SetName(ProcessorScope)
 	g := gauges{sm.Metrics(), ts}
@@ -400,7 +401,7 @@ func writeSegments(g gauges, dps pmetric.NumberDataPointSlice, window string, se
 }
 
 // AppendQuery appends one query resource.
-func (e *OutputEncoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, q *QueryFigures) {
+func (e *Encoder) AppendQuery(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, q *QueryFigures) {
 	rm := rms.AppendEmpty()
 	attrs := rm.Resource().Attributes()
 	attrs.PutStr(pipeline.AttrResourceKind, pipeline.KindQuery.String())

@@ -98,7 +98,7 @@ func checkRoundTrip(t *testing.T, v [pipeline.NumFigures]int64) {
 		mem[mt] = int64(mt+1) << 20
 	}
 	rm := pmetric.NewResourceMetrics()
-	enc := NewOutputEncoder([]time.Duration{5 * time.Minute}, nil)
+	enc := NewEncoder([]time.Duration{5 * time.Minute}, nil)
 	enc.AppendSession(rm, ts, &SessionFigures{Windows: []WindowFigures{{Span: 300e9, Deltas: counters}}, Lifetime: counters,
 		Known: pipeline.EveryCounter, MemoryCluster: mem, MemoryMaxHost: mem})
 	out := DecodeSessionFigures(rm, &WindowMatcher{Last: 5 * time.Minute})
@@ -184,7 +184,7 @@ func TestCountersNoProcessReportedAreAbsent(t *testing.T) {
 	known := pipeline.EveryCounter &^ (1<<pipeline.DiskDelay | 1<<pipeline.DelaySwapin | 1<<pipeline.DelayFreepages)
 	var zeros pipeline.Counters
 	ts := pcommon.NewTimestampFromTime(time.Unix(1_700_000_500, 0))
-	enc := NewOutputEncoder([]time.Duration{10 * time.Second, time.Minute}, nil)
+	enc := NewEncoder([]time.Duration{10 * time.Second, time.Minute}, nil)
 	rm := pmetric.NewResourceMetrics()
 	enc.AppendSession(rm, ts, &SessionFigures{Windows: []WindowFigures{{Span: 10e9}, {Span: 60e9}}, Known: known})
 	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
@@ -248,6 +248,3 @@ func TestHostCPUsRoundTrip(t *testing.T) {
 		assert.Nil(t, DecodeHostTops(rm).Hosts["sdw1"].Cpus, hostile)
 	}
 }
-
-// isCounter tells the cumulative counters from the gauges.
-func isCounter(f pipeline.Figure) bool { return int(f) < pipeline.NumCounters }

@@ -304,8 +304,8 @@ func recordTaskStates(w *resourceWriter, t *gpotelv1.TaskStates) {
 	}
 }
 
-// SnapshotHeader is what a snapshot resource says.
-type SnapshotHeader struct {
+// Header is what a snapshot resource says.
+type Header struct {
 	Time        pcommon.Timestamp // its first point's; 0 without points
 	Coordinator string
 	Hosts       []HostAnswer // by gpotel.host.up point; Processes from gpotel.host.processes
@@ -313,8 +313,8 @@ type SnapshotHeader struct {
 
 // DecodeSnapshot reads a snapshot resource. A host.up point without
 // host.name is skipped; a host missing from host.up counts as answered.
-func DecodeSnapshot(rm pmetric.ResourceMetrics) SnapshotHeader {
-	var h SnapshotHeader
+func DecodeSnapshot(rm pmetric.ResourceMetrics) Header {
+	var h Header
 	if v, ok := rm.Resource().Attributes().Get(pipeline.AttrHostName); ok {
 		h.Coordinator = v.AsString()
 	}

@@ -7,9 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // The receiver's read delay of each host reaches the processor; a hostile

@@ -6,9 +6,10 @@ package snapshot
 import (
 	"fmt"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // How a backend's statement or life ended, as the server said it

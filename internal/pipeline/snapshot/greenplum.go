@@ -8,8 +8,9 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // GreenplumSession is what a Greenplum server keeps itself about one

@@ -8,9 +8,10 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // ProcessSample is one process as a process, exited or unrecorded

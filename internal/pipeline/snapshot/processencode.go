@@ -7,9 +7,10 @@ import (
 	"cmp"
 	"slices"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // NoSession is the session of an exited process no scrape saw, and of a

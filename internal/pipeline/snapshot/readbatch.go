@@ -6,9 +6,10 @@ package snapshot
 import (
 	"errors"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // The framing rules (docs/pipeline.md, rule 1): one scrape is one

@@ -8,9 +8,10 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // resourceWriter collects one resource's points of closing-batch metrics

@@ -6,8 +6,9 @@ package snapshot
 import (
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // SessionState is the volatile pg_stat_activity state of a session that

@@ -6,9 +6,10 @@ package snapshot
 import (
 	"fmt"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
 // The wire form of the sparse batches rule (docs/pipeline.md): every
