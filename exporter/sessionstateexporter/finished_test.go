@@ -26,7 +26,9 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -126,7 +128,7 @@ func finishedClient(srv *testServer) gpotelv1.FinishedWorkClient {
 func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 	srv := startDefault(t)
 	end := t0.Add(-time.Minute)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for n := range 7 {
 		queries = append(queries, viewtest.FinishedQuery(n, end.Add(time.Duration(n)*time.Second)))
 	}
@@ -258,8 +260,8 @@ func itemKey(m protoreflect.Message) string {
 func TestListSortsByEveryField(t *testing.T) {
 	srv := startDefault(t)
 	const n = 11
-	var queries []pipeline.FinishedQuery
-	var sessions []pipeline.EndedSession
+	var queries []events.FinishedQuery
+	var sessions []events.EndedSession
 	for i := range n {
 		end := t0.Add(-time.Duration(i*7%n) * time.Second)
 		queries, sessions = append(queries, viewtest.FinishedQuery(i, end)), append(sessions, viewtest.EndedSession(i, end))
@@ -298,7 +300,7 @@ func TestListSortsByEveryField(t *testing.T) {
 // users, databases and sessions asked (OR within a field, AND across).
 func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 	srv := startDefault(t)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 30 {
 		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(30-i)*time.Second)))
 	}
@@ -332,7 +334,7 @@ func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 // 9999-12-31 lists everything, from it lists nothing.
 func TestAnEndedRangeBeyond2262IsClamped(t *testing.T) {
 	srv := startDefault(t)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -362,14 +364,14 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 	cfg.MaxResponseBytes = 4096
 	srv := startServer(t, cfg, nopHost())
 	c := finishedClient(srv)
-	wide := func(n int, end time.Time) pipeline.FinishedQuery {
+	wide := func(n int, end time.Time) events.FinishedQuery {
 		q := viewtest.FinishedQuery(n, end)
 		for s := range 40 {
 			q.Segments = append(q.Segments, pipeline.SegmentUse{Host: fmt.Sprintf("sdw%d", s/4+3), Segment: int32(s + 2), CPU: 1e9, Read: 1 << 20})
 		}
 		return q
 	}
-	var batch []pipeline.FinishedQuery
+	var batch []events.FinishedQuery
 	for i := range 20 {
 		batch = append(batch, wide(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -395,7 +397,7 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 		}
 		// A newer query ends between pages: sorted by CPU it may fall on
 		// either side of the walk's place; the walk goes on.
-		srv.consume(t, viewtest.FinishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []pipeline.FinishedQuery{wide(i, t0)}, nil))
+		srv.consume(t, viewtest.FinishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []events.FinishedQuery{wide(i, t0)}, nil))
 		req.PageToken = resp.GetNextPageToken()
 	}
 	for k, n := range seen {
@@ -418,7 +420,7 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 	cfg.DefaultPageSize = 2
 	srv := startServer(t, cfg, nopHost())
 	c := finishedClient(srv)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -469,7 +471,7 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 	cfg.FinishedQueries.Retention = 0
 	srv := startServer(t, cfg, nopHost())
 	q := viewtest.FinishedQuery(1, t0)
-	srv.consume(t, viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{q}, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil))
 	_, err := finishedClient(srv).ListFinishedQueries(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{})
 	viewtest.AssertCode(t, err, codes.FailedPrecondition, "retention is 0")
 	_, err = srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})
@@ -555,7 +557,7 @@ func TestListWalksWhileEventsArrive(t *testing.T) {
 	c := finishedClient(srv)
 	n := 0
 	batch := func(at time.Time) pmetric.Metrics {
-		var qs []pipeline.FinishedQuery
+		var qs []events.FinishedQuery
 		for range 20 {
 			qs = append(qs, viewtest.FinishedQuery(n, at.Add(-time.Duration(n%7)*time.Second)))
 			n++
@@ -615,7 +617,7 @@ func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
 	cancelled := sessionRunsThenIdles(t0.Add(time.Minute), start, end, 13)
-	cancelled.Endings = []pipeline.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []pipeline.Ending{{
+	cancelled.Endings = []snapshot.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []snapshot.Ending{{
 		Session: 7, PID: 7007, Time: end.UnixNano(), Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}}}}
 	feed(cancelled)
 	for m := 2; m <= 3; m++ {

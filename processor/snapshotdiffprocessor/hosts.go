@@ -6,7 +6,7 @@ package snapshotdiffprocessor
 import (
 	"slices"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 )
 
@@ -50,7 +50,7 @@ func (t *hostTable) row(name string) uint32 {
 // answers takes in the hosts' answers of the snapshot being committed:
 // each one's read delay, and which hosts answered (appended to up) and
 // which did not (to down).
-func (t *hostTable) answers(hosts []pipeline.HostAnswer, up, down []uint32) ([]uint32, []uint32) {
+func (t *hostTable) answers(hosts []snapshot.HostAnswer, up, down []uint32) ([]uint32, []uint32) {
 	rows := make([]uint32, len(hosts))
 	for i := range hosts {
 		rows[i] = t.row(hosts[i].Host)

@@ -7,6 +7,7 @@ import (
 	"math/bits"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // memoryGauges are bytes per memory type (pipeline.MemoryTypes).
@@ -33,10 +34,10 @@ type processTable struct {
 	ccnt  []int64             // title command count at the last sighting; 0: none
 	// gauges at the last sighting: a process carried unchanged keeps its
 	// memory, and a sparse sample its unlisted gauges.
-	gauges []pipeline.Gauges
+	gauges []snapshot.Gauges
 	// sample is each process's last sighting whole, kept only for the
 	// dense per-process output (emit_process_metrics).
-	sample      []pipeline.ProcessSample
+	sample      []snapshot.ProcessSample
 	keepSamples bool
 	free        freeRows
 	index       map[processKey]uint32
@@ -62,9 +63,9 @@ func (t *processTable) add(key processKey, seq uint64) (row uint32, grown bool) 
 		t.seg = append(t.seg, 0)
 		t.first = append(t.first, 0)
 		t.ccnt = append(t.ccnt, 0)
-		t.gauges = append(t.gauges, pipeline.Gauges{})
+		t.gauges = append(t.gauges, snapshot.Gauges{})
 		if t.keepSamples {
-			t.sample = append(t.sample, pipeline.ProcessSample{})
+			t.sample = append(t.sample, snapshot.ProcessSample{})
 		}
 	}
 	t.index[key] = row
@@ -77,7 +78,7 @@ func (t *processTable) add(key processKey, seq uint64) (row uint32, grown bool) 
 // is false for a row added for p. A counter first reported after the
 // process's first sighting starts as a baseline: what it counted before
 // is outside what we saw.
-func (t *processTable) step(row uint32, p *pipeline.ProcessSample, known bool) (steps pipeline.Counters, mask uint32) {
+func (t *processTable) step(row uint32, p *snapshot.ProcessSample, known bool) (steps pipeline.Counters, mask uint32) {
 	last := &t.last[row]
 	for m := p.CounterMask(); m != 0; m &= m - 1 {
 		c := bits.TrailingZeros32(m)
@@ -101,7 +102,7 @@ func (t *processTable) step(row uint32, p *pipeline.ProcessSample, known bool) (
 
 // sighted records p as row's sighting in the snapshot seq; an exit record
 // has no title and no memory: the last ones seen stay.
-func (t *processTable) sighted(row uint32, seq uint64, p *pipeline.ProcessSample) {
+func (t *processTable) sighted(row uint32, seq uint64, p *snapshot.ProcessSample) {
 	exited := p.Kind != pipeline.KindProcess
 	t.seen[row] = seq
 	t.gone[row] = exited
@@ -118,7 +119,7 @@ func (t *processTable) sighted(row uint32, seq uint64, p *pipeline.ProcessSample
 
 // fill gives a sparse sample the counters and gauges it left out, from
 // row's last sighting.
-func (t *processTable) fill(row uint32, p *pipeline.ProcessSample) {
+func (t *processTable) fill(row uint32, p *snapshot.ProcessSample) {
 	p.Fill(&t.last[row], t.known[row], &t.gauges[row])
 }
 
@@ -136,9 +137,9 @@ func (t *processTable) remove(row uint32) {
 	t.seg[row] = 0
 	t.first[row] = 0
 	t.ccnt[row] = 0
-	t.gauges[row] = pipeline.Gauges{}
+	t.gauges[row] = snapshot.Gauges{}
 	if t.keepSamples {
-		t.sample[row] = pipeline.ProcessSample{}
+		t.sample[row] = snapshot.ProcessSample{}
 	}
 	t.free.put(row)
 }

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -68,7 +68,7 @@ func sessionTop(ss *view.Session) *gpotelv1.SessionTop {
 }
 
 // addGreenplum puts the server's own figures of a session on its line.
-func addGreenplum(top *gpotelv1.SessionTop, g *pipeline.GreenplumSession) {
+func addGreenplum(top *gpotelv1.SessionTop, g *snapshot.GreenplumSession) {
 	if g == nil {
 		return
 	}

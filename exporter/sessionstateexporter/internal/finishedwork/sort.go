@@ -5,7 +5,7 @@ package finishedwork
 
 import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // sortColumn is how rows compare by one item field.
@@ -16,7 +16,7 @@ type sortColumn struct {
 
 // fieldColumn sorts by field i: numbers, times and bools as integers,
 // doubles as floats, strings bytewise; absent before present.
-func fieldColumn(i int, f pipeline.EventField) sortColumn {
+func fieldColumn(i int, f events.Field) sortColumn {
 	present := func(get func(*eventRow) paging.Value) func(*eventRow) paging.Value {
 		return func(r *eventRow) paging.Value {
 			if !r.has(i) {
@@ -26,9 +26,9 @@ func fieldColumn(i int, f pipeline.EventField) sortColumn {
 		}
 	}
 	switch f.Type {
-	case pipeline.EventDouble:
+	case events.EventDouble:
 		return sortColumn{paging.KindFloat, present(func(r *eventRow) paging.Value { return paging.Float(r.double(i)) })}
-	case pipeline.EventString:
+	case events.EventString:
 		return sortColumn{paging.KindString, present(func(r *eventRow) paging.Value { return paging.Str(r.str(i)) })}
 	default:
 		return sortColumn{paging.KindInt, present(func(r *eventRow) paging.Value { return paging.Num(r.num(i)) })}

@@ -30,6 +30,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -46,7 +47,7 @@ func decoded(md pmetric.Metrics) *view.Batch {
 // costs no memory.
 func TestNoRetentionKeepsNothing(t *testing.T) {
 	w, _ := newTestFinishedWork(t, Config{Retention: 0, MaxEvents: 10, MaxBytes: 1 << 20})
-	w.Consume(decoded(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{viewtest.FinishedQuery(1, t0)}, nil)), t0)
+	w.Consume(decoded(viewtest.FinishedBatch(t0, []events.FinishedQuery{viewtest.FinishedQuery(1, t0)}, nil)), t0)
 	if w.count != 0 || len(w.queries) != 0 {
 		t.Errorf("retention 0: the store holds %d events (%d queries), want none", w.count, len(w.queries))
 	}
@@ -58,7 +59,7 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 // field carries each into its item with the event's value.
 func TestItemsCarryEveryEventField(t *testing.T) {
 	full := viewtest.FinishedQuery(1, t0)
-	md := viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{full}, []pipeline.EndedSession{viewtest.EndedSession(1, t0)})
+	md := viewtest.FinishedBatch(t0, []events.FinishedQuery{full}, []events.EndedSession{viewtest.EndedSession(1, t0)})
 	for i, l := range []*eventLayout{queryLayout, sessionLayout} {
 		desc := l.message().Descriptor()
 		columns := map[string]bool{cpuTimeColumn: true}
@@ -89,7 +90,7 @@ func TestItemsCarryEveryEventField(t *testing.T) {
 		}
 		item := r.message()
 		for j, f := range l.fields {
-			want, ok := pipeline.EventValue(attrs, f)
+			want, ok := events.Value(attrs, f)
 			if !ok {
 				t.Errorf("%s: the test's event lacks %s", desc.Name(), f.Key)
 				continue
@@ -101,17 +102,17 @@ func TestItemsCarryEveryEventField(t *testing.T) {
 	}
 }
 
-// itemValue reads an item field as pipeline.EventValue returns the
+// itemValue reads an item field as events.Value returns the
 // event's: int64, float64, string, bool, time.Time or []SegmentUse.
-func itemValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, typ pipeline.EventType) any {
+func itemValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, typ events.FieldType) any {
 	if fd == nil || fd.HasPresence() && !m.Has(fd) {
 		return nil
 	}
 	v := m.Get(fd)
 	switch typ {
-	case pipeline.EventTime:
+	case events.EventTime:
 		return v.Message().Interface().(*timestamppb.Timestamp).AsTime()
-	case pipeline.EventSegments:
+	case events.EventSegments:
 		var out []pipeline.SegmentUse
 		for i := range v.List().Len() {
 			s := v.List().Get(i).Message().Interface().(*gpotelv1.SegmentUse)
@@ -135,7 +136,7 @@ func newTestFinishedWork(t *testing.T, fq Config) (*Store, *componenttest.Teleme
 }
 
 // held lists the command counts of the finished queries w answers for.
-func held(w *Store, queries []pipeline.FinishedQuery) []int64 {
+func held(w *Store, queries []events.FinishedQuery) []int64 {
 	var out []int64
 	for _, q := range queries {
 		if r, expired := w.query(view.QueryID{Session: q.Session, Ccnt: q.CommandCount}); r != nil && !expired {
@@ -154,7 +155,7 @@ func droppedBy(bound string, n int64) metricdata.DataPoint[int64] {
 func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
 	w, tt := newTestFinishedWork(t, Config{Retention: time.Hour, MaxEvents: 3, MaxBytes: 1 << 30})
 	w.Consume(decoded(viewtest.FinishedBatch(t0.Add(-time.Hour), nil, nil)), t0.Add(-time.Hour)) // the exporter's first snapshot
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(time.Duration(i)*time.Second)))
 		w.Consume(decoded(viewtest.FinishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
@@ -171,12 +172,12 @@ func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
 // When max_bytes is reached the oldest arrivals go first, counted; an
 // event larger than the whole budget is dropped alone.
 func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
-	probe, _ := queryLayout.read(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{viewtest.FinishedQuery(1, t0)}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	probe, _ := queryLayout.read(viewtest.FinishedBatch(t0, []events.FinishedQuery{viewtest.FinishedQuery(1, t0)}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	probe.coordinator = unique.Make(viewtest.Coordinator)
 	budget := minFinishedMaxBytes
 	per := budget/3 - 1 // three queries fit, not four
 	w, tt := newTestFinishedWork(t, Config{Retention: time.Hour, MaxEvents: 100, MaxBytes: budget})
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		q := viewtest.FinishedQuery(1, t0.Add(time.Duration(i)*time.Second))
 		q.CommandCount = int64(i + 1)
@@ -192,7 +193,7 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 	huge.CommandCount = 99
 	text := strings.Repeat("x", budget)
 	huge.Text = &text
-	w.Consume(decoded(viewtest.FinishedBatch(t0.Add(time.Minute), []pipeline.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
+	w.Consume(decoded(viewtest.FinishedBatch(t0.Add(time.Minute), []events.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
 	if got := held(w, append(queries, huge)); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Errorf("after an event over the budget: held %v, want [3 4 5]", got)
 	}
@@ -206,9 +207,9 @@ func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	w, _ := newTestFinishedWork(t, Config{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	young, old := viewtest.FinishedQuery(1, t0), viewtest.FinishedQuery(2, t0.Add(-30*time.Minute))
 	w.Consume(decoded(viewtest.FinishedBatch(t0.Add(-2*time.Hour), nil, nil)), t0.Add(-2*time.Hour)) // the exporter's first snapshot
-	w.Consume(decoded(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{young, old}, nil)), t0)
+	w.Consume(decoded(viewtest.FinishedBatch(t0, []events.FinishedQuery{young, old}, nil)), t0)
 	w.Consume(decoded(viewtest.FinishedBatch(t0.Add(31*time.Minute), nil, nil)), t0.Add(31*time.Minute))
-	if got := held(w, []pipeline.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
+	if got := held(w, []events.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
 		t.Errorf("31 min on: held %v, want the young one [2]", got)
 	}
 	_, err := w.GetGPQuery(view.QueryID{Session: old.Session, Ccnt: old.CommandCount},
@@ -231,11 +232,11 @@ func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
 	w, _ := newTestFinishedWork(t, Config{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	q, s := viewtest.FinishedQuery(1, t0), viewtest.EndedSession(1, t0)
 	for range 2 {
-		w.Consume(decoded(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{q}, []pipeline.EndedSession{s})), t0)
+		w.Consume(decoded(viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, []events.EndedSession{s})), t0)
 	}
-	first, _ := queryLayout.read(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	first, _ := queryLayout.read(viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	first.coordinator = unique.Make(viewtest.Coordinator)
-	second, _ := sessionLayout.read(viewtest.FinishedBatch(t0, nil, []pipeline.EndedSession{s}).ResourceMetrics().At(1).Resource().Attributes())
+	second, _ := sessionLayout.read(viewtest.FinishedBatch(t0, nil, []events.EndedSession{s}).ResourceMetrics().At(1).Resource().Attributes())
 	second.coordinator = first.coordinator
 	if w.count != 2 || len(w.queries) != 1 || len(w.sessions) != 1 || w.bytes != first.bytes()+second.bytes() {
 		t.Errorf("%d events (%d queries, %d sessions) in %d bytes; want one of each in %d", w.count, len(w.queries), len(w.sessions), w.bytes,
@@ -267,7 +268,7 @@ func FuzzDecodeFinishedToken(f *testing.F) {
 	q := viewtest.FinishedQuery(1, t0)
 	text := "a\x00é\"\\"
 	q.Text = &text
-	r, err := queryLayout.read(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	r, err := queryLayout.read(viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
 	w, _ := newTestFinishedWork(t, Config{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	w.hostOverride = "gp-prod"
 	q := viewtest.FinishedQuery(1, t0)
-	w.Consume(decoded(viewtest.FinishedBatch(t0, []pipeline.FinishedQuery{q}, nil)), t0)
+	w.Consume(decoded(viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil)), t0)
 	r, _ := w.query(view.QueryID{Session: q.Session, Ccnt: q.CommandCount})
 	if r == nil {
 		t.Fatal("the finished query is not held")

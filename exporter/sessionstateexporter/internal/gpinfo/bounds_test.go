@@ -25,6 +25,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -40,7 +41,7 @@ func newTestStore() *view.Store {
 // "select 1"; each has used id mod 7 seconds of user CPU over the last
 // window, so that ties are common.
 func testBatch(at time.Time, n int64, running bool) *view.Batch {
-	b := &view.Batch{Snapshots: []pipeline.SnapshotHeader{{Time: pcommon.NewTimestampFromTime(at), Coordinator: viewtest.Coordinator}}}
+	b := &view.Batch{Snapshots: []snapshot.Header{{Time: pcommon.NewTimestampFromTime(at), Coordinator: viewtest.Coordinator}}}
 	for id := int64(1); id <= n; id++ {
 		st := &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: viewtest.TmID}, SessionInfo: &yagpcc.SessionInfo{State: "idle"},
 			LastMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{UserTimeSeconds: float64(id % 7)}}}

@@ -21,7 +21,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -41,7 +41,7 @@ type Ring struct {
 func NewRing(limit int) *Ring { return &Ring{limit: limit} }
 
 // Keep copies a into the ring.
-func (r *Ring) Keep(a *pipeline.RuleAction) {
+func (r *Ring) Keep(a *events.RuleAction) {
 	m := ruleActionMessage(a)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -56,7 +56,7 @@ func (r *Ring) Keep(a *pipeline.RuleAction) {
 	r.dropped++
 }
 
-func ruleActionMessage(a *pipeline.RuleAction) *gpotelv1.RuleAction {
+func ruleActionMessage(a *events.RuleAction) *gpotelv1.RuleAction {
 	m := &gpotelv1.RuleAction{FiredAt: timestamppb.New(time.Unix(0, a.Time).UTC()), RuleName: a.Rule, RuleMode: a.Mode, RuleAction: a.Action,
 		Outcome: a.Outcome, TmId: a.Session.TmID, SessId: a.Session.ID, Pid: a.PID, Username: a.User, Database: a.Database,
 		Predicates: slices.Clone(a.Predicates), PredicateValues: slices.Clone(a.Values)}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Batch is one ConsumeMetrics call decoded once, in the words of the
@@ -23,9 +25,9 @@ import (
 type Batch struct {
 	// Snapshots are the headers of the snapshot resources, in order (a
 	// batch that closes a snapshot has one).
-	Snapshots []pipeline.SnapshotHeader
+	Snapshots []snapshot.Header
 	// Tops are the first snapshot resource's host figures; nil without one.
-	Tops *pipeline.HostTops
+	Tops *output.HostTops
 
 	// Sessions are the session resources; SessionTime is the newest time
 	// among them, LastWindowMissing counts those without the last_metrics
@@ -55,7 +57,7 @@ type Event struct {
 // Decoder decodes batches as the exporter is configured to serve them.
 type Decoder struct {
 	clusterID string
-	windows   pipeline.WindowMatcher
+	windows   output.WindowMatcher
 	// events: finished work is kept (finished_queries::retention > 0).
 	events bool
 }
@@ -63,7 +65,7 @@ type Decoder struct {
 // NewDecoder reports clusterID, fills last_metrics from the window of
 // lastWindow, and keeps finished work events when events is set.
 func NewDecoder(clusterID string, lastWindow time.Duration, events bool) Decoder {
-	return Decoder{clusterID: clusterID, windows: pipeline.WindowMatcher{Last: lastWindow}, events: events}
+	return Decoder{clusterID: clusterID, windows: output.WindowMatcher{Last: lastWindow}, events: events}
 }
 
 // Decode reads every resource of md by its kind; a foreign resource is
@@ -75,11 +77,11 @@ func (d *Decoder) Decode(md pmetric.Metrics) *Batch {
 		rm := rms.At(i)
 		switch kind := pipeline.KindOf(rm.Resource().Attributes()); kind {
 		case pipeline.KindSnapshot:
-			h := pipeline.DecodeSnapshot(rm)
+			h := snapshot.DecodeSnapshot(rm)
 			b.Snapshots = append(b.Snapshots, h)
 			b.Pressure.Closing, b.Pressure.Time = true, h.Time
 			if b.Tops == nil {
-				tops := pipeline.DecodeHostTops(rm)
+				tops := output.DecodeHostTops(rm)
 				b.Tops = &tops
 			}
 		case pipeline.KindSession:
@@ -96,7 +98,7 @@ func (d *Decoder) Decode(md pmetric.Metrics) *Batch {
 			}
 			b.Sessions = append(b.Sessions, s)
 		case pipeline.KindQuery:
-			if q, ok := pipeline.DecodeQuery(rm); ok {
+			if q, ok := output.DecodeQuery(rm); ok {
 				b.Queries = append(b.Queries, NewQueryRecord(q))
 			} else {
 				b.Invalid++
@@ -106,10 +108,10 @@ func (d *Decoder) Decode(md pmetric.Metrics) *Batch {
 				b.Events = append(b.Events, Event{Kind: kind, Attrs: rm.Resource().Attributes()})
 			}
 		case pipeline.KindHost:
-			host, figures := pipeline.DecodeHostPressure(rm)
+			host, figures := snapshot.DecodeHostPressure(rm)
 			b.Pressure.Resources = append(b.Pressure.Resources, pressure.Resource{Host: host, Figures: figures})
 		case pipeline.KindCgroup:
-			host, g := pipeline.DecodeCgroup(rm)
+			host, g := snapshot.DecodeCgroup(rm)
 			b.Pressure.Resources = append(b.Pressure.Resources, pressure.Resource{Host: host, Group: g})
 		}
 	}

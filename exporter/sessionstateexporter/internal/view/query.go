@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -46,7 +47,7 @@ type QueryOwner struct {
 }
 
 // NewQueryRecord is a query resource's record.
-func NewQueryRecord(q pipeline.QueryOutput) *QueryRecord {
+func NewQueryRecord(q output.QueryOutput) *QueryRecord {
 	r := &QueryRecord{ID: QueryID{Session: q.Session, Ccnt: q.CommandCount}, Start: q.Start, Completed: q.Completed,
 		Duration: q.Duration, Text: q.Text, Stat: q.Stat, Segments: q.Segments, Spill: q.Spill}
 	if q.CommandCount == 0 {

@@ -11,6 +11,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -37,13 +39,13 @@ type Session struct {
 	Hosts []*gpotelv1.SessionHostUsage
 	// Greenplum is the server's own figures of the session (spill, lock
 	// wait, vmem); nil without them.
-	Greenplum *pipeline.GreenplumSession
+	Greenplum *snapshot.GreenplumSession
 }
 
 // readSession builds one session from its resource. ok is false when the
 // resource lacks its identity (gpotel.session.id, gpotel.tm_id).
 func (p *Decoder) readSession(rm pmetric.ResourceMetrics) (s *Session, t time.Time, lastFound, ok bool) {
-	h, st, at, hasInfo, ok := pipeline.DecodeSession(rm)
+	h, st, at, hasInfo, ok := snapshot.DecodeSession(rm)
 	if !ok {
 		return nil, t, false, false
 	}
@@ -51,7 +53,7 @@ func (p *Decoder) readSession(rm pmetric.ResourceMetrics) (s *Session, t time.Ti
 		t = at.AsTime().UTC()
 	}
 	info := sessionInfo(h, &st)
-	gp := pipeline.DecodeGreenplum(rm)
+	gp := snapshot.DecodeGreenplum(rm)
 	if w := gp.LockWait(); w != nil {
 		info.BlockedBySessId, info.WaitMode, info.LockedItem, info.LockedMode = w.Blocker, w.Mode, w.Object, w.BlockerMode
 	}
@@ -61,7 +63,7 @@ func (p *Decoder) readSession(rm pmetric.ResourceMetrics) (s *Session, t time.Ti
 		SessionKey:  &yagpcc.SessionKey{SessId: h.Key.ID, TmId: h.Key.TmID},
 		SessionInfo: info,
 	}
-	figs := pipeline.DecodeSessionFigures(rm, &p.windows)
+	figs := output.DecodeSessionFigures(rm, &p.windows)
 	state.ProcAvg = figs.ProcAvg
 	// Workfiles are a gauge: the bytes and files held now stand in both.
 	spill := SpillInfo(gp.SpillTotal())
@@ -95,7 +97,7 @@ func (p *Decoder) readSession(rm pmetric.ResourceMetrics) (s *Session, t time.Ti
 }
 
 // sessionInfo is yagpcc's SessionInfo of a session resource.
-func sessionInfo(h pipeline.SessionHeader, st *pipeline.SessionState) *yagpcc.SessionInfo {
+func sessionInfo(h snapshot.SessionHeader, st *snapshot.SessionState) *yagpcc.SessionInfo {
 	return &yagpcc.SessionInfo{
 		Pid:              h.PID,
 		Database:         h.Database,

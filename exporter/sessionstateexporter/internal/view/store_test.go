@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -18,7 +19,7 @@ var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // snapshotOf is a batch that closes a snapshot at at holding sessions ids.
 func snapshotOf(at time.Time, ids ...int64) *Batch {
-	b := &Batch{Snapshots: []pipeline.SnapshotHeader{{Time: pcommon.NewTimestampFromTime(at)}}}
+	b := &Batch{Snapshots: []snapshot.Header{{Time: pcommon.NewTimestampFromTime(at)}}}
 	for _, id := range ids {
 		b.Sessions = append(b.Sessions, &Session{Key: pipeline.SessionKey{TmID: 1, ID: id}, State: &yagpcc.SessionState{}})
 	}

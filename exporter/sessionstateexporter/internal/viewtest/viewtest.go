@@ -19,7 +19,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
-	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 const (
@@ -41,12 +42,16 @@ func ActionTokenFile(t testing.TB, token string) string {
 	return path
 }
 
+// scope names the test batches' instrumentation scope (the exporter reads
+// none: resources go by their kind).
+var scope = snapshot.Scope{Name: "github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"}
+
 // Snapshot is a closing batch at at that holds no session: a snapshot
 // resource of Coordinator, with segment host sdw1 answering.
 func Snapshot(at time.Time) pmetric.Metrics {
-	return pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+	return snapshot.NewClosingEncoder(scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 		Time: at, TmID: TmID, Dialect: "gp6", Coordinator: Coordinator,
-		Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}},
+		Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}},
 	})
 }
 
@@ -54,18 +59,18 @@ func Snapshot(at time.Time) pmetric.Metrics {
 // differs from the key's (n·5 mod 11), and every fourth query lacks the
 // optional fields (no text, spill, lock blocker, vmem, application,
 // delays).
-func FinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
+func FinishedQuery(n int, end time.Time) events.FinishedQuery {
 	rank := int64(n*5%11 + 1)
 	ns := func(s int64) int64 { return s * int64(time.Second) / 10 }
-	q := pipeline.FinishedQuery{
+	q := events.FinishedQuery{
 		Session: pipeline.SessionKey{TmID: TmID, ID: int64(100 + n%3)},
-		Who: pipeline.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
+		Who: events.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
 			ClientAddress: pipeline.Null[string]{V: "10.0.0.9", Valid: true}, ClientPort: pipeline.Null[int64]{V: 50000 + rank, Valid: true}},
 		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(rank) * time.Second).UnixNano(), End: end.UnixNano(),
-		Status:   []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryUnknown, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted}[n%7],
+		Status:   []string{events.QueryCompleted, events.QueryError, events.QueryCancelled, events.QueryUnknown, events.QueryTerminated, events.QueryClientLost, events.QueryAborted}[n%7],
 		Partial:  n%3 != 2,
 		LockWait: ns(rank * 3 % 7),
-		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
+		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: events.CancelStatementTimeout,
 		EndedByRule: "runaway-spill",
 		Segments: []pipeline.SegmentUse{
 			{Host: Coordinator, Segment: -1, CPU: ns(rank), Read: 10 * rank, Written: 3 * rank},
@@ -79,9 +84,9 @@ func FinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 	}
 	switch n % 3 {
 	case 0:
-		q.PartialCause = pipeline.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
+		q.PartialCause = events.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
 	case 1:
-		q.PartialCause = pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
+		q.PartialCause = events.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
 	}
 	for c := range pipeline.NumCounters {
 		q.Totals[c] = (rank*int64(c+3))%17*1000 + int64(c)
@@ -102,11 +107,11 @@ func FinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 }
 
 // EndedSession is session n of a varied set, as FinishedQuery.
-func EndedSession(n int, end time.Time) pipeline.EndedSession {
+func EndedSession(n int, end time.Time) events.EndedSession {
 	q := FinishedQuery(n, end)
-	s := pipeline.EndedSession{Session: pipeline.SessionKey{TmID: TmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
+	s := events.EndedSession{Session: pipeline.SessionKey{TmID: TmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
 		Partial: q.Partial, PartialCause: q.PartialCause, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
-		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: pipeline.SessionTerminated, SQLState: "57P01",
+		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: events.SessionTerminated, SQLState: "57P01",
 		Message: "terminating connection due to administrator command"}
 	if q.Spill != nil {
 		s.SpillMax = q.Spill.MaxBytes
@@ -116,13 +121,13 @@ func EndedSession(n int, end time.Time) pipeline.EndedSession {
 
 // FinishedBatch is a closing batch at at (a snapshot resource of mdw)
 // carrying the events.
-func FinishedBatch(at time.Time, queries []pipeline.FinishedQuery, sessions []pipeline.EndedSession) pmetric.Metrics {
+func FinishedBatch(at time.Time, queries []events.FinishedQuery, sessions []events.EndedSession) pmetric.Metrics {
 	md := Snapshot(at)
 	for i := range queries {
-		pipeline.AppendFinishedQuery(md.ResourceMetrics(), &queries[i])
+		events.AppendFinishedQuery(md.ResourceMetrics(), &queries[i])
 	}
 	for i := range sessions {
-		pipeline.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
+		events.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
 	}
 	return md
 }
