@@ -76,6 +76,9 @@ type Session struct {
 	// statements are gpotel's, not the cluster's work.
 	Own            bool
 	Database, User *string // nil: NULL
+	// ResourceQueue names the resource queue of the session's role
+	// (Greenplum's pg_roles.rolresqueue); "": unknown, or no queues.
+	ResourceQueue  string
 	State          SessionState
 	CgroupPressure []GroupPressure
 	// Greenplum is the server's own figures of the session from the
@@ -167,6 +170,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		}
 		if s.User != nil {
 			ra.str(AttrSessionUser, *s.User)
+		}
+		if s.ResourceQueue != "" {
+			ra.str(AttrResourceQueueName, s.ResourceQueue)
 		}
 		ra.str(AttrHostName, c.Coordinator)
 		w.emit(rms, e.scope, ra.m, false)
@@ -383,6 +389,7 @@ type SessionHeader struct {
 	System, Own    bool
 	Database, User string
 	Host           string // the coordinator's
+	ResourceQueue  string // "": unknown
 }
 
 // DecodeSession reads a session resource's identity, its state and the
@@ -398,6 +405,7 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	h.System = attrBool(attrs, AttrSessionSystem).V
 	h.Own = attrBool(attrs, AttrSessionOwn).V
 	h.Database, h.User, h.Host = str(attrs, AttrDBNamespace), str(attrs, AttrSessionUser), str(attrs, AttrHostName)
+	h.ResourceQueue = str(attrs, AttrResourceQueueName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()
