@@ -32,6 +32,7 @@ type scrapeResult struct {
 	results         []hostResult // in the order of queries
 	queryMaxLength  int
 	resourceGroups  map[uint32]string // resource group oid -> name
+	resourceQueues  map[string]string // role name -> its resource queue's name
 	// greenplum is the server's own figures per session, from the latest
 	// read not older than max_age; nil without one.
 	greenplum map[int64]*snapshot.GreenplumSession
@@ -147,6 +148,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 	for _, row := range s.sessions {
 		c.Sessions = append(c.Sessions, snapshot.Session{
 			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Own: row.Own, Database: row.Datname, User: row.Usename,
+			ResourceQueue:  s.resourceQueueOf(row.Usename),
 			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
 			CgroupPressure: pressure.of(row.SessionID),
 			Greenplum:      s.greenplum[row.SessionID],
@@ -156,6 +158,15 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 		outgoing.Close(&c)
 	}
 	return e.closing.Encode(&c), st
+}
+
+// resourceQueueOf names the resource queue of the role user; "" when
+// unknown.
+func (s *scrapeResult) resourceQueueOf(user *string) string {
+	if user == nil {
+		return ""
+	}
+	return s.resourceQueues[*user]
 }
 
 // sessionBackends lists, per session id, every process the receiver asked

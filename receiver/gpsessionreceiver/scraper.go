@@ -55,7 +55,7 @@ type sessionScraper struct {
 	retryAt   time.Time // no discovery before this, after a failure
 	backoff   time.Duration
 	lastError string
-	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
+	// cgroupNotes holds the last logged reason per host ("" and "queues" for the catalog), so each is logged once.
 	cgroupNotes reasonLog
 	// deltaClient is how this run names itself to the agents; generations
 	// is, per host, each batch's last answer that went on whole
@@ -261,6 +261,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 		resourceGroups:  state.ResourceGroups,
+		resourceQueues:  state.ResourceQueues,
 		greenplum:       s.greenplum.current(ctx, outgoing.Time),
 	}
 	s.noteCgroupGaps(state, results)
