@@ -109,6 +109,10 @@ type hostQuery struct {
 	// last answer, received whole and sent on; 0 or absent: none.
 	deltaClient string
 	since       []uint64
+	// carry: the Sender carries the host's unchanged processes as a whole
+	// (sparse.Outgoing.Carries); listUnchanged: the exit tracker still
+	// needs them listed.
+	carry, listUnchanged bool
 }
 
 // hostResult is one host's answer for this scrape.
@@ -139,6 +143,11 @@ type agentAnswer struct {
 	infos     []*yagpcc.GpPidProcInfo
 	unchanged []*Backend
 	asked     map[int64]*Backend
+	// carry: the host's unchanged processes are carried as a whole; then
+	// leftOut counts them, and gone lists the asked pids not answered.
+	carry   bool
+	leftOut int
+	gone    []int64
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
@@ -232,12 +241,24 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			break
 		}
 		res.answeredAt, res.cpus = time.Now(), consts.CPUs
-		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked}
-		if resp.GetDelta() {
+		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked, carry: q.carry}
+		switch {
+		case q.carry && resp.GetDelta():
+			a.gone = resp.GetGonePids()
+			a.leftOut = len(batch) - len(a.infos) - len(a.gone)
+			if q.listUnchanged {
+				a.unchanged = leftOut(batch, resp)
+			}
+		case q.carry: // a full answer: what it does not answer is gone
+			for _, b := range leftOut(batch, resp) {
+				a.gone = append(a.gone, b.PID)
+			}
+		case resp.GetDelta():
 			a.unchanged = leftOut(batch, resp)
+			a.leftOut = len(a.unchanged)
 		}
-		res.answered += len(a.infos) + len(a.unchanged)
-		res.unchanged += len(a.unchanged)
+		res.answered += len(a.infos) + a.leftOut
+		res.unchanged += a.leftOut
 		res.cgroups.add(resp, asked)
 		written, withoutStat, err := sink(ctx, a)
 		res.written += written
@@ -307,8 +328,9 @@ func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, since uint64, asked map[in
 	}
 	for _, pid := range resp.GetGonePids() {
 		if asked[pid] == nil || seen[pid] {
-			return kernelunits.Host{}, fmt.Errorf("pid %d listed gone, which was not asked about or is answered", pid)
+			return kernelunits.Host{}, fmt.Errorf("pid %d listed gone, which was not asked about or is answered or listed gone before", pid)
 		}
+		seen[pid] = true
 	}
 	return consts, nil
 }
