@@ -6,7 +6,6 @@ package gpsessionreceiver
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -89,7 +88,7 @@ type answerWrite struct {
 	unchanged []*Backend
 	// carry: the host's unchanged processes are carried as a whole
 	// (sparse.Outgoing.Carry): leftOut counts them, gone lists the asked
-	// pids not answered.
+	// pids not answered or answered without a stat.
 	carry   bool
 	leftOut int
 	gone    []int64
@@ -112,9 +111,6 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 		if pe.Process = pipeline.ProcessFromAnswer(info, a.consts); !pe.Process.HasStat {
 			withoutStat++
 			sc.entries = sc.entries[:len(sc.entries)-1]
-			if a.carry { // without identity it is not held: it departs
-				a.gone = append(slices.Clip(a.gone), info.GetPid())
-			}
 		}
 	}
 	sent, sc.order, err = outgoing.Send(ctx, a.host, sc.entries, sc.order)

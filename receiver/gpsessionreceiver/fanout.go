@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -109,10 +110,9 @@ type hostQuery struct {
 	// last answer, received whole and sent on; 0 or absent: none.
 	deltaClient string
 	since       []uint64
-	// carry: the Sender carries the host's unchanged processes as a whole
-	// (sparse.Outgoing.Carries); listUnchanged: the exit tracker still
-	// needs them listed.
-	carry, listUnchanged bool
+	// carry: the host's unchanged processes are carried as a whole
+	// (sparse.Outgoing.Carries).
+	carry bool
 }
 
 // hostResult is one host's answer for this scrape.
@@ -144,7 +144,8 @@ type agentAnswer struct {
 	unchanged []*Backend
 	asked     map[int64]*Backend
 	// carry: the host's unchanged processes are carried as a whole; then
-	// leftOut counts them, and gone lists the asked pids not answered.
+	// leftOut counts them, and gone lists the asked pids not answered, or
+	// answered without a stat (without identity: not kept).
 	carry   bool
 	leftOut int
 	gone    []int64
@@ -244,11 +245,8 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked, carry: q.carry}
 		switch {
 		case q.carry && resp.GetDelta():
-			a.gone = resp.GetGonePids()
+			a.gone = slices.Clip(resp.GetGonePids()) // appended to below: never into the answer
 			a.leftOut = len(batch) - len(a.infos) - len(a.gone)
-			if q.listUnchanged {
-				a.unchanged = leftOut(batch, resp)
-			}
 		case q.carry: // a full answer: what it does not answer is gone
 			for _, b := range leftOut(batch, resp) {
 				a.gone = append(a.gone, b.PID)
@@ -256,6 +254,13 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 		case resp.GetDelta():
 			a.unchanged = leftOut(batch, resp)
 			a.leftOut = len(a.unchanged)
+		}
+		if q.carry {
+			for _, info := range a.infos {
+				if info.GetProcStat() == nil {
+					a.gone = append(a.gone, info.GetPid())
+				}
+			}
 		}
 		res.answered += len(a.infos) + a.leftOut
 		res.unchanged += a.leftOut

@@ -143,7 +143,6 @@ func (s *sessionScraper) askForDeltas(queries []hostQuery, outgoing *sparse.Outg
 			l.Add(b.PID, b.SessionID, b.SegmentID, b.BackendType, isSystemProcess(b.SessionID, b.BackendType))
 		}
 		q.carry = outgoing.Carries(q.host, l.Sum64(), namesEveryBatch(q.since, len(q.procs), s.cfg.MaxPidsPerCall))
-		q.listUnchanged = s.cfg.ExitRecords
 	}
 }
 
@@ -267,7 +266,11 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	s.askForDeltas(queries, outgoing)
 	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, a *agentAnswer) (int, int, error) {
 		if s.cfg.ExitRecords {
-			s.exits.rememberUnchanged(a.host, a.unchanged)
+			if a.carry {
+				s.exits.rememberCarried(a.host, a.gone, a.asked)
+			} else {
+				s.exits.rememberUnchanged(a.host, a.unchanged)
+			}
 			s.exits.rememberAnswer(a.host, a.consts, a.infos, a.asked)
 		}
 		sent, withoutStat, err := s.emitter.emitAnswer(ctx, outgoing,
