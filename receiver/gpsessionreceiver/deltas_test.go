@@ -277,6 +277,10 @@ func TestCheckAnswerRejectsADeltaAnswerNotAskedFor(t *testing.T) {
 	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, GonePids: []int64{3}}, 7, asked); err == nil {
 		t.Error("a pid gone that was not asked about accepted")
 	}
+	// Twice gone would count one left out too few, on a host carried as a whole.
+	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, GonePids: []int64{2, 2}}, 7, asked); err == nil {
+		t.Error("a pid listed gone twice accepted")
+	}
 }
 
 // A delta answer's sessions run in the groups it lists per session, the
