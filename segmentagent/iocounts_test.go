@@ -18,6 +18,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/segmentagent/procfixture"
 )
@@ -48,7 +49,7 @@ func procIO(t *testing.T, path string) map[string]int64 {
 // I/O count of the io file, to the unit.
 func assertExactIOCounts(t *testing.T, info *yagpcc.GpPidProcInfo, truth map[string]int64) {
 	t.Helper()
-	p := pipeline.ProcessFromAnswer(info, kernelunits.Host{ClkTck: 100, PageSize: 4096})
+	p := snapshot.ProcessFromAnswer(info, kernelunits.Host{ClkTck: 100, PageSize: 4096})
 	for f, key := range ioCounts {
 		v := p.Values[f]
 		if assert.True(t, v.OK, "%s absent", key) {

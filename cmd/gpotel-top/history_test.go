@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -426,7 +426,7 @@ func TestHistoryFiltersByUser(t *testing.T) {
 func TestHelpExplainsEveryStatusAndMark(t *testing.T) {
 	h := historyOf(t, nil, nil, 120, 400)
 	h.press("?")
-	for _, s := range []string{pipeline.QueryCompleted, pipeline.QueryAborted, pipeline.QueryUnknown, "disconnect", "conn.lost", "shutdown",
+	for _, s := range []string{events.QueryCompleted, events.QueryAborted, events.QueryUnknown, "disconnect", "conn.lost", "shutdown",
 		"error", "cancelled", "terminated", "client_lost", "ended", "*", "-"} {
 		found := false
 		for _, l := range h.lines() {

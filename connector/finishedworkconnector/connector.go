@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpotel/gpotel/connector/finishedworkconnector/internal/metadata"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // scopeName is the instrumentation scope of the events.
@@ -53,7 +54,7 @@ func (c *finishedWork) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) e
 			sl.Scope().SetName(scopeName)
 			records = sl.LogRecords()
 		}
-		pipeline.AppendEventOf(records, res, observed)
+		events.AppendEventOf(records, res, observed)
 	}
 	if records == (plog.LogRecordSlice{}) {
 		return nil

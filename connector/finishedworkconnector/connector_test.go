@@ -21,6 +21,7 @@ import (
 	"github.com/gpotel/gpotel/connector/finishedworkconnector/internal/metadata"
 	"github.com/gpotel/gpotel/connector/finishedworkconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
@@ -83,7 +84,7 @@ func TestOneEventPerEndedQueryAndSession(t *testing.T) {
 	assert.Equal(t, "gp6", res[pipeline.AttrDialect])
 
 	q := all[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
-	assert.Equal(t, pipeline.EventQueryEnd, q.EventName())
+	assert.Equal(t, events.EventQueryEnd, q.EventName())
 	assert.Equal(t, at(2.5), q.Timestamp().AsTime())
 	fq, err := pipelinetest.DecodeQueryEvent(q.Attributes())
 	require.NoError(t, err)
@@ -98,7 +99,7 @@ func TestOneEventPerEndedQueryAndSession(t *testing.T) {
 	assert.InDelta(t, 1.3, float64(fq.Totals[pipeline.CPUUser])/1e9, 1e-6)
 
 	s := all[1].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords().At(0)
-	assert.Equal(t, pipeline.EventSessionEnd, s.EventName())
+	assert.Equal(t, events.EventSessionEnd, s.EventName())
 	es, err := pipelinetest.DecodeSessionEvent(s.Attributes())
 	require.NoError(t, err)
 	assert.Equal(t, int64(1), es.Queries)
@@ -136,8 +137,8 @@ func TestEventsOfOneOutputGoInOneBatchAndAreCounted(t *testing.T) {
 	snapshot.PutStr(pipeline.AttrHostName, "mdw")
 	snapshot.PutStr(pipeline.AttrDialect, "gp6")
 	key := pipeline.SessionKey{TmID: 1700000000, ID: 7}
-	pipeline.AppendFinishedQuery(rms, &pipeline.FinishedQuery{Session: key, Start: at(1).UnixNano(), End: at(2).UnixNano(), Status: pipeline.QueryCompleted})
-	pipeline.AppendEndedSession(rms, &pipeline.EndedSession{Session: key, Start: at(0).UnixNano(), End: at(3).UnixNano()})
+	events.AppendFinishedQuery(rms, &events.FinishedQuery{Session: key, Start: at(1).UnixNano(), End: at(2).UnixNano(), Status: events.QueryCompleted})
+	events.AppendEndedSession(rms, &events.EndedSession{Session: key, Start: at(0).UnixNano(), End: at(3).UnixNano()})
 	before := time.Now()
 	require.NoError(t, conn.ConsumeMetrics(context.Background(), md))
 
@@ -145,9 +146,9 @@ func TestEventsOfOneOutputGoInOneBatchAndAreCounted(t *testing.T) {
 	require.Len(t, all, 1, "one ConsumeLogs for the output")
 	records := all[0].ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 	require.Equal(t, 2, records.Len())
-	assert.Equal(t, pipeline.EventQueryEnd, records.At(0).EventName())
+	assert.Equal(t, events.EventQueryEnd, records.At(0).EventName())
 	assert.Equal(t, at(2), records.At(0).Timestamp().AsTime())
-	assert.Equal(t, pipeline.EventSessionEnd, records.At(1).EventName())
+	assert.Equal(t, events.EventSessionEnd, records.At(1).EventName())
 	assert.Equal(t, at(3), records.At(1).Timestamp().AsTime())
 	for i := range records.Len() {
 		assert.False(t, records.At(i).ObservedTimestamp().AsTime().Before(before.Truncate(time.Microsecond)), "record %d observed before it was read", i)

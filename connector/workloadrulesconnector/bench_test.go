@@ -13,8 +13,8 @@ import (
 
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // benchSnapshot is 10 000 sessions each running one query, with 20
@@ -31,7 +31,7 @@ func benchSnapshot(sec float64) pipelinetest.Snapshot {
 		ses := pipelinetest.Session{ID: id, PID: 100000 + id, DB: "sales", User: fmt.Sprintf("user%02d", i%50), State: "active",
 			QueryStart: at(0), BackendStart: at(-10), Query: "select 1"}
 		if i%10 == 0 {
-			ses.Greenplum = &pipeline.GreenplumSession{Spill: []pipeline.Spill{{Segment: 0, CommandCount: 1, Bytes: (i % 7) << 30, Files: 3}}}
+			ses.Greenplum = &snapshot.GreenplumSession{Spill: []snapshot.Spill{{Segment: 0, CommandCount: 1, Bytes: (i % 7) << 30, Files: 3}}}
 		}
 		s.Sessions = append(s.Sessions, ses)
 		s.Processes = append(s.Processes, pipelinetest.Process{Host: "mdw", Segment: -1, Session: id, PID: 100000 + id, Created: at(-10),

@@ -17,7 +17,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 func defaultConfig() *Config { return createDefaultConfig().(*Config) }
@@ -217,7 +217,7 @@ func TestEventAttributesAreDocumented(t *testing.T) {
 	for k := range lrs.At(0).Attributes().All() {
 		assert.Contains(t, table, "`"+k+"`")
 	}
-	assert.Len(t, pipeline.RuleActionEventFields, lrs.At(0).Attributes().Len(), "every attribute written")
+	assert.Len(t, events.RuleActionEventFields, lrs.At(0).Attributes().Len(), "every attribute written")
 }
 
 // The rules' action connection carries the action role's credentials: one

@@ -17,6 +17,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
@@ -42,7 +44,7 @@ func (a answering) Move(context.Context, sessionaction.Backend, string) (bool, e
 // two snapshots in which it spills (the rule fires at the second), then
 // one in which it is idle after the server log said how it ended. It
 // returns the query's finished-work event.
-func endingOf(t *testing.T, rule RuleConfig, sig sessionaction.Signaller, id int64, how pipeline.Ending) map[string]any {
+func endingOf(t *testing.T, rule RuleConfig, sig sessionaction.Signaller, id int64, how snapshot.Ending) map[string]any {
 	t.Helper()
 	h := newHarness(t, rule)
 	h.conn.actor = &actionPath{actor: sessionaction.NewWithSignaller(sig, time.Minute), now: func() time.Time { return h.now }}
@@ -58,16 +60,16 @@ func endingOf(t *testing.T, rule RuleConfig, sig sessionaction.Signaller, id int
 	h.proc, err = f.CreateMetrics(context.Background(), processortest.NewNopSettings(f.Type()), pcfg, tee)
 	require.NoError(t, err)
 
-	h.feed(t, snapshot(10, work{id: id, spill: 2 * gib}))
-	h.feed(t, snapshot(20, work{id: id, spill: 2 * gib}))
-	idle := snapshot(30, work{id: id, state: "idle"})
+	h.feed(t, snapshotAt(10, work{id: id, spill: 2 * gib}))
+	h.feed(t, snapshotAt(20, work{id: id, spill: 2 * gib}))
+	idle := snapshotAt(30, work{id: id, state: "idle"})
 	idle.Sessions[0].StateChange = at(25)
 	how.Session, how.PID, how.Time, how.CommandCount = id, 1000+id, at(24).UnixNano(), 1
-	idle.Endings = []pipeline.HostEndings{{Host: "mdw", LogReadThrough: at(29).UnixNano(), Endings: []pipeline.Ending{how}}}
+	idle.Endings = []snapshot.HostEndings{{Host: "mdw", LogReadThrough: at(29).UnixNano(), Endings: []snapshot.Ending{how}}}
 	h.feed(t, idle)
-	later := snapshot(40, work{id: id, state: "idle"})
+	later := snapshotAt(40, work{id: id, state: "idle"})
 	later.Sessions[0].StateChange = at(25)
-	later.Endings = []pipeline.HostEndings{{Host: "mdw", LogReadThrough: at(39).UnixNano()}}
+	later.Endings = []snapshot.HostEndings{{Host: "mdw", LogReadThrough: at(39).UnixNano()}}
 	h.feed(t, later)
 	for _, md := range sink.AllMetrics() {
 		rms := md.ResourceMetrics()
@@ -82,14 +84,14 @@ func endingOf(t *testing.T, rule RuleConfig, sig sessionaction.Signaller, id int
 	return nil
 }
 
-var cancelledByUser = pipeline.Ending{Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}
+var cancelledByUser = snapshot.Ending{Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}
 
 // TestTheEndingNamesTheRuleThatEndedIt: a query an enforcing rule
 // cancelled ends cancelled, and its event names the rule.
 func TestTheEndingNamesTheRuleThatEndedIt(t *testing.T) {
 	ev := endingOf(t, spillRule("runaway-spill", "cancel", "enforce"), answering{done: true}, 71, cancelledByUser)
-	assert.Equal(t, pipeline.QueryCancelled, ev[pipeline.AttrEventQueryStatus])
-	assert.Equal(t, "runaway-spill", ev[pipeline.AttrEventEndedByRule])
+	assert.Equal(t, events.QueryCancelled, ev[events.AttrEventQueryStatus])
+	assert.Equal(t, "runaway-spill", ev[events.AttrEventEndedByRule])
 }
 
 // TestAnEndingByItselfNamesNoRule: a query that ended by itself names no
@@ -101,19 +103,19 @@ func TestAnEndingByItselfNamesNoRule(t *testing.T) {
 		name string
 		mode string
 		sig  sessionaction.Signaller
-		how  pipeline.Ending
+		how  snapshot.Ending
 		id   int64
 	}{
 		{"observe mode", "observe", answering{done: true}, cancelledByUser, 72},
 		{"the cancel failed", "enforce", answering{err: errors.New("connection refused")}, cancelledByUser, 73},
 		{"the server did not cancel", "enforce", answering{}, cancelledByUser, 74},
 		{"a statement timeout", "enforce", answering{done: true},
-			pipeline.Ending{Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to statement timeout"}, 75},
-		{"an error of its own", "enforce", answering{done: true}, pipeline.Ending{Severity: "ERROR", SQLState: "22012", Message: "division by zero"}, 76},
+			snapshot.Ending{Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to statement timeout"}, 75},
+		{"an error of its own", "enforce", answering{done: true}, snapshot.Ending{Severity: "ERROR", SQLState: "22012", Message: "division by zero"}, 76},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := endingOf(t, spillRule("runaway-spill", "cancel", tc.mode), tc.sig, tc.id, tc.how)
-			assert.NotContains(t, ev, pipeline.AttrEventEndedByRule)
+			assert.NotContains(t, ev, events.AttrEventEndedByRule)
 		})
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/plog"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/rulefirings"
 )
 
@@ -27,7 +27,7 @@ const (
 // snapshot's time.
 func appendEvent(lrs plog.LogRecordSlice, f *firing, outcome, detail string, at time.Time, observed pcommon.Timestamp) {
 	r, t := f.rule, f.target
-	ra := pipeline.RuleAction{Time: at.UnixNano(), Rule: r.name, Mode: r.mode(), Action: r.action.String(), ResourceGroup: r.group,
+	ra := events.RuleAction{Time: at.UnixNano(), Rule: r.name, Mode: r.mode(), Action: r.action.String(), ResourceGroup: r.group,
 		Outcome: outcome, OutcomeDetail: detail, Session: t.key.session, PID: t.pid, CommandCount: t.key.ccnt,
 		User: t.user, Database: t.database, Application: t.application, SessionGroup: t.group,
 		Predicates: make([]string, len(r.predicates)), Values: f.values[:len(r.predicates)]}
@@ -38,7 +38,7 @@ func appendEvent(lrs plog.LogRecordSlice, f *firing, outcome, detail string, at 
 		ra.Predicates[i] = r.predicates[i].text
 	}
 	rulefirings.Publish(&ra)
-	lr := pipeline.AppendRuleAction(lrs, &ra, observed)
+	lr := events.AppendRuleAction(lrs, &ra, observed)
 	if outcome == outcomeFailed {
 		lr.SetSeverityNumber(plog.SeverityNumberWarn)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -23,12 +24,12 @@ import (
 func figureSnapshot(sec float64, state string) pipelinetest.Snapshot {
 	s := pipelinetest.Snapshot{Time: at(sec), TmID: 1700000000, Coordinator: "mdw",
 		Hosts: []pipelinetest.Host{{Name: "mdw", Up: true}, {Name: "sdw1", Up: true}},
-		Readings: []pipeline.HostReading{{Host: "sdw1", Pressure: &gpotelv1.Pressure{
+		Readings: []snapshot.HostReading{{Host: "sdw1", Pressure: &gpotelv1.Pressure{
 			Cpu: &gpotelv1.ResourcePressure{Some: &gpotelv1.PressureStall{Avg10: 50, Avg60: 40, Avg300: 30}}}}}}
 	ses := pipelinetest.Session{ID: 1, PID: 1001, DB: "sales", User: "alice", State: state, QueryStart: at(0), BackendStart: at(-10),
-		Query: "select 1", Waiting: true, Greenplum: &pipeline.GreenplumSession{
-			Spill:  []pipeline.Spill{{Segment: 0, CommandCount: 1, Bytes: 5 << 30, Files: 4}},
-			Memory: []pipeline.SegmentMemory{{Segment: 0, Bytes: 1 << 30}}}}
+		Query: "select 1", Waiting: true, Greenplum: &snapshot.GreenplumSession{
+			Spill:  []snapshot.Spill{{Segment: 0, CommandCount: 1, Bytes: 5 << 30, Files: 4}},
+			Memory: []snapshot.SegmentMemory{{Segment: 0, Bytes: 1 << 30}}}}
 	if state != "active" {
 		ses.StateChange = at(30)
 	}

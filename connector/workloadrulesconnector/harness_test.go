@@ -19,8 +19,8 @@ import (
 
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 )
 
@@ -165,8 +165,8 @@ type work struct {
 	system bool
 }
 
-// snapshot is the sessions at sec, on a coordinator mdw and one segment host.
-func snapshot(sec float64, sessions ...work) pipelinetest.Snapshot {
+// snapshotAt is the sessions at sec, on a coordinator mdw and one segment host.
+func snapshotAt(sec float64, sessions ...work) pipelinetest.Snapshot {
 	s := pipelinetest.Snapshot{Time: at(sec), TmID: 1700000000, Coordinator: "mdw",
 		Hosts: []pipelinetest.Host{{Name: "mdw", Up: true}, {Name: "sdw1", Up: true}}}
 	for _, w := range sessions {
@@ -183,7 +183,7 @@ func snapshot(sec float64, sessions ...work) pipelinetest.Snapshot {
 			ses.StateChange = at(1)
 		}
 		if w.spill > 0 {
-			ses.Greenplum = &pipeline.GreenplumSession{Spill: []pipeline.Spill{{Segment: 0, CommandCount: 1, Bytes: w.spill, Files: 1}}}
+			ses.Greenplum = &snapshot.GreenplumSession{Spill: []snapshot.Spill{{Segment: 0, CommandCount: 1, Bytes: w.spill, Files: 1}}}
 		}
 		s.Sessions = append(s.Sessions, ses)
 		s.Processes = append(s.Processes,

@@ -23,7 +23,7 @@ import (
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/ownbackends"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
@@ -44,35 +44,35 @@ func TestRuleHoldsForItsDuration(t *testing.T) {
 		if sec > 100 {
 			one.spill = 0
 		}
-		h.feed(t, snapshot(sec, one, work{id: 2, spill: 2 * gib}))
+		h.feed(t, snapshotAt(sec, one, work{id: 2, spill: 2 * gib}))
 		if sec < 130 {
 			assert.Empty(t, h.actor.taken(), "at %vs, before the rule held for 2m", sec)
 		}
 	}
 	assert.Equal(t, []act{{session: 2, action: "cancel"}}, h.actor.taken(), "once, on the query that held for 2m")
-	events := h.events()
-	require.Len(t, events, 1)
-	assert.Equal(t, pipeline.EventRuleAction, events[0].EventName())
-	assert.Equal(t, at(130), events[0].Timestamp().AsTime())
-	assert.Equal(t, "done", attr(events[0], pipeline.AttrRuleOutcome))
-	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(events[0], pipeline.AttrRulePredicates))
-	assert.Equal(t, "[2147483648]", attr(events[0], pipeline.AttrRuleValues))
+	evs := h.events()
+	require.Len(t, evs, 1)
+	assert.Equal(t, events.EventRuleAction, evs[0].EventName())
+	assert.Equal(t, at(130), evs[0].Timestamp().AsTime())
+	assert.Equal(t, "done", attr(evs[0], events.AttrRuleOutcome))
+	assert.Equal(t, "2", attr(evs[0], "gpotel.session.id"))
+	assert.Equal(t, `["gpotel.query.spill.size > 1GiB"]`, attr(evs[0], events.AttrRulePredicates))
+	assert.Equal(t, "[2147483648]", attr(evs[0], events.AttrRuleValues))
 }
 
 // TestObserveModeActsOnNothing: a rule in observe mode (the default) says
 // what it would do and does nothing.
 func TestObserveModeActsOnNothing(t *testing.T) {
 	h := newHarness(t, spillRule("spill", "terminate", ""))
-	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
-	h.feed(t, snapshot(40, work{id: 1, spill: 3 * gib}))
+	h.feed(t, snapshotAt(10, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshotAt(40, work{id: 1, spill: 3 * gib}))
 	assert.Empty(t, h.actor.taken())
-	events := h.events()
-	require.Len(t, events, 1, "one firing per query per rule")
-	assert.Equal(t, "observe", attr(events[0], pipeline.AttrRuleMode))
-	assert.Equal(t, "terminate", attr(events[0], pipeline.AttrRuleAction))
-	assert.Equal(t, "observed", attr(events[0], pipeline.AttrRuleOutcome))
-	assert.Equal(t, "observe mode: would terminate", attr(events[0], pipeline.AttrRuleOutcomeDetail))
+	evs := h.events()
+	require.Len(t, evs, 1, "one firing per query per rule")
+	assert.Equal(t, "observe", attr(evs[0], events.AttrRuleMode))
+	assert.Equal(t, "terminate", attr(evs[0], events.AttrRuleAction))
+	assert.Equal(t, "observed", attr(evs[0], events.AttrRuleOutcome))
+	assert.Equal(t, "observe mode: would terminate", attr(evs[0], events.AttrRuleOutcomeDetail))
 }
 
 // TestMostSevereRuleWins: of the rules that fire on one query at once the
@@ -87,11 +87,11 @@ func TestMostSevereRuleWins(t *testing.T) {
 		onlyBob,
 		spillRule("b-cancel", "cancel", "enforce"),
 	)
-	h.feed(t, snapshot(10, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	h.feed(t, snapshotAt(10, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
 	assert.ElementsMatch(t, []act{{session: 1, action: "terminate"}, {session: 2, action: "cancel"}}, h.actor.taken())
 	outcome := map[[2]string]string{}
 	for _, e := range h.events() {
-		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, pipeline.AttrRuleName)}] = attr(e, pipeline.AttrRuleOutcome) + " " + attr(e, pipeline.AttrRuleOutcomeDetail)
+		outcome[[2]string{attr(e, "gpotel.session.id"), attr(e, events.AttrRuleName)}] = attr(e, events.AttrRuleOutcome) + " " + attr(e, events.AttrRuleOutcomeDetail)
 	}
 	assert.Equal(t, map[[2]string]string{
 		{"1", "c-terminate"}: "done ",
@@ -102,13 +102,13 @@ func TestMostSevereRuleWins(t *testing.T) {
 		{"2", "z-cancel"}:    "superseded rule b-cancel (cancel) acted on the query",
 		{"2", "a-log"}:       "superseded rule b-cancel (cancel) acted on the query",
 	}, outcome)
-	h.feed(t, snapshot(40, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
+	h.feed(t, snapshotAt(40, work{id: 1, user: "bob", spill: 2 * gib}, work{id: 2, spill: 2 * gib}))
 	assert.Len(t, h.actor.taken(), 2, "one action per query per rule")
 
 	move := spillRule("z-move", "move", "enforce")
 	move.ResourceGroup = "small"
 	h = newHarness(t, spillRule("a-log", "log", "enforce"), move)
-	h.feed(t, snapshot(10, work{id: 3, spill: 2 * gib}))
+	h.feed(t, snapshotAt(10, work{id: 3, spill: 2 * gib}))
 	assert.Equal(t, []act{{session: 3, action: "move", group: "small"}}, h.actor.taken(), "move before log")
 }
 
@@ -130,15 +130,15 @@ func TestRuleRateLimitAndBreakerHold(t *testing.T) {
 	for i := range int64(3) {
 		sessions = append(sessions, work{id: 20 + i, user: "carol", spill: 2 * gib})
 	}
-	h.feed(t, snapshot(10, sessions...))
+	h.feed(t, snapshotAt(10, sessions...))
 	assert.Equal(t, []act{{session: 20, action: "cancel"}, {session: 21, action: "cancel"}}, h.actor.taken(),
 		"none of bob's four (max_matches 3); two of carol's three (2 a minute)")
-	h.feed(t, snapshot(25, sessions...))
+	h.feed(t, snapshotAt(25, sessions...))
 	assert.Len(t, h.actor.taken(), 2, "15 s later: half a token")
-	h.feed(t, snapshot(40, sessions...))
+	h.feed(t, snapshotAt(40, sessions...))
 	assert.Equal(t, act{session: 22, action: "cancel"}, h.actor.taken()[2], "30 s later the third")
 	assert.Len(t, h.actor.taken(), 3)
-	h.feed(t, snapshot(55, sessions[1:]...))
+	h.feed(t, snapshotAt(55, sessions[1:]...))
 	assert.Equal(t, []act{{session: 11, action: "cancel"}, {session: 12, action: "cancel"}, {session: 13, action: "cancel"}}, h.actor.taken()[3:],
 		"bob's down to three: the breaker lets them through")
 }
@@ -154,12 +154,12 @@ func TestRulesNeverActOnAStaleViewOrOwnSessions(t *testing.T) {
 	// The clock two minutes past the snapshots: older than max_view_age 1m.
 	h.now = at(130)
 	for _, sec := range []float64{10, 12} {
-		require.NoError(t, h.proc.ConsumeMetrics(t.Context(), snapshot(sec, work{id: 1, spill: 2 * gib}).Metrics()))
+		require.NoError(t, h.proc.ConsumeMetrics(t.Context(), snapshotAt(sec, work{id: 1, spill: 2 * gib}).Metrics()))
 	}
 	assert.Empty(t, h.actor.taken(), "a view older than max_view_age")
 	assert.Empty(t, h.events())
 
-	h.feed(t, snapshot(40, work{id: 2, spill: 2 * gib, own: true}, work{id: 3, spill: 2 * gib, system: true},
+	h.feed(t, snapshotAt(40, work{id: 2, spill: 2 * gib, own: true}, work{id: 3, spill: 2 * gib, system: true},
 		work{id: 4, user: "gpadmin", spill: 2 * gib}, work{id: 5, user: "postgres", spill: 2 * gib}))
 	assert.Equal(t, []act{{session: 4, action: "cancel"}}, h.actor.taken(),
 		"not its own, not a system process, a superuser only by the rule that names it")
@@ -169,11 +169,11 @@ func TestRulesNeverActOnAStaleViewOrOwnSessions(t *testing.T) {
 // no query figures, and "less than" does not make them 0.
 func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
 	h := newHarness(t, RuleConfig{Name: "small-spill", When: []string{"gpotel.query.spill.size < 1GiB"}, Action: "log", Mode: "enforce"})
-	h.feed(t, snapshot(10, work{id: 1, state: "idle"}, work{id: 2, spill: 1 << 20}))
-	events := h.events()
-	require.Len(t, events, 1)
-	assert.Equal(t, "2", attr(events[0], "gpotel.session.id"))
-	assert.Equal(t, "logged", attr(events[0], pipeline.AttrRuleOutcome))
+	h.feed(t, snapshotAt(10, work{id: 1, state: "idle"}, work{id: 2, spill: 1 << 20}))
+	evs := h.events()
+	require.Len(t, evs, 1)
+	assert.Equal(t, "2", attr(evs[0], "gpotel.session.id"))
+	assert.Equal(t, "logged", attr(evs[0], events.AttrRuleOutcome))
 }
 
 // TestIdleInTransactionTimeIsOnlyInATransaction: the idle-in-transaction
@@ -182,11 +182,11 @@ func TestAbsentFigureSatisfiesNoPredicate(t *testing.T) {
 func TestIdleInTransactionTimeIsOnlyInATransaction(t *testing.T) {
 	h := newHarness(t, RuleConfig{Name: "idle-in-tx", When: []string{"gpotel.session.idle_in_transaction.time > 5m"}, Action: "terminate", Mode: "enforce"})
 	sessions := []work{{id: 1, state: "idle in transaction"}, {id: 2, state: "idle"}, {id: 3, state: "idle in transaction (aborted)"}}
-	h.feed(t, snapshot(200, sessions...))
+	h.feed(t, snapshotAt(200, sessions...))
 	assert.Empty(t, h.actor.taken(), "idle in a transaction 199 s")
-	h.feed(t, snapshot(302, sessions...))
+	h.feed(t, snapshotAt(302, sessions...))
 	assert.Equal(t, []act{{session: 1, action: "terminate"}, {session: 3, action: "terminate"}}, h.actor.taken())
-	assert.Equal(t, "[301]", attr(h.events()[0], pipeline.AttrRuleValues))
+	assert.Equal(t, "[301]", attr(h.events()[0], events.AttrRuleValues))
 }
 
 // TestWindowNoneOfTheProcessorsIsSaid: a window the processor does not
@@ -197,16 +197,16 @@ func TestWindowNoneOfTheProcessorsIsSaid(t *testing.T) {
 	core, logs := observer.New(zapcore.WarnLevel)
 	h.conn.logger = zap.New(core)
 	h.conn.reader.windows.Last = 7 * time.Minute
-	h.feed(t, snapshot(10, work{id: 1, cpu: 1}))
-	h.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	h.feed(t, snapshotAt(10, work{id: 1, cpu: 1}))
+	h.feed(t, snapshotAt(40, work{id: 1, cpu: 20}))
 	assert.Empty(t, h.events())
 	assert.Equal(t, 1, logs.FilterMessageSnippet("none of the snapshotdiff processor's windows").Len())
 
 	right := newHarness(t, RuleConfig{Name: "cpu", When: []string{"gpotel.session.cpu.time.rate > 0"}, Action: "log"})
-	right.feed(t, snapshot(10, work{id: 1, cpu: 1}))
-	right.feed(t, snapshot(40, work{id: 1, cpu: 20}))
+	right.feed(t, snapshotAt(10, work{id: 1, cpu: 1}))
+	right.feed(t, snapshotAt(40, work{id: 1, cpu: 20}))
 	require.Len(t, right.events(), 1, "over the processor's window the figure is there")
-	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], pipeline.AttrRuleValues), "19 s of CPU in 30 s")
+	assert.Equal(t, "[0.6333333333333333]", attr(right.events()[0], events.AttrRuleValues), "19 s of CPU in 30 s")
 }
 
 // TestAClockThatWentBackRestartsTheHold: a snapshot older than the hold's
@@ -277,21 +277,21 @@ func TestRulesActThroughTheSharedActionPath(t *testing.T) {
 	server := &fakeServer{}
 	h := newHarness(t, spillRule("spill", "cancel", "enforce"))
 	h.conn.actor = &actionPath{actor: sessionaction.NewWithSignaller(server, time.Minute), now: func() time.Time { return h.now }}
-	h.feed(t, snapshot(10, work{id: 1, spill: 2 * gib}))
-	h.feed(t, snapshot(20, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshotAt(10, work{id: 1, spill: 2 * gib}))
+	h.feed(t, snapshotAt(20, work{id: 1, spill: 2 * gib}))
 	want := fmt.Sprintf("cancel pid 1001 started %s sess 1 query %s", at(-10).Format(time.RFC3339), at(0).Format(time.RFC3339))
 	assert.Equal(t, []string{want}, server.sent)
 	var outcomes []string
 	for _, lr := range h.events() {
-		outcomes = append(outcomes, attr(lr, pipeline.AttrRuleName)+": "+attr(lr, pipeline.AttrRuleOutcome))
+		outcomes = append(outcomes, attr(lr, events.AttrRuleName)+": "+attr(lr, events.AttrRuleOutcome))
 	}
 	assert.Equal(t, []string{"spill: " + outcomeDone}, outcomes)
 
 	var own ownbackends.Pool
 	own.Add(1002, 0, "gpotel test")
 	defer own.Remove(1002)
-	h.feed(t, snapshot(30, work{id: 2, spill: 2 * gib}))
-	h.feed(t, snapshot(40, work{id: 2, spill: 2 * gib}))
+	h.feed(t, snapshotAt(30, work{id: 2, spill: 2 * gib}))
+	h.feed(t, snapshotAt(40, work{id: 2, spill: 2 * gib}))
 	assert.Len(t, server.sent, 1, "the collector's own backend is never signalled")
 }
 
@@ -308,7 +308,7 @@ func TestTelemetryCountsFiringsAndRefusals(t *testing.T) {
 	c, err := newWorkloadRules(cfg, metadatatest.NewSettings(tt), new(consumertest.LogsSink), &recordingActor{})
 	require.NoError(t, err)
 	c.now = func() time.Time { return at(10) }
-	require.NoError(t, c.ConsumeMetrics(t.Context(), processed(t, snapshot(10, work{id: 1, spill: 2 * gib}, work{id: 2, spill: 2 * gib}))))
+	require.NoError(t, c.ConsumeMetrics(t.Context(), processed(t, snapshotAt(10, work{id: 1, spill: 2 * gib}, work{id: 2, spill: 2 * gib}))))
 	metadatatest.AssertEqualWorkloadrulesSnapshots(t, tt, []metricdata.DataPoint[int64]{{Value: 1}}, metricdatatest.IgnoreTimestamp())
 	metadatatest.AssertEqualWorkloadrulesFirings(t, tt, []metricdata.DataPoint[int64]{
 		{Value: 2, Attributes: attribute.NewSet(attribute.String("action", "terminate"), attribute.String("outcome", "observed"))},

@@ -11,6 +11,8 @@ import (
 
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // queryKey names the query a rule fires on: the session and its running
@@ -56,9 +58,9 @@ type view struct {
 // snapshot.
 type viewReader struct {
 	needs      decoders
-	windows    pipeline.WindowMatcher
+	windows    output.WindowMatcher
 	superusers []string
-	queries    map[pipeline.SessionKey]pipeline.QueryOutput
+	queries    map[pipeline.SessionKey]output.QueryOutput
 	hosts      map[string]hostPressure
 	// windowMissing counts, per read, the sessions with figures of other
 	// windows but none of window: a window the processor does not compute.
@@ -69,8 +71,8 @@ type viewReader struct {
 type hostPressure struct{ cpu, memory, io float64 }
 
 func newViewReader(needs decoders, window time.Duration, superusers []string) *viewReader {
-	return &viewReader{needs: needs, windows: pipeline.WindowMatcher{Last: window}, superusers: superusers,
-		queries: map[pipeline.SessionKey]pipeline.QueryOutput{}, hosts: map[string]hostPressure{}}
+	return &viewReader{needs: needs, windows: output.WindowMatcher{Last: window}, superusers: superusers,
+		queries: map[pipeline.SessionKey]output.QueryOutput{}, hosts: map[string]hostPressure{}}
 }
 
 // read decodes md into v; ok is false for a batch that closes no snapshot.
@@ -86,7 +88,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 		switch pipeline.KindOf(attrs) {
 		case pipeline.KindSnapshot:
 			ok = true
-			h := pipeline.DecodeSnapshot(rm)
+			h := snapshot.DecodeSnapshot(rm)
 			v.time, v.host = h.Time.AsTime().UTC(), h.Coordinator
 			if d, found := attrs.Get(pipeline.AttrDialect); found {
 				v.dialect = d.AsString()
@@ -95,7 +97,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 			if r.needs&decodeHosts == 0 {
 				continue
 			}
-			name, lines := pipeline.DecodeHostPressure(rm)
+			name, lines := snapshot.DecodeHostPressure(rm)
 			var p hostPressure
 			for _, l := range lines {
 				if l.GetKind() != pipeline.PressureSome {
@@ -115,7 +117,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 			if r.needs&decodeQueries == 0 {
 				continue
 			}
-			if q, found := pipeline.DecodeQuery(rm); found && !q.Completed {
+			if q, found := output.DecodeQuery(rm); found && !q.Completed {
 				r.queries[q.Session] = q
 			}
 		}
@@ -137,7 +139,7 @@ func (r *viewReader) read(md pmetric.Metrics, v *view) (ok bool) {
 // one the snapshot does not name well enough to act on (no backend pid or
 // backend_start).
 func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
-	h, st, _, hasInfo, ok := pipeline.DecodeSession(rm)
+	h, st, _, hasInfo, ok := snapshot.DecodeSession(rm)
 	if !ok || !hasInfo || h.System || h.Own || h.PID <= 0 || !st.BackendStart.Valid {
 		return
 	}
@@ -159,14 +161,14 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 		readQuery(t, &q)
 	}
 	if r.needs&decodeSessionFigures != 0 {
-		figs := pipeline.DecodeSessionFigures(rm, &r.windows)
+		figs := output.DecodeSessionFigures(rm, &r.windows)
 		if figs.Last == nil && figs.Total != nil {
 			r.windowMissing++
 		}
 		readSessionFigures(t, figs)
 	}
 	if r.needs&decodeGreenplum != 0 {
-		gp := pipeline.DecodeGreenplum(rm)
+		gp := snapshot.DecodeGreenplum(rm)
 		if bytes, _, found := gp.VmemTotal(); found {
 			t.set(sessionVmem, float64(bytes))
 		}
@@ -186,7 +188,7 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 	}
 }
 
-func readQuery(t *target, q *pipeline.QueryOutput) {
+func readQuery(t *target, q *output.QueryOutput) {
 	s := q.Stat
 	t.set(queryDuration, q.Duration)
 	t.set(queryCPUTime, s.GetUserTimeSeconds()+s.GetKernelTimeSeconds())
@@ -207,7 +209,7 @@ func readQuery(t *target, q *pipeline.QueryOutput) {
 	}
 }
 
-func readSessionFigures(t *target, figs pipeline.SessionOutput) {
+func readSessionFigures(t *target, figs output.SessionOutput) {
 	if st := figs.Total; st != nil {
 		// Memory is a gauge of the newest snapshot, the same in either stat.
 		t.set(sessionMemory, float64(st.GetRss()))

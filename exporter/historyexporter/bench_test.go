@@ -16,6 +16,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // benchBatch is the events of one write: as many as the default batch.
@@ -176,18 +177,18 @@ func benchEvents(i, segments int, end time.Time) (plog.Logs, int64) {
 		for k := range lrs.Len() {
 			lr := lrs.At(k)
 			n++
-			if lr.EventName() != pipeline.EventQueryEnd {
+			if lr.EventName() != events.EventQueryEnd {
 				continue
 			}
 			lr.Attributes().PutStr(pipeline.AttrDBQueryText, text)
-			segs := lr.Attributes().PutEmptySlice(pipeline.AttrEventSegments)
+			segs := lr.Attributes().PutEmptySlice(events.AttrEventSegments)
 			for s := -1; s < segments-1; s++ {
 				m := segs.AppendEmpty().SetEmptyMap()
-				m.PutStr(pipeline.SegmentKeyHost, fmt.Sprintf("sdw%d", s/8+1))
-				m.PutInt(pipeline.SegmentKeySegment, int64(s))
-				m.PutDouble(pipeline.SegmentKeyCPU, 1.234567891*float64(s+2))
-				m.PutInt(pipeline.SegmentKeyRead, int64(s+2)<<20)
-				m.PutInt(pipeline.SegmentKeyWritten, int64(s+2)<<12)
+				m.PutStr(events.SegmentKeyHost, fmt.Sprintf("sdw%d", s/8+1))
+				m.PutInt(events.SegmentKeySegment, int64(s))
+				m.PutDouble(events.SegmentKeyCPU, 1.234567891*float64(s+2))
+				m.PutInt(events.SegmentKeyRead, int64(s+2)<<20)
+				m.PutInt(events.SegmentKeyWritten, int64(s+2)<<12)
 			}
 		}
 	}

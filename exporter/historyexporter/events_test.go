@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -25,11 +26,11 @@ const (
 func sampleUser(i int) string { return []string{"alice", "bob"}[i%2] }
 
 // sampleQuery is query i, ending at end.
-func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
+func sampleQuery(i int, end time.Time) *events.FinishedQuery {
 	text := fmt.Sprintf("SELECT %d FROM t -- query %d", i, i)
-	q := &pipeline.FinishedQuery{
+	q := &events.FinishedQuery{
 		Session: pipeline.SessionKey{TmID: sampleTmID, ID: int64(sampleSessionIDStart + i/queriesPerSession)},
-		Who: pipeline.SessionWho{Database: "sales", User: sampleUser(i), Application: pipeline.NullOf(new("psql")),
+		Who: events.SessionWho{Database: "sales", User: sampleUser(i), Application: pipeline.NullOf(new("psql")),
 			ClientAddress: pipeline.NullOf(new("10.0.0.7")), ClientPort: pipeline.NullOf(new(int64(50000 + i))),
 			ResourceGroup: pipeline.NullOf(new("default_group"))},
 		CommandCount: int64(i%queriesPerSession + 1),
@@ -52,11 +53,11 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 		LockWait: int64(i%4)*1e9 + 987_654_321*int64(min(i%4, 1)),
 	}
 	switch q.Status {
-	case pipeline.QueryError:
+	case events.QueryError:
 		q.SQLState, q.ErrorMessage = "22012", "division by zero"
-	case pipeline.QueryCancelled:
-		q.SQLState, q.ErrorMessage, q.CancelReason = "57014", "canceling statement due to statement timeout", pipeline.CancelStatementTimeout
-	case pipeline.QueryTerminated:
+	case events.QueryCancelled:
+		q.SQLState, q.ErrorMessage, q.CancelReason = "57014", "canceling statement due to statement timeout", events.CancelStatementTimeout
+	case events.QueryTerminated:
 		q.SQLState, q.ErrorMessage = "57P01", "terminating connection due to administrator command"
 	}
 	for c := range q.Totals {
@@ -72,27 +73,27 @@ func sampleQuery(i int, end time.Time) *pipeline.FinishedQuery {
 	}
 	switch i % 5 {
 	case 3:
-		q.Partial, q.PartialCause = true, pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + 1_000_000_001}
+		q.Partial, q.PartialCause = true, events.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + 1_000_000_001}
 	case 4:
-		q.Partial, q.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Since: q.Start + 500_000_003}
+		q.Partial, q.PartialCause = true, events.PartialCause{StartedBefore: true, Since: q.Start + 500_000_003}
 	}
 	return q
 }
 
 // sampleStatuses are every status a finished query can have.
-var sampleStatuses = []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryTerminated,
-	pipeline.QueryClientLost, pipeline.QueryAborted, pipeline.QueryUnknown}
+var sampleStatuses = []string{events.QueryCompleted, events.QueryError, events.QueryCancelled, events.QueryTerminated,
+	events.QueryClientLost, events.QueryAborted, events.QueryUnknown}
 
 // sampleSession is the session of queries first..first+4, ending at end.
-func sampleSession(first int, end time.Time) *pipeline.EndedSession {
+func sampleSession(first int, end time.Time) *events.EndedSession {
 	q := sampleQuery(first, end)
-	s := &pipeline.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(),
-		EndReason: []string{pipeline.SessionClientDisconnect, pipeline.SessionTerminated, pipeline.SessionConnectionLost}[first/queriesPerSession%3],
+	s := &events.EndedSession{Session: q.Session, Who: q.Who, Start: end.Add(-time.Minute).UnixNano(), End: end.UnixNano(),
+		EndReason: []string{events.SessionClientDisconnect, events.SessionTerminated, events.SessionConnectionLost}[first/queriesPerSession%3],
 		Queries:   queriesPerSession, Known: q.Known, Totals: q.Totals, MemoryPeak: 64 << 20, LockWait: q.LockWait}
 	if first/queriesPerSession%2 == 1 {
-		s.Partial, s.PartialCause = true, pipeline.PartialCause{StartedBefore: true, Hosts: []string{"sdw1", "sdw2"}, Since: s.Start + 7_000_000_009}
+		s.Partial, s.PartialCause = true, events.PartialCause{StartedBefore: true, Hosts: []string{"sdw1", "sdw2"}, Since: s.Start + 7_000_000_009}
 	}
-	if s.EndReason == pipeline.SessionTerminated {
+	if s.EndReason == events.SessionTerminated {
 		s.SQLState, s.Message = "57P01", "terminating connection due to administrator command"
 	}
 	return s
@@ -125,8 +126,8 @@ func endOf(i, last int, end time.Time) time.Time {
 // the sample sessions, in every mode and outcome, with text that needs
 // escaping in a COPY row and an array literal, and a session running no
 // query (no ccnt, no query_start) every fourth.
-func sampleRuleAction(i int, at time.Time) *pipeline.RuleAction {
-	a := &pipeline.RuleAction{
+func sampleRuleAction(i int, at time.Time) *events.RuleAction {
+	a := &events.RuleAction{
 		Time: at.UnixNano(), Rule: []string{"runaway-spill", "skewed-cpu"}[i%2], Mode: "enforce", Action: "cancel", Outcome: "done",
 		Session: pipeline.SessionKey{TmID: sampleTmID, ID: int64(sampleSessionIDStart + i/queriesPerSession)}, PID: int64(4000 + i),
 		CommandCount: int64(i%queriesPerSession + 1), QueryStart: at.Add(-time.Minute - 345_678_912).UnixNano(),
@@ -154,7 +155,7 @@ func ruleWorkload(first, n int, end time.Time) plog.Logs {
 	ld := plog.NewLogs()
 	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
 	for i := first; i < first+n; i++ {
-		pipeline.AppendRuleAction(lrs, sampleRuleAction(i, endOf(i, first+n, end)), 1)
+		events.AppendRuleAction(lrs, sampleRuleAction(i, endOf(i, first+n, end)), 1)
 	}
 	return ld
 }

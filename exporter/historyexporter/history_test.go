@@ -26,6 +26,7 @@ import (
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -62,13 +63,13 @@ func TestHistoryRowsMatchTheEvents(t *testing.T) {
 // column with its field in the event of the same key.
 func checkRowsMatchTheEvents(t *testing.T, db *historyDB, table *historyTable, ld plog.Logs) {
 	t.Helper()
-	events := map[string]pcommon.Map{}
+	evs := map[string]pcommon.Map{}
 	rls := ld.ResourceLogs()
 	for i := range rls.Len() {
 		lrs := rls.At(i).ScopeLogs().At(0).LogRecords()
 		for j := range lrs.Len() {
 			if lrs.At(j).EventName() == table.event {
-				events[eventKey(t, table, lrs.At(j).Attributes())] = lrs.At(j).Attributes()
+				evs[eventKey(t, table, lrs.At(j).Attributes())] = lrs.At(j).Attributes()
 			}
 		}
 	}
@@ -93,13 +94,13 @@ func checkRowsMatchTheEvents(t *testing.T, db *historyDB, table *historyTable, l
 				key = append(key, fmt.Sprint(normalise(values[i])))
 			}
 		}
-		attrs, ok := events[strings.Join(key, "|")]
+		attrs, ok := evs[strings.Join(key, "|")]
 		if !ok {
 			t.Errorf("%s: row %v is no event's", table.Name, key)
 			continue
 		}
 		for i, f := range table.fields {
-			want, present := pipeline.EventValue(attrs, f)
+			want, present := events.Value(attrs, f)
 			if !present {
 				want = nil
 			}
@@ -111,8 +112,8 @@ func checkRowsMatchTheEvents(t *testing.T, db *historyDB, table *historyTable, l
 	if err := rows.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if seen != len(events) {
-		t.Errorf("%s: %d rows for %d events", table.Name, seen, len(events))
+	if seen != len(evs) {
+		t.Errorf("%s: %d rows for %d events", table.Name, seen, len(evs))
 	}
 }
 
@@ -121,7 +122,7 @@ func eventKey(t *testing.T, table *historyTable, attrs pcommon.Map) string {
 	var key []string
 	for _, f := range table.fields {
 		if f.Identity {
-			v, _ := pipeline.EventValue(attrs, f)
+			v, _ := events.Value(attrs, f)
 			key = append(key, fmt.Sprint(normalise(v)))
 		}
 	}
@@ -165,11 +166,11 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 	if _, err := db.admin.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
 		t.Fatal(err)
 	}
-	queries := make([]*pipeline.FinishedQuery, n)
+	queries := make([]*events.FinishedQuery, n)
 	for i := range n {
 		queries[i] = sampleQuery(i, endOf(i, n, end))
 	}
-	cpu := func(q *pipeline.FinishedQuery) float64 {
+	cpu := func(q *events.FinishedQuery) float64 {
 		return float64(q.Totals[pipeline.CPUUser])/1e9 + float64(q.Totals[pipeline.CPUSystem])/1e9
 	}
 	vars := map[string]string{"day": end.Format(time.DateOnly)}
@@ -203,7 +204,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 			}
 		}
 	}
-	byFigure := func(figure func(*pipeline.FinishedQuery) (float64, bool)) []int {
+	byFigure := func(figure func(*events.FinishedQuery) (float64, bool)) []int {
 		var idx []int
 		for i, q := range queries {
 			if _, ok := figure(q); ok {
@@ -220,7 +221,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 
 	t.Run("top CPU queries of a day", func(t *testing.T) {
 		got := answer("top-cpu", map[string]string{})
-		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return cpu(q), true })
+		want := byFigure(func(q *events.FinishedQuery) (float64, bool) { return cpu(q), true })
 		top("top-cpu", got, want[:20])
 		if len(got) != 20 {
 			t.Errorf("%d rows, want the LIMIT of 20", len(got))
@@ -228,7 +229,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 	})
 	t.Run("the most skewed", func(t *testing.T) {
 		got := answer("most-skewed", map[string]string{})
-		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return q.Skew.CPU.Ratio, true })
+		want := byFigure(func(q *events.FinishedQuery) (float64, bool) { return q.Skew.CPU.Ratio, true })
 		if len(got) != 20 || got[0]["skew_cpu_ratio"] != queries[want[0]].Skew.CPU.Ratio {
 			t.Errorf("%d rows, the first skew %v; want 20 and %v", len(got), got[0]["skew_cpu_ratio"], queries[want[0]].Skew.CPU.Ratio)
 		}
@@ -240,7 +241,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 	})
 	t.Run("the biggest spillers", func(t *testing.T) {
 		got := answer("spillers", map[string]string{})
-		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) {
+		want := byFigure(func(q *events.FinishedQuery) (float64, bool) {
 			if q.Spill == nil {
 				return 0, false
 			}
@@ -275,7 +276,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 	})
 	t.Run("the longest lock waits", func(t *testing.T) {
 		got := answer("lock-waits", map[string]string{})
-		want := byFigure(func(q *pipeline.FinishedQuery) (float64, bool) { return float64(q.LockWait), q.LockWait > 0 })
+		want := byFigure(func(q *events.FinishedQuery) (float64, bool) { return float64(q.LockWait), q.LockWait > 0 })
 		if len(got) != min(20, len(want)) {
 			t.Errorf("%d rows, want %d", len(got), min(20, len(want)))
 		}
@@ -286,7 +287,7 @@ func checkDocumentedSQL(t *testing.T, db *historyDB, n int, end time.Time) {
 	})
 	t.Run("the partial queries and why", func(t *testing.T) {
 		got := answer("partial", map[string]string{})
-		var want []*pipeline.FinishedQuery
+		var want []*events.FinishedQuery
 		for _, q := range queries {
 			if q.Partial {
 				want = append(want, q)
@@ -354,7 +355,7 @@ func TestRuleActionsAreWrittenOnce(t *testing.T) {
 			lrs := ld.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords()
 			other := sampleRuleAction(0, endOf(0, n, middayToday()))
 			other.Rule, other.Outcome, other.OutcomeDetail = "cpu-hog", "superseded", "rule runaway-spill (cancel) acted on the query"
-			pipeline.AppendRuleAction(lrs, other, 1)
+			events.AppendRuleAction(lrs, other, 1)
 			write := func(s *store) [tableCount]int64 {
 				t.Helper()
 				b := newBatch(s.tables)
@@ -533,9 +534,9 @@ func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
 				t.Fatal(err)
 			}
 			older := historyTables(defaultSchema)
-			older[0] = newHistoryTable(defaultSchema, tableQueries, pipeline.EventQueryEnd,
-				slices.DeleteFunc(slices.Clone(pipeline.QueryEventFields), func(f pipeline.EventField) bool { return f.Column == column }),
-				pipeline.AttrEventQueryEnd)
+			older[0] = newHistoryTable(defaultSchema, tableQueries, events.EventQueryEnd,
+				slices.DeleteFunc(slices.Clone(events.QueryEventFields), func(f events.Field) bool { return f.Column == column }),
+				events.AttrEventQueryEnd)
 			end := middayToday()
 			withVmem := func(i int) plog.Logs {
 				q := sampleQuery(i, end.Add(time.Duration(i)*time.Second))
@@ -577,9 +578,9 @@ func TestHistoryQueryRowNamesTheRuleThatEndedIt(t *testing.T) {
 			lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
 			for i := range 2 {
 				q := sampleQuery(i, end)
-				q.Status = pipeline.QueryCancelled
+				q.Status = events.QueryCancelled
 				if i == 0 {
-					q.CancelReason, q.EndedByRule = pipeline.CancelUserRequest, "runaway-spill"
+					q.CancelReason, q.EndedByRule = events.CancelUserRequest, "runaway-spill"
 				}
 				pipelinetest.AppendQueryEvent(lrs, q, 1)
 			}
@@ -656,7 +657,7 @@ func TestHistoryKeyIsEveryIdentityColumn(t *testing.T) {
 			}
 			written := workload(0, queriesPerSession, now)
 			for i := range 2 {
-				pipeline.AppendRuleAction(written.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords(), sampleRuleAction(i, endOf(i, 2, now)), 1)
+				events.AppendRuleAction(written.ResourceLogs().At(0).ScopeLogs().At(0).LogRecords(), sampleRuleAction(i, endOf(i, 2, now)), 1)
 			}
 			if w := write(written); w != [tableCount]int64{queriesPerSession, 1, 2} {
 				t.Fatalf("first write: %v rows, want %d, 1 and 2", w, queriesPerSession)
@@ -701,18 +702,18 @@ func firstEvent(t *testing.T, ld plog.Logs, event string) plog.LogRecord {
 // changeAttr gives field f of attrs another value of its type, one the
 // history keeps apart from the first (times move by a microsecond, the
 // server's resolution).
-func changeAttr(t *testing.T, attrs pcommon.Map, f pipeline.EventField) {
+func changeAttr(t *testing.T, attrs pcommon.Map, f events.Field) {
 	t.Helper()
 	v, ok := attrs.Get(f.Key)
 	if !ok {
 		t.Fatalf("the event has no %s", f.Key)
 	}
 	switch f.Type {
-	case pipeline.EventInt:
+	case events.EventInt:
 		v.SetInt(v.Int() + 1)
-	case pipeline.EventString:
+	case events.EventString:
 		v.SetStr(v.Str() + "x")
-	case pipeline.EventTime:
+	case events.EventTime:
 		at, err := time.Parse(time.RFC3339Nano, v.Str())
 		if err != nil {
 			t.Fatal(err)

@@ -13,12 +13,13 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
 // firstThenSmall is first followed by 999 queries of one coordinator
 // segment and a short text.
-func firstThenSmall(first *pipeline.FinishedQuery) plog.Logs {
+func firstThenSmall(first *events.FinishedQuery) plog.Logs {
 	ld := plog.NewLogs()
 	lrs := ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords()
 	pipelinetest.AppendQueryEvent(lrs, first, 1)
@@ -57,7 +58,7 @@ func TestHistoryQueueHoldsWhatItCounts(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		first *pipeline.FinishedQuery
+		first *events.FinishedQuery
 	}{
 		{"a 1 MiB text then 999 small queries", bigText},
 		{"a 500-segment query then 999 coordinator-only ones", manySegments},

@@ -21,7 +21,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/gpsql"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -164,7 +164,7 @@ func TestHistoryRetentionCutsEveryTableAtTheDaysLastInstant(t *testing.T) {
 				end := d.Add(time.Hour)
 				pipelinetest.AppendQueryEvent(lrs, sampleQuery(i*queriesPerSession, end), 1)
 				pipelinetest.AppendSessionEvent(lrs, sampleSession(i*queriesPerSession, end), 1)
-				pipeline.AppendRuleAction(lrs, sampleRuleAction(i, end), 1)
+				events.AppendRuleAction(lrs, sampleRuleAction(i, end), 1)
 			}
 			b := newBatch(s.tables)
 			b.add(encodeEvents(ld, s.tables, days[0], d0.Add(day)))

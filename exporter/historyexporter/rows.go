@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // Bounds on what an event may carry (an event may come from any OTLP
@@ -65,7 +66,7 @@ func (r *rowReader) encodeRow(dst []byte, t *historyTable, lr plog.LogRecord) (r
 			dst = append(dst, `\N`...)
 			continue
 		}
-		v, ok := pipeline.EventValueOf(r.values[i], f)
+		v, ok := events.ValueOf(r.values[i], f)
 		if !ok {
 			return dst, time.Time{}, fmt.Errorf("field %s is not a %s", f.Key, sqlTypes[f.Type])
 		}
@@ -158,15 +159,15 @@ func segmentsJSON(segs []pipeline.SegmentUse) []byte {
 		if i > 0 {
 			out = append(out, ',')
 		}
-		out = append(out, `{"`+pipeline.SegmentKeyHost+`":`...)
+		out = append(out, `{"`+events.SegmentKeyHost+`":`...)
 		out = appendJSONString(out, u.Host)
-		out = append(out, `,"`+pipeline.SegmentKeySegment+`":`...)
+		out = append(out, `,"`+events.SegmentKeySegment+`":`...)
 		out = strconv.AppendInt(out, int64(u.Segment), 10)
-		out = append(out, `,"`+pipeline.SegmentKeyCPU+`":`...)
+		out = append(out, `,"`+events.SegmentKeyCPU+`":`...)
 		out = strconv.AppendFloat(out, float64(u.CPU)/1e9, 'g', -1, 64)
-		out = append(out, `,"`+pipeline.SegmentKeyRead+`":`...)
+		out = append(out, `,"`+events.SegmentKeyRead+`":`...)
 		out = strconv.AppendInt(out, u.Read, 10)
-		out = append(out, `,"`+pipeline.SegmentKeyWritten+`":`...)
+		out = append(out, `,"`+events.SegmentKeyWritten+`":`...)
 		out = strconv.AppendInt(out, u.Written, 10)
 		out = append(out, '}')
 	}

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 )
 
@@ -24,7 +25,7 @@ var (
 	testNewest = testNow.Add(maxFutureEnd)
 )
 
-func oneQuery(q *pipeline.FinishedQuery) plog.Logs {
+func oneQuery(q *events.FinishedQuery) plog.Logs {
 	ld := plog.NewLogs()
 	pipelinetest.AppendQueryEvent(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), q, 1)
 	return ld
@@ -101,11 +102,11 @@ func TestHostileStringsStayInTheirColumn(t *testing.T) {
 	q.Segments[1].Host = "sdw\"1\\\x01"
 	b, _ := batchOf(t, oneQuery(q))
 	cols := columnsOf(t, rowsText(&b.tables[0]))
-	if len(cols) != len(pipeline.QueryEventFields) {
-		t.Fatalf("%d columns, want %d", len(cols), len(pipeline.QueryEventFields))
+	if len(cols) != len(events.QueryEventFields) {
+		t.Fatalf("%d columns, want %d", len(cols), len(events.QueryEventFields))
 	}
 	at := func(key string) string {
-		for i, f := range pipeline.QueryEventFields {
+		for i, f := range events.QueryEventFields {
 			if f.Key == key {
 				return cols[i]
 			}
@@ -116,14 +117,14 @@ func TestHostileStringsStayInTheirColumn(t *testing.T) {
 	if got, want := at(pipeline.AttrSessionUser), `a\tb\nc\\d\re`+"\uFFFD"+"f\uFFFDg"; got != want {
 		t.Errorf("user column %q, want %q", got, want)
 	}
-	if got, want := at(pipeline.AttrEventApplication), `\\.\n\\N`; got != want {
+	if got, want := at(events.AttrEventApplication), `\\.\n\\N`; got != want {
 		t.Errorf("application column %q, want %q (an escaped end marker and NULL)", got, want)
 	}
 	text := at(pipeline.AttrDBQueryText)
 	if len(text) > maxTextBytes || !utf8.ValidString(text) || len(text) < maxTextBytes-1 {
 		t.Errorf("query text of %d bytes (valid UTF-8: %v), want cut at a character boundary within %d", len(text), utf8.ValidString(text), maxTextBytes)
 	}
-	if got := at(pipeline.AttrEventSegments); !strings.Contains(got, `"host":"sdw\\"1\\\\\\u0001"`) {
+	if got := at(events.AttrEventSegments); !strings.Contains(got, `"host":"sdw\\"1\\\\\\u0001"`) {
 		t.Errorf("segments column %s: the host is not one escaped JSON string", got)
 	}
 }
@@ -133,9 +134,9 @@ func TestAnEventWithoutAFieldItMustHaveIsLeftOut(t *testing.T) {
 		name  string
 		spoil func(plog.LogRecord)
 	}{
-		{"status missing", func(lr plog.LogRecord) { lr.Attributes().Remove(pipeline.AttrEventQueryStatus) }},
+		{"status missing", func(lr plog.LogRecord) { lr.Attributes().Remove(events.AttrEventQueryStatus) }},
 		{"key of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(pipeline.AttrSessionID, "42") }},
-		{"optional of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(pipeline.AttrEventClientPort, "5432") }},
+		{"optional of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(events.AttrEventClientPort, "5432") }},
 		{"start in year 1", func(lr plog.LogRecord) { lr.Attributes().PutStr(pipeline.AttrQueryStart, "0001-01-01T00:00:00Z") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -223,9 +224,9 @@ func FuzzUnmarshalEntry(f *testing.F) {
 func TestRowsQueuedForOtherColumns(t *testing.T) {
 	tables := historyTables(defaultSchema)
 	fewer := historyTables(defaultSchema)
-	fewer[0] = newHistoryTable(defaultSchema, tableQueries, pipeline.EventQueryEnd,
-		slices.DeleteFunc(slices.Clone(pipeline.QueryEventFields), func(f pipeline.EventField) bool { return f.Key == pipeline.AttrEventVmemPeak }),
-		pipeline.AttrEventQueryEnd)
+	fewer[0] = newHistoryTable(defaultSchema, tableQueries, events.EventQueryEnd,
+		slices.DeleteFunc(slices.Clone(events.QueryEventFields), func(f events.Field) bool { return f.Key == events.AttrEventVmemPeak }),
+		events.AttrEventQueryEnd)
 	old := encodeEvents(oneQuery(sampleQuery(0, testNow)), fewer, testOldest, testNewest)
 	b := newBatch(tables)
 	b.add(old)
@@ -264,9 +265,9 @@ func TestAnEntryQueuedBeforeRuleActionsIsStillWritten(t *testing.T) {
 // a list longer than maxTextBytes, or an element of another type leaves
 // the event out, counted as invalid, never a cut array literal.
 func TestARuleEventsListsAreBounded(t *testing.T) {
-	for name, change := range map[string]func(a *pipeline.RuleAction){
-		"too many predicates": func(a *pipeline.RuleAction) { a.Predicates = make([]string, maxArrayElements+1) },
-		"too long a list": func(a *pipeline.RuleAction) {
+	for name, change := range map[string]func(a *events.RuleAction){
+		"too many predicates": func(a *events.RuleAction) { a.Predicates = make([]string, maxArrayElements+1) },
+		"too long a list": func(a *events.RuleAction) {
 			a.Predicates = []string{strings.Repeat("x", maxTextBytes/2), strings.Repeat("y", maxTextBytes/2)}
 		},
 	} {
@@ -274,7 +275,7 @@ func TestARuleEventsListsAreBounded(t *testing.T) {
 			a := sampleRuleAction(0, testNow)
 			change(a)
 			ld := plog.NewLogs()
-			pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), a, 1)
+			events.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), a, 1)
 			en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest)
 			if en.events() != 0 || en.rejected[reasonInvalid] != 1 {
 				t.Errorf("%d rows, rejected %v; want the event invalid", en.events(), en.rejected)
@@ -282,8 +283,8 @@ func TestARuleEventsListsAreBounded(t *testing.T) {
 		})
 	}
 	ld := plog.NewLogs()
-	lr := pipeline.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), sampleRuleAction(0, testNow), 1)
-	values, _ := lr.Attributes().Get(pipeline.AttrRuleValues)
+	lr := events.AppendRuleAction(ld.ResourceLogs().AppendEmpty().ScopeLogs().AppendEmpty().LogRecords(), sampleRuleAction(0, testNow), 1)
+	values, _ := lr.Attributes().Get(events.AttrRuleValues)
 	values.Slice().AppendEmpty().SetStr("NaN")
 	if en := encodeEvents(ld, historyTables(defaultSchema), testOldest, testNewest); en.events() != 0 || en.rejected[reasonInvalid] != 1 {
 		t.Errorf("a value that is a string: %d rows, rejected %v; want the event invalid", en.events(), en.rejected)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // The history tables.
@@ -20,15 +21,15 @@ const (
 
 // sqlTypes is the column type of each event field type, as format_type()
 // spells it.
-var sqlTypes = map[pipeline.EventType]string{
-	pipeline.EventInt:      "bigint",
-	pipeline.EventDouble:   "double precision",
-	pipeline.EventString:   "text",
-	pipeline.EventBool:     "boolean",
-	pipeline.EventTime:     "timestamp with time zone",
-	pipeline.EventSegments: "json",
-	pipeline.EventStrings:  "text[]",
-	pipeline.EventDoubles:  "double precision[]",
+var sqlTypes = map[events.FieldType]string{
+	events.EventInt:      "bigint",
+	events.EventDouble:   "double precision",
+	events.EventString:   "text",
+	events.EventBool:     "boolean",
+	events.EventTime:     "timestamp with time zone",
+	events.EventSegments: "json",
+	events.EventStrings:  "text[]",
+	events.EventDoubles:  "double precision[]",
 }
 
 // historyTable is one table and the event it holds: one column per field
@@ -36,7 +37,7 @@ var sqlTypes = map[pipeline.EventType]string{
 type historyTable struct {
 	gpsql.HistoryTable
 	event       string
-	fields      []pipeline.EventField
+	fields      []events.Field
 	end         int // index in fields of the end time
 	columnNames []string
 	fieldIndex  map[string]int // attribute key → index in fields
@@ -47,13 +48,13 @@ type historyTable struct {
 // column here. A rule's firing is partitioned by the time it fired.
 func historyTables(schema string) [tableCount]*historyTable {
 	return [tableCount]*historyTable{
-		newHistoryTable(schema, tableQueries, pipeline.EventQueryEnd, pipeline.QueryEventFields, pipeline.AttrEventQueryEnd),
-		newHistoryTable(schema, tableSessions, pipeline.EventSessionEnd, pipeline.SessionEventFields, pipeline.AttrEventSessionEnd),
-		newHistoryTable(schema, tableRuleActions, pipeline.EventRuleAction, pipeline.RuleActionEventFields, pipeline.AttrRuleTime),
+		newHistoryTable(schema, tableQueries, events.EventQueryEnd, events.QueryEventFields, events.AttrEventQueryEnd),
+		newHistoryTable(schema, tableSessions, events.EventSessionEnd, events.SessionEventFields, events.AttrEventSessionEnd),
+		newHistoryTable(schema, tableRuleActions, events.EventRuleAction, events.RuleActionEventFields, events.AttrRuleTime),
 	}
 }
 
-func newHistoryTable(schema, name, event string, fields []pipeline.EventField, endKey string) *historyTable {
+func newHistoryTable(schema, name, event string, fields []events.Field, endKey string) *historyTable {
 	t := &historyTable{HistoryTable: gpsql.HistoryTable{Schema: schema, Name: name}, event: event, fields: fields, end: -1,
 		fieldIndex: map[string]int{}}
 	for i, f := range fields {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // batch is one ConsumeMetrics call decoded once, in the words of the
@@ -18,9 +20,9 @@ import (
 type batch struct {
 	// snapshots are the headers of the snapshot resources, in order (a
 	// batch that closes a snapshot has one).
-	snapshots []pipeline.SnapshotHeader
+	snapshots []snapshot.Header
 	// tops are the first snapshot resource's host figures; nil without one.
-	tops *pipeline.HostTops
+	tops *output.HostTops
 
 	// sessions are the session resources; sessionTime is the newest time
 	// among them, lastWindowMissing counts those without the last_metrics
@@ -52,13 +54,13 @@ type badEvent struct {
 // batchDecoder decodes batches as the exporter is configured to serve them.
 type batchDecoder struct {
 	clusterID string
-	windows   pipeline.WindowMatcher
+	windows   output.WindowMatcher
 	// events: finished work is kept (finished_queries::retention > 0).
 	events bool
 }
 
 func newBatchDecoder(cfg *Config) batchDecoder {
-	return batchDecoder{clusterID: cfg.ClusterID, windows: pipeline.WindowMatcher{Last: cfg.LastMetricsWindow}, events: cfg.FinishedQueries.Retention > 0}
+	return batchDecoder{clusterID: cfg.ClusterID, windows: output.WindowMatcher{Last: cfg.LastMetricsWindow}, events: cfg.FinishedQueries.Retention > 0}
 }
 
 // decode reads every resource of md by its kind; a foreign resource is
@@ -70,11 +72,11 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 		rm := rms.At(i)
 		switch kind := pipeline.KindOf(rm.Resource().Attributes()); kind {
 		case pipeline.KindSnapshot:
-			h := pipeline.DecodeSnapshot(rm)
+			h := snapshot.DecodeSnapshot(rm)
 			b.snapshots = append(b.snapshots, h)
 			b.pressure.Closing, b.pressure.Time = true, h.Time
 			if b.tops == nil {
-				tops := pipeline.DecodeHostTops(rm)
+				tops := output.DecodeHostTops(rm)
 				b.tops = &tops
 			}
 		case pipeline.KindSession:
@@ -91,7 +93,7 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 			}
 			b.sessions = append(b.sessions, s)
 		case pipeline.KindQuery:
-			if q, ok := pipeline.DecodeQuery(rm); ok {
+			if q, ok := output.DecodeQuery(rm); ok {
 				b.queries = append(b.queries, newQueryRecord(q))
 			} else {
 				b.invalid++
@@ -101,10 +103,10 @@ func (d *batchDecoder) decode(md pmetric.Metrics) *batch {
 				b.readEvent(kind, rm)
 			}
 		case pipeline.KindHost:
-			host, figures := pipeline.DecodeHostPressure(rm)
+			host, figures := snapshot.DecodeHostPressure(rm)
 			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Figures: figures})
 		case pipeline.KindCgroup:
-			host, g := pipeline.DecodeCgroup(rm)
+			host, g := snapshot.DecodeCgroup(rm)
 			b.pressure.Resources = append(b.pressure.Resources, pressure.Resource{Host: host, Group: g})
 		}
 	}

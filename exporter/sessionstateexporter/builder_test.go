@@ -11,7 +11,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // testFigures are one window's session figures as the processor emits them.
@@ -53,8 +55,8 @@ type testSession struct {
 	other           *testFigures // another window the exporter must ignore
 	memory          testMemory
 	processes, host int64
-	pressure        []pipeline.GroupPressure // its groups' pressure (avg10 in percent)
-	greenplum       *pipeline.GreenplumSession
+	pressure        []snapshot.GroupPressure // its groups' pressure (avg10 in percent)
+	greenplum       *snapshot.GreenplumSession
 	// unreported are the counters none of its processes reported (bit
 	// per Figure): the processor leaves them out.
 	unreported uint32
@@ -74,26 +76,26 @@ const (
 // processor never writes, for the exporter's tests of it.
 func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 	ts := pcommon.NewTimestampFromTime(at)
-	md := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+	md := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 		Time: at, TmID: testTmID, Dialect: "gp6", Coordinator: testCoordinator,
-		Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}},
+		Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}},
 	})
 	for _, s := range sessions {
-		one := pipeline.NewClosingEncoder(pipelinetest.Scope, at, pipeline.Switches{}).Encode(&pipeline.Closing{
+		one := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 			Time: at, TmID: s.tmID, Coordinator: testCoordinator,
-			Sessions: []pipeline.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
+			Sessions: []snapshot.Session{{ID: s.sessID, PID: s.pid, System: s.system, Database: &s.db, User: &s.user,
 				State: stateOf(s.meta), CgroupPressure: s.pressure, Greenplum: s.greenplum}},
 		})
 		rm := one.ResourceMetrics().At(1) // after its snapshot resource
 		var windows []time.Duration
-		figs := &pipeline.SessionFigures{Processes: s.processes, Hosts: s.host, Known: pipeline.EveryCounter &^ s.unreported}
+		figs := &output.SessionFigures{Processes: s.processes, Hosts: s.host, Known: pipeline.EveryCounter &^ s.unreported}
 		for _, w := range []struct {
 			d time.Duration
 			f *testFigures
 		}{{testWindow, s.last}, {testOtherWindow, s.other}} {
 			if w.f != nil {
 				windows = append(windows, w.d)
-				figs.Windows = append(figs.Windows, pipeline.WindowFigures{Span: int64(w.f.span * 1e9), Deltas: w.f.counters(), Partial: w.f.partial})
+				figs.Windows = append(figs.Windows, output.WindowFigures{Span: int64(w.f.span * 1e9), Deltas: w.f.counters(), Partial: w.f.partial})
 			}
 		}
 		if s.total != nil {
@@ -103,7 +105,7 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 		figs.MemoryCluster = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rss, pipeline.MemRSSAnon: m.rssAnon, pipeline.MemRSSShared: m.rssShared,
 			pipeline.MemVirtual: m.virtual, pipeline.MemPeak: m.peak, pipeline.MemVirtualPeak: m.virtualPeak}
 		figs.MemoryMaxHost = [pipeline.NumMemory]int64{pipeline.MemRSS: m.rssMaxHost, pipeline.MemRSSAnon: m.rssAnonMaxHost}
-		pipeline.NewOutputEncoder(windows, nil).AppendSession(rm, ts, figs)
+		output.NewEncoder(windows, nil).AppendSession(rm, ts, figs)
 		if s.total == nil {
 			dropWindow(rm, pipeline.WindowLifetime)
 		}
@@ -113,8 +115,8 @@ func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 }
 
 // stateOf turns a test's Metadata map into the contract's session state.
-func stateOf(meta map[string]any) pipeline.SessionState {
-	var st pipeline.SessionState
+func stateOf(meta map[string]any) snapshot.SessionState {
+	var st snapshot.SessionState
 	str := map[string]*pipeline.Null[string]{
 		pipeline.MetaApplicationName: &st.ApplicationName, pipeline.MetaClientAddr: &st.ClientAddr,
 		pipeline.MetaClientHostname: &st.ClientHostname, pipeline.MetaState: &st.State, pipeline.MetaWaitingReason: &st.WaitingReason,

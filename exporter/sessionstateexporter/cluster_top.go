@@ -7,7 +7,7 @@ import (
 	"math"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -67,7 +67,7 @@ func sessionTop(ss *session) *gpotelv1.SessionTop {
 }
 
 // addGreenplum puts the server's own figures of a session on its line.
-func addGreenplum(top *gpotelv1.SessionTop, g *pipeline.GreenplumSession) {
+func addGreenplum(top *gpotelv1.SessionTop, g *snapshot.GreenplumSession) {
 	if g == nil {
 		return
 	}

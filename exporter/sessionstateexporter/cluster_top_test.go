@@ -14,8 +14,8 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -73,8 +73,8 @@ func feedThreeSessions(t *testing.T, proc processor.Metrics) {
 }
 
 // hostPressure is a host whose cpu "some avg10" is share.
-func hostPressure(host string, share float64) pipeline.HostReading {
-	return pipeline.HostReading{Host: host, Pressure: &gpotelv1.Pressure{
+func hostPressure(host string, share float64) snapshot.HostReading {
+	return snapshot.HostReading{Host: host, Pressure: &gpotelv1.Pressure{
 		Cpu: &gpotelv1.ResourcePressure{Some: &gpotelv1.PressureStall{Avg10: share * 100}}}}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -56,20 +57,20 @@ func TestTheEndingNamesTheRuleThatEndedItOnTheServer(t *testing.T) {
 	if pgErr.Code != "57014" || pgErr.Message != "canceling statement due to user request" {
 		t.Errorf("the server ended the rule's query with %s %q, want 57014 canceling statement due to user request", pgErr.Code, pgErr.Message)
 	}
-	if got := sessionaction.EndedByRule(key, pipeline.QueryCancelled, pipeline.CancelUserRequest); got != "runaway-spill" {
+	if got := sessionaction.EndedByRule(key, events.QueryCancelled, events.CancelUserRequest); got != "runaway-spill" {
 		t.Errorf("the query the rule cancelled: ended by %q, want runaway-spill", got)
 	}
-	if got := sessionaction.EndedByRule(key, pipeline.QueryCancelled, pipeline.CancelStatementTimeout); got != "" {
+	if got := sessionaction.EndedByRule(key, events.QueryCancelled, events.CancelStatementTimeout); got != "" {
 		t.Errorf("the same query ended by a statement timeout: ended by %q, want none", got)
 	}
 	other := key
 	other.Start++
-	if got := sessionaction.EndedByRule(other, pipeline.QueryCancelled, pipeline.CancelUserRequest); got != "" {
+	if got := sessionaction.EndedByRule(other, events.QueryCancelled, events.CancelUserRequest); got != "" {
 		t.Errorf("another query of the session: ended by %q, want none", got)
 	}
 
 	key, _ = cancel("")
-	if got := sessionaction.EndedByRule(key, pipeline.QueryCancelled, pipeline.CancelUserRequest); got != "" {
+	if got := sessionaction.EndedByRule(key, events.QueryCancelled, events.CancelUserRequest); got != "" {
 		t.Errorf("the query a person cancelled: ended by %q, want none", got)
 	}
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -25,16 +26,16 @@ import (
 // users, 10 databases and 20 applications, a distinct 200-byte text,
 // every counter measured, its CPU and I/O on every segment instance
 // (the coordinator, then 4 per host).
-func benchFinishedQuery(n, segments int, end time.Time) pipeline.FinishedQuery {
+func benchFinishedQuery(n, segments int, end time.Time) events.FinishedQuery {
 	text := fmt.Sprintf("select %d, ", n) + strings.Repeat("x", 190)
-	q := pipeline.FinishedQuery{
+	q := events.FinishedQuery{
 		Session: pipeline.SessionKey{TmID: testTmID, ID: int64(1000 + n%500)},
-		Who: pipeline.SessionWho{Database: fmt.Sprintf("db%d", n%10), User: fmt.Sprintf("user%d", n%50),
+		Who: events.SessionWho{Database: fmt.Sprintf("db%d", n%10), User: fmt.Sprintf("user%d", n%50),
 			Application:   pipeline.Null[string]{V: fmt.Sprintf("app%d", n%20), Valid: true},
 			ClientAddress: pipeline.Null[string]{V: "10.0.3.17", Valid: true}, ClientPort: pipeline.Null[int64]{V: int64(40000 + n%20000), Valid: true},
 			ResourceGroup: pipeline.Null[string]{V: "default_group", Valid: true}},
 		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(n%600) * time.Second).UnixNano(), End: end.UnixNano(),
-		Status: pipeline.QueryCompleted, Text: &text, LockWait: int64(n%7) * int64(time.Millisecond),
+		Status: events.QueryCompleted, Text: &text, LockWait: int64(n%7) * int64(time.Millisecond),
 		Skew: pipeline.SkewPair{CPU: pipeline.Skew{Ratio: 0.2, MaxOverAvg: 1.25, Hottest: 3, Segments: segments - 1, OK: true},
 			IO: pipeline.Skew{Ratio: 0.5, MaxOverAvg: 2, Hottest: 1, Segments: segments - 1, OK: true}},
 	}
@@ -70,21 +71,21 @@ func benchFinishedQuery(n, segments int, end time.Time) pipeline.FinishedQuery {
 // exceeds what the store counts, or 1 h at 10 queries/s what the default
 // max_bytes holds.
 func BenchmarkFinishedStore(b *testing.B) {
-	for _, events := range []int{10_000, 100_000} {
+	for _, evs := range []int{10_000, 100_000} {
 		for _, segments := range []int{5, 65} {
-			b.Run(fmt.Sprintf("events=%d/segments=%d", events, segments), func(b *testing.B) {
-				benchFinishedStore(b, events, segments)
+			b.Run(fmt.Sprintf("events=%d/segments=%d", evs, segments), func(b *testing.B) {
+				benchFinishedStore(b, evs, segments)
 			})
 		}
 	}
 }
 
-func benchFinishedStore(b *testing.B, events, segments int) {
+func benchFinishedStore(b *testing.B, evs, segments int) {
 	const batch, listPages = 1000, 11
 	// The attribute maps of 100k queries on 65 segments would not fit here.
 	const mapReferenceEvents = 10_000
 	cfg := testConfig()
-	cfg.FinishedQueries.MaxEvents, cfg.FinishedQueries.MaxBytes = events, 1<<40
+	cfg.FinishedQueries.MaxEvents, cfg.FinishedQueries.MaxBytes = evs, 1<<40
 	var ingest, ingestCPU, decode, decodeCPU time.Duration
 	var heapPer, countedPer, listMS, mapPer float64
 	for range b.N {
@@ -93,11 +94,11 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 		base := benchmeter.LiveHeap()
 		w := newFinishedWork(cfg, zap.NewNop(), "")
 		var md pmetric.Metrics
-		for from := 0; from < events; from += batch {
+		for from := 0; from < evs; from += batch {
 			md = buildSnapshot(at, nil)
 			for n := from; n < from+batch; n++ {
 				q := benchFinishedQuery(n, segments, at.Add(-time.Second))
-				pipeline.AppendFinishedQuery(md.ResourceMetrics(), &q)
+				events.AppendFinishedQuery(md.ResourceMetrics(), &q)
 			}
 			runtime.LockOSThread()
 			wall, cpu := time.Now(), benchmeter.ThreadCPU()
@@ -117,11 +118,11 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 			at = at.Add(time.Second)
 		}
 		md = pmetric.Metrics{}
-		if w.count != events {
-			b.Fatalf("%d events held, want %d", w.count, events)
+		if w.count != evs {
+			b.Fatalf("%d events held, want %d", w.count, evs)
 		}
-		heapPer = float64(benchmeter.LiveHeap()-base) / float64(events)
-		countedPer = float64(w.bytes) / float64(events)
+		heapPer = float64(benchmeter.LiveHeap()-base) / float64(evs)
+		countedPer = float64(w.bytes) / float64(evs)
 
 		svc := &finishedWorkService{store: w, defaultPageSize: 100, maxPageSize: 10000, maxResponseBytes: cfg.MaxResponseBytes}
 		req := &gpotelv1.ListFinishedWorkRequest{SortBy: cpuTimeColumn, Descending: true}
@@ -140,11 +141,11 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 		slices.Sort(pages)
 		listMS = float64(pages[len(pages)/2].Microseconds()) / 1000
 		runtime.KeepAlive(w)
-		if events <= mapReferenceEvents {
-			mapPer = mapCopyBytes(events, segments)
+		if evs <= mapReferenceEvents {
+			mapPer = mapCopyBytes(evs, segments)
 		}
 	}
-	total := float64(events * b.N)
+	total := float64(evs * b.N)
 	b.ReportMetric(total/ingest.Seconds(), "events/s")
 	b.ReportMetric(float64(ingestCPU.Microseconds())/1000/total*1000, "cpu_ms/1000events")
 	b.ReportMetric(float64(decodeCPU.Microseconds())/1000/total*1000, "decode_cpu_ms/1000events")
@@ -167,18 +168,18 @@ func benchFinishedStore(b *testing.B, events, segments int) {
 
 // mapCopyBytes is the heap a query holds kept as a copy of its resource's
 // attribute map instead of a row: the reference for heap_B/query.
-func mapCopyBytes(events, segments int) float64 {
+func mapCopyBytes(evs, segments int) float64 {
 	base := benchmeter.LiveHeap()
-	kept := make([]pcommon.Map, 0, events)
-	for n := range events {
+	kept := make([]pcommon.Map, 0, evs)
+	for n := range evs {
 		md := pmetric.NewMetrics()
 		q := benchFinishedQuery(n, segments, t0)
-		pipeline.AppendFinishedQuery(md.ResourceMetrics(), &q)
+		events.AppendFinishedQuery(md.ResourceMetrics(), &q)
 		m := pcommon.NewMap()
 		md.ResourceMetrics().At(0).Resource().Attributes().CopyTo(m)
 		kept = append(kept, m)
 	}
-	per := float64(benchmeter.LiveHeap()-base) / float64(events)
+	per := float64(benchmeter.LiveHeap()-base) / float64(evs)
 	runtime.KeepAlive(kept)
 	return per
 }

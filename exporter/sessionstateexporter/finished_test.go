@@ -33,7 +33,9 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -128,18 +130,18 @@ func segmentsOf(segs []*yagpcc.SegmentMetrics) []*yagpcc.SegmentMetrics {
 // differs from the key's (n·5 mod 11), and every fourth query lacks the
 // optional fields (no text, spill, lock blocker, vmem, application,
 // delays).
-func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
+func testFinishedQuery(n int, end time.Time) events.FinishedQuery {
 	rank := int64(n*5%11 + 1)
 	ns := func(s int64) int64 { return s * int64(time.Second) / 10 }
-	q := pipeline.FinishedQuery{
+	q := events.FinishedQuery{
 		Session: pipeline.SessionKey{TmID: testTmID, ID: int64(100 + n%3)},
-		Who: pipeline.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
+		Who: events.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
 			ClientAddress: pipeline.Null[string]{V: "10.0.0.9", Valid: true}, ClientPort: pipeline.Null[int64]{V: 50000 + rank, Valid: true}},
 		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(rank) * time.Second).UnixNano(), End: end.UnixNano(),
-		Status:   []string{pipeline.QueryCompleted, pipeline.QueryError, pipeline.QueryCancelled, pipeline.QueryUnknown, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted}[n%7],
+		Status:   []string{events.QueryCompleted, events.QueryError, events.QueryCancelled, events.QueryUnknown, events.QueryTerminated, events.QueryClientLost, events.QueryAborted}[n%7],
 		Partial:  n%3 != 2,
 		LockWait: ns(rank * 3 % 7),
-		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: pipeline.CancelStatementTimeout,
+		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: events.CancelStatementTimeout,
 		EndedByRule: "runaway-spill",
 		Segments: []pipeline.SegmentUse{
 			{Host: testCoordinator, Segment: -1, CPU: ns(rank), Read: 10 * rank, Written: 3 * rank},
@@ -153,9 +155,9 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 	}
 	switch n % 3 {
 	case 0:
-		q.PartialCause = pipeline.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
+		q.PartialCause = events.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
 	case 1:
-		q.PartialCause = pipeline.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
+		q.PartialCause = events.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
 	}
 	for c := range pipeline.NumCounters {
 		q.Totals[c] = (rank*int64(c+3))%17*1000 + int64(c)
@@ -176,11 +178,11 @@ func testFinishedQuery(n int, end time.Time) pipeline.FinishedQuery {
 }
 
 // testEndedSession is session n of a varied set, as testFinishedQuery.
-func testEndedSession(n int, end time.Time) pipeline.EndedSession {
+func testEndedSession(n int, end time.Time) events.EndedSession {
 	q := testFinishedQuery(n, end)
-	s := pipeline.EndedSession{Session: pipeline.SessionKey{TmID: testTmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
+	s := events.EndedSession{Session: pipeline.SessionKey{TmID: testTmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
 		Partial: q.Partial, PartialCause: q.PartialCause, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
-		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: pipeline.SessionTerminated, SQLState: "57P01",
+		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: events.SessionTerminated, SQLState: "57P01",
 		Message: "terminating connection due to administrator command"}
 	if q.Spill != nil {
 		s.SpillMax = q.Spill.MaxBytes
@@ -190,13 +192,13 @@ func testEndedSession(n int, end time.Time) pipeline.EndedSession {
 
 // finishedBatch is a closing batch at at (a snapshot resource of mdw)
 // carrying the events.
-func finishedBatch(at time.Time, queries []pipeline.FinishedQuery, sessions []pipeline.EndedSession) pmetric.Metrics {
+func finishedBatch(at time.Time, queries []events.FinishedQuery, sessions []events.EndedSession) pmetric.Metrics {
 	md := buildSnapshot(at, nil)
 	for i := range queries {
-		pipeline.AppendFinishedQuery(md.ResourceMetrics(), &queries[i])
+		events.AppendFinishedQuery(md.ResourceMetrics(), &queries[i])
 	}
 	for i := range sessions {
-		pipeline.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
+		events.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
 	}
 	return md
 }
@@ -210,7 +212,7 @@ func finishedClient(srv *testServer) gpotelv1.FinishedWorkClient {
 func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 	srv := startDefault(t)
 	end := t0.Add(-time.Minute)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for n := range 7 {
 		queries = append(queries, testFinishedQuery(n, end.Add(time.Duration(n)*time.Second)))
 	}
@@ -265,7 +267,7 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 // field carries each into its item with the event's value.
 func TestItemsCarryEveryEventField(t *testing.T) {
 	full := testFinishedQuery(1, t0)
-	md := finishedBatch(t0, []pipeline.FinishedQuery{full}, []pipeline.EndedSession{testEndedSession(1, t0)})
+	md := finishedBatch(t0, []events.FinishedQuery{full}, []events.EndedSession{testEndedSession(1, t0)})
 	for i, l := range []*eventLayout{queryLayout, sessionLayout} {
 		desc := l.message().Descriptor()
 		columns := map[string]bool{cpuTimeColumn: true}
@@ -289,7 +291,7 @@ func TestItemsCarryEveryEventField(t *testing.T) {
 		}
 		item := r.message()
 		for j, f := range l.fields {
-			want, ok := pipeline.EventValue(attrs, f)
+			want, ok := events.Value(attrs, f)
 			if !ok {
 				t.Errorf("%s: the test's event lacks %s", desc.Name(), f.Key)
 				continue
@@ -303,15 +305,15 @@ func TestItemsCarryEveryEventField(t *testing.T) {
 
 // itemValue reads an item field as pipeline.EventValue returns the
 // event's: int64, float64, string, bool, time.Time or []SegmentUse.
-func itemValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, typ pipeline.EventType) any {
+func itemValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, typ events.FieldType) any {
 	if fd == nil || fd.HasPresence() && !m.Has(fd) {
 		return nil
 	}
 	v := m.Get(fd)
 	switch typ {
-	case pipeline.EventTime:
+	case events.EventTime:
 		return v.Message().Interface().(*timestamppb.Timestamp).AsTime()
-	case pipeline.EventSegments:
+	case events.EventSegments:
 		var out []pipeline.SegmentUse
 		for i := range v.List().Len() {
 			s := v.List().Get(i).Message().Interface().(*gpotelv1.SegmentUse)
@@ -406,8 +408,8 @@ func itemKey(m protoreflect.Message) string {
 func TestListSortsByEveryField(t *testing.T) {
 	srv := startDefault(t)
 	const n = 11
-	var queries []pipeline.FinishedQuery
-	var sessions []pipeline.EndedSession
+	var queries []events.FinishedQuery
+	var sessions []events.EndedSession
 	for i := range n {
 		end := t0.Add(-time.Duration(i*7%n) * time.Second)
 		queries, sessions = append(queries, testFinishedQuery(i, end)), append(sessions, testEndedSession(i, end))
@@ -451,7 +453,7 @@ func TestListSortsByEveryField(t *testing.T) {
 // users, databases and sessions asked (OR within a field, AND across).
 func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 	srv := startDefault(t)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 30 {
 		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(30-i)*time.Second)))
 	}
@@ -485,7 +487,7 @@ func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 // 9999-12-31 lists everything, from it lists nothing.
 func TestAnEndedRangeBeyond2262IsClamped(t *testing.T) {
 	srv := startDefault(t)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -515,14 +517,14 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 	cfg.MaxResponseBytes = 4096
 	srv := startServer(t, cfg, nopHost())
 	c := finishedClient(srv)
-	wide := func(n int, end time.Time) pipeline.FinishedQuery {
+	wide := func(n int, end time.Time) events.FinishedQuery {
 		q := testFinishedQuery(n, end)
 		for s := range 40 {
 			q.Segments = append(q.Segments, pipeline.SegmentUse{Host: fmt.Sprintf("sdw%d", s/4+3), Segment: int32(s + 2), CPU: 1e9, Read: 1 << 20})
 		}
 		return q
 	}
-	var batch []pipeline.FinishedQuery
+	var batch []events.FinishedQuery
 	for i := range 20 {
 		batch = append(batch, wide(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -548,7 +550,7 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 		}
 		// A newer query ends between pages: sorted by CPU it may fall on
 		// either side of the walk's place; the walk goes on.
-		srv.consume(t, finishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []pipeline.FinishedQuery{wide(i, t0)}, nil))
+		srv.consume(t, finishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []events.FinishedQuery{wide(i, t0)}, nil))
 		req.PageToken = resp.GetNextPageToken()
 	}
 	for k, n := range seen {
@@ -571,7 +573,7 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 	cfg.DefaultPageSize = 2
 	srv := startServer(t, cfg, nopHost())
 	c := finishedClient(srv)
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
@@ -622,7 +624,7 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 	cfg.FinishedQueries.Retention = 0
 	srv := startServer(t, cfg, nopHost())
 	q := testFinishedQuery(1, t0)
-	srv.consume(t, finishedBatch(t0, []pipeline.FinishedQuery{q}, nil))
+	srv.consume(t, finishedBatch(t0, []events.FinishedQuery{q}, nil))
 	_, err := finishedClient(srv).ListFinishedQueries(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{})
 	assertCode(t, err, codes.FailedPrecondition, "retention is 0")
 	_, err = srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})
@@ -630,7 +632,7 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 
 	// Nor does the store take the events in: retention 0 costs no memory.
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: 0, MaxEvents: 10, MaxBytes: 1 << 20})
-	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil)), t0)
+	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, nil)), t0)
 	if w.count != 0 || len(w.queries) != 0 {
 		t.Errorf("retention 0: the store holds %d events (%d queries), want none", w.count, len(w.queries))
 	}
@@ -652,7 +654,7 @@ func newTestFinishedWork(t *testing.T, fq FinishedQueriesConfig) (*finishedWork,
 }
 
 // held lists the command counts of the finished queries w answers for.
-func held(w *finishedWork, queries []pipeline.FinishedQuery) []int64 {
+func held(w *finishedWork, queries []events.FinishedQuery) []int64 {
 	var out []int64
 	for _, q := range queries {
 		if r, expired := w.query(queryID{session: q.Session, ccnt: q.CommandCount}); r != nil && !expired {
@@ -671,7 +673,7 @@ func droppedBy(bound string, n int64) metricdata.DataPoint[int64] {
 func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
 	w, tt := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 3, MaxBytes: 1 << 30})
 	w.consume(decoded(finishedBatch(t0.Add(-time.Hour), nil, nil)), t0.Add(-time.Hour)) // the exporter's first snapshot
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		queries = append(queries, testFinishedQuery(i, t0.Add(time.Duration(i)*time.Second)))
 		w.consume(decoded(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
@@ -688,12 +690,12 @@ func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
 // When max_bytes is reached the oldest arrivals go first, counted; an
 // event larger than the whole budget is dropped alone.
 func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
-	probe, _ := queryLayout.read(finishedBatch(t0, []pipeline.FinishedQuery{testFinishedQuery(1, t0)}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	probe, _ := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{testFinishedQuery(1, t0)}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	probe.coordinator = unique.Make(testCoordinator)
 	budget := minFinishedMaxBytes
 	per := budget/3 - 1 // three queries fit, not four
 	w, tt := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: budget})
-	var queries []pipeline.FinishedQuery
+	var queries []events.FinishedQuery
 	for i := range 5 {
 		q := testFinishedQuery(1, t0.Add(time.Duration(i)*time.Second))
 		q.CommandCount = int64(i + 1)
@@ -709,7 +711,7 @@ func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
 	huge.CommandCount = 99
 	text := strings.Repeat("x", budget)
 	huge.Text = &text
-	w.consume(decoded(finishedBatch(t0.Add(time.Minute), []pipeline.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
+	w.consume(decoded(finishedBatch(t0.Add(time.Minute), []events.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
 	if got := held(w, append(queries, huge)); !slices.Equal(got, []int64{3, 4, 5}) {
 		t.Errorf("after an event over the budget: held %v, want [3 4 5]", got)
 	}
@@ -723,9 +725,9 @@ func TestRetentionExpiresInSnapshotTime(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	young, old := testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-30*time.Minute))
 	w.consume(decoded(finishedBatch(t0.Add(-2*time.Hour), nil, nil)), t0.Add(-2*time.Hour)) // the exporter's first snapshot
-	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{young, old}, nil)), t0)
+	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{young, old}, nil)), t0)
 	w.consume(decoded(finishedBatch(t0.Add(31*time.Minute), nil, nil)), t0.Add(31*time.Minute))
-	if got := held(w, []pipeline.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
+	if got := held(w, []events.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
 		t.Errorf("31 min on: held %v, want the young one [2]", got)
 	}
 	_, err := w.getGPQuery(queryID{session: old.Session, ccnt: old.CommandCount},
@@ -746,11 +748,11 @@ func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	q, s := testFinishedQuery(1, t0), testEndedSession(1, t0)
 	for range 2 {
-		w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, []pipeline.EndedSession{s})), t0)
+		w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, []events.EndedSession{s})), t0)
 	}
-	first, _ := queryLayout.read(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	first, _ := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	first.coordinator = unique.Make(testCoordinator)
-	second, _ := sessionLayout.read(finishedBatch(t0, nil, []pipeline.EndedSession{s}).ResourceMetrics().At(1).Resource().Attributes())
+	second, _ := sessionLayout.read(finishedBatch(t0, nil, []events.EndedSession{s}).ResourceMetrics().At(1).Resource().Attributes())
 	second.coordinator = first.coordinator
 	if w.count != 2 || len(w.queries) != 1 || len(w.sessions) != 1 || w.bytes != first.bytes()+second.bytes() {
 		t.Errorf("%d events (%d queries, %d sessions) in %d bytes; want one of each in %d", w.count, len(w.queries), len(w.sessions), w.bytes,
@@ -850,7 +852,7 @@ func TestListWalksWhileEventsArrive(t *testing.T) {
 	c := finishedClient(srv)
 	n := 0
 	batch := func(at time.Time) pmetric.Metrics {
-		var qs []pipeline.FinishedQuery
+		var qs []events.FinishedQuery
 		for range 20 {
 			qs = append(qs, testFinishedQuery(n, at.Add(-time.Duration(n%7)*time.Second)))
 			n++
@@ -910,7 +912,7 @@ func FuzzDecodeFinishedToken(f *testing.F) {
 	q := testFinishedQuery(1, t0)
 	text := "a\x00é\"\\"
 	q.Text = &text
-	r, err := queryLayout.read(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
+	r, err := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -950,7 +952,7 @@ func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 	key := &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, QueryStart: timestamppb.New(start)}
 	feed(sessionRunsThenIdles(t0, start, time.Time{}, 10))
 	cancelled := sessionRunsThenIdles(t0.Add(time.Minute), start, end, 13)
-	cancelled.Endings = []pipeline.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []pipeline.Ending{{
+	cancelled.Endings = []snapshot.HostEndings{{Host: testCoordinator, LogReadThrough: t0.Add(time.Minute).UnixNano(), Endings: []snapshot.Ending{{
 		Session: 7, PID: 7007, Time: end.UnixNano(), Severity: "ERROR", SQLState: "57014", Message: "canceling statement due to user request"}}}}
 	feed(cancelled)
 	for m := 2; m <= 3; m++ {
@@ -974,7 +976,7 @@ func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
 	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
 	w.hostOverride = "gp-prod"
 	q := testFinishedQuery(1, t0)
-	w.consume(decoded(finishedBatch(t0, []pipeline.FinishedQuery{q}, nil)), t0)
+	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, nil)), t0)
 	r, _ := w.query(queryID{session: q.Session, ccnt: q.CommandCount})
 	if r == nil {
 		t.Fatal("the finished query is not held")

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -29,7 +30,7 @@ import (
 // field added to the table is kept, served and sortable as it is.
 type eventLayout struct {
 	kind   pipeline.ResourceKind
-	fields []pipeline.EventField
+	fields []events.Field
 	// slot is each field's index in eventRow.nums or eventRow.strs.
 	slot       []int
 	nums, strs int
@@ -53,13 +54,13 @@ type eventLayout struct {
 const cpuTimeColumn = "cpu_time"
 
 var (
-	queryLayout = newEventLayout(pipeline.KindFinishedQuery, pipeline.QueryEventFields, pipeline.AttrQueryStart,
-		pipeline.AttrEventQueryEnd, func() protoreflect.Message { return (&gpotelv1.FinishedQuery{}).ProtoReflect() })
-	sessionLayout = newEventLayout(pipeline.KindEndedSession, pipeline.SessionEventFields, pipeline.AttrEventSessionStart,
-		pipeline.AttrEventSessionEnd, func() protoreflect.Message { return (&gpotelv1.EndedSession{}).ProtoReflect() })
+	queryLayout = newEventLayout(pipeline.KindFinishedQuery, events.QueryEventFields, pipeline.AttrQueryStart,
+		events.AttrEventQueryEnd, func() protoreflect.Message { return (&gpotelv1.FinishedQuery{}).ProtoReflect() })
+	sessionLayout = newEventLayout(pipeline.KindEndedSession, events.SessionEventFields, events.AttrEventSessionStart,
+		events.AttrEventSessionEnd, func() protoreflect.Message { return (&gpotelv1.EndedSession{}).ProtoReflect() })
 )
 
-func newEventLayout(kind pipeline.ResourceKind, fields []pipeline.EventField, startKey, endKey string,
+func newEventLayout(kind pipeline.ResourceKind, fields []events.Field, startKey, endKey string,
 	message func() protoreflect.Message) *eventLayout {
 	if len(fields) > len(eventRow{}.present)*64 {
 		panic(fmt.Sprintf("sessionstate: %d event fields, a row marks at most %d", len(fields), len(eventRow{}.present)*64))
@@ -69,9 +70,9 @@ func newEventLayout(kind pipeline.ResourceKind, fields []pipeline.EventField, st
 	for i, f := range fields {
 		l.byKey[f.Key] = i
 		switch {
-		case f.Type == pipeline.EventSegments || f.Key == pipeline.AttrDBQueryText:
+		case f.Type == events.EventSegments || f.Key == pipeline.AttrDBQueryText:
 			l.slot[i] = -1
-		case f.Type == pipeline.EventString:
+		case f.Type == events.EventString:
 			l.slot[i], l.strs = l.strs, l.strs+1
 		default:
 			l.slot[i], l.nums = l.nums, l.nums+1
@@ -100,7 +101,7 @@ func newEventLayout(kind pipeline.ResourceKind, fields []pipeline.EventField, st
 		if fd := desc.Fields().ByName(protoreflect.Name(f.Column)); fd != nil && itemKindMatches(f, fd) {
 			l.item[i] = fd
 		}
-		if f.Type != pipeline.EventSegments {
+		if f.Type != events.EventSegments {
 			l.columns[f.Column] = fieldColumn(i, f)
 		}
 	}
@@ -117,23 +118,23 @@ func newEventLayout(kind pipeline.ResourceKind, fields []pipeline.EventField, st
 }
 
 // itemKindMatches tells an item field that can hold an event field's values.
-func itemKindMatches(f pipeline.EventField, fd protoreflect.FieldDescriptor) bool {
+func itemKindMatches(f events.Field, fd protoreflect.FieldDescriptor) bool {
 	scalar := func(k protoreflect.Kind) bool {
 		return fd.Kind() == k && !fd.IsList() && !fd.IsMap() && fd.HasPresence() == f.Optional
 	}
 	switch f.Type {
-	case pipeline.EventInt:
+	case events.EventInt:
 		return scalar(protoreflect.Int64Kind)
-	case pipeline.EventDouble:
+	case events.EventDouble:
 		return scalar(protoreflect.DoubleKind)
-	case pipeline.EventString:
+	case events.EventString:
 		return scalar(protoreflect.StringKind)
-	case pipeline.EventBool:
+	case events.EventBool:
 		return scalar(protoreflect.BoolKind)
-	case pipeline.EventTime:
+	case events.EventTime:
 		return fd.Kind() == protoreflect.MessageKind && !fd.IsList() &&
 			fd.Message().FullName() == (&timestamppb.Timestamp{}).ProtoReflect().Descriptor().FullName()
-	case pipeline.EventSegments:
+	case events.EventSegments:
 		return fd.IsList() && fd.Message() != nil && fd.Message().FullName() == (&gpotelv1.SegmentUse{}).ProtoReflect().Descriptor().FullName()
 	}
 	return false
@@ -174,7 +175,7 @@ type segmentFigures struct {
 func (l *eventLayout) read(attrs pcommon.Map) (*eventRow, error) {
 	r := &eventRow{layout: l, nums: make([]int64, l.nums), strs: make([]unique.Handle[string], l.strs)}
 	for i, f := range l.fields {
-		v, ok := pipeline.EventValue(attrs, f)
+		v, ok := events.Value(attrs, f)
 		if !ok {
 			if !f.Optional {
 				return nil, fmt.Errorf("event field %s is missing or not a %s", f.Key, f.Type)
@@ -300,17 +301,17 @@ func (r *eventRow) message() protoreflect.Message {
 			continue
 		}
 		switch f.Type {
-		case pipeline.EventInt:
+		case events.EventInt:
 			m.Set(fd, protoreflect.ValueOfInt64(r.num(i)))
-		case pipeline.EventDouble:
+		case events.EventDouble:
 			m.Set(fd, protoreflect.ValueOfFloat64(r.double(i)))
-		case pipeline.EventBool:
+		case events.EventBool:
 			m.Set(fd, protoreflect.ValueOfBool(r.num(i) != 0))
-		case pipeline.EventString:
+		case events.EventString:
 			m.Set(fd, protoreflect.ValueOfString(r.str(i)))
-		case pipeline.EventTime:
+		case events.EventTime:
 			m.Set(fd, protoreflect.ValueOfMessage(timestamppb.New(time.Unix(0, r.num(i))).ProtoReflect()))
-		case pipeline.EventSegments:
+		case events.EventSegments:
 			list := m.Mutable(fd).List()
 			for _, s := range r.segments {
 				at := s.at.Value()
@@ -334,9 +335,9 @@ var skewStat = func() map[string]func(*yagpcc.SystemStat, *eventRow, int) {
 		ratio, overAvg func(*yagpcc.SystemStat) *float64
 		hottest        func(*yagpcc.SystemStat) **int32
 	}{
-		pipeline.AttrEventSkewCPUPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.CpuSkew },
+		events.AttrEventSkewCPUPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.CpuSkew },
 			func(st *yagpcc.SystemStat) *float64 { return &st.CpuMaxOverAvg }, func(st *yagpcc.SystemStat) **int32 { return &st.CpuHottestSegment }},
-		pipeline.AttrEventSkewIOPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.IoSkew },
+		events.AttrEventSkewIOPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.IoSkew },
 			func(st *yagpcc.SystemStat) *float64 { return &st.IoMaxOverAvg }, func(st *yagpcc.SystemStat) **int32 { return &st.IoHottestSegment }},
 	} {
 		m[prefix+"ratio"] = func(st *yagpcc.SystemStat, r *eventRow, i int) { *fields.ratio(st) = r.double(i) }
@@ -366,7 +367,7 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 			continue
 		}
 		if c, ok := f.Counter(); ok {
-			if f.Type == pipeline.EventDouble {
+			if f.Type == events.EventDouble {
 				pipeline.Figures[c].Stat.SetSeconds(st, r.double(i))
 			} else {
 				pipeline.Figures[c].Stat.SetCount(st, r.num(i))
@@ -376,18 +377,18 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 		}
 	}
 	st.RunningTimeSeconds = st.UserTimeSeconds + st.KernelTimeSeconds
-	st.Partial = r.num(at(pipeline.AttrEventPartial)) != 0
+	st.Partial = r.num(at(events.AttrEventPartial)) != 0
 	q := &queryRecord{id: r.queryID(), start: time.Unix(0, r.num(l.start)).UTC(), completed: true,
-		duration: r.double(at(pipeline.AttrEventDuration)), text: r.text, stat: st,
-		end: time.Unix(0, r.end()).UTC(), status: yagpccStatus(r.str(at(pipeline.AttrEventQueryStatus))),
+		duration: r.double(at(events.AttrEventDuration)), text: r.text, stat: st,
+		end: time.Unix(0, r.end()).UTC(), status: yagpccStatus(r.str(at(events.AttrEventQueryStatus))),
 		owner: &queryOwner{clusterID: clusterID, hostname: r.coordinator.Value(), user: r.str(l.user), database: r.str(l.database)}}
-	if i := at(pipeline.AttrEventResourceGroup); r.has(i) {
+	if i := at(events.AttrEventResourceGroup); r.has(i) {
 		q.owner.rsgname = r.str(i)
 	}
-	if i := at(pipeline.AttrEventErrorMessage); r.has(i) {
+	if i := at(events.AttrEventErrorMessage); r.has(i) {
 		q.message = r.str(i)
 	}
-	if i, j := at(pipeline.AttrEventSpillMax), at(pipeline.AttrEventSpillFilesMax); r.has(i) || r.has(j) {
+	if i, j := at(events.AttrEventSpillMax), at(events.AttrEventSpillFilesMax); r.has(i) || r.has(j) {
 		q.spill = &pipeline.QuerySpill{}
 		if r.has(i) {
 			q.spill.MaxBytes = r.num(i)
@@ -415,11 +416,11 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 // nothing beyond its end: END.
 func yagpccStatus(status string) yagpcc.QueryStatus {
 	switch status {
-	case pipeline.QueryCompleted:
+	case events.QueryCompleted:
 		return yagpcc.QueryStatus_QUERY_STATUS_DONE
-	case pipeline.QueryCancelled:
+	case events.QueryCancelled:
 		return yagpcc.QueryStatus_QUERY_STATUS_CANCELED
-	case pipeline.QueryError, pipeline.QueryTerminated, pipeline.QueryClientLost, pipeline.QueryAborted:
+	case events.QueryError, events.QueryTerminated, events.QueryClientLost, events.QueryAborted:
 		return yagpcc.QueryStatus_QUERY_STATUS_ERROR
 	}
 	return yagpcc.QueryStatus_QUERY_STATUS_END

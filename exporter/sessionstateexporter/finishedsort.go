@@ -3,7 +3,9 @@
 
 package sessionstateexporter
 
-import "github.com/gpotel/gpotel/internal/pipeline"
+import (
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+)
 
 // sortColumn is how rows compare by one item field.
 type sortColumn struct {
@@ -13,7 +15,7 @@ type sortColumn struct {
 
 // fieldColumn sorts by field i: numbers, times and bools as integers,
 // doubles as floats, strings bytewise; absent before present.
-func fieldColumn(i int, f pipeline.EventField) sortColumn {
+func fieldColumn(i int, f events.Field) sortColumn {
 	present := func(get func(*eventRow) sortValue) func(*eventRow) sortValue {
 		return func(r *eventRow) sortValue {
 			if !r.has(i) {
@@ -23,9 +25,9 @@ func fieldColumn(i int, f pipeline.EventField) sortColumn {
 		}
 	}
 	switch f.Type {
-	case pipeline.EventDouble:
+	case events.EventDouble:
 		return sortColumn{kindFloat, present(func(r *eventRow) sortValue { return float(r.double(i)) })}
-	case pipeline.EventString:
+	case events.EventString:
 		return sortColumn{kindString, present(func(r *eventRow) sortValue { return str(r.str(i)) })}
 	default:
 		return sortColumn{kindInt, present(func(r *eventRow) sortValue { return num(r.num(i)) })}

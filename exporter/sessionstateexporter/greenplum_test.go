@@ -10,7 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/processor/processortest"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -32,12 +32,12 @@ func TestGreenplumFiguresReachTheAPI(t *testing.T) {
 		for j := range s.Sessions {
 			switch s.Sessions[j].ID {
 			case 11:
-				s.Sessions[j].Greenplum = &pipeline.GreenplumSession{Memory: []pipeline.SegmentMemory{{Segment: 0, Bytes: 64 << 20}, {Segment: 1, Bytes: 32 << 20, Runaway: true}}}
+				s.Sessions[j].Greenplum = &snapshot.GreenplumSession{Memory: []snapshot.SegmentMemory{{Segment: 0, Bytes: 64 << 20}, {Segment: 1, Bytes: 32 << 20, Runaway: true}}}
 			case 12:
 				s.Sessions[j].QueryStart = t0.Add(-time.Minute)
-				s.Sessions[j].Greenplum = &pipeline.GreenplumSession{Spill: []pipeline.Spill{{Segment: 0, CommandCount: 3, Bytes: held / 2, Files: 2}, {Segment: 1, CommandCount: 3, Bytes: held / 2, Files: 2}}}
+				s.Sessions[j].Greenplum = &snapshot.GreenplumSession{Spill: []snapshot.Spill{{Segment: 0, CommandCount: 3, Bytes: held / 2, Files: 2}, {Segment: 1, CommandCount: 3, Bytes: held / 2, Files: 2}}}
 			case 13:
-				s.Sessions[j].Greenplum = &pipeline.GreenplumSession{Wait: &pipeline.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 11, BlockerMode: "AccessExclusiveLock"}}
+				s.Sessions[j].Greenplum = &snapshot.GreenplumSession{Wait: &snapshot.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 11, BlockerMode: "AccessExclusiveLock"}}
 			}
 		}
 		if err := proc.ConsumeMetrics(context.Background(), s.Metrics()); err != nil {

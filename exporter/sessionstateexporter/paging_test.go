@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -310,7 +311,7 @@ func assertEachOnce(t *testing.T, states []*yagpcc.SessionState, want []int64) {
 func TestAPageTokenHoldsOnlyWhereItWasIssued(t *testing.T) {
 	srv := startDefault(t)
 	srv.consume(t, buildSnapshot(t0, sessionsWithUserTime(idRange(1, 21), 4)))
-	srv.consume(t, finishedBatch(t0, []pipeline.FinishedQuery{testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-time.Second))}, nil))
+	srv.consume(t, finishedBatch(t0, []events.FinishedQuery{testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-time.Second))}, nil))
 	ctx := ctxTimeout(t)
 	sessions, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Field: byUserTimeDesc, PageSize: 5})
 	if err != nil {

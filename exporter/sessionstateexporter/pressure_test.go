@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
-	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -30,9 +30,9 @@ func cpuSome(stallSeconds, avg10 float64) *gpotelv1.Pressure {
 
 func pressureBatch(hostCPU float64) pmetric.Metrics {
 	name := "default_group"
-	return pipeline.NewClosingEncoder(pipelinetest.Scope, pressureAt, pipeline.Switches{}).Encode(&pipeline.Closing{
-		Time: pressureAt, TmID: testTmID, Coordinator: "mdw", Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}},
-		Readings: []pipeline.HostReading{{Host: "sdw1", Pressure: cpuSome(12.5, hostCPU), Groups: []pipeline.Cgroup{
+	return snapshot.NewClosingEncoder(pipelinetest.Scope, pressureAt, snapshot.Switches{}).Encode(&snapshot.Closing{
+		Time: pressureAt, TmID: testTmID, Coordinator: "mdw", Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}},
+		Readings: []snapshot.HostReading{{Host: "sdw1", Pressure: cpuSome(12.5, hostCPU), Groups: []snapshot.Cgroup{
 			{Group: &gpotelv1.ControlGroup{Version: 2, Path: "/gpdb/6437", ResourceGroupOid: 6437, Pressure: cpuSome(3, 0.25),
 				TaskStates: &gpotelv1.TaskStates{Source: gpotelv1.TaskStates_SOURCE_CGROUPSTATS, Running: 4}}, ResourceGroupName: &name},
 			{Group: &gpotelv1.ControlGroup{Version: 1, Path: "/gpdb/7000", ResourceGroupOid: 7000,
@@ -77,7 +77,7 @@ func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
 func TestSystemStatCarriesTheWorstSomePressureOfTheSessionsGroups(t *testing.T) {
 	srv := startDefault(t)
 	s := fullSession()
-	s.pressure = []pipeline.GroupPressure{ // avg10 in percent
+	s.pressure = []snapshot.GroupPressure{ // avg10 in percent
 		{Name: "default_group", Resource: "cpu", Kind: "some", Avg10: 30},
 		{Name: "admin_group", Resource: "cpu", Kind: "some", Avg10: 5},
 		{Name: "default_group", Resource: "cpu", Kind: "full", Avg10: 90}, // full is not some: not taken

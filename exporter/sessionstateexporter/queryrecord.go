@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -43,7 +44,7 @@ type queryOwner struct {
 	clusterID, hostname, user, database, rsgname string
 }
 
-func newQueryRecord(q pipeline.QueryOutput) *queryRecord {
+func newQueryRecord(q output.QueryOutput) *queryRecord {
 	r := &queryRecord{id: queryID{session: q.Session, ccnt: q.CommandCount}, start: q.Start, completed: q.Completed,
 		duration: q.Duration, text: q.Text, stat: q.Stat, segments: q.Segments, spill: q.Spill}
 	if q.CommandCount == 0 {

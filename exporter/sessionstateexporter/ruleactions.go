@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -35,7 +35,7 @@ type ruleActions struct {
 func newRuleActions(limit int) *ruleActions { return &ruleActions{limit: limit} }
 
 // Keep copies a into the ring.
-func (r *ruleActions) Keep(a *pipeline.RuleAction) {
+func (r *ruleActions) Keep(a *events.RuleAction) {
 	m := ruleActionMessage(a)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -50,7 +50,7 @@ func (r *ruleActions) Keep(a *pipeline.RuleAction) {
 	r.dropped++
 }
 
-func ruleActionMessage(a *pipeline.RuleAction) *gpotelv1.RuleAction {
+func ruleActionMessage(a *events.RuleAction) *gpotelv1.RuleAction {
 	m := &gpotelv1.RuleAction{FiredAt: timestamppb.New(timeOf(a.Time)), RuleName: a.Rule, RuleMode: a.Mode, RuleAction: a.Action,
 		Outcome: a.Outcome, TmId: a.Session.TmID, SessId: a.Session.ID, Pid: a.PID, Username: a.User, Database: a.Database,
 		Predicates: slices.Clone(a.Predicates), PredicateValues: slices.Clone(a.Values)}

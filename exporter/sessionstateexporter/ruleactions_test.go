@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/rulefirings"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
@@ -20,7 +21,7 @@ import (
 // connector does.
 func fire(i int, rule string, sess int64) {
 	values := []float64{float64(i)}
-	rulefirings.Publish(&pipeline.RuleAction{Time: t0.UnixNano() + int64(i), Rule: rule, Mode: "enforce", Action: "cancel",
+	rulefirings.Publish(&events.RuleAction{Time: t0.UnixNano() + int64(i), Rule: rule, Mode: "enforce", Action: "cancel",
 		Outcome: "done", Session: pipeline.SessionKey{TmID: 1700000000, ID: sess}, PID: 1000 + sess, CommandCount: 3,
 		QueryStart: t0.UnixNano(), User: "alice", Database: "sales", Predicates: []string{"gpotel.query.spill.size > 1GiB"}, Values: values})
 	values[0] = -1 // the keeper holds its own copy

@@ -12,6 +12,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -38,7 +40,7 @@ type session struct {
 	hosts []*gpotelv1.SessionHostUsage
 	// greenplum is the server's own figures of the session (spill, lock
 	// wait, vmem); nil without them.
-	greenplum *pipeline.GreenplumSession
+	greenplum *snapshot.GreenplumSession
 }
 
 // processorOutput is what one ConsumeMetrics call delivered, as the
@@ -104,7 +106,7 @@ func (p *outputReader) read(b *batch) processorOutput {
 // readSession builds one session from its resource. ok is false when the
 // resource lacks its identity (gpotel.session.id, gpotel.tm_id).
 func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t time.Time, lastFound, ok bool) {
-	h, st, at, hasInfo, ok := pipeline.DecodeSession(rm)
+	h, st, at, hasInfo, ok := snapshot.DecodeSession(rm)
 	if !ok {
 		return nil, t, false, false
 	}
@@ -112,7 +114,7 @@ func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		t = at.AsTime().UTC()
 	}
 	info := sessionInfo(h, &st)
-	gp := pipeline.DecodeGreenplum(rm)
+	gp := snapshot.DecodeGreenplum(rm)
 	if w := gp.LockWait(); w != nil {
 		info.BlockedBySessId, info.WaitMode, info.LockedItem, info.LockedMode = w.Blocker, w.Mode, w.Object, w.BlockerMode
 	}
@@ -122,7 +124,7 @@ func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 		SessionKey:  &yagpcc.SessionKey{SessId: h.Key.ID, TmId: h.Key.TmID},
 		SessionInfo: info,
 	}
-	figs := pipeline.DecodeSessionFigures(rm, &p.windows)
+	figs := output.DecodeSessionFigures(rm, &p.windows)
 	state.ProcAvg = figs.ProcAvg
 	// Workfiles are a gauge: the bytes and files held now stand in both.
 	spill := spillInfo(gp.SpillTotal())
@@ -156,7 +158,7 @@ func (p *batchDecoder) readSession(rm pmetric.ResourceMetrics) (s *session, t ti
 }
 
 // sessionInfo is yagpcc's SessionInfo of a session resource.
-func sessionInfo(h pipeline.SessionHeader, st *pipeline.SessionState) *yagpcc.SessionInfo {
+func sessionInfo(h snapshot.SessionHeader, st *snapshot.SessionState) *yagpcc.SessionInfo {
 	return &yagpcc.SessionInfo{
 		Pid:              h.PID,
 		Database:         h.Database,

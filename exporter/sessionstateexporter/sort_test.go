@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -78,9 +79,9 @@ func variedSessions(n int, seed uint64) []testSession {
 				virtual: int64(virt[i]) << 30, virtualPeak: int64(vpeak[i]) << 30,
 				rssMaxHost: int64(rssMax[i]) << 20, rssAnonMaxHost: int64(anonMax[i]) << 20},
 			processes: 2, host: 1,
-			greenplum: &pipeline.GreenplumSession{
-				Spill: []pipeline.Spill{{Segment: 0, CommandCount: 2, Bytes: int64(spillBytes[i]) << 20, Files: int64(spillFiles[i])}},
-				Wait:  &pipeline.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: int64(100 + blocker[i]), BlockerMode: "AccessExclusiveLock"}},
+			greenplum: &snapshot.GreenplumSession{
+				Spill: []snapshot.Spill{{Segment: 0, CommandCount: 2, Bytes: int64(spillBytes[i]) << 20, Files: int64(spillFiles[i])}},
+				Wait:  &snapshot.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: int64(100 + blocker[i]), BlockerMode: "AccessExclusiveLock"}},
 		})
 	}
 	return out

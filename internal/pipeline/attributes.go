@@ -99,3 +99,23 @@ var StatusLinesBesideFigures = []StatusLine{
 	{"VmSize", "vm_size_kb"},
 	{"VmData", "vm_data_kb"},
 }
+
+// MetricAttributes are the data-point attributes a metric of the
+// receiver's declares, in order; nil for a name that is none of them.
+func MetricAttributes(name string) []string {
+	if m, ok := processMetricByName[name]; ok {
+		if m == ProcessInfo {
+			return append([]string{AttrProcessPID}, ProcessInfoAttrs...)
+		}
+		if m.Attr == "" {
+			return []string{AttrProcessPID}
+		}
+		return []string{AttrProcessPID, m.Attr}
+	}
+	for _, m := range ClosingMetrics {
+		if m.Name == name {
+			return m.Attrs
+		}
+	}
+	return nil
+}

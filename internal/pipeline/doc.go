@@ -1,35 +1,28 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-// Package pipeline is the data contract between gpotel's components: what
-// the gpsession receiver writes as pdata, what the snapshotdiff processor
-// reads and writes, and what the sessionstate and history exporters and the
-// finishedwork connector read back. docs/pipeline.md describes it, and a
-// test keeps the two in step.
+// Package pipeline is the core of the data contract between gpotel's
+// components (docs/pipeline.md; a test keeps the two in step): what every
+// boundary shares. It holds, once, every name that travels (resource
+// kinds, attributes, metrics), the session key, the table of every
+// per-process figure (Figures: agent field → kernel unit → process metric
+// → processor slot → session, cluster and query figures → SystemStat
+// field) with the closing batch's metrics, the figure values more than one
+// boundary carries (Counters, Skew, SegmentUse, QuerySpill), and the
+// helpers that read number points and attribute values.
 //
-// It holds, once, every name that travels (resource kinds, attributes,
-// metrics), the session key, the table of every per-process figure
-// (Figures: agent field → kernel unit → process metric → processor slot →
-// session, cluster and query figures → SystemStat field), and the typed
-// encoders and decoders of each boundary:
+// Each boundary is a package of its own, imported only by the components
+// at its two ends:
 //
-//   - agent → receiver: an agent's answer or exit record as a Process
-//     (ProcessFromAnswer, ProcessFromExit);
-//   - receiver → processor: what one ConsumeMetrics call holds (ReadBatch),
-//     process batches (ProcessEncoder, ProcessDecoder) with their sparse
-//     header and departures, and the batch that closes a snapshot
-//     (ClosingEncoder; DecodeSnapshot, DecodeSession, DecodeGreenplum,
-//     DecodeEndings and the host decoders); the sparse batches rule itself
-//     is package sparse;
-//   - processor → sessionstate exporter: the processor's output
-//     (OutputEncoder; DecodeSessionFigures, DecodeQuery, DecodeHostTops);
-//   - processor → finishedwork connector and exporters: the finished-work
-//     events (AppendFinishedQuery, AppendEndedSession; QueryEventFields and
-//     SessionEventFields, read with EventValue or DecodeQueryEvent and
-//     DecodeSessionEvent; AppendEventOf makes the log record), each field
-//     one row, with its accessors, of its event's table (eventfield.go).
+//   - receiver → processor: the snapshot (package snapshot), with the
+//     sparse batches rule (package sparse);
+//   - processor → sessionstate exporter: the processor's output (package
+//     output);
+//   - processor → finished-work consumers: the finished-work and
+//     rule-action events (package events).
 //
-// The components stay thin around it.
+// figuregen writes what follows from these declarations into the files
+// that need a copy of them.
 package pipeline
 
 //go:generate go run ./figuregen ../..

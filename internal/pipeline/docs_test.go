@@ -94,49 +94,6 @@ func TestPipelineDocListsExactlyTheContractsKindsAndMetrics(t *testing.T) {
 	}
 }
 
-// eventDocRows are the rows docs/pipeline.md's event tables hold, one per
-// field, as the tables parse.
-func eventDocRows(fields []EventField) [][]string {
-	var rows [][]string
-	for _, f := range fields {
-		unit := ""
-		if f.Unit != "" {
-			unit = "`" + f.Unit + "`"
-		}
-		mark := ""
-		if f.Identity {
-			mark += " (key)"
-		}
-		if f.Optional {
-			mark += " (when known)"
-		}
-		rows = append(rows, []string{"`" + f.Key + "`", "`" + f.Column + "`", f.Type.docName(), unit, strings.TrimSuffix(f.Brief, ".") + mark})
-	}
-	return rows
-}
-
-// docs/pipeline.md's two event tables are QueryEventFields and
-// SessionEventFields, row for row.
-func TestPipelineDocListsEveryEventField(t *testing.T) {
-	var got [][][]string
-	for _, table := range docTables(t) {
-		if table[0][0] == "event field" {
-			got = append(got, table[1:])
-		}
-	}
-	for i, fields := range [][]EventField{QueryEventFields, SessionEventFields} {
-		want := eventDocRows(fields)
-		if i >= len(got) || !slices.EqualFunc(got[i], want, slices.Equal) {
-			var b strings.Builder
-			for _, r := range want {
-				b.WriteString("| " + strings.Join(r, " | ") + " |\n")
-			}
-			t.Errorf("docs/pipeline.md's event table %d is not the fields' table; it should read:\n| event field | column | type | unit | meaning |\n| --- | "+
-				"--- | --- | --- | --- |\n%s", i+1, b.String())
-		}
-	}
-}
-
 // metricNames lists every metric the contract defines: the receiver's
 // (process and closing batch) and the processor's; docs/pipeline.md
 // lists the same.
@@ -167,15 +124,4 @@ func metricNames() []string {
 		MetricQuerySpillSize, MetricQuerySpillFiles, MetricQuerySpillSizeMax, MetricQuerySpillFilesMax,
 		MetricBatchSequence, MetricBatchFull, MetricHostBatches, MetricHostSequence, MetricProcessDeparted, MetricHostReadDelay,
 		MetricBackendEnding)
-}
-
-// docName is the type as docs/pipeline.md writes it.
-func (t EventType) docName() string {
-	switch t {
-	case EventTime:
-		return "time"
-	case EventSegments:
-		return "segments"
-	}
-	return t.String()
 }

@@ -8,8 +8,6 @@ import (
 	"math"
 	"slices"
 
-	"go.opentelemetry.io/collector/pdata/pmetric"
-
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -373,8 +371,26 @@ func init() {
 // Figures returns the metric's rows, in table order.
 func (m *ProcessMetric) Figures() []Figure { return m.figures }
 
-// figureOf finds the metric's row with attribute value v.
-func (m *ProcessMetric) figureOf(v string) (Figure, bool) {
+// ProcessMetricNamed is the process metric of that name.
+func ProcessMetricNamed(name string) (*ProcessMetric, bool) {
+	m, ok := processMetricByName[name]
+	return m, ok
+}
+
+// CounterMetricOfSession is the process metric whose session figure has that name.
+func CounterMetricOfSession(name string) (*ProcessMetric, bool) {
+	m, ok := counterMetricBySession[name]
+	return m, ok
+}
+
+// MemoryTypeOf is the index in MemoryTypes of the memory type the figure
+// adds to; not ok for none.
+func MemoryTypeOf(f Figure) (int, bool) {
+	return int(memoryOf[f]), memoryOf[f] >= 0
+}
+
+// FigureOf finds the metric's row with attribute value v.
+func (m *ProcessMetric) FigureOf(v string) (Figure, bool) {
 	for _, f := range m.figures {
 		if Figures[f].Value == v {
 			return f, true
@@ -394,30 +410,10 @@ type StatField struct {
 	perKiB   bool // the field is in KiB and the figure in bytes
 }
 
-// IsZero tells a figure that fills no SystemStat field.
-func (f StatField) IsZero() bool { return f.seconds == nil && f.optional == nil && f.count == nil }
-
 // StatValues is where the optional fields of one SystemStat point, one
 // slot per figure: a decoder keeps it in the stat's own allocation, so
 // that a field present costs no allocation of its own.
 type StatValues [NumCounters]float64
-
-// set writes one data point's value into st: seconds as they are, counts
-// and bytes clamped to what a uint64 holds (a negative count is bad input);
-// an optional field points at its slot of room.
-func (f StatField) set(st *yagpcc.SystemStat, room *float64, dp pmetric.NumberDataPoint) {
-	switch {
-	case f.seconds != nil:
-		*f.seconds(st) = pointFloat(dp)
-	case f.optional != nil:
-		*room = pointFloat(dp)
-		*f.optional(st) = room
-	case f.count != nil && f.perKiB:
-		*f.count(st) = pointUint(dp) / 1024
-	case f.count != nil:
-		*f.count(st) = pointUint(dp)
-	}
-}
 
 func seconds(name string, field func(*yagpcc.SystemStat) *float64) StatField {
 	return StatField{Name: name, seconds: field}

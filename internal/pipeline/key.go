@@ -26,7 +26,7 @@ func (k SessionKey) Compare(o SessionKey) int {
 // gpotel.tm_id and gpotel.session.id (integers written as strings or
 // integral doubles count).
 func SessionKeyOf(attrs pcommon.Map) (SessionKey, bool) {
-	id, tm := attrInt(attrs, AttrSessionID), attrInt(attrs, AttrTmID)
+	id, tm := IntOf(attrs, AttrSessionID), IntOf(attrs, AttrTmID)
 	if !id.Valid || !tm.Valid {
 		return SessionKey{}, false
 	}

@@ -5,6 +5,7 @@ package pipeline
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -462,3 +463,7 @@ func SessionMetricOfQuery(query string) (session string, ok bool) {
 
 // QueryStartValue writes a query_start as AttrQueryStart holds it.
 func QueryStartValue(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+// UnknownSegment is the segment of a process whose gpotel.process.info had
+// no segment id: it takes no part in skew rather than counting as segment 0.
+const UnknownSegment = math.MinInt32

@@ -8,14 +8,16 @@ import (
 
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
+
+	"github.com/gpotel/gpotel/internal/kernelunits"
 )
 
 // Reading and writing number points, whatever the batch kind.
 
-// firstPointTime is the timestamp of the resource's first data point.
-func firstPointTime(rm pmetric.ResourceMetrics) pcommon.Timestamp {
+// FirstPointTime is the timestamp of the resource's first data point.
+func FirstPointTime(rm pmetric.ResourceMetrics) pcommon.Timestamp {
 	var t pcommon.Timestamp
-	eachPoint(rm, func(_ pmetric.Metric, dp pmetric.NumberDataPoint) {
+	EachPoint(rm, func(_ pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if t == 0 {
 			t = dp.Timestamp()
 		}
@@ -23,9 +25,9 @@ func firstPointTime(rm pmetric.ResourceMetrics) pcommon.Timestamp {
 	return t
 }
 
-// eachPoint calls fn with every number point of the resource, gauges and
+// EachPoint calls fn with every number point of the resource, gauges and
 // sums alike.
-func eachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.NumberDataPoint)) {
+func EachPoint(rm pmetric.ResourceMetrics, fn func(pmetric.Metric, pmetric.NumberDataPoint)) {
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()
@@ -51,32 +53,32 @@ func NumberPoints(m pmetric.Metric) pmetric.NumberDataPointSlice {
 	return pmetric.NewNumberDataPointSlice()
 }
 
-// intValue reads a point as an integer, a double rounded.
-func intValue(dp pmetric.NumberDataPoint) int64 {
+// IntValue reads a point as an integer, a double rounded.
+func IntValue(dp pmetric.NumberDataPoint) int64 {
 	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
 		return int64(math.Round(dp.DoubleValue()))
 	}
 	return dp.IntValue()
 }
 
-// nanosValue reads a seconds value as integer nanoseconds.
-func nanosValue(dp pmetric.NumberDataPoint) int64 {
+// NanosValue reads a seconds value as integer nanoseconds.
+func NanosValue(dp pmetric.NumberDataPoint) int64 {
 	if dp.ValueType() == pmetric.NumberDataPointValueTypeDouble {
 		return int64(math.Round(dp.DoubleValue() * 1e9))
 	}
 	return dp.IntValue() * 1e9
 }
 
-// pointFloat reads a point as a float, whatever its value type.
-func pointFloat(dp pmetric.NumberDataPoint) float64 {
+// PointFloat reads a point as a float, whatever its value type.
+func PointFloat(dp pmetric.NumberDataPoint) float64 {
 	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 		return float64(dp.IntValue())
 	}
 	return dp.DoubleValue()
 }
 
-// pointUint clamps: a negative or non-finite count is bad input, not a huge number.
-func pointUint(dp pmetric.NumberDataPoint) uint64 {
+// PointUint clamps: a negative or non-finite count is bad input, not a huge number.
+func PointUint(dp pmetric.NumberDataPoint) uint64 {
 	if dp.ValueType() == pmetric.NumberDataPointValueTypeInt {
 		return uint64(max(dp.IntValue(), 0))
 	}
@@ -90,10 +92,20 @@ func pointUint(dp pmetric.NumberDataPoint) uint64 {
 	return uint64(math.Round(v))
 }
 
-// boolInt writes a flag as a point value.
-func boolInt(b bool) int64 {
+// BoolInt writes a flag as a point value.
+func BoolInt(b bool) int64 {
 	if b {
 		return 1
 	}
 	return 0
+}
+
+// HostCPUsOf reads a gpotel.host.cpus point: a count from 1 to
+// kernelunits.MaxCPUs, or none.
+func HostCPUsOf(dp pmetric.NumberDataPoint) (uint32, bool) {
+	v := IntValue(dp)
+	if v < 1 || v > kernelunits.MaxCPUs {
+		return 0, false
+	}
+	return uint32(v), true // #nosec G115 -- bounded above
 }

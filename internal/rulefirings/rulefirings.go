@@ -12,13 +12,13 @@ package rulefirings
 import (
 	"sync"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // Keeper keeps firings; Keep must not block (it runs on the rules'
 // evaluation) and must not hold a after it returns.
 type Keeper interface {
-	Keep(a *pipeline.RuleAction)
+	Keep(a *events.RuleAction)
 }
 
 var (
@@ -41,7 +41,7 @@ func Unsubscribe(k Keeper) {
 }
 
 // Publish hands a to every keeper subscribed.
-func Publish(a *pipeline.RuleAction) {
+func Publish(a *events.RuleAction) {
 	mu.RLock()
 	defer mu.RUnlock()
 	for k := range keepers {

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // LedgerSize bounds the actions the ledger remembers: the oldest goes
@@ -74,9 +75,9 @@ func (l *ledger) endedBy(k QueryKey, status, cancelReason string) string {
 	l.mu.Unlock()
 	switch {
 	case !ok || e.rule == "":
-	case e.action == CancelQuery && status == pipeline.QueryCancelled && cancelReason == pipeline.CancelUserRequest:
+	case e.action == CancelQuery && status == events.QueryCancelled && cancelReason == events.CancelUserRequest:
 		return e.rule
-	case e.action == TerminateSession && status == pipeline.QueryTerminated:
+	case e.action == TerminateSession && status == events.QueryTerminated:
 		return e.rule
 	}
 	return ""

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 func ledgerKey(i int) QueryKey {
@@ -23,7 +24,7 @@ func TestTheLedgerOfEndingsIsBounded(t *testing.T) {
 		t.Errorf("%d actions kept, want 3", n)
 	}
 	for i, want := range []string{"", "", "spill", "spill", "spill"} {
-		if got := l.endedBy(ledgerKey(i), pipeline.QueryCancelled, pipeline.CancelUserRequest); got != want {
+		if got := l.endedBy(ledgerKey(i), events.QueryCancelled, events.CancelUserRequest); got != want {
 			t.Errorf("query %d: ended by %q, want %q", i, got, want)
 		}
 	}
@@ -36,14 +37,14 @@ func TestAPersonsLaterActionNamesNoRule(t *testing.T) {
 	l := newLedger(8)
 	l.record(ledgerKey(1), ended{action: CancelQuery, rule: "spill"})
 	l.record(ledgerKey(1), ended{action: CancelQuery})
-	if got := l.endedBy(ledgerKey(1), pipeline.QueryCancelled, pipeline.CancelUserRequest); got != "" {
+	if got := l.endedBy(ledgerKey(1), events.QueryCancelled, events.CancelUserRequest); got != "" {
 		t.Errorf("a person's cancel after the rule's: ended by %q, want none", got)
 	}
 	l.record(ledgerKey(2), ended{action: TerminateSession, rule: "idle-tx"})
-	if got := l.endedBy(ledgerKey(2), pipeline.QueryCancelled, pipeline.CancelUserRequest); got != "" {
+	if got := l.endedBy(ledgerKey(2), events.QueryCancelled, events.CancelUserRequest); got != "" {
 		t.Errorf("a terminate, and the query ended cancelled: ended by %q, want none", got)
 	}
-	if got := l.endedBy(ledgerKey(2), pipeline.QueryTerminated, ""); got != "idle-tx" {
+	if got := l.endedBy(ledgerKey(2), events.QueryTerminated, ""); got != "idle-tx" {
 		t.Errorf("a terminate, and the query ended terminated: ended by %q, want idle-tx", got)
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // clusterLoad is a synthetic Greenplum cluster: sessions with one backend
@@ -23,7 +24,7 @@ import (
 // little process churn every scrape.
 type clusterLoad struct {
 	rng      *rand.Rand
-	procs    []pipeline.ProcessSample
+	procs    []snapshot.ProcessSample
 	busy     []bool
 	nextPID  int32
 	segments int
@@ -39,7 +40,7 @@ func newClusterLoad(processes int) *clusterLoad {
 		l.hosts = append(l.hosts, fmt.Sprintf("sdw%d", h))
 	}
 	l.hosts = append(l.hosts, "mdw")
-	l.procs = make([]pipeline.ProcessSample, processes)
+	l.procs = make([]snapshot.ProcessSample, processes)
 	l.busy = make([]bool, processes)
 	for i := range l.procs {
 		l.spawn(i)
@@ -60,7 +61,7 @@ func (l *clusterLoad) spawn(i int) {
 		host = l.hosts[seg%(len(l.hosts)-1)]
 	}
 	l.nextPID++
-	l.procs[i] = pipeline.ProcessSample{
+	l.procs[i] = snapshot.ProcessSample{
 		Kind: pipeline.KindProcess, Host: host, TmID: testTmID, Session: int64(i/(l.segments+1) + 1),
 		PID: l.nextPID, Creation: l.now - int64(l.rng.Intn(1000))*int64(time.Millisecond),
 		Present: 1<<pipeline.NumFigures - 1,
@@ -128,9 +129,9 @@ func BenchmarkStore200kProcesses30Snapshots(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		load := newClusterLoad(processes)
-		hosts := make([]pipeline.HostAnswer, len(load.hosts))
+		hosts := make([]snapshot.HostAnswer, len(load.hosts))
 		for i, h := range load.hosts {
-			hosts[i] = pipeline.HostAnswer{Host: h, Up: true}
+			hosts[i] = snapshot.HostAnswer{Host: h, Up: true}
 		}
 		base := heapAlloc()
 		s := newStore(windows, 0)
@@ -255,7 +256,7 @@ func BenchmarkConsumeSnapshot(b *testing.B) {
 // the same snapshots of the synthetic 200k-process cluster.
 type beside struct {
 	begin   func(n int, now int64)          // before snapshot n's processes; may be nil
-	process func(p *pipeline.ProcessSample) // per process added; may be nil
+	process func(p *snapshot.ProcessSample) // per process added; may be nil
 	run     func(s *store)                  // the part timed
 }
 
@@ -265,9 +266,9 @@ type beside struct {
 func timeBesideWindowFigures(b *testing.B, part beside) (partNs, figuresNs float64) {
 	const processes, snapshots = 200_000, 10
 	load := newClusterLoad(processes)
-	hosts := make([]pipeline.HostAnswer, len(load.hosts))
+	hosts := make([]snapshot.HostAnswer, len(load.hosts))
 	for i, h := range load.hosts {
-		hosts[i] = pipeline.HostAnswer{Host: h, Up: true}
+		hosts[i] = snapshot.HostAnswer{Host: h, Up: true}
 	}
 	s := newStore([]time.Duration{time.Minute, 5 * time.Minute}, 0)
 	var partCPU, figuresCPU time.Duration

@@ -8,6 +8,8 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -45,7 +47,7 @@ type figures struct {
 	segments      *segmentFigures
 	// carried are the processes the store carried unchanged, by host, as
 	// last sighted (emit_process_metrics on).
-	carried [][]pipeline.ProcessSample
+	carried [][]snapshot.ProcessSample
 }
 
 // sessionFigures is one session's view of figures.
@@ -194,12 +196,12 @@ func segmentEntry(m *map[hostSegment]*pipeline.Counters, hs hostSegment) *pipeli
 }
 
 // segmentCounters lists bySegment's counters by host name, then content id.
-func segmentCounters(bySegment map[hostSegment]*pipeline.Counters, hostNames []string) []pipeline.SegmentCounters {
-	out := make([]pipeline.SegmentCounters, 0, len(bySegment))
+func segmentCounters(bySegment map[hostSegment]*pipeline.Counters, hostNames []string) []output.SegmentCounters {
+	out := make([]output.SegmentCounters, 0, len(bySegment))
 	for hs, c := range bySegment {
-		out = append(out, pipeline.SegmentCounters{Host: hostNames[hs.Host], Segment: hs.Segment, Counters: *c})
+		out = append(out, output.SegmentCounters{Host: hostNames[hs.Host], Segment: hs.Segment, Counters: *c})
 	}
-	slices.SortFunc(out, func(a, b pipeline.SegmentCounters) int {
+	slices.SortFunc(out, func(a, b output.SegmentCounters) int {
 		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Segment, b.Segment))
 	})
 	return out

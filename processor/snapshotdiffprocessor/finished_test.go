@@ -16,18 +16,20 @@ import (
 	"go.opentelemetry.io/collector/processor"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
-// events are the finished_query and ended_session resources of one output.
-type events struct {
-	queries  []pipeline.FinishedQuery
-	sessions []pipeline.EndedSession
+// finishedWork is the finished_query and ended_session resources of one output.
+type finishedWork struct {
+	queries  []events.FinishedQuery
+	sessions []events.EndedSession
 }
 
-func eventsOf(t testing.TB, md pmetric.Metrics) events {
+func eventsOf(t testing.TB, md pmetric.Metrics) finishedWork {
 	t.Helper()
-	var ev events
+	var ev finishedWork
 	rms := md.ResourceMetrics()
 	for i := range rms.Len() {
 		attrs := rms.At(i).Resource().Attributes()
@@ -51,9 +53,9 @@ func eventsOf(t testing.TB, md pmetric.Metrics) events {
 
 // feedEach feeds the snapshots one at a time and gathers the events of
 // every output.
-func feedEach(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...pipelinetest.Snapshot) events {
+func feedEach(t testing.TB, p processor.Metrics, sink *consumertest.MetricsSink, snaps ...pipelinetest.Snapshot) finishedWork {
 	t.Helper()
-	var all events
+	var all finishedWork
 	for _, s := range snaps {
 		sink.Reset()
 		ev := eventsOf(t, feed(t, p, sink, s))
@@ -142,7 +144,7 @@ func TestEveryEndedQueryGetsOneEventAfterItSettles(t *testing.T) {
 			q := ev.queries[0]
 			near(t, "event CPU", cpuSeconds(&q.Totals), 1.5)
 			near(t, "duration", float64(q.End-q.Start)/1e9, 1.5)
-			if q.Status != pipeline.QueryCompleted || q.Partial || q.Who.Database != "postgres" || q.Who.User != "gpadmin" {
+			if q.Status != events.QueryCompleted || q.Partial || q.Who.Database != "postgres" || q.Who.User != "gpadmin" {
 				t.Errorf("event %+v: want completed, not partial, db postgres, user gpadmin", q)
 			}
 		}
@@ -160,17 +162,17 @@ func TestQueryEventSaysHowItEnded(t *testing.T) {
 		snaps []pipelinetest.Snapshot
 		want  string
 	}{
-		{"idle after it", []pipelinetest.Snapshot{querySnap(2, idle(0, 1.5), nil, backend(1.5))}, pipeline.QueryCompleted},
-		{"aborted transaction after it", []pipelinetest.Snapshot{aborted}, pipeline.QueryAborted},
-		{"the next one started", []pipelinetest.Snapshot{querySnap(2, running(1.5), nil, backend(1.5))}, pipeline.QueryUnknown},
-		{"the session left", []pipelinetest.Snapshot{snap(2, nil, nil, backend(1.5))}, pipeline.QueryUnknown},
+		{"idle after it", []pipelinetest.Snapshot{querySnap(2, idle(0, 1.5), nil, backend(1.5))}, events.QueryCompleted},
+		{"aborted transaction after it", []pipelinetest.Snapshot{aborted}, events.QueryAborted},
+		{"the next one started", []pipelinetest.Snapshot{querySnap(2, running(1.5), nil, backend(1.5))}, events.QueryUnknown},
+		{"the session left", []pipelinetest.Snapshot{snap(2, nil, nil, backend(1.5))}, events.QueryUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p, sink := newTestProcessor(t, queryConfig())
 			snaps := append([]pipelinetest.Snapshot{querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1))}, tc.snaps...)
 			snaps = append(snaps, noSession(3), noSession(4))
 			ev := feedEach(t, p, sink, snaps...)
-			var first *pipeline.FinishedQuery
+			var first *events.FinishedQuery
 			for i := range ev.queries {
 				if ev.queries[i].Start == at(0).UnixNano() {
 					if first != nil {
@@ -311,7 +313,7 @@ func TestQueryEventCountsLockWaits(t *testing.T) {
 	waiting := func(sec float64) pipelinetest.Snapshot {
 		s := querySnap(sec, running(0), nil, backend(0))
 		s.Sessions[0].Waiting = true
-		s.Sessions[0].Greenplum = &pipeline.GreenplumSession{Wait: &pipeline.LockWait{Blocker: 99, Mode: "AccessShareLock"}}
+		s.Sessions[0].Greenplum = &snapshot.GreenplumSession{Wait: &snapshot.LockWait{Blocker: 99, Mode: "AccessShareLock"}}
 		return s
 	}
 	ev := feedEach(t, p, sink, querySnap(0, running(0), nil, backend(0)), waiting(1), waiting(2),
@@ -536,7 +538,7 @@ func TestFirstRoundIsPartialOnlyWhenItIs(t *testing.T) {
 	if len(ev.queries) != 3 || len(ev.sessions) != 3 {
 		t.Fatalf("%d query and %d session events, want 3 and 3", len(ev.queries), len(ev.sessions))
 	}
-	first := pipeline.PartialCause{StartedBefore: true, Since: at(0).UnixNano()}
+	first := events.PartialCause{StartedBefore: true, Since: at(0).UnixNano()}
 	for _, q := range ev.queries {
 		want := q.Session.ID == 7
 		if q.Partial != want || q.PartialCause.Partial() != want {
@@ -576,7 +578,7 @@ func TestSessionOfAHostSilentPastTheWindowIsPartialNamingIt(t *testing.T) {
 		snaps = append(snaps, gone)
 	}
 	ev := feedEach(t, p, sink, snaps...)
-	want := pipeline.PartialCause{Hosts: []string{"sdw1"}, Since: at(2).UnixNano()}
+	want := events.PartialCause{Hosts: []string{"sdw1"}, Since: at(2).UnixNano()}
 	if len(ev.sessions) != 1 {
 		t.Fatalf("%d session events, want exactly 1", len(ev.sessions))
 	}
@@ -597,7 +599,7 @@ func TestPartialEventNamesAtMostMaxPartialHosts(t *testing.T) {
 	cfg := queryConfig()
 	cfg.Windows = []time.Duration{5 * time.Second}
 	p, sink := newTestProcessor(t, cfg)
-	n := pipeline.MaxPartialHosts + 3
+	n := events.MaxPartialHosts + 3
 	var procs []pipelinetest.Process
 	var hosts []string
 	for i := range n {
@@ -620,8 +622,8 @@ func TestPartialEventNamesAtMostMaxPartialHosts(t *testing.T) {
 		t.Fatalf("%d session events, want 1", len(ev.sessions))
 	}
 	c := ev.sessions[0].PartialCause
-	if !slices.Equal(c.Hosts, hosts[:pipeline.MaxPartialHosts]) || c.MoreHosts != 3 {
-		t.Errorf("cause %+v: want the first %d hosts named in host order and 3 more counted", c, pipeline.MaxPartialHosts)
+	if !slices.Equal(c.Hosts, hosts[:events.MaxPartialHosts]) || c.MoreHosts != 3 {
+		t.Errorf("cause %+v: want the first %d hosts named in host order and 3 more counted", c, events.MaxPartialHosts)
 	}
 }
 

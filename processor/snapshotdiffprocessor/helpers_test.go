@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/collector/processor/processortest"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 )
@@ -129,7 +130,7 @@ func lookupFigure(md pmetric.Metrics, session int64, metric string, attrs ...str
 		}
 		sms := rms.At(i).ScopeMetrics()
 		for j := range sms.Len() {
-			if sms.At(j).Scope().Name() != pipeline.ProcessorScope {
+			if sms.At(j).Scope().Name() != output.ProcessorScope {
 				continue
 			}
 			ms := sms.At(j).Metrics()
@@ -153,7 +154,7 @@ func lookupFigure(md pmetric.Metrics, session int64, metric string, attrs ...str
 			}
 			return 0, fmt.Errorf("session %d: no metric %s", session, metric)
 		}
-		return 0, fmt.Errorf("session %d: no %s scope", session, pipeline.ProcessorScope)
+		return 0, fmt.Errorf("session %d: no %s scope", session, output.ProcessorScope)
 	}
 	return 0, fmt.Errorf("no session resource %d", session)
 }

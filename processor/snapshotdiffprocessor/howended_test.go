@@ -9,34 +9,35 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // logged is a coordinator log record of session 7's head at sec.
-func logged(sec float64, severity, sqlstate, message string) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Severity: severity, SQLState: sqlstate, Message: message}
+func logged(sec float64, severity, sqlstate, message string) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Severity: severity, SQLState: sqlstate, Message: message}
 }
 
 // exited is the exit of session 7's head at sec with code (or signal).
-func exited(sec float64, code, signal int64) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Exited: true, ExitCode: code, Signal: signal}
+func exited(sec float64, code, signal int64) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: 1007, Time: at(sec).UnixNano(), Exited: true, ExitCode: code, Signal: signal}
 }
 
 // withEndings adds mdw's endings, its log read through readSec (0: not read).
-func withEndings(s pipelinetest.Snapshot, readSec float64, es ...pipeline.Ending) pipelinetest.Snapshot {
-	h := pipeline.HostEndings{Host: "mdw", Endings: es}
+func withEndings(s pipelinetest.Snapshot, readSec float64, es ...snapshot.Ending) pipelinetest.Snapshot {
+	h := snapshot.HostEndings{Host: "mdw", Endings: es}
 	if readSec > 0 {
 		h.LogReadThrough = at(readSec).UnixNano()
 	}
-	s.Endings = []pipeline.HostEndings{h}
+	s.Endings = []snapshot.HostEndings{h}
 	return s
 }
 
 // endOf runs session 7's query from 0 (seen at 0 and 1), then the given
 // snapshots, then two without the session, and returns the query's event
 // and the session's.
-func endOf(t *testing.T, then ...pipelinetest.Snapshot) (pipeline.FinishedQuery, pipeline.EndedSession) {
+func endOf(t *testing.T, then ...pipelinetest.Snapshot) (events.FinishedQuery, events.EndedSession) {
 	t.Helper()
 	p, sink := newTestProcessor(t, queryConfig())
 	snaps := append([]pipelinetest.Snapshot{querySnap(0, running(0), nil, backend(0)), querySnap(1, running(0), nil, backend(1))}, then...)
@@ -51,16 +52,16 @@ func endOf(t *testing.T, then ...pipelinetest.Snapshot) (pipeline.FinishedQuery,
 func TestLoggedFailureGivesTheStatusAndSQLState(t *testing.T) {
 	for _, tc := range []struct {
 		name            string
-		record          pipeline.Ending
+		record          snapshot.Ending
 		status, reason  string
 		sessionEndsWith string
 	}{
-		{"division by zero", logged(1.4995, "ERROR", "22012", "division by zero"), pipeline.QueryError, "", pipeline.SessionClientDisconnect},
-		{"cancelled", logged(1.4995, "ERROR", "57014", "canceling statement due to user request"), pipeline.QueryCancelled, pipeline.CancelUserRequest, pipeline.SessionClientDisconnect},
-		{"statement timeout", logged(1.4995, "ERROR", "57014", "canceling statement due to statement timeout"), pipeline.QueryCancelled, pipeline.CancelStatementTimeout, pipeline.SessionClientDisconnect},
-		{"lock timeout", logged(1.4995, "ERROR", "57014", "canceling statement due to lock timeout"), pipeline.QueryCancelled, pipeline.CancelLockTimeout, pipeline.SessionClientDisconnect},
-		{"terminated", logged(1.4995, "FATAL", "57P01", "terminating connection due to administrator command"), pipeline.QueryTerminated, "", pipeline.SessionTerminated},
-		{"client lost", logged(1.4995, "FATAL", "08006", "connection to client lost"), pipeline.QueryClientLost, "", pipeline.SessionConnectionLost},
+		{"division by zero", logged(1.4995, "ERROR", "22012", "division by zero"), events.QueryError, "", events.SessionClientDisconnect},
+		{"cancelled", logged(1.4995, "ERROR", "57014", "canceling statement due to user request"), events.QueryCancelled, events.CancelUserRequest, events.SessionClientDisconnect},
+		{"statement timeout", logged(1.4995, "ERROR", "57014", "canceling statement due to statement timeout"), events.QueryCancelled, events.CancelStatementTimeout, events.SessionClientDisconnect},
+		{"lock timeout", logged(1.4995, "ERROR", "57014", "canceling statement due to lock timeout"), events.QueryCancelled, events.CancelLockTimeout, events.SessionClientDisconnect},
+		{"terminated", logged(1.4995, "FATAL", "57P01", "terminating connection due to administrator command"), events.QueryTerminated, "", events.SessionTerminated},
+		{"client lost", logged(1.4995, "FATAL", "08006", "connection to client lost"), events.QueryClientLost, "", events.SessionConnectionLost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			exitCode := int64(0)
@@ -82,7 +83,7 @@ func TestLoggedFailureGivesTheStatusAndSQLState(t *testing.T) {
 
 func TestIdleAfterItCompletesWhenTheLogNamesNoFailure(t *testing.T) {
 	q, _ := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2))
-	assert.Equal(t, pipeline.QueryCompleted, q.Status)
+	assert.Equal(t, events.QueryCompleted, q.Status)
 	assert.Empty(t, q.SQLState)
 	assert.Equal(t, at(1.5).UnixNano(), q.End)
 }
@@ -91,7 +92,7 @@ func TestIdleAfterItCompletesWhenTheLogNamesNoFailure(t *testing.T) {
 // statement does: the log tells them apart.
 func TestIdleAfterAFailureIsTheFailure(t *testing.T) {
 	q, _ := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2, logged(1.499, "ERROR", "42703", "column t1.b does not exist")))
-	assert.Equal(t, pipeline.QueryError, q.Status)
+	assert.Equal(t, events.QueryError, q.Status)
 	assert.Equal(t, "42703", q.SQLState)
 	assert.Equal(t, at(1.5).UnixNano(), q.End, "state_change is exact; the log's time is cut to the millisecond")
 }
@@ -106,32 +107,32 @@ func TestQueryWaitsForTheLogToPassItsEnd(t *testing.T) {
 	require.Empty(t, ev.queries, "the log was not read past its end: a failure may still come")
 	ev = feedEach(t, p, sink, withEndings(querySnap(4, idle(0, 1.5), nil, backend(1.5)), 3.9, logged(1.4995, "ERROR", "22012", "division by zero")))
 	require.Len(t, ev.queries, 1)
-	assert.Equal(t, pipeline.QueryError, ev.queries[0].Status)
+	assert.Equal(t, events.QueryError, ev.queries[0].Status)
 }
 
 func TestCleanExitAfterTheStatementMeansItCompleted(t *testing.T) {
 	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, exited(1.7, 0, 0)))
-	assert.Equal(t, pipeline.QueryCompleted, q.Status, "a backend exits 0 only while idle")
+	assert.Equal(t, events.QueryCompleted, q.Status, "a backend exits 0 only while idle")
 	assert.Equal(t, at(1.7).UnixNano(), q.End, "its end is the exit's at the latest, not the snapshot's")
-	assert.Equal(t, pipeline.SessionClientDisconnect, s.EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, s.EndReason)
 	assert.Equal(t, at(1.7).UnixNano(), s.End)
 }
 
 func TestSessionEndReasonFromTheServer(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		endings []pipeline.Ending
+		endings []snapshot.Ending
 		query   string
 		session string
 	}{
-		{"terminated while idle", []pipeline.Ending{logged(1.8, "FATAL", "57P01", "terminating connection due to administrator command"), exited(1.8, 1, 0)},
-			pipeline.QueryCompleted, pipeline.SessionTerminated},
+		{"terminated while idle", []snapshot.Ending{logged(1.8, "FATAL", "57P01", "terminating connection due to administrator command"), exited(1.8, 1, 0)},
+			events.QueryCompleted, events.SessionTerminated},
 		// Exit code 2: told to quit at once.
-		{"crash of another backend", []pipeline.Ending{exited(1.8, 2, 0)}, pipeline.QueryCompleted, pipeline.SessionServerShutdown},
-		{"killed", []pipeline.Ending{exited(1.8, 0, 9)}, pipeline.QueryCompleted, pipeline.SessionTerminated},
-		{"connection reset while idle", []pipeline.Ending{logged(1.8, "LOG", "08006", "could not receive data from client: Connection reset by peer"), exited(1.8, 0, 0)},
-			pipeline.QueryCompleted, pipeline.SessionConnectionLost},
-		{"nothing tells", nil, pipeline.QueryCompleted, pipeline.SessionEndUnknown},
+		{"crash of another backend", []snapshot.Ending{exited(1.8, 2, 0)}, events.QueryCompleted, events.SessionServerShutdown},
+		{"killed", []snapshot.Ending{exited(1.8, 0, 9)}, events.QueryCompleted, events.SessionTerminated},
+		{"connection reset while idle", []snapshot.Ending{logged(1.8, "LOG", "08006", "could not receive data from client: Connection reset by peer"), exited(1.8, 0, 0)},
+			events.QueryCompleted, events.SessionConnectionLost},
+		{"nothing tells", nil, events.QueryCompleted, events.SessionEndUnknown},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q, s := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2), withEndings(snap(3, nil, nil, backend(1.5)), 3, tc.endings...))
@@ -143,13 +144,13 @@ func TestSessionEndReasonFromTheServer(t *testing.T) {
 
 func TestFatalWhileRunningWithoutTheLogIsUnknown(t *testing.T) {
 	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 0, exited(1.7, 1, 0)))
-	assert.Equal(t, pipeline.QueryUnknown, q.Status, "exit code 1 is a FATAL: only the log says which")
-	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason)
+	assert.Equal(t, events.QueryUnknown, q.Status, "exit code 1 is a FATAL: only the log says which")
+	assert.Equal(t, events.SessionEndUnknown, s.EndReason)
 }
 
 func TestSignalWhileRunningTerminatesTheQuery(t *testing.T) {
 	q, _ := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, exited(1.7, 0, 9)))
-	assert.Equal(t, pipeline.QueryTerminated, q.Status)
+	assert.Equal(t, events.QueryTerminated, q.Status)
 	assert.Contains(t, q.ErrorMessage, "signal 9")
 }
 
@@ -158,8 +159,8 @@ func TestExitOfAnotherProcessIsIgnored(t *testing.T) {
 	other.PID = 4242 // a segment backend of the session, not its head
 	// Exit records come, so the events wait for the head's, at most the longest window (1 min).
 	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2, other), withEndings(noSession(70), 70))
-	assert.Equal(t, pipeline.QueryUnknown, q.Status)
-	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason)
+	assert.Equal(t, events.QueryUnknown, q.Status)
+	assert.Equal(t, events.SessionEndUnknown, s.EndReason)
 }
 
 // PostgreSQL's session id is the leader's pid: a record of an earlier
@@ -176,12 +177,12 @@ func TestLogRecordOfAnEarlierBackendIsIgnored(t *testing.T) {
 	idleSnap.Sessions[0].BackendStart = at(-10)
 	ev := feedEach(t, p, sink, append(first, idleSnap, withEndings(noSession(3), 3), withEndings(noSession(4), 4))...)
 	require.Len(t, ev.queries, 1)
-	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status)
+	assert.Equal(t, events.QueryCompleted, ev.queries[0].Status)
 }
 
 func TestRecordAfterTheQueryEndedIsNotItsFailure(t *testing.T) {
 	q, _ := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2, logged(1.9, "ERROR", "22012", "division by zero")))
-	assert.Equal(t, pipeline.QueryCompleted, q.Status, "a statement no snapshot saw failed after it")
+	assert.Equal(t, events.QueryCompleted, q.Status, "a statement no snapshot saw failed after it")
 }
 
 func TestSupersededQueryCompletedWhenTheLogNamesNoFailure(t *testing.T) {
@@ -193,7 +194,7 @@ func TestSupersededQueryCompletedWhenTheLogNamesNoFailure(t *testing.T) {
 		withEndings(querySnap(3, running(1.5), nil, backend(1.5)), 3),
 		withEndings(querySnap(4, running(1.5), nil, backend(1.5)), 4))
 	require.Len(t, ev.queries, 1)
-	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status)
+	assert.Equal(t, events.QueryCompleted, ev.queries[0].Status)
 }
 
 func TestMessageIsBounded(t *testing.T) {
@@ -202,7 +203,7 @@ func TestMessageIsBounded(t *testing.T) {
 		long[i] = 'x'
 	}
 	q, _ := endOf(t, withEndings(querySnap(2, idle(0, 1.5), nil, backend(1.5)), 2, logged(1.4995, "ERROR", "P0001", string(long))))
-	assert.LessOrEqual(t, len(q.ErrorMessage), pipeline.MaxEndingMessage)
+	assert.LessOrEqual(t, len(q.ErrorMessage), snapshot.MaxEndingMessage)
 	assert.Contains(t, q.ErrorMessage, "…", "a cut message says so")
 }
 
@@ -212,9 +213,9 @@ func TestClientLostWhileRowsStream(t *testing.T) {
 	q, s := endOf(t, withEndings(snap(2, nil, nil, backend(1.5)), 2,
 		logged(1.6, "LOG", "08006", "could not send data to client: Connection reset by peer"),
 		logged(1.6, "FATAL", "08006", "connection to client lost"), exited(1.61, 1, 0)))
-	assert.Equal(t, pipeline.QueryClientLost, q.Status)
+	assert.Equal(t, events.QueryClientLost, q.Status)
 	assert.Equal(t, "08006", q.SQLState)
-	assert.Equal(t, pipeline.SessionConnectionLost, s.EndReason)
+	assert.Equal(t, events.SessionConnectionLost, s.EndReason)
 	assert.Equal(t, "connection to client lost", s.Message)
 }
 
@@ -232,9 +233,9 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		withEndings(noSession(2), 2), withEndings(noSession(3), 3), withEndings(noSession(4), 4))
 	require.Len(t, ev.sessions, 1)
 	require.Len(t, ev.queries, 1)
-	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, ev.sessions[0].EndReason)
 	assert.Equal(t, at(1.1).UnixNano(), ev.sessions[0].End, "its end is its backend's exit")
-	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status, "a backend exits 0 only while idle")
+	assert.Equal(t, events.QueryCompleted, ev.queries[0].Status, "a backend exits 0 only while idle")
 	assert.Equal(t, int64(1), ev.queries[0].CommandCount, "the running title's count")
 }
 
@@ -245,7 +246,7 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 // say unknown.
 func TestSessionEventWaitsForItsBackendsExit(t *testing.T) {
 	p, sink := newTestProcessor(t, queryConfig())
-	other := pipeline.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
+	other := snapshot.Ending{Session: 99, PID: 1099, Time: at(0).UnixNano(), Exited: true} // exit records come
 	ev := feedEach(t, p, sink,
 		withEndings(querySnap(0, running(0), nil, backend(0)), 0, other),
 		withEndings(querySnap(1, running(0), nil, backend(1)), 1),
@@ -254,6 +255,6 @@ func TestSessionEventWaitsForItsBackendsExit(t *testing.T) {
 	ev = feedEach(t, p, sink, withEndings(noSession(4), 4, exited(3.5, 0, 0)), withEndings(noSession(5), 5))
 	require.Len(t, ev.sessions, 1)
 	require.Len(t, ev.queries, 1)
-	assert.Equal(t, pipeline.SessionClientDisconnect, ev.sessions[0].EndReason)
-	assert.Equal(t, pipeline.QueryCompleted, ev.queries[0].Status)
+	assert.Equal(t, events.SessionClientDisconnect, ev.sessions[0].EndReason)
+	assert.Equal(t, events.QueryCompleted, ev.queries[0].Status)
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -18,15 +19,15 @@ import (
 // of a process batch, its processes, and of a closing batch the hosts'
 // answers, the departures and the sessions' activities.
 type incoming struct {
-	pipeline.Batch
+	snapshot.Batch
 	// err says why the batch cannot be ingested (no time, a broken batch
 	// header).
 	err error
 
-	header    pipeline.BatchHeader // of a process batch, when Header >= 0
-	processes *pipeline.ProcessDecoder
+	header    snapshot.BatchHeader // of a process batch, when Header >= 0
+	processes *snapshot.ProcessDecoder
 
-	hosts    []pipeline.HostAnswer
+	hosts    []snapshot.HostAnswer
 	departed []departedProcesses
 	// departSkipped counts the departed points without an identity;
 	// departErr is the first one's error.
@@ -42,7 +43,7 @@ type incoming struct {
 
 // departedProcesses are the processes of one departed resource.
 type departedProcesses struct {
-	pipeline.HostDepartures
+	snapshot.HostDepartures
 	tmID int64
 }
 
@@ -56,20 +57,20 @@ type decoder struct {
 
 func newDecoder(queries bool) *decoder {
 	d := &decoder{queries: queries}
-	d.processes.New = func() any { return &pipeline.ProcessDecoder{} }
+	d.processes.New = func() any { return &snapshot.ProcessDecoder{} }
 	return d
 }
 
 // decode reads a process or closing batch b of md; release gives its
 // decoder back.
-func (d *decoder) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
+func (d *decoder) decode(md pmetric.Metrics, b snapshot.Batch) *incoming {
 	in := &incoming{Batch: b}
 	rms := md.ResourceMetrics()
-	if b.Kind == pipeline.BatchProcesses && b.Header >= 0 {
-		in.header, in.err = pipeline.DecodeBatchHeader(rms.At(b.Header))
+	if b.Kind == snapshot.BatchProcesses && b.Header >= 0 {
+		in.header, in.err = snapshot.DecodeBatchHeader(rms.At(b.Header))
 	}
 	if in.err == nil && b.Time == 0 {
-		if b.Kind == pipeline.BatchClosing {
+		if b.Kind == snapshot.BatchClosing {
 			in.err = errors.New("snapshot has no data point to take its time from")
 		} else {
 			in.err = errors.New("process batch without a timestamp")
@@ -78,17 +79,17 @@ func (d *decoder) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 	if in.err != nil {
 		return in
 	}
-	in.processes = d.processes.Get().(*pipeline.ProcessDecoder)
+	in.processes = d.processes.Get().(*snapshot.ProcessDecoder)
 	in.processes.Decode(rms, b.Kinds, b.Time)
-	if b.Kind != pipeline.BatchClosing {
+	if b.Kind != snapshot.BatchClosing {
 		return in
 	}
-	in.hosts = pipeline.DecodeSnapshot(rms.At(b.Snapshot)).Hosts
+	in.hosts = snapshot.DecodeSnapshot(rms.At(b.Snapshot)).Hosts
 	for i, kind := range b.Kinds {
 		if kind != pipeline.KindDeparted {
 			continue
 		}
-		dep, tmID, skipped, err := pipeline.DecodeDepartures(rms.At(i))
+		dep, tmID, skipped, err := snapshot.DecodeDepartures(rms.At(i))
 		in.departSkipped += skipped
 		if in.departErr == nil {
 			in.departErr = err
@@ -101,7 +102,7 @@ func (d *decoder) decode(md pmetric.Metrics, b pipeline.Batch) *incoming {
 			if kind != pipeline.KindEndings {
 				continue
 			}
-			h, tmID, skipped, err := pipeline.DecodeEndings(rms.At(i))
+			h, tmID, skipped, err := snapshot.DecodeEndings(rms.At(i))
 			in.endSkipped += skipped
 			if in.endErr == nil {
 				in.endErr = err

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // The snapshot being ingested: each process's steps since its previous
@@ -16,7 +17,7 @@ import (
 // session at commit.
 
 // add records one process of the snapshot being ingested.
-func (s *store) add(p *pipeline.ProcessSample) error {
+func (s *store) add(p *snapshot.ProcessSample) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
@@ -134,7 +135,7 @@ func (s *store) carryRow(row uint32) {
 }
 
 // addMemory adds a process's memory to its session's on its host.
-func (s *store) addMemory(sess, host uint32, g *pipeline.Gauges) {
+func (s *store) addMemory(sess, host uint32, g *snapshot.Gauges) {
 	mem := g.Memory()
 	shKey := uint64(sess)<<32 | uint64(host)
 	i, ok := s.memIndex[shKey]
@@ -188,7 +189,7 @@ func (s *store) packSnapshot() *storedSnapshot {
 // commit closes the snapshot being ingested with its hosts' answers, moves
 // every window's old snapshot and trims the ring; computeFigures then reads
 // the result.
-func (s *store) commit(hosts []pipeline.HostAnswer) error {
+func (s *store) commit(hosts []snapshot.HostAnswer) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}

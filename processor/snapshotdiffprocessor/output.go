@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -16,9 +17,9 @@ import (
 
 // outputSession is one session's figures as the output writes them; a
 // session with no process gets zeros.
-func outputSession(f *figures, key pipeline.SessionKey) *pipeline.SessionFigures {
+func outputSession(f *figures, key pipeline.SessionKey) *output.SessionFigures {
 	sf := f.session(key)
-	out := &pipeline.SessionFigures{Windows: make([]pipeline.WindowFigures, len(f.windows))}
+	out := &output.SessionFigures{Windows: make([]output.WindowFigures, len(f.windows))}
 	for w := range f.windows {
 		wf := &out.Windows[w]
 		wf.Span = f.windows[w].span
@@ -49,11 +50,11 @@ func outputSession(f *figures, key pipeline.SessionKey) *pipeline.SessionFigures
 // outputCluster is the snapshot resource's figures: per window the
 // counters of every process, and of the unattributed exits and the
 // postmasters' unrecorded CPU per segment; the smoothed ones.
-func outputCluster(f *figures) *pipeline.ClusterFigures {
-	out := &pipeline.ClusterFigures{}
+func outputCluster(f *figures) *output.ClusterFigures {
+	out := &output.ClusterFigures{}
 	for w := range f.windows {
 		wf := &f.windows[w]
-		out.Windows = append(out.Windows, pipeline.ClusterWindow{
+		out.Windows = append(out.Windows, output.ClusterWindow{
 			Span: wf.span, Cluster: wf.cluster,
 			Unattributed: segmentCounters(wf.unattributed, f.hostNames),
 			Unrecorded:   segmentCounters(wf.unrecorded, f.hostNames),
@@ -61,7 +62,7 @@ func outputCluster(f *figures) *pipeline.ClusterFigures {
 	}
 	if s := f.smoothed; s != nil {
 		for _, h := range s.hosts {
-			out.Hosts = append(out.Hosts, pipeline.HostAverages{Host: h.host, Avgs: outputAverages(h.avgs)})
+			out.Hosts = append(out.Hosts, output.HostAverages{Host: h.host, Avgs: outputAverages(h.avgs)})
 		}
 		out.Cluster = outputAverages(s.cluster)
 	}
@@ -70,7 +71,7 @@ func outputCluster(f *figures) *pipeline.ClusterFigures {
 
 // sessionSegments adds a session's skew figures and, with
 // emit_session_host_figures, its per-host figures.
-func sessionSegments(out *pipeline.SessionFigures, f *figures, row uint32) {
+func sessionSegments(out *output.SessionFigures, f *figures, row uint32) {
 	sf := f.segments
 	for w := range f.windows {
 		out.Skews = append(out.Skews, sessionSkews(sf.windows[w][row]))
@@ -101,24 +102,24 @@ func sessionSegments(out *pipeline.SessionFigures, f *figures, row uint32) {
 			h.Written += u.Written
 		}
 		slices.SortFunc(hosts, func(a, b uint32) int { return strings.Compare(sf.hostNames[a], sf.hostNames[b]) })
-		rates := make([]pipeline.HostRate, 0, len(hosts))
+		rates := make([]output.HostRate, 0, len(hosts))
 		for _, h := range hosts {
 			u := byHost[h]
-			rates = append(rates, pipeline.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.CPU) / 1e9),
+			rates = append(rates, output.HostRate{Host: sf.hostNames[h], CPU: rate(float64(u.CPU) / 1e9),
 				Read: rate(float64(u.Read)), Write: rate(float64(u.Written))})
 		}
 		out.HostRates = append(out.HostRates, rates)
 	}
-	out.HostNow = []pipeline.HostNow{}
+	out.HostNow = []output.HostNow{}
 	for _, h := range sf.hosts[row] {
-		out.HostNow = append(out.HostNow, pipeline.HostNow{Host: sf.hostNames[h.host], RSS: h.rss, Processes: int64(h.processes)})
+		out.HostNow = append(out.HostNow, output.HostNow{Host: sf.hostNames[h.host], RSS: h.rss, Processes: int64(h.processes)})
 	}
 }
 
 // outputQuery is one query as the output writes it; text is its text as
 // written, nil: none (queries::text off).
-func outputQuery(q *querylife.Figures, text func(string) *string) *pipeline.QueryFigures {
-	out := &pipeline.QueryFigures{Session: q.Session, CommandCount: q.CommandCount, Start: q.Start, End: q.End,
+func outputQuery(q *querylife.Figures, text func(string) *string) *output.QueryFigures {
+	out := &output.QueryFigures{Session: q.Session, CommandCount: q.CommandCount, Start: q.Start, End: q.End,
 		Totals: q.Totals, Known: q.Known, Partial: q.Partial, Skew: querySkews(q.Segments), Spill: q.Spill, Segments: q.Segments}
 	if text != nil {
 		out.Text = text(q.Text)

@@ -3,7 +3,10 @@
 
 package snapshotdiffprocessor
 
-import "github.com/gpotel/gpotel/internal/pipeline"
+import (
+	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
+)
 
 // memoryGauges are bytes per memory type (pipeline.MemoryTypes).
 type memoryGauges [pipeline.NumMemory]int64
@@ -29,10 +32,10 @@ type processTable struct {
 	ccnt  []int64             // title command count at the last sighting; 0: none
 	// gauges at the last sighting: a process carried unchanged keeps its
 	// memory, and a sparse sample its unlisted gauges.
-	gauges []pipeline.Gauges
+	gauges []snapshot.Gauges
 	// sample is each process's last sighting whole, kept only for the
 	// dense per-process output (emit_process_metrics).
-	sample      []pipeline.ProcessSample
+	sample      []snapshot.ProcessSample
 	keepSamples bool
 	free        freeRows
 	index       map[processKey]uint32
@@ -54,9 +57,9 @@ func (t *processTable) add(key processKey) (row uint32, grown bool) {
 		t.seg = append(t.seg, 0)
 		t.first = append(t.first, 0)
 		t.ccnt = append(t.ccnt, 0)
-		t.gauges = append(t.gauges, pipeline.Gauges{})
+		t.gauges = append(t.gauges, snapshot.Gauges{})
 		if t.keepSamples {
-			t.sample = append(t.sample, pipeline.ProcessSample{})
+			t.sample = append(t.sample, snapshot.ProcessSample{})
 		}
 	}
 	t.index[key] = row
@@ -74,9 +77,9 @@ func (t *processTable) remove(row uint32) {
 	t.seg[row] = 0
 	t.first[row] = 0
 	t.ccnt[row] = 0
-	t.gauges[row] = pipeline.Gauges{}
+	t.gauges[row] = snapshot.Gauges{}
 	if t.keepSamples {
-		t.sample[row] = pipeline.ProcessSample{}
+		t.sample[row] = snapshot.ProcessSample{}
 	}
 	t.free.put(row)
 }

@@ -20,6 +20,9 @@ import (
 
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/metadata"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
@@ -32,7 +35,7 @@ type snapshotDiff struct {
 	carryUnchanged bool
 	// emitSessionHosts adds each session's per-host figures.
 	emitSessionHosts bool
-	out              *pipeline.OutputEncoder
+	out              *output.Encoder
 	smoother         *smoother          // nil when smoothing is off
 	queries          *querylife.Tracker // nil when query figures are off
 	// queryText is a query's text as the output writes it; nil: none.
@@ -46,7 +49,7 @@ type snapshotDiff struct {
 	decoder *decoder
 	// carriedEncoder writes the processes carried unchanged, so that the
 	// per-process output stays dense (sparse batches).
-	carriedEncoder *pipeline.ProcessEncoder
+	carriedEncoder *snapshot.ProcessEncoder
 	next           consumer.Metrics // where sendCarried hands the carried processes
 }
 
@@ -56,14 +59,14 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 	p := &snapshotDiff{
 		emitProcesses:    cfg.EmitProcessMetrics,
 		emitSessionHosts: cfg.EmitSessionHostFigures,
-		out:              pipeline.NewOutputEncoder(cfg.Windows, cfg.TimeConstants),
+		out:              output.NewEncoder(cfg.Windows, cfg.TimeConstants),
 		logger:           logger,
 		telemetry:        telemetry,
 		store:            newStore(cfg.Windows, cfg.MaxStoredPoints),
 		decoder:          newDecoder(cfg.Queries.Enabled),
 	}
 	if cfg.EmitProcessMetrics {
-		p.carriedEncoder = pipeline.NewProcessEncoder(pipeline.Scope{Name: pipeline.ProcessorScope}, pipeline.Switches{})
+		p.carriedEncoder = snapshot.NewProcessEncoder(snapshot.Scope{Name: output.ProcessorScope}, snapshot.Switches{})
 		// Carrying needs every process's last sighting whole; leaving the
 		// unchanged out needs none of it.
 		p.carryUnchanged = cfg.UnchangedProcesses != UnchangedLeaveOut
@@ -85,13 +88,13 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 // process batches closed by the batch with its snapshot resource
 // (docs/pipeline.md rule 1).
 func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (pmetric.Metrics, error) {
-	b := pipeline.ReadBatch(md)
+	b := snapshot.ReadBatch(md)
 	switch b.Kind {
-	case pipeline.BatchForeign:
+	case snapshot.BatchForeign:
 		return md, nil
-	case pipeline.BatchProcesses:
+	case snapshot.BatchProcesses:
 		in := p.decoder.decode(md, b)
-		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s pipeline.ProcessSample) bool { return s.Sparse })
+		sparse := in.processes != nil && slices.ContainsFunc(in.processes.Samples, func(s snapshot.ProcessSample) bool { return s.Sparse })
 		err := p.collect(ctx, in)
 		rewrite := err == nil && sparse && p.emitProcesses
 		if rewrite {
@@ -108,10 +111,10 @@ func (p *snapshotDiff) processMetrics(ctx context.Context, md pmetric.Metrics) (
 			dropHeader(md, b.Header)
 		}
 		return md, nil
-	case pipeline.BatchMerged:
-		p.logger.Warn("forwarding a batch without session figures", zap.Error(pipeline.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
+	case snapshot.BatchMerged:
+		p.logger.Warn("forwarding a batch without session figures", zap.Error(snapshot.ErrMergedBatch), zap.Int("snapshots", b.Snapshots))
 		p.telemetry.SnapshotdiffSnapshotsWithoutFigures.Add(ctx, 1)
-	case pipeline.BatchClosing:
+	case snapshot.BatchClosing:
 		in := p.decoder.decode(md, b)
 		figs, err := p.ingest(ctx, in)
 		p.decoder.release(in)
@@ -217,7 +220,7 @@ func (p *snapshotDiff) openSnapshot(ctx context.Context, t int64) error {
 // addDecoded stores what d decoded; the caller holds p.mu. It returns the
 // first sparse entry the store could not carry from: the batch is then
 // refused, so that the receiver sends its host in full next time.
-func (p *snapshotDiff) addDecoded(ctx context.Context, d *pipeline.ProcessDecoder) error {
+func (p *snapshotDiff) addDecoded(ctx context.Context, d *snapshot.ProcessDecoder) error {
 	skipped, firstErr := d.Skipped, d.Err
 	var refuse error
 	for i := range d.Samples {
@@ -297,7 +300,7 @@ func (p *snapshotDiff) ingest(ctx context.Context, in *incoming) (*figures, erro
 // a batch that held sparse entries with every process of it whole, as the
 // store filled them in: the per-process output never leaves a figure out
 // (sparse batches).
-func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, samples []pipeline.ProcessSample) {
+func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b snapshot.Batch, samples []snapshot.ProcessSample) {
 	i := 0
 	md.ResourceMetrics().RemoveIf(func(pmetric.ResourceMetrics) bool {
 		drop := i < len(b.Kinds) && (b.Kinds[i] == pipeline.KindProcess || b.Kinds[i] == pipeline.KindBatch)
@@ -309,15 +312,15 @@ func (p *snapshotDiff) rewriteWhole(md pmetric.Metrics, b pipeline.Batch, sample
 
 // appendWhole writes samples of one host and tm_id, every figure they
 // hold, as process resources in the processor's scope.
-func (p *snapshotDiff) appendWhole(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, samples []pipeline.ProcessSample) {
+func (p *snapshotDiff) appendWhole(rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, samples []snapshot.ProcessSample) {
 	if len(samples) == 0 {
 		return
 	}
-	entries := make([]pipeline.ProcessEntry, len(samples))
+	entries := make([]snapshot.ProcessEntry, len(samples))
 	for i := range samples {
 		entries[i] = samples[i].Entry()
 	}
-	p.carriedEncoder.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: samples[0].TmID, Host: samples[0].Host,
+	p.carriedEncoder.Append(rms, &snapshot.ProcessBatch{Time: ts, TmID: samples[0].TmID, Host: samples[0].Host,
 		Kind: pipeline.KindProcess, Entries: entries}, nil)
 }
 
@@ -325,12 +328,12 @@ func (p *snapshotDiff) appendWhole(rms pmetric.ResourceMetricsSlice, ts pcommon.
 // carried unchanged, grouped by host (and tm_id); the caller holds p.mu.
 // A sample is far smaller than its points, and the points are written one
 // host at a time outside the lock (sendCarried).
-func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
+func (p *snapshotDiff) carriedByHost() [][]snapshot.ProcessSample {
 	rows := p.store.carried
 	slices.SortFunc(rows, func(a, b uint32) int {
 		return cmp.Or(cmp.Compare(p.store.procs.keys[a].host, p.store.procs.keys[b].host), cmp.Compare(a, b))
 	})
-	var out [][]pipeline.ProcessSample
+	var out [][]snapshot.ProcessSample
 	for from := 0; from < len(rows); {
 		host := p.store.procs.keys[rows[from]].host
 		tmID := p.store.procs.sample[rows[from]].TmID
@@ -338,7 +341,7 @@ func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
 		for to < len(rows) && p.store.procs.keys[rows[to]].host == host && p.store.procs.sample[rows[to]].TmID == tmID {
 			to++
 		}
-		group := make([]pipeline.ProcessSample, to-from)
+		group := make([]snapshot.ProcessSample, to-from)
 		for i, row := range rows[from:to] {
 			group[i] = p.store.procs.sample[row]
 		}
@@ -352,7 +355,7 @@ func (p *snapshotDiff) carriedByHost() [][]pipeline.ProcessSample {
 // host, ahead of the snapshot's closing output, so that the per-process
 // output stays dense without a batch the size of the cluster. A batch the
 // next consumer refuses is logged and counted; the others still go.
-func (p *snapshotDiff) sendCarried(ctx context.Context, ts pcommon.Timestamp, carried [][]pipeline.ProcessSample) {
+func (p *snapshotDiff) sendCarried(ctx context.Context, ts pcommon.Timestamp, carried [][]snapshot.ProcessSample) {
 	for _, group := range carried {
 		md := pmetric.NewMetrics()
 		p.appendWhole(md.ResourceMetrics(), ts, group)
@@ -385,9 +388,9 @@ func (p *snapshotDiff) appendFigures(md pmetric.Metrics, kinds []pipeline.Resour
 		p.out.AppendQuery(rms, ts, outputQuery(&figs.work.Queries[i], p.queryText))
 	}
 	for i := range figs.work.Finished {
-		pipeline.AppendFinishedQuery(rms, &figs.work.Finished[i])
+		events.AppendFinishedQuery(rms, &figs.work.Finished[i])
 	}
 	for i := range figs.work.Ended {
-		pipeline.AppendEndedSession(rms, &figs.work.Ended[i])
+		events.AppendEndedSession(rms, &figs.work.Ended[i])
 	}
 }

@@ -19,7 +19,9 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // truthProcess is one process of the ground-truth timeline: its counters at
@@ -314,7 +316,7 @@ func stillAndApart(rng *rand.Rand, tl *truthTimeline) {
 // receiver's sparse sender and as dense batches.
 func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 	windows := []time.Duration{30 * time.Second, 4 * time.Minute}
-	var compared events // every event compared, to check the timelines have them
+	var compared finishedWork // every event compared, to check the timelines have them
 	for seed := int64(1); seed <= 40; seed++ {
 		rng := rand.New(rand.NewSource(seed))
 		tl := randomTimeline(rng, 28, 40)
@@ -356,7 +358,7 @@ func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 				}
 			}
 			got, want := outputEvents(t, sparseSink.AllMetrics()), outputEvents(t, denseSink.AllMetrics())
-			if diff := gocmp.Diff(want, got, gocmp.AllowUnexported(events{})); diff != "" {
+			if diff := gocmp.Diff(want, got, gocmp.AllowUnexported(finishedWork{})); diff != "" {
 				t.Fatalf("seed %d snapshot %d: the events differ (-dense +sparse):\n%s", seed, n, diff)
 			}
 			compared.queries = append(compared.queries, want.queries...)
@@ -365,14 +367,14 @@ func TestSparseBatchesGiveTheDenseFigures(t *testing.T) {
 	}
 	// The timelines gave events of every kind to compare: queries on
 	// several hosts, partial and complete, with workfiles and vmem.
-	if !slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return q.Partial }) ||
-		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return !q.Partial && q.Status == pipeline.QueryCompleted }) ||
-		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool { return q.Spill != nil && q.VmemPeak > 0 }) ||
-		!slices.ContainsFunc(compared.queries, func(q pipeline.FinishedQuery) bool {
+	if !slices.ContainsFunc(compared.queries, func(q events.FinishedQuery) bool { return q.Partial }) ||
+		!slices.ContainsFunc(compared.queries, func(q events.FinishedQuery) bool { return !q.Partial && q.Status == events.QueryCompleted }) ||
+		!slices.ContainsFunc(compared.queries, func(q events.FinishedQuery) bool { return q.Spill != nil && q.VmemPeak > 0 }) ||
+		!slices.ContainsFunc(compared.queries, func(q events.FinishedQuery) bool {
 			return len(q.Segments) > 0 && q.Segments[0].Host != q.Segments[len(q.Segments)-1].Host
 		}) ||
-		!slices.ContainsFunc(compared.sessions, func(s pipeline.EndedSession) bool { return s.Partial }) ||
-		!slices.ContainsFunc(compared.sessions, func(s pipeline.EndedSession) bool { return !s.Partial && s.Queries > 0 }) {
+		!slices.ContainsFunc(compared.sessions, func(s events.EndedSession) bool { return s.Partial }) ||
+		!slices.ContainsFunc(compared.sessions, func(s events.EndedSession) bool { return !s.Partial && s.Queries > 0 }) {
 		t.Errorf("the timelines lack a kind of event: %d query events, %d session events", len(compared.queries), len(compared.sessions))
 	}
 }
@@ -465,12 +467,12 @@ func randomSessions(rng *rand.Rand, times []float64) [][]pipelinetest.Session {
 			}
 			cur.Greenplum = nil
 			if cur.State == "active" && rng.Float64() < 0.5 {
-				cur.Greenplum = &pipeline.GreenplumSession{
-					Spill:  []pipeline.Spill{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30), Files: 1 + rng.Int63n(8)}},
-					Memory: []pipeline.SegmentMemory{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30)}},
+				cur.Greenplum = &snapshot.GreenplumSession{
+					Spill:  []snapshot.Spill{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30), Files: 1 + rng.Int63n(8)}},
+					Memory: []snapshot.SegmentMemory{{Segment: rng.Int63n(4), Bytes: rng.Int63n(1 << 30)}},
 				}
 				if rng.Float64() < 0.3 {
-					cur.Greenplum.Wait = &pipeline.LockWait{Segment: -1, Mode: "ShareLock", Object: "public.t", Blocker: 1 + id%4, BlockerMode: "ExclusiveLock"}
+					cur.Greenplum.Wait = &snapshot.LockWait{Segment: -1, Mode: "ShareLock", Object: "public.t", Blocker: 1 + id%4, BlockerMode: "ExclusiveLock"}
 				}
 			}
 			out[k] = append(out[k], *cur)
@@ -483,7 +485,7 @@ func randomSessions(rng *rand.Rand, times []float64) [][]pipelinetest.Session {
 // partial hosts by host name: the order in which one output lists its
 // events, or the host table's order of rows (which host answered first),
 // says nothing.
-func sortedEvents(ev events) events {
+func sortedEvents(ev finishedWork) finishedWork {
 	for _, q := range ev.queries {
 		slices.SortFunc(q.Segments, func(a, b pipeline.SegmentUse) int {
 			return cmp.Or(strings.Compare(a.Host, b.Host), cmp.Compare(a.Segment, b.Segment))
@@ -493,18 +495,18 @@ func sortedEvents(ev events) events {
 	for _, s := range ev.sessions {
 		slices.Sort(s.PartialCause.Hosts)
 	}
-	slices.SortFunc(ev.queries, func(a, b pipeline.FinishedQuery) int {
+	slices.SortFunc(ev.queries, func(a, b events.FinishedQuery) int {
 		return cmp.Or(a.Session.Compare(b.Session), cmp.Compare(a.Start, b.Start))
 	})
-	slices.SortFunc(ev.sessions, func(a, b pipeline.EndedSession) int {
+	slices.SortFunc(ev.sessions, func(a, b events.EndedSession) int {
 		return cmp.Or(a.Session.Compare(b.Session), cmp.Compare(a.Start, b.Start))
 	})
 	return ev
 }
 
 // outputEvents are the events of every output in mds.
-func outputEvents(t testing.TB, mds []pmetric.Metrics) events {
-	var all events
+func outputEvents(t testing.TB, mds []pmetric.Metrics) finishedWork {
+	var all finishedWork
 	for _, md := range mds {
 		ev := eventsOf(t, md)
 		all.queries = append(all.queries, ev.queries...)

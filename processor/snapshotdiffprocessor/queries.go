@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -24,16 +26,16 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 		if kind != pipeline.KindSession {
 			continue
 		}
-		h, st, _, hasInfo, ok := pipeline.DecodeSession(rms.At(i))
+		h, st, _, hasInfo, ok := snapshot.DecodeSession(rms.At(i))
 		if !ok || !hasInfo {
 			continue
 		}
 		act := querylife.Activity{PID: h.PID, System: h.System, Own: h.Own, Running: st.Running(), Aborted: st.State.V == stateIdleAborted,
 			Waiting: waitsForLock(&st), QueryStart: unixNano(st.QueryStart), StateChange: unixNano(st.StateChange),
 			BackendStart: unixNano(st.BackendStart), Text: st.Query.V,
-			Who: pipeline.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,
+			Who: events.SessionWho{Database: h.Database, User: h.User, Application: st.ApplicationName,
 				ClientAddress: st.ClientAddr, ClientPort: st.ClientPort, ResourceGroup: st.RsgName}}
-		if g := pipeline.DecodeGreenplum(rms.At(i)); g != nil {
+		if g := snapshot.DecodeGreenplum(rms.At(i)); g != nil {
 			act.Spill = g.Spill
 			if g.Wait != nil {
 				act.Waiting, act.Blocker = true, g.Wait.Blocker
@@ -50,7 +52,7 @@ func readActivities(rms pmetric.ResourceMetricsSlice, kinds []pipeline.ResourceK
 // waitsForLock tells a session pg_stat_activity shows waiting for a lock:
 // waiting for a lock (Greenplum 6: waiting, waiting_reason 'lock') or a
 // Lock wait event (PostgreSQL 9.6 on, Greenplum 7).
-func waitsForLock(st *pipeline.SessionState) bool {
+func waitsForLock(st *snapshot.SessionState) bool {
 	if st.Waiting.V {
 		return !st.WaitingReason.Valid || st.WaitingReason.V == "lock"
 	}

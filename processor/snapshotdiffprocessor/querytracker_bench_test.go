@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/processor/snapshotdiffprocessor/internal/querylife"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkQueryAttribution200kProcesses(b *testing.B) {
 			// A new query every third snapshot, started half an interval ago.
 			start = now - int64(n%3)*int64(benchInterval) - int64(benchInterval)/2
 		},
-		process: func(p *pipeline.ProcessSample) {
+		process: func(p *snapshot.ProcessSample) {
 			key := pipeline.SessionKey{TmID: p.TmID, ID: p.Session}
 			if _, ok := acts[key]; !ok {
 				acts[key] = querylife.Activity{PID: p.Session, Running: true, QueryStart: start}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 )
 
 // Smoothed quantities: rates over the last step and the memory level.
@@ -208,10 +209,10 @@ func (sm *smoother) figures(s *store) *smoothedFigures {
 }
 
 // outputAverages are the averages per time constant as the output writes them.
-func outputAverages(avgs []averages) []pipeline.Averages {
-	out := make([]pipeline.Averages, len(avgs))
+func outputAverages(avgs []averages) []output.Averages {
+	out := make([]output.Averages, len(avgs))
 	for k, a := range avgs {
-		out[k] = pipeline.Averages{CPU: a[avgCPU], Read: a[avgRead], Write: a[avgWrite], Memory: a[avgMemory]}
+		out[k] = output.Averages{CPU: a[avgCPU], Read: a[avgRead], Write: a[avgWrite], Memory: a[avgMemory]}
 	}
 	return out
 }

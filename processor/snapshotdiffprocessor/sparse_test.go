@@ -20,6 +20,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // A fault is what the wire between the receiver and the processor does
@@ -36,7 +37,7 @@ const (
 // delivery is a process batch that reached the processor.
 type delivery struct {
 	at     time.Time
-	header pipeline.BatchHeader
+	header snapshot.BatchHeader
 	err    error
 }
 
@@ -45,18 +46,18 @@ type delivery struct {
 type wire struct {
 	t          testing.TB
 	next       consumer.Metrics
-	fault      func(at time.Time, h pipeline.BatchHeader) fault
-	forge      func(at time.Time, h pipeline.BatchHeader, md pmetric.Metrics) // nil: none
+	fault      func(at time.Time, h snapshot.BatchHeader) fault
+	forge      func(at time.Time, h snapshot.BatchHeader, md pmetric.Metrics) // nil: none
 	held       []pmetric.Metrics
 	deliveries []delivery
 }
 
 func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
-	b := pipeline.ReadBatch(md)
+	b := snapshot.ReadBatch(md)
 	if b.Header < 0 {
 		return w.next.ConsumeMetrics(ctx, md)
 	}
-	h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+	h, err := snapshot.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
 	if err != nil {
 		w.t.Fatal(err)
 	}
@@ -75,15 +76,15 @@ func (w *wire) consume(ctx context.Context, md pmetric.Metrics) error {
 	}
 	err = w.deliver(ctx, at, h, md)
 	for _, late := range w.held {
-		lb := pipeline.ReadBatch(late)
-		lh, _ := pipeline.DecodeBatchHeader(late.ResourceMetrics().At(lb.Header))
+		lb := snapshot.ReadBatch(late)
+		lh, _ := snapshot.DecodeBatchHeader(late.ResourceMetrics().At(lb.Header))
 		_ = w.deliver(ctx, lb.Time.AsTime(), lh, late) // the sender was long told it went through
 	}
 	w.held = nil
 	return err
 }
 
-func (w *wire) deliver(ctx context.Context, at time.Time, h pipeline.BatchHeader, md pmetric.Metrics) error {
+func (w *wire) deliver(ctx context.Context, at time.Time, h snapshot.BatchHeader, md pmetric.Metrics) error {
 	err := w.next.ConsumeMetrics(ctx, md)
 	w.deliveries = append(w.deliveries, delivery{at: at, header: h, err: err})
 	return err
@@ -119,8 +120,8 @@ func sparseTick(k int) pipelinetest.Snapshot {
 // processor that restart where asked, and returns the processor's output
 // per tick and what reached it.
 type sparseRun struct {
-	fault             func(at time.Time, h pipeline.BatchHeader) fault
-	forge             func(at time.Time, h pipeline.BatchHeader, md pmetric.Metrics)
+	fault             func(at time.Time, h snapshot.BatchHeader) fault
+	forge             func(at time.Time, h snapshot.BatchHeader, md pmetric.Metrics)
 	tick              func(k int) pipelinetest.Snapshot // nil: sparseTick
 	config            *Config                           // nil: a 2m window
 	restartReceiverAt int                               // tick; 0: never
@@ -143,7 +144,7 @@ func (r sparseRun) run(t *testing.T) (out []pmetric.Metrics, w *wire, refused []
 	p, sink := newProcessor()
 	w = &wire{t: t, fault: r.fault, forge: r.forge, next: p}
 	if w.fault == nil {
-		w.fault = func(time.Time, pipeline.BatchHeader) fault { return pass }
+		w.fault = func(time.Time, snapshot.BatchHeader) fault { return pass }
 	}
 	into, err := consumer.NewMetrics(w.consume)
 	if err != nil {
@@ -201,9 +202,9 @@ func checkSparseEnd(t *testing.T, out []pmetric.Metrics) {
 
 // onFirstBatchOfTick2 does f to sdw1's first batch of tick 2 and passes
 // every other batch.
-func onFirstBatchOfTick2(f fault) func(time.Time, pipeline.BatchHeader) fault {
+func onFirstBatchOfTick2(f fault) func(time.Time, snapshot.BatchHeader) fault {
 	done := false
-	return func(when time.Time, h pipeline.BatchHeader) fault {
+	return func(when time.Time, h snapshot.BatchHeader) fault {
 		if h.Host == "sdw1" && when.Equal(at(120)) && !done {
 			done = true
 			return f
@@ -396,7 +397,7 @@ func TestBatchWithoutASequenceIsRefused(t *testing.T) {
 	p, _ := newTestProcessor(t, &Config{Windows: []time.Duration{time.Minute}})
 	var batch pmetric.Metrics
 	capture, err := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-		if pipeline.ReadBatch(md).Header >= 0 && batch == (pmetric.Metrics{}) {
+		if snapshot.ReadBatch(md).Header >= 0 && batch == (pmetric.Metrics{}) {
 			batch = md
 		}
 		return nil
@@ -407,7 +408,7 @@ func TestBatchWithoutASequenceIsRefused(t *testing.T) {
 	if _, err := pipelinetest.NewReceiver(capture).Send(context.Background(), sparseTick(0)); err != nil {
 		t.Fatal(err)
 	}
-	b := pipeline.ReadBatch(batch)
+	b := snapshot.ReadBatch(batch)
 	header := batch.ResourceMetrics().At(b.Header).ScopeMetrics().At(0).Metrics()
 	header.RemoveIf(func(m pmetric.Metric) bool { return m.Name() == pipeline.MetricBatchSequence })
 	if err := p.ConsumeMetrics(context.Background(), batch); err == nil {
@@ -510,7 +511,7 @@ func TestAProcessThatChangesSessionOrSegment(t *testing.T) {
 // nothing to carry its other figures from: the batch is refused, its host
 // counts as not answered, and it comes in full next time.
 func TestASparseEntryOfAnUnknownProcessIsRefused(t *testing.T) {
-	renumber := func(when time.Time, h pipeline.BatchHeader, md pmetric.Metrics) {
+	renumber := func(when time.Time, h snapshot.BatchHeader, md pmetric.Metrics) {
 		if h.Host != "sdw1" || !when.Equal(at(120)) {
 			return
 		}

@@ -9,10 +9,11 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // unattributedSession is the session id of exited processes no scrape saw.
-const unattributedSession = pipeline.NoSession
+const unattributedSession = snapshot.NoSession
 
 // unrecordedSession is the session id of the postmasters' unrecorded CPU
 // (docs/pipeline.md, unrecorded resources): stored like an exited process,
@@ -110,7 +111,7 @@ func (s *store) begin(t int64) error {
 
 // acceptBatch checks a process batch's header against its host's
 // sequence (sparse.Sequence.Accept).
-func (s *store) acceptBatch(h pipeline.BatchHeader) error {
+func (s *store) acceptBatch(h snapshot.BatchHeader) error {
 	if !s.ingesting {
 		return errNoSnapshot
 	}
@@ -119,7 +120,7 @@ func (s *store) acceptBatch(h pipeline.BatchHeader) error {
 
 // depart marks a process the closing batch lists as departed: it is not
 // carried. One the store does not hold is nothing to forget.
-func (s *store) depart(host string, tmID int64, d pipeline.Departure) {
+func (s *store) depart(host string, tmID int64, d snapshot.Departure) {
 	h, ok := s.hosts.index[host]
 	if !ok {
 		return

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 func TestNearestOld(t *testing.T) {
@@ -38,12 +39,12 @@ func TestNearestOld(t *testing.T) {
 	}
 }
 
-func sample(host string, session int64, pid int32, cpu int64) pipeline.ProcessSample {
-	return pipeline.ProcessSample{Kind: pipeline.KindProcess, Host: host, TmID: testTmID, Session: session, PID: pid, Creation: 1,
+func sample(host string, session int64, pid int32, cpu int64) snapshot.ProcessSample {
+	return snapshot.ProcessSample{Kind: pipeline.KindProcess, Host: host, TmID: testTmID, Session: session, PID: pid, Creation: 1,
 		Values: [pipeline.NumFigures]int64{pipeline.CPUUser: cpu}, Present: 1<<pipeline.NumCounters - 1}
 }
 
-func ingest(t *testing.T, s *store, at time.Duration, procs ...pipeline.ProcessSample) {
+func ingest(t *testing.T, s *store, at time.Duration, procs ...snapshot.ProcessSample) {
 	t.Helper()
 	if err := s.begin(int64(at)); err != nil {
 		t.Fatal(err)
@@ -114,7 +115,7 @@ func TestExitedProcessesAreFreedOnceOutOfTheBuffer(t *testing.T) {
 
 func TestSessionIndexFindsOneSessionsRows(t *testing.T) {
 	s := newStore([]time.Duration{time.Minute}, 0)
-	var procs []pipeline.ProcessSample
+	var procs []snapshot.ProcessSample
 	for i := range 300 {
 		procs = append(procs, sample("sdw1", int64(i%7), int32(i), 0))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/gpsql"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -140,13 +141,13 @@ func cgroupName(g *gpotelv1.ControlGroup, names map[uint32]string) string {
 
 // hostReadings is each answering host's pressure and control groups, in
 // the order of the hosts.
-func hostReadings(s *scrapeResult) []pipeline.HostReading {
-	var out []pipeline.HostReading
+func hostReadings(s *scrapeResult) []snapshot.HostReading {
+	var out []snapshot.HostReading
 	for i := range s.results {
 		r := &s.results[i]
-		hr := pipeline.HostReading{Host: r.host, Pressure: r.cgroups.pressure}
+		hr := snapshot.HostReading{Host: r.host, Pressure: r.cgroups.pressure}
 		for _, g := range r.cgroups.groups {
-			cg := pipeline.Cgroup{Group: g}
+			cg := snapshot.Cgroup{Group: g}
 			if name, ok := s.resourceGroups[g.GetResourceGroupOid()]; ok && g.GetResourceGroupOid() != 0 {
 				cg.ResourceGroupName = &name
 			}
@@ -180,7 +181,7 @@ func sessionPressureOf(s *scrapeResult) sessionPressure {
 				if out[session][name] == nil {
 					out[session][name] = map[[2]string]float64{}
 				}
-				for _, l := range pipeline.PressureLines(g.GetPressure()) {
+				for _, l := range snapshot.PressureLines(g.GetPressure()) {
 					k := [2]string{l.Resource, l.Kind}
 					if v, seen := out[session][name][k]; !seen || l.Stall.GetAvg10() > v {
 						out[session][name][k] = l.Stall.GetAvg10()
@@ -194,19 +195,19 @@ func sessionPressureOf(s *scrapeResult) sessionPressure {
 
 // of lists a session's group pressure: groups by name, then resources cpu,
 // memory, io, irq, some before full.
-func (sp sessionPressure) of(session int64) []pipeline.GroupPressure {
+func (sp sessionPressure) of(session int64) []snapshot.GroupPressure {
 	names := make([]string, 0, len(sp[session]))
 	for name := range sp[session] {
 		names = append(names, name)
 	}
 	slices.Sort(names)
-	var out []pipeline.GroupPressure
+	var out []snapshot.GroupPressure
 	for _, name := range names {
 		lines := sp[session][name]
 		for _, r := range []string{"cpu", "memory", "io", "irq"} {
 			for _, k := range []string{pipeline.PressureSome, pipeline.PressureFull} {
 				if v, ok := lines[[2]string{r, k}]; ok {
-					out = append(out, pipeline.GroupPressure{Name: name, Resource: r, Kind: k, Avg10: v})
+					out = append(out, snapshot.GroupPressure{Name: name, Resource: r, Kind: k, Avg10: v})
 				}
 			}
 		}

@@ -22,6 +22,7 @@ import (
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -35,7 +36,7 @@ var update = flag.Bool("update", false, "write the golden files from what the co
 // RecordProcessCPUTimeDataPoint), so a new figure needs no line here. The
 // method takes the time, the value, the pid and, where the metric has one,
 // the figure's attribute value as mdatagen's enum of it.
-func recordThroughBuilder(t *testing.T, mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, f pipeline.Figure, v pipeline.Value) {
+func recordThroughBuilder(t *testing.T, mb *metadata.MetricsBuilder, ts pcommon.Timestamp, pid int64, f pipeline.Figure, v snapshot.Value) {
 	t.Helper()
 	row := &pipeline.Figures[f]
 	name := "record" + strings.NewReplacer(".", "", "_", "").Replace(row.Metric.Name) + "datapoint"
@@ -80,13 +81,13 @@ var (
 
 // contractProcesses are two sessions' processes with every figure; pid
 // 5001 read no io, schedstat, status RSS split or taskstats record.
-func contractProcesses() []pipeline.ProcessEntry {
-	var out []pipeline.ProcessEntry
+func contractProcesses() []snapshot.ProcessEntry {
+	var out []snapshot.ProcessEntry
 	for i, e := range []struct {
 		session, pid int64
 		partial      bool
 	}{{78, 5000, false}, {77, 5001, true}, {77, 5002, false}} {
-		p := pipeline.Process{PID: e.pid, CreationTime: contractCreation, HasStat: true}
+		p := snapshot.Process{PID: e.pid, CreationTime: contractCreation, HasStat: true}
 		for f := range pipeline.NumFigures {
 			if e.partial && (pipeline.Figures[f].Metric == pipeline.ProcessDiskIO || pipeline.Figures[f].Metric == pipeline.ProcessMemoryRSS ||
 				pipeline.Figures[f].Metric == pipeline.ProcessDelay || f == pipeline.RunDelay) {
@@ -95,14 +96,14 @@ func contractProcesses() []pipeline.ProcessEntry {
 			n := int64(i*1000+int(f)*10) + 1
 			p.Set(f, float64(n)/8, n)
 		}
-		out = append(out, pipeline.ProcessEntry{Session: e.session, Segment: int64(i), BackendType: "client backend", Process: p})
+		out = append(out, snapshot.ProcessEntry{Session: e.session, Segment: int64(i), BackendType: "client backend", Process: p})
 	}
 	return out
 }
 
 // builderProcessBatch writes the processes through mdatagen's builder, one
 // resource per session in id order.
-func builderProcessBatch(t *testing.T, mbc metadata.MetricsBuilderConfig, entries []pipeline.ProcessEntry) pmetric.Metrics {
+func builderProcessBatch(t *testing.T, mbc metadata.MetricsBuilderConfig, entries []snapshot.ProcessEntry) pmetric.Metrics {
 	t.Helper()
 	mb := metadata.NewMetricsBuilder(mbc, receivertest.NewNopSettings(metadata.Type), metadata.WithStartTime(pcommon.NewTimestampFromTime(contractCreation)))
 	for _, session := range []int64{77, 78} {
@@ -170,7 +171,7 @@ func TestProcessBatchIsWhatTheBuilderWrites(t *testing.T) {
 			}
 			entries := contractProcesses()
 			got := pmetric.NewMetrics()
-			e.procs.Append(got.ResourceMetrics(), &pipeline.ProcessBatch{Time: contractTime, TmID: 42, Host: "sdw1",
+			e.procs.Append(got.ResourceMetrics(), &snapshot.ProcessBatch{Time: contractTime, TmID: 42, Host: "sdw1",
 				Kind: pipeline.KindProcess, Entries: entries}, nil)
 			want := builderProcessBatch(t, mbc, entries)
 			if err := pmetrictest.CompareMetrics(want, got); err != nil {
@@ -181,20 +182,20 @@ func TestProcessBatchIsWhatTheBuilderWrites(t *testing.T) {
 }
 
 // contractClosing is a closing batch with every kind of resource it holds.
-func contractClosing() *pipeline.Closing {
+func contractClosing() *snapshot.Closing {
 	named := "default_group"
 	stall := func(avg float64) *gpotelv1.PressureStall {
 		return &gpotelv1.PressureStall{Avg10: avg, Avg60: avg / 2, Avg300: avg / 4, TotalUs: int64(avg * 1e6)}
 	}
 	db, user := "postgres", "gpadmin"
 	state := "active"
-	return &pipeline.Closing{
+	return &snapshot.Closing{
 		Time: time.Unix(1_700_000_500, 0), TmID: 42, Dialect: string(dialect.GP7), Coordinator: "mdw",
-		Hosts: []pipeline.HostAnswer{{Host: "mdw", Up: true, Processes: 1, CPUs: 8}, {Host: "sdw1", Up: true, Processes: 2, CPUs: 64}, {Host: "sdw2", Processes: 1}},
-		Readings: []pipeline.HostReading{
+		Hosts: []snapshot.HostAnswer{{Host: "mdw", Up: true, Processes: 1, CPUs: 8}, {Host: "sdw1", Up: true, Processes: 2, CPUs: 64}, {Host: "sdw2", Processes: 1}},
+		Readings: []snapshot.HostReading{
 			{Host: "sdw1", Pressure: &gpotelv1.Pressure{
 				Cpu: &gpotelv1.ResourcePressure{Some: stall(10)}, Io: &gpotelv1.ResourcePressure{Some: stall(2), Full: stall(1)}},
-				Groups: []pipeline.Cgroup{
+				Groups: []snapshot.Cgroup{
 					{Group: &gpotelv1.ControlGroup{Version: 2, Path: "/gpdb/6437", ResourceGroupOid: 6437,
 						Pressure:   &gpotelv1.Pressure{Memory: &gpotelv1.ResourcePressure{Some: stall(4), Full: stall(3)}},
 						TaskStates: &gpotelv1.TaskStates{Source: gpotelv1.TaskStates_SOURCE_PROC_STAT, Running: 2, Sleeping: 5, Other: 1}},
@@ -202,22 +203,22 @@ func contractClosing() *pipeline.Closing {
 					{Group: &gpotelv1.ControlGroup{Version: 1, Hierarchy: "cpu,cpuacct", Path: "/gpdb/7000", ResourceGroupOid: 7000,
 						TaskStates: &gpotelv1.TaskStates{Source: gpotelv1.TaskStates_SOURCE_CGROUPSTATS, Running: 1, IoWait: i64p(3)}}},
 				}},
-			{Host: "sdw2", Groups: []pipeline.Cgroup{{Group: &gpotelv1.ControlGroup{Version: 2, Path: "/system.slice",
+			{Host: "sdw2", Groups: []snapshot.Cgroup{{Group: &gpotelv1.ControlGroup{Version: 2, Path: "/system.slice",
 				TaskStates: &gpotelv1.TaskStates{Source: gpotelv1.TaskStates_SOURCE_PROC_STAT, Uninterruptible: 1, Stopped: 1}}}}},
 		},
-		Sessions: []pipeline.Session{
-			{ID: 77, PID: 4000, Database: &db, User: &user, State: pipeline.SessionState{State: pipeline.NullOf(&state)},
-				CgroupPressure: []pipeline.GroupPressure{{Name: "default_group", Resource: "memory", Kind: "some", Avg10: 4}, {Name: "default_group", Resource: "memory", Kind: "full", Avg10: 3}},
-				Greenplum: &pipeline.GreenplumSession{Spill: []pipeline.Spill{{Segment: 0, CommandCount: 5, Bytes: 1 << 30, Files: 3}, {Segment: 1, CommandCount: 5, Bytes: 1 << 20, Files: 1}},
-					Wait:   &pipeline.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 78, BlockerMode: "AccessExclusiveLock"},
-					Memory: []pipeline.SegmentMemory{{Segment: 0, Bytes: 96 << 20, Runaway: true}}}},
+		Sessions: []snapshot.Session{
+			{ID: 77, PID: 4000, Database: &db, User: &user, State: snapshot.SessionState{State: pipeline.NullOf(&state)},
+				CgroupPressure: []snapshot.GroupPressure{{Name: "default_group", Resource: "memory", Kind: "some", Avg10: 4}, {Name: "default_group", Resource: "memory", Kind: "full", Avg10: 3}},
+				Greenplum: &snapshot.GreenplumSession{Spill: []snapshot.Spill{{Segment: 0, CommandCount: 5, Bytes: 1 << 30, Files: 3}, {Segment: 1, CommandCount: 5, Bytes: 1 << 20, Files: 1}},
+					Wait:   &snapshot.LockWait{Segment: -1, Mode: "AccessShareLock", Object: "public.t", Blocker: 78, BlockerMode: "AccessExclusiveLock"},
+					Memory: []snapshot.SegmentMemory{{Segment: 0, Bytes: 96 << 20, Runaway: true}}}},
 			{ID: 78, PID: 4001, System: true},
 		},
 	}
 }
 
 // builderClosing writes the closing batch through mdatagen's builder.
-func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmetric.Metrics {
+func builderClosing(mbc metadata.MetricsBuilderConfig, c *snapshot.Closing) pmetric.Metrics {
 	mb := metadata.NewMetricsBuilder(mbc, receivertest.NewNopSettings(metadata.Type), metadata.WithStartTime(pcommon.NewTimestampFromTime(testStart)))
 	ts := pcommon.NewTimestampFromTime(c.Time)
 	rb := mb.NewResourceBuilder()
@@ -238,7 +239,7 @@ func builderClosing(mbc metadata.MetricsBuilderConfig, c *pipeline.Closing) pmet
 	rb.SetHostName(c.Coordinator)
 	mb.EmitForResource(metadata.WithResource(rb.Emit()))
 	pressure := func(p *gpotelv1.Pressure) {
-		for _, l := range pipeline.PressureLines(p) {
+		for _, l := range snapshot.PressureLines(p) {
 			r, k := metadata.MapAttributePressureResource[l.Resource], metadata.MapAttributePressureKind[l.Kind]
 			mb.RecordGpotelPressureStallTimeDataPoint(ts, float64(l.Stall.GetTotalUs())/1e6, r, k)
 			mb.RecordGpotelPressureStallRatioDataPoint(ts, l.Stall.GetAvg10()/100, r, k, metadata.AttributePressureWindow10s)

@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -350,7 +351,7 @@ func TestAHostAskedAboutTheSameProcessesIsCarriedAsAWhole(t *testing.T) {
 	cfg.MaxPidsPerCall = 2
 	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
 	s := &sessionScraper{cfg: cfg, deltaClient: "gpotel-test", generations: map[string][]uint64{}}
-	sender := sparse.NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), accept, false)
+	sender := sparse.NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
 	procs := []Backend{{PID: 1, SessionID: 7}, {PID: 2, SessionID: 7}, {PID: 3, SessionID: 8}}
 	tick := int64(0)
 	carried := func(procs []Backend, since []uint64) bool {
@@ -359,10 +360,10 @@ func TestAHostAskedAboutTheSameProcessesIsCarriedAsAWhole(t *testing.T) {
 		s.generations["sdw1"] = since
 		queries := []hostQuery{{host: "sdw1", procs: procs}}
 		s.askForDeltas(queries, out)
-		var entries []pipeline.ProcessEntry
+		var entries []snapshot.ProcessEntry
 		for _, b := range procs {
-			entries = append(entries, pipeline.ProcessEntry{Session: b.SessionID,
-				Process: pipeline.Process{PID: b.PID, CreationTime: time.Unix(1_600_000_000, 0), HasStat: true}})
+			entries = append(entries, snapshot.ProcessEntry{Session: b.SessionID,
+				Process: snapshot.Process{PID: b.PID, CreationTime: time.Unix(1_600_000_000, 0), HasStat: true}})
 		}
 		if queries[0].carry {
 			_, _, _ = out.Send(context.Background(), "sdw1", nil, nil)
@@ -370,7 +371,7 @@ func TestAHostAskedAboutTheSameProcessesIsCarriedAsAWhole(t *testing.T) {
 		} else {
 			_, _, _ = out.Send(context.Background(), "sdw1", entries, nil)
 		}
-		c := &pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 		out.Close(c)
 		if !c.Hosts[0].Up {
 			t.Fatalf("snapshot %d: the host closed as not answered", tick)

@@ -15,6 +15,7 @@ import (
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -34,7 +35,7 @@ type scrapeResult struct {
 	resourceGroups  map[uint32]string // resource group oid -> name
 	// greenplum is the server's own figures per session, from the latest
 	// read not older than max_age; nil without one.
-	greenplum map[int64]*pipeline.GreenplumSession
+	greenplum map[int64]*snapshot.GreenplumSession
 }
 
 // emitStats counts what the emission kept and dropped.
@@ -49,15 +50,15 @@ type emitStats struct {
 // contract's encoders, under the user's metrics and resource_attributes
 // switches.
 type snapshotEmitter struct {
-	scope   pipeline.Scope
-	procs   *pipeline.ProcessEncoder
-	closing *pipeline.ClosingEncoder
+	scope   snapshot.Scope
+	procs   *snapshot.ProcessEncoder
+	closing *snapshot.ClosingEncoder
 	scratch sync.Pool // *answerScratch, reused across answers and scrapes
 }
 
 // answerScratch is what one goroutine reuses from answer to answer.
 type answerScratch struct {
-	entries []pipeline.ProcessEntry
+	entries []snapshot.ProcessEntry
 	order   []int32
 }
 
@@ -68,11 +69,11 @@ func newSnapshotEmitter(mbc metadata.MetricsBuilderConfig, settings receiver.Set
 	if err != nil {
 		return nil, err
 	}
-	scope := pipeline.Scope{Name: metadata.ScopeName, Version: settings.BuildInfo.Version}
+	scope := snapshot.Scope{Name: metadata.ScopeName, Version: settings.BuildInfo.Version}
 	e := &snapshotEmitter{
 		scope:   scope,
-		procs:   pipeline.NewProcessEncoder(scope, sw),
-		closing: pipeline.NewClosingEncoder(scope, start, sw),
+		procs:   snapshot.NewProcessEncoder(scope, sw),
+		closing: snapshot.NewClosingEncoder(scope, start, sw),
 	}
 	e.scratch.New = func() any { return &answerScratch{} }
 	return e, nil
@@ -105,10 +106,10 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 	sc.entries = sc.entries[:0]
 	for _, info := range a.infos {
 		b := a.byPID[info.GetPid()]
-		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
+		sc.entries = append(sc.entries, snapshot.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
 			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType)})
 		pe := &sc.entries[len(sc.entries)-1]
-		if pe.Process = pipeline.ProcessFromAnswer(info, a.consts); !pe.Process.HasStat {
+		if pe.Process = snapshot.ProcessFromAnswer(info, a.consts); !pe.Process.HasStat {
 			withoutStat++
 			sc.entries = sc.entries[:len(sc.entries)-1]
 		}
@@ -125,8 +126,8 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 	}
 	sc.entries = sc.entries[:0]
 	for _, b := range a.unchanged {
-		sc.entries = append(sc.entries, pipeline.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
-			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType), Process: pipeline.Process{PID: b.PID}})
+		sc.entries = append(sc.entries, snapshot.ProcessEntry{Session: b.SessionID, Segment: b.SegmentID,
+			BackendType: b.BackendType, System: isSystemProcess(b.SessionID, b.BackendType), Process: snapshot.Process{PID: b.PID}})
 	}
 	kept, err := outgoing.Keep(a.host, sc.entries)
 	sent.Unchanged += kept
@@ -138,7 +139,7 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 // groups, and one resource per session, every data point at s.time.
 func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoing) (pmetric.Metrics, emitStats) {
 	var st emitStats
-	c := pipeline.Closing{Time: s.time, TmID: s.tmID, Dialect: string(s.dialect), Coordinator: s.coordinatorHost}
+	c := snapshot.Closing{Time: s.time, TmID: s.tmID, Dialect: string(s.dialect), Coordinator: s.coordinatorHost}
 	for i, r := range s.results {
 		if r.up {
 			st.answeredHosts++
@@ -147,7 +148,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 		}
 		st.processes += r.written
 		st.withoutStat += r.withoutStat
-		h := pipeline.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs)), CPUs: r.cpus}
+		h := snapshot.HostAnswer{Host: r.host, Up: r.up, Processes: int64(len(s.queries[i].procs)), CPUs: r.cpus}
 		if r.up && r.answeredAt.After(s.time) {
 			h.ReadDelay = int64(r.answeredAt.Sub(s.time))
 		}
@@ -157,7 +158,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 	pressure := sessionPressureOf(s)
 	backends := sessionBackends(s)
 	for _, row := range s.sessions {
-		c.Sessions = append(c.Sessions, pipeline.Session{
+		c.Sessions = append(c.Sessions, snapshot.Session{
 			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Own: row.Own, Database: row.Datname, User: row.Usename,
 			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
 			CgroupPressure: pressure.of(row.SessionID),
@@ -192,8 +193,8 @@ func sessionBackends(s *scrapeResult) map[int64][]pipeline.BackendRef {
 
 // sessionState is the volatile pg_stat_activity state of a session row,
 // its query cut to queryMax bytes (none with queryMax 0).
-func sessionState(r *SessionRow, queryMax int, backends []pipeline.BackendRef) pipeline.SessionState {
-	st := pipeline.SessionState{
+func sessionState(r *SessionRow, queryMax int, backends []pipeline.BackendRef) snapshot.SessionState {
+	st := snapshot.SessionState{
 		ApplicationName:  pipeline.NullOf(r.ApplicationName),
 		ClientAddr:       pipeline.NullOf(r.ClientAddr),
 		ClientHostname:   pipeline.NullOf(r.ClientHostname),

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -528,16 +529,16 @@ type exitStats struct {
 	headMismatch time.Duration
 	// endings are the exits of the sessions' coordinator backends: how
 	// each ended (docs/pipeline.md, endings resources).
-	endings []pipeline.Ending
+	endings []snapshot.Ending
 }
 
 // exitEnding is how the exit record of a session's coordinator process
 // says it ended: the kernel's ac_exitcode is the wait status (exit(n)'s n
 // in bits 8-15, or the killing signal in bits 0-6).
-func exitEnding(rec *gpotelv1.ExitRecord, session int64) pipeline.Ending {
+func exitEnding(rec *gpotelv1.ExitRecord, session int64) snapshot.Ending {
 	code := int64(rec.GetStats().GetExitCode())
 	_, exit := exitTimes(rec)
-	e := pipeline.Ending{Session: session, PID: rec.GetStats().GetPid(), Time: exit.UnixNano(), Exited: true}
+	e := snapshot.Ending{Session: session, PID: rec.GetStats().GetPid(), Time: exit.UnixNano(), Exited: true}
 	if sig := code & 0x7f; sig != 0 {
 		e.Signal = sig
 	} else {
@@ -552,7 +553,7 @@ func exitEnding(rec *gpotelv1.ExitRecord, session int64) pipeline.Ending {
 // ones of a host in one resource without a session. Call it after the
 // scrape's answers were remembered: a process this very scrape answered for
 // (read as a zombie after its record was fetched) is already in the snapshot.
-func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
+func (t *exitTracker) emitExits(enc *snapshot.ProcessEncoder, rms pmetric.ResourceMetricsSlice, ts pcommon.Timestamp, tmID int64,
 	exits []hostExits) exitStats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -564,15 +565,15 @@ func (t *exitTracker) emitExits(enc *pipeline.ProcessEncoder, rms pmetric.Resour
 			t.logger.Debug("exit records not read", zap.String("host", h.host), zap.Error(h.err))
 		}
 		t.learnPostmasters(h)
-		batch := pipeline.ProcessBatch{Time: ts, TmID: tmID, Host: h.host, Kind: pipeline.KindExited}
+		batch := snapshot.ProcessBatch{Time: ts, TmID: tmID, Host: h.host, Kind: pipeline.KindExited}
 		for _, rec := range h.records {
 			pid := rec.GetStats().GetPid()
 			key := hostPID{h.host, pid}
-			p := pipeline.ProcessFromExit(rec, h.delayacct)
+			p := snapshot.ProcessFromExit(rec, h.delayacct)
 			start, _ := exitTimes(rec)
 			p.CreationTime = start.UTC()
 			t.addToParent(hostPID{h.host, rec.GetStats().GetPpid()}, &p)
-			e := pipeline.ProcessEntry{Session: pipeline.NoSession}
+			e := snapshot.ProcessEntry{Session: snapshot.NoSession}
 			if s, ok := t.sighting(key); ok && sameStart(s.creation, p.CreationTime) {
 				if s.segment == -1 {
 					// How the session ended, also of a backend this very scrape read as a zombie.
@@ -655,7 +656,7 @@ func (t *exitTracker) learnPostmasters(h hostExits) {
 // addToParent counts an exit record against its parent's reaped account,
 // if that account began before this scrape (its first reading already holds
 // the children whose records this scrape fetched).
-func (t *exitTracker) addToParent(parent hostPID, p *pipeline.Process) {
+func (t *exitTracker) addToParent(parent hostPID, p *snapshot.Process) {
 	if a := t.reaped[parent]; a != nil && a.tick < t.tick {
 		a.recUser += p.Values[pipeline.CPUUser].Float
 		a.recSys += p.Values[pipeline.CPUSystem].Float
@@ -667,11 +668,11 @@ func (t *exitTracker) addToParent(parent hostPID, p *pipeline.Process) {
 // receiver first read it, as a cumulative counter that never goes down (a
 // record fetched a scrape before its parent's reap shows would otherwise
 // make it dip).
-func (t *exitTracker) unrecorded(h hostExits) pipeline.ProcessBatch {
+func (t *exitTracker) unrecorded(h hostExits) snapshot.ProcessBatch {
 	if h.parentsErr != nil {
 		t.logger.Debug("postmasters not read", zap.String("host", h.host), zap.Error(h.parentsErr))
 	}
-	batch := pipeline.ProcessBatch{Host: h.host, Kind: pipeline.KindUnrecorded}
+	batch := snapshot.ProcessBatch{Host: h.host, Kind: pipeline.KindUnrecorded}
 	read := make(map[int64]bool, len(h.parents))
 	for _, r := range h.parents {
 		key := hostPID{h.host, r.pid}
@@ -706,9 +707,9 @@ func (t *exitTracker) unrecorded(h hostExits) pipeline.ProcessBatch {
 }
 
 // unrecordedEntry is one postmaster's unrecorded CPU so far.
-func unrecordedEntry(pid, segment int64, acc *reapedAccount) pipeline.ProcessEntry {
-	e := pipeline.ProcessEntry{Session: pipeline.NoSession, Segment: segment, System: true}
-	e.Process = pipeline.Process{PID: pid, CreationTime: acc.creation, HasStat: true}
+func unrecordedEntry(pid, segment int64, acc *reapedAccount) snapshot.ProcessEntry {
+	e := snapshot.ProcessEntry{Session: snapshot.NoSession, Segment: segment, System: true}
+	e.Process = snapshot.Process{PID: pid, CreationTime: acc.creation, HasStat: true}
 	e.Process.Set(pipeline.CPUUser, acc.unrecUser, 0)
 	e.Process.Set(pipeline.CPUSystem, acc.unrecSys, 0)
 	return e

@@ -29,6 +29,7 @@ import (
 	"github.com/gpotel/gpotel/internal/kernelunits"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
@@ -171,15 +172,15 @@ func TestExitRecordsAreAttributedToWhatEarlierScrapesSaw(t *testing.T) {
 
 // Every delay type of a process gets its point, in the table's order.
 func TestEveryDelayTypeIsCollected(t *testing.T) {
-	p := pipeline.Process{PID: 7, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
+	p := snapshot.Process{PID: 7, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
 	delays := pipeline.ProcessDelay.Figures()
 	for i, f := range delays {
 		p.Set(f, float64(i+1), 0)
 	}
 	md := pmetric.NewMetrics()
 	e := newTestEmitter(t, metadata.NewDefaultMetricsBuilderConfig())
-	e.procs.Append(md.ResourceMetrics(), &pipeline.ProcessBatch{Kind: pipeline.KindProcess, Host: "sdw1",
-		Entries: []pipeline.ProcessEntry{{Session: 7, Process: p}}}, nil)
+	e.procs.Append(md.ResourceMetrics(), &snapshot.ProcessBatch{Kind: pipeline.KindProcess, Host: "sdw1",
+		Entries: []snapshot.ProcessEntry{{Session: 7, Process: p}}}, nil)
 	m, ok := metricNamed(md.ResourceMetrics().At(0), pipeline.MetricProcessDelay)
 	if !ok || m.Sum().DataPoints().Len() != len(delays) {
 		t.Fatalf("delay points %v, want %d", m.Sum().DataPoints().Len(), len(delays))
@@ -549,7 +550,7 @@ func TestCoordinatorBackendExitSaysHowItEnded(t *testing.T) {
 	_ = exits3.Wait()
 	src.state.Backends = nil
 
-	got := map[int64]pipeline.Ending{}
+	got := map[int64]snapshot.Ending{}
 	await.Until(t, "the endings of both backends", func() bool {
 		md, _ := s.scrape(context.Background())
 		rms := md.ResourceMetrics()
@@ -557,7 +558,7 @@ func TestCoordinatorBackendExitSaysHowItEnded(t *testing.T) {
 			if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindEndings {
 				continue
 			}
-			h, _, _, err := pipeline.DecodeEndings(rms.At(i))
+			h, _, _, err := snapshot.DecodeEndings(rms.At(i))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -604,7 +605,7 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 	coordinator := func(pid int64) map[int64]*Backend {
 		return map[int64]*Backend{pid: {SegmentID: -1, PID: pid, SessionID: 70 + pid, BackendType: "client backend"}}
 	}
-	scrape := func(infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend, records ...*gpotelv1.ExitRecord) []pipeline.Ending {
+	scrape := func(infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend, records ...*gpotelv1.ExitRecord) []snapshot.Ending {
 		w.tr.beginTick()
 		w.tr.rememberAnswer("sdw1", w.consts, infos, asked)
 		st := w.tr.emitExits(w.e.procs, pmetric.NewMetrics().ResourceMetrics(), pcommon.NewTimestampFromTime(time.Now()), 1,
@@ -612,7 +613,7 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		w.tr.endTick()
 		return st.endings
 	}
-	listedSessions := func(es []pipeline.Ending) (sessions []int64) {
+	listedSessions := func(es []snapshot.Ending) (sessions []int64) {
 		for _, e := range es {
 			sessions = append(sessions, e.Session)
 		}

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
@@ -65,7 +65,7 @@ type greenplumReader struct {
 // greenplumReading is one read, per session.
 type greenplumReading struct {
 	at        time.Time
-	bySession map[int64]*pipeline.GreenplumSession
+	bySession map[int64]*snapshot.GreenplumSession
 }
 
 func newGreenplumReader(cfg GreenplumFiguresConfig, source greenplumSource, logger *zap.Logger, tb *metadata.TelemetryBuilder) *greenplumReader {
@@ -152,7 +152,7 @@ func (r *greenplumReader) note(figure string, err error) {
 
 // current is the latest read for a snapshot taken at now; nil when there
 // is none or it is older than max_age (dropped, and counted, once).
-func (r *greenplumReader) current(ctx context.Context, now time.Time) map[int64]*pipeline.GreenplumSession {
+func (r *greenplumReader) current(ctx context.Context, now time.Time) map[int64]*snapshot.GreenplumSession {
 	if r == nil {
 		return nil
 	}
@@ -172,26 +172,26 @@ func (r *greenplumReader) current(ctx context.Context, now time.Time) map[int64]
 
 // bySession turns a read's rows into each session's figures. A figure the
 // server does not have stays absent (nil), never zero.
-func (f *greenplumFigures) bySession() map[int64]*pipeline.GreenplumSession {
-	out := map[int64]*pipeline.GreenplumSession{}
-	of := func(id int64) *pipeline.GreenplumSession {
+func (f *greenplumFigures) bySession() map[int64]*snapshot.GreenplumSession {
+	out := map[int64]*snapshot.GreenplumSession{}
+	of := func(id int64) *snapshot.GreenplumSession {
 		g := out[id]
 		if g == nil {
-			g = &pipeline.GreenplumSession{}
+			g = &snapshot.GreenplumSession{}
 			out[id] = g
 		}
 		return g
 	}
 	for _, s := range f.Spill {
 		g := of(s.Session)
-		g.Spill = append(g.Spill, pipeline.Spill{Segment: s.Segment, CommandCount: s.CommandCount, Bytes: s.Bytes, Files: s.Files})
+		g.Spill = append(g.Spill, snapshot.Spill{Segment: s.Segment, CommandCount: s.CommandCount, Bytes: s.Bytes, Files: s.Files})
 	}
 	for _, w := range f.Waits {
-		of(w.Session).Wait = &pipeline.LockWait{Segment: w.Segment, Mode: w.WantedMode, Object: w.Object, Blocker: w.Blocker, BlockerMode: w.BlockerMode}
+		of(w.Session).Wait = &snapshot.LockWait{Segment: w.Segment, Mode: w.WantedMode, Object: w.Object, Blocker: w.Blocker, BlockerMode: w.BlockerMode}
 	}
 	for _, m := range f.Memory {
 		g := of(m.Session)
-		g.Memory = append(g.Memory, pipeline.SegmentMemory{Segment: m.Segment, Bytes: m.VmemMB << 20, Runaway: m.Runaway})
+		g.Memory = append(g.Memory, snapshot.SegmentMemory{Segment: m.Segment, Bytes: m.VmemMB << 20, Runaway: m.Runaway})
 	}
 	return out
 }

@@ -22,7 +22,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/internal/cpuslots"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
@@ -293,7 +293,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	s.noteCgroupGaps(state, results)
 	md, st := s.emitter.emitSnapshot(snap, outgoing)
 	s.keepGenerations(results)
-	endings := pipeline.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
+	endings := snapshot.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
 	if s.cfg.ExitRecords {
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
 		endings.Endings = append(endings.Endings, xs.endings...)
@@ -308,7 +308,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		}
 	}
 	if len(endings.Endings) > 0 || endings.LogReadThrough != 0 {
-		pipeline.AppendEndings(md.ResourceMetrics(), s.emitter.scope, state.TmID, &endings)
+		snapshot.AppendEndings(md.ResourceMetrics(), s.emitter.scope, state.TmID, &endings)
 	}
 	return md, s.account(ctx, results, st)
 }

@@ -11,7 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -37,7 +37,7 @@ func newEndsTracker(logger *zap.Logger) *endsTracker { return &endsTracker{logge
 
 // fetch returns the coordinator log's records since the previous scrape as
 // endings, and how far the log was read (unix ns; 0: not read).
-func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirectory, host string, d dialect.Dialect) ([]pipeline.Ending, int64) {
+func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirectory, host string, d dialect.Dialect) ([]snapshot.Ending, int64) {
 	if host != t.host {
 		*t = endsTracker{logger: t.logger, host: host}
 	}
@@ -53,7 +53,7 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 		return nil, 0
 	}
 	client := gpotelv1.NewStatementEndsClient(conn)
-	var out []pipeline.Ending
+	var out []snapshot.Ending
 	var through int64
 	for range maxEndsPages {
 		resp, err := client.GetStatementEnds(ctx, &gpotelv1.GetStatementEndsRequest{Epoch: t.epoch, Cursor: t.cursor})
@@ -91,14 +91,14 @@ func (t *endsTracker) fetch(ctx context.Context, cfg *Config, dir *agentDirector
 
 // endingOf is a statement end as the pipeline carries it: on Greenplum its
 // session is gp_session_id, elsewhere the backend's pid.
-func endingOf(e *gpotelv1.StatementEnd, d dialect.Dialect) (pipeline.Ending, bool) {
+func endingOf(e *gpotelv1.StatementEnd, d dialect.Dialect) (snapshot.Ending, bool) {
 	session := e.GetSessionId()
 	if !d.Greenplum() {
 		session = e.GetPid()
 	}
 	if session <= 0 || e.GetPid() <= 0 || e.GetTimeUnixNano() <= 0 {
-		return pipeline.Ending{}, false
+		return snapshot.Ending{}, false
 	}
-	return pipeline.Ending{Session: session, PID: e.GetPid(), Time: e.GetTimeUnixNano(), SessionStart: max(e.GetSessionStartUnixNano(), 0),
-		CommandCount: e.GetCommandCount(), Severity: e.GetSeverity(), SQLState: e.GetSqlstate(), Message: pipeline.CutMessage(e.GetMessage())}, true
+	return snapshot.Ending{Session: session, PID: e.GetPid(), Time: e.GetTimeUnixNano(), SessionStart: max(e.GetSessionStartUnixNano(), 0),
+		CommandCount: e.GetCommandCount(), Severity: e.GetSeverity(), SQLState: e.GetSqlstate(), Message: snapshot.CutMessage(e.GetMessage())}, true
 }

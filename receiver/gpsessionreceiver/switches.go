@@ -11,16 +11,17 @@ import (
 	"go.opentelemetry.io/collector/filter"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadata"
 )
 
 // switchesOf reads the user's metrics and resource_attributes settings by
 // name, through the same mapstructure keys they were configured with, so
 // that a metric added to metadata.yaml needs no line here.
-func switchesOf(mbc metadata.MetricsBuilderConfig) (pipeline.Switches, error) {
+func switchesOf(mbc metadata.MetricsBuilderConfig) (snapshot.Switches, error) {
 	conf := confmap.New()
 	if err := conf.Marshal(mbc); err != nil {
-		return pipeline.Switches{}, fmt.Errorf("gpsession: reading the metrics settings: %w", err)
+		return snapshot.Switches{}, fmt.Errorf("gpsession: reading the metrics settings: %w", err)
 	}
 	var raw struct {
 		Metrics map[string]struct {
@@ -35,11 +36,11 @@ func switchesOf(mbc metadata.MetricsBuilderConfig) (pipeline.Switches, error) {
 		} `mapstructure:"resource_attributes"`
 	}
 	if err := conf.Unmarshal(&raw); err != nil {
-		return pipeline.Switches{}, fmt.Errorf("gpsession: reading the metrics settings: %w", err)
+		return snapshot.Switches{}, fmt.Errorf("gpsession: reading the metrics settings: %w", err)
 	}
-	sw := pipeline.Switches{Metrics: map[string]pipeline.MetricSwitch{}, Resource: map[string]pipeline.ResourceSwitch{}}
+	sw := snapshot.Switches{Metrics: map[string]snapshot.MetricSwitch{}, Resource: map[string]snapshot.ResourceSwitch{}}
 	for name, m := range raw.Metrics {
-		ms := pipeline.MetricSwitch{Off: !m.Enabled, Aggregation: m.Aggregation}
+		ms := snapshot.MetricSwitch{Off: !m.Enabled, Aggregation: m.Aggregation}
 		for _, a := range pipeline.MetricAttributes(name) {
 			if !slices.Contains(m.Attributes, a) {
 				ms.AttributesOff = append(ms.AttributesOff, a)
@@ -48,7 +49,7 @@ func switchesOf(mbc metadata.MetricsBuilderConfig) (pipeline.Switches, error) {
 		sw.Metrics[name] = ms
 	}
 	for name, r := range raw.Resource {
-		rs := pipeline.ResourceSwitch{Off: !r.Enabled}
+		rs := snapshot.ResourceSwitch{Off: !r.Enabled}
 		if len(r.Include) > 0 {
 			rs.Include = filter.CreateFilter(r.Include)
 		}

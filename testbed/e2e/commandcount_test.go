@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -197,29 +198,29 @@ func TestFinishedQueriesCarryTheCommandCount(t *testing.T) {
 			}
 
 			// The events.
-			var events []pipeline.FinishedQuery
+			var evs []events.FinishedQuery
 			var present []bool
 			waitFor(t, "the session's event", func() (bool, string) {
-				events, present = events[:0], present[:0]
+				evs, present = evs[:0], present[:0]
 				ended := false
 				for _, lr := range s.Sink.LogRecords() {
 					switch lr.EventName() {
-					case pipeline.EventQueryEnd:
+					case events.EventQueryEnd:
 						q, err := pipelinetest.DecodeQueryEvent(lr.Attributes())
 						if err == nil && q.Session.ID == sessID {
 							_, has := lr.Attributes().Get(pipeline.AttrQueryCommandCount)
-							events, present = append(events, q), append(present, has)
+							evs, present = append(evs, q), append(present, has)
 						}
-					case pipeline.EventSessionEnd:
+					case events.EventSessionEnd:
 						se, err := pipelinetest.DecodeSessionEvent(lr.Attributes())
 						ended = ended || err == nil && se.Session.ID == sessID
 					}
 				}
-				return ended, fmt.Sprintf("%d query events, no session event yet", len(events))
+				return ended, fmt.Sprintf("%d query events, no session event yet", len(evs))
 			})
-			eventOf := func(st *numberedStatement) (*pipeline.FinishedQuery, bool) {
+			eventOf := func(st *numberedStatement) (*events.FinishedQuery, bool) {
 				var found []int
-				for i, q := range events {
+				for i, q := range evs {
 					if start := time.Unix(0, q.Start); !start.Before(st.sent) && !start.After(st.done) {
 						found = append(found, i)
 					}
@@ -228,7 +229,7 @@ func TestFinishedQueriesCarryTheCommandCount(t *testing.T) {
 					t.Errorf("%s: %d query events started while it ran, want 1", st.name, len(found))
 					return nil, false
 				}
-				return &events[found[0]], present[found[0]]
+				return &evs[found[0]], present[found[0]]
 			}
 			for _, st := range statements {
 				q, has := eventOf(st)

@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -44,9 +45,9 @@ type finishedStatement struct {
 type finishedRun struct {
 	sessID     int64
 	statements []*finishedStatement
-	sessionCPU float64                  // every process the session had, at its end
-	queries    []pipeline.FinishedQuery // the session's query events
-	sessions   []pipeline.EndedSession  // its session events
+	sessionCPU float64                // every process the session had, at its end
+	queries    []events.FinishedQuery // the session's query events
+	sessions   []events.EndedSession  // its session events
 }
 
 var (
@@ -337,12 +338,12 @@ func runFinishedWork(t *testing.T, opts cluster.Options) *finishedRun {
 		r.queries, r.sessions = r.queries[:0], r.sessions[:0]
 		for _, lr := range s.Sink.LogRecords() {
 			switch lr.EventName() {
-			case pipeline.EventQueryEnd:
+			case events.EventQueryEnd:
 				q, err := pipelinetest.DecodeQueryEvent(lr.Attributes())
 				if err == nil && q.Session.ID == r.sessID {
 					r.queries = append(r.queries, q)
 				}
-			case pipeline.EventSessionEnd:
+			case events.EventSessionEnd:
 				se, err := pipelinetest.DecodeSessionEvent(lr.Attributes())
 				if err == nil && se.Session.ID == r.sessID {
 					r.sessions = append(r.sessions, se)
@@ -398,8 +399,8 @@ func awaitExit(ctx context.Context, pid int) error {
 
 // eventOf finds the query event of st: the one that started while it was
 // sent and returned.
-func (r *finishedRun) eventOf(st *finishedStatement) (*pipeline.FinishedQuery, error) {
-	var found []*pipeline.FinishedQuery
+func (r *finishedRun) eventOf(st *finishedStatement) (*events.FinishedQuery, error) {
+	var found []*events.FinishedQuery
 	for i := range r.queries {
 		q := &r.queries[i]
 		if start := time.Unix(0, q.Start); !start.Before(st.sent) && !start.After(st.done) {
@@ -446,7 +447,7 @@ func TestQueryEventMatchesProc(t *testing.T) {
 				if st.written > 1<<20 && !within(float64(q.Totals[pipeline.DiskWrite]), st.written, 0.05) {
 					t.Errorf("%s: event written %d B, want %.0f B ± 5 %% (from /proc)", st.name, q.Totals[pipeline.DiskWrite], st.written)
 				}
-				if q.Status != pipeline.QueryCompleted || q.Partial {
+				if q.Status != events.QueryCompleted || q.Partial {
 					t.Errorf("%s: status %s, partial %v; want completed, not partial", st.name, q.Status, q.Partial)
 				}
 			}
@@ -489,7 +490,7 @@ func TestSessionEventMatchesProc(t *testing.T) {
 			if se.Queries < int64(len(r.statements)) || se.Partial {
 				t.Errorf("session event %d queries, partial %v; want at least %d, not partial", se.Queries, se.Partial, len(r.statements))
 			}
-			if !slices.ContainsFunc(r.queries, func(q pipeline.FinishedQuery) bool { return q.End <= se.End }) {
+			if !slices.ContainsFunc(r.queries, func(q events.FinishedQuery) bool { return q.End <= se.End }) {
 				t.Error("no query event ended before the session did")
 			}
 		})

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/gpotel/gpotel/internal/await"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
@@ -36,17 +36,17 @@ type anEnding struct {
 const sleepLonger = "SELECT pg_sleep(30)"
 
 var endings = []anEnding{
-	{name: "completed", sql: "SELECT pg_sleep(2.5)", status: pipeline.QueryCompleted, session: pipeline.SessionClientDisconnect},
+	{name: "completed", sql: "SELECT pg_sleep(2.5)", status: events.QueryCompleted, session: events.SessionClientDisconnect},
 	// The division runs after the sleep: it fails at execution, not at planning.
-	{name: "division by zero", sql: "SELECT 1/(count(*) - count(*)) FROM (SELECT pg_sleep(2.5)) s", status: pipeline.QueryError, sqlstate: "22012",
-		session: pipeline.SessionClientDisconnect},
-	{name: "cancelled", sql: sleepLonger, stop: "pg_cancel_backend", status: pipeline.QueryCancelled, sqlstate: "57014", reason: pipeline.CancelUserRequest,
-		session: pipeline.SessionClientDisconnect},
-	{name: "statement timeout", sql: sleepLonger, params: map[string]string{"statement_timeout": "2500"}, status: pipeline.QueryCancelled, sqlstate: "57014",
-		reason: pipeline.CancelStatementTimeout, session: pipeline.SessionClientDisconnect},
-	{name: "terminated", sql: sleepLonger, stop: "pg_terminate_backend", status: pipeline.QueryTerminated, sqlstate: "57P01", session: pipeline.SessionTerminated},
+	{name: "division by zero", sql: "SELECT 1/(count(*) - count(*)) FROM (SELECT pg_sleep(2.5)) s", status: events.QueryError, sqlstate: "22012",
+		session: events.SessionClientDisconnect},
+	{name: "cancelled", sql: sleepLonger, stop: "pg_cancel_backend", status: events.QueryCancelled, sqlstate: "57014", reason: events.CancelUserRequest,
+		session: events.SessionClientDisconnect},
+	{name: "statement timeout", sql: sleepLonger, params: map[string]string{"statement_timeout": "2500"}, status: events.QueryCancelled, sqlstate: "57014",
+		reason: events.CancelStatementTimeout, session: events.SessionClientDisconnect},
+	{name: "terminated", sql: sleepLonger, stop: "pg_terminate_backend", status: events.QueryTerminated, sqlstate: "57P01", session: events.SessionTerminated},
 	// The client disconnects right after its statement, before the next snapshot.
-	{name: "disconnect right after", sql: "SELECT pg_sleep(2.5)", status: pipeline.QueryCompleted, session: pipeline.SessionClientDisconnect},
+	{name: "disconnect right after", sql: "SELECT pg_sleep(2.5)", status: events.QueryCompleted, session: events.SessionClientDisconnect},
 }
 
 // TestEveryWayAQueryEndsIsRecorded: one session for each way a statement
@@ -170,18 +170,18 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 				results[i] = r
 			}
 
-			events := make([]*pipeline.FinishedQuery, len(results))
+			evs := make([]*events.FinishedQuery, len(results))
 			for i, r := range results {
-				var q *pipeline.FinishedQuery
-				var sess *pipeline.EndedSession
+				var q *events.FinishedQuery
+				var sess *events.EndedSession
 				wait(r.e.name+": the events", func() (bool, string) {
 					for _, lr := range s.Sink.LogRecords() {
 						switch lr.EventName() {
-						case pipeline.EventQueryEnd:
+						case events.EventQueryEnd:
 							if ev, err := pipelinetest.DecodeQueryEvent(lr.Attributes()); err == nil && ev.Session.ID == r.sessID && ev.Start >= r.sent.Add(-time.Second).UnixNano() {
 								q = &ev
 							}
-						case pipeline.EventSessionEnd:
+						case events.EventSessionEnd:
 							if ev, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil && ev.Session.ID == r.sessID {
 								sess = &ev
 							}
@@ -189,7 +189,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 					}
 					return q != nil && sess != nil, fmt.Sprintf("query event %v, session event %v", q != nil, sess != nil)
 				})
-				events[i] = q
+				evs[i] = q
 				if q.Status != r.e.status || q.SQLState != r.e.sqlstate || q.CancelReason != r.e.reason {
 					t.Errorf("%s: status %q sqlstate %q reason %q (%s), want %q %q %q", r.e.name, q.Status, q.SQLState, q.CancelReason, q.ErrorMessage,
 						r.e.status, r.e.sqlstate, r.e.reason)
@@ -217,7 +217,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 			}
 			t.Cleanup(func() { _ = history.Close(context.Background()) })
 			for i, r := range results {
-				q := events[i]
+				q := evs[i]
 				var (
 					status, endReason string
 					sqlstate, reason  pgtype.Text
@@ -251,7 +251,7 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 			// longest window: by ccnt on Greenplum, by query_start on PostgreSQL.
 			time.Sleep(time.Until(results[len(results)-1].done.Add(longestWindow + 2*interval)))
 			for i, r := range results {
-				q := events[i]
+				q := evs[i]
 				key := &yagpcc.QueryKey{Tmid: int32(q.Session.TmID), Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)} // #nosec G115 -- test ids
 				if q.CommandCount == 0 {
 					key.QueryStart = timestamppb.New(time.Unix(0, q.Start))
@@ -276,8 +276,8 @@ func TestEveryWayAQueryEndsIsRecorded(t *testing.T) {
 
 // yagpccStatusOf is yagpcc's QueryStatus of each status (docs/pipeline.md, how it ended).
 var yagpccStatusOf = map[string]yagpcc.QueryStatus{
-	pipeline.QueryCompleted:  yagpcc.QueryStatus_QUERY_STATUS_DONE,
-	pipeline.QueryCancelled:  yagpcc.QueryStatus_QUERY_STATUS_CANCELED,
-	pipeline.QueryError:      yagpcc.QueryStatus_QUERY_STATUS_ERROR,
-	pipeline.QueryTerminated: yagpcc.QueryStatus_QUERY_STATUS_ERROR,
+	events.QueryCompleted:  yagpcc.QueryStatus_QUERY_STATUS_DONE,
+	events.QueryCancelled:  yagpcc.QueryStatus_QUERY_STATUS_CANCELED,
+	events.QueryError:      yagpcc.QueryStatus_QUERY_STATUS_ERROR,
+	events.QueryTerminated: yagpcc.QueryStatus_QUERY_STATUS_ERROR,
 }

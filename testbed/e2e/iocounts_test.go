@@ -15,6 +15,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/groundtruth"
@@ -143,17 +144,17 @@ func TestIOCountsAreExact(t *testing.T) {
 		}
 	}
 
-	var queries []pipeline.FinishedQuery
-	var sessions []pipeline.EndedSession
+	var queries []events.FinishedQuery
+	var sessions []events.EndedSession
 	waitFor(t, "the session's event", func() (bool, string) {
 		queries, sessions = queries[:0], sessions[:0]
 		for _, lr := range s.Sink.LogRecords() {
 			switch lr.EventName() {
-			case pipeline.EventQueryEnd:
+			case events.EventQueryEnd:
 				if q, err := pipelinetest.DecodeQueryEvent(lr.Attributes()); err == nil && q.Session.ID == sessID {
 					queries = append(queries, q)
 				}
-			case pipeline.EventSessionEnd:
+			case events.EventSessionEnd:
 				if se, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil && se.Session.ID == sessID {
 					sessions = append(sessions, se)
 				}
@@ -161,7 +162,7 @@ func TestIOCountsAreExact(t *testing.T) {
 		}
 		return len(sessions) > 0, fmt.Sprintf("%d query events, no session event yet", len(queries))
 	})
-	var query *pipeline.FinishedQuery
+	var query *events.FinishedQuery
 	for i := range queries {
 		if start := time.Unix(0, queries[i].Start); !start.Before(sent) && !start.After(done) {
 			query = &queries[i]

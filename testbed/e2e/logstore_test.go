@@ -23,7 +23,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -187,7 +187,7 @@ func TestFinishedQueryEventReachesALogStore(t *testing.T) {
 		return err == nil, fmt.Sprint(err)
 	})
 
-	logsQL := fmt.Sprintf(finishedQueryLogsQL, sessID, pipeline.EventTimeValue(queryStart.UnixNano()))
+	logsQL := fmt.Sprintf(finishedQueryLogsQL, sessID, events.TimeValue(queryStart.UnixNano()))
 	var found []map[string]string
 	waitFor(t, "the statement's event in VictoriaLogs", func() (bool, string) {
 		var err error
@@ -211,7 +211,7 @@ func TestFinishedQueryEventReachesALogStore(t *testing.T) {
 	if user+system <= 0 {
 		t.Errorf("the statement's CPU is %v s: nothing to compare", user+system)
 	}
-	if event["gpotel.query.status"] != pipeline.QueryCompleted {
-		t.Errorf("status %q, want %s", event["gpotel.query.status"], pipeline.QueryCompleted)
+	if event["gpotel.query.status"] != events.QueryCompleted {
+		t.Errorf("status %q, want %s", event["gpotel.query.status"], events.QueryCompleted)
 	}
 }

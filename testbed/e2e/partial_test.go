@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -85,18 +85,18 @@ func TestFirstRoundIsPartialOnlyWhenItIs(t *testing.T) {
 		}
 	}
 
-	queries := map[string][]pipeline.FinishedQuery{}
-	sessions := map[string][]pipeline.EndedSession{}
+	queries := map[string][]events.FinishedQuery{}
+	sessions := map[string][]events.EndedSession{}
 	waitFor(t, "both sessions' events", func() (bool, string) {
 		clear(queries)
 		clear(sessions)
 		for _, lr := range s.Sink.LogRecords() {
 			switch lr.EventName() {
-			case pipeline.EventQueryEnd:
+			case events.EventQueryEnd:
 				if q, err := pipelinetest.DecodeQueryEvent(lr.Attributes()); err == nil && ids[q.Session.ID] != "" {
 					queries[ids[q.Session.ID]] = append(queries[ids[q.Session.ID]], q)
 				}
-			case pipeline.EventSessionEnd:
+			case events.EventSessionEnd:
 				if se, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil && ids[se.Session.ID] != "" {
 					sessions[ids[se.Session.ID]] = append(sessions[ids[se.Session.ID]], se)
 				}

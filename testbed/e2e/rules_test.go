@@ -15,6 +15,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
 
@@ -104,11 +105,11 @@ func TestIdleInTransactionRuleTerminates(t *testing.T) {
 	waitFor(t, "the rule's event", func() (bool, string) {
 		acted = acted[:0]
 		for _, lr := range s.Sink.LogRecords() {
-			if lr.EventName() != pipeline.EventRuleAction {
+			if lr.EventName() != events.EventRuleAction {
 				continue
 			}
 			pid, _ := lr.Attributes().Get(pipeline.AttrSessionPID)
-			outcome, _ := lr.Attributes().Get(pipeline.AttrRuleOutcome)
+			outcome, _ := lr.Attributes().Get(events.AttrRuleOutcome)
 			acted = append(acted, fmt.Sprintf("pid %d: %s", pid.Int(), outcome.Str()))
 		}
 		return len(acted) > 0, fmt.Sprint(acted)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -94,13 +94,13 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	ended := map[int64]*pipeline.EndedSession{}
+	ended := map[int64]*events.EndedSession{}
 	waitFor(t, "every session's event", func() (bool, string) {
 		if exited, err := s.Collector.Exited(); exited {
 			t.Fatalf("the collector exited (%v): %s", err, s.Collector.LogTail(2000))
 		}
 		for _, lr := range s.Sink.LogRecords() {
-			if lr.EventName() != pipeline.EventSessionEnd {
+			if lr.EventName() != events.EventSessionEnd {
 				continue
 			}
 			if ev, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil {
@@ -116,8 +116,8 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		return len(missing) == 0, fmt.Sprintf("no event yet of sessions %v", missing)
 	})
 	for _, id := range sessions {
-		if ev := ended[id]; ev.EndReason != pipeline.SessionClientDisconnect {
-			t.Errorf("session %d ended %q (%s), want %q: its backend disconnected cleanly", id, ev.EndReason, ev.Message, pipeline.SessionClientDisconnect)
+		if ev := ended[id]; ev.EndReason != events.SessionClientDisconnect {
+			t.Errorf("session %d ended %q (%s), want %q: its backend disconnected cleanly", id, ev.EndReason, ev.Message, events.SessionClientDisconnect)
 		}
 	}
 	t.Logf("%d short sessions, each ended by a client disconnect", len(sessions))

@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/testbed/cluster"
 	"github.com/gpotel/gpotel/testbed/workload"
@@ -68,7 +69,7 @@ func TestSpillRuleCancelsOnlyTheSpiller(t *testing.T) {
 			spiller := startWorkload(t, c, workload.Spec{Name: "e2e-rule-spill", Kind: workload.Spill, User: cluster.UserRole, SpillBytes: 16 << 20,
 				Duration: untilStopped(t)})
 
-			var fired pipeline.RuleAction
+			var fired events.RuleAction
 			waitFor(t, "the rule's event", func() (bool, string) {
 				if exited, err := s.Collector.Exited(); exited {
 					t.Fatalf("the collector exited (%v): %s", err, s.Collector.LogTail(2000))
@@ -102,10 +103,10 @@ func TestSpillRuleCancelsOnlyTheSpiller(t *testing.T) {
 				return err == nil && bytes == 0, fmt.Sprintf("%d bytes (%v)", bytes, err)
 			})
 
-			var spilled, cpuQuery *pipeline.FinishedQuery
+			var spilled, cpuQuery *events.FinishedQuery
 			waitFor(t, "the two queries' ends", func() (bool, string) {
 				for _, lr := range s.Sink.LogRecords() {
-					if lr.EventName() != pipeline.EventQueryEnd {
+					if lr.EventName() != events.EventQueryEnd {
 						continue
 					}
 					q, err := pipelinetest.DecodeQueryEvent(lr.Attributes())
@@ -119,11 +120,11 @@ func TestSpillRuleCancelsOnlyTheSpiller(t *testing.T) {
 				}
 				return spilled != nil && cpuQuery != nil, fmt.Sprintf("spiller's %v, CPU query ending after the cancel %v", spilled != nil, cpuQuery != nil)
 			})
-			if spilled.CommandCount != fired.CommandCount || spilled.Status != pipeline.QueryCancelled || spilled.SQLState != "57014" {
+			if spilled.CommandCount != fired.CommandCount || spilled.Status != events.QueryCancelled || spilled.SQLState != "57014" {
 				t.Errorf("the spiller's query ccnt %d ended %s %s (%s); want ccnt %d (the rule's) cancelled 57014",
 					spilled.CommandCount, spilled.Status, spilled.SQLState, spilled.ErrorMessage, fired.CommandCount)
 			}
-			if cpuQuery.Status != pipeline.QueryCompleted {
+			if cpuQuery.Status != events.QueryCompleted {
 				t.Errorf("the CPU query ended %s %s (%s); want completed", cpuQuery.Status, cpuQuery.SQLState, cpuQuery.ErrorMessage)
 			}
 			if spilled.EndedByRule != ruleName || cpuQuery.EndedByRule != "" {
@@ -203,10 +204,10 @@ func historyConn(ctx context.Context, t *testing.T, c *cluster.Cluster) *pgx.Con
 }
 
 // ruleEvents are the gpotel.rule.action events the sink holds, in order.
-func ruleEvents(s *Stack) []pipeline.RuleAction {
-	var out []pipeline.RuleAction
+func ruleEvents(s *Stack) []events.RuleAction {
+	var out []events.RuleAction
 	for _, lr := range s.Sink.LogRecords() {
-		if lr.EventName() == pipeline.EventRuleAction {
+		if lr.EventName() == events.EventRuleAction {
 			out = append(out, ruleActionOf(lr.Attributes()))
 		}
 	}
@@ -214,25 +215,25 @@ func ruleEvents(s *Stack) []pipeline.RuleAction {
 }
 
 // ruleActionOf reads the fields of a rule's event this package asserts on.
-func ruleActionOf(attrs pcommon.Map) pipeline.RuleAction {
-	var a pipeline.RuleAction
-	for _, f := range pipeline.RuleActionEventFields {
-		v, ok := pipeline.EventValue(attrs, f)
+func ruleActionOf(attrs pcommon.Map) events.RuleAction {
+	var a events.RuleAction
+	for _, f := range events.RuleActionEventFields {
+		v, ok := events.Value(attrs, f)
 		if !ok {
 			continue
 		}
 		switch f.Key {
-		case pipeline.AttrRuleTime:
+		case events.AttrRuleTime:
 			a.Time = v.(time.Time).UnixNano()
-		case pipeline.AttrRuleName:
+		case events.AttrRuleName:
 			a.Rule = v.(string)
-		case pipeline.AttrRuleMode:
+		case events.AttrRuleMode:
 			a.Mode = v.(string)
-		case pipeline.AttrRuleAction:
+		case events.AttrRuleAction:
 			a.Action = v.(string)
-		case pipeline.AttrRuleOutcome:
+		case events.AttrRuleOutcome:
 			a.Outcome = v.(string)
-		case pipeline.AttrRuleOutcomeDetail:
+		case events.AttrRuleOutcomeDetail:
 			a.OutcomeDetail = v.(string)
 		case pipeline.AttrTmID:
 			a.Session.TmID = v.(int64)

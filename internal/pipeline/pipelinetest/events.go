@@ -8,31 +8,31 @@ import (
 	"go.opentelemetry.io/collector/pdata/plog"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // AppendQueryEvent writes q as one log record of lrs: event name, the
 // end as its time, every field of pipeline.QueryEventFields it has.
-func AppendQueryEvent(lrs plog.LogRecordSlice, q *pipeline.FinishedQuery, observed pcommon.Timestamp) {
+func AppendQueryEvent(lrs plog.LogRecordSlice, q *events.FinishedQuery, observed pcommon.Timestamp) {
 	rms := pmetric.NewResourceMetricsSlice()
-	pipeline.AppendFinishedQuery(rms, q)
-	pipeline.AppendEventOf(lrs, rms.At(0).Resource(), observed)
+	events.AppendFinishedQuery(rms, q)
+	events.AppendEventOf(lrs, rms.At(0).Resource(), observed)
 }
 
 // AppendSessionEvent writes s as one log record of lrs.
-func AppendSessionEvent(lrs plog.LogRecordSlice, s *pipeline.EndedSession, observed pcommon.Timestamp) {
+func AppendSessionEvent(lrs plog.LogRecordSlice, s *events.EndedSession, observed pcommon.Timestamp) {
 	rms := pmetric.NewResourceMetricsSlice()
-	pipeline.AppendEndedSession(rms, s)
-	pipeline.AppendEventOf(lrs, rms.At(0).Resource(), observed)
+	events.AppendEndedSession(rms, s)
+	events.AppendEventOf(lrs, rms.At(0).Resource(), observed)
 }
 
 // DecodeQueryEvent reads a query event's attributes back
 // (pipeline.DecodeQueryEvent).
-func DecodeQueryEvent(attrs pcommon.Map) (pipeline.FinishedQuery, error) {
-	return pipeline.DecodeQueryEvent(attrs)
+func DecodeQueryEvent(attrs pcommon.Map) (events.FinishedQuery, error) {
+	return events.DecodeQueryEvent(attrs)
 }
 
 // DecodeSessionEvent reads a session event's attributes back.
-func DecodeSessionEvent(attrs pcommon.Map) (pipeline.EndedSession, error) {
-	return pipeline.DecodeSessionEvent(attrs)
+func DecodeSessionEvent(attrs pcommon.Map) (events.EndedSession, error) {
+	return events.DecodeSessionEvent(attrs)
 }

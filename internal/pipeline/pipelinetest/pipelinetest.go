@@ -22,11 +22,12 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 )
 
 // Scope is the instrumentation scope of what the builders write.
-var Scope = pipeline.Scope{Name: "github.com/gpotel/gpotel/internal/pipeline/pipelinetest"}
+var Scope = snapshot.Scope{Name: "github.com/gpotel/gpotel/internal/pipeline/pipelinetest"}
 
 // Snapshot is one scrape as the gpsession receiver emits it.
 type Snapshot struct {
@@ -37,9 +38,9 @@ type Snapshot struct {
 	Sessions    []Session
 	Processes   []Process
 	// Readings are the hosts' pressure and control groups.
-	Readings []pipeline.HostReading
+	Readings []snapshot.HostReading
 	// Endings are the coordinator's log records and exits (endings resources).
-	Endings []pipeline.HostEndings
+	Endings []snapshot.HostEndings
 }
 
 // Host is one gpotel.host.up / gpotel.host.processes pair, the host's
@@ -71,7 +72,7 @@ type Session struct {
 	Backends []pipeline.BackendRef
 	// Greenplum is the server's own figures of the session (spill, a lock
 	// wait, vmem) the receiver read; nil without them.
-	Greenplum *pipeline.GreenplumSession
+	Greenplum *snapshot.GreenplumSession
 }
 
 // Process is one process an agent answered for, in SI units.
@@ -120,8 +121,8 @@ type Process struct {
 
 // figures converts the process to the contract's reading: the figures an
 // agent answer with stat, status and (unless NoIO) io gives.
-func (p *Process) figures() pipeline.Process {
-	r := pipeline.Process{PID: p.PID, CreationTime: p.Created, HasStat: true}
+func (p *Process) figures() snapshot.Process {
+	r := snapshot.Process{PID: p.PID, CreationTime: p.Created, HasStat: true}
 	seconds := map[pipeline.Figure]float64{pipeline.CPUUser: p.CPUUser, pipeline.CPUSystem: p.CPUSystem, pipeline.RunDelay: p.RunDelay}
 	for f, v := range map[pipeline.Figure]float64{pipeline.DelaySwapin: p.SwapinDelay, pipeline.DelayFreepages: p.FreepagesDelay,
 		pipeline.DelayThrashing: p.ThrashingDelay, pipeline.DelayCompact: p.CompactDelay, pipeline.DelayWpcopy: p.WpcopyDelay, pipeline.DelayIRQ: p.IRQDelay} {
@@ -193,20 +194,20 @@ func (s Snapshot) Batches() []pmetric.Metrics {
 
 func (s Snapshot) closing() pmetric.Metrics {
 	c := s.closingBatch()
-	md := pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	md := snapshot.NewClosingEncoder(Scope, s.Time, snapshot.Switches{}).Encode(&c)
 	for i := range s.Endings {
-		pipeline.AppendEndings(md.ResourceMetrics(), Scope, s.TmID, &s.Endings[i])
+		snapshot.AppendEndings(md.ResourceMetrics(), Scope, s.TmID, &s.Endings[i])
 	}
 	return md
 }
 
-func (s Snapshot) closingBatch() pipeline.Closing {
-	c := pipeline.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
+func (s Snapshot) closingBatch() snapshot.Closing {
+	c := snapshot.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
-		c.Hosts = append(c.Hosts, pipeline.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay), CPUs: h.CPUs})
+		c.Hosts = append(c.Hosts, snapshot.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay), CPUs: h.CPUs})
 	}
 	for _, ss := range s.Sessions {
-		st := pipeline.SessionState{
+		st := snapshot.SessionState{
 			State:        pipeline.Null[string]{V: ss.State, Valid: true},
 			QueryStart:   pipeline.Null[time.Time]{V: ss.QueryStart, Valid: !ss.QueryStart.IsZero()},
 			StateChange:  pipeline.Null[time.Time]{V: ss.StateChange, Valid: !ss.StateChange.IsZero()},
@@ -215,7 +216,7 @@ func (s Snapshot) closingBatch() pipeline.Closing {
 			Waiting:      pipeline.Null[bool]{V: ss.Waiting, Valid: ss.Waiting},
 			Backends:     ss.Backends,
 		}
-		c.Sessions = append(c.Sessions, pipeline.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Own: ss.Own, Database: &ss.DB, User: &ss.User, State: st,
+		c.Sessions = append(c.Sessions, snapshot.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Own: ss.Own, Database: &ss.DB, User: &ss.User, State: st,
 			Greenplum: ss.Greenplum})
 	}
 	return c
@@ -235,14 +236,14 @@ type Receiver struct {
 
 // NewReceiver sends to next.
 func NewReceiver(next consumer.Metrics) *Receiver {
-	return &Receiver{sender: sparse.NewSender(pipeline.NewProcessEncoder(Scope, pipeline.Switches{}), next, false), next: next}
+	return &Receiver{sender: sparse.NewSender(snapshot.NewProcessEncoder(Scope, snapshot.Switches{}), next, false), next: next}
 }
 
 // Send sends the snapshot; a host that is down sends nothing. It returns
 // the errors of the process batches by host, and the closing batch's.
 func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, error) {
 	outgoing := r.sender.Snapshot(s.Time, s.TmID)
-	byHost := map[string][]pipeline.ProcessEntry{}
+	byHost := map[string][]snapshot.ProcessEntry{}
 	var rest []Process
 	for i := range s.Processes {
 		p := &s.Processes[i]
@@ -250,7 +251,7 @@ func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, erro
 			rest = append(rest, *p)
 			continue
 		}
-		byHost[p.Host] = append(byHost[p.Host], pipeline.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()})
+		byHost[p.Host] = append(byHost[p.Host], snapshot.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()})
 	}
 	errs := map[string]error{}
 	for _, h := range s.Hosts {
@@ -270,7 +271,7 @@ func (r *Receiver) Send(ctx context.Context, s Snapshot) (map[string]error, erro
 	}
 	c := s.closingBatch()
 	outgoing.Close(&c)
-	md := pipeline.NewClosingEncoder(Scope, s.Time, pipeline.Switches{}).Encode(&c)
+	md := snapshot.NewClosingEncoder(Scope, s.Time, snapshot.Switches{}).Encode(&c)
 	s.appendProcesses(md, rest)
 	return errs, r.next.ConsumeMetrics(ctx, md)
 }
@@ -283,19 +284,19 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process) {
 		kind pipeline.ResourceKind
 	}
 	var groups []group
-	members := map[group][]pipeline.ProcessEntry{}
+	members := map[group][]snapshot.ProcessEntry{}
 	noSegment := map[int64]bool{}
 	for i := range procs {
 		p := &procs[i]
 		g := group{p.Host, pipeline.KindProcess}
-		e := pipeline.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()}
+		e := snapshot.ProcessEntry{Session: p.Session, Segment: p.Segment, System: p.Session == 0, Process: p.figures()}
 		switch {
 		case p.Unrecorded:
-			g.kind, e.Session = pipeline.KindUnrecorded, pipeline.NoSession
+			g.kind, e.Session = pipeline.KindUnrecorded, snapshot.NoSession
 		case p.Exited:
 			g.kind = pipeline.KindExited
 			if p.Unattributed {
-				e.Session = pipeline.NoSession
+				e.Session = snapshot.NoSession
 			}
 		}
 		if p.NoSegment {
@@ -306,9 +307,9 @@ func (s Snapshot) appendProcesses(md pmetric.Metrics, procs []Process) {
 		}
 		members[g] = append(members[g], e)
 	}
-	enc := pipeline.NewProcessEncoder(Scope, pipeline.Switches{})
+	enc := snapshot.NewProcessEncoder(Scope, snapshot.Switches{})
 	for _, g := range groups {
-		b := pipeline.ProcessBatch{Time: pcommon.NewTimestampFromTime(s.Time), TmID: s.TmID, Host: g.host, Kind: g.kind, Entries: members[g]}
+		b := snapshot.ProcessBatch{Time: pcommon.NewTimestampFromTime(s.Time), TmID: s.TmID, Host: g.host, Kind: g.kind, Entries: members[g]}
 		enc.Append(md.ResourceMetrics(), &b, nil)
 	}
 	if len(noSegment) > 0 {

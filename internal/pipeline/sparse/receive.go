@@ -6,7 +6,7 @@ package sparse
 import (
 	"fmt"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Sequence is the processor's end of the process batches, kept from
@@ -68,7 +68,7 @@ func (e ErrFullBatchDue) Error() string {
 // full batch may start the host's run of a snapshot; every other batch
 // must be the next number, of the kind the run started with. A refused
 // batch breaks the run, and the host needs a full batch.
-func (q *Sequence) Accept(host uint32, h pipeline.BatchHeader) error {
+func (q *Sequence) Accept(host uint32, h snapshot.BatchHeader) error {
 	r := &q.runs[host]
 	expect := q.expect[host]
 	ok := !r.broken && ((h.Full && r.count == 0) || (expect != 0 && h.Seq == expect && (r.count == 0 || r.full == h.Full)))
@@ -103,7 +103,7 @@ func (q *Sequence) Depart(process uint32) {
 // whose batches the sequence does not account for (one lost, refused or
 // out of order), did not answer and needs a full batch; a complete sparse
 // run carries its unlisted processes.
-func (q *Sequence) Answered(host uint32, a *pipeline.HostAnswer) bool {
+func (q *Sequence) Answered(host uint32, a *snapshot.HostAnswer) bool {
 	r := &q.runs[host]
 	switch {
 	case !a.Up:

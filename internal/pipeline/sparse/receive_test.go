@@ -13,11 +13,11 @@ import (
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
-func header(seq uint64, full bool) pipeline.BatchHeader {
-	return pipeline.BatchHeader{Host: "sdw1", TmID: 1, Seq: seq, Full: full}
+func header(seq uint64, full bool) snapshot.BatchHeader {
+	return snapshot.BatchHeader{Host: "sdw1", TmID: 1, Seq: seq, Full: full}
 }
 
 // A host's first batch must be full; the next ones follow its number, of
@@ -32,7 +32,7 @@ func TestSequenceRefusesABatchThatDoesNotFollow(t *testing.T) {
 		t.Fatalf("a first sparse batch: %v, want a full batch due", err)
 	}
 	q.Begin()
-	for _, h := range []pipeline.BatchHeader{header(2, true), header(3, true)} {
+	for _, h := range []snapshot.BatchHeader{header(2, true), header(3, true)} {
 		if err := q.Accept(0, h); err != nil {
 			t.Fatalf("batch %d: %v", h.Seq, err)
 		}
@@ -62,19 +62,19 @@ func TestSequenceSettlesAHostByItsBatches(t *testing.T) {
 	q.AddHost()
 	q.Begin()
 	_ = q.Accept(0, header(1, true))
-	if !q.Answered(0, &pipeline.HostAnswer{Host: "sdw1", Up: true, Batches: 1, Sequence: 1}) || q.Carries(0, 5) {
+	if !q.Answered(0, &snapshot.HostAnswer{Host: "sdw1", Up: true, Batches: 1, Sequence: 1}) || q.Carries(0, 5) {
 		t.Fatal("a complete full run: want answered, nothing carried")
 	}
 	q.Begin()
 	_ = q.Accept(0, header(2, false))
 	_ = q.Accept(0, header(3, false))
 	q.Depart(6)
-	if !q.Answered(0, &pipeline.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 3}) || !q.Carries(0, 5) || q.Carries(0, 6) {
+	if !q.Answered(0, &snapshot.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 3}) || !q.Carries(0, 5) || q.Carries(0, 6) {
 		t.Fatal("a complete sparse run: want answered, process 5 carried, departed 6 not")
 	}
 	q.Begin()
 	_ = q.Accept(0, header(4, false))
-	if q.Answered(0, &pipeline.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 5}) || q.Unaccounted != 1 || q.Carries(0, 5) {
+	if q.Answered(0, &snapshot.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 5}) || q.Unaccounted != 1 || q.Carries(0, 5) {
 		t.Fatalf("a run short of batch 5: want not answered and counted (%d), nothing carried", q.Unaccounted)
 	}
 	q.Begin()
@@ -84,7 +84,7 @@ func TestSequenceSettlesAHostByItsBatches(t *testing.T) {
 	q.Begin()
 	_ = q.Accept(0, header(7, true))
 	_ = q.Accept(0, header(8, true))
-	if q.Answered(0, &pipeline.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 9}) {
+	if q.Answered(0, &snapshot.HostAnswer{Host: "sdw1", Up: true, Batches: 2, Sequence: 9}) {
 		t.Fatal("two batches ending at 8 taken for the two the closing batch says end at 9")
 	}
 }
@@ -118,8 +118,8 @@ func TestSenderAndSequenceAgree(t *testing.T) {
 	lose := false
 	var refused []uint64
 	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-		b := pipeline.ReadBatch(md)
-		h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+		b := snapshot.ReadBatch(md)
+		h, err := snapshot.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,16 +132,16 @@ func TestSenderAndSequenceAgree(t *testing.T) {
 		}
 		return err
 	})
-	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), sink, false)
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), sink, false)
 	var answered []bool
 	for k, lost := range []bool{false, false, true, false, false} {
 		q.Begin()
 		lose = lost
 		out := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
 		for range 2 {
-			_, _, _ = out.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil)
+			_, _, _ = out.Send(context.Background(), "sdw1", []snapshot.ProcessEntry{testEntry()}, nil)
 		}
-		c := pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		c := snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 		out.Close(&c)
 		answered = append(answered, q.Answered(0, &c.Hosts[0]))
 	}

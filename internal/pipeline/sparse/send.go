@@ -21,6 +21,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Sender is the receiver's end of the process batches, kept from scrape
@@ -29,7 +30,7 @@ import (
 // scrape, the first after a restart, and after any scrape it did not
 // answer in (an agent failure, or a batch the next consumer refused).
 type Sender struct {
-	enc   *pipeline.ProcessEncoder
+	enc   *snapshot.ProcessEncoder
 	next  consumer.Metrics
 	seed  maphash.Seed
 	dense bool // every batch full: every process every snapshot
@@ -44,7 +45,7 @@ type Sender struct {
 
 // NewSender sends through enc to next; dense sends every host in full
 // every snapshot.
-func NewSender(enc *pipeline.ProcessEncoder, next consumer.Metrics, dense bool) *Sender {
+func NewSender(enc *snapshot.ProcessEncoder, next consumer.Metrics, dense bool) *Sender {
 	return &Sender{enc: enc, next: next, seed: maphash.MakeSeed(), dense: dense, figureLevel: enc.MarksSparse(), hosts: map[string]*sentHost{}}
 }
 
@@ -103,7 +104,7 @@ type Sent struct {
 // reach the pipeline: the host closes as not answered and is sent in
 // full next time. Send reorders entries; order is scratch space the
 // caller may reuse.
-func (o *Outgoing) Send(ctx context.Context, host string, entries []pipeline.ProcessEntry, order []int32) (Sent, []int32, error) {
+func (o *Outgoing) Send(ctx context.Context, host string, entries []snapshot.ProcessEntry, order []int32) (Sent, []int32, error) {
 	hs := o.host(host)
 	var sent Sent
 	changed := entries[:0]
@@ -120,8 +121,8 @@ func (o *Outgoing) Send(ctx context.Context, host string, entries []pipeline.Pro
 	md := pmetric.NewMetrics()
 	rms := md.ResourceMetrics()
 	ts := o.Timestamp()
-	pipeline.AppendBatchHeader(rms, o.s.enc.Scope(), ts, pipeline.BatchHeader{Host: host, TmID: o.TmID, Seq: hs.seq, Full: hs.full})
-	sent.Written, order = o.s.enc.Append(rms, &pipeline.ProcessBatch{Time: ts, TmID: o.TmID, Host: host, Kind: pipeline.KindProcess, Entries: changed}, order)
+	snapshot.AppendBatchHeader(rms, o.s.enc.Scope(), ts, snapshot.BatchHeader{Host: host, TmID: o.TmID, Seq: hs.seq, Full: hs.full})
+	sent.Written, order = o.s.enc.Append(rms, &snapshot.ProcessBatch{Time: ts, TmID: o.TmID, Host: host, Kind: pipeline.KindProcess, Entries: changed}, order)
 	err := o.s.next.ConsumeMetrics(ctx, md)
 	if err != nil {
 		hs.refused = true
@@ -211,7 +212,7 @@ func (o *Outgoing) Carry(host string, leftOut int, gone []int64) (int, error) {
 			continue // not held, or one this snapshot answered: not held before it
 		}
 		p := &hs.slots[slot]
-		hs.departed = append(hs.departed, pipeline.Departure{Session: p.session, PID: pid, Creation: p.creation})
+		hs.departed = append(hs.departed, snapshot.Departure{Session: p.session, PID: pid, Creation: p.creation})
 		delete(hs.index, pid)
 		hs.free = append(hs.free, slot)
 		hs.accounted++
@@ -236,7 +237,7 @@ func (e ErrNotKept) Error() string {
 // holds its pid only): the snapshot answered for them, and, as for any
 // unchanged process, no batch lists them. It counts them; an error means
 // one cannot be carried, and the host is sent in full next time.
-func (o *Outgoing) Keep(host string, entries []pipeline.ProcessEntry) (int, error) {
+func (o *Outgoing) Keep(host string, entries []snapshot.ProcessEntry) (int, error) {
 	hs := o.host(host)
 	for i := range entries {
 		e := &entries[i]
@@ -259,7 +260,7 @@ func (o *Outgoing) Keep(host string, entries []pipeline.ProcessEntry) (int, erro
 // answer, whatever its agent said; each host's batch count and last
 // sequence number; the departures of the hosts that answered. It then
 // forgets every host that did not answer, so it is sent in full next time.
-func (o *Outgoing) Close(c *pipeline.Closing) {
+func (o *Outgoing) Close(c *snapshot.Closing) {
 	c.Time = o.Time
 	o.s.mu.Lock()
 	defer o.s.mu.Unlock()
@@ -282,7 +283,7 @@ func (o *Outgoing) Close(c *pipeline.Closing) {
 		}
 		hs.listing = hs.asked
 		if gone := hs.departures(o.tick); len(gone) > 0 {
-			c.Departed = append(c.Departed, pipeline.HostDepartures{Host: h.Host, Processes: gone})
+			c.Departed = append(c.Departed, snapshot.HostDepartures{Host: h.Host, Processes: gone})
 		}
 	}
 	for name := range o.s.hosts {
@@ -324,7 +325,7 @@ type sentHost struct {
 	full     bool
 	batches  int64
 	refused  bool
-	departed []pipeline.Departure // processes that left although their pid is still listed
+	departed []snapshot.Departure // processes that left although their pid is still listed
 	asked    uint64               // this snapshot's listing
 	// carry: the processes not answered are carried as a whole (Carries);
 	// held were held at its start, accounted of them were answered, gone
@@ -346,7 +347,7 @@ func (hs *sentHost) forget() {
 // that now names another process (its creation time differs), or a
 // process now counted in another session, departs the former one: the
 // processor keeps processes by session.
-func (hs *sentHost) remember(seed maphash.Seed, tick uint64, figureLevel bool, e *pipeline.ProcessEntry) bool {
+func (hs *sentHost) remember(seed maphash.Seed, tick uint64, figureLevel bool, e *snapshot.ProcessEntry) bool {
 	pid := e.Process.PID
 	now := sentProcess{info: hashInfo(seed, e), session: e.Session, creation: e.Process.CreationTime.UnixNano(), tick: tick}
 	for f := range pipeline.NumFigures {
@@ -364,7 +365,7 @@ func (hs *sentHost) remember(seed maphash.Seed, tick uint64, figureLevel bool, e
 		hs.accounted++
 	}
 	if known && (last.creation != now.creation || last.session != now.session) {
-		hs.departed = append(hs.departed, pipeline.Departure{Session: last.session, PID: pid, Creation: last.creation})
+		hs.departed = append(hs.departed, snapshot.Departure{Session: last.session, PID: pid, Creation: last.creation})
 		known = false
 	}
 	var changed uint64
@@ -405,7 +406,7 @@ func (hs *sentHost) place(pid int64) uint32 {
 // hashInfo fingerprints what gpotel.process.info says of a process besides
 // its pid (a 64-bit hash with a per-run random seed: a change goes unseen
 // with odds of 2^-64).
-func hashInfo(seed maphash.Seed, e *pipeline.ProcessEntry) uint64 {
+func hashInfo(seed maphash.Seed, e *snapshot.ProcessEntry) uint64 {
 	var buf [17]byte
 	binary.LittleEndian.PutUint64(buf[0:], uint64(e.Segment)) // #nosec G115 -- bits
 	binary.LittleEndian.PutUint64(buf[8:], uint64(len(e.BackendType)))
@@ -422,19 +423,19 @@ func hashInfo(seed maphash.Seed, e *pipeline.ProcessEntry) uint64 {
 // departures lists, in pid order, the processes of hs the snapshot of
 // tick did not answer for, and forgets them. A host whose unchanged were
 // carried as a whole lost only the processes Carry and remember departed.
-func (hs *sentHost) departures(tick uint64) []pipeline.Departure {
+func (hs *sentHost) departures(tick uint64) []snapshot.Departure {
 	out := hs.departed
 	hs.departed = nil
 	if !hs.carry {
 		for pid, slot := range hs.index {
 			if p := &hs.slots[slot]; p.tick != tick {
-				out = append(out, pipeline.Departure{Session: p.session, PID: pid, Creation: p.creation})
+				out = append(out, snapshot.Departure{Session: p.session, PID: pid, Creation: p.creation})
 				delete(hs.index, pid)
 				hs.free = append(hs.free, slot)
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b pipeline.Departure) int {
+	slices.SortFunc(out, func(a, b snapshot.Departure) int {
 		return cmp.Or(cmp.Compare(a.PID, b.PID), cmp.Compare(a.Creation, b.Creation))
 	})
 	return out

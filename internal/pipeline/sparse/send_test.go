@@ -16,13 +16,14 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // testEntry is process 100 of session 7.
-func testEntry() pipeline.ProcessEntry {
-	p := pipeline.Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
+func testEntry() snapshot.ProcessEntry {
+	p := snapshot.Process{PID: 100, CreationTime: time.Unix(1_700_000_000, 0), HasStat: true}
 	p.Set(pipeline.CPUUser, 1.5, 0)
-	return pipeline.ProcessEntry{Session: 7, Process: p}
+	return snapshot.ProcessEntry{Session: 7, Process: p}
 }
 
 // A process batch the next consumer refused makes its host not answered
@@ -35,14 +36,14 @@ func TestARefusedProcessBatchClosesItsHostAsNotAnswered(t *testing.T) {
 		return nil
 	})
 	f, _ := consumer.NewMetrics(refuse)
-	fr := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), f, false).Snapshot(time.Unix(1_700_000_500, 0), 1)
+	fr := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), f, false).Snapshot(time.Unix(1_700_000_500, 0), 1)
 	for _, h := range []string{"sdw1", "sdw2"} {
-		_, _, err := fr.Send(context.Background(), h, []pipeline.ProcessEntry{testEntry()}, nil)
+		_, _, err := fr.Send(context.Background(), h, []snapshot.ProcessEntry{testEntry()}, nil)
 		if (err != nil) != (h == "sdw2") {
 			t.Fatalf("%s: send error %v", h, err)
 		}
 	}
-	c := pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}, {Host: "sdw2", Up: true}}}
+	c := snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}, {Host: "sdw2", Up: true}}}
 	fr.Close(&c)
 	if !c.Hosts[0].Up || c.Hosts[1].Up {
 		t.Errorf("hosts after close %+v, want sdw1 up and sdw2 down", c.Hosts)
@@ -56,24 +57,24 @@ func TestARefusedProcessBatchClosesItsHostAsNotAnswered(t *testing.T) {
 // processes, in sparse batches; a dense one sends them again, in full ones.
 func TestDenseSenderSendsEveryProcessInFull(t *testing.T) {
 	for _, dense := range []bool{false, true} {
-		var headers []pipeline.BatchHeader
+		var headers []snapshot.BatchHeader
 		var processes []int
 		sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
-			b := pipeline.ReadBatch(md)
-			h, err := pipeline.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
+			b := snapshot.ReadBatch(md)
+			h, err := snapshot.DecodeBatchHeader(md.ResourceMetrics().At(b.Header))
 			if err != nil {
 				t.Fatal(err)
 			}
 			headers, processes = append(headers, h), append(processes, b.Processes)
 			return nil
 		})
-		s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), sink, dense)
+		s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), sink, dense)
 		for k := range 2 {
 			fr := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
-			if _, _, err := fr.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil); err != nil {
+			if _, _, err := fr.Send(context.Background(), "sdw1", []snapshot.ProcessEntry{testEntry()}, nil); err != nil {
 				t.Fatal(err)
 			}
-			fr.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+			fr.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 		}
 		if len(headers) != 2 || !headers[0].Full || headers[1].Full != dense || (processes[1] > 0) != dense || headers[1].Seq != 2 {
 			t.Errorf("dense %v: batches %+v with %v process resources; want the second full and holding the process only when dense", dense, headers, processes)
@@ -94,16 +95,16 @@ func TestSparseBatchCarriesAProcessWhoseFiguresChanged(t *testing.T) {
 		sent = append(sent, pids)
 		return nil
 	})
-	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), sink, false)
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), sink, false)
 	steady, moving := testEntry(), testEntry()
 	moving.Process.PID = 101
 	for k, readBytes := range []int64{0, 0, 4096} {
 		moving.Process.Set(pipeline.DiskRead, 0, readBytes)
 		fr := s.Snapshot(time.Unix(1_700_000_500+int64(k), 0), 1)
-		if _, _, err := fr.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{steady, moving}, nil); err != nil {
+		if _, _, err := fr.Send(context.Background(), "sdw1", []snapshot.ProcessEntry{steady, moving}, nil); err != nil {
 			t.Fatal(err)
 		}
-		fr.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+		fr.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 	}
 	if want := [][]int64{{100, 101}, nil, {101}}; !reflect.DeepEqual(sent, want) {
 		t.Errorf("pids sent per snapshot %v, want %v: the full batch, none unchanged, then the one whose read bytes moved", sent, want)
@@ -111,10 +112,10 @@ func TestSparseBatchCarriesAProcessWhoseFiguresChanged(t *testing.T) {
 }
 
 // decodeSamples reads the process samples of one process batch.
-func decodeSamples(t *testing.T, md pmetric.Metrics) []pipeline.ProcessSample {
+func decodeSamples(t *testing.T, md pmetric.Metrics) []snapshot.ProcessSample {
 	t.Helper()
-	b := pipeline.ReadBatch(md)
-	var d pipeline.ProcessDecoder
+	b := snapshot.ReadBatch(md)
+	var d snapshot.ProcessDecoder
 	d.Decode(md.ResourceMetrics(), b.Kinds, b.Time)
 	if d.Err != nil {
 		t.Fatal(d.Err)
@@ -123,7 +124,7 @@ func decodeSamples(t *testing.T, md pmetric.Metrics) []pipeline.ProcessSample {
 }
 
 // figureEntry is process 100 of session 7 on segment 0 with three figures.
-func figureEntry(user, system float64, rss int64) pipeline.ProcessEntry {
+func figureEntry(user, system float64, rss int64) snapshot.ProcessEntry {
 	e := testEntry()
 	e.Process.Set(pipeline.CPUUser, user, 0)
 	e.Process.Set(pipeline.CPUSystem, system, 0)
@@ -135,8 +136,8 @@ func figureEntry(user, system float64, rss int64) pipeline.ProcessEntry {
 // and returns the samples each batch carried and each closing's
 // departures.
 func sendTicks(
-	t *testing.T, enc *pipeline.ProcessEncoder, ticks ...[]pipeline.ProcessEntry,
-) (samples [][]pipeline.ProcessSample, departed [][]pipeline.Departure) {
+	t *testing.T, enc *snapshot.ProcessEncoder, ticks ...[]snapshot.ProcessEntry,
+) (samples [][]snapshot.ProcessSample, departed [][]snapshot.Departure) {
 	t.Helper()
 	sink, _ := consumer.NewMetrics(func(_ context.Context, md pmetric.Metrics) error {
 		samples = append(samples, decodeSamples(t, md))
@@ -148,9 +149,9 @@ func sendTicks(
 		if _, _, err := fr.Send(context.Background(), "sdw1", entries, nil); err != nil {
 			t.Fatal(err)
 		}
-		c := pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		c := snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 		fr.Close(&c)
-		var d []pipeline.Departure
+		var d []snapshot.Departure
 		for _, hd := range c.Departed {
 			d = append(d, hd.Processes...)
 		}
@@ -160,7 +161,7 @@ func sendTicks(
 }
 
 // listed is the figures a sample holds.
-func listed(s *pipeline.ProcessSample) []pipeline.Figure {
+func listed(s *snapshot.ProcessSample) []pipeline.Figure {
 	var out []pipeline.Figure
 	for f := range pipeline.NumFigures {
 		if s.Has(f) {
@@ -174,10 +175,10 @@ func listed(s *pipeline.ProcessSample) []pipeline.Figure {
 // is sent with the system CPU alone, marked sparse; its first sighting
 // was whole.
 func TestAChangedProcessCarriesOnlyTheFiguresThatChanged(t *testing.T) {
-	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	enc := snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{})
 	samples, _ := sendTicks(t, enc,
-		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
-		[]pipeline.ProcessEntry{figureEntry(1, 3, 4096)})
+		[]snapshot.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]snapshot.ProcessEntry{figureEntry(1, 3, 4096)})
 	first, second := samples[0][0], samples[1][0]
 	if first.Sparse || len(listed(&first)) != 3 {
 		t.Errorf("first sighting: sparse %v with %v, want whole with three figures", first.Sparse, listed(&first))
@@ -190,10 +191,10 @@ func TestAChangedProcessCarriesOnlyTheFiguresThatChanged(t *testing.T) {
 // A figure that is no longer read cannot be left out (left out means
 // unchanged): the process goes whole, without it.
 func TestAFigureThatIsNoLongerReadSendsTheProcessWhole(t *testing.T) {
-	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	enc := snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{})
 	withoutRSS := figureEntry(1, 2, 0)
-	withoutRSS.Process.Values[pipeline.MemoryUsage] = pipeline.Value{}
-	samples, _ := sendTicks(t, enc, []pipeline.ProcessEntry{figureEntry(1, 2, 4096)}, []pipeline.ProcessEntry{withoutRSS})
+	withoutRSS.Process.Values[pipeline.MemoryUsage] = snapshot.Value{}
+	samples, _ := sendTicks(t, enc, []snapshot.ProcessEntry{figureEntry(1, 2, 4096)}, []snapshot.ProcessEntry{withoutRSS})
 	if s := samples[1][0]; s.Sparse || !reflect.DeepEqual(listed(&s), []pipeline.Figure{pipeline.CPUUser, pipeline.CPUSystem}) {
 		t.Errorf("after rss went unread: sparse %v with %v, want whole with both CPU figures", s.Sparse, listed(&s))
 	}
@@ -203,21 +204,21 @@ func TestAFigureThatIsNoLongerReadSendsTheProcessWhole(t *testing.T) {
 // description; one counted in another session goes whole, and the former
 // (pid, session) departs.
 func TestAProcessWhoseSessionOrSegmentChanged(t *testing.T) {
-	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{})
+	enc := snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{})
 	moved, resegmented := figureEntry(1, 2, 4096), figureEntry(1, 2, 4096)
 	resegmented.Segment = 3
 	moved.Segment, moved.Session = 3, 8
 	samples, departed := sendTicks(t, enc,
-		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
-		[]pipeline.ProcessEntry{resegmented},
-		[]pipeline.ProcessEntry{moved})
+		[]snapshot.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]snapshot.ProcessEntry{resegmented},
+		[]snapshot.ProcessEntry{moved})
 	if s := samples[1][0]; !s.Sparse || len(listed(&s)) != 0 || s.Segment != 3 {
 		t.Errorf("segment changed: sparse %v, figures %v, segment %d; want sparse, none, 3", s.Sparse, listed(&s), s.Segment)
 	}
 	if s := samples[2][0]; s.Sparse || s.Session != 8 || len(listed(&s)) != 3 {
 		t.Errorf("session changed: sparse %v, session %d, figures %v; want whole in session 8", s.Sparse, s.Session, listed(&s))
 	}
-	want := []pipeline.Departure{{Session: 7, PID: 100, Creation: testEntry().Process.CreationTime.UnixNano()}}
+	want := []snapshot.Departure{{Session: 7, PID: 100, Creation: testEntry().Process.CreationTime.UnixNano()}}
 	if len(departed[1]) != 0 || !reflect.DeepEqual(departed[2], want) {
 		t.Errorf("departures %v, want none then %v", departed, want)
 	}
@@ -226,11 +227,11 @@ func TestAProcessWhoseSessionOrSegmentChanged(t *testing.T) {
 // Without gpotel.process.info nothing can mark an entry sparse: a changed
 // process goes whole.
 func TestWithoutProcessInfoChangedProcessesGoWhole(t *testing.T) {
-	enc := pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{Metrics: map[string]pipeline.MetricSwitch{
+	enc := snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{Metrics: map[string]snapshot.MetricSwitch{
 		pipeline.MetricProcessInfo: {Off: true}}})
 	samples, _ := sendTicks(t, enc,
-		[]pipeline.ProcessEntry{figureEntry(1, 2, 4096)},
-		[]pipeline.ProcessEntry{figureEntry(1, 3, 4096)})
+		[]snapshot.ProcessEntry{figureEntry(1, 2, 4096)},
+		[]snapshot.ProcessEntry{figureEntry(1, 3, 4096)})
 	if s := samples[1][0]; len(listed(&s)) != 3 {
 		t.Errorf("process.info off: the changed process carried %v, want all three figures", listed(&s))
 	}
@@ -241,7 +242,7 @@ func TestWithoutProcessInfoChangedProcessesGoWhole(t *testing.T) {
 // (KeptBytesPerProcess).
 func BenchmarkSenderMemory(b *testing.B) {
 	const n = 100_000
-	entries := make([]pipeline.ProcessEntry, n)
+	entries := make([]snapshot.ProcessEntry, n)
 	for i := range entries {
 		entries[i] = figureEntry(float64(i), 1, 4096)
 		entries[i].Process.PID = int64(1000 + i)
@@ -252,12 +253,12 @@ func BenchmarkSenderMemory(b *testing.B) {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), discard, false)
+		s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), discard, false)
 		fr := s.Snapshot(time.Unix(1_700_000_500, 0), 1)
 		if _, _, err := fr.Send(context.Background(), "sdw1", slices.Clone(entries), nil); err != nil {
 			b.Fatal(err)
 		}
-		fr.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+		fr.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 		runtime.GC()
 		runtime.ReadMemStats(&after)
 		kept = float64(after.HeapAlloc-before.HeapAlloc) / n
@@ -274,12 +275,12 @@ func BenchmarkSenderMemory(b *testing.B) {
 // Sender remembers a host only after a snapshot it answered in.
 func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
 	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
-	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), accept, false)
-	snapshot := func(k int64, keep ...pipeline.ProcessEntry) (*pipeline.Closing, error) {
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
+	closeNext := func(k int64, keep ...snapshot.ProcessEntry) (*snapshot.Closing, error) {
 		out := s.Snapshot(time.Unix(1_700_000_500+k, 0), 1)
 		_, _, _ = out.Send(context.Background(), "sdw1", nil, nil)
 		_, err := out.Keep("sdw1", keep)
-		c := &pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+		c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 		out.Close(c)
 		return c, err
 	}
@@ -287,22 +288,22 @@ func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
 	if first.Remembers("sdw1") {
 		t.Fatal("a host never sent is remembered")
 	}
-	_, _, _ = first.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil)
-	first.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+	_, _, _ = first.Send(context.Background(), "sdw1", []snapshot.ProcessEntry{testEntry()}, nil)
+	first.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 
 	kept := testEntry()
-	kept.Process = pipeline.Process{PID: kept.Process.PID}
-	c, err := snapshot(1, kept)
+	kept.Process = snapshot.Process{PID: kept.Process.PID}
+	c, err := closeNext(1, kept)
 	if err != nil || len(c.Departed) != 0 || !c.Hosts[0].Up {
 		t.Fatalf("pid 100 kept: err %v, departed %v, up %v; want it carried", err, c.Departed, c.Hosts[0].Up)
 	}
-	for name, e := range map[string]pipeline.ProcessEntry{
-		"never sent":        {Session: 7, Process: pipeline.Process{PID: 101}},
-		"another session":   {Session: 8, Process: pipeline.Process{PID: 100}},
-		"another segment":   {Session: 7, Segment: 3, Process: pipeline.Process{PID: 100}},
-		"another back type": {Session: 7, BackendType: "autovacuum worker", Process: pipeline.Process{PID: 100}},
+	for name, e := range map[string]snapshot.ProcessEntry{
+		"never sent":        {Session: 7, Process: snapshot.Process{PID: 101}},
+		"another session":   {Session: 8, Process: snapshot.Process{PID: 100}},
+		"another segment":   {Session: 7, Segment: 3, Process: snapshot.Process{PID: 100}},
+		"another back type": {Session: 7, BackendType: "autovacuum worker", Process: snapshot.Process{PID: 100}},
 	} {
-		c, err := snapshot(2, e)
+		c, err := closeNext(2, e)
 		var notKept ErrNotKept
 		if !errors.As(err, &notKept) || c.Hosts[0].Up {
 			t.Errorf("%s: err %v, up %v; want not kept and the host not answered", name, err, c.Hosts[0].Up)
@@ -312,8 +313,8 @@ func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
 		if out.Remembers("sdw1") {
 			t.Errorf("%s: the host is remembered after it did not answer", name)
 		}
-		_, _, _ = out.Send(context.Background(), "sdw1", []pipeline.ProcessEntry{testEntry()}, nil)
-		out.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}})
+		_, _, _ = out.Send(context.Background(), "sdw1", []snapshot.ProcessEntry{testEntry()}, nil)
+		out.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 	}
 }
 
@@ -322,7 +323,7 @@ func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
 // the Sender carries the host as a whole, the rest as left out but gone;
 // else it keeps them one by one. It returns whether the host was carried
 // and the closing batch.
-func carrySnapshot(t *testing.T, s *Sender, k int64, pids []int64, changed []pipeline.ProcessEntry, gone []int64) (bool, *pipeline.Closing) {
+func carrySnapshot(t *testing.T, s *Sender, k int64, pids []int64, changed []snapshot.ProcessEntry, gone []int64) (bool, *snapshot.Closing) {
 	t.Helper()
 	out := s.Snapshot(time.Unix(1_700_000_500+k, 0), 1)
 	l := out.NewListing()
@@ -344,10 +345,10 @@ func carrySnapshot(t *testing.T, s *Sender, k int64, pids []int64, changed []pip
 	if carried {
 		_, err = out.Carry("sdw1", len(pids)-len(listed), gone)
 	} else if out.Remembers("sdw1") {
-		var keep []pipeline.ProcessEntry
+		var keep []snapshot.ProcessEntry
 		for _, pid := range pids {
 			if !listed[pid] {
-				keep = append(keep, pipeline.ProcessEntry{Session: 7, Process: pipeline.Process{PID: pid}})
+				keep = append(keep, snapshot.ProcessEntry{Session: 7, Process: snapshot.Process{PID: pid}})
 			}
 		}
 		_, err = out.Keep("sdw1", keep)
@@ -355,19 +356,19 @@ func carrySnapshot(t *testing.T, s *Sender, k int64, pids []int64, changed []pip
 	if err != nil {
 		t.Fatalf("snapshot %d: %v", k, err)
 	}
-	c := &pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+	c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 	out.Close(c)
 	return carried, c
 }
 
-func pidEntry(pid int64, user float64) pipeline.ProcessEntry {
+func pidEntry(pid int64, user float64) snapshot.ProcessEntry {
 	e := testEntry()
 	e.Process.PID = pid
 	e.Process.Set(pipeline.CPUUser, user, 0)
 	return e
 }
 
-func departedPIDs(c *pipeline.Closing) []int64 {
+func departedPIDs(c *snapshot.Closing) []int64 {
 	var out []int64
 	for _, h := range c.Departed {
 		for _, d := range h.Processes {
@@ -383,23 +384,23 @@ func departedPIDs(c *pipeline.Closing) []int64 {
 // about, and the others stay.
 func TestACarriedProcessDepartsExactlyWhenItDeparts(t *testing.T) {
 	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
-	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), accept, false)
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
 	all := []int64{100, 101, 102}
 	steps := []struct {
 		pids     []int64
-		changed  []pipeline.ProcessEntry
+		changed  []snapshot.ProcessEntry
 		gone     []int64
 		carried  bool
 		departed []int64
 	}{
-		{all, []pipeline.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1), pidEntry(102, 1)}, nil, false, nil},
-		{all, []pipeline.ProcessEntry{pidEntry(100, 2)}, nil, true, nil},
+		{all, []snapshot.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1), pidEntry(102, 1)}, nil, false, nil},
+		{all, []snapshot.ProcessEntry{pidEntry(100, 2)}, nil, true, nil},
 		{all, nil, nil, true, nil},
 		{all, nil, []int64{101}, true, []int64{101}},
 		{[]int64{100, 102}, nil, nil, false, nil},
 		{[]int64{100, 102}, nil, nil, true, nil},
 		{[]int64{100}, nil, nil, false, []int64{102}},
-		{[]int64{100}, []pipeline.ProcessEntry{pidEntry(100, 3)}, nil, true, nil},
+		{[]int64{100}, []snapshot.ProcessEntry{pidEntry(100, 3)}, nil, true, nil},
 	}
 	for k, st := range steps {
 		carried, c := carrySnapshot(t, s, int64(k), st.pids, st.changed, st.gone)
@@ -416,9 +417,9 @@ func TestACarriedProcessDepartsExactlyWhenItDeparts(t *testing.T) {
 // to what the Sender holds close the host as not answered.
 func TestAFullAnswerAfterALostOneResetsTheCarry(t *testing.T) {
 	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
-	s := NewSender(pipeline.NewProcessEncoder(pipeline.Scope{}, pipeline.Switches{}), accept, false)
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
 	pids := []int64{100, 101}
-	whole := []pipeline.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1)}
+	whole := []snapshot.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1)}
 	carrySnapshot(t, s, 0, pids, whole, nil)
 	if carried, _ := carrySnapshot(t, s, 1, pids, nil, nil); !carried {
 		t.Fatal("the same listing after a full snapshot is not carried")
@@ -429,7 +430,7 @@ func TestAFullAnswerAfterALostOneResetsTheCarry(t *testing.T) {
 		l.Add(pid, 7, 0, "", false)
 	}
 	lost.Carries("sdw1", l.Sum64(), true)
-	lost.Close(&pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: false}}})
+	lost.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: false}}})
 	if carried, _ := carrySnapshot(t, s, 3, pids, whole, nil); carried {
 		t.Error("the snapshot after one the host did not answer in is carried, want it full")
 	}
@@ -448,7 +449,7 @@ func TestAFullAnswerAfterALostOneResetsTheCarry(t *testing.T) {
 	if _, err := out.Carry("sdw1", 3, nil); err != nil { // one more left out than held
 		t.Fatal(err)
 	}
-	c := &pipeline.Closing{Hosts: []pipeline.HostAnswer{{Host: "sdw1", Up: true}}}
+	c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
 	out.Close(c)
 	if c.Hosts[0].Up {
 		t.Error("a host with more left out than the Sender holds closes as answered")

@@ -20,6 +20,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/output"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -58,7 +59,7 @@ type Hosts struct {
 
 // Consume replaces the figures with a closing batch's (nil: the batch
 // closes no snapshot).
-func (h *Hosts) Consume(tops *pipeline.HostTops) {
+func (h *Hosts) Consume(tops *output.HostTops) {
 	if tops == nil {
 		return
 	}

@@ -15,7 +15,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -65,7 +65,7 @@ func (p *Store) Consume(b Batch) {
 	}
 	resp := &gpotelv1.GetHostPressureResponse{SnapshotTimeUnixNano: int64(b.Time)} //nolint:gosec // nanoseconds since 1970 fit int64 until 2262
 	for _, h := range hosts {
-		pipeline.SortGroups(h.Groups)
+		snapshot.SortGroups(h.Groups)
 		resp.Hosts = append(resp.Hosts, h)
 	}
 	slices.SortFunc(resp.Hosts, func(a, b *gpotelv1.HostPressure) int { return strings.Compare(a.GetHostname(), b.GetHostname()) })

@@ -9,7 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // How a query or a session ended comes from the server (docs/pipeline.md,
@@ -54,26 +55,26 @@ func judgeQuery(q *query, says *serverSays, log logState) verdict {
 	quiet := log != logBehind // no failure logged, or no log to tell one
 	switch q.seen {
 	case seenIdle:
-		v.status = pick(quiet, pipeline.QueryCompleted, pipeline.QueryUnknown)
+		v.status = pick(quiet, events.QueryCompleted, events.QueryUnknown)
 	case seenAborted:
-		v.status = pipeline.QueryAborted
+		v.status = events.QueryAborted
 	case superseded:
-		v.status = pick(log == logCovers && !ambiguous, pipeline.QueryCompleted, pipeline.QueryUnknown)
+		v.status = pick(log == logCovers && !ambiguous, events.QueryCompleted, events.QueryUnknown)
 	case sessionLeft:
-		v.status = pipeline.QueryUnknown
+		v.status = events.QueryUnknown
 		if x := says.exit; x != nil {
 			v.end = max(x.Time, q.start)
 			switch {
 			case x.Signal != 0:
-				v.status, v.message = pipeline.QueryTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
+				v.status, v.message = events.QueryTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
 			case x.ExitCode == 0 && quiet && !ambiguous:
-				v.status = pipeline.QueryCompleted // a backend exits 0 only while idle: its statement had completed
+				v.status = events.QueryCompleted // a backend exits 0 only while idle: its statement had completed
 			case x.ExitCode == exitQuickDie:
-				v.status, v.message = pipeline.QueryTerminated, "its backend was told to quit at once (server shutdown or another backend's crash)"
+				v.status, v.message = events.QueryTerminated, "its backend was told to quit at once (server shutdown or another backend's crash)"
 			}
 		}
 	default:
-		v.status = pipeline.QueryUnknown
+		v.status = events.QueryUnknown
 	}
 	return v
 }
@@ -96,7 +97,7 @@ func pick[T any](cond bool, yes, no T) T {
 // command count must be q's by the numbering rule (countOf); ambiguous
 // tells a failure in q's time that the rule can neither give to q nor rule
 // out (a later statement's, or one of q's functions').
-func (says *serverSays) recordWithin(q *query) (rec *pipeline.Ending, ambiguous bool) {
+func (says *serverSays) recordWithin(q *query) (rec *snapshot.Ending, ambiguous bool) {
 	lo, hi := q.start-logSlack, int64(1<<63-1)
 	switch q.seen {
 	case seenIdle, seenAborted:
@@ -164,7 +165,7 @@ func nextCommandCount(n int64) int64 {
 // endsAStatement tells a record that ends the statement it is logged in:
 // an ERROR, FATAL or PANIC, or a lost connection (class 08, which the
 // server logs at LOG as the client cannot hear it).
-func endsAStatement(r *pipeline.Ending) bool {
+func endsAStatement(r *snapshot.Ending) bool {
 	switch r.Severity {
 	case "ERROR", "FATAL", "PANIC":
 		return true
@@ -175,16 +176,16 @@ func endsAStatement(r *pipeline.Ending) bool {
 // statusOf maps a failure's SQLSTATE to a query status: 57014 cancelled
 // (why, from the message), 08xxx client_lost, 57P01-57P05 and any other
 // FATAL or PANIC terminated, the rest error.
-func statusOf(r *pipeline.Ending) (status, cancelReason string) {
+func statusOf(r *snapshot.Ending) (status, cancelReason string) {
 	switch {
 	case r.SQLState == "57014":
-		return pipeline.QueryCancelled, cancelReasonOf(r.Message)
+		return events.QueryCancelled, cancelReasonOf(r.Message)
 	case strings.HasPrefix(r.SQLState, "08"):
-		return pipeline.QueryClientLost, ""
+		return events.QueryClientLost, ""
 	case strings.HasPrefix(r.SQLState, "57P"), r.Severity == "FATAL", r.Severity == "PANIC":
-		return pipeline.QueryTerminated, ""
+		return events.QueryTerminated, ""
 	}
-	return pipeline.QueryError, ""
+	return events.QueryError, ""
 }
 
 // cancelReasonOf reads why a statement was cancelled from the server's
@@ -193,13 +194,13 @@ func statusOf(r *pipeline.Ending) (status, cancelReason string) {
 func cancelReasonOf(msg string) string {
 	switch {
 	case strings.Contains(msg, "user request"):
-		return pipeline.CancelUserRequest
+		return events.CancelUserRequest
 	case strings.Contains(msg, "statement timeout"):
-		return pipeline.CancelStatementTimeout
+		return events.CancelStatementTimeout
 	case strings.Contains(msg, "lock timeout"):
-		return pipeline.CancelLockTimeout
+		return events.CancelLockTimeout
 	}
-	return pipeline.CancelOther
+	return events.CancelOther
 }
 
 // judgeSession decides how a session ended: the FATAL or PANIC that ended
@@ -207,8 +208,8 @@ func cancelReasonOf(msg string) string {
 // quit at once; a signal: killed), else unknown. Its end is the exit's
 // time, else the record's, else gone (the first snapshot without it).
 func judgeSession(says *serverSays, gone int64) verdict {
-	v := verdict{status: pipeline.SessionEndUnknown, end: gone}
-	var fatal, lost *pipeline.Ending
+	v := verdict{status: events.SessionEndUnknown, end: gone}
+	var fatal, lost *snapshot.Ending
 	for i := range says.logged {
 		switch r := &says.logged[i]; {
 		case r.Severity == "FATAL" || r.Severity == "PANIC":
@@ -228,21 +229,21 @@ func judgeSession(says *serverSays, gone int64) verdict {
 		v.sqlstate, v.message = fatal.SQLState, fatal.Message
 		switch {
 		case strings.HasPrefix(fatal.SQLState, "08"):
-			v.status = pipeline.SessionConnectionLost
+			v.status = events.SessionConnectionLost
 		case fatal.SQLState == "57P02" || fatal.SQLState == "57P03" || fatal.Severity == "PANIC":
-			v.status = pipeline.SessionServerShutdown
+			v.status = events.SessionServerShutdown
 		default:
-			v.status = pipeline.SessionTerminated
+			v.status = events.SessionTerminated
 		}
 	case x == nil:
 	case x.Signal != 0:
-		v.status, v.message = pipeline.SessionTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
+		v.status, v.message = events.SessionTerminated, fmt.Sprintf("its backend was killed by signal %d", x.Signal)
 	case x.ExitCode == 0 && lost != nil:
-		v.status, v.sqlstate, v.message = pipeline.SessionConnectionLost, lost.SQLState, lost.Message
+		v.status, v.sqlstate, v.message = events.SessionConnectionLost, lost.SQLState, lost.Message
 	case x.ExitCode == 0:
-		v.status = pipeline.SessionClientDisconnect
+		v.status = events.SessionClientDisconnect
 	case x.ExitCode == exitQuickDie:
-		v.status = pipeline.SessionServerShutdown
+		v.status = events.SessionServerShutdown
 	}
 	return v
 }

@@ -8,7 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Greenplum logs a statement's failure at the command count its title
@@ -18,11 +19,11 @@ func TestRecordOfAnEarlierCommandIsNotTheQuerys(t *testing.T) {
 	q := &query{start: ns(0), end: ns(1.5), seen: seenIdle, ccnt: 5}
 	earlier := logged(1.4995, "ERROR", "42703", "column t1.b does not exist")
 	earlier.CommandCount = 4
-	says := &serverSays{logged: []pipeline.Ending{earlier}}
-	assert.Equal(t, pipeline.QueryCompleted, judgeQuery(q, says, logCovers).status)
+	says := &serverSays{logged: []snapshot.Ending{earlier}}
+	assert.Equal(t, events.QueryCompleted, judgeQuery(q, says, logCovers).status)
 	for _, cmd := range []int64{5, 6} {
 		says.logged[0].CommandCount = cmd
-		assert.Equal(t, pipeline.QueryError, judgeQuery(q, says, logCovers).status, "cmd%d", cmd)
+		assert.Equal(t, events.QueryError, judgeQuery(q, says, logCovers).status, "cmd%d", cmd)
 	}
 }
 
@@ -37,7 +38,7 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 	record := func(cmd int64, sqlstate string) *serverSays {
 		r := logged(1.4, "ERROR", sqlstate, "its message")
 		r.CommandCount = cmd
-		return &serverSays{logged: []pipeline.Ending{r}}
+		return &serverSays{logged: []snapshot.Ending{r}}
 	}
 	idleAfter := func(running, idle int64) *query {
 		return &query{start: ns(0), end: ns(1.5), seen: seenIdle, ccnt: running, lastCcnt: idle}
@@ -48,15 +49,15 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 		says *serverSays
 		want string
 	}{
-		{"SELECT cmd1 (idle cmd2), the 42703 after it at cmd3", idleAfter(1, 2), record(3, "42703"), pipeline.QueryCompleted},
-		{"the 42703 seen only idle, at its own cmd3", idleAfter(3, 3), record(3, "42703"), pipeline.QueryError},
-		{"the 22012 seen only idle (cmd8), at cmd8", idleAfter(8, 8), record(8, "22012"), pipeline.QueryError},
-		{"the 22012 seen only idle (cmd8), a record at cmd9", idleAfter(8, 8), record(9, "22012"), pipeline.QueryCompleted},
-		{"SELECT cmd4 (idle cmd5), a record at cmd6", idleAfter(4, 5), record(6, "22012"), pipeline.QueryCompleted},
-		{"SELECT cmd4 (idle cmd5), a record at cmd5", idleAfter(4, 5), record(5, "57014"), pipeline.QueryCancelled},
-		{"a testbed record without a count", idleAfter(4, 5), record(0, "22012"), pipeline.QueryError},
+		{"SELECT cmd1 (idle cmd2), the 42703 after it at cmd3", idleAfter(1, 2), record(3, "42703"), events.QueryCompleted},
+		{"the 42703 seen only idle, at its own cmd3", idleAfter(3, 3), record(3, "42703"), events.QueryError},
+		{"the 22012 seen only idle (cmd8), at cmd8", idleAfter(8, 8), record(8, "22012"), events.QueryError},
+		{"the 22012 seen only idle (cmd8), a record at cmd9", idleAfter(8, 8), record(9, "22012"), events.QueryCompleted},
+		{"SELECT cmd4 (idle cmd5), a record at cmd6", idleAfter(4, 5), record(6, "22012"), events.QueryCompleted},
+		{"SELECT cmd4 (idle cmd5), a record at cmd5", idleAfter(4, 5), record(5, "57014"), events.QueryCancelled},
+		{"a testbed record without a count", idleAfter(4, 5), record(0, "22012"), events.QueryError},
 		// Its idle title read a moment late shows the next statement's cmd6.
-		{"SELECT cmd4 failing at cmd5, idle title read as cmd6", idleAfter(4, 6), record(5, "22012"), pipeline.QueryError},
+		{"SELECT cmd4 failing at cmd5, idle title read as cmd6", idleAfter(4, 6), record(5, "22012"), events.QueryError},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, judgeQuery(tc.q, tc.says, logCovers).status)
@@ -71,15 +72,15 @@ func TestLogRecordMatchesByGreenplumsNumbering(t *testing.T) {
 		sqlstate, message string
 		want              string
 	}{
-		{1, "42703", "column t1.b does not exist", pipeline.QueryError},
-		{2, "57014", "canceling statement due to user request", pipeline.QueryCancelled},
-		{3, "42703", "column t1.b does not exist", pipeline.QueryUnknown},
-		{4, "22012", "division by zero", pipeline.QueryUnknown},
+		{1, "42703", "column t1.b does not exist", events.QueryError},
+		{2, "57014", "canceling statement due to user request", events.QueryCancelled},
+		{3, "42703", "column t1.b does not exist", events.QueryUnknown},
+		{4, "22012", "division by zero", events.QueryUnknown},
 	} {
 		q := &query{start: ns(0), seen: sessionLeft, ccnt: 1}
 		says := record(tc.cmd, tc.sqlstate)
 		says.logged[0].Message = tc.message
-		says.exit = &pipeline.Ending{Exited: true, Time: ns(1.8)}
+		says.exit = &snapshot.Ending{Exited: true, Time: ns(1.8)}
 		assert.Equal(t, tc.want, judgeQuery(q, says, logCovers).status, "seen running as cmd1, a record at cmd%d", tc.cmd)
 	}
 }

@@ -6,7 +6,7 @@ package querylife
 import (
 	"slices"
 
-	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 )
 
 // partialMark is why a query's or a session's figures are a lower bound
@@ -42,10 +42,10 @@ func (m *partialMark) hostSilent(h uint32, since int64) {
 
 // cause is what the event says of m, naming at most
 // pipeline.MaxPartialHosts hosts (names by host row).
-func (m *partialMark) cause(names []string) pipeline.PartialCause {
-	c := pipeline.PartialCause{StartedBefore: m.startedBefore, Since: m.seenFrom}
+func (m *partialMark) cause(names []string) events.PartialCause {
+	c := events.PartialCause{StartedBefore: m.startedBefore, Since: m.seenFrom}
 	for i, h := range m.hosts {
-		if i == pipeline.MaxPartialHosts {
+		if i == events.MaxPartialHosts {
 			c.MoreHosts = len(m.hosts) - i
 			break
 		}

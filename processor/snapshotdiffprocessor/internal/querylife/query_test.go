@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Workfile rows go to the query that owns their command count (an
@@ -17,7 +18,7 @@ func TestQuerySpillGoesToItsOwnerAndKeepsItsMost(t *testing.T) {
 		{ccnt: 3, lastCcnt: 4, start: 1, end: 2},
 		{ccnt: 5, start: 3},
 	}}
-	sq.holdSpill([]pipeline.Spill{
+	sq.holdSpill([]snapshot.Spill{
 		{Segment: 0, CommandCount: 5, Bytes: 100, Files: 1},
 		{Segment: 1, CommandCount: 6, Bytes: 50, Files: 2}, // an executor of statement 5
 		{Segment: 0, CommandCount: 2, Bytes: 9, Files: 1},  // a statement never seen
@@ -29,7 +30,7 @@ func TestQuerySpillGoesToItsOwnerAndKeepsItsMost(t *testing.T) {
 	if sp := sq.queries[1].spill; sp == nil || *sp != want {
 		t.Fatalf("query 5 spill = %+v, want %+v", sp, want)
 	}
-	sq.holdSpill([]pipeline.Spill{{Segment: 0, CommandCount: 5, Bytes: 20, Files: 1}})
+	sq.holdSpill([]snapshot.Spill{{Segment: 0, CommandCount: 5, Bytes: 20, Files: 1}})
 	sq.holdSpill(nil)
 	want = pipeline.QuerySpill{MaxBytes: 150, MaxFiles: 3}
 	if sp := sq.queries[1].spill; *sp != want {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // sessionQueries is one session's timeline of queries, and what its
@@ -76,7 +78,7 @@ func (sq *sessionQueries) owner(c int64) *query {
 // holdSpill sets what each query holds now from the session's workfile
 // rows, each the owner's of its command count (an executor's count is
 // past its statement's title count), and keeps the most each held.
-func (sq *sessionQueries) holdSpill(rows []pipeline.Spill) {
+func (sq *sessionQueries) holdSpill(rows []snapshot.Spill) {
 	for _, q := range sq.queries {
 		if q.spill != nil {
 			q.spill.Bytes, q.spill.Files = 0, 0
@@ -187,7 +189,7 @@ func (sq *sessionQueries) addSessionStep(st *pipeline.Counters, known uint32, ho
 type sessionLife struct {
 	start        int64 // backend_start; the first snapshot that saw it without one
 	backendStart int64 // 0: the server reported none
-	who          pipeline.SessionWho
+	who          events.SessionWho
 	system       bool // not a client session: no event
 	own          bool // the collector's own connection: no event, none of its queries either
 	lastSeen     int64
@@ -254,7 +256,7 @@ func (l *sessionLife) holdSpill(queries []*query) {
 // couldHaveSaid tells an ending that can be of this session: an exit of
 // its coordinator backend; a log record whose session start, where it
 // names one, is the backend's (to the second, as the log writes it).
-func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
+func (l *sessionLife) couldHaveSaid(e *snapshot.Ending, headPID int64) bool {
 	if e.Exited {
 		return headPID != 0 && e.PID == headPID
 	}
@@ -267,8 +269,8 @@ func (l *sessionLife) couldHaveSaid(e *pipeline.Ending, headPID int64) bool {
 // serverSays is what the server told of one session: its log records,
 // oldest first, and its coordinator backend's exit.
 type serverSays struct {
-	logged []pipeline.Ending
-	exit   *pipeline.Ending
+	logged []snapshot.Ending
+	exit   *snapshot.Ending
 }
 
 // maxLogged bounds the log records kept per session: a statement that

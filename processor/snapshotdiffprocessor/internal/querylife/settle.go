@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 )
 
@@ -76,16 +77,16 @@ func (t *Tracker) settleSession(hosts *Hosts, key pipeline.SessionKey, sq *sessi
 		}
 	}
 	v := judgeSession(&sq.says, l.gone)
-	out.Ended = append(out.Ended, pipeline.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
+	out.Ended = append(out.Ended, events.EndedSession{Session: key, Who: l.who, Start: l.start, End: max(v.end, l.start),
 		EndReason: v.status, SQLState: v.sqlstate, Message: v.message, Partial: l.partial.partial(), PartialCause: l.partial.cause(hosts.Names),
 		Queries: l.queries, Totals: l.totals, Known: l.known, MemoryPeak: l.memoryPeak,
 		SpillMax: l.spillMax, LockWait: l.lockWait, VmemPeak: l.vmemPeak})
 }
 
-func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessionQueries, q *query) pipeline.FinishedQuery {
+func (t *Tracker) finishedQuery(hosts *Hosts, key pipeline.SessionKey, sq *sessionQueries, q *query) events.FinishedQuery {
 	segs := sortedSegments(nil, q.segments)
 	v := judgeQuery(q, &sq.says, t.logStateAt(q.end))
-	f := pipeline.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
+	f := events.FinishedQuery{Session: key, Who: sq.life.who, CommandCount: q.ccnt, Start: q.start, End: v.end,
 		Status: v.status, SQLState: v.sqlstate, ErrorMessage: v.message, CancelReason: v.cancelReason,
 		Partial: q.partial.partial(), PartialCause: q.partial.cause(hosts.Names), Totals: q.totals, Known: q.known,
 		LockWait: q.lockWait, LockBlocker: q.lockBlocker, VmemPeak: q.vmemPeak,

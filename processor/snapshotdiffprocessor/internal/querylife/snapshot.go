@@ -5,6 +5,8 @@ package querylife
 
 import (
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Activity is what a session resource's gpotel.session.info says about the
@@ -20,10 +22,10 @@ type Activity struct {
 	StateChange  int64 // unix ns; 0 when NULL
 	BackendStart int64 // unix ns; 0 when NULL
 	Text         string
-	Who          pipeline.SessionWho
+	Who          events.SessionWho
 	// Spill is the workfiles the session's commands hold now (Greenplum),
 	// from the receiver's latest read; nil without one.
-	Spill []pipeline.Spill
+	Spill []snapshot.Spill
 	// Blocker is the session holding the lock it waits for; 0: none known.
 	Blocker int64
 	// Vmem is Greenplum's vmem account of the session over every segment; 0: none.
@@ -32,7 +34,7 @@ type Activity struct {
 
 // HostEndings are the endings of one endings resource.
 type HostEndings struct {
-	pipeline.HostEndings
+	snapshot.HostEndings
 	TmID int64
 }
 
@@ -117,8 +119,8 @@ type Figures struct {
 // The events' skew is the caller's to compute from their segments.
 type Work struct {
 	Queries  []Figures
-	Finished []pipeline.FinishedQuery
-	Ended    []pipeline.EndedSession
+	Finished []events.FinishedQuery
+	Ended    []events.EndedSession
 	// IgnoredEndings counts the log records and exits of no session
 	// followed, or of another backend than the session's.
 	IgnoredEndings int

@@ -9,6 +9,7 @@ import (
 	"slices"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // Update takes in the newest committed snapshot with the activity of its
@@ -73,7 +74,7 @@ func (t *Tracker) hear(endings []HostEndings) (unplaced []HostEndings, ignored i
 		if h.LogReadThrough != 0 {
 			t.logReadThrough = max(t.logReadThrough, h.LogReadThrough)
 		}
-		var later []pipeline.Ending
+		var later []snapshot.Ending
 		for i := range h.Endings {
 			e := h.Endings[i]
 			t.exitsHeard = t.exitsHeard || e.Exited
@@ -93,7 +94,7 @@ func (t *Tracker) hear(endings []HostEndings) (unplaced []HostEndings, ignored i
 			}
 		}
 		if len(later) > 0 {
-			unplaced = append(unplaced, HostEndings{HostEndings: pipeline.HostEndings{Host: h.Host, Endings: later}, TmID: h.TmID})
+			unplaced = append(unplaced, HostEndings{HostEndings: snapshot.HostEndings{Host: h.Host, Endings: later}, TmID: h.TmID})
 		}
 	}
 	return unplaced, ignored

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/events"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 )
 
 // The tracker is driven here without the processor's store: each snapshot
@@ -49,7 +51,7 @@ func executor(ccnt int64, cpu float64) proc {
 type seen struct {
 	acts    map[pipeline.SessionKey]Activity
 	procs   []proc
-	endings []pipeline.Ending
+	endings []snapshot.Ending
 	// logThrough: mdw's log has been read through it (s); 0: not read.
 	logThrough float64
 }
@@ -84,7 +86,7 @@ func (w *world) at(sec float64, s seen) Work {
 	in := &Snapshot{Seq: w.seq, Time: ns(sec), Prev: w.prev, Activities: s.acts, Hosts: hosts,
 		Processes: &fakeProcesses{w: w, now: ns(sec), procs: s.procs}}
 	if len(s.endings) > 0 || s.logThrough > 0 {
-		in.Endings = []HostEndings{{HostEndings: pipeline.HostEndings{Host: "mdw", Endings: s.endings, LogReadThrough: ns(s.logThrough)}}}
+		in.Endings = []HostEndings{{HostEndings: snapshot.HostEndings{Host: "mdw", Endings: s.endings, LogReadThrough: ns(s.logThrough)}}}
 	}
 	w.prev = in.Time
 	out := w.tr.Update(in)
@@ -148,26 +150,26 @@ func idle(start, end float64) map[pipeline.SessionKey]Activity {
 var gone = map[pipeline.SessionKey]Activity{}
 
 // logged is a log record of session 7's head at sec.
-func logged(sec float64, severity, sqlstate, message string) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: headPID, Time: ns(sec), Severity: severity, SQLState: sqlstate, Message: message}
+func logged(sec float64, severity, sqlstate, message string) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: headPID, Time: ns(sec), Severity: severity, SQLState: sqlstate, Message: message}
 }
 
 // exited is the exit of session 7's head at sec with code (or signal).
-func exited(sec float64, code, signal int64) pipeline.Ending {
-	return pipeline.Ending{Session: 7, PID: headPID, Time: ns(sec), Exited: true, ExitCode: code, Signal: signal}
+func exited(sec float64, code, signal int64) snapshot.Ending {
+	return snapshot.Ending{Session: 7, PID: headPID, Time: ns(sec), Exited: true, ExitCode: code, Signal: signal}
 }
 
 // ranAndWentIdle runs session 7's statement from 1 s (seen at 1 and 2),
 // idle from 2.5 s (seen at 3) with the given endings heard at 3, then
 // gone at 4 and 5 with its log read through each snapshot's time.
-func ranAndWentIdle(t *testing.T, endings ...pipeline.Ending) *world {
+func ranAndWentIdle(t *testing.T, endings ...snapshot.Ending) *world {
 	t.Helper()
 	w := newWorld()
 	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}})
 	w.at(2, seen{acts: running(1), procs: []proc{head(0, 1)}})
 	w.at(3, seen{acts: idle(1, 2.5), procs: []proc{head(0, 0.5)}, endings: endings, logThrough: 3})
 	w.at(4, seen{acts: gone, logThrough: 4})
-	w.at(5, seen{acts: gone, logThrough: 5, endings: []pipeline.Ending{exited(4.5, 0, 0)}})
+	w.at(5, seen{acts: gone, logThrough: 5, endings: []snapshot.Ending{exited(4.5, 0, 0)}})
 	w.at(6, seen{acts: gone, logThrough: 6})
 	require.Len(t, w.work.Finished, 1, "one event for the query")
 	require.Len(t, w.work.Ended, 1, "one event for the session")
@@ -176,7 +178,7 @@ func ranAndWentIdle(t *testing.T, endings ...pipeline.Ending) *world {
 
 func TestQueryIdleAfterItWithNoFailureLoggedCompleted(t *testing.T) {
 	q := ranAndWentIdle(t).work.Finished[0]
-	assert.Equal(t, pipeline.QueryCompleted, q.Status)
+	assert.Equal(t, events.QueryCompleted, q.Status)
 	assert.Equal(t, ns(1), q.Start)
 	assert.Equal(t, ns(2.5), q.End, "its end is state_change")
 	assert.InDelta(t, 1.5, float64(q.Totals[pipeline.CPUUser])/1e9, 1e-9, "its CPU: the steps while it ran")
@@ -184,21 +186,21 @@ func TestQueryIdleAfterItWithNoFailureLoggedCompleted(t *testing.T) {
 
 func TestQueryWithAnErrorLoggedInItsTimeFailed(t *testing.T) {
 	q := ranAndWentIdle(t, logged(2.4, "ERROR", "42P01", `relation "nope" does not exist`)).work.Finished[0]
-	assert.Equal(t, pipeline.QueryError, q.Status)
+	assert.Equal(t, events.QueryError, q.Status)
 	assert.Equal(t, "42P01", q.SQLState)
 	assert.Equal(t, `relation "nope" does not exist`, q.ErrorMessage)
 }
 
 func TestQueryCancelledSaysWhy(t *testing.T) {
 	q := ranAndWentIdle(t, logged(2.4, "ERROR", "57014", "canceling statement due to statement timeout")).work.Finished[0]
-	assert.Equal(t, pipeline.QueryCancelled, q.Status)
-	assert.Equal(t, pipeline.CancelStatementTimeout, q.CancelReason)
+	assert.Equal(t, events.QueryCancelled, q.Status)
+	assert.Equal(t, events.CancelStatementTimeout, q.CancelReason)
 }
 
 func TestSessionWhoseClientLeftEndsAsADisconnect(t *testing.T) {
 	w := ranAndWentIdle(t)
 	s := w.work.Ended[0]
-	assert.Equal(t, pipeline.SessionClientDisconnect, s.EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, s.EndReason)
 	assert.Equal(t, ns(0.5), s.Start, "its backend_start")
 	assert.Equal(t, ns(4.5), s.End, "its backend's exit")
 	assert.Equal(t, int64(1), s.Queries)
@@ -208,28 +210,28 @@ func TestKilledBackendTerminatesItsRunningQueryAndItsSession(t *testing.T) {
 	w := newWorld()
 	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}})
 	w.at(2, seen{acts: running(1), procs: []proc{head(0, 1)}})
-	w.at(3, seen{acts: gone, endings: []pipeline.Ending{exited(2.7, 0, 9)}})
+	w.at(3, seen{acts: gone, endings: []snapshot.Ending{exited(2.7, 0, 9)}})
 	w.at(4, seen{acts: gone})
 	require.Len(t, w.work.Finished, 1)
 	require.Len(t, w.work.Ended, 1)
 	q, s := w.work.Finished[0], w.work.Ended[0]
-	assert.Equal(t, pipeline.QueryTerminated, q.Status)
+	assert.Equal(t, events.QueryTerminated, q.Status)
 	assert.Equal(t, ns(2.7), q.End, "the exit's time")
-	assert.Equal(t, pipeline.SessionTerminated, s.EndReason)
+	assert.Equal(t, events.SessionTerminated, s.EndReason)
 }
 
 // A session gone without its head's exit, where exits are heard, waits for
 // it: a backend leaves pg_stat_activity before it exits.
 func TestSessionGoneWaitsForItsBackendsExit(t *testing.T) {
 	w := newWorld()
-	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}, endings: []pipeline.Ending{{Session: 99, PID: 5, Exited: true}}})
+	w.at(1, seen{acts: running(1), procs: []proc{head(0, 0)}, endings: []snapshot.Ending{{Session: 99, PID: 5, Exited: true}}})
 	w.at(2, seen{acts: idle(1, 1.5), procs: []proc{head(0, 0)}})
 	w.at(3, seen{acts: gone})
 	w.at(4, seen{acts: gone})
 	assert.Empty(t, w.work.Ended, "no event before its exit is heard")
-	w.at(5, seen{acts: gone, endings: []pipeline.Ending{exited(2.9, 0, 0)}})
+	w.at(5, seen{acts: gone, endings: []snapshot.Ending{exited(2.9, 0, 0)}})
 	require.Len(t, w.work.Ended, 1)
-	assert.Equal(t, pipeline.SessionClientDisconnect, w.work.Ended[0].EndReason)
+	assert.Equal(t, events.SessionClientDisconnect, w.work.Ended[0].EndReason)
 }
 
 // Greenplum: the idle title read while pg_stat_activity still showed the
@@ -248,7 +250,7 @@ func TestIdleTitleOnePastTheRunningOneFoldsIntoTheStatement(t *testing.T) {
 	assert.InDelta(t, 2.2, float64(q.Totals[pipeline.CPUUser])/1e9, 1e-9, "all its work, the folded query's too")
 	w.at(5, seen{acts: idle(1, 3.5), procs: []proc{head(2, 0), executor(2, 0)}})
 	require.Len(t, w.work.Finished, 1, "one event")
-	assert.Equal(t, pipeline.QueryCompleted, w.work.Finished[0].Status)
+	assert.Equal(t, events.QueryCompleted, w.work.Finished[0].Status)
 }
 
 // PostgreSQL's session id is its leader's pid: a new backend under the same
@@ -263,7 +265,7 @@ func TestReusedSessionKeyEndsTheFormerSession(t *testing.T) {
 	s := w.work.Ended[0]
 	assert.Equal(t, ns(0.5), s.Start, "the former backend's start")
 	assert.Equal(t, ns(2), s.End, "the snapshot that saw the key reused")
-	assert.Equal(t, pipeline.SessionEndUnknown, s.EndReason, "nothing heard of how it ended")
+	assert.Equal(t, events.SessionEndUnknown, s.EndReason, "nothing heard of how it ended")
 	require.Len(t, w.tr.sessions, 1)
 	assert.Equal(t, ns(1.5), w.tr.sessions[session7].life.start, "the key follows the new session")
 }
