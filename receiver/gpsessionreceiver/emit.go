@@ -5,6 +5,7 @@ package gpsessionreceiver
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -87,6 +88,12 @@ type answerWrite struct {
 	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
 	// unchanged are the asked backends a delta answer left out.
 	unchanged []*Backend
+	// carry: the host's unchanged processes are carried as a whole
+	// (sparse.Outgoing.Carry): leftOut counts them, gone lists the asked
+	// pids not answered or answered without a stat.
+	carry   bool
+	leftOut int
+	gone    []int64
 }
 
 // emitAnswer hands one agent answer on as a process batch
@@ -109,6 +116,12 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 		}
 	}
 	sent, sc.order, err = outgoing.Send(ctx, a.host, sc.entries, sc.order)
+	if err == nil && a.carry {
+		var kept int
+		kept, err = outgoing.Carry(a.host, a.leftOut, a.gone)
+		sent.Unchanged += kept
+		return sent, withoutStat, err
+	}
 	if err != nil || len(a.unchanged) == 0 {
 		return sent, withoutStat, err
 	}
@@ -156,6 +169,14 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 	}
 	if outgoing != nil {
 		outgoing.Close(&c)
+		for i := range c.Hosts {
+			if r := &s.results[i]; r.up && !c.Hosts[i].Up {
+				// Carried as a whole, its left out did not add up to what was sent.
+				r.up, r.err = false, fmt.Errorf("host %s: the agent left out as unchanged processes the receiver did not send as they are", r.host)
+				st.answeredHosts--
+				st.failedHosts++
+			}
+		}
 	}
 	return e.closing.Encode(&c), st
 }
