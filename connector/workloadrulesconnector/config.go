@@ -75,6 +75,11 @@ type ScopeConfig struct {
 	ExcludeApplications   []string `mapstructure:"exclude_applications"`
 	ResourceGroups        []string `mapstructure:"resource_groups"`
 	ExcludeResourceGroups []string `mapstructure:"exclude_resource_groups"`
+	// ResourceQueues and ExcludeResourceQueues name the Greenplum resource
+	// queues of the sessions' roles; a rule naming either looks only at
+	// sessions whose queue is known.
+	ResourceQueues        []string `mapstructure:"resource_queues"`
+	ExcludeResourceQueues []string `mapstructure:"exclude_resource_queues"`
 }
 
 var _ component.Config = (*Config)(nil)
@@ -232,6 +237,9 @@ func (c *Config) compile(rc *RuleConfig) (*rule, error) {
 	scope, err := rc.Scope.compile()
 	if err != nil {
 		errs = append(errs, err)
+	}
+	if scope.queues.named() && c.Dialect == dialect.PostgreSQL {
+		errs = append(errs, errors.New("scope: resource_queues, exclude_resource_queues: the postgresql dialect has no resource queues; the rule would look at no session"))
 	}
 	r.scope = scope
 	return r, errors.Join(errs...)

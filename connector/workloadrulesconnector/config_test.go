@@ -37,6 +37,7 @@ func TestConfigUnmarshals(t *testing.T) {
 	require.Len(t, cfg.Rules, 2)
 	assert.Equal(t, []string{"gpotel.query.spill.size > 50GiB"}, cfg.Rules[0].When)
 	assert.Equal(t, "small", cfg.Rules[1].ResourceGroup)
+	assert.Equal(t, []string{"pg_default"}, cfg.Rules[1].Scope.ExcludeResourceQueues)
 
 	r, err := cfg.compile(&cfg.Rules[0])
 	require.NoError(t, err)

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/gpotel/gpotel/connector/workloadrulesconnector/internal/metadata"
+	"github.com/gpotel/gpotel/internal/dialect"
 	"github.com/gpotel/gpotel/internal/pipeline"
 )
 
@@ -44,17 +45,25 @@ type workloadRules struct {
 	previous time.Time // the snapshot before, for the collection interval
 	// warnedWindow: the warning that window is none of the processor's was given.
 	warnedWindow bool
+	// queueRules name the rules scoped by resource queue; warnedQueues:
+	// the warning that the server has none was given.
+	queueRules   []string
+	warnedQueues bool
 }
 
 func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, actor Actor) (*workloadRules, error) {
 	rules := make([]*rule, 0, len(cfg.Rules))
 	var needs decoders
+	var queueRules []string
 	for i := range cfg.Rules {
 		r, err := cfg.compile(&cfg.Rules[i])
 		if err != nil {
 			return nil, err // Validate has refused it already
 		}
 		rules = append(rules, r)
+		if r.scope.queues.named() {
+			queueRules = append(queueRules, r.name)
+		}
 		for _, p := range r.predicates {
 			needs |= p.figure.source()
 		}
@@ -63,7 +72,7 @@ func newWorkloadRules(cfg *Config, set connector.Settings, next consumer.Logs, a
 	if err != nil {
 		return nil, err
 	}
-	return &workloadRules{cfg: cfg, next: next, logger: set.Logger, telemetry: tb, actor: actor, now: time.Now,
+	return &workloadRules{cfg: cfg, next: next, logger: set.Logger, telemetry: tb, actor: actor, now: time.Now, queueRules: queueRules,
 		reader: newViewReader(needs, cfg.Window, cfg.Superusers), engine: newEngine(rules)}, nil
 }
 
@@ -93,6 +102,12 @@ func (c *workloadRules) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) 
 		c.warnedWindow = true
 		c.logger.Warn("workload rules: the session figures have no point of window; it is none of the snapshotdiff processor's windows, so no session figure over it satisfies a predicate",
 			zap.Duration("window", c.cfg.Window), zap.Int("sessions", c.reader.windowMissing))
+	}
+	// With dialect auto the server is known only now: Validate could not refuse these.
+	if len(c.queueRules) > 0 && v.dialect == string(dialect.PostgreSQL) && !c.warnedQueues {
+		c.warnedQueues = true
+		c.logger.Warn("workload rules: the server is PostgreSQL, which has no resource queues: the rules scoped by resource queue look at no session",
+			zap.Strings("rules", c.queueRules))
 	}
 	interval := v.time.Sub(c.previous)
 	first := c.previous.IsZero()

@@ -158,6 +158,7 @@ func at(sec float64) time.Time { return epoch.Add(time.Duration(sec * float64(ti
 type work struct {
 	id     int64
 	user   string
+	queue  string // the role's resource queue; "": unknown
 	state  string // "": active
 	spill  int64
 	cpu    float64
@@ -177,7 +178,7 @@ func snapshotAt(sec float64, sessions ...work) pipelinetest.Snapshot {
 		if state == "" {
 			state = "active"
 		}
-		ses := pipelinetest.Session{ID: w.id, PID: 1000 + w.id, DB: "sales", User: user, State: state, System: w.system, Own: w.own,
+		ses := pipelinetest.Session{ID: w.id, PID: 1000 + w.id, DB: "sales", User: user, ResourceQueue: w.queue, State: state, System: w.system, Own: w.own,
 			QueryStart: at(0), BackendStart: at(-10), Query: fmt.Sprintf("select %d", w.id)}
 		if state != "active" {
 			ses.StateChange = at(1)

@@ -63,9 +63,19 @@ func (n *names) admits(v string) bool {
 	return (len(n.in) == 0 || slices.Contains(n.in, v)) && !slices.Contains(n.out, v)
 }
 
+// named tells whether the dimension narrows the scope at all.
+func (n *names) named() bool { return len(n.in) > 0 || len(n.out) > 0 }
+
+// admitsKnown is admits for a dimension whose value may be unknown (""):
+// once named, it admits no unknown value, so that an exclusion never lets
+// through a session it cannot tell apart.
+func (n *names) admitsKnown(v string) bool {
+	return !n.named() || (v != "" && n.admits(v))
+}
+
 // scope is the sessions a rule looks at.
 type scope struct {
-	users, databases, applications, groups names
+	users, databases, applications, groups, queues names
 }
 
 func (sc *ScopeConfig) compile() (scope, error) {
@@ -88,6 +98,7 @@ func (sc *ScopeConfig) compile() (scope, error) {
 		databases:    dim("databases", sc.Databases, sc.ExcludeDatabases),
 		applications: dim("applications", sc.Applications, sc.ExcludeApplications),
 		groups:       dim("resource_groups", sc.ResourceGroups, sc.ExcludeResourceGroups),
+		queues:       dim("resource_queues", sc.ResourceQueues, sc.ExcludeResourceQueues),
 	}
 	return s, errors.Join(errs...)
 }
@@ -99,5 +110,5 @@ func (s *scope) admits(t *target) bool {
 		return false
 	}
 	return s.users.admits(t.user) && s.databases.admits(t.database) &&
-		s.applications.admits(t.application) && s.groups.admits(t.group)
+		s.applications.admits(t.application) && s.groups.admits(t.group) && s.queues.admitsKnown(t.queue)
 }

@@ -32,6 +32,7 @@ type target struct {
 	queryStart   time.Time
 
 	user, database, application, group string
+	queue                              string // the role's resource queue; "": unknown
 	superuser                          bool
 
 	values  [numFigures]float64
@@ -150,6 +151,7 @@ func (r *viewReader) readSession(rm pmetric.ResourceMetrics, v *view) {
 	t := &v.targets[len(v.targets)-1]
 	t.pid, t.backendStart = h.PID, st.BackendStart.V
 	t.user, t.database, t.application, t.group = h.User, h.Database, st.ApplicationName.V, st.RsgName.V
+	t.queue = h.ResourceQueue
 	t.superuser = slices.Contains(r.superusers, h.User)
 	t.key.session = h.Key
 	if st.QueryStart.Valid {

@@ -36,6 +36,11 @@ const (
 	SegmentConfiguration = `SELECT content::bigint, role::text, status::text, hostname::text FROM gp_segment_configuration`
 	// ResourceGroups names every resource group (Greenplum 6, 7 and Cloudberry).
 	ResourceGroups = `SELECT oid::bigint, rsgname::text FROM pg_resgroup`
+	// RoleResourceQueues names the resource queue of every role with a
+	// session on the coordinator (Greenplum 6, 7 and Cloudberry): as many
+	// rows as the sessions' roles, never the whole of pg_roles.
+	RoleResourceQueues = `SELECT r.rolname::text, q.rsqname::text FROM pg_roles r JOIN pg_resqueue q ON q.oid = r.rolresqueue` +
+		` WHERE r.rolname IN (SELECT usename FROM pg_stat_activity)`
 	// HasResourceGroupBypass tells whether the server has gp_resource_group_bypass.
 	HasResourceGroupBypass = `SELECT count(*) > 0 FROM pg_settings WHERE name = 'gp_resource_group_bypass'` //nolint:gosec // G101: "bypass", not a credential
 	// SetResourceGroupBypass keeps gpotel's catalog reads out of resource-group

@@ -60,6 +60,7 @@ var Statements = []Statement{
 	{Name: "sessions", Sender: "receiver", Target: Coordinator, Text: Sessions},
 	{Name: "segment configuration", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(SegmentConfiguration)},
 	{Name: "resource groups", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(ResourceGroups)},
+	{Name: "role resource queues", Sender: "receiver", Target: Coordinator, Text: greenplumOnly(RoleResourceQueues)},
 	{Name: "has gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(HasResourceGroupBypass)},
 	{Name: "set gp_resource_group_bypass", Sender: "receiver", Target: Coordinator, Text: always(SetResourceGroupBypass), Guard: "has gp_resource_group_bypass"},
 	{Name: "has workfiles", Sender: "receiver", Target: Coordinator, Text: HasWorkfiles},

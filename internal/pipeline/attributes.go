@@ -62,6 +62,7 @@ var ResourceAttributes = []Attribute{
 	{Name: AttrSessionOwn, Type: "bool", Description: "Session resources: true when the session is one of the collector's own monitoring connections (known by its backend pid); absent otherwise."},
 	{Name: AttrDBNamespace, Type: "string", Description: "Session resources: the database (pg_stat_activity datname)."},
 	{Name: AttrSessionUser, Type: "string", Description: "Session resources: the user (pg_stat_activity usename)."},
+	{Name: AttrResourceQueueName, Type: "string", Description: "Session resources on Greenplum: the resource queue of the session's role (pg_resqueue.rsqname of pg_roles.rolresqueue); absent where the server has no queues or the catalog did not name one."},
 	{Name: AttrCgroupPath, Type: "string", Description: "Cgroup resources: the group's path inside its hierarchy, as /proc/<pid>/cgroup names it; for a resource group it ends at the oid."},
 	{Name: AttrCgroupVersion, Type: "int", Description: "Cgroup resources: 1 or 2."},
 	{Name: AttrCgroupControllers, Type: "string", Description: "Cgroup resources of a cgroup v1 group: the controllers of its hierarchy (cpu, or cpu,cpuacct)."},

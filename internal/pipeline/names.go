@@ -405,6 +405,7 @@ const (
 	AttrCgroupTasksSource    = "gpotel.cgroup.tasks.source"
 	AttrResourceGroupOID     = "gpotel.resource_group.oid"
 	AttrResourceGroupName    = "gpotel.resource_group.name"
+	AttrResourceQueueName    = "gpotel.resource_queue.name"
 	AttrCgroupName           = "gpotel.cgroup.name"
 	AttrPressureResource     = "gpotel.pressure.resource"
 	AttrPressureKind         = "gpotel.pressure.kind"

@@ -215,8 +215,8 @@ func (sp sessionPressure) of(session int64) []snapshot.GroupPressure {
 	return out
 }
 
-// noteCgroupGaps logs, once per change, why a host has no group figures or
-// the resource groups have no names.
+// noteCgroupGaps logs, once per change, why a host has no group figures,
+// the resource groups have no names or the sessions no resource queue.
 func (s *sessionScraper) noteCgroupGaps(state *ClusterState, results []hostResult) {
 	note := func(key, msg string, fields ...zap.Field) {
 		if s.cgroupNotes.changed(key, msg) && msg != "" {
@@ -227,6 +227,12 @@ func (s *sessionScraper) noteCgroupGaps(state *ClusterState, results []hostResul
 		note("", "resource groups are not named in cgroup figures", zap.Error(state.ResourceGroupsErr))
 	} else {
 		note("", "")
+	}
+	if state.ResourceQueuesErr != nil {
+		note("queues", "sessions' resource queues are not all known: workload rules scoped by queue leave those sessions alone",
+			zap.Error(state.ResourceQueuesErr))
+	} else {
+		note("queues", "")
 	}
 	for i := range results {
 		r := &results[i]

@@ -79,6 +79,9 @@ func TestEveryStatementRunsOnEachDialect(t *testing.T) {
 				if st.ResourceGroupsErr != nil {
 					t.Fatalf("resource groups: %v", st.ResourceGroupsErr)
 				}
+				if st.ResourceQueuesErr != nil {
+					t.Fatalf("resource queues: %v", st.ResourceQueuesErr)
+				}
 			}
 			// The Greenplum figures' own read, on the receiver's pool.
 			shape := src.shape(st.Dialect, src.columns)

@@ -9,16 +9,20 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/consumer"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
+	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/receiver/gpsessionreceiver/internal/metadatatest"
@@ -274,6 +278,10 @@ func TestCheckAnswerRejectsADeltaAnswerNotAskedFor(t *testing.T) {
 	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, GonePids: []int64{3}}, 7, asked); err == nil {
 		t.Error("a pid gone that was not asked about accepted")
 	}
+	// Twice gone would count one left out too few, on a host carried as a whole.
+	if _, err := checkAnswer(&yagpcc.GetPidProcInfoResponse{Host: goodHost, Delta: true, GonePids: []int64{2, 2}}, 7, asked); err == nil {
+		t.Error("a pid listed gone twice accepted")
+	}
 }
 
 // A delta answer's sessions run in the groups it lists per session, the
@@ -320,11 +328,74 @@ func TestAProcessLeftOutThatWasNeverSentFailsTheHost(t *testing.T) {
 	src := newMemorySource(1, []int{1, 2})
 	s := deltaScraper(t, src, agent, &recordingPipeline{})
 	var ups []int64
+	var failed []bool
 	for range 3 {
-		md, _ := s.scrape(context.Background())
-		ups = append(ups, hostUp(md)["sdw1"])
+		md, err := s.scrape(context.Background())
+		ups, failed = append(ups, hostUp(md)["sdw1"]), append(failed, err != nil)
 	}
 	if want := []int64{1, 0, 1}; !reflect.DeepEqual(ups, want) {
 		t.Errorf("host.up per scrape %v, want %v: the lie fails the host once, then a full answer", ups, want)
+	}
+	if want := []bool{false, true, false}; !reflect.DeepEqual(failed, want) {
+		t.Errorf("scrape failed per scrape %v, want %v: the host that did not answer makes its scrape partial", failed, want)
+	}
+}
+
+// A host asked about exactly the processes of its last snapshot, with a
+// generation named for each of its batches, has its unchanged processes
+// carried as a whole; a batch without a generation (its answer will be
+// full), another process asked about, or a process asked about in another
+// session, has them kept one by one.
+func TestAHostAskedAboutTheSameProcessesIsCarriedAsAWhole(t *testing.T) {
+	cfg := validConfig()
+	cfg.MaxPidsPerCall = 2
+	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	s := &sessionScraper{cfg: cfg, deltaClient: "gpotel-test", generations: map[string][]uint64{}}
+	sender := sparse.NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
+	procs := []Backend{{PID: 1, SessionID: 7}, {PID: 2, SessionID: 7}, {PID: 3, SessionID: 8}}
+	tick := int64(0)
+	carried := func(procs []Backend, since []uint64) bool {
+		tick++
+		out := sender.Snapshot(time.Unix(1_700_000_000+tick, 0), 1)
+		s.generations["sdw1"] = since
+		queries := []hostQuery{{host: "sdw1", procs: procs}}
+		s.askForDeltas(queries, out)
+		var entries []snapshot.ProcessEntry
+		for _, b := range procs {
+			entries = append(entries, snapshot.ProcessEntry{Session: b.SessionID,
+				Process: snapshot.Process{PID: b.PID, CreationTime: time.Unix(1_600_000_000, 0), HasStat: true}})
+		}
+		if queries[0].carry {
+			_, _, _ = out.Send(context.Background(), "sdw1", nil, nil)
+			_, _ = out.Carry("sdw1", len(procs), nil)
+		} else {
+			_, _, _ = out.Send(context.Background(), "sdw1", entries, nil)
+		}
+		c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
+		out.Close(c)
+		if !c.Hosts[0].Up {
+			t.Fatalf("snapshot %d: the host closed as not answered", tick)
+		}
+		return queries[0].carry
+	}
+	moved := []Backend{{PID: 1, SessionID: 7}, {PID: 2, SessionID: 9}, {PID: 3, SessionID: 8}}
+	for _, step := range []struct {
+		name  string
+		procs []Backend
+		since []uint64
+		want  bool
+	}{
+		{"first snapshot", procs, nil, false},
+		{"the same processes, every batch named", procs, []uint64{4, 5}, true},
+		{"and again", procs, []uint64{6, 7}, true},
+		{"a batch without a generation", procs, []uint64{8, 0}, false},
+		{"one generation for two batches", procs, []uint64{9}, false},
+		{"a process more", append(slices.Clone(procs), Backend{PID: 4, SessionID: 8}), []uint64{10, 11}, false},
+		{"a process in another session", moved, []uint64{12, 13}, false},
+		{"then the same again", moved, []uint64{14, 15}, true},
+	} {
+		if got := carried(step.procs, step.since); got != step.want {
+			t.Errorf("%s: carried %v, want %v", step.name, got, step.want)
+		}
 	}
 }

@@ -77,6 +77,12 @@ type ClusterState struct {
 	// server has none or the query failed (ResourceGroupsErr says why).
 	ResourceGroups    map[uint32]string
 	ResourceGroupsErr error
+	// ResourceQueues names the resource queue of each session's role
+	// (pg_roles.rolresqueue), by role name; nil where the server has no
+	// queues or the query failed (ResourceQueuesErr says why; a partial
+	// map holds the roles read before the failure).
+	ResourceQueues    map[string]string
+	ResourceQueuesErr error
 }
 
 // clusterSource is what a scrape needs from the database.
@@ -300,6 +306,8 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	if d.Greenplum() {
 		// Names only label cgroup figures: a failure costs the names, not the scrape.
 		st.ResourceGroups, st.ResourceGroupsErr = queryResourceGroups(ctx, conn.Conn())
+		// Queues only scope rules: a failure leaves the sessions' queues unknown.
+		st.ResourceQueues, st.ResourceQueuesErr = queryResourceQueues(ctx, conn.Conn())
 	}
 	return st, nil
 }

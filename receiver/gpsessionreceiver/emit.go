@@ -5,6 +5,7 @@ package gpsessionreceiver
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,6 +33,7 @@ type scrapeResult struct {
 	results         []hostResult // in the order of queries
 	queryMaxLength  int
 	resourceGroups  map[uint32]string // resource group oid -> name
+	resourceQueues  map[string]string // role name -> its resource queue's name
 	// greenplum is the server's own figures per session, from the latest
 	// read not older than max_age; nil without one.
 	greenplum map[int64]*snapshot.GreenplumSession
@@ -86,6 +88,12 @@ type answerWrite struct {
 	byPID  map[int64]*Backend // the asked backends; checkAnswer let only these through
 	// unchanged are the asked backends a delta answer left out.
 	unchanged []*Backend
+	// carry: the host's unchanged processes are carried as a whole
+	// (sparse.Outgoing.Carry): leftOut counts them, gone lists the asked
+	// pids not answered or answered without a stat.
+	carry   bool
+	leftOut int
+	gone    []int64
 }
 
 // emitAnswer hands one agent answer on as a process batch
@@ -108,6 +116,12 @@ func (e *snapshotEmitter) emitAnswer(ctx context.Context, outgoing *sparse.Outgo
 		}
 	}
 	sent, sc.order, err = outgoing.Send(ctx, a.host, sc.entries, sc.order)
+	if err == nil && a.carry {
+		var kept int
+		kept, err = outgoing.Carry(a.host, a.leftOut, a.gone)
+		sent.Unchanged += kept
+		return sent, withoutStat, err
+	}
 	if err != nil || len(a.unchanged) == 0 {
 		return sent, withoutStat, err
 	}
@@ -147,6 +161,7 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 	for _, row := range s.sessions {
 		c.Sessions = append(c.Sessions, snapshot.Session{
 			ID: row.SessionID, PID: row.PID, System: isSystemSession(row), Own: row.Own, Database: row.Datname, User: row.Usename,
+			ResourceQueue:  s.resourceQueueOf(row.Usename),
 			State:          sessionState(&row, s.queryMaxLength, backends[row.SessionID]),
 			CgroupPressure: pressure.of(row.SessionID),
 			Greenplum:      s.greenplum[row.SessionID],
@@ -154,8 +169,25 @@ func (e *snapshotEmitter) emitSnapshot(s *scrapeResult, outgoing *sparse.Outgoin
 	}
 	if outgoing != nil {
 		outgoing.Close(&c)
+		for i := range c.Hosts {
+			if r := &s.results[i]; r.up && !c.Hosts[i].Up {
+				// Carried as a whole, its left out did not add up to what was sent.
+				r.up, r.err = false, fmt.Errorf("host %s: the agent left out as unchanged processes the receiver did not send as they are", r.host)
+				st.answeredHosts--
+				st.failedHosts++
+			}
+		}
 	}
 	return e.closing.Encode(&c), st
+}
+
+// resourceQueueOf names the resource queue of the role user; "" when
+// unknown.
+func (s *scrapeResult) resourceQueueOf(user *string) string {
+	if user == nil {
+		return ""
+	}
+	return s.resourceQueues[*user]
 }
 
 // sessionBackends lists, per session id, every process the receiver asked

@@ -70,6 +70,7 @@ type sighting struct {
 	segment     int64
 	backendType string
 	tick        uint64
+	left        bool // gone while its host was carried (hostSightings.tickOf)
 }
 
 // hostSightings are one host's sightings, by pid.
@@ -80,6 +81,40 @@ type hostSightings struct {
 	// gone before the agent read them: their exit records name their
 	// segments' postmasters.
 	listed map[int64]listing
+	// A host carried as a whole (its unchanged processes left out of the
+	// answers, the same ones asked as the tick before) is not visited per
+	// process: every sighting and listing of tick runFrom or later that
+	// has not left counts as of tick runTo (0: none is carried).
+	runFrom, runTo uint64
+}
+
+// tickOf is the last tick a sighting or listing of the host was seen at.
+func (hs *hostSightings) tickOf(tick uint64, left bool) uint64 {
+	if hs.runTo != 0 && !left && tick >= hs.runFrom {
+		return hs.runTo
+	}
+	return tick
+}
+
+// settle ends the host's carried run: each sighting and listing takes its
+// tick, to be visited one by one again.
+func (hs *hostSightings) settle() {
+	if hs.runTo == 0 {
+		return
+	}
+	for pid, s := range hs.m {
+		if tick := hs.tickOf(s.tick, s.left); tick != s.tick || s.left {
+			s.tick, s.left = tick, false
+			hs.m[pid] = s
+		}
+	}
+	for pid, l := range hs.listed {
+		if tick := hs.tickOf(l.tick, l.left); tick != l.tick || l.left {
+			l.tick, l.left = tick, false
+			hs.listed[pid] = l
+		}
+	}
+	hs.runFrom, hs.runTo = 0, 0
 }
 
 // listing is a backend the catalog listed that no scrape read alive.
@@ -88,6 +123,7 @@ type listing struct {
 	session int64
 	at      time.Time // the scrape's: the backend was born before it
 	tick    uint64
+	left    bool // as sighting.left
 }
 
 // hostSightingsOf returns the host's sightings, made on first use.
@@ -109,6 +145,7 @@ func (t *exitTracker) sighting(key hostPID) (sighting, bool) {
 		return sighting{}, false
 	}
 	s, ok := hs.m[key.pid]
+	s.tick = hs.tickOf(s.tick, s.left)
 	return s, ok
 }
 
@@ -310,12 +347,44 @@ func (t *exitTracker) rememberUnchanged(host string, unchanged []*Backend) {
 	t.mu.Unlock()
 	hs.mu.Lock()
 	defer hs.mu.Unlock()
+	hs.settle()
 	for _, b := range unchanged {
 		if s, ok := hs.m[b.PID]; ok {
 			s.tick = tick
 			hs.m[b.PID] = s
 		}
 	}
+}
+
+// rememberCarried records an answer of a host whose unchanged processes
+// are carried as a whole (sparse.Outgoing.Carries: the same processes asked
+// as at the tick before, which the host answered): every process the host
+// was last seen with is seen this tick too, except the asked ones gone
+// (or answered without a stat), which the catalog still lists. Only they
+// are visited. Call it before rememberAnswer of the same answer.
+func (t *exitTracker) rememberCarried(host string, gone []int64, asked map[int64]*Backend) {
+	hs := t.hostSightingsOf(host)
+	t.mu.Lock()
+	tick, at := t.tick, t.tickAt
+	t.mu.Unlock()
+	hs.mu.Lock()
+	defer hs.mu.Unlock()
+	if hs.runTo != tick && hs.runTo != tick-1 {
+		hs.settle()
+	}
+	if hs.runTo == 0 {
+		hs.runFrom = tick - 1
+	}
+	for _, pid := range gone {
+		if s, ok := hs.m[pid]; ok {
+			s.tick, s.left = min(hs.tickOf(s.tick, s.left), tick-1), true
+			hs.m[pid] = s
+		}
+		if b := asked[pid]; b != nil {
+			hs.listed[pid] = listing{segment: b.SegmentID, session: b.SessionID, at: at, tick: tick, left: true}
+		}
+	}
+	hs.runTo = tick
 }
 
 // rememberAnswer records the answered processes and, from their parent
@@ -334,6 +403,10 @@ func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos
 	var parent hostPID
 	var parentSegment int64
 	hs.mu.Lock()
+	carried := hs.runTo == tick
+	if !carried {
+		hs.settle()
+	}
 	for _, info := range infos {
 		st := info.GetProcStat()
 		b := asked[info.GetPid()]
@@ -349,11 +422,11 @@ func (t *exitTracker) rememberAnswer(host string, consts kernelunits.Host, infos
 			parents = append(parents, postmasterOf{p, parentSegment})
 		}
 	}
-	if len(infos) < len(asked) {
+	if len(infos) < len(asked) && !carried { // rememberCarried listed a carried host's
 		// A segment whose backends all live for milliseconds has none that
 		// a scrape reads alive; without this its postmaster stays unknown.
 		for pid, b := range asked {
-			if s, ok := hs.m[pid]; !ok || s.tick != tick {
+			if s, ok := hs.m[pid]; !ok || hs.tickOf(s.tick, s.left) != tick {
 				hs.listed[pid] = listing{segment: b.SegmentID, session: b.SessionID, at: at, tick: tick}
 			}
 		}
@@ -371,12 +444,12 @@ func (t *exitTracker) endTick() {
 	defer t.mu.Unlock()
 	for host, hs := range t.sightings {
 		for pid, s := range hs.m {
-			if t.tick-s.tick > sightingTicks {
+			if t.tick-hs.tickOf(s.tick, s.left) > sightingTicks {
 				delete(hs.m, pid)
 			}
 		}
 		for pid, l := range hs.listed {
-			if t.tick-l.tick > sightingTicks {
+			if t.tick-hs.tickOf(l.tick, l.left) > sightingTicks {
 				delete(hs.listed, pid)
 			}
 		}

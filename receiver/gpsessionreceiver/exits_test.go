@@ -724,3 +724,77 @@ func TestExitTimesAreBoundedByTheKernelsBeginSecond(t *testing.T) {
 		}
 	}
 }
+
+// A host carried as a whole is not visited per process, yet each of its
+// sightings ends exactly as if it were: a carried process is seen every
+// tick, one gone is last seen the tick before, and each is forgotten
+// sightingTicks after it was last seen; when the carry ends (the host is
+// asked about other processes), by a delta or a full answer, each is seen
+// one by one again.
+func TestACarriedSightingIsLastSeenExactlyWhenItsProcessDeparts(t *testing.T) {
+	asked := map[int64]*Backend{200: {SegmentID: 1, PID: 200, SessionID: 9}, 201: {SegmentID: 1, PID: 201, SessionID: 9}}
+	read := func(w *exitTrackerWorld, pids ...int64) (infos []*yagpcc.GpPidProcInfo) {
+		for _, pid := range pids {
+			infos = append(infos, &yagpcc.GpPidProcInfo{Pid: pid, ProcStat: &yagpcc.ProcStat{Ppid: worldPostmaster, Starttime: 1000 * w.consts.ClkTck}})
+		}
+		return infos
+	}
+	for _, end := range []string{"delta", "full"} {
+		w := newExitTrackerWorld(t)
+		lastSeen := func(pid int64) (uint64, bool) {
+			s, ok := w.tr.sighting(hostPID{"sdw1", pid})
+			return s.tick, ok
+		}
+		tick := func(carried bool, gone []int64, unchanged []*Backend, infos []*yagpcc.GpPidProcInfo, asked map[int64]*Backend) {
+			w.tr.beginTick()
+			if carried {
+				w.tr.rememberCarried("sdw1", gone, asked)
+			} else {
+				w.tr.rememberUnchanged("sdw1", unchanged)
+			}
+			w.tr.rememberAnswer("sdw1", w.consts, infos, asked)
+			w.tr.endTick()
+		}
+		tick(false, nil, nil, read(w, 200, 201), asked) // tick 1: a full answer
+		for range 11 {                                  // ticks 2-12: nothing moved
+			tick(true, nil, nil, nil, asked)
+		}
+		if s200, _ := lastSeen(200); s200 != 12 {
+			t.Fatalf("%s: carried through tick 12: pid 200 last seen at %d", end, s200)
+		}
+		// Tick 13, in two batches: 201 gone, in the second.
+		w.tr.beginTick()
+		for _, gone := range [][]int64{nil, {201}} {
+			w.tr.rememberCarried("sdw1", gone, asked)
+			w.tr.rememberAnswer("sdw1", w.consts, nil, asked)
+		}
+		w.tr.endTick()
+		s200, _ := lastSeen(200)
+		s201, _ := lastSeen(201)
+		if s200 != 13 || s201 != 12 {
+			t.Fatalf("%s: tick 13, pid 201 gone: last seen 200 at %d, 201 at %d; want 13 and 12", end, s200, s201)
+		}
+		for k := uint64(14); k <= 23; k++ {
+			tick(true, []int64{201}, nil, nil, asked)
+			if _, ok := lastSeen(201); ok != (k <= 12+sightingTicks) {
+				t.Fatalf("%s: tick %d: pid 201's sighting kept %v, want it kept through tick %d only", end, k, ok, 12+sightingTicks)
+			}
+		}
+		// Tick 24: 202 is asked about too, so the carry ends; 200 is seen.
+		more := map[int64]*Backend{200: asked[200], 202: {SegmentID: 1, PID: 202, SessionID: 9}}
+		if end == "delta" {
+			tick(false, nil, []*Backend{more[200]}, read(w, 202), more)
+		} else {
+			tick(false, nil, nil, read(w, 200, 202), more)
+		}
+		if s, _ := lastSeen(200); s != 24 {
+			t.Fatalf("%s: tick 24, the carry ended: pid 200 last seen at %d, want 24", end, s)
+		}
+		for k := uint64(25); k <= 35; k++ { // neither is asked about any more
+			tick(false, nil, nil, nil, map[int64]*Backend{})
+			if s, ok := lastSeen(200); ok != (k <= 24+sightingTicks) || (ok && s != 24) {
+				t.Fatalf("%s: tick %d: pid 200's sighting kept %v (last seen %d), want it last seen at 24 and kept through tick %d only", end, k, ok, s, 24+sightingTicks)
+			}
+		}
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -109,6 +110,9 @@ type hostQuery struct {
 	// last answer, received whole and sent on; 0 or absent: none.
 	deltaClient string
 	since       []uint64
+	// carry: the host's unchanged processes are carried as a whole
+	// (sparse.Outgoing.Carries).
+	carry bool
 }
 
 // hostResult is one host's answer for this scrape.
@@ -139,6 +143,12 @@ type agentAnswer struct {
 	infos     []*yagpcc.GpPidProcInfo
 	unchanged []*Backend
 	asked     map[int64]*Backend
+	// carry: the host's unchanged processes are carried as a whole; then
+	// leftOut counts them, and gone lists the asked pids not answered, or
+	// answered without a stat (without identity: not kept).
+	carry   bool
+	leftOut int
+	gone    []int64
 }
 
 // answerSink takes one sane agent answer of a host, as it arrives. An
@@ -232,12 +242,28 @@ func askHost(ctx context.Context, cfg *Config, dir *agentDirectory, q hostQuery,
 			break
 		}
 		res.answeredAt, res.cpus = time.Now(), consts.CPUs
-		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked}
-		if resp.GetDelta() {
+		a := &agentAnswer{host: q.host, consts: consts, infos: resp.GetPidProcData(), asked: asked, carry: q.carry}
+		switch {
+		case q.carry && resp.GetDelta():
+			a.gone = slices.Clip(resp.GetGonePids()) // appended to below: never into the answer
+			a.leftOut = len(batch) - len(a.infos) - len(a.gone)
+		case q.carry: // a full answer: what it does not answer is gone
+			for _, b := range leftOut(batch, resp) {
+				a.gone = append(a.gone, b.PID)
+			}
+		case resp.GetDelta():
 			a.unchanged = leftOut(batch, resp)
+			a.leftOut = len(a.unchanged)
 		}
-		res.answered += len(a.infos) + len(a.unchanged)
-		res.unchanged += len(a.unchanged)
+		if q.carry {
+			for _, info := range a.infos {
+				if info.GetProcStat() == nil {
+					a.gone = append(a.gone, info.GetPid())
+				}
+			}
+		}
+		res.answered += len(a.infos) + a.leftOut
+		res.unchanged += a.leftOut
 		res.cgroups.add(resp, asked)
 		written, withoutStat, err := sink(ctx, a)
 		res.written += written
@@ -307,8 +333,9 @@ func checkAnswer(resp *yagpcc.GetPidProcInfoResponse, since uint64, asked map[in
 	}
 	for _, pid := range resp.GetGonePids() {
 		if asked[pid] == nil || seen[pid] {
-			return kernelunits.Host{}, fmt.Errorf("pid %d listed gone, which was not asked about or is answered", pid)
+			return kernelunits.Host{}, fmt.Errorf("pid %d listed gone, which was not asked about or is answered or listed gone before", pid)
 		}
+		seen[pid] = true
 	}
 	return consts, nil
 }

@@ -55,7 +55,7 @@ type sessionScraper struct {
 	retryAt   time.Time // no discovery before this, after a failure
 	backoff   time.Duration
 	lastError string
-	// cgroupNotes holds the last logged reason per host ("" for the catalog), so each is logged once.
+	// cgroupNotes holds the last logged reason per host ("" and "queues" for the catalog), so each is logged once.
 	cgroupNotes reasonLog
 	// deltaClient is how this run names itself to the agents; generations
 	// is, per host, each batch's last answer that went on whole
@@ -124,15 +124,37 @@ func deltaClientName(cfg *Config) string {
 // askForDeltas names to each host the generations of its batches' last
 // answers, when the Sender still keeps what it sent of the host: any
 // doubt (the host did not answer, a batch was refused, a first scrape)
-// names none, and the agent answers in full.
+// names none, and the agent answers in full. A host asked about the same
+// processes as at its last snapshot, with a generation for every batch,
+// has its unchanged processes carried as a whole (sparse.Outgoing.Carries).
 func (s *sessionScraper) askForDeltas(queries []hostQuery, outgoing *sparse.Outgoing) {
+	if s.deltaClient == "" {
+		return
+	}
 	for i := range queries {
 		q := &queries[i]
 		q.deltaClient = s.deltaClient
 		if outgoing.Remembers(q.host) {
 			q.since = s.generations[q.host]
 		}
+		l := outgoing.NewListing()
+		for j := range q.procs {
+			b := &q.procs[j]
+			l.Add(b.PID, b.SessionID, b.SegmentID, b.BackendType, isSystemProcess(b.SessionID, b.BackendType))
+		}
+		q.carry = outgoing.Carries(q.host, l.Sum64(), namesEveryBatch(q.since, len(q.procs), s.cfg.MaxPidsPerCall))
 	}
+}
+
+// namesEveryBatch tells whether since names a generation for each batch of
+// a host's n processes: only then is every answer to leave out what did
+// not change.
+func namesEveryBatch(since []uint64, n, perCall int) bool {
+	batches := (n + perCall - 1) / perCall
+	if len(since) < batches {
+		return false
+	}
+	return !slices.Contains(since[:batches], 0)
 }
 
 // keepGenerations keeps each host's generations for the next scrape,
@@ -244,11 +266,16 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	s.askForDeltas(queries, outgoing)
 	results := fanOut(ctx, s.cfg, s.dir, queries, throughSlots(s.emitSlots, func(ctx context.Context, a *agentAnswer) (int, int, error) {
 		if s.cfg.ExitRecords {
-			s.exits.rememberUnchanged(a.host, a.unchanged)
+			if a.carry {
+				s.exits.rememberCarried(a.host, a.gone, a.asked)
+			} else {
+				s.exits.rememberUnchanged(a.host, a.unchanged)
+			}
 			s.exits.rememberAnswer(a.host, a.consts, a.infos, a.asked)
 		}
 		sent, withoutStat, err := s.emitter.emitAnswer(ctx, outgoing,
-			&answerWrite{host: a.host, consts: a.consts, infos: a.infos, byPID: a.asked, unchanged: a.unchanged})
+			&answerWrite{host: a.host, consts: a.consts, infos: a.infos, byPID: a.asked, unchanged: a.unchanged,
+				carry: a.carry, leftOut: a.leftOut, gone: a.gone})
 		return sent.Written + sent.Unchanged, withoutStat, err
 	}))
 	snap := &scrapeResult{
@@ -261,6 +288,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		results:         results,
 		queryMaxLength:  s.cfg.QueryMaxLength,
 		resourceGroups:  state.ResourceGroups,
+		resourceQueues:  state.ResourceQueues,
 		greenplum:       s.greenplum.current(ctx, outgoing.Time),
 	}
 	s.noteCgroupGaps(state, results)

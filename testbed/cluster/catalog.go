@@ -28,6 +28,12 @@ const (
 	rsgAdminGroup   = 6438
 )
 
+// Greenplum's built-in resource queue, every role's unless altered.
+const (
+	rsqDefaultQueue     = 6055
+	rsqDefaultQueueName = "pg_default"
+)
+
 func (c *Cluster) catalog() dialectCatalog { return dialectCatalogs[c.Dialect] }
 
 // DiskTablespace is on a disk-backed file system on every instance; the I/O
@@ -259,6 +265,23 @@ CREATE VIEW gp_toolkit.gp_resgroup_config AS
 GRANT SELECT ON gp_toolkit.gp_resgroup_config TO PUBLIC;
 `, strings.Join(groups, ", "))
 
+	// The resource queues, as Greenplum 6's pg_resqueue (an oid column here,
+	// a system column there), and each role's in pg_roles.rolresqueue:
+	// pg_default unless AssignResourceQueue put it in another (roles_queue).
+	fmt.Fprintf(&b, `
+CREATE TABLE pg_catalog.pg_resqueue (oid oid NOT NULL PRIMARY KEY, rsqname name NOT NULL UNIQUE, rsqcountlimit real NOT NULL,
+  rsqcostlimit real NOT NULL, rsqovercommit boolean NOT NULL, rsqignorecostlimit real NOT NULL);
+INSERT INTO pg_catalog.pg_resqueue VALUES (%[2]d, %[3]s, 20, -1, false, 0);
+GRANT SELECT ON pg_catalog.pg_resqueue TO PUBLIC;
+CREATE TABLE %[1]s.role_queue (role oid PRIMARY KEY, queue oid NOT NULL REFERENCES pg_catalog.pg_resqueue);
+ALTER VIEW pg_catalog.pg_roles SET SCHEMA %[1]s;
+CREATE VIEW pg_catalog.pg_roles AS
+  SELECT r.rolname, r.rolsuper, r.rolinherit, r.rolcreaterole, r.rolcreatedb, r.rolcanlogin, r.rolreplication, r.rolconnlimit,
+    r.rolpassword, r.rolvaliduntil, r.rolbypassrls, r.rolconfig, coalesce(q.queue, %[2]d)::oid AS rolresqueue, r.oid
+  FROM %[1]s.pg_roles r LEFT JOIN %[1]s.role_queue q ON q.role = r.oid;
+GRANT SELECT ON pg_catalog.pg_roles TO PUBLIC;
+`, internalSchema, rsqDefaultQueue, quoteLiteral(rsqDefaultQueueName))
+
 	names := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {
 		names[i] = cl.name
@@ -399,4 +422,20 @@ func activityDefs(cols []activityColumn) []string {
 
 func quoteLiteral(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", "''") + "'"
+}
+
+// AssignResourceQueue does on the coordinator what Greenplum's CREATE
+// RESOURCE QUEUE (when queue is new) and ALTER ROLE … RESOURCE QUEUE do to
+// its catalog, which PostgreSQL cannot parse: role's pg_roles.rolresqueue
+// then names queue's pg_resqueue row.
+func (c *Cluster) AssignResourceQueue(ctx context.Context, role, queue string) error {
+	if !c.Dialect.Greenplum() {
+		return fmt.Errorf("dialect %s has no resource queues", c.Dialect)
+	}
+	sql := fmt.Sprintf(`SET allow_system_table_mods = on;
+INSERT INTO pg_catalog.pg_resqueue SELECT coalesce(max(oid::bigint), %[4]d) + 1, %[2]s, 20, -1, false, 0 FROM pg_catalog.pg_resqueue
+  WHERE NOT EXISTS (SELECT FROM pg_catalog.pg_resqueue WHERE rsqname = %[2]s);
+INSERT INTO %[1]s.role_queue SELECT %[3]s::regrole, oid FROM pg_catalog.pg_resqueue WHERE rsqname = %[2]s
+  ON CONFLICT (role) DO UPDATE SET queue = excluded.queue;`, internalSchema, quoteLiteral(queue), quoteLiteral(role), rsqDefaultQueue)
+	return execScript(ctx, c.Coordinator, sql)
 }

@@ -125,6 +125,9 @@ func TestCatalogIsAsStrictAsTheRealOne(t *testing.T) {
 					}
 				}
 			})
+			t.Run("ResourceQueuesAsTheRealCatalog", func(t *testing.T) {
+				checkResourceQueues(ctx, t, c, conn)
+			})
 			t.Run("ClusterActivityViewWhereTheVersionHasOne", func(t *testing.T) {
 				var segments int
 				err := conn.QueryRow(ctx, `SELECT count(DISTINCT gp_segment_id) FROM gp_stat_activity`).Scan(&segments)
@@ -140,6 +143,46 @@ func TestCatalogIsAsStrictAsTheRealOne(t *testing.T) {
 				}
 			})
 		})
+	}
+}
+
+// checkResourceQueues: pg_resqueue and pg_roles.rolresqueue have Greenplum
+// 6's types, every role is in pg_default (6055) until assigned another
+// queue, and what the types refuse there is refused here.
+func checkResourceQueues(ctx context.Context, t *testing.T, c *Cluster, conn *pgx.Conn) {
+	t.Helper()
+	for _, col := range []struct{ relation, column, typ string }{
+		{"pg_resqueue", "rsqname", "name"}, {"pg_resqueue", "rsqcountlimit", "real"}, {"pg_roles", "rolresqueue", "oid"},
+	} {
+		var typ string
+		if err := conn.QueryRow(ctx, `SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE attrelid = $1::regclass AND attname = $2`,
+			"pg_catalog."+col.relation, col.column).Scan(&typ); err != nil || typ != col.typ {
+			t.Errorf("%s.%s: type %q (%v), want %s", col.relation, col.column, typ, err, col.typ)
+		}
+	}
+	queueOf := func(role string) (oid int64, name string) {
+		t.Helper()
+		if err := conn.QueryRow(ctx, `SELECT q.oid::bigint, q.rsqname::text FROM pg_roles r JOIN pg_resqueue q ON q.oid = r.rolresqueue WHERE r.rolname = $1`,
+			role).Scan(&oid, &name); err != nil {
+			t.Fatalf("the queue of %s: %v", role, err)
+		}
+		return oid, name
+	}
+	if oid, name := queueOf(UserRole); oid != rsqDefaultQueue || name != rsqDefaultQueueName {
+		t.Errorf("%s is in queue %d %s, want %d %s", UserRole, oid, name, rsqDefaultQueue, rsqDefaultQueueName)
+	}
+	_, err := conn.Exec(ctx, `SELECT rolname FROM pg_roles WHERE rolresqueue = 'pg_default'`)
+	wantSQLState(t, err, "22P02") // invalid_text_representation: an oid is no name
+	_, err = conn.Exec(ctx, `SELECT rsqname + 1 FROM pg_resqueue`)
+	wantSQLState(t, err, "42883") // undefined_function: name has no +
+	if err := c.AssignResourceQueue(ctx, UserRole, "etl_queue"); err != nil {
+		t.Fatal(err)
+	}
+	if oid, name := queueOf(UserRole); oid == rsqDefaultQueue || name != "etl_queue" {
+		t.Errorf("after AssignResourceQueue, %s is in queue %d %s, want a new etl_queue", UserRole, oid, name)
+	}
+	if _, name := queueOf(AdminRole); name != rsqDefaultQueueName {
+		t.Errorf("%s moved to %s with another role", AdminRole, name)
 	}
 }
 

@@ -9,6 +9,7 @@ package pipelinetest
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"os"
@@ -34,6 +35,7 @@ type Snapshot struct {
 	Time        time.Time
 	TmID        int64
 	Coordinator string // host.name of the snapshot and session resources
+	Dialect     string // gpotel.dialect; "": gp6
 	Hosts       []Host
 	Sessions    []Session
 	Processes   []Process
@@ -56,13 +58,15 @@ type Host struct {
 
 // Session is one coordinator pg_stat_activity row heading a session.
 type Session struct {
-	ID     int64
-	PID    int64
-	DB     string
-	User   string
-	System bool
-	Own    bool // one of the collector's own connections
-	State  string
+	ID   int64
+	PID  int64
+	DB   string
+	User string
+	// ResourceQueue is the role's resource queue; "": none named.
+	ResourceQueue string
+	System        bool
+	Own           bool // one of the collector's own connections
+	State         string
 	// QueryStart, StateChange, BackendStart (zero: NULL), Query and
 	// Waiting (for a lock) go into the metadata too.
 	QueryStart, StateChange, BackendStart time.Time
@@ -202,7 +206,7 @@ func (s Snapshot) closing() pmetric.Metrics {
 }
 
 func (s Snapshot) closingBatch() snapshot.Closing {
-	c := snapshot.Closing{Time: s.Time, TmID: s.TmID, Dialect: "gp6", Coordinator: s.Coordinator, Readings: s.Readings}
+	c := snapshot.Closing{Time: s.Time, TmID: s.TmID, Dialect: cmp.Or(s.Dialect, "gp6"), Coordinator: s.Coordinator, Readings: s.Readings}
 	for _, h := range s.Hosts {
 		c.Hosts = append(c.Hosts, snapshot.HostAnswer{Host: h.Name, Up: h.Up, Processes: h.Processes, ReadDelay: int64(h.ReadDelay), CPUs: h.CPUs})
 	}
@@ -217,7 +221,7 @@ func (s Snapshot) closingBatch() snapshot.Closing {
 			Backends:     ss.Backends,
 		}
 		c.Sessions = append(c.Sessions, snapshot.Session{ID: ss.ID, PID: ss.PID, System: ss.System, Own: ss.Own, Database: &ss.DB, User: &ss.User, State: st,
-			Greenplum: ss.Greenplum})
+			ResourceQueue: ss.ResourceQueue, Greenplum: ss.Greenplum})
 	}
 	return c
 }

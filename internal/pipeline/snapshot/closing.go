@@ -77,6 +77,9 @@ type Session struct {
 	// statements are gpotel's, not the cluster's work.
 	Own            bool
 	Database, User *string // nil: NULL
+	// ResourceQueue names the resource queue of the session's role
+	// (Greenplum's pg_roles.rolresqueue); "": unknown, or no queues.
+	ResourceQueue  string
 	State          SessionState
 	CgroupPressure []GroupPressure
 	// Greenplum is the server's own figures of the session from the
@@ -168,6 +171,9 @@ func (e *ClosingEncoder) Encode(c *Closing) pmetric.Metrics {
 		}
 		if s.User != nil {
 			ra.str(pipeline.AttrSessionUser, *s.User)
+		}
+		if s.ResourceQueue != "" {
+			ra.str(pipeline.AttrResourceQueueName, s.ResourceQueue)
 		}
 		ra.str(pipeline.AttrHostName, c.Coordinator)
 		w.emit(rms, e.scope, ra.m, false)
@@ -362,6 +368,7 @@ type SessionHeader struct {
 	System, Own    bool
 	Database, User string
 	Host           string // the coordinator's
+	ResourceQueue  string // "": unknown
 }
 
 // DecodeSession reads a session resource's identity, its state and the
@@ -377,6 +384,7 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	h.System = pipeline.BoolOf(attrs, pipeline.AttrSessionSystem).V
 	h.Own = pipeline.BoolOf(attrs, pipeline.AttrSessionOwn).V
 	h.Database, h.User, h.Host = pipeline.Str(attrs, pipeline.AttrDBNamespace), pipeline.Str(attrs, pipeline.AttrSessionUser), pipeline.Str(attrs, pipeline.AttrHostName)
+	h.ResourceQueue = pipeline.Str(attrs, pipeline.AttrResourceQueueName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {
 		ms := sms.At(i).Metrics()

@@ -71,3 +71,29 @@ func TestEverySessionColumnRoundTrips(t *testing.T) {
 		t.Errorf("a state of NULL columns read back differs (-written +read):\n%s", diff)
 	}
 }
+
+// TestSessionResourceQueueRoundTrips: a session's resource queue travels
+// as gpotel.resource_queue.name and reads back; an unknown one is absent.
+func TestSessionResourceQueueRoundTrips(t *testing.T) {
+	at := time.Unix(1_700_000_000, 0)
+	md := NewClosingEncoder(Scope{Name: "test"}, at, Switches{}).Encode(&Closing{Time: at, TmID: 1, Dialect: "gp6",
+		Sessions: []Session{{ID: 7, PID: 700, ResourceQueue: "etl_queue"}, {ID: 8, PID: 800}}})
+	got := map[int64]string{}
+	rms := md.ResourceMetrics()
+	for i := range rms.Len() {
+		if pipeline.KindOf(rms.At(i).Resource().Attributes()) != pipeline.KindSession {
+			continue
+		}
+		h, _, _, _, ok := DecodeSession(rms.At(i))
+		if !ok {
+			t.Fatal("session resource not read back")
+		}
+		got[h.Key.ID] = h.ResourceQueue
+		if _, present := rms.At(i).Resource().Attributes().Get(pipeline.AttrResourceQueueName); present != (h.ResourceQueue != "") {
+			t.Errorf("session %d: attribute present %v with queue %q", h.Key.ID, present, h.ResourceQueue)
+		}
+	}
+	if want := map[int64]string{7: "etl_queue", 8: ""}; !reflect.DeepEqual(got, want) {
+		t.Errorf("queues read back %v, want %v", got, want)
+	}
+}

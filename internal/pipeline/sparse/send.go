@@ -81,6 +81,7 @@ func (o *Outgoing) host(name string) *sentHost {
 	}
 	if hs.tick != o.tick {
 		hs.tick, hs.batches, hs.refused, hs.departed = o.tick, 0, false, nil
+		hs.asked, hs.carry, hs.held, hs.accounted = 0, false, 0, 0
 		hs.full = hs.index == nil || o.s.dense
 		if hs.index == nil {
 			hs.forget()
@@ -140,6 +141,85 @@ func (o *Outgoing) Remembers(host string) bool {
 	return !o.s.dense && hs != nil && hs.index != nil
 }
 
+// Listing fingerprints, in order, the processes a host is asked about in
+// one snapshot (Outgoing.Carries compares it with the host's last one).
+type Listing struct {
+	h   maphash.Hash
+	buf [33]byte
+}
+
+// NewListing starts a host's listing.
+func (o *Outgoing) NewListing() *Listing {
+	l := &Listing{}
+	l.h.SetSeed(o.s.seed)
+	return l
+}
+
+// Add appends one process asked about.
+func (l *Listing) Add(pid, session, segment int64, backendType string, system bool) {
+	binary.LittleEndian.PutUint64(l.buf[0:], uint64(pid))      // #nosec G115 -- bits
+	binary.LittleEndian.PutUint64(l.buf[8:], uint64(session))  // #nosec G115 -- bits
+	binary.LittleEndian.PutUint64(l.buf[16:], uint64(segment)) // #nosec G115 -- bits
+	binary.LittleEndian.PutUint64(l.buf[24:], uint64(len(backendType)))
+	l.buf[32] = 0
+	if system {
+		l.buf[32] = 1
+	}
+	_, _ = l.h.Write(l.buf[:])
+	_, _ = l.h.WriteString(backendType)
+}
+
+// Sum64 is the listing's fingerprint.
+func (l *Listing) Sum64() uint64 { return l.h.Sum64() }
+
+// Carries records what host is asked about in this snapshot (its Listing)
+// and tells whether its unchanged processes are carried as a whole: when
+// every answer is to leave them out (leaveOut), the Sender remembers the
+// host, and the host is asked about exactly the processes of its last
+// snapshot, each of them is answered (Send), gone or left out (Carry), and
+// only the answered and the gone are visited. The answered, gone and left
+// out must add up to the processes the Sender holds of the host, or it
+// closes as not answered. Call it before the host's answers.
+func (o *Outgoing) Carries(host string, listing uint64, leaveOut bool) bool {
+	hs := o.host(host)
+	hs.asked, hs.held = listing, len(hs.index)
+	hs.carry = leaveOut && !hs.full && listing != 0 && listing == hs.listing
+	return hs.carry
+}
+
+// ErrNotCarried says that Carry was called for a host whose unchanged
+// processes are not carried as a whole this snapshot.
+type ErrNotCarried struct{ Host string }
+
+func (e ErrNotCarried) Error() string {
+	return fmt.Sprintf("host %s: its unchanged processes are not carried as a whole in this snapshot", e.Host)
+}
+
+// Carry takes one answer of a host that Carries said yes to: how many
+// processes the agent left out as unchanged, carried without being
+// visited, and the asked processes that are gone (exited, or answered
+// without a stat), which depart. It returns the processes carried.
+func (o *Outgoing) Carry(host string, leftOut int, gone []int64) (int, error) {
+	hs := o.host(host)
+	if !hs.carry {
+		hs.refused = true
+		return 0, ErrNotCarried{Host: host}
+	}
+	hs.accounted += leftOut
+	for _, pid := range gone {
+		slot, held := hs.index[pid]
+		if !held || hs.slots[slot].tick == o.tick {
+			continue // not held, or one this snapshot answered: not held before it
+		}
+		p := &hs.slots[slot]
+		hs.departed = append(hs.departed, snapshot.Departure{Session: p.session, PID: pid, Creation: p.creation})
+		delete(hs.index, pid)
+		hs.free = append(hs.free, slot)
+		hs.accounted++
+	}
+	return leftOut, nil
+}
+
 // ErrNotKept says that an answer left out a process the Sender cannot
 // carry: it does not know it as sent, or knows it in another session or
 // with other attributes. The host is sent in full next time.
@@ -193,14 +273,15 @@ func (o *Outgoing) Close(c *snapshot.Closing) {
 			delete(o.s.hosts, h.Host)
 			continue
 		}
-		if hs.refused {
-			h.Up = false
+		if hs.refused || (hs.carry && hs.accounted != hs.held) {
+			h.Up = false // refused, or some process left out that the Sender does not hold
 		}
 		h.Batches, h.Sequence = hs.batches, hs.seq
 		if !h.Up {
 			hs.index = nil
 			continue
 		}
+		hs.listing = hs.asked
 		if gone := hs.departures(o.tick); len(gone) > 0 {
 			c.Departed = append(c.Departed, snapshot.HostDepartures{Host: h.Host, Processes: gone})
 		}
@@ -232,6 +313,9 @@ const KeptBytesPerProcess = int(unsafe.Sizeof(sentProcess{})) + 16 + 1
 // sentHost is the receiver's memory of one host.
 type sentHost struct {
 	seq uint64 // of its last batch
+	// listing fingerprints what the host was asked about at its last
+	// snapshot it answered in; 0: not told.
+	listing uint64
 	// index finds a pid's slot; nil: a full batch is due.
 	index map[int64]uint32
 	slots []sentProcess
@@ -242,6 +326,12 @@ type sentHost struct {
 	batches  int64
 	refused  bool
 	departed []snapshot.Departure // processes that left although their pid is still listed
+	asked    uint64               // this snapshot's listing
+	// carry: the processes not answered are carried as a whole (Carries);
+	// held were held at its start, accounted of them were answered, gone
+	// or left out since.
+	carry           bool
+	held, accounted int
 }
 
 // forget empties the host's memory: every process is new to it.
@@ -271,6 +361,9 @@ func (hs *sentHost) remember(seed maphash.Seed, tick uint64, figureLevel bool, e
 		slot = hs.place(pid)
 	}
 	last := &hs.slots[slot]
+	if known && last.tick != tick {
+		hs.accounted++
+	}
 	if known && (last.creation != now.creation || last.session != now.session) {
 		hs.departed = append(hs.departed, snapshot.Departure{Session: last.session, PID: pid, Creation: last.creation})
 		known = false
@@ -328,15 +421,18 @@ func hashInfo(seed maphash.Seed, e *snapshot.ProcessEntry) uint64 {
 }
 
 // departures lists, in pid order, the processes of hs the snapshot of
-// tick did not answer for, and forgets them.
+// tick did not answer for, and forgets them. A host whose unchanged were
+// carried as a whole lost only the processes Carry and remember departed.
 func (hs *sentHost) departures(tick uint64) []snapshot.Departure {
 	out := hs.departed
 	hs.departed = nil
-	for pid, slot := range hs.index {
-		if p := &hs.slots[slot]; p.tick != tick {
-			out = append(out, snapshot.Departure{Session: p.session, PID: pid, Creation: p.creation})
-			delete(hs.index, pid)
-			hs.free = append(hs.free, slot)
+	if !hs.carry {
+		for pid, slot := range hs.index {
+			if p := &hs.slots[slot]; p.tick != tick {
+				out = append(out, snapshot.Departure{Session: p.session, PID: pid, Creation: p.creation})
+				delete(hs.index, pid)
+				hs.free = append(hs.free, slot)
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b snapshot.Departure) int {

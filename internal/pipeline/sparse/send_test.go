@@ -317,3 +317,144 @@ func TestKeepCarriesOnlyWhatTheSenderSentSo(t *testing.T) {
 		out.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}})
 	}
 }
+
+// carrySnapshot is one snapshot of host sdw1 asked about pids (in session
+// 7) whose agent leaves out what did not change: it sends changed, and, if
+// the Sender carries the host as a whole, the rest as left out but gone;
+// else it keeps them one by one. It returns whether the host was carried
+// and the closing batch.
+func carrySnapshot(t *testing.T, s *Sender, k int64, pids []int64, changed []snapshot.ProcessEntry, gone []int64) (bool, *snapshot.Closing) {
+	t.Helper()
+	out := s.Snapshot(time.Unix(1_700_000_500+k, 0), 1)
+	l := out.NewListing()
+	for _, pid := range pids {
+		l.Add(pid, 7, 0, "", false)
+	}
+	carried := out.Carries("sdw1", l.Sum64(), true)
+	if _, _, err := out.Send(context.Background(), "sdw1", changed, nil); err != nil {
+		t.Fatal(err)
+	}
+	listed := map[int64]bool{}
+	for _, e := range changed {
+		listed[e.Process.PID] = true
+	}
+	for _, pid := range gone {
+		listed[pid] = true
+	}
+	var err error
+	if carried {
+		_, err = out.Carry("sdw1", len(pids)-len(listed), gone)
+	} else if out.Remembers("sdw1") {
+		var keep []snapshot.ProcessEntry
+		for _, pid := range pids {
+			if !listed[pid] {
+				keep = append(keep, snapshot.ProcessEntry{Session: 7, Process: snapshot.Process{PID: pid}})
+			}
+		}
+		_, err = out.Keep("sdw1", keep)
+	}
+	if err != nil {
+		t.Fatalf("snapshot %d: %v", k, err)
+	}
+	c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
+	out.Close(c)
+	return carried, c
+}
+
+func pidEntry(pid int64, user float64) snapshot.ProcessEntry {
+	e := testEntry()
+	e.Process.PID = pid
+	e.Process.Set(pipeline.CPUUser, user, 0)
+	return e
+}
+
+func departedPIDs(c *snapshot.Closing) []int64 {
+	var out []int64
+	for _, h := range c.Departed {
+		for _, d := range h.Processes {
+			out = append(out, d.PID)
+		}
+	}
+	return out
+}
+
+// A host asked about the same processes as at its last snapshot has its
+// unchanged processes carried as a whole; one of them still departs
+// exactly when its agent says it is gone, or when it is no longer asked
+// about, and the others stay.
+func TestACarriedProcessDepartsExactlyWhenItDeparts(t *testing.T) {
+	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
+	all := []int64{100, 101, 102}
+	steps := []struct {
+		pids     []int64
+		changed  []snapshot.ProcessEntry
+		gone     []int64
+		carried  bool
+		departed []int64
+	}{
+		{all, []snapshot.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1), pidEntry(102, 1)}, nil, false, nil},
+		{all, []snapshot.ProcessEntry{pidEntry(100, 2)}, nil, true, nil},
+		{all, nil, nil, true, nil},
+		{all, nil, []int64{101}, true, []int64{101}},
+		{[]int64{100, 102}, nil, nil, false, nil},
+		{[]int64{100, 102}, nil, nil, true, nil},
+		{[]int64{100}, nil, nil, false, []int64{102}},
+		{[]int64{100}, []snapshot.ProcessEntry{pidEntry(100, 3)}, nil, true, nil},
+	}
+	for k, st := range steps {
+		carried, c := carrySnapshot(t, s, int64(k), st.pids, st.changed, st.gone)
+		if carried != st.carried || !c.Hosts[0].Up || !slices.Equal(departedPIDs(c), st.departed) {
+			t.Errorf("snapshot %d: carried %v, up %v, departed %v; want carried %v, up, departed %v",
+				k, carried, c.Hosts[0].Up, departedPIDs(c), st.carried, st.departed)
+		}
+	}
+}
+
+// A host that did not answer (a lost or refused answer) is not carried:
+// its next snapshot is full, asked about the same processes or not, and
+// the carry starts again after it. Left out processes that do not add up
+// to what the Sender holds close the host as not answered.
+func TestAFullAnswerAfterALostOneResetsTheCarry(t *testing.T) {
+	accept, _ := consumer.NewMetrics(func(context.Context, pmetric.Metrics) error { return nil })
+	s := NewSender(snapshot.NewProcessEncoder(snapshot.Scope{}, snapshot.Switches{}), accept, false)
+	pids := []int64{100, 101}
+	whole := []snapshot.ProcessEntry{pidEntry(100, 1), pidEntry(101, 1)}
+	carrySnapshot(t, s, 0, pids, whole, nil)
+	if carried, _ := carrySnapshot(t, s, 1, pids, nil, nil); !carried {
+		t.Fatal("the same listing after a full snapshot is not carried")
+	}
+	lost := s.Snapshot(time.Unix(1_700_000_502, 0), 1)
+	l := lost.NewListing()
+	for _, pid := range pids {
+		l.Add(pid, 7, 0, "", false)
+	}
+	lost.Carries("sdw1", l.Sum64(), true)
+	lost.Close(&snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: false}}})
+	if carried, _ := carrySnapshot(t, s, 3, pids, whole, nil); carried {
+		t.Error("the snapshot after one the host did not answer in is carried, want it full")
+	}
+	if carried, c := carrySnapshot(t, s, 4, pids, nil, nil); !carried || !c.Hosts[0].Up {
+		t.Errorf("after the full snapshot: carried %v, up %v; want carried again", carried, c.Hosts[0].Up)
+	}
+
+	out := s.Snapshot(time.Unix(1_700_000_505, 0), 1)
+	l = out.NewListing()
+	for _, pid := range pids {
+		l.Add(pid, 7, 0, "", false)
+	}
+	if !out.Carries("sdw1", l.Sum64(), true) {
+		t.Fatal("not carried")
+	}
+	if _, err := out.Carry("sdw1", 3, nil); err != nil { // one more left out than held
+		t.Fatal(err)
+	}
+	c := &snapshot.Closing{Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}}}
+	out.Close(c)
+	if c.Hosts[0].Up {
+		t.Error("a host with more left out than the Sender holds closes as answered")
+	}
+	if carried, _ := carrySnapshot(t, s, 6, pids, whole, nil); carried {
+		t.Error("the snapshot after left out processes that did not add up is carried, want it full")
+	}
+}

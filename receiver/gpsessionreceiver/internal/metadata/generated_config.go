@@ -1828,6 +1828,7 @@ type ResourceAttributesConfig struct {
 	GpotelResourceKind      ResourceAttributeConfig `mapstructure:"gpotel.resource.kind"`
 	GpotelResourceGroupName ResourceAttributeConfig `mapstructure:"gpotel.resource_group.name"`
 	GpotelResourceGroupOid  ResourceAttributeConfig `mapstructure:"gpotel.resource_group.oid"`
+	GpotelResourceQueueName ResourceAttributeConfig `mapstructure:"gpotel.resource_queue.name"`
 	GpotelSessionID         ResourceAttributeConfig `mapstructure:"gpotel.session.id"`
 	GpotelSessionOwn        ResourceAttributeConfig `mapstructure:"gpotel.session.own"`
 	GpotelSessionPid        ResourceAttributeConfig `mapstructure:"gpotel.session.pid"`
@@ -1864,6 +1865,9 @@ func DefaultResourceAttributesConfig() ResourceAttributesConfig {
 			Enabled: true,
 		},
 		GpotelResourceGroupOid: ResourceAttributeConfig{
+			Enabled: true,
+		},
+		GpotelResourceQueueName: ResourceAttributeConfig{
 			Enabled: true,
 		},
 		GpotelSessionID: ResourceAttributeConfig{

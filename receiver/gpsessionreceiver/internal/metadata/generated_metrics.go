@@ -3643,6 +3643,12 @@ func NewMetricsBuilder(mbc MetricsBuilderConfig, settings receiver.Settings, opt
 	if mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude != nil {
 		mb.resourceAttributeExcludeFilter["gpotel.resource_group.oid"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceGroupOid.MetricsExclude)
 	}
+	if mbc.ResourceAttributes.GpotelResourceQueueName.MetricsInclude != nil {
+		mb.resourceAttributeIncludeFilter["gpotel.resource_queue.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceQueueName.MetricsInclude)
+	}
+	if mbc.ResourceAttributes.GpotelResourceQueueName.MetricsExclude != nil {
+		mb.resourceAttributeExcludeFilter["gpotel.resource_queue.name"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelResourceQueueName.MetricsExclude)
+	}
 	if mbc.ResourceAttributes.GpotelSessionID.MetricsInclude != nil {
 		mb.resourceAttributeIncludeFilter["gpotel.session.id"] = filter.CreateFilter(mbc.ResourceAttributes.GpotelSessionID.MetricsInclude)
 	}

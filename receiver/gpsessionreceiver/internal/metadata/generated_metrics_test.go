@@ -313,6 +313,7 @@ func TestMetricsBuilder(t *testing.T) {
 			rb.SetGpotelResourceKindSnapshot()
 			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
 			rb.SetGpotelResourceGroupOid(25)
+			rb.SetGpotelResourceQueueName("gpotel.resource_queue.name-val")
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionOwn(true)
 			rb.SetGpotelSessionPid(18)

@@ -133,6 +133,13 @@ func (rb *ResourceBuilder) SetGpotelResourceGroupOid(val int64) {
 	}
 }
 
+// SetGpotelResourceQueueName sets provided value as "gpotel.resource_queue.name" attribute.
+func (rb *ResourceBuilder) SetGpotelResourceQueueName(val string) {
+	if rb.config.GpotelResourceQueueName.Enabled {
+		rb.res.Attributes().PutStr("gpotel.resource_queue.name", val)
+	}
+}
+
 // SetGpotelSessionID sets provided value as "gpotel.session.id" attribute.
 func (rb *ResourceBuilder) SetGpotelSessionID(val int64) {
 	if rb.config.GpotelSessionID.Enabled {

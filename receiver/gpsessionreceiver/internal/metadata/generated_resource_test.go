@@ -22,6 +22,7 @@ func TestResourceBuilder(t *testing.T) {
 			rb.SetGpotelResourceKindSnapshot()
 			rb.SetGpotelResourceGroupName("gpotel.resource_group.name-val")
 			rb.SetGpotelResourceGroupOid(25)
+			rb.SetGpotelResourceQueueName("gpotel.resource_queue.name-val")
 			rb.SetGpotelSessionID(17)
 			rb.SetGpotelSessionOwn(true)
 			rb.SetGpotelSessionPid(18)
@@ -35,9 +36,9 @@ func TestResourceBuilder(t *testing.T) {
 
 			switch tt {
 			case "default":
-				assert.Equal(t, 16, res.Attributes().Len())
+				assert.Equal(t, 17, res.Attributes().Len())
 			case "all_set":
-				assert.Equal(t, 16, res.Attributes().Len())
+				assert.Equal(t, 17, res.Attributes().Len())
 			case "none_set":
 				assert.Equal(t, 0, res.Attributes().Len())
 				return
@@ -88,6 +89,11 @@ func TestResourceBuilder(t *testing.T) {
 			assert.True(t, ok)
 			if ok {
 				assert.EqualValues(t, 25, gpotelResourceGroupOidAttrVal.Int())
+			}
+			gpotelResourceQueueNameAttrVal, ok := res.Attributes().Get("gpotel.resource_queue.name")
+			assert.True(t, ok)
+			if ok {
+				assert.Equal(t, "gpotel.resource_queue.name-val", gpotelResourceQueueNameAttrVal.Str())
 			}
 			gpotelSessionIDAttrVal, ok := res.Attributes().Get("gpotel.session.id")
 			assert.True(t, ok)
