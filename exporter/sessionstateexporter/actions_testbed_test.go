@@ -21,6 +21,7 @@ import (
 	grpcmetadata "google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/dialect"
@@ -67,11 +68,11 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 				t.Fatalf("the reader cannot read: %v", err)
 			}
 			_, err := actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
-			assertCode(t, err, codes.PermissionDenied, "may not act")
+			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
-			assertCode(t, err, codes.PermissionDenied, "may not act")
+			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 
-			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, testActionToken)
+			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 			// A snapshot whose running query has since been followed by
 			// another (an hour older here): the server cancels nothing.
@@ -92,9 +93,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
 			if d == dialect.PostgreSQL {
-				assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+				viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 			} else {
-				assertCode(t, err, codes.FailedPrecondition, "must be superuser")
+				viewtest.AssertCode(t, err, codes.FailedPrecondition, "must be superuser")
 			}
 
 			resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
@@ -137,7 +138,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			own.meta[pipeline.MetaApplicationName] = "psql"
 			srv.consume(t, buildSnapshot(time.Now(), []testSession{own}))
 			_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: own.sessID, TmId: testTmID}})
-			assertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
+			viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
 
 			var done []string
 			for _, e := range srv.logs.FilterMessage("session action").All() {
@@ -173,7 +174,7 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 			sleeping, idle := u.sleeping, u.idle
 			srv, readToken := startWithActions(t, c)
 			actions := yagpcc.NewActionServiceClient(srv.conn)
-			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+			actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 			// The snapshot's backends under the same pids, but not the ones
 			// running now: an earlier start, or (same start) another session.
@@ -189,11 +190,11 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 				srv.consume(t, buildSnapshot(time.Now(), []testSession{was, wasIdle}))
 
 				resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: wasIdle.sessID, TmId: testTmID}})
-				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+				if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(resp.GetStatusText(), "another backend") {
 					t.Errorf("TerminateSession of an earlier backend of pid %d: %v %v, want ERROR naming another backend", idle.pid, resp, err)
 				}
 				resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}}) // #nosec G115 -- a small id
-				if err != nil || resp.GetStatusCode() != terminateError || !strings.Contains(resp.GetStatusText(), "another backend") {
+				if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(resp.GetStatusText(), "another backend") {
 					t.Errorf("TerminateQuery of an earlier backend of pid %d: %v %v, want ERROR naming another backend", sleeping.pid, resp, err)
 				}
 				many, err := actions.TerminateSessions(actor, &yagpcc.TerminateSessionsRequest{Username: cluster.UserRole})
@@ -201,16 +202,16 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 					t.Fatalf("TerminateSessions: %v %v, want an answer for each of the two sessions", many, err)
 				}
 				for _, r := range many.GetTerminateResponse() {
-					if r.GetStatusCode() != terminateError || !strings.Contains(r.GetStatusText(), "another backend") {
+					if r.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_ERROR || !strings.Contains(r.GetStatusText(), "another backend") {
 						t.Errorf("TerminateSessions answered %v, want ERROR naming another backend", r)
 					}
 				}
 				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
 					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
 				if d == dialect.PostgreSQL {
-					assertCode(t, err, codes.FailedPrecondition, "no resource groups")
+					viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 				} else {
-					assertCode(t, err, codes.FailedPrecondition, "another backend")
+					viewtest.AssertCode(t, err, codes.FailedPrecondition, "another backend")
 				}
 			}
 
@@ -269,16 +270,16 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	srv, readToken := startWithActions(t, c)
 	srv.consume(t, buildSnapshot(time.Now(), []testSession{named, mine}))
 	actions := yagpcc.NewActionServiceClient(srv.conn)
-	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
-	assertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
 	if err := monitoring.Ping(ctx); err != nil {
 		t.Errorf("the monitoring connection after a refused end: %v", err)
 	}
 
 	resp, err := actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: named.sessID, TmId: testTmID}})
-	if err != nil || resp.GetStatusCode() != terminateSuccess {
+	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
 		t.Fatalf("TerminateSession of a user's session named %s: %v %v, want SUCCESS", gpsql.ApplicationName, resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the user's session", func() error {
@@ -332,9 +333,9 @@ func TestActionConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 	}
 	srv, readToken := startWithActions(t, c)
 	srv.consume(t, buildSnapshot(time.Now(), []testSession{idle}))
-	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, testActionToken)
+	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 	resp, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
-	if err != nil || resp.GetStatusCode() != terminateSuccess {
+	if err != nil || resp.GetStatusCode() != yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS {
 		t.Fatalf("TerminateSession through a role whose search_path starts with a shadow pg_stat_activity: %v %v, want SUCCESS", resp, err)
 	}
 	await.NoError(t, "pg_stat_activity no longer lists the session", func() error {
@@ -399,7 +400,7 @@ func startWithActions(t *testing.T, c *cluster.Cluster) (*testServer, string) {
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Port = "127.0.0.1", c.Coordinator.Port
 	cfg.Actions.Database, cfg.Actions.User, cfg.Actions.SSLMode = cluster.Database, testActionRole, "disable"
-	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	cfg.Actions.TokenFile = viewtest.ActionTokenFile(t, viewtest.ActionToken)
 	// The tests send snapshots moments apart, not at a collection interval.
 	cfg.Actions.MaxViewAge = time.Hour
 	if err := cfg.Validate(); err != nil {

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/gpinfo"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -103,8 +104,9 @@ func BenchmarkGetGPSessions(b *testing.B) {
 	// The server's own share, without gRPC and the client's decoding.
 	b.StopTimer()
 	cfg := testConfig()
-	svc := &getGPInfoService{store: newSessionStore(cfg, zap.NewNop(), ""), defaultPageSize: 100, maxPageSize: 10000, maxResponseBytes: cfg.MaxResponseBytes}
-	svc.store.consume(decoded(buildSnapshot(t0, benchSessions(sessions, 0))))
+	store := newStore(cfg, "", zap.NewNop(), nil)
+	store.Consume(decoded(buildSnapshot(t0, benchSessions(sessions, 0))))
+	svc := gpinfo.NewService(store, nil, gpinfo.Limits{DefaultPageSize: 100, MaxPageSize: 10000, MaxResponseBytes: cfg.MaxResponseBytes})
 	req := &yagpcc.GetGPSessionsReq{Field: byUserTimeDesc, PageSize: 100}
 	serverLatencies := make([]time.Duration, 0, requests)
 	for r := 0; r < requests; r++ {

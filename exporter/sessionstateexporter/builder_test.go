@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.opentelemetry.io/collector/pdata/pmetric"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
@@ -63,7 +64,7 @@ type testSession struct {
 }
 
 const (
-	testCoordinator = "mdw"
+	testCoordinator = viewtest.Coordinator
 	testWindow      = 5 * time.Minute
 	testOtherWindow = 15 * time.Minute
 )
@@ -76,10 +77,7 @@ const (
 // processor never writes, for the exporter's tests of it.
 func buildSnapshot(at time.Time, sessions []testSession) pmetric.Metrics {
 	ts := pcommon.NewTimestampFromTime(at)
-	md := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
-		Time: at, TmID: testTmID, Dialect: "gp6", Coordinator: testCoordinator,
-		Hosts: []snapshot.HostAnswer{{Host: "sdw1", Up: true}},
-	})
+	md := viewtest.Snapshot(at)
 	for _, s := range sessions {
 		one := snapshot.NewClosingEncoder(pipelinetest.Scope, at, snapshot.Switches{}).Encode(&snapshot.Closing{
 			Time: at, TmID: s.tmID, Coordinator: testCoordinator,

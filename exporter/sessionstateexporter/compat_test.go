@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -199,7 +200,7 @@ func TestHealthReportsEveryServiceServing(t *testing.T) {
 	cfg := testConfig()
 	cfg.Actions.Enabled = true
 	cfg.Actions.Host, cfg.Actions.Database, cfg.Actions.User = "127.0.0.1", "postgres", testActionRole
-	cfg.Actions.TokenFile = writeTokenFile(t, testActionToken)
+	cfg.Actions.TokenFile = viewtest.ActionTokenFile(t, viewtest.ActionToken)
 	srv := startServer(t, cfg, nopHost())
 
 	stream, err := reflectionpb.NewServerReflectionClient(srv.conn).ServerReflectionInfo(ctxTimeout(t))
@@ -241,5 +242,5 @@ func TestShutdownStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := srv.client.GetTotalSessionsStat(ctxTimeout(t), &yagpcc.GetTotalSessionsReq{})
-	assertCode(t, err, codes.Unavailable, "")
+	viewtest.AssertCode(t, err, codes.Unavailable, "")
 }

@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/collector/config/configgrpc"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/finishedwork"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/listenaddr"
@@ -89,6 +90,10 @@ const (
 	maxMaxFirings     = 1_000_000
 )
 
+// FinishedQueriesConfig says how long, and how much, finished work the
+// exporter keeps answerable (internal/finishedwork).
+type FinishedQueriesConfig = finishedwork.Config
+
 // MemoryContextsConfig says how GetSessionMemoryContexts reaches the agents.
 type MemoryContextsConfig = memorycontexts.Config
 
@@ -118,7 +123,7 @@ func createDefaultConfig() *Config {
 		MaxResponseBytes:   defaultMaxResponseBytes,
 		MemoryContexts:     defaultMemoryContextsConfig(),
 		Actions:            sessionaction.DefaultConfig(),
-		FinishedQueries:    defaultFinishedQueriesConfig(),
+		FinishedQueries:    finishedwork.DefaultConfig(),
 		RuleActions:        RuleActionsConfig{MaxFirings: defaultMaxFirings},
 	}
 }
@@ -154,7 +159,7 @@ func (cfg *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("max_response_bytes %d: must be at least %d", cfg.MaxResponseBytes, minMaxResponseBytes))
 	}
 	errs = append(errs, cfg.MemoryContexts.Validate()...)
-	errs = append(errs, cfg.FinishedQueries.validate()...)
+	errs = append(errs, cfg.FinishedQueries.Validate()...)
 	if n := cfg.RuleActions.MaxFirings; n <= 0 || n > maxMaxFirings {
 		errs = append(errs, fmt.Errorf("rule_actions::max_firings %d: must be 1 to %d", n, maxMaxFirings))
 	}

@@ -20,10 +20,15 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/actions"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/clustertop"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/finishedwork"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/gpinfo"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/memorycontexts"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/ruleactions"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/agentconn"
 	"github.com/gpotel/gpotel/internal/grpcrecover"
 	"github.com/gpotel/gpotel/internal/listenaddr"
@@ -33,15 +38,16 @@ import (
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// sessionStateExporter owns the store and the gRPC server in front of it.
+// sessionStateExporter owns the stores and the gRPC server in front of them.
 type sessionStateExporter struct {
-	cfg      *Config
-	settings exporter.Settings
-	decoder  batchDecoder
-	store    *sessionStore
-	finished *finishedWork
-	pressure pressure.Store
-	tops     clustertop.Hosts
+	cfg       *Config
+	settings  exporter.Settings
+	telemetry *metadata.TelemetryBuilder
+	decoder   view.Decoder
+	store     *view.Store
+	finished  *finishedwork.Store
+	pressure  pressure.Store
+	tops      clustertop.Hosts
 
 	server *grpc.Server
 	health *health.Server
@@ -51,7 +57,7 @@ type sessionStateExporter struct {
 	actions *sessionaction.Actor
 	// firings are the workload rules' latest firings, subscribed while
 	// the server runs.
-	firings *ruleActions
+	firings *ruleactions.Ring
 }
 
 func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateExporter, error) {
@@ -63,26 +69,33 @@ func newSessionStateExporter(cfg *Config, set exporter.Settings) (*sessionStateE
 	if err != nil {
 		return nil, err
 	}
-	store := newSessionStore(cfg, set.Logger, fallback)
-	store.telemetry = tb
-	finished := newFinishedWork(cfg, set.Logger, fallback)
-	finished.telemetry = tb
+	store := newStore(cfg, fallback, set.Logger, tb)
+	finished := finishedwork.NewStore(cfg.FinishedQueries, finishedwork.Owner{ClusterID: cfg.ClusterID, Hostname: cfg.Hostname, FallbackHost: fallback},
+		set.Logger, tb)
 	return &sessionStateExporter{
-		cfg:      cfg,
-		settings: set,
-		decoder:  newBatchDecoder(cfg),
-		store:    store,
-		finished: finished,
+		cfg:       cfg,
+		settings:  set,
+		telemetry: tb,
+		decoder:   view.NewDecoder(cfg.ClusterID, cfg.LastMetricsWindow, cfg.FinishedQueries.Retention > 0),
+		store:     store,
+		finished:  finished,
 	}, nil
+}
+
+// newStore is the session store of cfg, its views sorted up front in the
+// orders GetGPSessions was last asked.
+func newStore(cfg *Config, fallbackHost string, logger *zap.Logger, tb *metadata.TelemetryBuilder) *view.Store {
+	return view.NewStore(view.Config{Hostname: cfg.Hostname, FallbackHost: fallbackHost, Grace: cfg.SessionGracePeriod,
+		MaxSessions: cfg.MaxSessions, LastWindow: cfg.LastMetricsWindow}, logger, tb, gpinfo.PrebuildOrders)
 }
 
 // consumeMetrics decodes the batch once and hands it to every store.
 func (e *sessionStateExporter) consumeMetrics(_ context.Context, md pmetric.Metrics) error {
-	b := e.decoder.decode(md)
-	e.store.consume(b)
-	e.finished.consume(b, e.store.load().time)
-	e.pressure.Consume(b.pressure)
-	e.tops.Consume(b.tops)
+	b := e.decoder.Decode(md)
+	e.store.Consume(b)
+	e.finished.Consume(b, e.store.Load().Time)
+	e.pressure.Consume(b.Pressure)
+	e.tops.Consume(b.Tops)
 	return nil
 }
 
@@ -108,31 +121,22 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 	}
 	e.server = server
 	e.health = health.NewServer()
-	yagpcc.RegisterGetGPInfoServer(server, &getGPInfoService{
-		store:            e.store,
-		finished:         e.finished,
-		defaultPageSize:  e.cfg.DefaultPageSize,
-		maxPageSize:      e.cfg.MaxPageSize,
-		maxResponseBytes: e.cfg.MaxResponseBytes,
-	})
+	yagpcc.RegisterGetGPInfoServer(server, gpinfo.NewService(e.store, e.finished, gpinfo.Limits{
+		DefaultPageSize: e.cfg.DefaultPageSize, MaxPageSize: e.cfg.MaxPageSize, MaxResponseBytes: e.cfg.MaxResponseBytes,
+	}))
 	// An agent's answer larger than a whole response could not be served.
 	e.agents = agentconn.NewPool(e.cfg.MemoryContexts.Config, host.GetExtensions(), e.settings.TelemetrySettings, e.cfg.MaxResponseBytes)
 	gpotelv1.RegisterSessionMemoryContextsServer(server, memorycontexts.NewService(e.store, e.agents, e.cfg.MemoryContexts, e.cfg.MaxResponseBytes))
 	gpotelv1.RegisterPressureServiceServer(server, &pressure.Service{Store: &e.pressure})
-	gpotelv1.RegisterFinishedWorkServer(server, &finishedWorkService{
-		store: e.finished, defaultPageSize: e.cfg.DefaultPageSize, maxPageSize: e.cfg.MaxPageSize, maxResponseBytes: e.cfg.MaxResponseBytes,
-	})
+	gpotelv1.RegisterFinishedWorkServer(server, finishedwork.NewService(e.finished, e.cfg.DefaultPageSize, e.cfg.MaxPageSize, e.cfg.MaxResponseBytes))
 	gpotelv1.RegisterClusterTopServer(server, clustertop.NewService(e.store, &e.tops, &e.pressure, e.cfg.LastMetricsWindow))
-	e.firings = newRuleActions(e.cfg.RuleActions.MaxFirings)
+	e.firings = ruleactions.NewRing(e.cfg.RuleActions.MaxFirings)
 	rulefirings.Subscribe(e.firings)
-	gpotelv1.RegisterRuleActionsServer(server, &ruleActionsService{kept: e.firings, defaultPageSize: e.cfg.DefaultPageSize,
-		maxPageSize: e.cfg.MaxPageSize})
+	gpotelv1.RegisterRuleActionsServer(server, ruleactions.NewService(e.firings, e.cfg.DefaultPageSize, e.cfg.MaxPageSize))
 	if e.cfg.Actions.Enabled {
 		e.actions = sessionaction.New(e.cfg.Actions)
-		yagpcc.RegisterActionServiceServer(server, &actionService{
-			store: e.store, actor: e.actions, guard: guard, logger: e.settings.Logger,
-			telemetry: e.store.telemetry, maxSessions: e.cfg.Actions.MaxSessionsPerCall,
-		})
+		yagpcc.RegisterActionServiceServer(server, actions.NewService(e.store, e.actions, guard, e.settings.Logger, e.telemetry,
+			e.cfg.Actions.MaxSessionsPerCall))
 		e.health.SetServingStatus(yagpcc.ActionService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 		e.settings.Logger.Info("ActionService enabled: admitted clients may cancel queries and end sessions",
 			zap.String("user", e.cfg.Actions.User), zap.Bool("token", guard.HasToken()), zap.Strings("allowed_clients", e.cfg.Actions.AllowedClients))
@@ -163,8 +167,8 @@ func (e *sessionStateExporter) start(ctx context.Context, host component.Host) e
 
 // shutdown lets running calls finish; when ctx ends first it cuts them off.
 func (e *sessionStateExporter) shutdown(ctx context.Context) error {
-	if e.store.telemetry != nil {
-		e.store.telemetry.Shutdown()
+	if e.telemetry != nil {
+		e.telemetry.Shutdown()
 	}
 	if e.server == nil {
 		return nil

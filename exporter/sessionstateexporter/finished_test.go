@@ -5,7 +5,6 @@ package sessionstateexporter
 
 import (
 	"cmp"
-	"context"
 	"encoding/base64"
 	"fmt"
 	"maps"
@@ -15,23 +14,17 @@ import (
 	"sync"
 	"testing"
 	"time"
-	"unique"
 
-	"go.opentelemetry.io/collector/component/componenttest"
 	"go.opentelemetry.io/collector/confmap/xconfmap"
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
-	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadatatest"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
@@ -113,7 +106,7 @@ func TestFinishedQueryIsAnsweredAfterTheWindow(t *testing.T) {
 	}
 	feed(sessionRunsThenIdles(end.Add(time.Hour+time.Minute), start, end, 13))
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: key})
-	assertCode(t, err, codes.NotFound, "retention")
+	viewtest.AssertCode(t, err, codes.NotFound, "retention")
 }
 
 // segmentsOf keeps what both answers share of each segment: where and
@@ -124,83 +117,6 @@ func segmentsOf(segs []*yagpcc.SegmentMetrics) []*yagpcc.SegmentMetrics {
 		out = append(out, &yagpcc.SegmentMetrics{Hostname: s.GetHostname(), SegmentKey: s.GetSegmentKey(), SegmentMetrics: s.GetSegmentMetrics()})
 	}
 	return out
-}
-
-// testFinishedQuery is query n of a varied set: each figure's order over n
-// differs from the key's (n·5 mod 11), and every fourth query lacks the
-// optional fields (no text, spill, lock blocker, vmem, application,
-// delays).
-func testFinishedQuery(n int, end time.Time) events.FinishedQuery {
-	rank := int64(n*5%11 + 1)
-	ns := func(s int64) int64 { return s * int64(time.Second) / 10 }
-	q := events.FinishedQuery{
-		Session: pipeline.SessionKey{TmID: testTmID, ID: int64(100 + n%3)},
-		Who: events.SessionWho{Database: []string{"sales", "hr", "ops"}[n%3], User: []string{"bob", "alice"}[n%2],
-			ClientAddress: pipeline.Null[string]{V: "10.0.0.9", Valid: true}, ClientPort: pipeline.Null[int64]{V: 50000 + rank, Valid: true}},
-		CommandCount: int64(n + 1), Start: end.Add(-time.Duration(rank) * time.Second).UnixNano(), End: end.UnixNano(),
-		Status:   []string{events.QueryCompleted, events.QueryError, events.QueryCancelled, events.QueryUnknown, events.QueryTerminated, events.QueryClientLost, events.QueryAborted}[n%7],
-		Partial:  n%3 != 2,
-		LockWait: ns(rank * 3 % 7),
-		SQLState: "57014", ErrorMessage: "canceling statement due to statement timeout", CancelReason: events.CancelStatementTimeout,
-		EndedByRule: "runaway-spill",
-		Segments: []pipeline.SegmentUse{
-			{Host: testCoordinator, Segment: -1, CPU: ns(rank), Read: 10 * rank, Written: 3 * rank},
-			{Host: "sdw1", Segment: 0, CPU: ns(2 * rank), Read: 100 * rank, Written: 30},
-			{Host: "sdw2", Segment: 1, CPU: ns(12 - rank), Read: 1000, Written: 300 * rank},
-		},
-		Skew: pipeline.SkewPair{
-			CPU: pipeline.Skew{Ratio: float64(rank) / 20, MaxOverAvg: 1 + float64(rank)/10, Hottest: int32(rank % 2), Segments: 2, OK: true},
-			IO:  pipeline.Skew{Ratio: float64(12-rank) / 20, MaxOverAvg: 2 - float64(rank)/10, Hottest: int32(1 - rank%2), Segments: 2, OK: true},
-		},
-	}
-	switch n % 3 {
-	case 0:
-		q.PartialCause = events.PartialCause{StartedBefore: true, Since: q.Start + int64(time.Second)}
-	case 1:
-		q.PartialCause = events.PartialCause{Hosts: []string{"sdw2"}, Since: q.Start + int64(time.Second)}
-	}
-	for c := range pipeline.NumCounters {
-		q.Totals[c] = (rank*int64(c+3))%17*1000 + int64(c)
-		q.Known |= 1 << c
-	}
-	if n%4 != 0 {
-		text := fmt.Sprintf("select %d from t%d", rank, n)
-		q.Text = &text
-		q.Spill = &pipeline.QuerySpill{MaxBytes: rank << 20, MaxFiles: 12 - rank}
-		q.LockBlocker = 200 + rank
-		q.VmemPeak = (12 - rank) << 20
-		q.Who.Application = pipeline.Null[string]{V: fmt.Sprintf("app%d", rank%3), Valid: true}
-		q.Who.ResourceGroup = pipeline.Null[string]{V: "default_group", Valid: true}
-	} else {
-		q.Known &^= 1<<pipeline.DelaySwapin | 1<<pipeline.DelayIRQ | 1<<pipeline.DiskDelay
-	}
-	return q
-}
-
-// testEndedSession is session n of a varied set, as testFinishedQuery.
-func testEndedSession(n int, end time.Time) events.EndedSession {
-	q := testFinishedQuery(n, end)
-	s := events.EndedSession{Session: pipeline.SessionKey{TmID: testTmID, ID: int64(300 + n)}, Who: q.Who, Start: q.Start, End: q.End,
-		Partial: q.Partial, PartialCause: q.PartialCause, Queries: int64(n*3%5 + 1), Totals: q.Totals, Known: q.Known, MemoryPeak: int64(n*7%9) << 20,
-		LockWait: q.LockWait, VmemPeak: q.VmemPeak, EndReason: events.SessionTerminated, SQLState: "57P01",
-		Message: "terminating connection due to administrator command"}
-	if q.Spill != nil {
-		s.SpillMax = q.Spill.MaxBytes
-	}
-	return s
-}
-
-// finishedBatch is a closing batch at at (a snapshot resource of mdw)
-// carrying the events.
-func finishedBatch(at time.Time, queries []events.FinishedQuery, sessions []events.EndedSession) pmetric.Metrics {
-	md := buildSnapshot(at, nil)
-	for i := range queries {
-		events.AppendFinishedQuery(md.ResourceMetrics(), &queries[i])
-	}
-	for i := range sessions {
-		events.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
-	}
-	return md
 }
 
 func finishedClient(srv *testServer) gpotelv1.FinishedWorkClient {
@@ -214,9 +130,9 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 	end := t0.Add(-time.Minute)
 	var queries []events.FinishedQuery
 	for n := range 7 {
-		queries = append(queries, testFinishedQuery(n, end.Add(time.Duration(n)*time.Second)))
+		queries = append(queries, viewtest.FinishedQuery(n, end.Add(time.Duration(n)*time.Second)))
 	}
-	srv.consume(t, finishedBatch(t0, queries, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, queries, nil))
 	for n, want := range []yagpcc.QueryStatus{yagpcc.QueryStatus_QUERY_STATUS_DONE, yagpcc.QueryStatus_QUERY_STATUS_ERROR,
 		yagpcc.QueryStatus_QUERY_STATUS_CANCELED, yagpcc.QueryStatus_QUERY_STATUS_END, yagpcc.QueryStatus_QUERY_STATUS_ERROR,
 		yagpcc.QueryStatus_QUERY_STATUS_ERROR, yagpcc.QueryStatus_QUERY_STATUS_ERROR} {
@@ -259,70 +175,6 @@ func TestFinishedQueryAnsweredByCommandCount(t *testing.T) {
 			t.Errorf("query %d: segments %v", n, segs)
 		}
 	}
-}
-
-// Every field of each event is a field of its gpotel.v1 item, of a type
-// that holds it and optional exactly where the event's is; the item has
-// no field that is not the event's, but cpu_time. And an event with every
-// field carries each into its item with the event's value.
-func TestItemsCarryEveryEventField(t *testing.T) {
-	full := testFinishedQuery(1, t0)
-	md := finishedBatch(t0, []events.FinishedQuery{full}, []events.EndedSession{testEndedSession(1, t0)})
-	for i, l := range []*eventLayout{queryLayout, sessionLayout} {
-		desc := l.message().Descriptor()
-		columns := map[string]bool{cpuTimeColumn: true}
-		for j, f := range l.fields {
-			columns[f.Column] = true
-			if l.item[j] == nil {
-				t.Errorf("%s has no field %s for the event's %s (%s, optional %v): add it to proto/gpotel/v1/finished_work.proto",
-					desc.Name(), f.Column, f.Key, f.Type, f.Optional)
-			}
-		}
-		for j := range desc.Fields().Len() {
-			if name := string(desc.Fields().Get(j).Name()); !columns[name] {
-				t.Errorf("%s.%s is no field of the event", desc.Name(), name)
-			}
-		}
-
-		attrs := md.ResourceMetrics().At(1 + i).Resource().Attributes()
-		r, err := l.read(attrs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		item := r.message()
-		for j, f := range l.fields {
-			want, ok := events.Value(attrs, f)
-			if !ok {
-				t.Errorf("%s: the test's event lacks %s", desc.Name(), f.Key)
-				continue
-			}
-			if got := itemValue(item, l.item[j], f.Type); fmt.Sprint(got) != fmt.Sprint(want) {
-				t.Errorf("%s.%s = %v, the event's %s is %v", desc.Name(), f.Column, got, f.Key, want)
-			}
-		}
-	}
-}
-
-// itemValue reads an item field as pipeline.EventValue returns the
-// event's: int64, float64, string, bool, time.Time or []SegmentUse.
-func itemValue(m protoreflect.Message, fd protoreflect.FieldDescriptor, typ events.FieldType) any {
-	if fd == nil || fd.HasPresence() && !m.Has(fd) {
-		return nil
-	}
-	v := m.Get(fd)
-	switch typ {
-	case events.EventTime:
-		return v.Message().Interface().(*timestamppb.Timestamp).AsTime()
-	case events.EventSegments:
-		var out []pipeline.SegmentUse
-		for i := range v.List().Len() {
-			s := v.List().Get(i).Message().Interface().(*gpotelv1.SegmentUse)
-			out = append(out, pipeline.SegmentUse{Host: s.GetHostname(), Segment: s.GetSegment(), CPU: int64(math.Round(s.GetCpuSeconds() * 1e9)),
-				Read: s.GetReadBytes(), Written: s.GetWriteBytes()})
-		}
-		return out
-	}
-	return v.Interface()
 }
 
 // listFinished walks every page of a list request, page_size at a time.
@@ -412,21 +264,19 @@ func TestListSortsByEveryField(t *testing.T) {
 	var sessions []events.EndedSession
 	for i := range n {
 		end := t0.Add(-time.Duration(i*7%n) * time.Second)
-		queries, sessions = append(queries, testFinishedQuery(i, end)), append(sessions, testEndedSession(i, end))
+		queries, sessions = append(queries, viewtest.FinishedQuery(i, end)), append(sessions, viewtest.EndedSession(i, end))
 	}
-	srv.consume(t, finishedBatch(t0, queries, sessions))
-	for _, l := range []*eventLayout{queryLayout, sessionLayout} {
-		desc := l.message().Descriptor()
-		sorted := 0
+	srv.consume(t, viewtest.FinishedBatch(t0, queries, sessions))
+	for _, item := range []proto.Message{&gpotelv1.FinishedQuery{}, &gpotelv1.EndedSession{}} {
+		desc := item.ProtoReflect().Descriptor()
 		for j := range desc.Fields().Len() {
 			fd := desc.Fields().Get(j)
 			if fd.IsList() {
 				continue
 			}
-			sorted++
 			for _, descending := range []bool{false, true} {
 				items := listFinished(t, finishedClient(srv), &gpotelv1.ListFinishedWorkRequest{SortBy: string(fd.Name()), Descending: descending, PageSize: 3},
-					l == sessionLayout)
+					desc.Name() == "EndedSession")
 				seen := map[string]bool{}
 				for k, it := range items {
 					seen[itemKey(it)] = true
@@ -443,9 +293,6 @@ func TestListSortsByEveryField(t *testing.T) {
 				}
 			}
 		}
-		if sorted != len(l.columns) {
-			t.Errorf("%s: %d sortable item fields, %d sort columns", desc.Name(), sorted, len(l.columns))
-		}
 	}
 }
 
@@ -455,9 +302,9 @@ func TestListFiltersByRangeUserDatabaseAndSession(t *testing.T) {
 	srv := startDefault(t)
 	var queries []events.FinishedQuery
 	for i := range 30 {
-		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(30-i)*time.Second)))
+		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(30-i)*time.Second)))
 	}
-	srv.consume(t, finishedBatch(t0, queries, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, queries, nil))
 	from, to := t0.Add(-25*time.Second), t0.Add(-7*time.Second)
 	req := &gpotelv1.ListFinishedWorkRequest{EndedFrom: timestamppb.New(from), EndedTo: timestamppb.New(to),
 		Users: []string{"alice"}, Databases: []string{"sales", "ops"}, SessIds: []int64{100, 102}, TmId: testTmID, PageSize: 2}
@@ -489,9 +336,9 @@ func TestAnEndedRangeBeyond2262IsClamped(t *testing.T) {
 	srv := startDefault(t)
 	var queries []events.FinishedQuery
 	for i := range 5 {
-		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
+		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
-	srv.consume(t, finishedBatch(t0, queries, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, queries, nil))
 	farFuture := timestamppb.New(time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC))
 	farPast := timestamppb.New(time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC))
 	for _, tc := range []struct {
@@ -518,7 +365,7 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 	srv := startServer(t, cfg, nopHost())
 	c := finishedClient(srv)
 	wide := func(n int, end time.Time) events.FinishedQuery {
-		q := testFinishedQuery(n, end)
+		q := viewtest.FinishedQuery(n, end)
 		for s := range 40 {
 			q.Segments = append(q.Segments, pipeline.SegmentUse{Host: fmt.Sprintf("sdw%d", s/4+3), Segment: int32(s + 2), CPU: 1e9, Read: 1 << 20})
 		}
@@ -528,7 +375,7 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 	for i := range 20 {
 		batch = append(batch, wide(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
-	srv.consume(t, finishedBatch(t0, batch, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, batch, nil))
 	req := &gpotelv1.ListFinishedWorkRequest{SortBy: "cpu_time", Descending: true}
 	seen := map[string]int{}
 	for pages, i := 0, 20; ; pages, i = pages+1, i+1 {
@@ -550,7 +397,7 @@ func TestListPagesStayUnderMaxResponseBytes(t *testing.T) {
 		}
 		// A newer query ends between pages: sorted by CPU it may fall on
 		// either side of the walk's place; the walk goes on.
-		srv.consume(t, finishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []events.FinishedQuery{wide(i, t0)}, nil))
+		srv.consume(t, viewtest.FinishedBatch(t0.Add(time.Duration(pages+1)*time.Second), []events.FinishedQuery{wide(i, t0)}, nil))
 		req.PageToken = resp.GetNextPageToken()
 	}
 	for k, n := range seen {
@@ -575,9 +422,9 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 	c := finishedClient(srv)
 	var queries []events.FinishedQuery
 	for i := range 5 {
-		queries = append(queries, testFinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
+		queries = append(queries, viewtest.FinishedQuery(i, t0.Add(-time.Duration(i)*time.Second)))
 	}
-	srv.consume(t, finishedBatch(t0, queries, nil))
+	srv.consume(t, viewtest.FinishedBatch(t0, queries, nil))
 
 	resp, err := c.ListFinishedQueries(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{PageSize: math.MaxUint32})
 	if err != nil || len(resp.GetQueries()) != 3 || resp.GetNextPageToken() == "" {
@@ -588,7 +435,7 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	forged := base64.RawURLEncoding.EncodeToString([]byte(`{"r":"x","k":[` + strings.Repeat("1,", 100000) + `1]}`))
-	many := make([]string, maxFilterValues+1)
+	many := make([]string, paging.MaxFilterValues+1)
 	for _, tc := range []struct {
 		name string
 		req  *gpotelv1.ListFinishedWorkRequest
@@ -608,14 +455,14 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.ListFinishedQueries(ctxTimeout(t), tc.req)
-			assertCode(t, err, codes.InvalidArgument, tc.want)
+			viewtest.AssertCode(t, err, codes.InvalidArgument, tc.want)
 			if st, _ := status.FromError(err); len(st.Message()) > 1024 {
 				t.Errorf("message of %d bytes", len(st.Message()))
 			}
 		})
 	}
 	_, err = c.ListEndedSessions(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{PageToken: resp.GetNextPageToken()})
-	assertCode(t, err, codes.InvalidArgument, "different request")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "different request")
 }
 
 // With retention 0 nothing is kept, and the list says so.
@@ -623,154 +470,12 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 	cfg := testConfig()
 	cfg.FinishedQueries.Retention = 0
 	srv := startServer(t, cfg, nopHost())
-	q := testFinishedQuery(1, t0)
-	srv.consume(t, finishedBatch(t0, []events.FinishedQuery{q}, nil))
+	q := viewtest.FinishedQuery(1, t0)
+	srv.consume(t, viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil))
 	_, err := finishedClient(srv).ListFinishedQueries(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{})
-	assertCode(t, err, codes.FailedPrecondition, "retention is 0")
+	viewtest.AssertCode(t, err, codes.FailedPrecondition, "retention is 0")
 	_, err = srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})
-	assertCode(t, err, codes.NotFound, "retention is 0")
-
-	// Nor does the store take the events in: retention 0 costs no memory.
-	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: 0, MaxEvents: 10, MaxBytes: 1 << 20})
-	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, nil)), t0)
-	if w.count != 0 || len(w.queries) != 0 {
-		t.Errorf("retention 0: the store holds %d events (%d queries), want none", w.count, len(w.queries))
-	}
-}
-
-// newTestFinishedWork is a store with its own telemetry.
-func newTestFinishedWork(t *testing.T, fq FinishedQueriesConfig) (*finishedWork, *componenttest.Telemetry) {
-	tt := componenttest.NewTelemetry()
-	t.Cleanup(func() { _ = tt.Shutdown(context.Background()) })
-	tb, err := metadata.NewTelemetryBuilder(tt.NewTelemetrySettings())
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := testConfig()
-	cfg.FinishedQueries = fq
-	w := newFinishedWork(cfg, zap.NewNop(), "")
-	w.telemetry = tb
-	return w, tt
-}
-
-// held lists the command counts of the finished queries w answers for.
-func held(w *finishedWork, queries []events.FinishedQuery) []int64 {
-	var out []int64
-	for _, q := range queries {
-		if r, expired := w.query(queryID{session: q.Session, ccnt: q.CommandCount}); r != nil && !expired {
-			out = append(out, q.CommandCount)
-		}
-	}
-	return out
-}
-
-func droppedBy(bound string, n int64) metricdata.DataPoint[int64] {
-	return metricdata.DataPoint[int64]{Value: n, Attributes: attribute.NewSet(attribute.String("bound", bound))}
-}
-
-// When max_events is reached the oldest arrivals go first, counted; what
-// is complete is said from the latest end dropped.
-func TestMaxEventsDropsTheOldestAndCountsIt(t *testing.T) {
-	w, tt := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 3, MaxBytes: 1 << 30})
-	w.consume(decoded(finishedBatch(t0.Add(-time.Hour), nil, nil)), t0.Add(-time.Hour)) // the exporter's first snapshot
-	var queries []events.FinishedQuery
-	for i := range 5 {
-		queries = append(queries, testFinishedQuery(i, t0.Add(time.Duration(i)*time.Second)))
-		w.consume(decoded(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
-	}
-	if got := held(w, queries); !slices.Equal(got, []int64{3, 4, 5}) {
-		t.Errorf("held ccnt %v, want the 3 newest [3 4 5]", got)
-	}
-	metadatatest.AssertEqualSessionstateFinishedDropped(t, tt, []metricdata.DataPoint[int64]{droppedBy(boundEvents, 2)}, metricdatatest.IgnoreTimestamp())
-	if got := w.completeSince(); got != queries[1].End {
-		t.Errorf("complete since %v, want the end of the newest dropped, %v", timeOf(got), timeOf(queries[1].End))
-	}
-}
-
-// When max_bytes is reached the oldest arrivals go first, counted; an
-// event larger than the whole budget is dropped alone.
-func TestMaxBytesDropsTheOldestAndCountsIt(t *testing.T) {
-	probe, _ := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{testFinishedQuery(1, t0)}, nil).ResourceMetrics().At(1).Resource().Attributes())
-	probe.coordinator = unique.Make(testCoordinator)
-	budget := minFinishedMaxBytes
-	per := budget/3 - 1 // three queries fit, not four
-	w, tt := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: budget})
-	var queries []events.FinishedQuery
-	for i := range 5 {
-		q := testFinishedQuery(1, t0.Add(time.Duration(i)*time.Second))
-		q.CommandCount = int64(i + 1)
-		text := strings.Repeat("x", per-probe.bytes()+len(*q.Text))
-		q.Text = &text
-		queries = append(queries, q)
-		w.consume(decoded(finishedBatch(t0.Add(time.Minute), queries[i:i+1], nil)), t0.Add(time.Minute))
-	}
-	if got := held(w, queries); !slices.Equal(got, []int64{3, 4, 5}) || w.bytes > budget {
-		t.Errorf("held ccnt %v in %d bytes, want the 3 newest [3 4 5] within %d", got, w.bytes, budget)
-	}
-	huge := testFinishedQuery(1, t0.Add(10*time.Second))
-	huge.CommandCount = 99
-	text := strings.Repeat("x", budget)
-	huge.Text = &text
-	w.consume(decoded(finishedBatch(t0.Add(time.Minute), []events.FinishedQuery{huge}, nil)), t0.Add(time.Minute))
-	if got := held(w, append(queries, huge)); !slices.Equal(got, []int64{3, 4, 5}) {
-		t.Errorf("after an event over the budget: held %v, want [3 4 5]", got)
-	}
-	metadatatest.AssertEqualSessionstateFinishedDropped(t, tt, []metricdata.DataPoint[int64]{droppedBy(boundBytes, 3)}, metricdatatest.IgnoreTimestamp())
-}
-
-// Rows leave at the end of their retention, measured in snapshot time,
-// and those behind a younger arrival are not answered past it either:
-// GetGPQuery says the query ended more than the retention ago.
-func TestRetentionExpiresInSnapshotTime(t *testing.T) {
-	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
-	young, old := testFinishedQuery(1, t0), testFinishedQuery(2, t0.Add(-30*time.Minute))
-	w.consume(decoded(finishedBatch(t0.Add(-2*time.Hour), nil, nil)), t0.Add(-2*time.Hour)) // the exporter's first snapshot
-	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{young, old}, nil)), t0)
-	w.consume(decoded(finishedBatch(t0.Add(31*time.Minute), nil, nil)), t0.Add(31*time.Minute))
-	if got := held(w, []events.FinishedQuery{young, old}); !slices.Equal(got, []int64{2}) {
-		t.Errorf("31 min on: held %v, want the young one [2]", got)
-	}
-	_, err := w.getGPQuery(queryID{session: old.Session, ccnt: old.CommandCount},
-		&yagpcc.QueryKey{Tmid: int32(old.Session.TmID), Ssid: int32(old.Session.ID), Ccnt: int32(old.CommandCount)}, t0.Add(31*time.Minute))
-	assertCode(t, err, codes.NotFound, "more than finished_queries::retention (1h0m0s) ago")
-	if got := w.completeSince(); got != t0.Add(-29*time.Minute).UnixNano() {
-		t.Errorf("complete since %v, want an hour back", timeOf(got))
-	}
-	w.consume(decoded(finishedBatch(t0.Add(61*time.Minute), nil, nil)), t0.Add(61*time.Minute))
-	if w.count != 0 || w.bytes != 0 || len(w.queries) != 0 {
-		t.Errorf("61 min on: %d events, %d bytes, %d indexed; want none", w.count, w.bytes, len(w.queries))
-	}
-}
-
-// An event that reaches the exporter twice (a replayed batch) is kept
-// once, its later copy.
-func TestAnEventWrittenTwiceIsKeptOnce(t *testing.T) {
-	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
-	q, s := testFinishedQuery(1, t0), testEndedSession(1, t0)
-	for range 2 {
-		w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, []events.EndedSession{s})), t0)
-	}
-	first, _ := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
-	first.coordinator = unique.Make(testCoordinator)
-	second, _ := sessionLayout.read(finishedBatch(t0, nil, []events.EndedSession{s}).ResourceMetrics().At(1).Resource().Attributes())
-	second.coordinator = first.coordinator
-	if w.count != 2 || len(w.queries) != 1 || len(w.sessions) != 1 || w.bytes != first.bytes()+second.bytes() {
-		t.Errorf("%d events (%d queries, %d sessions) in %d bytes; want one of each in %d", w.count, len(w.queries), len(w.sessions), w.bytes,
-			first.bytes()+second.bytes())
-	}
-	for _, l := range []*eventLayout{queryLayout, sessionLayout} {
-		sel, err := parseFinishedSelection("List", l, &gpotelv1.ListFinishedWorkRequest{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rows, _ := w.selectRows(sel, 10); len(rows) != 1 {
-			t.Errorf("%s: listed %d times", l.kind, len(rows))
-		}
-	}
-	w.consume(decoded(finishedBatch(t0.Add(2*time.Hour), nil, nil)), t0.Add(2*time.Hour))
-	if w.count != 0 || w.bytes != 0 {
-		t.Errorf("all expired: %d events in %d bytes left", w.count, w.bytes)
-	}
+	viewtest.AssertCode(t, err, codes.NotFound, "retention is 0")
 }
 
 // The real processor in front: a session that ran a statement and left is
@@ -854,10 +559,10 @@ func TestListWalksWhileEventsArrive(t *testing.T) {
 	batch := func(at time.Time) pmetric.Metrics {
 		var qs []events.FinishedQuery
 		for range 20 {
-			qs = append(qs, testFinishedQuery(n, at.Add(-time.Duration(n%7)*time.Second)))
+			qs = append(qs, viewtest.FinishedQuery(n, at.Add(-time.Duration(n%7)*time.Second)))
 			n++
 		}
-		return finishedBatch(at, qs, nil)
+		return viewtest.FinishedBatch(at, qs, nil)
 	}
 	srv.consume(t, batch(t0))
 	var wg sync.WaitGroup
@@ -901,46 +606,6 @@ func TestListWalksWhileEventsArrive(t *testing.T) {
 	wg.Wait()
 }
 
-// A page token is hostile input: whatever it holds, it decodes to a
-// cursor of the request's key length or to an error; one this server
-// issued decodes to the place it named.
-func FuzzDecodeFinishedToken(f *testing.F) {
-	sel, err := parseFinishedSelection("ListFinishedQueries", queryLayout, &gpotelv1.ListFinishedWorkRequest{SortBy: "query_text"})
-	if err != nil {
-		f.Fatal(err)
-	}
-	q := testFinishedQuery(1, t0)
-	text := "a\x00é\"\\"
-	q.Text = &text
-	r, err := queryLayout.read(finishedBatch(t0, []events.FinishedQuery{q}, nil).ResourceMetrics().At(1).Resource().Attributes())
-	if err != nil {
-		f.Fatal(err)
-	}
-	c := candidate{r: r, v: sel.column.get(r)}
-	issued := sel.token(&c)
-	f.Add(issued)
-	f.Add("")
-	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"` + sel.fingerprint + `","k":[1,2,3,4,5,6],"v":{"p":true,"f":1}}`)))
-	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"` + sel.fingerprint + `","k":{"a":1}}`)))
-	f.Fuzz(func(t *testing.T, tok string) {
-		cur, err := sel.decodeToken(tok)
-		if err == nil && len(cur.key) != len(queryLayout.identity) {
-			t.Fatalf("a cursor of %d key values, the key has %d", len(cur.key), len(queryLayout.identity))
-		}
-		if tok != issued {
-			return
-		}
-		if err != nil || cur.value != c.v {
-			t.Fatalf("the issued token decodes to %v, %v; it named %v", cur, err, c.v)
-		}
-		for j, i := range queryLayout.identity {
-			if cur.key[j] != r.num(i) {
-				t.Fatalf("key %v, the row's %d is %d", cur.key, j, r.num(i))
-			}
-		}
-	})
-}
-
 // Once a query's event has come, GetGPQuery answers it from the event even
 // while the processor still writes the query: how it ended and its exact
 // end are the server's, not the last snapshot's (on Greenplum 6.24.3 a
@@ -967,22 +632,6 @@ func TestEndedQueryIsAnsweredFromItsEventWithinTheWindow(t *testing.T) {
 		stat.GetMessage() != "canceling statement due to user request" {
 		t.Errorf("within the window: status %v, end %v, message %q; want CANCELED at %v with the server's message",
 			stat.GetQueryStatus(), stat.GetEndTime().AsTime(), stat.GetMessage(), end)
-	}
-}
-
-// The configured hostname names the coordinator of the finished work, over
-// the one the snapshots name.
-func TestConfiguredHostnameNamesTheFinishedWorksCoordinator(t *testing.T) {
-	w, _ := newTestFinishedWork(t, FinishedQueriesConfig{Retention: time.Hour, MaxEvents: 100, MaxBytes: 1 << 30})
-	w.hostOverride = "gp-prod"
-	q := testFinishedQuery(1, t0)
-	w.consume(decoded(finishedBatch(t0, []events.FinishedQuery{q}, nil)), t0)
-	r, _ := w.query(queryID{session: q.Session, ccnt: q.CommandCount})
-	if r == nil {
-		t.Fatal("the finished query is not held")
-	}
-	if got := r.coordinator.Value(); got != "gp-prod" {
-		t.Errorf("held under coordinator %q, want the configured hostname gp-prod", got)
 	}
 }
 

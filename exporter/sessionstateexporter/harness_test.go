@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -113,8 +114,8 @@ func exportertestSettings() exporter.Settings { return exportertest.NewNopSettin
 
 // decoded is md as the exporter's consumeMetrics decodes it under
 // testConfig, finished work included.
-func decoded(md pmetric.Metrics) *batch {
-	d := newBatchDecoder(testConfig())
-	d.events = true
-	return d.decode(md)
+func decoded(md pmetric.Metrics) *view.Batch {
+	cfg := testConfig()
+	d := view.NewDecoder(cfg.ClusterID, cfg.LastMetricsWindow, true)
+	return d.Decode(md)
 }

@@ -48,7 +48,7 @@ func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, empty.GetSnapshotTimeUnixNano(), "before the first snapshot")
 
-	store.Consume(decoded(pressureBatch(0.5)).pressure)
+	store.Consume(decoded(pressureBatch(0.5)).Pressure)
 	resp, err := svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, pressureAt.UnixNano(), resp.GetSnapshotTimeUnixNano())
@@ -67,8 +67,8 @@ func TestPressureServiceAnswersTheLatestSnapshotsHostsAndGroups(t *testing.T) {
 	// A process batch (no snapshot resource) leaves the figures alone.
 	procs := pipelinetest.Snapshot{Time: pressureAt, TmID: testTmID, Coordinator: "mdw",
 		Processes: []pipelinetest.Process{{Host: "sdw1", Session: 7, PID: 700, Created: pressureAt.Add(-time.Hour)}}}.Batches()[0]
-	store.Consume(decoded(procs).pressure)
-	store.Consume(decoded(pressureBatch(0.75)).pressure)
+	store.Consume(decoded(procs).Pressure)
+	store.Consume(decoded(pressureBatch(0.75)).Pressure)
 	resp, err = svc.GetHostPressure(context.Background(), &gpotelv1.GetHostPressureRequest{})
 	require.NoError(t, err)
 	assert.Equal(t, 0.75, resp.GetHosts()[0].GetPressure()[0].GetAvg10(), "the newest snapshot replaces the older")

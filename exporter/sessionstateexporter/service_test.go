@@ -5,23 +5,22 @@ package sessionstateexporter
 
 import (
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-const testTmID = 1700000000
+const testTmID = viewtest.TmID
 
 // fullSession sets every field the contract carries.
 func fullSession() testSession {
@@ -123,17 +122,6 @@ func assertProtoEqual(t *testing.T, got, want proto.Message) {
 	t.Helper()
 	if !proto.Equal(got, want) {
 		t.Fatalf("mismatch\n got: %s\nwant: %s", prototext.Format(got), prototext.Format(want))
-	}
-}
-
-func assertCode(t *testing.T, err error, want codes.Code, msgPart string) {
-	t.Helper()
-	st, _ := status.FromError(err)
-	if st.Code() != want {
-		t.Fatalf("want %s, got %v", want, err)
-	}
-	if !strings.Contains(st.Message(), msgPart) {
-		t.Fatalf("message %q does not mention %q", st.Message(), msgPart)
 	}
 }
 
@@ -276,7 +264,7 @@ func TestHideEmptyQueries(t *testing.T) {
 		t.Fatalf("hide_empty_queries: got sessions %v, want [42]", got)
 	}
 	_, err = srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{ShowQueryType: 9})
-	assertCode(t, err, codes.InvalidArgument, "show_query_type")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "show_query_type")
 }
 
 func TestGetGPSession(t *testing.T) {
@@ -289,9 +277,9 @@ func TestGetGPSession(t *testing.T) {
 	}
 	assertProtoEqual(t, resp.SessionsState, wantFullState())
 	_, err = srv.client.GetGPSession(ctx, &yagpcc.GetGPSessionReq{SessionKey: &yagpcc.SessionKey{SessId: 42, TmId: testTmID + 1}})
-	assertCode(t, err, codes.NotFound, "sess_id 42")
+	viewtest.AssertCode(t, err, codes.NotFound, "sess_id 42")
 	_, err = srv.client.GetGPSession(ctx, &yagpcc.GetGPSessionReq{})
-	assertCode(t, err, codes.InvalidArgument, "session_key")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "session_key")
 }
 
 func TestGetTotalSessionsStatCountsLiveClientSessionsPerState(t *testing.T) {
@@ -384,12 +372,12 @@ func TestGetGPQuery(t *testing.T) {
 
 	for _, ssid := range []int32{43, 44, 1000} {
 		_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: ssid}})
-		assertCode(t, err, codes.NotFound, "in the latest snapshot")
+		viewtest.AssertCode(t, err, codes.NotFound, "in the latest snapshot")
 	}
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: 42, Ccnt: 5}})
-	assertCode(t, err, codes.NotFound, "ccnt 5")
+	viewtest.AssertCode(t, err, codes.NotFound, "ccnt 5")
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{})
-	assertCode(t, err, codes.InvalidArgument, "query_key")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "query_key")
 }
 
 func sessIDs(resp *yagpcc.GetGPSessionsResponse) []int64 {

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -154,25 +153,6 @@ func TestEmptySnapshotEndsEverySession(t *testing.T) {
 	srv.consume(t, buildSnapshot(t0.Add(time.Second), nil))
 	if got := sessIDs(listAll(t, srv)); len(got) != 0 {
 		t.Fatalf("after an empty snapshot: %v, want none", got)
-	}
-}
-
-func TestNextViewIsPresortedInTheOrdersClientsAsked(t *testing.T) {
-	st := newSessionStore(testConfig(), zap.NewNop(), "")
-	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 20), 5))))
-	spec, err := parseSortSpec(byUserTimeDesc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st.load().order(spec)
-	st.consume(decoded(buildSnapshot(t0.Add(time.Second), sessionsWithUserTime(idRange(1, 20), 5))))
-	v := st.load()
-	o := v.orders.orders[spec.String()]
-	if o == nil || len(o.entries) != 19 {
-		t.Fatalf("the new view was not sorted in the order asked of the previous one")
-	}
-	if other := v.orders.orders[sortSpec(nil).String()]; other != nil {
-		t.Fatalf("an order nobody asked for was built")
 	}
 }
 

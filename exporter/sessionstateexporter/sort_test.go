@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -200,12 +201,12 @@ func TestSortByEveryField(t *testing.T) {
 		field := yagpcc.SessionField(v)
 		getter, supported := sortableGetters[field]
 		for _, order := range []yagpcc.SortOrder{yagpcc.SortOrder_SORT_ASC, yagpcc.SortOrder_SORT_DESC, yagpcc.SortOrder_SORT_ORDER_UNSPECIFIED} {
-			t.Run(fmt.Sprintf("%s/%s", fieldName(field), order), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/%s", field.String(), order), func(t *testing.T) {
 				resp, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{
 					Field: []*yagpcc.SessionFieldWrapper{{FieldName: field, Order: order}},
 				})
 				if !supported {
-					assertCode(t, err, codes.InvalidArgument, fieldName(field))
+					viewtest.AssertCode(t, err, codes.InvalidArgument, field.String())
 					return
 				}
 				if err != nil {
@@ -281,7 +282,7 @@ func TestSortByTwoFieldsAndAbsentValuesFirst(t *testing.T) {
 	_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Field: []*yagpcc.SessionFieldWrapper{
 		{FieldName: yagpcc.SessionField_SESSION_FIELD_PID, Order: 7},
 	}})
-	assertCode(t, err, codes.InvalidArgument, "sort order")
+	viewtest.AssertCode(t, err, codes.InvalidArgument, "sort order")
 }
 
 func TestFilters(t *testing.T) {
@@ -346,8 +347,8 @@ func TestFilters(t *testing.T) {
 		f(99, "a"),
 	} {
 		_, err := srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{Filter: []*yagpcc.SessionFilter{bad}})
-		assertCode(t, err, codes.InvalidArgument, "filter[0]")
+		viewtest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
 		_, err = srv.client.GetGPQueries(ctxTimeout(t), &yagpcc.GetGPQueriesReq{Filter: []*yagpcc.SessionFilter{bad}})
-		assertCode(t, err, codes.InvalidArgument, "filter[0]")
+		viewtest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
 	}
 }

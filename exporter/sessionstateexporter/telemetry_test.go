@@ -30,15 +30,14 @@ func TestTelemetryCountsServedIgnoredDroppedAndInvalid(t *testing.T) {
 	}
 	cfg := testConfig()
 	cfg.MaxSessions = 3
-	st := newSessionStore(cfg, zap.NewNop(), "")
-	st.telemetry = tb
+	st := newStore(cfg, "", zap.NewNop(), tb)
 
-	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 6), 2)))) // 5 sessions, 3 kept
+	st.Consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 6), 2)))) // 5 sessions, 3 kept
 	late := buildSnapshot(t0.Add(-time.Second), sessionsWithUserTime(idRange(1, 2), 2))
-	st.consume(decoded(late))
+	st.Consume(decoded(late))
 	bad := buildSnapshot(t0.Add(time.Second), sessionsWithUserTime(idRange(1, 2), 2))
 	bad.ResourceMetrics().At(1).Resource().Attributes().Remove(pipeline.AttrSessionID)
-	st.consume(decoded(bad))
+	st.Consume(decoded(bad))
 
 	at := metricdatatest.IgnoreTimestamp()
 	metadatatest.AssertEqualSessionstateSnapshots(t, tt, []metricdata.DataPoint[int64]{{Value: 2}}, at)

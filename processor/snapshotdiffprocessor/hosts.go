@@ -6,6 +6,7 @@ package snapshotdiffprocessor
 import (
 	"slices"
 
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/internal/pipeline/sparse"
 )
 
@@ -46,13 +47,46 @@ func (t *hostTable) row(name string) uint32 {
 	return row
 }
 
-// setDown takes in which hosts did not answer in the snapshot at time.
-func (t *hostTable) setDown(down []uint32, time int64) {
+// answers takes in the hosts' answers of the snapshot being committed:
+// each one's read delay, and which hosts answered (appended to up) and
+// which did not (to down).
+func (t *hostTable) answers(hosts []snapshot.HostAnswer, up, down []uint32) ([]uint32, []uint32) {
+	rows := make([]uint32, len(hosts))
+	for i := range hosts {
+		rows[i] = t.row(hosts[i].Host)
+	}
+	listed := make([]bool, len(t.names))
+	clear(t.readDelay)
+	for i, row := range rows {
+		listed[row] = true
+		t.readDelay[row] = hosts[i].ReadDelay
+		if t.batches.Answered(row, &hosts[i]) {
+			up = append(up, row)
+		} else {
+			down = append(down, row)
+		}
+	}
+	// A host whose batches came but whose answer did not (the closing
+	// batch was lost) is not known to have answered.
+	for row := range t.names {
+		if !listed[row] && t.batches.Unlisted(uint32(row)) {
+			down = append(down, uint32(row))
+		}
+	}
+	return up, down
+}
+
+// settle takes in which hosts answered fully (up) and which did not
+// (down) in the snapshot seq at time.
+func (t *hostTable) settle(seq uint64, time int64, up, down []uint32) {
 	for h := range t.down {
 		isDown := slices.Contains(down, uint32(h)) // #nosec G115 -- a row
 		if isDown && !t.down[h] {
 			t.downSince[h] = time
 		}
 		t.down[h] = isDown
+	}
+	for _, h := range up {
+		t.answered[h] = seq
 	}
 }

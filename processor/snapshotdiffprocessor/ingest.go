@@ -43,8 +43,7 @@ func (s *store) add(p *snapshot.ProcessSample) error {
 		row, known = s.procs.index[key]
 	}
 	if !known {
-		row = s.addProcess(key)
-		s.procs.first[row] = seq
+		row = s.addProcess(key, seq)
 	} else if s.procs.seen[row] == seq {
 		return errDuplicateProcess
 	}
@@ -53,37 +52,11 @@ func (s *store) add(p *snapshot.ProcessSample) error {
 			s.hosts.batches.Break(host)
 			return errSparseUnknown{host: p.Host, pid: p.PID}
 		}
-		p.Fill(&s.procs.last[row], s.procs.known[row], &s.procs.gauges[row])
+		s.procs.fill(row, p)
 	}
 
-	// A counter first reported after the process's first sighting starts
-	// as a baseline: what it counted before is outside what we saw.
-	var steps pipeline.Counters
-	var mask uint32
-	last := &s.procs.last[row]
-	for m := p.CounterMask(); m != 0; m &= m - 1 {
-		c := bits.TrailingZeros32(m)
-		bit := uint32(1) << c
-		v := p.Values[c]
-		if p.Kind == pipeline.KindExited && pipeline.RoundedAtExit&bit != 0 && s.procs.known[row]&bit != 0 {
-			// The record is rounded down to 1024; the last live reading was exact.
-			v = max(v, last[c])
-		}
-		if !known || s.procs.known[row]&bit != 0 {
-			steps[c] = v - last[c]
-		}
-		last[c] = v
-		s.procs.known[row] |= bit
-		if steps[c] != 0 {
-			mask |= bit
-		}
-	}
-	s.procs.seen[row] = seq
-	s.procs.gone[row] = exited
-	s.procs.seg[row] = p.Segment
-	if !exited { // an exit record has no title: keep the last one seen
-		s.procs.ccnt[row] = p.CommandCount()
-	}
+	steps, mask := s.procs.step(row, p, known)
+	s.procs.sighted(row, seq, p)
 
 	off := len(s.scratch)
 	s.scratch = binary.AppendUvarint(s.scratch, uint64(mask))
@@ -99,11 +72,7 @@ func (s *store) add(p *snapshot.ProcessSample) error {
 	if exited {
 		return nil
 	}
-	s.procs.gauges[row] = p.Gauges()
 	s.addMemory(sess, host, &s.procs.gauges[row])
-	if s.procs.keepSamples {
-		s.procs.sample[row] = *p
-	}
 	return nil
 }
 
@@ -126,7 +95,7 @@ func (s *store) carryUnchanged() {
 // carryRow records a process unchanged: no step, its last memory.
 func (s *store) carryRow(row uint32) {
 	key := s.procs.keys[row]
-	s.procs.seen[row] = s.nextSeq
+	s.procs.carried(row, s.nextSeq)
 	off := len(s.scratch)
 	s.scratch = append(s.scratch, 0) // a record with an empty mask
 	s.records = append(s.records, pendingRecord{session: key.session, row: row, off: uint32(off), size: 1})
@@ -194,30 +163,7 @@ func (s *store) commit(hosts []snapshot.HostAnswer) error {
 		return errNoSnapshot
 	}
 	s.ingesting = false
-	s.pendDown = s.pendDown[:0]
-	s.pendUp = s.pendUp[:0]
-	rows := make([]uint32, len(hosts))
-	for i := range hosts {
-		rows[i] = s.hosts.row(hosts[i].Host)
-	}
-	listed := make([]bool, len(s.hosts.names))
-	clear(s.hosts.readDelay)
-	for i, row := range rows {
-		listed[row] = true
-		s.hosts.readDelay[row] = hosts[i].ReadDelay
-		if s.hosts.batches.Answered(row, &hosts[i]) {
-			s.pendUp = append(s.pendUp, row)
-		} else {
-			s.pendDown = append(s.pendDown, row)
-		}
-	}
-	// A host whose batches came but whose answer did not (the closing
-	// batch was lost) is not known to have answered.
-	for row := range s.hosts.names {
-		if !listed[row] && s.hosts.batches.Unlisted(uint32(row)) {
-			s.pendDown = append(s.pendDown, uint32(row))
-		}
-	}
+	s.pendUp, s.pendDown = s.hosts.answers(hosts, s.pendUp[:0], s.pendDown[:0])
 	s.carryUnchanged()
 	sn := s.packSnapshot()
 	s.prevOrder = s.prevOrder[:0]
@@ -227,10 +173,7 @@ func (s *store) commit(hosts []snapshot.HostAnswer) error {
 	s.nextSeq++
 	oldest := s.windows.push(sn)
 
-	s.hosts.setDown(sn.hostsDown, sn.time)
-	for _, h := range s.pendUp {
-		s.hosts.answered[h] = sn.seq
-	}
+	s.hosts.settle(sn.seq, sn.time, s.pendUp, sn.hostsDown)
 
 	for row, seen := range s.procs.seen {
 		if seen != 0 && seen < oldest {

@@ -70,7 +70,9 @@ func newSnapshotDiff(cfg *Config, logger *zap.Logger, telemetry *metadata.Teleme
 		// Carrying needs every process's last sighting whole; leaving the
 		// unchanged out needs none of it.
 		p.carryUnchanged = cfg.UnchangedProcesses != UnchangedLeaveOut
-		p.store.procs.keepSamples = p.carryUnchanged
+		if p.carryUnchanged {
+			p.store.procs.keepWholeSamples()
+		}
 	}
 	if cfg.Queries.Enabled {
 		if cfg.Queries.Text {

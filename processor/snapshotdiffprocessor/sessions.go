@@ -31,6 +31,9 @@ func (t *sessionTable) row(key pipeline.SessionKey) uint32 {
 	return row
 }
 
+// hold adds one process's reference.
+func (t *sessionTable) hold(row uint32) { t.refs[row]++ }
+
 // release drops one process's reference; the last frees the row.
 func (t *sessionTable) release(row uint32) {
 	t.refs[row]--

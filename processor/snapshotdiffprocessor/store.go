@@ -140,14 +140,14 @@ func (s *store) restartTimeline() {
 	s.windows.restart(s.nextSeq - 1)
 }
 
-// addProcess gives a process a row, its session's reference and room in
-// the windows.
-func (s *store) addProcess(key processKey) uint32 {
-	row, grown := s.procs.add(key)
+// addProcess gives a process first seen in the snapshot seq a row, its
+// session's reference and room in the windows.
+func (s *store) addProcess(key processKey, seq uint64) uint32 {
+	row, grown := s.procs.add(key, seq)
 	if grown {
 		s.windows.addRow()
 	}
-	s.sessions.refs[key.session]++
+	s.sessions.hold(key.session)
 	return row
 }
 

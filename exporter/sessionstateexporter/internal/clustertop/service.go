@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/pressure"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/clockstep"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/output"
@@ -44,9 +45,9 @@ type Lines struct {
 	Queries []*gpotelv1.QueryTop
 }
 
-// Sessions gives the lines of the newest snapshot, all of one snapshot.
-type Sessions interface {
-	TopLines() Lines
+// Views gives the newest view of the sessions and queries.
+type Views interface {
+	Load() *view.View
 }
 
 // Hosts keeps the latest snapshot's host figures for GetClusterTop.
@@ -77,7 +78,7 @@ func (h *Hosts) Consume(tops *output.HostTops) {
 // figures, the query figures and the host pressure.
 type Service struct {
 	gpotelv1.UnimplementedClusterTopServer
-	sessions Sessions
+	sessions Views
 	hosts    *Hosts
 	pressure *pressure.Store
 	window   time.Duration
@@ -85,7 +86,7 @@ type Service struct {
 
 // NewService ranks the lines of sessions beside the hosts' figures and
 // pressure; window is the last_metrics window the rates are over.
-func NewService(sessions Sessions, hosts *Hosts, pressure *pressure.Store, window time.Duration) *Service {
+func NewService(sessions Views, hosts *Hosts, pressure *pressure.Store, window time.Duration) *Service {
 	return &Service{sessions: sessions, hosts: hosts, pressure: pressure, window: window}
 }
 
@@ -104,7 +105,7 @@ func (s *Service) GetClusterTop(_ context.Context, req *gpotelv1.GetClusterTopRe
 	resp := &gpotelv1.GetClusterTopResponse{WindowSeconds: s.window.Seconds(), Key: key, Cluster: &gpotelv1.ClusterTotals{Usage: &gpotelv1.Usage{}}}
 	s.addHosts(resp)
 
-	lines := s.sessions.TopLines()
+	lines := linesOf(s.sessions.Load())
 	if resp.SnapshotTimeUnixNano == 0 && !lines.Time.IsZero() {
 		resp.SnapshotTimeUnixNano = lines.Time.UnixNano()
 	}

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package finishedwork
 
 import (
 	"cmp"
@@ -19,14 +19,16 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
+	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// finishedWork keeps the processor's finished_query and ended_session
+// Store keeps the processor's finished_query and ended_session
 // events (docs/pipeline.md, finished work) for finished_queries::retention
 // after each ended, measured in snapshot time, within a count and a byte
 // budget: when either is reached the oldest arrival goes first, counted.
-type finishedWork struct {
+type Store struct {
 	retention           time.Duration
 	maxEvents, maxBytes int
 	clusterID           string
@@ -46,16 +48,26 @@ type finishedWork struct {
 	queue        []*eventRow
 	head         int
 	count, bytes int
-	queries      map[queryID]*eventRow
+	queries      map[view.QueryID]*eventRow
 	sessions     map[sessionEventID]*eventRow
 	boundHit     bool
 }
 
-func newFinishedWork(cfg *Config, logger *zap.Logger, fallbackHost string) *finishedWork {
-	return &finishedWork{
-		retention: cfg.FinishedQueries.Retention, maxEvents: cfg.FinishedQueries.MaxEvents, maxBytes: cfg.FinishedQueries.MaxBytes,
-		clusterID: cfg.ClusterID, hostOverride: cfg.Hostname, fallbackHost: fallbackHost, logger: logger,
-		queries: map[queryID]*eventRow{}, sessions: map[sessionEventID]*eventRow{},
+// Owner is whose the finished work is, as answers report it.
+type Owner struct {
+	ClusterID string
+	// Hostname, when set, is the hostname answers report; else the
+	// snapshot's host.name, else FallbackHost.
+	Hostname, FallbackHost string
+}
+
+// NewStore keeps finished work as cfg says; telemetry (nil: none) counts
+// what is left out or dropped.
+func NewStore(cfg Config, owner Owner, logger *zap.Logger, telemetry *metadata.TelemetryBuilder) *Store {
+	return &Store{
+		retention: cfg.Retention, maxEvents: cfg.MaxEvents, maxBytes: cfg.MaxBytes,
+		clusterID: owner.ClusterID, hostOverride: owner.Hostname, fallbackHost: owner.FallbackHost, logger: logger, telemetry: telemetry,
+		queries: map[view.QueryID]*eventRow{}, sessions: map[sessionEventID]*eventRow{},
 	}
 }
 
@@ -65,23 +77,14 @@ const (
 	boundBytes  = "max_bytes"
 )
 
-// consume keeps the events of one batch; now is the newest snapshot's
+// Consume keeps the events of one batch; now is the newest snapshot's
 // time, as the session store serves it.
-func (w *finishedWork) consume(b *batch, now time.Time) {
+func (w *Store) Consume(b *view.Batch, now time.Time) {
 	if w.retention <= 0 {
 		return
 	}
-	if bad := b.firstBadEvent; bad != nil {
-		w.logger.Warn("finished work event left out", zap.String("kind", bad.kind.String()), zap.Error(bad.err))
-	}
-	if b.badEvents > 0 && w.telemetry != nil {
-		w.telemetry.SessionstateSessionsInvalid.Add(context.Background(), int64(b.badEvents))
-	}
-	var coordinator string
-	for _, h := range b.snapshots {
-		coordinator = h.Coordinator
-	}
-	host := unique.Make(cmp.Or(w.hostOverride, coordinator, w.fallbackHost))
+	rows := w.read(b.Events)
+	host := unique.Make(cmp.Or(w.hostOverride, b.Coordinator(), w.fallbackHost))
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if !now.IsZero() {
@@ -90,7 +93,7 @@ func (w *finishedWork) consume(b *batch, now time.Time) {
 			w.since = w.now
 		}
 	}
-	for _, r := range b.events {
+	for _, r := range rows {
 		r.coordinator = host
 		w.insert(r)
 	}
@@ -99,11 +102,11 @@ func (w *finishedWork) consume(b *batch, now time.Time) {
 }
 
 // expired tells a row whose retention has passed.
-func (w *finishedWork) expired(r *eventRow) bool {
+func (w *Store) expired(r *eventRow) bool {
 	return r.end() < w.now-int64(w.retention)
 }
 
-func (w *finishedWork) insert(r *eventRow) {
+func (w *Store) insert(r *eventRow) {
 	if w.expired(r) {
 		return
 	}
@@ -135,7 +138,7 @@ func (w *finishedWork) insert(r *eventRow) {
 }
 
 // popOldest removes the oldest arrival; nil when the queue is empty.
-func (w *finishedWork) popOldest() *eventRow {
+func (w *Store) popOldest() *eventRow {
 	for w.head < len(w.queue) {
 		r := w.queue[w.head]
 		w.queue[w.head] = nil
@@ -159,7 +162,7 @@ func (w *finishedWork) popOldest() *eventRow {
 }
 
 // compact gives the queue's consumed front back once it is half the queue.
-func (w *finishedWork) compact() {
+func (w *Store) compact() {
 	if w.head < 1024 || w.head*2 < len(w.queue) {
 		return
 	}
@@ -171,7 +174,7 @@ func (w *finishedWork) compact() {
 // expire removes the rows at the front whose retention has passed. A row
 // behind a younger one waits for it (arrivals come in end order, give or
 // take the processor's settling), but is never answered once expired.
-func (w *finishedWork) expire() {
+func (w *Store) expire() {
 	for w.head < len(w.queue) {
 		switch r := w.queue[w.head]; {
 		case r == nil:
@@ -188,7 +191,7 @@ func (w *finishedWork) expire() {
 
 // bound drops the oldest arrivals while a bound is exceeded; it says once
 // when the bounds start dropping, and once when expiry has made room again.
-func (w *finishedWork) bound() {
+func (w *Store) bound() {
 	hit := false
 	for w.count > w.maxEvents {
 		hit = true
@@ -210,7 +213,7 @@ func (w *finishedWork) bound() {
 }
 
 // dropped counts an event a bound dropped.
-func (w *finishedWork) dropped(bound string, r *eventRow) {
+func (w *Store) dropped(bound string, r *eventRow) {
 	if r != nil {
 		w.droppedEnd = max(w.droppedEnd, r.end())
 	}
@@ -223,7 +226,7 @@ func (w *finishedWork) dropped(bound string, r *eventRow) {
 // completeSince is the time from which every event that reached the
 // exporter is held: none expired or was dropped that ended at or after it.
 // 0 before the first snapshot.
-func (w *finishedWork) completeSince() int64 {
+func (w *Store) completeSince() int64 {
 	if w.since == 0 {
 		return 0
 	}
@@ -232,7 +235,7 @@ func (w *finishedWork) completeSince() int64 {
 
 // query finds a finished query by its key: held (and within its
 // retention), or expired (held, its retention passed), or neither.
-func (w *finishedWork) query(id queryID) (r *eventRow, expired bool) {
+func (w *Store) query(id view.QueryID) (r *eventRow, expired bool) {
 	if w == nil {
 		return nil, false
 	}
@@ -248,31 +251,57 @@ func (w *finishedWork) query(id queryID) (r *eventRow, expired bool) {
 	return r, false
 }
 
-// getGPQuery answers GetGPQuery for a query the newest snapshot no longer
-// has, from the finished queries kept.
-// has tells whether id's event is kept and not yet past the retention.
-func (w *finishedWork) has(id queryID) bool {
+// Has tells whether id's event is kept and not yet past the retention.
+func (w *Store) Has(id view.QueryID) bool {
 	r, expired := w.query(id)
 	return r != nil && !expired
 }
 
-func (w *finishedWork) getGPQuery(id queryID, k *yagpcc.QueryKey, collect time.Time) (*yagpcc.GetGPQueryResponse, error) {
+// GetGPQuery answers GetGPQuery for a query the newest snapshot no longer
+// has, from the finished queries kept.
+func (w *Store) GetGPQuery(id view.QueryID, k *yagpcc.QueryKey, collect time.Time) (*yagpcc.GetGPQueryResponse, error) {
 	r, expired := w.query(id)
 	switch {
 	case r != nil && !expired:
-		return &yagpcc.GetGPQueryResponse{QueriesData: r.queryRecord(w.clusterID).totalQueryData(nil, collect)}, nil
+		return &yagpcc.GetGPQueryResponse{QueriesData: r.queryRecord(w.clusterID).TotalQueryData(nil, collect)}, nil
 	case r != nil:
 		return nil, status.Errorf(codes.NotFound, "query %s ended at %s, more than finished_queries::retention (%s) ago: gpotel no longer answers for it",
-			queryKeyString(k), time.Unix(0, r.end()).UTC().Format(time.RFC3339Nano), w.retention)
+			view.KeyString(k), time.Unix(0, r.end()).UTC().Format(time.RFC3339Nano), w.retention)
 	}
 	return nil, status.Error(codes.NotFound, w.notFoundMessage(k))
 }
 
-func (w *finishedWork) notFoundMessage(k *yagpcc.QueryKey) string {
+func (w *Store) notFoundMessage(k *yagpcc.QueryKey) string {
 	kept := "finished_queries::retention is 0: finished queries are not kept"
 	if w != nil && w.retention > 0 {
 		kept = fmt.Sprintf("finished queries for finished_queries::retention (%s) after they ended, unless max_events or max_bytes dropped them sooner", w.retention)
 	}
 	return fmt.Sprintf("no query %s: gpotel answers for running queries, those that ended within the processor's longest window, and %s",
-		queryKeyString(k), kept)
+		view.KeyString(k), kept)
+}
+
+// read keeps each event as a row; one left out is counted, the first of a
+// batch logged with why.
+func (w *Store) read(events []view.Event) []*eventRow {
+	rows := make([]*eventRow, 0, len(events))
+	bad := 0
+	for _, e := range events {
+		l := queryLayout
+		if e.Kind == pipeline.KindEndedSession {
+			l = sessionLayout
+		}
+		r, err := l.read(e.Attrs)
+		if err != nil {
+			if bad == 0 {
+				w.logger.Warn("finished work event left out", zap.String("kind", l.kind.String()), zap.Error(err))
+			}
+			bad++
+			continue
+		}
+		rows = append(rows, r)
+	}
+	if bad > 0 && w.telemetry != nil {
+		w.telemetry.SessionstateSessionsInvalid.Add(context.Background(), int64(bad))
+	}
+	return rows
 }

@@ -1,7 +1,12 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+// Package actions serves yagpcc's ActionService for the sessionstate
+// exporter on the sessions of the newest view: for clients the guard
+// admits, it acts on a session's coordinator backend through the action
+// path (internal/sessionaction) and answers in yagpcc's terms; every call
+// is logged and counted.
+package actions
 
 import (
 	"context"
@@ -20,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/metadata"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/sessionaction"
 	"github.com/gpotel/gpotel/proto/yagpcc"
@@ -29,14 +35,12 @@ import (
 // each session it ends is counted under it.
 const actionTerminateSessions = "terminate_sessions"
 
-// actionService serves yagpcc's ActionService on the sessions of the newest
-// snapshot: for clients the guard admits, it acts on a session's
-// coordinator backend through the action path (internal/sessionaction) and
-// answers in yagpcc's terms; every call is logged and counted.
-type actionService struct {
+// Service serves yagpcc's ActionService on the sessions of the newest
+// view.
+type Service struct {
 	yagpcc.UnimplementedActionServiceServer
 
-	store       *sessionStore
+	views       Views
 	actor       *sessionaction.Actor
 	guard       *sessionaction.Guard
 	logger      *zap.Logger
@@ -44,7 +48,20 @@ type actionService struct {
 	maxSessions int
 }
 
-var _ yagpcc.ActionServiceServer = (*actionService)(nil)
+var _ yagpcc.ActionServiceServer = (*Service)(nil)
+
+// Views gives the newest view (the session store).
+type Views interface {
+	Load() *view.View
+}
+
+// NewService acts through actor on the sessions of views for the clients
+// guard admits, at most maxSessions per TerminateSessions call; it logs
+// each call to logger and counts it in telemetry (nil: not counted).
+func NewService(views Views, actor *sessionaction.Actor, guard *sessionaction.Guard, logger *zap.Logger,
+	telemetry *metadata.TelemetryBuilder, maxSessions int) *Service {
+	return &Service{views: views, actor: actor, guard: guard, logger: logger, telemetry: telemetry, maxSessions: maxSessions}
+}
 
 var (
 	terminateSuccess = yagpcc.TerminateResponseStatusCode_TERMINATE_RESPONSE_STATUS_CODE_SUCCESS
@@ -54,12 +71,12 @@ var (
 // actionCall is one call's account: who asked, what, on what; end logs it
 // and counts it.
 type actionCall struct {
-	svc    *actionService
+	svc    *Service
 	action string
 	fields []zap.Field
 }
 
-func (svc *actionService) begin(ctx context.Context, action string) (*actionCall, error) {
+func (svc *Service) begin(ctx context.Context, action string) (*actionCall, error) {
 	c := &actionCall{svc: svc, action: action}
 	who, err := svc.guard.Admit(ctx)
 	c.fields = append(c.fields, zap.String("action", action), zap.String("client", who))
@@ -73,9 +90,9 @@ func (svc *actionService) begin(ctx context.Context, action string) (*actionCall
 }
 
 // on names the session acted on.
-func (c *actionCall) on(s *session) {
-	info := s.state.GetSessionInfo()
-	c.fields = append(c.fields, zap.Int64("sess_id", s.key.ID), zap.Int64("tm_id", s.key.TmID), zap.Int64("pid", info.GetPid()),
+func (c *actionCall) on(s *view.Session) {
+	info := s.State.GetSessionInfo()
+	c.fields = append(c.fields, zap.Int64("sess_id", s.Key.ID), zap.Int64("tm_id", s.Key.TmID), zap.Int64("pid", info.GetPid()),
 		zap.String("user", info.GetUser()), zap.String("database", info.GetDatabase()))
 }
 
@@ -95,7 +112,7 @@ func (c *actionCall) answer(result sessionaction.Result, code yagpcc.TerminateRe
 	return &yagpcc.TerminateResponse{StatusCode: code, StatusText: text}
 }
 
-func (svc *actionService) record(action string, result sessionaction.Result, detail string, fields []zap.Field) {
+func (svc *Service) record(action string, result sessionaction.Result, detail string, fields []zap.Field) {
 	svc.logger.Info("session action", append(slices.Clip(fields), zap.String("result", string(result)), zap.String("detail", detail))...)
 	if svc.telemetry != nil {
 		svc.telemetry.SessionstateActions.Add(context.Background(), 1, metric.WithAttributeSet(
@@ -103,7 +120,8 @@ func (svc *actionService) record(action string, result sessionaction.Result, det
 	}
 }
 
-func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
+// TerminateQuery cancels the running query a key names.
+func (svc *Service) TerminateQuery(ctx context.Context, req *yagpcc.TerminateQueryRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.CancelQuery))
 	if err != nil {
 		return nil, err
@@ -119,7 +137,8 @@ func (svc *actionService) TerminateQuery(ctx context.Context, req *yagpcc.Termin
 	return svc.signalled(call, s, "sent a cancel to the running query of", o)
 }
 
-func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
+// TerminateSession ends a session.
+func (svc *Service) TerminateSession(ctx context.Context, req *yagpcc.TerminateSessionRequest) (*yagpcc.TerminateResponse, error) {
 	call, err := svc.begin(ctx, string(sessionaction.TerminateSession))
 	if err != nil {
 		return nil, err
@@ -135,7 +154,9 @@ func (svc *actionService) TerminateSession(ctx context.Context, req *yagpcc.Term
 	return svc.signalled(call, s, "terminated", svc.act(ctx, v, s, sessionaction.Request{Action: sessionaction.TerminateSession}))
 }
 
-func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
+// TerminateSessions ends the live sessions of a database or user, up to
+// actions::max_sessions_per_call at once.
+func (svc *Service) TerminateSessions(ctx context.Context, req *yagpcc.TerminateSessionsRequest) (*yagpcc.TerminateResponses, error) {
 	call, err := svc.begin(ctx, actionTerminateSessions)
 	if err != nil {
 		return nil, err
@@ -152,10 +173,10 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	if err != nil {
 		return nil, err
 	}
-	var matched []*session
-	for _, s := range v.sessions {
-		info := s.state.GetSessionInfo()
-		if v.live(s) && (req.GetDatabase() == "" || info.GetDatabase() == req.GetDatabase()) &&
+	var matched []*view.Session
+	for _, s := range v.Sessions {
+		info := s.State.GetSessionInfo()
+		if v.Live(s) && (req.GetDatabase() == "" || info.GetDatabase() == req.GetDatabase()) &&
 			(req.GetUsername() == "" || info.GetUser() == req.GetUsername()) {
 			matched = append(matched, s)
 		}
@@ -179,7 +200,9 @@ func (svc *actionService) TerminateSessions(ctx context.Context, req *yagpcc.Ter
 	return resp, nil
 }
 
-func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
+// MoveQueryToResourceGroup moves the session of a running query to a
+// resource group.
+func (svc *Service) MoveQueryToResourceGroup(ctx context.Context, req *yagpcc.MoveQueryToResourceGroupRequest) (*emptypb.Empty, error) {
 	call, err := svc.begin(ctx, string(sessionaction.MoveToResourceGroup))
 	if err != nil {
 		return nil, err
@@ -196,7 +219,7 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 	}
 	o := svc.act(ctx, v, s, move)
 	var pgErr *pgconn.PgError
-	pid := s.state.GetSessionInfo().GetPid()
+	pid := s.State.GetSessionInfo().GetPid()
 	code := codes.FailedPrecondition
 	switch {
 	case o.Result == sessionaction.Done:
@@ -220,7 +243,7 @@ func (svc *actionService) MoveQueryToResourceGroup(ctx context.Context, req *yag
 }
 
 // queryTarget is the session of a query key, as target finds it.
-func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*session, *view, error) {
+func (svc *Service) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*view.Session, *view.View, error) {
 	if k == nil {
 		return nil, nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "query_key is required"))
 	}
@@ -232,13 +255,13 @@ func (svc *actionService) queryTarget(call *actionCall, k *yagpcc.QueryKey) (*se
 }
 
 // target is a live session of the newest snapshot, and that snapshot's view.
-func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*session, *view, error) {
+func (svc *Service) target(call *actionCall, key pipeline.SessionKey) (*view.Session, *view.View, error) {
 	v, err := svc.freshView(call)
 	if err != nil {
 		return nil, nil, err
 	}
-	s := v.byKey[key]
-	if s == nil || !v.live(s) {
+	s := v.ByKey[key]
+	if s == nil || !v.Live(s) {
 		call.fields = append(call.fields, zap.Int64("sess_id", key.ID), zap.Int64("tm_id", key.TmID))
 		return nil, nil, call.end(sessionaction.NotFound, status.Errorf(codes.NotFound, "no session {sess_id %d, tm_id %d} in the newest snapshot", key.ID, key.TmID))
 	}
@@ -248,8 +271,8 @@ func (svc *actionService) target(call *actionCall, key pipeline.SessionKey) (*se
 
 // freshView is the newest snapshot's view, unless the action path finds it
 // too old to act on.
-func (svc *actionService) freshView(call *actionCall) (*view, error) {
-	v := svc.store.load()
+func (svc *Service) freshView(call *actionCall) (*view.View, error) {
+	v := svc.views.Load()
 	if err := svc.actor.Fresh(actionView(v)); err != nil {
 		return nil, call.end(sessionaction.Refused, status.Error(codes.FailedPrecondition, err.Error()))
 	}
@@ -257,13 +280,13 @@ func (svc *actionService) freshView(call *actionCall) (*view, error) {
 }
 
 // act acts on s through the action path, on the word of v.
-func (svc *actionService) act(ctx context.Context, v *view, s *session, req sessionaction.Request) sessionaction.Outcome {
+func (svc *Service) act(ctx context.Context, v *view.View, s *view.Session, req sessionaction.Request) sessionaction.Outcome {
 	return svc.actor.Act(ctx, actionView(v), actionTarget(s), req)
 }
 
 // refusedBefore ends a call the action path refused before sending: its
 // view went stale since target read it, or gpotel never acts on s.
-func (svc *actionService) refusedBefore(call *actionCall, s *session, o sessionaction.Outcome) error {
+func (svc *Service) refusedBefore(call *actionCall, s *view.Session, o sessionaction.Outcome) error {
 	if o.Stage == sessionaction.StageTarget {
 		return call.end(o.Result, status.Errorf(codes.FailedPrecondition, "%s: gpotel does not act on it: %v", sessionName(s), o.Err))
 	}
@@ -271,15 +294,15 @@ func (svc *actionService) refusedBefore(call *actionCall, s *session, o sessiona
 }
 
 // actionView is what the action path needs to know of a view.
-func actionView(v *view) sessionaction.View {
-	return sessionaction.View{Time: v.time, Age: v.age(time.Now()), Interval: v.interval}
+func actionView(v *view.View) sessionaction.View {
+	return sessionaction.View{Time: v.Time, Age: v.Age(time.Now()), Interval: v.Interval}
 }
 
 // actionTarget is the session as the action path sees it.
-func actionTarget(s *session) sessionaction.Target {
-	info := s.state.GetSessionInfo()
+func actionTarget(s *view.Session) sessionaction.Target {
+	info := s.State.GetSessionInfo()
 	t := sessionaction.Target{
-		Key: s.key, PID: info.GetPid(), System: s.system, Running: s.running, State: info.GetState(),
+		Key: s.Key, PID: info.GetPid(), System: s.System, Running: s.Running, State: info.GetState(),
 	}
 	if info.GetBackendStart() != nil {
 		t.BackendStart = info.GetBackendStart().AsTime()
@@ -287,8 +310,8 @@ func actionTarget(s *session) sessionaction.Target {
 	if info.GetQueryStart() != nil {
 		t.QueryStart = info.GetQueryStart().AsTime()
 	}
-	if s.query != nil {
-		t.QueryCcnt = s.query.id.ccnt
+	if s.Query != nil {
+		t.QueryCcnt = s.Query.ID.Ccnt
 	}
 	return t
 }
@@ -303,8 +326,8 @@ func queryOf(k *yagpcc.QueryKey) sessionaction.Query {
 }
 
 // signalled answers a cancel or terminate by the action's outcome.
-func (svc *actionService) signalled(call *actionCall, s *session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
-	pid := s.state.GetSessionInfo().GetPid()
+func (svc *Service) signalled(call *actionCall, s *view.Session, did string, o sessionaction.Outcome) (*yagpcc.TerminateResponse, error) {
+	pid := s.State.GetSessionInfo().GetPid()
 	switch {
 	case o.Stage != sessionaction.StageServer:
 		return nil, svc.refusedBefore(call, s, o)
@@ -318,6 +341,6 @@ func (svc *actionService) signalled(call *actionCall, s *session, did string, o 
 	return call.answer(o.Result, terminateSuccess, fmt.Sprintf("%s %s (pid %d)", did, sessionName(s), pid)), nil
 }
 
-func sessionName(s *session) string {
+func sessionName(s *view.Session) string {
 	return actionTarget(s).Name()
 }

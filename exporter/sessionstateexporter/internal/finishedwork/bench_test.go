@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package finishedwork
 
 import (
 	"fmt"
@@ -15,6 +15,8 @@ import (
 	"go.opentelemetry.io/collector/pdata/pmetric"
 	"go.uber.org/zap"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
+	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/benchmeter"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
@@ -29,7 +31,7 @@ import (
 func benchFinishedQuery(n, segments int, end time.Time) events.FinishedQuery {
 	text := fmt.Sprintf("select %d, ", n) + strings.Repeat("x", 190)
 	q := events.FinishedQuery{
-		Session: pipeline.SessionKey{TmID: testTmID, ID: int64(1000 + n%500)},
+		Session: pipeline.SessionKey{TmID: viewtest.TmID, ID: int64(1000 + n%500)},
 		Who: events.SessionWho{Database: fmt.Sprintf("db%d", n%10), User: fmt.Sprintf("user%d", n%50),
 			Application:   pipeline.Null[string]{V: fmt.Sprintf("app%d", n%20), Valid: true},
 			ClientAddress: pipeline.Null[string]{V: "10.0.3.17", Valid: true}, ClientPort: pipeline.Null[int64]{V: int64(40000 + n%20000), Valid: true},
@@ -47,7 +49,7 @@ func benchFinishedQuery(n, segments int, end time.Time) events.FinishedQuery {
 		q.Spill = &pipeline.QuerySpill{MaxBytes: int64(n) << 10, MaxFiles: 3}
 	}
 	for s := range segments {
-		host := testCoordinator
+		host := viewtest.Coordinator
 		if s > 0 {
 			host = fmt.Sprintf("sdw%d", (s-1)/4+1)
 		}
@@ -84,18 +86,19 @@ func benchFinishedStore(b *testing.B, evs, segments int) {
 	const batch, listPages = 1000, 11
 	// The attribute maps of 100k queries on 65 segments would not fit here.
 	const mapReferenceEvents = 10_000
-	cfg := testConfig()
-	cfg.FinishedQueries.MaxEvents, cfg.FinishedQueries.MaxBytes = evs, 1<<40
+	cfg := DefaultConfig()
+	cfg.MaxEvents, cfg.MaxBytes = evs, 1<<40
+	const maxResponseBytes = 4 << 20 // the exporter's default
 	var ingest, ingestCPU, decode, decodeCPU time.Duration
 	var heapPer, countedPer, listMS, mapPer float64
 	for range b.N {
 		b.StopTimer()
 		at := t0
 		base := benchmeter.LiveHeap()
-		w := newFinishedWork(cfg, zap.NewNop(), "")
+		w := NewStore(cfg, Owner{ClusterID: "test-cluster"}, zap.NewNop(), nil)
 		var md pmetric.Metrics
 		for from := 0; from < evs; from += batch {
-			md = buildSnapshot(at, nil)
+			md = viewtest.Snapshot(at)
 			for n := from; n < from+batch; n++ {
 				q := benchFinishedQuery(n, segments, at.Add(-time.Second))
 				events.AppendFinishedQuery(md.ResourceMetrics(), &q)
@@ -111,7 +114,7 @@ func benchFinishedStore(b *testing.B, evs, segments int) {
 			decode, decodeCPU = decode+time.Since(wall), decodeCPU+benchmeter.ThreadCPU()-cpu
 			b.StartTimer()
 			wall, cpu = time.Now(), benchmeter.ThreadCPU()
-			w.consume(decoded(md), at)
+			w.Consume(decoded(md), at)
 			ingest, ingestCPU = ingest+time.Since(wall), ingestCPU+benchmeter.ThreadCPU()-cpu
 			b.StopTimer()
 			runtime.UnlockOSThread()
@@ -124,13 +127,13 @@ func benchFinishedStore(b *testing.B, evs, segments int) {
 		heapPer = float64(benchmeter.LiveHeap()-base) / float64(evs)
 		countedPer = float64(w.bytes) / float64(evs)
 
-		svc := &finishedWorkService{store: w, defaultPageSize: 100, maxPageSize: 10000, maxResponseBytes: cfg.MaxResponseBytes}
+		svc := NewService(w, 100, 10000, maxResponseBytes)
 		req := &gpotelv1.ListFinishedWorkRequest{SortBy: cpuTimeColumn, Descending: true}
 		pages := make([]time.Duration, 0, listPages)
 		runtime.LockOSThread()
 		for range listPages {
 			cpu := benchmeter.ThreadCPU()
-			resp, err := svc.ListFinishedQueries(ctxTimeout(b), req)
+			resp, err := svc.ListFinishedQueries(await.Context(b), req)
 			pages = append(pages, benchmeter.ThreadCPU()-cpu)
 			if err != nil || len(resp.GetQueries()) != 100 {
 				b.Fatalf("list: %d queries, %v", len(resp.GetQueries()), err)

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package finishedwork
 
 import (
 	"cmp"
@@ -24,21 +24,29 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
-// finishedWorkService answers gpotel.v1.FinishedWork from the finished
-// work kept, bounded as GetGPSessions is: page size, response bytes.
-type finishedWorkService struct {
+// Service answers gpotel.v1.FinishedWork from the finished work kept,
+// bounded as GetGPSessions is: page size, response bytes.
+type Service struct {
 	gpotelv1.UnimplementedFinishedWorkServer
 
-	store            *finishedWork
+	store            *Store
 	defaultPageSize  int
 	maxPageSize      int
 	maxResponseBytes int
 }
 
-func (svc *finishedWorkService) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListFinishedQueriesResponse, error) {
+// NewService lists what store keeps, pages of defaultPageSize items unless
+// asked for another size up to maxPageSize, each within maxResponseBytes.
+func NewService(store *Store, defaultPageSize, maxPageSize, maxResponseBytes int) *Service {
+	return &Service{store: store, defaultPageSize: defaultPageSize, maxPageSize: maxPageSize, maxResponseBytes: maxResponseBytes}
+}
+
+// ListFinishedQueries answers a page of the finished queries kept.
+func (svc *Service) ListFinishedQueries(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListFinishedQueriesResponse, error) {
 	page, err := svc.list("ListFinishedQueries", queryLayout, req)
 	if err != nil {
 		return nil, err
@@ -50,7 +58,8 @@ func (svc *finishedWorkService) ListFinishedQueries(_ context.Context, req *gpot
 	return resp, nil
 }
 
-func (svc *finishedWorkService) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListEndedSessionsResponse, error) {
+// ListEndedSessions answers a page of the ended sessions kept.
+func (svc *Service) ListEndedSessions(_ context.Context, req *gpotelv1.ListFinishedWorkRequest) (*gpotelv1.ListEndedSessionsResponse, error) {
 	page, err := svc.list("ListEndedSessions", sessionLayout, req)
 	if err != nil {
 		return nil, err
@@ -73,7 +82,7 @@ type finishedPage struct {
 // Timestamp's largest encoding.
 const completeSinceRoom = 2 + 11 + 6
 
-func (svc *finishedWorkService) list(method string, l *eventLayout, req *gpotelv1.ListFinishedWorkRequest) (finishedPage, error) {
+func (svc *Service) list(method string, l *eventLayout, req *gpotelv1.ListFinishedWorkRequest) (finishedPage, error) {
 	if svc.store.retention <= 0 {
 		return finishedPage{}, status.Error(codes.FailedPrecondition, "finished_queries::retention is 0: the exporter keeps no finished work")
 	}
@@ -101,12 +110,12 @@ func (svc *finishedWorkService) list(method string, l *eventLayout, req *gpotelv
 		}
 		m := c.r.message()
 		n := proto.Size(m.Interface())
-		enc := 1 + varintLen(uint64(n)) + n // #nosec G115 -- a size
+		enc := paging.ItemLen(n)
 		// Room for the token naming c, should c end the page: a cheap bound
 		// first, the exact length only when the bound does not fit.
-		room := tokenFieldOverhead + sel.tokenBound(c)
+		room := paging.TokenFieldOverhead + sel.tokenBound(c)
 		if size+enc+room > svc.maxResponseBytes {
-			room = tokenFieldOverhead + len(sel.token(c))
+			room = paging.TokenFieldOverhead + len(sel.token(c))
 		}
 		if size+enc+room > svc.maxResponseBytes {
 			if len(page.items) == 0 {
@@ -139,13 +148,13 @@ type finishedSelection struct {
 
 // finishedCursor is the place of the last item of the previous page.
 type finishedCursor struct {
-	value sortValue
+	value paging.Value
 	key   []int64 // the identity fields' values
 }
 
 func parseFinishedSelection(method string, l *eventLayout, req *gpotelv1.ListFinishedWorkRequest) (*finishedSelection, error) {
-	if n := len(req.GetUsers()) + len(req.GetDatabases()) + len(req.GetSessIds()); n > maxFilterValues {
-		return nil, fmt.Errorf("users, databases, sess_ids: %d values, at most %d filter values are accepted", n, maxFilterValues)
+	if n := len(req.GetUsers()) + len(req.GetDatabases()) + len(req.GetSessIds()); n > paging.MaxFilterValues {
+		return nil, fmt.Errorf("users, databases, sess_ids: %d values, at most %d filter values are accepted", n, paging.MaxFilterValues)
 	}
 	sel := &finishedSelection{layout: l, tmID: req.GetTmId(), desc: req.GetDescending()}
 	for name, ts := range map[string]*timestamppb.Timestamp{"ended_from": req.GetEndedFrom(), "ended_to": req.GetEndedTo()} {
@@ -218,7 +227,7 @@ func handles(values []string) map[unique.Handle[string]]struct{} {
 // fingerprintOf names what a page token is valid for: the method, the
 // order and every filter.
 func (sel *finishedSelection) fingerprintOf(method, column string, req *gpotelv1.ListFinishedWorkRequest) string {
-	h := newTokenMAC()
+	h := paging.NewMAC()
 	_, _ = fmt.Fprintf(h, "%s|%d:%s|%t|%t%d|%t%d|%d|", method, len(column), column, sel.desc, sel.hasFrom, sel.from, sel.hasTo, sel.to, sel.tmID)
 	for _, set := range [][]string{req.GetUsers(), req.GetDatabases()} {
 		for _, v := range slices.Sorted(slices.Values(set)) {
@@ -263,7 +272,7 @@ func in(set map[unique.Handle[string]]struct{}, v unique.Handle[string]) bool {
 // candidate is a row at its place in the requested order.
 type candidate struct {
 	r *eventRow
-	v sortValue
+	v paging.Value
 }
 
 // compare orders two candidates: by the sort value, then by key ascending.
@@ -279,8 +288,8 @@ func (sel *finishedSelection) compare(a, b *candidate) int {
 	return 0
 }
 
-func (sel *finishedSelection) compareValue(a, b *sortValue) int {
-	c := compareValues(sel.column.kind, a, b)
+func (sel *finishedSelection) compareValue(a, b *paging.Value) int {
+	c := paging.Compare(sel.column.kind, a, b)
 	if sel.desc {
 		return -c
 	}
@@ -305,7 +314,7 @@ func (sel *finishedSelection) pastCursor(c *candidate) bool {
 
 // selectRows is the first n rows of the selection in its order, past its
 // cursor, and the time since which the store is complete.
-func (w *finishedWork) selectRows(sel *finishedSelection, n int) ([]candidate, int64) {
+func (w *Store) selectRows(sel *finishedSelection, n int) ([]candidate, int64) {
 	w.mu.RLock()
 	h := &worstFirst{sel: sel, c: make([]candidate, 0, min(n, w.count))}
 	for _, r := range w.queue[w.head:] {
@@ -350,15 +359,15 @@ func (h *worstFirst) Pop() any {
 // finishedToken is a page token: the request it belongs to, and the
 // place (sort value, key) of the last item returned.
 type finishedToken struct {
-	Request string     `json:"r"`
-	Value   tokenValue `json:"v"`
+	Request string            `json:"r"`
+	Value   paging.TokenValue `json:"v"`
 	// A fixed array: a forged token's longer list is skipped, not held.
 	Key [4]int64 `json:"k"`
 }
 
 func (sel *finishedSelection) token(c *candidate) string {
 	t := finishedToken{Request: sel.fingerprint,
-		Value: tokenValue{Present: c.v.present, S: c.v.s, I: c.v.i, I2: c.v.i2, U: c.v.u, F: math.Float64bits(c.v.f)}}
+		Value: paging.TokenOf(c.v)}
 	for j, i := range sel.layout.identity {
 		t.Key[j] = c.r.num(i)
 	}
@@ -368,23 +377,23 @@ func (sel *finishedSelection) token(c *candidate) string {
 
 // tokenBound is an upper bound of token's length, cheap to compute.
 func (sel *finishedSelection) tokenBound(c *candidate) int {
-	n := 200 + len(sel.fingerprint) + 6*len(c.v.s) // JSON escapes a byte to at most \u00XX
+	n := 200 + len(sel.fingerprint) + 6*len(c.v.S) // JSON escapes a byte to at most \u00XX
 	return (n*4+2)/3 + 4
 }
 
 func (sel *finishedSelection) decodeToken(tok string) (*finishedCursor, error) {
 	b, err := base64.RawURLEncoding.DecodeString(tok)
 	if err != nil {
-		return nil, errBadToken
+		return nil, paging.ErrBadToken
 	}
 	var t finishedToken
 	if err := json.Unmarshal(b, &t); err != nil {
-		return nil, errBadToken
+		return nil, paging.ErrBadToken
 	}
 	if t.Request != sel.fingerprint {
 		return nil, errors.New("page_token was issued for a different request (method, sort, range or filters changed) or by another run of the collector")
 	}
 	v := t.Value
-	return &finishedCursor{value: sortValue{present: v.Present, s: v.S, i: v.I, i2: v.I2, u: v.U, f: math.Float64frombits(v.F)},
+	return &finishedCursor{value: v.Value(),
 		key: t.Key[:len(sel.layout.identity)]}, nil
 }

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package gpinfo
 
 import (
 	"context"
@@ -15,13 +15,44 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"go.opentelemetry.io/collector/pdata/pcommon"
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
+
+var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// newTestStore is a session store whose views are sorted up front, as the
+// exporter's.
+func newTestStore() *view.Store {
+	return view.NewStore(view.Config{Grace: 30 * time.Second, MaxSessions: 100000, LastWindow: 5 * time.Minute}, zap.NewNop(), nil, PrebuildOrders)
+}
+
+// testBatch is a snapshot at at of sessions 1 to n, idle, or running
+// "select 1"; each has used id mod 7 seconds of user CPU over the last
+// window, so that ties are common.
+func testBatch(at time.Time, n int64, running bool) *view.Batch {
+	b := &view.Batch{Snapshots: []snapshot.Header{{Time: pcommon.NewTimestampFromTime(at), Coordinator: viewtest.Coordinator}}}
+	for id := int64(1); id <= n; id++ {
+		st := &yagpcc.SessionState{SessionKey: &yagpcc.SessionKey{SessId: id, TmId: viewtest.TmID}, SessionInfo: &yagpcc.SessionInfo{State: "idle"},
+			LastMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{UserTimeSeconds: float64(id % 7)}}}
+		if running {
+			st.SessionInfo.State = "active"
+			st.RunningQueryInfo = &yagpcc.QueryInfo{QueryText: "select 1"}
+		}
+		b.Sessions = append(b.Sessions, &view.Session{Key: pipeline.SessionKey{TmID: viewtest.TmID, ID: id}, State: st, Running: running})
+	}
+	return b
+}
 
 // allocatedDuring is how many heap bytes f allocates, freed or not.
 func allocatedDuring(f func()) uint64 {
@@ -36,7 +67,7 @@ func noToken(*testing.T, string) string { return "" }
 
 // stuffedToken takes a page token the server issued and puts a million sort
 // values in it.
-func stuffedToken(svc *getGPInfoService) func(t *testing.T, method string) string {
+func stuffedToken(svc *Service) func(t *testing.T, method string) string {
 	return func(t *testing.T, method string) string {
 		t.Helper()
 		var resp *yagpcc.GetGPSessionsResponse
@@ -66,13 +97,9 @@ func stuffedToken(svc *getGPInfoService) func(t *testing.T, method string) strin
 }
 
 func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
-	st := newSessionStore(testConfig(), zap.NewNop(), "")
-	sessions := sessionsWithUserTime(idRange(1, 1001), 7)
-	for i := range sessions {
-		sessions[i].meta = map[string]any{pipeline.MetaState: "active", pipeline.MetaQuery: "select 1"}
-	}
-	st.consume(decoded(buildSnapshot(t0, sessions)))
-	svc := &getGPInfoService{store: st, defaultPageSize: defaultPageSize, maxPageSize: defaultMaxPageSize, maxResponseBytes: defaultMaxResponseBytes}
+	st := newTestStore()
+	st.Consume(testBatch(t0, 1000, true))
+	svc := NewService(st, nil, Limits{DefaultPageSize: 100, MaxPageSize: 10000, MaxResponseBytes: 4 << 20})
 
 	repeatedPID := make([]*yagpcc.SessionFieldWrapper, 200_000)
 	for i := range repeatedPID {
@@ -91,7 +118,7 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 		limit string
 	}{
 		{"200000 repeated sort fields", repeatedPID, nil, noToken, fmt.Sprintf("at most %d sort fields", maxSortFields)},
-		{"a million filter values", nil, users, noToken, fmt.Sprintf("at most %d filter values", maxFilterValues)},
+		{"a million filter values", nil, users, noToken, fmt.Sprintf("at most %d filter values", paging.MaxFilterValues)},
 		{"a page token of a million values", nil, nil, stuffedToken(svc), "page_token"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,8 +128,8 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 				_, errSessions = svc.GetGPSessions(context.Background(), &yagpcc.GetGPSessionsReq{Field: c.field, Filter: c.filt, PageToken: sessionsToken})
 				_, errQueries = svc.GetGPQueries(context.Background(), &yagpcc.GetGPQueriesReq{Field: c.field, Filter: c.filt, PageToken: queriesToken})
 			})
-			assertCode(t, errSessions, codes.InvalidArgument, c.limit)
-			assertCode(t, errQueries, codes.InvalidArgument, c.limit)
+			viewtest.AssertCode(t, errSessions, codes.InvalidArgument, c.limit)
+			viewtest.AssertCode(t, errQueries, codes.InvalidArgument, c.limit)
 			if grew > budget {
 				t.Errorf("refusing the request allocated %d MiB, more than %d MiB", grew>>20, budget>>20)
 			}
@@ -138,11 +165,12 @@ func TestSortAndFilterBoundsHoldAtTheirEdge(t *testing.T) {
 		}
 		return out
 	}
-	if _, err := parseFilters(users(maxFilterValues)); err != nil {
-		t.Errorf("%d filter values: %v", maxFilterValues, err)
+	if _, err := parseFilters(users(paging.MaxFilterValues)); err != nil {
+		t.Errorf("%d filter values: %v", paging.MaxFilterValues, err)
 	}
-	if _, err := parseFilters(users(maxFilterValues + 1)); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("at most %d filter values", maxFilterValues)) {
-		t.Errorf("%d filter values: %v, want refused", maxFilterValues+1, err)
+	if _, err := parseFilters(users(paging.MaxFilterValues + 1)); err == nil ||
+		!strings.Contains(err.Error(), fmt.Sprintf("at most %d filter values", paging.MaxFilterValues)) {
+		t.Errorf("%d filter values: %v, want refused", paging.MaxFilterValues+1, err)
 	}
 }
 
@@ -186,13 +214,12 @@ func heapInUse() uint64 {
 }
 
 func TestOrderCacheIsBoundedByBytes(t *testing.T) {
-	cfg := testConfig()
-	st := newSessionStore(cfg, zap.NewNop(), "")
-	st.consume(decoded(buildSnapshot(t0, sessionsWithUserTime(idRange(1, 10_001), 7))))
-	v := st.load()
+	st := newTestStore()
+	st.Consume(testBatch(t0, 10_000, false))
+	v := st.Load()
 	before := heapInUse()
 	for _, spec := range distinctSpecs(t, 64, maxSortFields) {
-		v.order(spec)
+		orderOf(v, spec)
 	}
 	grew := heapInUse() - min(before, heapInUse())
 	runtime.KeepAlive(v)
@@ -211,7 +238,7 @@ func FuzzDecodeToken(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	e := orderEntry{s: &session{key: pipeline.SessionKey{TmID: testTmID, ID: 7}}, vals: []sortValue{str("a\x00é"), {present: true, f: math.NaN()}}}
+	e := orderEntry{s: &view.Session{Key: pipeline.SessionKey{TmID: viewtest.TmID, ID: 7}}, vals: []paging.Value{paging.Str("a\x00é"), {Present: true, F: math.NaN()}}}
 	f.Add(encodeToken("fp", e), "fp")
 	f.Add("", "fp")
 	f.Add(base64.RawURLEncoding.EncodeToString([]byte(`{"r":"fp","v":[{},{},{}]}`)), "fp")
@@ -221,8 +248,27 @@ func FuzzDecodeToken(f *testing.F) {
 		if err == nil && len(vals) != len(spec) {
 			t.Fatalf("%d values for %d sort fields", len(vals), len(spec))
 		}
-		if tok == encodeToken(request, e) && (err != nil || key != e.s.key || vals[0] != e.vals[0] || !math.IsNaN(vals[1].f)) {
+		if tok == encodeToken(request, e) && (err != nil || key != e.s.Key || vals[0] != e.vals[0] || !math.IsNaN(vals[1].F)) {
 			t.Fatalf("an issued token does not decode to what it encoded: %v %v %v", vals, key, err)
 		}
 	})
+}
+
+func TestNextViewIsPresortedInTheOrdersClientsAsked(t *testing.T) {
+	st := newTestStore()
+	st.Consume(testBatch(t0, 19, false))
+	spec, err := parseSortSpec([]*yagpcc.SessionFieldWrapper{{FieldName: yagpcc.SessionField_LAST_USERTIMESECONDS, Order: yagpcc.SortOrder_SORT_DESC}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	orderOf(st.Load(), spec)
+	st.Consume(testBatch(t0.Add(time.Second), 19, false))
+	v := st.Load()
+	o := ordersOf(v).orders[spec.String()]
+	if o == nil || len(o.entries) != 19 {
+		t.Fatalf("the new view was not sorted in the order asked of the previous one")
+	}
+	if other := ordersOf(v).orders[sortSpec(nil).String()]; other != nil {
+		t.Fatalf("an order nobody asked for was built")
+	}
 }

@@ -1,17 +1,17 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package finishedwork
 
 import (
 	"fmt"
 	"time"
 )
 
-// FinishedQueriesConfig says how long, and how much, finished work the
+// Config says how long, and how much, finished work the
 // exporter keeps answerable: the processor's finished_query and
 // ended_session events, for GetGPQuery and gpotel.v1.FinishedWork.
-type FinishedQueriesConfig struct {
+type Config struct {
 	// Retention keeps each event this long after its end, in snapshot
 	// time; 0 keeps none.
 	Retention time.Duration `mapstructure:"retention"`
@@ -35,11 +35,13 @@ const (
 	minFinishedMaxBytes = 1 << 20
 )
 
-func defaultFinishedQueriesConfig() FinishedQueriesConfig {
-	return FinishedQueriesConfig{Retention: defaultFinishedRetention, MaxEvents: defaultFinishedMaxEvents, MaxBytes: defaultFinishedMaxBytes}
+// DefaultConfig keeps an hour of finished work, within the default bounds.
+func DefaultConfig() Config {
+	return Config{Retention: defaultFinishedRetention, MaxEvents: defaultFinishedMaxEvents, MaxBytes: defaultFinishedMaxBytes}
 }
 
-func (c FinishedQueriesConfig) validate() []error {
+// Validate reports every problem of c, each as "key value: what is wrong".
+func (c Config) Validate() []error {
 	var errs []error
 	if c.Retention < 0 || c.Retention > maxFinishedRetention {
 		errs = append(errs, fmt.Errorf("finished_queries::retention %s: must be in [0, %s]", c.Retention, maxFinishedRetention))

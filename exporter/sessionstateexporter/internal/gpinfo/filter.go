@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package gpinfo
 
 import (
 	"fmt"
@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -26,12 +28,9 @@ type sessionFilter struct {
 	liveOnly    bool
 }
 
-// maxFilterValues bounds a request's filter values, all fields together.
-const maxFilterValues = 1024
-
 func parseFilters(filters []*yagpcc.SessionFilter) (*sessionFilter, error) {
-	if len(filters) > maxFilterValues {
-		return nil, fmt.Errorf("filter: %d values, at most %d filter values are accepted", len(filters), maxFilterValues)
+	if len(filters) > paging.MaxFilterValues {
+		return nil, fmt.Errorf("filter: %d values, at most %d filter values are accepted", len(filters), paging.MaxFilterValues)
 	}
 	f := &sessionFilter{
 		values: map[yagpcc.SessionFilterEnum]map[string]struct{}{},
@@ -84,25 +83,25 @@ func (f *sessionFilter) writeCanonical(w io.Writer) {
 	_, _ = fmt.Fprintf(w, "|sys=%t|hide=%t|run=%t|live=%t", f.showSystem, f.hideEmpty, f.runningOnly, f.liveOnly)
 }
 
-func (f *sessionFilter) match(v *view, s *session) bool {
-	if s.system && !f.showSystem {
+func (f *sessionFilter) match(v *view.View, s *view.Session) bool {
+	if s.System && !f.showSystem {
 		return false
 	}
-	if f.runningOnly && !s.running {
+	if f.runningOnly && !s.Running {
 		return false
 	}
-	if f.liveOnly && !v.live(s) {
+	if f.liveOnly && !v.Live(s) {
 		return false
 	}
-	if f.hideEmpty && s.state.GetRunningQueryInfo().GetQueryText() == "" {
+	if f.hideEmpty && s.State.GetRunningQueryInfo().GetQueryText() == "" {
 		return false
 	}
-	in := s.state.GetSessionInfo()
+	in := s.State.GetSessionInfo()
 	for field, vs := range f.values {
 		var have string
 		switch field {
 		case yagpcc.SessionFilterEnum_SESSION_FILTER_HOST:
-			have = s.state.GetHostname()
+			have = s.State.GetHostname()
 		case yagpcc.SessionFilterEnum_SESSION_FILTER_USER:
 			have = in.GetUser()
 		case yagpcc.SessionFilterEnum_SESSION_FILTER_DATABASE:
@@ -121,9 +120,9 @@ func (f *sessionFilter) match(v *view, s *session) bool {
 		}
 	}
 	for field, ids := range f.ids {
-		have := s.key.ID
+		have := s.Key.ID
 		if field == yagpcc.SessionFilterEnum_SESSION_FILTER_TM_ID {
-			have = s.key.TmID
+			have = s.Key.TmID
 		}
 		if _, ok := ids[have]; !ok {
 			return false

@@ -1,7 +1,7 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package finishedwork
 
 import (
 	"cmp"
@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
@@ -108,11 +110,11 @@ func newEventLayout(kind pipeline.ResourceKind, fields []events.Field, startKey,
 	if fd := desc.Fields().ByName(cpuTimeColumn); fd != nil && fd.Kind() == protoreflect.DoubleKind {
 		l.cpuTime = fd
 	}
-	l.columns[cpuTimeColumn] = sortColumn{kindFloat, func(r *eventRow) sortValue {
+	l.columns[cpuTimeColumn] = sortColumn{paging.KindFloat, func(r *eventRow) paging.Value {
 		if cpu, ok := r.cpuTime(); ok {
-			return float(cpu)
+			return paging.Float(cpu)
 		}
-		return sortValue{}
+		return paging.Value{}
 	}}
 	return l
 }
@@ -230,10 +232,10 @@ func (r *eventRow) session() pipeline.SessionKey {
 }
 
 // queryID is a finished query's key, as GetGPQuery looks it up.
-func (r *eventRow) queryID() queryID {
-	id := queryID{session: r.session(), ccnt: r.num(r.layout.ccnt)}
-	if id.ccnt == 0 {
-		id.start = r.num(r.layout.start)
+func (r *eventRow) queryID() view.QueryID {
+	id := view.QueryID{Session: r.session(), Ccnt: r.num(r.layout.ccnt)}
+	if id.Ccnt == 0 {
+		id.Start = r.num(r.layout.start)
 	}
 	return id
 }
@@ -358,7 +360,7 @@ var skewStat = func() map[string]func(*yagpcc.SystemStat, *eventRow, int) {
 // queryRecord is a finished query's row as GetGPQuery answers it, as the
 // newest snapshot's query resource of it was answered while the processor
 // still wrote one.
-func (r *eventRow) queryRecord(clusterID string) *queryRecord {
+func (r *eventRow) queryRecord(clusterID string) *view.QueryRecord {
 	l := r.layout
 	at := func(key string) int { return l.byKey[key] }
 	st := &yagpcc.SystemStat{}
@@ -378,32 +380,32 @@ func (r *eventRow) queryRecord(clusterID string) *queryRecord {
 	}
 	st.RunningTimeSeconds = st.UserTimeSeconds + st.KernelTimeSeconds
 	st.Partial = r.num(at(events.AttrEventPartial)) != 0
-	q := &queryRecord{id: r.queryID(), start: time.Unix(0, r.num(l.start)).UTC(), completed: true,
-		duration: r.double(at(events.AttrEventDuration)), text: r.text, stat: st,
-		end: time.Unix(0, r.end()).UTC(), status: yagpccStatus(r.str(at(events.AttrEventQueryStatus))),
-		owner: &queryOwner{clusterID: clusterID, hostname: r.coordinator.Value(), user: r.str(l.user), database: r.str(l.database)}}
+	q := &view.QueryRecord{ID: r.queryID(), Start: time.Unix(0, r.num(l.start)).UTC(), Completed: true,
+		Duration: r.double(at(events.AttrEventDuration)), Text: r.text, Stat: st,
+		End: time.Unix(0, r.end()).UTC(), Status: yagpccStatus(r.str(at(events.AttrEventQueryStatus))),
+		Owner: &view.QueryOwner{ClusterID: clusterID, Hostname: r.coordinator.Value(), User: r.str(l.user), Database: r.str(l.database)}}
 	if i := at(events.AttrEventResourceGroup); r.has(i) {
-		q.owner.rsgname = r.str(i)
+		q.Owner.Rsgname = r.str(i)
 	}
 	if i := at(events.AttrEventErrorMessage); r.has(i) {
-		q.message = r.str(i)
+		q.Message = r.str(i)
 	}
 	if i, j := at(events.AttrEventSpillMax), at(events.AttrEventSpillFilesMax); r.has(i) || r.has(j) {
-		q.spill = &pipeline.QuerySpill{}
+		q.Spill = &pipeline.QuerySpill{}
 		if r.has(i) {
-			q.spill.MaxBytes = r.num(i)
+			q.Spill.MaxBytes = r.num(i)
 		}
 		if r.has(j) {
-			q.spill.MaxFiles = r.num(j)
+			q.Spill.MaxFiles = r.num(j)
 		}
 	}
 	for _, s := range r.segments {
 		at := s.at.Value()
-		q.segments = append(q.segments, &yagpcc.SegmentMetrics{Hostname: at.host, SegmentKey: &yagpcc.SegmentKey{Segindex: at.segment},
+		q.Segments = append(q.Segments, &yagpcc.SegmentMetrics{Hostname: at.host, SegmentKey: &yagpcc.SegmentKey{Segindex: at.segment},
 			SegmentMetrics: &yagpcc.GPMetrics{SystemStat: &yagpcc.SystemStat{RunningTimeSeconds: float64(s.cpu) / 1e9,
 				ReadBytes: uint64(max(s.read, 0)), WriteBytes: uint64(max(s.written, 0))}}}) // #nosec G115 -- not negative
 	}
-	slices.SortStableFunc(q.segments, func(a, b *yagpcc.SegmentMetrics) int {
+	slices.SortStableFunc(q.Segments, func(a, b *yagpcc.SegmentMetrics) int {
 		return cmp.Compare(a.GetSegmentKey().GetSegindex(), b.GetSegmentKey().GetSegindex())
 	})
 	return q

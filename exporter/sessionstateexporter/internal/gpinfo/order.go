@@ -1,10 +1,9 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+package gpinfo
 
 import (
-	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -14,74 +13,38 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/view"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
-// valueKind says how a sort field's values compare.
-type valueKind uint8
-
-const (
-	kindString valueKind = iota
-	kindInt
-	kindUint
-	kindFloat
-	kindPair // (seconds or tm_id, nanos or sess_id)
-)
-
-// sortValue is one session's value of one sort field. An absent value (no
-// last_metrics, a NULL timestamp) sorts before every present one.
-type sortValue struct {
-	present bool
-	s       string
-	i, i2   int64
-	u       uint64
-	f       float64
-}
-
 type sortField struct {
-	kind valueKind
-	get  func(*session) sortValue
+	kind paging.Kind
+	get  func(*view.Session) paging.Value
 }
 
-func str(v string) sortValue      { return sortValue{present: true, s: v} }
-func num(v int64) sortValue       { return sortValue{present: true, i: v} }
-func unsigned(v uint64) sortValue { return sortValue{present: true, u: v} }
-func float(v float64) sortValue   { return sortValue{present: true, f: v} }
-func boolean(v bool) sortValue {
-	if v {
-		return num(1)
-	}
-	return num(0)
-}
-func stamp(t *timestamppb.Timestamp) sortValue {
-	if t == nil {
-		return sortValue{}
-	}
-	return sortValue{present: true, i: t.GetSeconds(), i2: int64(t.GetNanos())}
-}
-
-func infoOf(s *session) *yagpcc.SessionInfo { return s.state.GetSessionInfo() }
+func infoOf(s *view.Session) *yagpcc.SessionInfo { return s.State.GetSessionInfo() }
 
 // Kinds by how SessionInfo values read.
 func infoString(f func(*yagpcc.SessionInfo) string) sortField {
-	return sortField{kindString, func(s *session) sortValue { return str(f(infoOf(s))) }}
+	return sortField{paging.KindString, func(s *view.Session) paging.Value { return paging.Str(f(infoOf(s))) }}
 }
 
 func infoInt(f func(*yagpcc.SessionInfo) int64) sortField {
-	return sortField{kindInt, func(s *session) sortValue { return num(f(infoOf(s))) }}
+	return sortField{paging.KindInt, func(s *view.Session) paging.Value { return paging.Num(f(infoOf(s))) }}
 }
 
 func infoTime(f func(*yagpcc.SessionInfo) *timestamppb.Timestamp) sortField {
-	return sortField{kindPair, func(s *session) sortValue { return stamp(f(infoOf(s))) }}
+	return sortField{paging.KindPair, func(s *view.Session) paging.Value { return paging.Stamp(f(infoOf(s))) }}
 }
 
 func queryString(f func(*yagpcc.QueryInfo) string) sortField {
-	return sortField{kindString, func(s *session) sortValue {
-		if q := s.state.GetRunningQueryInfo(); q != nil {
-			return str(f(q))
+	return sortField{paging.KindString, func(s *view.Session) paging.Value {
+		if q := s.State.GetRunningQueryInfo(); q != nil {
+			return paging.Str(f(q))
 		}
-		return sortValue{}
+		return paging.Value{}
 	}}
 }
 
@@ -97,20 +60,20 @@ func totalStat(st *yagpcc.SessionState) *yagpcc.SystemStat {
 }
 
 func statFloat(of statOf, f func(*yagpcc.SystemStat) float64) sortField {
-	return sortField{kindFloat, func(s *session) sortValue {
-		if st := of(s.state); st != nil {
-			return float(f(st))
+	return sortField{paging.KindFloat, func(s *view.Session) paging.Value {
+		if st := of(s.State); st != nil {
+			return paging.Float(f(st))
 		}
-		return sortValue{}
+		return paging.Value{}
 	}}
 }
 
 func statUint(of statOf, f func(*yagpcc.SystemStat) uint64) sortField {
-	return sortField{kindUint, func(s *session) sortValue {
-		if st := of(s.state); st != nil {
-			return unsigned(f(st))
+	return sortField{paging.KindUint, func(s *view.Session) paging.Value {
+		if st := of(s.State); st != nil {
+			return paging.Unsigned(f(st))
 		}
-		return sortValue{}
+		return paging.Value{}
 	}}
 }
 
@@ -118,10 +81,10 @@ func statUint(of statOf, f func(*yagpcc.SystemStat) uint64) sortField {
 // is answered with InvalidArgument.
 var sortFields = func() map[yagpcc.SessionField]sortField {
 	m := map[yagpcc.SessionField]sortField{
-		yagpcc.SessionField_SESSION_FIELD_KEY: {kindPair, func(s *session) sortValue {
-			return sortValue{present: true, i: s.key.TmID, i2: s.key.ID}
+		yagpcc.SessionField_SESSION_FIELD_KEY: {paging.KindPair, func(s *view.Session) paging.Value {
+			return paging.Value{Present: true, I: s.Key.TmID, I2: s.Key.ID}
 		}},
-		yagpcc.SessionField_SESSION_FIELD_HOST: {kindString, func(s *session) sortValue { return str(s.state.GetHostname()) }},
+		yagpcc.SessionField_SESSION_FIELD_HOST: {paging.KindString, func(s *view.Session) paging.Value { return paging.Str(s.State.GetHostname()) }},
 		yagpcc.SessionField_SESSION_FIELD_PID:  infoInt((*yagpcc.SessionInfo).GetPid),
 
 		yagpcc.SessionField_SESSION_FIELD_DATABASE:         infoString((*yagpcc.SessionInfo).GetDatabase),
@@ -135,8 +98,8 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 		yagpcc.SessionField_SESSION_FIELD_QUERY_START:      infoTime((*yagpcc.SessionInfo).GetQueryStart),
 		yagpcc.SessionField_SESSION_FIELD_STATE_CHANGE:     infoTime((*yagpcc.SessionInfo).GetStateChange),
 		yagpcc.SessionField_SESSION_FIELD_WAITING_REASON:   infoString((*yagpcc.SessionInfo).GetWaitingReason),
-		yagpcc.SessionField_SESSION_FIELD_WAITING: {kindInt, func(s *session) sortValue {
-			return boolean(infoOf(s).GetWaiting())
+		yagpcc.SessionField_SESSION_FIELD_WAITING: {paging.KindInt, func(s *view.Session) paging.Value {
+			return paging.Bool(infoOf(s).GetWaiting())
 		}},
 		yagpcc.SessionField_SESSION_FIELD_STATE:            infoString((*yagpcc.SessionInfo).GetState),
 		yagpcc.SessionField_SESSION_FIELD_BACKEND_XID:      infoString((*yagpcc.SessionInfo).GetBackendXid),
@@ -174,36 +137,11 @@ var sortFields = func() map[yagpcc.SessionField]sortField {
 		{yagpcc.SessionField_LAST_SPILL_TOTALBYTES, yagpcc.SessionField_LAST_SPILL_FILECOUNT}:   (*yagpcc.SessionState).GetLastMetrics,
 		{yagpcc.SessionField_TOTAL_SPILL_TOTALBYTES, yagpcc.SessionField_TOTAL_SPILL_FILECOUNT}: (*yagpcc.SessionState).GetTotalMetrics,
 	} {
-		m[field[0]] = sortField{kindInt, func(s *session) sortValue { return num(of(s.state).GetSpill().GetTotalBytes()) }}
-		m[field[1]] = sortField{kindInt, func(s *session) sortValue { return num(int64(of(s.state).GetSpill().GetFileCount())) }}
+		m[field[0]] = sortField{paging.KindInt, func(s *view.Session) paging.Value { return paging.Num(of(s.State).GetSpill().GetTotalBytes()) }}
+		m[field[1]] = sortField{paging.KindInt, func(s *view.Session) paging.Value { return paging.Num(int64(of(s.State).GetSpill().GetFileCount())) }}
 	}
 	return m
 }()
-
-func compareValues(kind valueKind, a, b *sortValue) int {
-	if a.present != b.present {
-		if a.present {
-			return 1
-		}
-		return -1
-	}
-	switch kind {
-	case kindString:
-		return strings.Compare(a.s, b.s)
-	case kindInt:
-		return cmp.Compare(a.i, b.i)
-	case kindUint:
-		return cmp.Compare(a.u, b.u)
-	case kindFloat:
-		// cmp.Compare orders NaN first: a total order, as paging needs.
-		return cmp.Compare(a.f, b.f)
-	default:
-		if c := cmp.Compare(a.i, b.i); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.i2, b.i2)
-	}
-}
 
 // sortKey is one requested sort field with its direction.
 type sortKey struct {
@@ -266,14 +204,14 @@ func (spec sortSpec) String() string {
 
 // orderEntry is a session at its place in one sort order.
 type orderEntry struct {
-	s    *session
-	vals []sortValue
+	s    *view.Session
+	vals []paging.Value
 }
 
 // compare orders two positions (sort values + key) in the spec's order.
-func (spec sortSpec) compare(avals []sortValue, akey pipeline.SessionKey, bvals []sortValue, bkey pipeline.SessionKey) int {
+func (spec sortSpec) compare(avals []paging.Value, akey pipeline.SessionKey, bvals []paging.Value, bkey pipeline.SessionKey) int {
 	for i, k := range spec {
-		c := compareValues(k.def.kind, &avals[i], &bvals[i])
+		c := paging.Compare(k.def.kind, &avals[i], &bvals[i])
 		if k.desc {
 			c = -c
 		}
@@ -313,45 +251,57 @@ const (
 
 // orderBytes is what an order of spec over n sessions holds.
 func orderBytes(n int, spec sortSpec) int {
-	return n * (int(unsafe.Sizeof(orderEntry{})) + len(spec)*int(unsafe.Sizeof(sortValue{})))
+	return n * (int(unsafe.Sizeof(orderEntry{})) + len(spec)*int(unsafe.Sizeof(paging.Value{})))
 }
 
-func (v *view) order(spec sortSpec) []orderEntry {
+// ordersKey keys a view's orderCache.
+type ordersKey struct{}
+
+// ordersOf is v's orderCache.
+func ordersOf(v *view.View) *orderCache {
+	return v.Derived(ordersKey{}, func() any { return &orderCache{} }).(*orderCache)
+}
+
+// orderOf is v's sessions in the order of spec, sorted once per view.
+func orderOf(v *view.View, spec sortSpec) []orderEntry {
 	name := spec.String()
-	v.orders.mu.Lock()
-	o, ok := v.orders.orders[name]
+	c := ordersOf(v)
+	c.mu.Lock()
+	o, ok := c.orders[name]
 	if !ok {
 		o = &sortedOrder{spec: spec}
-		if size := orderBytes(len(v.sessions), spec); v.orders.bytes+size <= maxOrderCacheBytes {
-			if v.orders.orders == nil {
-				v.orders.orders = map[string]*sortedOrder{}
+		if size := orderBytes(len(v.Sessions), spec); c.bytes+size <= maxOrderCacheBytes {
+			if c.orders == nil {
+				c.orders = map[string]*sortedOrder{}
 			}
-			v.orders.orders[name] = o
-			v.orders.bytes += size
+			c.orders[name] = o
+			c.bytes += size
 		}
 	}
-	if len(v.orders.recent) == 0 || v.orders.recent[0].String() != name {
-		v.orders.recent = append([]sortSpec{spec}, slices.DeleteFunc(v.orders.recent, func(r sortSpec) bool { return r.String() == name })...)
-		v.orders.recent = v.orders.recent[:min(len(v.orders.recent), maxPrebuiltOrders)]
+	if len(c.recent) == 0 || c.recent[0].String() != name {
+		c.recent = append([]sortSpec{spec}, slices.DeleteFunc(c.recent, func(r sortSpec) bool { return r.String() == name })...)
+		c.recent = c.recent[:min(len(c.recent), maxPrebuiltOrders)]
 	}
-	v.orders.mu.Unlock()
-	o.once.Do(func() { o.entries = buildOrder(v.sessions, o.spec) })
+	c.mu.Unlock()
+	o.once.Do(func() { o.entries = buildOrder(v.Sessions, o.spec) })
 	return o.entries
 }
 
-// prebuildOrders sorts v in the orders most recently asked of prev.
-func (v *view) prebuildOrders(prev *view) {
-	prev.orders.mu.Lock()
-	specs := slices.Clone(prev.orders.recent)
-	prev.orders.mu.Unlock()
+// PrebuildOrders sorts next in the orders most recently asked of prev: the
+// session store calls it before next is served.
+func PrebuildOrders(prev, next *view.View) {
+	c := ordersOf(prev)
+	c.mu.Lock()
+	specs := slices.Clone(c.recent)
+	c.mu.Unlock()
 	for i := len(specs) - 1; i >= 0; i-- {
-		v.order(specs[i])
+		orderOf(next, specs[i])
 	}
 }
 
-func buildOrder(sessions []*session, spec sortSpec) []orderEntry {
+func buildOrder(sessions []*view.Session, spec sortSpec) []orderEntry {
 	entries := make([]orderEntry, len(sessions))
-	vals := make([]sortValue, len(sessions)*len(spec))
+	vals := make([]paging.Value, len(sessions)*len(spec))
 	for i, s := range sessions {
 		ev := vals[i*len(spec) : (i+1)*len(spec) : (i+1)*len(spec)]
 		for j, k := range spec {
@@ -361,7 +311,7 @@ func buildOrder(sessions []*session, spec sortSpec) []orderEntry {
 	}
 	if len(spec) > 0 {
 		slices.SortFunc(entries, func(a, b orderEntry) int {
-			return spec.compare(a.vals, a.s.key, b.vals, b.s.key)
+			return spec.compare(a.vals, a.s.Key, b.vals, b.s.Key)
 		})
 	}
 	return entries

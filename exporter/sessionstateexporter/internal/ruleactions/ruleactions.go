@@ -1,7 +1,10 @@
 // Copyright The gpotel Authors
 // SPDX-License-Identifier: Apache-2.0
 
-package sessionstateexporter
+// Package ruleactions serves gpotel.v1.RuleActions for the sessionstate
+// exporter: the latest firings of the process's workload rules
+// (internal/rulefirings), newest first, page by page.
+package ruleactions
 
 import (
 	"context"
@@ -11,19 +14,21 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
-// ruleActions keeps the latest max_firings firings of the process's
+// Ring keeps the latest max_firings firings of the process's
 // workload rules (internal/rulefirings), numbered from 1 in arrival order;
 // past the bound the oldest goes, counted.
-type ruleActions struct {
+type Ring struct {
 	mu      sync.RWMutex
 	ring    []*gpotelv1.RuleAction // oldest at next once full
 	next    int
@@ -32,10 +37,11 @@ type ruleActions struct {
 	dropped uint64
 }
 
-func newRuleActions(limit int) *ruleActions { return &ruleActions{limit: limit} }
+// NewRing keeps the latest limit firings.
+func NewRing(limit int) *Ring { return &Ring{limit: limit} }
 
 // Keep copies a into the ring.
-func (r *ruleActions) Keep(a *events.RuleAction) {
+func (r *Ring) Keep(a *events.RuleAction) {
 	m := ruleActionMessage(a)
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -51,7 +57,7 @@ func (r *ruleActions) Keep(a *events.RuleAction) {
 }
 
 func ruleActionMessage(a *events.RuleAction) *gpotelv1.RuleAction {
-	m := &gpotelv1.RuleAction{FiredAt: timestamppb.New(timeOf(a.Time)), RuleName: a.Rule, RuleMode: a.Mode, RuleAction: a.Action,
+	m := &gpotelv1.RuleAction{FiredAt: timestamppb.New(time.Unix(0, a.Time).UTC()), RuleName: a.Rule, RuleMode: a.Mode, RuleAction: a.Action,
 		Outcome: a.Outcome, TmId: a.Session.TmID, SessId: a.Session.ID, Pid: a.PID, Username: a.User, Database: a.Database,
 		Predicates: slices.Clone(a.Predicates), PredicateValues: slices.Clone(a.Values)}
 	optional := func(s string) *string {
@@ -66,16 +72,22 @@ func ruleActionMessage(a *events.RuleAction) *gpotelv1.RuleAction {
 		m.Ccnt = &a.CommandCount
 	}
 	if a.QueryStart != 0 {
-		m.QueryStart = timestamppb.New(timeOf(a.QueryStart))
+		m.QueryStart = timestamppb.New(time.Unix(0, a.QueryStart).UTC())
 	}
 	return m
 }
 
-// ruleActionsService serves ListRuleActions.
-type ruleActionsService struct {
+// Service serves ListRuleActions.
+type Service struct {
 	gpotelv1.UnimplementedRuleActionsServer
-	kept                         *ruleActions
+	kept                         *Ring
 	defaultPageSize, maxPageSize int
+}
+
+// NewService lists the firings kept, pages of defaultPageSize unless asked
+// for another size up to maxPageSize.
+func NewService(kept *Ring, defaultPageSize, maxPageSize int) *Service {
+	return &Service{kept: kept, defaultPageSize: defaultPageSize, maxPageSize: maxPageSize}
 }
 
 // ruleActionsToken marks the last firing a page returned, by number.
@@ -84,9 +96,10 @@ type ruleActionsToken struct {
 	Number  uint64 `json:"n"`
 }
 
-func (svc *ruleActionsService) ListRuleActions(_ context.Context, req *gpotelv1.ListRuleActionsRequest) (*gpotelv1.ListRuleActionsResponse, error) {
-	if n := len(req.GetRuleNames()) + len(req.GetSessIds()); n > maxFilterValues {
-		return nil, status.Errorf(codes.InvalidArgument, "rule_names, sess_ids: %d values, at most %d filter values are accepted", n, maxFilterValues)
+// ListRuleActions answers a page of the firings kept, newest first.
+func (svc *Service) ListRuleActions(_ context.Context, req *gpotelv1.ListRuleActionsRequest) (*gpotelv1.ListRuleActionsResponse, error) {
+	if n := len(req.GetRuleNames()) + len(req.GetSessIds()); n > paging.MaxFilterValues {
+		return nil, status.Errorf(codes.InvalidArgument, "rule_names, sess_ids: %d values, at most %d filter values are accepted", n, paging.MaxFilterValues)
 	}
 	rules, sessions := sortedSet(req.GetRuleNames()), sortedSet(req.GetSessIds())
 	fingerprint := ruleActionsFingerprint(rules, sessions, req.GetTmId())
@@ -95,7 +108,7 @@ func (svc *ruleActionsService) ListRuleActions(_ context.Context, req *gpotelv1.
 		var t ruleActionsToken
 		b, err := base64.RawURLEncoding.DecodeString(tok)
 		if err != nil || json.Unmarshal(b, &t) != nil || t.Number == 0 {
-			return nil, status.Error(codes.InvalidArgument, errBadToken.Error())
+			return nil, status.Error(codes.InvalidArgument, paging.ErrBadToken.Error())
 		}
 		if t.Request != fingerprint {
 			return nil, status.Error(codes.InvalidArgument, "page_token was issued for a different request (filters changed) or by another run of the collector")
@@ -138,7 +151,7 @@ func sortedSet[T string | int64](values []T) []T {
 
 // ruleActionsFingerprint names what a page token is valid for.
 func ruleActionsFingerprint(rules []string, sessions []int64, tmID int64) string {
-	h := newTokenMAC()
+	h := paging.NewMAC()
 	_, _ = fmt.Fprintf(h, "ListRuleActions|%d|%q|%v", tmID, rules, sessions)
 	return hex.EncodeToString(h.Sum(nil)[:12])
 }
