@@ -126,8 +126,9 @@ func runDemo(ctx context.Context, args []string) error {
 	emit(map[string]any{"event": "api", "endpoint": stack.API, "service": "yagpcc.GetGPInfo",
 		"try": "gpotel-top --addr " + stack.API})
 	if history {
-		emit(map[string]any{"event": "history", "database": "gpotel_history", "tables": []string{"gpotel_history.queries", "gpotel_history.sessions", "gpotel_history.rule_actions"},
-			"try": fmt.Sprintf("gpotel-testbed psql --dir %s -- -c '\\connect gpotel_history' -c 'TABLE gpotel_history.queries LIMIT 5'", c.Dir),
+		emit(map[string]any{"event": "history", "database": "gpotel_history",
+			"tables": []string{"gpotel_history.queries", "gpotel_history.sessions", "gpotel_history.rule_actions"},
+			"try":    fmt.Sprintf("gpotel-testbed psql --dir %s -- -c '\\connect gpotel_history' -c 'TABLE gpotel_history.queries LIMIT 5'", c.Dir),
 			// psql substitutes no variable in -c: the documented statements go in a file.
 			"statements": fmt.Sprintf("docs/operations.md (What a DBA asks of it), each saved in a file: gpotel-testbed psql --dir %s -- -v day=%s -c "+
 				"'\\connect gpotel_history' -f FILE",

@@ -239,7 +239,8 @@ func (c *Config) compile(rc *RuleConfig) (*rule, error) {
 		errs = append(errs, err)
 	}
 	if scope.queues.named() && c.Dialect == dialect.PostgreSQL {
-		errs = append(errs, errors.New("scope: resource_queues, exclude_resource_queues: the postgresql dialect has no resource queues; the rule would look at no session"))
+		errs = append(errs, errors.New("scope: resource_queues, exclude_resource_queues: "+
+			"the postgresql dialect has no resource queues; the rule would look at no session"))
 	}
 	r.scope = scope
 	return r, errors.Join(errs...)

@@ -100,7 +100,8 @@ func (c *workloadRules) ConsumeMetrics(ctx context.Context, md pmetric.Metrics) 
 	v := &c.view
 	if c.reader.windowMissing > 0 && !c.warnedWindow {
 		c.warnedWindow = true
-		c.logger.Warn("workload rules: the session figures have no point of window; it is none of the snapshotdiff processor's windows, so no session figure over it satisfies a predicate",
+		c.logger.Warn("workload rules: the session figures have no point of window; "+
+			"it is none of the snapshotdiff processor's windows, so no session figure over it satisfies a predicate",
 			zap.Duration("window", c.cfg.Window), zap.Int("sessions", c.reader.windowMissing))
 	}
 	// With dialect auto the server is known only now: Validate could not refuse these.

@@ -90,8 +90,8 @@ var cancelledByUser = snapshot.Ending{Severity: "ERROR", SQLState: "57014", Mess
 // cancelled ends cancelled, and its event names the rule.
 func TestTheEndingNamesTheRuleThatEndedIt(t *testing.T) {
 	ev := endingOf(t, spillRule("runaway-spill", "cancel", "enforce"), answering{done: true}, 71, cancelledByUser)
-	assert.Equal(t, events.QueryCancelled, ev[events.AttrEventQueryStatus])
-	assert.Equal(t, "runaway-spill", ev[events.AttrEventEndedByRule])
+	assert.Equal(t, events.QueryCancelled, ev[events.AttrQueryStatus])
+	assert.Equal(t, "runaway-spill", ev[events.AttrEndedByRule])
 }
 
 // TestAnEndingByItselfNamesNoRule: a query that ended by itself names no
@@ -115,7 +115,7 @@ func TestAnEndingByItselfNamesNoRule(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ev := endingOf(t, spillRule("runaway-spill", "cancel", tc.mode), tc.sig, tc.id, tc.how)
-			assert.NotContains(t, ev, events.AttrEventEndedByRule)
+			assert.NotContains(t, ev, events.AttrEndedByRule)
 		})
 	}
 }

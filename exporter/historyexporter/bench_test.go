@@ -181,7 +181,7 @@ func benchEvents(i, segments int, end time.Time) (plog.Logs, int64) {
 				continue
 			}
 			lr.Attributes().PutStr(pipeline.AttrDBQueryText, text)
-			segs := lr.Attributes().PutEmptySlice(events.AttrEventSegments)
+			segs := lr.Attributes().PutEmptySlice(events.AttrSegments)
 			for s := -1; s < segments-1; s++ {
 				m := segs.AppendEmpty().SetEmptyMap()
 				m.PutStr(events.SegmentKeyHost, fmt.Sprintf("sdw%d", s/8+1))

@@ -536,7 +536,7 @@ func TestHistoryAddsTheColumnOfANewField(t *testing.T) {
 			older := historyTables(defaultSchema)
 			older[0] = newHistoryTable(defaultSchema, tableQueries, events.EventQueryEnd,
 				slices.DeleteFunc(slices.Clone(events.QueryEventFields), func(f events.Field) bool { return f.Column == column }),
-				events.AttrEventQueryEnd)
+				events.AttrQueryEnd)
 			end := middayToday()
 			withVmem := func(i int) plog.Logs {
 				q := sampleQuery(i, end.Add(time.Duration(i)*time.Second))

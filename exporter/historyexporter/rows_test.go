@@ -117,14 +117,14 @@ func TestHostileStringsStayInTheirColumn(t *testing.T) {
 	if got, want := at(pipeline.AttrSessionUser), `a\tb\nc\\d\re`+"\uFFFD"+"f\uFFFDg"; got != want {
 		t.Errorf("user column %q, want %q", got, want)
 	}
-	if got, want := at(events.AttrEventApplication), `\\.\n\\N`; got != want {
+	if got, want := at(events.AttrApplication), `\\.\n\\N`; got != want {
 		t.Errorf("application column %q, want %q (an escaped end marker and NULL)", got, want)
 	}
 	text := at(pipeline.AttrDBQueryText)
 	if len(text) > maxTextBytes || !utf8.ValidString(text) || len(text) < maxTextBytes-1 {
 		t.Errorf("query text of %d bytes (valid UTF-8: %v), want cut at a character boundary within %d", len(text), utf8.ValidString(text), maxTextBytes)
 	}
-	if got := at(events.AttrEventSegments); !strings.Contains(got, `"host":"sdw\\"1\\\\\\u0001"`) {
+	if got := at(events.AttrSegments); !strings.Contains(got, `"host":"sdw\\"1\\\\\\u0001"`) {
 		t.Errorf("segments column %s: the host is not one escaped JSON string", got)
 	}
 }
@@ -134,9 +134,9 @@ func TestAnEventWithoutAFieldItMustHaveIsLeftOut(t *testing.T) {
 		name  string
 		spoil func(plog.LogRecord)
 	}{
-		{"status missing", func(lr plog.LogRecord) { lr.Attributes().Remove(events.AttrEventQueryStatus) }},
+		{"status missing", func(lr plog.LogRecord) { lr.Attributes().Remove(events.AttrQueryStatus) }},
 		{"key of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(pipeline.AttrSessionID, "42") }},
-		{"optional of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(events.AttrEventClientPort, "5432") }},
+		{"optional of another type", func(lr plog.LogRecord) { lr.Attributes().PutStr(events.AttrClientPort, "5432") }},
 		{"start in year 1", func(lr plog.LogRecord) { lr.Attributes().PutStr(pipeline.AttrQueryStart, "0001-01-01T00:00:00Z") }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -225,8 +225,8 @@ func TestRowsQueuedForOtherColumns(t *testing.T) {
 	tables := historyTables(defaultSchema)
 	fewer := historyTables(defaultSchema)
 	fewer[0] = newHistoryTable(defaultSchema, tableQueries, events.EventQueryEnd,
-		slices.DeleteFunc(slices.Clone(events.QueryEventFields), func(f events.Field) bool { return f.Key == events.AttrEventVmemPeak }),
-		events.AttrEventQueryEnd)
+		slices.DeleteFunc(slices.Clone(events.QueryEventFields), func(f events.Field) bool { return f.Key == events.AttrVmemPeak }),
+		events.AttrQueryEnd)
 	old := encodeEvents(oneQuery(sampleQuery(0, testNow)), fewer, testOldest, testNewest)
 	b := newBatch(tables)
 	b.add(old)

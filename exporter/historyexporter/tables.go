@@ -48,8 +48,8 @@ type historyTable struct {
 // column here. A rule's firing is partitioned by the time it fired.
 func historyTables(schema string) [tableCount]*historyTable {
 	return [tableCount]*historyTable{
-		newHistoryTable(schema, tableQueries, events.EventQueryEnd, events.QueryEventFields, events.AttrEventQueryEnd),
-		newHistoryTable(schema, tableSessions, events.EventSessionEnd, events.SessionEventFields, events.AttrEventSessionEnd),
+		newHistoryTable(schema, tableQueries, events.EventQueryEnd, events.QueryEventFields, events.AttrQueryEnd),
+		newHistoryTable(schema, tableSessions, events.EventSessionEnd, events.SessionEventFields, events.AttrSessionEnd),
 		newHistoryTable(schema, tableRuleActions, events.EventRuleAction, events.RuleActionEventFields, events.AttrRuleTime),
 	}
 }

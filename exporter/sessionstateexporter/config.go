@@ -167,7 +167,8 @@ func (cfg *Config) Validate() error {
 	// insecure: true covers reading beyond loopback, never acting: the
 	// action token would cross the network in the clear.
 	if cfg.Actions.Enabled && listenaddr.PlaintextBeyondLoopback(cfg.NetAddr.Endpoint, cfg.TLS.HasValue()) {
-		errs = append(errs, fmt.Errorf("actions::enabled: endpoint %q is not a loopback address and tls is not configured: actions need tls beyond loopback (insecure: true does not cover them)",
+		errs = append(errs, fmt.Errorf("actions::enabled: endpoint %q is not a loopback address and tls is not configured: "+
+			"actions need tls beyond loopback (insecure: true does not cover them)",
 			cfg.NetAddr.Endpoint))
 	}
 	return errors.Join(errs...)

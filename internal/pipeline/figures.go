@@ -40,19 +40,23 @@ var (
 	ProcessCancelledWrite = &ProcessMetric{Name: MetricProcessCancelledWrite, Unit: "By", Sum: true, Session: MetricSessionCancelledWrite,
 		Description: "Bytes the process caused not to be written after all (io cancelled_write_bytes)."}
 	ProcessDiskDelay = &ProcessMetric{Name: MetricProcessDiskDelay, Unit: "s", Sum: true, Double: true, Session: MetricSessionDiskDelay,
-		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then."}
+		Description: "Time the process waited for block I/O (stat delayacct_blkio_ticks divided by the host clk_tck). " +
+			"Absent while the host's kernel.task_delayacct is 0: the kernel counts nothing then."}
 	ProcessIOChars = &ProcessMetric{Name: MetricProcessIOChars, Unit: "By", Sum: true, Attr: AttrDirection, Session: MetricSessionIOChars,
 		Description: "Bytes passed to read-like and write-like syscalls (io rchar, wchar)."}
 	ProcessIOSyscalls = &ProcessMetric{Name: MetricProcessIOSyscalls, Unit: "{syscall}", Sum: true, Attr: AttrDirection, Session: MetricSessionIOSyscalls,
 		Description: "Read-like and write-like syscalls (io syscr, syscw)."}
 	ProcessPagingFaults = &ProcessMetric{Name: MetricProcessPagingFaults, Unit: "{fault}", Sum: true, Attr: AttrFaultType, Session: MetricSessionPagingFaults,
 		Description: "Page faults (stat majflt, minflt)."}
-	ProcessContextSwitches = &ProcessMetric{Name: MetricProcessContextSwitches, Unit: "{context_switch}", Sum: true, Attr: AttrContextSwitchType, Session: MetricSessionContextSwitches,
+	ProcessContextSwitches = &ProcessMetric{Name: MetricProcessContextSwitches, Unit: "{context_switch}", Sum: true,
+		Attr: AttrContextSwitchType, Session: MetricSessionContextSwitches,
 		Description: "Context switches (status voluntary_ctxt_switches, nonvoluntary_ctxt_switches)."}
 	ProcessRunDelay = &ProcessMetric{Name: MetricProcessRunDelay, Unit: "s", Sum: true, Double: true, Session: MetricSessionRunDelay,
 		Description: "Time the process was runnable but waited in a run queue (schedstat, ns divided by 1e9). Absent without schedstat."}
 	ProcessDelay = &ProcessMetric{Name: MetricProcessDelay, Unit: "s", Sum: true, Double: true, Attr: AttrDelayType, Session: MetricSessionDelay,
-		Description: "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and kernel.task_delayacct is 1."}
+		Description: "Time the process waited for a page to be swapped in, for memory reclaim (freepages), on thrashing, for memory compaction, copying " +
+			"on write-protect faults and handling IRQs (taskstats delays, ns divided by 1e9). Present only when the agent reads taskstats and " +
+			"kernel.task_delayacct is 1."}
 	ProcessMemoryUsage = &ProcessMetric{Name: MetricProcessMemoryUsage, Unit: "By",
 		Description: "Resident memory: status VmRSS times 1024, or stat rss times the host page size when VmRSS is absent."}
 	ProcessMemoryVirtual = &ProcessMetric{Name: MetricProcessMemoryVirtual, Unit: "By",
@@ -318,8 +322,9 @@ var MemoryTypes = [NumMemory]MemoryType{
 		Cluster: count("rss_shared", func(s *yagpcc.SystemStat) *uint64 { return &s.RssShared })},
 	MemVirtual: {Name: MemoryTypeVirtual, From: []Figure{MemoryVirtual},
 		Cluster: count("vsize", func(s *yagpcc.SystemStat) *uint64 { return &s.Vsize })},
-	MemPeak:        {Name: MemoryTypePeak, From: []Figure{MemoryPeak}},
-	MemVirtualPeak: {Name: MemoryTypeVirtualPeak, From: []Figure{MemoryVirtualPeak}, Cluster: kib("VmPeakKb", func(s *yagpcc.SystemStat) *uint64 { return &s.VmPeakKb })},
+	MemPeak: {Name: MemoryTypePeak, From: []Figure{MemoryPeak}},
+	MemVirtualPeak: {Name: MemoryTypeVirtualPeak, From: []Figure{MemoryVirtualPeak},
+		Cluster: kib("VmPeakKb", func(s *yagpcc.SystemStat) *uint64 { return &s.VmPeakKb })},
 }
 
 // ProcessMetrics are the process metrics in the order a resource lists

@@ -284,7 +284,8 @@ func (t Target) mismatch(q Query) string {
 	if q.Ccnt != 0 {
 		switch {
 		case t.QueryCcnt == 0:
-			return fmt.Sprintf("%s: the snapshot does not know the running query's command count, so ccnt %d cannot be checked: name the query by query_start, or with ccnt 0",
+			return fmt.Sprintf("%s: the snapshot does not know the running query's command count, so ccnt %d cannot be checked: "+
+				"name the query by query_start, or with ccnt 0",
 				t.Name(), q.Ccnt)
 		case t.QueryCcnt != q.Ccnt:
 			return fmt.Sprintf("%s: its running query is ccnt %d, not %d", t.Name(), t.QueryCcnt, q.Ccnt)

@@ -113,7 +113,8 @@ func (g *Guard) Admit(ctx context.Context) (string, error) {
 	select {
 	case g.denying <- struct{}{}:
 	default:
-		return "", status.Errorf(codes.ResourceExhausted, "%d calls with a wrong action token are being answered: try again in %s", maxDeniedInFlight, deniedTokenDelay)
+		return "", status.Errorf(codes.ResourceExhausted, "%d calls with a wrong action token are being answered: try again in %s",
+			maxDeniedInFlight, deniedTokenDelay)
 	}
 	if subtle.ConstantTimeCompare([]byte(sent[0]), g.token) == 1 {
 		<-g.denying

@@ -85,7 +85,8 @@ func (cfg *Config) Validate() error {
 	switch cfg.UnchangedProcesses {
 	case "", UnchangedCarry, UnchangedLeaveOut: // "": carry, as the default
 	default:
-		errs = append(errs, fmt.Errorf("unchanged_processes %q: must be %q (dense per-process series) or %q", cfg.UnchangedProcesses, UnchangedCarry, UnchangedLeaveOut))
+		errs = append(errs, fmt.Errorf("unchanged_processes %q: must be %q (dense per-process series) or %q",
+			cfg.UnchangedProcesses, UnchangedCarry, UnchangedLeaveOut))
 	}
 	if cfg.Queries.TextMaxLength < 0 {
 		errs = append(errs, fmt.Errorf("queries::text_max_length %d: must not be negative", cfg.Queries.TextMaxLength))

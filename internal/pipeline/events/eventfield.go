@@ -205,12 +205,12 @@ func whoFields[E any](who func(*E) *SessionWho) eventTable[E] {
 	return eventTable[E]{
 		always(Field{Key: pipeline.AttrDBNamespace, Column: "database", Brief: "datname"}, func(e *E) *string { return &who(e).Database }),
 		always(Field{Key: pipeline.AttrSessionUser, Column: "username", Brief: "usename"}, func(e *E) *string { return &who(e).User }),
-		nullable(Field{Key: AttrEventApplication, Column: "application", Brief: "application_name, as last seen"},
+		nullable(Field{Key: AttrApplication, Column: "application", Brief: "application_name, as last seen"},
 			func(e *E) *pipeline.Null[string] { return &who(e).Application }),
-		nullable(Field{Key: AttrEventClientAddress, Column: "client_address", Brief: "client_addr; absent for a local socket"},
+		nullable(Field{Key: AttrClientAddress, Column: "client_address", Brief: "client_addr; absent for a local socket"},
 			func(e *E) *pipeline.Null[string] { return &who(e).ClientAddress }),
-		nullable(Field{Key: AttrEventClientPort, Column: "client_port", Brief: "client_port"}, func(e *E) *pipeline.Null[int64] { return &who(e).ClientPort }),
-		nullable(Field{Key: AttrEventResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum), as last seen"},
+		nullable(Field{Key: AttrClientPort, Column: "client_port", Brief: "client_port"}, func(e *E) *pipeline.Null[int64] { return &who(e).ClientPort }),
+		nullable(Field{Key: AttrResourceGroup, Column: "resource_group", Brief: "rsgname (Greenplum), as last seen"},
 			func(e *E) *pipeline.Null[string] { return &who(e).ResourceGroup }),
 	}
 }
@@ -282,18 +282,18 @@ func skewFields[E any](keyPrefix, columnPrefix, what string, skew func(*E) *pipe
 // absent when it is not.
 func partialCauseFields[E any](cause func(*E) *PartialCause) eventTable[E] {
 	return eventTable[E]{
-		field(Field{Key: AttrEventPartialReason, Column: "partial_reason", Optional: true,
+		field(Field{Key: AttrPartialReason, Column: "partial_reason", Optional: true,
 			Brief: "why it is partial, comma-separated: " + PartialStartedBefore + " (it started before gpotel first saw it), " +
 				PartialHostSilent + " (a host of its processes did not answer)"},
 			func(e *E) (string, bool) { return cause(e).Reason(), cause(e).Partial() },
 			func(e *E, v string) {
 				cause(e).StartedBefore = slices.Contains(strings.Split(v, ","), PartialStartedBefore)
 			}),
-		field(Field{Key: AttrEventPartialHosts, Column: "partial_hosts", Optional: true,
+		field(Field{Key: AttrPartialHosts, Column: "partial_hosts", Optional: true,
 			Brief: fmt.Sprintf("the hosts that did not answer, comma-separated, at most %d, then +N for the others", MaxPartialHosts)},
 			func(e *E) (string, bool) { return cause(e).HostList(), cause(e).Partial() && len(cause(e).Hosts) > 0 },
 			func(e *E, v string) { cause(e).readHostList(v) }),
-		field(Field{Key: AttrEventPartialSince, Column: "partial_since", Optional: true,
+		field(Field{Key: AttrPartialSince, Column: "partial_since", Optional: true,
 			Brief: "when what it lacks began: the first snapshot in which a host of it did not answer, else the first snapshot that saw it"},
 			func(e *E) (time.Time, bool) {
 				return time.Unix(0, cause(e).Since), cause(e).Partial() && cause(e).Since != 0

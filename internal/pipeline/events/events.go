@@ -28,36 +28,36 @@ const (
 
 // Attribute keys of the events beyond the pipeline's own names.
 const (
-	AttrEventQueryEnd         = "gpotel.query.end"
-	AttrEventQueryStatus      = "gpotel.query.status"
-	AttrEventDuration         = "gpotel.duration"
-	AttrEventPartial          = "gpotel.partial"
-	AttrEventApplication      = "gpotel.session.application"
-	AttrEventClientAddress    = "client.address"
-	AttrEventClientPort       = "client.port"
-	AttrEventResourceGroup    = "gpotel.resource_group.name"
-	AttrEventCPUCoordinator   = "gpotel.cpu.time.coordinator"
-	AttrEventCPUSegments      = "gpotel.cpu.time.segments"
-	AttrEventSegments         = "gpotel.segments"
-	AttrEventSpillMax         = "gpotel.spill.size.max"
-	AttrEventSpillFilesMax    = "gpotel.spill.files.max"
-	AttrEventLockWait         = "gpotel.lock.wait.time"
-	AttrEventLockBlocker      = "gpotel.lock.blocker.session.id"
-	AttrEventVmemPeak         = "gpotel.vmem.peak"
-	AttrEventSessionStart     = "gpotel.session.start"
-	AttrEventSessionEnd       = "gpotel.session.end"
-	AttrEventSessionQueries   = "gpotel.session.queries"
-	AttrEventMemoryPeak       = "gpotel.memory.rss.max"
-	AttrEventSkewCPUPrefix    = "gpotel.skew.cpu."
-	AttrEventSkewIOPrefix     = "gpotel.skew.disk_io."
-	AttrEventPartialReason    = "gpotel.partial.reason"
-	AttrEventPartialHosts     = "gpotel.partial.hosts"
-	AttrEventPartialSince     = "gpotel.partial.since"
+	AttrQueryEnd              = "gpotel.query.end"
+	AttrQueryStatus           = "gpotel.query.status"
+	AttrDuration              = "gpotel.duration"
+	AttrPartial               = "gpotel.partial"
+	AttrApplication           = "gpotel.session.application"
+	AttrClientAddress         = "client.address"
+	AttrClientPort            = "client.port"
+	AttrResourceGroup         = "gpotel.resource_group.name"
+	AttrCPUCoordinator        = "gpotel.cpu.time.coordinator"
+	AttrCPUSegments           = "gpotel.cpu.time.segments"
+	AttrSegments              = "gpotel.segments"
+	AttrSpillMax              = "gpotel.spill.size.max"
+	AttrSpillFilesMax         = "gpotel.spill.files.max"
+	AttrLockWait              = "gpotel.lock.wait.time"
+	AttrLockBlocker           = "gpotel.lock.blocker.session.id"
+	AttrVmemPeak              = "gpotel.vmem.peak"
+	AttrSessionStart          = "gpotel.session.start"
+	AttrSessionEnd            = "gpotel.session.end"
+	AttrSessionQueries        = "gpotel.session.queries"
+	AttrMemoryPeak            = "gpotel.memory.rss.max"
+	AttrSkewCPUPrefix         = "gpotel.skew.cpu."
+	AttrSkewIOPrefix          = "gpotel.skew.disk_io."
+	AttrPartialReason         = "gpotel.partial.reason"
+	AttrPartialHosts          = "gpotel.partial.hosts"
+	AttrPartialSince          = "gpotel.partial.since"
 	eventCounterPrefix        = "gpotel."
 	eventColumnSessionFigures = "gpotel.session."
 )
 
-// The keys of one element of AttrEventSegments: what the query's processes
+// The keys of one element of AttrSegments: what the query's processes
 // used on one segment instance.
 const (
 	SegmentKeyHost    = "host"
@@ -67,7 +67,7 @@ const (
 	SegmentKeyWritten = "write" // bytes
 )
 
-// The values of AttrEventQueryStatus: how a query ended, from what the
+// The values of AttrQueryStatus: how a query ended, from what the
 // server said (docs/pipeline.md, how it ended).
 const (
 	// QueryCompleted: it ran to its end: the session was seen idle after it,
@@ -93,7 +93,7 @@ const (
 	QueryUnknown = "unknown"
 )
 
-// The values of AttrEventCancelReason, from 57014's message.
+// The values of AttrCancelReason, from 57014's message.
 const (
 	CancelUserRequest      = "user_request"
 	CancelStatementTimeout = "statement_timeout"
@@ -101,7 +101,7 @@ const (
 	CancelOther            = "other"
 )
 
-// The values of AttrEventSessionEndReason.
+// The values of AttrSessionEndReason.
 const (
 	// SessionClientDisconnect: its backend exited with code 0, as it does
 	// when the client says goodbye or closes the connection while idle.
@@ -120,16 +120,16 @@ const (
 
 // Attribute keys of how a query or session ended.
 const (
-	AttrEventErrorMessage     = "gpotel.error.message"
-	AttrEventCancelReason     = "gpotel.query.cancel_reason"
-	AttrEventSessionEndReason = "gpotel.session.end_reason"
+	AttrErrorMessage     = "gpotel.error.message"
+	AttrCancelReason     = "gpotel.query.cancel_reason"
+	AttrSessionEndReason = "gpotel.session.end_reason"
 )
 
-// AttrEventEndedByRule names the workload rule whose cancel or terminate
+// AttrEndedByRule names the workload rule whose cancel or terminate
 // ended the query (internal/sessionaction's ledger).
-const AttrEventEndedByRule = "gpotel.query.ended_by_rule"
+const AttrEndedByRule = "gpotel.query.ended_by_rule"
 
-// The reasons AttrEventPartialReason lists, in this order.
+// The reasons AttrPartialReason lists, in this order.
 const (
 	// PartialStartedBefore: it started before gpotel first saw it (before
 	// the collector started, or before the first snapshot that saw its
@@ -160,7 +160,7 @@ type PartialCause struct {
 // Partial tells whether there is a cause.
 func (c *PartialCause) Partial() bool { return c.StartedBefore || len(c.Hosts) > 0 }
 
-// Reason is AttrEventPartialReason's value: the reasons, comma-separated.
+// Reason is AttrPartialReason's value: the reasons, comma-separated.
 func (c *PartialCause) Reason() string {
 	var r []string
 	if c.StartedBefore {
@@ -172,7 +172,7 @@ func (c *PartialCause) Reason() string {
 	return strings.Join(r, ",")
 }
 
-// HostList is AttrEventPartialHosts' value: the hosts comma-separated,
+// HostList is AttrPartialHosts' value: the hosts comma-separated,
 // then "+N" for those not listed.
 func (c *PartialCause) HostList() string {
 	s := strings.Join(c.Hosts, ",")
@@ -197,27 +197,27 @@ var queryEvent = func() eventTable[FinishedQuery] {
 			"(yagpcc's QueryKey ccnt): cmd<N> of its coordinator backend's title while it ran, or of the idle title right after it; absent where the server " +
 			"numbers none (PostgreSQL)"},
 			func(q *q) *int64 { return &q.CommandCount }),
-		timeAt(Field{Key: AttrEventQueryEnd, Column: "query_end", Brief: "when it ended: state_change after it, the log's time of its " +
+		timeAt(Field{Key: AttrQueryEnd, Column: "query_end", Brief: "when it ended: state_change after it, the log's time of its " +
 			"failure, its backend's exit, the next statement's query_start, or, where nothing tells, the first snapshot without its session"},
 			func(q *q) *int64 { return &q.End }),
-		derived(Field{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "query_end - query_start"},
+		derived(Field{Key: AttrDuration, Column: "duration", Unit: "s", Brief: "query_end - query_start"},
 			func(q *q) float64 { return nsSeconds(q.End - q.Start) }),
-		always(Field{Key: AttrEventQueryStatus, Column: "status", Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
+		always(Field{Key: AttrQueryStatus, Column: "status", Brief: "completed, error, cancelled, terminated, client_lost, aborted " +
 			"or unknown (docs/pipeline.md, how it ended)"},
 			func(q *q) *string { return &q.Status }),
 		unlessZero(Field{Key: pipeline.AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE the server log gave its failure; absent " +
 			"when it completed or nothing tells"},
 			func(q *q) *string { return &q.SQLState }),
-		unlessZero(Field{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the server log's message of its " +
+		unlessZero(Field{Key: AttrErrorMessage, Column: "error_message", Brief: "the server log's message of its " +
 			"failure, at most 512 bytes (a cut one ends in …)"},
 			func(q *q) *string { return &q.ErrorMessage }),
-		unlessZero(Field{Key: AttrEventCancelReason, Column: "cancel_reason", Brief: "of a cancelled one: user_request, " +
+		unlessZero(Field{Key: AttrCancelReason, Column: "cancel_reason", Brief: "of a cancelled one: user_request, " +
 			"statement_timeout, lock_timeout or other, from the message"},
 			func(q *q) *string { return &q.CancelReason }),
-		unlessZero(Field{Key: AttrEventEndedByRule, Column: "ended_by_rule", Brief: "the workload rule whose " +
+		unlessZero(Field{Key: AttrEndedByRule, Column: "ended_by_rule", Brief: "the workload rule whose " +
 			"cancel or terminate ended it (it ended cancelled at a user's request, or terminated, after the rule's action was done); absent otherwise"},
 			func(q *q) *string { return &q.EndedByRule }),
-		always(Field{Key: AttrEventPartial, Column: "partial", Brief: "a host of its processes did not answer while it ran, or it started " +
+		always(Field{Key: AttrPartial, Column: "partial", Brief: "a host of its processes did not answer while it ran, or it started " +
 			"before gpotel first saw its session: its figures are a lower bound"},
 			func(q *q) *bool { return &q.Partial }),
 		field(Field{Key: pipeline.AttrDBQueryText, Column: "query_text", Optional: true, Brief: "the statement's text, only with the processor's " +
@@ -226,14 +226,14 @@ var queryEvent = func() eventTable[FinishedQuery] {
 	)
 	t = append(t, counterFields(func(q *q) (*pipeline.Counters, *uint32) { return &q.Totals, &q.Known })...)
 	t = append(t,
-		derived(Field{Key: AttrEventCPUCoordinator, Column: "cpu_time_coordinator", Unit: "s", Brief: "user + system CPU of its processes " +
+		derived(Field{Key: AttrCPUCoordinator, Column: "cpu_time_coordinator", Unit: "s", Brief: "user + system CPU of its processes " +
 			"on the coordinator (segment -1)"},
 			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, true)) }),
-		derived(Field{Key: AttrEventCPUSegments, Column: "cpu_time_segments", Unit: "s", Brief: "user + system CPU of its processes on the segments"},
+		derived(Field{Key: AttrCPUSegments, Column: "cpu_time_segments", Unit: "s", Brief: "user + system CPU of its processes on the segments"},
 			func(q *q) float64 { return nsSeconds(segmentCPU(q.Segments, false)) }),
 	)
-	t = append(t, skewFields(AttrEventSkewCPUPrefix, "skew_cpu_", "CPU", func(q *q) *pipeline.Skew { return &q.Skew.CPU })...)
-	t = append(t, skewFields(AttrEventSkewIOPrefix, "skew_disk_io_", "disk I/O", func(q *q) *pipeline.Skew { return &q.Skew.IO })...)
+	t = append(t, skewFields(AttrSkewCPUPrefix, "skew_cpu_", "CPU", func(q *q) *pipeline.Skew { return &q.Skew.CPU })...)
+	t = append(t, skewFields(AttrSkewIOPrefix, "skew_disk_io_", "disk I/O", func(q *q) *pipeline.Skew { return &q.Skew.IO })...)
 	spill := func(q *q) *pipeline.QuerySpill {
 		if q.Spill == nil {
 			q.Spill = &pipeline.QuerySpill{}
@@ -241,22 +241,22 @@ var queryEvent = func() eventTable[FinishedQuery] {
 		return q.Spill
 	}
 	t = append(t,
-		always(Field{Key: AttrEventSegments, Column: "segments", Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
+		always(Field{Key: AttrSegments, Column: "segments", Brief: "per segment instance: host, segment, CPU seconds, bytes read " +
 			"and written"},
 			func(q *q) *[]pipeline.SegmentUse { return &q.Segments }),
-		field(Field{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
+		field(Field{Key: AttrSpillMax, Column: "spill_size_max", Unit: "By", Optional: true, Brief: "the most workfile bytes it held " +
 			"at once over every segment, as far as the Greenplum reads saw (Greenplum only)"},
 			func(q *q) (int64, bool) { return deref(q.Spill).MaxBytes, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxBytes = v }),
-		field(Field{Key: AttrEventSpillFilesMax, Column: "spill_files_max", Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
+		field(Field{Key: AttrSpillFilesMax, Column: "spill_files_max", Unit: "{file}", Optional: true, Brief: "the most workfiles it " +
 			"held at once"},
 			func(q *q) (int64, bool) { return deref(q.Spill).MaxFiles, q.Spill != nil }, func(q *q, v int64) { spill(q).MaxFiles = v }),
-		secondsAt(Field{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time it was seen waiting for a lock: the " +
+		secondsAt(Field{Key: AttrLockWait, Column: "lock_wait_time", Brief: "time it was seen waiting for a lock: the " +
 			"snapshot intervals in which pg_stat_activity showed it waiting"},
 			func(q *q) *int64 { return &q.LockWait }),
-		unlessZero(Field{Key: AttrEventLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
+		unlessZero(Field{Key: AttrLockBlocker, Column: "lock_blocker_sess_id", Brief: "the last session seen holding the " +
 			"lock it waited for (Greenplum's pg_locks read)"},
 			func(q *q) *int64 { return &q.LockBlocker }),
-		positive(Field{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(Field{Key: AttrVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to its session over every segment while it ran, where the server keeps it"},
 			func(q *q) *int64 { return &q.VmemPeak }),
 	)
@@ -269,39 +269,39 @@ var sessionEvent = func() eventTable[EndedSession] {
 	t := sessionKeyFields(func(s *s) *pipeline.SessionKey { return &s.Session }, "the session")
 	t = append(t, whoFields(func(s *s) *SessionWho { return &s.Who })...)
 	t = append(t,
-		timeAt(Field{Key: AttrEventSessionStart, Column: "session_start", Identity: true, Brief: "backend_start of its coordinator " +
+		timeAt(Field{Key: AttrSessionStart, Column: "session_start", Identity: true, Brief: "backend_start of its coordinator " +
 			"backend; the first snapshot that saw it when the server has none"},
 			func(s *s) *int64 { return &s.Start }),
-		timeAt(Field{Key: AttrEventSessionEnd, Column: "session_end", Brief: "its coordinator backend's exit; without an exit record, the " +
+		timeAt(Field{Key: AttrSessionEnd, Column: "session_end", Brief: "its coordinator backend's exit; without an exit record, the " +
 			"first snapshot without it"},
 			func(s *s) *int64 { return &s.End }),
-		field(Field{Key: AttrEventSessionEndReason, Column: "end_reason", Brief: "client_disconnect, terminated, connection_lost, " +
+		field(Field{Key: AttrSessionEndReason, Column: "end_reason", Brief: "client_disconnect, terminated, connection_lost, " +
 			"server_shutdown or unknown (docs/pipeline.md, how it ended)"},
 			func(s *s) (string, bool) { return cmp.Or(s.EndReason, SessionEndUnknown), true }, func(s *s, v string) { s.EndReason = v }),
 		unlessZero(Field{Key: pipeline.AttrSQLState, Column: "sqlstate", Brief: "the SQLSTATE of the FATAL that ended it"},
 			func(s *s) *string { return &s.SQLState }),
-		unlessZero(Field{Key: AttrEventErrorMessage, Column: "error_message", Brief: "the message of the FATAL that ended " +
+		unlessZero(Field{Key: AttrErrorMessage, Column: "error_message", Brief: "the message of the FATAL that ended " +
 			"it, at most 512 bytes"},
 			func(s *s) *string { return &s.Message }),
-		derived(Field{Key: AttrEventDuration, Column: "duration", Unit: "s", Brief: "session_end - session_start"},
+		derived(Field{Key: AttrDuration, Column: "duration", Unit: "s", Brief: "session_end - session_start"},
 			func(s *s) float64 { return nsSeconds(s.End - s.Start) }),
-		always(Field{Key: AttrEventPartial, Column: "partial", Brief: "it started before gpotel first saw it, or a host of its processes " +
+		always(Field{Key: AttrPartial, Column: "partial", Brief: "it started before gpotel first saw it, or a host of its processes " +
 			"was still silent when its event was written: its figures are a lower bound"},
 			func(s *s) *bool { return &s.Partial }),
-		always(Field{Key: AttrEventSessionQueries, Column: "queries", Unit: "{query}", Brief: "queries gpotel saw it run"},
+		always(Field{Key: AttrSessionQueries, Column: "queries", Unit: "{query}", Brief: "queries gpotel saw it run"},
 			func(s *s) *int64 { return &s.Queries }),
 	)
 	t = append(t, counterFields(func(s *s) (*pipeline.Counters, *uint32) { return &s.Totals, &s.Known })...)
 	t = append(t,
-		always(Field{Key: AttrEventMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
+		always(Field{Key: AttrMemoryPeak, Column: "memory_rss_max", Unit: "By", Brief: "the largest resident memory of all its " +
 			"processes together in one snapshot"},
 			func(s *s) *int64 { return &s.MemoryPeak }),
-		positive(Field{Key: AttrEventSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
+		positive(Field{Key: AttrSpillMax, Column: "spill_size_max", Unit: "By", Brief: "the most workfile bytes one of " +
 			"its queries held at once (Greenplum only)"},
 			func(s *s) *int64 { return &s.SpillMax }),
-		secondsAt(Field{Key: AttrEventLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
+		secondsAt(Field{Key: AttrLockWait, Column: "lock_wait_time", Brief: "time its queries were seen waiting for a lock"},
 			func(s *s) *int64 { return &s.LockWait }),
-		positive(Field{Key: AttrEventVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
+		positive(Field{Key: AttrVmemPeak, Column: "vmem_peak", Unit: "By", Brief: "the largest vmem Greenplum accounted " +
 			"to it over every segment, where the server keeps it"},
 			func(s *s) *int64 { return &s.VmemPeak }),
 	)
@@ -424,9 +424,9 @@ func AppendEventOf(lrs plog.LogRecordSlice, res pcommon.Resource, observed pcomm
 	var end Field
 	switch pipeline.KindOf(res.Attributes()) {
 	case pipeline.KindFinishedQuery:
-		name, end = EventQueryEnd, eventEnd(QueryEventFields, AttrEventQueryEnd)
+		name, end = EventQueryEnd, eventEnd(QueryEventFields, AttrQueryEnd)
 	case pipeline.KindEndedSession:
-		name, end = EventSessionEnd, eventEnd(SessionEventFields, AttrEventSessionEnd)
+		name, end = EventSessionEnd, eventEnd(SessionEventFields, AttrSessionEnd)
 	default:
 		return false
 	}

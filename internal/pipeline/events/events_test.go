@@ -82,11 +82,11 @@ func TestQueryEventFigures(t *testing.T) {
 	}
 	assert.Equal(t, 1.0, get("gpotel.cpu.time.user"), "CPUUser is the first counter: 1 s")
 	assert.Equal(t, int64(3e9), get("gpotel.disk.io.read"), "bytes are integers")
-	assert.Equal(t, 1.0, get(events.AttrEventCPUCoordinator))
-	assert.Equal(t, 4.0, get(events.AttrEventCPUSegments))
-	assert.Equal(t, 5.0, get(events.AttrEventDuration))
-	assert.Equal(t, q.Segments, get(events.AttrEventSegments))
-	assert.Equal(t, time.Unix(0, q.End).UTC(), get(events.AttrEventQueryEnd))
+	assert.Equal(t, 1.0, get(events.AttrCPUCoordinator))
+	assert.Equal(t, 4.0, get(events.AttrCPUSegments))
+	assert.Equal(t, 5.0, get(events.AttrDuration))
+	assert.Equal(t, q.Segments, get(events.AttrSegments))
+	assert.Equal(t, time.Unix(0, q.End).UTC(), get(events.AttrQueryEnd))
 	assert.Equal(t, q.End, logs.At(0).Timestamp().AsTime().UnixNano(), "the record's time is the end")
 }
 
@@ -169,11 +169,11 @@ func TestEventsRoundTripThroughResourcesAndLogs(t *testing.T) {
 func TestDecodeEventNamesTheMissingField(t *testing.T) {
 	logs := plog.NewLogRecordSlice()
 	pipelinetest.AppendQueryEvent(logs, fullQueryEvent(), 1)
-	logs.At(0).Attributes().PutStr(events.AttrEventQueryStatus+"x", "")
-	logs.At(0).Attributes().Remove(events.AttrEventDuration)
+	logs.At(0).Attributes().PutStr(events.AttrQueryStatus+"x", "")
+	logs.At(0).Attributes().Remove(events.AttrDuration)
 	_, err := pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
-	require.ErrorContains(t, err, events.AttrEventDuration)
-	logs.At(0).Attributes().PutStr(events.AttrEventDuration, "5")
+	require.ErrorContains(t, err, events.AttrDuration)
+	logs.At(0).Attributes().PutStr(events.AttrDuration, "5")
 	_, err = pipelinetest.DecodeQueryEvent(logs.At(0).Attributes())
 	require.ErrorContains(t, err, "not a double")
 }
@@ -196,17 +196,17 @@ func TestPartialReasonNamesEveryCause(t *testing.T) {
 	} {
 		attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
 		events.PutSessionEvent(attrs, &events.EndedSession{Start: 1, End: 2, Partial: c.cause.Partial(), PartialCause: c.cause})
-		reason, ok := attrs.Get(events.AttrEventPartialReason)
+		reason, ok := attrs.Get(events.AttrPartialReason)
 		assert.Equal(t, c.partial, ok, "%+v: partial_reason present", c.cause)
 		if ok {
 			assert.Equal(t, c.reason, reason.Str(), "%+v", c.cause)
 		}
-		hosts, ok := attrs.Get(events.AttrEventPartialHosts)
+		hosts, ok := attrs.Get(events.AttrPartialHosts)
 		assert.Equal(t, c.hasHosts, ok, "%+v: partial_hosts present", c.cause)
 		if ok {
 			assert.Equal(t, c.hosts, hosts.Str(), "%+v", c.cause)
 		}
-		at, ok := attrs.Get(events.AttrEventPartialSince)
+		at, ok := attrs.Get(events.AttrPartialSince)
 		assert.Equal(t, c.hasSince, ok, "%+v: partial_since present", c.cause)
 		if ok {
 			assert.Equal(t, events.TimeValue(since.UnixNano()), at.Str(), "%+v", c.cause)
@@ -223,13 +223,13 @@ func TestEventCountsBelowOneAreAbsent(t *testing.T) {
 	s := &events.EndedSession{Start: 1, End: 2, SpillMax: -1, VmemPeak: -1}
 	attrs := pmetric.NewMetrics().ResourceMetrics().AppendEmpty().Resource().Attributes()
 	events.PutQueryEvent(attrs, q)
-	for _, key := range []string{pipeline.AttrQueryCommandCount, events.AttrEventVmemPeak} {
+	for _, key := range []string{pipeline.AttrQueryCommandCount, events.AttrVmemPeak} {
 		_, ok := attrs.Get(key)
 		assert.False(t, ok, "query event carries %s", key)
 	}
 	attrs.Clear()
 	events.PutSessionEvent(attrs, s)
-	for _, key := range []string{events.AttrEventSpillMax, events.AttrEventVmemPeak} {
+	for _, key := range []string{events.AttrSpillMax, events.AttrVmemPeak} {
 		_, ok := attrs.Get(key)
 		assert.False(t, ok, "session event carries %s", key)
 	}

@@ -86,7 +86,7 @@ func finiteDoubleOf(a pcommon.Value) (float64, bool) {
 	return d, a.Type() == pcommon.ValueTypeDouble && !math.IsNaN(d) && !math.IsInf(d, 0)
 }
 
-// readSegments reads AttrEventSegments; an element that is not a map of
+// readSegments reads AttrSegments; an element that is not a map of
 // the right types is left out.
 func readSegments(sl pcommon.Slice) []pipeline.SegmentUse {
 	out := make([]pipeline.SegmentUse, 0, sl.Len())

@@ -428,7 +428,8 @@ func statusLinesSource() ([]byte, error) {
 		fmt.Fprintf(&b, "\t%s: %q,\n", l.line, l.line)
 	}
 	b.WriteString("}\n\n")
-	b.WriteString("// setStatusLine points the line's yagpcc.ProcStatus field at v.\nfunc setStatusLine(s *yagpcc.ProcStatus, l StatusLine, v *int64) {\n\tswitch l {\n")
+	b.WriteString("// setStatusLine points the line's yagpcc.ProcStatus field at v.\n" +
+		"func setStatusLine(s *yagpcc.ProcStatus, l StatusLine, v *int64) {\n\tswitch l {\n")
 	for _, l := range lines {
 		fmt.Fprintf(&b, "\tcase %s:\n\t\ts.%s = v // field %d\n", l.line, l.goField, l.number)
 	}

@@ -128,24 +128,24 @@ func checkRoundTrip(t *testing.T, v [pipeline.NumFigures]int64) {
 }
 
 // checkStat checks that a SystemStat field holds the figure's value.
-func checkStat(t *testing.T, field pipeline.StatField, st *yagpcc.SystemStat, v int64, seconds bool) {
+func checkStat(t *testing.T, field pipeline.StatField, stat *yagpcc.SystemStat, v int64, seconds bool) {
 	t.Helper()
-	if fd := st.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(field.Name)); fd != nil && fd.HasPresence() &&
-		!field.IsZero() && !st.ProtoReflect().Has(fd) {
+	if fd := stat.ProtoReflect().Descriptor().Fields().ByName(protoreflect.Name(field.Name)); fd != nil && fd.HasPresence() &&
+		!field.IsZero() && !stat.ProtoReflect().Has(fd) {
 		t.Errorf("%s unset, want %v", field.Name, float64(v)/1e9)
 	}
 	switch {
 	case field.IsZero():
 	case seconds || field.IsSeconds():
-		if got := field.Seconds(st); got != float64(v)/1e9 {
+		if got := field.Seconds(stat); got != float64(v)/1e9 {
 			t.Errorf("%s = %v, want %v", field.Name, got, float64(v)/1e9)
 		}
 	case field.InKiB():
-		if got := field.Count(st); got != uint64(v)/1024 {
+		if got := field.Count(stat); got != uint64(v)/1024 {
 			t.Errorf("%s = %d, want %d", field.Name, got, v/1024)
 		}
 	default:
-		if got := field.Count(st); got != uint64(v) {
+		if got := field.Count(stat); got != uint64(v) {
 			t.Errorf("%s = %d, want %d", field.Name, got, v)
 		}
 	}
@@ -205,12 +205,12 @@ func TestCountersNoProcessReportedAreAbsent(t *testing.T) {
 	enc.AppendQuery(rms, ts, &QueryFigures{Session: pipeline.SessionKey{TmID: 7, ID: 42}, Start: 1_700_000_400e9, Totals: zeros, Known: known})
 	q, _ := DecodeQuery(rms.At(0))
 	out := DecodeSessionFigures(rm, &WindowMatcher{Last: 10 * time.Second})
-	for what, st := range map[string]*yagpcc.SystemStat{"window": out.Last, "lifetime": out.Total, "query": q.Stat} {
-		if st.BlkioDelaySeconds != nil || st.SwapinDelaySeconds != nil || st.FreepagesDelaySeconds != nil {
-			t.Errorf("%s: unreported waits are set: blkio %v, swapin %v, freepages %v", what, st.BlkioDelaySeconds, st.SwapinDelaySeconds, st.FreepagesDelaySeconds)
+	for what, stat := range map[string]*yagpcc.SystemStat{"window": out.Last, "lifetime": out.Total, "query": q.Stat} {
+		if stat.BlkioDelaySeconds != nil || stat.SwapinDelaySeconds != nil || stat.FreepagesDelaySeconds != nil {
+			t.Errorf("%s: unreported waits are set: blkio %v, swapin %v, freepages %v", what, stat.BlkioDelaySeconds, stat.SwapinDelaySeconds, stat.FreepagesDelaySeconds)
 		}
-		if st.RunDelaySeconds == nil || st.ThrashingDelaySeconds == nil {
-			t.Errorf("%s: waits reported as 0 are absent: run %v, thrashing %v", what, st.RunDelaySeconds, st.ThrashingDelaySeconds)
+		if stat.RunDelaySeconds == nil || stat.ThrashingDelaySeconds == nil {
+			t.Errorf("%s: waits reported as 0 are absent: run %v, thrashing %v", what, stat.RunDelaySeconds, stat.ThrashingDelaySeconds)
 		}
 	}
 }

@@ -383,7 +383,9 @@ func DecodeSession(rm pmetric.ResourceMetrics) (h SessionHeader, st SessionState
 	h.PID = pipeline.IntOf(attrs, pipeline.AttrSessionPID).V
 	h.System = pipeline.BoolOf(attrs, pipeline.AttrSessionSystem).V
 	h.Own = pipeline.BoolOf(attrs, pipeline.AttrSessionOwn).V
-	h.Database, h.User, h.Host = pipeline.Str(attrs, pipeline.AttrDBNamespace), pipeline.Str(attrs, pipeline.AttrSessionUser), pipeline.Str(attrs, pipeline.AttrHostName)
+	h.Database = pipeline.Str(attrs, pipeline.AttrDBNamespace)
+	h.User = pipeline.Str(attrs, pipeline.AttrSessionUser)
+	h.Host = pipeline.Str(attrs, pipeline.AttrHostName)
 	h.ResourceQueue = pipeline.Str(attrs, pipeline.AttrResourceQueueName)
 	sms := rm.ScopeMetrics()
 	for i := range sms.Len() {

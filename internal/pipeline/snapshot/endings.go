@@ -117,7 +117,8 @@ func DecodeEndings(rm pmetric.ResourceMetrics) (h HostEndings, tmID int64, skipp
 		if !ok {
 			skipped++
 			if err == nil {
-				err = fmt.Errorf("ending on %s without an int %s and %s, a timestamp, and a log record's or an exit's attributes", h.Host, pipeline.AttrProcessPID, pipeline.AttrSessionID)
+				err = fmt.Errorf("ending on %s without an int %s and %s, a timestamp, and a log record's or an exit's attributes",
+					h.Host, pipeline.AttrProcessPID, pipeline.AttrSessionID)
 			}
 			return
 		}

@@ -134,7 +134,9 @@ func DecodeDepartures(rm pmetric.ResourceMetrics) (d HostDepartures, tmID int64,
 // appendHostFraming appends a framing resource of one host (its kind,
 // tm_id and host name; room for size attributes) with the given scope,
 // and returns the resource's attributes and the scope's metrics.
-func appendHostFraming(rms pmetric.ResourceMetricsSlice, scope Scope, kind pipeline.ResourceKind, tmID int64, host string, size int) (pcommon.Map, pmetric.MetricSlice) {
+func appendHostFraming(
+	rms pmetric.ResourceMetricsSlice, scope Scope, kind pipeline.ResourceKind, tmID int64, host string, size int,
+) (pcommon.Map, pmetric.MetricSlice) {
 	rm := rms.AppendEmpty()
 	attrs := rm.Resource().Attributes()
 	attrs.EnsureCapacity(size)

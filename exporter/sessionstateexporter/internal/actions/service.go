@@ -167,7 +167,8 @@ func (svc *Service) TerminateSessions(ctx context.Context, req *yagpcc.Terminate
 		return nil, call.end(sessionaction.Invalid, status.Errorf(codes.InvalidArgument,
 			"query_id %d: gpotel keys queries by (tmid, ssid, ccnt) and has no query_id; end the session, or cancel its query with TerminateQuery", req.GetQueryId()))
 	case req.GetDatabase() == "" && req.GetUsername() == "":
-		return nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument, "name a database or username (or both): gpotel does not end every session at once"))
+		return nil, call.end(sessionaction.Invalid, status.Error(codes.InvalidArgument,
+			"name a database or username (or both): gpotel does not end every session at once"))
 	}
 	v, err := svc.freshView(call)
 	if err != nil {

@@ -101,7 +101,9 @@ func queryTop(q *view.QueryRecord) *gpotelv1.QueryTop {
 		qt.CommandCount = &q.ID.Ccnt
 	}
 	if sp := q.Spill; sp != nil {
-		qt.SpillBytes, qt.SpillFiles, qt.SpillBytesMax = uint64(max(sp.Bytes, 0)), uint32(min(max(sp.Files, 0), math.MaxUint32)), uint64(max(sp.MaxBytes, 0)) // #nosec G115 -- clamped
+		qt.SpillBytes = uint64(max(sp.Bytes, 0))                      // #nosec G115 -- clamped
+		qt.SpillFiles = uint32(min(max(sp.Files, 0), math.MaxUint32)) // #nosec G115 -- clamped
+		qt.SpillBytesMax = uint64(max(sp.MaxBytes, 0))                // #nosec G115 -- clamped
 	}
 	// Averages over the query's duration; 0 for a query of no duration.
 	rate := func(v float64) float64 {

@@ -57,9 +57,9 @@ const cpuTimeColumn = "cpu_time"
 
 var (
 	queryLayout = newEventLayout(pipeline.KindFinishedQuery, events.QueryEventFields, pipeline.AttrQueryStart,
-		events.AttrEventQueryEnd, func() protoreflect.Message { return (&gpotelv1.FinishedQuery{}).ProtoReflect() })
-	sessionLayout = newEventLayout(pipeline.KindEndedSession, events.SessionEventFields, events.AttrEventSessionStart,
-		events.AttrEventSessionEnd, func() protoreflect.Message { return (&gpotelv1.EndedSession{}).ProtoReflect() })
+		events.AttrQueryEnd, func() protoreflect.Message { return (&gpotelv1.FinishedQuery{}).ProtoReflect() })
+	sessionLayout = newEventLayout(pipeline.KindEndedSession, events.SessionEventFields, events.AttrSessionStart,
+		events.AttrSessionEnd, func() protoreflect.Message { return (&gpotelv1.EndedSession{}).ProtoReflect() })
 )
 
 func newEventLayout(kind pipeline.ResourceKind, fields []events.Field, startKey, endKey string,
@@ -337,9 +337,9 @@ var skewStat = func() map[string]func(*yagpcc.SystemStat, *eventRow, int) {
 		ratio, overAvg func(*yagpcc.SystemStat) *float64
 		hottest        func(*yagpcc.SystemStat) **int32
 	}{
-		events.AttrEventSkewCPUPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.CpuSkew },
+		events.AttrSkewCPUPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.CpuSkew },
 			func(st *yagpcc.SystemStat) *float64 { return &st.CpuMaxOverAvg }, func(st *yagpcc.SystemStat) **int32 { return &st.CpuHottestSegment }},
-		events.AttrEventSkewIOPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.IoSkew },
+		events.AttrSkewIOPrefix: {func(st *yagpcc.SystemStat) *float64 { return &st.IoSkew },
 			func(st *yagpcc.SystemStat) *float64 { return &st.IoMaxOverAvg }, func(st *yagpcc.SystemStat) **int32 { return &st.IoHottestSegment }},
 	} {
 		m[prefix+"ratio"] = func(st *yagpcc.SystemStat, r *eventRow, i int) { *fields.ratio(st) = r.double(i) }
@@ -379,18 +379,18 @@ func (r *eventRow) queryRecord(clusterID string) *view.QueryRecord {
 		}
 	}
 	st.RunningTimeSeconds = st.UserTimeSeconds + st.KernelTimeSeconds
-	st.Partial = r.num(at(events.AttrEventPartial)) != 0
+	st.Partial = r.num(at(events.AttrPartial)) != 0
 	q := &view.QueryRecord{ID: r.queryID(), Start: time.Unix(0, r.num(l.start)).UTC(), Completed: true,
-		Duration: r.double(at(events.AttrEventDuration)), Text: r.text, Stat: st,
-		End: time.Unix(0, r.end()).UTC(), Status: yagpccStatus(r.str(at(events.AttrEventQueryStatus))),
+		Duration: r.double(at(events.AttrDuration)), Text: r.text, Stat: st,
+		End: time.Unix(0, r.end()).UTC(), Status: yagpccStatus(r.str(at(events.AttrQueryStatus))),
 		Owner: &view.QueryOwner{ClusterID: clusterID, Hostname: r.coordinator.Value(), User: r.str(l.user), Database: r.str(l.database)}}
-	if i := at(events.AttrEventResourceGroup); r.has(i) {
+	if i := at(events.AttrResourceGroup); r.has(i) {
 		q.Owner.Rsgname = r.str(i)
 	}
-	if i := at(events.AttrEventErrorMessage); r.has(i) {
+	if i := at(events.AttrErrorMessage); r.has(i) {
 		q.Message = r.str(i)
 	}
-	if i, j := at(events.AttrEventSpillMax), at(events.AttrEventSpillFilesMax); r.has(i) || r.has(j) {
+	if i, j := at(events.AttrSpillMax), at(events.AttrSpillFilesMax); r.has(i) || r.has(j) {
 		q.Spill = &pipeline.QuerySpill{}
 		if r.has(i) {
 			q.Spill.MaxBytes = r.num(i)

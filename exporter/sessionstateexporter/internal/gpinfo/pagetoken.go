@@ -58,7 +58,8 @@ func decodeToken(tok, request string, spec sortSpec) ([]paging.Value, pipeline.S
 	if err := json.Unmarshal(b, &t); err != nil {
 		return nil, pipeline.SessionKey{}, paging.ErrBadToken
 	}
-	errOther := errors.New("page_token was issued for a different request (method, sort fields, filters, show_system or hide_empty_queries changed) or by another run of the collector")
+	errOther := errors.New("page_token was issued for a different request " +
+		"(method, sort fields, filters, show_system or hide_empty_queries changed) or by another run of the collector")
 	if t.Request != request {
 		return nil, pipeline.SessionKey{}, errOther
 	}

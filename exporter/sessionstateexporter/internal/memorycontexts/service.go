@@ -63,7 +63,9 @@ func NewService(sessions Sessions, agents *agentconn.Pool, cfg Config, maxRespon
 
 // GetSessionMemoryContexts asks the session's backends' agents, within the
 // caller's rate and the response bound.
-func (svc *Service) GetSessionMemoryContexts(ctx context.Context, req *gpotelv1.GetSessionMemoryContextsRequest) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
+func (svc *Service) GetSessionMemoryContexts(
+	ctx context.Context, req *gpotelv1.GetSessionMemoryContextsRequest,
+) (*gpotelv1.GetSessionMemoryContextsResponse, error) {
 	key := req.GetSessionKey()
 	if key == nil {
 		return nil, status.Error(codes.InvalidArgument, "session_key is required")
@@ -82,12 +84,15 @@ func (svc *Service) GetSessionMemoryContexts(ctx context.Context, req *gpotelv1.
 		return nil, status.Errorf(codes.NotFound, "session tm_id %d sess_id %d is not in the newest snapshot", key.GetTmId(), key.GetSessId())
 	}
 	if len(sessionBackends) == 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "session tm_id %d sess_id %d: the snapshot lists none of its backends (gpotel.session.info has no \"backends\")", key.GetTmId(), key.GetSessId())
+		return nil, status.Errorf(codes.FailedPrecondition,
+			"session tm_id %d sess_id %d: the snapshot lists none of its backends (gpotel.session.info has no \"backends\")",
+			key.GetTmId(), key.GetSessId())
 	}
 	// Only a request that would signal backends takes a token.
 	caller := callerOf(ctx)
 	if wait, ok := svc.callers.take(caller, svc.now()); !ok {
-		return nil, status.Errorf(codes.ResourceExhausted, "%s: at most %d memory-context requests at once and then one every %s (memory_contexts::caller_max_burst, caller_max_rate): try again in %s",
+		return nil, status.Errorf(codes.ResourceExhausted, "%s: at most %d memory-context requests at once and then one every %s "+
+			"(memory_contexts::caller_max_burst, caller_max_rate): try again in %s",
 			caller, svc.cfg.CallerMaxBurst, everyOf(svc.cfg.CallerMaxRate), wait.Round(time.Second))
 	}
 	asked := sessionBackends[:min(len(sessionBackends), svc.cfg.MaxBackends)]
@@ -139,7 +144,8 @@ func (b *answerBudget) admit(a *gpotelv1.BackendMemoryContexts) *gpotelv1.Backen
 		return a
 	}
 	return &gpotelv1.BackendMemoryContexts{Hostname: a.GetHostname(), SegmentId: a.GetSegmentId(), Pid: a.GetPid(), Error: fmt.Sprintf(
-		"%s: its answer of %d bytes does not fit in max_response_bytes %d beside the other backends' (summary: true answers less)", codes.ResourceExhausted, size, b.limit)}
+		"%s: its answer of %d bytes does not fit in max_response_bytes %d beside the other backends' (summary: true answers less)",
+		codes.ResourceExhausted, size, b.limit)}
 }
 
 // rollupField is GetSessionMemoryContextsResponse.rollup, to size its rows.
@@ -172,7 +178,8 @@ func (svc *Service) askAgent(ctx context.Context, ref pipeline.BackendRef, summa
 	}
 	cctx, cancel := context.WithTimeout(ctx, timeout+agentGrace)
 	defer cancel()
-	r, err := gpotelv1.NewMemoryContextsClient(conn).GetMemoryContexts(cctx, &gpotelv1.GetMemoryContextsRequest{Pid: ref.PID, Summary: summary, Timeout: durationpb.New(timeout)})
+	r, err := gpotelv1.NewMemoryContextsClient(conn).GetMemoryContexts(cctx,
+		&gpotelv1.GetMemoryContextsRequest{Pid: ref.PID, Summary: summary, Timeout: durationpb.New(timeout)})
 	if err != nil {
 		st, _ := status.FromError(err)
 		out.Error = st.Code().String() + ": " + st.Message()

@@ -137,13 +137,13 @@ func DecodeSessionFigures(rm pmetric.ResourceMetrics, wm *WindowMatcher) Session
 	return out
 }
 
-func finishStat(st *yagpcc.SystemStat) {
-	st.RunningTimeSeconds = st.UserTimeSeconds + st.KernelTimeSeconds
+func finishStat(stat *yagpcc.SystemStat) {
+	stat.RunningTimeSeconds = stat.UserTimeSeconds + stat.KernelTimeSeconds
 }
 
 // setSystemStat folds one point of a session figure (or of a query
-// figure, under its session name) into st; its optional fields point into room.
-func setSystemStat(st *yagpcc.SystemStat, room *pipeline.StatValues, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
+// figure, under its session name) into stat; its optional fields point into room.
+func setSystemStat(stat *yagpcc.SystemStat, room *pipeline.StatValues, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	if m, ok := pipeline.CounterMetricOfSession(name); ok {
 		f := m.Figures()[0]
 		if m.Attr != "" {
@@ -155,29 +155,29 @@ func setSystemStat(st *yagpcc.SystemStat, room *pipeline.StatValues, name string
 				return
 			}
 		}
-		pipeline.Figures[f].Stat.SetPoint(st, &room[f], dp)
+		pipeline.Figures[f].Stat.SetPoint(stat, &room[f], dp)
 		return
 	}
 	switch name {
 	case pipeline.MetricSessionWindowSpan:
-		st.WindowSeconds = pipeline.PointFloat(dp)
+		stat.WindowSeconds = pipeline.PointFloat(dp)
 	case pipeline.MetricSessionPartial:
-		st.Partial = pipeline.PointFloat(dp) != 0
+		stat.Partial = pipeline.PointFloat(dp) != 0
 	case pipeline.MetricSessionSkewRatio, pipeline.MetricSessionSkewMaxOverAvg, pipeline.MetricSessionSkewHottestSegment, pipeline.MetricSessionSkewSegments:
-		setSkew(st, name, a, dp)
+		setSkew(stat, name, a, dp)
 	}
 }
 
-// setSkew folds one skew point into st. A point of an unknown figure, or a
+// setSkew folds one skew point into stat. A point of an unknown figure, or a
 // hottest segment that is no segment's content id, is bad input and skipped.
-func setSkew(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
+func setSkew(stat *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	var skew, overAvg *float64
 	var hottest **int32
 	switch pipeline.Str(a, pipeline.AttrSkewFigure) {
 	case pipeline.SkewFigureCPU:
-		skew, overAvg, hottest = &st.CpuSkew, &st.CpuMaxOverAvg, &st.CpuHottestSegment
+		skew, overAvg, hottest = &stat.CpuSkew, &stat.CpuMaxOverAvg, &stat.CpuHottestSegment
 	case pipeline.SkewFigureIO:
-		skew, overAvg, hottest = &st.IoSkew, &st.IoMaxOverAvg, &st.IoHottestSegment
+		skew, overAvg, hottest = &stat.IoSkew, &stat.IoMaxOverAvg, &stat.IoHottestSegment
 	default:
 		return
 	}
@@ -192,12 +192,12 @@ func setSkew(st *yagpcc.SystemStat, name string, a pcommon.Map, dp pmetric.Numbe
 			*hottest = &seg
 		}
 	case pipeline.MetricSessionSkewSegments:
-		st.SkewSegments = uint32(min(pipeline.PointUint(dp), math.MaxUint32))
+		stat.SkewSegments = uint32(min(pipeline.PointUint(dp), math.MaxUint32))
 	}
 }
 
-// setMemory folds one gpotel.session.memory.usage point into st.
-func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint) {
+// setMemory folds one gpotel.session.memory.usage point into stat.
+func setMemory(stat *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint) {
 	typ := pipeline.Str(a, pipeline.AttrMemoryType)
 	maxHost := pipeline.Str(a, pipeline.AttrMemoryAggregation) == pipeline.MemoryAggregationMaxHost
 	for i := range pipeline.MemoryTypes {
@@ -209,24 +209,24 @@ func setMemory(st *yagpcc.SystemStat, a pcommon.Map, dp pmetric.NumberDataPoint)
 		if maxHost {
 			field = mt.MaxHost
 		}
-		field.SetPoint(st, nil, dp)
+		field.SetPoint(stat, nil, dp)
 		return
 	}
 }
 
 // setPressure keeps the largest "some" stall share per resource over a session's groups.
-func setPressure(st *yagpcc.SystemStat, a pcommon.Map, v float64) {
+func setPressure(stat *yagpcc.SystemStat, a pcommon.Map, v float64) {
 	if pipeline.Str(a, pipeline.AttrPressureKind) != pipeline.PressureSome {
 		return
 	}
 	var dst *float64
 	switch pipeline.Str(a, pipeline.AttrPressureResource) {
 	case "cpu":
-		dst = &st.CpuPressure
+		dst = &stat.CpuPressure
 	case "memory":
-		dst = &st.MemoryPressure
+		dst = &stat.MemoryPressure
 	case "io":
-		dst = &st.IoPressure
+		dst = &stat.IoPressure
 	default:
 		return
 	}
@@ -394,16 +394,16 @@ func DecodeQuery(rm pmetric.ResourceMetrics) (QueryOutput, bool) {
 				q.Spill.MaxFiles = v
 			}
 		case pipeline.MetricQuerySegmentCPUTime:
-			if st := segment(dp.Attributes()); st != nil {
-				st.RunningTimeSeconds = pipeline.PointFloat(dp)
+			if segStat := segment(dp.Attributes()); segStat != nil {
+				segStat.RunningTimeSeconds = pipeline.PointFloat(dp)
 			}
 		case pipeline.MetricQuerySegmentDiskIO:
-			if st := segment(dp.Attributes()); st != nil {
+			if segStat := segment(dp.Attributes()); segStat != nil {
 				switch pipeline.Str(dp.Attributes(), pipeline.AttrDirection) {
 				case pipeline.DirectionRead:
-					st.ReadBytes = pipeline.PointUint(dp)
+					segStat.ReadBytes = pipeline.PointUint(dp)
 				case pipeline.DirectionWrite:
-					st.WriteBytes = pipeline.PointUint(dp)
+					segStat.WriteBytes = pipeline.PointUint(dp)
 				}
 			}
 		default:
