@@ -100,12 +100,9 @@ func CutMessage(m string) string {
 // time, or that is neither a log record nor an exit, is skipped and counted.
 func DecodeEndings(rm pmetric.ResourceMetrics) (h HostEndings, tmID int64, skipped int, err error) {
 	attrs := rm.Resource().Attributes()
-	host, ok := attrs.Get(pipeline.AttrHostName)
-	tm, tmOK := attrs.Get(pipeline.AttrTmID)
-	if !ok || !tmOK || tm.Type() != pcommon.ValueTypeInt {
-		return h, 0, 1, fmt.Errorf("endings resource lacks %s or an int %s", pipeline.AttrHostName, pipeline.AttrTmID)
+	if h.Host, tmID, err = hostOf(attrs, "endings"); err != nil {
+		return h, 0, 1, err
 	}
-	h.Host, tmID = host.Str(), tm.Int()
 	if v, ok := attrs.Get(pipeline.AttrLogReadThrough); ok && v.Type() == pcommon.ValueTypeInt {
 		h.LogReadThrough = v.Int()
 	}
@@ -166,4 +163,14 @@ func decodeEnding(dp pmetric.NumberDataPoint) (Ending, bool) {
 	}
 	e.Severity, e.SQLState, e.Message = sev, state, CutMessage(msg)
 	return e, true
+}
+
+// hostOf reads the host and tm_id every per-host resource must name.
+func hostOf(attrs pcommon.Map, resource string) (host string, tmID int64, err error) {
+	h, ok := attrs.Get(pipeline.AttrHostName)
+	tm, tmOK := attrs.Get(pipeline.AttrTmID)
+	if !ok || !tmOK || tm.Type() != pcommon.ValueTypeInt {
+		return "", 0, fmt.Errorf("%s resource lacks %s or an int %s", resource, pipeline.AttrHostName, pipeline.AttrTmID)
+	}
+	return h.Str(), tm.Int(), nil
 }

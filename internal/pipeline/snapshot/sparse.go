@@ -106,13 +106,9 @@ func appendDepartures(rms pmetric.ResourceMetricsSlice, scope Scope, ts pcommon.
 // DecodeDepartures reads a departed resource; a point without pid,
 // session or start time is skipped and counted.
 func DecodeDepartures(rm pmetric.ResourceMetrics) (d HostDepartures, tmID int64, skipped int, err error) {
-	attrs := rm.Resource().Attributes()
-	host, ok := attrs.Get(pipeline.AttrHostName)
-	tm, tmOK := attrs.Get(pipeline.AttrTmID)
-	if !ok || !tmOK || tm.Type() != pcommon.ValueTypeInt {
-		return d, 0, 1, fmt.Errorf("departed resource lacks %s or an int %s", pipeline.AttrHostName, pipeline.AttrTmID)
+	if d.Host, tmID, err = hostOf(rm.Resource().Attributes(), "departed"); err != nil {
+		return d, 0, 1, err
 	}
-	d.Host, tmID = host.Str(), tm.Int()
 	pipeline.EachPoint(rm, func(m pmetric.Metric, dp pmetric.NumberDataPoint) {
 		if m.Name() != pipeline.MetricProcessDeparted {
 			return
