@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
@@ -49,6 +50,5 @@ func queryResourceQueues(ctx context.Context, conn *pgx.Conn) (map[string]string
 }
 
 func validQueueName(name string) bool {
-	return name != "" && len(name) <= maxQueueNameBytes && utf8.ValidString(name) &&
-		!strings.ContainsFunc(name, func(r rune) bool { return r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) })
+	return name != "" && len(name) <= maxQueueNameBytes && utf8.ValidString(name) && !strings.ContainsFunc(name, unicode.IsControl)
 }
