@@ -6,12 +6,12 @@ package workloadrulesconnector
 import (
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/collector/component"
 
 	"github.com/gpotel/gpotel/internal/dialect"
+	"github.com/gpotel/gpotel/internal/objectname"
 	"github.com/gpotel/gpotel/internal/roleconn"
 )
 
@@ -88,7 +88,6 @@ var _ component.Config = (*Config)(nil)
 const (
 	maxRules           = 25 // as Redshift's query monitoring rules
 	maxPredicates      = 3
-	maxNameBytes       = 63 // NAMEDATALEN-1, as the server's names
 	maxScopeNames      = 100
 	defaultMaxMatches  = 10
 	defaultActionsRate = 10
@@ -181,8 +180,8 @@ func (c *Config) moveRefusal() string {
 func (c *Config) compile(rc *RuleConfig) (*rule, error) {
 	var errs []error
 	r := &rule{name: rc.Name, hold: rc.For, group: rc.ResourceGroup, maxMatches: rc.MaxMatches, perMinute: rc.MaxActionsPerMinute}
-	if rc.Name == "" || len(rc.Name) > maxNameBytes || strings.ContainsFunc(rc.Name, isControl) {
-		errs = append(errs, fmt.Errorf("name: must be 1 to %d bytes without control characters", maxNameBytes))
+	if !objectname.Valid(rc.Name) {
+		errs = append(errs, fmt.Errorf("name: must be 1 to %d bytes of UTF-8 without control characters", objectname.MaxBytes))
 	}
 	switch n := len(rc.When); {
 	case n == 0:
@@ -207,8 +206,8 @@ func (c *Config) compile(rc *RuleConfig) (*rule, error) {
 		errs = append(errs, fmt.Errorf("action %q: want %s", rc.Action, actionNames()))
 	case a == actionMove && rc.ResourceGroup == "":
 		errs = append(errs, errors.New("action move: name the resource_group to move to"))
-	case a == actionMove && (len(rc.ResourceGroup) > maxNameBytes || strings.ContainsFunc(rc.ResourceGroup, isControl)):
-		errs = append(errs, fmt.Errorf("resource_group: must be 1 to %d bytes without control characters", maxNameBytes))
+	case a == actionMove && !objectname.Valid(rc.ResourceGroup):
+		errs = append(errs, fmt.Errorf("resource_group: must be 1 to %d bytes of UTF-8 without control characters", objectname.MaxBytes))
 	case a == actionMove && c.moveRefusal() != "":
 		errs = append(errs, fmt.Errorf("action move: %s", c.moveRefusal()))
 	case a != actionMove && rc.ResourceGroup != "":
@@ -245,5 +244,3 @@ func (c *Config) compile(rc *RuleConfig) (*rule, error) {
 	r.scope = scope
 	return r, errors.Join(errs...)
 }
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }

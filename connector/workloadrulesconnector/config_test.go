@@ -126,7 +126,7 @@ func TestConfigBoundsHostileInput(t *testing.T) {
 	cfg.Rules[4].Action, cfg.Rules[4].ResourceGroup = "log", "small"
 	err := cfg.Validate()
 	require.Error(t, err)
-	for _, want := range []string{"rules: 26, more than 25", "name: must be 1 to 63 bytes", "a name is 1 to 63 bytes without control characters",
+	for _, want := range []string{"rules: 26, more than 25", "name: must be 1 to 63 bytes", "a name is 1 to 63 bytes of UTF-8 without control characters",
 		"max_actions_per_minute 100000: must be 1 to 600", "longer than 200 bytes", "only action move takes one"} {
 		assert.Contains(t, err.Error(), want)
 	}
@@ -244,5 +244,25 @@ func TestAnUnverifiedActionConnectionBeyondLoopbackIsRefused(t *testing.T) {
 		if (err == nil) != tc.ok || (err != nil && !strings.Contains(err.Error(), "actions::insecure: true")) {
 			t.Errorf("host %s, sslmode %s, insecure %v: %v; want accepted %v, else actions::insecure named", tc.host, tc.sslmode, tc.insecure, err, tc.ok)
 		}
+	}
+}
+
+// TestConfigRefusesC1ControlCharacters: a name with a C1 control character
+// (U+0080–U+009F: U+009B is a terminal's CSI) is refused as one with a C0
+// one is, in the rule's name, its resource group and its scope lists.
+func TestConfigRefusesC1ControlCharacters(t *testing.T) {
+	csi := "bad\u009bname"
+	cfg := defaultConfig()
+	cfg.Dialect, cfg.ResourceManager = dialect.GP6, "group"
+	cfg.Rules = []RuleConfig{
+		{Name: csi, When: []string{"gpotel.query.duration > 1s"}, Action: "log"},
+		{Name: "move", When: []string{"gpotel.query.duration > 1s"}, Action: "move", ResourceGroup: csi},
+		{Name: "scoped", When: []string{"gpotel.query.duration > 1s"}, Action: "log", Scope: ScopeConfig{Users: []string{csi}}},
+	}
+	err := cfg.Validate()
+	require.Error(t, err)
+	for _, want := range []string{"name: must be 1 to 63 bytes of UTF-8 without control characters",
+		"resource_group: must be 1 to 63 bytes of UTF-8 without control characters", "a name is 1 to 63 bytes of UTF-8 without control characters"} {
+		assert.Contains(t, err.Error(), want)
 	}
 }

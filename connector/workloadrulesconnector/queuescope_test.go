@@ -75,7 +75,7 @@ func TestValidateBoundsResourceQueues(t *testing.T) {
 	require.Error(t, err)
 	msg := err.Error()
 	for _, want := range []string{
-		`rules[1] "control": scope: resource_queues: "bad\nqueue": a name is 1 to 63 bytes without control characters`,
+		`rules[1] "control": scope: resource_queues: "bad\nqueue": a name is 1 to 63 bytes of UTF-8 without control characters`,
 		`rules[2] "long": scope: resource_queues: "qqqq`,
 		`rules[3] "empty": scope: resource_queues: "": a name is 1 to 63 bytes`,
 		`rules[4] "many": scope: resource_queues: 101 names, more than 100`,

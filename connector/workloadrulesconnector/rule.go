@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/gpotel/gpotel/internal/objectname"
 )
 
 // action is what a rule does, in order of severity: when several rules
@@ -86,8 +88,8 @@ func (sc *ScopeConfig) compile() (scope, error) {
 				errs = append(errs, fmt.Errorf("scope: %s: %d names, more than %d", key, len(list), maxScopeNames))
 			}
 			for _, n := range list {
-				if n == "" || len(n) > maxNameBytes || strings.ContainsFunc(n, isControl) {
-					errs = append(errs, fmt.Errorf("scope: %s: %.70q: a name is 1 to %d bytes without control characters", key, n, maxNameBytes))
+				if !objectname.Valid(n) {
+					errs = append(errs, fmt.Errorf("scope: %s: %.70q: a name is 1 to %d bytes of UTF-8 without control characters", key, n, objectname.MaxBytes))
 				}
 			}
 		}

@@ -6,22 +6,17 @@ package gpsessionreceiver
 import (
 	"context"
 	"fmt"
-	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gpotel/gpotel/internal/gpsql"
+	"github.com/gpotel/gpotel/internal/objectname"
 )
 
 // maxRoleQueues bounds the roles one read names a queue for: the
 // statement answers one row per role with a session, and a server allows
 // far fewer connections than this.
 const maxRoleQueues = 1 << 14
-
-// maxQueueNameBytes is NAMEDATALEN-1: no longer name can be the server's.
-const maxQueueNameBytes = 63
 
 // queryResourceQueues maps the name of each role with a session to the
 // name of its resource queue (pg_roles.rolresqueue). A name no server
@@ -38,7 +33,7 @@ func queryResourceQueues(ctx context.Context, conn *pgx.Conn) (map[string]string
 		if len(queues) >= maxRoleQueues {
 			return fmt.Errorf("more than %d roles with a session", maxRoleQueues)
 		}
-		if validQueueName(queue) {
+		if objectname.Valid(queue) {
 			queues[role] = queue
 		}
 		return nil
@@ -47,8 +42,4 @@ func queryResourceQueues(ctx context.Context, conn *pgx.Conn) (map[string]string
 		return queues, fmt.Errorf("query role resource queues (pg_roles, pg_resqueue): %w", err)
 	}
 	return queues, nil
-}
-
-func validQueueName(name string) bool {
-	return name != "" && len(name) <= maxQueueNameBytes && utf8.ValidString(name) && !strings.ContainsFunc(name, unicode.IsControl)
 }
