@@ -19,6 +19,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/clientname"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -76,11 +77,11 @@ func TestActionsAdmitTheAllowedClientCertificates(t *testing.T) {
 		t.Fatalf("viewer cannot read: %v", err)
 	}
 	_, err := yagpcc.NewActionServiceClient(viewer).TerminateSession(ctxTimeout(t), unknown)
-	viewtest.AssertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
+	statustest.AssertCode(t, err, codes.PermissionDenied, "actions::allowed_clients")
 
 	// Past the guard: there is no snapshot to act on.
 	_, err = yagpcc.NewActionServiceClient(clientAs("ops")).TerminateSession(ctxTimeout(t), unknown)
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "no snapshot yet")
 }
 
 // Off by default: the server does not even offer ActionService.
@@ -90,5 +91,5 @@ func TestActionServiceIsNotServedByDefault(t *testing.T) {
 	_, err := yagpcc.NewActionServiceClient(srv.conn).TerminateSession(
 		grpcmetadata.AppendToOutgoingContext(ctxTimeout(t), clientname.ActionTokenHeader, viewtest.ActionToken),
 		&yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: 42, TmId: testTmID}})
-	viewtest.AssertCode(t, err, codes.Unimplemented, "yagpcc.ActionService")
+	statustest.AssertCode(t, err, codes.Unimplemented, "yagpcc.ActionService")
 }

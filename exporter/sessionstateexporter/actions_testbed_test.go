@@ -29,6 +29,7 @@ import (
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/sessionaction"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 	"github.com/gpotel/gpotel/testbed/cluster"
 )
@@ -68,9 +69,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 				t.Fatalf("the reader cannot read: %v", err)
 			}
 			_, err := actions.TerminateQuery(reader, &yagpcc.TerminateQueryRequest{QueryKey: running})
-			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
+			statustest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 			_, err = actions.TerminateSession(reader, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: idle.sessID, TmId: testTmID}})
-			viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
+			statustest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 
 			actor := grpcmetadata.AppendToOutgoingContext(reader, clientname.ActionTokenHeader, viewtest.ActionToken)
 
@@ -93,9 +94,9 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			// Moving needs resource groups, and on Greenplum a superuser.
 			_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: running, ResourceGroupName: "default_group"})
 			if d == dialect.PostgreSQL {
-				viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
+				statustest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 			} else {
-				viewtest.AssertCode(t, err, codes.FailedPrecondition, "must be superuser")
+				statustest.AssertCode(t, err, codes.FailedPrecondition, "must be superuser")
 			}
 
 			resp, err = actions.TerminateQuery(actor, &yagpcc.TerminateQueryRequest{QueryKey: running})
@@ -138,7 +139,7 @@ func TestActionsNeedTheirOwnRightAndWork(t *testing.T) {
 			own.meta[pipeline.MetaApplicationName] = "psql"
 			srv.consume(t, buildSnapshot(time.Now(), []testSession{own}))
 			_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: own.sessID, TmId: testTmID}})
-			viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
+			statustest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own action connection")
 
 			var done []string
 			for _, e := range srv.logs.FilterMessage("session action").All() {
@@ -209,9 +210,9 @@ func TestActionsNeverHitAReusedPid(t *testing.T) {
 				_, err = actions.MoveQueryToResourceGroup(actor, &yagpcc.MoveQueryToResourceGroupRequest{
 					QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(was.sessID)}, ResourceGroupName: "default_group"}) // #nosec G115 -- a small id
 				if d == dialect.PostgreSQL {
-					viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
+					statustest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups")
 				} else {
-					viewtest.AssertCode(t, err, codes.FailedPrecondition, "another backend")
+					statustest.AssertCode(t, err, codes.FailedPrecondition, "another backend")
 				}
 			}
 
@@ -273,7 +274,7 @@ func TestASessionNamedLikeTheCollectorIsNotProtected(t *testing.T) {
 	actor := grpcmetadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+readToken, clientname.ActionTokenHeader, viewtest.ActionToken)
 
 	_, err = actions.TerminateSession(actor, &yagpcc.TerminateSessionRequest{SessionKey: &yagpcc.SessionKey{SessId: mine.sessID, TmId: testTmID}})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own monitoring connection")
 	if err := monitoring.Ping(ctx); err != nil {
 		t.Errorf("the monitoring connection after a refused end: %v", err)
 	}

@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -242,5 +243,5 @@ func TestShutdownStopsServing(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := srv.client.GetTotalSessionsStat(ctxTimeout(t), &yagpcc.GetTotalSessionsReq{})
-	viewtest.AssertCode(t, err, codes.Unavailable, "")
+	statustest.AssertCode(t, err, codes.Unavailable, "")
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/pipeline/pipelinetest"
 	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
+	"github.com/gpotel/gpotel/internal/statustest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -106,7 +107,7 @@ func TestFinishedQueryIsAnsweredAfterTheWindow(t *testing.T) {
 	}
 	feed(sessionRunsThenIdles(end.Add(time.Hour+time.Minute), start, end, 13))
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: key})
-	viewtest.AssertCode(t, err, codes.NotFound, "retention")
+	statustest.AssertCode(t, err, codes.NotFound, "retention")
 }
 
 // segmentsOf keeps what both answers share of each segment: where and
@@ -455,14 +456,14 @@ func TestFinishedWorkRefusesHostileRequests(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := c.ListFinishedQueries(ctxTimeout(t), tc.req)
-			viewtest.AssertCode(t, err, codes.InvalidArgument, tc.want)
+			statustest.AssertCode(t, err, codes.InvalidArgument, tc.want)
 			if st, _ := status.FromError(err); len(st.Message()) > 1024 {
 				t.Errorf("message of %d bytes", len(st.Message()))
 			}
 		})
 	}
 	_, err = c.ListEndedSessions(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{PageToken: resp.GetNextPageToken()})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "different request")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "different request")
 }
 
 // With retention 0 nothing is kept, and the list says so.
@@ -473,9 +474,9 @@ func TestNoRetentionKeepsNothing(t *testing.T) {
 	q := viewtest.FinishedQuery(1, t0)
 	srv.consume(t, viewtest.FinishedBatch(t0, []events.FinishedQuery{q}, nil))
 	_, err := finishedClient(srv).ListFinishedQueries(ctxTimeout(t), &gpotelv1.ListFinishedWorkRequest{})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "retention is 0")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "retention is 0")
 	_, err = srv.client.GetGPQuery(ctxTimeout(t), &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: int32(q.Session.ID), Ccnt: int32(q.CommandCount)}})
-	viewtest.AssertCode(t, err, codes.NotFound, "retention is 0")
+	statustest.AssertCode(t, err, codes.NotFound, "retention is 0")
 }
 
 // The real processor in front: a session that ran a statement and left is

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/statustest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -149,7 +149,7 @@ func TestMemoryContextRequestsAreRateLimited(t *testing.T) {
 	}
 	_, err := gpotelv1.NewSessionMemoryContextsClient(srv.conn).GetSessionMemoryContexts(ctxTimeout(t),
 		&gpotelv1.GetSessionMemoryContextsRequest{SessionKey: &gpotelv1.SessionKey{SessId: 7, TmId: testTmID}})
-	viewtest.AssertCode(t, err, codes.ResourceExhausted, "address 127.0.0.1: at most 5 memory-context requests at once and then one every 1m0s")
+	statustest.AssertCode(t, err, codes.ResourceExhausted, "address 127.0.0.1: at most 5 memory-context requests at once and then one every 1m0s")
 	if n := agent.calls.Load(); n != 2*defaultCallerMaxBurst {
 		t.Errorf("%d backends asked, want 2 for each of the %d admitted requests", n, defaultCallerMaxBurst)
 	}

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -103,7 +103,7 @@ func TestPageSizeDefaultAndCap(t *testing.T) {
 		}
 	}
 	_, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{PageSize: -1})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "page_size")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "page_size")
 	// Exactly one full page: no token that leads to an empty page.
 	resp, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{PageSize: 30})
 	if err != nil {
@@ -141,14 +141,14 @@ func TestPageTokenBelongsToItsRequest(t *testing.T) {
 		"show_system":     {PageToken: tok, Field: byUserTimeDesc, ShowSystem: true},
 	} {
 		_, err := srv.client.GetGPSessions(ctx, req)
-		viewtest.AssertCode(t, err, codes.InvalidArgument, "different request")
+		statustest.AssertCode(t, err, codes.InvalidArgument, "different request")
 		_ = name
 	}
 	_, err = srv.client.GetGPQueries(ctx, &yagpcc.GetGPQueriesReq{PageToken: tok, Field: byUserTimeDesc})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "different request")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "different request")
 	for _, bad := range []string{"not base64!", base64.RawURLEncoding.EncodeToString([]byte("{nope"))} {
 		_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{PageToken: bad, Field: byUserTimeDesc})
-		viewtest.AssertCode(t, err, codes.InvalidArgument, "page_token")
+		statustest.AssertCode(t, err, codes.InvalidArgument, "page_token")
 	}
 	// A different page size is fine.
 	if _, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{PageToken: tok, Field: byUserTimeDesc, PageSize: 9}); err != nil {
@@ -286,7 +286,7 @@ func TestResponsesStayUnderMaxResponseBytes(t *testing.T) {
 	_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Filter: []*yagpcc.SessionFilter{
 		{FieldName: yagpcc.SessionFilterEnum_SESSION_FILTER_SESS_ID, Value: "99"},
 	}})
-	viewtest.AssertCode(t, err, codes.ResourceExhausted, "sess_id 99")
+	statustest.AssertCode(t, err, codes.ResourceExhausted, "sess_id 99")
 }
 
 func assertEachOnce(t *testing.T, states []*yagpcc.SessionState, want []int64) {

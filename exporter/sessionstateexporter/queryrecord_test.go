@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -92,5 +92,5 @@ func TestQueriesBehindTheSnapshotdiffProcessor(t *testing.T) {
 	}
 
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: 7, Ccnt: 9}})
-	viewtest.AssertCode(t, err, codes.NotFound, "ccnt 9")
+	statustest.AssertCode(t, err, codes.NotFound, "ccnt 9")
 }

@@ -12,10 +12,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/paging"
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
 	"github.com/gpotel/gpotel/internal/rulefirings"
+	"github.com/gpotel/gpotel/internal/statustest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 )
 
@@ -86,9 +86,9 @@ func TestListRuleActionsFiltersAndPages(t *testing.T) {
 	first, err := client.ListRuleActions(ctxTimeout(t), &gpotelv1.ListRuleActionsRequest{PageSize: 1})
 	require.NoError(t, err)
 	_, err = client.ListRuleActions(ctxTimeout(t), &gpotelv1.ListRuleActionsRequest{RuleNames: []string{"skew"}, PageToken: first.GetNextPageToken()})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "different request")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "different request")
 	_, err = client.ListRuleActions(ctxTimeout(t), &gpotelv1.ListRuleActionsRequest{PageToken: "!!"})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "not one this server issued")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "not one this server issued")
 	_, err = client.ListRuleActions(ctxTimeout(t), &gpotelv1.ListRuleActionsRequest{SessIds: make([]int64, paging.MaxFilterValues+1)})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "filter values")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "filter values")
 }

@@ -34,8 +34,8 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/await"
+	"github.com/gpotel/gpotel/internal/statustest"
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
@@ -144,14 +144,14 @@ func TestTLS(t *testing.T) {
 
 	plain := yagpcc.NewGetGPInfoClient(dial(t, srv.addr, grpc.WithTransportCredentials(insecure.NewCredentials())))
 	_, err = plain.GetGPSessions(await.Context(t), &yagpcc.GetGPSessionsReq{})
-	viewtest.AssertCode(t, err, codes.Unavailable, "")
+	statustest.AssertCode(t, err, codes.Unavailable, "")
 
 	// TLS off: a TLS client cannot talk to the plain server.
 	plainSrv := startDefault(t)
 	tlsToPlain := yagpcc.NewGetGPInfoClient(dial(t, plainSrv.addr,
 		grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: roots, MinVersion: tls.VersionTLS12}))))
 	_, err = tlsToPlain.GetGPSessions(await.Context(t), &yagpcc.GetGPSessionsReq{})
-	viewtest.AssertCode(t, err, codes.Unavailable, "")
+	statustest.AssertCode(t, err, codes.Unavailable, "")
 }
 
 // bearerAuth stands in for contrib's bearertokenauth: an extensionauth.Server
@@ -197,14 +197,14 @@ func TestBearerTokenAuth(t *testing.T) {
 				ctx = metadata.AppendToOutgoingContext(ctx, "authorization", tc.header)
 			}
 			_, err := srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{})
-			viewtest.AssertCode(t, err, tc.want, "")
+			statustest.AssertCode(t, err, tc.want, "")
 			// gpotel.v1 services on the same server share the authenticator.
 			_, err = gpotelv1.NewClusterTopClient(srv.conn).GetClusterTop(ctx, &gpotelv1.GetClusterTopRequest{})
-			viewtest.AssertCode(t, err, tc.want, "")
+			statustest.AssertCode(t, err, tc.want, "")
 			_, err = gpotelv1.NewFinishedWorkClient(srv.conn).ListFinishedQueries(ctx, &gpotelv1.ListFinishedWorkRequest{})
-			viewtest.AssertCode(t, err, tc.want, "")
+			statustest.AssertCode(t, err, tc.want, "")
 			_, err = gpotelv1.NewRuleActionsClient(srv.conn).ListRuleActions(ctx, &gpotelv1.ListRuleActionsRequest{})
-			viewtest.AssertCode(t, err, tc.want, "")
+			statustest.AssertCode(t, err, tc.want, "")
 		})
 	}
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -264,7 +265,7 @@ func TestHideEmptyQueries(t *testing.T) {
 		t.Fatalf("hide_empty_queries: got sessions %v, want [42]", got)
 	}
 	_, err = srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{ShowQueryType: 9})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "show_query_type")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "show_query_type")
 }
 
 func TestGetGPSession(t *testing.T) {
@@ -277,9 +278,9 @@ func TestGetGPSession(t *testing.T) {
 	}
 	assertProtoEqual(t, resp.SessionsState, wantFullState())
 	_, err = srv.client.GetGPSession(ctx, &yagpcc.GetGPSessionReq{SessionKey: &yagpcc.SessionKey{SessId: 42, TmId: testTmID + 1}})
-	viewtest.AssertCode(t, err, codes.NotFound, "sess_id 42")
+	statustest.AssertCode(t, err, codes.NotFound, "sess_id 42")
 	_, err = srv.client.GetGPSession(ctx, &yagpcc.GetGPSessionReq{})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "session_key")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "session_key")
 }
 
 func TestGetTotalSessionsStatCountsLiveClientSessionsPerState(t *testing.T) {
@@ -372,12 +373,12 @@ func TestGetGPQuery(t *testing.T) {
 
 	for _, ssid := range []int32{43, 44, 1000} {
 		_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: ssid}})
-		viewtest.AssertCode(t, err, codes.NotFound, "in the latest snapshot")
+		statustest.AssertCode(t, err, codes.NotFound, "in the latest snapshot")
 	}
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{QueryKey: &yagpcc.QueryKey{Tmid: testTmID, Ssid: 42, Ccnt: 5}})
-	viewtest.AssertCode(t, err, codes.NotFound, "ccnt 5")
+	statustest.AssertCode(t, err, codes.NotFound, "ccnt 5")
 	_, err = srv.client.GetGPQuery(ctx, &yagpcc.GetGPQueryReq{})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "query_key")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "query_key")
 }
 
 func sessIDs(resp *yagpcc.GetGPSessionsResponse) []int64 {

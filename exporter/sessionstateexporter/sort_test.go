@@ -14,9 +14,9 @@ import (
 
 	"google.golang.org/grpc/codes"
 
-	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -206,7 +206,7 @@ func TestSortByEveryField(t *testing.T) {
 					Field: []*yagpcc.SessionFieldWrapper{{FieldName: field, Order: order}},
 				})
 				if !supported {
-					viewtest.AssertCode(t, err, codes.InvalidArgument, field.String())
+					statustest.AssertCode(t, err, codes.InvalidArgument, field.String())
 					return
 				}
 				if err != nil {
@@ -282,7 +282,7 @@ func TestSortByTwoFieldsAndAbsentValuesFirst(t *testing.T) {
 	_, err = srv.client.GetGPSessions(ctx, &yagpcc.GetGPSessionsReq{Field: []*yagpcc.SessionFieldWrapper{
 		{FieldName: yagpcc.SessionField_SESSION_FIELD_PID, Order: 7},
 	}})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "sort order")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "sort order")
 }
 
 func TestFilters(t *testing.T) {
@@ -347,8 +347,8 @@ func TestFilters(t *testing.T) {
 		f(99, "a"),
 	} {
 		_, err := srv.client.GetGPSessions(ctxTimeout(t), &yagpcc.GetGPSessionsReq{Filter: []*yagpcc.SessionFilter{bad}})
-		viewtest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
+		statustest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
 		_, err = srv.client.GetGPQueries(ctxTimeout(t), &yagpcc.GetGPQueriesReq{Filter: []*yagpcc.SessionFilter{bad}})
-		viewtest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
+		statustest.AssertCode(t, err, codes.InvalidArgument, "filter[0]")
 	}
 }

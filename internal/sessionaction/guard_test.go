@@ -15,26 +15,15 @@ import (
 
 	"google.golang.org/grpc/codes"
 	grpcmetadata "google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/await"
 	"github.com/gpotel/gpotel/internal/clientname"
 	"github.com/gpotel/gpotel/internal/roleconn"
+	"github.com/gpotel/gpotel/internal/statustest"
 )
 
 // testActionToken is as long as the shortest token gpotel takes.
 const testActionToken = "act-now-act-now-act-now-act-now!"
-
-func assertCode(t *testing.T, err error, want codes.Code, msgPart string) {
-	t.Helper()
-	st, _ := status.FromError(err)
-	if st.Code() != want {
-		t.Fatalf("want %s, got %v", want, err)
-	}
-	if !strings.Contains(st.Message(), msgPart) {
-		t.Fatalf("message %q does not mention %q", st.Message(), msgPart)
-	}
-}
 
 // tokenGuard is a guard of testActionToken whose wrong tokens' delays last
 // until release is closed; paused counts the delays started.
@@ -108,7 +97,7 @@ func TestActionTokenFileRules(t *testing.T) {
 func TestOneCallCarriesOneActionToken(t *testing.T) {
 	g, paused, _ := tokenGuard(t)
 	_, err := g.Admit(withToken(await.Context(t), "guess-guess-guess-guess-guess-guess", testActionToken))
-	assertCode(t, err, codes.PermissionDenied, "2 gpotel-action-token headers")
+	statustest.AssertCode(t, err, codes.PermissionDenied, "2 gpotel-action-token headers")
 	if paused.Load() != 0 {
 		t.Errorf("%d delays started, want none: the tokens were not even compared", paused.Load())
 	}
@@ -131,14 +120,14 @@ func TestWrongActionTokensAreSlowedWithoutHoldingHandlers(t *testing.T) {
 
 	for _, ctx := range []context.Context{wrong, withToken(await.Context(t), testActionToken)} {
 		_, err := g.Admit(ctx)
-		assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+		statustest.AssertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
 	}
 	if paused.Load() != maxDeniedInFlight {
 		t.Errorf("%d calls held, want %d", paused.Load(), maxDeniedInFlight)
 	}
 	close(release)
 	for range maxDeniedInFlight {
-		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+		statustest.AssertCode(t, <-answers, codes.PermissionDenied, "may not act")
 	}
 	if who, err := g.Admit(withToken(await.Context(t), testActionToken)); err != nil || who != "action token" {
 		t.Errorf("the action token once the wrong ones were answered: %q %v", who, err)
@@ -163,7 +152,7 @@ func TestAWrongTokenHoldsItsSlotWhenItsCallerLeaves(t *testing.T) {
 	}
 	await.Until(t, "every wrong token started its delay", func() bool { return paused.Load() == maxDeniedInFlight })
 	_, err := g.Admit(withToken(await.Context(t), testActionToken))
-	assertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
+	statustest.AssertCode(t, err, codes.ResourceExhausted, "calls with a wrong action token are being answered")
 	select {
 	case err := <-answers:
 		t.Fatalf("a wrong token whose caller left was answered before its delay ended: %v", err)
@@ -171,6 +160,6 @@ func TestAWrongTokenHoldsItsSlotWhenItsCallerLeaves(t *testing.T) {
 	}
 	close(release)
 	for range maxDeniedInFlight {
-		assertCode(t, <-answers, codes.PermissionDenied, "may not act")
+		statustest.AssertCode(t, <-answers, codes.PermissionDenied, "may not act")
 	}
 }

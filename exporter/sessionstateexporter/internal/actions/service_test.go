@@ -31,6 +31,7 @@ import (
 	"github.com/gpotel/gpotel/internal/ownbackends"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/sessionaction"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -169,13 +170,13 @@ func TestActionsNeedTheActionToken(t *testing.T) {
 		"read token only": grpcmetadata.NewIncomingContext(await.Context(t), grpcmetadata.Pairs("authorization", "Bearer "+viewtest.ActionToken)),
 	} {
 		_, err := at.svc.TerminateSession(ctx, &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-		viewtest.AssertCode(t, err, codes.PermissionDenied, clientname.ActionTokenHeader)
+		statustest.AssertCode(t, err, codes.PermissionDenied, clientname.ActionTokenHeader)
 		_, err = at.svc.TerminateQuery(ctx, &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
-		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
+		statustest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		_, err = at.svc.TerminateSessions(ctx, &yagpcc.TerminateSessionsRequest{Username: "alice"})
-		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
+		statustest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		_, err = at.svc.MoveQueryToResourceGroup(ctx, &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "g"})
-		viewtest.AssertCode(t, err, codes.PermissionDenied, "may not act")
+		statustest.AssertCode(t, err, codes.PermissionDenied, "may not act")
 		if t.Failed() {
 			t.Logf("case %s", name)
 		}
@@ -189,12 +190,12 @@ func TestActionsOnAnUnknownSessionAreNotFound(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "active", 0), gone)
 	for _, id := range []int64{99, 6} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		viewtest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
+		statustest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		viewtest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
+		statustest.AssertCode(t, err, codes.NotFound, fmt.Sprintf("sess_id %d", id))
 	}
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "session_key")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "session_key")
 	at.assertNothingSent(t)
 }
 
@@ -203,9 +204,9 @@ func TestActionsRefuseSystemProcesses(t *testing.T) {
 	sys.System = true
 	at := newActionTest(t, sys)
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "system process")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "system process")
 	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 0)})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "system process")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "system process")
 	at.assertNothingSent(t)
 }
 
@@ -224,9 +225,9 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at := newActionTest(t, actionSession(5, "psql", "active", 0), actionSession(6, "psql", "active", 0))
 	for id, what := range map[int64]string{5: "monitoring connection (backend pid 1005)", 6: "action connection (backend pid 1006)"} {
 		_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(id)})
-		viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
+		statustest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 		_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(id, 0)})
-		viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
+		statustest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own "+what)
 	}
 	at.assertNothingSent(t)
 
@@ -234,7 +235,7 @@ func TestActionsRefuseTheCollectorsOwnSessions(t *testing.T) {
 	at = newActionTest(t, actionSession(7, "psql", "active", 0))
 	at.db.err = sessionaction.ErrOwnSession
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(7)})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "the collector's own")
 }
 
 // An application_name is anyone's to set (SET application_name = 'gpotel'):
@@ -327,7 +328,7 @@ func TestActionsRefuseAStaleView(t *testing.T) {
 		"no snapshot":                        {newActionTestOf(t, &view.View{ByKey: map[pipeline.SessionKey]*view.Session{}}), "no snapshot yet"},
 	} {
 		for _, err := range everyAction(tc.at) {
-			viewtest.AssertCode(t, err, codes.FailedPrecondition, tc.want)
+			statustest.AssertCode(t, err, codes.FailedPrecondition, tc.want)
 		}
 		tc.at.assertNothingSent(t)
 		if t.Failed() {
@@ -354,9 +355,9 @@ func TestActionsRefuseABackendWithoutItsStart(t *testing.T) {
 	unnamed.State.SessionInfo.BackendStart = nil
 	at := newActionTest(t, unnamed)
 	_, err := at.svc.TerminateSession(authorized(t), &yagpcc.TerminateSessionRequest{SessionKey: sessionKey(5)})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
 	_, err = at.svc.TerminateQuery(authorized(t), &yagpcc.TerminateQueryRequest{QueryKey: queryKey(5, 3)})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "does not name the start of its backend")
 	resp, err := at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
 	if err != nil || len(resp.GetTerminateResponse()) != 1 || !strings.Contains(resp.GetTerminateResponse()[0].GetStatusText(), "does not name the start") {
 		t.Errorf("TerminateSessions: %v %v", resp, err)
@@ -416,14 +417,14 @@ func TestTerminateSessionsAnswersForEachMatchingSession(t *testing.T) {
 	}
 
 	_, err = at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "database or username")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "database or username")
 	_, err = at.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice", QueryId: 12})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "query_id")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "query_id")
 
 	many := newActionTest(t, actionSession(1, "psql", "idle", 0), actionSession(2, "psql", "idle", 0),
 		actionSession(3, "psql", "idle", 0), actionSession(4, "psql", "idle", 0))
 	_, err = many.svc.TerminateSessions(authorized(t), &yagpcc.TerminateSessionsRequest{Username: "alice"})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "4 sessions match, more than actions::max_sessions_per_call 3")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "4 sessions match, more than actions::max_sessions_per_call 3")
 	many.assertNothingSent(t)
 }
 
@@ -436,17 +437,17 @@ func TestMoveQueryToResourceGroup(t *testing.T) {
 		t.Errorf("sent %v, want session 5 moved to etl", at.db.calls)
 	}
 	_, err := at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 2), ResourceGroupName: "etl"})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "ccnt 3, not 2")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "ccnt 3, not 2")
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3)})
-	viewtest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
+	statustest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
 	for _, name := range []string{strings.Repeat("g", 64), "etl\x00"} {
 		_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: name})
-		viewtest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
+		statustest.AssertCode(t, err, codes.InvalidArgument, "resource_group_name")
 	}
 
 	at.db.err = fmt.Errorf("%w (dialect postgresql)", sessionaction.ErrNoResourceGroups)
 	_, err = at.svc.MoveQueryToResourceGroup(authorized(t), &yagpcc.MoveQueryToResourceGroupRequest{QueryKey: queryKey(5, 3), ResourceGroupName: "etl"})
-	viewtest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups (dialect postgresql)")
+	statustest.AssertCode(t, err, codes.FailedPrecondition, "no resource groups (dialect postgresql)")
 }
 
 // Every action is logged with who asked, what, on which session and the

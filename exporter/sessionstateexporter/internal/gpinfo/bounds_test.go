@@ -26,6 +26,7 @@ import (
 	"github.com/gpotel/gpotel/exporter/sessionstateexporter/internal/viewtest"
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/snapshot"
+	"github.com/gpotel/gpotel/internal/statustest"
 	"github.com/gpotel/gpotel/proto/yagpcc"
 )
 
@@ -128,8 +129,8 @@ func TestOversizedSortAndFilterRequestsAreRefused(t *testing.T) {
 				_, errSessions = svc.GetGPSessions(context.Background(), &yagpcc.GetGPSessionsReq{Field: c.field, Filter: c.filt, PageToken: sessionsToken})
 				_, errQueries = svc.GetGPQueries(context.Background(), &yagpcc.GetGPQueriesReq{Field: c.field, Filter: c.filt, PageToken: queriesToken})
 			})
-			viewtest.AssertCode(t, errSessions, codes.InvalidArgument, c.limit)
-			viewtest.AssertCode(t, errQueries, codes.InvalidArgument, c.limit)
+			statustest.AssertCode(t, errSessions, codes.InvalidArgument, c.limit)
+			statustest.AssertCode(t, errQueries, codes.InvalidArgument, c.limit)
 			if grew > budget {
 				t.Errorf("refusing the request allocated %d MiB, more than %d MiB", grew>>20, budget>>20)
 			}

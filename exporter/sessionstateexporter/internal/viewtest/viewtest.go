@@ -10,13 +10,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/collector/pdata/pmetric"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/gpotel/gpotel/internal/pipeline"
 	"github.com/gpotel/gpotel/internal/pipeline/events"
@@ -131,17 +128,4 @@ func FinishedBatch(at time.Time, queries []events.FinishedQuery, sessions []even
 		events.AppendEndedSession(md.ResourceMetrics(), &sessions[i])
 	}
 	return md
-}
-
-// AssertCode fails t unless err is a gRPC status of code want whose
-// message mentions msgPart.
-func AssertCode(t testing.TB, err error, want codes.Code, msgPart string) {
-	t.Helper()
-	st, _ := status.FromError(err)
-	if st.Code() != want {
-		t.Fatalf("want %s, got %v", want, err)
-	}
-	if !strings.Contains(st.Message(), msgPart) {
-		t.Fatalf("message %q does not mention %q", st.Message(), msgPart)
-	}
 }
