@@ -5,6 +5,8 @@ package gpsessionreceiver
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -147,4 +149,92 @@ func TestMonitoringConnectionIgnoresTheRolesSearchPath(t *testing.T) {
 		t.Errorf("discovery through a role whose search_path starts with a shadow pg_stat_activity: %d sessions, without the test's own pid %d",
 			len(st.Sessions), admin.PgConn().PID())
 	}
+}
+
+// A backend that connects after discovery's backends' read and before its
+// sessions' read is in the sessions only: discovery lists it among the
+// backends too, so the scrape asks about it and its exit finds a listing.
+// The testbed's Greenplum catalog holds the backends' read twice: on the
+// segment (a lock on the table its view joins) and, once the coordinator's
+// rows are taken, at a backend no read has numbered yet (the numbering's
+// advisory lock, testbed/cluster/catalog.go session_of).
+func TestDiscoveryAsksForABackendThatConnectedBetweenItsReads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a testbed")
+	}
+	c := cluster.Start(t, cluster.Options{Hosts: 1, SegmentsPerHost: 1, Dialect: dialect.GP6})
+	ctx := await.Context(t)
+	src := newPGSource(testbedConfig(c))
+	t.Cleanup(src.Close)
+	if _, err := src.Discover(ctx); err != nil { // the server's shape read, the pool's backend numbered
+		t.Fatal(err)
+	}
+	segment, _ := c.Instance(0)
+	segmentLock := connect(t, segment.DSN)
+	if _, err := segmentLock.Exec(ctx, "BEGIN; LOCK TABLE gpotel_testbed.moved IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	type discovered struct {
+		state *ClusterState
+		err   error
+	}
+	done := make(chan discovered, 1)
+	go func() {
+		st, err := src.Discover(ctx)
+		done <- discovered{st, err}
+	}()
+	awaitWaiter(t, segmentLock, "relation = 'gpotel_testbed.moved'::regclass", "the segment's read")
+	// Connected after the coordinator's sess_ids were taken for the
+	// segments: the backends' read numbers it, and waits for this lock.
+	holder := connect(t, c.CoordinatorDSN)
+	const numbering = "hashtext('gpotel_testbed.sessions')"
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_lock("+numbering+")"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := segmentLock.Exec(ctx, "COMMIT"); err != nil {
+		t.Fatal(err)
+	}
+	awaitWaiter(t, holder, "locktype = 'advisory'", "the coordinator's rows")
+	late := connect(t, c.CoordinatorDSN)
+	latePID := int64(late.PgConn().PID())
+	if _, err := holder.Exec(ctx, "SELECT pg_advisory_unlock("+numbering+")"); err != nil {
+		t.Fatal(err)
+	}
+	var d discovered
+	select {
+	case d = <-done:
+	case <-ctx.Done():
+		t.Fatal("discovery did not return")
+	}
+	if d.err != nil {
+		t.Fatal(d.err)
+	}
+	var sessID int64
+	for _, r := range d.state.Sessions {
+		if r.PID == latePID {
+			sessID = r.SessionID
+		}
+	}
+	if sessID == 0 {
+		t.Fatalf("the sessions' read does not list backend %d, which connected before it", latePID)
+	}
+	if !slices.ContainsFunc(d.state.Backends, func(b Backend) bool { return b.SegmentID == -1 && b.PID == latePID && b.SessionID == sessID }) {
+		t.Errorf("backends lack coordinator backend %d of session %d, listed by the sessions' read only (it connected after the backends' read)",
+			latePID, sessID)
+	}
+}
+
+// awaitWaiter waits until a lock that matches where is waited for on conn's server.
+func awaitWaiter(t *testing.T, conn *pgx.Conn, where, what string) {
+	t.Helper()
+	await.NoError(t, what+" waiting for the test's lock", func() error {
+		var waits bool
+		if err := conn.QueryRow(await.Context(t), "SELECT EXISTS (SELECT FROM pg_catalog.pg_locks WHERE NOT granted AND "+where+")").Scan(&waits); err != nil {
+			return err
+		}
+		if !waits {
+			return errors.New("nothing waits yet")
+		}
+		return nil
+	})
 }

@@ -297,6 +297,7 @@ func (s *pgSource) discover(ctx context.Context, pool *pgxpool.Pool) (*ClusterSt
 	if st.Sessions, err = querySessions(ctx, conn.Conn(), gpsql.Sessions(s.shape(d, columns)), d); err != nil {
 		return nil, err
 	}
+	st.Backends = withCoordinatorRows(st.Backends, st.Sessions)
 	for i := range st.Sessions {
 		// The pool's backends, and the collector's other own connections
 		// on this server (the exporter's action connection).
@@ -398,6 +399,30 @@ func (t *internedText) ScanBytes(b []byte) error {
 		t.seen[t.v] = t.v
 	}
 	return nil
+}
+
+// withCoordinatorRows adds the coordinator rows of the sessions' read that
+// the backends' read, a moment before, missed (backends that connected in
+// between): a session listed must have its backend asked about, or its
+// exit record finds no listing and how it ended stays unknown.
+func withCoordinatorRows(backends []Backend, sessions []SessionRow) []Backend {
+	listed := make(map[int64]bool, len(sessions))
+	for _, b := range backends {
+		if b.SegmentID == coordinatorContent {
+			listed[b.PID] = true
+		}
+	}
+	for _, r := range sessions {
+		if listed[r.PID] {
+			continue
+		}
+		b := Backend{SegmentID: coordinatorContent, PID: r.PID, SessionID: r.SessionID}
+		if r.BackendType != nil {
+			b.BackendType = *r.BackendType
+		}
+		backends = append(backends, b)
+	}
+	return backends
 }
 
 func querySessions(ctx context.Context, conn *pgx.Conn, sql string, d dialect.Dialect) ([]SessionRow, error) {

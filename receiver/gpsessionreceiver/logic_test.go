@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -163,6 +164,30 @@ func TestSessionHeadsGreenplumOnePerSessID(t *testing.T) {
 	heads := sessionHeads(dialect.GP7, rows)
 	if len(heads) != 2 || heads[0].PID != 101 || heads[1].PID != 199 {
 		t.Fatalf("heads %+v", heads)
+	}
+}
+
+// A backend that connected between the backends' read and the sessions'
+// read is in the sessions only: it is asked about too, as a coordinator
+// backend of its session (make run: a churn session listed so and gone by
+// the next scrape ended unknown, its exit record attributed to nothing).
+func TestABackendThatConnectedBetweenTheReadsIsAsked(t *testing.T) {
+	backends := []Backend{
+		{SegmentID: -1, PID: 10, SessionID: 5, BackendType: "client backend"},
+		{SegmentID: 0, PID: 11, SessionID: 5},
+		{SegmentID: 0, PID: 12, SessionID: 6}, // a segment's pid, the same as a coordinator's below
+	}
+	sessions := []SessionRow{
+		{PID: 10, SessionID: 5, BackendType: strp("client backend")},
+		{PID: 12, SessionID: 7, BackendType: strp("client backend")}, // connected in between
+		{PID: 13, SessionID: 0}, // no backend_type column
+	}
+	got := withCoordinatorRows(backends, sessions)
+	want := append(slices.Clone(backends),
+		Backend{SegmentID: -1, PID: 12, SessionID: 7, BackendType: "client backend"},
+		Backend{SegmentID: -1, PID: 13, SessionID: 0})
+	if !slices.Equal(got, want) {
+		t.Errorf("backends %+v, want %+v", got, want)
 	}
 }
 
