@@ -19,9 +19,9 @@ import (
 const maxRoleQueues = 1 << 14
 
 // queryResourceQueues maps the name of each role with a session to the
-// name of its resource queue (pg_roles.rolresqueue). A name no server
-// could have written (empty, longer than a name, not UTF-8, or with a
-// control character) is left out: the role's queue is then unknown.
+// name of its resource queue (pg_roles.rolresqueue). A name
+// objectname.Valid refuses (empty, longer than a name, not UTF-8, or with
+// a control character) is left out: the role's queue is then unknown.
 func queryResourceQueues(ctx context.Context, conn *pgx.Conn) (map[string]string, error) {
 	rows, err := conn.Query(ctx, gpsql.RoleResourceQueues)
 	if err != nil {
