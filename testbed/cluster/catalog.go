@@ -16,12 +16,6 @@ import (
 // receiver should name.
 const internalSchema = "gpotel_testbed"
 
-// firstSessionID is the coordinator's first sess_id: above PID_MAX_LIMIT
-// (2^22, the largest pid_max a 64-bit Linux allows), so that no sess_id
-// equals any pid and code that takes one for the other fails here as it
-// would on a real Greenplum, whose gp_session_id is a counter.
-const firstSessionID = 1<<22 + 1
-
 // Greenplum's built-in resource group oids.
 const (
 	rsgDefaultGroup = 6437
@@ -115,18 +109,20 @@ CREATE FUNCTION %[1]s.content_id() RETURNS integer LANGUAGE sql STABLE
 -- Sessions moved to another resource group (pg_resgroup_move_query).
 CREATE TABLE %[1]s.moved (sess_id integer PRIMARY KEY, rsgid oid NOT NULL);
 
--- The coordinator's session numbers, as Greenplum's gp_session_id: the title
--- extension numbers each client backend when it connects (the number its
--- title shows as con<N>, backend_sess_id); a backend it did not number gets
--- the next of the sequence the first time any statement reads its row. Kept
--- by (pid, backend_start). Both count from above the kernel's pid_max, so that
--- no sess_id equals any pid. A row is dropped when its pid comes back as a
--- new backend: the table holds at most one row per pid.
+-- The coordinator's session numbers, as Greenplum's gp_session_id, all from
+-- one counter, the title extension's (it counts from above the kernel's
+-- pid_max, so that no sess_id equals any pid): it numbers each client backend
+-- when it connects (the number its title shows as con<N>, backend_sess_id,
+-- kept after the backend exits until its slot is another's); a backend it
+-- holds no number of gets the counter's next (next_sess_id) the first time
+-- any statement reads its row. Kept by (pid, backend_start). A row is dropped
+-- when its pid comes back as a new backend: the table holds at most one row per pid.
 CREATE FUNCTION %[1]s.backend_sess_id(backend integer, started timestamptz) RETURNS integer
-  LANGUAGE c STRICT VOLATILE AS %[10]s, 'gpotel_testbed_backend_sess_id';
+  LANGUAGE c STRICT VOLATILE AS %[9]s, 'gpotel_testbed_backend_sess_id';
+CREATE FUNCTION %[1]s.next_sess_id() RETURNS integer
+  LANGUAGE c VOLATILE AS %[9]s, 'gpotel_testbed_next_sess_id';
 CREATE TABLE %[1]s.sessions (pid integer NOT NULL, backend_start timestamptz NOT NULL, sess_id integer NOT NULL,
   PRIMARY KEY (pid, backend_start));
-CREATE SEQUENCE %[1]s.sess_ids AS integer START WITH %[9]d;
 CREATE FUNCTION %[1]s.session_of(backend integer, started timestamptz) RETURNS integer
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER SET search_path = pg_catalog AS $fn$
 DECLARE
@@ -149,7 +145,7 @@ BEGIN
     RETURN id;
   END IF;
   DELETE FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start < started;
-  INSERT INTO %[1]s.sessions VALUES (backend, started, coalesce(%[1]s.backend_sess_id(backend, started), nextval('%[1]s.sess_ids'))) ON CONFLICT DO NOTHING;
+  INSERT INTO %[1]s.sessions VALUES (backend, started, coalesce(%[1]s.backend_sess_id(backend, started), %[1]s.next_sess_id())) ON CONFLICT DO NOTHING;
   SELECT s.sess_id INTO id FROM %[1]s.sessions s WHERE s.pid = backend AND s.backend_start = started;
   RETURN id;
 END
@@ -189,7 +185,7 @@ CREATE FUNCTION pg_catalog.gp_execution_segment() RETURNS %[7]s LANGUAGE sql VOL
 CREATE FUNCTION pg_catalog.version() RETURNS text LANGUAGE sql IMMUTABLE
   AS $$ SELECT %[6]s::text $$;
 `, internalSchema, SessionTagPrefix, rsgAdminGroup, rsgDefaultGroup, executingContentSetting, quoteLiteral(cat.version), executionSegmentType(cat),
-		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"), firstSessionID, quoteLiteral(c.TitleLibrary))
+		groupNameOf("coalesce(m.rsgid, t.role_rsgid)"), quoteLiteral(c.TitleLibrary))
 
 	exprs := make([]string, len(cat.activity))
 	for i, cl := range cat.activity {

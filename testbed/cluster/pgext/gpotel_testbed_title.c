@@ -9,7 +9,8 @@
  *
  * Coordinator (gpotel.content_id = -1): every client backend gets a session
  * number from a shared counter when it connects, as Greenplum's
- * gp_session_id, and counts commands by Greenplum 6's rule (cdbvars.c
+ * gp_session_id (the one counter: the catalog draws from it too, for a
+ * backend it finds no number of), and counts commands by Greenplum 6's rule (cdbvars.c
  * increment_command_count and its callers, read on 6.24.3):
  *   - +1 at the start of every simple-query message (exec_simple_query);
  *   - +1 for every planned statement when its executor starts (CreateQueryDesc);
@@ -333,15 +334,6 @@ show_command_count(void)
 }
 
 static void
-forget_backend(int code, Datum arg)
-{
-	BackendSession *slot = &sessions->slots[DatumGetInt32(arg)];
-
-	slot->pid = 0;
-	slot->sess_id = 0;
-}
-
-static void
 on_client_authentication(Port *port, int status)
 {
 	if (prev_client_auth_hook)
@@ -356,19 +348,30 @@ on_client_authentication(Port *port, int status)
 	{
 		BackendSession *slot = &sessions->slots[MyProc->pgprocno];
 
+		/*
+		 * The slot keeps its backend's number after it exits, until the next
+		 * backend of this PGPROC takes it: a row first read as its backend
+		 * exits still finds the number its title showed. A reader that
+		 * catches the slot changing hands sees pid 0 or another start.
+		 */
 		sess_id = (int) pg_atomic_fetch_add_u32(&sessions->next, 1);
+		slot->pid = 0;
+		pg_write_barrier();
 		slot->started = MyStartTimestamp;
+		pg_write_barrier();
 		slot->sess_id = sess_id;
 		pg_write_barrier();
 		slot->pid = MyProcPid;
-		before_shmem_exit(forget_backend, Int32GetDatum(MyProc->pgprocno));
 		redraw_title();
 	}
 }
 
 PG_FUNCTION_INFO_V1(gpotel_testbed_backend_sess_id);
 
-/* The session number of the live backend (pid, backend_start); NULL: none. */
+/*
+ * The session number of backend (pid, backend_start), running or exited
+ * while its slot is not yet another's; NULL: none.
+ */
 Datum
 gpotel_testbed_backend_sess_id(PG_FUNCTION_ARGS)
 {
@@ -381,14 +384,27 @@ gpotel_testbed_backend_sess_id(PG_FUNCTION_ARGS)
 
 		if (slot->pid == pid && slot->started == started)
 		{
-			int			id = slot->sess_id;
+			int			id;
 
 			pg_read_barrier();
-			if (slot->pid == pid && id > 0)
+			id = slot->sess_id;
+			pg_read_barrier();
+			if (slot->pid == pid && slot->started == started && id > 0)
 				PG_RETURN_INT32(id);
 		}
 	}
 	PG_RETURN_NULL();
+}
+
+PG_FUNCTION_INFO_V1(gpotel_testbed_next_sess_id);
+
+/* A new session number, from the counter that numbers backends as they connect. */
+Datum
+gpotel_testbed_next_sess_id(PG_FUNCTION_ARGS)
+{
+	if (sessions == NULL)
+		ereport(ERROR, (errmsg("gpotel_testbed_title's session counter is not in shared memory")));
+	PG_RETURN_INT32((int) pg_atomic_fetch_add_u32(&sessions->next, 1));
 }
 
 void
