@@ -53,15 +53,11 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		sessions []int64
 	)
 	oneSession := func() error {
-		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		conn, sessID, err := connectSession(ctx, c)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = conn.Close(context.Background()) }()
-		var sessID int64
-		if err := conn.QueryRow(ctx, "SELECT sess_id FROM pg_catalog.pg_stat_activity WHERE pid = pg_backend_pid()").Scan(&sessID); err != nil {
-			return err
-		}
 		// Seen by a snapshot (its events exist), then a short statement and gone.
 		if err := await.Poll(ctx, func() error {
 			st, err := stateOf(ctx, api, int(sessID))
@@ -84,37 +80,11 @@ func TestShortSessionsTellHowTheyEnded(t *testing.T) {
 		mu.Unlock()
 		return awaitExit(ctx, pid)
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, streams*sessionsPerStream)
-	for range streams {
-		wg.Go(func() {
-			for range sessionsPerStream {
-				if err := oneSession(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	runStreams(t, streams, func(done int) bool { return done < sessionsPerStream }, oneSession)
 
-	ended := map[int64]*events.EndedSession{}
+	var ended map[int64]*events.EndedSession
 	waitFor(t, "every session's event", func() (bool, string) {
-		if exited, err := s.Collector.Exited(); exited {
-			t.Fatalf("the collector exited (%v): %s", err, s.Collector.LogTail(2000))
-		}
-		for _, lr := range s.Sink.LogRecords() {
-			if lr.EventName() != events.EventSessionEnd {
-				continue
-			}
-			if ev, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil {
-				ended[ev.Session.ID] = &ev
-			}
-		}
+		ended = endedSessions(t, s)
 		var missing []int64
 		for _, id := range sessions {
 			if ended[id] == nil {
@@ -160,15 +130,11 @@ func TestUnreadSessionsTellHowTheyEnded(t *testing.T) {
 		pids = map[int64]uint32{} // sess_id → coordinator backend pid
 	)
 	oneSession := func() error {
-		conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+		conn, sessID, err := connectSession(ctx, c)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = conn.Close(context.Background()) }()
-		var sessID int64
-		if err := conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
-			return err
-		}
 		pid := conn.PgConn().PID()
 		mu.Lock()
 		pids[sessID] = pid
@@ -183,42 +149,18 @@ func TestUnreadSessionsTellHowTheyEnded(t *testing.T) {
 		}
 		return awaitExit(ctx, int(pid))
 	}
-	var wg sync.WaitGroup
-	errs := make(chan error, streams)
 	until := time.Now().Add(runFor)
-	for range streams {
-		wg.Go(func() {
-			for time.Now().Before(until) {
-				if err := oneSession(); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Fatal(err)
-	}
+	runStreams(t, streams, func(int) bool { return time.Now().Before(until) }, oneSession)
 	// A last session, listed after every other one exited: once its event
 	// is out, every snapshot that listed one of them is too.
 	marker := openSeenSession(ctx, t, c, api)
 
-	ended := map[int64]*events.EndedSession{}
-	var listed map[int64]bool
+	var (
+		ended  map[int64]*events.EndedSession
+		listed map[int64]bool
+	)
 	waitFor(t, "the event of every session a snapshot listed", func() (bool, string) {
-		if exited, err := s.Collector.Exited(); exited {
-			t.Fatalf("the collector exited (%v): %s", err, s.Collector.LogTail(2000))
-		}
-		for _, lr := range s.Sink.LogRecords() {
-			if lr.EventName() != events.EventSessionEnd {
-				continue
-			}
-			if ev, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil {
-				ended[ev.Session.ID] = &ev
-			}
-		}
+		ended = endedSessions(t, s)
 		listed = listedSessions(s.Sink.Received(), pids)
 		var missing []int64
 		for id := range listed {
@@ -250,15 +192,11 @@ func TestUnreadSessionsTellHowTheyEnded(t *testing.T) {
 // and returns its sess_id.
 func openSeenSession(ctx context.Context, t *testing.T, c *cluster.Cluster, api yagpcc.GetGPInfoClient) int64 {
 	t.Helper()
-	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+	conn, sessID, err := connectSession(ctx, c)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = conn.Close(context.Background()) }()
-	var sessID int64
-	if err := conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, "the last session in the API", func() (bool, string) {
 		st, err := stateOf(ctx, api, int(sessID))
 		return err == nil && st != nil, fmt.Sprintf("session %d not in the API yet (%v)", sessID, err)
@@ -300,4 +238,61 @@ func linesNaming(path string, session, pid int64) string {
 		}
 	}
 	return strings.Join(out, "")
+}
+
+// runStreams runs one session after another in each of streams goroutines
+// while more says so (given how many that stream ran), and fails t with
+// the first error of each stream.
+func runStreams(t *testing.T, streams int, more func(done int) bool, one func() error) {
+	t.Helper()
+	var wg sync.WaitGroup
+	errs := make(chan error, streams)
+	for range streams {
+		wg.Go(func() {
+			for done := 0; more(done); done++ {
+				if err := one(); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+}
+
+// endedSessions are the session events the sink holds, by sess_id; it
+// fails t if the collector exited.
+func endedSessions(t *testing.T, s *Stack) map[int64]*events.EndedSession {
+	t.Helper()
+	if exited, err := s.Collector.Exited(); exited {
+		t.Fatalf("the collector exited (%v): %s", err, s.Collector.LogTail(2000))
+	}
+	ended := map[int64]*events.EndedSession{}
+	for _, lr := range s.Sink.LogRecords() {
+		if lr.EventName() != events.EventSessionEnd {
+			continue
+		}
+		if ev, err := pipelinetest.DecodeSessionEvent(lr.Attributes()); err == nil {
+			ended[ev.Session.ID] = &ev
+		}
+	}
+	return ended
+}
+
+// connectSession opens a session on the coordinator and reads its sess_id.
+func connectSession(ctx context.Context, c *cluster.Cluster) (*pgx.Conn, int64, error) {
+	conn, err := pgx.Connect(ctx, c.CoordinatorDSN)
+	if err != nil {
+		return nil, 0, err
+	}
+	var sessID int64
+	if err := conn.QueryRow(ctx, cluster.MySessIDSQL).Scan(&sessID); err != nil {
+		_ = conn.Close(context.Background())
+		return nil, 0, err
+	}
+	return conn, sessID, nil
 }
