@@ -23,6 +23,9 @@ type exitBuffer struct {
 	maxAge  time.Duration
 	dropped uint64 // records that left before their age: buffer full
 	expired uint64 // records older than maxAge
+	// overruns are the times the kernel dropped exit notifications before
+	// they reached the buffer (ENOBUFS): how many records is unknown.
+	overruns uint64
 }
 
 func newExitBuffer(size int, maxAge time.Duration, epoch uint64) *exitBuffer {
@@ -71,6 +74,7 @@ type exitPage struct {
 	missed     uint64
 	more       bool
 	expired    int // records this call found too old and dropped
+	overruns   uint64
 }
 
 // since returns up to limit records from cursor on. A cursor of another epoch
@@ -101,7 +105,15 @@ func (b *exitBuffer) since(epoch, cursor uint64, limit int, now time.Time) exitP
 		p.records = append(p.records, b.ring[(start+i)%len(b.ring)])
 	}
 	p.nextCursor = cursor + count
+	p.overruns = b.overruns
 	return p
+}
+
+// overrun counts one time the kernel dropped exit notifications.
+func (b *exitBuffer) overrun() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.overruns++
 }
 
 // losses returns the records dropped for size and for age so far.

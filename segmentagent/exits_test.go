@@ -4,11 +4,17 @@
 package segmentagent
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
 	gpotelv1 "github.com/gpotel/gpotel/proto/gpotel/v1"
+	"github.com/gpotel/gpotel/segmentagent/taskstats"
 )
 
 func exitAt(pid int64, at time.Time) *gpotelv1.ExitRecord {
@@ -99,4 +105,24 @@ func TestExitCursorFromTheFutureReturnsNothing(t *testing.T) {
 	if p := b.since(7, 99, 10, now); len(p.records) != 0 || p.nextCursor != 2 {
 		t.Fatalf("records %v next %d", pids(p.records), p.nextCursor)
 	}
+}
+
+// TestKernelOverrunsAreSaidToTheCollector: each time the kernel said it
+// dropped exit notifications (ENOBUFS) is counted in the answer, for the
+// buffer's epoch; other skipped messages are not overruns.
+func TestKernelOverrunsAreSaidToTheCollector(t *testing.T) {
+	ts := fixtureService(t).TaskStats()
+	ctx := context.Background()
+	first, err := ts.GetExitRecords(ctx, &gpotelv1.GetExitRecordsRequest{})
+	require.NoError(t, err)
+	assert.Zero(t, first.GetKernelOverruns())
+
+	ts.skip(taskstats.ErrOverrun)
+	ts.skip(fmt.Errorf("%w: short", taskstats.ErrTruncated))
+	ts.skip(taskstats.ErrOverrun)
+	next, err := ts.GetExitRecords(ctx, &gpotelv1.GetExitRecordsRequest{Epoch: first.GetEpoch(), Cursor: first.GetNextCursor()})
+	require.NoError(t, err)
+	assert.Equal(t, first.GetEpoch(), next.GetEpoch())
+	assert.Equal(t, uint64(2), next.GetKernelOverruns(), "two overruns in this epoch")
+	assert.Zero(t, next.GetMissed(), "the kernel's losses are not the buffer's")
 }

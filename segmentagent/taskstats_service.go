@@ -224,6 +224,9 @@ func (s *TaskStatsService) skip(err error) {
 			break
 		}
 	}
+	if errors.Is(err, taskstats.ErrOverrun) {
+		s.buf.overrun() // said to the collector: records it will never get
+	}
 	s.mu.Lock()
 	s.skips++
 	first := s.skips == 1
@@ -257,6 +260,6 @@ func (s *TaskStatsService) GetExitRecords(ctx context.Context, req *gpotelv1.Get
 	s.countLosses(ctx, 0, p.expired)
 	return &gpotelv1.GetExitRecordsResponse{
 		Epoch: s.buf.epoch, Records: p.records, NextCursor: p.nextCursor, Missed: p.missed, More: p.more,
-		Accounting: s.Accounting(),
+		Accounting: s.Accounting(), KernelOverruns: p.overruns,
 	}, nil
 }

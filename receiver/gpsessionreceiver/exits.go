@@ -151,6 +151,10 @@ func (t *exitTracker) sighting(key hostPID) (sighting, bool) {
 
 type exitCursor struct{ epoch, cursor uint64 }
 
+// exitOverruns is an agent's count of the times its kernel dropped exit
+// notifications, which starts over with each epoch.
+type exitOverruns struct{ epoch, count uint64 }
+
 // hostExits is one host's exit records fetched in one scrape.
 type hostExits struct {
 	host      string
@@ -158,7 +162,10 @@ type hostExits struct {
 	delayacct bool
 	next      exitCursor
 	missed    uint64
-	err       error
+	// overruns is the agent's last count of kernel overruns, in its epoch
+	// (zero: no answer).
+	overruns exitOverruns
+	err      error
 	// parents are the host's postmasters read right after the records, so
 	// a child whose record was fetched is already in their cutime/cstime.
 	parents    []parentReading
@@ -185,6 +192,8 @@ type exitTracker struct {
 	tick    uint64
 	tickAt  time.Time // when the scrape began, after its discovery
 	cursors map[string]exitCursor
+	// overruns are each host's last count of kernel overruns.
+	overruns map[string]exitOverruns
 	// sightings are per host, so that the hosts' answers, remembered at
 	// once, take only their own host's lock and map.
 	sightings   map[string]*hostSightings
@@ -206,7 +215,7 @@ type reapedAccount struct {
 }
 
 func newExitTracker(logger *zap.Logger) *exitTracker {
-	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, sightings: map[string]*hostSightings{},
+	return &exitTracker{logger: logger, cursors: map[string]exitCursor{}, overruns: map[string]exitOverruns{}, sightings: map[string]*hostSightings{},
 		postmasters: map[hostPID]int64{}, reaped: map[hostPID]*reapedAccount{}}
 }
 
@@ -316,12 +325,50 @@ func fetchHostExits(ctx context.Context, cfg *Config, dir *agentDirectory, host 
 		res.records = append(res.records, resp.GetRecords()...)
 		res.delayacct = resp.GetAccounting().GetDelayacctEnabled()
 		res.missed += resp.GetMissed()
+		res.overruns = exitOverruns{epoch: resp.GetEpoch(), count: resp.GetKernelOverruns()}
 		res.next = exitCursor{epoch: resp.GetEpoch(), cursor: resp.GetNextCursor()}
 		if !resp.GetMore() {
 			break
 		}
 	}
 	return res
+}
+
+// maxOverrunsPerScrape bounds what one host's answer adds, whatever count
+// its agent sends.
+const maxOverrunsPerScrape = 1 << 20
+
+// newOverruns notes each host's count of kernel overruns and warns, once
+// for all hosts, of those whose count grew since the last scrape; it returns
+// how many overruns are new. A new epoch starts over, and so does a count
+// that went down within one (a reset).
+func (t *exitTracker) newOverruns(exits []hostExits) int64 {
+	var grown []zap.Field
+	total := int64(0)
+	for _, h := range exits {
+		now := h.overruns
+		if now.epoch == 0 {
+			continue // no answer: the count is as it was
+		}
+		last := t.overruns[h.host]
+		t.overruns[h.host] = now
+		added := now.count
+		if last.epoch == now.epoch && last.count <= now.count {
+			added = now.count - last.count
+		}
+		if added == 0 {
+			continue
+		}
+		added = min(added, maxOverrunsPerScrape)
+		grown = append(grown, zap.Uint64(h.host, added))
+		total += int64(added) // #nosec G115 -- bounded above
+	}
+	if len(grown) > 0 {
+		t.logger.Warn("the kernel dropped exit records on these hosts (overruns since the last scrape, by host): sessions whose "+
+			"coordinator backend exited then end unknown and their processes' last figures are missing "+
+			"(raise the agent's taskstats.listener_read_buffer_kib)", zap.Dict("overruns_by_host", grown...))
+	}
+	return total
 }
 
 // beginTick starts a scrape's sightings; rememberAnswer adds one agent

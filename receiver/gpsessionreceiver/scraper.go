@@ -296,6 +296,7 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 	s.keepGenerations(results)
 	endings := snapshot.HostEndings{Host: topo.CoordinatorHost(), LogReadThrough: logThrough, Endings: logged}
 	if s.cfg.ExitRecords {
+		s.noteOverruns(ctx, exits)
 		xs := s.exits.emitExits(s.emitter.procs, md.ResourceMetrics(), ts, state.TmID, exits)
 		endings.Endings = append(endings.Endings, xs.endings...)
 		s.exits.commit(exits)
@@ -312,6 +313,14 @@ func (s *sessionScraper) scrape(ctx context.Context) (pmetric.Metrics, error) {
 		snapshot.AppendEndings(md.ResourceMetrics(), s.emitter.scope, state.TmID, &endings)
 	}
 	return md, s.account(ctx, results, st)
+}
+
+// noteOverruns counts the times the hosts' kernels dropped exit records
+// since the last scrape (the tracker warns of them).
+func (s *sessionScraper) noteOverruns(ctx context.Context, exits []hostExits) {
+	if n := s.exits.newOverruns(exits); n > 0 {
+		s.telemetry.GpsessionExitRecordOverruns.Add(ctx, n)
+	}
 }
 
 // account feeds the self-metrics and turns failed hosts into a partial-scrape error.

@@ -195,11 +195,15 @@ type GetExitRecordsResponse struct {
 	NextCursor uint64        `protobuf:"varint,3,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	// Records after the cursor that are gone (buffer full, or older than
 	// max_age) before this call could return them.
-	Missed        uint64            `protobuf:"varint,4,opt,name=missed,proto3" json:"missed,omitempty"`
-	More          bool              `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"` // max_records cut the answer: call again at once
-	Accounting    *KernelAccounting `protobuf:"bytes,6,opt,name=accounting,proto3" json:"accounting,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Missed     uint64            `protobuf:"varint,4,opt,name=missed,proto3" json:"missed,omitempty"`
+	More       bool              `protobuf:"varint,5,opt,name=more,proto3" json:"more,omitempty"` // max_records cut the answer: call again at once
+	Accounting *KernelAccounting `protobuf:"bytes,6,opt,name=accounting,proto3" json:"accounting,omitempty"`
+	// Times in this epoch the kernel said it dropped exit notifications
+	// because the agent's socket was full (ENOBUFS). How many records were
+	// lost is unknown; they are not in missed. 0 from an agent before it.
+	KernelOverruns uint64 `protobuf:"varint,7,opt,name=kernel_overruns,json=kernelOverruns,proto3" json:"kernel_overruns,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GetExitRecordsResponse) Reset() {
@@ -272,6 +276,13 @@ func (x *GetExitRecordsResponse) GetAccounting() *KernelAccounting {
 		return x.Accounting
 	}
 	return nil
+}
+
+func (x *GetExitRecordsResponse) GetKernelOverruns() uint64 {
+	if x != nil {
+		return x.KernelOverruns
+	}
+	return 0
 }
 
 // ExitRecord is one database process that exited, with its final totals.
@@ -855,7 +866,7 @@ const file_gpotel_v1_taskstats_proto_rawDesc = "" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\x04R\x06cursor\x12\x1f\n" +
 	"\vmax_records\x18\x03 \x01(\rR\n" +
-	"maxRecords\"\xe9\x01\n" +
+	"maxRecords\"\x92\x02\n" +
 	"\x16GetExitRecordsResponse\x12\x14\n" +
 	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12/\n" +
 	"\arecords\x18\x02 \x03(\v2\x15.gpotel.v1.ExitRecordR\arecords\x12\x1f\n" +
@@ -865,7 +876,8 @@ const file_gpotel_v1_taskstats_proto_rawDesc = "" +
 	"\x04more\x18\x05 \x01(\bR\x04more\x12;\n" +
 	"\n" +
 	"accounting\x18\x06 \x01(\v2\x1b.gpotel.v1.KernelAccountingR\n" +
-	"accounting\"\xba\x01\n" +
+	"accounting\x12'\n" +
+	"\x0fkernel_overruns\x18\a \x01(\x04R\x0ekernelOverruns\"\xba\x01\n" +
 	"\n" +
 	"ExitRecord\x12\x1a\n" +
 	"\bsequence\x18\x01 \x01(\x04R\bsequence\x120\n" +

@@ -96,6 +96,11 @@ func (m *GetExitRecordsResponse) MarshalToSizedBufferVT(dAtA []byte) (int, error
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.KernelOverruns != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.KernelOverruns))
+		i--
+		dAtA[i] = 0x38
+	}
 	if m.Accounting != nil {
 		size, err := m.Accounting.MarshalToSizedBufferVT(dAtA[:i])
 		if err != nil {
@@ -688,6 +693,9 @@ func (m *GetExitRecordsResponse) SizeVT() (n int) {
 		l = m.Accounting.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
+	if m.KernelOverruns != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.KernelOverruns))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -1182,6 +1190,25 @@ func (m *GetExitRecordsResponse) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 7:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field KernelOverruns", wireType)
+			}
+			m.KernelOverruns = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.KernelOverruns |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

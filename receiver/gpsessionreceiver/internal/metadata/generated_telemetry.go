@@ -26,6 +26,7 @@ type TelemetryBuilder struct {
 	meter                            metric.Meter
 	mu                               sync.Mutex
 	registrations                    []metric.Registration
+	GpsessionExitRecordOverruns      metric.Int64Counter
 	GpsessionGreenplumFiguresDropped metric.Int64Counter
 	GpsessionGreenplumFiguresFailed  metric.Int64Counter
 	GpsessionHostsFailed             metric.Int64Counter
@@ -67,6 +68,12 @@ func NewTelemetryBuilder(settings component.TelemetrySettings, options ...Teleme
 	}
 	builder.meter = Meter(settings)
 	var err, errs error
+	builder.GpsessionExitRecordOverruns, err = builder.meter.Int64Counter(
+		"otelcol_gpsession_exit_record_overruns",
+		metric.WithDescription("Times an agent's kernel dropped exit notifications (its taskstats socket overflowed), as the agents reported them: how many records were lost is unknown; sessions whose coordinator backend exited then end unknown. [Development]"),
+		metric.WithUnit("{overrun}"),
+	)
+	errs = errors.Join(errs, err)
 	builder.GpsessionGreenplumFiguresDropped, err = builder.meter.Int64Counter(
 		"otelcol_gpsession_greenplum_figures_dropped",
 		metric.WithDescription("Reads of the server's own figures (spill, lock waits, session memory) left out of snapshots because they grew older than greenplum_figures::max_age before another read replaced them. [Development]"),

@@ -19,6 +19,7 @@ func TestSetupTelemetry(t *testing.T) {
 	tb, err := metadata.NewTelemetryBuilder(testTel.NewTelemetrySettings())
 	require.NoError(t, err)
 	defer tb.Shutdown()
+	tb.GpsessionExitRecordOverruns.Add(context.Background(), 1)
 	tb.GpsessionGreenplumFiguresDropped.Add(context.Background(), 1)
 	tb.GpsessionGreenplumFiguresFailed.Add(context.Background(), 1)
 	tb.GpsessionHostsFailed.Add(context.Background(), 1)
@@ -29,6 +30,9 @@ func TestSetupTelemetry(t *testing.T) {
 	tb.GpsessionPidsFailed.Add(context.Background(), 1)
 	tb.GpsessionPidsVanished.Add(context.Background(), 1)
 	tb.GpsessionScrapeDuration.Record(context.Background(), 1)
+	AssertEqualGpsessionExitRecordOverruns(t, testTel,
+		[]metricdata.DataPoint[int64]{{Value: 1}},
+		metricdatatest.IgnoreTimestamp())
 	AssertEqualGpsessionGreenplumFiguresDropped(t, testTel,
 		[]metricdata.DataPoint[int64]{{Value: 1}},
 		metricdatatest.IgnoreTimestamp())
